@@ -1,0 +1,55 @@
+#include "base/dtype.h"
+
+#include <math.h>
+
+static const struct {
+	const char *name;
+	size_t size;
+} dtype_info[DT_COUNT] = {
+	[DT_F32] = {"F32", 4},	       [DT_F16] = {"F16", 2}, [DT_BF16] = {"BF16", 2},
+	[DT_F8_E4M3] = {"F8_E4M3", 1}, [DT_I64] = {"I64", 8}, [DT_I32] = {"I32", 4},
+};
+
+size_t dtype_size(enum dtype dt)
+{
+	return dtype_info[dt].size;
+}
+
+const char *dtype_name(enum dtype dt)
+{
+	return dtype_info[dt].name;
+}
+
+int dtype_from_name(const char *name, enum dtype *out)
+{
+	for (int i = 0; i < DT_COUNT; i++)
+		if (strcmp(dtype_info[i].name, name) == 0) {
+			*out = (enum dtype)i;
+			return 0;
+		}
+	return -1;
+}
+
+float f16_to_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h >> 15) & 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	float v;
+	if (e == 0)
+		v = ldexpf((float)m, -24);
+	else if (e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = ldexpf((float)(m | 0x400), (int)e - 25);
+	return s ? -v : v;
+}
+
+/* Generated from the e4m3fn rule (bias 7, no infinities, 0x7f/0xff NaN). */
+#define E4M3(b)                                                                            \
+	(((b)&0x7f) == 0x7f ? NAN                                                          \
+	 : (((b) >> 3) & 0xf) == 0                                                         \
+		 ? (((b)&0x80) ? -1.f : 1.f) * (float)((b)&7) / 8.f / 64.f                 \
+		 : (((b)&0x80) ? -1.f : 1.f) * (1.f + (float)((b)&7) / 8.f) *              \
+			   (float)(1u << (((b) >> 3) & 0xf)) / 128.f)
+#define R8(b) E4M3(b), E4M3(b + 1), E4M3(b + 2), E4M3(b + 3), E4M3(b + 4), E4M3(b + 5), E4M3(b + 6), E4M3(b + 7)
+#define R64(b) R8(b), R8(b + 8), R8(b + 16), R8(b + 24), R8(b + 32), R8(b + 40), R8(b + 48), R8(b + 56)
+const float fp8_e4m3_table[256] = {R64(0), R64(64), R64(128), R64(192)};

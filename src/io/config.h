@@ -1,0 +1,61 @@
+/* config.json → a validated model configuration (spec A.1). */
+#ifndef MLA_IO_CONFIG_H
+#define MLA_IO_CONFIG_H
+
+#include <stdbool.h>
+
+#include "base/err.h"
+
+enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED_GREEDY, TOPK_NOAUX_TC };
+enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
+
+struct model_config {
+	char model_type[32];	    /* "deepseek_v2" | "deepseek_v3" */
+	int vocab_size;
+	int hidden_size;	    /* D */
+	int intermediate_size;	    /* dense MLP width */
+	int moe_intermediate_size;  /* per routed expert */
+	int num_hidden_layers;
+	int num_attention_heads;    /* H */
+	int q_lora_rank;	    /* 0 = plain q_proj */
+	int kv_lora_rank;	    /* Lkv */
+	int qk_nope_head_dim;	    /* dn */
+	int qk_rope_head_dim;	    /* dr */
+	int v_head_dim;		    /* dv */
+	/* MoE; n_routed_experts == 0 means every layer is dense */
+	int n_routed_experts;
+	int num_experts_per_tok;
+	int n_shared_experts;
+	int first_k_dense_replace;
+	int moe_layer_freq;
+	int n_group, topk_group;
+	enum topk_method topk_method;
+	enum scoring_func scoring_func;
+	bool norm_topk_prob;
+	float routed_scaling_factor;
+	float rms_norm_eps;
+	float rope_theta;
+	int max_position_embeddings;
+	/* rope_scaling (yarn) or rope_parameters; rope_yarn false = plain RoPE */
+	bool rope_yarn;
+	float yarn_factor;
+	int yarn_original_max_position;
+	float yarn_beta_fast, yarn_beta_slow;
+	float yarn_mscale, yarn_mscale_all_dim;
+	bool tie_word_embeddings;
+	int bos_token_id, eos_token_id; /* -1 when absent */
+	/* quantization_config */
+	bool fp8;		      /* quant_method fp8, fmt e4m3 */
+	int fp8_block_rows, fp8_block_cols; /* weight_block_size, 128x128 */
+	bool fp8_scale_ue8m0;	      /* scale_fmt "ue8m0" */
+	char torch_dtype[16];	      /* "bfloat16", "float32", ... as written */
+};
+
+/* Reads and validates DIR/config.json. Unsupported values: error naming the key and value. */
+int config_load(const char *dir, struct model_config *cfg, struct err *e);
+/* Same from a JSON text (tests). `what` names the source in messages. */
+int config_parse(const char *json_text, const char *what, struct model_config *cfg, struct err *e);
+/* Layer i is MoE iff n_routed_experts > 0, i >= first_k_dense_replace, i % moe_layer_freq == 0. */
+bool config_layer_is_moe(const struct model_config *cfg, int layer);
+
+#endif

@@ -1,0 +1,51 @@
+/* The DeepSeek V2/V3/R1 forward pass over a flat batch. The model never sees requests: the
+ * runner hands it tokens, positions and attention metadata for one step. */
+#ifndef MLA_MODEL_MODEL_H
+#define MLA_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "base/err.h"
+#include "io/config.h"
+
+struct pool;
+
+struct model_options {
+	enum dtype act_dtype;	/* DT_F32 (exact reference) or DT_BF16; see --dtype */
+	bool act_dtype_auto;	/* --dtype auto: the checkpoint's dtype */
+	bool load_dummy;	/* --load-format dummy: random weights from config.json alone */
+	uint64_t dummy_seed;
+	int max_batch_tokens;	/* largest n_tokens of one forward (sizes the scratch arena) */
+	int max_seqs;		/* largest n_seqs of one forward */
+	int max_model_len;	/* largest context (sizes the prefill workspace) */
+	struct pool *pool;	/* threads for kernels; not owned */
+	/* tensor parallelism (1/0 = off) */
+	int tp_size, tp_rank;
+};
+
+struct model;
+
+int model_load(const char *dir, const struct model_options *opt, struct model **out, struct err *e);
+void model_free(struct model *m);
+const struct model_config *model_config(const struct model *m);
+/* Bytes of weights resident (for the memory report and the roofline). */
+size_t model_weight_bytes(const struct model *m);
+
+/* One step's input. Rows are in the runner's reordered order (decodes first). */
+struct batch {
+	int n_tokens;
+	const int32_t *tokens;	    /* [n_tokens] */
+	const int32_t *positions;   /* [n_tokens] */
+	struct attn_meta attn;
+	int n_logits;
+	const int32_t *logits_rows; /* [n_logits] token rows whose logits are wanted */
+};
+
+/* Writes the step's latent rows into `kv`, runs every layer, and fills
+ * logits[n_logits, vocab_size] (fp32). */
+int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
+		  const struct attn_backend *backend, float *logits, struct err *e);
+
+#endif

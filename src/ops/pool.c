@@ -1,0 +1,133 @@
+#include "ops/pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+struct pool {
+	int n_threads; /* including the caller */
+	pthread_t *threads;
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv, done_cv;
+	/* the job being run; generation changes once per pool_for */
+	unsigned long generation;
+	void (*fn)(void *, int, int, int);
+	void *ctx;
+	int n, chunk, pending;
+	int stop;
+};
+
+static void pool_run_range(struct pool *p, int tid)
+{
+	int begin = tid * p->chunk, end = begin + p->chunk;
+	if (end > p->n)
+		end = p->n;
+	if (begin < end)
+		p->fn(p->ctx, begin, end, tid);
+}
+
+static void *pool_worker(void *arg)
+{
+	struct pool *p = arg;
+	unsigned long seen = 0;
+	pthread_mutex_lock(&p->mu);
+	int tid = 0;
+	for (int i = 0; i < p->n_threads - 1; i++)
+		if (pthread_equal(p->threads[i], pthread_self()))
+			tid = i + 1;
+	for (;;) {
+		while (!p->stop && p->generation == seen)
+			pthread_cond_wait(&p->work_cv, &p->mu);
+		if (p->stop)
+			break;
+		seen = p->generation;
+		pthread_mutex_unlock(&p->mu);
+		pool_run_range(p, tid);
+		pthread_mutex_lock(&p->mu);
+		if (--p->pending == 0)
+			pthread_cond_signal(&p->done_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int pool_new(int n_threads, struct pool **out, struct err *e)
+{
+	if (n_threads <= 0) {
+		cpu_set_t set;
+		n_threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+	}
+	struct pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return err_set(e, "thread pool: out of memory");
+	p->n_threads = n_threads;
+	p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work_cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	/* hold the lock so workers find their tid only once every handle is stored */
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < n_threads - 1; i++) {
+		if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) {
+			p->n_threads = i + 1;
+			pthread_mutex_unlock(&p->mu);
+			pool_free(p);
+			return err_set(e, "thread pool: cannot start thread %d", i + 1);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	*out = p;
+	return 0;
+}
+
+void pool_free(struct pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n_threads - 1; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->work_cv);
+	pthread_cond_destroy(&p->done_cv);
+	free(p->threads);
+	free(p);
+}
+
+int pool_size(const struct pool *p)
+{
+	return p ? p->n_threads : 1;
+}
+
+void pool_for(struct pool *p, int n, int grain, void (*fn)(void *, int, int, int), void *ctx)
+{
+	if (n <= 0)
+		return;
+	if (grain < 1)
+		grain = 1;
+	int nt = pool_size(p);
+	int chunk = (n + nt - 1) / nt;
+	if (chunk < grain)
+		chunk = grain;
+	if (!p || p->n_threads == 1 || chunk >= n) {
+		fn(ctx, 0, n, 0);
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
+	p->fn = fn;
+	p->ctx = ctx;
+	p->n = n;
+	p->chunk = chunk;
+	p->pending = p->n_threads - 1;
+	p->generation++;
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	pool_run_range(p, 0);
+	pthread_mutex_lock(&p->mu);
+	while (p->pending > 0)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}

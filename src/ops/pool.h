@@ -1,0 +1,21 @@
+/* Fixed thread pool for data-parallel kernels. Idle workers sleep on a condition variable
+ * (never spin: the machine is shared). pool_for blocks until every range is done. */
+#ifndef MLA_OPS_POOL_H
+#define MLA_OPS_POOL_H
+
+#include "base/err.h"
+
+struct pool;
+
+/* n_threads <= 0: the number of CPUs this process may run on. */
+int pool_new(int n_threads, struct pool **out, struct err *e);
+void pool_free(struct pool *p);
+int pool_size(const struct pool *p);
+
+/* Splits [0, n) into pool_size() contiguous ranges (at least `grain` items each, except the
+ * last) and runs fn(ctx, begin, end, tid) on them, the caller's thread taking one range.
+ * A NULL pool runs fn(ctx, 0, n, 0) inline. Not reentrant: do not call pool_for from fn. */
+void pool_for(struct pool *p, int n, int grain, void (*fn)(void *ctx, int begin, int end, int tid),
+	      void *ctx);
+
+#endif

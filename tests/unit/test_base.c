@@ -1,0 +1,87 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/arena.h"
+#include "base/dtype.h"
+#include "base/err.h"
+#include "harness.h"
+#include "ops/pool.h"
+
+static void test_err_prefix(void)
+{
+	struct err e;
+	EXPECT_EQ_INT(err_set(&e, "bad value %d", 7), -1);
+	err_prefix(&e, "config.json");
+	EXPECT(strcmp(e.msg, "config.json: bad value 7") == 0);
+}
+
+static void test_bf16_round_trip(void)
+{
+	EXPECT_EQ_INT(f32_to_bf16(1.0f), 0x3f80);
+	EXPECT(bf16_to_f32(0x3f80) == 1.0f);
+	/* round to nearest even: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 -> 1 */
+	EXPECT_EQ_INT(f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);
+	EXPECT_EQ_INT(f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);
+	EXPECT(isnan(bf16_to_f32(f32_to_bf16(NAN))));
+}
+
+static void test_fp8_table(void)
+{
+	EXPECT(fp8_e4m3_to_f32(0x00) == 0.0f);
+	EXPECT(fp8_e4m3_to_f32(0x38) == 1.0f);	  /* e=7, m=0 */
+	EXPECT(fp8_e4m3_to_f32(0x7e) == 448.0f);  /* max finite */
+	EXPECT(fp8_e4m3_to_f32(0xfe) == -448.0f);
+	EXPECT(fp8_e4m3_to_f32(0x01) == 1.0f / 512); /* smallest subnormal: 1/8 * 2^-6 */
+	EXPECT(isnan(fp8_e4m3_to_f32(0x7f)) && isnan(fp8_e4m3_to_f32(0xff)));
+	EXPECT(fp8_e4m3_to_f32(0x3c) == 1.5f);
+}
+
+static void test_f16(void)
+{
+	EXPECT(f16_to_f32(0x3c00) == 1.0f);
+	EXPECT(f16_to_f32(0xc000) == -2.0f);
+	EXPECT(f16_to_f32(0x0001) == ldexpf(1, -24));
+}
+
+static void test_arena(void)
+{
+	struct arena a;
+	EXPECT_EQ_INT(arena_init(&a, 1024), 0);
+	char *p = arena_alloc(&a, 10), *q = arena_alloc(&a, 10);
+	EXPECT(((uintptr_t)p % 64) == 0 && ((uintptr_t)q % 64) == 0 && q > p);
+	arena_reset(&a);
+	EXPECT(arena_alloc(&a, 10) == p);
+	arena_fini(&a);
+}
+
+struct sum_ctx {
+	long long part[64];
+	int calls;
+};
+
+static void sum_range(void *ctx, int b, int e, int tid)
+{
+	struct sum_ctx *s = ctx;
+	for (int i = b; i < e; i++)
+		s->part[tid] += i;
+	__atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_covers_range_once(void)
+{
+	struct pool *p;
+	struct err e;
+	EXPECT_EQ_INT(pool_new(3, &p, &e), 0);
+	for (int n = 1; n < 200; n += 37) {
+		struct sum_ctx s = {0};
+		pool_for(p, n, 1, sum_range, &s);
+		long long tot = 0;
+		for (int i = 0; i < 64; i++)
+			tot += s.part[i];
+		EXPECT_EQ_INT(tot, (long long)n * (n - 1) / 2);
+	}
+	pool_free(p);
+}
+
+TESTS(T(test_err_prefix), T(test_bf16_round_trip), T(test_fp8_table), T(test_f16), T(test_arena),
+      T(test_pool_covers_range_once))
