@@ -30,7 +30,10 @@ int err_prefix(struct err *e, const char *fmt, ...)
 	vsnprintf(ctx, sizeof ctx, fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof old);
-	snprintf(e->msg, sizeof e->msg, "%s: %s", ctx, old);
+	/* either part may be cut to fit; the message stays one bounded line */
+	int n = snprintf(e->msg, sizeof e->msg, "%s: ", ctx);
+	if (n >= 0 && (size_t)n < sizeof e->msg)
+		snprintf(e->msg + n, sizeof e->msg - (size_t)n, "%.*s", (int)(sizeof e->msg - (size_t)n - 1), old);
 	return -1;
 }
 

@@ -1,0 +1,346 @@
+/* config.json → struct model_config. Structural sizes are required; routing knobs default
+ * to the HF class defaults of the model_type (DeepseekV2Config / DeepseekV3Config), except
+ * n_group / topk_group which default to 1 (no grouping). */
+#include "io/config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/json_util.h"
+
+struct src {
+	const json_t *o; /* the object being read (root or a nested one) */
+	const char *what;
+	struct err *e;
+};
+
+/* An int key in [lo, INT_MAX]; `required` rejects absent/null, else `def` is used. */
+static int get_int(struct src s, const char *key, bool required, long long def, long long lo,
+		   int *out)
+{
+	long long v;
+	int r = json_util_int(s.o, s.what, key, def, &v, s.e);
+	if (r < 0)
+		return -1;
+	if (r == 1 && required)
+		return err_set(s.e, "%s: key \"%s\" is missing or null", s.what, key);
+	if (r == 0 && (v < lo || v > INT_MAX)) /* defaults need no check */
+		return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "invalid",
+				     "expected an integer >= %lld", lo);
+	*out = (int)v;
+	return 0;
+}
+
+/* A finite number > lo (open) or >= lo (closed). */
+static int get_num(struct src s, const char *key, bool required, double def, double lo,
+		   bool open, float *out)
+{
+	double v;
+	int r = json_util_num(s.o, s.what, key, def, &v, s.e);
+	if (r < 0)
+		return -1;
+	if (r == 1 && required)
+		return err_set(s.e, "%s: key \"%s\" is missing or null", s.what, key);
+	if (r == 0 && (!isfinite(v) || v < lo || (open && v == lo) || fabs(v) > 3e38))
+		return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "invalid",
+				     "expected a number %s %g", open ? ">" : ">=", lo);
+	*out = (float)v;
+	return 0;
+}
+
+/* A string among names[0..n); `expected` lists them for the message. */
+static int get_enum(struct src s, const char *key, const char *def, const char *const *names,
+		    int n, const char *expected, int *out)
+{
+	const char *v;
+	int r = json_util_str(s.o, s.what, key, def, &v, s.e);
+	if (r < 0)
+		return -1;
+	if (!v)
+		return err_set(s.e, "%s: key \"%s\" is missing or null", s.what, key);
+	for (int i = 0; i < n; i++)
+		if (strcmp(v, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "unsupported",
+			     "expected %s", expected);
+}
+
+/* bos/eos: an id, a list of ids (the first is used), or absent/null => -1. */
+static int get_token_id(struct src s, const char *key, int *out)
+{
+	const json_t *v = json_util_get(s.o, key);
+	if (json_is_array(v) && json_array_size(v) > 0)
+		v = json_array_get(v, 0);
+	*out = -1;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
+		return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "invalid",
+				     "expected a token id or a list of them");
+	*out = (int)json_integer_value(v);
+	return 0;
+}
+
+static int check_architectures(struct src s)
+{
+	const json_t *a = json_object_get(s.o, "architectures");
+	if (!a || json_is_null(a))
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) == 0)
+		return json_util_bad(s.e, s.what, "architectures", a, "invalid",
+				     "expected a list of architecture names");
+	size_t i;
+	const json_t *v;
+	json_array_foreach(a, i, v) {
+		const char *n = json_string_value(v);
+		if (!n || (strcmp(n, "DeepseekV2ForCausalLM") && strcmp(n, "DeepseekV3ForCausalLM")))
+			return json_util_bad(s.e, s.what, "architectures", v, "unsupported",
+					     "expected DeepseekV2ForCausalLM or DeepseekV3ForCausalLM");
+	}
+	return 0;
+}
+
+static int parse_dims(struct src s, bool v3, struct model_config *c)
+{
+	if (get_int(s, "vocab_size", true, 0, 1, &c->vocab_size) ||
+	    get_int(s, "hidden_size", true, 0, 1, &c->hidden_size) ||
+	    get_int(s, "intermediate_size", true, 0, 1, &c->intermediate_size) ||
+	    get_int(s, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers) ||
+	    get_int(s, "num_attention_heads", true, 0, 1, &c->num_attention_heads) ||
+	    get_int(s, "q_lora_rank", false, 0, 0, &c->q_lora_rank) ||
+	    get_int(s, "kv_lora_rank", true, 0, 1, &c->kv_lora_rank) ||
+	    get_int(s, "qk_nope_head_dim", true, 0, 1, &c->qk_nope_head_dim) ||
+	    get_int(s, "qk_rope_head_dim", true, 0, 2, &c->qk_rope_head_dim) ||
+	    get_int(s, "v_head_dim", true, 0, 1, &c->v_head_dim) ||
+	    get_int(s, "max_position_embeddings", false, v3 ? 4096 : 2048, 1,
+		    &c->max_position_embeddings))
+		return -1;
+	if (c->qk_rope_head_dim % 2)
+		return json_util_bad(s.e, s.what, "qk_rope_head_dim",
+				     json_util_get(s.o, "qk_rope_head_dim"), "invalid",
+				     "expected an even number: rope rotates pairs");
+	return 0;
+}
+
+static int parse_moe(struct src s, bool v3, struct model_config *c)
+{
+	static const char *const topk[] = {"greedy", "group_limited_greedy", "noaux_tc"};
+	static const char *const scoring[] = {"softmax", "sigmoid"};
+	int tm, sf;
+	if (get_int(s, "n_routed_experts", false, 0, 0, &c->n_routed_experts))
+		return -1;
+	bool moe = c->n_routed_experts > 0;
+	if (get_int(s, "moe_intermediate_size", moe, 0, 1, &c->moe_intermediate_size) ||
+	    get_int(s, "num_experts_per_tok", moe, 1, 1, &c->num_experts_per_tok) ||
+	    get_int(s, "n_shared_experts", false, 0, 0, &c->n_shared_experts) ||
+	    get_int(s, "first_k_dense_replace", false, 0, 0, &c->first_k_dense_replace) ||
+	    get_int(s, "moe_layer_freq", false, 1, 1, &c->moe_layer_freq) ||
+	    get_int(s, "n_group", false, 1, 1, &c->n_group) ||
+	    get_int(s, "topk_group", false, 1, 1, &c->topk_group) ||
+	    get_enum(s, "topk_method", v3 ? "noaux_tc" : "greedy", topk, 3,
+		     "greedy, group_limited_greedy or noaux_tc", &tm) ||
+	    get_enum(s, "scoring_func", v3 ? "sigmoid" : "softmax", scoring, 2,
+		     "softmax or sigmoid", &sf) ||
+	    json_util_bool(s.o, s.what, "norm_topk_prob", v3, &c->norm_topk_prob, s.e) < 0 ||
+	    get_num(s, "routed_scaling_factor", false, v3 ? 2.5 : 1.0, 0, true,
+		    &c->routed_scaling_factor))
+		return -1;
+	c->topk_method = (enum topk_method)tm;
+	c->scoring_func = (enum scoring_func)sf;
+	if (!moe) {
+		c->n_shared_experts = 0; /* dense model: MoE keys are unused */
+		return 0;
+	}
+	int e_n = c->n_routed_experts, g = c->n_group;
+	if (c->num_experts_per_tok > e_n)
+		return json_util_bad(s.e, s.what, "num_experts_per_tok",
+				     json_util_get(s.o, "num_experts_per_tok"), "invalid",
+				     "expected <= n_routed_experts %d", e_n);
+	if (e_n % g)
+		return json_util_bad(s.e, s.what, "n_group", json_util_get(s.o, "n_group"), "invalid",
+				     "expected a divisor of n_routed_experts %d", e_n);
+	if (c->topk_group > g)
+		return json_util_bad(s.e, s.what, "topk_group", json_util_get(s.o, "topk_group"),
+				     "invalid", "expected <= n_group %d", g);
+	if (c->topk_method != TOPK_GREEDY && c->num_experts_per_tok > c->topk_group * (e_n / g))
+		return json_util_bad(s.e, s.what, "num_experts_per_tok",
+				     json_util_get(s.o, "num_experts_per_tok"), "invalid",
+				     "expected <= topk_group x experts per group = %d",
+				     c->topk_group * (e_n / g));
+	/* noaux_tc scores a group by the sum of its two best experts */
+	if (c->topk_method == TOPK_NOAUX_TC && e_n / g < 2)
+		return json_util_bad(s.e, s.what, "n_group", json_util_get(s.o, "n_group"), "invalid",
+				     "noaux_tc needs >= 2 experts per group, n_routed_experts is %d",
+				     e_n);
+	return 0;
+}
+
+/* "OBJ.LEAF" into buf (64 bytes): the key as messages show it (json_util reads LEAF). */
+static const char *sub(char *buf, const char *obj, const char *leaf)
+{
+	snprintf(buf, 64, "%s.%s", obj, leaf);
+	return buf;
+}
+
+/* rope_parameters (newer transformers, rope_type and rope_theta inside) or rope_scaling. */
+static int parse_rope(struct src root, struct model_config *c)
+{
+	const char *rkey = "rope_parameters";
+	const json_t *r = json_object_get(root.o, rkey);
+	if (!r || json_is_null(r)) {
+		rkey = "rope_scaling";
+		r = json_object_get(root.o, rkey);
+	}
+	c->rope_yarn = false;
+	if (!r || json_is_null(r))
+		return 0;
+	if (!json_is_object(r))
+		return json_util_bad(root.e, root.what, rkey, r, "invalid",
+				     "expected an object or null");
+	struct src s = {r, root.what, root.e};
+	bool is_params = strcmp(rkey, "rope_parameters") == 0;
+	const json_t *rt = json_object_get(r, "rope_type");
+	char tkey[64], k[64];
+	sub(tkey, rkey, rt && !json_is_null(rt) ? "rope_type" : "type");
+	const char *type;
+	if (json_util_str(r, root.what, tkey, is_params ? "default" : NULL, &type, root.e) < 0)
+		return -1;
+	if (!type)
+		return err_set(root.e, "%s: key \"%s\" is missing or null", root.what, tkey);
+	if (is_params &&
+	    get_num(s, sub(k, rkey, "rope_theta"), false, c->rope_theta, 0, true, &c->rope_theta))
+		return -1;
+	if (strcmp(type, "default") == 0)
+		return 0;
+	if (strcmp(type, "yarn"))
+		return json_util_bad(root.e, root.what, tkey, json_util_get(r, tkey), "unsupported",
+				     "expected yarn or default");
+	c->rope_yarn = true;
+	if (get_num(s, sub(k, rkey, "factor"), true, 0, 1, false, &c->yarn_factor) ||
+	    get_int(s, sub(k, rkey, "original_max_position_embeddings"), false,
+		    c->max_position_embeddings, 1, &c->yarn_original_max_position) ||
+	    get_num(s, sub(k, rkey, "beta_fast"), false, 32, 0, true, &c->yarn_beta_fast) ||
+	    get_num(s, sub(k, rkey, "beta_slow"), false, 1, 0, true, &c->yarn_beta_slow) ||
+	    get_num(s, sub(k, rkey, "mscale"), false, 1, 0, false, &c->yarn_mscale) ||
+	    get_num(s, sub(k, rkey, "mscale_all_dim"), false, 0, 0, false,
+		    &c->yarn_mscale_all_dim))
+		return -1;
+	if (c->yarn_beta_fast < c->yarn_beta_slow)
+		return json_util_bad(root.e, root.what, sub(k, rkey, "beta_fast"),
+				     json_object_get(r, "beta_fast"), "invalid",
+				     "expected >= beta_slow %g", c->yarn_beta_slow);
+	return 0;
+}
+
+static int parse_quant(struct src root, struct model_config *c)
+{
+	const json_t *q = json_object_get(root.o, "quantization_config");
+	if (!q || json_is_null(q))
+		return 0;
+	if (!json_is_object(q))
+		return json_util_bad(root.e, root.what, "quantization_config", q, "invalid",
+				     "expected an object or null");
+	struct src s = {q, root.what, root.e};
+	const char *method, *fmt, *act, *scale_fmt;
+	if (json_util_str(q, s.what, "quantization_config.quant_method", NULL, &method, s.e) < 0 ||
+	    json_util_str(q, s.what, "quantization_config.fmt", "e4m3", &fmt, s.e) < 0 ||
+	    json_util_str(q, s.what, "quantization_config.activation_scheme", NULL, &act, s.e) < 0 ||
+	    json_util_str(q, s.what, "quantization_config.scale_fmt", NULL, &scale_fmt, s.e) < 0)
+		return -1;
+	if (!method || !strstr(method, "fp8"))
+		return json_util_bad(s.e, s.what, "quantization_config.quant_method",
+				     json_object_get(q, "quant_method"), "unsupported",
+				     "expected fp8");
+	if (strcmp(fmt, "e4m3"))
+		return json_util_bad(s.e, s.what, "quantization_config.fmt",
+				     json_object_get(q, "fmt"), "unsupported", "expected e4m3");
+	if (!act || strcmp(act, "dynamic"))
+		return json_util_bad(s.e, s.what, "quantization_config.activation_scheme",
+				     json_object_get(q, "activation_scheme"), "unsupported",
+				     "expected dynamic");
+	if (scale_fmt && strcmp(scale_fmt, "ue8m0"))
+		return json_util_bad(s.e, s.what, "quantization_config.scale_fmt",
+				     json_object_get(q, "scale_fmt"), "unsupported",
+				     "expected ue8m0 or null");
+	/* Only DeepSeek's 128x128 blocks: per-tensor fp8 would need other kernels. */
+	const json_t *b = json_object_get(q, "weight_block_size");
+	if (!json_is_array(b) || json_array_size(b) != 2 ||
+	    json_integer_value(json_array_get(b, 0)) != 128 ||
+	    json_integer_value(json_array_get(b, 1)) != 128)
+		return json_util_bad(s.e, s.what, "quantization_config.weight_block_size", b,
+				     "unsupported", "expected [128, 128]");
+	c->fp8 = true;
+	c->fp8_block_rows = c->fp8_block_cols = 128;
+	c->fp8_scale_ue8m0 = scale_fmt != NULL;
+	return 0;
+}
+
+static int parse_root(const json_t *root, const char *what, struct model_config *c,
+		      struct err *e)
+{
+	static const char *const types[] = {"deepseek_v2", "deepseek_v3"};
+	static const char *const acts[] = {"silu"};
+	static const char *const dtypes[] = {"bfloat16", "float16", "float32"};
+	struct src s = {root, what, e};
+	int mt, act, dt;
+	memset(c, 0, sizeof *c);
+	if (!json_is_object(root)) {
+		char buf[64];
+		return err_set(e, "%s: expected a JSON object, got %s", what,
+			       json_util_show(root, buf, sizeof buf));
+	}
+	if (get_enum(s, "model_type", NULL, types, 2, "deepseek_v2 or deepseek_v3", &mt) ||
+	    check_architectures(s) ||
+	    get_enum(s, "hidden_act", "silu", acts, 1, "silu", &act))
+		return -1;
+	bool v3 = mt == 1;
+	snprintf(c->model_type, sizeof c->model_type, "%s", types[mt]);
+	const char *dkey = json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype";
+	if (parse_dims(s, v3, c) || parse_moe(s, v3, c) ||
+	    get_num(s, "rms_norm_eps", false, 1e-6, 0, true, &c->rms_norm_eps) ||
+	    get_num(s, "rope_theta", false, 10000, 0, true, &c->rope_theta) ||
+	    parse_rope(s, c) || parse_quant(s, c) ||
+	    json_util_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings, e) < 0 ||
+	    get_token_id(s, "bos_token_id", &c->bos_token_id) ||
+	    get_token_id(s, "eos_token_id", &c->eos_token_id))
+		return -1;
+	const json_t *dv = json_object_get(root, dkey);
+	if (dv && !json_is_null(dv)) {
+		if (get_enum(s, dkey, NULL, dtypes, 3, "bfloat16, float16 or float32", &dt))
+			return -1;
+		snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", dtypes[dt]);
+	}
+	return 0;
+}
+
+int config_parse(const char *json_text, const char *what, struct model_config *cfg, struct err *e)
+{
+	json_t *root;
+	if (json_util_parse(json_text, strlen(json_text), what, &root, e))
+		return -1;
+	int rc = parse_root(root, what, cfg, e);
+	json_decref(root);
+	return rc;
+}
+
+int config_load(const char *dir, struct model_config *cfg, struct err *e)
+{
+	char path[4096];
+	json_t *root;
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	if (json_util_load(path, &root, e))
+		return -1;
+	int rc = parse_root(root, path, cfg, e);
+	json_decref(root);
+	return rc;
+}
+
+bool config_layer_is_moe(const struct model_config *cfg, int layer)
+{
+	return cfg->n_routed_experts > 0 && layer >= cfg->first_k_dense_replace &&
+	       layer % cfg->moe_layer_freq == 0;
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Broken checkpoints through the real binary: copies tests/fixtures/tiny-v3, corrupts it one way
+# per case, runs `mlaserve logits` and expects exit status 1, exactly one line on stderr naming
+# the file and the tensor (or config key), and no crash. Prints ok/not ok lines.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BIN=$ROOT/${BUILD:-build}/mlaserve
+FIX=$ROOT/tests/fixtures/tiny-v3
+
+if [ ! -x "$BIN" ] || ! "$BIN" --help 2>/dev/null | grep -q '^ *logits '; then
+	echo "not ok - mlaserve logits missing ($BIN)"
+	exit 1
+fi
+command -v python3 >/dev/null || { echo "not ok - python3 missing"; exit 1; }
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# st_edit FILE OP ARGS: rewrites a safetensors file with the standard library only.
+#   set NAME FIELD JSON | del NAME | hdrlen N | garbage | truncate N |
+#   index NAME=SHARD...  (writes model.safetensors.index.json: every tensor -> FILE, plus extras)
+#   split  (FILE -> two shards + index) | extra  (adds an MTP layer-3 tensor and an inv_freq)
+st_edit() {
+	python3 - "$@" <<'EOF'
+import json, os, struct, sys
+path, op, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+raw = open(path, 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+
+def write(h, hlen=None):
+    text = json.dumps(h).encode()
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(text) if hlen is None else hlen) + text + data)
+
+if op == 'set':
+    header[args[0]][args[1]] = json.loads(args[2]); write(header)
+elif op == 'del':
+    del header[args[0]]; write(header)
+elif op == 'hdrlen':
+    with open(path, 'r+b') as f: f.write(struct.pack('<Q', int(args[0])))
+elif op == 'garbage':
+    with open(path, 'r+b') as f: f.seek(8); f.write(b'\x00\xffnot json' + b' ' * (n - 10))
+elif op == 'truncate':
+    with open(path, 'r+b') as f: f.truncate(int(args[0]))
+elif op == 'index':
+    shard = os.path.basename(path)
+    wm = {k: shard for k in header if k != '__metadata__'}
+    wm.update(dict(a.split('=', 1) for a in args))
+    with open(os.path.join(os.path.dirname(path), 'model.safetensors.index.json'), 'w') as f:
+        json.dump({'metadata': {}, 'weight_map': wm}, f)
+elif op == 'split':
+    names = sorted((k for k in header if k != '__metadata__'), key=lambda k: header[k]['data_offsets'])
+    wm, d = {}, os.path.dirname(path)
+    for i, part in enumerate((names[:len(names) // 2], names[len(names) // 2:])):
+        shard, h, blob = 'model-%05d-of-00002.safetensors' % (i + 1), {}, b''
+        for k in part:
+            b, e = header[k]['data_offsets']
+            h[k] = dict(header[k], data_offsets=[len(blob), len(blob) + e - b])
+            blob += data[b:e]
+            wm[k] = shard
+        text = json.dumps(h).encode()
+        open(os.path.join(d, shard), 'wb').write(struct.pack('<Q', len(text)) + text + blob)
+    json.dump({'metadata': {}, 'weight_map': wm}, open(os.path.join(d, 'model.safetensors.index.json'), 'w'))
+    os.remove(path)
+elif op == 'extra':
+    end = len(data)
+    header['model.layers.3.enorm.weight'] = {'dtype': 'BF16', 'shape': [128], 'data_offsets': [end, end + 256]}
+    header['model.layers.0.self_attn.rotary_emb.inv_freq'] = {'dtype': 'F32', 'shape': [8], 'data_offsets': [end + 256, end + 288]}
+    data += b'\x80\x3f' * 128 + b'\0' * 32
+    write(header)
+else:
+    sys.exit('st_edit: unknown op ' + op)
+EOF
+}
+
+# cfg_set KEY JSON: config.json[KEY] = JSON
+cfg_set() {
+	python3 - "$M/config.json" "$1" "$2" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c[sys.argv[2]] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[1], 'w'), indent=2)
+EOF
+}
+
+fresh() {
+	rm -rf "$WORK/m"
+	cp -r "$FIX" "$WORK/m"
+	M=$WORK/m
+	ST=$M/model.safetensors
+}
+
+# check NAME SUBSTRING...: runs logits on $M; every substring must be in the one stderr line.
+check() {
+	local name=$1; shift
+	local rc lines why=""
+	(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" \
+		>"$WORK/stdout" 2>"$WORK/stderr")
+	rc=$?
+	lines=$(wc -l <"$WORK/stderr")
+	if [ "$rc" -ne 1 ]; then
+		why="exit status $rc, expected 1"
+	elif [ "$lines" -ne 1 ]; then
+		why="$lines lines on stderr, expected 1"
+	fi
+	for s in "$@"; do
+		[ -n "$why" ] && break
+		grep -qF -- "$s" "$WORK/stderr" || why="stderr lacks '$s'"
+	done
+	if ls "$WORK"/core* >/dev/null 2>&1; then why="${why:-core dump}"; rm -f "$WORK"/core*; fi
+	if [ -z "$why" ]; then
+		echo "ok - $name"
+	else
+		echo "not ok - $name: $why; stderr: $(head -c 400 "$WORK/stderr" | tr '\n' '|')"
+	fi
+}
+
+LM=lm_head.weight
+fresh; st_edit "$ST" truncate 4
+check "file shorter than 8 bytes" "$ST: header: file is 4 bytes"
+fresh; st_edit "$ST" hdrlen "$(stat -c %s "$ST")"
+check "header length beyond the file" "$ST: header: length" "runs past the end of the file"
+fresh; st_edit "$ST" hdrlen $((1 << 40))
+check "header length over 100 MB" "$ST: header: length 1099511627776 exceeds the 100 MB limit"
+fresh; st_edit "$ST" garbage
+check "garbage header" "$ST: header: invalid JSON"
+fresh; st_edit "$ST" truncate 30000
+check "truncated data section" "$ST: tensor model." "run past the data section"
+fresh; st_edit "$ST" set $LM dtype '"F8_E5M2"'
+check "unknown dtype" "$ST: tensor $LM: unknown dtype \"F8_E5M2\""
+fresh; st_edit "$ST" set $LM dtype '"F32"'
+check "size != dtype x shape" "$ST: tensor $LM: data_offsets" "but shape [1024, 128] of F32 needs 524288"
+fresh; st_edit "$ST" set $LM shape '[1024, -128]'
+check "negative shape" "$ST: tensor $LM: shape [1024,-128] is not a list of non-negative integers"
+fresh; st_edit "$ST" set $LM data_offsets '[2104064, 1841920]'
+check "begin > end" "$ST: tensor $LM: data_offsets [2104064, 1841920]: begin > end"
+fresh; st_edit "$ST" set $LM data_offsets '[1842048, 2104192]'
+check "offsets beyond the data section" "$ST: tensor $LM: data_offsets [1842048, 2104192] run past the data section"
+fresh; st_edit "$ST" set $LM data_offsets '[192, 262336]'
+check "overlapping offsets" "$ST: tensor $LM: data_offsets [192, 262336] overlap tensor model.embed_tokens.weight"
+fresh; st_edit "$ST" del model.norm.weight
+check "missing tensor" "$M: missing tensor model.norm.weight"
+Q=model.layers.0.self_attn.q_a_proj.weight
+fresh; st_edit "$ST" set $Q shape '[128, 96]'
+check "wrong-shape tensor" "$ST: tensor $Q: shape [128, 96], expected [96, 128]"
+N=model.layers.1.mlp.gate.e_score_correction_bias
+fresh; st_edit "$ST" set $N dtype '"I32"'
+check "wrong-dtype tensor" "$ST: tensor $N:" "dtype I32"
+fresh; st_edit "$ST" index "extra.weight=model-00002-of-00002.safetensors"
+check "index names a missing shard" "$M/model.safetensors.index.json: tensor extra.weight:" \
+	"model-00002-of-00002.safetensors: cannot open"
+fresh; st_edit "$ST" index "ghost.weight=model.safetensors"
+check "index tensor not in its shard" "$M/model.safetensors.index.json: tensor ghost.weight: not found in its shard"
+fresh; cfg_set scoring_func '"relu"'
+check "config: unsupported value" "$M/config.json: key \"scoring_func\": unsupported value \"relu\" (expected softmax or sigmoid)"
+fresh; cfg_set n_group 3
+check "config: n_group not dividing n_routed_experts" "$M/config.json: key \"n_group\": invalid value 3"
+fresh; cfg_set hidden_size '"128"'
+check "config: wrong JSON type" "$M/config.json: key \"hidden_size\": expected an integer, got \"128\""
+fresh; rm "$M/config.json"
+check "config: missing file" "$M/config.json: cannot open: No such file or directory"
+
+# Accepted variants must give the very same logits as the fixture itself.
+same() {
+	local name=$1 why=""
+	(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" \
+		>/dev/null 2>"$WORK/stderr") || why="exit status $?: $(head -c 300 "$WORK/stderr")"
+	[ -n "$why" ] || cmp -s "$WORK/ref.bin" "$WORK/out.bin" || why="logits differ from the fixture's"
+	if [ -z "$why" ]; then echo "ok - $name"; else echo "not ok - $name: $why"; fi
+}
+if timeout 60 "$BIN" logits "$FIX" --tokens 0,1 --out "$WORK/ref.bin" >/dev/null 2>&1; then
+	fresh; st_edit "$ST" split
+	same "two shards + index load the same weights"
+	fresh; st_edit "$ST" extra
+	same "MTP layer and rotary_emb.inv_freq tensors are ignored"
+else
+	echo "not ok - logits on the intact fixture failed"
+fi
