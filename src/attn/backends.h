@@ -1,0 +1,24 @@
+/* The attention backends compiled in (see attn.h for the interface; registry.c orders them). */
+#ifndef MLA_ATTN_BACKENDS_H
+#define MLA_ATTN_BACKENDS_H
+
+#include "attn/attn.h"
+
+/* REFERENCE_MLA: plain fp32 softmax per (token, head), SINGLE_ONLY, threshold 1. It
+ * implements the general visibility rule (bottom-right causal, global positions under DCP)
+ * so tests use it as the oracle for every other backend. */
+extern const struct attn_backend attn_backend_reference_mla;
+/* FLASHMLA: UNIFORM q_len, threshold 512, split-KV schedule planned once per step, any DCP
+ * interleave for q_len > 1 (global-position mask). */
+extern const struct attn_backend attn_backend_flashmla;
+/* FLASH_ATTN_MLA: VARLEN q_len, threshold 512, q_len > 1 under DCP only at interleave 1. */
+extern const struct attn_backend attn_backend_flash_attn_mla;
+
+/* Upper bound of the bytes the decode path of any backend takes from the per-step scratch
+ * arena in one step (plan + per-thread work buffers + split-KV partials), for arena sizing:
+ * n_threads of the pool, max_seqs / max_decode_tokens per step, n_heads attended (W*H under
+ * DCP). The plan and the buffers are allocated once per step and reused by every layer. */
+size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens,
+				 int n_heads, int kv_lora_rank, int rope_dim);
+
+#endif

@@ -1,0 +1,38 @@
+/* Row access to the paged latent KV cache (struct kv_cache in attn.h): writing a step's
+ * [kv_c | k_pe] rows by slot, and reading a row as fp32 whatever the cache dtype. */
+#ifndef MLA_ATTN_KV_CACHE_H
+#define MLA_ATTN_KV_CACHE_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+
+/* Total rows (slots) per layer: n_blocks * block_size. */
+static inline int64_t kv_cache_n_slots(const struct kv_cache *kv)
+{
+	return (int64_t)kv->n_blocks * kv->block_size;
+}
+
+/* Slot of local key index k of a sequence whose pages are `bt_row` (mla-dcp-spec §2.2). */
+static inline int64_t kv_cache_slot(const int32_t *bt_row, int block_size, int64_t k)
+{
+	return (int64_t)bt_row[k / block_size] * block_size + k % block_size;
+}
+
+/* Raw pointer to row `slot` of `layer` (dtype elements, row wide). CHECKs the bounds. */
+void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot);
+
+/* Row `slot` of `layer` as fp32 [row]: a pointer into the cache for DT_F32, else the row
+ * converted into `buf` [row] and `buf` returned. */
+const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot, float *buf);
+
+/* Writes n tokens: row slots[i] = [kv_c[i] (kv_lora_rank) | k_pe[i] (rope_dim)], converting
+ * to the cache dtype. slots[i] < 0 (padding, or a position owned by another DCP rank) is
+ * skipped. kv_c: [n, kv_lora_rank], k_pe: [n, rope_dim], both contiguous. */
+void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c,
+		    const float *k_pe, int n);
+/* Same with row strides (in floats) for kv_c and k_pe, e.g. both inside one [n, 576] buffer. */
+void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots,
+			    const float *kv_c, int ld_c, const float *k_pe, int ld_pe, int n);
+
+#endif

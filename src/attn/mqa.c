@@ -1,0 +1,393 @@
+/* Paged MQA over the latent cache (mla-dcp-spec §2.6): scores = scale * q576 . row,
+ * online softmax, out = sum p * kv_c. AVX2+FMA inner loops with a portable fallback. */
+#include "attn/mqa.h"
+
+#include <immintrin.h>
+#include <sched.h>
+#include <math.h>
+#include <string.h>
+
+#include "attn/kv_cache.h"
+
+int mqa_tile_tokens(int n_heads)
+{
+	int t = MQA_TILE_ROWS / (n_heads > 0 ? n_heads : 1);
+	return t > 0 ? t : 1;
+}
+
+int mqa_cpu_count(void)
+{
+	cpu_set_t set;
+	return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t mqa_scratch_bytes(int max_rows, int row)
+{
+	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +    /* converted keys */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK * sizeof(float)) + /* scores */
+	       align64((size_t)MQA_KEY_BLOCK * sizeof(float *)) +         /* key row pointers */
+	       4 * align64((size_t)max_rows * sizeof(float));             /* m, l, alpha, n */
+}
+
+void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
+			   size_t per_thread)
+{
+	per_thread = align64(per_thread);
+	if (w->mem && w->n_threads >= n_threads && w->per_thread >= per_thread)
+		return;
+	w->mem = arena_alloc(a, (size_t)n_threads * per_thread);
+	w->n_threads = n_threads;
+	w->per_thread = per_thread;
+}
+
+/* ---- portable kernels ---- */
+
+/* s[i * KB + j] = scale * q_i . k_j for i < nr, j < nk */
+static void scores_portable(const float *q, int nr, int row, const float *const *kp, int nk,
+			    float scale, float *s)
+{
+	for (int i = 0; i < nr; i++)
+		for (int j = 0; j < nk; j++) {
+			const float *a = q + (size_t)i * row, *b = kp[j];
+			float acc = 0;
+			for (int d = 0; d < row; d++)
+				acc += a[d] * b[d];
+			s[i * MQA_KEY_BLOCK + j] = acc * scale;
+		}
+}
+
+/* o = o * alpha + sum_j p[j] * v_j[0:dv] */
+static void accum_portable(float *o, float alpha, const float *p, const float *const *kp, int nk,
+			   int dv)
+{
+	for (int d = 0; d < dv; d++)
+		o[d] *= alpha;
+	for (int j = 0; j < nk; j++) {
+		const float *v = kp[j];
+		float pj = p[j];
+		for (int d = 0; d < dv; d++)
+			o[d] += pj * v[d];
+	}
+}
+
+static void bf16_row_portable(float *dst, const uint16_t *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = bf16_to_f32(src[i]);
+}
+
+/* ---- AVX2 + FMA kernels ---- */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+AVX2 static inline float hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX2 static float dot_avx2(const float *a, const float *b, int n)
+{
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	int d = 0;
+	for (; d + 16 <= n; d += 16) {
+		acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc0);
+		acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), acc1);
+	}
+	for (; d + 8 <= n; d += 8)
+		acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc0);
+	float s = hsum8(_mm256_add_ps(acc0, acc1));
+	for (; d < n; d++)
+		s += a[d] * b[d];
+	return s;
+}
+
+/* 2 query rows x 4 keys per pass: 8 independent FMA chains, each q / k load used 4 / 2 times */
+AVX2 static void scores_avx2(const float *q, int nr, int row, const float *const *kp, int nk,
+			     float scale, float *s)
+{
+	int n8 = row & ~7;
+	int i = 0;
+	for (; i + 2 <= nr; i += 2) {
+		const float *q0 = q + (size_t)i * row, *q1 = q0 + row;
+		int j = 0;
+		for (; j + 4 <= nk; j += 4) {
+			const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
+			__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+			__m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+			for (int d = 0; d < n8; d += 8) {
+				__m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);
+				__m256 y = _mm256_loadu_ps(k0 + d);
+				a00 = _mm256_fmadd_ps(x0, y, a00);
+				a10 = _mm256_fmadd_ps(x1, y, a10);
+				y = _mm256_loadu_ps(k1 + d);
+				a01 = _mm256_fmadd_ps(x0, y, a01);
+				a11 = _mm256_fmadd_ps(x1, y, a11);
+				y = _mm256_loadu_ps(k2 + d);
+				a02 = _mm256_fmadd_ps(x0, y, a02);
+				a12 = _mm256_fmadd_ps(x1, y, a12);
+				y = _mm256_loadu_ps(k3 + d);
+				a03 = _mm256_fmadd_ps(x0, y, a03);
+				a13 = _mm256_fmadd_ps(x1, y, a13);
+			}
+			float r[8] = {hsum8(a00), hsum8(a01), hsum8(a02), hsum8(a03),
+				      hsum8(a10), hsum8(a11), hsum8(a12), hsum8(a13)};
+			for (int d = n8; d < row; d++)
+				for (int c = 0; c < 4; c++) {
+					r[c] += q0[d] * kp[j + c][d];
+					r[4 + c] += q1[d] * kp[j + c][d];
+				}
+			for (int c = 0; c < 4; c++) {
+				s[i * MQA_KEY_BLOCK + j + c] = r[c] * scale;
+				s[(i + 1) * MQA_KEY_BLOCK + j + c] = r[4 + c] * scale;
+			}
+		}
+		for (; j < nk; j++) {
+			s[i * MQA_KEY_BLOCK + j] = dot_avx2(q0, kp[j], row) * scale;
+			s[(i + 1) * MQA_KEY_BLOCK + j] = dot_avx2(q1, kp[j], row) * scale;
+		}
+	}
+	for (; i < nr; i++)
+		for (int j = 0; j < nk; j++)
+			s[i * MQA_KEY_BLOCK + j] = dot_avx2(q + (size_t)i * row, kp[j], row) * scale;
+}
+
+/* o = o * alpha + sum_j p[j] v_j: 64 outputs held in 8 named registers across all keys
+ * (an array here would live on the stack) */
+AVX2 static void accum_avx2(float *o, float alpha, const float *p, const float *const *kp, int nk,
+			    int dv)
+{
+	__m256 al = _mm256_set1_ps(alpha);
+	int d = 0;
+	for (; d + 64 <= dv; d += 64) {
+		__m256 r0 = _mm256_mul_ps(_mm256_loadu_ps(o + d), al);
+		__m256 r1 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 8), al);
+		__m256 r2 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 16), al);
+		__m256 r3 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 24), al);
+		__m256 r4 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 32), al);
+		__m256 r5 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 40), al);
+		__m256 r6 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 48), al);
+		__m256 r7 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 56), al);
+		for (int j = 0; j < nk; j++) {
+			__m256 pj = _mm256_broadcast_ss(p + j);
+			const float *v = kp[j] + d;
+			r0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v), r0);
+			r1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8), r1);
+			r2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 16), r2);
+			r3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 24), r3);
+			r4 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 32), r4);
+			r5 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 40), r5);
+			r6 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 48), r6);
+			r7 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 56), r7);
+		}
+		_mm256_storeu_ps(o + d, r0);
+		_mm256_storeu_ps(o + d + 8, r1);
+		_mm256_storeu_ps(o + d + 16, r2);
+		_mm256_storeu_ps(o + d + 24, r3);
+		_mm256_storeu_ps(o + d + 32, r4);
+		_mm256_storeu_ps(o + d + 40, r5);
+		_mm256_storeu_ps(o + d + 48, r6);
+		_mm256_storeu_ps(o + d + 56, r7);
+	}
+	for (; d + 8 <= dv; d += 8) {
+		__m256 r = _mm256_mul_ps(_mm256_loadu_ps(o + d), al);
+		for (int j = 0; j < nk; j++)
+			r = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(kp[j] + d), r);
+		_mm256_storeu_ps(o + d, r);
+	}
+	for (; d < dv; d++) {
+		float r = o[d] * alpha;
+		for (int j = 0; j < nk; j++)
+			r += p[j] * kp[j][d];
+		o[d] = r;
+	}
+}
+
+/* Two rows at once: every value load feeds two FMAs. 32 outputs per row per pass. */
+AVX2 static void accum2_avx2(float *oa, float *ob, float aa, float ab, const float *pa,
+			     const float *pb, const float *const *kp, int nk, int dv)
+{
+	if (dv % 32) {
+		accum_avx2(oa, aa, pa, kp, nk, dv);
+		accum_avx2(ob, ab, pb, kp, nk, dv);
+		return;
+	}
+	__m256 va = _mm256_set1_ps(aa), vb = _mm256_set1_ps(ab);
+	for (int d = 0; d < dv; d += 32) {
+		__m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(oa + d), va);
+		__m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(oa + d + 8), va);
+		__m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(oa + d + 16), va);
+		__m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(oa + d + 24), va);
+		__m256 b0 = _mm256_mul_ps(_mm256_loadu_ps(ob + d), vb);
+		__m256 b1 = _mm256_mul_ps(_mm256_loadu_ps(ob + d + 8), vb);
+		__m256 b2 = _mm256_mul_ps(_mm256_loadu_ps(ob + d + 16), vb);
+		__m256 b3 = _mm256_mul_ps(_mm256_loadu_ps(ob + d + 24), vb);
+		for (int j = 0; j < nk; j++) {
+			__m256 x = _mm256_broadcast_ss(pa + j), y = _mm256_broadcast_ss(pb + j);
+			const float *v = kp[j] + d;
+			__m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+			a0 = _mm256_fmadd_ps(x, v0, a0);
+			b0 = _mm256_fmadd_ps(y, v0, b0);
+			a1 = _mm256_fmadd_ps(x, v1, a1);
+			b1 = _mm256_fmadd_ps(y, v1, b1);
+			v0 = _mm256_loadu_ps(v + 16);
+			v1 = _mm256_loadu_ps(v + 24);
+			a2 = _mm256_fmadd_ps(x, v0, a2);
+			b2 = _mm256_fmadd_ps(y, v0, b2);
+			a3 = _mm256_fmadd_ps(x, v1, a3);
+			b3 = _mm256_fmadd_ps(y, v1, b3);
+		}
+		_mm256_storeu_ps(oa + d, a0);
+		_mm256_storeu_ps(oa + d + 8, a1);
+		_mm256_storeu_ps(oa + d + 16, a2);
+		_mm256_storeu_ps(oa + d + 24, a3);
+		_mm256_storeu_ps(ob + d, b0);
+		_mm256_storeu_ps(ob + d + 8, b1);
+		_mm256_storeu_ps(ob + d + 16, b2);
+		_mm256_storeu_ps(ob + d + 24, b3);
+	}
+}
+
+AVX2 static void bf16_row_avx2(float *dst, const uint16_t *src, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+		__m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+		_mm256_storeu_ps(dst + i, _mm256_castsi256_ps(w));
+	}
+	for (; i < n; i++)
+		dst[i] = bf16_to_f32(src[i]);
+}
+
+/* ---- the tile loop ---- */
+
+void mqa_run(const struct mqa_job *jb, void *scratch)
+{
+	mqa_run_at(jb, scratch, ops_level_best());
+}
+
+void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
+{
+	const struct kv_cache *kv = jb->kv;
+	int row = kv->row, dv = kv->kv_lora_rank, bs = kv->block_size;
+	int nr = jb->n_tok * jb->n_heads;
+	bool avx2 = level >= OPS_AVX2;
+	unsigned char *p = scratch;
+	float *kbuf = (float *)p;
+	p += align64((size_t)MQA_KEY_BLOCK * row * sizeof(float));
+	float *s = (float *)p;
+	p += align64((size_t)nr * MQA_KEY_BLOCK * sizeof(float));
+	const float **kp = (const float **)p;
+	p += align64((size_t)MQA_KEY_BLOCK * sizeof(float *));
+	float *m = (float *)p;
+	p += align64((size_t)nr * sizeof(float));
+	float *l = (float *)p;
+	p += align64((size_t)nr * sizeof(float));
+	float *alpha = (float *)p;
+	p += align64((size_t)nr * sizeof(float));
+	int *nvis = (int *)p;
+
+	int kmax = 0;
+	for (int t = 0; t < jb->n_tok; t++)
+		if (jb->vis[t] > kmax)
+			kmax = jb->vis[t];
+	if (kmax > jb->k_end)
+		kmax = jb->k_end;
+	memset(jb->out, 0, (size_t)nr * dv * sizeof(float));
+	for (int i = 0; i < nr; i++) {
+		m[i] = -INFINITY;
+		l[i] = 0;
+	}
+	int64_t n_slots = kv_cache_n_slots(kv);
+	for (int kb = jb->k_begin; kb < kmax; kb += MQA_KEY_BLOCK) {
+		int nk = kmax - kb < MQA_KEY_BLOCK ? kmax - kb : MQA_KEY_BLOCK;
+		for (int j = 0; j < nk; j++) {
+			int64_t slot = kv_cache_slot(jb->bt, bs, kb + j);
+			CHECK(slot >= 0 && slot < n_slots);
+			const void *src = kv_cache_row_ptr(kv, jb->layer, slot);
+			if (kv->dtype == DT_F32) { /* a sequential copy beats scattered reads */
+				float *dst = kbuf + (size_t)j * row;
+				memcpy(dst, src, (size_t)row * sizeof(float));
+				kp[j] = dst;
+			} else {
+				float *dst = kbuf + (size_t)j * row;
+				if (avx2)
+					bf16_row_avx2(dst, src, row);
+				else
+					bf16_row_portable(dst, src, row);
+				kp[j] = dst;
+			}
+		}
+		if (avx2)
+			scores_avx2(jb->q, nr, row, kp, nk, jb->scale, s);
+		else
+			scores_portable(jb->q, nr, row, kp, nk, jb->scale, s);
+		/* softmax statistics first, then the value pass pairs rows that share a mask */
+		for (int i = 0; i < nr; i++) {
+			int nv = jb->vis[i / jb->n_heads] - kb; /* visible keys of this block */
+			nv = nv > nk ? nk : nv;
+			nvis[i] = nv;
+			if (nv <= 0)
+				continue;
+			float *si = s + i * MQA_KEY_BLOCK;
+			float bm = si[0];
+			for (int j = 1; j < nv; j++)
+				bm = si[j] > bm ? si[j] : bm;
+			float mn = bm > m[i] ? bm : m[i];
+			alpha[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn);
+			float sum = 0;
+			for (int j = 0; j < nv; j++) {
+				si[j] = expf(si[j] - mn);
+				sum += si[j];
+			}
+			l[i] = l[i] * alpha[i] + sum;
+			m[i] = mn;
+		}
+		for (int i = 0; i < nr; i++) {
+			if (nvis[i] <= 0)
+				continue;
+			float *o = jb->out + (size_t)i * dv, *si = s + i * MQA_KEY_BLOCK;
+			if (avx2 && i + 1 < nr && nvis[i + 1] == nvis[i]) {
+				accum2_avx2(o, o + dv, alpha[i], alpha[i + 1], si, si + MQA_KEY_BLOCK, kp,
+					    nvis[i], dv);
+				i++;
+			} else if (avx2) {
+				accum_avx2(o, alpha[i], si, kp, nvis[i], dv);
+			} else {
+				accum_portable(o, alpha[i], si, kp, nvis[i], dv);
+			}
+		}
+	}
+	for (int i = 0; i < nr; i++) {
+		if (l[i] == 0) {
+			jb->lse[i] = -INFINITY;
+			continue;
+		}
+		float inv = 1.0f / l[i], *o = jb->out + (size_t)i * dv;
+		for (int d = 0; d < dv; d++)
+			o[d] *= inv;
+		jb->lse[i] = m[i] + logf(l[i]);
+	}
+}
+
+size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens,
+				 int n_heads, int kv_lora_rank, int rope_dim)
+{
+	/* plans: a few small arrays per sequence and per partition (partitions <= CPUs) */
+	size_t plan = 4096 + (size_t)max_seqs * 64 + (size_t)max_decode_tokens * 16 +
+		      (size_t)(n_threads + mqa_cpu_count() + 64) * 64;
+	int tt = mqa_tile_tokens(n_heads);
+	size_t per_thread = align64(mqa_scratch_bytes(tt * n_heads, kv_lora_rank + rope_dim) +
+				    (size_t)tt * sizeof(int32_t));
+	/* split-KV partials: at most 2 pieces per partition belong to split requests */
+	int q = max_decode_tokens > 0 ? max_decode_tokens : 1;
+	int cpus = mqa_cpu_count();
+	size_t parts = (size_t)(n_threads > cpus ? n_threads : cpus) * 2 + 2;
+	size_t acc = parts * (size_t)(q < tt ? q : tt) * n_heads * (kv_lora_rank + 1) * sizeof(float);
+	return plan + (size_t)n_threads * per_thread + acc + 4 * 4096;
+}

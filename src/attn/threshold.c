@@ -1,0 +1,85 @@
+/* reorder_batch_threshold resolution (mla-dcp-spec §1.1, §1.3, §5). */
+#include "attn/threshold.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+
+static bool downgraded_by_dcp(const struct attn_backend *be, int t, int dcp_size, int I)
+{
+	return t > 1 && dcp_size > 1 &&
+	       !(be->supports_dcp_multi_token && be->supports_dcp_multi_token(I));
+}
+
+int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave,
+			       int num_spec_tokens, char *why, size_t why_cap)
+{
+	int t = be->reorder_batch_threshold;
+	if (t <= 0) {
+		if (why)
+			snprintf(why, why_cap, "%s: none (no reordering)", be->name);
+		return ATTN_THRESHOLD_NONE;
+	}
+	if (be->query_len_support == QLEN_SINGLE_ONLY)
+		t = 1; /* a SINGLE_ONLY kernel takes q_len 1 only, whatever it declares */
+	else if (num_spec_tokens > 0 && t < 1 + num_spec_tokens)
+		t = 1 + num_spec_tokens; /* spec-verify steps of 1 + k tokens count as decodes */
+	if (downgraded_by_dcp(be, t, dcp_size, dcp_interleave)) {
+		if (why)
+			snprintf(why, why_cap,
+				 "attention backend %s cannot run multi-token decode queries under "
+				 "decode context parallelism (interleave %d): reorder_batch_threshold "
+				 "%d -> 1",
+				 be->name, dcp_interleave, t);
+		return 1;
+	}
+	if (why)
+		snprintf(why, why_cap, "%s: %d", be->name, t);
+	return t;
+}
+
+int attn_threshold_min(const int *values, int n)
+{
+	int best = ATTN_THRESHOLD_NONE;
+	for (int i = 0; i < n; i++)
+		if (values[i] > 0 && (best == ATTN_THRESHOLD_NONE || values[i] < best))
+			best = values[i];
+	return best;
+}
+
+int attn_threshold_resolve(const struct attn_backend *const *backends, int n, int dcp_size,
+			   int dcp_interleave, int num_spec_tokens, char *reason, size_t reason_cap)
+{
+	int best = ATTN_THRESHOLD_NONE;
+	size_t used = 0;
+	char buf[512];
+	if (reason && reason_cap)
+		reason[0] = 0;
+	for (int i = 0; i < n; i++) {
+		const struct attn_backend *be = backends[i];
+		if (!be)
+			continue;
+		int t = attn_threshold_for_backend(be, dcp_size, dcp_interleave, num_spec_tokens, buf,
+						   sizeof buf);
+		int declared = be->reorder_batch_threshold;
+		if (t == 1 && declared > 1 && downgraded_by_dcp(be, declared, dcp_size, dcp_interleave))
+			LOG_W("attn", "%s", buf);
+		if (t > 0 && (best == ATTN_THRESHOLD_NONE || t < best))
+			best = t;
+		if (reason && used < reason_cap)
+			used += (size_t)snprintf(reason + used, reason_cap - used, "%s%s",
+						 used ? "; " : "", buf);
+	}
+	if (reason && used < reason_cap) {
+		char head[64];
+		if (best == ATTN_THRESHOLD_NONE)
+			snprintf(head, sizeof head, "reorder_batch_threshold none");
+		else
+			snprintf(head, sizeof head, "reorder_batch_threshold %d", best);
+		char tmp[1024];
+		snprintf(tmp, sizeof tmp, "%s (%s)", head, used ? reason : "no attention backends");
+		snprintf(reason, reason_cap, "%s", tmp);
+	}
+	return best;
+}
