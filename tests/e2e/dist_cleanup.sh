@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Rank clean-up and idle CPU of a self-launched job (`mlaserve dist-check -tp 3 --hold`):
+# whichever way rank 0 or the launcher ends (SIGTERM, SIGINT, SIGKILL), no rank is left, and
+# ranks idle in the plan wait use ~0% CPU. Prints ok/not ok lines.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BUILD:-build}/mlaserve
+# Under `make asan`: Open MPI's own start-up allocations are suppressed by library name, which
+# needs its components kept mapped and full (slow) unwinding; mlaserve's leaks still count.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="suppressions=$PWD/tests/e2e/dist_lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+out=$(mktemp)
+all_pids=""
+trap 'for p in $all_pids; do kill -KILL $p 2>/dev/null; done; rm -f "$out"' EXIT
+
+if ! command -v mpirun >/dev/null; then
+	echo "not ok - mpirun not found (install openmpi-bin: scripts/install-deps.sh)"; exit 1
+fi
+
+# start N: self-launches N ranks holding; sets LAUNCHER, PIDS, RANK0.
+start() {
+	"$BIN" dist-check -tp "$1" --hold 60 >"$out" 2>&1 &
+	LAUNCHER=$!
+	for _ in $(seq 300); do grep -q '^dist-check: holding' "$out" && break; sleep 0.1; done
+	PIDS=$(sed -n 's/^dist-check: rank [0-9]* pid \([0-9]*\):.*/\1/p' "$out" | tr '\n' ' ')
+	RANK0=$(sed -n 's/^dist-check: rank 0 pid \([0-9]*\):.*/\1/p' "$out")
+	all_pids="$all_pids $PIDS $LAUNCHER"
+}
+
+# alive PIDS...: prints the pids still running (a zombie has ended: it only awaits reaping).
+alive() {
+	local p st
+	for p in "$@"; do
+		st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || continue
+		[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && printf '%s ' "$p"
+	done
+}
+
+# ends NAME WANT_RC(0|nonzero) SIGNAL TARGET_PID
+ends() {
+	local name=$1 want=$2 sig=$3 target=$4
+	if [ -z "$RANK0" ] || [ "$(echo $PIDS | wc -w)" -ne 3 ]; then
+		echo "not ok - $name: ranks did not start"; sed 's/^/    /' "$out" | tail -5; return
+	fi
+	kill "-$sig" "$target"
+	local rc left
+	# the launcher is our child: wait for it (bounded by the 60 s hold)
+	for _ in $(seq 100); do kill -0 "$LAUNCHER" 2>/dev/null || break; sleep 0.1; done
+	wait "$LAUNCHER" 2>/dev/null; rc=$?
+	for _ in $(seq 100); do left=$(alive $PIDS); [ -z "$left" ] && break; sleep 0.1; done
+	if [ -n "$left" ]; then echo "not ok - $name: ranks left behind: $left"
+	elif [ "$want" = 0 ] && [ "$rc" -ne 0 ]; then
+		echo "not ok - $name: exit status $rc, expected 0"; sed 's/^/    /' "$out" | tail -5
+	elif [ "$want" != 0 ] && [ "$rc" -eq 0 ]; then echo "not ok - $name: exit status 0"
+	else echo "ok - $name (exit $rc)"; fi
+}
+
+# Idle CPU: ranks waiting for a plan must sleep, not spin (MPI's blocking wait spins).
+start 3
+tck=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+declare -A t0
+for p in $PIDS; do t0[$p]=$(ticks $p); done
+sleep 2
+worst=0
+for p in $PIDS; do
+	d=$(( $(ticks $p) - ${t0[$p]} )); pct=$(( d * 100 / (2 * tck) ))
+	[ $pct -gt $worst ] && worst=$pct
+done
+if [ -n "$PIDS" ] && [ $worst -le 10 ]; then echo "ok - idle ranks sleep (worst ${worst}% cpu over 2 s)"
+else echo "not ok - idle ranks use up to ${worst}% cpu over 2 s (pids: $PIDS)"; fi
+ends "SIGTERM to rank 0 stops every rank cleanly" 0 TERM "$RANK0"
+
+start 3; ends "SIGINT to rank 0 stops every rank cleanly" 0 INT "$RANK0"
+start 3; ends "SIGKILL of rank 0 takes the other ranks down" nonzero KILL "$RANK0"
+start 3; ends "SIGTERM to the launched process ends every rank" nonzero TERM "$LAUNCHER"
+start 3; ends "SIGKILL of the launched process (mpirun) ends every rank" nonzero KILL "$LAUNCHER"
+exit 0
