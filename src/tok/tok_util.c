@@ -1,0 +1,393 @@
+/* Tokenizer helpers: buffers, UTF-8, byte-level alphabet, string map. */
+#include "tok/tok_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+void *tok_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	CHECK(p != NULL); /* out of memory */
+	return p;
+}
+
+void *tok_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	CHECK(p != NULL);
+	return p;
+}
+
+char *tok_xstrndup(const char *s, size_t n)
+{
+	char *p = tok_xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+void tok_buf_reserve(struct tok_buf *b, size_t extra)
+{
+	if (b->n + extra <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 64;
+	while (cap < b->n + extra)
+		cap *= 2;
+	b->p = tok_xrealloc(b->p, cap);
+	b->cap = cap;
+}
+
+void tok_buf_add(struct tok_buf *b, const void *s, size_t n)
+{
+	if (!n)
+		return;
+	tok_buf_reserve(b, n);
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+void tok_buf_free(struct tok_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->n = b->cap = 0;
+}
+
+void tok_ids_push(struct tok_ids *a, int32_t id)
+{
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 64;
+		a->v = tok_xrealloc(a->v, a->cap * sizeof *a->v);
+	}
+	a->v[a->n++] = id;
+}
+
+void tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n)
+{
+	if (a->n + n > a->cap) {
+		size_t cap = a->cap ? a->cap : 64;
+		while (cap < a->n + n)
+			cap *= 2;
+		a->v = tok_xrealloc(a->v, cap * sizeof *a->v);
+		a->cap = cap;
+	}
+	if (n)
+		memcpy(a->v + a->n, ids, n * sizeof *ids);
+	a->n += n;
+}
+
+/* ---- UTF-8 ---- */
+
+/* Valid range of the second byte after lead b (the others are always 80..BF); needed length
+ * in *len; 0 when b can not start a character. */
+static int utf8_lead(unsigned char b, unsigned char *lo, unsigned char *hi)
+{
+	*lo = 0x80, *hi = 0xBF;
+	if (b < 0x80)
+		return 1;
+	if (b < 0xC2)
+		return 0;
+	if (b < 0xE0)
+		return 2;
+	if (b < 0xF0) {
+		if (b == 0xE0)
+			*lo = 0xA0;
+		else if (b == 0xED)
+			*hi = 0x9F;
+		return 3;
+	}
+	if (b < 0xF5) {
+		if (b == 0xF0)
+			*lo = 0x90;
+		else if (b == 0xF4)
+			*hi = 0x8F;
+		return 4;
+	}
+	return 0;
+}
+
+/* Length of the longest prefix of s[0..n) that is a prefix of a valid character (1 for an
+ * invalid lead byte); sets *need to the full length of the character it starts. */
+static size_t utf8_subpart(const unsigned char *s, size_t n, size_t *need)
+{
+	unsigned char lo, hi;
+	int len = utf8_lead(s[0], &lo, &hi);
+	*need = (size_t)len;
+	if (len <= 1)
+		return 1;
+	size_t k = 1;
+	if (k < n && s[k] >= lo && s[k] <= hi) {
+		k++;
+		while (k < (size_t)len && k < n && s[k] >= 0x80 && s[k] <= 0xBF)
+			k++;
+	}
+	return k;
+}
+
+size_t tok_utf8_char(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	if (!n)
+		return 0;
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	size_t need, k = utf8_subpart(s, n, &need);
+	if (need < 2 || k != need)
+		return 0;
+	uint32_t c = s[0] & (0x7F >> need);
+	for (size_t i = 1; i < need; i++)
+		c = (c << 6) | (s[i] & 0x3F);
+	*cp = c;
+	return need;
+}
+
+size_t tok_utf8_incomplete_tail(const unsigned char *s, size_t n)
+{
+	for (size_t k = 1; k <= 3 && k <= n; k++) {
+		const unsigned char *p = s + n - k;
+		if (*p < 0xC0)
+			continue; /* ASCII or continuation: not a lead */
+		size_t need, got = utf8_subpart(p, k, &need);
+		return (need > k && got == k) ? k : 0;
+	}
+	return 0;
+}
+
+int tok_utf8_put(uint32_t cp, char out[4])
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xC0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xE0 | (cp >> 12));
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | (cp >> 18));
+	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+void tok_utf8_lossy(struct tok_buf *out, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	tok_buf_reserve(out, n);
+	size_t i = 0, run = 0; /* s[run..i) is valid and not yet copied */
+	while (i < n) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		size_t need, k = utf8_subpart(s + i, n - i, &need);
+		if (need >= 2 && k == need) {
+			i += k;
+			continue;
+		}
+		tok_buf_add(out, s + run, i - run);
+		tok_buf_add(out, "\xEF\xBF\xBD", 3);
+		i += k;
+		run = i;
+	}
+	tok_buf_add(out, s + run, n - run);
+}
+
+/* ---- byte-level alphabet (GPT-2 bytes_to_unicode) ---- */
+
+static bool byte_printable(unsigned b)
+{
+	return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+/* The 68 non-printable bytes are 0..32, 127..160 and 173; the k-th of them maps to 256 + k. */
+uint32_t tok_byte_to_cp(unsigned char b)
+{
+	if (byte_printable(b))
+		return b;
+	if (b <= 32)
+		return 256u + b;
+	if (b >= 127 && b <= 160)
+		return 256u + 33 + (b - 127u);
+	return 256u + 67; /* 173 */
+}
+
+int tok_cp_to_byte(uint32_t cp)
+{
+	if (cp < 256)
+		return byte_printable(cp) ? (int)cp : -1;
+	if (cp >= 256 + 68)
+		return -1;
+	uint32_t k = cp - 256;
+	return k < 33 ? (int)k : k < 67 ? (int)(127 + k - 33) : 173;
+}
+
+/* ---- string map ---- */
+
+uint64_t tok_hash(const void *p, size_t n)
+{
+	/* FNV-1a over 8-byte words, then a final mix: keys are short (tokens, words) */
+	const unsigned char *s = p;
+	uint64_t h = 0xcbf29ce484222325ULL ^ n;
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0x100000001b3ULL;
+		h ^= h >> 29;
+		s += 8, n -= 8;
+	}
+	uint64_t w = 0;
+	memcpy(&w, s, n);
+	h = (h ^ w) * 0x100000001b3ULL;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ULL;
+	h ^= h >> 32;
+	return h;
+}
+
+static void strmap_grow(struct tok_strmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 64;
+	uint32_t *slot = calloc(cap, sizeof *slot);
+	CHECK(slot != NULL);
+	for (size_t i = 0; i < m->n; i++) {
+		size_t h = tok_hash(m->blob.p + m->koff[i], m->klen[i]) & (cap - 1);
+		while (slot[h])
+			h = (h + 1) & (cap - 1);
+		slot[h] = (uint32_t)(i + 1);
+	}
+	free(m->slot);
+	m->slot = slot;
+	m->cap = cap;
+}
+
+void tok_strmap_put(struct tok_strmap *m, const char *k, size_t n, int32_t v)
+{
+	if ((m->n + 1) * 2 > m->cap)
+		strmap_grow(m);
+	size_t h = tok_hash(k, n) & (m->cap - 1);
+	while (m->slot[h]) {
+		size_t i = m->slot[h] - 1;
+		if (m->klen[i] == n && !memcmp(m->blob.p + m->koff[i], k, n)) {
+			m->val[i] = v;
+			return;
+		}
+		h = (h + 1) & (m->cap - 1);
+	}
+	if (m->n == m->ecap) {
+		m->ecap = m->ecap ? m->ecap * 2 : 64;
+		m->koff = tok_xrealloc(m->koff, m->ecap * sizeof *m->koff);
+		m->klen = tok_xrealloc(m->klen, m->ecap * sizeof *m->klen);
+		m->val = tok_xrealloc(m->val, m->ecap * sizeof *m->val);
+	}
+	m->koff[m->n] = m->blob.n;
+	m->klen[m->n] = (uint32_t)n;
+	m->val[m->n] = v;
+	tok_buf_add(&m->blob, k, n);
+	tok_buf_addc(&m->blob, 0); /* keys are NUL-terminated in the blob */
+	m->slot[h] = (uint32_t)(++m->n);
+}
+
+int32_t tok_strmap_get(const struct tok_strmap *m, const char *k, size_t n)
+{
+	if (!m->cap)
+		return -1;
+	size_t h = tok_hash(k, n) & (m->cap - 1);
+	while (m->slot[h]) {
+		size_t i = m->slot[h] - 1;
+		if (m->klen[i] == n && !memcmp(m->blob.p + m->koff[i], k, n))
+			return m->val[i];
+		h = (h + 1) & (m->cap - 1);
+	}
+	return -1;
+}
+
+void tok_strmap_free(struct tok_strmap *m)
+{
+	free(m->slot);
+	free(m->koff);
+	free(m->klen);
+	free(m->val);
+	tok_buf_free(&m->blob);
+	memset(m, 0, sizeof *m);
+}
+
+/* ---- piece cache ---- */
+
+#define CACHE_SLOTS 32768 /* at most 16384 pieces: about 5 MB per thread at worst */
+
+static uint64_t cache_hash(uint32_t tag, const char *s, size_t n)
+{
+	return (tok_hash(s, n) ^ ((uint64_t)tag * 0x9E3779B97F4A7C15ULL)) | 1;
+}
+
+static bool cache_slot_eq(const struct tok_cache *c, const struct tok_cache_slot *sl, uint64_t h,
+			  uint32_t tag, const char *s, size_t n)
+{
+	return sl->hash == h && sl->klen == n + 4 && !memcmp(c->keys.p + sl->koff, &tag, 4) &&
+	       !memcmp(c->keys.p + sl->koff + 4, s, n);
+}
+
+bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n,
+		   struct tok_ids *out)
+{
+	if (!c->slot)
+		return false;
+	uint64_t h = cache_hash(tag, s, n);
+	for (size_t i = h & (c->cap - 1); c->slot[i].hash; i = (i + 1) & (c->cap - 1)) {
+		const struct tok_cache_slot *sl = &c->slot[i];
+		if (cache_slot_eq(c, sl, h, tag, s, n)) {
+			tok_ids_add(out, c->ids.v + sl->ioff, sl->n_ids);
+			return true;
+		}
+	}
+	return false;
+}
+
+void tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
+		   size_t n_ids)
+{
+	if (!c->slot) {
+		c->cap = CACHE_SLOTS;
+		c->slot = calloc(c->cap, sizeof *c->slot);
+		CHECK(c->slot != NULL);
+	}
+	if (c->n * 2 >= c->cap || c->keys.n > (2u << 20) || c->ids.n > (512u << 10)) {
+		/* full: start over (cheaper than LRU, and text keeps re-filling it) */
+		memset(c->slot, 0, c->cap * sizeof *c->slot);
+		c->n = 0;
+		c->keys.n = 0;
+		c->ids.n = 0;
+	}
+	uint64_t h = cache_hash(tag, s, n);
+	size_t i = h & (c->cap - 1);
+	while (c->slot[i].hash) {
+		if (cache_slot_eq(c, &c->slot[i], h, tag, s, n))
+			return;
+		i = (i + 1) & (c->cap - 1);
+	}
+	c->slot[i] = (struct tok_cache_slot){h, (uint32_t)c->keys.n, (uint32_t)(n + 4),
+					     (uint32_t)c->ids.n, (uint32_t)n_ids};
+	tok_buf_add(&c->keys, &tag, 4);
+	tok_buf_add(&c->keys, s, n);
+	tok_ids_add(&c->ids, ids, n_ids);
+	c->n++;
+}
+
+void tok_cache_free(struct tok_cache *c)
+{
+	free(c->slot);
+	tok_buf_free(&c->keys);
+	free(c->ids.v);
+	memset(c, 0, sizeof *c);
+}
