@@ -1,0 +1,184 @@
+/* Chat templates: compile once (lexer + parser into a pool the template owns), render per
+ * request (values and scopes in a per-render pool, freed at the end). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/chat_template.h"
+#include "tok/jinja.h"
+
+struct chat_template {
+	struct jpool pool;
+	struct jnode *root;
+};
+
+int chat_template_compile(const char *source, struct chat_template **out, struct err *e)
+{
+	*out = NULL;
+	if (!source)
+		return err_set(e, "chat template: no template text");
+	struct chat_template *t = calloc(1, sizeof *t);
+	if (!t)
+		return err_set(e, "chat template: out of memory");
+	jpool_init(&t->pool, 0);
+	struct jtoken *toks;
+	size_t n;
+	if (jinja_lex(source, &t->pool, &toks, &n, e) < 0 || jinja_parse(toks, n, &t->pool, &t->root, e) < 0) {
+		chat_template_free(t);
+		return -1;
+	}
+	*out = t;
+	return 0;
+}
+
+void chat_template_free(struct chat_template *tpl)
+{
+	if (!tpl)
+		return;
+	jpool_fini(&tpl->pool);
+	free(tpl);
+}
+
+static int from_json(struct jctx *c, const json_t *j, int depth, struct jval *out)
+{
+	if (depth > 4 * JINJA_MAX_DEPTH)
+		return jerr(c, "input JSON nested too deeply");
+	switch (json_typeof(j)) {
+	case JSON_NULL: *out = jv_none(); return 0;
+	case JSON_TRUE: *out = jv_bool(true); return 0;
+	case JSON_FALSE: *out = jv_bool(false); return 0;
+	case JSON_INTEGER: *out = jv_int((long long)json_integer_value(j)); return 0;
+	case JSON_REAL: *out = jv_float(json_real_value(j)); return 0;
+	case JSON_STRING: {
+		char *s = jpool_strdup(c->pool, json_string_value(j), json_string_length(j));
+		if (!s)
+			return jerr(c, "memory limit exceeded");
+		*out = jv_str(s, json_string_length(j));
+		return 0;
+	}
+	case JSON_ARRAY: {
+		size_t n = json_array_size(j);
+		*out = jv_list(c->pool, n);
+		if (out->k != JV_LIST)
+			return jerr(c, "memory limit exceeded");
+		for (size_t i = 0; i < n; i++)
+			if (from_json(c, json_array_get(j, i), depth + 1, &out->u.l->v[out->u.l->n++]) < 0)
+				return -1;
+		return 0;
+	}
+	case JSON_OBJECT: {
+		*out = jv_dict(c->pool, json_object_size(j));
+		if (out->k != JV_DICT)
+			return jerr(c, "memory limit exceeded");
+		const char *k;
+		json_t *v;
+		json_object_foreach((json_t *)j, k, v) {
+			struct jval jv;
+			size_t kn = strlen(k);
+			char *ks = jpool_strdup(c->pool, k, kn);
+			if (!ks || from_json(c, v, depth + 1, &jv) < 0)
+				return ks ? -1 : jerr(c, "memory limit exceeded");
+			/* keys are unique in a JSON object: append without the lookup */
+			struct jdict *d = out->u.d;
+			d->keys[d->n] = jv_str(ks, kn);
+			d->vals[d->n++] = jv;
+		}
+		return 0;
+	}
+	}
+	return jerr(c, "unsupported JSON value");
+}
+
+/* messages -> list of dicts; content given as [{type:"text", text}] parts is flattened. */
+static int convert_messages(struct jctx *c, const json_t *messages, struct jval *out)
+{
+	if (!json_is_array(messages))
+		return err_set(c->e, "chat template: messages must be an array");
+	if (from_json(c, messages, 0, out) < 0)
+		return -1;
+	for (size_t i = 0; i < out->u.l->n; i++) {
+		struct jval *m = &out->u.l->v[i];
+		if (m->k != JV_DICT)
+			return err_set(c->e, "chat template: messages[%zu] must be an object", i);
+		struct jval *content = jdict_get(m->u.d, "content", 7);
+		if (!content || content->k != JV_LIST)
+			continue;
+		struct jbuf b = {.limit = JINJA_MAX_OUT};
+		for (size_t k = 0; k < content->u.l->n; k++) {
+			struct jval *part = &content->u.l->v[k];
+			struct jval *type = part->k == JV_DICT ? jdict_get(part->u.d, "type", 4) : NULL;
+			struct jval *text = part->k == JV_DICT ? jdict_get(part->u.d, "text", 4) : NULL;
+			if (!type || type->k != JV_STR || strcmp(type->u.s.p, "text") || !text || text->k != JV_STR) {
+				free(b.p);
+				return err_set(c->e, "chat template: messages[%zu].content[%zu]: only {\"type\": \"text\", "
+					       "\"text\": ...} parts are supported", i, k);
+			}
+			if (k)
+				jbuf_putc(&b, '\n');
+			jbuf_put(&b, text->u.s.p, text->u.s.n);
+		}
+		if (jinja_pool_str(c, &b, content) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
+			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
+			 struct err *e)
+{
+	*out_text = NULL;
+	if (kwargs && !json_is_object(kwargs))
+		return err_set(e, "chat template: kwargs must be an object");
+	struct jpool pool;
+	jpool_init(&pool, JINJA_MAX_POOL);
+	struct jbuf out = {.limit = JINJA_MAX_OUT};
+	struct jctx c = {.pool = &pool, .out = &out, .e = e, .line = 0};
+	int r = -1;
+	struct jval msgs;
+	c.root = c.cur = jscope_new(&c, NULL);
+	if (!c.root) {
+		err_set(e, "chat template: out of memory");
+		goto done;
+	}
+	if (convert_messages(&c, messages, &msgs) < 0)
+		goto done;
+	jscope_set(&c, c.root, "messages", msgs);
+	jscope_set(&c, c.root, "add_generation_prompt", jv_bool(add_generation_prompt));
+	jscope_set(&c, c.root, "tools", jv_none());
+	jscope_set(&c, c.root, "documents", jv_none());
+	if (bos_token)
+		jscope_set(&c, c.root, "bos_token", jv_cstr(bos_token));
+	if (eos_token)
+		jscope_set(&c, c.root, "eos_token", jv_cstr(eos_token));
+	if (kwargs) {
+		const char *k;
+		json_t *v;
+		json_object_foreach((json_t *)kwargs, k, v) {
+			struct jval jv;
+			char *ks = jpool_strdup(&pool, k, strlen(k));
+			if (!ks || from_json(&c, v, 0, &jv) < 0) {
+				if (!ks)
+					err_set(e, "chat template: out of memory");
+				goto done;
+			}
+			jscope_set(&c, c.root, ks, jv);
+		}
+	}
+	if (pool.over) {
+		err_set(e, "chat template: out of memory");
+		goto done;
+	}
+	if (jinja_exec(&c, tpl->root) < 0)
+		goto done;
+	if (out.over) {
+		err_set(e, "chat template: output size limit exceeded");
+		goto done;
+	}
+	*out_text = out.p ? out.p : strdup("");
+	out.p = NULL;
+	r = *out_text ? 0 : err_set(e, "chat template: out of memory");
+done:
+	free(out.p);
+	jpool_fini(&pool);
+	return r;
+}
