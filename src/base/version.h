@@ -1,0 +1,4 @@
+#ifndef MLA_BASE_VERSION_H
+#define MLA_BASE_VERSION_H
+#define MLASERVE_VERSION "0.1.0"
+#endif

@@ -1,0 +1,375 @@
+/* mlaserve serve [MODEL_DIR] [flags]: the OpenAI-compatible server, with vLLM's flag names.
+ * Without MODEL_DIR it serves the bundled tiny model (tests/fixtures/tiny-v3 next to the
+ * build directory). SIGTERM / SIGINT stop it gracefully (exit 0). */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "engine/engine_args.h"
+#include "model/model.h"
+#include "server/server.h"
+#include "tok/chat_template.h"
+#include "tok/hf_config.h"
+#include "tok/tokenizer.h"
+
+#define MOD "serve"
+
+struct serve_opts {
+	struct engine_args ea;
+	struct server_config sc;
+	const char *model_arg;	    /* as given (default served name) */
+	const char *chat_template;  /* --chat-template FILE or inline text */
+	int tp, dcp, dcp_interleave;
+	bool log_requests, log_stats;
+};
+
+static void serve_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mlaserve serve [MODEL_DIR] [options]\n"
+		"  MODEL_DIR (or --model DIR)      checkpoint directory (config.json, *.safetensors,\n"
+		"                                  tokenizer files); default: the bundled tests/fixtures/tiny-v3\n"
+		"server options:\n"
+		"  --host HOST                     address to listen on (default: all interfaces)\n"
+		"  --port PORT                     port (default 8000; 0 = any free port, logged)\n"
+		"  --served-model-name NAME [...]  names clients use in \"model\" (default: MODEL_DIR)\n"
+		"  --api-key KEY                   require \"Authorization: Bearer KEY\" on /v1/* (also\n"
+		"                                  env MLASERVE_API_KEY or VLLM_API_KEY)\n"
+		"  --chat-template FILE|TEXT       override the tokenizer's chat template\n"
+		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
+		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
+		"  --max-connections N             concurrent connections (default 1024)\n"
+		"  --disable-log-requests          no access-log line per request\n"
+		"  --disable-log-stats             no periodic throughput line\n"
+		"parallelism:\n"
+		"  --tensor-parallel-size, -tp N   tensor-parallel ranks (default 1)\n"
+		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (default 1)\n"
+		"  --dcp-kv-cache-interleave-size N  tokens per DCP shard run (default 1)\n");
+	engine_args_usage(f);
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi, int *out, struct err *e)
+{
+	char *end;
+	errno = 0;
+	long x = v ? strtol(v, &end, 10) : 0;
+	if (!v || errno || end == v || *end || x < lo || x > hi)
+		return err_set(e, "%s: invalid value '%s' (expected an integer in [%d, %d])", flag,
+			       v ? v : "", lo, hi);
+	*out = (int)x;
+	return 0;
+}
+
+/* "--flag VALUE" or "--flag=VALUE"; returns the value or NULL when argv[*i] is not flag. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag, const char *alias,
+			      bool *missing)
+{
+	const char *a = argv[*i];
+	for (int k = 0; k < 2; k++) {
+		const char *f = k ? alias : flag;
+		if (!f)
+			continue;
+		size_t n = strlen(f);
+		if (!strncmp(a, f, n) && a[n] == '=')
+			return a + n + 1;
+		if (!strcmp(a, f)) {
+			if (*i + 1 >= argc) {
+				*missing = true;
+				return NULL;
+			}
+			return argv[++*i];
+		}
+	}
+	return NULL;
+}
+
+static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		bool missing = false;
+		int rc = engine_args_parse(&o->ea, argc, argv, &i, e);
+		if (rc < 0)
+			return -1;
+		if (rc > 0) {
+			i--; /* engine_args_parse moved past the flag; the loop adds one */
+			continue;
+		}
+#define FLAG(name, alias) ((v = flag_value(argc, argv, &i, name, alias, &missing)) || missing)
+		if (FLAG("--host", NULL)) {
+			o->sc.host = v;
+		} else if (FLAG("--port", NULL)) {
+			if (parse_int("--port", v, 0, 65535, &o->sc.port, e) < 0)
+				return -1;
+		} else if (FLAG("--model", NULL)) {
+			o->model_arg = v;
+		} else if (FLAG("--api-key", NULL)) {
+			o->sc.api_key = v;
+		} else if (FLAG("--chat-template", NULL)) {
+			o->chat_template = v;
+		} else if (FLAG("--served-model-name", NULL)) {
+			if (!v)
+				break;
+			o->sc.n_served_names = 0;
+			o->sc.served_names[o->sc.n_served_names++] = v;
+			while (i + 1 < argc && argv[i + 1][0] != '-' &&
+			       o->sc.n_served_names < SERVER_MAX_NAMES)
+				o->sc.served_names[o->sc.n_served_names++] = argv[++i];
+		} else if (FLAG("--tensor-parallel-size", "-tp")) {
+			if (parse_int("--tensor-parallel-size", v, 1, 1024, &o->tp, e) < 0)
+				return -1;
+		} else if (FLAG("--decode-context-parallel-size", "-dcp")) {
+			if (parse_int("--decode-context-parallel-size", v, 1, 1024, &o->dcp, e) < 0)
+				return -1;
+		} else if (FLAG("--dcp-kv-cache-interleave-size", NULL)) {
+			if (parse_int("--dcp-kv-cache-interleave-size", v, 1, 1 << 20,
+				      &o->dcp_interleave, e) < 0)
+				return -1;
+		} else if (FLAG("--max-request-body-bytes", NULL)) {
+			if (!v || engine_args_parse_bytes(v, &o->sc.max_body_bytes) < 0 ||
+			    o->sc.max_body_bytes < 1024)
+				return err_set(e, "--max-request-body-bytes: invalid value '%s'",
+					       v ? v : "");
+		} else if (FLAG("--http-timeout", NULL)) {
+			if (parse_int("--http-timeout", v, 1, 86400, &o->sc.conn_timeout_s, e) < 0)
+				return -1;
+		} else if (FLAG("--max-connections", NULL)) {
+			if (parse_int("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
+				return -1;
+		} else if (!strcmp(a, "--disable-log-requests")) {
+			o->log_requests = false;
+		} else if (!strcmp(a, "--enable-log-requests")) {
+			o->log_requests = true;
+		} else if (!strcmp(a, "--disable-log-stats")) {
+			o->log_stats = false;
+		} else if (a[0] != '-' && !o->model_arg) {
+			o->model_arg = a;
+		} else {
+			return err_set(e, "unknown option '%s' (see mlaserve serve --help)", a);
+		}
+		if (missing)
+			return err_set(e, "%s: missing value", a);
+#undef FLAG
+	}
+	if (o->tp % o->dcp)
+		return err_set(e, "--tensor-parallel-size %d must be divisible by "
+			       "--decode-context-parallel-size %d", o->tp, o->dcp);
+	return 0;
+}
+
+/* The bundled default model: <dir of the binary>/../tests/fixtures/tiny-v3, else ./tests/... */
+static int default_model_dir(char *buf, size_t n, struct err *e)
+{
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (len > 0) {
+		exe[len] = 0;
+		snprintf(buf, n, "%s/../tests/fixtures/tiny-v3", dirname(exe));
+		if (access(buf, R_OK) == 0) {
+			char real[PATH_MAX];
+			if (realpath(buf, real))
+				snprintf(buf, n, "%s", real);
+			return 0;
+		}
+	}
+	snprintf(buf, n, "tests/fixtures/tiny-v3");
+	if (access(buf, R_OK) == 0)
+		return 0;
+	return err_set(e, "no MODEL_DIR given and the bundled model tests/fixtures/tiny-v3 was "
+		       "not found next to the binary");
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + len, 1, cap - len - 1, f);
+		len += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	buf[len] = 0;
+	return buf;
+}
+
+/* vLLM's periodic line: throughput since the last one, queue sizes, KV usage. */
+static void log_throughput(struct engine *eng, struct engine_stats *prev, double *t_prev)
+{
+	struct engine_stats st;
+	engine_stats_get(eng, &st);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9, dt = t - *t_prev;
+	uint64_t dp = st.prompt_tokens - prev->prompt_tokens;
+	uint64_t dg = st.generation_tokens - prev->generation_tokens;
+	uint64_t dq = st.prefix_queries - prev->prefix_queries;
+	uint64_t dh = st.prefix_hits - prev->prefix_hits;
+	if (dt > 0 && (dp || dg || st.n_running || st.n_waiting))
+		LOG_I(MOD,
+		      "avg prompt throughput: %.1f tokens/s, avg generation throughput: %.1f "
+		      "tokens/s, running: %d reqs, waiting: %d reqs, KV cache usage: %.1f%%, prefix "
+		      "cache hit rate: %.1f%%",
+		      (double)dp / dt, (double)dg / dt, st.n_running, st.n_waiting,
+		      st.kv_usage * 100.0, dq ? 100.0 * (double)dh / (double)dq : 0.0);
+	*prev = st;
+	*t_prev = t;
+}
+
+static int serve(struct serve_opts *o, struct err *e)
+{
+	char model_dir[PATH_MAX];
+	if (o->model_arg)
+		snprintf(model_dir, sizeof model_dir, "%s", o->model_arg);
+	else if (default_model_dir(model_dir, sizeof model_dir, e) < 0)
+		return -1;
+	o->ea.model_dir = model_dir;
+	if (!o->sc.n_served_names) {
+		o->sc.served_names[0] = o->model_arg ? o->model_arg : "tiny-v3";
+		o->sc.n_served_names = 1;
+	}
+	o->sc.model_root = model_dir;
+	if (!o->sc.api_key)
+		o->sc.api_key = getenv("MLASERVE_API_KEY");
+	if (!o->sc.api_key)
+		o->sc.api_key = getenv("VLLM_API_KEY");
+	if (o->sc.api_key && !o->sc.api_key[0])
+		o->sc.api_key = NULL;
+	if (o->tp > 1 || o->dcp > 1)
+		return err_set(e, "-tp %d -dcp %d: multi-rank serving is not wired into `serve` yet "
+			       "(use `mlaserve dist-check` for the MPI groups)", o->tp, o->dcp);
+	o->ea.tp_size = 1;
+	o->ea.dcp_size = 1;
+	o->ea.dcp_interleave = o->dcp_interleave;
+	o->sc.log_requests = o->log_requests;
+
+	/* Signals go to a sigtimedwait loop in this thread: block them before any thread
+	 * exists so every thread inherits the mask. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct engine_runtime rt;
+	memset(&rt, 0, sizeof rt);
+	struct chat_template *tpl = NULL;
+	char *tpl_text = NULL;
+	struct server *srv = NULL;
+	int rc = -1;
+	if (engine_runtime_open(&o->ea, NULL, &rt, e) < 0)
+		goto out;
+	if (!rt.tok) {
+		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
+		goto out;
+	}
+	const struct model_config *mc = model_config(rt.model);
+	const char *tpl_src = rt.hf.chat_template;
+	if (o->chat_template) {
+		tpl_text = read_file(o->chat_template);
+		tpl_src = tpl_text ? tpl_text : o->chat_template;
+	}
+	if (tpl_src && chat_template_compile(tpl_src, &tpl, e) < 0) {
+		err_prefix(e, "%s", o->chat_template ? "--chat-template" : "tokenizer_config.json");
+		goto out;
+	}
+	if (!tpl)
+		LOG_W(MOD, "the model has no chat template: /v1/chat/completions will answer 400");
+
+	struct server_deps d = {.eng = rt.engine, .tok = rt.tok, .tpl = tpl,
+				.bos_token = rt.hf.bos_token, .eos_token = rt.hf.eos_token,
+				.vocab_size = mc->vocab_size};
+	sampling_params_init(&d.defaults, &rt.defaults);
+	LOG_I(MOD,
+	      "model %s (%s): %d layers, hidden %d, %d heads, kv_lora_rank %d, rope dim %d, "
+	      "%d routed experts (top %d) + %d shared, vocab %d, checkpoint dtype %s%s, --dtype %s",
+	      model_dir, mc->model_type, mc->num_hidden_layers, mc->hidden_size,
+	      mc->num_attention_heads, mc->kv_lora_rank, mc->qk_rope_head_dim, mc->n_routed_experts,
+	      mc->num_experts_per_tok, mc->n_shared_experts, mc->vocab_size, mc->torch_dtype,
+	      mc->fp8 ? " (fp8 block-quantized)" : "", o->ea.dtype ? o->ea.dtype : "auto");
+	LOG_I(MOD, "default sampling: temperature %g, top_p %g, top_k %d (generation_config.json%s)",
+	      (double)d.defaults.temperature, (double)d.defaults.top_p, d.defaults.top_k,
+	      rt.hf.has_generation_config ? "" : " absent: OpenAI defaults");
+	if (server_start(&o->sc, &d, &srv, e) < 0)
+		goto out;
+	const char *host = o->sc.host && o->sc.host[0] ? o->sc.host : "0.0.0.0";
+	bool v6 = strchr(host, ':') != NULL;
+	LOG_I(MOD, "serving \"%s\" (max_model_len %d) on http://%s%s%s:%d/v1%s", o->sc.served_names[0],
+	      engine_max_model_len(rt.engine), v6 ? "[" : "", host, v6 ? "]" : "", server_port(srv),
+	      o->sc.api_key ? " (API key required)" : "");
+
+	struct engine_stats prev;
+	engine_stats_get(rt.engine, &prev);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double t_prev = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	for (;;) {
+		struct timespec wait = {.tv_sec = 10};
+		int sig = sigtimedwait(&set, NULL, &wait);
+		if (sig == SIGINT || sig == SIGTERM) {
+			LOG_I(MOD, "%s: shutting down (aborting in-flight requests)",
+			      sig == SIGINT ? "SIGINT" : "SIGTERM");
+			break;
+		}
+		if (o->log_stats)
+			log_throughput(rt.engine, &prev, &t_prev);
+		if (!engine_alive(rt.engine))
+			LOG_E(MOD, "the engine stopped after an error; /health answers 503");
+	}
+	server_stop(srv);
+	srv = NULL;
+	rc = 0;
+out:
+	server_stop(srv);
+	engine_runtime_close(&rt);
+	chat_template_free(tpl);
+	free(tpl_text);
+	return rc;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	struct serve_opts o;
+	memset(&o, 0, sizeof o);
+	engine_args_init(&o.ea, true);
+	server_config_init(&o.sc);
+	o.tp = o.dcp = o.dcp_interleave = 1;
+	o.log_requests = o.log_stats = true;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			serve_usage(stdout);
+			return 0;
+		}
+	struct err e;
+	if (parse_args(argc, argv, &o, &e) < 0) {
+		fprintf(stderr, "mlaserve serve: %s\n", e.msg);
+		return 2;
+	}
+	if (serve(&o, &e) < 0) {
+		fprintf(stderr, "mlaserve serve: %s\n", e.msg);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,559 @@
+/* /v1/chat/completions and /v1/completions: parse + validate, render the chat template,
+ * tokenize, submit to the engine (one handle per prompt, n choices each), then either collect
+ * the whole answer or stream it as SSE (spec C.3-C.5). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "server/openai_json.h"
+#include "server/state.h"
+#include "server/utf8.h"
+#include "tok/chat_template.h"
+#include "tok/tokenizer.h"
+
+struct gen {
+	struct server *s;
+	struct hreq *r;		/* one reference held */
+	enum srv_api api;
+	json_t *body;		/* req points into it */
+	struct srv_request req;
+	char id[64];
+	long long created;
+	const char *model;	/* name used in responses: the first served name */
+	int n_handles;		/* one per prompt */
+	struct engine_req **h;
+	bool *h_ended;
+	int *h_prompt_tokens;
+	int n;			/* choices per prompt */
+	int n_choices;		/* n_handles * n */
+	struct oj_choice *ch;
+	char **echo;		/* per prompt: text to prepend (completions echo), or NULL */
+	size_t *echo_len;
+	bool *echo_sent;	/* per choice (streaming) */
+	bool streaming, started, failed;
+	char error[256];	/* the engine's message when it failed a choice */
+	struct gen *prev, *next; /* s->gens registry */
+};
+
+/* ---- registry (for a graceful stop) ---- */
+
+void gen_cancel_all_locked(struct server *s)
+{
+	for (struct gen *g = s->gens; g; g = g->next)
+		for (int i = 0; i < g->n_handles; i++)
+			if (g->h[i])
+				engine_cancel(g->h[i]);
+}
+
+static void unregister(struct gen *g)
+{
+	struct server *s = g->s;
+	pthread_mutex_lock(&s->mu);
+	if (g->prev)
+		g->prev->next = g->next;
+	else if (s->gens == g)
+		s->gens = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	g->prev = g->next = NULL;
+	if (!s->gens)
+		pthread_cond_broadcast(&s->gens_empty);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void gen_free(struct gen *g)
+{
+	if (!g)
+		return;
+	unregister(g);
+	for (int i = 0; i < g->n_handles; i++)
+		if (g->h[i])
+			engine_release(g->h[i]); /* cancels a request still running */
+	for (int i = 0; i < g->n_choices; i++)
+		oj_choice_fini(&g->ch[i]);
+	for (int i = 0; g->echo && i < g->n_handles; i++)
+		free(g->echo[i]);
+	free(g->echo);
+	free(g->echo_len);
+	free(g->echo_sent);
+	free(g->ch);
+	free(g->h);
+	free(g->h_ended);
+	free(g->h_prompt_tokens);
+	srv_request_fini(&g->req);
+	json_decref(g->body);
+	if (g->r)
+		hreq_unref(g->r);
+	free(g);
+}
+
+/* ---- prompts ---- */
+
+int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,
+		    bool continue_final_message, const json_t *kwargs, bool add_special_tokens,
+		    int32_t **ids, size_t *n_ids, struct api_error *ae)
+{
+	if (!s->deps.tpl)
+		return api_error_set(ae, 400, "messages",
+				     "As of transformers v4.44, default chat template is no longer "
+				     "allowed, so you must provide a chat template if the tokenizer "
+				     "does not define one.");
+	char *text = NULL;
+	struct err e;
+	if (chat_template_render(s->deps.tpl, messages, add_generation_prompt, s->deps.bos_token,
+				 s->deps.eos_token, kwargs, &text, &e) < 0)
+		return api_error_set(ae, 400, "messages", "%s", e.msg);
+	size_t len = strlen(text);
+	if (continue_final_message) {
+		long cut = srv_continue_final_cut(messages, text, len, ae);
+		if (cut < 0) {
+			free(text);
+			return -1;
+		}
+		len = (size_t)cut;
+	}
+	int rc = tok_encode(s->deps.tok, text, len, add_special_tokens, ids, n_ids, &e);
+	free(text);
+	if (rc < 0)
+		return api_error_set(ae, 400, "messages", "%s", e.msg);
+	return 0;
+}
+
+/* Token ids of completion prompt i (encoded or copied), and its echo text if wanted. */
+static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, struct api_error *ae)
+{
+	struct server *s = g->s;
+	const struct srv_prompt *p = &g->req.prompts[i];
+	struct err e;
+	if (p->text) {
+		if (tok_encode(s->deps.tok, p->text, p->text_len, g->req.add_special_tokens, ids, n,
+			       &e) < 0)
+			return api_error_set(ae, 400, "prompt", "%s", e.msg);
+		if (g->req.echo) {
+			g->echo[i] = malloc(p->text_len + 1);
+			if (!g->echo[i])
+				return api_error_set(ae, 500, NULL, "out of memory");
+			memcpy(g->echo[i], p->text, p->text_len);
+			g->echo[i][p->text_len] = 0;
+			g->echo_len[i] = p->text_len;
+		}
+		return 0;
+	}
+	*ids = malloc((size_t)p->n_ids * sizeof **ids);
+	if (!*ids)
+		return api_error_set(ae, 500, NULL, "out of memory");
+	memcpy(*ids, p->ids, (size_t)p->n_ids * sizeof **ids);
+	*n = (size_t)p->n_ids;
+	if (g->req.echo &&
+	    tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false, &g->echo[i], &g->echo_len[i],
+		       &e) < 0)
+		return api_error_set(ae, 400, "prompt", "%s", e.msg);
+	return 0;
+}
+
+/* Chat echo: the content of a final assistant message (vLLM prepends it). */
+static int chat_echo(struct gen *g, struct api_error *ae)
+{
+	const json_t *m = g->req.messages;
+	const json_t *last = json_array_get(m, json_array_size(m) - 1);
+	const json_t *role = json_object_get(last, "role");
+	const json_t *c = json_object_get(last, "content");
+	if (!json_is_string(role) || strcmp(json_string_value(role), "assistant"))
+		return 0;
+	if (json_is_array(c))
+		c = json_object_get(json_array_get(c, json_array_size(c) - 1), "text");
+	if (!json_is_string(c))
+		return 0;
+	g->echo[0] = strdup(json_string_value(c));
+	if (!g->echo[0])
+		return api_error_set(ae, 500, NULL, "out of memory");
+	g->echo_len[0] = json_string_length(c);
+	return 0;
+}
+
+static int submit_error(int rc, const struct err *e, struct api_error *ae)
+{
+	if (rc == ENGINE_EQUEUE_FULL)
+		return api_error_set(ae, 503, NULL,
+				     "the server is overloaded: the waiting queue is full, retry "
+				     "later");
+	if (rc == ENGINE_EDEAD)
+		return api_error_set(ae, 503, NULL, "the engine is not running");
+	return api_error_set(ae, 400, NULL, "%s", e->msg);
+}
+
+/* Everything up to the engine submissions. On failure *ae is set. */
+static int gen_prepare(struct gen *g, struct api_error *ae)
+{
+	struct server *s = g->s;
+	char unknown[256];
+	if (srv_request_parse(g->body, g->api, &s->deps.defaults, &s->lim, &g->req, ae, unknown,
+			      sizeof unknown) < 0)
+		return -1;
+	if (unknown[0])
+		LOG_W("server", "%s: ignoring unknown fields: %s", g->r->path, unknown);
+	if (routes_check_model(s, g->req.model, ae) < 0)
+		return -1;
+	g->model = routes_model_name(s); /* vLLM answers with the first served name */
+	struct err e;
+	if (sampling_params_validate(&g->req.sp, s->lim.vocab_size, &e) < 0)
+		return api_error_set(ae, 400, NULL, "%s", e.msg);
+	g->n = g->req.sp.n;
+	g->n_handles = g->api == SRV_API_CHAT ? 1 : g->req.n_prompts;
+	g->n_choices = g->n_handles * g->n;
+	g->h = calloc((size_t)g->n_handles, sizeof *g->h);
+	g->h_ended = calloc((size_t)g->n_handles, sizeof *g->h_ended);
+	g->h_prompt_tokens = calloc((size_t)g->n_handles, sizeof *g->h_prompt_tokens);
+	g->echo = calloc((size_t)g->n_handles, sizeof *g->echo);
+	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
+	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
+	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
+	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->echo || !g->echo_len ||
+	    !g->echo_sent || !g->ch)
+		return api_error_set(ae, 500, NULL, "out of memory");
+	for (int i = 0; i < g->n_choices; i++) {
+		g->ch[i].index = i;
+		g->ch[i].stop_token = -1;
+	}
+	if (g->api == SRV_API_CHAT && g->req.echo && chat_echo(g, ae) < 0)
+		return -1;
+
+	/* tokenize every prompt first, so a bad prompt submits nothing */
+	int32_t **ids = calloc((size_t)g->n_handles, sizeof *ids);
+	size_t *n_ids = calloc((size_t)g->n_handles, sizeof *n_ids);
+	int rc = -1;
+	if (!ids || !n_ids) {
+		api_error_set(ae, 500, NULL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < g->n_handles; i++) {
+		if (g->api == SRV_API_CHAT) {
+			if (gen_chat_prompt(s, g->req.messages, g->req.add_generation_prompt,
+					    g->req.continue_final_message,
+					    g->req.chat_template_kwargs, g->req.add_special_tokens,
+					    &ids[i], &n_ids[i], ae) < 0)
+				goto out;
+		} else if (completion_prompt(g, i, &ids[i], &n_ids[i], ae) < 0) {
+			goto out;
+		}
+		if (n_ids[i] == 0) {
+			api_error_set(ae, 400, g->api == SRV_API_CHAT ? "messages" : "prompt",
+				      "the prompt is empty after tokenization");
+			goto out;
+		}
+		if (srv_request_check_length(&g->req, (int)n_ids[i], s->max_model_len, ae) < 0)
+			goto out;
+		g->h_prompt_tokens[i] = (int)n_ids[i];
+		if (g->echo[i] && g->api == SRV_API_COMPLETION)
+			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
+				g->ch[i * g->n + c].text_offset = g->echo_len[i];
+	}
+
+	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */
+	pthread_mutex_lock(&s->mu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		api_error_set(ae, 503, NULL, "the server is shutting down");
+		goto out;
+	}
+	for (int i = 0; i < g->n_handles; i++) {
+		int src = engine_submit(s->deps.eng, ids[i], (int)n_ids[i], &g->req.sp, &g->h[i], &e);
+		if (src < 0) {
+			g->h[i] = NULL;
+			pthread_mutex_unlock(&s->mu);
+			submit_error(src, &e, ae);
+			goto out; /* gen_free releases (and so cancels) the earlier handles */
+		}
+	}
+	g->next = s->gens;
+	if (s->gens)
+		s->gens->prev = g;
+	s->gens = g;
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < g->n_handles; i++)
+		g->r->prompt_tokens += (long)n_ids[i];
+	rc = 0;
+out:
+	for (int i = 0; ids && i < g->n_handles; i++)
+		free(ids[i]);
+	free(ids);
+	free(n_ids);
+	return rc;
+}
+
+static void note_first_token(struct gen *g, const struct engine_event *ev)
+{
+	if (g->r->ttft < 0 && ev->n_tokens > 0)
+		g->r->ttft = now_mono() - g->r->t_start;
+}
+
+static json_t *event_logprobs(struct gen *g, struct oj_choice *c, const struct engine_event *ev)
+{
+	if (!g->req.want_logprobs || !ev->logprobs || ev->n_tokens == 0)
+		return NULL;
+	return oj_logprobs(g->api, g->s->deps.tok, ev->logprobs, ev->n_tokens, &c->text_offset);
+}
+
+static struct oj_usage usage_of(const struct gen *g)
+{
+	struct oj_usage u = {0, 0};
+	for (int i = 0; i < g->n_handles; i++)
+		u.prompt_tokens += g->h_prompt_tokens[i];
+	for (int i = 0; i < g->n_choices; i++)
+		u.completion_tokens += g->ch[i].n_tokens;
+	return u;
+}
+
+/* Applies one event of handle k to the accumulated (non-streaming) answer. */
+static int collect_event(struct gen *g, int k, const struct engine_event *ev)
+{
+	if (ev->index < 0 || ev->index >= g->n)
+		return 0;
+	struct oj_choice *c = &g->ch[k * g->n + ev->index];
+	note_first_token(g, ev);
+	if (ev->text_len && sbuf_append(&c->text, ev->text, ev->text_len) < 0)
+		return -1;
+	json_t *lp = event_logprobs(g, c, ev);
+	if (lp) {
+		int rc = oj_logprobs_merge(&c->logprobs, lp);
+		json_decref(lp);
+		if (rc < 0)
+			return -1;
+	} else if (g->req.want_logprobs && !c->logprobs) {
+		c->logprobs = oj_logprobs(g->api, g->s->deps.tok, NULL, 0, &c->text_offset);
+	}
+	c->n_tokens = ev->n_output_tokens;
+	if (ev->n_prompt_tokens > 0)
+		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+	if (ev->finish != ENGINE_FINISH_NONE)
+		oj_choice_finish(c, ev);
+	if (ev->error && !g->failed) {
+		g->failed = true;
+		snprintf(g->error, sizeof g->error, "%s", ev->error);
+	}
+	return 0;
+}
+
+static enum MHD_Result reply_collected(struct gen *g)
+{
+	struct hreq *r = g->r;
+	struct oj_usage u = usage_of(g);
+	r->completion_tokens = u.completion_tokens;
+	enum MHD_Result res;
+	if (g->failed) {
+		struct api_error ae;
+		api_error_set(&ae, 500, NULL, "the engine failed while generating this request: %s",
+			      g->error);
+		res = http_reply_error(r, &ae);
+	} else {
+		for (int i = 0; i < g->n_choices; i++) { /* echo goes in front of the text */
+			const char *echo = g->echo[i / g->n];
+			if (!echo)
+				continue;
+			struct sbuf t = {0};
+			if (sbuf_append(&t, echo, g->echo_len[i / g->n]) < 0 ||
+			    sbuf_append(&t, g->ch[i].text.data, g->ch[i].text.len) < 0) {
+				sbuf_fini(&t);
+				return MHD_NO;
+			}
+			sbuf_fini(&g->ch[i].text);
+			g->ch[i].text = t;
+		}
+		json_t *resp = g->api == SRV_API_CHAT
+				       ? oj_chat_response(g->id, g->created, g->model, g->ch,
+							  g->n_choices, &u)
+				       : oj_completion_response(g->id, g->created, g->model, g->ch,
+								g->n_choices, &u);
+		res = http_reply_json(r, 200, resp);
+	}
+	return res;
+}
+
+/* Non-streaming: wait for every choice. The client is checked every 50 ms (events may arrive
+ * continuously, so not only on timeouts): one that left cancels the request. */
+static enum MHD_Result gen_collect(struct gen *g)
+{
+	double next_check = now_mono() + 0.05;
+	bool gone = false;
+	for (int k = 0; k < g->n_handles; k++) {
+		for (;;) {
+			struct engine_event ev;
+			int rc = engine_next_event(g->h[k], &ev, 50);
+			if (rc == ENGINE_EV_END)
+				break;
+			if (rc == ENGINE_EV_OK && collect_event(g, k, &ev) < 0)
+				return MHD_NO;
+			if (!gone && now_mono() >= next_check) {
+				next_check = now_mono() + 0.05;
+				if (!http_client_alive(g->r)) {
+					gone = true;
+					for (int i = 0; i < g->n_handles; i++)
+						engine_cancel(g->h[i]);
+				}
+			}
+		}
+	}
+	return reply_collected(g);
+}
+
+/* ---- streaming ---- */
+
+static int emit(struct sbuf *out, json_t *obj)
+{
+	int rc = obj ? sse_event(out, obj) : -1;
+	json_decref(obj);
+	return rc;
+}
+
+static int stream_event(struct gen *g, int k, const struct engine_event *ev, struct sbuf *out)
+{
+	if (ev->index < 0 || ev->index >= g->n)
+		return 0;
+	int ci = k * g->n + ev->index;
+	struct oj_choice *c = &g->ch[ci];
+	note_first_token(g, ev);
+	c->n_tokens = ev->n_output_tokens;
+	if (ev->n_prompt_tokens > 0)
+		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+	if (ev->error) {
+		struct api_error ae;
+		api_error_set(&ae, 500, NULL, "the engine failed: %s", ev->error);
+		size_t len;
+		char *body = api_error_body(&ae, &len);
+		int rc = body ? sbuf_printf(out, "data: %s\n\n", body) : -1;
+		free(body);
+		return rc;
+	}
+	/* completions echo: the prompt text leads the first chunk of each choice */
+	struct sbuf text = {0};
+	if (g->api == SRV_API_COMPLETION && g->echo[k] && !g->echo_sent[ci]) {
+		g->echo_sent[ci] = true;
+		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0)
+			return -1;
+	}
+	if (ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
+		sbuf_fini(&text);
+		return -1;
+	}
+	json_t *lp = event_logprobs(g, c, ev);
+	if (!text.len && !lp && ev->finish == ENGINE_FINISH_NONE) {
+		sbuf_fini(&text);
+		return 0; /* vLLM suppresses empty deltas */
+	}
+	json_t *usage = NULL;
+	if (g->req.include_usage && g->req.continuous_usage) {
+		struct oj_usage u = usage_of(g);
+		usage = oj_usage_json(&u, false);
+	}
+	int rc = emit(out, oj_chunk(g->api, g->id, g->created, g->model, ci, NULL,
+				    text.data ? text.data : "", text.len, lp, ev->finish,
+				    ev->stop_token, ev->stop_str, usage));
+	sbuf_fini(&text);
+	return rc;
+}
+
+static int stream_start(struct gen *g, struct sbuf *out)
+{
+	g->started = true;
+	if (g->api != SRV_API_CHAT)
+		return 0;
+	for (int i = 0; i < g->n_choices; i++) {
+		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, 0,
+				       NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+			return -1;
+		if (g->echo[0] &&
+		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL, g->echo[0],
+				       g->echo_len[0], NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int stream_pump(void *ctx, struct sbuf *out, int timeout_ms)
+{
+	struct gen *g = ctx;
+	if (!g->started)
+		return stream_start(g, out);
+	int active = 0, first = -1;
+	for (int k = 0; k < g->n_handles; k++)
+		if (!g->h_ended[k])
+			active++, first = first < 0 ? k : first;
+	if (active == 0) {
+		if (g->req.include_usage) {
+			struct oj_usage u = usage_of(g);
+			g->r->completion_tokens = u.completion_tokens;
+			if (emit(out, oj_usage_chunk(g->api, g->id, g->created, g->model, &u)) < 0)
+				return -1;
+		} else {
+			g->r->completion_tokens = usage_of(g).completion_tokens;
+		}
+		return sse_done(out) < 0 ? -1 : 1;
+	}
+	/* one handle: block on it; several: poll each, then wait briefly on the first */
+	bool got = false;
+	for (int k = first; k < g->n_handles && (active > 1 || !got); k++) {
+		if (g->h_ended[k])
+			continue;
+		struct engine_event ev;
+		int rc = engine_next_event(g->h[k], &ev, active == 1 ? timeout_ms : 0);
+		if (rc == ENGINE_EV_END)
+			g->h_ended[k] = true;
+		else if (rc == ENGINE_EV_OK && stream_event(g, k, &ev, out) < 0)
+			return -1;
+		got |= rc != ENGINE_EV_TIMEOUT;
+	}
+	if (!got && active > 1) {
+		struct engine_event ev;
+		int rc = engine_next_event(g->h[first], &ev, 20);
+		if (rc == ENGINE_EV_END)
+			g->h_ended[first] = true;
+		else if (rc == ENGINE_EV_OK && stream_event(g, first, &ev, out) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void stream_close(void *ctx, bool completed)
+{
+	struct gen *g = ctx;
+	if (!completed)
+		for (int i = 0; i < g->n_handles; i++)
+			if (g->h[i])
+				engine_cancel(g->h[i]); /* the client went away */
+	g->r->completion_tokens = usage_of(g).completion_tokens;
+	gen_free(g);
+}
+
+static const struct http_stream_ops gen_stream_ops = {stream_pump, stream_close};
+
+enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
+{
+	struct gen *g = calloc(1, sizeof *g);
+	if (!g) {
+		json_decref(body);
+		return MHD_NO;
+	}
+	g->s = r->s;
+	g->r = r;
+	atomic_fetch_add(&r->refs, 1);
+	g->api = api;
+	g->body = body;
+	g->created = (long long)time(NULL);
+	oj_make_id(g->id, sizeof g->id, api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-");
+	snprintf(r->id, sizeof r->id, "%s", g->id);
+	struct api_error ae;
+	if (gen_prepare(g, &ae) < 0) {
+		enum MHD_Result res = http_reply_error(r, &ae);
+		gen_free(g);
+		return res;
+	}
+	if (g->req.stream) {
+		g->streaming = true;
+		return http_reply_stream(r, &gen_stream_ops, g); /* stream_close frees g */
+	}
+	enum MHD_Result res = gen_collect(g);
+	gen_free(g);
+	return res;
+}

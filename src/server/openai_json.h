@@ -1,0 +1,78 @@
+/* Response bodies in vLLM's OpenAI-compatible shapes (spec C.3-C.5): chat.completion,
+ * chat.completion.chunk, text_completion (whole and chunks), usage, logprobs, /v1/models.
+ * Every string that came from the model goes through utf8_sanitize, so a broken byte
+ * sequence becomes U+FFFD instead of a serialization failure. Builders return new
+ * references (NULL only when out of memory). */
+#ifndef MLA_SERVER_OPENAI_JSON_H
+#define MLA_SERVER_OPENAI_JSON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/request.h"
+#include "server/sse.h"
+
+struct tok;
+
+/* What one choice produced (accumulated for non-streaming responses). */
+struct oj_choice {
+	int index;
+	struct sbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
+	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
+	size_t text_offset;	  /* completions logprobs: characters before the next token */
+	enum engine_finish finish;
+	int32_t stop_token;	  /* -1 none */
+	char *stop_str;		  /* malloc'd or NULL */
+	int n_tokens;
+};
+
+struct oj_usage {
+	long prompt_tokens, completion_tokens;
+};
+
+/* `prefix` "chatcmpl-" / "cmpl-" + 32 random hex digits into buf (>= 48 bytes). */
+void oj_make_id(char *buf, size_t n, const char *prefix);
+
+/* Logprobs of the tokens of one event (tok may be NULL: tokens are shown as "token_id:N").
+ * Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+ * Completions: {text_offset, token_logprobs, tokens, top_logprobs}; *text_offset advances by
+ * the characters of each token. */
+json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp,
+		    int n, size_t *text_offset);
+/* Appends the arrays of `part` (same api shape) to *acc (creating it). 0 ok, -1 no memory. */
+int oj_logprobs_merge(json_t **acc, json_t *part);
+
+/* Records an event's finish into c (stop_reason etc.). */
+void oj_choice_finish(struct oj_choice *c, const struct engine_event *ev);
+void oj_choice_fini(struct oj_choice *c);
+
+/* "stop" / "length" / "abort" or null; stop_reason: null | token id | stop string. */
+json_t *oj_finish_reason(enum engine_finish f);
+json_t *oj_stop_reason(int32_t stop_token, const char *stop_str);
+json_t *oj_usage_json(const struct oj_usage *u, bool with_details);
+
+json_t *oj_chat_response(const char *id, long long created, const char *model,
+			 const struct oj_choice *choices, int n, const struct oj_usage *u);
+json_t *oj_completion_response(const char *id, long long created, const char *model,
+			       const struct oj_choice *choices, int n, const struct oj_usage *u);
+
+/* One streaming chunk for one choice. Chat: role != NULL makes the first chunk
+ * ({"role": role, "content": ""}); otherwise delta {"content": text}. finish NONE leaves
+ * finish_reason null and omits stop_reason (as vLLM's exclude_unset does). `logprobs` is
+ * stolen (NULL -> null). `usage` (optional, stolen) adds continuous usage. */
+json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
+		 int index, const char *role, const char *text, size_t len, json_t *logprobs,
+		 enum engine_finish finish, int32_t stop_token, const char *stop_str,
+		 json_t *usage);
+/* The final usage-only chunk ("choices": []). */
+json_t *oj_usage_chunk(enum srv_api api, const char *id, long long created, const char *model,
+		       const struct oj_usage *u);
+
+/* GET /v1/models */
+json_t *oj_models(const char *const *names, int n_names, const char *root, long long created,
+		  int max_model_len);
+
+#endif

@@ -1,0 +1,76 @@
+/* Parsing and validation of /v1/chat/completions and /v1/completions bodies (spec C.2, C.5)
+ * into engine sampling parameters. Pure functions: no engine, no tokenizer, no I/O, so every
+ * rule and every error body is unit-tested (tests/unit/test_server_request.c).
+ *
+ * Field rules follow vLLM's pydantic models: JSON null means "not set"; unknown fields are
+ * ignored (and named in *unknown so the caller can log them); fields vLLM honours that this
+ * engine cannot (beam search, prompt logprobs, tools with a tool choice, ...) are rejected with
+ * 400 instead of being silently dropped. */
+#ifndef MLA_SERVER_REQUEST_H
+#define MLA_SERVER_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/errors.h"
+
+enum srv_api { SRV_API_CHAT, SRV_API_COMPLETION };
+
+/* One completion prompt: text (tokenized later) or token ids. */
+struct srv_prompt {
+	const char *text; /* points into the request body (json_t), or NULL */
+	size_t text_len;
+	int32_t *ids;	  /* malloc'd when the prompt was given as token ids */
+	int n_ids;
+};
+
+struct srv_limits {
+	int vocab_size;	   /* token ids must be < this */
+	int max_n;	   /* cap on n (choices per prompt) */
+	int max_prompts;   /* cap on the number of completion prompts */
+};
+
+struct srv_request {
+	enum srv_api api;
+	const char *model;	/* NULL: not given (use the first served name) */
+	/* chat */
+	json_t *messages;	/* own reference */
+	bool add_generation_prompt, continue_final_message;
+	const char *chat_template; /* request-supplied template (not trusted: rejected) */
+	json_t *chat_template_kwargs; /* own reference or NULL */
+	/* completions */
+	int n_prompts;
+	struct srv_prompt *prompts;
+	bool echo;
+	/* both */
+	bool add_special_tokens;
+	bool stream, include_usage, continuous_usage;
+	bool max_tokens_given;	/* max_tokens/max_completion_tokens explicit (or completions' 16) */
+	int top_logprobs;	/* chat: top_logprobs (0 if unset) */
+	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
+	struct sampling_params sp; /* defaults from `base`, then the request's fields */
+};
+
+/* Parses `body` (any JSON value; must be an object). `base` holds the server's default
+ * sampling params (generation_config over OpenAI defaults). On failure fills *ae (400) and
+ * leaves *out empty (srv_request_fini is still safe). `unknown` (optional, size n_unknown)
+ * receives the first unknown field names, for a warning. */
+int srv_request_parse(const json_t *body, enum srv_api api, const struct sampling_params *base,
+		      const struct srv_limits *lim, struct srv_request *out, struct api_error *ae,
+		      char *unknown, size_t n_unknown);
+void srv_request_fini(struct srv_request *r);
+
+/* Checks a prompt of n_prompt tokens against max_model_len with vLLM's messages (400):
+ * the prompt must leave room for one token, and an explicit max_tokens must fit. */
+int srv_request_check_length(const struct srv_request *r, int n_prompt, int max_model_len,
+			     struct api_error *ae);
+
+/* Text of the prompt cut right after the final message's content, as transformers does for
+ * continue_final_message (the template rendered without a generation prompt). Returns the
+ * new length, or -1 (400) when the content cannot be found in the rendered text. */
+long srv_continue_final_cut(const json_t *messages, const char *rendered, size_t len,
+			    struct api_error *ae);
+
+#endif

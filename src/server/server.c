@@ -1,0 +1,75 @@
+/* Server lifecycle: configuration defaults, start (bind, limits), graceful stop. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/state.h"
+
+void server_config_init(struct server_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->port = 8000;
+	c->max_body_bytes = (size_t)16 << 20;
+	c->conn_timeout_s = 30;
+	c->max_connections = 1024;
+	c->max_n = 128;
+	c->log_requests = true;
+}
+
+int server_start(const struct server_config *c, const struct server_deps *d,
+		 struct server **out, struct err *e)
+{
+	if (c->n_served_names < 1 || !c->served_names[0])
+		return err_set(e, "server: no served model name");
+	if (!d->eng || !d->tok)
+		return err_set(e, "server: engine and tokenizer are required");
+	struct server *s = calloc(1, sizeof *s);
+	if (!s)
+		return err_set(e, "server: out of memory");
+	s->cfg = *c;
+	s->deps = *d;
+	s->lim.vocab_size = d->vocab_size;
+	s->lim.max_n = c->max_n > 0 ? c->max_n : 128;
+	s->lim.max_prompts = 256;
+	s->max_model_len = engine_max_model_len(d->eng);
+	s->started_at = (long long)time(NULL);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->gens_empty, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_init(&s->n_requests, 0);
+	atomic_init(&s->n_errors, 0);
+	if (http_start(s, e) < 0) {
+		pthread_cond_destroy(&s->gens_empty);
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+int server_port(const struct server *s)
+{
+	return s->port;
+}
+
+void server_stop(struct server *s)
+{
+	if (!s)
+		return;
+	http_stop(s);
+	pthread_cond_destroy(&s->gens_empty);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+void server_counters_get(struct server *s, struct server_counters *c)
+{
+	c->requests = atomic_load(&s->n_requests);
+	c->errors = atomic_load(&s->n_errors);
+}

@@ -1,0 +1,89 @@
+/* Internals shared by the files of src/server/ (not a public API): the server object, one
+ * HTTP request, the streaming interface between http.c and generate.c. */
+#ifndef MLA_SERVER_STATE_H
+#define MLA_SERVER_STATE_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "server/errors.h"
+#include "server/request.h"
+#include "server/server.h"
+#include "server/sse.h"
+
+struct gen;
+
+struct server {
+	struct server_config cfg;
+	struct server_deps deps;
+	struct srv_limits lim;
+	struct MHD_Daemon *daemon;
+	int port;
+	int max_model_len;
+	long long started_at;	   /* unix seconds, "created" of /v1/models */
+	pthread_mutex_t mu;	   /* guards stopping, the gen list, engine_submit on stop */
+	bool stopping;
+	struct gen *gens;	   /* in-flight generations (cancelled on stop) */
+	pthread_cond_t gens_empty; /* signalled when the last generation leaves */
+	atomic_ullong n_requests, n_errors;
+};
+
+/* One HTTP request; reference counted because a streaming response outlives the access
+ * handler call (freed, and its access-log line written, when the last holder lets go). */
+struct hreq {
+	atomic_int refs;
+	struct server *s;
+	struct MHD_Connection *conn;
+	char method[16];
+	char path[128];
+	struct sbuf body;
+	unsigned long long body_seen; /* bytes received, kept or not */
+	bool too_large, answered;
+	double t_start;		/* monotonic seconds */
+	int status;
+	char id[64];		/* chatcmpl-/cmpl- id for the access log */
+	long prompt_tokens, completion_tokens;
+	double ttft;		/* seconds, < 0 when no token was produced */
+};
+
+void hreq_unref(struct hreq *r);
+double now_mono(void);
+
+/* Streaming responses: http.c calls pump until it returns 1 (everything appended to out),
+ * sending what accumulates; close runs once at the end (completed false when the client
+ * went away or the connection failed). */
+struct http_stream_ops {
+	int (*pump)(void *ctx, struct sbuf *out, int timeout_ms);
+	void (*close)(void *ctx, bool completed);
+};
+
+/* Replies (the access handler's return value). json is stolen. */
+enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json);
+enum MHD_Result http_reply_error(struct hreq *r, const struct api_error *ae);
+enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text,
+				size_t len);
+enum MHD_Result http_reply_stream(struct hreq *r, const struct http_stream_ops *ops, void *ctx);
+/* false once the peer closed its end of the connection */
+bool http_client_alive(struct hreq *r);
+const char *http_header(struct hreq *r, const char *name);
+
+int http_start(struct server *s, struct err *e);
+void http_stop(struct server *s);
+
+/* routes.c */
+enum MHD_Result routes_dispatch(struct hreq *r);
+int routes_check_model(struct server *s, const char *model, struct api_error *ae);
+const char *routes_model_name(struct server *s);
+
+/* generate.c */
+enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body);
+/* Renders the chat template and tokenizes (for chat requests and /tokenize). */
+int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,
+		    bool continue_final_message, const json_t *kwargs, bool add_special_tokens,
+		    int32_t **ids, size_t *n_ids, struct api_error *ae);
+/* Aborts every in-flight generation (server stop). Caller holds s->mu. */
+void gen_cancel_all_locked(struct server *s);
+
+#endif

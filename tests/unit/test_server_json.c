@@ -1,0 +1,203 @@
+/* Response shapes (src/server/openai_json.c), SSE framing (sse.c) and UTF-8 hygiene
+ * (utf8.c): what OpenAI clients parse. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "server/openai_json.h"
+#include "server/sse.h"
+#include "server/utf8.h"
+
+static char *dump(const json_t *j)
+{
+	return json_dumps(j, JSON_COMPACT);
+}
+
+/* EXPECT that the compact JSON of j equals want; frees j. */
+#define EXPECT_JSON(j, want)                                                              \
+	do {                                                                              \
+		json_t *_j = (j);                                                         \
+		char *_s = _j ? dump(_j) : NULL;                                          \
+		EXPECTF(_s && !strcmp(_s, want), "got %s\n  want %s", _s ? _s : "(null)", want); \
+		free(_s);                                                                 \
+		json_decref(_j);                                                          \
+	} while (0)
+
+static void test_utf8_sanitize(void)
+{
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *out; /* Python: bytes.decode("utf-8", "replace") */
+	} cases[] = {
+		{"abc", 3, "abc"},
+		{"\xe2\x82\xac", 3, "\xe2\x82\xac"},		     /* euro sign */
+		{"a\xe2\x82", 3, "a\xef\xbf\xbd"},		     /* cut at the end: one U+FFFD */
+		{"\xff", 1, "\xef\xbf\xbd"},
+		{"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+		{"\xf0\x9f\x98" "A", 4, "\xef\xbf\xbd" "A"},	     /* maximal subpart */
+		{"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},	     /* overlong */
+		{"\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+		{"x\0y", 3, "x\0y"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		size_t n;
+		char *s = utf8_sanitize(cases[i].in, cases[i].n, &n);
+		size_t want = strlen(cases[i].out);
+		if (i == 8)
+			want = 3;
+		EXPECTF(n == want && !memcmp(s, cases[i].out, n), "case %zu: got %zu bytes", i, n);
+		EXPECT(utf8_valid(s, n));
+		EXPECT_EQ_INT(utf8_valid(cases[i].in, cases[i].n), !strcmp(cases[i].in, cases[i].out) || i == 8);
+		free(s);
+	}
+}
+
+static void test_utf8_complete_prefix(void)
+{
+	EXPECT_EQ_INT(utf8_complete_prefix("abc", 3), 3);
+	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82", 4), 2);	/* hold back 2 bytes */
+	EXPECT_EQ_INT(utf8_complete_prefix("ab\xf0", 3), 2);
+	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82\xac", 5), 5);
+	EXPECT_EQ_INT(utf8_complete_prefix("ab\xff", 3), 3);		/* invalid: not held */
+	EXPECT_EQ_INT(utf8_complete_prefix("\xe2\x28", 2), 2);
+}
+
+static void test_sse_framing(void)
+{
+	struct sbuf b = {0};
+	json_t *o = json_pack("{s:s, s:i}", "a", "x\ny", "b", 1);
+	EXPECT_EQ_INT(sse_event(&b, o), 0);
+	EXPECT_EQ_INT(sse_done(&b), 0);
+	json_decref(o);
+	const char *want = "data: {\"a\":\"x\\ny\",\"b\":1}\n\ndata: [DONE]\n\n";
+	EXPECTF(b.len == strlen(want) && !strcmp(b.data, want), "%s", b.data);
+	char buf[8];
+	size_t n = sbuf_take(&b, buf, sizeof buf);
+	EXPECT_EQ_INT(n, 8);
+	EXPECT(!memcmp(buf, "data: {\"", 8));
+	EXPECT_EQ_INT(sbuf_unread(&b), strlen(want) - 8);
+	char rest[128];
+	n = sbuf_take(&b, rest, sizeof rest);
+	EXPECT_EQ_INT(n, strlen(want) - 8);
+	EXPECT_EQ_INT(sbuf_unread(&b), 0);
+	EXPECT_EQ_INT(b.len, 0); /* compacted */
+	sbuf_fini(&b);
+}
+
+static void test_chat_chunks(void)
+{
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, 0, NULL,
+			     ENGINE_FINISH_NONE, -1, NULL, NULL),
+		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
+		    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+		    "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, "h\xe2\x82", 3, NULL,
+			     ENGINE_FINISH_NONE, -1, NULL, NULL),
+		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
+		    "\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"h\xef\xbf\xbd\"},"
+		    "\"logprobs\":null,\"finish_reason\":null}]}");
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, NULL, ENGINE_FINISH_STOP,
+			     -1, "END", NULL),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,"
+		    "\"finish_reason\":\"stop\",\"stop_reason\":\"END\"}]}");
+	struct oj_usage u = {5, 3};
+	EXPECT_JSON(oj_usage_chunk(SRV_API_CHAT, "c", 7, "m", &u),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":8,"
+		    "\"completion_tokens\":3}}");
+	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, "ab", 2, NULL,
+			     ENGINE_FINISH_LENGTH, -1, NULL, NULL),
+		    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":2,\"text\":\"ab\",\"logprobs\":null,"
+		    "\"finish_reason\":\"length\",\"stop_reason\":null}]}");
+}
+
+static void test_full_responses(void)
+{
+	struct oj_choice c[2];
+	memset(c, 0, sizeof c);
+	c[0].index = 0;
+	sbuf_append(&c[0].text, "ok\xf0\x9f", 4); /* broken at the end -> U+FFFD */
+	c[0].finish = ENGINE_FINISH_STOP;
+	c[0].stop_token = 7;
+	c[0].n_tokens = 2;
+	c[1].index = 1;
+	c[1].finish = ENGINE_FINISH_LENGTH;
+	c[1].stop_token = -1;
+	struct oj_usage u = {4, 2};
+	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
+		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+		    "\"ok\xef\xbf\xbd\",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":null,"
+		    "\"finish_reason\":\"stop\",\"stop_reason\":7},{\"index\":1,\"message\":{\"role\":"
+		    "\"assistant\",\"content\":\"\",\"reasoning_content\":null,\"tool_calls\":[]},"
+		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],"
+		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
+		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
+		    "\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
+	EXPECT_JSON(oj_completion_response("cmpl-x", 9, "m", c, 1, &u),
+		    "{\"id\":\"cmpl-x\",\"object\":\"text_completion\",\"created\":9,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"text\":\"ok\xef\xbf\xbd\",\"logprobs\":null,"
+		    "\"finish_reason\":\"stop\",\"stop_reason\":7,\"prompt_logprobs\":null}],"
+		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
+		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
+		    "\"kv_transfer_params\":null}");
+	oj_choice_fini(&c[0]);
+	oj_choice_fini(&c[1]);
+}
+
+static void test_logprobs(void)
+{
+	struct engine_logprob lp[2] = {
+		{.token = 5, .logprob = -0.5f, .rank = 1, .n_top = 2, .top_ids = {5, 9},
+		 .top_logprobs = {-0.5f, -1.0f}},
+		{.token = 12, .logprob = -1.0f / 0.0f, .rank = 3, .n_top = 0},
+	};
+	size_t off = 0;
+	EXPECT_JSON(oj_logprobs(SRV_API_CHAT, NULL, lp, 2, &off),
+		    "{\"content\":[{\"token\":\"token_id:5\",\"logprob\":-0.5,\"bytes\":[116,111,107,"
+		    "101,110,95,105,100,58,53],\"top_logprobs\":[{\"token\":\"token_id:5\","
+		    "\"logprob\":-0.5,\"bytes\":[116,111,107,101,110,95,105,100,58,53]},{\"token\":"
+		    "\"token_id:9\",\"logprob\":-1.0,\"bytes\":[116,111,107,101,110,95,105,100,58,57]}"
+		    "]},{\"token\":\"token_id:12\",\"logprob\":-9999.0,\"bytes\":[116,111,107,101,110,"
+		    "95,105,100,58,49,50],\"top_logprobs\":[]}]}");
+	off = 3;
+	json_t *acc = NULL;
+	json_t *p1 = oj_logprobs(SRV_API_COMPLETION, NULL, lp, 1, &off);
+	json_t *p2 = oj_logprobs(SRV_API_COMPLETION, NULL, lp + 1, 1, &off);
+	EXPECT_EQ_INT(oj_logprobs_merge(&acc, p1), 0);
+	EXPECT_EQ_INT(oj_logprobs_merge(&acc, p2), 0);
+	json_decref(p1);
+	json_decref(p2);
+	EXPECT_JSON(acc, "{\"text_offset\":[3,13],\"token_logprobs\":[-0.5,-9999.0],\"tokens\":"
+			 "[\"token_id:5\",\"token_id:12\"],\"top_logprobs\":[{\"token_id:5\":-0.5,"
+			 "\"token_id:9\":-1.0},{\"token_id:12\":-9999.0}]}");
+	EXPECT_EQ_INT(off, 24);
+}
+
+static void test_models_and_ids(void)
+{
+	const char *names[] = {"tiny", "alias"};
+	json_t *m = oj_models(names, 2, "/models/tiny", 100, 512);
+	EXPECT(json_is_array(json_object_get(m, "data")));
+	EXPECT_EQ_INT(json_array_size(json_object_get(m, "data")), 2);
+	json_t *d0 = json_array_get(json_object_get(m, "data"), 0);
+	EXPECT(!strcmp(json_string_value(json_object_get(m, "object")), "list"));
+	EXPECT(!strcmp(json_string_value(json_object_get(d0, "id")), "tiny"));
+	EXPECT(!strcmp(json_string_value(json_object_get(d0, "object")), "model"));
+	EXPECT(!strcmp(json_string_value(json_object_get(d0, "root")), "/models/tiny"));
+	EXPECT(json_is_null(json_object_get(d0, "parent")));
+	EXPECT_EQ_INT(json_integer_value(json_object_get(d0, "max_model_len")), 512);
+	EXPECT_EQ_INT(json_integer_value(json_object_get(d0, "created")), 100);
+	json_decref(m);
+	char a[64], b[64];
+	oj_make_id(a, sizeof a, "chatcmpl-");
+	oj_make_id(b, sizeof b, "chatcmpl-");
+	EXPECT_EQ_INT(strlen(a), 9 + 32);
+	EXPECT(!strncmp(a, "chatcmpl-", 9) && strcmp(a, b));
+}
+
+TESTS(T(test_utf8_sanitize), T(test_utf8_complete_prefix), T(test_sse_framing),
+      T(test_chat_chunks), T(test_full_responses), T(test_logprobs), T(test_models_and_ids))

@@ -1,0 +1,317 @@
+/* Request parsing and validation of the OpenAI endpoints (src/server/request.c) and the
+ * error bodies clients see (src/server/errors.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "server/errors.h"
+#include "server/request.h"
+
+static struct sampling_params base;
+static const struct srv_limits lim = {.vocab_size = 1024, .max_n = 128, .max_prompts = 16};
+
+static void init_base(void)
+{
+	struct sampling_defaults d;
+	sampling_defaults_init(&d);
+	d.temperature = 0.6f; /* as tiny-v3's generation_config.json */
+	d.top_p = 0.95f;
+	sampling_params_init(&base, &d);
+}
+
+/* Parses `text` for `api`; returns the status (0 ok, else the HTTP error status). */
+static int parse(const char *text, enum srv_api api, struct srv_request *r, struct api_error *ae)
+{
+	init_base();
+	json_error_t je;
+	json_t *body = json_loads(text, JSON_DECODE_ANY, &je);
+	if (!body) {
+		harness_fail(__FILE__, __LINE__, "bad test json: %s", text);
+		return -1;
+	}
+	memset(ae, 0, sizeof *ae);
+	int rc = srv_request_parse(body, api, &base, &lim, r, ae, NULL, 0);
+	/* the request borrows strings from body: keep it until the next parse */
+	static json_t *last;
+	json_decref(last);
+	last = body;
+	return rc < 0 ? ae->status : 0;
+}
+
+/* Expects a 400 naming `param` (NULL: any). */
+static void expect_400(const char *text, enum srv_api api, const char *param)
+{
+	struct srv_request r;
+	struct api_error ae;
+	int st = parse(text, api, &r, &ae);
+	EXPECTF(st == 400, "%s: status %d, expected 400", text, st);
+	if (param)
+		EXPECTF(!strcmp(ae.param, param), "%s: param '%s', expected '%s' (%s)", text, ae.param,
+			param, ae.message);
+	EXPECTF(ae.message[0], "%s: empty message", text);
+	srv_request_fini(&r);
+}
+
+static void test_chat_defaults(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	json_t *body = json_loads("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+				  0, NULL);
+	init_base();
+	EXPECT_EQ_INT(srv_request_parse(body, SRV_API_CHAT, &base, &lim, &r, &ae, NULL, 0), 0);
+	EXPECT(!strcmp(r.model, "m"));
+	EXPECT_NEAR(r.sp.temperature, 0.6, 1e-6); /* generation_config default */
+	EXPECT_NEAR(r.sp.top_p, 0.95, 1e-6);
+	EXPECT_EQ_INT(r.sp.max_tokens, -1);
+	EXPECT(!r.max_tokens_given);
+	EXPECT_EQ_INT(r.sp.n, 1);
+	EXPECT_EQ_INT(r.sp.logprobs, -1);
+	EXPECT(!r.stream && !r.include_usage && !r.add_special_tokens && r.add_generation_prompt);
+	EXPECT(r.sp.skip_special_tokens);
+	EXPECT_EQ_INT(json_array_size(r.messages), 1);
+	srv_request_fini(&r);
+	json_decref(body);
+}
+
+static void test_chat_fields(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	json_t *body = json_loads(
+		"{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+		"[{\"type\":\"text\",\"text\":\"a\"}]}],\"temperature\":0,\"top_p\":0.5,\"top_k\":-1,"
+		"\"min_p\":0.1,\"max_tokens\":9,\"max_completion_tokens\":7,\"stop\":\"x\","
+		"\"stop_token_ids\":[5,6],\"seed\":42,\"stream\":true,\"stream_options\":{},"
+		"\"logprobs\":true,\"top_logprobs\":3,\"presence_penalty\":0.5,"
+		"\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"ignore_eos\":true,"
+		"\"min_tokens\":2,\"skip_special_tokens\":false,\"logit_bias\":{\"7\":500},"
+		"\"user\":\"u\",\"temperature_typo\":1,\"max_tokens_x\":null}",
+		0, NULL);
+	init_base();
+	char unknown[64];
+	EXPECT_EQ_INT(srv_request_parse(body, SRV_API_CHAT, &base, &lim, &r, &ae, unknown,
+					sizeof unknown), 0);
+	EXPECT(r.model == NULL);
+	EXPECT_NEAR(r.sp.temperature, 0, 0);
+	EXPECT_NEAR(r.sp.top_p, 0.5, 1e-6);
+	EXPECT_EQ_INT(r.sp.top_k, 0);
+	EXPECT_EQ_INT(r.sp.max_tokens, 7); /* max_completion_tokens wins */
+	EXPECT(r.max_tokens_given);
+	EXPECT_EQ_INT(r.sp.n_stop, 1);
+	EXPECT(!strcmp(r.sp.stop[0], "x"));
+	EXPECT_EQ_INT(r.sp.n_stop_token_ids, 2);
+	EXPECT_EQ_INT(r.sp.stop_token_ids[1], 6);
+	EXPECT(r.sp.has_seed && r.sp.seed == 42);
+	EXPECT(r.stream && r.include_usage); /* include_usage defaults to true in the object */
+	EXPECT_EQ_INT(r.sp.logprobs, 3);
+	EXPECT(r.sp.ignore_eos && !r.sp.skip_special_tokens);
+	EXPECT_EQ_INT(r.sp.min_tokens, 2);
+	EXPECT_EQ_INT(r.sp.n_logit_bias, 1);
+	EXPECT_NEAR(r.sp.logit_bias[0], 100, 0); /* clamped */
+	EXPECTF(!strcmp(unknown, "temperature_typo, max_tokens_x"), "unknown = '%s'", unknown);
+	srv_request_fini(&r);
+	json_decref(body);
+}
+
+static void test_chat_errors(void)
+{
+	const enum srv_api C = SRV_API_CHAT;
+#define M "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+	expect_400("[1,2]", C, NULL);
+	expect_400("{}", C, "messages");
+	expect_400("{\"messages\":[]}", C, "messages");
+	expect_400("{\"messages\":\"hi\"}", C, "messages");
+	expect_400("{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", C, "messages");
+	expect_400("{\"messages\":[{\"content\":\"x\"}]}", C, "messages");
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":5}]}", C, "messages");
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", C,
+		   "messages");
+	expect_400("{" M ",\"model\":5}", C, "model");
+	expect_400("{" M ",\"temperature\":\"hot\"}", C, "temperature");
+	expect_400("{" M ",\"temperature\":2.5}", C, "temperature");
+	expect_400("{" M ",\"temperature\":-0.1}", C, "temperature");
+	expect_400("{" M ",\"top_p\":0}", C, "top_p");
+	expect_400("{" M ",\"top_p\":1.01}", C, "top_p");
+	expect_400("{" M ",\"top_k\":-2}", C, "top_k");
+	expect_400("{" M ",\"top_k\":1.5}", C, "top_k");
+	expect_400("{" M ",\"min_p\":1.5}", C, "min_p");
+	expect_400("{" M ",\"presence_penalty\":-2.5}", C, "presence_penalty");
+	expect_400("{" M ",\"frequency_penalty\":3}", C, "frequency_penalty");
+	expect_400("{" M ",\"repetition_penalty\":0}", C, "repetition_penalty");
+	expect_400("{" M ",\"max_tokens\":0}", C, "max_tokens");
+	expect_400("{" M ",\"max_completion_tokens\":-5}", C, "max_completion_tokens");
+	expect_400("{" M ",\"max_tokens\":\"5\"}", C, "max_tokens");
+	expect_400("{" M ",\"max_tokens\":4,\"min_tokens\":5}", C, "min_tokens");
+	expect_400("{" M ",\"min_tokens\":-1}", C, "min_tokens");
+	expect_400("{" M ",\"n\":0}", C, "n");
+	expect_400("{" M ",\"n\":129}", C, "n");
+	expect_400("{" M ",\"n\":2,\"temperature\":0}", C, "n"); /* greedy allows one choice */
+	expect_400("{" M ",\"stream\":\"yes\"}", C, "stream");
+	expect_400("{" M ",\"stream_options\":{\"include_usage\":true}}", C, "stream_options");
+	expect_400("{" M ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}", C,
+		   "include_usage");
+	expect_400("{" M ",\"stop\":\"\"}", C, "stop");
+	expect_400("{" M ",\"stop\":[\"a\",3]}", C, "stop");
+	expect_400("{" M ",\"stop\":7}", C, "stop");
+	expect_400("{" M ",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
+		   "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", C, "stop");
+	expect_400("{" M ",\"stop_token_ids\":[1024]}", C, "stop_token_ids");
+	expect_400("{" M ",\"stop_token_ids\":[-1]}", C, "stop_token_ids");
+	expect_400("{" M ",\"stop_token_ids\":5}", C, "stop_token_ids");
+	expect_400("{" M ",\"logit_bias\":{\"abc\":1}}", C, "logit_bias");
+	expect_400("{" M ",\"logit_bias\":{\"5\":\"x\"}}", C, "logit_bias");
+	expect_400("{" M ",\"top_logprobs\":2}", C, "top_logprobs");
+	expect_400("{" M ",\"logprobs\":true,\"top_logprobs\":21}", C, "top_logprobs");
+	expect_400("{" M ",\"logprobs\":1}", C, "logprobs");
+	expect_400("{" M ",\"seed\":\"1\"}", C, "seed");
+	expect_400("{" M ",\"ignore_eos\":0}", C, "ignore_eos");
+	expect_400("{" M ",\"use_beam_search\":true}", C, "use_beam_search");
+	expect_400("{" M ",\"response_format\":{\"type\":\"json_object\"}}", C, "response_format");
+	expect_400("{" M ",\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"auto\"}", C,
+		   "tool_choice");
+	expect_400("{" M ",\"chat_template\":\"{{x}}\"}", C, "chat_template");
+	expect_400("{" M ",\"chat_template_kwargs\":[]}", C, "chat_template_kwargs");
+	expect_400("{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],"
+		   "\"continue_final_message\":true}", C, "continue_final_message");
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+		   "\"continue_final_message\":true,\"add_generation_prompt\":false}", C,
+		   "continue_final_message");
+#undef M
+}
+
+static void test_tools_reach_the_template(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+			    "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"none\","
+			    "\"chat_template_kwargs\":{\"thinking\":true}}", SRV_API_CHAT, &r, &ae), 0);
+	EXPECT(json_is_true(json_object_get(r.chat_template_kwargs, "thinking")));
+	EXPECT_EQ_INT(json_array_size(json_object_get(r.chat_template_kwargs, "tools")), 1);
+	srv_request_fini(&r);
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", SRV_API_CHAT,
+		   "tools");
+}
+
+static void test_nulls_are_unset(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":null}],\"temperature\":null,"
+			    "\"stop\":null,\"n\":null,\"seed\":-1,\"max_tokens\":null,"
+			    "\"stream_options\":null,\"logprobs\":null,\"top_k\":7.0}",
+			    SRV_API_CHAT, &r, &ae), 0);
+	EXPECT_NEAR(r.sp.temperature, 0.6, 1e-6);
+	EXPECT(!r.sp.has_seed && r.sp.n_stop == 0 && r.sp.n == 1 && !r.max_tokens_given);
+	EXPECT_EQ_INT(r.sp.top_k, 7); /* integral reals are integers, as pydantic allows */
+	srv_request_fini(&r);
+}
+
+static void test_completion_prompts(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	const enum srv_api P = SRV_API_COMPLETION;
+	EXPECT_EQ_INT(parse("{\"prompt\":\"hello\"}", P, &r, &ae), 0);
+	EXPECT_EQ_INT(r.n_prompts, 1);
+	EXPECT(r.prompts[0].text && r.prompts[0].text_len == 5 && !r.prompts[0].ids);
+	EXPECT_EQ_INT(r.sp.max_tokens, 16); /* CompletionRequest default */
+	EXPECT(r.max_tokens_given && r.add_special_tokens);
+	srv_request_fini(&r);
+
+	EXPECT_EQ_INT(parse("{\"prompt\":[1,2,3],\"logprobs\":2,\"echo\":true}", P, &r, &ae), 0);
+	EXPECT_EQ_INT(r.n_prompts, 1);
+	EXPECT_EQ_INT(r.prompts[0].n_ids, 3);
+	EXPECT_EQ_INT(r.prompts[0].ids[2], 3);
+	EXPECT_EQ_INT(r.sp.logprobs, 2);
+	EXPECT(r.want_logprobs && r.echo);
+	srv_request_fini(&r);
+
+	EXPECT_EQ_INT(parse("{\"prompt\":[\"a\",[4,5],\"b\"],\"n\":2}", P, &r, &ae), 0);
+	EXPECT_EQ_INT(r.n_prompts, 3);
+	EXPECT(r.prompts[0].text && r.prompts[1].n_ids == 2 && r.prompts[2].text);
+	EXPECT_EQ_INT(r.sp.n, 2);
+	srv_request_fini(&r);
+
+	expect_400("{}", P, "prompt");
+	expect_400("{\"prompt\":5}", P, "prompt");
+	expect_400("{\"prompt\":[]}", P, "prompt");
+	expect_400("{\"prompt\":[[]]}", P, "prompt");
+	expect_400("{\"prompt\":[1,\"a\"]}", P, "prompt");
+	expect_400("{\"prompt\":[5000]}", P, "prompt");
+	expect_400("{\"prompt\":[{\"x\":1}]}", P, "prompt");
+	expect_400("{\"prompt\":\"a\",\"logprobs\":21}", P, "logprobs");
+	expect_400("{\"prompt\":\"a\",\"logprobs\":true}", P, "logprobs");
+	expect_400("{\"prompt\":\"a\",\"suffix\":\"z\"}", P, "suffix");
+	expect_400("{\"prompt\":\"a\",\"max_tokens\":4,\"min_tokens\":8}", P, "min_tokens");
+	expect_400("{\"prompt\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
+		   "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", P, "prompt");
+}
+
+static void test_length_checks(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"prompt\":\"x\",\"max_tokens\":100}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(srv_request_check_length(&r, 412, 512, &ae), 0);
+	EXPECT_EQ_INT(srv_request_check_length(&r, 413, 512, &ae), -1);
+	EXPECT_EQ_INT(ae.status, 400);
+	EXPECTF(!strcmp(ae.message, "'max_tokens' or 'max_completion_tokens' is too large: 100. "
+				    "This model's maximum context length is 512 tokens and your "
+				    "request has 413 input tokens (100 > 512 - 413)."),
+		"%s", ae.message);
+	EXPECT_EQ_INT(srv_request_check_length(&r, 512, 512, &ae), -1);
+	EXPECTF(!strcmp(ae.message, "This model's maximum context length is 512 tokens. However, "
+				    "your request has 512 input tokens. Please reduce the length of "
+				    "the input messages."),
+		"%s", ae.message);
+	srv_request_fini(&r);
+	/* no explicit max_tokens (chat): only the prompt itself must fit */
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", SRV_API_CHAT, &r,
+			    &ae), 0);
+	EXPECT_EQ_INT(srv_request_check_length(&r, 511, 512, &ae), 0);
+	srv_request_fini(&r);
+}
+
+static void test_continue_final_cut(void)
+{
+	struct api_error ae;
+	json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"Hi\"},"
+			       "{\"role\":\"assistant\",\"content\":\"Hello th\"}]", 0, NULL);
+	const char *rendered = "<B><U>Hi<A>Hello th<E>";
+	long cut = srv_continue_final_cut(m, rendered, strlen(rendered), &ae);
+	EXPECT_EQ_INT(cut, (long)strlen("<B><U>Hi<A>Hello th"));
+	const char *stripped = "<B><U>Hi<A>nothing<E>";
+	EXPECT_EQ_INT(srv_continue_final_cut(m, stripped, strlen(stripped), &ae), -1);
+	EXPECT_EQ_INT(ae.status, 400);
+	json_decref(m);
+}
+
+static void test_error_body(void)
+{
+	struct api_error ae;
+	api_error_set(&ae, 400, "temperature", "temperature must be in [0, 2], got %g.", 3.0);
+	size_t len;
+	char *body = api_error_body(&ae, &len);
+	EXPECTF(!strcmp(body, "{\"error\":{\"message\":\"temperature must be in [0, 2], got 3.\","
+			      "\"type\":\"BadRequestError\",\"param\":\"temperature\",\"code\":400}}"),
+		"%s", body);
+	EXPECT_EQ_INT(len, strlen(body));
+	free(body);
+	/* a message quoting invalid client bytes still serializes; param null */
+	api_error_set(&ae, 404, NULL, "The model `%s` does not exist.", "bad\xff");
+	body = api_error_body(&ae, &len);
+	EXPECTF(!strcmp(body, "{\"error\":{\"message\":\"The model `bad\xef\xbf\xbd` does not exist.\","
+			      "\"type\":\"NotFoundError\",\"param\":null,\"code\":404}}"),
+		"%s", body);
+	free(body);
+	EXPECT(!strcmp(api_error_type(401), "AuthenticationError"));
+	EXPECT(!strcmp(api_error_type(413), "RequestEntityTooLargeError"));
+	EXPECT(!strcmp(api_error_type(503), "ServiceUnavailableError"));
+	EXPECT(!strcmp(api_error_type(500), "InternalServerError"));
+}
+
+TESTS(T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_nulls_are_unset),
+      T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
+      T(test_error_body))
