@@ -1,0 +1,504 @@
+/* mlaserve generate MODEL_DIR: offline batch generation through the engine.
+ *   --prompts-file FILE.jsonl  one {"prompt": "..."} or {"prompt_token_ids": [...]} per line,
+ *                              with optional sampling fields (max_tokens, temperature, top_p,
+ *                              top_k, min_p, seed, stop, stop_token_ids, ignore_eos, n, ...)
+ *   --prompt "text"            one prompt (repeatable)
+ *   --prompt-ids 0,5,9         one prompt of token ids (repeatable); given alone (no
+ *                              --output), stdout gets just the generated ids, one line each
+ * Every prompt goes through the engine together. Output: one JSON line per prompt (and
+ * choice) {"index", "token_ids", "text", "finish_reason"} to stdout or --output; a
+ * throughput summary on stderr. Sampling is greedy unless --temperature / a line says
+ * otherwise. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "engine/engine_args.h"
+#include "tok/tokenizer.h"
+
+struct gen_item {
+	int32_t *ids;
+	int n;
+	struct sampling_params p;
+	struct engine_req *h;
+};
+
+struct gen_opts {
+	struct engine_args ea;
+	const char *prompts_file, *output;
+	int max_tokens;
+	float temperature;
+	bool has_temperature;
+	bool ignore_eos;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mlaserve generate MODEL_DIR (--prompts-file FILE.jsonl | --prompt TEXT | --prompt-ids 0,5,9)...\n"
+		"         [--max-tokens N] [--temperature T] [--ignore-eos] [--output FILE.jsonl]\n");
+	engine_args_usage(f);
+}
+
+static int parse_ids(const char *s, int32_t **out, int *n, struct err *e)
+{
+	int cap = 16, k = 0;
+	int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+	if (!ids)
+		return err_set(e, "out of memory");
+	const char *p = s;
+	while (*p) {
+		errno = 0;
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 0 || v > INT32_MAX) {
+			free(ids);
+			return err_set(e, "--prompt-ids: bad token id at '%s'", p);
+		}
+		if (k == cap) {
+			cap *= 2;
+			int32_t *t = realloc(ids, sizeof *ids * (size_t)cap);
+			if (!t) {
+				free(ids);
+				return err_set(e, "out of memory");
+			}
+			ids = t;
+		}
+		ids[k++] = (int32_t)v;
+		p = end;
+		if (*p == ',')
+			p++;
+		else if (*p) {
+			free(ids);
+			return err_set(e, "--prompt-ids: expected ',' at '%s'", p);
+		}
+	}
+	if (k == 0) {
+		free(ids);
+		return err_set(e, "--prompt-ids: no ids");
+	}
+	*out = ids;
+	*n = k;
+	return 0;
+}
+
+static int num_field(json_t *o, const char *k, double *v, int line, struct err *e)
+{
+	json_t *x = json_object_get(o, k);
+	if (!x || json_is_null(x))
+		return 0;
+	if (!json_is_number(x))
+		return err_set(e, "line %d: \"%s\" must be a number", line, k);
+	*v = json_number_value(x);
+	return 1;
+}
+
+/* Sampling fields of one JSONL line over the command-line defaults. */
+static int line_params(json_t *o, int line, struct sampling_params *p, struct err *e)
+{
+	double v;
+	int r;
+#define NUM(key, dst, conv)                                                                \
+	if ((r = num_field(o, key, &v, line, e)) < 0)                                      \
+		return -1;                                                                 \
+	if (r)                                                                             \
+		dst = (conv)v;
+	NUM("max_tokens", p->max_tokens, int)
+	NUM("min_tokens", p->min_tokens, int)
+	NUM("temperature", p->temperature, float)
+	NUM("top_p", p->top_p, float)
+	NUM("top_k", p->top_k, int)
+	NUM("min_p", p->min_p, float)
+	NUM("presence_penalty", p->presence_penalty, float)
+	NUM("frequency_penalty", p->frequency_penalty, float)
+	NUM("repetition_penalty", p->repetition_penalty, float)
+	NUM("n", p->n, int)
+	NUM("logprobs", p->logprobs, int)
+#undef NUM
+	if ((r = num_field(o, "seed", &v, line, e)) < 0)
+		return -1;
+	if (r) {
+		p->has_seed = true;
+		p->seed = (uint64_t)(int64_t)v;
+	}
+	json_t *x = json_object_get(o, "ignore_eos");
+	if (json_is_boolean(x))
+		p->ignore_eos = json_is_true(x);
+	x = json_object_get(o, "include_stop_str_in_output");
+	if (json_is_boolean(x))
+		p->include_stop_str_in_output = json_is_true(x);
+	x = json_object_get(o, "stop");
+	if (json_is_string(x)) {
+		snprintf(p->stop[0], ENGINE_MAX_STOP_STR_LEN, "%s", json_string_value(x));
+		p->n_stop = 1;
+	} else if (json_is_array(x)) {
+		size_t i;
+		json_t *s;
+		json_array_foreach(x, i, s) {
+			if (!json_is_string(s) || i >= ENGINE_MAX_STOP_STRS)
+				return err_set(e, "line %d: \"stop\" must be up to %d strings", line,
+					       ENGINE_MAX_STOP_STRS);
+			snprintf(p->stop[i], ENGINE_MAX_STOP_STR_LEN, "%s", json_string_value(s));
+			p->n_stop = (int)i + 1;
+		}
+	}
+	x = json_object_get(o, "stop_token_ids");
+	if (json_is_array(x)) {
+		size_t i;
+		json_t *s;
+		json_array_foreach(x, i, s) {
+			if (!json_is_integer(s) || i >= ENGINE_MAX_STOP_IDS - 8)
+				return err_set(e, "line %d: bad \"stop_token_ids\"", line);
+			p->stop_token_ids[i] = (int32_t)json_integer_value(s);
+			p->n_stop_token_ids = (int)i + 1;
+		}
+	}
+	return 0;
+}
+
+static int read_prompts_file(const char *path, struct tok *t, const struct sampling_params *def,
+			     struct gen_item **items, int *n_items, int *cap, struct err *e)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return err_set(e, "%s: %s", path, strerror(errno));
+	char *line = NULL;
+	size_t lcap = 0;
+	ssize_t len;
+	int lineno = 0, rc = 0;
+	while ((len = getline(&line, &lcap, f)) >= 0) {
+		lineno++;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		if (len == 0)
+			continue;
+		json_error_t je;
+		json_t *o = json_loadb(line, (size_t)len, 0, &je);
+		if (!o || !json_is_object(o)) {
+			json_decref(o);
+			rc = err_set(e, "%s:%d: not a JSON object (%s)", path, lineno, o ? "" : je.text);
+			break;
+		}
+		if (*n_items == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			struct gen_item *ni = realloc(*items, sizeof *ni * (size_t)*cap);
+			if (!ni) {
+				json_decref(o);
+				rc = err_set(e, "out of memory");
+				break;
+			}
+			*items = ni;
+		}
+		struct gen_item *it = &(*items)[*n_items];
+		memset(it, 0, sizeof *it);
+		it->p = *def;
+		json_t *ids = json_object_get(o, "prompt_token_ids");
+		json_t *txt = json_object_get(o, "prompt");
+		if (json_is_array(ids)) {
+			it->n = (int)json_array_size(ids);
+			it->ids = malloc(sizeof *it->ids * (size_t)(it->n ? it->n : 1));
+			for (int k = 0; it->ids && k < it->n; k++) {
+				json_t *v = json_array_get(ids, (size_t)k);
+				if (!json_is_integer(v)) {
+					rc = err_set(e, "%s:%d: prompt_token_ids[%d] is not an integer", path, lineno, k);
+					break;
+				}
+				it->ids[k] = (int32_t)json_integer_value(v);
+			}
+		} else if (json_is_string(txt)) {
+			if (!t)
+				rc = err_set(e, "%s:%d: a text prompt needs a tokenizer", path, lineno);
+			else {
+				size_t n;
+				if (tok_encode(t, json_string_value(txt), json_string_length(txt), true,
+					       &it->ids, &n, e) < 0)
+					rc = err_prefix(e, "%s:%d", path, lineno);
+				it->n = (int)n;
+			}
+		} else {
+			rc = err_set(e, "%s:%d: needs \"prompt\" (string) or \"prompt_token_ids\" (array)", path, lineno);
+		}
+		if (rc == 0 && line_params(o, lineno, &it->p, e) < 0)
+			rc = err_prefix(e, "%s", path);
+		json_decref(o);
+		(*n_items)++;
+		if (rc)
+			break;
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+static int grow(struct gen_item **items, int n, int *cap, struct err *e)
+{
+	if (n < *cap)
+		return 0;
+	int c = *cap ? *cap * 2 : 16;
+	struct gen_item *ni = realloc(*items, sizeof *ni * (size_t)c);
+	if (!ni)
+		return err_set(e, "out of memory");
+	*items = ni;
+	*cap = c;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Collects one item's choices and prints them. Returns generated tokens, or -1. */
+static int collect(struct gen_item *it, int index, FILE *out, bool ids_mode, struct err *e)
+{
+	int n = it->p.n;
+	json_t **ids = calloc((size_t)n, sizeof *ids);
+	char **text = calloc((size_t)n, sizeof *text);
+	size_t *tl = calloc((size_t)n, sizeof *tl);
+	const char **fin = calloc((size_t)n, sizeof *fin);
+	int total = 0;
+	if (!ids || !text || !tl || !fin) {
+		free(ids); free(text); free(tl); free(fin);
+		return err_set(e, "out of memory");
+	}
+	for (int c = 0; c < n; c++)
+		ids[c] = json_array();
+	struct engine_event ev;
+	while (engine_next_event(it->h, &ev, -1) == ENGINE_EV_OK) {
+		int c = ev.index;
+		for (int k = 0; k < ev.n_tokens; k++)
+			json_array_append_new(ids[c], json_integer(ev.token_ids[k]));
+		total += ev.n_tokens;
+		if (ev.text_len) {
+			char *t = realloc(text[c], tl[c] + ev.text_len + 1);
+			if (t) {
+				memcpy(t + tl[c], ev.text, ev.text_len);
+				tl[c] += ev.text_len;
+				t[tl[c]] = 0;
+				text[c] = t;
+			}
+		}
+		if (ev.finish) {
+			fin[c] = engine_finish_name(ev.finish);
+			if (ev.error)
+				LOG_W("generate", "prompt %d: %s", index, ev.error);
+		}
+	}
+	for (int c = 0; c < n; c++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "index", json_integer(index));
+		if (n > 1)
+			json_object_set_new(o, "choice", json_integer(c));
+		json_object_set_new(o, "token_ids", ids[c]);
+		json_object_set_new(o, "text", json_stringn(text[c] ? text[c] : "", tl[c]));
+		json_object_set_new(o, "finish_reason", fin[c] ? json_string(fin[c]) : json_null());
+		if (ids_mode) { /* --prompt-ids alone: just the generated ids */
+			json_t *a = json_object_get(o, "token_ids");
+			size_t k;
+			json_t *v;
+			json_array_foreach(a, k, v) fprintf(out, "%s%lld", k ? "," : "", json_integer_value(v));
+			fprintf(out, "\n");
+		} else {
+			char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+			if (s) {
+				fprintf(out, "%s\n", s);
+				free(s);
+			}
+		}
+		json_decref(o);
+		free(text[c]);
+	}
+	free(ids); free(text); free(tl); free(fin);
+	return total;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+	struct gen_opts o;
+	memset(&o, 0, sizeof o);
+	engine_args_init(&o.ea, false);
+	o.max_tokens = 16;
+	struct err e;
+	struct gen_item *items = NULL;
+	int n_items = 0, cap = 0, rc = 1;
+	const char **texts = NULL;
+	int n_texts = 0;
+	const char **idstrs = NULL;
+	int n_idstrs = 0;
+	texts = calloc((size_t)argc, sizeof *texts);
+	idstrs = calloc((size_t)argc, sizeof *idstrs);
+	if (!texts || !idstrs)
+		goto out;
+	for (int i = 1; i < argc;) {
+		const char *a = argv[i];
+		int r = engine_args_parse(&o.ea, argc, argv, &i, &e);
+		if (r < 0) {
+			fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+			rc = 2;
+			goto out;
+		}
+		if (r > 0)
+			continue;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			rc = 0;
+			goto out;
+		}
+		if (!strcmp(a, "--ignore-eos")) {
+			o.ignore_eos = true;
+			i++;
+			continue;
+		}
+		if (a[0] != '-') {
+			if (o.ea.model_dir) {
+				fprintf(stderr, "mlaserve generate: unexpected argument '%s'\n", a);
+				rc = 2;
+				goto out;
+			}
+			o.ea.model_dir = a;
+			i++;
+			continue;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "mlaserve generate: %s needs a value (or is unknown)\n", a);
+			usage(stderr);
+			rc = 2;
+			goto out;
+		}
+		const char *v = argv[i + 1];
+		char *end;
+		if (!strcmp(a, "--prompts-file"))
+			o.prompts_file = v;
+		else if (!strcmp(a, "--output"))
+			o.output = v;
+		else if (!strcmp(a, "--prompt"))
+			texts[n_texts++] = v;
+		else if (!strcmp(a, "--prompt-ids"))
+			idstrs[n_idstrs++] = v;
+		else if (!strcmp(a, "--max-tokens")) {
+			o.max_tokens = (int)strtol(v, &end, 10);
+			if (*end || o.max_tokens < 1) {
+				fprintf(stderr, "mlaserve generate: --max-tokens: invalid value '%s'\n", v);
+				rc = 2;
+				goto out;
+			}
+		} else if (!strcmp(a, "--temperature")) {
+			o.temperature = strtof(v, &end);
+			o.has_temperature = true;
+			if (*end || !(o.temperature >= 0)) {
+				fprintf(stderr, "mlaserve generate: --temperature: invalid value '%s'\n", v);
+				rc = 2;
+				goto out;
+			}
+		} else {
+			fprintf(stderr, "mlaserve generate: unknown option '%s'\n", a);
+			usage(stderr);
+			rc = 2;
+			goto out;
+		}
+		i += 2;
+	}
+	if (!o.ea.model_dir || (!o.prompts_file && !n_texts && !n_idstrs)) {
+		usage(stderr);
+		rc = 2;
+		goto out;
+	}
+	struct engine_runtime rt;
+	double t_load = now_s();
+	if (engine_runtime_open(&o.ea, NULL, &rt, &e) < 0) {
+		fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+		goto out;
+	}
+	t_load = now_s() - t_load;
+	struct sampling_params def;
+	sampling_params_init(&def, &rt.defaults);
+	def.temperature = o.has_temperature ? o.temperature : 0.0f; /* greedy unless asked */
+	def.max_tokens = o.max_tokens;
+	def.ignore_eos = o.ignore_eos;
+	for (int k = 0; k < n_idstrs; k++) {
+		if (grow(&items, n_items, &cap, &e) < 0)
+			goto fail;
+		struct gen_item *it = &items[n_items++];
+		memset(it, 0, sizeof *it);
+		it->p = def;
+		if (parse_ids(idstrs[k], &it->ids, &it->n, &e) < 0)
+			goto fail;
+	}
+	for (int k = 0; k < n_texts; k++) {
+		if (!rt.tok) {
+			err_set(&e, "--prompt needs a tokenizer (the model dir has none)");
+			goto fail;
+		}
+		if (grow(&items, n_items, &cap, &e) < 0)
+			goto fail;
+		struct gen_item *it = &items[n_items++];
+		memset(it, 0, sizeof *it);
+		it->p = def;
+		size_t n;
+		if (tok_encode(rt.tok, texts[k], strlen(texts[k]), true, &it->ids, &n, &e) < 0)
+			goto fail;
+		it->n = (int)n;
+	}
+	if (o.prompts_file &&
+	    read_prompts_file(o.prompts_file, rt.tok, &def, &items, &n_items, &cap, &e) < 0)
+		goto fail;
+	FILE *out = stdout;
+	if (o.output && !(out = fopen(o.output, "w"))) {
+		err_set(&e, "%s: %s", o.output, strerror(errno));
+		goto fail;
+	}
+	bool ids_mode = n_idstrs && !n_texts && !o.prompts_file && !o.output;
+	double t0 = now_s();
+	long long prompt_tokens = 0, gen_tokens = 0;
+	int submitted = 0;
+	for (int k = 0; k < n_items; k++) {
+		int r = engine_submit(rt.engine, items[k].ids, items[k].n, &items[k].p, &items[k].h, &e);
+		if (r < 0) {
+			err_prefix(&e, "prompt %d", k);
+			break;
+		}
+		submitted++;
+		prompt_tokens += items[k].n;
+	}
+	for (int k = 0; k < submitted; k++) {
+		int g = collect(&items[k], k, out, ids_mode, &e);
+		if (g > 0)
+			gen_tokens += g;
+		engine_release(items[k].h);
+	}
+	double dt = now_s() - t0;
+	if (out != stdout)
+		fclose(out);
+	if (submitted < n_items)
+		goto fail;
+	struct engine_stats st;
+	engine_stats_get(rt.engine, &st);
+	fprintf(stderr,
+		"generate: %d prompts, %lld prompt + %lld generated tokens in %.3f s (load %.2f s): "
+		"%.1f tok/s generated, %.1f tok/s total; %llu steps, %llu preemptions, prefix cache %llu/%llu tokens hit\n",
+		n_items, prompt_tokens, gen_tokens, dt, t_load, dt > 0 ? gen_tokens / dt : 0.0,
+		dt > 0 ? (prompt_tokens + gen_tokens) / dt : 0.0, (unsigned long long)st.steps,
+		(unsigned long long)st.preemptions, (unsigned long long)st.prefix_hits,
+		(unsigned long long)st.prefix_queries);
+	rc = 0;
+	engine_runtime_close(&rt);
+	goto out;
+fail:
+	fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+	engine_runtime_close(&rt);
+	rc = 1;
+out:
+	for (int k = 0; k < n_items; k++)
+		free(items[k].ids);
+	free(items);
+	free(texts);
+	free(idstrs);
+	return rc;
+}

@@ -1,0 +1,713 @@
+/* The engine thread, request handles and their outboxes (engine.h). */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn/attn.h"
+#include "attn/threshold.h"
+#include "base/log.h"
+#include "engine/blocks.h"
+#include "engine/outbox.h"
+#include "engine/output.h"
+#include "engine/runner.h"
+#include "engine/sample.h"
+#include "engine/sched.h"
+#include "io/config.h"
+#include "model/model.h"
+
+#define MOD "engine"
+
+/* One choice as the engine thread sees it. */
+struct eseq {
+	struct sched_req sr;
+	struct sampling_params p;
+	int32_t stop_ids[ENGINE_MAX_STOP_IDS];	   /* sched: stop_token_ids (+ extra eos) */
+	int32_t mask_ids[ENGINE_MAX_STOP_IDS + 8]; /* sampler min_tokens mask: eos + stop ids */
+	int n_mask;
+	struct sample_rng rng;
+	struct seq_text text;
+	struct engine_req *h;
+	int index;
+	double t_arrival, t_scheduled, t_first, t_last;
+	struct engine_logprob lp; /* this step's */
+	struct eseq *inbox_next;
+	struct eseq *live_prev, *live_next;
+};
+
+struct engine {
+	struct engine_options o;
+	const struct model_config *cfg;
+	int vocab, max_model_len, block_size, n_blocks, threshold;
+	const struct attn_backend *backend;
+	struct kv_cache kv;
+	struct block_pool *pool;
+	struct sched *sched;
+	struct runner runner;
+	struct sample_scratch ss;
+	const float **rows;
+	int32_t *sampled;
+	struct sample_rng rng; /* seeds for unseeded requests */
+	uint64_t next_id;
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu; /* inbox, cancels, stop, stats */
+	pthread_cond_t cv;
+	struct eseq *inbox_head, *inbox_tail;
+	int n_inbox;
+	struct engine_req *cancels;
+	bool stop, dead;
+	char dead_msg[ERR_MSG_MAX];
+	struct eseq *live; /* every admitted choice, engine thread only */
+	struct engine_stats st;
+	int n_sched_waiting;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- histograms (spec C.8 bucket sets) ---- */
+
+static void hist_init(struct engine_hist *h, const double *b, int n)
+{
+	memset(h, 0, sizeof *h);
+	h->n_bounds = n;
+	memcpy(h->bounds, b, sizeof *b * (size_t)n);
+}
+
+static void hist_observe(struct engine_hist *h, double v)
+{
+	int i = 0;
+	while (i < h->n_bounds && v > h->bounds[i])
+		i++;
+	h->counts[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+static void stats_init(struct engine_stats *s)
+{
+	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+				      1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
+	static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+				     0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
+	static const double lat[] = {0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
+				     120, 240, 480, 960, 1920, 7680};
+	memset(s, 0, sizeof *s);
+	hist_init(&s->ttft, ttft, (int)(sizeof ttft / sizeof *ttft));
+	hist_init(&s->itl, itl, (int)(sizeof itl / sizeof *itl));
+	hist_init(&s->e2e, lat, (int)(sizeof lat / sizeof *lat));
+	hist_init(&s->queue, lat, (int)(sizeof lat / sizeof *lat));
+}
+
+void engine_cancel(struct engine_req *h)
+{
+	struct engine *eng = outbox_mark_cancelled(h);
+	if (!eng)
+		return;
+	pthread_mutex_lock(&eng->mu);
+	h->cancel_next = eng->cancels;
+	eng->cancels = h;
+	pthread_cond_signal(&eng->cv);
+	pthread_mutex_unlock(&eng->mu);
+}
+
+void engine_release(struct engine_req *h)
+{
+	if (!h)
+		return;
+	engine_cancel(h);
+	outbox_unref(h);
+}
+
+/* ---- engine thread ---- */
+
+/* Posts one step's output of a choice (engine thread). */
+static void deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
+		    const char *text, size_t text_len, enum engine_finish fin, const char *error)
+{
+	struct outbox_post o = {.tok = tok, .n_tok = n_tok, .lp = lp, .text = text,
+				.text_len = text_len, .finish = fin, .stop_token = s->sr.stop_token,
+				.stop_str = s->text.stop_idx >= 0 ? s->p.stop[s->text.stop_idx] : NULL,
+				.error = error, .n_prompt = s->sr.n_prompt,
+				.n_cached = s->sr.n_cached < 0 ? 0 : s->sr.n_cached,
+				.n_output = sched_req_n_output(&s->sr)};
+	outbox_post(s->h, s->index, &o);
+}
+
+
+static void live_remove(struct engine *eng, struct eseq *s)
+{
+	if (s->live_prev)
+		s->live_prev->live_next = s->live_next;
+	else
+		eng->live = s->live_next;
+	if (s->live_next)
+		s->live_next->live_prev = s->live_prev;
+}
+
+static void eseq_free(struct eseq *s)
+{
+	sched_req_fini(&s->sr);
+	seq_text_fini(&s->text);
+	free(s);
+}
+
+/* A finished choice: deliver its last event, record stats, free it (engine thread). */
+static void seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
+		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
+		       const char *error)
+{
+	struct err e;
+	const char *d = "";
+	size_t n = 0;
+	if (fin != ENGINE_FINISH_ABORT) {
+		if (seq_text_finish(&s->text, &e) == 0)
+			n = seq_text_take(&s->text, true, &d);
+	}
+	deliver(s, tok, n_tok, lp, d, n, fin, error);
+	double t = now_s();
+	pthread_mutex_lock(&eng->mu);
+	eng->st.finished[fin]++;
+	hist_observe(&eng->st.e2e, t - s->t_arrival);
+	pthread_mutex_unlock(&eng->mu);
+	struct engine_req *h = s->h;
+	h->seqs[s->index] = NULL;
+	live_remove(eng, s);
+	eseq_free(s);
+	if (--h->n_alive == 0)
+		outbox_unref(h); /* the engine's reference */
+}
+
+static void abort_handle(struct engine *eng, struct engine_req *h, const char *error)
+{
+	outbox_ref(h); /* h must outlive its last choice's seq_finish below */
+	for (int i = 0; i < h->n; i++) {
+		struct eseq *s = h->seqs[i];
+		if (!s)
+			continue;
+		if (s->sr.status != SREQ_FINISHED)
+			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
+		seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
+	}
+	outbox_unref(h);
+}
+
+static void abort_all(struct engine *eng, const char *error)
+{
+	while (eng->live) {
+		struct engine_req *h = eng->live->h;
+		abort_handle(eng, h, error);
+	}
+}
+
+/* Inbox and cancellations (engine thread, eng->mu held on entry and exit). */
+static void drain_inbox_locked(struct engine *eng)
+{
+	struct eseq *in = eng->inbox_head;
+	struct engine_req *cancels = eng->cancels;
+	eng->inbox_head = eng->inbox_tail = NULL;
+	eng->n_inbox = 0;
+	eng->cancels = NULL;
+	pthread_mutex_unlock(&eng->mu);
+	for (struct eseq *s = in, *next; s; s = next) {
+		next = s->inbox_next;
+		s->live_prev = NULL;
+		s->live_next = eng->live;
+		if (eng->live)
+			eng->live->live_prev = s;
+		eng->live = s;
+		sched_add(eng->sched, &s->sr);
+	}
+	for (struct engine_req *h = cancels, *next; h; h = next) {
+		next = h->cancel_next;
+		abort_handle(eng, h, NULL);
+		outbox_unref(h); /* the cancel list's reference */
+	}
+	pthread_mutex_lock(&eng->mu);
+}
+
+/* Output stage for a choice that got a token this step. */
+static void seq_output(struct engine *eng, struct eseq *s, int32_t tok, double t)
+{
+	const struct engine_logprob *lp = s->p.logprobs >= 0 ? &s->lp : NULL;
+	pthread_mutex_lock(&eng->mu);
+	eng->st.generation_tokens++;
+	if (s->t_first == 0) {
+		s->t_first = t;
+		hist_observe(&eng->st.ttft, t - s->t_arrival);
+		eng->st.prompt_tokens += (uint64_t)s->sr.n_prompt;
+	} else {
+		hist_observe(&eng->st.itl, t - s->t_last);
+	}
+	pthread_mutex_unlock(&eng->mu);
+	s->t_last = t;
+	struct err e;
+	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS
+	 * or a stop token id) is not detokenized unless include_stop_str_in_output; stop
+	 * strings are not looked for in the text of the first min_tokens tokens */
+	int stop = 0;
+	if (!(s->sr.status == SREQ_FINISHED && s->sr.finish == SFIN_STOP &&
+	      !s->p.include_stop_str_in_output))
+		stop = seq_text_push(&s->text, tok, sched_req_n_output(&s->sr) > s->p.min_tokens, &e);
+	if (stop < 0) {
+		if (s->sr.status != SREQ_FINISHED)
+			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
+		seq_finish(eng, s, ENGINE_FINISH_ABORT, &tok, 1, lp, e.msg);
+		return;
+	}
+	if (s->sr.status == SREQ_FINISHED) {
+		enum engine_finish f = s->sr.finish == SFIN_LENGTH ? ENGINE_FINISH_LENGTH
+								    : ENGINE_FINISH_STOP;
+		/* a stop string in the very token that hit EOS/length still wins the reason */
+		if (stop == 1)
+			f = ENGINE_FINISH_STOP;
+		seq_finish(eng, s, f, &tok, 1, lp, NULL);
+		return;
+	}
+	if (stop == 1) { /* stop string: the output stage finishes the request */
+		sched_finish(eng->sched, &s->sr, SFIN_STOP);
+		seq_finish(eng, s, ENGINE_FINISH_STOP, &tok, 1, lp, NULL);
+		return;
+	}
+	const char *d;
+	size_t n = seq_text_take(&s->text, false, &d);
+	deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
+}
+
+static int engine_step(struct engine *eng, struct err *e)
+{
+	struct sched_output o;
+	sched_step(eng->sched, &o);
+	if (o.n == 0) {
+		/* Cannot happen with a pool that holds max_model_len (checked at start-up);
+		 * never spin on it. */
+		struct sched_req *r = sched_waiting_head(eng->sched);
+		if (r) {
+			struct eseq *s = r->owner;
+			sched_finish(eng->sched, r, SFIN_ABORT);
+			seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
+				   "request does not fit in the kv cache");
+		}
+		return 0;
+	}
+	double t0 = now_s();
+	for (int i = 0; i < o.n; i++) {
+		struct eseq *s = o.reqs[i]->owner;
+		if (s->t_scheduled == 0) {
+			s->t_scheduled = t0;
+			pthread_mutex_lock(&eng->mu);
+			hist_observe(&eng->st.queue, t0 - s->t_arrival);
+			pthread_mutex_unlock(&eng->mu);
+		}
+	}
+	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
+		return -1;
+	for (int i = 0; i < o.n; i++) {
+		eng->sampled[i] = -1;
+		if (!eng->rows[i])
+			continue;
+		struct eseq *s = o.reqs[i]->owner;
+		struct sample_input in = {.logits = eng->rows[i], .p = &s->p,
+					  .prompt = s->sr.tokens, .n_prompt = s->sr.n_prompt,
+					  .output = s->sr.tokens + s->sr.n_prompt,
+					  .n_output = sched_req_n_output(&s->sr),
+					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
+		eng->sampled[i] = sample_token(&in, &eng->ss, &s->lp);
+	}
+	sched_update(eng->sched, &o, eng->sampled);
+	double t1 = now_s();
+	for (int i = 0; i < o.n; i++)
+		if (eng->sampled[i] >= 0)
+			seq_output(eng, o.reqs[i]->owner, eng->sampled[i], t1);
+	return 0;
+}
+
+static void *engine_main(void *arg)
+{
+	struct engine *eng = arg;
+	pthread_mutex_lock(&eng->mu);
+	for (;;) {
+		while (!eng->stop && !eng->inbox_head && !eng->cancels &&
+		       sched_n_running(eng->sched) + sched_n_waiting(eng->sched) == 0)
+			pthread_cond_wait(&eng->cv, &eng->mu);
+		if (eng->stop)
+			break;
+		drain_inbox_locked(eng);
+		pthread_mutex_unlock(&eng->mu);
+		struct err e;
+		int rc = engine_step(eng, &e);
+		pthread_mutex_lock(&eng->mu);
+		struct sched_counters c;
+		sched_counters_get(eng->sched, &c);
+		eng->st.prefix_queries = c.prefix_queries;
+		eng->st.prefix_hits = c.prefix_hits;
+		eng->st.preemptions = c.preemptions;
+		eng->st.steps = c.steps;
+		eng->st.n_running = sched_n_running(eng->sched);
+		eng->n_sched_waiting = sched_n_waiting(eng->sched);
+		eng->st.kv_usage = blocks_usage(eng->pool);
+		if (rc < 0) {
+			LOG_E(MOD, "step failed: %s", e.msg);
+			eng->dead = true;
+			snprintf(eng->dead_msg, sizeof eng->dead_msg, "%s", e.msg);
+			pthread_mutex_unlock(&eng->mu);
+			abort_all(eng, e.msg);
+			pthread_mutex_lock(&eng->mu);
+			eng->stop = true; /* nothing more can run */
+			break;
+		}
+	}
+	/* shutting down: take what is left in the inbox and abort everything */
+	drain_inbox_locked(eng);
+	pthread_mutex_unlock(&eng->mu);
+	abort_all(eng, eng->dead ? eng->dead_msg : "engine shut down");
+	return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static size_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return (size_t)4 << 30;
+	char line[256];
+	unsigned long long kb = 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb ? (size_t)kb * 1024 : (size_t)4 << 30;
+}
+
+static const struct attn_backend *pick_backend(const struct engine_options *o, struct err *e)
+{
+	if (o->backend)
+		return o->backend;
+	const char *env = getenv("MLASERVE_ATTENTION_BACKEND");
+	if (env && *env) {
+		const struct attn_backend *b = attn_backend_by_name(env);
+		if (!b)
+			err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", env);
+		return b;
+	}
+	if (attn_backend_count() < 1) {
+		err_set(e, "no attention backend compiled in");
+		return NULL;
+	}
+	return attn_backend_at(0);
+}
+
+int engine_new(const struct engine_options *o, struct engine **out, struct err *e)
+{
+	if (!o->model)
+		return err_set(e, "engine: no model");
+	struct engine *eng = calloc(1, sizeof *eng);
+	if (!eng)
+		return err_set(e, "engine: out of memory");
+	eng->o = *o;
+	eng->cfg = model_config(o->model);
+	eng->vocab = eng->cfg->vocab_size;
+	stats_init(&eng->st);
+	pthread_mutex_init(&eng->mu, NULL);
+	pthread_cond_init(&eng->cv, NULL);
+	eng->backend = pick_backend(o, e);
+	if (!eng->backend)
+		goto fail;
+	eng->max_model_len = o->max_model_len > 0 ? o->max_model_len : eng->cfg->max_position_embeddings;
+	if (eng->max_model_len < 2) {
+		err_set(e, "max_model_len %d is too small", eng->max_model_len);
+		goto fail;
+	}
+	int mult = eng->backend->block_size_multiple > 0 ? eng->backend->block_size_multiple : 1;
+	int bs = o->block_size;
+	if (bs <= 0)
+		bs = ((16 + mult - 1) / mult) * mult;
+	if (bs % mult) {
+		err_set(e, "block size %d: attention backend %s needs a multiple of %d", bs,
+			eng->backend->name, mult);
+		goto fail;
+	}
+	eng->block_size = bs;
+	if (o->max_num_seqs < 1 || o->max_num_batched_tokens < 1) {
+		err_set(e, "max_num_seqs %d / max_num_batched_tokens %d must be >= 1", o->max_num_seqs,
+			o->max_num_batched_tokens);
+		goto fail;
+	}
+	if (o->kv_dtype != DT_F32 && o->kv_dtype != DT_BF16) {
+		err_set(e, "kv cache dtype %s is not supported (float32 or bfloat16)", dtype_name(o->kv_dtype));
+		goto fail;
+	}
+	/* KV pool: the byte budget, but never more blocks than max_num_seqs full sequences use */
+	int row = eng->cfg->kv_lora_rank + eng->cfg->qk_rope_head_dim;
+	size_t per_block = kv_cache_bytes_per_block(eng->cfg->num_hidden_layers, bs, row, o->kv_dtype);
+	size_t budget = o->kv_cache_memory;
+	if (budget == 0) {
+		budget = mem_available() / 4;
+		if (budget > ((size_t)16 << 30))
+			budget = (size_t)16 << 30;
+	}
+	size_t useful = (size_t)o->max_num_seqs * (size_t)((eng->max_model_len + bs - 1) / bs) + 1;
+	size_t nb = budget / per_block;
+	if (o->kv_cache_memory == 0 && nb > useful)
+		nb = useful;
+	if (nb > (size_t)1 << 30)
+		nb = (size_t)1 << 30;
+	if (nb * (size_t)bs < (size_t)eng->max_model_len) {
+		err_set(e, "kv cache of %zu bytes holds %zu tokens, less than max_model_len %d; raise --kv-cache-memory or lower --max-model-len",
+			budget, nb * (size_t)bs, eng->max_model_len);
+		goto fail;
+	}
+	eng->n_blocks = (int)nb + 1; /* + the null block */
+	if (kv_cache_init(&eng->kv, eng->cfg->num_hidden_layers, eng->n_blocks, bs,
+			  eng->cfg->kv_lora_rank, eng->cfg->qk_rope_head_dim, o->kv_dtype, e) < 0)
+		goto fail;
+	sample_rng_seed(&eng->rng, o->seed);
+	uint64_t hash_key = sample_rng_next(&eng->rng) ^ (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)eng;
+	if (blocks_new(eng->n_blocks, bs, o->enable_prefix_caching, hash_key, &eng->pool, e) < 0)
+		goto fail;
+	struct sched_config sc = {.max_num_seqs = o->max_num_seqs,
+				  .max_num_batched_tokens = o->max_num_batched_tokens,
+				  .max_model_len = eng->max_model_len};
+	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
+		goto fail;
+	const struct attn_backend *bl[1] = {eng->backend};
+	char why[256] = "";
+	eng->threshold = attn_threshold_resolve(bl, 1, o->dcp_size > 0 ? o->dcp_size : 1,
+						o->dcp_interleave > 0 ? o->dcp_interleave : 1, 0,
+						why, sizeof why);
+	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
+				   .max_num_batched_tokens = o->max_num_batched_tokens,
+				   .max_model_len = eng->max_model_len, .block_size = bs,
+				   .vocab = eng->vocab, .threshold = eng->threshold,
+				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN};
+	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
+		goto fail;
+	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
+		goto fail;
+	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
+	eng->sampled = calloc((size_t)o->max_num_seqs, sizeof *eng->sampled);
+	if (!eng->rows || !eng->sampled) {
+		err_set(e, "engine: out of memory");
+		goto fail;
+	}
+	eng->st.n_blocks = eng->n_blocks - 1;
+	eng->st.block_size = bs;
+	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
+	      eng->threshold, why);
+	LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens (%.1f MiB, %s), prefix caching %s",
+	      eng->n_blocks - 1, bs, (long long)(eng->n_blocks - 1) * bs,
+	      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
+	      o->enable_prefix_caching ? "on" : "off");
+	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
+	      o->max_num_seqs, o->max_num_batched_tokens);
+	if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
+		err_set(e, "engine: cannot start the engine thread");
+		goto fail;
+	}
+	eng->thread_started = true;
+	*out = eng;
+	return 0;
+fail:
+	engine_free(eng);
+	return -1;
+}
+
+void engine_free(struct engine *eng)
+{
+	if (!eng)
+		return;
+	if (eng->thread_started) {
+		pthread_mutex_lock(&eng->mu);
+		eng->stop = true;
+		pthread_cond_signal(&eng->cv);
+		pthread_mutex_unlock(&eng->mu);
+		pthread_join(eng->thread, NULL);
+	}
+	/* cancels that raced with the shutdown: only their list reference is left to drop */
+	while (eng->cancels) {
+		struct engine_req *h = eng->cancels;
+		eng->cancels = h->cancel_next;
+		outbox_unref(h);
+	}
+	free(eng->rows);
+	free(eng->sampled);
+	sample_scratch_fini(&eng->ss);
+	if (eng->runner.logits)
+		runner_fini(&eng->runner);
+	sched_free(eng->sched);
+	blocks_free_pool(eng->pool);
+	if (eng->kv.data)
+		kv_cache_fini(&eng->kv);
+	pthread_mutex_destroy(&eng->mu);
+	pthread_cond_destroy(&eng->cv);
+	free(eng);
+}
+
+bool engine_alive(const struct engine *eng)
+{
+	struct engine *m = (struct engine *)eng;
+	pthread_mutex_lock(&m->mu);
+	bool ok = !m->dead && !m->stop;
+	pthread_mutex_unlock(&m->mu);
+	return ok;
+}
+
+int engine_max_model_len(const struct engine *eng) { return eng->max_model_len; }
+int engine_block_size(const struct engine *eng) { return eng->block_size; }
+int engine_num_blocks(const struct engine *eng) { return eng->n_blocks - 1; }
+struct kv_cache *engine_kv_cache(struct engine *eng) { return &eng->kv; }
+const struct attn_backend *engine_backend(const struct engine *eng) { return eng->backend; }
+
+void engine_stats_get(struct engine *eng, struct engine_stats *s)
+{
+	pthread_mutex_lock(&eng->mu);
+	*s = eng->st;
+	s->n_waiting = eng->n_inbox + eng->n_sched_waiting;
+	pthread_mutex_unlock(&eng->mu);
+}
+
+/* ---- submit ---- */
+
+static int seq_new(struct engine *eng, struct engine_req *h, int index, const int32_t *prompt,
+		   int n_prompt, const struct sampling_params *p, uint64_t unseeded, double t,
+		   struct eseq **out, struct err *e)
+{
+	struct eseq *s = calloc(1, sizeof *s);
+	if (!s)
+		return err_set(e, "request: out of memory");
+	s->p = *p;
+	int max_tokens = eng->max_model_len - n_prompt;
+	if (p->max_tokens > 0 && p->max_tokens < max_tokens)
+		max_tokens = p->max_tokens;
+	s->p.max_tokens = max_tokens;
+	if (sched_req_init(&s->sr, 0, prompt, n_prompt, n_prompt + max_tokens, eng->block_size, e) < 0) {
+		free(s);
+		return -1;
+	}
+	s->sr.owner = s;
+	s->sr.max_tokens = max_tokens;
+	s->sr.min_tokens = p->min_tokens;
+	s->sr.ignore_eos = p->ignore_eos;
+	/* generation_config eos ids: the first is EOS (stop_reason null), the others act as
+	 * stop token ids unless ignore_eos (vLLM update_from_generation_config) */
+	const struct engine_options *o = &eng->o;
+	s->sr.eos = o->n_eos_ids > 0 ? o->eos_ids[0] : -1;
+	int n_stop = 0;
+	for (int i = 0; i < p->n_stop_token_ids && n_stop < ENGINE_MAX_STOP_IDS; i++)
+		s->stop_ids[n_stop++] = p->stop_token_ids[i];
+	if (!p->ignore_eos)
+		for (int i = 1; i < o->n_eos_ids && n_stop < ENGINE_MAX_STOP_IDS; i++)
+			s->stop_ids[n_stop++] = o->eos_ids[i];
+	s->sr.stop_ids = s->stop_ids;
+	s->sr.n_stop_ids = n_stop;
+	for (int i = 0; i < o->n_eos_ids; i++)
+		s->mask_ids[s->n_mask++] = o->eos_ids[i];
+	for (int i = 0; i < n_stop; i++)
+		s->mask_ids[s->n_mask++] = s->stop_ids[i];
+	sample_rng_seed(&s->rng, p->has_seed ? p->seed + (uint64_t)index : unseeded);
+	if (seq_text_init(&s->text, o->tok, &s->p, prompt, n_prompt, e) < 0) {
+		sched_req_fini(&s->sr);
+		free(s);
+		return -1;
+	}
+	s->h = h;
+	s->index = index;
+	s->t_arrival = t;
+	*out = s;
+	return 0;
+}
+
+int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
+		  const struct sampling_params *p, struct engine_req **out, struct err *e)
+{
+	*out = NULL;
+	if (prompt_len < 1) {
+		err_set(e, "prompt is empty");
+		return ENGINE_EINVAL;
+	}
+	if (prompt_len >= eng->max_model_len) {
+		err_set(e, "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			eng->max_model_len, prompt_len);
+		return ENGINE_EINVAL;
+	}
+	for (int i = 0; i < prompt_len; i++)
+		if (prompt[i] < 0 || prompt[i] >= eng->vocab) {
+			err_set(e, "prompt token %d at position %d is out of vocabulary (vocab %d)",
+				(int)prompt[i], i, eng->vocab);
+			return ENGINE_EINVAL;
+		}
+	if (sampling_params_validate(p, eng->vocab, e) < 0)
+		return ENGINE_EINVAL;
+	if (p->n_stop > 0 && !eng->o.tok) {
+		err_set(e, "stop strings need a tokenizer");
+		return ENGINE_EINVAL;
+	}
+	pthread_mutex_lock(&eng->mu);
+	bool dead = eng->dead || eng->stop;
+	bool full = eng->n_inbox + eng->n_sched_waiting + p->n > eng->o.max_waiting;
+	uint64_t unseeded = sample_rng_next(&eng->rng);
+	pthread_mutex_unlock(&eng->mu);
+	if (dead) {
+		err_set(e, "engine is not running");
+		return ENGINE_EDEAD;
+	}
+	if (full) {
+		err_set(e, "server is overloaded: %d requests waiting", eng->o.max_waiting);
+		return ENGINE_EQUEUE_FULL;
+	}
+	struct engine_req *h = outbox_new(p->n, eng);
+	if (!h) {
+		err_set(e, "request: out of memory");
+		return ENGINE_EINVAL;
+	}
+	struct eseq *first = NULL, *last = NULL;
+	double t = now_s();
+	int rc = 0;
+	for (int i = 0; i < p->n && rc == 0; i++) {
+		struct eseq *s = NULL;
+		if (seq_new(eng, h, i, prompt, prompt_len, p, unseeded + (uint64_t)i, t, &s, e) < 0) {
+			rc = ENGINE_EINVAL;
+			break;
+		}
+		h->seqs[i] = s;
+		if (last)
+			last->inbox_next = s;
+		else
+			first = s;
+		last = s;
+	}
+	if (rc) {
+		for (int i = 0; i < p->n; i++)
+			if (h->seqs[i])
+				eseq_free(h->seqs[i]);
+		outbox_discard(h);
+		return rc;
+	}
+	h->n_alive = p->n;
+	pthread_mutex_lock(&eng->mu);
+	uint64_t id = eng->next_id;
+	eng->next_id += (uint64_t)p->n;
+	for (struct eseq *s = first; s; s = s->inbox_next)
+		s->sr.id = id++;
+	if (eng->inbox_tail)
+		eng->inbox_tail->inbox_next = first;
+	else
+		eng->inbox_head = first;
+	eng->inbox_tail = last;
+	eng->n_inbox += p->n;
+	pthread_cond_signal(&eng->cv);
+	pthread_mutex_unlock(&eng->mu);
+	*out = h;
+	return 0;
+}

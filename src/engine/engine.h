@@ -1,0 +1,240 @@
+/* The inference engine: a thread that owns the scheduler, the KV block pool and the model
+ * runner, fed by engine_submit and drained through per-request handles. The HTTP server and
+ * the offline `generate` command both use this API (../docs/DESIGN.md §2).
+ *
+ * Threading: every function here is safe to call from any thread. Only the engine thread
+ * touches scheduler state; submit/cancel post to its inbox, events are delivered through a
+ * per-request outbox (mutex + condition variable, no spinning).
+ *
+ * Typical use:
+ *     struct sampling_params sp;
+ *     sampling_params_init(&sp, &defaults);      // generation_config defaults
+ *     sp.max_tokens = 64;
+ *     struct engine_req *h;
+ *     if (engine_submit(eng, ids, n_ids, &sp, &h, &e) < 0) ... // ENGINE_EQUEUE_FULL -> 503
+ *     struct engine_event ev;
+ *     while (engine_next_event(h, &ev, -1) == ENGINE_EV_OK) { ...ev.text, ev.finish... }
+ *     engine_release(h);
+ */
+#ifndef MLA_ENGINE_ENGINE_H
+#define MLA_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/err.h"
+
+struct model;
+struct attn_backend;
+struct tok;
+struct step_plan;
+struct kv_cache;
+
+#define ENGINE_MAX_LOGPROBS 20	  /* --max-logprobs */
+#define ENGINE_MAX_STOP_IDS 64	  /* stop_token_ids + generation_config eos ids */
+#define ENGINE_MAX_STOP_STRS 16	  /* stop strings per request */
+#define ENGINE_MAX_STOP_STR_LEN 512 /* bytes per stop string */
+#define ENGINE_MAX_LOGIT_BIAS 300
+
+/* ---- sampling parameters (vLLM SamplingParams semantics, spec C.2) ---- */
+
+/* Server-side defaults: generation_config.json values (or the OpenAI defaults when absent).
+ * A request's explicit value wins over these (spec C.2 "sampling default precedence"). */
+struct sampling_defaults {
+	float temperature;	  /* 1.0 */
+	float top_p;		  /* 1.0 */
+	int top_k;		  /* 0 = off */
+	float min_p;		  /* 0 */
+	float repetition_penalty; /* 1.0 */
+	float presence_penalty, frequency_penalty; /* 0 */
+	int max_tokens;		  /* -1 = none (up to max_model_len) */
+};
+
+struct sampling_params {
+	float temperature;	  /* < 1e-5: greedy (top_p/top_k/min_p then ignored) */
+	float top_p;		  /* (0, 1] */
+	int top_k;		  /* 0 or -1 = off, else >= 1 */
+	float min_p;		  /* [0, 1] */
+	float presence_penalty;	  /* [-2, 2], over output tokens */
+	float frequency_penalty;  /* [-2, 2], over output tokens */
+	float repetition_penalty; /* > 0, 1 = off, over prompt + output tokens */
+	int max_tokens;		  /* -1 = until max_model_len; else >= 1 (capped by the engine
+				   * at max_model_len - prompt_len) */
+	int min_tokens;		  /* EOS and stop ids are masked until this many outputs */
+	bool ignore_eos;
+	int n_stop_token_ids;
+	int32_t stop_token_ids[ENGINE_MAX_STOP_IDS]; /* finish "stop", stop_reason = the id */
+	int n_stop;
+	char stop[ENGINE_MAX_STOP_STRS][ENGINE_MAX_STOP_STR_LEN]; /* NUL-terminated, non-empty */
+	bool include_stop_str_in_output;
+	bool has_seed;
+	uint64_t seed;		  /* per-request RNG: same seed -> same tokens, whatever the batch */
+	int logprobs;		  /* -1 none; 0..ENGINE_MAX_LOGPROBS = sampled token + top-N */
+	bool skip_special_tokens; /* detokenization (default true) */
+	bool spaces_between_special_tokens; /* default true */
+	int n;			  /* number of choices, >= 1; choice i uses seed + i when seeded */
+	int n_logit_bias;
+	int32_t logit_bias_ids[ENGINE_MAX_LOGIT_BIAS];
+	float logit_bias[ENGINE_MAX_LOGIT_BIAS]; /* added to the raw logit, clamped to [-100, 100] */
+};
+
+/* Fills every field from `d` (NULL = the OpenAI defaults), n = 1, logprobs = -1,
+ * skip_special_tokens = true, no seed, no stops. */
+void sampling_params_init(struct sampling_params *p, const struct sampling_defaults *d);
+void sampling_defaults_init(struct sampling_defaults *d); /* the OpenAI defaults */
+/* Range checks of spec C.2; error names the field and the value. */
+int sampling_params_validate(const struct sampling_params *p, int vocab_size, struct err *e);
+
+/* ---- engine options ---- */
+
+/* Optional replacement of the local forward (distributed runs: rank 0 broadcasts the
+ * pointer-free plan and every rank runs model_forward on its shard). Must fill
+ * logits[plan->n_logits, vocab] (fp32) with the full vocabulary. */
+struct engine_forward_hook {
+	int (*forward)(void *ctx, const struct step_plan *plan, float *logits, struct err *e);
+	void *ctx;
+};
+
+struct engine_options {
+	struct model *model;		     /* loaded; not owned */
+	const struct attn_backend *backend;  /* NULL: MLASERVE_ATTENTION_BACKEND or the best */
+	struct tok *tok;		     /* not owned; NULL: no text, no stop strings */
+	int block_size;			     /* tokens per KV block; 0 = default */
+	size_t kv_cache_memory;		     /* bytes for the KV pool; 0 = auto */
+	enum dtype kv_dtype;		     /* DT_F32 or DT_BF16 (engine_args resolves "auto") */
+	bool enable_prefix_caching;	     /* default true */
+	int max_num_seqs;		     /* running requests per step */
+	int max_num_batched_tokens;	     /* token budget per step */
+	int max_model_len;		     /* 0 = max_position_embeddings */
+	int max_waiting;		     /* bound on the waiting queue; submit -> ENGINE_EQUEUE_FULL */
+	uint64_t seed;			     /* engine RNG for unseeded requests */
+	int n_eos_ids;			     /* generation_config eos ids (+ config eos) */
+	int32_t eos_ids[8];
+	struct engine_forward_hook hook;     /* forward == NULL: local model_forward */
+	/* Decode context parallelism as seen by the scheduler/runner (1 = off); only used to
+	 * resolve the reorder threshold (mla-dcp-spec §1.1). */
+	int dcp_size, dcp_interleave;
+};
+
+/* Fills defaults: block_size 0 (auto), prefix caching on, max_num_seqs 256,
+ * max_num_batched_tokens 8192, max_waiting 4096, kv_dtype DT_F32. */
+void engine_options_init(struct engine_options *o);
+
+struct engine;
+
+/* Sizes and allocates the KV pool, resolves the backend and its reorder threshold (logged),
+ * and starts the engine thread. */
+int engine_new(const struct engine_options *o, struct engine **out, struct err *e);
+/* Stops the thread (aborting every request still in flight: their handles end with
+ * finish ABORT) and frees everything except handles still held by callers, which may still
+ * be read and released afterwards. No other call on `eng` (submit, cancel) may run
+ * concurrently with or after engine_free. Does not free the model or tokenizer. */
+void engine_free(struct engine *eng);
+bool engine_alive(const struct engine *eng); /* false after a fatal forward error */
+int engine_max_model_len(const struct engine *eng);
+int engine_block_size(const struct engine *eng);
+int engine_num_blocks(const struct engine *eng); /* usable blocks (null block excluded) */
+/* For a distributed forward hook on rank 0: the engine's paged KV cache (n_blocks + 1 blocks
+ * including the null block) and its attention backend. hook.ctx may point to a struct the
+ * caller completes after engine_new returns: the hook is never called before the first
+ * engine_submit. */
+struct kv_cache *engine_kv_cache(struct engine *eng);
+const struct attn_backend *engine_backend(const struct engine *eng);
+
+/* ---- requests ---- */
+
+enum {
+	ENGINE_EINVAL = -1,	/* bad prompt or parameters (message in err) -> 400 */
+	ENGINE_EQUEUE_FULL = -2, /* waiting queue at max_waiting -> 503 */
+	ENGINE_EDEAD = -3,	/* engine stopped or failed -> 503 */
+};
+
+struct engine_req; /* a handle: reference counted, shared by the engine and the caller */
+
+/* Copies prompt and params. prompt_len must be in [1, max_model_len - 1]; max_tokens is
+ * capped at max_model_len - prompt_len. On success *out holds one caller reference. */
+int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
+		  const struct sampling_params *p, struct engine_req **out, struct err *e);
+/* Client went away: the request finishes with ABORT, its blocks are freed at the next step.
+ * Idempotent; harmless after the request finished. */
+void engine_cancel(struct engine_req *r);
+/* Drops the caller's reference (cancels the request if it is still running). */
+void engine_release(struct engine_req *r);
+
+enum engine_finish {
+	ENGINE_FINISH_NONE = 0,
+	ENGINE_FINISH_STOP,   /* EOS, stop token id or stop string */
+	ENGINE_FINISH_LENGTH, /* max_tokens or max_model_len */
+	ENGINE_FINISH_ABORT,  /* cancelled, engine shut down, or engine error */
+};
+const char *engine_finish_name(enum engine_finish f); /* "stop" "length" "abort" or NULL */
+
+struct engine_logprob {
+	int32_t token;	 /* the sampled token */
+	float logprob;	 /* log-softmax of the raw logits (vLLM's default "raw_logprobs") */
+	int rank;	 /* 1 = most likely */
+	int n_top;	 /* = sampling_params.logprobs */
+	int32_t top_ids[ENGINE_MAX_LOGPROBS];
+	float top_logprobs[ENGINE_MAX_LOGPROBS]; /* descending */
+};
+
+/* One delivery for one choice. Several steps' tokens may be coalesced into one event when
+ * the reader is slower than the engine. Pointers stay valid until the next
+ * engine_next_event on this handle or engine_release. */
+struct engine_event {
+	int index;		  /* choice index in [0, n) */
+	int n_tokens;
+	const int32_t *token_ids;  /* [n_tokens] new tokens (after a stop string: all tokens
+				    * generated, including the one that completed it) */
+	const struct engine_logprob *logprobs; /* [n_tokens], NULL unless logprobs >= 0 */
+	const char *text;	  /* NUL-terminated UTF-8 delta, complete characters only,
+				   * truncated at a stop string; "" when no tokenizer */
+	size_t text_len;
+	enum engine_finish finish; /* != NONE on the choice's last event */
+	int32_t stop_token;	  /* stop_reason when a stop_token_id fired, else -1 */
+	const char *stop_str;	  /* stop_reason when a stop string fired, else NULL */
+	const char *error;	  /* engine error message for ABORT by failure, else NULL */
+	/* cumulative counters of this choice */
+	int n_prompt_tokens, n_cached_tokens, n_output_tokens;
+};
+
+enum {
+	ENGINE_EV_OK = 0,      /* *ev filled */
+	ENGINE_EV_TIMEOUT = 1, /* nothing within timeout_ms */
+	ENGINE_EV_END = 2,     /* every choice finished and every event was read */
+};
+
+/* Waits for the next event: timeout_ms < 0 waits forever, 0 polls. */
+int engine_next_event(struct engine_req *r, struct engine_event *ev, int timeout_ms);
+
+/* ---- metrics (spec C.8) ---- */
+
+#define ENGINE_HIST_MAX_BUCKETS 24
+struct engine_hist {
+	int n_bounds;
+	double bounds[ENGINE_HIST_MAX_BUCKETS];	   /* upper bounds (le), ascending */
+	uint64_t counts[ENGINE_HIST_MAX_BUCKETS + 1]; /* per bucket (NOT cumulative); last = +Inf */
+	double sum;
+	uint64_t count;
+};
+
+struct engine_stats {
+	int n_running, n_waiting;
+	double kv_usage;	   /* 1 - free / total, in [0, 1] */
+	int n_blocks, block_size;
+	uint64_t prefix_queries, prefix_hits; /* tokens */
+	uint64_t preemptions;
+	uint64_t prompt_tokens, generation_tokens;
+	uint64_t finished[4];	   /* indexed by enum engine_finish (STOP, LENGTH, ABORT) */
+	uint64_t steps;
+	struct engine_hist ttft;   /* seconds: time_to_first_token */
+	struct engine_hist itl;	   /* seconds: inter_token_latency / time_per_output_token */
+	struct engine_hist e2e;	   /* seconds: e2e_request_latency */
+	struct engine_hist queue;  /* seconds: request_queue_time */
+};
+
+void engine_stats_get(struct engine *eng, struct engine_stats *s);
+
+#endif

@@ -1,0 +1,299 @@
+/* Shared engine flags and start-up of the whole stack (engine_args.h). */
+#include "engine/engine_args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attn/attn.h"
+#include "base/log.h"
+#include "io/config.h"
+#include "model/model.h"
+#include "ops/pool.h"
+#include "tok/tokenizer.h"
+
+#define MOD "engine"
+
+void engine_args_init(struct engine_args *a, bool serving)
+{
+	memset(a, 0, sizeof *a);
+	a->dtype = "auto";
+	a->kv_cache_dtype = "auto";
+	a->enable_prefix_caching = true;
+	a->max_num_seqs = 256;
+	a->max_num_batched_tokens = serving ? 2048 : 8192;
+	a->max_waiting = 4096;
+	a->tp_size = 1;
+	a->dcp_size = 1;
+	a->dcp_interleave = 1;
+}
+
+void engine_args_usage(FILE *f)
+{
+	fprintf(f,
+		"engine options:\n"
+		"  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
+		"  --load-format auto|dummy          dummy: random weights from config.json\n"
+		"  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND)\n"
+		"  --block-size N                    tokens per KV block (default: backend's)\n"
+		"  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
+		"  --kv-cache-dtype auto|bfloat16|float32\n"
+		"  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
+		"  --max-num-seqs N                  running requests per step (256)\n"
+		"  --max-num-batched-tokens N        token budget per step\n"
+		"  --max-model-len N                 context length (default: config)\n"
+		"  --max-waiting-requests N          queue bound before 503 (4096)\n"
+		"  --seed N                          engine seed (default 0)\n"
+		"  --threads N                       compute threads (default: all CPUs)\n"
+		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n");
+}
+
+int engine_args_parse_bytes(const char *s, size_t *out)
+{
+	errno = 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || errno || !(v >= 0))
+		return -1;
+	double mul = 1;
+	if (!*end || !strcmp(end, "B"))
+		mul = 1;
+	else if (!strcasecmp(end, "K") || !strcasecmp(end, "KB") || !strcasecmp(end, "KiB"))
+		mul = 1024.0;
+	else if (!strcasecmp(end, "M") || !strcasecmp(end, "MB") || !strcasecmp(end, "MiB"))
+		mul = 1024.0 * 1024;
+	else if (!strcasecmp(end, "G") || !strcasecmp(end, "GB") || !strcasecmp(end, "GiB"))
+		mul = 1024.0 * 1024 * 1024;
+	else
+		return -1;
+	v *= mul;
+	if (v > 1e18)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int *out, struct err *e)
+{
+	errno = 0;
+	char *end;
+	long x = strtol(v, &end, 10);
+	if (end == v || *end || errno || x < lo || x > INT_MAX)
+		return err_set(e, "%s: invalid value '%s' (an integer >= %d)", flag, v, lo);
+	*out = (int)x;
+	return 0;
+}
+
+int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, struct err *e)
+{
+	const char *arg = argv[*i];
+	if (strncmp(arg, "--", 2))
+		return 0;
+	/* flags without a value */
+	if (!strcmp(arg, "--enable-prefix-caching")) {
+		a->enable_prefix_caching = true;
+		(*i)++;
+		return 1;
+	}
+	if (!strcmp(arg, "--no-enable-prefix-caching")) {
+		a->enable_prefix_caching = false;
+		(*i)++;
+		return 1;
+	}
+	static const char *const with_value[] = {
+		"--dtype", "--load-format", "--attention-backend", "--block-size", "--kv-cache-memory",
+		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
+		"--max-waiting-requests", "--seed", "--threads", "--tokenizer"};
+	size_t flen = strcspn(arg, "=");
+	const char *flag = NULL;
+	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+		if (strlen(with_value[k]) == flen && !strncmp(arg, with_value[k], flen))
+			flag = with_value[k];
+	if (!flag)
+		return 0;
+	const char *v;
+	int used;
+	if (arg[flen] == '=') {
+		v = arg + flen + 1;
+		used = 1;
+	} else {
+		if (*i + 1 >= argc)
+			return err_set(e, "%s needs a value", flag);
+		v = argv[*i + 1];
+		used = 2;
+	}
+	int rc = 0;
+	if (!strcmp(flag, "--dtype")) {
+		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
+			return err_set(e, "--dtype: invalid value '%s' (auto, float32 or bfloat16)", v);
+		a->dtype = v;
+	} else if (!strcmp(flag, "--load-format")) {
+		if (strcmp(v, "auto") && strcmp(v, "dummy") && strcmp(v, "safetensors"))
+			return err_set(e, "--load-format: invalid value '%s' (auto or dummy)", v);
+		a->load_dummy = !strcmp(v, "dummy");
+	} else if (!strcmp(flag, "--attention-backend")) {
+		if (!attn_backend_by_name(v)) {
+			char names[256] = "";
+			for (int k = 0; k < attn_backend_count(); k++) {
+				strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);
+				strncat(names, attn_backend_at(k)->name, sizeof names - strlen(names) - 1);
+			}
+			return err_set(e, "--attention-backend: unknown backend '%s' (%s)", v, names);
+		}
+		a->attention_backend = v;
+	} else if (!strcmp(flag, "--block-size")) {
+		rc = parse_int(flag, v, 1, &a->block_size, e);
+	} else if (!strcmp(flag, "--kv-cache-memory")) {
+		if (engine_args_parse_bytes(v, &a->kv_cache_memory) < 0 || a->kv_cache_memory == 0)
+			return err_set(e, "--kv-cache-memory: invalid size '%s' (e.g. 1073741824, 512MiB, 2G)", v);
+	} else if (!strcmp(flag, "--kv-cache-dtype")) {
+		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
+			return err_set(e, "--kv-cache-dtype: invalid value '%s' (auto, bfloat16 or float32)", v);
+		a->kv_cache_dtype = v;
+	} else if (!strcmp(flag, "--max-num-seqs")) {
+		rc = parse_int(flag, v, 1, &a->max_num_seqs, e);
+	} else if (!strcmp(flag, "--max-num-batched-tokens")) {
+		rc = parse_int(flag, v, 1, &a->max_num_batched_tokens, e);
+	} else if (!strcmp(flag, "--max-model-len")) {
+		rc = parse_int(flag, v, 2, &a->max_model_len, e);
+	} else if (!strcmp(flag, "--max-waiting-requests")) {
+		rc = parse_int(flag, v, 1, &a->max_waiting, e);
+	} else if (!strcmp(flag, "--seed")) {
+		errno = 0;
+		char *end;
+		unsigned long long s = strtoull(v, &end, 10);
+		if (end == v || *end || errno || *v == '-')
+			return err_set(e, "--seed: invalid value '%s'", v);
+		a->seed = s;
+	} else if (!strcmp(flag, "--threads")) {
+		rc = parse_int(flag, v, 0, &a->threads, e);
+	} else if (!strcmp(flag, "--tokenizer")) {
+		a->tokenizer = v;
+	}
+	if (rc < 0)
+		return -1;
+	*i += used;
+	return 1;
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+	char p[4096];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,
+			struct engine_runtime *rt, struct err *e)
+{
+	memset(rt, 0, sizeof *rt);
+	if (!a->model_dir)
+		return err_set(e, "no model directory");
+	struct model_config cfg;
+	if (config_load(a->model_dir, &cfg, e) < 0)
+		return -1;
+	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	if (pool_new(a->threads, &rt->pool, e) < 0)
+		goto fail;
+	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
+				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
+				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
+				   .pool = rt->pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank};
+	if (!strcmp(a->dtype, "auto"))
+		mo.act_dtype_auto = true;
+	else if (!strcmp(a->dtype, "bfloat16"))
+		mo.act_dtype = DT_BF16;
+	if (model_load(a->model_dir, &mo, &rt->model, e) < 0)
+		goto fail;
+	/* the KV cache follows the activations unless told: float32 runs stay exact */
+	enum dtype kvd;
+	if (!strcmp(a->kv_cache_dtype, "float32"))
+		kvd = DT_F32;
+	else if (!strcmp(a->kv_cache_dtype, "bfloat16"))
+		kvd = DT_BF16;
+	else if (mo.act_dtype_auto)
+		kvd = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
+	else
+		kvd = mo.act_dtype == DT_F32 ? DT_F32 : DT_BF16;
+
+	const char *tdir = a->tokenizer ? a->tokenizer : a->model_dir;
+	if (a->tokenizer || file_exists(a->model_dir, "tokenizer.json")) {
+		if (tok_load(tdir, &rt->tok, e) < 0)
+			goto fail;
+	} else {
+		LOG_W(MOD, "%s has no tokenizer.json: token ids only, no text or stop strings",
+		      a->model_dir);
+	}
+	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
+		goto fail;
+	if (rt->tok)
+		hf_config_resolve_ids(&rt->hf, rt->tok);
+
+	sampling_defaults_init(&rt->defaults);
+	const struct hf_config *h = &rt->hf;
+	if (h->has_temperature)
+		rt->defaults.temperature = (float)h->temperature;
+	if (h->has_top_p)
+		rt->defaults.top_p = (float)h->top_p;
+	if (h->has_top_k)
+		rt->defaults.top_k = h->top_k;
+	if (h->has_min_p)
+		rt->defaults.min_p = (float)h->min_p;
+	if (h->has_repetition_penalty)
+		rt->defaults.repetition_penalty = (float)h->repetition_penalty;
+	if (h->has_max_new_tokens)
+		rt->defaults.max_tokens = h->max_new_tokens;
+
+	struct engine_options *o = &rt->opts;
+	engine_options_init(o);
+	o->model = rt->model;
+	o->tok = rt->tok;
+	if (a->attention_backend)
+		o->backend = attn_backend_by_name(a->attention_backend);
+	o->block_size = a->block_size;
+	o->kv_cache_memory = a->kv_cache_memory;
+	o->kv_dtype = kvd;
+	o->enable_prefix_caching = a->enable_prefix_caching;
+	o->max_num_seqs = a->max_num_seqs;
+	o->max_num_batched_tokens = a->max_num_batched_tokens;
+	o->max_model_len = max_model_len;
+	o->max_waiting = a->max_waiting;
+	o->seed = a->seed;
+	o->dcp_size = a->dcp_size;
+	o->dcp_interleave = a->dcp_interleave;
+	if (hook)
+		o->hook = *hook;
+	/* EOS: the model's, then generation_config's others (deduplicated) */
+	int32_t primary = cfg.eos_token_id >= 0 ? cfg.eos_token_id
+			  : h->n_gen_eos > 0	? h->gen_eos_token_ids[0]
+						: h->eos_token_id;
+	if (primary >= 0)
+		o->eos_ids[o->n_eos_ids++] = primary;
+	for (int k = 0; k < h->n_gen_eos && o->n_eos_ids < 8; k++) {
+		bool dup = false;
+		for (int j = 0; j < o->n_eos_ids; j++)
+			dup |= o->eos_ids[j] == h->gen_eos_token_ids[k];
+		if (!dup)
+			o->eos_ids[o->n_eos_ids++] = h->gen_eos_token_ids[k];
+	}
+	if (engine_new(o, &rt->engine, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	engine_runtime_close(rt);
+	return -1;
+}
+
+void engine_runtime_close(struct engine_runtime *rt)
+{
+	engine_free(rt->engine);
+	hf_config_free(&rt->hf);
+	if (rt->tok)
+		tok_free(rt->tok);
+	model_free(rt->model);
+	pool_free(rt->pool);
+	memset(rt, 0, sizeof *rt);
+}

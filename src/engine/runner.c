@@ -1,0 +1,147 @@
+/* Model runner (runner.h): scheduler output -> flat batch -> forward -> logits rows. */
+#include "engine/runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/reorder.h"
+#include "model/model.h"
+
+#define ALLOC(a, type, count) ((type *)arena_alloc((a), sizeof(type) * (size_t)(count)))
+
+static int max_blocks_per_seq(const struct runner_config *c)
+{
+	return c->max_model_len / c->block_size + 2;
+}
+
+int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
+		const struct attn_backend *backend, struct kv_cache *kv,
+		const struct engine_forward_hook *hook, struct err *e)
+{
+	memset(rn, 0, sizeof *rn);
+	rn->c = *c;
+	rn->model = model;
+	rn->backend = backend;
+	rn->kv = kv;
+	if (hook)
+		rn->hook = *hook;
+	size_t T = (size_t)c->max_num_batched_tokens, S = (size_t)c->max_num_seqs;
+	size_t MB = (size_t)max_blocks_per_seq(c);
+	/* tokens, positions, slots, query_start, seq_lens, block table, logits rows, n_sched,
+	 * n_computed; + 64 bytes of alignment slack per array */
+	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 3 + 64 * 12;
+	if (arena_init(&rn->arena, bytes) < 0)
+		return err_set(e, "runner: out of memory for a %zu-byte step arena", bytes);
+	rn->logits = malloc(sizeof *rn->logits * S * (size_t)c->vocab);
+	rn->perm = malloc(sizeof *rn->perm * S);
+	rn->logit_of_req = malloc(sizeof *rn->logit_of_req * S);
+	if (!rn->logits || !rn->perm || !rn->logit_of_req) {
+		runner_fini(rn);
+		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
+	}
+	return 0;
+}
+
+void runner_fini(struct runner *rn)
+{
+	arena_fini(&rn->arena);
+	free(rn->logits);
+	free(rn->perm);
+	free(rn->logit_of_req);
+	memset(rn, 0, sizeof *rn);
+}
+
+void runner_build_plan(struct runner *rn, const struct sched_output *o, struct step_plan *p)
+{
+	struct arena *a = &rn->arena;
+	arena_reset(a);
+	int n = o->n, bs = rn->c.block_size;
+	CHECK(n <= rn->c.max_num_seqs && o->total_tokens <= rn->c.max_num_batched_tokens);
+	int32_t *n_sched = ALLOC(a, int32_t, n + 1), *n_comp = ALLOC(a, int32_t, n + 1);
+	int max_blocks = 1;
+	for (int i = 0; i < n; i++) {
+		n_sched[i] = o->reqs[i]->n_sched;
+		n_comp[i] = o->reqs[i]->step_start;
+		if (o->reqs[i]->kv.n_blocks > max_blocks)
+			max_blocks = o->reqs[i]->kv.n_blocks;
+	}
+	int32_t *perm = rn->perm;
+	if (rn->c.threshold > 0)
+		reorder_batch_to_split_decodes_and_prefills(n, n_sched, n_comp, rn->c.threshold, perm);
+	else
+		for (int i = 0; i < n; i++)
+			perm[i] = i;
+
+	int T = o->total_tokens;
+	int32_t *tokens = ALLOC(a, int32_t, T + 1), *pos = ALLOC(a, int32_t, T + 1);
+	int64_t *slots = ALLOC(a, int64_t, T + 1);
+	int32_t *qs = ALLOC(a, int32_t, n + 1), *seq_lens = ALLOC(a, int32_t, n + 1);
+	int32_t *bt = ALLOC(a, int32_t, (size_t)n * max_blocks + 1);
+	int32_t *rows = ALLOC(a, int32_t, n + 1);
+	int t = 0, n_logits = 0;
+	qs[0] = 0;
+	for (int k = 0; k < n; k++) {
+		int i = perm[k];
+		const struct sched_req *r = o->reqs[i];
+		int32_t *bt_row = bt + (size_t)k * max_blocks;
+		memcpy(bt_row, r->kv.blocks, sizeof *bt_row * (size_t)r->kv.n_blocks);
+		for (int j = r->kv.n_blocks; j < max_blocks; j++)
+			bt_row[j] = 0; /* the null block */
+		for (int q = 0; q < r->n_sched; q++, t++) {
+			int p_ = r->step_start + q;
+			CHECK(p_ / bs < r->kv.n_blocks);
+			tokens[t] = r->tokens[p_];
+			pos[t] = p_;
+			slots[t] = (int64_t)bt_row[p_ / bs] * bs + p_ % bs;
+		}
+		qs[k + 1] = t;
+		seq_lens[k] = r->step_start + r->n_sched;
+		if (sched_req_wants_token(r)) {
+			rn->logit_of_req[i] = n_logits;
+			rows[n_logits++] = t - 1;
+		} else {
+			rn->logit_of_req[i] = -1;
+		}
+	}
+	CHECK(t == T);
+	memset(p, 0, sizeof *p);
+	p->n_tokens = T;
+	p->n_seqs = n;
+	p->max_blocks = max_blocks;
+	p->block_size = bs;
+	if (rn->c.threshold > 0) {
+		struct batch_split s = split_decodes_and_prefills(qs, n, rn->c.threshold,
+								  rn->c.require_uniform);
+		p->n_decodes = s.n_decodes;
+		p->n_decode_tokens = s.n_decode_tokens;
+	}
+	p->n_logits = n_logits;
+	p->tokens = tokens;
+	p->positions = pos;
+	p->query_start = qs;
+	p->seq_lens = seq_lens;
+	p->block_table = bt;
+	p->slots = slots;
+	p->logits_rows = rows;
+}
+
+int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
+		   struct err *e)
+{
+	struct step_plan p;
+	runner_build_plan(rn, o, &p);
+	if (rn->hook.forward) {
+		if (rn->hook.forward(rn->hook.ctx, &p, rn->logits, e) < 0)
+			return -1;
+	} else {
+		struct batch b;
+		step_plan_to_batch(&p, &b);
+		if (model_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e) < 0)
+			return -1;
+	}
+	for (int i = 0; i < o->n; i++)
+		rows[i] = rn->logit_of_req[i] < 0
+				  ? NULL
+				  : rn->logits + (size_t)rn->logit_of_req[i] * (size_t)rn->c.vocab;
+	return 0;
+}

@@ -1,0 +1,50 @@
+/* The model runner: turns the scheduler's decisions into one flat batch (reordered decodes
+ * -> extends -> prefills, positions, slot mapping, block tables, logits rows), runs the
+ * forward (locally or through the distributed hook) and hands back one logits row per
+ * request that completed its known tokens. Step buffers come from a per-step arena. */
+#ifndef MLA_ENGINE_RUNNER_H
+#define MLA_ENGINE_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "base/arena.h"
+#include "engine/engine.h"
+#include "engine/plan.h"
+#include "engine/sched.h"
+
+struct runner_config {
+	int max_num_seqs, max_num_batched_tokens, max_model_len;
+	int block_size, vocab;
+	int threshold;	      /* resolved reorder_batch_threshold; 0 = no reordering */
+	bool require_uniform; /* backend query_len_support != VARLEN */
+};
+
+struct runner {
+	struct runner_config c;
+	struct model *model;		    /* NULL: plan building only (tests) */
+	const struct attn_backend *backend;
+	struct kv_cache *kv;
+	struct engine_forward_hook hook;
+	struct arena arena;		    /* per-step plan arrays */
+	float *logits;			    /* [max_num_seqs, vocab] */
+	/* last step: seq k of the plan is o->reqs[perm[k]]; req i's logits row (or -1) */
+	int32_t *perm;			    /* [max_num_seqs] */
+	int32_t *logit_of_req;		    /* [max_num_seqs] */
+};
+
+int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
+		const struct attn_backend *backend, struct kv_cache *kv,
+		const struct engine_forward_hook *hook, struct err *e);
+void runner_fini(struct runner *rn);
+
+/* Builds the plan of `o` into the arena (reset first). */
+void runner_build_plan(struct runner *rn, const struct sched_output *o, struct step_plan *p);
+
+/* Builds the plan, runs the forward, and points rows[i] at the fp32 logits [vocab] of
+ * o->reqs[i], or NULL when that request is still mid-prefill. */
+int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
+		   struct err *e);
+
+#endif

@@ -1,0 +1,306 @@
+/* vLLM V1 scheduler (spec B.2/B.3/B.6). */
+#include "engine/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sched {
+	struct sched_config c;
+	struct block_pool *pool;
+	struct sched_req **running; /* [max_num_seqs] admission order */
+	int n_running;
+	struct sched_req *wait_head, *wait_tail;
+	int n_waiting;
+	struct sched_req **out;	    /* [max_num_seqs] this step's output */
+	int32_t *hit;		    /* [max_model_len / block_size + 1] */
+	struct sched_counters cnt;
+};
+
+int sched_req_init(struct sched_req *r, uint64_t id, const int32_t *prompt, int n_prompt,
+		   int max_len, int block_size, struct err *e)
+{
+	memset(r, 0, sizeof *r);
+	if (n_prompt < 1 || n_prompt > max_len)
+		return err_set(e, "request %llu: prompt of %d tokens does not fit %d",
+			       (unsigned long long)id, n_prompt, max_len);
+	r->tokens = malloc(sizeof *r->tokens * (size_t)max_len);
+	if (!r->tokens)
+		return err_set(e, "request %llu: out of memory", (unsigned long long)id);
+	if (kv_seq_init(&r->kv, max_len, block_size, e) < 0) {
+		free(r->tokens);
+		r->tokens = NULL;
+		return -1;
+	}
+	memcpy(r->tokens, prompt, sizeof *prompt * (size_t)n_prompt);
+	r->id = id;
+	r->n_prompt = r->n_tokens = n_prompt;
+	r->max_len = max_len;
+	r->n_cached = -1;
+	r->max_tokens = max_len - n_prompt;
+	r->eos = -1;
+	r->stop_token = -1;
+	r->status = SREQ_WAITING;
+	return 0;
+}
+
+void sched_req_fini(struct sched_req *r)
+{
+	free(r->tokens);
+	kv_seq_fini(&r->kv);
+	r->tokens = NULL;
+}
+
+int sched_new(const struct sched_config *c, struct block_pool *pool, struct sched **out,
+	      struct err *e)
+{
+	if (c->max_num_seqs < 1 || c->max_num_batched_tokens < 1 || c->max_model_len < 2)
+		return err_set(e, "scheduler: bad limits (max_num_seqs %d, max_num_batched_tokens %d, max_model_len %d)",
+			       c->max_num_seqs, c->max_num_batched_tokens, c->max_model_len);
+	struct sched *s = calloc(1, sizeof *s);
+	if (!s)
+		return err_set(e, "scheduler: out of memory");
+	s->c = *c;
+	s->pool = pool;
+	s->running = calloc((size_t)c->max_num_seqs, sizeof *s->running);
+	s->out = calloc((size_t)c->max_num_seqs, sizeof *s->out);
+	s->hit = calloc((size_t)(c->max_model_len / blocks_size(pool) + 2), sizeof *s->hit);
+	if (!s->running || !s->out || !s->hit) {
+		sched_free(s);
+		return err_set(e, "scheduler: out of memory");
+	}
+	*out = s;
+	return 0;
+}
+
+void sched_free(struct sched *s)
+{
+	if (!s)
+		return;
+	free(s->running);
+	free(s->out);
+	free(s->hit);
+	free(s);
+}
+
+/* ---- waiting deque ---- */
+
+static void wait_push_back(struct sched *s, struct sched_req *r)
+{
+	r->next = NULL;
+	r->prev = s->wait_tail;
+	if (s->wait_tail)
+		s->wait_tail->next = r;
+	else
+		s->wait_head = r;
+	s->wait_tail = r;
+	s->n_waiting++;
+}
+
+static void wait_push_front(struct sched *s, struct sched_req *r)
+{
+	r->prev = NULL;
+	r->next = s->wait_head;
+	if (s->wait_head)
+		s->wait_head->prev = r;
+	else
+		s->wait_tail = r;
+	s->wait_head = r;
+	s->n_waiting++;
+}
+
+static void wait_remove(struct sched *s, struct sched_req *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->wait_head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		s->wait_tail = r->prev;
+	r->prev = r->next = NULL;
+	s->n_waiting--;
+}
+
+static void running_remove_at(struct sched *s, int i)
+{
+	memmove(&s->running[i], &s->running[i + 1], sizeof *s->running * (size_t)(s->n_running - i - 1));
+	s->n_running--;
+}
+
+static int running_index(const struct sched *s, const struct sched_req *r)
+{
+	for (int i = 0; i < s->n_running; i++)
+		if (s->running[i] == r)
+			return i;
+	return -1;
+}
+
+void sched_add(struct sched *s, struct sched_req *r)
+{
+	r->status = SREQ_WAITING;
+	wait_push_back(s, r);
+}
+
+void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why)
+{
+	if (r->status == SREQ_FINISHED)
+		return;
+	if (r->status == SREQ_RUNNING) {
+		int i = running_index(s, r);
+		CHECK(i >= 0);
+		running_remove_at(s, i);
+	} else {
+		wait_remove(s, r);
+	}
+	blocks_free(s->pool, &r->kv);
+	r->status = SREQ_FINISHED;
+	r->finish = why;
+}
+
+/* Recompute preemption (B.3): free everything, back to the head of the queue. */
+static void preempt(struct sched *s, struct sched_req *r)
+{
+	blocks_free(s->pool, &r->kv);
+	r->status = SREQ_PREEMPTED;
+	r->n_computed = 0;
+	r->n_preemptions++;
+	s->cnt.preemptions++;
+	wait_push_front(s, r);
+}
+
+void sched_step(struct sched *s, struct sched_output *o)
+{
+	int budget = s->c.max_num_batched_tokens;
+	int n_out = 0, n_preempted = 0;
+	/* 1. running requests, in admission order */
+	for (int i = 0; i < s->n_running && budget > 0;) {
+		struct sched_req *r = s->running[i];
+		int n = r->n_tokens - r->n_computed;
+		if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
+			n = s->c.long_prefill_token_threshold;
+		if (n > budget)
+			n = budget;
+		if (n > s->c.max_model_len - 1 - r->n_computed)
+			n = s->c.max_model_len - 1 - r->n_computed;
+		if (n <= 0) {
+			i++;
+			continue;
+		}
+		bool ok = false;
+		for (;;) {
+			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, r->n_computed, n,
+					    NULL, 0) == 0) {
+				ok = true;
+				break;
+			}
+			/* out of blocks: the most recently admitted request goes */
+			struct sched_req *v = s->running[s->n_running - 1];
+			s->n_running--;
+			for (int k = 0; k < n_out; k++) /* FCFS never picks a scheduled one */
+				if (s->out[k] == v) {
+					budget += v->n_sched;
+					memmove(&s->out[k], &s->out[k + 1], sizeof *s->out * (size_t)(n_out - k - 1));
+					n_out--;
+					break;
+				}
+			preempt(s, v);
+			n_preempted++;
+			if (v == r)
+				break;
+		}
+		if (!ok)
+			break;
+		r->n_sched = n;
+		r->step_start = r->n_computed;
+		s->out[n_out++] = r;
+		budget -= n;
+		i++;
+	}
+	/* 2. waiting requests, FCFS, only if nothing was preempted */
+	if (n_preempted == 0) {
+		while (s->wait_head && budget > 0 && s->n_running < s->c.max_num_seqs) {
+			struct sched_req *r = s->wait_head;
+			int n_hit = 0;
+			if (r->n_computed == 0)
+				n_hit = blocks_find_cached(s->pool, &r->kv, r->tokens, r->n_tokens, s->hit);
+			int n_cached = n_hit * blocks_size(s->pool);
+			int n = r->n_tokens - n_cached;
+			if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
+				n = s->c.long_prefill_token_threshold;
+			if (n > budget)
+				n = budget;
+			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, 0, n, s->hit,
+					    n_hit) < 0)
+				break; /* no KV space: stop admitting (no skipping ahead) */
+			wait_remove(s, r);
+			s->running[s->n_running++] = r;
+			r->status = SREQ_RUNNING;
+			r->n_computed = n_cached;
+			if (r->n_cached < 0)
+				r->n_cached = n_cached;
+			s->cnt.prefix_queries += (uint64_t)r->n_tokens;
+			s->cnt.prefix_hits += (uint64_t)n_cached;
+			r->n_sched = n;
+			r->step_start = n_cached;
+			s->out[n_out++] = r;
+			budget -= n;
+		}
+	}
+	/* 3. advance num_computed right away (_update_after_schedule) */
+	int total = 0;
+	for (int k = 0; k < n_out; k++) {
+		s->out[k]->n_computed += s->out[k]->n_sched;
+		total += s->out[k]->n_sched;
+	}
+	o->n = n_out;
+	o->reqs = s->out;
+	o->total_tokens = total;
+	o->n_preempted = n_preempted;
+	if (n_out > 0)
+		s->cnt.steps++;
+}
+
+/* check_stop (B.6); length first so max_model_len is never exceeded. */
+static enum sched_finish check_stop(const struct sched *s, struct sched_req *r)
+{
+	int n_out = sched_req_n_output(r);
+	if (r->n_tokens >= s->c.max_model_len || r->n_tokens >= r->max_len ||
+	    n_out >= r->max_tokens)
+		return SFIN_LENGTH;
+	if (n_out < r->min_tokens)
+		return SFIN_NONE;
+	int32_t t = r->tokens[r->n_tokens - 1];
+	if (!r->ignore_eos && r->eos >= 0 && t == r->eos)
+		return SFIN_STOP;
+	for (int i = 0; i < r->n_stop_ids; i++)
+		if (t == r->stop_ids[i]) {
+			r->stop_token = t;
+			return SFIN_STOP;
+		}
+	return SFIN_NONE;
+}
+
+int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled)
+{
+	int n_finished = 0;
+	for (int k = 0; k < o->n; k++) {
+		struct sched_req *r = o->reqs[k];
+		if (r->status != SREQ_RUNNING || sampled[k] < 0)
+			continue;
+		CHECK(r->n_tokens < r->max_len);
+		r->tokens[r->n_tokens++] = sampled[k];
+		enum sched_finish f = check_stop(s, r);
+		if (f != SFIN_NONE) {
+			sched_finish(s, r, f);
+			n_finished++;
+		}
+	}
+	return n_finished;
+}
+
+int sched_n_running(const struct sched *s) { return s->n_running; }
+int sched_n_waiting(const struct sched *s) { return s->n_waiting; }
+struct sched_req *sched_running_at(const struct sched *s, int i) { return s->running[i]; }
+struct sched_req *sched_waiting_head(const struct sched *s) { return s->wait_head; }
+void sched_counters_get(const struct sched *s, struct sched_counters *c) { *c = s->cnt; }

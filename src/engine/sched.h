@@ -1,0 +1,108 @@
+/* The scheduler: vLLM V1's algorithm (spec B.2/B.3/B.6). Each step gives every scheduled
+ * request some number of new tokens so num_computed catches up with num_tokens: running
+ * requests first (in admission order), then waiting ones FCFS, under a token budget and a
+ * running-request cap, with chunked prefill, recompute preemption of the most recently
+ * admitted request when blocks run out, and no admission in a step that preempted.
+ * Pure logic: requests are token ids and block ids, never tensors. */
+#ifndef MLA_ENGINE_SCHED_H
+#define MLA_ENGINE_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/blocks.h"
+
+enum sched_status { SREQ_WAITING, SREQ_RUNNING, SREQ_PREEMPTED, SREQ_FINISHED };
+
+enum sched_finish {
+	SFIN_NONE = 0,
+	SFIN_STOP,   /* EOS, stop token (stop_token >= 0) or a stop string (set by the caller) */
+	SFIN_LENGTH, /* max_tokens or max_model_len */
+	SFIN_ABORT,
+};
+
+struct sched_req {
+	uint64_t id;
+	/* tokens: prompt then outputs; room for max_len (allocated by sched_req_init) */
+	int32_t *tokens;
+	int n_prompt, n_tokens, max_len;
+	int n_computed;		/* tokens whose KV is cached or scheduled */
+	int n_cached;		/* prefix-cache hit at first admission; -1 before */
+	int n_preemptions;
+	enum sched_status status;
+	/* stop conditions (B.6) */
+	int max_tokens;		/* output tokens; already capped to max_model_len - prompt */
+	int min_tokens;
+	bool ignore_eos;
+	int32_t eos;		/* -1 = none */
+	int n_stop_ids;
+	const int32_t *stop_ids; /* not owned */
+	enum sched_finish finish;
+	int32_t stop_token;	/* stop_reason for a stop token id, else -1 */
+	struct kv_seq kv;
+	/* this step */
+	int n_sched;		/* tokens scheduled */
+	int step_start;		/* n_computed before this step (first position) */
+	/* waiting deque */
+	struct sched_req *prev, *next;
+	void *owner;		/* the engine's request */
+};
+
+/* max_len: prompt + output capacity in tokens (<= max_model_len). */
+int sched_req_init(struct sched_req *r, uint64_t id, const int32_t *prompt, int n_prompt,
+		   int max_len, int block_size, struct err *e);
+void sched_req_fini(struct sched_req *r);
+static inline int sched_req_n_output(const struct sched_req *r) { return r->n_tokens - r->n_prompt; }
+
+struct sched_config {
+	int max_num_seqs;
+	int max_num_batched_tokens;
+	int max_model_len;
+	int long_prefill_token_threshold; /* 0 = off */
+};
+
+struct sched_counters {
+	uint64_t prefix_queries, prefix_hits; /* tokens */
+	uint64_t preemptions;
+	uint64_t steps;
+};
+
+struct sched;
+
+/* pool: not owned. */
+int sched_new(const struct sched_config *c, struct block_pool *pool, struct sched **out,
+	      struct err *e);
+void sched_free(struct sched *s);
+
+/* The step's decisions. reqs[i] gets reqs[i]->n_sched tokens starting at position
+ * reqs[i]->step_start; reqs are in scheduling order (running first). */
+struct sched_output {
+	int n;
+	struct sched_req **reqs; /* owned by the scheduler, valid until the next sched_step */
+	int total_tokens;
+	int n_preempted;
+};
+
+/* Appends r to the waiting queue (status WAITING). */
+void sched_add(struct sched *s, struct sched_req *r);
+/* Removes r wherever it is, frees its blocks, marks it FINISHED with `why`. Do not call
+ * between sched_step and sched_update for a request in that step's output. */
+void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why);
+/* Runs one scheduling decision and advances num_computed of every scheduled request. */
+void sched_step(struct sched *s, struct sched_output *o);
+/* After the forward: sampled[i] is the token for o->reqs[i], or -1 when that request is
+ * still mid-prefill (no logits row). Appends tokens, applies the stop conditions, and
+ * finishes (frees) stopped requests. Returns the number of requests that finished. */
+int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled);
+
+/* True iff r's step completed its known tokens (so a token must be sampled for it). */
+static inline bool sched_req_wants_token(const struct sched_req *r) { return r->n_computed == r->n_tokens; }
+
+int sched_n_running(const struct sched *s);
+int sched_n_waiting(const struct sched *s);
+struct sched_req *sched_running_at(const struct sched *s, int i);
+struct sched_req *sched_waiting_head(const struct sched *s);
+void sched_counters_get(const struct sched *s, struct sched_counters *c);
+
+#endif
