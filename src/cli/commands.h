@@ -16,5 +16,6 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_dist_check(int argc, char **argv);
 
 #endif

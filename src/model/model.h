@@ -32,6 +32,10 @@ void model_free(struct model *m);
 const struct model_config *model_config(const struct model *m);
 /* Bytes of weights resident (for the memory report and the roofline). */
 size_t model_weight_bytes(const struct model *m);
+/* Bytes of weights the last model_forward read, each matrix (or used view) counted once:
+ * the numerator of the decode roofline (routed experts count only when some token chose
+ * them). */
+size_t model_step_weight_bytes(const struct model *m);
 
 /* One step's input. Rows are in the runner's reordered order (decodes first). */
 struct batch {

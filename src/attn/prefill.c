@@ -1,0 +1,177 @@
+#include "attn/prefill.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "attn/kv_cache.h"
+#include "attn/merge.h"
+#include "ops/pool.h"
+#include "ops/vec.h"
+
+/* MHA over up-projected keys: query a (of nq) sees keys [0, causal ? a+1 : nk). Work items
+ * are (head, block of QB queries); each thread copies the head's K [nk, dn+dr] and Vᵀ
+ * [dv, nk] into its own buffers and runs two GEMMs (scores, then probabilities x V). */
+#define QB 64
+
+struct mha_ctx {
+	int n_heads, dn, dr, dv;
+	float scale;
+	const float *q; int ldq;	  /* [nq, H*(dn+dr)] */
+	const float *kvb; int ldkvb;	  /* [nk, H*(dn+dv)] */
+	const float *kpe; int ldkpe;	  /* [nk, >= dr] */
+	int nq, nk, causal;
+	float *o; int ldo;		  /* [nq, H*dv] */
+	float *lse;			  /* [nq, H] */
+	float *work; size_t work_ld;	  /* per thread: K, Vᵀ, S */
+	int max_keys;
+};
+
+static void mha_items(void *arg, int begin, int end, int tid)
+{
+	const struct mha_ctx *c = arg;
+	int dk = c->dn + c->dr, hd = c->dn + c->dv, nqb = (c->nq + QB - 1) / QB;
+	float *K = c->work + (size_t)tid * c->work_ld;		/* [nk, dk] */
+	float *Vt = K + (size_t)c->max_keys * (size_t)dk;	/* [dv, nk] */
+	float *S = Vt + (size_t)c->dv * (size_t)c->max_keys;	/* [QB, nk] */
+	int cur_h = -1, cur_nk = 0;
+	for (int it = begin; it < end; it++) {
+		int h = it / nqb, a0 = (it % nqb) * QB, a1 = a0 + QB < c->nq ? a0 + QB : c->nq;
+		int nk = c->causal ? a1 : c->nk; /* keys any query of the block can see */
+		if (h != cur_h || nk > cur_nk) {
+			for (int b = 0; b < nk; b++) {
+				const float *kv = c->kvb + (size_t)b * (size_t)c->ldkvb + (size_t)h * (size_t)hd;
+				memcpy(K + (size_t)b * dk, kv, sizeof(float) * (size_t)c->dn);
+				memcpy(K + (size_t)b * dk + c->dn, c->kpe + (size_t)b * (size_t)c->ldkpe, sizeof(float) * (size_t)c->dr);
+				for (int v = 0; v < c->dv; v++)
+					Vt[(size_t)v * (size_t)c->max_keys + (size_t)b] = kv[c->dn + v];
+			}
+			cur_h = h;
+			cur_nk = nk;
+		}
+		struct wmat kw = {.dtype = DT_F32, .data = K, .rows = nk, .cols = dk, .ld = dk};
+		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
+				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0};
+		ops_gemm_multi(NULL, 1, &js);
+		for (int a = a0; a < a1; a++) {
+			float *sr = S + (size_t)(a - a0) * (size_t)nk;
+			int vis = c->causal ? a + 1 : nk;
+			for (int b = 0; b < vis; b++)
+				sr[b] *= c->scale;
+			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
+			for (int b = vis; b < nk; b++)
+				sr[b] = 0;
+		}
+		struct wmat vw = {.dtype = DT_F32, .data = Vt, .rows = c->dv, .cols = nk, .ld = c->max_keys};
+		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
+				      .ldy = c->ldo, .n = a1 - a0};
+		ops_gemm_multi(NULL, 1, &jo);
+	}
+}
+
+static int max_i(int a, int b) { return a > b ? a : b; }
+
+size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
+				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads)
+{
+	size_t H = (size_t)n_heads, n = (size_t)n_tokens, w = (size_t)ws_rows;
+	size_t f = 0;
+	f += n * H * (size_t)(nope_dim + v_dim);		/* kvb of new tokens */
+	f += n * H;						/* lse new */
+	f += w * (size_t)(kv_lora_rank + rope_dim);		/* workspace rows */
+	f += w * H * (size_t)(nope_dim + v_dim);		/* kvb of a context chunk */
+	f += 2 * (n * H * (size_t)v_dim + n * H);		/* chunk and accumulated (o, lse) */
+	size_t keys = (size_t)max_i(n_tokens, ws_rows);
+	f += (size_t)n_threads * (keys * (size_t)(nope_dim + rope_dim + v_dim) + (size_t)QB * keys); /* K, Vᵀ, S */
+	return f * sizeof(float) + 16 * 64;
+}
+
+int attn_prefill(const struct attn_prefill_args *a, struct err *e)
+{
+	const struct attn_meta *m = a->meta;
+	if (m->n_decodes >= m->n_seqs)
+		return 0;
+	if (m->dcp_size > 1)
+		return err_set(e, "prefill: decode context parallelism (dcp_size %d) is not supported on the prefill path", m->dcp_size);
+	int H = a->n_heads, dn = a->nope_dim, dr = a->rope_dim, dv = a->v_dim, L = a->kv_lora_rank;
+	int hd = H * (dn + dv), row = L + dr;
+	int t_begin = m->query_start[m->n_decodes], t_end = m->query_start[m->n_seqs];
+	int np = t_end - t_begin;
+	if (np <= 0)
+		return 0;
+	int nthr = a->pool ? pool_size(a->pool) : 1;
+	int ws = a->ws_rows > 0 ? a->ws_rows : 1;
+	float *kvb = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)hd);	/* [np, H*(dn+dv)] */
+	float *lse_new = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);	/* [np, H] */
+	int max_keys = max_i(np, ws);
+	size_t work_ld = (size_t)max_keys * (size_t)(dn + dr + dv) + (size_t)QB * (size_t)max_keys;
+	float *work = arena_alloc(a->scratch, sizeof(float) * (size_t)nthr * work_ld);
+	float *wsb = NULL, *kvb_ctx = NULL, *o_c = NULL, *lse_c = NULL, *o_acc = NULL, *lse_acc = NULL;
+
+	/* up-project the new latents once for all prefill sequences */
+	struct gemm_job up = {.w = a->kv_b, .x = a->kv_c + (size_t)t_begin * (size_t)a->ld_kv, .ldx = a->ld_kv,
+			      .y = kvb, .ldy = hd, .n = np};
+	ops_gemm_multi(a->pool, 1, &up);
+
+	for (int i = m->n_decodes; i < m->n_seqs; i++) {
+		int qs = m->query_start[i], ql = m->query_start[i + 1] - qs;
+		if (ql <= 0)
+			continue;
+		int ctx = m->seq_lens[i] - ql;
+		if (ctx < 0)
+			return err_set(e, "prefill: sequence %d has seq_len %d < query length %d", i, m->seq_lens[i], ql);
+		float *out = a->out + (size_t)qs * (size_t)H * (size_t)dv;
+		float *lse = lse_new + (size_t)(qs - t_begin) * (size_t)H;
+		struct mha_ctx c = {.n_heads = H, .dn = dn, .dr = dr, .dv = dv, .scale = a->scale,
+				    .q = a->q + (size_t)qs * (size_t)H * (size_t)(dn + dr), .ldq = H * (dn + dr),
+				    .kvb = kvb + (size_t)(qs - t_begin) * (size_t)hd, .ldkvb = hd,
+				    .kpe = a->k_pe + (size_t)qs * (size_t)a->ld_kv, .ldkpe = a->ld_kv,
+				    .nq = ql, .nk = ql, .causal = 1, .o = out, .ldo = H * dv, .lse = lse,
+				    .work = work, .work_ld = work_ld, .max_keys = max_keys};
+		int items = H * ((ql + QB - 1) / QB);
+		pool_for(a->pool, items, 1, mha_items, &c);
+		if (ctx == 0)
+			continue;
+		if (!wsb) {
+			wsb = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row);	 /* [ws, L+dr] */
+			kvb_ctx = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)hd);	 /* [ws, H*(dn+dv)] */
+			o_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
+			lse_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
+			o_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
+			lse_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
+		}
+		const int32_t *bt = m->block_table + (size_t)i * (size_t)m->max_blocks;
+		for (int start = 0; start < ctx; start += ws) {
+			int len = ctx - start < ws ? ctx - start : ws;
+			for (int r = 0; r < len; r++) {
+				int64_t pos = start + r;
+				if (pos / a->kv->block_size >= m->max_blocks)
+					return err_set(e, "prefill: position %lld of sequence %d is past its block table (%d blocks)",
+						       (long long)pos, i, m->max_blocks);
+				int64_t slot = kv_cache_slot(bt, a->kv->block_size, pos);
+				if (slot < 0 || slot >= kv_cache_n_slots(a->kv))
+					return err_set(e, "prefill: slot %lld of sequence %d is outside the kv cache", (long long)slot, i);
+				float *dst = wsb + (size_t)r * (size_t)row;
+				const float *src = kv_cache_row_f32(a->kv, a->layer, slot, dst);
+				if (src != dst)
+					memcpy(dst, src, sizeof(float) * (size_t)row);
+			}
+			struct gemm_job upc = {.w = a->kv_b, .x = wsb, .ldx = row, .y = kvb_ctx, .ldy = hd, .n = len};
+			ops_gemm_multi(a->pool, 1, &upc);
+			int first = start == 0;
+			struct mha_ctx cc = c;
+			cc.kvb = kvb_ctx;
+			cc.kpe = wsb + L;
+			cc.ldkpe = row;
+			cc.nk = len;
+			cc.causal = 0;
+			cc.o = first ? o_acc : o_c;
+			cc.lse = first ? lse_acc : lse_c;
+			pool_for(a->pool, items, 1, mha_items, &cc);
+			if (!first)
+				attn_merge_states(ql, H, dv, o_acc, lse_acc, o_c, lse_c, o_acc, lse_acc);
+		}
+		/* output = merge(context, new tokens) */
+		attn_merge_states(ql, H, dv, o_acc, lse_acc, out, lse, out, lse);
+	}
+	return 0;
+}

@@ -1,0 +1,36 @@
+/* The shared prefill path of MLA (mla-dcp-spec §2.5): up-project the step's latents with
+ * kv_b_proj, causal MHA of each sequence's new tokens among themselves, and the cached
+ * context (positions < seq_len - q_len) gathered from the paged cache in chunks of at most
+ * ws_rows rows, up-projected, attended non-causally and merged by log-sum-exp. Runs every
+ * sequence in [meta->n_decodes, meta->n_seqs). */
+#ifndef MLA_ATTN_PREFILL_H
+#define MLA_ATTN_PREFILL_H
+
+#include <stddef.h>
+
+#include "attn/attn.h"
+#include "ops/gemm.h"
+
+struct attn_prefill_args {
+	const struct attn_meta *meta;
+	const struct kv_cache *kv;
+	int layer;
+	int n_heads, nope_dim, rope_dim, v_dim, kv_lora_rank;
+	float scale;
+	const struct wmat *kv_b; /* [n_heads*(nope_dim+v_dim), kv_lora_rank] */
+	const float *q;	  /* [n_tokens, n_heads, nope_dim+rope_dim] (rope part rotated) */
+	const float *kv_c;	  /* [n_tokens, ld_kv] normed latent at column 0 */
+	const float *k_pe;	  /* [n_tokens, ld_kv] rotated k_pe */
+	int ld_kv;
+	float *out;		  /* [n_tokens, n_heads, v_dim]: the prefill rows are written */
+	int ws_rows;		  /* context rows per chunk (the bounded workspace) */
+	struct pool *pool;
+	struct arena *scratch;
+};
+
+int attn_prefill(const struct attn_prefill_args *a, struct err *e);
+/* Arena bytes attn_prefill needs at most for n_tokens prefill tokens. */
+size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
+				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads);
+
+#endif

@@ -1,0 +1,323 @@
+/* One forward step (spec A.3-A.8): embed → layers (RMSNorm → MLA → residual → RMSNorm →
+ * dense SwiGLU or MoE → residual) → final norm → lm_head for the requested rows. Every
+ * temporary comes from the model's per-step arena; nothing here mallocs. */
+#include <math.h>
+#include <string.h>
+
+#include "attn/kv_cache.h"
+#include "attn/prefill.h"
+#include "model/model_internal.h"
+#include "ops/route.h"
+#include "ops/vec.h"
+
+#define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
+
+/* Roofline accounting: weights read by this step. */
+static void used(struct model *m, const struct wmat *w)
+{
+	m->step_weight_bytes += wmat_bytes(w);
+}
+
+static void act_round(const struct model *m, float *x, size_t n)
+{
+	if (m->opt.act_dtype == DT_BF16)
+		ops_round_bf16(x, (int64_t)n);
+}
+
+static int validate(const struct model *m, const struct batch *b, const struct kv_cache *kv,
+		    const struct attn_backend *backend, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	const struct attn_meta *a = &b->attn;
+	if (b->n_tokens < 1 || b->n_tokens > m->opt.max_batch_tokens)
+		return err_set(e, "forward: n_tokens %d outside [1, %d]", b->n_tokens, m->opt.max_batch_tokens);
+	if (a->n_tokens != b->n_tokens)
+		return err_set(e, "forward: attention metadata has %d tokens, batch %d", a->n_tokens, b->n_tokens);
+	if (a->n_seqs < 1 || a->n_seqs > m->opt.max_seqs)
+		return err_set(e, "forward: n_seqs %d outside [1, %d]", a->n_seqs, m->opt.max_seqs);
+	if (a->query_start[0] != 0 || a->query_start[a->n_seqs] != b->n_tokens)
+		return err_set(e, "forward: query_start does not span the %d tokens", b->n_tokens);
+	for (int i = 0; i < a->n_seqs; i++) {
+		int ql = a->query_start[i + 1] - a->query_start[i];
+		if (ql < 0 || a->seq_lens[i] < ql)
+			return err_set(e, "forward: sequence %d has query length %d and seq_len %d", i, ql, a->seq_lens[i]);
+	}
+	if (a->n_decodes < 0 || a->n_decodes > a->n_seqs || a->n_decode_tokens != a->query_start[a->n_decodes])
+		return err_set(e, "forward: n_decodes %d / n_decode_tokens %d inconsistent with query_start", a->n_decodes,
+			       a->n_decode_tokens);
+	if (a->n_decodes > 0 && (!backend || !backend->decode))
+		return err_set(e, "forward: %d decode sequences but no attention backend", a->n_decodes);
+	for (int t = 0; t < b->n_tokens; t++) {
+		if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
+			return err_set(e, "forward: token %d at row %d outside the vocabulary (%d)", b->tokens[t], t, c->vocab_size);
+		if (b->positions[t] < 0)
+			return err_set(e, "forward: negative position %d at row %d", b->positions[t], t);
+		if (a->slots[t] >= kv_cache_n_slots(kv))
+			return err_set(e, "forward: slot %lld at row %d outside the kv cache", (long long)a->slots[t], t);
+	}
+	if (b->n_logits < 0 || b->n_logits > b->n_tokens)
+		return err_set(e, "forward: n_logits %d outside [0, %d]", b->n_logits, b->n_tokens);
+	for (int i = 0; i < b->n_logits; i++)
+		if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
+			return err_set(e, "forward: logits row %d outside [0, %d)", b->logits_rows[i], b->n_tokens);
+	if (kv->n_layers != c->num_hidden_layers || kv->kv_lora_rank != c->kv_lora_rank || kv->rope_dim != c->qk_rope_head_dim)
+		return err_set(e, "forward: kv cache shape (%d layers, %d + %d) does not match the model (%d, %d + %d)",
+			       kv->n_layers, kv->kv_lora_rank, kv->rope_dim, c->num_hidden_layers, c->kv_lora_rank,
+			       c->qk_rope_head_dim);
+	return 0;
+}
+
+static void embed_rows(const struct model *m, const int32_t *tokens, int n, float *h)
+{
+	int D = m->cfg.hidden_size;
+	for (int t = 0; t < n; t++)
+		for (int i = 0; i < D; i++)
+			h[(size_t)t * D + i] = wmat_get(&m->embed, tokens[t], i);
+}
+
+static int attention(struct model *m, int li, const struct batch *b, const struct attn_meta *meta,
+		     struct kv_cache *kv, const struct attn_backend *backend, const float *xn, float *h,
+		     struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	const struct layer_weights *l = &m->layers[li];
+	struct pool *pool = m->opt.pool;
+	int n = b->n_tokens, D = c->hidden_size, H = c->num_attention_heads, dn = c->qk_nope_head_dim;
+	int dr = c->qk_rope_head_dim, dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
+	int qw = H * (dn + dr), row = Lkv + dr;
+	float *q = ALLOC(m, float, (size_t)n * qw);	 /* [n, H, dn+dr] */
+	float *kvr = ALLOC(m, float, (size_t)n * row);	 /* [n, Lkv+dr] */
+	if (Lq > 0) {
+		float *cq = ALLOC(m, float, (size_t)n * Lq); /* [n, Lq] */
+		struct gemm_job j[2] = {{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n},
+					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
+		ops_gemm_multi(pool, 2, j);
+		act_round(m, cq, (size_t)n * Lq);
+		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
+		act_round(m, cq, (size_t)n * Lq);
+		ops_gemm(pool, &l->q_b, cq, Lq, n, q, qw);
+		used(m, &l->q_a);
+		used(m, &l->q_b);
+	} else {
+		used(m, &l->q_proj);
+		struct gemm_job j[2] = {{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
+					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
+		ops_gemm_multi(pool, 2, j);
+	}
+	used(m, &l->kv_a);
+	used(m, &l->o_proj);
+	act_round(m, kvr, (size_t)n * row);
+	/* latent norm on kv_c only, RoPE on q_pe (every head) and k_pe */
+	ops_rmsnorm(kvr, row, kvr, row, l->kv_a_norm, n, Lkv, c->rms_norm_eps);
+	for (int t = 0; t < n; t++) {
+		ops_rope_apply(&m->rope, q + (size_t)t * qw + dn, H, dn + dr, b->positions[t]);
+		ops_rope_apply(&m->rope, kvr + (size_t)t * row + Lkv, 1, row, b->positions[t]);
+	}
+	act_round(m, q, (size_t)n * qw);
+	act_round(m, kvr, (size_t)n * row);
+	/* the step's own rows are in the cache before any attention reads it */
+	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
+
+	float *o = ALLOC(m, float, (size_t)n * H * dv); /* [n, H, dv] */
+	if (meta->n_decodes < meta->n_seqs) {
+		struct attn_prefill_args pa = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .nope_dim = dn,
+					       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
+					       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
+					       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena};
+		if (attn_prefill(&pa, e))
+			return err_prefix(e, "layer %d", li);
+		used(m, &l->kv_b);
+	}
+	int td = meta->n_decode_tokens;
+	if (td > 0) {
+		/* absorbed path: q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; q576 = [q_abs | q_pe] */
+		float *qd = ALLOC(m, float, (size_t)td * H * row);  /* [td, H, Lkv+dr] */
+		float *olat = ALLOC(m, float, (size_t)td * H * Lkv); /* [td, H, Lkv] */
+		float *lse = ALLOC(m, float, (size_t)td * H);	      /* [td, H] */
+		struct wmat *wv = ALLOC(m, struct wmat, H);
+		struct gemm_job *j = ALLOC(m, struct gemm_job, H);
+		for (int hh = 0; hh < H; hh++) {
+			j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = q + (size_t)hh * (dn + dr), .ldx = qw,
+						  .y = qd + (size_t)hh * row, .ldy = H * row, .n = td};
+		}
+		ops_gemm_multi(pool, H, j);
+		for (int hh = 0; hh < H; hh++)
+			used(m, &l->uk_t[hh]);
+		for (int t = 0; t < td; t++)
+			for (int hh = 0; hh < H; hh++)
+				memcpy(qd + ((size_t)t * H + hh) * row + Lkv, q + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
+				       sizeof(float) * (size_t)dr);
+		act_round(m, qd, (size_t)td * H * row);
+		struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
+					      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena};
+		backend->decode(&da);
+		act_round(m, olat, (size_t)td * H * Lkv);
+		/* o[t,h] = W_UV[h] · o_lat[t,h] */
+		for (int hh = 0; hh < H; hh++) {
+			wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
+			j[hh] = (struct gemm_job){.w = &wv[hh], .x = olat + (size_t)hh * Lkv, .ldx = H * Lkv,
+						  .y = o + (size_t)hh * dv, .ldy = H * dv, .n = td};
+			used(m, &wv[hh]);
+		}
+		ops_gemm_multi(pool, H, j);
+	}
+	act_round(m, o, (size_t)n * H * dv);
+	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1};
+	ops_gemm_multi(pool, 1, &jo);
+	act_round(m, h, (size_t)n * D);
+	return 0;
+}
+
+static void ffn(struct model *m, int li, int n, const float *xn, float *h)
+{
+	const struct model_config *c = &m->cfg;
+	const struct layer_weights *l = &m->layers[li];
+	struct pool *pool = m->opt.pool;
+	int D = c->hidden_size;
+	if (!l->moe) {
+		int I = c->intermediate_size;
+		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
+		struct gemm_job j[2] = {{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n},
+					{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n}};
+		ops_gemm_multi(pool, 2, j);
+		used(m, &l->gate);
+		used(m, &l->up);
+		used(m, &l->down);
+		act_round(m, g, (size_t)n * I);
+		act_round(m, u, (size_t)n * I);
+		ops_silu_mul(g, g, u, n * I);
+		act_round(m, g, (size_t)n * I);
+		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1};
+		ops_gemm_multi(pool, 1, &jd);
+		act_round(m, h, (size_t)n * D);
+		return;
+	}
+	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = c->moe_intermediate_size;
+	int Is = c->n_shared_experts * Im;
+	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
+	ops_gemm(pool, &l->router, xn, D, n, rl, E);
+	used(m, &l->router);
+	act_round(m, rl, (size_t)n * E); /* the router is a bf16 linear in bf16 engines */
+	int *ids = ALLOC(m, int, (size_t)n * k);	 /* [n, k] */
+	float *wts = ALLOC(m, float, (size_t)n * k);	 /* [n, k] */
+	struct route_params rp = {.n_experts = E, .top_k = k, .n_group = c->n_group, .topk_group = c->topk_group,
+				  .sigmoid = c->scoring_func == SCORING_SIGMOID, .norm_topk_prob = c->norm_topk_prob,
+				  .routed_scaling_factor = c->routed_scaling_factor, .bias = l->bias};
+	int *count = ALLOC(m, int, E + 1), *off = ALLOC(m, int, E + 1);
+	memset(count, 0, sizeof(int) * (size_t)(E + 1));
+	for (int t = 0; t < n; t++) {
+		ops_moe_route(&rp, rl + (size_t)t * E, ids + (size_t)t * k, wts + (size_t)t * k);
+		for (int s = 0; s < k; s++)
+			count[ids[(size_t)t * k + s]]++;
+	}
+	off[0] = 0;
+	for (int x = 0; x < E; x++)
+		off[x + 1] = off[x] + count[x];
+	/* group by expert: slot j of expert x holds token tok[j] */
+	int nk = n * k;
+	int *tok = ALLOC(m, int, nk), *fill = ALLOC(m, int, E);
+	float *tw = ALLOC(m, float, nk);
+	memcpy(fill, off, sizeof(int) * (size_t)E);
+	float *xg = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] */
+	for (int t = 0; t < n; t++)
+		for (int s = 0; s < k; s++) {
+			int x = ids[(size_t)t * k + s], j = fill[x]++;
+			tok[j] = t;
+			tw[j] = wts[(size_t)t * k + s];
+			memcpy(xg + (size_t)j * D, xn + (size_t)t * D, sizeof(float) * (size_t)D);
+		}
+	float *gg = ALLOC(m, float, (size_t)nk * Im), *uu = ALLOC(m, float, (size_t)nk * Im); /* [n*k, Im] */
+	float *sg = NULL, *su = NULL;
+	struct gemm_job *j = ALLOC(m, struct gemm_job, 2 * E + 2);
+	int nj = 0;
+	for (int x = 0; x < E; x++) {
+		if (!count[x])
+			continue;
+		used(m, &l->e_gate[x]);
+		used(m, &l->e_up[x]);
+		used(m, &l->e_down[x]);
+		j[nj++] = (struct gemm_job){.w = &l->e_gate[x], .x = xg + (size_t)off[x] * D, .ldx = D,
+					    .y = gg + (size_t)off[x] * Im, .ldy = Im, .n = count[x]};
+		j[nj++] = (struct gemm_job){.w = &l->e_up[x], .x = xg + (size_t)off[x] * D, .ldx = D,
+					    .y = uu + (size_t)off[x] * Im, .ldy = Im, .n = count[x]};
+	}
+	if (l->has_shared) {
+		sg = ALLOC(m, float, (size_t)n * Is);
+		su = ALLOC(m, float, (size_t)n * Is);
+		used(m, &l->gate);
+		used(m, &l->up);
+		used(m, &l->down);
+		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n};
+		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n};
+	}
+	ops_gemm_multi(pool, nj, j);
+	act_round(m, gg, (size_t)nk * Im);
+	act_round(m, uu, (size_t)nk * Im);
+	ops_silu_mul(gg, gg, uu, nk * Im);
+	act_round(m, gg, (size_t)nk * Im);
+	if (l->has_shared) {
+		act_round(m, sg, (size_t)n * Is);
+		act_round(m, su, (size_t)n * Is);
+		ops_silu_mul(sg, sg, su, n * Is);
+		act_round(m, sg, (size_t)n * Is);
+	}
+	float *dd = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] expert outputs */
+	float *routed = ALLOC(m, float, (size_t)n * D);
+	nj = 0;
+	for (int x = 0; x < E; x++)
+		if (count[x])
+			j[nj++] = (struct gemm_job){.w = &l->e_down[x], .x = gg + (size_t)off[x] * Im, .ldx = Im,
+						    .y = dd + (size_t)off[x] * D, .ldy = D, .n = count[x]};
+	if (l->has_shared)
+		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = h, .ldy = D, .n = n, .accumulate = 1};
+	ops_gemm_multi(pool, nj, j);
+	memset(routed, 0, sizeof(float) * (size_t)n * D);
+	for (int s = 0; s < nk; s++)
+		ops_axpy(routed + (size_t)tok[s] * D, tw[s], dd + (size_t)s * D, D);
+	act_round(m, routed, (size_t)n * D);
+	for (size_t i = 0; i < (size_t)n * D; i++)
+		h[i] += routed[i];
+	act_round(m, h, (size_t)n * D);
+}
+
+int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
+		  const struct attn_backend *backend, float *logits, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	if (validate(m, b, kv, backend, e))
+		return -1;
+	arena_reset(&m->arena);
+	m->step_weight_bytes = 0;
+	struct attn_meta meta = b->attn;
+	if (backend && backend->plan &&
+	    backend->plan(&meta, c->num_attention_heads, &m->arena, e))
+		return err_prefix(e, "attention plan");
+	int n = b->n_tokens, D = c->hidden_size;
+	float *h = ALLOC(m, float, (size_t)n * D);  /* [n, D] residual stream */
+	float *xn = ALLOC(m, float, (size_t)n * D); /* [n, D] normed input of a block */
+	embed_rows(m, b->tokens, n, h);
+	m->step_weight_bytes += (size_t)n * (size_t)D * dtype_size(m->embed.dtype);
+	size_t mark = m->arena.used;
+	for (int li = 0; li < c->num_hidden_layers; li++) {
+		const struct layer_weights *l = &m->layers[li];
+		m->arena.used = mark;
+		ops_rmsnorm(xn, D, h, D, l->attn_norm, n, D, c->rms_norm_eps);
+		act_round(m, xn, (size_t)n * D);
+		if (attention(m, li, b, &meta, kv, backend, xn, h, e))
+			return -1;
+		m->arena.used = mark;
+		ops_rmsnorm(xn, D, h, D, l->ffn_norm, n, D, c->rms_norm_eps);
+		act_round(m, xn, (size_t)n * D);
+		ffn(m, li, n, xn, h);
+	}
+	m->arena.used = mark;
+	if (b->n_logits > 0) {
+		for (int i = 0; i < b->n_logits; i++)
+			ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, m->final_norm, 1, D,
+				    c->rms_norm_eps);
+		act_round(m, xn, (size_t)b->n_logits * D);
+		ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
+		used(m, &m->lm_head);
+	}
+	return 0;
+}

@@ -1,0 +1,428 @@
+/* Loading a DeepSeek V2/V3/R1 checkpoint (or random weights from config.json alone): every
+ * expected tensor is checked for presence, shape and dtype; weights stay in the checkpoint's
+ * compact dtype inside the mapping (bf16 stays bf16, fp8 stays fp8 + block scales). */
+#include "model/model_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "attn/backends.h"
+#include "attn/prefill.h"
+#include "base/log.h"
+#include "ops/pool.h"
+#include "ops/route.h"
+
+#define BLK 128
+
+/* Buffers the model owns. Large ones are mmapped with transparent huge pages advised: fewer
+ * page faults at load and fewer TLB misses when the GEMV streams them. */
+#define HUGE_MIN ((size_t)4 << 20)
+struct owned {
+	void *p;
+	size_t mapped; /* 0: malloc'd */
+};
+
+static void *own(struct model *m, size_t bytes)
+{
+	if (m->n_owned == m->cap_owned) {
+		int cap = m->cap_owned ? 2 * m->cap_owned : 256;
+		struct owned *o = realloc(m->owned, sizeof *o * (size_t)cap);
+		if (!o)
+			return NULL;
+		m->owned = o;
+		m->cap_owned = cap;
+	}
+	struct owned *o = &m->owned[m->n_owned];
+	if (bytes >= HUGE_MIN) {
+		size_t len = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		madvise(p, len, MADV_HUGEPAGE);
+		*o = (struct owned){p, len};
+	} else {
+		void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+		if (!p)
+			return NULL;
+		*o = (struct owned){p, 0};
+	}
+	m->n_owned++;
+	return o->p;
+}
+
+/* ---- deterministic dummy weights ---- */
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s, uint64_t seed)
+{
+	uint64_t h = 1469598103934665603ull ^ seed;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+#define DUMMY_CHUNK 65536
+struct dummy_ctx {
+	uint16_t *dst;
+	size_t n;
+	uint64_t seed;
+	float amp;
+};
+
+/* Random bf16 bit patterns: random sign and mantissa, exponent spread over the 4 binades
+ * below amp (|w| in [amp/16, amp)), so weights have a sensible scale whatever the width.
+ * Chunk k uses its own stream, so the thread count does not change the values. */
+static void dummy_fill(void *arg, int begin, int end, int tid)
+{
+	const struct dummy_ctx *c = arg;
+	int e_top = 0;
+	frexpf(c->amp, &e_top); /* amp in [2^(e_top-1), 2^e_top) */
+	uint16_t ebase = (uint16_t)(e_top - 1 + 127);
+	for (int k = begin; k < end; k++) {
+		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
+		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
+		for (size_t i = i0; i < i1; i += 4) {
+			uint64_t r = splitmix(&s);
+			for (size_t j = 0; j < 4 && i + j < i1; j++) {
+				uint16_t b = (uint16_t)(r >> (16 * j));
+				uint16_t e = (uint16_t)(ebase - ((b >> 8) & 3));
+				c->dst[i + j] = (uint16_t)((b & 0x8000) | (uint16_t)(e << 7) | (b & 0x7f));
+			}
+		}
+	}
+}
+
+static int dummy_bf16(struct model *m, const char *name, size_t n, float amp, uint16_t **out, struct err *e)
+{
+	uint16_t *d = own(m, n * 2);
+	if (!d)
+		return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
+	struct dummy_ctx c = {d, n, name_hash(name, m->opt.dummy_seed), amp};
+	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill, &c);
+	*out = d;
+	return 0;
+}
+
+/* ---- tensors from the checkpoint ---- */
+static int mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
+	       struct err *e)
+{
+	memset(w, 0, sizeof *w);
+	w->rows = rows;
+	w->cols = cols;
+	w->ld = cols;
+	w->blk_r = w->blk_c = BLK;
+	if (m->opt.load_dummy) {
+		uint16_t *d = NULL;
+		if (dummy_bf16(m, name, (size_t)rows * (size_t)cols, 1.7f / sqrtf((float)cols), &d, e))
+			return -1;
+		w->dtype = DT_BF16;
+		w->data = d;
+		m->weight_bytes += (size_t)rows * (size_t)cols * 2;
+		return 0;
+	}
+	unsigned mask = ST_FLOATS | (quantizable && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
+	const struct st_tensor *t;
+	if (st_expect(m->st, name, mask, rows, cols, &t, e))
+		return -1;
+	w->dtype = t->dtype;
+	w->data = t->data;
+	size_t esz = dtype_size(t->dtype);
+	if ((uintptr_t)t->data % esz) { /* unaligned inside the file: one aligned copy */
+		void *c = own(m, t->nbytes);
+		if (!c)
+			return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+		memcpy(c, t->data, t->nbytes);
+		w->data = c;
+	}
+	m->weight_bytes += t->nbytes;
+	if (t->dtype == DT_F8_E4M3) {
+		char sname[512];
+		snprintf(sname, sizeof sname, "%s_scale_inv", name);
+		int br = m->cfg.fp8_block_rows > 0 ? m->cfg.fp8_block_rows : BLK;
+		int bc = m->cfg.fp8_block_cols > 0 ? m->cfg.fp8_block_cols : BLK;
+		int sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+		const struct st_tensor *s;
+		if (st_expect(m->st, sname, ST_DT(DT_F32), sr, sc, &s, e))
+			return -1;
+		float *sc_copy = own(m, s->nbytes);
+		if (!sc_copy)
+			return err_set(e, "%s: tensor %s: out of memory", s->file, sname);
+		memcpy(sc_copy, s->data, s->nbytes);
+		w->scale = sc_copy;
+		w->scale_ld = sc;
+		w->blk_r = br;
+		w->blk_c = bc;
+		m->weight_bytes += s->nbytes;
+	}
+	return 0;
+}
+
+/* A 1-D (cols == 0) or small 2-D float tensor as an owned fp32 array. */
+static int vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e)
+{
+	float *v = own(m, sizeof(float) * (size_t)n);
+	if (!v)
+		return err_set(e, "%s: out of memory", name);
+	if (m->opt.load_dummy) {
+		for (int i = 0; i < n; i++)
+			v[i] = dummy_value;
+	} else {
+		const struct st_tensor *t;
+		if (st_expect(m->st, name, ST_FLOATS, n, 0, &t, e))
+			return -1;
+		for (int i = 0; i < n; i++) {
+			if (t->dtype == DT_F32) {
+				memcpy(&v[i], (const char *)t->data + 4 * (size_t)i, 4);
+			} else {
+				uint16_t h;
+				memcpy(&h, (const char *)t->data + 2 * (size_t)i, 2);
+				v[i] = t->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+			}
+		}
+		m->weight_bytes += t->nbytes;
+	}
+	*out = v;
+	return 0;
+}
+
+/* W_UKᵀ of every head, built once at load in the weight's own dtype: uk_t[h] is [Lkv, dn]
+ * (contiguous per head, so the absorbed query q_abs = W_UK[h]ᵀ q_nope streams it), element
+ * (l, p) = kv_b[h*(dn+dv) + p, l]. For fp8 the scale grid is transposed once and each head's
+ * matrix addresses it through (row0, col0) = (0, h*(dn+dv)). */
+static int build_uk_t(struct model *m, struct layer_weights *l, int H, int dn, int dv, struct err *e)
+{
+	const struct wmat *w = &l->kv_b;
+	int L = w->cols;
+	size_t esz = dtype_size(w->dtype);
+	char *d = own(m, (size_t)H * (size_t)L * (size_t)dn * esz);
+	l->uk_t = own(m, sizeof(struct wmat) * (size_t)H);
+	if (!d || !l->uk_t)
+		return err_set(e, "kv_b_proj: out of memory for W_UK transposed");
+	for (int h = 0; h < H; h++)
+		for (int p = 0; p < dn; p++)
+			for (int c = 0; c < L; c++)
+				memcpy(d + (((size_t)h * L + (size_t)c) * (size_t)dn + (size_t)p) * esz,
+				       (const char *)w->data + ((size_t)(h * (dn + dv) + p) * (size_t)w->ld + (size_t)c) * esz, esz);
+	m->weight_bytes += (size_t)H * (size_t)L * (size_t)dn * esz;
+	float *st = NULL;
+	int sr = 0;
+	if (w->dtype == DT_F8_E4M3) {
+		sr = (w->rows + w->blk_r - 1) / w->blk_r;
+		int sc = w->scale_ld;
+		st = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+		if (!st)
+			return err_set(e, "kv_b_proj: out of memory for W_UK transposed");
+		for (int i = 0; i < sr; i++)
+			for (int j = 0; j < sc; j++)
+				st[(size_t)j * (size_t)sr + (size_t)i] = w->scale[(size_t)i * (size_t)sc + (size_t)j];
+	}
+	for (int h = 0; h < H; h++)
+		l->uk_t[h] = (struct wmat){.dtype = w->dtype, .data = d + (size_t)h * L * (size_t)dn * esz, .rows = L,
+					   .cols = dn, .ld = dn, .scale = st, .scale_ld = sr, .row0 = 0,
+					   .col0 = h * (dn + dv), .blk_r = w->blk_c, .blk_c = w->blk_r};
+	return 0;
+}
+
+static int load_layer(struct model *m, int i, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	struct layer_weights *l = &m->layers[i];
+	int D = c->hidden_size, H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
+	int dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
+	char n[256];
+#define NAME(fmt, ...) (snprintf(n, sizeof n, "model.layers.%d." fmt, i, ##__VA_ARGS__), n)
+	if (vec_f32(m, NAME("input_layernorm.weight"), D, 1.0f, &l->attn_norm, e) ||
+	    vec_f32(m, NAME("post_attention_layernorm.weight"), D, 1.0f, &l->ffn_norm, e) ||
+	    vec_f32(m, NAME("self_attn.kv_a_layernorm.weight"), Lkv, 1.0f, &l->kv_a_norm, e) ||
+	    mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, true, &l->kv_a, e) ||
+	    mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &l->kv_b, e) ||
+	    mat(m, NAME("self_attn.o_proj.weight"), D, H * dv, true, &l->o_proj, e))
+		return -1;
+	if (Lq > 0) {
+		if (mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, true, &l->q_a, e) ||
+		    vec_f32(m, NAME("self_attn.q_a_layernorm.weight"), Lq, 1.0f, &l->q_a_norm, e) ||
+		    mat(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, true, &l->q_b, e))
+			return -1;
+	} else if (mat(m, NAME("self_attn.q_proj.weight"), H * (dn + dr), D, true, &l->q_proj, e)) {
+		return -1;
+	}
+	if (build_uk_t(m, l, H, dn, dv, e))
+		return -1;
+	l->moe = config_layer_is_moe(c, i);
+	if (!l->moe)
+		return mat(m, NAME("mlp.gate_proj.weight"), c->intermediate_size, D, true, &l->gate, e) ||
+		       mat(m, NAME("mlp.up_proj.weight"), c->intermediate_size, D, true, &l->up, e) ||
+		       mat(m, NAME("mlp.down_proj.weight"), D, c->intermediate_size, true, &l->down, e) ? -1 : 0;
+	int E = c->n_routed_experts, Im = c->moe_intermediate_size;
+	if (mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
+		return -1;
+	if (c->topk_method == TOPK_NOAUX_TC && vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
+		return -1;
+	l->e_gate = own(m, sizeof(struct wmat) * (size_t)E);
+	l->e_up = own(m, sizeof(struct wmat) * (size_t)E);
+	l->e_down = own(m, sizeof(struct wmat) * (size_t)E);
+	if (!l->e_gate || !l->e_up || !l->e_down)
+		return err_set(e, "layer %d: out of memory", i);
+	for (int x = 0; x < E; x++)
+		if (mat(m, NAME("mlp.experts.%d.gate_proj.weight", x), Im, D, true, &l->e_gate[x], e) ||
+		    mat(m, NAME("mlp.experts.%d.up_proj.weight", x), Im, D, true, &l->e_up[x], e) ||
+		    mat(m, NAME("mlp.experts.%d.down_proj.weight", x), D, Im, true, &l->e_down[x], e))
+			return -1;
+	l->has_shared = c->n_shared_experts > 0;
+	if (l->has_shared) {
+		int Is = c->n_shared_experts * Im;
+		if (mat(m, NAME("mlp.shared_experts.gate_proj.weight"), Is, D, true, &l->gate, e) ||
+		    mat(m, NAME("mlp.shared_experts.up_proj.weight"), Is, D, true, &l->up, e) ||
+		    mat(m, NAME("mlp.shared_experts.down_proj.weight"), D, Is, true, &l->down, e))
+			return -1;
+	}
+#undef NAME
+	return 0;
+}
+
+static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Upper bound of one forward's scratch: mirrors the ALLOC calls of forward.c. */
+static size_t scratch_bytes(const struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	size_t n = (size_t)m->opt.max_batch_tokens, D = (size_t)c->hidden_size, H = (size_t)c->num_attention_heads;
+	size_t dn = (size_t)c->qk_nope_head_dim, dr = (size_t)c->qk_rope_head_dim, dv = (size_t)c->v_head_dim;
+	size_t Lq = (size_t)c->q_lora_rank, Lkv = (size_t)c->kv_lora_rank, row = Lkv + dr;
+	size_t k = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0), E = (size_t)c->n_routed_experts;
+	size_t Im = (size_t)c->moe_intermediate_size, Is = (size_t)c->n_shared_experts * Im, nk = n * k;
+	size_t dec = attn_decode_scratch_bytes(m->n_threads, m->opt.max_seqs, (int)n, (int)H, (int)Lkv, (int)dr);
+	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows, m->n_threads);
+	size_t persistent = 2 * n * D * 4 + dec; /* h, xn, the backend plan */
+	size_t attn = 4 * (n * H * (dn + dr) + n * row + n * Lq + n * H * dv + n * H * row + n * H * Lkv + n * H) +
+		      H * (sizeof(struct wmat) + sizeof(struct gemm_job) + 128) + pre + dec;
+	size_t dense = 4 * 2 * n * (size_t)c->intermediate_size;
+	size_t moe = 4 * (n * E + 2 * nk + 3 * (E + 1) + 2 * nk + nk * D + 2 * nk * Im + 2 * n * Is + nk * D + n * D) +
+		     (2 * E + 2) * sizeof(struct gemm_job);
+	size_t logits = n * D * 4;
+	return persistent + max_z(max_z(attn, dense), max_z(moe, logits)) + 64 * 64;
+}
+
+static int check_config(const struct model_config *c, struct err *e)
+{
+	if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim / 2 > ROPE_MAX_PAIRS)
+		return err_set(e, "config: qk_rope_head_dim %d unsupported (even, <= %d)", c->qk_rope_head_dim, 2 * ROPE_MAX_PAIRS);
+	if (c->n_routed_experts > ROUTE_MAX_EXPERTS)
+		return err_set(e, "config: n_routed_experts %d unsupported (<= %d)", c->n_routed_experts, ROUTE_MAX_EXPERTS);
+	if (c->n_routed_experts > 0 && (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->n_routed_experts ||
+					c->num_experts_per_tok > ROUTE_MAX_TOPK))
+		return err_set(e, "config: num_experts_per_tok %d unsupported", c->num_experts_per_tok);
+	if (c->n_group > 1 && c->n_routed_experts % c->n_group)
+		return err_set(e, "config: n_routed_experts %d is not a multiple of n_group %d", c->n_routed_experts, c->n_group);
+	return 0;
+}
+
+int model_load(const char *dir, const struct model_options *opt, struct model **out, struct err *e)
+{
+	struct model *m = calloc(1, sizeof *m);
+	if (!m)
+		return err_set(e, "model: out of memory");
+	m->opt = *opt;
+	if (m->opt.max_batch_tokens <= 0)
+		m->opt.max_batch_tokens = 2048;
+	if (m->opt.max_seqs <= 0)
+		m->opt.max_seqs = 256;
+	if (m->opt.max_model_len <= 0)
+		m->opt.max_model_len = 4096;
+	if (m->opt.tp_size > 1) {
+		err_set(e, "model: tensor parallelism (tp_size %d) is not implemented yet", m->opt.tp_size);
+		goto fail;
+	}
+	if (config_load(dir, &m->cfg, e) || check_config(&m->cfg, e))
+		goto fail;
+	const struct model_config *c = &m->cfg;
+	if (m->opt.act_dtype_auto)
+		m->opt.act_dtype = !strcmp(c->torch_dtype, "float32") ? DT_F32 : DT_BF16;
+	if (m->opt.act_dtype != DT_F32 && m->opt.act_dtype != DT_BF16) {
+		err_set(e, "model: activation dtype %s unsupported (float32 or bfloat16)", dtype_name(m->opt.act_dtype));
+		goto fail;
+	}
+	m->n_threads = m->opt.pool ? pool_size(m->opt.pool) : 1;
+	m->ws_rows = m->opt.max_model_len < 1024 ? m->opt.max_model_len : 1024;
+	struct rope_params rp = {.dim = c->qk_rope_head_dim, .theta = c->rope_theta, .yarn = c->rope_yarn,
+				 .factor = c->yarn_factor, .original_max_position = c->yarn_original_max_position,
+				 .beta_fast = c->yarn_beta_fast, .beta_slow = c->yarn_beta_slow,
+				 .mscale = c->yarn_mscale, .mscale_all_dim = c->yarn_mscale_all_dim};
+	ops_rope_init(&m->rope, &rp);
+	m->scale = ops_mla_softmax_scale(c->qk_nope_head_dim + c->qk_rope_head_dim, &rp);
+	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers, &m->st, e))
+		goto fail;
+	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+	if (!m->layers) {
+		err_set(e, "model: out of memory");
+		goto fail;
+	}
+	int tty = isatty(2);
+	if (mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, false, &m->embed, e) ||
+	    vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
+		goto fail;
+	if (c->tie_word_embeddings) {
+		m->lm_head = m->embed;
+	} else if (mat(m, "lm_head.weight", c->vocab_size, c->hidden_size, false, &m->lm_head, e)) {
+		goto fail;
+	}
+	for (int i = 0; i < c->num_hidden_layers; i++) {
+		if (load_layer(m, i, e))
+			goto fail;
+		if (tty)
+			fprintf(stderr, "\rloading %s: layer %d/%d, %.2f GB", m->opt.load_dummy ? "dummy weights" : dir, i + 1,
+				c->num_hidden_layers, m->weight_bytes / 1e9);
+	}
+	if (tty)
+		fprintf(stderr, "\n");
+	if (arena_init(&m->arena, scratch_bytes(m))) {
+		err_set(e, "model: out of memory for the %zu-byte step scratch", scratch_bytes(m));
+		goto fail;
+	}
+	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB",
+	      m->opt.load_dummy ? "dummy" : dir, c->num_hidden_layers, m->weight_bytes / 1e9,
+	      m->opt.act_dtype == DT_F32 ? "float32" : "bfloat16", m->arena.cap / 1e6);
+	*out = m;
+	return 0;
+fail:
+	model_free(m);
+	return -1;
+}
+
+void model_free(struct model *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < m->n_owned; i++) {
+		if (m->owned[i].mapped)
+			munmap(m->owned[i].p, m->owned[i].mapped);
+		else
+			free(m->owned[i].p);
+	}
+	free(m->owned);
+	free(m->layers);
+	arena_fini(&m->arena);
+	st_close(m->st);
+	free(m);
+}
+
+const struct model_config *model_config(const struct model *m) { return &m->cfg; }
+size_t model_weight_bytes(const struct model *m) { return m->weight_bytes; }
+size_t model_step_weight_bytes(const struct model *m) { return m->step_weight_bytes; }
+
+void model_set_prefill_chunk(struct model *m, int ws_rows)
+{
+	int w = ws_rows < 1 ? 1 : ws_rows;
+	m->ws_rows = w < m->ws_rows ? w : m->ws_rows; /* never above what the arena was sized for */
+}

@@ -1,0 +1,52 @@
+/* Private to model/: the loaded weights and per-step state shared by model.c (loading) and
+ * forward.c (the step). */
+#ifndef MLA_MODEL_INTERNAL_H
+#define MLA_MODEL_INTERNAL_H
+
+#include "base/arena.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "ops/gemm.h"
+#include "ops/rope.h"
+
+struct layer_weights {
+	float *attn_norm, *ffn_norm;	/* [D] */
+	float *q_a_norm;		/* [Lq] (q_lora only) */
+	float *kv_a_norm;		/* [Lkv] */
+	struct wmat q_proj;		/* [H*(dn+dr), D] when q_lora_rank == 0 */
+	struct wmat q_a, q_b;		/* [Lq, D], [H*(dn+dr), Lq] */
+	struct wmat kv_a;		/* [Lkv+dr, D] */
+	struct wmat kv_b;		/* [H*(dn+dv), Lkv]: per head dn rows W_UK, dv rows W_UV */
+	struct wmat *uk_t;		/* [H] W_UK[h]ᵀ, each [Lkv, dn] */
+	struct wmat o_proj;		/* [D, H*dv] */
+	bool moe;
+	struct wmat gate, up, down;	/* dense MLP, or the shared experts on MoE layers */
+	bool has_shared;
+	struct wmat router;		/* [E, D] */
+	float *bias;			/* [E] e_score_correction_bias or NULL */
+	struct wmat *e_gate, *e_up, *e_down; /* [E] each */
+};
+
+struct model {
+	struct model_config cfg;
+	struct model_options opt;
+	struct st_set *st;
+	struct wmat embed;		/* [vocab, D] */
+	struct wmat lm_head;		/* [vocab, D] */
+	float *final_norm;		/* [D] */
+	struct layer_weights *layers;
+	struct rope rope;
+	float scale;			/* MLA softmax scale */
+	int ws_rows;			/* prefill context chunk rows */
+	int n_threads;
+	size_t weight_bytes;
+	size_t step_weight_bytes;	/* weights read by the last forward */
+	struct arena arena;		/* per-step scratch */
+	struct owned *owned;		/* buffers to free (model.c) */
+	int n_owned, cap_owned;
+};
+
+/* Test hook (used by test_mla_paths): the prefill workspace rows; values < 1 are clamped. */
+void model_set_prefill_chunk(struct model *m, int ws_rows);
+
+#endif

@@ -1,0 +1,455 @@
+/* GEMM on compact weights. Loop order per thread: row panels of PANEL rows (the panel stays
+ * in L2) → token tiles of NT tokens (their x rows stay in L1) → 4-row blocks → columns.
+ * Every weight byte is read from DRAM once per call whatever n is. fp8 weights are decoded
+ * per 128-column block segment; the block scale multiplies the segment's partial dot. */
+#include "ops/gemm.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "ops/pool.h"
+
+#define PANEL 64 /* rows per work item */
+#define NR 4	 /* rows per register block */
+#define NT 3	 /* tokens per register block */
+#define MAX_JOBS 512
+
+struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
+{
+	CHECK(r0 >= 0 && nr >= 0 && r0 + nr <= w->rows && c0 >= 0 && nc >= 0 && c0 + nc <= w->cols);
+	struct wmat v = *w;
+	v.data = (const char *)w->data + ((size_t)r0 * (size_t)w->ld + (size_t)c0) * dtype_size(w->dtype);
+	v.rows = nr;
+	v.cols = nc;
+	v.row0 = w->row0 + r0;
+	v.col0 = w->col0 + c0;
+	return v;
+}
+
+size_t wmat_bytes(const struct wmat *w)
+{
+	size_t b = (size_t)w->rows * (size_t)w->cols * dtype_size(w->dtype);
+	if (w->dtype == DT_F8_E4M3)
+		b += (size_t)((w->rows + w->blk_r - 1) / w->blk_r) * (size_t)((w->cols + w->blk_c - 1) / w->blk_c) * 4;
+	return b;
+}
+
+static inline float elem(enum dtype dt, const void *p, size_t i)
+{
+	switch (dt) {
+	case DT_F32: { float f; memcpy(&f, (const char *)p + 4 * i, 4); return f; }
+	case DT_BF16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return bf16_to_f32(h); }
+	case DT_F16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return f16_to_f32(h); }
+	case DT_F8_E4M3: return fp8_e4m3_table[((const uint8_t *)p)[i]];
+	default: CHECK(!"unsupported weight dtype"); return 0;
+	}
+}
+
+static inline float wscale(const struct wmat *w, int r, int c)
+{
+	return w->scale[(size_t)((w->row0 + r) / w->blk_r) * (size_t)w->scale_ld + (size_t)((w->col0 + c) / w->blk_c)];
+}
+
+float wmat_get(const struct wmat *w, int r, int c)
+{
+	float v = elem(w->dtype, w->data, (size_t)r * (size_t)w->ld + (size_t)c);
+	return w->dtype == DT_F8_E4M3 ? v * wscale(w, r, c) : v;
+}
+
+/* ---- portable block kernel: out[r][t] = Σ_{c in [c0,c1)} W[r,c] x[t,c] ---- */
+static void blk_portable(enum dtype dt, const void *w, int64_t ld, int nr, const float *x,
+			 int ldx, int nt, int c0, int c1, float out[NR][NT])
+{
+	for (int r = 0; r < nr; r++)
+		for (int t = 0; t < nt; t++) {
+			const float *xr = x + (size_t)t * (size_t)ldx;
+			float s = 0;
+			for (int c = c0; c < c1; c++)
+				s += elem(dt, w, (size_t)r * (size_t)ld + (size_t)c) * xr[c];
+			out[r][t] = s;
+		}
+}
+
+/* ---- AVX2 + FMA + F16C ---- */
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+/* fp8 e4m3 → f16 bits: exponent/mantissa shifted into the f16 fields (bias 15 vs 7: the
+ * value comes out 2^-8 too small, compensated by the caller's scale); f16 handles the
+ * subnormals exactly. 0x7f/0xff (NaN) decode as ±480 — never present in checkpoints. */
+AVX2_INLINE __m256 load8_avx2(enum dtype dt, const void *base, size_t i)
+{
+	switch (dt) {
+	case DT_F32: return _mm256_loadu_ps((const float *)base + i);
+	case DT_BF16: {
+		__m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + i));
+		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+	}
+	case DT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+	default: {
+		__m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)((const uint8_t *)base + i)));
+		__m128i mag = _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(0x3f80));
+		__m128i sgn = _mm_and_si128(_mm_slli_epi16(b, 8), _mm_set1_epi16((short)0x8000));
+		return _mm256_cvtph_ps(_mm_or_si128(mag, sgn));
+	}
+	}
+}
+
+AVX2_INLINE float hsum_avx2(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX2_INLINE void blk_avx2_t(enum dtype dt, const void *w, int64_t ld, const float *x, int ldx,
+			    int c0, int c1, float out[NR][NT], const int nr, const int nt)
+{
+	__m256 acc[NR][NT];
+#pragma GCC unroll 4
+	for (int r = 0; r < nr; r++)
+#pragma GCC unroll 3
+		for (int t = 0; t < nt; t++)
+			acc[r][t] = _mm256_setzero_ps();
+	int c = c0;
+	for (; c + 8 <= c1; c += 8) {
+		__m256 xv[NT];
+#pragma GCC unroll 3
+		for (int t = 0; t < nt; t++)
+			xv[t] = _mm256_loadu_ps(x + (size_t)t * (size_t)ldx + c);
+#pragma GCC unroll 4
+		for (int r = 0; r < nr; r++) {
+			__m256 wv = load8_avx2(dt, w, (size_t)r * (size_t)ld + (size_t)c);
+#pragma GCC unroll 3
+			for (int t = 0; t < nt; t++)
+				acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+		}
+	}
+	for (int r = 0; r < nr; r++)
+		for (int t = 0; t < nt; t++) {
+			float s = hsum_avx2(acc[r][t]);
+			for (int cc = c; cc < c1; cc++) {
+				float wv = elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
+				if (dt == DT_F8_E4M3)
+					wv *= 1.0f / 256; /* match the vector path's 2^-8 */
+				s += wv * x[(size_t)t * (size_t)ldx + cc];
+			}
+			out[r][t] = s;
+		}
+}
+
+#define BLK_CASES(DT)                                                                             \
+	switch (nr * 4 + nt) {                                                                    \
+	case 4 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 1); break;                      \
+	case 4 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 2); break;                      \
+	case 4 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 3); break;                      \
+	case 8 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 1); break;                      \
+	case 8 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 2); break;                      \
+	case 8 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 3); break;                      \
+	case 12 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 1); break;                     \
+	case 12 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 2); break;                     \
+	case 12 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 3); break;                     \
+	case 16 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 1); break;                     \
+	case 16 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 2); break;                     \
+	default: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 3); break;                         \
+	}
+
+static AVX2_FN void blk_avx2_f32(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F32) }
+static AVX2_FN void blk_avx2_bf16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_BF16) }
+static AVX2_FN void blk_avx2_f16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F16) }
+static AVX2_FN void blk_avx2_fp8(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F8_E4M3) }
+
+/* ---- AVX2 packed path for many tokens (prefill): outer-product micro-kernel ----
+ * A sub-panel of 16 rows x KB columns is dequantized once into fp32, k-major ([KB][16], L1
+ * resident), then every tile of 6 tokens runs 12 accumulators over it: per k two weight
+ * loads, six broadcasts and twelve FMAs, no conversion or horizontal sum in the loop. */
+#define PK_R 16
+#define PK_T 6
+#define PK_K 512
+#define PACK_MIN_TOKENS 48
+
+static void pack_panel(const struct wmat *w, int r0, int nr, int k0, int kb, float *wp)
+{
+	size_t esz = dtype_size(w->dtype);
+	for (int j = 0; j < PK_R; j++) {
+		if (j >= nr) {
+			for (int k = 0; k < kb; k++)
+				wp[(size_t)k * PK_R + j] = 0;
+			continue;
+		}
+		const char *row = (const char *)w->data + (size_t)(r0 + j) * (size_t)w->ld * esz;
+		switch (w->dtype) {
+		case DT_BF16:
+			for (int k = 0; k < kb; k++) {
+				uint16_t h;
+				memcpy(&h, row + 2 * (size_t)(k0 + k), 2);
+				wp[(size_t)k * PK_R + j] = bf16_to_f32(h);
+			}
+			break;
+		case DT_F8_E4M3:
+			for (int k = 0; k < kb; k++)
+				wp[(size_t)k * PK_R + j] = fp8_e4m3_table[(uint8_t)row[k0 + k]] * wscale(w, r0 + j, k0 + k);
+			break;
+		default:
+			for (int k = 0; k < kb; k++)
+				wp[(size_t)k * PK_R + j] = elem(w->dtype, row, (size_t)(k0 + k));
+		}
+	}
+}
+
+/* 8 rows x 8 columns of the weight (converted to fp32, fp8 scaled) → 8 k-major vectors. */
+AVX2_INLINE void transpose8_store(__m256 r[8], float *dst)
+{
+	__m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+	__m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+	__m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+	__m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+	__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+	__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+	__m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+	__m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+	_mm256_store_ps(dst + 0 * PK_R, _mm256_permute2f128_ps(s0, s4, 0x20));
+	_mm256_store_ps(dst + 1 * PK_R, _mm256_permute2f128_ps(s1, s5, 0x20));
+	_mm256_store_ps(dst + 2 * PK_R, _mm256_permute2f128_ps(s2, s6, 0x20));
+	_mm256_store_ps(dst + 3 * PK_R, _mm256_permute2f128_ps(s3, s7, 0x20));
+	_mm256_store_ps(dst + 4 * PK_R, _mm256_permute2f128_ps(s0, s4, 0x31));
+	_mm256_store_ps(dst + 5 * PK_R, _mm256_permute2f128_ps(s1, s5, 0x31));
+	_mm256_store_ps(dst + 6 * PK_R, _mm256_permute2f128_ps(s2, s6, 0x31));
+	_mm256_store_ps(dst + 7 * PK_R, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+/* pack_panel with 8x8 transposes; columns an fp8 scale block boundary cuts, and the tail
+ * columns, go through the scalar packer. */
+static AVX2_FN void pack_panel_avx2(const struct wmat *w, int r0, int nr, int k0, int kb, float *wp)
+{
+	int fp8 = w->dtype == DT_F8_E4M3;
+	for (int k = 0; k < kb; k += 8) {
+		int c = k0 + k;
+		if (k + 8 > kb || (fp8 && (w->col0 + c) / w->blk_c != (w->col0 + c + 7) / w->blk_c)) {
+			/* the tail, or 8 columns cut by an fp8 scale block boundary: scalar */
+			float tmp[PK_R * 8];
+			int n = kb - k < 8 ? kb - k : 8;
+			pack_panel(w, r0, nr, c, n, tmp);
+			memcpy(wp + (size_t)k * PK_R, tmp, sizeof(float) * PK_R * (size_t)n);
+			continue;
+		}
+		for (int g = 0; g < PK_R / 8; g++) {
+			__m256 rv[8];
+			for (int i = 0; i < 8; i++) {
+				int j = g * 8 + i;
+				if (j >= nr) {
+					rv[i] = _mm256_setzero_ps();
+					continue;
+				}
+				size_t off = (size_t)(r0 + j) * (size_t)w->ld + (size_t)c;
+				switch (w->dtype) {
+				case DT_BF16: rv[i] = load8_avx2(DT_BF16, w->data, off); break;
+				case DT_F16: rv[i] = load8_avx2(DT_F16, w->data, off); break;
+				case DT_F32: rv[i] = load8_avx2(DT_F32, w->data, off); break;
+				default: /* the f16 decode is 2^-8 small: folded into the scale */
+					rv[i] = _mm256_mul_ps(load8_avx2(DT_F8_E4M3, w->data, off),
+							      _mm256_set1_ps(wscale(w, r0 + j, c) * 256.0f));
+				}
+			}
+			transpose8_store(rv, wp + (size_t)k * PK_R + g * 8);
+		}
+	}
+}
+
+AVX2_INLINE void mk_avx2_t(const float *wp, int kb, const float *x, int ldx, float out[PK_T][PK_R], const int nt)
+{
+	__m256 a0[PK_T], a1[PK_T];
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++)
+		a0[t] = a1[t] = _mm256_setzero_ps();
+	for (int k = 0; k < kb; k++) {
+		__m256 w0 = _mm256_load_ps(wp + (size_t)k * PK_R), w1 = _mm256_load_ps(wp + (size_t)k * PK_R + 8);
+#pragma GCC unroll 6
+		for (int t = 0; t < nt; t++) {
+			__m256 xb = _mm256_broadcast_ss(x + (size_t)t * (size_t)ldx + k);
+			a0[t] = _mm256_fmadd_ps(w0, xb, a0[t]);
+			a1[t] = _mm256_fmadd_ps(w1, xb, a1[t]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++) {
+		_mm256_storeu_ps(out[t], a0[t]);
+		_mm256_storeu_ps(out[t] + 8, a1[t]);
+	}
+}
+
+static AVX2_FN void mk_avx2(const float *wp, int kb, const float *x, int ldx, float out[PK_T][PK_R], int nt)
+{
+	switch (nt) {
+	case 1: mk_avx2_t(wp, kb, x, ldx, out, 1); break;
+	case 2: mk_avx2_t(wp, kb, x, ldx, out, 2); break;
+	case 3: mk_avx2_t(wp, kb, x, ldx, out, 3); break;
+	case 4: mk_avx2_t(wp, kb, x, ldx, out, 4); break;
+	case 5: mk_avx2_t(wp, kb, x, ldx, out, 5); break;
+	default: mk_avx2_t(wp, kb, x, ldx, out, 6); break;
+	}
+}
+
+static AVX2_FN void store16_avx2(float *y, const float *v, int add)
+{
+	__m256 a = _mm256_loadu_ps(v), b = _mm256_loadu_ps(v + 8);
+	if (add) {
+		a = _mm256_add_ps(a, _mm256_loadu_ps(y));
+		b = _mm256_add_ps(b, _mm256_loadu_ps(y + 8));
+	}
+	_mm256_storeu_ps(y, a);
+	_mm256_storeu_ps(y + 8, b);
+}
+
+/* per-thread packing buffer of the pool workers (32 KB) */
+static _Thread_local float pack_buf[PK_K * PK_R] __attribute__((aligned(64)));
+
+static void gemm_panel_packed(const struct gemm_job *j, int r0, int r1)
+{
+	const struct wmat *w = j->w;
+	float *wp = pack_buf;
+	for (int sr = r0; sr < r1; sr += PK_R) {
+		int nr = r1 - sr < PK_R ? r1 - sr : PK_R;
+		for (int k0 = 0; k0 < w->cols; k0 += PK_K) {
+			int kb = w->cols - k0 < PK_K ? w->cols - k0 : PK_K;
+			pack_panel_avx2(w, sr, nr, k0, kb, wp);
+			int add = k0 > 0 || j->accumulate;
+			for (int t0 = 0; t0 < j->n; t0 += PK_T) {
+				int nt = j->n - t0 < PK_T ? j->n - t0 : PK_T;
+				float out[PK_T][PK_R];
+				mk_avx2(wp, kb, j->x + (size_t)t0 * (size_t)j->ldx + k0, j->ldx, out, nt);
+				for (int t = 0; t < nt; t++) {
+					float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + sr;
+					if (nr == PK_R)
+						store16_avx2(y, out[t], add);
+					else
+						for (int r = 0; r < nr; r++)
+							y[r] = add ? y[r] + out[t][r] : out[t][r];
+				}
+			}
+		}
+	}
+}
+
+/* ---- driver ---- */
+struct gemm_ctx {
+	enum ops_level lvl;
+	atomic_int next; /* next unclaimed item: threads take panels dynamically (costs differ) */
+	const struct gemm_job *jobs;
+	int n_jobs;
+	int first_item[MAX_JOBS + 1]; /* prefix sums of panels per job */
+};
+
+typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
+
+static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r0, int r1)
+{
+	if (g->lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0) {
+		gemm_panel_packed(j, r0, r1);
+		return;
+	}
+	const struct wmat *w = j->w;
+	size_t esz = dtype_size(w->dtype);
+	int fp8 = w->dtype == DT_F8_E4M3;
+	blk_fn fn = NULL;
+	if (g->lvl == OPS_AVX2)
+		fn = w->dtype == DT_F32 ? blk_avx2_f32 : w->dtype == DT_BF16 ? blk_avx2_bf16
+		   : w->dtype == DT_F16 ? blk_avx2_f16 : blk_avx2_fp8;
+	/* fp8 segment scale multiplier: the AVX2 path decodes 2^-8 too small */
+	float fp8_mul = (fp8 && fn) ? 256.0f : 1.0f;
+	for (int t0 = 0; t0 < j->n; t0 += NT) {
+		int nt = j->n - t0 < NT ? j->n - t0 : NT;
+		const float *x = j->x + (size_t)t0 * (size_t)j->ldx;
+		for (int r = r0; r < r1; r += NR) {
+			int nr = r1 - r < NR ? r1 - r : NR;
+			const void *wr = (const char *)w->data + (size_t)r * (size_t)w->ld * esz;
+			float sum[NR][NT] = {{0}}, part[NR][NT];
+			int c0 = 0;
+			while (c0 < w->cols) {
+				int c1 = w->cols;
+				if (fp8) {
+					int nb = ((w->col0 + c0) / w->blk_c + 1) * w->blk_c - w->col0;
+					if (nb < c1)
+						c1 = nb;
+				}
+				if (fn)
+					fn(wr, w->ld, nr, x, j->ldx, nt, c0, c1, part);
+				else
+					blk_portable(w->dtype, wr, w->ld, nr, x, j->ldx, nt, c0, c1, part);
+				for (int rr = 0; rr < nr; rr++) {
+					float s = fp8 ? wscale(w, r + rr, c0) * fp8_mul : 1.0f;
+					for (int t = 0; t < nt; t++)
+						sum[rr][t] += fp8 ? part[rr][t] * s : part[rr][t];
+				}
+				c0 = c1;
+			}
+			for (int t = 0; t < nt; t++) {
+				float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + r;
+				for (int rr = 0; rr < nr; rr++)
+					y[rr] = j->accumulate ? y[rr] + sum[rr][t] : sum[rr][t];
+			}
+		}
+	}
+}
+
+static void gemm_items(void *arg, int begin, int end, int tid)
+{
+	struct gemm_ctx *g = arg;
+	int total = g->first_item[g->n_jobs];
+	for (;;) {
+		int it = atomic_fetch_add_explicit(&g->next, 1, memory_order_relaxed);
+		if (it >= total)
+			break;
+		/* binary search of the job holding item `it` */
+		int lo = 0, hi = g->n_jobs - 1;
+		while (lo < hi) {
+			int mid = (lo + hi + 1) / 2;
+			if (g->first_item[mid] <= it)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		const struct gemm_job *j = &g->jobs[lo];
+		int r0 = (it - g->first_item[lo]) * PANEL;
+		int r1 = r0 + PANEL < j->w->rows ? r0 + PANEL : j->w->rows;
+		gemm_panel(g, j, r0, r1);
+	}
+}
+
+void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs)
+{
+	while (n_jobs > 0) {
+		struct gemm_ctx g;
+		g.lvl = lvl > ops_level_best() ? ops_level_best() : lvl;
+		g.jobs = jobs;
+		g.n_jobs = n_jobs < MAX_JOBS ? n_jobs : MAX_JOBS;
+		g.first_item[0] = 0;
+		for (int i = 0; i < g.n_jobs; i++) {
+			const struct gemm_job *j = &jobs[i];
+			int np = (j->n > 0 && j->w->rows > 0) ? (j->w->rows + PANEL - 1) / PANEL : 0;
+			g.first_item[i + 1] = g.first_item[i] + np;
+		}
+		atomic_init(&g.next, 0);
+		int items = g.first_item[g.n_jobs];
+		if (items > 0) {
+			int nt = p ? pool_size(p) : 1;
+			pool_for(p, items < nt ? items : nt, 1, gemm_items, &g);
+		}
+		jobs += g.n_jobs;
+		n_jobs -= g.n_jobs;
+	}
+}
+
+void ops_gemm_multi(struct pool *p, int n_jobs, const struct gemm_job *jobs)
+{
+	ops_gemm_multi_at(ops_level_best(), p, n_jobs, jobs);
+}
+
+void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
+{
+	struct gemm_job j = {.w = w, .x = x, .y = y, .n = n, .ldx = ldx, .ldy = ldy};
+	ops_gemm_multi(p, 1, &j);
+}

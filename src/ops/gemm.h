@@ -1,0 +1,52 @@
+/* Weight matrices and the GEMM y[n, rows] = x[n, cols] · Wᵀ on compact weights (bf16, f16,
+ * f32, fp8 e4m3 with 128x128 block scales), fp32 accumulate, one pass over the weights for
+ * all n tokens, threaded over output rows. Runtime CPU dispatch: AVX2+FMA+F16C or portable C
+ * (AVX-512 is not implemented: the development machine cannot run it). */
+#ifndef MLA_OPS_GEMM_H
+#define MLA_OPS_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+
+struct pool;
+
+/* A (view of a) weight matrix [rows, cols], row-major with leading dimension ld elements.
+ * For DT_F8_E4M3, element (r, c) of the view is
+ *   fp8(data[r*ld + c]) * scale[((row0 + r) / blk_r) * scale_ld + (col0 + c) / blk_c]
+ * where scale points at the FULL tensor's grid and (row0, col0) is the view's offset in the
+ * full tensor, so a tensor-parallel slice at any row/col boundary is used in place. */
+struct wmat {
+	enum dtype dtype; /* DT_F32, DT_F16, DT_BF16 or DT_F8_E4M3 */
+	const void *data; /* element (0, 0) of the view */
+	int rows, cols;
+	int64_t ld;
+	const float *scale; /* fp8 only: [ceil(full_rows/blk_r), scale_ld] */
+	int scale_ld, row0, col0, blk_r, blk_c;
+};
+
+/* A sub-view: rows [r0, r0+nr), cols [c0, c0+nc) of w. */
+struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc);
+size_t wmat_bytes(const struct wmat *w); /* bytes of the view's elements (+ its scales) */
+float wmat_get(const struct wmat *w, int r, int c); /* one element, for tests and slow paths */
+
+/* One GEMM: y[t*ldy + r] = (accumulate ? y : 0) + Σ_c x[t*ldx + c] · W[r, c]. */
+struct gemm_job {
+	const struct wmat *w;
+	const float *x; /* [n, ldx] */
+	float *y;	/* [n, ldy] */
+	int n, ldx, ldy;
+	int accumulate;
+};
+
+/* Dispatch levels (ops/cpu.h); the _at variants run a given level (tests compare them). */
+#include "ops/cpu.h"
+
+/* Runs all jobs in one parallel region (threads share the row panels of every job). */
+void ops_gemm_multi(struct pool *p, int n_jobs, const struct gemm_job *jobs);
+void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs);
+void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int n, float *y,
+	      int ldy);
+
+#endif

@@ -1,0 +1,136 @@
+#include "ops/vec.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "base/dtype.h"
+#include "ops/cpu.h"
+
+#define AVX2_FN __attribute__((target("avx2,fma")))
+
+static AVX2_FN float dot_avx2(const float *a, const float *b, int n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	s0 = _mm256_add_ps(s0, s1);
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	float r = _mm_cvtss_f32(s);
+	for (; i < n; i++)
+		r += a[i] * b[i];
+	return r;
+}
+
+static AVX2_FN void axpy_avx2(float *y, float a, const float *x, int n)
+{
+	__m256 av = _mm256_set1_ps(a);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += a * x[i];
+}
+
+float ops_dot(const float *a, const float *b, int n)
+{
+	if (ops_level_best() >= OPS_AVX2)
+		return dot_avx2(a, b, n);
+	float s = 0;
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+void ops_axpy(float *y, float a, const float *x, int n)
+{
+	if (ops_level_best() >= OPS_AVX2) {
+		axpy_avx2(y, a, x, n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+void ops_scale(float *y, float a, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] *= a;
+}
+
+void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, int d, float eps)
+{
+	for (int t = 0; t < n; t++) {
+		const float *xr = x + (size_t)t * (size_t)ldx;
+		float *yr = y + (size_t)t * (size_t)ldy;
+		double ss = 0;
+		for (int i = 0; i < d; i++)
+			ss += (double)xr[i] * xr[i];
+		float r = (float)(1.0 / sqrt(ss / d + eps));
+		for (int i = 0; i < d; i++)
+			yr[i] = xr[i] * r * w[i];
+	}
+}
+
+void ops_silu_mul(float *out, const float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+float ops_softmax(float *x, int n)
+{
+	if (n <= 0)
+		return -INFINITY;
+	float m = -INFINITY;
+	for (int i = 0; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	if (m == -INFINITY) { /* every value -inf: define the result as uniform zeros */
+		for (int i = 0; i < n; i++)
+			x[i] = 0;
+		return -INFINITY;
+	}
+	double s = 0;
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		s += x[i];
+	}
+	float inv = (float)(1.0 / s);
+	for (int i = 0; i < n; i++)
+		x[i] *= inv;
+	return m + (float)log(s);
+}
+
+void ops_topk(const float *x, int n, int k, int *idx)
+{
+	/* selection by repeated scans; k and n are small (experts, groups) */
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int i = 0; i < n; i++) {
+			int taken = 0;
+			for (int q = 0; q < j; q++)
+				if (idx[q] == i) {
+					taken = 1;
+					break;
+				}
+			if (taken || isnan(x[i]))
+				continue;
+			if (best < 0 || x[i] > x[best])
+				best = i;
+		}
+		idx[j] = best;
+	}
+}
+
+void ops_round_bf16(float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}

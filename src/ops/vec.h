@@ -1,0 +1,24 @@
+/* Small fp32 vector kernels for the attention inner loops and elementwise layers, with
+ * runtime dispatch (ops/cpu.h). */
+#ifndef MLA_OPS_VEC_H
+#define MLA_OPS_VEC_H
+
+#include <stdint.h>
+
+float ops_dot(const float *a, const float *b, int n);
+void ops_axpy(float *y, float a, const float *x, int n); /* y += a·x */
+void ops_scale(float *y, float a, int n);		  /* y *= a */
+
+/* y[i] = x[i] / sqrt(mean(x²) + eps) * w[i], statistics in fp32; for n rows of width d with
+ * row strides ldx / ldy (y may equal x). */
+void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, int d, float eps);
+/* out[i] = silu(g[i]) * u[i] */
+void ops_silu_mul(float *out, const float *g, const float *u, int n);
+/* In place softmax over n values (max-subtracted, fp32); returns the log-sum-exp. */
+float ops_softmax(float *x, int n);
+/* Indices of the k largest values, descending; ties: the lower index wins. NaN never wins. */
+void ops_topk(const float *x, int n, int k, int *idx);
+/* Round every value to bf16 precision (round to nearest even), in place. */
+void ops_round_bf16(float *x, int64_t n);
+
+#endif

@@ -1,0 +1,86 @@
+/* Test helpers for driving model_forward over one sequence (header-only, static). */
+#ifndef MLA_TESTS_FWD_UTIL_H
+#define MLA_TESTS_FWD_UTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "model/model.h"
+
+#define FWD_BS 16
+
+struct fwd_seq {
+	struct kv_cache kv;
+	int32_t *bt; /* [max_blocks] */
+	int max_blocks;
+};
+
+static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd, struct err *e)
+{
+	memset(s, 0, sizeof *s);
+	s->max_blocks = (max_len + FWD_BS - 1) / FWD_BS;
+	s->bt = malloc(sizeof(int32_t) * (size_t)s->max_blocks);
+	/* scatter the blocks so that the paged lookup is really exercised */
+	for (int i = 0; i < s->max_blocks; i++)
+		s->bt[i] = s->max_blocks - i;
+	return kv_cache_init(&s->kv, c->num_hidden_layers, s->max_blocks + 1, FWD_BS, c->kv_lora_rank,
+			     c->qk_rope_head_dim, kvd, e);
+}
+
+static inline void fwd_seq_fini(struct fwd_seq *s)
+{
+	kv_cache_fini(&s->kv);
+	free(s->bt);
+}
+
+/* Runs tokens[start, start+q) of the sequence (positions start..), either as a decode
+ * (backend path) or as a prefill; logits of every row go to out[q, vocab]. */
+static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tokens,
+		    int start, int q, int decode, float *out, struct err *e)
+{
+	int32_t *pos = malloc(sizeof(int32_t) * (size_t)q), *rows = malloc(sizeof(int32_t) * (size_t)q);
+	int64_t *slots = malloc(sizeof(int64_t) * (size_t)q);
+	for (int i = 0; i < q; i++) {
+		pos[i] = start + i;
+		rows[i] = i;
+		slots[i] = (int64_t)s->bt[(start + i) / FWD_BS] * FWD_BS + (start + i) % FWD_BS;
+	}
+	int32_t qs[2] = {0, q}, sl[1] = {start + q};
+	struct batch b = {.n_tokens = q, .tokens = tokens + start, .positions = pos, .n_logits = out ? q : 0,
+			  .logits_rows = rows};
+	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl,
+				    .block_table = s->bt, .max_blocks = s->max_blocks, .slots = slots,
+				    .n_decodes = decode ? 1 : 0, .n_decode_tokens = decode ? q : 0, .dcp_size = 1,
+				    .local_seq_lens = sl};
+	int rc = model_forward(m, &b, &s->kv, be, out, e);
+	free(pos);
+	free(rows);
+	free(slots);
+	return rc;
+}
+
+static inline float fwd_max_abs_diff(const float *a, const float *b, size_t n)
+{
+	float d = 0;
+	for (size_t i = 0; i < n; i++) {
+		float x = fabsf(a[i] - b[i]);
+		if (isnan(x))
+			return INFINITY;
+		if (x > d)
+			d = x;
+	}
+	return d;
+}
+
+static inline int fwd_argmax(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+#endif

@@ -1,0 +1,418 @@
+/* Kernels: GEMM per weight dtype and dispatch level against a naive reference, RoPE / YaRN
+ * numbers from the spec (A.6), MoE routing (A.7), small vector ops. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/gemm.h"
+#include "ops/pool.h"
+#include "ops/rope.h"
+#include "ops/route.h"
+#include "ops/vec.h"
+
+static uint64_t rng_state = 12345;
+static float frand(void) /* uniform [-1, 1) */
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng_state >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+/* A random full weight of dtype dt [rows, cols] with its fp8 scale grid. */
+struct wbuf {
+	struct wmat w;
+	void *data;
+	float *scale;
+};
+
+static void wbuf_make(struct wbuf *b, enum dtype dt, int rows, int cols)
+{
+	size_t n = (size_t)rows * (size_t)cols;
+	b->data = malloc(n * dtype_size(dt));
+	b->scale = NULL;
+	for (size_t i = 0; i < n; i++) {
+		float v = frand();
+		switch (dt) {
+		case DT_F32: ((float *)b->data)[i] = v; break;
+		case DT_BF16: ((uint16_t *)b->data)[i] = f32_to_bf16(v); break;
+		case DT_F16: { /* exact small values: k/1024 */
+			int k = (int)(v * 1024);
+			float f = (float)k / 1024;
+			/* f16 encode of a value with <= 11 significant bits */
+			uint16_t h = 0;
+			if (f != 0) {
+				int ex;
+				float mnt = frexpf(fabsf(f), &ex); /* [0.5,1) */
+				int e16 = ex - 1 + 15;
+				uint16_t m = (uint16_t)((mnt * 2 - 1) * 1024 + 0.5f);
+				h = (uint16_t)((f < 0 ? 0x8000 : 0) | (e16 << 10) | m);
+			}
+			((uint16_t *)b->data)[i] = h;
+			break;
+		}
+		default: { /* any byte but NaN */
+			uint8_t q = (uint8_t)(rng_state >> 33);
+			if ((q & 0x7f) == 0x7f)
+				q = 0x10;
+			((uint8_t *)b->data)[i] = q;
+		}
+		}
+	}
+	b->w = (struct wmat){.dtype = dt, .data = b->data, .rows = rows, .cols = cols, .ld = cols, .blk_r = 128, .blk_c = 128};
+	if (dt == DT_F8_E4M3) {
+		int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+		b->scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
+		for (int i = 0; i < sr * sc; i++)
+			b->scale[i] = 0.001f * (1.5f + frand());
+		b->w.scale = b->scale;
+		b->w.scale_ld = sc;
+	}
+}
+
+static void wbuf_free(struct wbuf *b)
+{
+	free(b->data);
+	free(b->scale);
+}
+
+/* y = x·Wᵀ with double accumulation through wmat_get (the definition of the element). */
+static void gemm_naive(const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
+{
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < w->rows; r++) {
+			double s = 0;
+			for (int c = 0; c < w->cols; c++)
+				s += (double)wmat_get(w, r, c) * x[(size_t)t * ldx + c];
+			y[(size_t)t * ldy + r] = (float)s;
+		}
+}
+
+static double rel_err(const float *a, const float *b, int n, int lda, int ncols)
+{
+	double num = 0, den = 1e-30;
+	for (int t = 0; t < n; t++)
+		for (int c = 0; c < ncols; c++) {
+			double d = a[(size_t)t * lda + c] - b[(size_t)t * lda + c];
+			num = fmax(num, fabs(d));
+			den = fmax(den, fabs(b[(size_t)t * lda + c]));
+		}
+	return num / den;
+}
+
+static struct pool *g_pool;
+
+static void check_gemm(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+{
+	struct wbuf b;
+	wbuf_make(&b, dt, rows, cols);
+	struct wmat v = wmat_view(&b.w, r0, nr, c0, nc);
+	int ns[] = {1, 2, 3, 4, 7, 13, 47, 48, 61};
+	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+		int n = ns[ni], ldx = nc + 5, ldy = nr + 3;
+		float *x = malloc(sizeof(float) * (size_t)n * ldx), *ref = calloc((size_t)n * ldy, sizeof(float));
+		float *y = calloc((size_t)n * ldy, sizeof(float));
+		for (int i = 0; i < n * ldx; i++)
+			x[i] = frand();
+		gemm_naive(&v, x, ldx, n, ref, ldy);
+		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
+			memset(y, 0, sizeof(float) * (size_t)n * ldy);
+			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n};
+			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
+			double err = rel_err(y, ref, n, ldy, nr);
+			EXPECTF(err < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d level %s: rel err %g", dtype_name(dt), rows,
+				cols, r0, nr, c0, nc, n, ops_level_name((enum ops_level)lvl), err);
+			/* accumulate adds onto y */
+			j.accumulate = 1;
+			ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
+			for (int i = 0; i < n * ldy; i++)
+				ref[i] *= 2;
+			err = rel_err(y, ref, n, ldy, nr);
+			for (int i = 0; i < n * ldy; i++)
+				ref[i] /= 2;
+			EXPECTF(err < 2e-6, "%s accumulate level %s: rel err %g", dtype_name(dt),
+				ops_level_name((enum ops_level)lvl), err);
+		}
+		free(x);
+		free(ref);
+		free(y);
+	}
+	wbuf_free(&b);
+}
+
+static void test_gemm_f32(void) { check_gemm(DT_F32, 70, 45, 0, 70, 0, 45); }
+static void test_gemm_bf16(void) { check_gemm(DT_BF16, 130, 77, 0, 130, 0, 77); }
+static void test_gemm_f16(void) { check_gemm(DT_F16, 67, 96, 0, 67, 0, 96); }
+/* fp8 with partial edge blocks (200 = 128 + 72 rows, 300 = 2*128 + 44 cols) */
+static void test_gemm_fp8_edge_blocks(void) { check_gemm(DT_F8_E4M3, 200, 300, 0, 200, 0, 300); }
+/* tensor-parallel style slices starting inside a scale block, in place */
+static void test_gemm_fp8_tp_slices(void)
+{
+	check_gemm(DT_F8_E4M3, 300, 400, 37, 150, 101, 190);
+	check_gemm(DT_F8_E4M3, 300, 400, 128, 100, 256, 144);
+	check_gemm(DT_F8_E4M3, 300, 400, 0, 300, 130, 1); /* one column */
+}
+static void test_gemm_bf16_slices(void) { check_gemm(DT_BF16, 90, 260, 13, 40, 7, 200); }
+
+/* Several jobs in one parallel region, including empty ones. */
+static void test_gemm_multi(void)
+{
+	struct wbuf a, b;
+	wbuf_make(&a, DT_BF16, 100, 64);
+	wbuf_make(&b, DT_F8_E4M3, 33, 64);
+	float x[5 * 64], y1[5 * 100], y2[5 * 33], r1[5 * 100], r2[5 * 33];
+	for (int i = 0; i < 5 * 64; i++)
+		x[i] = frand();
+	struct gemm_job j[3] = {{.w = &a.w, .x = x, .ldx = 64, .y = y1, .ldy = 100, .n = 5},
+				{.w = &b.w, .x = x, .ldx = 64, .y = y2, .ldy = 33, .n = 0},
+				{.w = &b.w, .x = x, .ldx = 64, .y = y2, .ldy = 33, .n = 5}};
+	ops_gemm_multi(g_pool, 3, j);
+	gemm_naive(&a.w, x, 64, 5, r1, 100);
+	gemm_naive(&b.w, x, 64, 5, r2, 33);
+	EXPECT(rel_err(y1, r1, 5, 100, 100) < 2e-6);
+	EXPECT(rel_err(y2, r2, 5, 33, 33) < 2e-6);
+	wbuf_free(&a);
+	wbuf_free(&b);
+}
+
+/* The AVX2 fp8 decode (f16 trick) is exact for every byte but NaN. */
+static void test_fp8_all_bytes(void)
+{
+	uint8_t wq[256];
+	float sc = 1.0f, x[256], y[2];
+	for (int i = 0; i < 256; i++) {
+		wq[i] = (i & 0x7f) == 0x7f ? 0 : (uint8_t)i; /* NaN bytes would poison the sum */
+		x[i] = 0;
+	}
+	struct wmat w = {.dtype = DT_F8_E4M3, .data = wq, .rows = 1, .cols = 256, .ld = 256, .scale = &sc,
+			 .scale_ld = 1, .blk_r = 256, .blk_c = 256};
+	for (int i = 0; i < 256; i++) {
+		if ((i & 0x7f) == 0x7f)
+			continue;
+		x[i] = 1;
+		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
+			struct gemm_job j = {.w = &w, .x = x, .ldx = 256, .y = &y[lvl], .ldy = 1, .n = 1};
+			ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
+			EXPECTF(y[lvl] == fp8_e4m3_to_f32((uint8_t)i), "byte 0x%02x level %d: %g", i, lvl, y[lvl]);
+		}
+		x[i] = 0;
+	}
+}
+
+static void test_dispatch_level(void)
+{
+	/* this machine has AVX2+FMA: the dispatcher must find it */
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+		EXPECT_EQ_INT(ops_level_best(), OPS_AVX2);
+	EXPECT(ops_level_name(OPS_PORTABLE) != NULL);
+}
+
+static struct rope_params yarn(float mscale_all_dim)
+{
+	return (struct rope_params){.dim = 64, .theta = 10000, .yarn = true, .factor = 40,
+				    .original_max_position = 4096, .beta_fast = 32, .beta_slow = 1,
+				    .mscale = mscale_all_dim, .mscale_all_dim = mscale_all_dim};
+}
+
+static void test_yarn_frequencies(void)
+{
+	struct rope r;
+	struct rope_params p = yarn(1.0f);
+	EXPECT_EQ_INT(ops_rope_init(&r, &p), 0);
+	EXPECT_NEAR(r.inv_freq[0], 1.0, 1e-7);
+	EXPECT_NEAR(r.inv_freq[10], 0.0562341325, 1e-6 * 0.0562341325);
+	EXPECT_NEAR(r.inv_freq[11], 0.0390069266, 1e-6 * 0.0390069266);
+	EXPECT_NEAR(r.inv_freq[16], 0.0055, 1e-6 * 0.0055);
+	EXPECT_NEAR(r.inv_freq[22], 1.77827941e-4, 1e-6 * 1.77827941e-4);
+	EXPECT_NEAR(r.inv_freq[23], 3.33380358e-5, 1e-6 * 3.33380358e-5);
+	EXPECT_NEAR(r.inv_freq[31], 3.33380358e-6, 1e-6 * 3.33380358e-6);
+	EXPECT_NEAR(r.mscale, 1.0, 0);
+	/* plain RoPE: f_i = theta^(-2i/d) */
+	struct rope_params q = p;
+	q.yarn = false;
+	EXPECT_EQ_INT(ops_rope_init(&r, &q), 0);
+	EXPECT_NEAR(r.inv_freq[23], pow(10000, -46.0 / 64), 1e-10);
+	q.dim = 63;
+	EXPECT(ops_rope_init(&r, &q) < 0);
+}
+
+static void test_yarn_low_equals_high(void)
+{
+	/* dim 4, L = 2.4e8: low = floor(3.06) = 3, high = min(ceil(3.8), 3) = 3 → high = 3.001;
+	 * every pair i < 2 is below the ramp: f' = f, all finite */
+	struct rope_params p = yarn(1.0f);
+	p.dim = 4;
+	p.original_max_position = 240000000;
+	struct rope r;
+	EXPECT_EQ_INT(ops_rope_init(&r, &p), 0);
+	EXPECT_NEAR(r.inv_freq[0], 1.0, 1e-7);
+	EXPECT_NEAR(r.inv_freq[1], 0.01, 1e-9);
+	/* a low == high at 0 (L tiny): pair 0 sits on the ramp start: (0 - 0) / 0.001 = 0 */
+	p.original_max_position = 1;
+	EXPECT_EQ_INT(ops_rope_init(&r, &p), 0);
+	EXPECT(isfinite(r.inv_freq[0]) && isfinite(r.inv_freq[1]));
+	EXPECT_NEAR(r.inv_freq[0], 1.0, 1e-7); /* ramp 0 → extrapolation weight 1 */
+}
+
+static void test_softmax_scales(void)
+{
+	struct rope_params v3 = yarn(1.0f), v2 = yarn(0.707f), plain = yarn(1.0f);
+	plain.yarn = false;
+	EXPECT_NEAR(ops_mla_softmax_scale(192, &v3), 0.13523378, 2e-7);
+	EXPECT_NEAR(ops_mla_softmax_scale(192, &v2), 0.11472139, 2e-7);
+	EXPECT_NEAR(ops_mla_softmax_scale(192, &plain), 0.07216878, 2e-7);
+	struct rope_params none = v3;
+	none.mscale_all_dim = 0; /* absent: no mscale factor */
+	EXPECT_NEAR(ops_mla_softmax_scale(192, &none), 0.07216878, 2e-7);
+	/* cos/sin multiplier = mscale(f, mscale) / mscale(f, mscale_all_dim) */
+	struct rope r;
+	struct rope_params odd = v3;
+	odd.mscale = 0.707f;
+	ops_rope_init(&r, &odd);
+	EXPECT_NEAR(r.mscale, (0.1 * 0.707 * log(40) + 1) / (0.1 * log(40) + 1), 1e-6);
+}
+
+static void test_rope_interleaved(void)
+{
+	struct rope r;
+	struct rope_params p = yarn(1.0f);
+	ops_rope_init(&r, &p);
+	float x[2][64], orig[64];
+	for (int i = 0; i < 64; i++)
+		orig[i] = x[0][i] = x[1][i] = frand();
+	ops_rope_apply(&r, &x[0][0], 2, 64, 300);
+	for (int i = 0; i < 32; i++) {
+		double a = 300.0 * r.inv_freq[i];
+		double e0 = orig[2 * i] * cos(a) - orig[2 * i + 1] * sin(a);
+		double e1 = orig[2 * i + 1] * cos(a) + orig[2 * i] * sin(a);
+		EXPECT_NEAR(x[0][2 * i], e0, 1e-5);
+		EXPECT_NEAR(x[1][2 * i + 1], e1, 1e-5);
+	}
+	/* position 0 is the identity */
+	memcpy(x[0], orig, sizeof orig);
+	ops_rope_apply(&r, x[0], 1, 64, 0);
+	EXPECT(memcmp(x[0], orig, sizeof orig) == 0);
+}
+
+static void test_route_ties_lower_index(void)
+{
+	float logits[8] = {0.5f, 1.0f, 1.0f, 0.2f, 1.0f, -1, -2, 0.9f};
+	int ids[3];
+	float w[3];
+	struct route_params p = {.n_experts = 8, .top_k = 3, .n_group = 1, .topk_group = 1, .sigmoid = false,
+				 .norm_topk_prob = false, .routed_scaling_factor = 1.0f};
+	ops_moe_route(&p, logits, ids, w);
+	EXPECT_EQ_INT(ids[0], 1);
+	EXPECT_EQ_INT(ids[1], 2);
+	EXPECT_EQ_INT(ids[2], 4);
+	/* softmax weights, not renormalised */
+	double z = 0;
+	for (int i = 0; i < 8; i++)
+		z += exp(logits[i]);
+	EXPECT_NEAR(w[0], exp(1.0) / z, 1e-6);
+}
+
+static void test_route_groups_bias_and_masking(void)
+{
+	/* 4 groups of 2. Group 0 holds the single best biased expert (0) but the lowest top-2
+	 * sum; groups 1 and 2 win with top-2 sums. Biases are negative enough that biased
+	 * scores go below 0: dropped groups must be masked with -inf, not 0. */
+	float logits[8] = {3.0f, -3.0f, 1.0f, 1.0f, 0.5f, 0.5f, -4.0f, -4.0f};
+	float bias[8] = {0, 0, -0.6f, -0.6f, -0.5f, -0.5f, -0.3f, -0.3f};
+	int ids[3];
+	float w[3];
+	struct route_params p = {.n_experts = 8, .top_k = 3, .n_group = 4, .topk_group = 2, .sigmoid = true,
+				 .norm_topk_prob = true, .routed_scaling_factor = 2.5f, .bias = bias};
+	ops_moe_route(&p, logits, ids, w);
+	/* biased: e0 .953, e1 .047 (g0 sum 1.0); e2,e3 .131 (g1 .262); e4,e5 .122 (g2 .245);
+	 * e6,e7 -.282 (g3 -.564). Kept groups: 0 and 1 → experts 0, 2, 3 */
+	EXPECT_EQ_INT(ids[0], 0);
+	EXPECT_EQ_INT(ids[1], 2);
+	EXPECT_EQ_INT(ids[2], 3);
+	/* weights: original sigmoid scores (no bias), renormalised, × 2.5 */
+	double s0 = 1 / (1 + exp(-3.0)), s2 = 1 / (1 + exp(-1.0));
+	double sum = s0 + 2 * s2;
+	EXPECT_NEAR(w[0], 2.5 * s0 / sum, 1e-6);
+	EXPECT_NEAR(w[1], 2.5 * s2 / sum, 1e-6);
+	EXPECT_NEAR(w[0] + w[1] + w[2], 2.5, 1e-5);
+
+	/* all biased scores negative in every kept group: -inf masking still keeps the choice
+	 * inside the kept groups (0.0 masking would pick a dropped expert) */
+	float l2[8] = {-5, -5, -5, -5, -6, -6, -6, -6};
+	float b2[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+	p.top_k = 4;
+	p.topk_group = 1;
+	p.bias = b2;
+	int ids2[4];
+	float w2[4];
+	ops_moe_route(&p, l2, ids2, w2);
+	/* group 0 wins (ties between groups 0,1 → lower index), then only experts 0 and 1
+	 * are finite; the other two picks are -inf entries of dropped groups */
+	EXPECT(ids2[0] == 0 && ids2[1] == 1);
+}
+
+static void test_route_group_max_softmax(void)
+{
+	/* group_limited_greedy: softmax, group score = max, no bias */
+	float logits[6] = {1.0f, 0.0f, 0.0f, 2.0f, 0.5f, 0.9f};
+	int ids[2];
+	float w[2];
+	struct route_params p = {.n_experts = 6, .top_k = 2, .n_group = 3, .topk_group = 1, .sigmoid = false,
+				 .norm_topk_prob = false, .routed_scaling_factor = 16.0f};
+	ops_moe_route(&p, logits, ids, w);
+	/* group maxes: 1.0, 2.0, 0.9 → only group 1 (experts 2, 3) */
+	EXPECT_EQ_INT(ids[0], 3);
+	EXPECT_EQ_INT(ids[1], 2);
+	double z = exp(1.0) + 2 + exp(2.0) + exp(0.5) + exp(0.9);
+	EXPECT_NEAR(w[0], 16 * exp(2.0) / z, 1e-5);
+}
+
+static void test_vec_ops(void)
+{
+	float x[37], y[37], w[37];
+	double ss = 0;
+	for (int i = 0; i < 37; i++) {
+		x[i] = frand();
+		w[i] = frand();
+		ss += (double)x[i] * x[i];
+	}
+	ops_rmsnorm(y, 37, x, 37, w, 1, 37, 1e-6f);
+	double r = 1 / sqrt(ss / 37 + 1e-6);
+	for (int i = 0; i < 37; i++)
+		EXPECT_NEAR(y[i], x[i] * r * w[i], 1e-5);
+	double d = 0;
+	for (int i = 0; i < 37; i++)
+		d += (double)x[i] * w[i];
+	EXPECT_NEAR(ops_dot(x, w, 37), d, 1e-5);
+	float s[4] = {1, 2, 3, -INFINITY};
+	float lse = ops_softmax(s, 4);
+	EXPECT_NEAR(lse, log(exp(1) + exp(2) + exp(3)), 1e-6);
+	EXPECT_NEAR(s[2], exp(3) / (exp(1) + exp(2) + exp(3)), 1e-6);
+	EXPECT(s[3] == 0);
+	float e[2] = {-INFINITY, -INFINITY};
+	EXPECT(ops_softmax(e, 2) == -INFINITY && e[0] == 0);
+	int idx[3];
+	float t[5] = {1, 3, 3, NAN, 2};
+	ops_topk(t, 5, 3, idx);
+	EXPECT(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
+	float g = 0.7f, u = 2.0f, o;
+	ops_silu_mul(&o, &g, &u, 1);
+	EXPECT_NEAR(o, 0.7 / (1 + exp(-0.7)) * 2, 1e-6);
+}
+
+int main(int argc, char **argv)
+{
+	struct err e;
+	if (pool_new(2, &g_pool, &e))
+		return 1;
+	static const struct test_case cases[] = {
+		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
+		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_fp8_all_bytes),
+		T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
+		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
+		T(test_route_group_max_softmax), T(test_vec_ops),
+	};
+	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+	pool_free(g_pool);
+	return rc;
+}
