@@ -129,7 +129,7 @@ static double measure_fma_peak(struct pool *pool)
 {
 	if (ops_level_best() < OPS_AVX2)
 		return 0;
-	int nt = pool_size(pool);
+	int nt = pool ? pool_size(pool) : 1;
 	struct peak_ctx c = {.iters = 2000000};
 	double best = 0;
 	for (int r = 0; r < 7; r++) {
@@ -315,14 +315,17 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		if (run_decode(m, &kv, be, o->batches[i], I, O, mb, bt, &res[i], e))
 			goto out;
 	double bw = measure_read_bw(pool, (size_t)1 << 29);
-	double peak = measure_fma_peak(pool);
+	double peak = measure_fma_peak(pool), peak1 = measure_fma_peak(NULL);
+	/* per CPU-second: robust to other processes taking cores away on a shared machine */
+	double pf_cpu_frac = peak1 > 0 && cpu_prefill > 0 ? pf_flops / cpu_prefill / 1e9 / peak1 : 0;
 	double pf_tps = I / t_prefill, pf_gf = pf_flops / t_prefill / 1e9;
 	printf("model %s: %d layers, %.2f GB weights (load %.1f s), %d threads, %s, backend %s\n", o->dummy ? "dummy" : o->dir,
 	       c->num_hidden_layers, model_weight_bytes(m) / 1e9, t_load, pool_size(pool), ops_level_name(ops_level_best()),
 	       be->name);
 	printf("read bandwidth %.1f GB/s; fp32 FMA peak (the bf16 compute peak on this ISA) %.1f GFLOP/s\n", bw, peak);
-	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak (CPU busy %.0f%% of %d threads)\n", I,
-	       t_prefill, pf_tps, pf_gf, peak > 0 ? 100 * pf_gf / peak : 0, 100 * cpu_prefill / t_prefill / pool_size(pool),
+	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second %.0f%% of the "
+	       "one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n", I, t_prefill, pf_tps, pf_gf,
+	       peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1, 100 * cpu_prefill / t_prefill / pool_size(pool),
 	       pool_size(pool));
 	for (int i = 0; i < o->n_batches; i++) {
 		struct decode_result *d = &res[i];
@@ -339,10 +342,11 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		json_t *runs = json_array();
 		for (int i = 0; i < o->n_batches; i++)
 			json_array_append_new(runs, decode_json(&res[i]));
-		json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:o}", "model", o->dummy ? "dummy" : o->dir,
-				      "batch_size", o->batches[0], "input_len", I, "output_len", O, "threads",
-				      pool_size(pool), "prefill_tokens_per_s", pf_tps, "prefill_gflops", pf_gf,
+		json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "model",
+				      o->dummy ? "dummy" : o->dir, "batch_size", o->batches[0], "input_len", I, "output_len",
+				      O, "threads", pool_size(pool), "prefill_tokens_per_s", pf_tps, "prefill_gflops", pf_gf,
 				      "peak_gflops", peak, "prefill_peak_fraction", peak > 0 ? pf_gf / peak : 0.0,
+				      "peak_gflops_one_thread", peak1, "prefill_cpu_peak_fraction", pf_cpu_frac,
 				      "read_bandwidth_gb_s", bw, "runs", runs);
 		/* the first batch size's decode figures at the top level too */
 		json_t *first = decode_json(&res[0]);

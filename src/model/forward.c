@@ -7,6 +7,7 @@
 #include "attn/kv_cache.h"
 #include "attn/prefill.h"
 #include "model/model_internal.h"
+#include "ops/pool.h"
 #include "ops/route.h"
 #include "ops/vec.h"
 
@@ -22,6 +23,84 @@ static void act_round(const struct model *m, float *x, size_t n)
 {
 	if (m->opt.act_dtype == DT_BF16)
 		ops_round_bf16(x, (int64_t)n);
+}
+
+/* ---- elementwise work spread over the pool (the step's serial fraction) ---- */
+struct ew_ctx {
+	const struct model *m;
+	float *out, *y;
+	const float *a, *b, *w;
+	int d, lda, ldy;
+	float eps;
+	/* MoE gather / combine */
+	const int *slot_of, *ids;
+	const float *tw;
+	int k;
+};
+
+#define EW_CHUNK 8192
+static void silu_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	size_t i0 = (size_t)begin * EW_CHUNK, i1 = (size_t)end * EW_CHUNK;
+	if (i1 > (size_t)c->d)
+		i1 = (size_t)c->d;
+	ops_silu_mul(c->out + i0, c->a + i0, c->b + i0, (int)(i1 - i0));
+	if (c->m->opt.act_dtype == DT_BF16)
+		ops_round_bf16(c->out + i0, (int64_t)(i1 - i0));
+}
+
+/* out = silu(g) * u over n values, rounded like the activations */
+static void par_silu_mul(struct model *m, float *out, const float *g, const float *u, size_t n)
+{
+	struct ew_ctx c = {.m = m, .out = out, .a = g, .b = u, .d = (int)n};
+	pool_for(m->opt.pool, (int)((n + EW_CHUNK - 1) / EW_CHUNK), 1, silu_range, &c);
+}
+
+static void norm_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	ops_rmsnorm(c->y + (size_t)begin * c->ldy, c->ldy, c->a + (size_t)begin * c->lda, c->lda, c->w, end - begin, c->d,
+		    c->eps);
+	if (c->m->opt.act_dtype == DT_BF16)
+		for (int t = begin; t < end; t++)
+			ops_round_bf16(c->y + (size_t)t * c->ldy, c->d);
+}
+
+static void par_rmsnorm(struct model *m, float *y, int ldy, const float *x, int ldx, const float *w, int n, int d)
+{
+	struct ew_ctx c = {.m = m, .y = y, .ldy = ldy, .a = x, .lda = ldx, .w = w, .d = d, .eps = m->cfg.rms_norm_eps};
+	pool_for(m->opt.pool, n, 16, norm_range, &c);
+}
+
+/* xg[slot_of[t*k+s]] = xn[t] */
+static void gather_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	for (int t = begin; t < end; t++)
+		for (int s = 0; s < c->k; s++)
+			memcpy(c->out + (size_t)c->slot_of[t * c->k + s] * c->d, c->a + (size_t)t * c->d, sizeof(float) * (size_t)c->d);
+}
+
+/* h[t] += round(Σ_s tw[j] · dd[j]) over the token's slots j */
+static void combine_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	int D = c->d;
+	for (int t = begin; t < end; t++) {
+		float *r = c->out + (size_t)t * D, *h = c->y + (size_t)t * D;
+		memset(r, 0, sizeof(float) * (size_t)D);
+		for (int s = 0; s < c->k; s++) {
+			int j = c->slot_of[t * c->k + s];
+			ops_axpy(r, c->tw[j], c->b + (size_t)j * D, D);
+		}
+		if (c->m->opt.act_dtype == DT_BF16)
+			ops_round_bf16(r, D);
+		for (int i = 0; i < D; i++)
+			h[i] += r[i];
+		if (c->m->opt.act_dtype == DT_BF16)
+			ops_round_bf16(h, D);
+	}
 }
 
 static int validate(const struct model *m, const struct batch *b, const struct kv_cache *kv,
@@ -185,8 +264,7 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 		used(m, &l->down);
 		act_round(m, g, (size_t)n * I);
 		act_round(m, u, (size_t)n * I);
-		ops_silu_mul(g, g, u, n * I);
-		act_round(m, g, (size_t)n * I);
+		par_silu_mul(m, g, g, u, (size_t)n * I);
 		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1};
 		ops_gemm_multi(pool, 1, &jd);
 		act_round(m, h, (size_t)n * D);
@@ -213,19 +291,21 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 	off[0] = 0;
 	for (int x = 0; x < E; x++)
 		off[x + 1] = off[x] + count[x];
-	/* group by expert: slot j of expert x holds token tok[j] */
+	/* group by expert: the rows of expert x are [off[x], off[x+1]) */
 	int nk = n * k;
-	int *tok = ALLOC(m, int, nk), *fill = ALLOC(m, int, E);
+	int *fill = ALLOC(m, int, E);
 	float *tw = ALLOC(m, float, nk);
 	memcpy(fill, off, sizeof(int) * (size_t)E);
 	float *xg = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] */
+	int *slot_of = ALLOC(m, int, nk);	      /* [n, k] → row of xg / dd */
 	for (int t = 0; t < n; t++)
 		for (int s = 0; s < k; s++) {
 			int x = ids[(size_t)t * k + s], j = fill[x]++;
-			tok[j] = t;
 			tw[j] = wts[(size_t)t * k + s];
-			memcpy(xg + (size_t)j * D, xn + (size_t)t * D, sizeof(float) * (size_t)D);
+			slot_of[t * k + s] = j;
 		}
+	struct ew_ctx gc = {.m = m, .out = xg, .a = xn, .d = D, .k = k, .slot_of = slot_of};
+	pool_for(pool, n, 4, gather_range, &gc);
 	float *gg = ALLOC(m, float, (size_t)nk * Im), *uu = ALLOC(m, float, (size_t)nk * Im); /* [n*k, Im] */
 	float *sg = NULL, *su = NULL;
 	struct gemm_job *j = ALLOC(m, struct gemm_job, 2 * E + 2);
@@ -253,13 +333,11 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 	ops_gemm_multi(pool, nj, j);
 	act_round(m, gg, (size_t)nk * Im);
 	act_round(m, uu, (size_t)nk * Im);
-	ops_silu_mul(gg, gg, uu, nk * Im);
-	act_round(m, gg, (size_t)nk * Im);
+	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
 	if (l->has_shared) {
 		act_round(m, sg, (size_t)n * Is);
 		act_round(m, su, (size_t)n * Is);
-		ops_silu_mul(sg, sg, su, n * Is);
-		act_round(m, sg, (size_t)n * Is);
+		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
 	}
 	float *dd = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] expert outputs */
 	float *routed = ALLOC(m, float, (size_t)n * D);
@@ -271,13 +349,8 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 	if (l->has_shared)
 		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = h, .ldy = D, .n = n, .accumulate = 1};
 	ops_gemm_multi(pool, nj, j);
-	memset(routed, 0, sizeof(float) * (size_t)n * D);
-	for (int s = 0; s < nk; s++)
-		ops_axpy(routed + (size_t)tok[s] * D, tw[s], dd + (size_t)s * D, D);
-	act_round(m, routed, (size_t)n * D);
-	for (size_t i = 0; i < (size_t)n * D; i++)
-		h[i] += routed[i];
-	act_round(m, h, (size_t)n * D);
+	struct ew_ctx cc = {.m = m, .out = routed, .y = h, .b = dd, .d = D, .k = k, .slot_of = slot_of, .tw = tw};
+	pool_for(pool, n, 4, combine_range, &cc);
 }
 
 int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
@@ -301,13 +374,11 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 	for (int li = 0; li < c->num_hidden_layers; li++) {
 		const struct layer_weights *l = &m->layers[li];
 		m->arena.used = mark;
-		ops_rmsnorm(xn, D, h, D, l->attn_norm, n, D, c->rms_norm_eps);
-		act_round(m, xn, (size_t)n * D);
+		par_rmsnorm(m, xn, D, h, D, l->attn_norm, n, D);
 		if (attention(m, li, b, &meta, kv, backend, xn, h, e))
 			return -1;
 		m->arena.used = mark;
-		ops_rmsnorm(xn, D, h, D, l->ffn_norm, n, D, c->rms_norm_eps);
-		act_round(m, xn, (size_t)n * D);
+		par_rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
 		ffn(m, li, n, xn, h);
 	}
 	m->arena.used = mark;

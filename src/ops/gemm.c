@@ -141,6 +141,43 @@ AVX2_INLINE void blk_avx2_t(enum dtype dt, const void *w, int64_t ld, const floa
 		}
 }
 
+/* One token, 8 rows: eight concurrent weight streams keep more DRAM requests in flight
+ * (GEMV-shaped steps are bandwidth-bound). out[r] = Σ_c W[r,c] x[c]. */
+AVX2_INLINE void gemv8_avx2_t(enum dtype dt, const void *w, int64_t ld, const float *x, int c0, int c1, float *out)
+{
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++)
+		acc[r] = _mm256_setzero_ps();
+	int c = c0;
+	for (; c + 8 <= c1; c += 8) {
+		__m256 xv = _mm256_loadu_ps(x + c);
+#pragma GCC unroll 8
+		for (int r = 0; r < 8; r++)
+			acc[r] = _mm256_fmadd_ps(load8_avx2(dt, w, (size_t)r * (size_t)ld + (size_t)c), xv, acc[r]);
+	}
+	for (int r = 0; r < 8; r++) {
+		float s = hsum_avx2(acc[r]);
+		for (int cc = c; cc < c1; cc++) {
+			float wv = elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
+			if (dt == DT_F8_E4M3)
+				wv *= 1.0f / 256;
+			s += wv * x[cc];
+		}
+		out[r] = s;
+	}
+}
+
+static AVX2_FN void gemv8_avx2(enum dtype dt, const void *w, int64_t ld, const float *x, int c0, int c1, float *out)
+{
+	switch (dt) {
+	case DT_F32: gemv8_avx2_t(DT_F32, w, ld, x, c0, c1, out); break;
+	case DT_BF16: gemv8_avx2_t(DT_BF16, w, ld, x, c0, c1, out); break;
+	case DT_F16: gemv8_avx2_t(DT_F16, w, ld, x, c0, c1, out); break;
+	default: gemv8_avx2_t(DT_F8_E4M3, w, ld, x, c0, c1, out); break;
+	}
+}
+
 #define BLK_CASES(DT)                                                                             \
 	switch (nr * 4 + nt) {                                                                    \
 	case 4 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 1); break;                      \
@@ -304,23 +341,30 @@ static AVX2_FN void store16_avx2(float *y, const float *v, int add)
 	_mm256_storeu_ps(y + 8, b);
 }
 
-/* per-thread packing buffer of the pool workers (32 KB) */
-static _Thread_local float pack_buf[PK_K * PK_R] __attribute__((aligned(64)));
+/* per-thread packing buffer of the pool workers: one work item's PANEL rows x PK_K columns
+ * (128 KB, L2 resident) */
+static _Thread_local float pack_buf[PANEL * PK_K] __attribute__((aligned(64)));
 
+/* Per k block: pack the item's sub-panels, then run every token tile over all of them, so a
+ * tile's x (6 x PK_K floats) is reused from L1 across the panel's rows. */
 static void gemm_panel_packed(const struct gemm_job *j, int r0, int r1)
 {
 	const struct wmat *w = j->w;
-	float *wp = pack_buf;
-	for (int sr = r0; sr < r1; sr += PK_R) {
-		int nr = r1 - sr < PK_R ? r1 - sr : PK_R;
-		for (int k0 = 0; k0 < w->cols; k0 += PK_K) {
-			int kb = w->cols - k0 < PK_K ? w->cols - k0 : PK_K;
-			pack_panel_avx2(w, sr, nr, k0, kb, wp);
-			int add = k0 > 0 || j->accumulate;
-			for (int t0 = 0; t0 < j->n; t0 += PK_T) {
-				int nt = j->n - t0 < PK_T ? j->n - t0 : PK_T;
+	int nsub = (r1 - r0 + PK_R - 1) / PK_R;
+	for (int k0 = 0; k0 < w->cols; k0 += PK_K) {
+		int kb = w->cols - k0 < PK_K ? w->cols - k0 : PK_K;
+		for (int sp = 0; sp < nsub; sp++) {
+			int sr = r0 + sp * PK_R, nr = r1 - sr < PK_R ? r1 - sr : PK_R;
+			pack_panel_avx2(w, sr, nr, k0, kb, pack_buf + (size_t)sp * PK_K * PK_R);
+		}
+		int add = k0 > 0 || j->accumulate;
+		for (int t0 = 0; t0 < j->n; t0 += PK_T) {
+			int nt = j->n - t0 < PK_T ? j->n - t0 : PK_T;
+			const float *x = j->x + (size_t)t0 * (size_t)j->ldx + k0;
+			for (int sp = 0; sp < nsub; sp++) {
+				int sr = r0 + sp * PK_R, nr = r1 - sr < PK_R ? r1 - sr : PK_R;
 				float out[PK_T][PK_R];
-				mk_avx2(wp, kb, j->x + (size_t)t0 * (size_t)j->ldx + k0, j->ldx, out, nt);
+				mk_avx2(pack_buf + (size_t)sp * PK_K * PK_R, kb, x, j->ldx, out, nt);
 				for (int t = 0; t < nt; t++) {
 					float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + sr;
 					if (nr == PK_R)
@@ -360,10 +404,32 @@ static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r
 		   : w->dtype == DT_F16 ? blk_avx2_f16 : blk_avx2_fp8;
 	/* fp8 segment scale multiplier: the AVX2 path decodes 2^-8 too small */
 	float fp8_mul = (fp8 && fn) ? 256.0f : 1.0f;
+	int r_gemv = r0;
+	if (fn && j->n == 1) { /* one token: 8-row blocks, then the 4-row kernel for the rest */
+		for (; r_gemv + 8 <= r1; r_gemv += 8) {
+			const void *wr = (const char *)w->data + (size_t)r_gemv * (size_t)w->ld * esz;
+			float sum[8] = {0}, part[8];
+			int c0 = 0;
+			while (c0 < w->cols) {
+				int c1 = w->cols;
+				if (fp8) {
+					int nb = ((w->col0 + c0) / w->blk_c + 1) * w->blk_c - w->col0;
+					if (nb < c1)
+						c1 = nb;
+				}
+				gemv8_avx2(w->dtype, wr, w->ld, j->x, c0, c1, part);
+				for (int rr = 0; rr < 8; rr++)
+					sum[rr] += fp8 ? part[rr] * wscale(w, r_gemv + rr, c0) * fp8_mul : part[rr];
+				c0 = c1;
+			}
+			for (int rr = 0; rr < 8; rr++)
+				j->y[r_gemv + rr] = j->accumulate ? j->y[r_gemv + rr] + sum[rr] : sum[rr];
+		}
+	}
 	for (int t0 = 0; t0 < j->n; t0 += NT) {
 		int nt = j->n - t0 < NT ? j->n - t0 : NT;
 		const float *x = j->x + (size_t)t0 * (size_t)j->ldx;
-		for (int r = r0; r < r1; r += NR) {
+		for (int r = (j->n == 1 ? r_gemv : r0); r < r1; r += NR) {
 			int nr = r1 - r < NR ? r1 - r : NR;
 			const void *wr = (const char *)w->data + (size_t)r * (size_t)w->ld * esz;
 			float sum[NR][NT] = {{0}}, part[NR][NT];

@@ -120,9 +120,10 @@ void ops_topk(const float *x, int n, int k, int *idx)
 					taken = 1;
 					break;
 				}
-			if (taken || isnan(x[i]))
+			if (taken)
 				continue;
-			if (best < 0 || x[i] > x[best])
+			/* NaN ranks below every number (and never leaves a slot unfilled) */
+			if (best < 0 || (!isnan(x[i]) && (isnan(x[best]) || x[i] > x[best])))
 				best = i;
 		}
 		idx[j] = best;

@@ -16,7 +16,8 @@ void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int
 void ops_silu_mul(float *out, const float *g, const float *u, int n);
 /* In place softmax over n values (max-subtracted, fp32); returns the log-sum-exp. */
 float ops_softmax(float *x, int n);
-/* Indices of the k largest values, descending; ties: the lower index wins. NaN never wins. */
+/* Indices of the k largest values (k <= n), descending; ties: the lower index wins; NaN ranks
+ * below every number. */
 void ops_topk(const float *x, int n, int k, int *idx);
 /* Round every value to bf16 precision (round to nearest even), in place. */
 void ops_round_bf16(float *x, int64_t n);

@@ -395,6 +395,9 @@ static void test_vec_ops(void)
 	float t[5] = {1, 3, 3, NAN, 2};
 	ops_topk(t, 5, 3, idx);
 	EXPECT(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
+	float allnan[3] = {NAN, NAN, NAN};
+	ops_topk(allnan, 3, 2, idx);
+	EXPECT(idx[0] == 0 && idx[1] == 1); /* every slot filled, never -1 */
 	float g = 0.7f, u = 2.0f, o;
 	ops_silu_mul(&o, &g, &u, 1);
 	EXPECT_NEAR(o, 0.7 / (1 + exp(-0.7)) * 2, 1e-6);
