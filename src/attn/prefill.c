@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn/dcp.h"
 #include "attn/kv_cache.h"
 #include "attn/merge.h"
 #include "ops/pool.h"
@@ -85,13 +86,82 @@ size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int r
 	return f * sizeof(float) + 16 * 64;
 }
 
+size_t attn_prefill_dcp_scratch_bytes(int ws_rows, int dcp_size, int kv_lora_rank, int rope_dim)
+{
+	if (dcp_size <= 1)
+		return 0;
+	/* this rank's padded chunk rows [ws/W, row] and the gathered ones [ws, row] */
+	size_t w = (size_t)ws_rows, row = (size_t)(kv_lora_rank + rope_dim);
+	return (w / (size_t)dcp_size + w) * row * sizeof(float) + 2 * 64;
+}
+
+/* Context rows of sequence i (local indices [k0, k0 + n) of this rank's shard) as fp32. */
+static int read_ctx_rows(const struct attn_prefill_args *a, int i, int k0, int n, float *dst, struct err *e)
+{
+	const struct attn_meta *m = a->meta;
+	const int32_t *bt = m->block_table + (size_t)i * (size_t)m->max_blocks;
+	int row = a->kv_lora_rank + a->rope_dim;
+	for (int r = 0; r < n; r++) {
+		int64_t pos = k0 + r;
+		if (pos / a->kv->block_size >= m->max_blocks)
+			return err_set(e, "prefill: position %lld of sequence %d is past its block table (%d blocks)",
+				       (long long)pos, i, m->max_blocks);
+		int64_t slot = kv_cache_slot(bt, a->kv->block_size, pos);
+		if (slot < 0 || slot >= kv_cache_n_slots(a->kv))
+			return err_set(e, "prefill: slot %lld of sequence %d is outside the kv cache", (long long)slot, i);
+		float *d = dst + (size_t)r * (size_t)row;
+		const float *src = kv_cache_row_f32(a->kv, a->layer, slot, d);
+		if (src != d)
+			memcpy(d, src, sizeof(float) * (size_t)row);
+	}
+	return 0;
+}
+
+/* Under DCP the context of sequence i is sharded (mla-dcp-spec §4.6): chunk c of C_loc local
+ * rows is padded to rank 0's (the largest) count, all-gathered over the group and
+ * concatenated rank by rank, keeping each rank's true rows. The key order is a permutation
+ * of the positions: harmless, the context attention is non-causal and RoPE sits in k_pe.
+ * Every rank runs the same chunks with the same sizes (they depend on ctx, W and I only).
+ * Returns the number of context rows in wsb (0 when the chunk is past the context). */
+static int gather_ctx_chunk(const struct attn_prefill_args *a, int i, int ctx, int c0, int C_loc, float *loc,
+			    float *gat, float *wsb, struct err *e)
+{
+	const struct attn_meta *m = a->meta;
+	int W = m->dcp_size, I = m->dcp_interleave, row = a->kv_lora_rank + a->rope_dim;
+	int max_local = dcp_local_seq_len(ctx, W, 0, I);
+	int rows = max_local - c0 < C_loc ? max_local - c0 : C_loc; /* padded rows of this chunk */
+	int mine = dcp_context_chunk_rows(dcp_local_seq_len(ctx, W, m->dcp_rank, I), c0 / C_loc, C_loc);
+	if (read_ctx_rows(a, i, c0, mine, loc, e))
+		return -1;
+	memset(loc + (size_t)mine * (size_t)row, 0, sizeof(float) * (size_t)(rows - mine) * (size_t)row);
+	if (a->dcp_allgather(a->dcp_ctx, loc, (size_t)rows * (size_t)row, gat, e))
+		return err_prefix(e, "prefill context gather");
+	int len = 0;
+	for (int k = 0; k < W; k++) {
+		int nk = dcp_context_chunk_rows(dcp_local_seq_len(ctx, W, k, I), c0 / C_loc, C_loc);
+		if (nk > rows)
+			nk = rows;
+		memcpy(wsb + (size_t)len * (size_t)row, gat + (size_t)k * (size_t)rows * (size_t)row,
+		       sizeof(float) * (size_t)nk * (size_t)row);
+		len += nk;
+	}
+	return len;
+}
+
 int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 {
 	const struct attn_meta *m = a->meta;
 	if (m->n_decodes >= m->n_seqs)
 		return 0;
-	if (m->dcp_size > 1)
-		return err_set(e, "prefill: decode context parallelism (dcp_size %d) is not supported on the prefill path", m->dcp_size);
+	int W = m->dcp_size > 1 ? m->dcp_size : 1;
+	if (W > 1) {
+		int I = m->dcp_interleave > 0 ? m->dcp_interleave : 1;
+		if (!a->dcp_allgather)
+			return err_set(e, "prefill: dcp_size %d without a context all-gather", W);
+		if (a->ws_rows < W * I || a->ws_rows % (W * I))
+			return err_set(e, "prefill: context workspace of %d rows is not a multiple of dcp %d x interleave %d",
+				       a->ws_rows, W, I);
+	}
 	int H = a->n_heads, dn = a->nope_dim, dr = a->rope_dim, dv = a->v_dim, L = a->kv_lora_rank;
 	int hd = H * (dn + dv), row = L + dr;
 	int t_begin = m->query_start[m->n_decodes], t_end = m->query_start[m->n_seqs];
@@ -106,6 +176,7 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 	size_t work_ld = (size_t)max_keys * (size_t)(dn + dr + dv) + (size_t)QB * (size_t)max_keys;
 	float *work = arena_alloc(a->scratch, sizeof(float) * (size_t)nthr * work_ld);
 	float *wsb = NULL, *kvb_ctx = NULL, *o_c = NULL, *lse_c = NULL, *o_acc = NULL, *lse_acc = NULL;
+	float *dcp_loc = NULL, *dcp_gat = NULL;
 
 	/* up-project the new latents once for all prefill sequences */
 	struct gemm_job up = {.w = a->kv_b, .x = a->kv_c + (size_t)t_begin * (size_t)a->ld_kv, .ldx = a->ld_kv,
@@ -139,21 +210,24 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 			o_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
 			lse_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
 		}
-		const int32_t *bt = m->block_table + (size_t)i * (size_t)m->max_blocks;
-		for (int start = 0; start < ctx; start += ws) {
-			int len = ctx - start < ws ? ctx - start : ws;
-			for (int r = 0; r < len; r++) {
-				int64_t pos = start + r;
-				if (pos / a->kv->block_size >= m->max_blocks)
-					return err_set(e, "prefill: position %lld of sequence %d is past its block table (%d blocks)",
-						       (long long)pos, i, m->max_blocks);
-				int64_t slot = kv_cache_slot(bt, a->kv->block_size, pos);
-				if (slot < 0 || slot >= kv_cache_n_slots(a->kv))
-					return err_set(e, "prefill: slot %lld of sequence %d is outside the kv cache", (long long)slot, i);
-				float *dst = wsb + (size_t)r * (size_t)row;
-				const float *src = kv_cache_row_f32(a->kv, a->layer, slot, dst);
-				if (src != dst)
-					memcpy(dst, src, sizeof(float) * (size_t)row);
+		/* local coordinates: without DCP the whole context, chunks of ws rows; under DCP
+		 * rank 0's (padded) share, chunks of ws / W local rows from every rank */
+		int span = W > 1 ? dcp_local_seq_len(ctx, W, 0, m->dcp_interleave) : ctx;
+		int step = ws / W;
+		if (W > 1 && (!dcp_loc || !dcp_gat)) {
+			dcp_loc = arena_alloc(a->scratch, sizeof(float) * (size_t)step * (size_t)row); /* [ws/W, row] */
+			dcp_gat = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row);   /* [W, ws/W, row] */
+		}
+		for (int start = 0; start < span; start += step) {
+			int len;
+			if (W > 1) {
+				len = gather_ctx_chunk(a, i, ctx, start, step, dcp_loc, dcp_gat, wsb, e);
+				if (len < 0)
+					return -1;
+			} else {
+				len = ctx - start < ws ? ctx - start : ws;
+				if (read_ctx_rows(a, i, start, len, wsb, e))
+					return -1;
 			}
 			struct gemm_job upc = {.w = a->kv_b, .x = wsb, .ldx = row, .y = kvb_ctx, .ldy = hd, .n = len};
 			ops_gemm_multi(a->pool, 1, &upc);

@@ -23,14 +23,22 @@ struct attn_prefill_args {
 	const float *k_pe;	  /* [n_tokens, ld_kv] rotated k_pe */
 	int ld_kv;
 	float *out;		  /* [n_tokens, n_heads, v_dim]: the prefill rows are written */
-	int ws_rows;		  /* context rows per chunk (the bounded workspace) */
+	int ws_rows;		  /* context rows per chunk (the bounded workspace); under DCP a
+				   * multiple of dcp_size x dcp_interleave */
 	struct pool *pool;
 	struct arena *scratch;
+	/* DCP (meta->dcp_size > 1): the cached context is sharded (mla-dcp-spec §4.6). Gathers
+	 * send [n] of every rank of the DCP group into recv [dcp_size, n], rank-major. Every
+	 * rank of the group calls it the same number of times with the same n. */
+	int (*dcp_allgather)(void *ctx, const float *send, size_t n, float *recv, struct err *e);
+	void *dcp_ctx;
 };
 
 int attn_prefill(const struct attn_prefill_args *a, struct err *e);
 /* Arena bytes attn_prefill needs at most for n_tokens prefill tokens. */
 size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
 				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads);
+/* Additional arena bytes of the DCP context gather (0 when dcp_size <= 1). */
+size_t attn_prefill_dcp_scratch_bytes(int ws_rows, int dcp_size, int kv_lora_rank, int rope_dim);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "tok/tokenizer.h"
 
@@ -411,10 +412,33 @@ int cmd_generate(int argc, char **argv)
 		goto out;
 	}
 	struct engine_runtime rt;
+	memset(&rt, 0, sizeof rt);
+	struct comm comm;
+	struct dist_exec dx;
+	memset(&dx, 0, sizeof dx);
+	bool dist = o.ea.tp_size > 1 || o.ea.dcp_size > 1;
+	if (dist) {
+		if (dist_exec_start(argc, argv, &o.ea, &comm, &e) < 0) {
+			fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+			goto out;
+		}
+		if (comm.world_rank != 0) { /* a worker: runs rank 0's plans until its stop */
+			rc = dist_exec_worker_run(&o.ea, &comm, &e) < 0 ? 1 : 0;
+			comm_fini(&comm);
+			goto out;
+		}
+	}
+	struct engine_forward_hook hook = {dist_exec_hook, &dx};
 	double t_load = now_s();
-	if (engine_runtime_open(&o.ea, NULL, &rt, &e) < 0) {
+	if (engine_runtime_open(&o.ea, dist ? &hook : NULL, &rt, &e) < 0) {
 		fprintf(stderr, "mlaserve generate: %s\n", e.msg);
-		goto out;
+		goto dist_end;
+	}
+	if (dist) {
+		dist_exec_init(&dx, &comm, rt.model, engine_kv_cache(rt.engine), engine_backend(rt.engine),
+			       o.ea.dcp_interleave);
+		if (dist_exec_send_setup(&dx, engine_kv_cache(rt.engine), engine_backend(rt.engine), &e) < 0)
+			goto fail;
 	}
 	t_load = now_s() - t_load;
 	struct sampling_params def;
@@ -489,11 +513,18 @@ int cmd_generate(int argc, char **argv)
 		(unsigned long long)st.prefix_queries);
 	rc = 0;
 	engine_runtime_close(&rt);
-	goto out;
+	goto dist_end;
 fail:
 	fprintf(stderr, "mlaserve generate: %s\n", e.msg);
 	engine_runtime_close(&rt);
 	rc = 1;
+dist_end:
+	if (dist) { /* rank 0: the engine is stopped; release the workers */
+		if (comm_plan_send_stop(&comm, &e) < 0)
+			fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+		dist_exec_fini(&dx);
+		comm_fini(&comm);
+	}
 out:
 	for (int k = 0; k < n_items; k++)
 		free(items[k].ids);

@@ -7,20 +7,27 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/threshold.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "cli/commands.h"
+#include "engine/dist_exec.h"
 #include "model/model.h"
 #include "ops/pool.h"
 
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
 	int dummy, threads, chunk;
+	int tp, dcp, interleave, block_size;
+	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
 };
 
 static void logits_usage(FILE *f)
 {
 	fprintf(f, "usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
-		   "         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n");
+		   "         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
+		   "         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N]\n"
+		   "Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
 
 static int parse_int(const char *s, const char *what, int lo, int *out, struct err *e)
@@ -80,6 +87,10 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	FILE *f = NULL;
 	int32_t *bt = NULL, *pos = NULL, *rows = NULL;
 	int64_t *slots = NULL;
+	struct dist_exec dx;
+	memset(&dx, 0, sizeof dx);
+	struct comm *c = o->comm;
+	bool rank0 = !c || c->world_rank == 0;
 	if (parse_tokens(o->tokens, &tok, &n, e))
 		return -1;
 	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : attn_backend_at(0);
@@ -91,7 +102,9 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		goto out;
 	int chunk = o->chunk > 0 && o->chunk < n ? o->chunk : n;
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 0,
-				   .max_batch_tokens = chunk, .max_seqs = 1, .max_model_len = n, .pool = pool};
+				   .max_batch_tokens = chunk, .max_seqs = 1, .max_model_len = n, .pool = pool,
+				   .tp_size = c ? c->tp_size : 1, .tp_rank = c ? c->tp_rank : 0, .comm = c,
+				   .dcp_interleave = o->interleave};
 	if (!strcmp(o->dtype, "auto"))
 		mo.act_dtype_auto = true;
 	else if (!strcmp(o->dtype, "bfloat16"))
@@ -102,19 +115,29 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	}
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;
-	const struct model_config *c = model_config(m);
+	const struct model_config *cfg = model_config(m);
 	for (int i = 0; i < n; i++)
-		if (tok[i] >= c->vocab_size) {
-			err_set(e, "--tokens: token %d outside the vocabulary (%d)", tok[i], c->vocab_size);
+		if (tok[i] >= cfg->vocab_size) {
+			err_set(e, "--tokens: token %d outside the vocabulary (%d)", tok[i], cfg->vocab_size);
 			goto out;
 		}
-	int bs = 16 * (be->block_size_multiple > 0 ? be->block_size_multiple : 1);
-	int nb = (n + bs - 1) / bs;
-	/* the cache dtype follows the activations: float32 runs are exact */
-	enum dtype kvd = (mo.act_dtype_auto ? strcmp(c->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16 : DT_F32;
-	if (kv_cache_init(&kv, c->num_hidden_layers, nb + 1, bs, c->kv_lora_rank, c->qk_rope_head_dim, kvd, e))
+	int mult = be->block_size_multiple > 0 ? be->block_size_multiple : 1;
+	int bs = o->block_size > 0 ? o->block_size : 16 * mult;
+	if (bs % mult) {
+		err_set(e, "--block-size %d: attention backend %s needs a multiple of %d", bs, be->name, mult);
 		goto out;
-	logits = malloc(sizeof(float) * (size_t)n * (size_t)c->vocab_size);
+	}
+	/* under DCP the block table addresses virtual blocks of bs x W tokens (§4.1) */
+	int W = c ? c->dcp_size : 1, I = o->interleave > 0 ? o->interleave : 1;
+	int vbs = bs * W, nb = (n + vbs - 1) / vbs;
+	const struct attn_backend *bl[1] = {be};
+	char why[512];
+	int thr = attn_threshold_resolve(bl, 1, W, I, 0, why, sizeof why);
+	/* the cache dtype follows the activations: float32 runs are exact */
+	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16 : DT_F32;
+	if (kv_cache_init(&kv, cfg->num_hidden_layers, nb + 1, bs, cfg->kv_lora_rank, cfg->qk_rope_head_dim, kvd, e))
+		goto out;
+	logits = malloc(sizeof(float) * (size_t)n * (size_t)cfg->vocab_size);
 	bt = malloc(sizeof(int32_t) * (size_t)nb);
 	pos = malloc(sizeof(int32_t) * (size_t)n);
 	rows = malloc(sizeof(int32_t) * (size_t)n);
@@ -127,38 +150,47 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		bt[i] = i + 1; /* block 0 is the null block */
 	for (int i = 0; i < n; i++) {
 		pos[i] = i;
-		slots[i] = (int64_t)bt[i / bs] * bs + i % bs;
+		slots[i] = (int64_t)bt[i / vbs] * vbs + i % vbs;
 	}
+	dist_exec_init(&dx, c, m, &kv, be, I);
 	for (int s = 0; s < n; s += chunk) {
 		int q = n - s < chunk ? n - s : chunk;
-		/* vLLM's split: a short enough query runs the backend's decode path */
-		bool dec = q == 1 || (be->query_len_support != QLEN_SINGLE_ONLY && q <= be->reorder_batch_threshold);
+		/* vLLM's split: a query within the (DCP-resolved) threshold runs the decode path */
+		bool dec = q == 1 || q <= thr;
 		int32_t qs[2] = {0, q}, sl[1] = {s + q};
 		for (int i = 0; i < q; i++)
 			rows[i] = i;
-		struct batch b = {.n_tokens = q, .tokens = tok + s, .positions = pos + s, .n_logits = q, .logits_rows = rows};
-		b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl, .block_table = bt,
-					    .max_blocks = nb, .slots = slots + s, .n_decodes = dec ? 1 : 0,
-					    .n_decode_tokens = dec ? q : 0, .dcp_size = 1, .local_seq_lens = sl};
-		if (model_forward(m, &b, &kv, be, logits + (size_t)s * (size_t)c->vocab_size, e))
+		struct step_plan p = {.n_tokens = q, .n_seqs = 1, .max_blocks = nb, .n_decodes = dec ? 1 : 0,
+				      .n_decode_tokens = dec ? q : 0, .n_logits = q, .block_size = vbs,
+				      .tokens = tok + s, .positions = pos + s, .query_start = qs, .seq_lens = sl,
+				      .block_table = bt, .slots = slots + s, .logits_rows = rows};
+		if (dist_exec_forward(&dx, &p, logits + (size_t)s * (size_t)cfg->vocab_size, e)) {
+			if (c && c->world_size > 1) { /* the others may wait in a collective */
+				fprintf(stderr, "mlaserve logits: rank %d: %s\n", c->world_rank, e->msg);
+				comm_abort(c, 1);
+			}
 			goto out;
+		}
 	}
-	f = fopen(o->out, "wb");
-	if (!f) {
-		err_set(e, "%s: cannot open for writing: %s", o->out, strerror(errno));
-		goto out;
-	}
-	size_t cnt = (size_t)n * (size_t)c->vocab_size;
-	if (fwrite(logits, sizeof(float), cnt, f) != cnt || fclose(f)) {
+	if (rank0) {
+		f = fopen(o->out, "wb");
+		if (!f) {
+			err_set(e, "%s: cannot open for writing: %s", o->out, strerror(errno));
+			goto out;
+		}
+		size_t cnt = (size_t)n * (size_t)cfg->vocab_size;
+		if (fwrite(logits, sizeof(float), cnt, f) != cnt || fclose(f)) {
+			f = NULL;
+			err_set(e, "%s: write failed: %s", o->out, strerror(errno));
+			goto out;
+		}
 		f = NULL;
-		err_set(e, "%s: write failed: %s", o->out, strerror(errno));
-		goto out;
 	}
-	f = NULL;
 	rc = 0;
 out:
 	if (f)
 		fclose(f);
+	dist_exec_fini(&dx);
 	free(tok);
 	free(logits);
 	free(bt);
@@ -173,7 +205,7 @@ out:
 
 int cmd_logits(int argc, char **argv)
 {
-	struct logits_opts o = {.dtype = "float32"};
+	struct logits_opts o = {.dtype = "float32", .tp = 1, .dcp = 1, .interleave = 1};
 	struct err e = {{0}};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -181,7 +213,14 @@ int cmd_logits(int argc, char **argv)
 			logits_usage(stdout);
 			return 0;
 		}
-		if (a[0] == '-' && a[1] == '-') {
+		if (!strcmp(a, "-tp") || !strcmp(a, "-dcp")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);
+				return 2;
+			}
+			if (parse_int(argv[++i], a, 1, a[1] == 't' ? &o.tp : &o.dcp, &e))
+				goto fail;
+		} else if (a[0] == '-' && a[1] == '-') {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);
 				return 2;
@@ -207,6 +246,18 @@ int cmd_logits(int argc, char **argv)
 			} else if (!strcmp(a, "--chunk")) {
 				if (parse_int(v, "--chunk", 1, &o.chunk, &e))
 					goto fail;
+			} else if (!strcmp(a, "--tensor-parallel-size")) {
+				if (parse_int(v, a, 1, &o.tp, &e))
+					goto fail;
+			} else if (!strcmp(a, "--decode-context-parallel-size")) {
+				if (parse_int(v, a, 1, &o.dcp, &e))
+					goto fail;
+			} else if (!strcmp(a, "--dcp-kv-cache-interleave-size") || !strcmp(a, "--cp-kv-cache-interleave-size")) {
+				if (parse_int(v, a, 1, &o.interleave, &e))
+					goto fail;
+			} else if (!strcmp(a, "--block-size")) {
+				if (parse_int(v, a, 1, &o.block_size, &e))
+					goto fail;
 			} else {
 				fprintf(stderr, "mlaserve logits: unknown option '%s'\n", a);
 				logits_usage(stderr);
@@ -222,6 +273,28 @@ int cmd_logits(int argc, char **argv)
 	if (!o.dir || !o.tokens || !o.out) {
 		logits_usage(stderr);
 		return 2;
+	}
+	if (o.tp > 1 || o.dcp > 1) {
+		/* checks, self-launch (before any thread), then every rank runs the same chunks */
+		struct engine_args ea;
+		engine_args_init(&ea, false);
+		ea.model_dir = o.dir;
+		ea.attention_backend = o.backend;
+		ea.block_size = o.block_size;
+		ea.tp_size = o.tp;
+		ea.dcp_size = o.dcp;
+		ea.dcp_interleave = o.interleave;
+		ea.threads = o.threads;
+		struct comm c;
+		if (dist_exec_start(argc, argv, &ea, &c, &e))
+			goto fail;
+		o.comm = &c;
+		o.threads = ea.threads;
+		int rc = run_logits(&o, &e);
+		if (rc)
+			fprintf(stderr, "mlaserve logits: rank %d: %s\n", c.world_rank, e.msg);
+		comm_fini(&c);
+		return rc ? 1 : 0;
 	}
 	if (run_logits(&o, &e))
 		goto fail;

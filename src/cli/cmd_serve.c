@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "model/model.h"
 #include "server/server.h"
@@ -27,7 +28,6 @@ struct serve_opts {
 	struct server_config sc;
 	const char *model_arg;	    /* as given (default served name) */
 	const char *chat_template;  /* --chat-template FILE or inline text */
-	int tp, dcp, dcp_interleave;
 	bool log_requests, log_stats;
 };
 
@@ -48,11 +48,7 @@ static void serve_usage(FILE *f)
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
 		"  --disable-log-requests          no access-log line per request\n"
-		"  --disable-log-stats             no periodic throughput line\n"
-		"parallelism:\n"
-		"  --tensor-parallel-size, -tp N   tensor-parallel ranks (default 1)\n"
-		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (default 1)\n"
-		"  --dcp-kv-cache-interleave-size N  tokens per DCP shard run (default 1)\n");
+		"  --disable-log-stats             no periodic throughput line\n");
 	engine_args_usage(f);
 }
 
@@ -123,16 +119,6 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			while (i + 1 < argc && argv[i + 1][0] != '-' &&
 			       o->sc.n_served_names < SERVER_MAX_NAMES)
 				o->sc.served_names[o->sc.n_served_names++] = argv[++i];
-		} else if (FLAG("--tensor-parallel-size", "-tp")) {
-			if (parse_int("--tensor-parallel-size", v, 1, 1024, &o->tp, e) < 0)
-				return -1;
-		} else if (FLAG("--decode-context-parallel-size", "-dcp")) {
-			if (parse_int("--decode-context-parallel-size", v, 1, 1024, &o->dcp, e) < 0)
-				return -1;
-		} else if (FLAG("--dcp-kv-cache-interleave-size", NULL)) {
-			if (parse_int("--dcp-kv-cache-interleave-size", v, 1, 1 << 20,
-				      &o->dcp_interleave, e) < 0)
-				return -1;
 		} else if (FLAG("--max-request-body-bytes", NULL)) {
 			if (!v || engine_args_parse_bytes(v, &o->sc.max_body_bytes) < 0 ||
 			    o->sc.max_body_bytes < 1024)
@@ -159,9 +145,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			return err_set(e, "%s: missing value", a);
 #undef FLAG
 	}
-	if (o->tp % o->dcp)
+	if (o->ea.tp_size % o->ea.dcp_size)
 		return err_set(e, "--tensor-parallel-size %d must be divisible by "
-			       "--decode-context-parallel-size %d", o->tp, o->dcp);
+			       "--decode-context-parallel-size %d", o->ea.tp_size, o->ea.dcp_size);
 	return 0;
 }
 
@@ -237,7 +223,7 @@ static void log_throughput(struct engine *eng, struct engine_stats *prev, double
 	*t_prev = t;
 }
 
-static int serve(struct serve_opts *o, struct err *e)
+static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 {
 	char model_dir[PATH_MAX];
 	if (o->model_arg)
@@ -256,13 +242,23 @@ static int serve(struct serve_opts *o, struct err *e)
 		o->sc.api_key = getenv("VLLM_API_KEY");
 	if (o->sc.api_key && !o->sc.api_key[0])
 		o->sc.api_key = NULL;
-	if (o->tp > 1 || o->dcp > 1)
-		return err_set(e, "-tp %d -dcp %d: multi-rank serving is not wired into `serve` yet "
-			       "(use `mlaserve dist-check` for the MPI groups)", o->tp, o->dcp);
-	o->ea.tp_size = 1;
-	o->ea.dcp_size = 1;
-	o->ea.dcp_interleave = o->dcp_interleave;
 	o->sc.log_requests = o->log_requests;
+	/* -tp > 1: self-launch the ranks (before any thread exists); the workers run rank 0's
+	 * step plans until it stops them, rank 0 serves HTTP */
+	struct comm comm;
+	struct dist_exec dx;
+	memset(&dx, 0, sizeof dx);
+	bool dist = o->ea.tp_size > 1 || o->ea.dcp_size > 1;
+	if (dist) {
+		if (dist_exec_start(argc, argv, &o->ea, &comm, e) < 0)
+			return -1;
+		if (comm.world_rank != 0) {
+			int wrc = dist_exec_worker_run(&o->ea, &comm, e);
+			comm_fini(&comm);
+			return wrc;
+		}
+	}
+	struct engine_forward_hook hook = {dist_exec_hook, &dx};
 
 	/* Signals go to a sigtimedwait loop in this thread: block them before any thread
 	 * exists so every thread inherits the mask. */
@@ -279,8 +275,17 @@ static int serve(struct serve_opts *o, struct err *e)
 	char *tpl_text = NULL;
 	struct server *srv = NULL;
 	int rc = -1;
-	if (engine_runtime_open(&o->ea, NULL, &rt, e) < 0)
+	if (engine_runtime_open(&o->ea, dist ? &hook : NULL, &rt, e) < 0)
 		goto out;
+	if (dist) {
+		dist_exec_init(&dx, &comm, rt.model, engine_kv_cache(rt.engine), engine_backend(rt.engine),
+			       o->ea.dcp_interleave);
+		if (dist_exec_send_setup(&dx, engine_kv_cache(rt.engine), engine_backend(rt.engine), e) < 0)
+			goto out;
+		LOG_I(MOD, "%d ranks: tensor-parallel-size %d, decode-context-parallel-size %d, "
+		      "interleave %d", comm.world_size, o->ea.tp_size, o->ea.dcp_size,
+		      o->ea.dcp_interleave);
+	}
 	if (!rt.tok) {
 		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
 		goto out;
@@ -346,6 +351,13 @@ out:
 	engine_runtime_close(&rt);
 	chat_template_free(tpl);
 	free(tpl_text);
+	if (dist) { /* the engine is stopped: release the workers, then leave MPI together */
+		struct err e2;
+		if (comm_plan_send_stop(&comm, &e2) < 0)
+			LOG_E(MOD, "%s", e2.msg);
+		dist_exec_fini(&dx);
+		comm_fini(&comm);
+	}
 	return rc;
 }
 
@@ -355,7 +367,6 @@ int cmd_serve(int argc, char **argv)
 	memset(&o, 0, sizeof o);
 	engine_args_init(&o.ea, true);
 	server_config_init(&o.sc);
-	o.tp = o.dcp = o.dcp_interleave = 1;
 	o.log_requests = o.log_stats = true;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -367,7 +378,7 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "mlaserve serve: %s\n", e.msg);
 		return 2;
 	}
-	if (serve(&o, &e) < 0) {
+	if (serve(&o, argc, argv, &e) < 0) {
 		fprintf(stderr, "mlaserve serve: %s\n", e.msg);
 		return 1;
 	}

@@ -438,7 +438,16 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 			eng->backend->name, mult);
 		goto fail;
 	}
-	eng->block_size = bs;
+	/* Under DCP the scheduler's block is virtual: bs x W tokens, of which each rank stores
+	 * bs in its physical block of the same id (mla-dcp-spec §4.1). */
+	int W = o->dcp_size > 1 ? o->dcp_size : 1;
+	int vbs = bs * W;
+	int I = o->dcp_interleave > 0 ? o->dcp_interleave : 1;
+	if (W > 1 && bs % I) {
+		err_set(e, "--dcp-kv-cache-interleave-size %d must divide the block size %d", I, bs);
+		goto fail;
+	}
+	eng->block_size = vbs;
 	if (o->max_num_seqs < 1 || o->max_num_batched_tokens < 1) {
 		err_set(e, "max_num_seqs %d / max_num_batched_tokens %d must be >= 1", o->max_num_seqs,
 			o->max_num_batched_tokens);
@@ -457,15 +466,15 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		if (budget > ((size_t)16 << 30))
 			budget = (size_t)16 << 30;
 	}
-	size_t useful = (size_t)o->max_num_seqs * (size_t)((eng->max_model_len + bs - 1) / bs) + 1;
+	size_t useful = (size_t)o->max_num_seqs * (size_t)((eng->max_model_len + vbs - 1) / vbs) + 1;
 	size_t nb = budget / per_block;
 	if (o->kv_cache_memory == 0 && nb > useful)
 		nb = useful;
 	if (nb > (size_t)1 << 30)
 		nb = (size_t)1 << 30;
-	if (nb * (size_t)bs < (size_t)eng->max_model_len) {
+	if (nb * (size_t)vbs < (size_t)eng->max_model_len) {
 		err_set(e, "kv cache of %zu bytes holds %zu tokens, less than max_model_len %d; raise --kv-cache-memory or lower --max-model-len",
-			budget, nb * (size_t)bs, eng->max_model_len);
+			budget, nb * (size_t)vbs, eng->max_model_len);
 		goto fail;
 	}
 	eng->n_blocks = (int)nb + 1; /* + the null block */
@@ -474,7 +483,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	sample_rng_seed(&eng->rng, o->seed);
 	uint64_t hash_key = sample_rng_next(&eng->rng) ^ (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)eng;
-	if (blocks_new(eng->n_blocks, bs, o->enable_prefix_caching, hash_key, &eng->pool, e) < 0)
+	if (blocks_new(eng->n_blocks, vbs, o->enable_prefix_caching, hash_key, &eng->pool, e) < 0)
 		goto fail;
 	struct sched_config sc = {.max_num_seqs = o->max_num_seqs,
 				  .max_num_batched_tokens = o->max_num_batched_tokens,
@@ -488,7 +497,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 						why, sizeof why);
 	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
 				   .max_num_batched_tokens = o->max_num_batched_tokens,
-				   .max_model_len = eng->max_model_len, .block_size = bs,
+				   .max_model_len = eng->max_model_len, .block_size = vbs,
 				   .vocab = eng->vocab, .threshold = eng->threshold,
 				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
@@ -502,13 +511,20 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	eng->st.n_blocks = eng->n_blocks - 1;
-	eng->st.block_size = bs;
+	eng->st.block_size = vbs;
 	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
 	      eng->threshold, why);
-	LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens (%.1f MiB, %s), prefix caching %s",
-	      eng->n_blocks - 1, bs, (long long)(eng->n_blocks - 1) * bs,
-	      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
-	      o->enable_prefix_caching ? "on" : "off");
+	if (W > 1)
+		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
+		      "rank and block; %.1f MiB per rank, %s), prefix caching %s",
+		      eng->n_blocks - 1, vbs, (long long)(eng->n_blocks - 1) * vbs, W, bs,
+		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
+		      o->enable_prefix_caching ? "on" : "off");
+	else
+		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens (%.1f MiB, %s), prefix caching %s",
+		      eng->n_blocks - 1, bs, (long long)(eng->n_blocks - 1) * bs,
+		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
+		      o->enable_prefix_caching ? "on" : "off");
 	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
 	      o->max_num_seqs, o->max_num_batched_tokens);
 	if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {

@@ -113,8 +113,9 @@ struct engine_options {
 	int n_eos_ids;			     /* generation_config eos ids (+ config eos) */
 	int32_t eos_ids[8];
 	struct engine_forward_hook hook;     /* forward == NULL: local model_forward */
-	/* Decode context parallelism as seen by the scheduler/runner (1 = off); only used to
-	 * resolve the reorder threshold (mla-dcp-spec §1.1). */
+	/* Decode context parallelism as seen by the scheduler/runner (1 = off): resolves the
+	 * reorder threshold (mla-dcp-spec §1.1) and makes the scheduler's block virtual,
+	 * block_size x dcp_size tokens, while the local KV cache keeps block_size (§4.1). */
 	int dcp_size, dcp_interleave;
 };
 
@@ -134,7 +135,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 void engine_free(struct engine *eng);
 bool engine_alive(const struct engine *eng); /* false after a fatal forward error */
 int engine_max_model_len(const struct engine *eng);
-int engine_block_size(const struct engine *eng);
+int engine_block_size(const struct engine *eng); /* the scheduler's (virtual under DCP) */
 int engine_num_blocks(const struct engine *eng); /* usable blocks (null block excluded) */
 /* For a distributed forward hook on rank 0: the engine's paged KV cache (n_blocks + 1 blocks
  * including the null block) and its attention backend. hook.ctx may point to a struct the

@@ -47,7 +47,11 @@ void engine_args_usage(FILE *f)
 		"  --max-waiting-requests N          queue bound before 503 (4096)\n"
 		"  --seed N                          engine seed (default 0)\n"
 		"  --threads N                       compute threads (default: all CPUs)\n"
-		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n");
+		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		"parallelism (ranks self-launched with mpirun unless started under it):\n"
+		"  --tensor-parallel-size, -tp N     tensor-parallel ranks; divides the heads (1)\n"
+		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (1)\n"
+		"  --dcp-kv-cache-interleave-size N  tokens per DCP shard run; divides the block size (1)\n");
 }
 
 int engine_args_parse_bytes(const char *s, size_t *out)
@@ -89,6 +93,28 @@ static int parse_int(const char *flag, const char *v, int lo, int *out, struct e
 int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, struct err *e)
 {
 	const char *arg = argv[*i];
+	/* parallelism: vLLM's short aliases have one dash */
+	static const char *const par[][2] = {{"--tensor-parallel-size", "-tp"},
+					     {"--decode-context-parallel-size", "-dcp"},
+					     {"--dcp-kv-cache-interleave-size", "--cp-kv-cache-interleave-size"}};
+	for (int k = 0; k < 3; k++)
+		for (int al = 0; al < 2; al++) {
+			const char *f = par[k][al];
+			size_t fl = strlen(f);
+			if (strncmp(arg, f, fl) || (arg[fl] && arg[fl] != '='))
+				continue;
+			const char *v = arg[fl] == '=' ? arg + fl + 1 : NULL;
+			if (!v) {
+				if (*i + 1 >= argc)
+					return err_set(e, "%s needs a value", par[k][0]);
+				v = argv[*i + 1];
+			}
+			int *dst = k == 0 ? &a->tp_size : k == 1 ? &a->dcp_size : &a->dcp_interleave;
+			if (parse_int(par[k][0], v, 1, dst, e) < 0)
+				return -1;
+			*i += arg[fl] == '=' ? 1 : 2;
+			return 1;
+		}
 	if (strncmp(arg, "--", 2))
 		return 0;
 	/* flags without a value */
@@ -186,6 +212,45 @@ static bool file_exists(const char *dir, const char *name)
 	return stat(p, &st) == 0;
 }
 
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model,
+			   enum dtype *kv_dtype, struct err *e)
+{
+	*pool = NULL;
+	*model = NULL;
+	if (!a->model_dir)
+		return err_set(e, "no model directory");
+	struct model_config cfg;
+	if (config_load(a->model_dir, &cfg, e) < 0)
+		return -1;
+	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	if (pool_new(a->threads, pool, e) < 0)
+		return -1;
+	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
+				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
+				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
+				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
+				   .comm = a->comm, .dcp_interleave = a->dcp_interleave};
+	if (!strcmp(a->dtype, "auto"))
+		mo.act_dtype_auto = true;
+	else if (!strcmp(a->dtype, "bfloat16"))
+		mo.act_dtype = DT_BF16;
+	if (model_load(a->model_dir, &mo, model, e) < 0) {
+		pool_free(*pool);
+		*pool = NULL;
+		return -1;
+	}
+	/* the KV cache follows the activations unless told: float32 runs stay exact */
+	if (!strcmp(a->kv_cache_dtype, "float32"))
+		*kv_dtype = DT_F32;
+	else if (!strcmp(a->kv_cache_dtype, "bfloat16"))
+		*kv_dtype = DT_BF16;
+	else if (mo.act_dtype_auto)
+		*kv_dtype = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
+	else
+		*kv_dtype = mo.act_dtype == DT_F32 ? DT_F32 : DT_BF16;
+	return 0;
+}
+
 int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,
 			struct engine_runtime *rt, struct err *e)
 {
@@ -196,28 +261,9 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (config_load(a->model_dir, &cfg, e) < 0)
 		return -1;
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
-	if (pool_new(a->threads, &rt->pool, e) < 0)
-		goto fail;
-	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
-				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
-				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
-				   .pool = rt->pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank};
-	if (!strcmp(a->dtype, "auto"))
-		mo.act_dtype_auto = true;
-	else if (!strcmp(a->dtype, "bfloat16"))
-		mo.act_dtype = DT_BF16;
-	if (model_load(a->model_dir, &mo, &rt->model, e) < 0)
-		goto fail;
-	/* the KV cache follows the activations unless told: float32 runs stay exact */
 	enum dtype kvd;
-	if (!strcmp(a->kv_cache_dtype, "float32"))
-		kvd = DT_F32;
-	else if (!strcmp(a->kv_cache_dtype, "bfloat16"))
-		kvd = DT_BF16;
-	else if (mo.act_dtype_auto)
-		kvd = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
-	else
-		kvd = mo.act_dtype == DT_F32 ? DT_F32 : DT_BF16;
+	if (engine_args_open_model(a, &rt->pool, &rt->model, &kvd, e) < 0)
+		goto fail;
 
 	const char *tdir = a->tokenizer ? a->tokenizer : a->model_dir;
 	if (a->tokenizer || file_exists(a->model_dir, "tokenizer.json")) {

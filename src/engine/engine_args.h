@@ -29,6 +29,7 @@ struct engine_args {
 	const char *tokenizer;	     /* --tokenizer (default: the model dir) */
 	/* set by the caller (not parsed here): this rank's shard and DCP layout */
 	int tp_size, tp_rank, dcp_size, dcp_interleave;
+	struct comm *comm;	     /* the communicator (NULL: a world of one) */
 };
 
 /* Defaults; `serving` picks the server's token budget (2048) over the offline one (8192). */
@@ -43,6 +44,7 @@ int engine_args_parse_bytes(const char *s, size_t *out);
 struct pool;
 struct model;
 struct tok;
+struct comm;
 
 struct engine_runtime {
 	struct pool *pool;
@@ -53,6 +55,11 @@ struct engine_runtime {
 	struct engine_options opts; /* as passed to engine_new */
 	struct engine *engine;
 };
+
+/* The thread pool and this rank's model from a (as engine_runtime_open does), and the KV
+ * cache dtype the flags resolve to. */
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model,
+			   enum dtype *kv_dtype, struct err *e);
 
 /* Opens everything from a->model_dir. hook may be NULL (local forward). */
 int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,

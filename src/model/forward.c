@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn/dcp.h"
 #include "attn/kv_cache.h"
 #include "attn/prefill.h"
 #include "model/model_internal.h"
@@ -88,12 +89,14 @@ static void combine_range(void *arg, int begin, int end, int tid)
 	const struct ew_ctx *c = arg;
 	int D = c->d;
 	for (int t = begin; t < end; t++) {
-		float *r = c->out + (size_t)t * D, *h = c->y + (size_t)t * D;
+		float *r = c->out + (size_t)t * D, *h = c->y ? c->y + (size_t)t * D : NULL;
 		memset(r, 0, sizeof(float) * (size_t)D);
 		for (int s = 0; s < c->k; s++) {
 			int j = c->slot_of[t * c->k + s];
 			ops_axpy(r, c->tw[j], c->b + (size_t)j * D, D);
 		}
+		if (!c->y) /* tensor parallel: a partial sum, rounded after the all-reduce */
+			continue;
 		if (c->m->opt.act_dtype == DT_BF16)
 			ops_round_bf16(r, D);
 		for (int i = 0; i < D; i++)
@@ -154,6 +157,28 @@ static void embed_rows(const struct model *m, const int32_t *tokens, int n, floa
 			h[(size_t)t * D + i] = wmat_get(&m->embed, tokens[t], i);
 }
 
+/* Tensor parallelism: sums a row-parallel output over the TP group (in place). */
+static int tp_sum(struct model *m, float *buf, size_t n, struct err *e)
+{
+	if (m->tp_size <= 1)
+		return 0;
+	return comm_tp_allreduce_sum(m->opt.comm, buf, n, e) ? err_prefix(e, "forward") : 0;
+}
+
+/* h += y (the summed row-parallel output), rounded like the activations */
+static void residual_add(struct model *m, float *h, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h[i] += y[i];
+	act_round(m, h, n);
+}
+
+/* prefill under DCP: the cached context all-gather over the DCP group */
+static int dcp_gather(void *ctx, const float *send, size_t n, float *recv, struct err *e)
+{
+	return comm_dcp_allgather(ctx, send, n, recv, e);
+}
+
 static int attention(struct model *m, int li, const struct batch *b, const struct attn_meta *meta,
 		     struct kv_cache *kv, const struct attn_backend *backend, const float *xn, float *h,
 		     struct err *e)
@@ -161,9 +186,11 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	const struct model_config *c = &m->cfg;
 	const struct layer_weights *l = &m->layers[li];
 	struct pool *pool = m->opt.pool;
-	int n = b->n_tokens, D = c->hidden_size, H = c->num_attention_heads, dn = c->qk_nope_head_dim;
+	/* H: this rank's heads (all of them without tensor parallelism) */
+	int n = b->n_tokens, D = c->hidden_size, H = m->n_heads_local, dn = c->qk_nope_head_dim;
 	int dr = c->qk_rope_head_dim, dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
 	int qw = H * (dn + dr), row = Lkv + dr;
+	int W = meta->dcp_size > 1 ? meta->dcp_size : 1, Hg = W * H; /* heads attended in decode */
 	float *q = ALLOC(m, float, (size_t)n * qw);	 /* [n, H, dn+dr] */
 	float *kvr = ALLOC(m, float, (size_t)n * row);	 /* [n, Lkv+dr] */
 	if (Lq > 0) {
@@ -202,7 +229,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		struct attn_prefill_args pa = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .nope_dim = dn,
 					       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
 					       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
-					       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena};
+					       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena,
+					       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm};
 		if (attn_prefill(&pa, e))
 			return err_prefix(e, "layer %d", li);
 		used(m, &l->kv_b);
@@ -227,9 +255,29 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 				memcpy(qd + ((size_t)t * H + hh) * row + Lkv, q + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
 				       sizeof(float) * (size_t)dr);
 		act_round(m, qd, (size_t)td * H * row);
-		struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
-					      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena};
-		backend->decode(&da);
+		if (W == 1) {
+			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
+						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena};
+			backend->decode(&da);
+		} else {
+			/* DCP (mla-dcp-spec §4.4-4.5): the group's heads attend this rank's KV shard,
+			 * partial outputs are rescaled by their LSE share and summed back per head */
+			float *qg = ALLOC(m, float, (size_t)td * Hg * row);	 /* [td, W*H, Lkv+dr] */
+			float *og = ALLOC(m, float, (size_t)td * Hg * Lkv);	 /* [td, W*H, Lkv] */
+			float *lg = ALLOC(m, float, (size_t)td * Hg);		 /* [td, W*H] */
+			float *lses = ALLOC(m, float, (size_t)W * td * Hg);	 /* [W, td, W*H] */
+			struct comm *cm = m->opt.comm;
+			if (comm_dcp_allgather_inner(cm, qd, (size_t)td, (size_t)H * row, qg, e))
+				return err_prefix(e, "layer %d: dcp q all-gather", li);
+			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
+						      .q = qg, .out = og, .lse = lg, .pool = pool, .scratch = &m->arena};
+			backend->decode(&da);
+			if (comm_dcp_allgather(cm, lg, (size_t)td * Hg, lses, e))
+				return err_prefix(e, "layer %d: dcp lse all-gather", li);
+			dcp_lse_correct(lses, W, td, Hg, meta->dcp_rank, og, Lkv, NULL);
+			if (comm_dcp_reduce_scatter_inner(cm, og, (size_t)td, (size_t)H * Lkv, olat, e))
+				return err_prefix(e, "layer %d: dcp reduce-scatter", li);
+		}
 		act_round(m, olat, (size_t)td * H * Lkv);
 		/* o[t,h] = W_UV[h] · o_lat[t,h] */
 		for (int hh = 0; hh < H; hh++) {
@@ -241,20 +289,32 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		ops_gemm_multi(pool, H, j);
 	}
 	act_round(m, o, (size_t)n * H * dv);
+	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
+		float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] */
+		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
+		ops_gemm_multi(pool, 1, &jo);
+		if (tp_sum(m, y, (size_t)n * D, e))
+			return err_prefix(e, "layer %d: o_proj all-reduce", li);
+		residual_add(m, h, y, (size_t)n * D);
+		return 0;
+	}
 	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1};
 	ops_gemm_multi(pool, 1, &jo);
 	act_round(m, h, (size_t)n * D);
 	return 0;
 }
 
-static void ffn(struct model *m, int li, int n, const float *xn, float *h)
+/* Dense SwiGLU or MoE; under tensor parallelism every intermediate dimension is this rank's
+ * slice (the views' row counts) and the outputs are all-reduced once per layer. */
+static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	const struct layer_weights *l = &m->layers[li];
 	struct pool *pool = m->opt.pool;
 	int D = c->hidden_size;
+	bool tp = m->tp_size > 1;
 	if (!l->moe) {
-		int I = c->intermediate_size;
+		int I = l->gate.rows;
 		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
 		struct gemm_job j[2] = {{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n},
 					{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n}};
@@ -265,13 +325,23 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 		act_round(m, g, (size_t)n * I);
 		act_round(m, u, (size_t)n * I);
 		par_silu_mul(m, g, g, u, (size_t)n * I);
+		if (tp) {
+			float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] partial */
+			struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = y, .ldy = D, .n = n};
+			ops_gemm_multi(pool, 1, &jd);
+			if (tp_sum(m, y, (size_t)n * D, e))
+				return err_prefix(e, "layer %d: mlp all-reduce", li);
+			residual_add(m, h, y, (size_t)n * D);
+			return 0;
+		}
 		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1};
 		ops_gemm_multi(pool, 1, &jd);
 		act_round(m, h, (size_t)n * D);
-		return;
+		return 0;
 	}
-	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = c->moe_intermediate_size;
-	int Is = c->n_shared_experts * Im;
+	/* the router is replicated: every rank picks the same experts and runs its slice of each */
+	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = l->e_gate[0].rows;
+	int Is = l->has_shared ? l->gate.rows : 0;
 	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
 	ops_gemm(pool, &l->router, xn, D, n, rl, E);
 	used(m, &l->router);
@@ -340,17 +410,33 @@ static void ffn(struct model *m, int li, int n, const float *xn, float *h)
 		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
 	}
 	float *dd = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] expert outputs */
-	float *routed = ALLOC(m, float, (size_t)n * D);
+	/* [n, D] routed sum; under TP followed by [n, D] shared partial, all-reduced together */
+	float *routed = ALLOC(m, float, (size_t)(tp ? 2 : 1) * n * D);
+	float *shared = tp ? routed + (size_t)n * D : h;
+	if (tp)
+		memset(shared, 0, sizeof(float) * (size_t)n * D);
 	nj = 0;
 	for (int x = 0; x < E; x++)
 		if (count[x])
 			j[nj++] = (struct gemm_job){.w = &l->e_down[x], .x = gg + (size_t)off[x] * Im, .ldx = Im,
 						    .y = dd + (size_t)off[x] * D, .ldy = D, .n = count[x]};
 	if (l->has_shared)
-		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = h, .ldy = D, .n = n, .accumulate = 1};
+		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n,
+					    .accumulate = !tp};
 	ops_gemm_multi(pool, nj, j);
-	struct ew_ctx cc = {.m = m, .out = routed, .y = h, .b = dd, .d = D, .k = k, .slot_of = slot_of, .tw = tw};
+	struct ew_ctx cc = {.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of,
+			    .tw = tw};
 	pool_for(pool, n, 4, combine_range, &cc);
+	if (!tp)
+		return 0;
+	if (tp_sum(m, routed, (size_t)2 * n * D, e))
+		return err_prefix(e, "layer %d: moe all-reduce", li);
+	/* as one process: h + shared, then + the rounded routed sum, rounded */
+	act_round(m, routed, (size_t)n * D);
+	for (size_t i = 0; i < (size_t)n * D; i++)
+		h[i] += shared[i];
+	residual_add(m, h, routed, (size_t)n * D);
+	return 0;
 }
 
 int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
@@ -362,8 +448,12 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 	arena_reset(&m->arena);
 	m->step_weight_bytes = 0;
 	struct attn_meta meta = b->attn;
-	if (backend && backend->plan &&
-	    backend->plan(&meta, c->num_attention_heads, &m->arena, e))
+	/* the decode path attends the DCP group's heads (W x this rank's) */
+	int Hg = m->n_heads_local * (meta.dcp_size > 1 ? meta.dcp_size : 1);
+	if (meta.dcp_size > 1 && (!m->opt.comm || meta.dcp_size != m->opt.comm->dcp_size ||
+				  meta.dcp_rank != m->opt.comm->dcp_rank))
+		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta.dcp_size, meta.dcp_rank);
+	if (backend && backend->plan && backend->plan(&meta, Hg, &m->arena, e))
 		return err_prefix(e, "attention plan");
 	int n = b->n_tokens, D = c->hidden_size;
 	float *h = ALLOC(m, float, (size_t)n * D);  /* [n, D] residual stream */
@@ -379,7 +469,8 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 			return -1;
 		m->arena.used = mark;
 		par_rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
-		ffn(m, li, n, xn, h);
+		if (ffn(m, li, n, xn, h, e))
+			return -1;
 	}
 	m->arena.used = mark;
 	if (b->n_logits > 0) {
@@ -387,8 +478,18 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 			ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, m->final_norm, 1, D,
 				    c->rms_norm_eps);
 		act_round(m, xn, (size_t)b->n_logits * D);
-		ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
 		used(m, &m->lm_head);
+		if (m->tp_size <= 1) {
+			ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
+			return 0;
+		}
+		/* vocab-parallel lm_head: this rank's logit columns, gathered to rank 0 */
+		int nv = m->vocab_cols[m->tp_rank];
+		float *part = ALLOC(m, float, (size_t)b->n_logits * nv); /* [n_logits, V/T] */
+		ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, part, nv);
+		if (comm_tp_gather_cols(m->opt.comm, part, (size_t)b->n_logits, m->vocab_cols,
+					m->opt.comm->tp_rank == 0 ? logits : NULL, false, e))
+			return err_prefix(e, "forward: lm_head gather");
 	}
 	return 0;
 }

@@ -196,13 +196,55 @@ static int vec_f32(struct model *m, const char *name, int n, float dummy_value, 
 	return 0;
 }
 
+/* Tensor parallelism: this rank's part [lo, lo + n) of n_total (heads, intermediate
+ * columns, vocabulary rows); uneven totals give the first ranks one more. */
+static void tp_part(const struct model *m, int n_total, int *lo, int *n)
+{
+	int T = m->tp_size, r = m->tp_rank;
+	*lo = (int)((int64_t)n_total * r / T);
+	*n = (int)((int64_t)n_total * (r + 1) / T) - *lo;
+}
+
+enum split { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS };
+
+/* A checkpoint matrix and this rank's view of it: rows [lo, lo + n) or columns [lo, lo + n),
+ * addressed in place inside the mapping (fp8 views keep the full scale grid and their
+ * offset, so a cut inside a 128x128 scale block is fine). Counts only the view's bytes. */
+static int mat_part(struct model *m, const char *name, int rows, int cols, bool quantizable, enum split how, int lo,
+		    int n, struct wmat *w, struct err *e)
+{
+	size_t before = m->weight_bytes;
+	struct wmat full;
+	if (mat(m, name, rows, cols, quantizable, &full, e))
+		return -1;
+	if (how == SPLIT_NONE || m->tp_size <= 1) {
+		*w = full;
+		return 0;
+	}
+	*w = how == SPLIT_ROWS ? wmat_view(&full, lo, n, 0, cols) : wmat_view(&full, 0, rows, lo, n);
+	m->weight_bytes = before + wmat_bytes(w);
+	return 0;
+}
+
+/* Column-parallel in (rows of gate/up), row-parallel out (columns of down) over the
+ * intermediate dimension I. */
+static int mlp_part(struct model *m, const char *gate, const char *up, const char *down, int I, struct wmat *g,
+		    struct wmat *u, struct wmat *d, struct err *e)
+{
+	int D = m->cfg.hidden_size, lo, n;
+	tp_part(m, I, &lo, &n);
+	return mat_part(m, gate, I, D, true, SPLIT_ROWS, lo, n, g, e) ||
+	       mat_part(m, up, I, D, true, SPLIT_ROWS, lo, n, u, e) ||
+	       mat_part(m, down, D, I, true, SPLIT_COLS, lo, n, d, e) ? -1 : 0;
+}
+
 /* W_UKᵀ of every head, built once at load in the weight's own dtype: uk_t[h] is [Lkv, dn]
  * (contiguous per head, so the absorbed query q_abs = W_UK[h]ᵀ q_nope streams it), element
  * (l, p) = kv_b[h*(dn+dv) + p, l]. For fp8 the scale grid is transposed once and each head's
  * matrix addresses it through (row0, col0) = (0, h*(dn+dv)). */
-static int build_uk_t(struct model *m, struct layer_weights *l, int H, int dn, int dv, struct err *e)
+static int build_uk_t(struct model *m, struct layer_weights *l, const struct wmat *w, int h0, int H, int dn, int dv,
+		      struct err *e)
 {
-	const struct wmat *w = &l->kv_b;
 	int L = w->cols;
 	size_t esz = dtype_size(w->dtype);
 	char *d = own(m, (size_t)H * (size_t)L * (size_t)dn * esz);
@@ -213,7 +255,7 @@ static int build_uk_t(struct model *m, struct layer_weights *l, int H, int dn, i
 		for (int p = 0; p < dn; p++)
 			for (int c = 0; c < L; c++)
 				memcpy(d + (((size_t)h * L + (size_t)c) * (size_t)dn + (size_t)p) * esz,
-				       (const char *)w->data + ((size_t)(h * (dn + dv) + p) * (size_t)w->ld + (size_t)c) * esz, esz);
+				       (const char *)w->data + ((size_t)((h0 + h) * (dn + dv) + p) * (size_t)w->ld + (size_t)c) * esz, esz);
 	m->weight_bytes += (size_t)H * (size_t)L * (size_t)dn * esz;
 	float *st = NULL;
 	int sr = 0;
@@ -230,7 +272,7 @@ static int build_uk_t(struct model *m, struct layer_weights *l, int H, int dn, i
 	for (int h = 0; h < H; h++)
 		l->uk_t[h] = (struct wmat){.dtype = w->dtype, .data = d + (size_t)h * L * (size_t)dn * esz, .rows = L,
 					   .cols = dn, .ld = dn, .scale = st, .scale_ld = sr, .row0 = 0,
-					   .col0 = h * (dn + dv), .blk_r = w->blk_c, .blk_c = w->blk_r};
+					   .col0 = (h0 + h) * (dn + dv), .blk_r = w->blk_c, .blk_c = w->blk_r};
 	return 0;
 }
 
@@ -240,30 +282,41 @@ static int load_layer(struct model *m, int i, struct err *e)
 	struct layer_weights *l = &m->layers[i];
 	int D = c->hidden_size, H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
 	int dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
-	char n[256];
+	char n[256], n2[256], n3[256];
 #define NAME(fmt, ...) (snprintf(n, sizeof n, "model.layers.%d." fmt, i, ##__VA_ARGS__), n)
+#define NAME2(fmt, ...) (snprintf(n2, sizeof n2, "model.layers.%d." fmt, i, ##__VA_ARGS__), n2)
+#define NAME3(fmt, ...) (snprintf(n3, sizeof n3, "model.layers.%d." fmt, i, ##__VA_ARGS__), n3)
+	/* this rank's heads [h0, h0 + Hl) */
+	int h0 = m->head0, Hl = m->n_heads_local;
+	struct wmat kv_b_full;
+	size_t before_kvb;
 	if (vec_f32(m, NAME("input_layernorm.weight"), D, 1.0f, &l->attn_norm, e) ||
 	    vec_f32(m, NAME("post_attention_layernorm.weight"), D, 1.0f, &l->ffn_norm, e) ||
 	    vec_f32(m, NAME("self_attn.kv_a_layernorm.weight"), Lkv, 1.0f, &l->kv_a_norm, e) ||
 	    mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, true, &l->kv_a, e) ||
-	    mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &l->kv_b, e) ||
-	    mat(m, NAME("self_attn.o_proj.weight"), D, H * dv, true, &l->o_proj, e))
+	    mat_part(m, NAME("self_attn.o_proj.weight"), D, H * dv, true, SPLIT_COLS, h0 * dv, Hl * dv, &l->o_proj, e))
 		return -1;
+	before_kvb = m->weight_bytes;
+	if (mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &kv_b_full, e))
+		return -1;
+	l->kv_b = m->tp_size > 1 ? wmat_view(&kv_b_full, h0 * (dn + dv), Hl * (dn + dv), 0, Lkv) : kv_b_full;
+	m->weight_bytes = before_kvb + wmat_bytes(&l->kv_b);
 	if (Lq > 0) {
 		if (mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, true, &l->q_a, e) ||
 		    vec_f32(m, NAME("self_attn.q_a_layernorm.weight"), Lq, 1.0f, &l->q_a_norm, e) ||
-		    mat(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, true, &l->q_b, e))
+		    mat_part(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, true, SPLIT_ROWS, h0 * (dn + dr),
+			     Hl * (dn + dr), &l->q_b, e))
 			return -1;
-	} else if (mat(m, NAME("self_attn.q_proj.weight"), H * (dn + dr), D, true, &l->q_proj, e)) {
+	} else if (mat_part(m, NAME("self_attn.q_proj.weight"), H * (dn + dr), D, true, SPLIT_ROWS, h0 * (dn + dr),
+			    Hl * (dn + dr), &l->q_proj, e)) {
 		return -1;
 	}
-	if (build_uk_t(m, l, H, dn, dv, e))
+	if (build_uk_t(m, l, &kv_b_full, h0, Hl, dn, dv, e))
 		return -1;
 	l->moe = config_layer_is_moe(c, i);
 	if (!l->moe)
-		return mat(m, NAME("mlp.gate_proj.weight"), c->intermediate_size, D, true, &l->gate, e) ||
-		       mat(m, NAME("mlp.up_proj.weight"), c->intermediate_size, D, true, &l->up, e) ||
-		       mat(m, NAME("mlp.down_proj.weight"), D, c->intermediate_size, true, &l->down, e) ? -1 : 0;
+		return mlp_part(m, NAME("mlp.gate_proj.weight"), NAME2("mlp.up_proj.weight"), NAME3("mlp.down_proj.weight"),
+				c->intermediate_size, &l->gate, &l->up, &l->down, e);
 	int E = c->n_routed_experts, Im = c->moe_intermediate_size;
 	if (mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
 		return -1;
@@ -275,18 +328,16 @@ static int load_layer(struct model *m, int i, struct err *e)
 	if (!l->e_gate || !l->e_up || !l->e_down)
 		return err_set(e, "layer %d: out of memory", i);
 	for (int x = 0; x < E; x++)
-		if (mat(m, NAME("mlp.experts.%d.gate_proj.weight", x), Im, D, true, &l->e_gate[x], e) ||
-		    mat(m, NAME("mlp.experts.%d.up_proj.weight", x), Im, D, true, &l->e_up[x], e) ||
-		    mat(m, NAME("mlp.experts.%d.down_proj.weight", x), D, Im, true, &l->e_down[x], e))
+		if (mlp_part(m, NAME("mlp.experts.%d.gate_proj.weight", x), NAME2("mlp.experts.%d.up_proj.weight", x),
+			     NAME3("mlp.experts.%d.down_proj.weight", x), Im, &l->e_gate[x], &l->e_up[x], &l->e_down[x], e))
 			return -1;
 	l->has_shared = c->n_shared_experts > 0;
-	if (l->has_shared) {
-		int Is = c->n_shared_experts * Im;
-		if (mat(m, NAME("mlp.shared_experts.gate_proj.weight"), Is, D, true, &l->gate, e) ||
-		    mat(m, NAME("mlp.shared_experts.up_proj.weight"), Is, D, true, &l->up, e) ||
-		    mat(m, NAME("mlp.shared_experts.down_proj.weight"), D, Is, true, &l->down, e))
-			return -1;
-	}
+	if (l->has_shared &&
+	    mlp_part(m, NAME("mlp.shared_experts.gate_proj.weight"), NAME2("mlp.shared_experts.up_proj.weight"),
+		     NAME3("mlp.shared_experts.down_proj.weight"), c->n_shared_experts * Im, &l->gate, &l->up, &l->down, e))
+		return -1;
+#undef NAME3
+#undef NAME2
 #undef NAME
 	return 0;
 }
@@ -311,7 +362,14 @@ static size_t scratch_bytes(const struct model *m)
 	size_t moe = 4 * (n * E + 2 * nk + 3 * (E + 1) + 2 * nk + nk * D + 2 * nk * Im + 2 * n * Is + nk * D + n * D) +
 		     (2 * E + 2) * sizeof(struct gemm_job);
 	size_t logits = n * D * 4;
-	return persistent + max_z(max_z(attn, dense), max_z(moe, logits)) + 64 * 64;
+	/* TP / DCP: the all-reduce temporaries [2, n, D], lm_head's column slice [n, V/T], the
+	 * decode q all-gather [n, W*H, row], partial outputs and LSEs [W, n, W*H], the local
+	 * head outputs, and the prefill context gather */
+	size_t W = (size_t)(m->opt.comm ? m->opt.comm->dcp_size : 1), dist = 0;
+	if (m->tp_size > 1)
+		dist = 4 * (2 * n * D + n * (size_t)c->vocab_size + n * H * row + n * H * Lkv + (W + 2) * n * H) +
+		       attn_prefill_dcp_scratch_bytes(m->ws_rows, (int)W, (int)Lkv, (int)dr) + 16 * 64;
+	return persistent + dist + max_z(max_z(attn, dense), max_z(moe, logits)) + 64 * 64;
 }
 
 static int check_config(const struct model_config *c, struct err *e)
@@ -340,13 +398,30 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		m->opt.max_seqs = 256;
 	if (m->opt.max_model_len <= 0)
 		m->opt.max_model_len = 4096;
-	if (m->opt.tp_size > 1) {
-		err_set(e, "model: tensor parallelism (tp_size %d) is not implemented yet", m->opt.tp_size);
+	m->tp_size = m->opt.comm ? m->opt.comm->tp_size : m->opt.tp_size > 1 ? m->opt.tp_size : 1;
+	m->tp_rank = m->opt.comm ? m->opt.comm->tp_rank : m->tp_size > 1 ? m->opt.tp_rank : 0;
+	if (m->tp_size > 1 && (!m->opt.comm || m->tp_rank < 0 || m->tp_rank >= m->tp_size)) {
+		err_set(e, "model: tensor parallelism (tp_size %d) needs a communicator", m->tp_size);
 		goto fail;
 	}
 	if (config_load(dir, &m->cfg, e) || check_config(&m->cfg, e))
 		goto fail;
 	const struct model_config *c = &m->cfg;
+	if (c->num_attention_heads % m->tp_size) {
+		err_set(e, "model: tensor-parallel-size %d must divide num_attention_heads %d", m->tp_size,
+			c->num_attention_heads);
+		goto fail;
+	}
+	m->n_heads_local = c->num_attention_heads / m->tp_size;
+	m->head0 = m->tp_rank * m->n_heads_local;
+	m->vocab_cols = calloc((size_t)m->tp_size, sizeof *m->vocab_cols);
+	if (!m->vocab_cols) {
+		err_set(e, "model: out of memory");
+		goto fail;
+	}
+	for (int k = 0; k < m->tp_size; k++)
+		m->vocab_cols[k] = (int)((int64_t)c->vocab_size * (k + 1) / m->tp_size - (int64_t)c->vocab_size * k / m->tp_size);
+	m->vocab0 = (int)((int64_t)c->vocab_size * m->tp_rank / m->tp_size);
 	if (m->opt.act_dtype_auto)
 		m->opt.act_dtype = !strcmp(c->torch_dtype, "float32") ? DT_F32 : DT_BF16;
 	if (m->opt.act_dtype != DT_F32 && m->opt.act_dtype != DT_BF16) {
@@ -355,6 +430,11 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	}
 	m->n_threads = m->opt.pool ? pool_size(m->opt.pool) : 1;
 	m->ws_rows = m->opt.max_model_len < 1024 ? m->opt.max_model_len : 1024;
+	int W = m->opt.comm ? m->opt.comm->dcp_size : 1;
+	if (W > 1) { /* DCP context chunks: whole multiples of W x I (mla-dcp-spec §4.6) */
+		int wi = W * (m->opt.dcp_interleave > 0 ? m->opt.dcp_interleave : 1);
+		m->ws_rows = (m->ws_rows + wi - 1) / wi * wi;
+	}
 	struct rope_params rp = {.dim = c->qk_rope_head_dim, .theta = c->rope_theta, .yarn = c->rope_yarn,
 				 .factor = c->yarn_factor, .original_max_position = c->yarn_original_max_position,
 				 .beta_fast = c->yarn_beta_fast, .beta_slow = c->yarn_beta_slow,
@@ -373,8 +453,10 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	    vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
 		goto fail;
 	if (c->tie_word_embeddings) {
-		m->lm_head = m->embed;
-	} else if (mat(m, "lm_head.weight", c->vocab_size, c->hidden_size, false, &m->lm_head, e)) {
+		m->lm_head = m->tp_size > 1 ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
+					    : m->embed;
+	} else if (mat_part(m, "lm_head.weight", c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0,
+			    m->vocab_cols[m->tp_rank], &m->lm_head, e)) {
 		goto fail;
 	}
 	for (int i = 0; i < c->num_hidden_layers; i++) {
@@ -412,6 +494,7 @@ void model_free(struct model *m)
 	}
 	free(m->owned);
 	free(m->layers);
+	free(m->vocab_cols);
 	arena_fini(&m->arena);
 	st_close(m->st);
 	free(m);

@@ -23,6 +23,12 @@ struct model_options {
 	struct pool *pool;	/* threads for kernels; not owned */
 	/* tensor parallelism (1/0 = off) */
 	int tp_size, tp_rank;
+	/* the communicator of a TP/DCP run (NULL: a world of one); its tp_size/tp_rank win over
+	 * the two fields above. Each rank keeps views of its slices of the mapped checkpoint:
+	 * heads of q/q_b/kv_b (o_proj columns), the intermediate dimension of the dense MLP,
+	 * shared and routed experts, and the vocabulary of lm_head (gathered to rank 0). */
+	struct comm *comm;
+	int dcp_interleave;	/* DCP runs: the prefill context chunk is a multiple of W x this */
 };
 
 struct model;
@@ -48,7 +54,8 @@ struct batch {
 };
 
 /* Writes the step's latent rows into `kv`, runs every layer, and fills
- * logits[n_logits, vocab_size] (fp32). */
+ * logits[n_logits, vocab_size] (fp32). Under tensor parallelism the logits are gathered to
+ * TP rank 0; `logits` may be NULL on the other ranks. */
 int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		  const struct attn_backend *backend, float *logits, struct err *e);
 

@@ -4,6 +4,7 @@
 #define MLA_MODEL_INTERNAL_H
 
 #include "base/arena.h"
+#include "dist/comm.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/gemm.h"
@@ -35,6 +36,10 @@ struct model {
 	struct wmat lm_head;		/* [vocab, D] */
 	float *final_norm;		/* [D] */
 	struct layer_weights *layers;
+	int tp_size, tp_rank;		/* 1, 0 without TP */
+	int n_heads_local, head0;	/* this rank's heads [head0, head0 + n_heads_local) */
+	int *vocab_cols;		/* [tp_size] lm_head rows (logit columns) per rank */
+	int vocab0;			/* this rank's first vocabulary row */
 	struct rope rope;
 	float scale;			/* MLA softmax scale */
 	int ws_rows;			/* prefill context chunk rows */

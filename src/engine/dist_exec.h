@@ -1,0 +1,77 @@
+/* Distributed execution of engine steps (tensor parallelism + decode context parallelism over
+ * dist/comm): rank 0's engine forward hook broadcasts the pointer-free step plan and runs its
+ * shard; every other rank loops on the plans and runs the same forward on its shard.
+ *
+ * Every rank turns the one plan into its own batch: under DCP (mla-dcp-spec §4.3) the slot
+ * of a token another rank stores becomes -1, local_seq_lens is the rank's share of each
+ * sequence, and the plan's (virtual, block_size x W) block ids address the rank's physical
+ * blocks of block_size tokens.
+ *
+ * Start-up: rank 0 opens the engine (which sizes the KV pool), then sends a setup message
+ * (block count, physical block size, KV dtype, backend) so every rank allocates the same
+ * cache; rank 0 ends the job with comm_plan_send_stop before comm_fini. */
+#ifndef MLA_ENGINE_DIST_EXEC_H
+#define MLA_ENGINE_DIST_EXEC_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "base/err.h"
+#include "dist/comm.h"
+#include "engine/engine_args.h"
+#include "engine/plan.h"
+
+struct model;
+
+struct dist_exec {
+	struct comm *comm;
+	struct model *model;
+	struct kv_cache *kv;			 /* this rank's shard of the paged cache */
+	const struct attn_backend *backend;
+	int dcp_interleave;
+	struct comm_msg msg;			 /* packing (rank 0) / receiving (others) */
+	int64_t *slots;				 /* [cap_tokens] this rank's slots */
+	int32_t *local_lens;			 /* [cap_seqs] */
+	int cap_tokens, cap_seqs;
+};
+
+/* Binds a context (zeroed first) to its rank's model, cache and backend. */
+void dist_exec_init(struct dist_exec *d, struct comm *c, struct model *m, struct kv_cache *kv,
+		    const struct attn_backend *backend, int dcp_interleave);
+void dist_exec_fini(struct dist_exec *d);
+
+/* Runs this rank's shard of plan p (collectives inside: every rank of the job must run the
+ * same plans in the same order). logits [n_logits, vocab] is filled on world rank 0. */
+int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *logits,
+		      struct err *e);
+
+/* The engine_forward_hook of rank 0 (ctx = struct dist_exec): sends the plan, then runs the
+ * forward. A failure in the middle of a step ends the whole job (comm_abort): the other
+ * ranks may be waiting inside a collective. */
+int dist_exec_hook(void *ctx, const struct step_plan *p, float *logits, struct err *e);
+
+/* Rank 0, once the engine exists: tells every rank how to allocate its KV shard. */
+int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
+			 const struct attn_backend *backend, struct err *e);
+
+/* Checks -tp/-dcp/interleave against the model before any rank starts: tp divides the
+ * heads, dcp divides tp, the interleave divides the block size (the --block-size flag or the
+ * backend's default). Reads only config.json. */
+int dist_exec_check_args(const struct engine_args *a, struct err *e);
+
+/* A sub-command's start with a->tp_size > 1, before any thread exists: checks the flags
+ * against the model, re-executes the process as tp_size ranks under mpirun when not started
+ * by a launcher (does not return then), joins the world (c) and sets a->comm, a->tp_rank and
+ * a->threads for this rank. argv as the sub-command got it (argv[0] = its name). */
+int dist_exec_start(int argc, char **argv, struct engine_args *a, struct comm *c, struct err *e);
+
+/* A worker rank (world rank > 0) of `generate`/`serve`: loads its model shard from a, waits
+ * for the setup, allocates its KV shard and runs plans until rank 0's stop. SIGINT/SIGTERM
+ * are blocked (rank 0 decides when the job ends). Returns 0 after the stop. */
+int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err *e);
+
+/* Threads for one rank's pool: the --threads value, else the CPUs shared by the ranks on
+ * this host (at least 1). */
+int dist_exec_threads(int threads_flag, const struct comm *c);
+
+#endif

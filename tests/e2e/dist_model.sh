@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# Tensor parallelism and decode context parallelism end to end on the tiny fixtures:
+# - `mlaserve logits -tp T -dcp D --dcp-kv-cache-interleave-size I` (self-launched ranks)
+#   within 1e-3 of the golden float32 logits, through the decode path (--chunk 1), the
+#   multi-token decode path (FLASHMLA / FLASH_ATTN_MLA with the global-position mask), the
+#   prefill path with the cached context gathered across the DCP group (REFERENCE_MLA, and
+#   FLASH_ATTN_MLA downgraded to threshold 1 at I > 1), fp8 slices inside scale blocks
+#   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
+# - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
+#   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
+# - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
+#   FLASHMLA, and under FLASH_ATTN_MLA at I = block size (with the downgrade WARN);
+# - bad layouts fail with one clear line before any rank starts.
+# Prints ok/not ok lines.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BUILD:-build}/mlaserve
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="suppressions=$PWD/tests/e2e/dist_lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+unset MLASERVE_ATTENTION_BACKEND
+tmp=$(mktemp -d)
+out=$tmp/out
+srv_pid=""
+cleanup() {
+	[ -n "$srv_pid" ] && kill -KILL "$srv_pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+if ! command -v mpirun >/dev/null; then
+	echo "not ok - mpirun not found (install openmpi-bin: scripts/install-deps.sh)"; exit 1
+fi
+
+ok() { echo "ok - $1"; }
+notok() { echo "not ok - $1: $2"; sed 's/^/    /' "$out" | tail -12; }
+
+ids() { # MODEL PROMPT -> comma-separated golden prompt ids
+	python3 -c 'import json,sys;p=json.load(open("tests/fixtures/%s/golden/prompts.json"%sys.argv[1]))["prompts"];print(",".join(map(str,[x for x in p if x["name"]==sys.argv[2]][0]["tokens"])))' "$1" "$2"
+}
+
+# cmp_logits MODEL PROMPT FILE: every row within 1e-3 of the golden logits (prints the worst)
+cmp_logits() {
+	python3 - "$@" <<'EOF'
+import json, struct, sys
+model, name, got = sys.argv[1:4]
+d = "tests/fixtures/%s/golden/" % model
+p = [x for x in json.load(open(d + "prompts.json"))["prompts"] if x["name"] == name][0]
+g = open(d + p["logits_file"], "rb").read()
+try:
+    o = open(got, "rb").read()
+except OSError as err:
+    print("no output: %s" % err); sys.exit(1)
+if len(g) != len(o):
+    print("%d bytes, golden %d" % (len(o), len(g))); sys.exit(1)
+n = len(g) // 4
+a, b = struct.unpack("<%df" % n, g), struct.unpack("<%df" % n, o)
+worst = max(abs(x - y) for x, y in zip(a, b))
+print("max |diff| %.2e" % worst)
+sys.exit(0 if worst <= 1e-3 else 1)
+EOF
+}
+
+# logits NAME MODEL PROMPT T D I [extra args...]
+logits() {
+	local name=$1 model=$2 prompt=$3 t=$4 d=$5 i=$6; shift 6
+	rm -f "$tmp/l.f32"
+	timeout 120 "$BIN" logits "tests/fixtures/$model" --tokens "$(ids "$model" "$prompt")" \
+		--out "$tmp/l.f32" --dtype float32 -tp "$t" -dcp "$d" \
+		--dcp-kv-cache-interleave-size "$i" "$@" >"$out" 2>&1
+	local rc=$? res
+	if [ $rc -ne 0 ]; then notok "$name" "exit status $rc"; return; fi
+	if res=$(cmp_logits "$model" "$prompt" "$tmp/l.f32"); then ok "$name ($res)"
+	else notok "$name" "$res"; fi
+}
+
+# ---- logits vs golden ----
+logits "tiny-v3 -tp 2 -dcp 1, one forward" tiny-v3 len17 2 1 1
+logits "tiny-v3 -tp 2 -dcp 1, FLASHMLA chunks of 4" tiny-v3 len17 2 1 1 --chunk 4
+logits "tiny-v3 -tp 2 -dcp 2 I=1, decode path (chunk 1)" tiny-v3 len17 2 2 1 --chunk 1
+logits "tiny-v3 -tp 2 -dcp 2 I=16, FLASHMLA multi-token decode (chunk 5)" tiny-v3 len17 2 2 16 --chunk 5
+logits "tiny-v3 -tp 2 -dcp 2 I=1, REFERENCE_MLA prefill + context gather (chunk 6)" tiny-v3 len17 2 2 1 \
+	--chunk 6 --attention-backend REFERENCE_MLA
+logits "tiny-v3 -tp 4 -dcp 2 I=1, FLASH_ATTN_MLA multi-token decode (chunk 5)" tiny-v3 len17 4 2 1 \
+	--chunk 5 --attention-backend FLASH_ATTN_MLA
+logits "tiny-v3 -tp 4 -dcp 2 I=16, FLASH_ATTN_MLA downgraded: prefill + context (chunk 5)" tiny-v3 len17 4 2 16 \
+	--chunk 5 --attention-backend FLASH_ATTN_MLA
+if grep -q "WARN.*FLASH_ATTN_MLA" "$out"; then ok "FLASH_ATTN_MLA at I=16 under DCP logs the downgrade WARN"
+else notok "FLASH_ATTN_MLA at I=16 under DCP logs the downgrade WARN" "no WARN naming the backend"; fi
+logits "tiny-v3 -tp 4 -dcp 4 I=1, FLASHMLA chunk 21" tiny-v3 len64 4 4 1 --chunk 21
+logits "tiny-v3 -tp 4 -dcp 4 I=16, REFERENCE_MLA chunk 20" tiny-v3 len64 4 4 16 --chunk 20 \
+	--attention-backend REFERENCE_MLA
+logits "tiny-v2 (no q_lora) -tp 2 -dcp 2 I=1, chunk 5" tiny-v2 len17 2 2 1 --chunk 5 \
+	--attention-backend REFERENCE_MLA
+logits "tiny-v3-fp8 -tp 4 -dcp 2 I=16, chunk 5" tiny-v3-fp8 len17 4 2 16 --chunk 5
+logits "tiny-r1 (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunk 4" tiny-r1 len17 8 8 1 --chunk 4
+logits "tiny-r1 -tp 8 -dcp 8 I=16, REFERENCE_MLA chunk 9" tiny-r1 len17 8 8 16 --chunk 9 \
+	--attention-backend REFERENCE_MLA
+OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
+	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
+# started under mpirun: the given ranks are used (no second launch)
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2"
+rm -f "$tmp/l.f32"
+timeout 120 $MPIRUN "$BIN" logits tests/fixtures/tiny-v3 --tokens "$(ids tiny-v3 len17)" --out "$tmp/l.f32" \
+	-tp 2 -dcp 2 --chunk 3 >"$out" 2>&1; rc=$?
+if [ $rc -ne 0 ]; then notok "under an explicit mpirun -np 2" "exit status $rc"
+elif res=$(cmp_logits tiny-v3 len17 "$tmp/l.f32"); then ok "under an explicit mpirun -np 2 ($res)"
+else notok "under an explicit mpirun -np 2" "$res"; fi
+timeout 60 $MPIRUN "$BIN" logits tests/fixtures/tiny-v3 --tokens 0,1 --out "$tmp/l.f32" -tp 4 >"$out" 2>&1
+if [ $? -ne 0 ] && grep -q "mpi world has 2 ranks but tensor-parallel-size is 4" "$out"; then
+	ok "mpirun -np 2 with -tp 4 is refused"
+else notok "mpirun -np 2 with -tp 4 is refused" "no clear error"; fi
+
+# ---- bad layouts: one clear line, non-zero status, before any rank starts ----
+fails() { # NAME PATTERN ARGS...
+	local name=$1 pat=$2; shift 2
+	timeout 60 "$BIN" "$@" >"$out" 2>&1; local rc=$?
+	if [ $rc -eq 0 ]; then notok "$name" "exit status 0"
+	elif ! grep -q -- "$pat" "$out"; then notok "$name" "no '$pat' in the output"
+	else ok "$name"; fi
+}
+fails "-tp 3 on 4 heads is refused" "must divide num_attention_heads 4" \
+	logits tests/fixtures/tiny-v3 --tokens 0,1 --out "$tmp/x" -tp 3
+fails "-dcp 4 with -tp 2 is refused" "must divide tensor-parallel-size 2" \
+	generate tests/fixtures/tiny-v3 --prompt-ids 0,1 -tp 2 -dcp 4
+fails "an interleave that does not divide the block size is refused" "must divide block-size 16" \
+	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
+
+# ---- greedy generation of a mixed batch: D = 1 and D > 1 agree, every backend ----
+# The short prompts decode while the 300-token prompt prefills in chunks of the token budget
+# (steps like [1, 1, 38]); the fourth shares its first 64 tokens (a prefix-cache hit, then an
+# extend of 3 tokens next to decodes).
+python3 - "$tmp/prompts.jsonl" <<'EOF'
+import json, sys
+p = [x for x in json.load(open("tests/fixtures/tiny-v3/golden/prompts.json"))["prompts"]]
+long = [x for x in p if x["name"] == "len300"][0]["tokens"]
+with open(sys.argv[1], "w") as f:
+    for ids in ([0], [0, 5, 9], long, long[:64] + [7, 8, 9], [0, 3]):
+        f.write(json.dumps({"prompt_token_ids": ids}) + "\n")
+EOF
+# gen T D I BACKEND: prints the token ids of every prompt, one line each
+gen() {
+	MLASERVE_ATTENTION_BACKEND=$4 timeout 120 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 \
+		--prompts-file "$tmp/prompts.jsonl" --max-tokens 6 --ignore-eos --max-num-batched-tokens 40 \
+		-tp "$1" -dcp "$2" --dcp-kv-cache-interleave-size "$3" --output "$tmp/gen.jsonl" >"$out" 2>&1 &&
+		python3 -c 'import json,sys;[print(json.loads(l)["token_ids"]) for l in open(sys.argv[1])]' "$tmp/gen.jsonl"
+}
+for be in FLASHMLA FLASH_ATTN_MLA REFERENCE_MLA; do
+	want=$(gen 1 1 1 $be)
+	if [ -z "$want" ]; then notok "generate $be single process" "no output"; continue; fi
+	for cfg in "2 1 1" "2 2 1" "4 4 16" "4 2 1"; do
+		set -- $cfg
+		got=$(gen "$1" "$2" "$3" $be)
+		name="generate mixed batch, $be, -tp $1 -dcp $2 I=$3, same greedy tokens as one process"
+		if [ "$got" = "$want" ]; then ok "$name"
+		else notok "$name" "got [$(echo $got)] want [$(echo $want)]"; fi
+	done
+done
+
+# ---- serve -tp 8 -dcp 8 (the original failure): a chat completion answers 200 ----
+# serve_check NAME BACKEND [args...]
+serve_check() {
+	local name=$1 be=$2; shift 2
+	MLASERVE_ATTENTION_BACKEND=$be "$BIN" serve tests/fixtures/tiny-r1 -tp 8 -dcp 8 --port 0 \
+		--disable-log-stats "$@" >"$out" 2>&1 &
+	srv_pid=$!
+	local port=""
+	for _ in $(seq 600); do
+		port=$(sed -n 's/.*serving .* on http:\/\/[^:]*:\([0-9]*\)\/v1.*/\1/p' "$out" | head -1)
+		[ -n "$port" ] && break
+		kill -0 "$srv_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ -z "$port" ]; then notok "$name" "the server did not start"; srv_pid=""; return; fi
+	local code ranks left
+	code=$(curl -s -o "$tmp/resp.json" -w '%{http_code}' --max-time 120 \
+		-H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+		-d '{"messages": [{"role": "user", "content": "who is there"}], "temperature": 0.0, "max_tokens": 100}')
+	ranks=$(rank_pids "$srv_pid")
+	kill -TERM "$srv_pid" # mpirun forwards it: rank 0 drains and stops the workers
+	ends_within "$srv_pid" 15
+	wait "$srv_pid" 2>/dev/null
+	srv_pid=""
+	left=$(alive $ranks)
+	if [ "$code" != 200 ]; then notok "$name" "HTTP $code: $(head -c 300 "$tmp/resp.json")"
+	elif ! python3 -c 'import json,sys;r=json.load(open(sys.argv[1]));assert r["choices"][0]["message"]["content"] is not None;assert r["usage"]["completion_tokens"]>0' "$tmp/resp.json"; then
+		notok "$name" "bad body $(head -c 300 "$tmp/resp.json")"
+	elif [ "$(echo $ranks | wc -w)" != 8 ]; then notok "$name" "$(echo $ranks | wc -w) ranks seen, expected 8"
+	elif [ -n "$left" ]; then notok "$name" "ranks left after SIGTERM: $left"
+	else ok "$name (then SIGTERM: every rank ended)"; fi
+}
+rank_pids() { # LAUNCHER: the ranks mpirun started
+	local p
+	for p in $(ps --ppid "$1" -o pid= 2>/dev/null); do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && printf '%s ' "$p"
+	done
+}
+rank_of() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }
+alive() { # PIDS...: those still running (a zombie has ended)
+	local p st
+	for p in "$@"; do
+		st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || continue
+		[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && printf '%s ' "$p"
+	done
+}
+ends_within() { # PID SECONDS
+	local i
+	for i in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	return 1
+}
+serve_check "serve tiny-r1 -tp 8 -dcp 8 FLASHMLA: chat completion 200" FLASHMLA
+if grep "WARN" "$out" | grep -q "FLASHMLA"; then notok "FLASHMLA keeps its threshold under DCP" "a WARN names it"
+elif grep -q "reorder threshold 512" "$out"; then ok "FLASHMLA keeps its threshold 512 under DCP (global-position mask)"
+else notok "FLASHMLA keeps its threshold 512 under DCP" "no 'reorder threshold 512' line"; fi
+serve_check "serve tiny-r1 -tp 8 -dcp 8 FLASH_ATTN_MLA I=16 (downgraded): chat completion 200" FLASH_ATTN_MLA \
+	--dcp-kv-cache-interleave-size 16
+if [ "$(grep -c "WARN.*FLASH_ATTN_MLA.*reorder_batch_threshold 512 -> 1" "$out")" = 1 ]; then
+	ok "FLASH_ATTN_MLA at I=16 under DCP: one WARN naming the backend, threshold 1"
+else notok "FLASH_ATTN_MLA at I=16 under DCP: one WARN naming the backend" "no single WARN line"; fi
+
+# ---- a worker rank that dies takes the job down: no rank is left behind ----
+"$BIN" serve tests/fixtures/tiny-v3 -tp 4 -dcp 2 --port 0 --disable-log-stats >"$out" 2>&1 &
+srv_pid=$!
+for _ in $(seq 300); do grep -q 'serving .* on http' "$out" && break; sleep 0.1; done
+ranks=$(rank_pids "$srv_pid")
+victim=""
+for p in $ranks; do [ "$(rank_of "$p")" = 2 ] && victim=$p; done
+if [ -z "$victim" ]; then notok "SIGKILL of worker rank 2 ends every rank" "ranks did not start"
+else
+	kill -KILL "$victim"
+	ends_within "$srv_pid" 20
+	wait "$srv_pid" 2>/dev/null; rc=$?
+	left=$(alive $ranks)
+	if [ -n "$left" ]; then notok "SIGKILL of worker rank 2 ends every rank" "left: $left"
+	elif [ $rc -eq 0 ]; then notok "SIGKILL of worker rank 2 ends every rank" "exit status 0"
+	else ok "SIGKILL of worker rank 2 ends every rank (exit $rc)"; fi
+fi
+srv_pid=""
+exit 0
