@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
 # Benchmarks (not tests): each section builds its program against build/libmlaserve.a and
-# prints its numbers. `make bench` runs this after building everything; BUILD picks the
-# build directory. Run one section with: bash bench/run.sh tokenizer
-set -eu
+# prints its numbers. `make bench` runs this after building everything (the quick version of
+# every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
+# directory. Run one section with: bash bench/run.sh tokenizer. Sections: tokenizer forward
+# throughput scaling paths threshold blocksize prefix serve dcp. BENCH_FULL=1 runs the sizes
+# docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
+set -eu -o pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PKGS="jansson libpcre2-8 libmicrohttpd libcurl icu-uc"
 only=${1:-}
+full=${BENCH_FULL:-0}
+OUT="$BUILD/bench"
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+# note LINE: one line for the summary printed at the end
+note() { echo "$*" >>"$summary"; }
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 # Compiles bench/NAME.c into $BUILD/bench/NAME with the library and the Makefile's flags.
 bench_build() {
@@ -37,4 +48,139 @@ if [ -z "$only" ] || [ "$only" = forward ]; then
 	"$BUILD/mlaserve" bench latency bench/configs/bench-v2lite-4L --load-format dummy \
 		--batch-size 1,16 --input-len 512 --output-len "${FORWARD_OUT_LEN:-8}" \
 		--output-json "${FORWARD_JSON:-$BUILD/bench/forward.json}"
+fi
+
+if want forward && [ -f "${FORWARD_JSON:-$BUILD/bench/forward.json}" ]; then
+	note "$(python3 bench/summarize.py forward "${FORWARD_JSON:-$BUILD/bench/forward.json}")"
+fi
+
+# Offline throughput through the engine (`mlaserve bench throughput`): random prompts, exact
+# lengths (ignore_eos), on the tiny-v3 fixture and on the attention-only config.
+if want throughput; then
+	echo "== throughput (bench throughput)"
+	for m in tests/fixtures/tiny-v3 bench/configs/bench-attn-h16-1L; do
+		n=$(basename "$m")
+		fmt=""
+		[ "$n" = tiny-v3 ] || fmt="--load-format dummy"
+		# shellcheck disable=SC2086
+		"$BUILD/mlaserve" bench throughput "$m" $fmt --num-prompts 64 --input-len 128 --output-len 64 \
+			--output-json "$OUT/throughput-$n.json" 2>/dev/null
+		note "$(python3 bench/summarize.py throughput "$OUT/throughput-$n.json")"
+	done
+fi
+
+# Engine decode scaling: aggregate decode tokens/s at 1, 4, 16, 64 sequences (context 512)
+# against the step's bound max(weight bytes / bandwidth, FLOPs / FMA peak).
+if want scaling; then
+	echo "== decode scaling (bench latency at each batch, dummy weights)"
+	configs="bench/configs/bench-v2lite-4L"
+	reps=1
+	steps=2
+	if [ "$full" = 1 ]; then
+		configs="bench/configs/bench-v2lite-4L bench/configs/bench-v3attn-2L"
+		reps=3
+		steps=4
+	fi
+	for c in $configs; do
+		n=$(basename "$c")
+		BUILD="$BUILD" python3 bench/decode_scaling.py "$c" --batches 1,4,16,64 --context 512 --steps $steps \
+			--reps $reps --json "$OUT/scaling-$n.json" -- --dtype auto
+		note "$(python3 bench/summarize.py scaling "$OUT/scaling-$n.json")"
+	done
+fi
+
+# MLA decode (absorbed) vs prefill (up-projected) path for one sequence of q_len q with
+# context L: where the decode path is faster, FLASHMLA's reorder threshold should reach q.
+if want paths; then
+	echo "== MLA paths (decode vs prefill path per q_len; sets the reorder threshold)"
+	bench_build mla_paths
+	rm -f "$OUT"/paths-h*.json
+	if [ "$full" = 1 ]; then
+		"$BUILD/bench/mla_paths" bench/configs/bench-attn-h16-1L --q 1,16,64,128,256,512,1024 --ctx 1024,4096 \
+			--reps 5 --json "$OUT/paths-h16.json"
+		"$BUILD/bench/mla_paths" bench/configs/bench-attn-h128-1L --q 1,16,64,128,256,512 --ctx 1024 \
+			--reps 3 --json "$OUT/paths-h128.json"
+	else
+		"$BUILD/bench/mla_paths" bench/configs/bench-attn-h16-1L --q 1,64,128,256,512 --ctx 1024 --reps 1 \
+			--json "$OUT/paths-h16.json"
+	fi
+	note "$(python3 bench/summarize.py paths "$OUT"/paths-h*.json)"
+fi
+
+# Engine-level reorder-threshold sweep: every request after the first is an extend of Q
+# tokens over a cached 1024-token prefix, so Q vs the threshold T picks the attention path.
+# Needs the engine flag --reorder-batch-threshold; skipped (with a note) without it.
+if want threshold; then
+	echo "== reorder threshold (engine, extends of Q tokens over a cached prefix)"
+	if "$BUILD/mlaserve" bench throughput --help 2>&1 | grep -q -- --reorder-batch-threshold; then
+		ts="64 128 512"
+		qs="64 256"
+		[ "$full" = 1 ] && ts="1 16 64 128 256 512 1024" && qs="16 64 128 256 512"
+		line="threshold h16 (tok/s):"
+		for q in $qs; do
+			for t in $ts; do
+				"$BUILD/mlaserve" bench throughput bench/configs/bench-attn-h16-1L --load-format dummy \
+					--num-prompts 16 --prefix-len 1024 --input-len "$q" --output-len 2 \
+					--reorder-batch-threshold "$t" --output-json "$OUT/threshold-q$q-t$t.json" 2>/dev/null |
+					grep throughput: | sed "s/^/q $q threshold $t:/"
+				line="$line q$q/T$t $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['tokens_per_second']))" "$OUT/threshold-q$q-t$t.json")"
+			done
+		done
+		note "$line"
+	else
+		echo "skipped: this build has no --reorder-batch-threshold (see docs/PERFORMANCE.md section 4)"
+		note "threshold: skipped (no --reorder-batch-threshold flag)"
+	fi
+fi
+
+# Block size: both attention paths at block sizes 16..128 (attention-only config, context
+# 4096) and the engine end to end on tiny-v3.
+if want blocksize; then
+	echo "== block size"
+	bench_build mla_paths
+	for bs in 16 32 64 128; do
+		"$BUILD/bench/mla_paths" bench/configs/bench-attn-h16-1L --q 1,256 --ctx 4096 --reps "$([ "$full" = 1 ] && echo 5 || echo 1)" \
+			--block-size $bs --json "$OUT/blocksize-paths-$bs.json" | tail -n 2
+		"$BUILD/mlaserve" bench throughput tests/fixtures/tiny-v3 --num-prompts 64 --input-len 256 --output-len 128 \
+			--block-size $bs --output-json "$OUT/blocksize-tp-$bs.json" 2>/dev/null | grep throughput:
+		note "$(python3 bench/summarize.py blocksize "$OUT/blocksize-paths-$bs.json" "$OUT/blocksize-tp-$bs.json")"
+	done
+fi
+
+# Prefix caching: 32 requests sharing a 400-token prefix + 16 unique tokens, caching on/off.
+if want prefix; then
+	echo "== prefix caching (32 x (400 shared + 16 unique) tokens, 16 out)"
+	for m in tests/fixtures/tiny-v3 bench/configs/bench-attn-h16-1L; do
+		n=$(basename "$m")
+		fmt=""
+		[ "$n" = tiny-v3 ] || fmt="--load-format dummy"
+		for pc in --enable-prefix-caching --no-enable-prefix-caching; do
+			# shellcheck disable=SC2086
+			"$BUILD/mlaserve" bench throughput "$m" $fmt --num-prompts 32 --prefix-len 400 --input-len 16 \
+				--output-len 16 $pc --output-json "$OUT/prefix-$n$pc.json" 2>/dev/null | grep -E "throughput:|TTFT"
+		done
+		note "$(python3 bench/summarize.py prefix "$OUT/prefix-$n--enable-prefix-caching.json" "$OUT/prefix-$n--no-enable-prefix-caching.json")"
+	done
+fi
+
+# Serving on loopback: mlaserve serve + mlaserve bench serve at concurrency 1, 4, 16, 64.
+if want serve; then
+	echo "== serve (tiny-v3 on loopback, bench serve sweep)"
+	np=64
+	[ "$full" = 1 ] && np=256
+	BUILD="$BUILD" bash bench/serve_sweep.sh tests/fixtures/tiny-v3 "" --num-prompts $np --random-input-len 128 \
+		--random-output-len 64 --ignore-eos --max-concurrency 1,4,16,64 --result-file "$OUT/serve-tiny-v3.json" \
+		--plot "$OUT/serve-tiny-v3.png" >"$OUT/serve-tiny-v3.txt"
+	note "$(python3 bench/summarize.py serve "$OUT/serve-tiny-v3.json")"
+fi
+
+# Decode context parallelism: KV capacity and decode attention time for D = 1, 2, 4.
+if want dcp; then
+	echo "== dcp (KV capacity and decode attention, D = 1, 2, 4)"
+	BUILD="$BUILD" bash bench/dcp.sh
+fi
+
+if [ -s "$summary" ]; then
+	echo "== summary ($summary)"
+	cat "$summary"
 fi

@@ -14,6 +14,7 @@
 #include "attn/kv_cache.h"
 #include "base/err.h"
 #include "bench/bench_serve.h"
+#include "bench/throughput.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "ops/cpu.h"
@@ -372,6 +373,7 @@ out:
 static void bench_usage(FILE *f)
 {
 	fprintf(f, "usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
+		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		   "         [--load-format auto|dummy] [--dtype float32|bfloat16|auto] [--threads N]\n"
 		   "         [--attention-backend NAME] [--output-json FILE]\n");
@@ -394,6 +396,8 @@ int cmd_bench(int argc, char **argv)
 	struct err e = {{0}};
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return bench_serve_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "throughput"))
+		return bench_throughput_main(argc - 1, argv + 1);
 	if (argc < 2 || strcmp(argv[1], "latency")) {
 		bench_usage(argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr);
 		return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
