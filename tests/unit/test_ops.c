@@ -174,6 +174,96 @@ static void test_gemm_multi(void)
 	wbuf_free(&b);
 }
 
+/* Every token count 1..64 (the register-blocked tiles, the packed path from PACK_MIN_TOKENS
+ * and the switch between them) on odd shapes: rows not a multiple of any row block or panel,
+ * columns not a multiple of 8 or of the packed k block, strided x and y, every dtype, both
+ * dispatch levels, plain and accumulate. */
+static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+{
+	struct wbuf b;
+	wbuf_make(&b, dt, rows, cols);
+	struct wmat v = wmat_view(&b.w, r0, nr, c0, nc);
+	int ldx = nc + 3, ldy = nr + 1;
+	float *x = malloc(sizeof(float) * 64 * (size_t)ldx), *ref = malloc(sizeof(float) * 64 * (size_t)ldy);
+	float *y = malloc(sizeof(float) * 64 * (size_t)ldy);
+	for (int i = 0; i < 64 * ldx; i++)
+		x[i] = frand();
+	gemm_naive(&v, x, ldx, 64, ref, ldy); /* row t of the result does not depend on n */
+	for (int n = 1; n <= 64; n++)
+		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
+			for (int i = 0; i < 64 * ldy; i++)
+				y[i] = 0.5f;
+			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = n & 1};
+			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
+			double num = 0, den = 1e-30;
+			int untouched = 1;
+			for (int t = 0; t < 64; t++)
+				for (int r = 0; r < ldy; r++) {
+					float got = y[(size_t)t * ldy + r];
+					if (t >= n || r >= nr) { /* outside the job: never written */
+						untouched &= got == 0.5f;
+						continue;
+					}
+					double want = ref[(size_t)t * ldy + r] + (j.accumulate ? 0.5 : 0);
+					num = fmax(num, fabs(got - want));
+					den = fmax(den, fabs(want));
+				}
+			EXPECTF(num / den < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d level %s: rel err %g", dtype_name(dt),
+				rows, cols, r0, nr, c0, nc, n, ops_level_name((enum ops_level)lvl), num / den);
+			EXPECTF(untouched, "%s n=%d level %s: wrote outside the job", dtype_name(dt), n,
+				ops_level_name((enum ops_level)lvl));
+		}
+	free(x);
+	free(ref);
+	free(y);
+	wbuf_free(&b);
+}
+
+static void test_gemm_every_n(void)
+{
+	check_gemm_every_n(DT_BF16, 83, 1043, 0, 83, 0, 1043); /* 1043 = 2 x 512 + 19 */
+	check_gemm_every_n(DT_BF16, 150, 300, 9, 131, 5, 290);
+	check_gemm_every_n(DT_F8_E4M3, 140, 300, 3, 133, 37, 250);
+	check_gemm_every_n(DT_F16, 37, 45, 0, 37, 0, 45);
+	check_gemm_every_n(DT_F32, 21, 530, 0, 21, 0, 530);
+}
+
+/* Many jobs of mixed token counts in one call, as a MoE layer issues them (experts with 1-3
+ * tokens, a shared expert with all of them): the threads take panels from both ends of the
+ * list and must still compute every panel exactly once. */
+static void test_gemm_multi_mixed(void)
+{
+	enum { NJ = 40, ROWS = 130, COLS = 2000 }; /* enough work per call that both threads take items */
+	struct wbuf b;
+	wbuf_make(&b, DT_BF16, ROWS, COLS);
+	float *x = malloc(sizeof(float) * 64 * COLS), *ref = malloc(sizeof(float) * 64 * ROWS);
+	float *y = malloc(sizeof(float) * (size_t)NJ * 64 * ROWS);
+	for (int i = 0; i < 64 * COLS; i++)
+		x[i] = frand();
+	gemm_naive(&b.w, x, COLS, 64, ref, ROWS);
+	struct gemm_job j[NJ];
+	for (int i = 0; i < NJ; i++)
+		j[i] = (struct gemm_job){.w = &b.w, .x = x, .ldx = COLS, .y = y + (size_t)i * 64 * ROWS, .ldy = ROWS,
+					 .n = i == NJ - 1 ? 64 : i % 7 == 3 ? 0 : 1 + i % 3, .accumulate = i & 1};
+	for (int rep = 0; rep < 8; rep++) {
+		for (size_t i = 0; i < (size_t)NJ * 64 * ROWS; i++)
+			y[i] = 1.0f;
+		ops_gemm_multi(g_pool, NJ, j);
+		double worst = 0;
+		for (int i = 0; i < NJ; i++)
+			for (int t = 0; t < j[i].n; t++)
+				for (int r = 0; r < ROWS; r++) {
+					double want = ref[(size_t)t * ROWS + r] + (j[i].accumulate ? 1.0 : 0.0);
+					worst = fmax(worst, fabs(j[i].y[(size_t)t * ROWS + r] - want));
+				}
+		EXPECTF(worst < 1e-4, "mixed jobs, repeat %d: max abs err %g", rep, worst);
+	}
+	free(x);
+	free(ref);
+	free(y);
+	wbuf_free(&b);
+}
+
 /* The AVX2 fp8 decode (f16 trick) is exact for every byte but NaN. */
 static void test_fp8_all_bytes(void)
 {
@@ -410,7 +500,7 @@ int main(int argc, char **argv)
 		return 1;
 	static const struct test_case cases[] = {
 		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
-		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_fp8_all_bytes),
+		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes),
 		T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
 		T(test_route_group_max_softmax), T(test_vec_ops),
