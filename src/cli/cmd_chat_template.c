@@ -4,12 +4,12 @@
  * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja); FILE.json is a
  * messages array, or an object {"messages": [...], other keys passed to the template, e.g.
  * "tools"}. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/file.h"
 #include "cli/commands.h"
 #include "tok/chat_template.h"
 #include "tok/hf_config.h"
@@ -18,35 +18,6 @@ static const char usage_text[] =
 	"usage: mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]\n"
 	"                              [--chat-template FILE.jinja] [--kwargs JSON]\n"
 	"prints the prompt rendered with DIR's chat template (tokenizer_config.json)\n";
-
-static char *slurp(const char *path, struct err *e)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		err_set(e, "%s: cannot open: %s", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 4096, n = 0, k;
-	char *s = malloc(cap);
-	while (s && (k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (n + 1 == cap) {
-			char *g = realloc(s, cap *= 2);
-			if (!g)
-				free(s);
-			s = g;
-		}
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (!s || bad) {
-		free(s);
-		err_set(e, "%s: read error", path);
-		return NULL;
-	}
-	s[n] = 0;
-	return s;
-}
 
 int cmd_chat_template(int argc, char **argv)
 {
@@ -85,7 +56,7 @@ int cmd_chat_template(int argc, char **argv)
 		fprintf(stderr, "mlaserve chat-template: %s\n", e.msg);
 		return 1;
 	}
-	if (tpl_path && !(src = slurp(tpl_path, &e)))
+	if (tpl_path && file_read_all(tpl_path, &src, NULL, &e))
 		goto done;
 	const char *text = src ? src : cfg.chat_template;
 	if (!text) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "attn/dcp.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "dist/comm.h"
 #include "dist/launch.h"
@@ -472,35 +473,22 @@ static int hold(struct comm *c, double secs, struct err *e)
 	return comm_plan_send_stop(c, e);
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
-{
-	char *end;
-	errno = 0;
-	long x = v ? strtol(v, &end, 10) : 0;
-	if (!v || errno || *end || end == v || x < lo || x > hi) {
-		fprintf(stderr, "mlaserve dist-check: %s '%s': expected an integer in [%d, %d]\n", flag,
-			v ? v : "", lo, hi);
-		return -1;
-	}
-	*out = (int)x;
-	return 0;
-}
-
 int cmd_dist_check(int argc, char **argv)
 {
 	int tp = 1, dcp = 1, interleave = 0, hold_s = -1;
+	struct err e;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int rc;
 		if (!strcmp(a, "-tp") || !strcmp(a, "--tensor-parallel-size"))
-			rc = parse_int(a, v, 1, 64, &tp);
+			rc = cli_int_parse(a, v, 1, 64, &tp, &e);
 		else if (!strcmp(a, "-dcp") || !strcmp(a, "--decode-context-parallel-size"))
-			rc = parse_int(a, v, 1, 64, &dcp);
+			rc = cli_int_parse(a, v, 1, 64, &dcp, &e);
 		else if (!strcmp(a, "--dcp-kv-cache-interleave-size") ||
 			 !strcmp(a, "--cp-kv-cache-interleave-size"))
-			rc = parse_int(a, v, 1, 1024, &interleave);
+			rc = cli_int_parse(a, v, 1, 1024, &interleave, &e);
 		else if (!strcmp(a, "--hold"))
-			rc = parse_int(a, v, 0, 3600, &hold_s);
+			rc = cli_int_parse(a, v, 0, 3600, &hold_s, &e);
 		else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			printf("usage: mlaserve dist-check [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--hold SECONDS]\n"
 			       "Checks groups, collectives, plan broadcast and DCP decode attention on T ranks\n"
@@ -511,11 +499,12 @@ int cmd_dist_check(int argc, char **argv)
 			fprintf(stderr, "mlaserve dist-check: unknown option '%s'\n", a);
 			return 2;
 		}
-		if (rc)
+		if (rc) {
+			fprintf(stderr, "mlaserve dist-check: %s\n", e.msg);
 			return 2;
+		}
 		i++;
 	}
-	struct err e;
 	if (comm_config_check(tp, dcp, 0, interleave ? interleave : 1, 0, &e)) {
 		fprintf(stderr, "mlaserve dist-check: %s\n", e.msg);
 		return 2;

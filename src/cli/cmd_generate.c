@@ -11,15 +11,19 @@
  * otherwise. */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/log.h"
+#include "base/mono.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
+#include "io/json_util.h"
 #include "tok/tokenizer.h"
 
 struct gen_item {
@@ -36,6 +40,8 @@ struct gen_opts {
 	float temperature;
 	bool has_temperature;
 	bool ignore_eos;
+	const char **texts, **idstrs; /* --prompt / --prompt-ids values, in argv order */
+	int n_texts, n_idstrs;
 };
 
 static void usage(FILE *f)
@@ -44,48 +50,6 @@ static void usage(FILE *f)
 		"usage: mlaserve generate MODEL_DIR (--prompts-file FILE.jsonl | --prompt TEXT | --prompt-ids 0,5,9)...\n"
 		"         [--max-tokens N] [--temperature T] [--ignore-eos] [--output FILE.jsonl]\n");
 	engine_args_usage(f);
-}
-
-static int parse_ids(const char *s, int32_t **out, int *n, struct err *e)
-{
-	int cap = 16, k = 0;
-	int32_t *ids = malloc(sizeof *ids * (size_t)cap);
-	if (!ids)
-		return err_set(e, "out of memory");
-	const char *p = s;
-	while (*p) {
-		errno = 0;
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 0 || v > INT32_MAX) {
-			free(ids);
-			return err_set(e, "--prompt-ids: bad token id at '%s'", p);
-		}
-		if (k == cap) {
-			cap *= 2;
-			int32_t *t = realloc(ids, sizeof *ids * (size_t)cap);
-			if (!t) {
-				free(ids);
-				return err_set(e, "out of memory");
-			}
-			ids = t;
-		}
-		ids[k++] = (int32_t)v;
-		p = end;
-		if (*p == ',')
-			p++;
-		else if (*p) {
-			free(ids);
-			return err_set(e, "--prompt-ids: expected ',' at '%s'", p);
-		}
-	}
-	if (k == 0) {
-		free(ids);
-		return err_set(e, "--prompt-ids: no ids");
-	}
-	*out = ids;
-	*n = k;
-	return 0;
 }
 
 static int num_field(json_t *o, const char *k, double *v, int line, struct err *e)
@@ -153,13 +117,32 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 		size_t i;
 		json_t *s;
 		json_array_foreach(x, i, s) {
-			if (!json_is_integer(s) || i >= ENGINE_MAX_STOP_IDS - 8)
+			if (i >= ENGINE_MAX_STOP_IDS - 8 || !json_util_id(s, &p->stop_token_ids[i]))
 				return err_set(e, "line %d: bad \"stop_token_ids\"", line);
-			p->stop_token_ids[i] = (int32_t)json_integer_value(s);
 			p->n_stop_token_ids = (int)i + 1;
 		}
 	}
 	return 0;
+}
+
+/* Appends a zeroed item with sampling parameters def; NULL when out of memory. */
+static struct gen_item *add_item(struct gen_item **items, int *n, int *cap,
+				 const struct sampling_params *def, struct err *e)
+{
+	if (*n == *cap) {
+		int c = *cap ? *cap * 2 : 16;
+		struct gen_item *ni = realloc(*items, sizeof *ni * (size_t)c);
+		if (!ni) {
+			err_set(e, "out of memory");
+			return NULL;
+		}
+		*items = ni;
+		*cap = c;
+	}
+	struct gen_item *it = &(*items)[(*n)++];
+	memset(it, 0, sizeof *it);
+	it->p = *def;
+	return it;
 }
 
 static int read_prompts_file(const char *path, struct tok *t, const struct sampling_params *def,
@@ -185,37 +168,37 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 			rc = err_set(e, "%s:%d: not a JSON object (%s)", path, lineno, o ? "" : je.text);
 			break;
 		}
-		if (*n_items == *cap) {
-			*cap = *cap ? *cap * 2 : 16;
-			struct gen_item *ni = realloc(*items, sizeof *ni * (size_t)*cap);
-			if (!ni) {
-				json_decref(o);
-				rc = err_set(e, "out of memory");
-				break;
-			}
-			*items = ni;
+		struct gen_item *it = add_item(items, n_items, cap, def, e);
+		if (!it) {
+			json_decref(o);
+			rc = -1;
+			break;
 		}
-		struct gen_item *it = &(*items)[*n_items];
-		memset(it, 0, sizeof *it);
-		it->p = *def;
 		json_t *ids = json_object_get(o, "prompt_token_ids");
 		json_t *txt = json_object_get(o, "prompt");
 		if (json_is_array(ids)) {
 			it->n = (int)json_array_size(ids);
 			it->ids = malloc(sizeof *it->ids * (size_t)(it->n ? it->n : 1));
+			if (!it->ids)
+				rc = err_set(e, "%s:%d: out of memory", path, lineno);
 			for (int k = 0; it->ids && k < it->n; k++) {
 				json_t *v = json_array_get(ids, (size_t)k);
 				if (!json_is_integer(v)) {
 					rc = err_set(e, "%s:%d: prompt_token_ids[%d] is not an integer", path, lineno, k);
 					break;
 				}
-				it->ids[k] = (int32_t)json_integer_value(v);
+				/* a plain int32 cast would turn 2^32 + 5 into the valid id 5 */
+				if (!json_util_id(v, &it->ids[k])) {
+					rc = err_set(e, "%s:%d: prompt_token_ids[%d] = %lld is out of range", path,
+						     lineno, k, (long long)json_integer_value(v));
+					break;
+				}
 			}
 		} else if (json_is_string(txt)) {
 			if (!t)
 				rc = err_set(e, "%s:%d: a text prompt needs a tokenizer", path, lineno);
 			else {
-				size_t n;
+				size_t n = 0;
 				if (tok_encode(t, json_string_value(txt), json_string_length(txt), true,
 					       &it->ids, &n, e) < 0)
 					rc = err_prefix(e, "%s:%d", path, lineno);
@@ -227,33 +210,12 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 		if (rc == 0 && line_params(o, lineno, &it->p, e) < 0)
 			rc = err_prefix(e, "%s", path);
 		json_decref(o);
-		(*n_items)++;
 		if (rc)
 			break;
 	}
 	free(line);
 	fclose(f);
 	return rc;
-}
-
-static int grow(struct gen_item **items, int n, int *cap, struct err *e)
-{
-	if (n < *cap)
-		return 0;
-	int c = *cap ? *cap * 2 : 16;
-	struct gen_item *ni = realloc(*items, sizeof *ni * (size_t)c);
-	if (!ni)
-		return err_set(e, "out of memory");
-	*items = ni;
-	*cap = c;
-	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Collects one item's choices and prints them. Returns generated tokens, or -1. */
@@ -320,6 +282,158 @@ static int collect(struct gen_item *it, int index, FILE *out, bool ids_mode, str
 	return total;
 }
 
+/* Fills o from argv. Returns 0, 1 after --help, or 2 after a usage error (printed). */
+static int parse_args(int argc, char **argv, struct gen_opts *o)
+{
+	struct err e;
+	for (int i = 1; i < argc;) {
+		const char *a = argv[i];
+		int r = engine_args_parse(&o->ea, argc, argv, &i, &e);
+		if (r < 0) {
+			fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+			return 2;
+		}
+		if (r > 0)
+			continue;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 1;
+		}
+		if (!strcmp(a, "--ignore-eos")) {
+			o->ignore_eos = true;
+			i++;
+			continue;
+		}
+		if (a[0] != '-') {
+			if (o->ea.model_dir) {
+				fprintf(stderr, "mlaserve generate: unexpected argument '%s'\n", a);
+				return 2;
+			}
+			o->ea.model_dir = a;
+			i++;
+			continue;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "mlaserve generate: %s needs a value (or is unknown)\n", a);
+			usage(stderr);
+			return 2;
+		}
+		const char *v = argv[i + 1];
+		char *end;
+		if (!strcmp(a, "--prompts-file"))
+			o->prompts_file = v;
+		else if (!strcmp(a, "--output"))
+			o->output = v;
+		else if (!strcmp(a, "--prompt"))
+			o->texts[o->n_texts++] = v;
+		else if (!strcmp(a, "--prompt-ids"))
+			o->idstrs[o->n_idstrs++] = v;
+		else if (!strcmp(a, "--max-tokens")) {
+			/* a plain (int)strtol would wrap 5000000000 to a valid count */
+			if (cli_int_parse("--max-tokens", v, 1, INT_MAX, &o->max_tokens, &e) < 0) {
+				fprintf(stderr, "mlaserve generate: %s\n", e.msg);
+				return 2;
+			}
+		} else if (!strcmp(a, "--temperature")) {
+			o->temperature = strtof(v, &end);
+			o->has_temperature = true;
+			if (end == v || *end || !(o->temperature >= 0)) {
+				fprintf(stderr, "mlaserve generate: --temperature: invalid value '%s'\n", v);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "mlaserve generate: unknown option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i += 2;
+	}
+	if (!o->ea.model_dir || (!o->prompts_file && !o->n_texts && !o->n_idstrs)) {
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* One item per --prompt-ids, then per --prompt, then per line of --prompts-file. */
+static int build_items(const struct gen_opts *o, const struct engine_runtime *rt,
+		       struct gen_item **items, int *n_items, struct err *e)
+{
+	int cap = 0;
+	struct sampling_params def;
+	sampling_params_init(&def, &rt->defaults);
+	def.temperature = o->has_temperature ? o->temperature : 0.0f; /* greedy unless asked */
+	def.max_tokens = o->max_tokens;
+	def.ignore_eos = o->ignore_eos;
+	for (int k = 0; k < o->n_idstrs; k++) {
+		struct gen_item *it = add_item(items, n_items, &cap, &def, e);
+		if (!it)
+			return -1;
+		size_t n;
+		if (cli_ids_parse("--prompt-ids", o->idstrs[k], false, &it->ids, &n, e) < 0)
+			return -1;
+		it->n = (int)n;
+	}
+	for (int k = 0; k < o->n_texts; k++) {
+		if (!rt->tok)
+			return err_set(e, "--prompt needs a tokenizer (the model dir has none)");
+		struct gen_item *it = add_item(items, n_items, &cap, &def, e);
+		if (!it)
+			return -1;
+		size_t n;
+		if (tok_encode(rt->tok, o->texts[k], strlen(o->texts[k]), true, &it->ids, &n, e) < 0)
+			return -1;
+		it->n = (int)n;
+	}
+	if (o->prompts_file &&
+	    read_prompts_file(o->prompts_file, rt->tok, &def, items, n_items, &cap, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* Submits every item together, writes the results, and the summary line on stderr. */
+static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct gen_item *items,
+		     int n_items, double t_load, struct err *e)
+{
+	FILE *out = stdout;
+	if (o->output && !(out = fopen(o->output, "w")))
+		return err_set(e, "%s: %s", o->output, strerror(errno));
+	bool ids_mode = o->n_idstrs && !o->n_texts && !o->prompts_file && !o->output;
+	double t0 = mono_now_s();
+	long long prompt_tokens = 0, gen_tokens = 0;
+	int submitted = 0;
+	for (int k = 0; k < n_items; k++) {
+		int r = engine_submit(rt->engine, items[k].ids, items[k].n, &items[k].p, &items[k].h, e);
+		if (r < 0) {
+			err_prefix(e, "prompt %d", k);
+			break;
+		}
+		submitted++;
+		prompt_tokens += items[k].n;
+	}
+	for (int k = 0; k < submitted; k++) {
+		int g = collect(&items[k], k, out, ids_mode, e);
+		if (g > 0)
+			gen_tokens += g;
+		engine_release(items[k].h);
+	}
+	double dt = mono_now_s() - t0;
+	if (out != stdout)
+		fclose(out);
+	if (submitted < n_items)
+		return -1;
+	struct engine_stats st;
+	engine_stats_get(rt->engine, &st);
+	fprintf(stderr,
+		"generate: %d prompts, %lld prompt + %lld generated tokens in %.3f s (load %.2f s): "
+		"%.1f tok/s generated, %.1f tok/s total; %llu steps, %llu preemptions, prefix cache %llu/%llu tokens hit\n",
+		n_items, prompt_tokens, gen_tokens, dt, t_load, dt > 0 ? gen_tokens / dt : 0.0,
+		dt > 0 ? (prompt_tokens + gen_tokens) / dt : 0.0, (unsigned long long)st.steps,
+		(unsigned long long)st.preemptions, (unsigned long long)st.prefix_hits,
+		(unsigned long long)st.prefix_queries);
+	return 0;
+}
+
 int cmd_generate(int argc, char **argv)
 {
 	struct gen_opts o;
@@ -328,87 +442,14 @@ int cmd_generate(int argc, char **argv)
 	o.max_tokens = 16;
 	struct err e;
 	struct gen_item *items = NULL;
-	int n_items = 0, cap = 0, rc = 1;
-	const char **texts = NULL;
-	int n_texts = 0;
-	const char **idstrs = NULL;
-	int n_idstrs = 0;
-	texts = calloc((size_t)argc, sizeof *texts);
-	idstrs = calloc((size_t)argc, sizeof *idstrs);
-	if (!texts || !idstrs)
+	int n_items = 0, rc = 1;
+	o.texts = calloc((size_t)argc, sizeof *o.texts);
+	o.idstrs = calloc((size_t)argc, sizeof *o.idstrs);
+	if (!o.texts || !o.idstrs)
 		goto out;
-	for (int i = 1; i < argc;) {
-		const char *a = argv[i];
-		int r = engine_args_parse(&o.ea, argc, argv, &i, &e);
-		if (r < 0) {
-			fprintf(stderr, "mlaserve generate: %s\n", e.msg);
-			rc = 2;
-			goto out;
-		}
-		if (r > 0)
-			continue;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			rc = 0;
-			goto out;
-		}
-		if (!strcmp(a, "--ignore-eos")) {
-			o.ignore_eos = true;
-			i++;
-			continue;
-		}
-		if (a[0] != '-') {
-			if (o.ea.model_dir) {
-				fprintf(stderr, "mlaserve generate: unexpected argument '%s'\n", a);
-				rc = 2;
-				goto out;
-			}
-			o.ea.model_dir = a;
-			i++;
-			continue;
-		}
-		if (i + 1 >= argc) {
-			fprintf(stderr, "mlaserve generate: %s needs a value (or is unknown)\n", a);
-			usage(stderr);
-			rc = 2;
-			goto out;
-		}
-		const char *v = argv[i + 1];
-		char *end;
-		if (!strcmp(a, "--prompts-file"))
-			o.prompts_file = v;
-		else if (!strcmp(a, "--output"))
-			o.output = v;
-		else if (!strcmp(a, "--prompt"))
-			texts[n_texts++] = v;
-		else if (!strcmp(a, "--prompt-ids"))
-			idstrs[n_idstrs++] = v;
-		else if (!strcmp(a, "--max-tokens")) {
-			o.max_tokens = (int)strtol(v, &end, 10);
-			if (*end || o.max_tokens < 1) {
-				fprintf(stderr, "mlaserve generate: --max-tokens: invalid value '%s'\n", v);
-				rc = 2;
-				goto out;
-			}
-		} else if (!strcmp(a, "--temperature")) {
-			o.temperature = strtof(v, &end);
-			o.has_temperature = true;
-			if (*end || !(o.temperature >= 0)) {
-				fprintf(stderr, "mlaserve generate: --temperature: invalid value '%s'\n", v);
-				rc = 2;
-				goto out;
-			}
-		} else {
-			fprintf(stderr, "mlaserve generate: unknown option '%s'\n", a);
-			usage(stderr);
-			rc = 2;
-			goto out;
-		}
-		i += 2;
-	}
-	if (!o.ea.model_dir || (!o.prompts_file && !n_texts && !n_idstrs)) {
-		usage(stderr);
-		rc = 2;
+	int pr = parse_args(argc, argv, &o);
+	if (pr) {
+		rc = pr == 1 ? 0 : 2;
 		goto out;
 	}
 	struct engine_runtime rt;
@@ -429,7 +470,7 @@ int cmd_generate(int argc, char **argv)
 		}
 	}
 	struct engine_forward_hook hook = {dist_exec_hook, &dx};
-	double t_load = now_s();
+	double t_load = mono_now_s();
 	if (engine_runtime_open(&o.ea, dist ? &hook : NULL, &rt, &e) < 0) {
 		fprintf(stderr, "mlaserve generate: %s\n", e.msg);
 		goto dist_end;
@@ -440,77 +481,10 @@ int cmd_generate(int argc, char **argv)
 		if (dist_exec_send_setup(&dx, engine_kv_cache(rt.engine), engine_backend(rt.engine), &e) < 0)
 			goto fail;
 	}
-	t_load = now_s() - t_load;
-	struct sampling_params def;
-	sampling_params_init(&def, &rt.defaults);
-	def.temperature = o.has_temperature ? o.temperature : 0.0f; /* greedy unless asked */
-	def.max_tokens = o.max_tokens;
-	def.ignore_eos = o.ignore_eos;
-	for (int k = 0; k < n_idstrs; k++) {
-		if (grow(&items, n_items, &cap, &e) < 0)
-			goto fail;
-		struct gen_item *it = &items[n_items++];
-		memset(it, 0, sizeof *it);
-		it->p = def;
-		if (parse_ids(idstrs[k], &it->ids, &it->n, &e) < 0)
-			goto fail;
-	}
-	for (int k = 0; k < n_texts; k++) {
-		if (!rt.tok) {
-			err_set(&e, "--prompt needs a tokenizer (the model dir has none)");
-			goto fail;
-		}
-		if (grow(&items, n_items, &cap, &e) < 0)
-			goto fail;
-		struct gen_item *it = &items[n_items++];
-		memset(it, 0, sizeof *it);
-		it->p = def;
-		size_t n;
-		if (tok_encode(rt.tok, texts[k], strlen(texts[k]), true, &it->ids, &n, &e) < 0)
-			goto fail;
-		it->n = (int)n;
-	}
-	if (o.prompts_file &&
-	    read_prompts_file(o.prompts_file, rt.tok, &def, &items, &n_items, &cap, &e) < 0)
+	t_load = mono_now_s() - t_load;
+	if (build_items(&o, &rt, &items, &n_items, &e) < 0 ||
+	    run_items(&o, &rt, items, n_items, t_load, &e) < 0)
 		goto fail;
-	FILE *out = stdout;
-	if (o.output && !(out = fopen(o.output, "w"))) {
-		err_set(&e, "%s: %s", o.output, strerror(errno));
-		goto fail;
-	}
-	bool ids_mode = n_idstrs && !n_texts && !o.prompts_file && !o.output;
-	double t0 = now_s();
-	long long prompt_tokens = 0, gen_tokens = 0;
-	int submitted = 0;
-	for (int k = 0; k < n_items; k++) {
-		int r = engine_submit(rt.engine, items[k].ids, items[k].n, &items[k].p, &items[k].h, &e);
-		if (r < 0) {
-			err_prefix(&e, "prompt %d", k);
-			break;
-		}
-		submitted++;
-		prompt_tokens += items[k].n;
-	}
-	for (int k = 0; k < submitted; k++) {
-		int g = collect(&items[k], k, out, ids_mode, &e);
-		if (g > 0)
-			gen_tokens += g;
-		engine_release(items[k].h);
-	}
-	double dt = now_s() - t0;
-	if (out != stdout)
-		fclose(out);
-	if (submitted < n_items)
-		goto fail;
-	struct engine_stats st;
-	engine_stats_get(rt.engine, &st);
-	fprintf(stderr,
-		"generate: %d prompts, %lld prompt + %lld generated tokens in %.3f s (load %.2f s): "
-		"%.1f tok/s generated, %.1f tok/s total; %llu steps, %llu preemptions, prefix cache %llu/%llu tokens hit\n",
-		n_items, prompt_tokens, gen_tokens, dt, t_load, dt > 0 ? gen_tokens / dt : 0.0,
-		dt > 0 ? (prompt_tokens + gen_tokens) / dt : 0.0, (unsigned long long)st.steps,
-		(unsigned long long)st.preemptions, (unsigned long long)st.prefix_hits,
-		(unsigned long long)st.prefix_queries);
 	rc = 0;
 	engine_runtime_close(&rt);
 	goto dist_end;
@@ -529,7 +503,7 @@ out:
 	for (int k = 0; k < n_items; k++)
 		free(items[k].ids);
 	free(items);
-	free(texts);
-	free(idstrs);
+	free(o.texts);
+	free(o.idstrs);
 	return rc;
 }

@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/kv_cache.h"
 #include "attn/threshold.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "engine/dist_exec.h"
 #include "model/model.h"
@@ -30,52 +32,6 @@ static void logits_usage(FILE *f)
 		   "Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
 
-static int parse_int(const char *s, const char *what, int lo, int *out, struct err *e)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > 1 << 30)
-		return err_set(e, "%s: invalid value '%s'", what, s);
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_tokens(const char *s, int32_t **out, int *n, struct err *e)
-{
-	int cap = 16, cnt = 0;
-	int32_t *t = malloc(sizeof *t * (size_t)cap);
-	if (!t)
-		return err_set(e, "--tokens: out of memory");
-	const char *p = s;
-	while (*p) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-			free(t);
-			return err_set(e, "--tokens: invalid token list '%s'", s);
-		}
-		if (cnt == cap) {
-			int32_t *g = realloc(t, sizeof *t * (size_t)(cap *= 2));
-			if (!g) {
-				free(t);
-				return err_set(e, "--tokens: out of memory");
-			}
-			t = g;
-		}
-		t[cnt++] = (int32_t)v;
-		p = *end ? end + 1 : end;
-	}
-	if (!cnt) {
-		free(t);
-		return err_set(e, "--tokens: empty token list");
-	}
-	*out = t;
-	*n = cnt;
-	return 0;
-}
-
 static int run_logits(const struct logits_opts *o, struct err *e)
 {
 	int32_t *tok = NULL;
@@ -91,8 +47,10 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	memset(&dx, 0, sizeof dx);
 	struct comm *c = o->comm;
 	bool rank0 = !c || c->world_rank == 0;
-	if (parse_tokens(o->tokens, &tok, &n, e))
+	size_t n_tok;
+	if (cli_ids_parse("--tokens", o->tokens, false, &tok, &n_tok, e))
 		return -1;
+	n = (int)n_tok;
 	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : attn_backend_at(0);
 	if (!be) {
 		err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
@@ -150,7 +108,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		bt[i] = i + 1; /* block 0 is the null block */
 	for (int i = 0; i < n; i++) {
 		pos[i] = i;
-		slots[i] = (int64_t)bt[i / vbs] * vbs + i % vbs;
+		slots[i] = kv_cache_slot(bt, vbs, i);
 	}
 	dist_exec_init(&dx, c, m, &kv, be, I);
 	for (int s = 0; s < n; s += chunk) {
@@ -218,7 +176,7 @@ int cmd_logits(int argc, char **argv)
 				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);
 				return 2;
 			}
-			if (parse_int(argv[++i], a, 1, a[1] == 't' ? &o.tp : &o.dcp, &e))
+			if (cli_int_parse(a, argv[++i], 1, 1 << 30, a[1] == 't' ? &o.tp : &o.dcp, &e))
 				goto fail;
 		} else if (a[0] == '-' && a[1] == '-') {
 			if (i + 1 >= argc) {
@@ -241,22 +199,23 @@ int cmd_logits(int argc, char **argv)
 				}
 				o.dummy = !strcmp(v, "dummy");
 			} else if (!strcmp(a, "--threads")) {
-				if (parse_int(v, "--threads", 0, &o.threads, &e))
+				if (cli_int_parse("--threads", v, 0, 1 << 30, &o.threads, &e))
 					goto fail;
 			} else if (!strcmp(a, "--chunk")) {
-				if (parse_int(v, "--chunk", 1, &o.chunk, &e))
+				if (cli_int_parse("--chunk", v, 1, 1 << 30, &o.chunk, &e))
 					goto fail;
 			} else if (!strcmp(a, "--tensor-parallel-size")) {
-				if (parse_int(v, a, 1, &o.tp, &e))
+				if (cli_int_parse(a, v, 1, 1 << 30, &o.tp, &e))
 					goto fail;
 			} else if (!strcmp(a, "--decode-context-parallel-size")) {
-				if (parse_int(v, a, 1, &o.dcp, &e))
+				if (cli_int_parse(a, v, 1, 1 << 30, &o.dcp, &e))
 					goto fail;
 			} else if (!strcmp(a, "--dcp-kv-cache-interleave-size") || !strcmp(a, "--cp-kv-cache-interleave-size")) {
-				if (parse_int(v, a, 1, &o.interleave, &e))
+				if (cli_int_parse(a, v, 1, 1 << 30, &o.interleave, &e))
 					goto fail;
 			} else if (!strcmp(a, "--block-size")) {
-				if (parse_int(v, a, 1, &o.block_size, &e))
+				/* bounded: the cache is sized in whole blocks (x DCP size), allocated up front */
+				if (cli_int_parse(a, v, 1, 1 << 16, &o.block_size, &e))
 					goto fail;
 			} else {
 				fprintf(stderr, "mlaserve logits: unknown option '%s'\n", a);

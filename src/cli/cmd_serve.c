@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
+#include "base/mono.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
@@ -50,18 +53,6 @@ static void serve_usage(FILE *f)
 		"  --disable-log-requests          no access-log line per request\n"
 		"  --disable-log-stats             no periodic throughput line\n");
 	engine_args_usage(f);
-}
-
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out, struct err *e)
-{
-	char *end;
-	errno = 0;
-	long x = v ? strtol(v, &end, 10) : 0;
-	if (!v || errno || end == v || *end || x < lo || x > hi)
-		return err_set(e, "%s: invalid value '%s' (expected an integer in [%d, %d])", flag,
-			       v ? v : "", lo, hi);
-	*out = (int)x;
-	return 0;
 }
 
 /* "--flag VALUE" or "--flag=VALUE"; returns the value or NULL when argv[*i] is not flag. */
@@ -103,7 +94,7 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		if (FLAG("--host", NULL)) {
 			o->sc.host = v;
 		} else if (FLAG("--port", NULL)) {
-			if (parse_int("--port", v, 0, 65535, &o->sc.port, e) < 0)
+			if (cli_int_parse("--port", v, 0, 65535, &o->sc.port, e) < 0)
 				return -1;
 		} else if (FLAG("--model", NULL)) {
 			o->model_arg = v;
@@ -112,23 +103,23 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		} else if (FLAG("--chat-template", NULL)) {
 			o->chat_template = v;
 		} else if (FLAG("--served-model-name", NULL)) {
-			if (!v)
-				break;
-			o->sc.n_served_names = 0;
-			o->sc.served_names[o->sc.n_served_names++] = v;
-			while (i + 1 < argc && argv[i + 1][0] != '-' &&
-			       o->sc.n_served_names < SERVER_MAX_NAMES)
-				o->sc.served_names[o->sc.n_served_names++] = argv[++i];
+			if (v) { /* without one, "missing value" below */
+				o->sc.n_served_names = 0;
+				o->sc.served_names[o->sc.n_served_names++] = v;
+				while (i + 1 < argc && argv[i + 1][0] != '-' &&
+				       o->sc.n_served_names < SERVER_MAX_NAMES)
+					o->sc.served_names[o->sc.n_served_names++] = argv[++i];
+			}
 		} else if (FLAG("--max-request-body-bytes", NULL)) {
 			if (!v || engine_args_parse_bytes(v, &o->sc.max_body_bytes) < 0 ||
 			    o->sc.max_body_bytes < 1024)
 				return err_set(e, "--max-request-body-bytes: invalid value '%s'",
 					       v ? v : "");
 		} else if (FLAG("--http-timeout", NULL)) {
-			if (parse_int("--http-timeout", v, 1, 86400, &o->sc.conn_timeout_s, e) < 0)
+			if (cli_int_parse("--http-timeout", v, 1, 86400, &o->sc.conn_timeout_s, e) < 0)
 				return -1;
 		} else if (FLAG("--max-connections", NULL)) {
-			if (parse_int("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
+			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
 				return -1;
 		} else if (!strcmp(a, "--disable-log-requests")) {
 			o->log_requests = false;
@@ -173,41 +164,12 @@ static int default_model_dir(char *buf, size_t n, struct err *e)
 		       "not found next to the binary");
 }
 
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				return NULL;
-			}
-			buf = nb;
-		}
-		size_t got = fread(buf + len, 1, cap - len - 1, f);
-		len += got;
-		if (got == 0)
-			break;
-	}
-	fclose(f);
-	buf[len] = 0;
-	return buf;
-}
-
 /* vLLM's periodic line: throughput since the last one, queue sizes, KV usage. */
 static void log_throughput(struct engine *eng, struct engine_stats *prev, double *t_prev)
 {
 	struct engine_stats st;
 	engine_stats_get(eng, &st);
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9, dt = t - *t_prev;
+	double t = mono_now_s(), dt = t - *t_prev;
 	uint64_t dp = st.prompt_tokens - prev->prompt_tokens;
 	uint64_t dg = st.generation_tokens - prev->generation_tokens;
 	uint64_t dq = st.prefix_queries - prev->prefix_queries;
@@ -223,12 +185,13 @@ static void log_throughput(struct engine *eng, struct engine_stats *prev, double
 	*t_prev = t;
 }
 
-static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
+/* The model dir (given, else the bundled one; o keeps pointers into model_dir), the served
+ * names, and the API key (flag, else MLASERVE_API_KEY, else VLLM_API_KEY; empty = none). */
+static int resolve_opts(struct serve_opts *o, char *model_dir, size_t n, struct err *e)
 {
-	char model_dir[PATH_MAX];
 	if (o->model_arg)
-		snprintf(model_dir, sizeof model_dir, "%s", o->model_arg);
-	else if (default_model_dir(model_dir, sizeof model_dir, e) < 0)
+		snprintf(model_dir, n, "%s", o->model_arg);
+	else if (default_model_dir(model_dir, n, e) < 0)
 		return -1;
 	o->ea.model_dir = model_dir;
 	if (!o->sc.n_served_names) {
@@ -243,6 +206,33 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	if (o->sc.api_key && !o->sc.api_key[0])
 		o->sc.api_key = NULL;
 	o->sc.log_requests = o->log_requests;
+	return 0;
+}
+
+/* --chat-template (a file, else the template text itself), else the model's own; *tpl stays
+ * NULL when there is none. *tpl_text (free()) holds the file's text. */
+static int open_chat_template(const struct serve_opts *o, const struct engine_runtime *rt,
+			      struct chat_template **tpl, char **tpl_text, struct err *e)
+{
+	const char *src = rt->hf.chat_template;
+	if (o->chat_template) {
+		struct err fe;
+		if (file_read_all(o->chat_template, tpl_text, NULL, &fe) < 0)
+			*tpl_text = NULL;
+		src = *tpl_text ? *tpl_text : o->chat_template;
+	}
+	if (src && chat_template_compile(src, tpl, e) < 0)
+		return err_prefix(e, "%s", o->chat_template ? "--chat-template" : "tokenizer_config.json");
+	if (!*tpl)
+		LOG_W(MOD, "the model has no chat template: /v1/chat/completions will answer 400");
+	return 0;
+}
+
+static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
+{
+	char model_dir[PATH_MAX];
+	if (resolve_opts(o, model_dir, sizeof model_dir, e) < 0)
+		return -1;
 	/* -tp > 1: self-launch the ranks (before any thread exists); the workers run rank 0's
 	 * step plans until it stops them, rank 0 serves HTTP */
 	struct comm comm;
@@ -290,18 +280,9 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
 		goto out;
 	}
-	const struct model_config *mc = model_config(rt.model);
-	const char *tpl_src = rt.hf.chat_template;
-	if (o->chat_template) {
-		tpl_text = read_file(o->chat_template);
-		tpl_src = tpl_text ? tpl_text : o->chat_template;
-	}
-	if (tpl_src && chat_template_compile(tpl_src, &tpl, e) < 0) {
-		err_prefix(e, "%s", o->chat_template ? "--chat-template" : "tokenizer_config.json");
+	if (open_chat_template(o, &rt, &tpl, &tpl_text, e) < 0)
 		goto out;
-	}
-	if (!tpl)
-		LOG_W(MOD, "the model has no chat template: /v1/chat/completions will answer 400");
+	const struct model_config *mc = model_config(rt.model);
 
 	struct server_deps d = {.eng = rt.engine, .tok = rt.tok, .tpl = tpl,
 				.bos_token = rt.hf.bos_token, .eos_token = rt.hf.eos_token,
@@ -327,9 +308,7 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 
 	struct engine_stats prev;
 	engine_stats_get(rt.engine, &prev);
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double t_prev = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	double t_prev = mono_now_s();
 	for (;;) {
 		struct timespec wait = {.tv_sec = 10};
 		int sig = sigtimedwait(&set, NULL, &wait);

@@ -1,42 +1,15 @@
 /* mlaserve tokenize DIR --text "..." [--add-special-tokens]   → [id, id, ...]
  * mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens] → the text
  * DIR is a checkpoint (or tokenizer-only) directory, or a tokenizer.json path. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/file.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "tok/tokenizer.h"
-
-static int read_file(const char *path, char **out, size_t *n, struct err *e)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return err_set(e, "%s: cannot open: %s", path, strerror(errno));
-	size_t cap = 4096, len = 0;
-	char *s = malloc(cap);
-	size_t k;
-	while (s && (k = fread(s + len, 1, cap - len, f)) > 0) {
-		len += k;
-		if (len == cap) {
-			char *g = realloc(s, cap *= 2);
-			if (!g)
-				free(s);
-			s = g;
-		}
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (!s || bad) {
-		free(s);
-		return err_set(e, "%s: read error", path);
-	}
-	*out = s;
-	*n = len;
-	return 0;
-}
 
 int cmd_tokenize(int argc, char **argv)
 {
@@ -70,7 +43,7 @@ int cmd_tokenize(int argc, char **argv)
 	struct tok *t;
 	char *buf = NULL;
 	size_t len = text ? strlen(text) : 0;
-	if (file && read_file(file, &buf, &len, &e)) {
+	if (file && file_read_all(file, &buf, &len, &e)) {
 		fprintf(stderr, "mlaserve tokenize: %s\n", e.msg);
 		return 1;
 	}
@@ -94,42 +67,6 @@ int cmd_tokenize(int argc, char **argv)
 	tok_free(t);
 	free(buf);
 	return rc ? 1 : 0;
-}
-
-/* "1,2,3", "1 2 3" or "[1, 2, 3]" */
-static int parse_ids(const char *s, int32_t **out, size_t *n, struct err *e)
-{
-	size_t cap = 16, cnt = 0;
-	int32_t *v = malloc(cap * sizeof *v);
-	if (!v)
-		return err_set(e, "--ids: out of memory");
-	const char *p = s;
-	for (;;) {
-		while (*p == ' ' || *p == ',' || *p == '[' || *p == ']' || *p == '\n' || *p == '\t')
-			p++;
-		if (!*p)
-			break;
-		char *end;
-		errno = 0;
-		long x = strtol(p, &end, 10);
-		if (errno || end == p || x < 0 || x > INT32_MAX) {
-			free(v);
-			return err_set(e, "--ids: invalid token id list '%s'", s);
-		}
-		if (cnt == cap) {
-			int32_t *g = realloc(v, (cap *= 2) * sizeof *v);
-			if (!g) {
-				free(v);
-				return err_set(e, "--ids: out of memory");
-			}
-			v = g;
-		}
-		v[cnt++] = (int32_t)x;
-		p = end;
-	}
-	*out = v;
-	*n = cnt;
-	return 0;
 }
 
 int cmd_detokenize(int argc, char **argv)
@@ -161,7 +98,7 @@ int cmd_detokenize(int argc, char **argv)
 	struct err e;
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (parse_ids(ids_arg, &ids, &n, &e)) {
+	if (cli_ids_parse("--ids", ids_arg, true, &ids, &n, &e)) {
 		fprintf(stderr, "mlaserve detokenize: %s\n", e.msg);
 		return 2;
 	}

@@ -239,7 +239,6 @@ int blocks_size(const struct block_pool *p) { return p->block_size; }
 int blocks_total(const struct block_pool *p) { return p->n_blocks - 1; }
 int blocks_num_free(const struct block_pool *p) { return p->n_free; }
 int blocks_num_used(const struct block_pool *p) { return p->n_blocks - 1 - p->n_free; }
-bool blocks_caching(const struct block_pool *p) { return p->caching; }
 int blocks_ref(const struct block_pool *p, int block) { return p->b[block].ref; }
 bool blocks_is_cached(const struct block_pool *p, int block) { return p->b[block].hashed; }
 

@@ -40,7 +40,6 @@ int blocks_size(const struct block_pool *p);	  /* tokens per block */
 int blocks_total(const struct block_pool *p);	  /* usable blocks (excludes block 0) */
 int blocks_num_free(const struct block_pool *p);  /* in the free queue (cached or not) */
 double blocks_usage(const struct block_pool *p); /* 1 - free / usable */
-bool blocks_caching(const struct block_pool *p);
 int blocks_ref(const struct block_pool *p, int block);	    /* tests */
 bool blocks_is_cached(const struct block_pool *p, int block); /* has a registered hash */
 

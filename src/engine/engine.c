@@ -12,6 +12,7 @@
 #include "attn/attn.h"
 #include "attn/threshold.h"
 #include "base/log.h"
+#include "base/mono.h"
 #include "engine/blocks.h"
 #include "engine/outbox.h"
 #include "engine/output.h"
@@ -67,13 +68,6 @@ struct engine {
 	struct engine_stats st;
 	int n_sched_waiting;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- histograms (spec C.8 bucket sets) ---- */
 
@@ -175,7 +169,7 @@ static void seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fi
 			n = seq_text_take(&s->text, true, &d);
 	}
 	deliver(s, tok, n_tok, lp, d, n, fin, error);
-	double t = now_s();
+	double t = mono_now_s();
 	pthread_mutex_lock(&eng->mu);
 	eng->st.finished[fin]++;
 	hist_observe(&eng->st.e2e, t - s->t_arrival);
@@ -300,7 +294,7 @@ static int engine_step(struct engine *eng, struct err *e)
 		}
 		return 0;
 	}
-	double t0 = now_s();
+	double t0 = mono_now_s();
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
 		if (s->t_scheduled == 0) {
@@ -325,7 +319,7 @@ static int engine_step(struct engine *eng, struct err *e)
 		eng->sampled[i] = sample_token(&in, &eng->ss, &s->lp);
 	}
 	sched_update(eng->sched, &o, eng->sampled);
-	double t1 = now_s();
+	double t1 = mono_now_s();
 	for (int i = 0; i < o.n; i++)
 		if (eng->sampled[i] >= 0)
 			seq_output(eng, o.reqs[i]->owner, eng->sampled[i], t1);
@@ -490,7 +484,18 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .max_model_len = eng->max_model_len};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
-	const struct attn_backend *bl[1] = {eng->backend};
+	/* An override replaces the declared value before the rule is applied, so DCP still
+	 * lowers it to 1 for backends that cannot run multi-token decodes there. */
+	struct attn_backend declared = *eng->backend;
+	if (o->reorder_batch_threshold > 0) {
+		if (o->reorder_batch_threshold > 1 && declared.query_len_support == QLEN_SINGLE_ONLY) {
+			err_set(e, "--reorder-batch-threshold %d: attention backend %s runs single-token "
+				   "decodes only", o->reorder_batch_threshold, declared.name);
+			goto fail;
+		}
+		declared.reorder_batch_threshold = o->reorder_batch_threshold;
+	}
+	const struct attn_backend *bl[1] = {&declared};
 	char why[256] = "";
 	eng->threshold = attn_threshold_resolve(bl, 1, o->dcp_size > 0 ? o->dcp_size : 1,
 						o->dcp_interleave > 0 ? o->dcp_interleave : 1, 0,
@@ -688,7 +693,7 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
 		return ENGINE_EINVAL;
 	}
 	struct eseq *first = NULL, *last = NULL;
-	double t = now_s();
+	double t = mono_now_s();
 	int rc = 0;
 	for (int i = 0; i < p->n && rc == 0; i++) {
 		struct eseq *s = NULL;

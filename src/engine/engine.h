@@ -102,6 +102,7 @@ struct engine_options {
 	const struct attn_backend *backend;  /* NULL: MLASERVE_ATTENTION_BACKEND or the best */
 	struct tok *tok;		     /* not owned; NULL: no text, no stop strings */
 	int block_size;			     /* tokens per KV block; 0 = default */
+	int reorder_batch_threshold;	     /* overrides the backend's declared value; 0 = keep */
 	size_t kv_cache_memory;		     /* bytes for the KV pool; 0 = auto */
 	enum dtype kv_dtype;		     /* DT_F32 or DT_BF16 (engine_args resolves "auto") */
 	bool enable_prefix_caching;	     /* default true */

@@ -38,6 +38,8 @@ void engine_args_usage(FILE *f)
 		"  --load-format auto|dummy          dummy: random weights from config.json\n"
 		"  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND)\n"
 		"  --block-size N                    tokens per KV block (default: backend's)\n"
+		"  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
+		"                                    the backend's; still 1 under DCP if unsupported)\n"
 		"  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
 		"  --kv-cache-dtype auto|bfloat16|float32\n"
 		"  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
@@ -129,7 +131,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		return 1;
 	}
 	static const char *const with_value[] = {
-		"--dtype", "--load-format", "--attention-backend", "--block-size", "--kv-cache-memory",
+		"--dtype", "--load-format", "--attention-backend", "--block-size",
+		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
 		"--max-waiting-requests", "--seed", "--threads", "--tokenizer"};
 	size_t flen = strcspn(arg, "=");
@@ -171,6 +174,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		a->attention_backend = v;
 	} else if (!strcmp(flag, "--block-size")) {
 		rc = parse_int(flag, v, 1, &a->block_size, e);
+	} else if (!strcmp(flag, "--reorder-batch-threshold")) {
+		rc = parse_int(flag, v, 1, &a->reorder_batch_threshold, e);
 	} else if (!strcmp(flag, "--kv-cache-memory")) {
 		if (engine_args_parse_bytes(v, &a->kv_cache_memory) < 0 || a->kv_cache_memory == 0)
 			return err_set(e, "--kv-cache-memory: invalid size '%s' (e.g. 1073741824, 512MiB, 2G)", v);
@@ -300,6 +305,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (a->attention_backend)
 		o->backend = attn_backend_by_name(a->attention_backend);
 	o->block_size = a->block_size;
+	o->reorder_batch_threshold = a->reorder_batch_threshold;
 	o->kv_cache_memory = a->kv_cache_memory;
 	o->kv_dtype = kvd;
 	o->enable_prefix_caching = a->enable_prefix_caching;

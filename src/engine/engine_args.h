@@ -17,6 +17,7 @@ struct engine_args {
 	bool load_dummy;	     /* --load-format dummy */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;		     /* --block-size (0 = backend default) */
+	int reorder_batch_threshold; /* --reorder-batch-threshold (0 = backend's) */
 	size_t kv_cache_memory;	     /* --kv-cache-memory BYTES[K|M|G|KiB|MiB|GiB] (0 = auto) */
 	const char *kv_cache_dtype;  /* --kv-cache-dtype auto|bfloat16|float32 */
 	bool enable_prefix_caching;  /* --enable-prefix-caching / --no-enable-prefix-caching */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/kv_cache.h"
 #include "engine/reorder.h"
 #include "model/model.h"
 
@@ -92,7 +93,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 			CHECK(p_ / bs < r->kv.n_blocks);
 			tokens[t] = r->tokens[p_];
 			pos[t] = p_;
-			slots[t] = (int64_t)bt_row[p_ / bs] * bs + p_ % bs;
+			slots[t] = kv_cache_slot(bt_row, bs, p_);
 		}
 		qs[k + 1] = t;
 		seq_lens[k] = r->step_start + r->n_sched;

@@ -301,6 +301,5 @@ int sched_update(struct sched *s, const struct sched_output *o, const int32_t *s
 
 int sched_n_running(const struct sched *s) { return s->n_running; }
 int sched_n_waiting(const struct sched *s) { return s->n_waiting; }
-struct sched_req *sched_running_at(const struct sched *s, int i) { return s->running[i]; }
 struct sched_req *sched_waiting_head(const struct sched *s) { return s->wait_head; }
 void sched_counters_get(const struct sched *s, struct sched_counters *c) { *c = s->cnt; }

@@ -101,7 +101,6 @@ static inline bool sched_req_wants_token(const struct sched_req *r) { return r->
 
 int sched_n_running(const struct sched *s);
 int sched_n_waiting(const struct sched *s);
-struct sched_req *sched_running_at(const struct sched *s, int i);
 struct sched_req *sched_waiting_head(const struct sched *s);
 void sched_counters_get(const struct sched *s, struct sched_counters *c);
 

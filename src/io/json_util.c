@@ -1,7 +1,6 @@
 #include "io/json_util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,17 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
+
 int json_util_load(const char *path, json_t **out, struct err *e)
 {
-	/* O_NONBLOCK + regular-file check: a FIFO or device must not hang the reader */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return err_set(e, "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return err_set(e, "%s: cannot open: not a regular file", path);
-	}
+	int fd = file_open_regular(path, &st, e);
+	if (fd < 0)
+		return -1;
 	FILE *f = fdopen(fd, "rb");
 	if (!f) {
 		close(fd);
@@ -139,4 +135,12 @@ int json_util_bad(struct err *e, const char *what, const char *key, const json_t
 	va_end(ap);
 	return err_set(e, "%s: key \"%s\": %s value %s (%s)", what, key, adj,
 		       json_util_show(v, val, sizeof val), why);
+}
+
+bool json_util_id(const json_t *v, int32_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX)
+		return false;
+	*out = (int32_t)json_integer_value(v);
+	return true;
 }

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -32,6 +33,9 @@ int json_util_bool(const json_t *obj, const char *what, const char *key, bool de
 		   struct err *e);
 int json_util_str(const json_t *obj, const char *what, const char *key, const char *def,
 		  const char **out, struct err *e); /* *out points into obj */
+
+/* A token id: an integer in [0, INT32_MAX). True and *out set when v is one. */
+bool json_util_id(const json_t *v, int32_t *out);
 
 /* Sets "WHAT: key "KEY": ADJ value VALUE (EXPECTED...)" and returns -1, e.g. adj "unsupported",
  * fmt "expected softmax or sigmoid". */

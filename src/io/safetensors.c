@@ -5,7 +5,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "io/json_util.h"
 
 #define ST_HEADER_MAX (100u << 20) /* real headers are a few MB at most */
@@ -210,14 +210,10 @@ static int open_shard(struct st_set *s, const char *path, int keep, struct err *
 	memset(sh, 0, sizeof *sh);
 	if (!(sh->path = strdup(path)))
 		return err_set(e, "%s: out of memory", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return err_set(e, "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return err_set(e, "%s: cannot open: not a regular file", path);
-	}
+	int fd = file_open_regular(path, &st, e);
+	if (fd < 0)
+		return -1;
 	if (st.st_size < 8) {
 		close(fd);
 		return err_set(e, "%s: header: file is %lld bytes, too short for the 8-byte header "

@@ -58,12 +58,6 @@ void ops_axpy(float *y, float a, const float *x, int n)
 		y[i] += a * x[i];
 }
 
-void ops_scale(float *y, float a, int n)
-{
-	for (int i = 0; i < n; i++)
-		y[i] *= a;
-}
-
 void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, int d, float eps)
 {
 	for (int t = 0; t < n; t++) {

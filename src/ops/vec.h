@@ -7,7 +7,6 @@
 
 float ops_dot(const float *a, const float *b, int n);
 void ops_axpy(float *y, float a, const float *x, int n); /* y += a·x */
-void ops_scale(float *y, float a, int n);		  /* y *= a */
 
 /* y[i] = x[i] / sqrt(mean(x²) + eps) * w[i], statistics in fp32; for n rows of width d with
  * row strides ldx / ldy (y may equal x). */

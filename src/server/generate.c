@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/mono.h"
 #include "server/openai_json.h"
 #include "server/state.h"
 #include "server/utf8.h"
@@ -286,7 +287,7 @@ out:
 static void note_first_token(struct gen *g, const struct engine_event *ev)
 {
 	if (g->r->ttft < 0 && ev->n_tokens > 0)
-		g->r->ttft = now_mono() - g->r->t_start;
+		g->r->ttft = mono_now_s() - g->r->t_start;
 }
 
 static json_t *event_logprobs(struct gen *g, struct oj_choice *c, const struct engine_event *ev)
@@ -375,7 +376,7 @@ static enum MHD_Result reply_collected(struct gen *g)
  * continuously, so not only on timeouts): one that left cancels the request. */
 static enum MHD_Result gen_collect(struct gen *g)
 {
-	double next_check = now_mono() + 0.05;
+	double next_check = mono_now_s() + 0.05;
 	bool gone = false;
 	for (int k = 0; k < g->n_handles; k++) {
 		for (;;) {
@@ -385,8 +386,8 @@ static enum MHD_Result gen_collect(struct gen *g)
 				break;
 			if (rc == ENGINE_EV_OK && collect_event(g, k, &ev) < 0)
 				return MHD_NO;
-			if (!gone && now_mono() >= next_check) {
-				next_check = now_mono() + 0.05;
+			if (!gone && mono_now_s() >= next_check) {
+				next_check = mono_now_s() + 0.05;
 				if (!http_client_alive(g->r)) {
 					gone = true;
 					for (int i = 0; i < g->n_handles; i++)

@@ -11,21 +11,15 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/mono.h"
 #include "server/state.h"
-
-double now_mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Access log: one line per request when its last reference goes. */
 void hreq_unref(struct hreq *r)
 {
 	if (atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
-	double total = now_mono() - r->t_start;
+	double total = mono_now_s() - r->t_start;
 	char ttft[32] = "-";
 	if (r->ttft >= 0)
 		snprintf(ttft, sizeof ttft, "%.3fs", r->ttft);
@@ -196,7 +190,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_init(&r->refs, 1);
 		r->s = s;
 		r->conn = conn;
-		r->t_start = now_mono();
+		r->t_start = mono_now_s();
 		r->ttft = -1;
 		snprintf(r->method, sizeof r->method, "%s", method);
 		/* path without the query string */

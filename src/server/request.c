@@ -264,6 +264,68 @@ static int parse_logit_bias(const json_t *body, int vocab, struct sampling_param
 	return 0;
 }
 
+/* logprobs: a bool + top_logprobs for chat, an int for completions */
+static int parse_logprobs(const json_t *body, enum srv_api api, struct srv_request *r,
+			  struct api_error *ae)
+{
+	struct sampling_params *sp = &r->sp;
+	long long i;
+	int rc;
+	bool b;
+	if (api == SRV_API_CHAT) {
+		b = false;
+		if (get_bool(body, "logprobs", &b, ae) < 0)
+			return -1;
+		r->want_logprobs = b;
+		if ((rc = get_int(body, "top_logprobs", &i, ae)) < 0)
+			return -1;
+		if (rc) {
+			if (!b)
+				return api_error_set(ae, 400, "top_logprobs",
+						     "when using `top_logprobs`, `logprobs` must be "
+						     "set to true.");
+			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
+				return api_error_set(ae, 400, "top_logprobs",
+						     "top_logprobs must be in [0, %d], got %lld.",
+						     ENGINE_MAX_LOGPROBS, i);
+			r->top_logprobs = (int)i;
+		}
+		sp->logprobs = b ? r->top_logprobs : -1;
+	} else {
+		if ((rc = get_int(body, "logprobs", &i, ae)) < 0)
+			return -1;
+		if (rc) {
+			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
+				return api_error_set(ae, 400, "logprobs",
+						     "logprobs must be in [0, %d], got %lld.",
+						     ENGINE_MAX_LOGPROBS, i);
+			r->want_logprobs = true;
+			sp->logprobs = (int)i;
+		}
+	}
+	return 0;
+}
+
+/* stream, stream_options */
+static int parse_stream(const json_t *body, struct srv_request *r, struct api_error *ae)
+{
+	if (get_bool(body, "stream", &r->stream, ae) < 0)
+		return -1;
+	const json_t *v = json_object_get(body, "stream_options");
+	if (v && !json_is_null(v)) {
+		if (!r->stream)
+			return api_error_set(ae, 400, "stream_options",
+					     "Stream options can only be defined when `stream=True`.");
+		if (!json_is_object(v))
+			return bad_type(ae, "stream_options", "a valid dictionary", v);
+		r->include_usage = true; /* default when the object is present */
+		if (get_bool(v, "include_usage", &r->include_usage, ae) < 0 ||
+		    get_bool(v, "continuous_usage_stats", &r->continuous_usage, ae) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Sampling fields shared by both endpoints. */
 static int parse_sampling(const json_t *body, enum srv_api api, const struct srv_limits *lim,
 			  struct srv_request *r, struct api_error *ae)
@@ -272,7 +334,6 @@ static int parse_sampling(const json_t *body, enum srv_api api, const struct srv
 	double d;
 	long long i;
 	int rc;
-	bool b;
 
 	if ((rc = get_num(body, "temperature", &d, ae)) < 0)
 		return -1;
@@ -382,54 +443,8 @@ static int parse_sampling(const json_t *body, enum srv_api api, const struct srv
 			     sp->stop_token_ids, &sp->n_stop_token_ids, ae) < 0)
 		return -1;
 
-	/* logprobs: a bool + top_logprobs for chat, an int for completions */
-	if (api == SRV_API_CHAT) {
-		b = false;
-		if (get_bool(body, "logprobs", &b, ae) < 0)
-			return -1;
-		r->want_logprobs = b;
-		if ((rc = get_int(body, "top_logprobs", &i, ae)) < 0)
-			return -1;
-		if (rc) {
-			if (!b)
-				return api_error_set(ae, 400, "top_logprobs",
-						     "when using `top_logprobs`, `logprobs` must be "
-						     "set to true.");
-			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
-				return api_error_set(ae, 400, "top_logprobs",
-						     "top_logprobs must be in [0, %d], got %lld.",
-						     ENGINE_MAX_LOGPROBS, i);
-			r->top_logprobs = (int)i;
-		}
-		sp->logprobs = b ? r->top_logprobs : -1;
-	} else {
-		if ((rc = get_int(body, "logprobs", &i, ae)) < 0)
-			return -1;
-		if (rc) {
-			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
-				return api_error_set(ae, 400, "logprobs",
-						     "logprobs must be in [0, %d], got %lld.",
-						     ENGINE_MAX_LOGPROBS, i);
-			r->want_logprobs = true;
-			sp->logprobs = (int)i;
-		}
-	}
-
-	/* streaming */
-	if (get_bool(body, "stream", &r->stream, ae) < 0)
+	if (parse_logprobs(body, api, r, ae) < 0 || parse_stream(body, r, ae) < 0)
 		return -1;
-	v = json_object_get(body, "stream_options");
-	if (v && !json_is_null(v)) {
-		if (!r->stream)
-			return api_error_set(ae, 400, "stream_options",
-					     "Stream options can only be defined when `stream=True`.");
-		if (!json_is_object(v))
-			return bad_type(ae, "stream_options", "a valid dictionary", v);
-		r->include_usage = true; /* default when the object is present */
-		if (get_bool(v, "include_usage", &r->include_usage, ae) < 0 ||
-		    get_bool(v, "continuous_usage_stats", &r->continuous_usage, ae) < 0)
-			return -1;
-	}
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)
 		return api_error_set(ae, 400, "n", "n must be 1 when using greedy sampling, got %d.",

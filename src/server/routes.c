@@ -107,6 +107,19 @@ static enum MHD_Result metrics(struct hreq *r)
 	return rc;
 }
 
+/* The /tokenize and /detokenize bodies: a JSON object whose optional "model" is served. */
+static int check_body_model(struct server *s, const json_t *body, struct api_error *ae)
+{
+	if (!json_is_object(body))
+		return api_error_set(ae, 400, NULL, "the request body must be a JSON object");
+	const json_t *model = json_object_get(body, "model");
+	if (!model || json_is_null(model))
+		return 0;
+	if (!json_is_string(model))
+		return api_error_set(ae, 400, "model", "'model' must be a string");
+	return routes_check_model(s, json_string_value(model), ae);
+}
+
 static enum MHD_Result tokenize(struct hreq *r)
 {
 	struct server *s = r->s;
@@ -117,18 +130,11 @@ static enum MHD_Result tokenize(struct hreq *r)
 	if (!body)
 		return http_reply_error(r, &ae);
 	enum MHD_Result res;
-	const json_t *model = json_object_get(body, "model");
 	const json_t *prompt = json_object_get(body, "prompt");
 	const json_t *messages = json_object_get(body, "messages");
 	const json_t *ats = json_object_get(body, "add_special_tokens");
 	const json_t *strs = json_object_get(body, "return_token_strs");
-	if (!json_is_object(body)) {
-		api_error_set(&ae, 400, NULL, "the request body must be a JSON object");
-		goto fail;
-	}
-	if (model && !json_is_null(model) &&
-	    (!json_is_string(model) ? api_error_set(&ae, 400, "model", "'model' must be a string")
-				    : routes_check_model(s, json_string_value(model), &ae)) < 0)
+	if (check_body_model(s, body, &ae) < 0)
 		goto fail;
 	if (ats && !json_is_null(ats) && !json_is_boolean(ats)) {
 		api_error_set(&ae, 400, "add_special_tokens", "'add_special_tokens' must be a boolean");
@@ -191,18 +197,11 @@ static enum MHD_Result detokenize(struct hreq *r)
 	json_t *body = parse_body(r, &ae);
 	if (!body)
 		return http_reply_error(r, &ae);
-	const json_t *model = json_object_get(body, "model");
 	const json_t *toks = json_object_get(body, "tokens");
 	int32_t *ids = NULL;
 	char *text = NULL;
 	size_t len = 0, n = json_array_size(toks);
-	if (!json_is_object(body)) {
-		api_error_set(&ae, 400, NULL, "the request body must be a JSON object");
-		goto fail;
-	}
-	if (model && !json_is_null(model) &&
-	    (!json_is_string(model) ? api_error_set(&ae, 400, "model", "'model' must be a string")
-				    : routes_check_model(s, json_string_value(model), &ae)) < 0)
+	if (check_body_model(s, body, &ae) < 0)
 		goto fail;
 	if (!json_is_array(toks)) {
 		api_error_set(&ae, 400, "tokens", "'tokens': a list of token ids is required");

@@ -49,7 +49,6 @@ struct hreq {
 };
 
 void hreq_unref(struct hreq *r);
-double now_mono(void);
 
 /* Streaming responses: http.c calls pump until it returns 1 (everything appended to out),
  * sending what accumulates; close runs once at the end (completed false when the client

@@ -81,10 +81,10 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 	json_array_foreach (arr, i, o) {
 		char key[48];
 		snprintf(key, sizeof key, "added_tokens[%zu]", i);
-		const json_t *c = json_object_get(o, "content"), *id = json_object_get(o, "id");
+		const json_t *c = json_object_get(o, "content");
+		int32_t id;
 		if (!json_is_object(o) || !json_is_string(c) || !json_string_length(c) ||
-		    !json_is_integer(id) || json_integer_value(id) < 0 ||
-		    json_integer_value(id) >= INT32_MAX) {
+		    !json_util_id(json_object_get(o, "id"), &id)) {
 			added_free(a);
 			return err_set(e, "%s: %s: expected {\"id\": N, \"content\": \"...\"}",
 				       what, key);
@@ -92,7 +92,7 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 		struct added_token *t = &a->tok[a->n];
 		t->content = tok_xstrndup(json_string_value(c), json_string_length(c));
 		t->len = json_string_length(c);
-		t->id = (int32_t)json_integer_value(id);
+		t->id = id;
 		a->n++;
 		if (json_util_bool(o, key, "special", false, &t->special, e) < 0 ||
 		    json_util_bool(o, key, "lstrip", false, &t->lstrip, e) < 0 ||

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "io/json_util.h"
 #include "tok/tok_util.h"
 #include "tok/tokenizer.h"
@@ -32,13 +33,7 @@ static int token_str(const json_t *o, const char *what, const char *key, char **
 	return 0;
 }
 
-static int id_value(const json_t *v, int32_t *out)
-{
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX)
-		return -1;
-	*out = (int32_t)json_integer_value(v);
-	return 0;
-}
+static int id_value(const json_t *v, int32_t *out) { return json_util_id(v, out) ? 0 : -1; }
 
 static int chat_template(const json_t *o, const char *what, struct hf_config *c, struct err *e)
 {
@@ -207,8 +202,6 @@ static int parse_tc_text(const char *text, size_t len, const char *what, json_t 
 	return 0;
 }
 
-static char *read_text(const char *path, size_t *len, struct err *e);
-
 int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json,
 		    struct hf_config *cfg, struct err *e)
 {
@@ -242,32 +235,6 @@ static bool file_exists(const char *path)
 	return f != NULL;
 }
 
-/* Reads a whole (text) file; NULL with an error. */
-static char *read_text(const char *path, size_t *len, struct err *e)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		err_set(e, "%s: cannot open: %s", path, strerror(errno));
-		return NULL;
-	}
-	struct tok_buf b = {0};
-	char chunk[65536];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		tok_buf_add(&b, chunk, n);
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		tok_buf_free(&b);
-		err_set(e, "%s: read error", path);
-		return NULL;
-	}
-	if (len)
-		*len = b.n;
-	tok_buf_addc(&b, 0);
-	return b.p;
-}
-
 int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e)
 {
 	cfg_init(cfg);
@@ -276,8 +243,8 @@ int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e)
 	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
 	if (file_exists(path)) {
 		size_t len;
-		char *text = read_text(path, &len, e);
-		if (!text)
+		char *text;
+		if (file_read_all(path, &text, &len, e))
 			goto fail;
 		int rc = parse_tc_text(text, len, path, &j, e);
 		free(text);
@@ -290,7 +257,7 @@ int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e)
 	}
 	snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
 	if (!cfg->chat_template && file_exists(path)) {
-		if (!(cfg->chat_template = read_text(path, NULL, e)))
+		if (file_read_all(path, &cfg->chat_template, NULL, e))
 			goto fail;
 	}
 	snprintf(path, sizeof path, "%s/generation_config.json", dir);

@@ -214,6 +214,9 @@ int jinja_call(struct jctx *c, const struct jval *fn, const struct jval *args, i
 int jinja_getattr(struct jctx *c, const struct jval *obj, const char *attr, struct jval *out);
 
 /* helpers shared by jinja_builtins.c and jinja_filters.c */
+/* Call argument: positional i, else keyword `name` (either may be -1 / NULL); NULL if absent. */
+const struct jval *jinja_arg(const struct jval *args, int nargs, const char **kwnames,
+			     const struct jval *kwargs, int nkw, int i, const char *name);
 struct jval jinja_strip(const struct jval *s, const struct jval *chars, bool left, bool right);
 int jinja_change_case(struct jctx *c, const struct jval *s, int mode, struct jval *out); /* 0 lower 1 upper 2 capitalize 3 title */
 int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, const struct jval *new_,

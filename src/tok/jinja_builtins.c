@@ -55,9 +55,8 @@ static int undef_err(struct jctx *c, const struct jval *v)
 	return jerr(c, "%s", v->u.s.p ? v->u.s.p : "value is undefined");
 }
 
-/* positional i or keyword `name`; NULL if absent */
-static const struct jval *arg(const struct jval *args, int nargs, const char **kwn, const struct jval *kw,
-			      int nkw, int i, const char *name)
+const struct jval *jinja_arg(const struct jval *args, int nargs, const char **kwn,
+			     const struct jval *kw, int nkw, int i, const char *name)
 {
 	if (i >= 0 && i < nargs)
 		return &args[i];
@@ -66,7 +65,7 @@ static const struct jval *arg(const struct jval *args, int nargs, const char **k
 			return &kw[k];
 	return NULL;
 }
-#define ARG(i, name) arg(args, nargs, kwn, kw, nkw, i, name)
+#define ARG(i, name) jinja_arg(args, nargs, kwn, kw, nkw, i, name)
 
 static int need_str(struct jctx *c, const struct jval *v, const char *what)
 {

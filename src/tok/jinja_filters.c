@@ -1,5 +1,6 @@
 /* Jinja filters (jinja2/filters.py semantics) plus transformers' tojson override:
  * json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,17 +10,7 @@
 
 static int oom(struct jctx *c) { return jerr(c, "memory limit exceeded"); }
 
-static const struct jval *arg(const struct jval *args, int nargs, const char **kwn, const struct jval *kw,
-			      int nkw, int i, const char *name)
-{
-	if (i >= 0 && i < nargs)
-		return &args[i];
-	for (int k = 0; k < nkw; k++)
-		if (name && !strcmp(kwn[k], name))
-			return &kw[k];
-	return NULL;
-}
-#define ARG(i, name) arg(args, nargs, kwn, kw, nkw, i, name)
+#define ARG(i, name) jinja_arg(args, nargs, kwn, kw, nkw, i, name)
 
 static bool present(const struct jval *v) { return v && v->k != JV_NONE && v->k != JV_UNDEF; }
 
@@ -121,6 +112,31 @@ static int cmp_ci(struct jctx *c, const struct jval *a, const struct jval *b, bo
 	return jv_compare(c, a, b, r);
 }
 
+/* The stable order of keys[0, n) (insertion sort: template lists are short), ascending
+ * unless rev; strings compared case-insensitively unless cs. *ord is pool memory. */
+static int sort_order(struct jctx *c, const struct jval *keys, size_t n, bool cs, bool rev,
+		      size_t **ord)
+{
+	size_t *o = jpool_alloc(c->pool, (n + 1) * sizeof *o);
+	if (!o)
+		return oom(c);
+	for (size_t i = 0; i < n; i++)
+		o[i] = i;
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0; j--) {
+			int cmp;
+			if (cmp_ci(c, &keys[o[j - 1]], &keys[o[j]], cs, &cmp) < 0)
+				return -1;
+			if (rev ? cmp >= 0 : cmp <= 0)
+				break;
+			size_t t = o[j];
+			o[j] = o[j - 1];
+			o[j - 1] = t;
+		}
+	*ord = o;
+	return 0;
+}
+
 static int key_of(struct jctx *c, const struct jval *v, const struct jval *attr, struct jval *out)
 {
 	if (!present(attr)) {
@@ -196,6 +212,219 @@ static int select_filter(struct jctx *c, const char *fname, const struct jval *v
 	return 0;
 }
 
+/* The filters on the items of a sequence (list, string characters, dict keys). */
+static int seq_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args,
+		      int nargs, const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+{
+	struct jval items;
+	if (jv_iter_list(c, v, &items) < 0)
+		return -1;
+	struct jlist *l = items.u.l;
+	if (!strcmp(name, "list")) {
+		*out = jv_list(c->pool, l->n);
+		if (out->k != JV_LIST)
+			return oom(c);
+		memcpy(out->u.l->v, l->v, l->n * sizeof *l->v);
+		out->u.l->n = l->n;
+		return 0;
+	}
+	if (!strcmp(name, "first") || !strcmp(name, "last")) {
+		if (!l->n)
+			*out = jv_undef(name[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+		else
+			*out = l->v[name[0] == 'f' ? 0 : l->n - 1];
+		return 0;
+	}
+	if (!strcmp(name, "reverse")) {
+		if (v->k == JV_STR) {
+			struct jbuf b = {0};
+			for (size_t i = l->n; i-- > 0;)
+				jbuf_put(&b, l->v[i].u.s.p, l->v[i].u.s.n);
+			return jinja_pool_str(c, &b, out);
+		}
+		*out = jv_list(c->pool, l->n);
+		if (out->k != JV_LIST)
+			return oom(c);
+		for (size_t i = l->n; i-- > 0;)
+			out->u.l->v[out->u.l->n++] = l->v[i];
+		return 0;
+	}
+	if (!strcmp(name, "map")) {
+		const struct jval *attr = ARG(-1, "attribute"), *dflt = ARG(-1, "default");
+		*out = jv_list(c->pool, l->n);
+		if (out->k != JV_LIST)
+			return oom(c);
+		if (!attr && (nargs < 1 || args[0].k != JV_STR))
+			return jerr(c, "map needs a filter name or attribute=");
+		const char *fname = attr ? NULL : jpool_strdup(c->pool, args[0].u.s.p, args[0].u.s.n);
+		if (fname && !jinja_filter_known(fname))
+			return jerr(c, "map: unsupported filter \"%s\"", fname);
+		for (size_t i = 0; i < l->n; i++) {
+			struct jval r;
+			if (attr) {
+				if (key_of(c, &l->v[i], attr, &r) < 0)
+					return -1;
+				if (r.k == JV_UNDEF && dflt)
+					r = *dflt;
+			} else if (jinja_filter(c, fname, &l->v[i], args + 1, nargs - 1, kwn, kw, nkw, &r) < 0) {
+				return -1;
+			}
+			out->u.l->v[out->u.l->n++] = r;
+		}
+		return 0;
+	}
+	const struct jval *attr = ARG(-1, "attribute"), *csv = ARG(-1, "case_sensitive");
+	bool cs = csv && jv_truthy(csv);
+	struct jval *keys = jpool_alloc(c->pool, (l->n + 1) * sizeof *keys);
+	if (!keys)
+		return oom(c);
+	for (size_t i = 0; i < l->n; i++)
+		if (key_of(c, &l->v[i], attr, &keys[i]) < 0)
+			return -1;
+	if (!strcmp(name, "sort")) {
+		const struct jval *rev = ARG(0, "reverse");
+		size_t *ord;
+		if (sort_order(c, keys, l->n, cs, rev && jv_truthy(rev), &ord) < 0)
+			return -1;
+		*out = jv_list(c->pool, l->n);
+		if (out->k != JV_LIST)
+			return oom(c);
+		for (size_t i = 0; i < l->n; i++)
+			out->u.l->v[out->u.l->n++] = l->v[ord[i]];
+		return 0;
+	}
+	if (!strcmp(name, "unique")) {
+		*out = jv_list(c->pool, l->n);
+		if (out->k != JV_LIST)
+			return oom(c);
+		for (size_t i = 0; i < l->n; i++) {
+			bool seen = false;
+			for (size_t j = 0; j < i && !seen; j++) {
+				int cmp = 1;
+				if (keys[i].k == JV_STR && keys[j].k == JV_STR) {
+					if (cmp_ci(c, &keys[i], &keys[j], cs, &cmp) < 0)
+						return -1;
+					seen = cmp == 0;
+				} else {
+					seen = jv_equal(&keys[i], &keys[j]);
+				}
+			}
+			if (!seen)
+				out->u.l->v[out->u.l->n++] = l->v[i];
+		}
+		return 0;
+	}
+	if (!strcmp(name, "min") || !strcmp(name, "max")) {
+		if (!l->n) {
+			*out = jv_undef("No aggregated item, sequence was empty.");
+			return 0;
+		}
+		size_t best = 0;
+		for (size_t i = 1; i < l->n; i++) {
+			int cmp;
+			if (cmp_ci(c, &keys[i], &keys[best], cs, &cmp) < 0)
+				return -1;
+			if (name[1] == 'i' ? cmp < 0 : cmp > 0)
+				best = i;
+		}
+		*out = l->v[best];
+		return 0;
+	}
+	if (!strcmp(name, "sum")) {
+		const struct jval *st = ARG(1, "start");
+		struct jval acc = st ? *st : jv_int(0);
+		for (size_t i = 0; i < l->n; i++) {
+			struct jval a = acc, b = keys[i];
+			bool ints = (a.k == JV_INT || a.k == JV_BOOL) && (b.k == JV_INT || b.k == JV_BOOL);
+			bool nums = ints || ((a.k == JV_INT || a.k == JV_FLOAT || a.k == JV_BOOL) &&
+					     (b.k == JV_INT || b.k == JV_FLOAT || b.k == JV_BOOL));
+			if (!nums)
+				return jerr(c, "sum: unsupported operand types '%s' and '%s'", jv_typename(&a), jv_typename(&b));
+			double fa = a.k == JV_FLOAT ? a.u.f : (double)(a.k == JV_INT ? a.u.i : a.u.b);
+			double fb = b.k == JV_FLOAT ? b.u.f : (double)(b.k == JV_INT ? b.u.i : b.u.b);
+			long long r; /* an int sum that overflows goes to float, as + does */
+			if (ints && !__builtin_add_overflow(a.k == JV_INT ? a.u.i : a.u.b,
+							    b.k == JV_INT ? b.u.i : b.u.b, &r))
+				acc = jv_int(r);
+			else
+				acc = jv_float(fa + fb);
+		}
+		*out = acc;
+		return 0;
+	}
+	return jerr(c, "unsupported filter \"%s\"", name);
+}
+
+/* abs, int, float, round */
+static int num_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args,
+		      int nargs, const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+{
+	if (!strcmp(name, "abs")) {
+		if (v->k == JV_INT && v->u.i == LLONG_MIN) /* llabs would overflow: a float, as + does */
+			*out = jv_float(-(double)LLONG_MIN);
+		else if (v->k == JV_INT || v->k == JV_BOOL)
+			*out = jv_int(llabs(v->k == JV_INT ? v->u.i : v->u.b));
+		else if (v->k == JV_FLOAT)
+			*out = jv_float(fabs(v->u.f));
+		else
+			return jerr(c, "bad operand type for abs(): '%s'", jv_typename(v));
+		return 0;
+	}
+	if (!strcmp(name, "int") || !strcmp(name, "float")) {
+		bool is_int = name[0] == 'i';
+		const struct jval *dv = ARG(0, "default");
+		double f = 0;
+		bool ok = true;
+		if (v->k == JV_INT || v->k == JV_BOOL)
+			f = (double)(v->k == JV_INT ? v->u.i : v->u.b);
+		else if (v->k == JV_FLOAT)
+			f = v->u.f;
+		else if (v->k == JV_STR) {
+			char *t = jpool_strdup(c->pool, v->u.s.p, v->u.s.n), *e;
+			if (!t)
+				return oom(c);
+			if (is_int) {
+				long long i = strtoll(t, &e, 10);
+				while (*e == ' ' || *e == '\n' || *e == '\t')
+					e++;
+				if (*e == 0 && e != t) {
+					*out = jv_int(i);
+					return 0;
+				}
+			}
+			f = strtod(t, &e);
+			while (*e == ' ' || *e == '\n' || *e == '\t')
+				e++;
+			ok = *e == 0 && e != t;
+		} else {
+			ok = false;
+		}
+		if (!ok) {
+			*out = dv ? *dv : is_int ? jv_int(0) : jv_float(0.0);
+			return 0;
+		}
+		if (is_int && v->k == JV_INT) {
+			*out = *v;
+			return 0;
+		}
+		*out = is_int ? jv_int((long long)f) : jv_float(f);
+		return 0;
+	}
+	if (!strcmp(name, "round")) {
+		const struct jval *pr = ARG(0, "precision"), *me = ARG(1, "method");
+		double f = v->k == JV_FLOAT ? v->u.f : v->k == JV_INT ? (double)v->u.i : v->k == JV_BOOL ? v->u.b : NAN;
+		if (isnan(f) && v->k != JV_FLOAT)
+			return jerr(c, "round needs a number");
+		double m = pow(10, (double)(pr && pr->k == JV_INT ? pr->u.i : 0));
+		const char *meth = me && me->k == JV_STR ? me->u.s.p : "common";
+		double x = f * m;
+		x = !strcmp(meth, "ceil") ? ceil(x) : !strcmp(meth, "floor") ? floor(x) : nearbyint(x);
+		*out = jv_float(x / m);
+		return 0;
+	}
+	return jerr(c, "unsupported filter \"%s\"", name);
+}
+
 int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct jval *args, int nargs,
 		 const char **kwn, const struct jval *kw, int nkw, struct jval *out)
 {
@@ -265,67 +494,9 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 			return jerr(c, "attr needs a name");
 		return jinja_getattr(c, v, jpool_strdup(c->pool, a->u.s.p, a->u.s.n), out);
 	}
-	if (!strcmp(name, "abs")) {
-		if (v->k == JV_INT || v->k == JV_BOOL)
-			*out = jv_int(llabs(v->k == JV_INT ? v->u.i : v->u.b));
-		else if (v->k == JV_FLOAT)
-			*out = jv_float(fabs(v->u.f));
-		else
-			return jerr(c, "bad operand type for abs(): '%s'", jv_typename(v));
-		return 0;
-	}
-	if (!strcmp(name, "int") || !strcmp(name, "float")) {
-		bool is_int = name[0] == 'i';
-		const struct jval *dv = ARG(0, "default");
-		double f = 0;
-		bool ok = true;
-		if (v->k == JV_INT || v->k == JV_BOOL)
-			f = (double)(v->k == JV_INT ? v->u.i : v->u.b);
-		else if (v->k == JV_FLOAT)
-			f = v->u.f;
-		else if (v->k == JV_STR) {
-			char *t = jpool_strdup(c->pool, v->u.s.p, v->u.s.n), *e;
-			if (!t)
-				return oom(c);
-			if (is_int) {
-				long long i = strtoll(t, &e, 10);
-				while (*e == ' ' || *e == '\n' || *e == '\t')
-					e++;
-				if (*e == 0 && e != t) {
-					*out = jv_int(i);
-					return 0;
-				}
-			}
-			f = strtod(t, &e);
-			while (*e == ' ' || *e == '\n' || *e == '\t')
-				e++;
-			ok = *e == 0 && e != t;
-		} else {
-			ok = false;
-		}
-		if (!ok) {
-			*out = dv ? *dv : is_int ? jv_int(0) : jv_float(0.0);
-			return 0;
-		}
-		if (is_int && v->k == JV_INT) {
-			*out = *v;
-			return 0;
-		}
-		*out = is_int ? jv_int((long long)f) : jv_float(f);
-		return 0;
-	}
-	if (!strcmp(name, "round")) {
-		const struct jval *pr = ARG(0, "precision"), *me = ARG(1, "method");
-		double f = v->k == JV_FLOAT ? v->u.f : v->k == JV_INT ? (double)v->u.i : v->k == JV_BOOL ? v->u.b : NAN;
-		if (isnan(f) && v->k != JV_FLOAT)
-			return jerr(c, "round needs a number");
-		double m = pow(10, (double)(pr && pr->k == JV_INT ? pr->u.i : 0));
-		const char *meth = me && me->k == JV_STR ? me->u.s.p : "common";
-		double x = f * m;
-		x = !strcmp(meth, "ceil") ? ceil(x) : !strcmp(meth, "floor") ? floor(x) : nearbyint(x);
-		*out = jv_float(x / m);
-		return 0;
-	}
+	if (!strcmp(name, "abs") || !strcmp(name, "int") || !strcmp(name, "float") ||
+	    !strcmp(name, "round"))
+		return num_filter(c, name, v, args, nargs, kwn, kw, nkw, out);
 	if (!strcmp(name, "items")) {
 		if (v->k == JV_UNDEF) {
 			*out = jv_list(c->pool, 0);
@@ -344,25 +515,13 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 			return jerr(c, "dictsort needs a mapping, not %s", jv_typename(v));
 		bool by_value = by && by->k == JV_STR && by->u.s.n == 5 && !memcmp(by->u.s.p, "value", 5);
 		const struct jdict *d = v->u.d;
-		size_t *ord = jpool_alloc(c->pool, (d->n + 1) * sizeof *ord);
+		size_t *ord;
+		if (sort_order(c, by_value ? d->vals : d->keys, d->n, csv && jv_truthy(csv),
+			       rev && jv_truthy(rev), &ord) < 0)
+			return -1;
 		*out = jv_list(c->pool, d->n);
-		if (!ord || out->k != JV_LIST)
+		if (out->k != JV_LIST)
 			return oom(c);
-		for (size_t i = 0; i < d->n; i++)
-			ord[i] = i;
-		for (size_t i = 1; i < d->n; i++)
-			for (size_t j = i; j > 0; j--) {
-				const struct jval *ka = by_value ? &d->vals[ord[j - 1]] : &d->keys[ord[j - 1]];
-				const struct jval *kb = by_value ? &d->vals[ord[j]] : &d->keys[ord[j]];
-				int cmp;
-				if (cmp_ci(c, ka, kb, csv && jv_truthy(csv), &cmp) < 0)
-					return -1;
-				if (rev && jv_truthy(rev) ? cmp >= 0 : cmp <= 0)
-					break;
-				size_t t = ord[j];
-				ord[j] = ord[j - 1];
-				ord[j - 1] = t;
-			}
 		for (size_t i = 0; i < d->n; i++) {
 			struct jval pair = jv_list(c->pool, 2);
 			if (pair.k != JV_LIST)
@@ -378,151 +537,5 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 	if (!strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||
 	    !strcmp(name, "rejectattr"))
 		return select_filter(c, name, v, args, nargs, kwn, kw, nkw, out);
-	/* the rest work on the items of a sequence */
-	struct jval items;
-	if (jv_iter_list(c, v, &items) < 0)
-		return -1;
-	struct jlist *l = items.u.l;
-	if (!strcmp(name, "list")) {
-		*out = jv_list(c->pool, l->n);
-		if (out->k != JV_LIST)
-			return oom(c);
-		memcpy(out->u.l->v, l->v, l->n * sizeof *l->v);
-		out->u.l->n = l->n;
-		return 0;
-	}
-	if (!strcmp(name, "first") || !strcmp(name, "last")) {
-		if (!l->n)
-			*out = jv_undef(name[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
-		else
-			*out = l->v[name[0] == 'f' ? 0 : l->n - 1];
-		return 0;
-	}
-	if (!strcmp(name, "reverse")) {
-		if (v->k == JV_STR) {
-			struct jbuf b = {0};
-			for (size_t i = l->n; i-- > 0;)
-				jbuf_put(&b, l->v[i].u.s.p, l->v[i].u.s.n);
-			return jinja_pool_str(c, &b, out);
-		}
-		*out = jv_list(c->pool, l->n);
-		if (out->k != JV_LIST)
-			return oom(c);
-		for (size_t i = l->n; i-- > 0;)
-			out->u.l->v[out->u.l->n++] = l->v[i];
-		return 0;
-	}
-	if (!strcmp(name, "map")) {
-		const struct jval *attr = ARG(-1, "attribute"), *dflt = ARG(-1, "default");
-		*out = jv_list(c->pool, l->n);
-		if (out->k != JV_LIST)
-			return oom(c);
-		if (!attr && (nargs < 1 || args[0].k != JV_STR))
-			return jerr(c, "map needs a filter name or attribute=");
-		const char *fname = attr ? NULL : jpool_strdup(c->pool, args[0].u.s.p, args[0].u.s.n);
-		if (fname && !jinja_filter_known(fname))
-			return jerr(c, "map: unsupported filter \"%s\"", fname);
-		for (size_t i = 0; i < l->n; i++) {
-			struct jval r;
-			if (attr) {
-				if (key_of(c, &l->v[i], attr, &r) < 0)
-					return -1;
-				if (r.k == JV_UNDEF && dflt)
-					r = *dflt;
-			} else if (jinja_filter(c, fname, &l->v[i], args + 1, nargs - 1, kwn, kw, nkw, &r) < 0) {
-				return -1;
-			}
-			out->u.l->v[out->u.l->n++] = r;
-		}
-		return 0;
-	}
-	const struct jval *attr = ARG(-1, "attribute"), *csv = ARG(-1, "case_sensitive");
-	bool cs = csv && jv_truthy(csv);
-	struct jval *keys = jpool_alloc(c->pool, (l->n + 1) * sizeof *keys);
-	if (!keys)
-		return oom(c);
-	for (size_t i = 0; i < l->n; i++)
-		if (key_of(c, &l->v[i], attr, &keys[i]) < 0)
-			return -1;
-	if (!strcmp(name, "sort")) {
-		const struct jval *rev = ARG(0, "reverse");
-		bool r = rev && jv_truthy(rev);
-		size_t *ord = jpool_alloc(c->pool, (l->n + 1) * sizeof *ord);
-		if (!ord)
-			return oom(c);
-		for (size_t i = 0; i < l->n; i++)
-			ord[i] = i;
-		for (size_t i = 1; i < l->n; i++) /* stable insertion sort */
-			for (size_t j = i; j > 0; j--) {
-				int cmp;
-				if (cmp_ci(c, &keys[ord[j - 1]], &keys[ord[j]], cs, &cmp) < 0)
-					return -1;
-				if (r ? cmp >= 0 : cmp <= 0)
-					break;
-				size_t t = ord[j];
-				ord[j] = ord[j - 1];
-				ord[j - 1] = t;
-			}
-		*out = jv_list(c->pool, l->n);
-		if (out->k != JV_LIST)
-			return oom(c);
-		for (size_t i = 0; i < l->n; i++)
-			out->u.l->v[out->u.l->n++] = l->v[ord[i]];
-		return 0;
-	}
-	if (!strcmp(name, "unique")) {
-		*out = jv_list(c->pool, l->n);
-		if (out->k != JV_LIST)
-			return oom(c);
-		for (size_t i = 0; i < l->n; i++) {
-			bool seen = false;
-			for (size_t j = 0; j < i && !seen; j++) {
-				int cmp = 1;
-				if (keys[i].k == JV_STR && keys[j].k == JV_STR) {
-					if (cmp_ci(c, &keys[i], &keys[j], cs, &cmp) < 0)
-						return -1;
-					seen = cmp == 0;
-				} else {
-					seen = jv_equal(&keys[i], &keys[j]);
-				}
-			}
-			if (!seen)
-				out->u.l->v[out->u.l->n++] = l->v[i];
-		}
-		return 0;
-	}
-	if (!strcmp(name, "min") || !strcmp(name, "max")) {
-		if (!l->n) {
-			*out = jv_undef("No aggregated item, sequence was empty.");
-			return 0;
-		}
-		size_t best = 0;
-		for (size_t i = 1; i < l->n; i++) {
-			int cmp;
-			if (cmp_ci(c, &keys[i], &keys[best], cs, &cmp) < 0)
-				return -1;
-			if (name[1] == 'i' ? cmp < 0 : cmp > 0)
-				best = i;
-		}
-		*out = l->v[best];
-		return 0;
-	}
-	if (!strcmp(name, "sum")) {
-		const struct jval *st = ARG(1, "start");
-		struct jval acc = st ? *st : jv_int(0);
-		for (size_t i = 0; i < l->n; i++) {
-			struct jval a = acc, b = keys[i];
-			bool ints = (a.k == JV_INT || a.k == JV_BOOL) && (b.k == JV_INT || b.k == JV_BOOL);
-			bool nums = ints || ((a.k == JV_INT || a.k == JV_FLOAT || a.k == JV_BOOL) &&
-					     (b.k == JV_INT || b.k == JV_FLOAT || b.k == JV_BOOL));
-			if (!nums)
-				return jerr(c, "sum: unsupported operand types '%s' and '%s'", jv_typename(&a), jv_typename(&b));
-			double fa = a.k == JV_FLOAT ? a.u.f : (double)(a.k == JV_INT ? a.u.i : a.u.b);
-			double fb = b.k == JV_FLOAT ? b.u.f : (double)(b.k == JV_INT ? b.u.i : b.u.b);
-			acc = ints ? jv_int((a.k == JV_INT ? a.u.i : a.u.b) + (b.k == JV_INT ? b.u.i : b.u.b)) : jv_float(fa + fb);
-		}
-		*out = acc;
-		return 0;
-	}
-	return jerr(c, "unsupported filter \"%s\"", name);
+	return seq_filter(c, name, v, args, nargs, kwn, kw, nkw, out);
 }

@@ -99,6 +99,164 @@ static struct jnode *parse_if(struct parser *P, int line)
 	return x;
 }
 
+/* after "for": names in iterable [if cond] %} body [else body] endfor %} */
+static struct jnode *parse_for(struct parser *P, int line)
+{
+	struct jnode *x = jp_node(P, N_FOR, line);
+	if (!x || parse_names(P, &x->names, &x->nnames) < 0)
+		return NULL;
+	if (!is_name(P, "in")) {
+		jp_fail_unexpected(P, "'in'");
+		return NULL;
+	}
+	adv(P);
+	if (!(x->a = jp_parse_tuple(P, false, false)))
+		return NULL;
+	if (is_name(P, "if")) {
+		adv(P);
+		if (!(x->b = jp_parse_expr(P, true)))
+			return NULL;
+	}
+	if (is_name(P, "recursive")) {
+		err_set(P->e, "chat template line %d: unsupported recursive for loop", line);
+		return NULL;
+	}
+	if (expect_block_end(P, "for") < 0)
+		return NULL;
+	static const char *const ends[] = {"endfor", "else", NULL};
+	P->loop_depth++;
+	int r = parse_body(P, ends, "for", line, &x->list, &x->n);
+	P->loop_depth--;
+	if (r < 0)
+		return NULL;
+	if (!strcmp(cur(P)->s, "else")) {
+		adv(P);
+		static const char *const ends2[] = {"endfor", NULL};
+		if (expect_block_end(P, "else") < 0 || parse_body(P, ends2, "for", line, &x->list2, &x->n2) < 0)
+			return NULL;
+	}
+	adv(P);
+	if (expect_block_end(P, "endfor") < 0)
+		return NULL;
+	return x;
+}
+
+/* after "set": name = expr, ns.attr = expr, or a block set (name %} body endset %}) */
+static struct jnode *parse_set(struct parser *P, int line)
+{
+	struct jnode *x;
+	if (cur(P)->t != TK_NAME) {
+		jp_fail_unexpected(P, "a variable name");
+		return NULL;
+	}
+	if (peek(P, 1)->t == TK_OP && peek(P, 1)->op == OP_DOT) {
+		x = jp_node(P, N_SET_ATTR, line);
+		if (!x)
+			return NULL;
+		x->name = cur(P)->s;
+		adv(P);
+		adv(P);
+		if (cur(P)->t != TK_NAME) {
+			jp_fail_unexpected(P, "an attribute name");
+			return NULL;
+		}
+		x->names = jpool_alloc(P->pool, sizeof *x->names);
+		if (!x->names)
+			return NULL;
+		x->names[0] = cur(P)->s;
+		x->nnames = 1;
+		adv(P);
+		if (jp_expect_op(P, OP_ASSIGN, "'='") < 0)
+			return NULL;
+	} else {
+		x = jp_node(P, N_SET, line);
+		if (!x || parse_names(P, &x->names, &x->nnames) < 0)
+			return NULL;
+		x->name = x->names[0];
+		if (!is_op(P, OP_ASSIGN)) {
+			if (x->nnames != 1) {
+				jp_fail_unexpected(P, "'='");
+				return NULL;
+			}
+			if (is_op(P, OP_PIPE)) {
+				err_set(P->e, "chat template line %d: unsupported filtered block set", line);
+				return NULL;
+			}
+			x->kind = N_SET_BLOCK;
+			if (expect_block_end(P, "set") < 0)
+				return NULL;
+			static const char *const ends[] = {"endset", NULL};
+			if (parse_body(P, ends, "set", line, &x->list, &x->n) < 0)
+				return NULL;
+			adv(P);
+			if (expect_block_end(P, "endset") < 0)
+				return NULL;
+			return x;
+		}
+		adv(P);
+	}
+	if (!(x->a = jp_parse_tuple(P, true, false)) || expect_block_end(P, "set") < 0)
+		return NULL;
+	return x;
+}
+
+/* after "macro": name(params [= defaults]) %} body endmacro %} */
+static struct jnode *parse_macro(struct parser *P, int line)
+{
+	struct jnode *x = jp_node(P, N_MACRO, line);
+	if (!x)
+		return NULL;
+	if (cur(P)->t != TK_NAME) {
+		jp_fail_unexpected(P, "a macro name");
+		return NULL;
+	}
+	x->name = cur(P)->s;
+	adv(P);
+	if (jp_expect_op(P, OP_LPAREN, "'('") < 0)
+		return NULL;
+	const char *names[32];
+	struct jnode *defs[32];
+	int k2 = 0;
+	while (!is_op(P, OP_RPAREN)) {
+		if (k2 && jp_expect_op(P, OP_COMMA, "',' or ')'") < 0)
+			return NULL;
+		if (cur(P)->t != TK_NAME || k2 == 32) {
+			jp_fail_unexpected(P, "a parameter name");
+			return NULL;
+		}
+		names[k2] = cur(P)->s;
+		defs[k2] = NULL;
+		adv(P);
+		if (is_op(P, OP_ASSIGN)) {
+			adv(P);
+			if (!(defs[k2] = jp_parse_expr(P, true)))
+				return NULL;
+		}
+		k2++;
+	}
+	adv(P);
+	if (expect_block_end(P, "macro") < 0)
+		return NULL;
+	x->nnames = x->n2 = k2;
+	x->names = jpool_alloc(P->pool, (size_t)(k2 + 1) * sizeof *x->names);
+	x->list2 = jpool_alloc(P->pool, (size_t)(k2 + 1) * sizeof *x->list2);
+	if (!x->names || !x->list2)
+		return NULL;
+	memcpy(x->names, names, (size_t)k2 * sizeof *names);
+	memcpy(x->list2, defs, (size_t)k2 * sizeof *defs);
+	static const char *const ends[] = {"endmacro", NULL};
+	int saved = P->loop_depth;
+	P->loop_depth = 0;
+	int r = parse_body(P, ends, "macro", line, &x->list, &x->n);
+	P->loop_depth = saved;
+	if (r < 0)
+		return NULL;
+	adv(P);
+	if (expect_block_end(P, "endmacro") < 0)
+		return NULL;
+	return x;
+}
+
 static struct jnode *parse_statement(struct parser *P)
 {
 	const struct jtoken *k = cur(P);
@@ -108,154 +266,12 @@ static struct jnode *parse_statement(struct parser *P)
 	adv(P);
 	if (!strcmp(w, "if"))
 		return parse_if(P, line);
-	if (!strcmp(w, "for")) {
-		x = jp_node(P, N_FOR, line);
-		if (!x || parse_names(P, &x->names, &x->nnames) < 0)
-			return NULL;
-		if (!is_name(P, "in")) {
-			jp_fail_unexpected(P, "'in'");
-			return NULL;
-		}
-		adv(P);
-		if (!(x->a = jp_parse_tuple(P, false, false)))
-			return NULL;
-		if (is_name(P, "if")) {
-			adv(P);
-			if (!(x->b = jp_parse_expr(P, true)))
-				return NULL;
-		}
-		if (is_name(P, "recursive")) {
-			err_set(P->e, "chat template line %d: unsupported recursive for loop", line);
-			return NULL;
-		}
-		if (expect_block_end(P, "for") < 0)
-			return NULL;
-		static const char *const ends[] = {"endfor", "else", NULL};
-		P->loop_depth++;
-		int r = parse_body(P, ends, "for", line, &x->list, &x->n);
-		P->loop_depth--;
-		if (r < 0)
-			return NULL;
-		if (!strcmp(cur(P)->s, "else")) {
-			adv(P);
-			static const char *const ends2[] = {"endfor", NULL};
-			if (expect_block_end(P, "else") < 0 || parse_body(P, ends2, "for", line, &x->list2, &x->n2) < 0)
-				return NULL;
-		}
-		adv(P);
-		if (expect_block_end(P, "endfor") < 0)
-			return NULL;
-		return x;
-	}
-	if (!strcmp(w, "set")) {
-		if (cur(P)->t != TK_NAME) {
-			jp_fail_unexpected(P, "a variable name");
-			return NULL;
-		}
-		if (peek(P, 1)->t == TK_OP && peek(P, 1)->op == OP_DOT) {
-			x = jp_node(P, N_SET_ATTR, line);
-			if (!x)
-				return NULL;
-			x->name = cur(P)->s;
-			adv(P);
-			adv(P);
-			if (cur(P)->t != TK_NAME) {
-				jp_fail_unexpected(P, "an attribute name");
-				return NULL;
-			}
-			x->names = jpool_alloc(P->pool, sizeof *x->names);
-			if (!x->names)
-				return NULL;
-			x->names[0] = cur(P)->s;
-			x->nnames = 1;
-			adv(P);
-			if (jp_expect_op(P, OP_ASSIGN, "'='") < 0)
-				return NULL;
-		} else {
-			x = jp_node(P, N_SET, line);
-			if (!x || parse_names(P, &x->names, &x->nnames) < 0)
-				return NULL;
-			x->name = x->names[0];
-			if (!is_op(P, OP_ASSIGN)) {
-				if (x->nnames != 1) {
-					jp_fail_unexpected(P, "'='");
-					return NULL;
-				}
-				if (is_op(P, OP_PIPE)) {
-					err_set(P->e, "chat template line %d: unsupported filtered block set", line);
-					return NULL;
-				}
-				x->kind = N_SET_BLOCK;
-				if (expect_block_end(P, "set") < 0)
-					return NULL;
-				static const char *const ends[] = {"endset", NULL};
-				if (parse_body(P, ends, "set", line, &x->list, &x->n) < 0)
-					return NULL;
-				adv(P);
-				if (expect_block_end(P, "endset") < 0)
-					return NULL;
-				return x;
-			}
-			adv(P);
-		}
-		if (!(x->a = jp_parse_tuple(P, true, false)) || expect_block_end(P, "set") < 0)
-			return NULL;
-		return x;
-	}
-	if (!strcmp(w, "macro")) {
-		x = jp_node(P, N_MACRO, line);
-		if (!x)
-			return NULL;
-		if (cur(P)->t != TK_NAME) {
-			jp_fail_unexpected(P, "a macro name");
-			return NULL;
-		}
-		x->name = cur(P)->s;
-		adv(P);
-		if (jp_expect_op(P, OP_LPAREN, "'('") < 0)
-			return NULL;
-		const char *names[32];
-		struct jnode *defs[32];
-		int k2 = 0;
-		while (!is_op(P, OP_RPAREN)) {
-			if (k2 && jp_expect_op(P, OP_COMMA, "',' or ')'") < 0)
-				return NULL;
-			if (cur(P)->t != TK_NAME || k2 == 32) {
-				jp_fail_unexpected(P, "a parameter name");
-				return NULL;
-			}
-			names[k2] = cur(P)->s;
-			defs[k2] = NULL;
-			adv(P);
-			if (is_op(P, OP_ASSIGN)) {
-				adv(P);
-				if (!(defs[k2] = jp_parse_expr(P, true)))
-					return NULL;
-			}
-			k2++;
-		}
-		adv(P);
-		if (expect_block_end(P, "macro") < 0)
-			return NULL;
-		x->nnames = x->n2 = k2;
-		x->names = jpool_alloc(P->pool, (size_t)(k2 + 1) * sizeof *x->names);
-		x->list2 = jpool_alloc(P->pool, (size_t)(k2 + 1) * sizeof *x->list2);
-		if (!x->names || !x->list2)
-			return NULL;
-		memcpy(x->names, names, (size_t)k2 * sizeof *names);
-		memcpy(x->list2, defs, (size_t)k2 * sizeof *defs);
-		static const char *const ends[] = {"endmacro", NULL};
-		int saved = P->loop_depth;
-		P->loop_depth = 0;
-		int r = parse_body(P, ends, "macro", line, &x->list, &x->n);
-		P->loop_depth = saved;
-		if (r < 0)
-			return NULL;
-		adv(P);
-		if (expect_block_end(P, "endmacro") < 0)
-			return NULL;
-		return x;
-	}
+	if (!strcmp(w, "for"))
+		return parse_for(P, line);
+	if (!strcmp(w, "set"))
+		return parse_set(P, line);
+	if (!strcmp(w, "macro"))
+		return parse_macro(P, line);
 	if (!strcmp(w, "break") || !strcmp(w, "continue")) {
 		if (!P->loop_depth) {
 			err_set(P->e, "chat template line %d: \"%s\" outside a for loop", line, w);

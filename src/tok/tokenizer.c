@@ -66,11 +66,11 @@ static int special_ids(struct tok *t, const json_t *specials, const char *name, 
 	size_t i;
 	json_t *v;
 	json_array_foreach (ids, i, v) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= INT32_MAX)
+		int32_t id;
+		if (!json_util_id(v, &id))
 			return err_set(e, "%s: post_processor: special token '%s': bad id", t->what,
 				       name);
-		tok_ids_push(out, (int32_t)json_integer_value(v));
+		tok_ids_push(out, id);
 	}
 	return 0;
 }
@@ -79,10 +79,10 @@ static int named_id(struct tok *t, const json_t *pair, const char *key, struct t
 		    struct err *e)
 {
 	/* ["<s>", 0] */
-	const json_t *id = json_array_get(pair, 1);
-	if (!json_is_array(pair) || !json_is_integer(id) || json_integer_value(id) < 0)
+	int32_t id;
+	if (!json_is_array(pair) || !json_util_id(json_array_get(pair, 1), &id))
 		return err_set(e, "%s: post_processor.%s: expected [token, id]", t->what, key);
-	tok_ids_push(out, (int32_t)json_integer_value(id));
+	tok_ids_push(out, id);
 	return 0;
 }
 

@@ -5,11 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
-# Under `make asan`: Open MPI's own start-up allocations are suppressed by library name, which
-# needs its components kept mapped and full (slow) unwinding; mlaserve's leaks still count.
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$PWD/tests/e2e/dist_lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. tests/e2e/mpi_env.inc
 out=$(mktemp)
 all_pids=""
 trap 'for p in $all_pids; do kill -KILL $p 2>/dev/null; done; rm -f "$out"' EXIT

@@ -15,9 +15,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$PWD/tests/e2e/dist_lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. tests/e2e/mpi_env.inc
 unset MLASERVE_ATTENTION_BACKEND
 tmp=$(mktemp -d)
 out=$tmp/out
@@ -210,8 +208,8 @@ ends_within() { # PID SECONDS
 }
 serve_check "serve tiny-r1 -tp 8 -dcp 8 FLASHMLA: chat completion 200" FLASHMLA
 if grep "WARN" "$out" | grep -q "FLASHMLA"; then notok "FLASHMLA keeps its threshold under DCP" "a WARN names it"
-elif grep -q "reorder threshold 512" "$out"; then ok "FLASHMLA keeps its threshold 512 under DCP (global-position mask)"
-else notok "FLASHMLA keeps its threshold 512 under DCP" "no 'reorder threshold 512' line"; fi
+elif grep -q "reorder threshold 128" "$out"; then ok "FLASHMLA keeps its threshold 128 under DCP (global-position mask)"
+else notok "FLASHMLA keeps its threshold 128 under DCP" "no 'reorder threshold 128' line"; fi
 serve_check "serve tiny-r1 -tp 8 -dcp 8 FLASH_ATTN_MLA I=16 (downgraded): chat completion 200" FLASH_ATTN_MLA \
 	--dcp-kv-cache-interleave-size 16
 if [ "$(grep -c "WARN.*FLASH_ATTN_MLA.*reorder_batch_threshold 512 -> 1" "$out")" = 1 ]; then

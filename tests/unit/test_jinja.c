@@ -5,6 +5,7 @@
  * filters, break/continue), scoping and namespace(), macros, literals and Python's str()/repr()
  * of values, whitespace control (-, +, trim_blocks, lstrip_blocks, raw, comments). */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -258,6 +259,23 @@ static void test_error_lines(void)
 	free(out);
 }
 
+/* int overflow in the sum and abs filters goes to float, as + does (no signed overflow) */
+static void test_filter_int_overflow(void)
+{
+	struct err e = {{0}};
+	char *out = render("{% set big = 922337203685477580 * 10 + 7 %}" /* LLONG_MAX */
+			   "{{ [big, 1]|sum }}|{{ (-big - 1)|abs }}|{{ big + 1 }}|{{ [2, 3]|sum }}|"
+			   "{{ -4|abs }}", &e);
+	EXPECTF(out != NULL, "%s", e.msg);
+	if (out) {
+		char a[64], b[64], c[64], d[64];
+		EXPECTF(sscanf(out, "%63[^|]|%63[^|]|%63[^|]|%63s", a, b, c, d) == 4, "got [%s]", out);
+		EXPECTF(!strcmp(a, c) && !strcmp(b, c) && strchr(c, 'e') && !strcmp(d, "5|4"),
+			"got [%s]", out);
+	}
+	free(out);
+}
+
 /* a compiled template is not changed by rendering: the same text every time */
 static void test_reuse(void)
 {
@@ -281,4 +299,4 @@ static void test_reuse(void)
 TESTS(T(test_arith), T(test_compare_logic), T(test_tests), T(test_str_methods), T(test_filters_str),
       T(test_filters_seq), T(test_tojson), T(test_dict_access), T(test_subscript_slice), T(test_loops),
       T(test_scoping), T(test_macros), T(test_literals), T(test_whitespace), T(test_undefined),
-      T(test_error_lines), T(test_reuse))
+      T(test_error_lines), T(test_filter_int_overflow), T(test_reuse))

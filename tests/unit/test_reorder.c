@@ -181,7 +181,7 @@ static void test_threshold_table(void)
 					   .query_len_support = QLEN_UNIFORM};
 	EXPECT_EQ_INT(attn_threshold_for_backend(&small, 1, 1, 3, NULL, 0), 4);
 	/* the real backends */
-	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flashmla, 2, 64, 0, NULL, 0), 512);
+	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flashmla, 2, 64, 0, NULL, 0), 128);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flash_attn_mla, 2, 64, 0, NULL, 0), 1);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flash_attn_mla, 2, 1, 0, NULL, 0), 512);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_reference_mla, 1, 1, 0, NULL, 0), 1);

@@ -7,31 +7,14 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tok_test_util.h"
 #include "tok/normalize.h"
 #include "tok/pretok.h"
 #include "tok/tok_util.h"
 
-/* Writes text (with ' turned into ") to a temp file; returns its path (static buffer). */
-static const char *write_tmp(const char *text)
-{
-	static char path[64];
-	strcpy(path, "/tmp/mlaserve-tokp-XXXXXX");
-	int fd = mkstemp(path);
-	if (fd < 0)
-		return NULL;
-	size_t n = strlen(text);
-	char *s = malloc(n + 1);
-	for (size_t i = 0; i <= n; i++)
-		s[i] = text[i] == '\'' ? '"' : text[i];
-	ssize_t w = write(fd, s, n);
-	close(fd);
-	free(s);
-	return w == (ssize_t)n ? path : NULL;
-}
-
 static json_t *load_json(const char *text, char *why, size_t cap)
 {
-	const char *p = write_tmp(text);
+	const char *p = tok_test_write_tmp(text);
 	json_error_t je;
 	json_t *j = p ? json_load_file(p, 0, &je) : NULL;
 	if (p)

@@ -8,34 +8,15 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tok_test_util.h"
 #include "tok/tok_util.h"
 #include "tok/tokenizer.h"
 
 /* ---- helpers ---- */
 
-/* Writes text (with ' turned into ") to a temp file; returns its path (static buffer). */
-static const char *write_tmp(const char *text, bool quote)
-{
-	static char path[8][64];
-	static int k;
-	char *p = path[k++ % 8];
-	strcpy(p, "/tmp/mlaserve-tok-XXXXXX");
-	int fd = mkstemp(p);
-	if (fd < 0)
-		return NULL;
-	size_t n = strlen(text);
-	char *s = malloc(n + 1);
-	for (size_t i = 0; i <= n; i++)
-		s[i] = (quote && text[i] == '\'') ? '"' : text[i];
-	ssize_t w = write(fd, s, n);
-	close(fd);
-	free(s);
-	return w == (ssize_t)n ? p : NULL;
-}
-
 static struct tok *load_text(const char *json, struct err *e)
 {
-	const char *p = write_tmp(json, true);
+	const char *p = tok_test_write_tmp(json);
 	struct tok *t = NULL;
 	if (p) {
 		tok_load(p, &t, e);
@@ -398,7 +379,7 @@ static void test_invalid_utf8(void)
 static void expect_load_error(const char *json, const char *want1, const char *want2)
 {
 	struct err e = {{0}};
-	const char *p = write_tmp(json, true);
+	const char *p = tok_test_write_tmp(json);
 	struct tok *t = NULL;
 	EXPECT_EQ_INT(tok_load(p, &t, &e), -1);
 	EXPECT(t == NULL);
