@@ -38,6 +38,8 @@
 #include "engine/dist_exec.h"
 #include "ops/pool.h"
 
+#include "bench_util.h"
+
 #define MAXV 16
 #define ROPE 64
 #define LORA 512
@@ -48,41 +50,6 @@ enum { T_Q, T_ATTN, T_CPU, T_LSE, T_CORR, T_RS, NT };
 static const char *const tname[NT] = {"q_allgather", "attn_wall", "attn_cpu", "lse_allgather",
 				      "lse_correct", "reduce_scatter"};
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static int parse_list(const char *s, int *v, int *n)
-{
-	char buf[256];
-	snprintf(buf, sizeof buf, "%s", s);
-	*n = 0;
-	for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-		char *end;
-		errno = 0;
-		long x = strtol(t, &end, 10);
-		if (errno || *end || x < 1 || x > 1 << 22 || *n == MAXV)
-			return -1;
-		v[(*n)++] = (int)x;
-	}
-	return *n ? 0 : -1;
-}
 
 static float rnd(uint64_t *s)
 {
@@ -187,22 +154,22 @@ static int comm_only(struct bench *b, struct point *p, int B, double *t, struct 
 	memset(t, 0, sizeof(double) * NT);
 	if (comm_barrier(c, e))
 		return -1;
-	t0 = now_s();
+	t0 = mono_now_s();
 	if (comm_dcp_allgather_inner(c, p->ql, (size_t)B, (size_t)b->Hl * ROW, p->qg, e))
 		return -1;
-	t[T_Q] = now_s() - t0;
+	t[T_Q] = mono_now_s() - t0;
 	if (comm_barrier(c, e))
 		return -1;
-	t0 = now_s();
+	t0 = mono_now_s();
 	if (comm_dcp_allgather(c, p->lse, (size_t)B * b->H, p->lses, e))
 		return -1;
-	t[T_LSE] = now_s() - t0;
+	t[T_LSE] = mono_now_s() - t0;
 	if (comm_barrier(c, e))
 		return -1;
-	t0 = now_s();
+	t0 = mono_now_s();
 	if (comm_dcp_reduce_scatter_inner(c, p->out, (size_t)B, (size_t)b->Hl * LORA, p->mine, e))
 		return -1;
-	t[T_RS] = now_s() - t0;
+	t[T_RS] = mono_now_s() - t0;
 	return 0;
 }
 
@@ -218,10 +185,10 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 	} else {
 		if (comm_barrier(c, e))
 			return -1;
-		t0 = now_s();
+		t0 = mono_now_s();
 		if (comm_dcp_allgather_inner(c, p->ql, (size_t)B, (size_t)b->Hl * ROW, p->qg, e))
 			return -1;
-		t[T_Q] = now_s() - t0;
+		t[T_Q] = mono_now_s() - t0;
 	}
 
 	if (comm_barrier(c, e))
@@ -230,8 +197,8 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 			      .block_table = p->bt, .max_blocks = p->mb, .slots = p->slots,
 			      .n_decodes = B, .n_decode_tokens = B, .dcp_size = b->W,
 			      .dcp_rank = b->r, .dcp_interleave = b->I, .local_seq_lens = p->ll};
-	t0 = now_s();
-	c0 = cpu_s();
+	t0 = mono_now_s();
+	c0 = proc_cpu_s();
 	arena_reset(&b->scratch);
 	if (b->be->plan && b->be->plan(&m, b->H, &b->scratch, e))
 		return -1;
@@ -239,27 +206,27 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 				     .scale = 1.0f / sqrtf(192.0f), .q = p->qg, .out = p->out,
 				     .lse = p->lse, .pool = b->pool, .scratch = &b->scratch};
 	b->be->decode(&a);
-	t[T_ATTN] = now_s() - t0;
-	t[T_CPU] = cpu_s() - c0;
+	t[T_ATTN] = mono_now_s() - t0;
+	t[T_CPU] = proc_cpu_s() - c0;
 
 	if (b->W == 1) {
 		memcpy(p->mine, p->out, sizeof(float) * (size_t)B * b->H * LORA);
 	} else {
 		if (comm_barrier(c, e))
 			return -1;
-		t0 = now_s();
+		t0 = mono_now_s();
 		if (comm_dcp_allgather(c, p->lse, (size_t)B * b->H, p->lses, e))
 			return -1;
-		t[T_LSE] = now_s() - t0;
-		t0 = now_s();
+		t[T_LSE] = mono_now_s() - t0;
+		t0 = mono_now_s();
 		dcp_lse_correct(p->lses, b->W, B, b->H, b->r, p->out, LORA, NULL);
-		t[T_CORR] = now_s() - t0;
+		t[T_CORR] = mono_now_s() - t0;
 		if (comm_barrier(c, e))
 			return -1;
-		t0 = now_s();
+		t0 = mono_now_s();
 		if (comm_dcp_reduce_scatter_inner(c, p->out, (size_t)B, (size_t)b->Hl * LORA, p->mine, e))
 			return -1;
-		t[T_RS] = now_s() - t0;
+		t[T_RS] = mono_now_s() - t0;
 	}
 	for (size_t i = 0; i < (size_t)B * b->Hl * LORA; i++)
 		if (!isfinite(p->mine[i]))
@@ -270,7 +237,7 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 /* Median, min and max of v[n] (sorted in place). */
 static void summarize(double *v, int n, double out[3])
 {
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
 	out[0] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 	out[1] = v[0];
 	out[2] = v[n - 1];
@@ -344,9 +311,9 @@ int main(int argc, char **argv)
 		i++;
 		int bad = 0;
 		if (!strcmp(a, "--ctx"))
-			bad = parse_list(v, cv, &nc);
+			bad = bench_list_parse(v, cv, &nc, MAXV, 1 << 22);
 		else if (!strcmp(a, "--batch"))
-			bad = parse_list(v, bv, &nb);
+			bad = bench_list_parse(v, bv, &nb, MAXV, 1 << 22);
 		else if (!strcmp(a, "--reps"))
 			bad = (reps = atoi(v)) < 1;
 		else if (!strcmp(a, "--comm-reps"))

@@ -25,43 +25,10 @@
 #include "model/model.h"
 #include "ops/pool.h"
 
+#include "bench_util.h"
+
 #define MAXV 16
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static int parse_list(const char *s, int *v, int *n)
-{
-	char buf[256];
-	snprintf(buf, sizeof buf, "%s", s);
-	*n = 0;
-	for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-		char *end;
-		errno = 0;
-		long x = strtol(t, &end, 10);
-		if (errno || *end || x < 1 || x > 1 << 20 || *n == MAXV)
-			return -1;
-		v[(*n)++] = (int)x;
-	}
-	return *n ? 0 : -1;
-}
 
 struct sweep {
 	struct model *m;
@@ -89,10 +56,10 @@ static int one(struct sweep *s, int q, int L, int dec, double *t, double *cpu, s
 				    .block_table = s->bt, .max_blocks = s->mb, .slots = s->slots,
 				    .n_decodes = dec, .n_decode_tokens = dec ? q : 0, .dcp_size = 1,
 				    .local_seq_lens = sl};
-	double t0 = now_s(), c0 = cpu_s();
+	double t0 = mono_now_s(), c0 = proc_cpu_s();
 	int rc = model_forward(s->m, &b, s->kv, s->be, s->logits[dec], e);
-	*t = now_s() - t0;
-	*cpu = cpu_s() - c0;
+	*t = mono_now_s() - t0;
+	*cpu = proc_cpu_s() - c0;
 	return rc;
 }
 
@@ -115,9 +82,9 @@ int main(int argc, char **argv)
 		i++;
 		int bad = 0;
 		if (!strcmp(a, "--q"))
-			bad = parse_list(v, qv, &nq);
+			bad = bench_list_parse(v, qv, &nq, MAXV, 1 << 20);
 		else if (!strcmp(a, "--ctx"))
-			bad = parse_list(v, lv, &nl);
+			bad = bench_list_parse(v, lv, &nl, MAXV, 1 << 20);
 		else if (!strcmp(a, "--reps"))
 			bad = (reps = atoi(v)) < 1;
 		else if (!strcmp(a, "--block-size"))
@@ -237,8 +204,8 @@ int main(int argc, char **argv)
 			double diff = 0;
 			for (int v = 0; v < s.vocab; v++)
 				diff = fmax(diff, fabs(s.logits[0][v] - s.logits[1][v]));
-			qsort(td, (size_t)reps, sizeof *td, cmp_double);
-			qsort(tp, (size_t)reps, sizeof *tp, cmp_double);
+			qsort(td, (size_t)reps, sizeof *td, bench_cmp_double);
+			qsort(tp, (size_t)reps, sizeof *tp, bench_cmp_double);
 			double md = td[reps / 2], mp = tp[reps / 2];
 			/* spread: (max - min) / median over both paths' repetitions, the larger */
 			double sp = fmax((td[reps - 1] - td[0]) / md, (tp[reps - 1] - tp[0]) / mp);

@@ -7,13 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mono.h"
 #include "bench/stream.h"
 
 double bench_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return mono_now_s();
 }
 
 /* One request in flight. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mono.h"
 #include "base/err.h"
 #include "engine/engine.h"
 #include "engine/engine_args.h"
@@ -37,20 +38,6 @@ struct tp_req {
 	char error[128];
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -64,7 +51,7 @@ static void *waiter(void *arg)
 	struct engine_event ev;
 	int rc;
 	while ((rc = engine_next_event(r->h, &ev, -1)) == ENGINE_EV_OK) {
-		double t = now_s();
+		double t = mono_now_s();
 		if (ev.n_tokens > 0 && r->t_first == 0)
 			r->t_first = t;
 		r->n_out = ev.n_output_tokens;
@@ -75,7 +62,7 @@ static void *waiter(void *arg)
 			snprintf(r->error, sizeof r->error, "%s", ev.error ? ev.error : "aborted");
 		}
 	}
-	r->t_end = now_s();
+	r->t_end = mono_now_s();
 	return NULL;
 }
 
@@ -152,11 +139,11 @@ static int run(struct tp_opts *o, struct err *e)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 512 * 1024); /* static TLS of the linked libraries lives here too */
-	double t0 = now_s(), c0 = cpu_s();
+	double t0 = mono_now_s(), c0 = proc_cpu_s();
 	for (int k = 0; k < o->n; k++) {
 		for (int i = o->prefix_len; i < plen; i++)
 			prompt[i] = (int32_t)(rng_next(&rs) % (uint64_t)c->vocab_size);
-		reqs[k].t_submit = now_s();
+		reqs[k].t_submit = mono_now_s();
 		if (engine_submit(rt.engine, prompt, plen, &sp, &reqs[k].h, e) < 0) {
 			err_prefix(e, "request %d", k);
 			pthread_attr_destroy(&attr);
@@ -176,7 +163,7 @@ static int run(struct tp_opts *o, struct err *e)
 join:
 	for (int k = 0; k < n_started; k++)
 		pthread_join(th[k], NULL);
-	double elapsed = now_s() - t0, cpu = cpu_s() - c0;
+	double elapsed = mono_now_s() - t0, cpu = proc_cpu_s() - c0;
 	struct engine_stats st;
 	engine_stats_get(rt.engine, &st);
 	for (int k = 0; k < n_started; k++)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "attn/kv_cache.h"
+#include "base/mono.h"
 #include "base/err.h"
 #include "bench/bench_serve.h"
 #include "bench/throughput.h"
@@ -20,20 +21,6 @@
 #include "ops/cpu.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -91,9 +78,9 @@ static double measure_read_bw(struct pool *pool, size_t bytes)
 	struct bw_ctx c = {.buf = buf, .n = n};
 	double best = 0;
 	for (int r = 0; r < 10; r++) {
-		double t0 = now_s();
+		double t0 = mono_now_s();
 		pool_for(pool, 1024, 1, bw_range, &c);
-		double t = now_s() - t0;
+		double t = mono_now_s() - t0;
 		if (bytes / t > best)
 			best = bytes / t;
 	}
@@ -134,9 +121,9 @@ static double measure_fma_peak(struct pool *pool)
 	struct peak_ctx c = {.iters = 2000000};
 	double best = 0;
 	for (int r = 0; r < 7; r++) {
-		double t0 = now_s();
+		double t0 = mono_now_s();
 		pool_for(pool, nt, 1, peak_range, &c);
-		double gf = (double)nt * c.iters * 10 * 8 * 2 / (now_s() - t0) / 1e9;
+		double gf = (double)nt * c.iters * 10 * 8 * 2 / (mono_now_s() - t0) / 1e9;
 		best = gf > best ? gf : best;
 	}
 	return best;
@@ -207,10 +194,10 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 		d.attn = (struct attn_meta){.n_seqs = B, .n_tokens = B, .query_start = qs, .seq_lens = sl,
 					    .block_table = bt, .max_blocks = mb, .slots = slots, .n_decodes = B,
 					    .n_decode_tokens = B, .dcp_size = 1, .local_seq_lens = sl};
-		double ts = now_s();
+		double ts = mono_now_s();
 		if (model_forward(m, &d, kv, be, logits, e))
 			goto out;
-		step_s[k] = now_s() - ts;
+		step_s[k] = mono_now_s() - ts;
 		bytes += (double)model_step_weight_bytes(m);
 	}
 	/* the first step warms caches: statistics over the rest when there are enough */
@@ -266,10 +253,10 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		err_set(e, "--dtype: invalid value '%s' (float32, bfloat16 or auto)", o->dtype);
 		goto out;
 	}
-	double t_load = now_s();
+	double t_load = mono_now_s();
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;
-	t_load = now_s() - t_load;
+	t_load = mono_now_s() - t_load;
 	const struct model_config *c = model_config(m);
 	int bs = 16 * (be->block_size_multiple > 0 ? be->block_size_multiple : 1);
 	int mb = (I + O + bs - 1) / bs;
@@ -300,10 +287,10 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	struct batch b = {.n_tokens = I, .tokens = tok, .positions = pos, .n_logits = 1, .logits_rows = rows};
 	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = I, .query_start = qs, .seq_lens = sl, .block_table = bt,
 				    .max_blocks = mb, .slots = slots, .dcp_size = 1, .local_seq_lens = sl};
-	double t0 = now_s(), c0 = cpu_s();
+	double t0 = mono_now_s(), c0 = proc_cpu_s();
 	if (model_forward(m, &b, &kv, be, logits, e))
 		goto out;
-	double t_prefill = now_s() - t0, cpu_prefill = cpu_s() - c0;
+	double t_prefill = mono_now_s() - t0, cpu_prefill = proc_cpu_s() - c0;
 	double pf_flops = prefill_flops(c, I, 0, 2);
 	/* the other sequences get a copy of sequence 0's context rows (same content, own pages) */
 	for (int s = 1; s < Bmax; s++)
