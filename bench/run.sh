@@ -3,7 +3,7 @@
 # prints its numbers. `make bench` runs this after building everything (the quick version of
 # every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
 # directory. Run one section with: bash bench/run.sh tokenizer. Sections: tokenizer forward
-# throughput scaling paths threshold blocksize prefix serve dcp. BENCH_FULL=1 runs the sizes
+# gemm throughput scaling paths threshold blocksize prefix serve dcp. BENCH_FULL=1 runs the sizes
 # docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,20 @@ if [ -z "$only" ] || [ "$only" = tokenizer ]; then
 	for dir in tests/fixtures/tokenizer tests/fixtures/tokenizer/deepseek-coder; do
 		"$BUILD/bench/tokenizer_bench" "$dir" --min-seconds 1 --prose $prose --code $code
 	done
+fi
+
+# GEMM per dispatch level (bench/gemm_levels.c): GFLOP/s of AVX2, AVX-512 and AVX512_BF16 dot
+# products at several token counts, bf16 and fp8 weights, and the speedup over AVX2 (levels
+# this CPU lacks are skipped).
+if want gemm; then
+	echo "== gemm (per dispatch level)"
+	bench_build gemm_levels
+	reps=3
+	[ "$full" = 1 ] && reps=9
+	for dt in bf16 fp8; do
+		"$BUILD/bench/gemm_levels" --dtype "$dt" --reps $reps --n 1,3,16,48,128,512 | tee "$OUT/gemm-$dt.txt"
+	done
+	note "gemm: $(grep -h -m1 -i 'n=512\|^ *512' "$OUT"/gemm-bf16.txt | tr -s ' ' | head -c 200)"
 fi
 
 # Forward pass (bench/configs/bench-v2lite-4L, random weights): prefill of one 512-token prompt,

@@ -26,6 +26,21 @@ static void act_round(const struct model *m, float *x, size_t n)
 		ops_round_bf16(x, (int64_t)n);
 }
 
+/* The model's GEMMs. Under bf16 activations every x is rounded (act_round) before it is
+ * multiplied, which is the contract that lets the kernels run bf16 dot products. */
+static void gemm_run(const struct model *m, int n_jobs, struct gemm_job *j)
+{
+	for (int i = 0; i < n_jobs; i++)
+		j[i].x_bf16 = m->opt.act_dtype == DT_BF16;
+	ops_gemm_multi(m->opt.pool, n_jobs, j);
+}
+
+static void gemm1(const struct model *m, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
+{
+	struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .n = n, .y = y, .ldy = ldy};
+	gemm_run(m, 1, &j);
+}
+
 /* ---- elementwise work spread over the pool (the step's serial fraction) ---- */
 struct ew_ctx {
 	const struct model *m;
@@ -197,18 +212,18 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		float *cq = ALLOC(m, float, (size_t)n * Lq); /* [n, Lq] */
 		struct gemm_job j[2] = {{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n},
 					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
-		ops_gemm_multi(pool, 2, j);
+		gemm_run(m, 2, j);
 		act_round(m, cq, (size_t)n * Lq);
 		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
 		act_round(m, cq, (size_t)n * Lq);
-		ops_gemm(pool, &l->q_b, cq, Lq, n, q, qw);
+		gemm1(m, &l->q_b, cq, Lq, n, q, qw);
 		used(m, &l->q_a);
 		used(m, &l->q_b);
 	} else {
 		used(m, &l->q_proj);
 		struct gemm_job j[2] = {{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
 					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
-		ops_gemm_multi(pool, 2, j);
+		gemm_run(m, 2, j);
 	}
 	used(m, &l->kv_a);
 	used(m, &l->o_proj);
@@ -247,7 +262,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = q + (size_t)hh * (dn + dr), .ldx = qw,
 						  .y = qd + (size_t)hh * row, .ldy = H * row, .n = td};
 		}
-		ops_gemm_multi(pool, H, j);
+		gemm_run(m, H, j);
 		for (int hh = 0; hh < H; hh++)
 			used(m, &l->uk_t[hh]);
 		for (int t = 0; t < td; t++)
@@ -286,20 +301,20 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 						  .y = o + (size_t)hh * dv, .ldy = H * dv, .n = td};
 			used(m, &wv[hh]);
 		}
-		ops_gemm_multi(pool, H, j);
+		gemm_run(m, H, j);
 	}
 	act_round(m, o, (size_t)n * H * dv);
 	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
 		float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] */
 		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
-		ops_gemm_multi(pool, 1, &jo);
+		gemm_run(m, 1, &jo);
 		if (tp_sum(m, y, (size_t)n * D, e))
 			return err_prefix(e, "layer %d: o_proj all-reduce", li);
 		residual_add(m, h, y, (size_t)n * D);
 		return 0;
 	}
 	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1};
-	ops_gemm_multi(pool, 1, &jo);
+	gemm_run(m, 1, &jo);
 	act_round(m, h, (size_t)n * D);
 	return 0;
 }
@@ -318,7 +333,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
 		struct gemm_job j[2] = {{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n},
 					{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n}};
-		ops_gemm_multi(pool, 2, j);
+		gemm_run(m, 2, j);
 		used(m, &l->gate);
 		used(m, &l->up);
 		used(m, &l->down);
@@ -328,14 +343,14 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		if (tp) {
 			float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] partial */
 			struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = y, .ldy = D, .n = n};
-			ops_gemm_multi(pool, 1, &jd);
+			gemm_run(m, 1, &jd);
 			if (tp_sum(m, y, (size_t)n * D, e))
 				return err_prefix(e, "layer %d: mlp all-reduce", li);
 			residual_add(m, h, y, (size_t)n * D);
 			return 0;
 		}
 		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1};
-		ops_gemm_multi(pool, 1, &jd);
+		gemm_run(m, 1, &jd);
 		act_round(m, h, (size_t)n * D);
 		return 0;
 	}
@@ -343,7 +358,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = l->e_gate[0].rows;
 	int Is = l->has_shared ? l->gate.rows : 0;
 	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
-	ops_gemm(pool, &l->router, xn, D, n, rl, E);
+	gemm1(m, &l->router, xn, D, n, rl, E);
 	used(m, &l->router);
 	act_round(m, rl, (size_t)n * E); /* the router is a bf16 linear in bf16 engines */
 	int *ids = ALLOC(m, int, (size_t)n * k);	 /* [n, k] */
@@ -400,7 +415,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n};
 		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n};
 	}
-	ops_gemm_multi(pool, nj, j);
+	gemm_run(m, nj, j);
 	act_round(m, gg, (size_t)nk * Im);
 	act_round(m, uu, (size_t)nk * Im);
 	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
@@ -423,7 +438,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	if (l->has_shared)
 		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n,
 					    .accumulate = !tp};
-	ops_gemm_multi(pool, nj, j);
+	gemm_run(m, nj, j);
 	struct ew_ctx cc = {.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of,
 			    .tw = tw};
 	pool_for(pool, n, 4, combine_range, &cc);
@@ -480,13 +495,13 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		act_round(m, xn, (size_t)b->n_logits * D);
 		used(m, &m->lm_head);
 		if (m->tp_size <= 1) {
-			ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
+			gemm1(m, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
 			return 0;
 		}
 		/* vocab-parallel lm_head: this rank's logit columns, gathered to rank 0 */
 		int nv = m->vocab_cols[m->tp_rank];
 		float *part = ALLOC(m, float, (size_t)b->n_logits * nv); /* [n_logits, V/T] */
-		ops_gemm(m->opt.pool, &m->lm_head, xn, D, b->n_logits, part, nv);
+		gemm1(m, &m->lm_head, xn, D, b->n_logits, part, nv);
 		if (comm_tp_gather_cols(m->opt.comm, part, (size_t)b->n_logits, m->vocab_cols,
 					m->opt.comm->tp_rank == 0 ? logits : NULL, false, e))
 			return err_prefix(e, "forward: lm_head gather");

@@ -1,9 +1,17 @@
-/* Runtime CPU dispatch levels for the kernels in ops/. The best level this CPU supports is
- * probed with __builtin_cpu_supports on every call (cheap; no mutable global). */
+/* Runtime CPU dispatch levels for the kernels in ops/ and attn/, ordered: a level includes
+ * every level below it. The best level is probed once; MLASERVE_CPU_LEVEL (portable, avx2,
+ * avx512 or avx512_bf16) caps it, for A/B benchmarks and for testing the lower paths on a
+ * newer CPU. */
 #ifndef MLA_OPS_CPU_H
 #define MLA_OPS_CPU_H
 
-enum ops_level { OPS_PORTABLE = 0, OPS_AVX2 = 1 }; /* AVX2 = AVX2 + FMA + F16C */
+enum ops_level {
+	OPS_PORTABLE = 0,
+	OPS_AVX2 = 1,	     /* AVX2 + FMA + F16C */
+	OPS_AVX512 = 2,	     /* + AVX-512 F/BW/VL/DQ */
+	OPS_AVX512_BF16 = 3, /* + AVX512_BF16 (vdpbf16ps: bf16 products, fp32 sums) */
+};
+#define OPS_N_LEVELS 4
 
 enum ops_level ops_level_best(void);
 const char *ops_level_name(enum ops_level l);

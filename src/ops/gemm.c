@@ -2,7 +2,7 @@
  * in L2) → token tiles of NT tokens (their x rows stay in L1) → 4-row blocks → columns.
  * Every weight byte is read from DRAM once per call whatever n is. fp8 weights are decoded
  * per 128-column block segment; the block scale multiplies the segment's partial dot. */
-#include "ops/gemm.h"
+#include "ops/gemm_internal.h"
 
 #include <immintrin.h>
 #include <stdatomic.h>
@@ -11,7 +11,7 @@
 #include "base/err.h"
 #include "ops/pool.h"
 
-#define PANEL 64 /* rows per work item */
+#define PANEL GEMM_PANEL
 #define NR 4	 /* rows per register block */
 #define NT 3	 /* tokens per register block */
 #define MAX_JOBS 512
@@ -36,26 +36,10 @@ size_t wmat_bytes(const struct wmat *w)
 	return b;
 }
 
-static inline float elem(enum dtype dt, const void *p, size_t i)
-{
-	switch (dt) {
-	case DT_F32: { float f; memcpy(&f, (const char *)p + 4 * i, 4); return f; }
-	case DT_BF16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return bf16_to_f32(h); }
-	case DT_F16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return f16_to_f32(h); }
-	case DT_F8_E4M3: return fp8_e4m3_table[((const uint8_t *)p)[i]];
-	default: CHECK(!"unsupported weight dtype"); return 0;
-	}
-}
-
-static inline float wscale(const struct wmat *w, int r, int c)
-{
-	return w->scale[(size_t)((w->row0 + r) / w->blk_r) * (size_t)w->scale_ld + (size_t)((w->col0 + c) / w->blk_c)];
-}
-
 float wmat_get(const struct wmat *w, int r, int c)
 {
-	float v = elem(w->dtype, w->data, (size_t)r * (size_t)w->ld + (size_t)c);
-	return w->dtype == DT_F8_E4M3 ? v * wscale(w, r, c) : v;
+	float v = gemm_elem(w->dtype, w->data, (size_t)r * (size_t)w->ld + (size_t)c);
+	return w->dtype == DT_F8_E4M3 ? v * gemm_wscale(w, r, c) : v;
 }
 
 /* ---- portable block kernel: out[r][t] = Σ_{c in [c0,c1)} W[r,c] x[t,c] ---- */
@@ -67,7 +51,7 @@ static void blk_portable(enum dtype dt, const void *w, int64_t ld, int nr, const
 			const float *xr = x + (size_t)t * (size_t)ldx;
 			float s = 0;
 			for (int c = c0; c < c1; c++)
-				s += elem(dt, w, (size_t)r * (size_t)ld + (size_t)c) * xr[c];
+				s += gemm_elem(dt, w, (size_t)r * (size_t)ld + (size_t)c) * xr[c];
 			out[r][t] = s;
 		}
 }
@@ -132,7 +116,7 @@ AVX2_INLINE void blk_avx2_t(enum dtype dt, const void *w, int64_t ld, const floa
 		for (int t = 0; t < nt; t++) {
 			float s = hsum_avx2(acc[r][t]);
 			for (int cc = c; cc < c1; cc++) {
-				float wv = elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
+				float wv = gemm_elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
 				if (dt == DT_F8_E4M3)
 					wv *= 1.0f / 256; /* match the vector path's 2^-8 */
 				s += wv * x[(size_t)t * (size_t)ldx + cc];
@@ -159,7 +143,7 @@ AVX2_INLINE void gemv8_avx2_t(enum dtype dt, const void *w, int64_t ld, const fl
 	for (int r = 0; r < 8; r++) {
 		float s = hsum_avx2(acc[r]);
 		for (int cc = c; cc < c1; cc++) {
-			float wv = elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
+			float wv = gemm_elem(dt, w, (size_t)r * (size_t)ld + (size_t)cc);
 			if (dt == DT_F8_E4M3)
 				wv *= 1.0f / 256;
 			s += wv * x[cc];
@@ -230,11 +214,11 @@ static void pack_panel(const struct wmat *w, int r0, int nr, int k0, int kb, flo
 			break;
 		case DT_F8_E4M3:
 			for (int k = 0; k < kb; k++)
-				wp[(size_t)k * PK_R + j] = fp8_e4m3_table[(uint8_t)row[k0 + k]] * wscale(w, r0 + j, k0 + k);
+				wp[(size_t)k * PK_R + j] = fp8_e4m3_table[(uint8_t)row[k0 + k]] * gemm_wscale(w, r0 + j, k0 + k);
 			break;
 		default:
 			for (int k = 0; k < kb; k++)
-				wp[(size_t)k * PK_R + j] = elem(w->dtype, row, (size_t)(k0 + k));
+				wp[(size_t)k * PK_R + j] = gemm_elem(w->dtype, row, (size_t)(k0 + k));
 		}
 	}
 }
@@ -292,7 +276,7 @@ AVX2_INLINE void pack_panel_avx2_t(const struct wmat *w, int r0, int nr, int k0,
 				size_t off = (size_t)(r0 + j) * (size_t)w->ld + (size_t)c;
 				if (fp8) /* the f16 decode is 2^-8 small: folded into the scale */
 					rv[i] = _mm256_mul_ps(load8_avx2(DT_F8_E4M3, w->data, off),
-							      _mm256_set1_ps(wscale(w, r0 + j, c) * 256.0f));
+							      _mm256_set1_ps(gemm_wscale(w, r0 + j, c) * 256.0f));
 				else
 					rv[i] = load8_avx2(dt, w->data, off);
 			}
@@ -412,6 +396,14 @@ typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int,
 
 static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r0, int r1)
 {
+	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
+		bool dp = gemm_use_dp(g->lvl, j);
+		if (j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
+			gemm_panel_packed_avx512(j, r0, r1, dp);
+		else
+			gemm_panel_avx512(j, r0, r1, dp);
+		return;
+	}
 	if (g->lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0) {
 		gemm_panel_packed(j, r0, r1);
 		return;
@@ -440,7 +432,7 @@ static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r
 				}
 				gemv8_avx2(w->dtype, wr, w->ld, j->x, c0, c1, part);
 				for (int rr = 0; rr < 8; rr++)
-					sum[rr] += fp8 ? part[rr] * wscale(w, r_gemv + rr, c0) * fp8_mul : part[rr];
+					sum[rr] += fp8 ? part[rr] * gemm_wscale(w, r_gemv + rr, c0) * fp8_mul : part[rr];
 				c0 = c1;
 			}
 			for (int rr = 0; rr < 8; rr++)
@@ -467,7 +459,7 @@ static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r
 				else
 					blk_portable(w->dtype, wr, w->ld, nr, x, j->ldx, nt, c0, c1, part);
 				for (int rr = 0; rr < nr; rr++) {
-					float s = fp8 ? wscale(w, r + rr, c0) * fp8_mul : 1.0f;
+					float s = fp8 ? gemm_wscale(w, r + rr, c0) * fp8_mul : 1.0f;
 					for (int t = 0; t < nt; t++)
 						sum[rr][t] += fp8 ? part[rr][t] * s : part[rr][t];
 				}
@@ -480,6 +472,14 @@ static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r
 			}
 		}
 	}
+}
+
+/* Rows per work item: few-token jobs are bandwidth-bound and stream longer contiguous runs
+ * in bigger items (measured 5-15% faster at 256 rows); compute-bound ones keep panels that
+ * stay in L2 while every token tile passes over them. */
+static int job_panel(const struct gemm_job *j)
+{
+	return j->n <= 3 ? 4 * PANEL : PANEL;
 }
 
 static void gemm_items(void *arg, int begin, int end, int tid)
@@ -501,8 +501,8 @@ static void gemm_items(void *arg, int begin, int end, int tid)
 				hi = mid - 1;
 		}
 		const struct gemm_job *j = &g->jobs[lo];
-		int r0 = (it - g->first_item[lo]) * PANEL;
-		int r1 = r0 + PANEL < j->w->rows ? r0 + PANEL : j->w->rows;
+		int r0 = (it - g->first_item[lo]) * job_panel(j);
+		int r1 = r0 + job_panel(j) < j->w->rows ? r0 + job_panel(j) : j->w->rows;
 		gemm_panel(g, j, r0, r1);
 	}
 }
@@ -517,7 +517,7 @@ void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const str
 		g.first_item[0] = 0;
 		for (int i = 0; i < g.n_jobs; i++) {
 			const struct gemm_job *j = &jobs[i];
-			int np = (j->n > 0 && j->w->rows > 0) ? (j->w->rows + PANEL - 1) / PANEL : 0;
+			int np = (j->n > 0 && j->w->rows > 0) ? (j->w->rows + job_panel(j) - 1) / job_panel(j) : 0;
 			g.first_item[i + 1] = g.first_item[i] + np;
 		}
 		atomic_init(&g.claimed, 0);

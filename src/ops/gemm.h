@@ -1,7 +1,7 @@
 /* Weight matrices and the GEMM y[n, rows] = x[n, cols] · Wᵀ on compact weights (bf16, f16,
  * f32, fp8 e4m3 with 128x128 block scales), fp32 accumulate, one pass over the weights for
- * all n tokens, threaded over output rows. Runtime CPU dispatch: AVX2+FMA+F16C or portable C
- * (AVX-512 is not implemented: the development machine cannot run it). */
+ * all n tokens, threaded over output rows. Runtime CPU dispatch (ops/cpu.h): portable C,
+ * AVX2+FMA+F16C, AVX-512, and AVX512_BF16 dot products when the activations are bf16. */
 #ifndef MLA_OPS_GEMM_H
 #define MLA_OPS_GEMM_H
 
@@ -38,6 +38,10 @@ struct gemm_job {
 	float *y;	/* [n, ldy] */
 	int n, ldx, ldy;
 	int accumulate;
+	/* Every x value is exactly a bf16 (the model rounds its activations under --dtype
+	 * bfloat16): bf16 and fp8 weights may then run bf16 dot products, whose products are
+	 * exact, so only the fp32 summation order differs from the fp32 path. */
+	int x_bf16;
 };
 
 /* Dispatch levels (ops/cpu.h); the _at variants run a given level (tests compare them). */

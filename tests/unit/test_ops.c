@@ -1,6 +1,8 @@
 /* Kernels: GEMM per weight dtype and dispatch level against a naive reference, RoPE / YaRN
  * numbers from the spec (A.6), MoE routing (A.7), small vector ops. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +103,9 @@ static double rel_err(const float *a, const float *b, int n, int lda, int ncols)
 
 static struct pool *g_pool;
 
-static void check_gemm(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+/* xbf: x rounded to bf16 and declared so (x_bf16), which lets the AVX512_BF16 level run bf16
+ * dot products; the reference is the same double sum over the same (rounded) x. */
+static void check_gemm_x(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc, int xbf)
 {
 	struct wbuf b;
 	wbuf_make(&b, dt, rows, cols);
@@ -113,14 +117,16 @@ static void check_gemm(enum dtype dt, int rows, int cols, int r0, int nr, int c0
 		float *y = calloc((size_t)n * ldy, sizeof(float));
 		for (int i = 0; i < n * ldx; i++)
 			x[i] = frand();
+		if (xbf)
+			ops_round_bf16(x, (int64_t)n * ldx);
 		gemm_naive(&v, x, ldx, n, ref, ldy);
 		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
 			memset(y, 0, sizeof(float) * (size_t)n * ldy);
-			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n};
+			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .x_bf16 = xbf};
 			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
 			double err = rel_err(y, ref, n, ldy, nr);
-			EXPECTF(err < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d level %s: rel err %g", dtype_name(dt), rows,
-				cols, r0, nr, c0, nc, n, ops_level_name((enum ops_level)lvl), err);
+			EXPECTF(err < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d x_bf16 %d level %s: rel err %g",
+				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf, ops_level_name((enum ops_level)lvl), err);
 			/* accumulate adds onto y */
 			j.accumulate = 1;
 			ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
@@ -137,6 +143,12 @@ static void check_gemm(enum dtype dt, int rows, int cols, int r0, int nr, int c0
 		free(y);
 	}
 	wbuf_free(&b);
+}
+
+static void check_gemm(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+{
+	check_gemm_x(dt, rows, cols, r0, nr, c0, nc, 0);
+	check_gemm_x(dt, rows, cols, r0, nr, c0, nc, 1);
 }
 
 static void test_gemm_f32(void) { check_gemm(DT_F32, 70, 45, 0, 70, 0, 45); }
@@ -178,7 +190,7 @@ static void test_gemm_multi(void)
  * and the switch between them) on odd shapes: rows not a multiple of any row block or panel,
  * columns not a multiple of 8 or of the packed k block, strided x and y, every dtype, both
  * dispatch levels, plain and accumulate. */
-static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+static void check_gemm_every_n_x(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc, int xbf)
 {
 	struct wbuf b;
 	wbuf_make(&b, dt, rows, cols);
@@ -188,12 +200,15 @@ static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr
 	float *y = malloc(sizeof(float) * 64 * (size_t)ldy);
 	for (int i = 0; i < 64 * ldx; i++)
 		x[i] = frand();
+	if (xbf)
+		ops_round_bf16(x, (int64_t)64 * ldx);
 	gemm_naive(&v, x, ldx, 64, ref, ldy); /* row t of the result does not depend on n */
 	for (int n = 1; n <= 64; n++)
 		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
 			for (int i = 0; i < 64 * ldy; i++)
 				y[i] = 0.5f;
-			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = n & 1};
+			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = n & 1,
+					     .x_bf16 = xbf};
 			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
 			double num = 0, den = 1e-30;
 			int untouched = 1;
@@ -208,8 +223,9 @@ static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr
 					num = fmax(num, fabs(got - want));
 					den = fmax(den, fabs(want));
 				}
-			EXPECTF(num / den < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d level %s: rel err %g", dtype_name(dt),
-				rows, cols, r0, nr, c0, nc, n, ops_level_name((enum ops_level)lvl), num / den);
+			EXPECTF(num / den < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d x_bf16 %d level %s: rel err %g",
+				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf, ops_level_name((enum ops_level)lvl),
+				num / den);
 			EXPECTF(untouched, "%s n=%d level %s: wrote outside the job", dtype_name(dt), n,
 				ops_level_name((enum ops_level)lvl));
 		}
@@ -217,6 +233,12 @@ static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr
 	free(ref);
 	free(y);
 	wbuf_free(&b);
+}
+
+static void check_gemm_every_n(enum dtype dt, int rows, int cols, int r0, int nr, int c0, int nc)
+{
+	check_gemm_every_n_x(dt, rows, cols, r0, nr, c0, nc, 0);
+	check_gemm_every_n_x(dt, rows, cols, r0, nr, c0, nc, 1);
 }
 
 static void test_gemm_every_n(void)
@@ -268,7 +290,7 @@ static void test_gemm_multi_mixed(void)
 static void test_fp8_all_bytes(void)
 {
 	uint8_t wq[256];
-	float sc = 1.0f, x[256], y[2];
+	float sc = 1.0f, x[256], y[OPS_N_LEVELS];
 	for (int i = 0; i < 256; i++) {
 		wq[i] = (i & 0x7f) == 0x7f ? 0 : (uint8_t)i; /* NaN bytes would poison the sum */
 		x[i] = 0;
@@ -280,7 +302,8 @@ static void test_fp8_all_bytes(void)
 			continue;
 		x[i] = 1;
 		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
-			struct gemm_job j = {.w = &w, .x = x, .ldx = 256, .y = &y[lvl], .ldy = 1, .n = 1};
+			/* x = 1 is a bf16: the AVX512_BF16 level decodes through its bf16 table */
+			struct gemm_job j = {.w = &w, .x = x, .ldx = 256, .y = &y[lvl], .ldy = 1, .n = 1, .x_bf16 = 1};
 			ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
 			EXPECTF(y[lvl] == fp8_e4m3_to_f32((uint8_t)i), "byte 0x%02x level %d: %g", i, lvl, y[lvl]);
 		}
@@ -290,10 +313,15 @@ static void test_fp8_all_bytes(void)
 
 static void test_dispatch_level(void)
 {
-	/* this machine has AVX2+FMA: the dispatcher must find it */
+	/* the dispatcher finds what the CPU has (unless MLASERVE_CPU_LEVEL caps it) */
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-		EXPECT_EQ_INT(ops_level_best(), OPS_AVX2);
+	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+	bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+	bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+	if (!getenv("MLASERVE_CPU_LEVEL"))
+		EXPECT_EQ_INT(ops_level_best(), bf16 ? OPS_AVX512_BF16 : avx512 ? OPS_AVX512 : avx2 ? OPS_AVX2 : OPS_PORTABLE);
+	printf("  dispatch level on this CPU: %s\n", ops_level_name(ops_level_best()));
 	EXPECT(ops_level_name(OPS_PORTABLE) != NULL);
 }
 

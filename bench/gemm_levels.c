@@ -1,0 +1,137 @@
+/* GEMM throughput per dispatch level and token count: ops_gemm_multi_at on one weight dtype,
+ * y[n, rows] = x[n, cols] · Wᵀ, at AVX2, AVX-512 (fp32 x) and, for bf16/fp8 weights on an
+ * AVX512_BF16 CPU, AVX-512 bf16 dot products (x rounded to bf16). It cycles over enough copies
+ * of the weight to exceed the L3, so the weights come from DRAM as in a model. The levels
+ * alternate within each repetition; it prints the best GFLOP/s of each and the median
+ * per-repetition speedup over AVX2 (the machine is shared: compare ratios).
+ *
+ *   gemm_levels [--dtype bf16|fp8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
+ *                [--reps 9] [--threads 2]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/err.h"
+#include "ops/gemm.h"
+#include "ops/pool.h"
+
+#include "bench_util.h"
+
+#define MAX_N 32
+#define MAX_REPS 64
+#define COPY_BYTES (64u << 20) /* weight copies cycled over: more than any L3 here */
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next_rand(void)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (uint32_t)(rng >> 11);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dtn = "bf16";
+	int rows = 2048, cols = 2048, reps = 9, threads = 2, ns[MAX_N], nn = 0;
+	const char *nlist = "8,16,24,32,48,64,128,512";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "%s: missing value\n", a);
+			return 2;
+		}
+		if (!strcmp(a, "--dtype")) dtn = v;
+		else if (!strcmp(a, "--rows")) rows = atoi(v);
+		else if (!strcmp(a, "--cols")) cols = atoi(v);
+		else if (!strcmp(a, "--n")) nlist = v;
+		else if (!strcmp(a, "--reps")) reps = atoi(v);
+		else if (!strcmp(a, "--threads")) threads = atoi(v);
+		else {
+			fprintf(stderr, "unknown option %s\n", a);
+			return 2;
+		}
+		i++;
+	}
+	enum dtype dt = !strcmp(dtn, "fp8") ? DT_F8_E4M3 : !strcmp(dtn, "f16") ? DT_F16 : !strcmp(dtn, "f32") ? DT_F32 : DT_BF16;
+	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 ||
+	    bench_list_parse(nlist, ns, &nn, MAX_N, 1 << 16)) {
+		fprintf(stderr, "bad arguments\n");
+		return 2;
+	}
+	struct err e = {0};
+	struct pool *pool = NULL;
+	if (threads > 1 && pool_new(threads, &pool, &e)) {
+		fprintf(stderr, "%s\n", e.msg);
+		return 1;
+	}
+
+	/* weights: random bytes, exponents kept small (fp8: no NaN); fp8 scales per 128x128 */
+	size_t wb = (size_t)rows * (size_t)cols * dtype_size(dt);
+	int ncopy = (int)(COPY_BYTES / wb) + 1;
+	if (ncopy > 16)
+		ncopy = 16;
+	int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+	float *scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
+	for (int i = 0; i < sr * sc; i++)
+		scale[i] = 1e-3f;
+	struct wmat *w = malloc(sizeof *w * (size_t)ncopy);
+	for (int m = 0; m < ncopy; m++) {
+		uint8_t *d = malloc(wb);
+		for (size_t i = 0; i < wb; i++)
+			d[i] = (uint8_t)(next_rand() & 0x3f);
+		w[m] = (struct wmat){.dtype = dt, .data = d, .rows = rows, .cols = cols, .ld = cols, .scale = scale,
+				     .scale_ld = sc, .blk_r = 128, .blk_c = 128};
+	}
+	int nmax = 0;
+	for (int i = 0; i < nn; i++)
+		nmax = ns[i] > nmax ? ns[i] : nmax;
+	float *x = malloc(sizeof(float) * (size_t)nmax * (size_t)cols);
+	float *y = malloc(sizeof(float) * (size_t)nmax * (size_t)rows);
+	for (size_t i = 0; i < (size_t)nmax * (size_t)cols; i++) /* bf16-exact, for the dp variant */
+		x[i] = bf16_to_f32(f32_to_bf16((float)(next_rand() % 2001) / 1000.0f - 1.0f));
+
+	/* variants: level, x_bf16 */
+	enum ops_level best = ops_level_best();
+	struct { enum ops_level lvl; int xb; const char *name; } var[3] = {
+		{OPS_AVX2, 0, "avx2"}, {OPS_AVX512, 0, "avx512"}, {OPS_AVX512_BF16, 1, "avx512 bf16-dp"}};
+	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? 3 : best >= OPS_AVX512 ? 2 : 1;
+	printf("%s %dx%d, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over avx2\n",
+	       dtype_name(dt), rows, cols, threads, ncopy, reps);
+	printf("%6s", "n");
+	for (int v = 0; v < nv; v++)
+		printf(" %16s", var[v].name);
+	printf("\n");
+	for (int ni = 0; ni < nn; ni++) {
+		int n = ns[ni];
+		double t[3][MAX_REPS];
+		for (int r = 0; r < reps; r++)
+			for (int v = 0; v < nv; v++) {
+				double t0 = mono_now_s();
+				for (int m = 0; m < ncopy; m++) {
+					struct gemm_job j = {.w = &w[m], .x = x, .ldx = cols, .y = y, .ldy = rows, .n = n,
+							     .x_bf16 = var[v].xb};
+					ops_gemm_multi_at(var[v].lvl, pool, 1, &j);
+				}
+				t[v][r] = (mono_now_s() - t0) / ncopy;
+			}
+		printf("%6d", n);
+		for (int v = 0; v < nv; v++) {
+			double ratio[MAX_REPS];
+			for (int r = 0; r < reps; r++)
+				ratio[r] = t[0][r] / t[v][r];
+			qsort(ratio, (size_t)reps, sizeof(double), bench_cmp_double);
+			qsort(t[v], (size_t)reps, sizeof(double), bench_cmp_double);
+			printf(" %8.1f (%4.2fx)", 2.0 * rows * cols * n / t[v][0] * 1e-9, ratio[reps / 2]);
+		}
+		printf("\n");
+	}
+	for (int m = 0; m < ncopy; m++)
+		free((void *)w[m].data);
+	free(w);
+	free(scale);
+	free(x);
+	free(y);
+	pool_free(pool);
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* Shared by the GEMM files (gemm.c: driver, portable and AVX2 kernels; gemm_avx512.c:
+ * AVX-512 register-blocked kernels for few tokens; gemm_pack512.c: AVX-512 packed kernels
+ * for many tokens). Not part of the ops API. */
+#ifndef MLA_OPS_GEMM_INTERNAL_H
+#define MLA_OPS_GEMM_INTERNAL_H
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "ops/gemm.h"
+
+#define GEMM_PANEL 64 /* rows per work item (one thread's unit of work) */
+
+/* element i of a weight array, as fp32 (fp8 without its block scale) */
+static inline float gemm_elem(enum dtype dt, const void *p, size_t i)
+{
+	switch (dt) {
+	case DT_F32: { float f; memcpy(&f, (const char *)p + 4 * i, 4); return f; }
+	case DT_BF16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return bf16_to_f32(h); }
+	case DT_F16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return f16_to_f32(h); }
+	case DT_F8_E4M3: return fp8_e4m3_table[((const uint8_t *)p)[i]];
+	default: CHECK(!"unsupported weight dtype"); return 0;
+	}
+}
+
+/* fp8 block scale of view element (r, c) */
+static inline float gemm_wscale(const struct wmat *w, int r, int c)
+{
+	return w->scale[(size_t)((w->row0 + r) / w->blk_r) * (size_t)w->scale_ld + (size_t)((w->col0 + c) / w->blk_c)];
+}
+
+/* first column after c that starts a new fp8 scale block (or cols) */
+static inline int gemm_seg_end(const struct wmat *w, int c)
+{
+	if (w->dtype != DT_F8_E4M3)
+		return w->cols;
+	int nb = ((w->col0 + c) / w->blk_c + 1) * w->blk_c - w->col0;
+	return nb < w->cols ? nb : w->cols;
+}
+
+/* bf16 dot products apply: AVX512_BF16 level, bf16-exact x, weights exact in bf16 */
+static inline bool gemm_use_dp(enum ops_level lvl, const struct gemm_job *j)
+{
+	return lvl >= OPS_AVX512_BF16 && j->x_bf16 && (j->w->dtype == DT_BF16 || j->w->dtype == DT_F8_E4M3);
+}
+
+/* Rows [r0, r1) of job j for all its tokens, AVX-512 (dp: bf16 dot products).
+ * gemm_avx512.c: register-blocked, for jobs with few tokens (decode, MoE experts). */
+void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp);
+/* gemm_pack512.c: weights packed per panel and reused by every token tile (prefill). */
+void gemm_panel_packed_avx512(const struct gemm_job *j, int r0, int r1, bool dp);
+/* the AVX-512 driver takes the packed path from this many tokens (per weight dtype) */
+int gemm_pack512_min_tokens(enum dtype dt, bool dp);
+
+#endif
