@@ -35,7 +35,7 @@ int mqa_tile_tokens(int n_heads);
 size_t mqa_scratch_bytes(int max_rows, int row);
 /* Runs one job; `scratch` is mqa_scratch_bytes(n_tok * n_heads, kv->row) bytes, 64-aligned. */
 void mqa_run(const struct mqa_job *j, void *scratch);
-/* The same at an explicit kernel level (tests compare the portable and AVX2 paths). */
+/* The same at an explicit kernel level (tests compare every level with the portable one). */
 void mqa_run_at(const struct mqa_job *j, void *scratch, enum ops_level level);
 
 /* Per-thread scratch taken from the step arena on a step's first decode call and reused by

@@ -633,34 +633,50 @@ static void test_split_combine_matches_unsplit(void)
 	pool_free(pool);
 }
 
+/* One MQA tile at `lv` into o [15 or 48 rows, Lkv] and l. */
+static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops_level lv,
+			float *o, float *l)
+{
+	/* token 0 sees no key of the last blocks; keys [6, 203): the last block has 5 */
+	int32_t vis[3] = {150, 202, 203};
+	void *ws = aligned_alloc(64, mqa_scratch_bytes(3 * H, w->row));
+	/* scores of a few units: peaked, yet the LSE small enough for 1e-5 */
+	struct mqa_job j = {.kv = &sh->kv, .layer = 1, .bt = sh->bt,
+			    .scale = 2.0f / sqrtf((float)w->row), .q = w->qbuf, .n_tok = 3,
+			    .n_heads = H, .vis = vis, .k_begin = 6, .k_end = 203, .out = o, .lse = l};
+	mqa_run_at(&j, ws, lv);
+	free(ws);
+}
+
 static void test_kernel_levels_agree(void)
 {
-	/* the portable and AVX2 kernels on one tile, odd and real dims, fp32 and bf16 */
+	/* every kernel level up to the best against the portable one: odd and real dims, fp32
+	 * and bf16, 15 rows (partial 4-row groups mixing tokens) and 48 */
 	int dims[2][3] = {{36, 5, 5}, {512, 64, 16}};
 	for (int di = 0; di < 2; di++)
-		for (int dt = 0; dt < 2; dt++) {
-			struct batch_spec s = {.n_seqs = 1, .L = {203}, .q = {3}, .H = 5,
-					       .Lkv = dims[di][0], .R = dims[di][1], .bs = dims[di][2],
-					       .dt = dt ? DT_BF16 : DT_F32};
-			struct world w;
-			world_make(&w, &s);
-			struct shard sh;
-			shard_make(&sh, &w, 1, 0, 1, 0, NULL);
-			size_t no = (size_t)3 * 5 * s.Lkv;
-			float *o[2] = {malloc(no * 4), malloc(no * 4)}, l[2][15];
-			void *ws = aligned_alloc(64, mqa_scratch_bytes(15, w.row));
-			int32_t vis[3] = {201, 202, 203};
-			for (int lv = 0; lv < 2; lv++) {
-				struct mqa_job j = {.kv = &sh.kv, .layer = 1, .bt = sh.bt, .scale = 0.3f,
-						    .q = w.qbuf, .n_tok = 3, .n_heads = 5, .vis = vis,
-						    .k_begin = 7, .k_end = 203, .out = o[lv], .lse = l[lv]};
-				mqa_run_at(&j, ws, lv ? OPS_AVX2 : OPS_PORTABLE);
+		for (int dt = 0; dt < 2; dt++)
+			for (int H = 5; H <= 16; H += 11) {
+				struct batch_spec s = {.n_seqs = 1, .L = {203}, .q = {3}, .H = H,
+						       .Lkv = dims[di][0], .R = dims[di][1],
+						       .bs = dims[di][2], .dt = dt ? DT_BF16 : DT_F32};
+				struct world w;
+				world_make(&w, &s);
+				struct shard sh;
+				shard_make(&sh, &w, 1, 0, 1, 0, NULL);
+				int nr = 3 * H;
+				size_t no = (size_t)nr * s.Lkv;
+				float *o0 = malloc(no * 4), *o = malloc(no * 4), l0[48], l[48];
+				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0);
+				for (int lv = 1; lv <= (int)ops_level_best(); lv++) {
+					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l);
+					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
+					EXPECTF(d <= 1e-5 && dl <= 1e-5, "%s H %d Lkv %d dt %d: %g %g",
+						ops_level_name((enum ops_level)lv), H, s.Lkv, dt, d, dl);
+				}
+				free(o0), free(o);
+				shard_free(&sh);
+				world_free(&w);
 			}
-			EXPECT(max_diff(o[0], o[1], no) <= 1e-5 && max_diff(l[0], l[1], 15) <= 1e-5);
-			free(ws), free(o[0]), free(o[1]);
-			shard_free(&sh);
-			world_free(&w);
-		}
 }
 
 static void test_scratch_bound(void)

@@ -1,0 +1,23 @@
+/* AVX-512 kernels of the paged MQA (mqa.c only). Score rows are MQA_KEY_BLOCK floats apart. */
+#ifndef MLA_ATTN_MQA_AVX512_H
+#define MLA_ATTN_MQA_AVX512_H
+
+#include <stdint.h>
+
+/* dst[0:n] = bf16 src[0:n] as fp32 */
+void mqa512_bf16_row(float *dst, const uint16_t *src, int n);
+/* s[i * KB + j] = scale * q_i . k_j for i < nr, j < nk (q rows `row` apart). Meanwhile
+ * prefetches the pf_bytes of each of pf[0:npf] (the next block's rows), spread out. */
+void mqa512_scores(const float *q, int nr, int row, const float *const *kp, int nk, float scale,
+		   float *s, const void *const *pf, int npf, int pf_bytes);
+/* Online-softmax update of a block: for rows with nvis[i] > 0, s[i][0:nvis) becomes
+ * exp(s - m_new), s[i][nvis:nk) 0, m/l updated, alpha[i] = exp(m_old - m_new); rows with
+ * nvis[i] <= 0 get alpha 1 and a zero row, so they may join a value pass unchanged. */
+void mqa512_softmax(float *s, int nr, int nk, const int *nvis, float *m, float *l, float *alpha);
+/* out[i] = out[i] * alpha[i] + sum_j s[i][j] * kp[j][0:dv] for i < nr, j < nk (out rows dv
+ * apart). Rows of 4 share a pass up to their largest nvis, so scores past a row's nvis must
+ * be 0 and rows with nvis <= 0 have alpha 1, as mqa512_softmax leaves them. */
+void mqa512_accum(float *out, int nr, int dv, const float *alpha, const float *s,
+		  const int *nvis, const float *const *kp, int nk);
+
+#endif
