@@ -3,10 +3,10 @@
 
 Runs `mlaserve bench latency CONFIG --load-format dummy --batch-size 1,4,16,64` (REPS times),
 which measures the decode step at each batch with CONTEXT tokens of context, the machine's
-read bandwidth and FMA peak, and the bytes of weights each step actually read
+read bandwidth and compute peak (the instruction its GEMMs use: bf16 dot, 512- or 256-bit FMA), and the bytes of weights each step actually read
 (model_step_weight_bytes: routed experts count only when some token chose them). For each
 batch it prints the aggregate decode tokens/s, the ratio to batch 1, and the step's bound:
-max(weight bytes / read bandwidth, decode FLOPs / FMA peak), and the fraction of it reached.
+max(weight bytes / read bandwidth, decode FLOPs / compute peak), and the fraction of it reached.
 
 usage: decode_scaling.py CONFIG_DIR [--batches 1,4,16,64] [--context 512] [--steps 4]
                          [--reps 1] [--mlaserve build/mlaserve] [--json OUT.json] [-- extra flags]
@@ -54,7 +54,7 @@ def main():
     ap.add_argument("--mlaserve", default=os.path.join(os.environ.get("BUILD", "build"), "mlaserve"))
     ap.add_argument("--json")
     ap.add_argument("--from-json", nargs="+", help="recompute from bench latency JSON files instead of running")
-    ap.add_argument("--peak-gflops", type=float, help="use this FMA peak (e.g. the best measured on a quiet machine)")
+    ap.add_argument("--peak-gflops", type=float, help="use this compute peak (e.g. the best measured on a quiet machine)")
     ap.add_argument("--bandwidth", type=float, help="use this read bandwidth in GB/s")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -86,8 +86,9 @@ def main():
         # processes slows some runs (and the peak measurement), never speeds them up
         step = min(steps)
         wbytes = statistics.median(r["runs"][i]["weight_bytes_per_step"] for r in runs)
-        # context grows by one per step: the mean context over the steps
-        flops = B * decode_flops_per_token(cfg, a.context + a.steps / 2)
+        # the step's FLOPs as bench latency counts them (mean context over the steps); older
+        # reports without the field: the same formula here
+        flops = runs[0]["runs"][i].get("flops_per_step") or B * decode_flops_per_token(cfg, a.context + a.steps / 2)
         t_bw = wbytes / (bw * 1e9) * 1e3
         t_fl = flops / (peak * 1e9) * 1e3
         bound = max(t_bw, t_fl)
@@ -96,7 +97,7 @@ def main():
                      "bound": "bandwidth" if t_bw >= t_fl else "compute", "bound_ms": bound,
                      "fraction_of_bound": bound / step})
     base = rows[0]["tokens_per_s"] if rows and rows[0]["batch"] == 1 else None
-    print(f"\n{a.config}: context {a.context}, read bandwidth {bw:.1f} GB/s, FMA peak {peak:.1f} GFLOP/s "
+    print(f"\n{a.config}: context {a.context}, read bandwidth {bw:.1f} GB/s, compute peak {peak:.1f} GFLOP/s "
           f"({'given' if a.peak_gflops or a.bandwidth else 'best measured'} over {len(runs)} run(s)); step = best p50 over runs, spread = (max - min) / min")
     print(f"{'batch':>5} {'step ms':>9} {'spread%':>8} {'tok/s':>8} {'x b1':>6} {'GB/step':>8} {'GFLOP':>7} "
           f"{'bw ms':>8} {'flop ms':>8} {'bound':>9} {'of bound':>8}")

@@ -88,42 +88,78 @@ static double measure_read_bw(struct pool *pool, size_t bytes)
 	return best / 1e9;
 }
 
-/* ---- compute peak: register-only FMA chains on every thread. AVX2 has no bf16 dot product,
- * so fp32 FMA throughput is the peak a bf16 GEMM can reach here. ---- */
+/* ---- compute peak: register-only chains of the instruction the GEMM kernels use at this
+ * dispatch level and activation dtype: vdpbf16ps (AVX512_BF16, bf16 activations: 64 FLOPs
+ * per instruction), 512-bit FMA (AVX-512), 256-bit FMA (AVX2). ---- */
 struct peak_ctx {
 	long iters;
+	int kind; /* 0 fma256, 1 fma512, 2 dpbf16 */
 	float sink[64];
 };
 
-__attribute__((target("avx2,fma"))) static void peak_range(void *arg, int begin, int end, int tid)
+__attribute__((target("avx2,fma"))) static float peak_fma256(long iters)
 {
-	struct peak_ctx *c = arg;
 	__m256 a[10], m = _mm256_set1_ps(0.999f), d = _mm256_set1_ps(1e-3f);
 	for (int i = 0; i < 10; i++)
 		a[i] = _mm256_set1_ps((float)i);
-	for (int it = begin; it < end; it++)
-		for (long k = 0; k < c->iters; k++)
+	for (long k = 0; k < iters; k++)
 #pragma GCC unroll 10
-			for (int i = 0; i < 10; i++)
-				a[i] = _mm256_fmadd_ps(a[i], m, d);
-	float t[8];
+		for (int i = 0; i < 10; i++)
+			a[i] = _mm256_fmadd_ps(a[i], m, d);
 	for (int i = 1; i < 10; i++)
 		a[0] = _mm256_add_ps(a[0], a[i]);
+	float t[8];
 	_mm256_storeu_ps(t, a[0]);
-	c->sink[tid % 64] += t[0];
+	return t[0];
 }
 
-static double measure_fma_peak(struct pool *pool)
+#define PEAK512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+PEAK512 static float peak_512(long iters, int dp)
 {
-	if (ops_level_best() < OPS_AVX2)
+	__m512 a[12], m = _mm512_set1_ps(0.999f), d = _mm512_set1_ps(1e-3f);
+	__m512bh wb = (__m512bh)_mm512_set1_epi32(0x3f803f80), xb = (__m512bh)_mm512_set1_epi32(0x3a833a83);
+	for (int i = 0; i < 12; i++)
+		a[i] = _mm512_set1_ps((float)i);
+	if (dp) {
+		for (long k = 0; k < iters; k++)
+#pragma GCC unroll 12
+			for (int i = 0; i < 12; i++)
+				a[i] = _mm512_dpbf16_ps(a[i], wb, xb);
+	} else {
+		for (long k = 0; k < iters; k++)
+#pragma GCC unroll 12
+			for (int i = 0; i < 12; i++)
+				a[i] = _mm512_fmadd_ps(a[i], m, d);
+	}
+	for (int i = 1; i < 12; i++)
+		a[0] = _mm512_add_ps(a[0], a[i]);
+	return _mm512_reduce_add_ps(a[0]);
+}
+
+static void peak_range(void *arg, int begin, int end, int tid)
+{
+	struct peak_ctx *c = arg;
+	for (int it = begin; it < end; it++)
+		c->sink[tid % 64] += c->kind == 0 ? peak_fma256(c->iters) : peak_512(c->iters, c->kind == 2);
+}
+
+/* GFLOP/s of the best instruction for this level and activation dtype; *what names it */
+static double measure_peak(struct pool *pool, bool act_bf16, const char **what)
+{
+	enum ops_level l = ops_level_best();
+	*what = "none (portable C)";
+	if (l < OPS_AVX2)
 		return 0;
+	struct peak_ctx c = {.iters = 1000000, .kind = l >= OPS_AVX512_BF16 && act_bf16 ? 2 : l >= OPS_AVX512 ? 1 : 0};
+	/* FLOPs per loop iteration: chains x lanes x (2 per FMA, 4 per bf16 pair dot) */
+	double per_iter = c.kind == 0 ? 10 * 8 * 2 : c.kind == 1 ? 12 * 16 * 2 : 12 * 16 * 4;
+	*what = c.kind == 0 ? "256-bit fp32 FMA" : c.kind == 1 ? "512-bit fp32 FMA" : "512-bit bf16 dot (vdpbf16ps)";
 	int nt = pool ? pool_size(pool) : 1;
-	struct peak_ctx c = {.iters = 2000000};
 	double best = 0;
 	for (int r = 0; r < 7; r++) {
 		double t0 = mono_now_s();
 		pool_for(pool, nt, 1, peak_range, &c);
-		double gf = (double)nt * c.iters * 10 * 8 * 2 / (mono_now_s() - t0) / 1e9;
+		double gf = (double)nt * c.iters * per_iter / (mono_now_s() - t0) / 1e9;
 		best = gf > best ? gf : best;
 	}
 	return best;
@@ -150,6 +186,25 @@ static double prefill_flops(const struct model_config *c, int n, size_t step_wei
 	return 2.0 * per_tok * n + attn + 2.0 * D * c->vocab_size;
 }
 
+/* FLOPs of one decode step of B sequences at context ctx (absorbed MLA: W_UK/W_UV per head,
+ * MQA over 576-wide latent rows; each token's k routed experts + the shared ones; lm_head). */
+static double decode_flops(const struct model_config *c, int B, int ctx)
+{
+	double H = c->num_attention_heads, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+	double D = c->hidden_size, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
+	double per_tok = 0;
+	for (int i = 0; i < c->num_hidden_layers; i++) {
+		per_tok += (Lq > 0 ? Lq * D + H * (dn + dr) * Lq : H * (dn + dr) * D) + (Lkv + dr) * D +
+			   H * (dn + dv) * Lkv + D * H * dv + H * ((double)ctx * (Lkv + dr) + (double)ctx * Lkv);
+		if (config_layer_is_moe(c, i))
+			per_tok += 3.0 * D * c->moe_intermediate_size * (c->num_experts_per_tok + c->n_shared_experts) +
+				   D * c->n_routed_experts;
+		else
+			per_tok += 3.0 * D * c->intermediate_size;
+	}
+	return 2.0 * B * (per_tok + D * c->vocab_size);
+}
+
 #define MAX_BATCHES 8
 struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
@@ -159,7 +214,8 @@ struct bench_opts {
 
 struct decode_result {
 	int batch;
-	double tps, p50, mean, bytes_step, roof_steps, roof_frac;
+	double tps, p50, mean, best, bytes_step, flops_step, roof_steps, roof_frac;
+	const char *bound; /* "bandwidth" or "compute" */
 };
 
 /* O decode steps of B tokens (one per sequence, context I + k) after the prefill. */
@@ -208,7 +264,9 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 	qsort(step_s + first, (size_t)ns, sizeof(double), cmp_double);
 	res->batch = B;
 	res->p50 = step_s[first + ns / 2];
+	res->best = step_s[first];
 	res->mean = tot / ns;
+	res->flops_step = decode_flops(c, B, I + O / 2);
 	res->tps = B / res->mean;
 	res->bytes_step = bytes / O;
 	rc = 0;
@@ -219,10 +277,11 @@ out:
 
 static json_t *decode_json(const struct decode_result *d)
 {
-	return json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "batch_size", d->batch, "decode_tokens_per_s", d->tps,
-			 "decode_step_ms_p50", d->p50 * 1e3, "decode_step_ms_mean", d->mean * 1e3,
-			 "weight_bytes_per_step", d->bytes_step, "roofline_steps_per_s", d->roof_steps,
-			 "roofline_fraction", d->roof_frac);
+	return json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s}", "batch_size", d->batch, "decode_tokens_per_s",
+			 d->tps, "decode_step_ms_p50", d->p50 * 1e3, "decode_step_ms_mean", d->mean * 1e3,
+			 "decode_step_ms_best", d->best * 1e3, "weight_bytes_per_step", d->bytes_step,
+			 "flops_per_step", d->flops_step, "roofline_steps_per_s", d->roof_steps, "roofline_fraction",
+			 d->roof_frac, "bound", d->bound);
 }
 
 static int run_bench(const struct bench_opts *o, struct err *e)
@@ -260,7 +319,9 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	const struct model_config *c = model_config(m);
 	int bs = 16 * (be->block_size_multiple > 0 ? be->block_size_multiple : 1);
 	int mb = (I + O + bs - 1) / bs;
-	if (kv_cache_init(&kv, c->num_hidden_layers, 1 + Bmax * mb, bs, c->kv_lora_rank, c->qk_rope_head_dim, DT_F32, e))
+	/* the KV cache follows the activations, as the server's --kv-cache-dtype auto does */
+	enum dtype kvd = model_act_dtype(m) == DT_BF16 ? DT_BF16 : DT_F32;
+	if (kv_cache_init(&kv, c->num_hidden_layers, 1 + Bmax * mb, bs, c->kv_lora_rank, c->qk_rope_head_dim, kvd, e))
 		goto out;
 	bt = malloc(sizeof(int32_t) * (size_t)Bmax * mb);
 	tok = malloc(sizeof(int32_t) * (size_t)I);
@@ -299,32 +360,43 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				memcpy(kv_cache_row_ptr(&kv, l, (int64_t)bt[s * mb + p / bs] * bs + p % bs),
 				       kv_cache_row_ptr(&kv, l, (int64_t)bt[p / bs] * bs + p % bs),
 				       (size_t)kv.row * dtype_size(kv.dtype));
+	/* bandwidth before and after the decode runs, the better one kept: on a shared machine
+	 * the bound is what the machine could give, so contention lowers the fraction */
+	double bw = measure_read_bw(pool, (size_t)1 << 29);
 	for (int i = 0; i < o->n_batches; i++)
 		if (run_decode(m, &kv, be, o->batches[i], I, O, mb, bt, &res[i], e))
 			goto out;
-	double bw = measure_read_bw(pool, (size_t)1 << 29);
-	double peak = measure_fma_peak(pool), peak1 = measure_fma_peak(NULL);
+	double bw2 = measure_read_bw(pool, (size_t)1 << 29);
+	bw = bw2 > bw ? bw2 : bw;
+	bool act_bf16 = model_act_dtype(m) == DT_BF16;
+	const char *peak_what;
+	double peak = measure_peak(pool, act_bf16, &peak_what), peak1 = measure_peak(NULL, act_bf16, &peak_what);
 	/* per CPU-second: robust to other processes taking cores away on a shared machine */
 	double pf_cpu_frac = peak1 > 0 && cpu_prefill > 0 ? pf_flops / cpu_prefill / 1e9 / peak1 : 0;
 	double pf_tps = I / t_prefill, pf_gf = pf_flops / t_prefill / 1e9;
-	printf("model %s: %d layers, %.2f GB weights (load %.1f s), %d threads, %s, backend %s\n", o->dummy ? "dummy" : o->dir,
-	       c->num_hidden_layers, model_weight_bytes(m) / 1e9, t_load, pool_size(pool), ops_level_name(ops_level_best()),
-	       be->name);
-	printf("read bandwidth %.1f GB/s; fp32 FMA peak (the bf16 compute peak on this ISA) %.1f GFLOP/s\n", bw, peak);
+	printf("model %s: %d layers, %.2f GB weights (load %.1f s), %s activations, %d threads, %s, backend %s\n",
+	       o->dummy ? "dummy" : o->dir, c->num_hidden_layers, model_weight_bytes(m) / 1e9, t_load,
+	       act_bf16 ? "bfloat16" : "float32", pool_size(pool), ops_level_name(ops_level_best()), be->name);
+	printf("read bandwidth %.1f GB/s; compute peak %.1f GFLOP/s (%s)\n", bw, peak, peak_what);
 	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second %.0f%% of the "
 	       "one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n", I, t_prefill, pf_tps, pf_gf,
 	       peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1, 100 * cpu_prefill / t_prefill / pool_size(pool),
 	       pool_size(pool));
 	for (int i = 0; i < o->n_batches; i++) {
 		struct decode_result *d = &res[i];
-		d->roof_steps = d->bytes_step > 0 ? bw * 1e9 / d->bytes_step : 0;
+		/* the step's bound: its weight bytes at the bandwidth or its FLOPs at the peak,
+		 * whichever takes longer */
+		double t_bw = bw > 0 ? d->bytes_step / (bw * 1e9) : 0, t_fl = peak > 0 ? d->flops_step / (peak * 1e9) : 0;
+		double t_bound = t_bw > t_fl ? t_bw : t_fl;
+		d->bound = t_bw >= t_fl ? "bandwidth" : "compute";
+		d->roof_steps = t_bound > 0 ? 1.0 / t_bound : 0;
 		/* the median step against the best bandwidth: contention on a shared machine
 		 * lowers the fraction, never raises it */
 		d->roof_frac = d->roof_steps > 0 ? (1.0 / d->p50) / d->roof_steps : 0;
-		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f), %.1f tokens/s; %.3f GB of weights per "
-		       "step -> roofline %.1f steps/s, achieved %.0f%%\n",
-		       d->batch, I, d->p50 * 1e3, d->mean * 1e3, d->tps, d->bytes_step / 1e9, d->roof_steps,
-		       100 * d->roof_frac);
+		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f, best %.2f), %.1f tokens/s; %.3f GB, "
+		       "%.1f GFLOP per step -> bound (%s) %.1f steps/s, achieved %.0f%%\n",
+		       d->batch, I, d->p50 * 1e3, d->mean * 1e3, d->best * 1e3, d->tps, d->bytes_step / 1e9,
+		       d->flops_step / 1e9, d->bound, d->roof_steps, 100 * d->roof_frac);
 	}
 	if (o->json) {
 		json_t *runs = json_array();
@@ -362,7 +434,7 @@ static void bench_usage(FILE *f)
 	fprintf(f, "usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
 		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
-		   "         [--load-format auto|dummy] [--dtype float32|bfloat16|auto] [--threads N]\n"
+		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the checkpoint's)] [--threads N]\n"
 		   "         [--attention-backend NAME] [--output-json FILE]\n");
 }
 
@@ -379,7 +451,7 @@ static int int_arg(const char *v, const char *what, int lo, int *out, struct err
 
 int cmd_bench(int argc, char **argv)
 {
-	struct bench_opts o = {.dtype = "float32", .batches = {1}, .n_batches = 1, .in_len = 512, .out_len = 16};
+	struct bench_opts o = {.dtype = "auto", .batches = {1}, .n_batches = 1, .in_len = 512, .out_len = 16};
 	struct err e = {{0}};
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return bench_serve_main(argc - 1, argv + 1);

@@ -502,6 +502,7 @@ void model_free(struct model *m)
 
 const struct model_config *model_config(const struct model *m) { return &m->cfg; }
 size_t model_weight_bytes(const struct model *m) { return m->weight_bytes; }
+enum dtype model_act_dtype(const struct model *m) { return m->opt.act_dtype; }
 size_t model_step_weight_bytes(const struct model *m) { return m->step_weight_bytes; }
 
 void model_set_prefill_chunk(struct model *m, int ws_rows)

@@ -38,6 +38,7 @@ void model_free(struct model *m);
 const struct model_config *model_config(const struct model *m);
 /* Bytes of weights resident (for the memory report and the roofline). */
 size_t model_weight_bytes(const struct model *m);
+enum dtype model_act_dtype(const struct model *m); /* resolved activation dtype (DT_F32 or DT_BF16) */
 /* Bytes of weights the last model_forward read, each matrix (or used view) counted once:
  * the numerator of the decode roofline (routed experts count only when some token chose
  * them). */
