@@ -37,6 +37,7 @@ struct k512 {
 	int ldx;
 	const uint16_t *xb;	/* dp: bf16 tokens [nt, ldxb] */
 	int ldxb;
+	size_t pf;		/* prefetch distance (0: PF_AHEAD) */
 	__m512i tb[4];		/* dp + fp8: e4m3 magnitude (7 bits) → bf16 bits, 4 x 32 entries */
 	float out[8][TILE_T];	/* results */
 };
@@ -82,6 +83,7 @@ struct opnd {
 	const float *x;	    /* fma: token 0 */
 	const uint16_t *xb; /* dp: token 0 */
 	size_t ldx;	    /* elements between tokens */
+	size_t pf;	    /* prefetch distance in bytes along the weight rows */
 };
 
 /* One column step of the tile: acc[r][t] += W[r, c..c+step) · x[t, c..c+step). */
@@ -96,7 +98,7 @@ A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, i
 			xv[t] = _mm512_maskz_loadu_epi16(m, o.xb + (size_t)t * o.ldx + c);
 #pragma GCC unroll 8
 		for (int r = 0; r < nr; r++) {
-			_mm_prefetch(o.w + (size_t)r * o.ldw + (size_t)c * esz + PF_AHEAD, _MM_HINT_T1);
+			_mm_prefetch(o.w + (size_t)r * o.ldw + (size_t)c * esz + o.pf, _MM_HINT_T1);
 			__m512i wv = load32(dt, o.w + (size_t)r * o.ldw, (size_t)c, m, tb);
 #pragma GCC unroll 6
 			for (int t = 0; t < nt; t++)
@@ -110,7 +112,7 @@ A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, i
 #pragma GCC unroll 8
 		for (int r = 0; r < nr; r++) {
 			if (!(c & 31) || esz == 4) /* one prefetch per 64 bytes */
-				_mm_prefetch(o.w + (size_t)r * o.ldw + (size_t)c * esz + PF_AHEAD, _MM_HINT_T1);
+				_mm_prefetch(o.w + (size_t)r * o.ldw + (size_t)c * esz + o.pf, _MM_HINT_T1);
 			__m512 wv = load16(dt, o.w + (size_t)r * o.ldw, (size_t)c, (__mmask16)m);
 #pragma GCC unroll 6
 			for (int t = 0; t < nt; t++)
@@ -127,7 +129,7 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 	const size_t esz = dt == DT_F32 ? 4 : fp8 ? 1 : 2;
 	const struct opnd o = {.w = (const char *)w->data + (size_t)k->r * (size_t)w->ld * esz,
 			       .ldw = (size_t)w->ld * esz, .x = k->x, .xb = k->xb,
-			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx};
+			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx, .pf = k->pf ? k->pf : PF_AHEAD};
 	__m512i tb[4];
 	if (dp && fp8)
 		for (int q = 0; q < 4; q++)
@@ -204,12 +206,14 @@ static int tile_tokens(const struct wmat *w, bool dp)
 	return w->dtype != DT_F8_E4M3 ? TILE_T : dp ? 2 : 3;
 }
 
-/* Rows per block for a tile of nt tokens. Few tokens are bandwidth-bound: dp streams one row
- * at a time (rows 4 KB apart read side by side measured 10-25% slower on Zen 5: 36-49 vs
- * 30-44 GB/s), fma needs 8 rows to amortize the x loads over the widening; more tokens are
- * compute-bound: 4 rows x 4-6 tokens. */
+/* Rows per block for a single tile of nt tokens (several tiles: see gemm_panel_avx512). One
+ * tile is bandwidth-bound: dp streams one row at a time (rows 4 KB apart read side by side
+ * measured 10-25% slower on Zen 5), fma needs 8 rows to amortize the x loads over the
+ * widening, fp8 tiles with 3+ tokens 4 rows. */
 static int tile_rows(const struct wmat *w, int nt, bool dp)
 {
+	if (dp && w->dtype != DT_F8_E4M3)
+		return 1;
 	if (nt <= (w->dtype == DT_F8_E4M3 ? (dp ? 2 : 1) : 3))
 		return dp ? 1 : 8;
 	return 4;
@@ -254,6 +258,30 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 	default: fn = dp ? blk_dp_fp8 : blk_fma_fp8; break;
 	}
 	int tt = tile_tokens(w, dp);
+	if (dp && j->n > tt && (size_t)j->n * (size_t)k.ldxb <= sizeof xb_buf / sizeof xb_buf[0]) {
+		/* Several token tiles: every token converted once, then per block of 4 rows all
+		 * tiles, so a block's weights come from DRAM once and stay in L1 for the other
+		 * tiles, while the next block is prefetched (a block ahead) behind the compute. */
+		to_bf16(j->x, j->ldx, j->n, w->cols, xb_buf, k.ldxb);
+		const size_t esz = dtype_size(w->dtype);
+		for (int r = r0; r < r1;) {
+			int rows = r1 - r >= 4 ? 4 : 1;
+			k.r = r;
+			k.pf = (size_t)rows * (size_t)w->ld * esz;
+			for (int t0 = 0; t0 < j->n; t0 += tt) {
+				int nt = j->n - t0 < tt ? j->n - t0 : tt;
+				k.xb = xb_buf + (size_t)t0 * (size_t)k.ldxb;
+				fn(&k, rows, nt);
+				for (int t = 0; t < nt; t++) {
+					float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + r;
+					for (int rr = 0; rr < rows; rr++)
+						y[rr] = j->accumulate ? y[rr] + k.out[rr][t] : k.out[rr][t];
+				}
+			}
+			r += rows;
+		}
+		return;
+	}
 	for (int t0 = 0; t0 < j->n; t0 += tt) {
 		int nt = j->n - t0 < tt ? j->n - t0 : tt;
 		k.x = j->x + (size_t)t0 * (size_t)j->ldx;
