@@ -13,6 +13,7 @@
 #include "attn/backends.h"
 #include "attn/prefill.h"
 #include "base/log.h"
+#include "ops/cpu.h"
 #include "ops/pool.h"
 #include "ops/route.h"
 
@@ -472,9 +473,12 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		err_set(e, "model: out of memory for the %zu-byte step scratch", scratch_bytes(m));
 		goto fail;
 	}
-	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB",
+	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
+	enum ops_level lvl = ops_level_best();
+	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB, %s kernels%s",
 	      m->opt.load_dummy ? "dummy" : dir, c->num_hidden_layers, m->weight_bytes / 1e9,
-	      m->opt.act_dtype == DT_F32 ? "float32" : "bfloat16", m->arena.cap / 1e6);
+	      m->opt.act_dtype == DT_F32 ? "float32" : "bfloat16", m->arena.cap / 1e6, ops_level_name(lvl),
+	      lvl >= OPS_AVX512_BF16 && m->opt.act_dtype == DT_BF16 ? " (bf16 dot products)" : "");
 	*out = m;
 	return 0;
 fail:
