@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "ops/pool.h"
+#include "ops/scratch.h"
 
 #define PANEL GEMM_PANEL
 #define NR 4	 /* rows per register block */
@@ -341,13 +342,12 @@ static AVX2_FN void store16_avx2(float *y, const float *v, int add)
 	_mm256_storeu_ps(y + 8, b);
 }
 
-/* per-thread packing buffer of the pool workers: one work item's PANEL rows x PK_K columns
- * (128 KB, L2 resident) */
-static _Thread_local float pack_buf[PANEL * PK_K] __attribute__((aligned(64)));
+/* per-thread packing buffer: one work item's PANEL rows x PK_K columns (128 KB, L2 resident) */
+#define PACK_BUF_BYTES (sizeof(float) * PANEL * PK_K)
 
 /* Per k block: pack the item's sub-panels, then run every token tile over all of them, so a
  * tile's x (6 x PK_K floats) is reused from L1 across the panel's rows. */
-static void gemm_panel_packed(const struct gemm_job *j, int r0, int r1)
+static void gemm_panel_packed(const struct gemm_job *j, int r0, int r1, float *pack_buf)
 {
 	const struct wmat *w = j->w;
 	int nsub = (r1 - r0 + PK_R - 1) / PK_R;
@@ -404,8 +404,10 @@ static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r
 			gemm_panel_avx512(j, r0, r1, dp);
 		return;
 	}
-	if (g->lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0) {
-		gemm_panel_packed(j, r0, r1);
+	float *pack_buf;
+	if (g->lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0 &&
+	    (pack_buf = ops_scratch(OPS_SCRATCH_AVX2_PACK, PACK_BUF_BYTES))) {
+		gemm_panel_packed(j, r0, r1, pack_buf);
 		return;
 	}
 	const struct wmat *w = j->w;

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include "ops/gemm_internal.h"
+#include "ops/scratch.h"
 
 /* One target for the whole file (the shared inline kernels must match their callers): the fma
  * kernels contain no bf16 instruction (gcc emits those only for the dp intrinsics), so they
@@ -27,8 +28,9 @@
 #define PF_AHEAD 8192
 #define XB_COLS 32768 /* widest x the dp path converts (wider: the fma path) */
 
-/* one token tile of x as bf16, each row zero-padded to a multiple of 32 columns */
-static _Thread_local uint16_t xb_buf[TILE_T * XB_COLS] __attribute__((aligned(64)));
+/* per-thread x as bf16 (ops_scratch), each row zero-padded to a multiple of 32 columns: one
+ * token tile, or every token of a job when they fit */
+#define XB_ELEMS ((size_t)TILE_T * XB_COLS)
 
 struct k512 {
 	const struct wmat *w;
@@ -245,7 +247,8 @@ static A512B void fp8_table(__m512i tb[4])
 void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 {
 	const struct wmat *w = j->w;
-	if (dp && w->cols > XB_COLS)
+	uint16_t *xb_buf = NULL;
+	if (dp && (w->cols > XB_COLS || !(xb_buf = ops_scratch(OPS_SCRATCH_X_BF16, XB_ELEMS * sizeof(uint16_t)))))
 		dp = false; /* same products, fp32 path */
 	struct k512 k = {.w = w, .ldx = j->ldx, .ldxb = (w->cols + 31) / 32 * 32};
 	if (dp && w->dtype == DT_F8_E4M3)
@@ -258,7 +261,7 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 	default: fn = dp ? blk_dp_fp8 : blk_fma_fp8; break;
 	}
 	int tt = tile_tokens(w, dp);
-	if (dp && j->n > tt && (size_t)j->n * (size_t)k.ldxb <= sizeof xb_buf / sizeof xb_buf[0]) {
+	if (dp && j->n > tt && (size_t)j->n * (size_t)k.ldxb <= XB_ELEMS) {
 		/* Several token tiles: every token converted once, then per block of 4 rows all
 		 * tiles, so a block's weights come from DRAM once and stay in L1 for the other
 		 * tiles, while the next block is prefetched (a block ahead) behind the compute. */

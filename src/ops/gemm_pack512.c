@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include "ops/gemm_internal.h"
+#include "ops/scratch.h"
 
 #define A512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
 #define A512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
@@ -30,17 +31,24 @@
 
 /* The packed weights of one work item for one k block: f [NSUB][KF][SR] fp32, dp [NSUB][KP][SR]
  * bf16 pairs (64 KB) */
-static _Thread_local union {
+union pk_buf {
 	float f[NSUB * KF * SR];
 	uint32_t p[NSUB * KP * SR];
-} pk __attribute__((aligned(64)));
+};
 /* One token tile's x for the k block [TT][XS]: f an fp32 copy, dp bf16 pairs */
-static _Thread_local union {
+union xt_buf {
 	float f[TT * XS];
 	uint32_t p[TT * XS];
-} xt __attribute__((aligned(64)));
+};
 /* dp + fp8: the rows' block scale (x 2^8, see ld32) per sub-panel and segment */
-static _Thread_local float seg_sc[NSUB][MAX_SEG][SR] __attribute__((aligned(64)));
+typedef float seg_sc_buf[NSUB][MAX_SEG][SR];
+/* this thread's buffers (ops_scratch: not static TLS, see ops/scratch.h), set per work item */
+static _Thread_local union pk_buf *pk_p;
+static _Thread_local union xt_buf *xt_p;
+static _Thread_local seg_sc_buf *seg_sc_p;
+#define pk (*pk_p)
+#define xt (*xt_p)
+#define seg_sc (*seg_sc_p)
 
 /* prefetch into L2; integer arithmetic, as the address may lie past the array (harmless) */
 static inline void pf_l2(const void *p, ptrdiff_t off)
@@ -513,7 +521,12 @@ int gemm_pack512_min_tokens(enum dtype dt, bool dp)
 void gemm_panel_packed_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 {
 	CHECK(r1 - r0 <= GEMM_PANEL);
-	if (dp)
+	pk_p = ops_scratch(OPS_SCRATCH_PACK512_W, sizeof(union pk_buf));
+	xt_p = ops_scratch(OPS_SCRATCH_PACK512_X, sizeof(union xt_buf));
+	seg_sc_p = ops_scratch(OPS_SCRATCH_PACK512_SC, sizeof(seg_sc_buf));
+	if (!pk_p || !xt_p || !seg_sc_p) /* out of memory: the register-blocked kernels need none */
+		gemm_panel_avx512(j, r0, r1, dp);
+	else if (dp)
 		panel_dp(j, r0, r1);
 	else
 		panel_f(j, r0, r1);

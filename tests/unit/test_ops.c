@@ -1,6 +1,7 @@
 /* Kernels: GEMM per weight dtype and dispatch level against a naive reference, RoPE / YaRN
  * numbers from the spec (A.6), MoE routing (A.7), small vector ops. */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,52 @@ static void test_fp8_all_bytes(void)
 	}
 }
 
+/* Kernels keep their big scratch per thread on the heap (ops/scratch.h), not in static TLS:
+ * a thread with a small stack (the bench's request waiters use 512 KB, static TLS included)
+ * must start, and every GEMM path must run in it. */
+struct small_stack_run {
+	double err;
+};
+
+static void *gemm_small_stack(void *arg)
+{
+	struct small_stack_run *r = arg;
+	struct wbuf b;
+	wbuf_make(&b, DT_BF16, 70, 600);
+	float *x = malloc(sizeof(float) * 64 * 600), *y = malloc(sizeof(float) * 64 * 70), *ref = malloc(sizeof(float) * 64 * 70);
+	for (int i = 0; i < 64 * 600; i++)
+		x[i] = frand();
+	ops_round_bf16(x, 64 * 600);
+	gemm_naive(&b.w, x, 600, 64, ref, 70);
+	r->err = 0;
+	int ns[] = {1, 5, 16, 64}; /* single tile, row blocks, packed */
+	for (int xbf = 0; xbf < 2; xbf++)
+		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+			struct gemm_job j = {.w = &b.w, .x = x, .ldx = 600, .y = y, .ldy = 70, .n = ns[i], .x_bf16 = xbf};
+			ops_gemm_multi(NULL, 1, &j);
+			r->err = fmax(r->err, rel_err(y, ref, ns[i], 70, 70));
+		}
+	free(x), free(y), free(ref);
+	wbuf_free(&b);
+	return NULL;
+}
+
+static void test_gemm_in_small_stack_thread(void)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_t th;
+	struct small_stack_run r = {.err = 1};
+	int rc = pthread_create(&th, &attr, gemm_small_stack, &r);
+	pthread_attr_destroy(&attr);
+	EXPECTF(rc == 0, "pthread_create with a 256 KB stack failed: %d", rc);
+	if (rc)
+		return;
+	pthread_join(th, NULL);
+	EXPECTF(r.err < 2e-6, "GEMM in a small-stack thread: rel err %g", r.err);
+}
+
 static void test_dispatch_level(void)
 {
 	/* the dispatcher finds what the CPU has (unless MLASERVE_CPU_LEVEL caps it) */
@@ -529,7 +576,7 @@ int main(int argc, char **argv)
 	static const struct test_case cases[] = {
 		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
 		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes),
-		T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
+		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
 		T(test_route_group_max_softmax), T(test_vec_ops),
 	};
