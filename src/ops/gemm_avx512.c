@@ -5,8 +5,9 @@
  *   dp:  bf16 x (exact copies of bf16-valued activations), bf16 weights used as they are or
  *        fp8 decoded exactly to bf16, vdpbf16ps (32 columns per step: exact products, fp32
  *        sums).
- * Tiles: 1 (dp) or 8 (fma) rows x 1-3 tokens, or 4 rows x 4-6 tokens (24 accumulators of the
- * 32 registers).
+ * Tiles of up to 6 tokens (24 accumulators of the 32 registers): a job with one tile streams
+ * 1 row (dp) or 8 rows (fma) at a time; a job with several runs all its tiles per 4-row block
+ * (gemm_panel_avx512).
  * fp8 weights are summed per 128-column scale block into a second set of accumulators, so
  * their tiles are smaller. Column tails use masked loads (never read past a row). */
 #include <immintrin.h>
@@ -211,7 +212,7 @@ static int tile_tokens(const struct wmat *w, bool dp)
 /* Rows per block for a single tile of nt tokens (several tiles: see gemm_panel_avx512). One
  * tile is bandwidth-bound: dp streams one row at a time (rows 4 KB apart read side by side
  * measured 10-25% slower on Zen 5), fma needs 8 rows to amortize the x loads over the
- * widening, fp8 tiles with 3+ tokens 4 rows. */
+ * widening, fp8 fma tiles of 2-3 tokens 4 rows. */
 static int tile_rows(const struct wmat *w, int nt, bool dp)
 {
 	if (dp && w->dtype != DT_F8_E4M3)
