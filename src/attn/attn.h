@@ -60,6 +60,7 @@ struct attn_decode_args {
 	float *lse;	  /* [n_decode_tokens, n_heads], natural log; -inf for an empty shard */
 	struct pool *pool;
 	struct arena *scratch; /* per-step arena for temporaries */
+	bool q_bf16;	       /* every q value is a bf16 (bf16 activations): see mqa_job */
 };
 
 struct attn_backend {

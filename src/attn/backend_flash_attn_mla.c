@@ -75,6 +75,7 @@ static void famla_item_run(void *vctx, int begin, int end, int tid)
 			.layer = a->layer,
 			.bt = m->block_table + (size_t)i * m->max_blocks,
 			.scale = a->scale,
+			.q_bf16 = a->q_bf16,
 			.q = a->q + tok * H * row,
 			.n_tok = it->n_tok,
 			.n_heads = H,

@@ -30,7 +30,8 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +    /* converted keys */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK * sizeof(float)) + /* scores */
 	       3 * align64((size_t)MQA_KEY_BLOCK * sizeof(float *)) +     /* key row pointers */
-	       4 * align64((size_t)max_rows * sizeof(float));             /* m, l, alpha, n */
+	       4 * align64((size_t)max_rows * sizeof(float)) +            /* m, l, alpha, n */
+	       align64((size_t)max_rows * row * sizeof(uint16_t));        /* q as bf16 */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
@@ -336,6 +337,12 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	float *alpha = (float *)p;
 	p += align64((size_t)nr * sizeof(float));
 	int *nvis = (int *)p;
+	p += align64((size_t)nr * sizeof(float));
+	uint16_t *qb = (uint16_t *)p;
+	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows */
+	bool dp = level >= OPS_AVX512_BF16 && jb->q_bf16 && kv->dtype == DT_BF16;
+	if (dp)
+		mqa512_to_bf16(qb, jb->q, nr * row);
 
 	int kmax = 0;
 	for (int t = 0; t < jb->n_tok; t++)
@@ -384,7 +391,11 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			nvis[i] = nv > nk ? nk : nv;
 		}
 		if (avx512) {
-			mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
+			if (dp) /* after the swap nx holds this block's cache rows */
+				mqa512_scores_dp(qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s, cur, nn,
+						 (int)rb);
+			else
+				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, nr, nk, nvis, m, l, alpha);
 			mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
 			continue;

@@ -5,6 +5,7 @@
 #ifndef MLA_ATTN_MQA_H
 #define MLA_ATTN_MQA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,8 @@ struct mqa_job {
 	int k_begin, k_end;    /* key range of this piece (local indices) */
 	float *out;	       /* [n_tok, n_heads, kv_lora_rank] */
 	float *lse;	       /* [n_tok, n_heads] */
+	bool q_bf16;	       /* every q value is a bf16: with a bf16 cache the scores may run
+				* bf16 dot products (exact products, fp32 sums) */
 };
 
 /* CPUs this process may run on (sizes the split-KV partitions). */

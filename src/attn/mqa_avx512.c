@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "attn/mqa.h"
 
@@ -302,6 +303,97 @@ AVX512 void mqa512_accum(float *out, int nr, int dv, const float *alpha, const f
 				acc_rows(2, o, dv, al, p, kp, n, d, 0, m0, m1, m2, m3);
 			else
 				acc_rows(1, o, dv, al, p, kp, n, d, 0, m0, m1, m2, m3);
+		}
+	}
+}
+
+/* ---- bf16 scores (AVX512_BF16): q and the cached keys both bf16, vdpbf16ps ---- */
+
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#define INLINE_BF16 BF16 static inline __attribute__((always_inline))
+
+BF16 void mqa512_to_bf16(uint16_t *dst, const float *src, int n)
+{
+	int i = 0;
+	for (; i + 32 <= n; i += 32)
+		_mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16),
+									 _mm512_loadu_ps(src + i)));
+	for (; i < n; i++) { /* exact: the values are bf16 already */
+		float f = src[i];
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		dst[i] = (uint16_t)(u >> 16);
+	}
+}
+
+#define DP_STEP(LD)                                                                         \
+	do {                                                                                \
+		__m512bh y0 = LD(k0 + d), y1 = LD(k1 + d), y2 = LD(k2 + d), y3 = LD(k3 + d); \
+		__m512bh x = LD(q0 + d);                                                    \
+		a00 = _mm512_dpbf16_ps(a00, x, y0), a01 = _mm512_dpbf16_ps(a01, x, y1);     \
+		a02 = _mm512_dpbf16_ps(a02, x, y2), a03 = _mm512_dpbf16_ps(a03, x, y3);     \
+		x = LD(q1 + d);                                                             \
+		a10 = _mm512_dpbf16_ps(a10, x, y0), a11 = _mm512_dpbf16_ps(a11, x, y1);     \
+		a12 = _mm512_dpbf16_ps(a12, x, y2), a13 = _mm512_dpbf16_ps(a13, x, y3);     \
+		x = LD(q2 + d);                                                             \
+		a20 = _mm512_dpbf16_ps(a20, x, y0), a21 = _mm512_dpbf16_ps(a21, x, y1);     \
+		a22 = _mm512_dpbf16_ps(a22, x, y2), a23 = _mm512_dpbf16_ps(a23, x, y3);     \
+		x = LD(q3 + d);                                                             \
+		a30 = _mm512_dpbf16_ps(a30, x, y0), a31 = _mm512_dpbf16_ps(a31, x, y1);     \
+		a32 = _mm512_dpbf16_ps(a32, x, y2), a33 = _mm512_dpbf16_ps(a33, x, y3);     \
+	} while (0)
+#define LOADU16(p) ((__m512bh)_mm512_loadu_si512(p))
+#define LOADM16(p) ((__m512bh)_mm512_maskz_loadu_epi16(tm, p))
+
+INLINE_BF16 __m512 dot4x4_dp(const uint16_t *q0, const uint16_t *q1, const uint16_t *q2, const uint16_t *q3,
+			     const uint16_t *k0, const uint16_t *k1, const uint16_t *k2, const uint16_t *k3, int n,
+			     struct pf_cursor *pc, int pn)
+{
+	__m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+	__m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+	__m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+	__m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+	int d = 0, st = n >= 32 ? n / 32 : 1, pk = (pn + st - 1) / st; /* lines per step */
+	for (; d + 32 <= n; d += 32) {
+		for (int e = 0; e < pk && pn > 0; e++, pn--)
+			pf_next(pc);
+		DP_STEP(LOADU16);
+	}
+	if (d < n) {
+		__mmask32 tm = (__mmask32)((1u << (n - d)) - 1);
+		DP_STEP(LOADM16);
+	}
+	__m512 w0 = fold128(fold256(a00, a10), fold256(a20, a30));
+	__m512 w1 = fold128(fold256(a01, a11), fold256(a21, a31));
+	__m512 w2 = fold128(fold256(a02, a12), fold256(a22, a32));
+	__m512 w3 = fold128(fold256(a03, a13), fold256(a23, a33));
+	return fold32(fold64(w0, w1), fold64(w2, w3));
+}
+
+BF16 void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *const *kr, int nk, float scale,
+			   float *s, const void *const *pf, int npf, int pf_bytes)
+{
+	__m512 sc = _mm512_set1_ps(scale);
+	struct pf_cursor pc = {pf, npf, 0, pf_bytes, 0};
+	int lines = npf * ((pf_bytes + 63) / 64), tiles = ((nk + 3) / 4) * ((nr + 3) / 4);
+	int per = (lines + tiles - 1) / tiles;
+	for (int j = 0; j < nk; j += 4) {
+		int kc = nk - j < 4 ? nk - j : 4;
+		const uint16_t *k0 = kr[j], *k1 = kr[j + (kc > 1)], *k2 = kr[j + (kc > 2) * 2], *k3 = kr[j + (kc > 3) * 3];
+		for (int i = 0; i < nr; i += 4) {
+			int rc = nr - i < 4 ? nr - i : 4;
+			const uint16_t *q0 = q + (size_t)i * row, *q1 = q0 + (size_t)(rc > 1) * row;
+			const uint16_t *q2 = q0 + (size_t)(rc > 2) * 2 * row;
+			const uint16_t *q3 = q0 + (size_t)(rc > 3) * 3 * row;
+			int pn = per < lines ? per : lines;
+			lines -= pn;
+			__m512 r = _mm512_mul_ps(dot4x4_dp(q0, q1, q2, q3, k0, k1, k2, k3, row, &pc, pn), sc);
+			float *o = s + (size_t)i * KB + j;
+			float t[16];
+			_mm512_storeu_ps(t, r);
+			for (int a = 0; a < rc; a++)
+				for (int c = 0; c < kc; c++)
+					o[a * KB + c] = t[4 * a + c];
 		}
 	}
 }

@@ -10,6 +10,12 @@ void mqa512_bf16_row(float *dst, const uint16_t *src, int n);
  * prefetches the pf_bytes of each of pf[0:npf] (the next block's rows), spread out. */
 void mqa512_scores(const float *q, int nr, int row, const float *const *kp, int nk, float scale,
 		   float *s, const void *const *pf, int npf, int pf_bytes);
+/* AVX512_BF16: dst[0:n] = src as bf16 (exact for bf16-valued src). */
+void mqa512_to_bf16(uint16_t *dst, const float *src, int n);
+/* mqa512_scores with bf16 q rows (`row` apart) and bf16 key rows kr[j]: vdpbf16ps, exact
+ * products, fp32 sums. */
+void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *const *kr, int nk, float scale,
+		      float *s, const void *const *pf, int npf, int pf_bytes);
 /* Online-softmax update of a block: for rows with nvis[i] > 0, s[i][0:nvis) becomes
  * exp(s - m_new), s[i][nvis:nk) 0, m/l updated, alpha[i] = exp(m_old - m_new); rows with
  * nvis[i] <= 0 get alpha 1 and a zero row, so they may join a value pass unchanged. */

@@ -272,7 +272,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		act_round(m, qd, (size_t)td * H * row);
 		if (W == 1) {
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
-						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena};
+						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena,
+						      .q_bf16 = m->opt.act_dtype == DT_BF16};
 			backend->decode(&da);
 		} else {
 			/* DCP (mla-dcp-spec §4.4-4.5): the group's heads attend this rank's KV shard,
@@ -285,7 +286,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			if (comm_dcp_allgather_inner(cm, qd, (size_t)td, (size_t)H * row, qg, e))
 				return err_prefix(e, "layer %d: dcp q all-gather", li);
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
-						      .q = qg, .out = og, .lse = lg, .pool = pool, .scratch = &m->arena};
+						      .q = qg, .out = og, .lse = lg, .pool = pool, .scratch = &m->arena,
+						      .q_bf16 = m->opt.act_dtype == DT_BF16};
 			backend->decode(&da);
 			if (comm_dcp_allgather(cm, lg, (size_t)td * Hg, lses, e))
 				return err_prefix(e, "layer %d: dcp lse all-gather", li);

@@ -12,6 +12,7 @@
 #include "attn/kv_cache.h"
 #include "attn/mqa.h"
 #include "harness.h"
+#include "ops/vec.h"
 #include "ops/pool.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -635,7 +636,7 @@ static void test_split_combine_matches_unsplit(void)
 
 /* One MQA tile at `lv` into o [15 or 48 rows, Lkv] and l. */
 static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops_level lv,
-			float *o, float *l)
+			float *o, float *l, bool q_bf16)
 {
 	/* token 0 sees no key of the last blocks; keys [6, 203): the last block has 5 */
 	int32_t vis[3] = {150, 202, 203};
@@ -643,7 +644,8 @@ static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops
 	/* scores of a few units: peaked, yet the LSE small enough for 1e-5 */
 	struct mqa_job j = {.kv = &sh->kv, .layer = 1, .bt = sh->bt,
 			    .scale = 2.0f / sqrtf((float)w->row), .q = w->qbuf, .n_tok = 3,
-			    .n_heads = H, .vis = vis, .k_begin = 6, .k_end = 203, .out = o, .lse = l};
+			    .n_heads = H, .vis = vis, .k_begin = 6, .k_end = 203, .out = o, .lse = l,
+			    .q_bf16 = q_bf16};
 	mqa_run_at(&j, ws, lv);
 	free(ws);
 }
@@ -651,11 +653,13 @@ static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops
 static void test_kernel_levels_agree(void)
 {
 	/* every kernel level up to the best against the portable one: odd and real dims, fp32
-	 * and bf16, 15 rows (partial 4-row groups mixing tokens) and 48 */
+	 * and bf16, 15 rows (partial 4-row groups mixing tokens) and 48; and q rounded to bf16
+	 * and declared so (bf16 dot-product scores on a bf16 cache at avx512_bf16) */
 	int dims[2][3] = {{36, 5, 5}, {512, 64, 16}};
 	for (int di = 0; di < 2; di++)
 		for (int dt = 0; dt < 2; dt++)
-			for (int H = 5; H <= 16; H += 11) {
+			for (int H = 5; H <= 16; H += 11)
+			for (int qb = 0; qb < 2; qb++) {
 				struct batch_spec s = {.n_seqs = 1, .L = {203}, .q = {3}, .H = H,
 						       .Lkv = dims[di][0], .R = dims[di][1],
 						       .bs = dims[di][2], .dt = dt ? DT_BF16 : DT_F32};
@@ -664,14 +668,16 @@ static void test_kernel_levels_agree(void)
 				struct shard sh;
 				shard_make(&sh, &w, 1, 0, 1, 0, NULL);
 				int nr = 3 * H;
+				if (qb)
+					ops_round_bf16(w.qbuf, (int64_t)nr * w.row);
 				size_t no = (size_t)nr * s.Lkv;
 				float *o0 = malloc(no * 4), *o = malloc(no * 4), l0[48], l[48];
-				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0);
+				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0, qb);
 				for (int lv = 1; lv <= (int)ops_level_best(); lv++) {
-					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l);
+					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l, qb);
 					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
-					EXPECTF(d <= 1e-5 && dl <= 1e-5, "%s H %d Lkv %d dt %d: %g %g",
-						ops_level_name((enum ops_level)lv), H, s.Lkv, dt, d, dl);
+					EXPECTF(d <= 1e-5 && dl <= 1e-5, "%s H %d Lkv %d dt %d q_bf16 %d: %g %g",
+						ops_level_name((enum ops_level)lv), H, s.Lkv, dt, qb, d, dl);
 				}
 				free(o0), free(o);
 				shard_free(&sh);
