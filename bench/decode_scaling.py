@@ -20,30 +20,6 @@ import sys
 import tempfile
 
 
-def decode_flops_per_token(c, ctx):
-    """FLOPs of one decode token: every linear it multiplies (2 per weight), the absorbed MLA
-    attention over ctx latent rows (q.k over kv_lora_rank + rope, p.v over kv_lora_rank), the
-    router and one lm_head row. Embedding lookups are free."""
-    H, dn, dr, dv = c["num_attention_heads"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
-    D, Lkv = c["hidden_size"], c["kv_lora_rank"]
-    Lq = c.get("q_lora_rank") or 0
-    q = Lq * D + H * (dn + dr) * Lq if Lq else H * (dn + dr) * D
-    attn_lin = q + (Lkv + dr) * D + H * (dn + dv) * Lkv + D * H * dv
-    per_tok = 0
-    first_dense = c.get("first_k_dense_replace", 0)
-    freq = c.get("moe_layer_freq", 1) or 1
-    for i in range(c["num_hidden_layers"]):
-        per_tok += attn_lin
-        moe = c.get("n_routed_experts") and i >= first_dense and i % freq == 0
-        if moe:
-            per_tok += 3 * D * c["moe_intermediate_size"] * (c["num_experts_per_tok"] + (c.get("n_shared_experts") or 0))
-            per_tok += D * c["n_routed_experts"]
-        else:
-            per_tok += 3 * D * c["intermediate_size"]
-    attn = c["num_hidden_layers"] * 2.0 * H * ((Lkv + dr) + Lkv) * ctx
-    return 2.0 * per_tok + attn + 2.0 * D * c["vocab_size"]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -60,7 +36,6 @@ def main():
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     a.extra = extra
-    cfg = json.load(open(os.path.join(a.config, "config.json")))
     runs = []
     for f in a.from_json or []:
         runs.append(json.load(open(f)))
@@ -86,9 +61,10 @@ def main():
         # processes slows some runs (and the peak measurement), never speeds them up
         step = min(steps)
         wbytes = statistics.median(r["runs"][i]["weight_bytes_per_step"] for r in runs)
-        # the step's FLOPs as bench latency counts them (mean context over the steps); older
-        # reports without the field: the same formula here
-        flops = runs[0]["runs"][i].get("flops_per_step") or B * decode_flops_per_token(cfg, a.context + a.steps / 2)
+        # the step's FLOPs as bench latency counts them (decode_flops in cmd_bench.c)
+        if "flops_per_step" not in runs[0]["runs"][i]:
+            sys.exit("decode_scaling.py: the report has no flops_per_step (made by an older mlaserve): rerun it")
+        flops = runs[0]["runs"][i]["flops_per_step"]
         t_bw = wbytes / (bw * 1e9) * 1e3
         t_fl = flops / (peak * 1e9) * 1e3
         bound = max(t_bw, t_fl)

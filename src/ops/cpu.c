@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+
 static enum ops_level probe(void)
 {
 	__builtin_cpu_init();
@@ -18,10 +20,16 @@ static enum ops_level probe(void)
 		}
 	}
 	const char *cap = getenv("MLASERVE_CPU_LEVEL");
-	if (cap)
-		for (int i = 0; i < OPS_N_LEVELS; i++)
-			if (!strcmp(cap, ops_level_name((enum ops_level)i)) && i < (int)l)
-				l = (enum ops_level)i;
+	if (cap && *cap) {
+		int i = 0;
+		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
+			i++;
+		if (i == OPS_N_LEVELS)
+			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16): "
+				     "ignored, using %s", cap, ops_level_name(l));
+		else if (i < (int)l)
+			l = (enum ops_level)i;
+	}
 	return l;
 }
 

@@ -245,6 +245,16 @@ static A512B void fp8_table(__m512i tb[4])
 	}
 }
 
+/* y[t0 + t][r + rr] (+)= k->out[rr][t] for a tile's nt tokens and `rows` rows */
+static void store_tile(const struct gemm_job *j, const struct k512 *k, int t0, int nt, int r, int rows)
+{
+	for (int t = 0; t < nt; t++) {
+		float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + r;
+		for (int rr = 0; rr < rows; rr++)
+			y[rr] = j->accumulate ? y[rr] + k->out[rr][t] : k->out[rr][t];
+	}
+}
+
 void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 {
 	const struct wmat *w = j->w;
@@ -276,11 +286,7 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 				int nt = j->n - t0 < tt ? j->n - t0 : tt;
 				k.xb = xb_buf + (size_t)t0 * (size_t)k.ldxb;
 				fn(&k, rows, nt);
-				for (int t = 0; t < nt; t++) {
-					float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + r;
-					for (int rr = 0; rr < rows; rr++)
-						y[rr] = j->accumulate ? y[rr] + k.out[rr][t] : k.out[rr][t];
-				}
+				store_tile(j, &k, t0, nt, r, rows);
 			}
 			r += rows;
 		}
@@ -298,11 +304,7 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 			int rows = r1 - r >= nr ? nr : 1; /* a panel's last rows one at a time */
 			k.r = r;
 			fn(&k, rows, nt);
-			for (int t = 0; t < nt; t++) {
-				float *y = j->y + (size_t)(t0 + t) * (size_t)j->ldy + r;
-				for (int rr = 0; rr < rows; rr++)
-					y[rr] = j->accumulate ? y[rr] + k.out[rr][t] : k.out[rr][t];
-			}
+			store_tile(j, &k, t0, nt, r, rows);
 			r += rows;
 		}
 	}
