@@ -124,8 +124,30 @@ void ops_topk(const float *x, int n, int k, int *idx)
 	}
 }
 
+/* f32_to_bf16 on 8 lanes: round to nearest even, NaN kept quiet */
+static AVX2_FN void round_bf16_avx2(float *x, int64_t n)
+{
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+	const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+	const __m256i hi = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x400000);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+		__m256i r = _mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+		r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+		_mm256_storeu_si256((__m256i *)(x + i), _mm256_and_si256(r, hi));
+	}
+	for (; i < n; i++)
+		x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 void ops_round_bf16(float *x, int64_t n)
 {
+	if (ops_level_best() >= OPS_AVX2) {
+		round_bf16_avx2(x, n);
+		return;
+	}
 	for (int64_t i = 0; i < n; i++)
 		x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }

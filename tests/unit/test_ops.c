@@ -568,6 +568,37 @@ static void test_vec_ops(void)
 	EXPECT_NEAR(o, 0.7 / (1 + exp(-0.7)) * 2, 1e-6);
 }
 
+/* ops_round_bf16 (vectorized where the CPU allows) equals f32_to_bf16 bit for bit: ties to
+ * even both ways, the largest finite values rounding to infinity, infinities, NaNs kept
+ * quiet, denormals, and a tail shorter than a vector. */
+static void test_round_bf16_specials(void)
+{
+	uint32_t bits[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
+			   0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+			   0xffa00001u, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u, 0x4b7fffffu,
+			   0xc0490fdbu, 0x3eaaaaabu, 0x7f7f8000u};
+	enum { N = sizeof bits / sizeof bits[0] };
+	float x[N + 40], want[N + 40];
+	for (int i = 0; i < N + 40; i++) {
+		uint32_t u = i < N ? bits[i] : (uint32_t)(frand() * 2147483647.0f) ^ (uint32_t)i << 20;
+		memcpy(&x[i], &u, 4);
+		want[i] = bf16_to_f32(f32_to_bf16(x[i]));
+	}
+	for (int n = 1; n <= N + 40; n += 7) {
+		float y[N + 40];
+		memcpy(y, x, sizeof y);
+		ops_round_bf16(y, n);
+		for (int i = 0; i < N + 40; i++) {
+			uint32_t a, b;
+			memcpy(&a, &y[i], 4);
+			memcpy(&b, i < n ? &want[i] : &x[i], 4);
+			uint32_t in;
+			memcpy(&in, &x[i], 4);
+			EXPECTF(a == b, "n=%d i=%d: %08x -> %08x, want %08x", n, i, in, a, b);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct err e;
@@ -578,7 +609,7 @@ int main(int argc, char **argv)
 		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes),
 		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
-		T(test_route_group_max_softmax), T(test_vec_ops),
+		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
