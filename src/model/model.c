@@ -13,8 +13,10 @@
 #include "attn/backends.h"
 #include "attn/prefill.h"
 #include "base/log.h"
+#include "base/mono.h"
 #include "ops/cpu.h"
 #include "ops/pool.h"
+#include "ops/prepack.h"
 #include "ops/route.h"
 
 #define BLK 128
@@ -277,6 +279,48 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 	return 0;
 }
 
+/* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
+ * buffer; w->data stays valid (the mapping, or the dummy buffer) for the other paths. */
+static int prepack(struct model *m, struct wmat *w, size_t *bytes, struct err *e)
+{
+	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
+		return 0;
+	uint32_t *d = own(m, prepack_bytes(w));
+	if (!d)
+		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
+	prepack_bf16(w, d, m->opt.pool);
+	*bytes += prepack_bytes(w);
+	return 0;
+}
+
+/* Every GEMM weight of the step (not the embedding table, which is indexed by row) */
+static int prepack_all(struct model *m, struct err *e)
+{
+	size_t bytes = 0;
+	double t0 = mono_now_s();
+	if (prepack(m, &m->lm_head, &bytes, e))
+		return -1;
+	for (int i = 0; i < m->cfg.num_hidden_layers; i++) {
+		struct layer_weights *l = &m->layers[i];
+		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
+				     &l->gate, &l->up, &l->down, &l->router};
+		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+			if (prepack(m, ws[k], &bytes, e))
+				return -1;
+		for (int h = 0; h < m->n_heads_local; h++)
+			if (prepack(m, &l->uk_t[h], &bytes, e))
+				return -1;
+		for (int x = 0; l->moe && x < m->cfg.n_routed_experts; x++)
+			if (prepack(m, &l->e_gate[x], &bytes, e) || prepack(m, &l->e_up[x], &bytes, e) ||
+			    prepack(m, &l->e_down[x], &bytes, e))
+				return -1;
+	}
+	if (bytes)
+		LOG_I("model", "packed %.2f GB of bf16 weights for the bf16 dot-product kernels in %.1f s", bytes / 1e9,
+		      mono_now_s() - t0);
+	return 0;
+}
+
 static int load_layer(struct model *m, int i, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
@@ -469,6 +513,8 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	}
 	if (tty)
 		fprintf(stderr, "\n");
+	if (prepack_all(m, e))
+		goto fail;
 	if (arena_init(&m->arena, scratch_bytes(m))) {
 		err_set(e, "model: out of memory for the %zu-byte step scratch", scratch_bytes(m));
 		goto fail;

@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "ops/pool.h"
+#include "ops/prepack.h"
 #include "ops/scratch.h"
 
 #define PANEL GEMM_PANEL
@@ -26,6 +27,9 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 	v.cols = nc;
 	v.row0 = w->row0 + r0;
 	v.col0 = w->col0 + c0;
+	v.packed = NULL;
+	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0 && nc == w->cols)
+		v.packed = w->packed + (size_t)(r0 / PREPACK_ROWS) * (size_t)((w->cols + 1) / 2) * PREPACK_ROWS;
 	return v;
 }
 
@@ -390,12 +394,22 @@ struct gemm_ctx {
 	const struct gemm_job *jobs;
 	int n_jobs;
 	int first_item[MAX_JOBS + 1]; /* prefix sums of panels per job */
+	/* prepacked jobs: x as bf16 rows (NULL: not prepacked), converted once per call */
+	const uint16_t *xb[MAX_JOBS];
+	int ldxb[MAX_JOBS];
+	/* the conversions to do: job index per conversion, prefix sums of their tokens */
+	int n_conv, conv_job[MAX_JOBS], conv_first[MAX_JOBS + 1];
 };
 
 typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
 
-static void gemm_panel(const struct gemm_ctx *g, const struct gemm_job *j, int r0, int r1)
+static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
+	const struct gemm_job *j = &g->jobs[ji];
+	if (g->xb[ji]) {
+		gemm_panel_prepacked512(j, g->xb[ji], g->ldxb[ji], r0, r1);
+		return;
+	}
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
 		bool dp = gemm_use_dp(g->lvl, j);
 		if (j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
@@ -505,8 +519,66 @@ static void gemm_items(void *arg, int begin, int end, int tid)
 		const struct gemm_job *j = &g->jobs[lo];
 		int r0 = (it - g->first_item[lo]) * job_panel(j);
 		int r1 = r0 + job_panel(j) < j->w->rows ? r0 + job_panel(j) : j->w->rows;
-		gemm_panel(g, j, r0, r1);
+		gemm_panel(g, lo, r0, r1);
 	}
+}
+
+/* tokens [begin, end) of all conversions (prefix sums conv_first) → their jobs' xb */
+static void convert_x(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	const struct gemm_ctx *g = arg;
+	int c = 0;
+	while (g->conv_first[c + 1] <= begin)
+		c++;
+	for (int t = begin; t < end;) {
+		while (g->conv_first[c + 1] <= t)
+			c++;
+		const struct gemm_job *j = &g->jobs[g->conv_job[c]];
+		int t0 = t - g->conv_first[c], t1 = (end < g->conv_first[c + 1] ? end : g->conv_first[c + 1]) - g->conv_first[c];
+		gemm_x_to_bf16(j->x, j->ldx, t0, t1, j->w->cols, (uint16_t *)g->xb[g->conv_job[c]], g->ldxb[g->conv_job[c]]);
+		t += t1 - t0;
+	}
+}
+
+/* Jobs on prepacked weights get their x as bf16 rows, converted once per call over the
+ * pool (jobs with the same x, like the MoE gate and up, share one conversion); on the
+ * calling thread's scratch. Without memory, the jobs take the unpacked kernels. */
+static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
+{
+	size_t total = 0, off[MAX_JOBS];
+	g->n_conv = 0;
+	g->conv_first[0] = 0;
+	for (int i = 0; i < g->n_jobs; i++) {
+		const struct gemm_job *j = &g->jobs[i];
+		g->xb[i] = NULL;
+		off[i] = SIZE_MAX;
+		if (g->lvl < OPS_AVX512_BF16 || !j->w->packed || !j->x_bf16 || j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
+			continue;
+		g->ldxb[i] = gemm_prepacked_ldxb(j->w->cols);
+		for (int k = 0; k < i && off[i] == SIZE_MAX; k++) /* same x already converted */
+			if (off[k] != SIZE_MAX && g->jobs[k].x == j->x && g->jobs[k].ldx == j->ldx &&
+			    g->jobs[k].n >= j->n && g->jobs[k].w->cols == j->w->cols)
+				off[i] = off[k];
+		if (off[i] != SIZE_MAX)
+			continue;
+		off[i] = total;
+		total += (size_t)j->n * (size_t)g->ldxb[i];
+		g->conv_job[g->n_conv] = i;
+		g->conv_first[g->n_conv + 1] = g->conv_first[g->n_conv] + j->n;
+		g->n_conv++;
+	}
+	if (!g->n_conv)
+		return;
+	uint16_t *buf = ops_scratch(OPS_SCRATCH_PREPACK_X, total * sizeof(uint16_t));
+	if (!buf)
+		return;
+	for (int i = 0; i < g->n_jobs; i++)
+		if (off[i] != SIZE_MAX)
+			g->xb[i] = buf + off[i];
+	int tokens = g->conv_first[g->n_conv];
+	int nt = p ? pool_size(p) : 1;
+	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), convert_x, g);
 }
 
 void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs)
@@ -522,6 +594,7 @@ void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const str
 			int np = (j->n > 0 && j->w->rows > 0) ? (j->w->rows + job_panel(j) - 1) / job_panel(j) : 0;
 			g.first_item[i + 1] = g.first_item[i] + np;
 		}
+		prepare_prepacked(&g, p);
 		atomic_init(&g.claimed, 0);
 		atomic_init(&g.front, 0);
 		atomic_init(&g.back, 0);

@@ -53,4 +53,12 @@ void gemm_panel_packed_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 /* the AVX-512 driver takes the packed path from this many tokens (per weight dtype) */
 int gemm_pack512_min_tokens(enum dtype dt, bool dp);
 
+/* gemm_prepacked512.c: weights packed at load (w->packed, ops/prepack.h), any token count;
+ * x as bf16 rows xb [n, ldxb] (gemm_x_to_bf16, ldxb = gemm_prepacked_ldxb(cols)). r0 is a
+ * multiple of PREPACK_ROWS. */
+void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
+int gemm_prepacked_ldxb(int cols);
+/* tokens [t0, t1) of x [n, ldx] (bf16-exact values) → xb, zero past cols */
+void gemm_x_to_bf16(const float *x, int ldx, int t0, int t1, int cols, uint16_t *xb, int ldxb);
+
 #endif

@@ -13,6 +13,7 @@ enum ops_scratch_id {
 	OPS_SCRATCH_PACK512_W,	/* gemm_pack512.c: packed weights */
 	OPS_SCRATCH_PACK512_X,	/* gemm_pack512.c: x tile */
 	OPS_SCRATCH_PACK512_SC, /* gemm_pack512.c: fp8 segment scales */
+	OPS_SCRATCH_PREPACK_X,	/* gemm.c: x as bf16 for the prepacked kernel */
 	OPS_SCRATCH_N
 };
 

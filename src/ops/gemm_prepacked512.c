@@ -1,0 +1,125 @@
+/* AVX512_BF16 GEMM on weights packed at load (layout: ops/prepack.h), for any token count.
+ * Per 32-row block and k chunk of KP pairs, every token tile of up to TT tokens runs an
+ * outer-product micro-kernel: per pair step two weight loads (32 rows), nt broadcasts of an x
+ * pair and 2·nt vdpbf16ps into 2·nt accumulators (24 at nt = 12); no conversion, transpose
+ * or horizontal sum in the loop. Measured in L2 on Zen 5: ~100% of the one-thread dp peak
+ * from 8 tokens on, against 55-70% for the row-dot kernels.
+ *
+ * Streaming from DRAM, the tiles after the first re-read the chunk from L1/L2 while no miss
+ * is outstanding, so each tile prefetches its share of the NEXT chunk (which follows in
+ * memory: blocks are k-major and a thread's blocks contiguous): memory and the dp units are
+ * busy together (n = 16-64: 1.4-1.7x the row-dot kernels).
+ *
+ * Every (row, token) is summed in the same order whatever n is (pairs in order within a
+ * chunk, chunks added into y in order): a token's result does not depend on its batch. */
+#include <immintrin.h>
+
+#include "ops/gemm_internal.h"
+#include "ops/prepack.h"
+
+#define A512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+#define A512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+
+#define SR PREPACK_ROWS /* rows per block: two zmm of pairs */
+#define TT 12		/* tokens per tile at most (24 accumulators) */
+#define KP 256		/* pairs per k chunk: a full tile's x (12 x 1 KB) stays in L1 */
+
+static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* y[t][0..32) (+)= Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens; prefetches pf + p·pfs */
+A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
+		      __mmask16 m0, __mmask16 m1, int add, uintptr_t pf, int pfs, const int nt)
+{
+	__m512 a0[TT], a1[TT];
+#pragma GCC unroll 12
+	for (int t = 0; t < nt; t++)
+		a0[t] = a1[t] = _mm512_setzero_ps();
+	for (int p = 0; p < np; p++) {
+		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T0);
+		if (pfs > 64)
+			_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs + 64), _MM_HINT_T0);
+		__m512i w0 = _mm512_load_si512(wp + (size_t)p * SR), w1 = _mm512_load_si512(wp + (size_t)p * SR + 16);
+#pragma GCC unroll 12
+		for (int t = 0; t < nt; t++) {
+			__m512i xb = _mm512_set1_epi32((int)xp[(size_t)t * ldxp + (size_t)p]);
+			a0[t] = _mm512_dpbf16_ps(a0[t], (__m512bh)w0, (__m512bh)xb);
+			a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xb);
+		}
+	}
+#pragma GCC unroll 12
+	for (int t = 0; t < nt; t++) {
+		float *yt = y + (size_t)t * ldy;
+		if (add) {
+			a0[t] = _mm512_add_ps(a0[t], _mm512_maskz_loadu_ps(m0, yt));
+			a1[t] = _mm512_add_ps(a1[t], _mm512_maskz_loadu_ps(m1, yt + 16));
+		}
+		_mm512_mask_storeu_ps(yt, m0, a0[t]);
+		_mm512_mask_storeu_ps(yt + 16, m1, a1[t]);
+	}
+}
+
+/* one copy per tile size: the accumulators stay in registers */
+static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
+		    __mmask16 m1, int add, uintptr_t pf, int pfs, int nt)
+{
+#define MK(N) mk_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, pf, pfs, N)
+	switch (nt) {
+	case 1: MK(1); break;
+	case 2: MK(2); break;
+	case 3: MK(3); break;
+	case 4: MK(4); break;
+	case 5: MK(5); break;
+	case 6: MK(6); break;
+	case 7: MK(7); break;
+	case 8: MK(8); break;
+	case 9: MK(9); break;
+	case 10: MK(10); break;
+	case 11: MK(11); break;
+	default: MK(12); break;
+	}
+#undef MK
+}
+
+int gemm_prepacked_ldxb(int cols)
+{
+	/* whole zmm per row, plus 64 bytes so that rows 4 KB apart do not share L1 sets */
+	return (cols + 31) / 32 * 32 + 32;
+}
+
+A512 void gemm_x_to_bf16(const float *x, int ldx, int t0, int t1, int cols, uint16_t *xb, int ldxb)
+{
+	for (int t = t0; t < t1; t++) {
+		const float *s = x + (size_t)t * (size_t)ldx;
+		uint16_t *d = xb + (size_t)t * (size_t)ldxb;
+		for (int c = 0; c < ldxb; c += 32) { /* zero past cols: the odd pair's pad and beyond */
+			__m512 lo = _mm512_maskz_loadu_ps(mask16(cols - c), s + c);
+			__m512 hi = _mm512_maskz_loadu_ps(mask16(cols - c - 16), s + c + 16);
+			_mm512_storeu_si512(d + c, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+		}
+	}
+}
+
+void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
+{
+	const struct wmat *w = j->w;
+	CHECK(w->packed && r0 % SR == 0 && ldxb % 2 == 0);
+	int P = (w->cols + 1) / 2, ntile = (j->n + TT - 1) / TT;
+	const uint32_t *xp = (const uint32_t *)(const void *)xb;
+	size_t ldxp = (size_t)ldxb / 2;
+	for (int rb = r0; rb < r1; rb += SR) {
+		int nr = r1 - rb < SR ? r1 - rb : SR;
+		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)P * SR;
+		for (int k0 = 0; k0 < P; k0 += KP) {
+			int kn = P - k0 < KP ? P - k0 : KP;
+			uintptr_t chunk = (uintptr_t)(wp + (size_t)k0 * SR), bytes = (uintptr_t)kn * SR * 4;
+			for (int ti = 0, t0 = 0; ti < ntile; ti++) {
+				int nt = j->n / ntile + (ti < j->n % ntile); /* near-equal tiles */
+				mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
+				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
+				   k0 > 0 || j->accumulate, chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
+				   (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1), nt);
+				t0 += nt;
+			}
+		}
+	}
+}

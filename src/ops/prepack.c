@@ -1,0 +1,53 @@
+/* Packing of bf16 weights at load (layout: ops/prepack.h). Portable C: it runs once per
+ * weight, over the pool's threads by 32-row blocks. */
+#include "ops/prepack.h"
+
+#include <string.h>
+
+#include "base/err.h"
+#include "ops/cpu.h"
+#include "ops/pool.h"
+
+size_t prepack_bytes(const struct wmat *w)
+{
+	size_t blocks = (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS);
+	return blocks * (size_t)((w->cols + 1) / 2) * PREPACK_ROWS * sizeof(uint32_t);
+}
+
+bool prepack_wanted(const struct wmat *w, bool act_bf16)
+{
+	return act_bf16 && w->dtype == DT_BF16 && w->rows > 0 && w->cols > 0 && ops_level_best() >= OPS_AVX512_BF16;
+}
+
+struct pack_ctx {
+	const struct wmat *w;
+	uint32_t *dst;
+};
+
+/* blocks [b0, b1): row by row, so the source is read sequentially */
+static void pack_blocks(void *arg, int b0, int b1, int tid)
+{
+	(void)tid;
+	const struct pack_ctx *c = arg;
+	const struct wmat *w = c->w;
+	size_t P = (size_t)((w->cols + 1) / 2);
+	for (int b = b0; b < b1; b++) {
+		uint32_t *d = c->dst + (size_t)b * P * PREPACK_ROWS;
+		memset(d, 0, P * PREPACK_ROWS * sizeof(uint32_t));
+		for (int r = 0; r < PREPACK_ROWS && b * PREPACK_ROWS + r < w->rows; r++) {
+			const uint16_t *src = (const uint16_t *)w->data + (size_t)(b * PREPACK_ROWS + r) * (size_t)w->ld;
+			for (int c2 = 0; c2 + 1 < w->cols; c2 += 2)
+				d[(size_t)(c2 / 2) * PREPACK_ROWS + (size_t)r] = (uint32_t)src[c2] | (uint32_t)src[c2 + 1] << 16;
+			if (w->cols & 1)
+				d[(P - 1) * PREPACK_ROWS + (size_t)r] = src[w->cols - 1];
+		}
+	}
+}
+
+void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p)
+{
+	CHECK(w->dtype == DT_BF16 && ((uintptr_t)dst & 63) == 0);
+	struct pack_ctx c = {w, dst};
+	pool_for(p, (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, 1, pack_blocks, &c);
+	w->packed = dst;
+}

@@ -1,0 +1,35 @@
+/* Weights packed once at load for the AVX512_BF16 dot-product GEMM (ops/gemm_prepacked512.c).
+ *
+ * Layout of a bf16 matrix [rows, cols]: blocks of 32 rows, each k-major as column pairs,
+ *   packed[(rb * P + p) * 32 + r] = bf16 W[32 rb + r, 2p] | bf16 W[32 rb + r, 2p + 1] << 16
+ * with P = ceil(cols / 2); rows past `rows` and an odd last column are zero. One step of a
+ * block is two zmm (32 rows x one pair), exactly what vdpbf16ps multiplies by a broadcast x
+ * pair, and a thread's rows are one contiguous stream: no transposes, no horizontal sums,
+ * no runtime packing, and the DRAM prefetchers see a single sequential stream.
+ *
+ * A packed wmat keeps its `data` (the checkpoint's mapping): the other kernels, wmat_get and
+ * views that cut a block or columns still use it. */
+#ifndef MLA_OPS_PREPACK_H
+#define MLA_OPS_PREPACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/gemm.h"
+
+#define PREPACK_ROWS 32 /* rows per block */
+
+struct pool;
+
+/* Bytes of w's packed copy (the view's rows and columns, padded as above). */
+size_t prepack_bytes(const struct wmat *w);
+
+/* Whether packing w pays: bf16 weights, a CPU with bf16 dot products, bf16 activations. */
+bool prepack_wanted(const struct wmat *w, bool act_bf16);
+
+/* Packs the view w into dst (prepack_bytes(w), 64-byte aligned) over the pool's threads and
+ * sets w->packed = dst. */
+void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p);
+
+#endif

@@ -1,0 +1,582 @@
+/* Prepacked bf16 weights (ops/prepack.h): the packed layout word by word, the prepacked
+ * AVX512_BF16 GEMM against a double reference on odd shapes, views that keep or drop the
+ * packed copy, batch invariance, mixed packed / unpacked jobs in one call. The lower levels
+ * (and CPUs without AVX512_BF16, where the level is capped) must ignore `packed`. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/gemm.h"
+#include "ops/pool.h"
+#include "ops/prepack.h"
+#include "ops/vec.h"
+
+static uint64_t rng_state = 4242;
+static uint32_t rbits(void)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 33);
+}
+static float frand(void) /* uniform [-1, 1) */
+{
+	return (float)(rbits() & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static struct pool *g_pool;
+
+/* A random bf16 weight [rows, cols] (never exactly 0, so zero padding is told apart) and
+ * room for its packed copy. */
+struct pbuf {
+	struct wmat w;
+	uint16_t *data;
+	uint32_t *pk;
+};
+
+static uint32_t *pk_alloc(size_t bytes)
+{
+	size_t sz = (bytes + 63) / 64 * 64;
+	uint32_t *p = aligned_alloc(64, sz ? sz : 64);
+	memset(p, 0xa5, sz ? sz : 64); /* garbage: the packer must write every word */
+	return p;
+}
+
+static void pbuf_make(struct pbuf *b, int rows, int cols)
+{
+	size_t n = (size_t)rows * (size_t)cols;
+	b->data = malloc(n * sizeof(uint16_t) + 2);
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = f32_to_bf16(frand());
+		b->data[i] = h ? h : 0x3f80;
+	}
+	b->w = (struct wmat){.dtype = DT_BF16, .data = b->data, .rows = rows, .cols = cols, .ld = cols};
+	b->pk = NULL;
+}
+
+/* Packs the full matrix (b->w.packed set). */
+static void pbuf_pack(struct pbuf *b, struct pool *p)
+{
+	b->pk = pk_alloc(prepack_bytes(&b->w));
+	prepack_bf16(&b->w, b->pk, p);
+}
+
+static void pbuf_free(struct pbuf *b)
+{
+	free(b->data);
+	free(b->pk);
+}
+
+/* ref[t*ldr + r] = Σ_c W[r, c] x[t*ldx + c] in double (bf16 products are exact in fp32). */
+static void ref_gemm(const struct wmat *w, const float *x, int ldx, int n, double *ref, int ldr)
+{
+	float *wf = malloc(sizeof(float) * (size_t)w->rows * (size_t)w->cols + 4);
+	for (int r = 0; r < w->rows; r++)
+		for (int c = 0; c < w->cols; c++)
+			wf[(size_t)r * w->cols + c] = wmat_get(w, r, c);
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < w->rows; r++) {
+			const float *wr = wf + (size_t)r * w->cols, *xt = x + (size_t)t * ldx;
+			double s = 0;
+			for (int c = 0; c < w->cols; c++)
+				s += (double)wr[c] * xt[c];
+			ref[(size_t)t * ldr + r] = s;
+		}
+	free(wf);
+}
+
+/* x [n, ldx]: bf16-exact values in the first cols columns, `pad` in the rest. */
+static float *make_x(int n, int cols, int ldx, float pad)
+{
+	float *x = malloc(sizeof(float) * (size_t)n * (size_t)ldx); /* exactly: no reads past the end */
+	for (int t = 0; t < n; t++) {
+		float *xt = x + (size_t)t * ldx;
+		for (int c = 0; c < cols; c++)
+			xt[c] = frand();
+		ops_round_bf16(xt, cols);
+		for (int c = cols; c < ldx; c++)
+			xt[c] = pad;
+	}
+	return x;
+}
+
+#define Y_INIT 0.25f
+
+/* Runs job j (y [n, ldy] filled with Y_INIT first) at lvl and checks it against ref
+ * [n, ldr]: relative error < 2e-6 over the job's outputs, every other y value untouched. */
+static void run_check(enum ops_level lvl, struct pool *p, struct gemm_job j, const double *ref, int ldr,
+		      const char *what)
+{
+	size_t ny = (size_t)j.n * (size_t)j.ldy;
+	for (size_t i = 0; i < ny; i++)
+		j.y[i] = Y_INIT;
+	ops_gemm_multi_at(lvl, p, 1, &j);
+	double num = 0, den = 1e-30;
+	int untouched = 1, rows = j.w->rows;
+	for (int t = 0; t < j.n; t++)
+		for (int r = 0; r < j.ldy; r++) {
+			float got = j.y[(size_t)t * j.ldy + r];
+			if (r >= rows) {
+				untouched &= got == Y_INIT;
+				continue;
+			}
+			double want = ref[(size_t)t * ldr + r] + (j.accumulate ? Y_INIT : 0);
+			double d = fabs(got - want); /* NaN fails below */
+			num = isnan(got) ? INFINITY : fmax(num, d);
+			den = fmax(den, fabs(want));
+		}
+	EXPECTF(num / den < 2e-6, "%s: %dx%d (packed %s) n=%d ldx=%d ldy=%d acc=%d level %s pool %s: rel err %g",
+		what, rows, j.w->cols, j.w->packed ? "yes" : "no", j.n, j.ldx, j.ldy, j.accumulate,
+		ops_level_name(lvl), p ? "2" : "none", num / den);
+	EXPECTF(untouched, "%s: %dx%d n=%d level %s: wrote y past the view's rows", what, rows, j.w->cols, j.n,
+		ops_level_name(lvl));
+}
+
+/* ---- 1. layout ---- */
+
+/* Every word of w's packed copy against the formula in prepack.h. */
+static int check_layout(const struct wmat *w, const uint32_t *pk)
+{
+	int P = (w->cols + 1) / 2, blocks = (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, bad = 0;
+	const uint16_t *d = w->data;
+	for (int rb = 0; rb < blocks; rb++)
+		for (int p = 0; p < P; p++)
+			for (int r = 0; r < PREPACK_ROWS; r++) {
+				int row = rb * PREPACK_ROWS + r, c0 = 2 * p, c1 = 2 * p + 1;
+				uint32_t lo = 0, hi = 0;
+				if (row < w->rows) {
+					lo = d[(size_t)row * (size_t)w->ld + (size_t)c0];
+					if (c1 < w->cols)
+						hi = d[(size_t)row * (size_t)w->ld + (size_t)c1];
+				}
+				uint32_t want = lo | hi << 16, got = pk[((size_t)rb * P + p) * PREPACK_ROWS + r];
+				if (got != want && bad++ < 3)
+					harness_fail(__FILE__, __LINE__,
+						     "%dx%d (ld %lld): block %d pair %d row %d: 0x%08x, expected 0x%08x",
+						     w->rows, w->cols, (long long)w->ld, rb, p, r, got, want);
+			}
+	return bad;
+}
+
+static void test_layout(void)
+{
+	int rows[] = {1, 31, 32, 33, 70}, cols[] = {1, 2, 3, 64, 129};
+	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+			int R = rows[ri], C = cols[ci];
+			struct pbuf b;
+			pbuf_make(&b, R, C);
+			size_t want = (size_t)((R + 31) / 32) * 32 * (size_t)((C + 1) / 2) * 4;
+			EXPECT_EQ_INT(prepack_bytes(&b.w), want);
+			for (int use_pool = 0; use_pool < 2; use_pool++) {
+				uint32_t *pk = pk_alloc(prepack_bytes(&b.w));
+				b.w.packed = NULL;
+				prepack_bf16(&b.w, pk, use_pool ? g_pool : NULL);
+				EXPECT(b.w.packed == pk);
+				check_layout(&b.w, pk);
+				free(pk);
+			}
+			pbuf_free(&b);
+		}
+}
+
+/* Packing a view packs the view's elements (its ld, row and column offsets). */
+static void test_layout_view(void)
+{
+	struct pbuf b;
+	pbuf_make(&b, 100, 150);
+	struct { int r0, nr, c0, nc; } vs[] = {{13, 50, 7, 101}, {0, 33, 1, 2}, {64, 36, 149, 1}, {31, 1, 20, 129}};
+	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+		struct wmat v = wmat_view(&b.w, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
+		EXPECT_EQ_INT(prepack_bytes(&v),
+			      (size_t)((vs[i].nr + 31) / 32) * 32 * (size_t)((vs[i].nc + 1) / 2) * 4);
+		uint32_t *pk = pk_alloc(prepack_bytes(&v));
+		prepack_bf16(&v, pk, g_pool);
+		EXPECT(v.packed == pk);
+		EXPECT(v.data == b.data + (size_t)vs[i].r0 * 150 + (size_t)vs[i].c0 && v.ld == 150);
+		check_layout(&v, pk);
+		free(pk);
+	}
+	pbuf_free(&b);
+}
+
+static void test_prepack_wanted(void)
+{
+	struct pbuf b;
+	pbuf_make(&b, 64, 64);
+	bool bf16 = ops_level_best() >= OPS_AVX512_BF16;
+	EXPECT(prepack_wanted(&b.w, true) == bf16);
+	EXPECT(!prepack_wanted(&b.w, false));
+	struct wmat f = b.w;
+	f.dtype = DT_F32;
+	EXPECT(!prepack_wanted(&f, true));
+	pbuf_free(&b);
+}
+
+/* ---- 2. GEMM correctness ---- */
+
+static const enum ops_level levels[] = {OPS_PORTABLE, OPS_AVX2, OPS_AVX512, OPS_AVX512_BF16};
+#define N_LEVELS (int)(sizeof levels / sizeof levels[0])
+
+/* Every n of ns on w (packed), strided x and y: at AVX512_BF16 (capped to the CPU's best)
+ * with and without a pool, plain and accumulate; at the lower levels once per n. */
+static void check_packed_gemm(const struct wmat *w, const int *ns, int n_ns, const char *what)
+{
+	int nmax = 0;
+	for (int i = 0; i < n_ns; i++)
+		nmax = ns[i] > nmax ? ns[i] : nmax;
+	int ldx = w->cols + 3, ldy = w->rows + 5;
+	float *x = make_x(nmax, w->cols, ldx, 1e30f);
+	double *ref = malloc(sizeof(double) * (size_t)nmax * (size_t)w->rows);
+	ref_gemm(w, x, ldx, nmax, ref, w->rows); /* token t's row does not depend on n */
+	for (int i = 0; i < n_ns; i++) {
+		int n = ns[i];
+		float *y = malloc(sizeof(float) * (size_t)n * (size_t)ldy); /* exactly n rows */
+		struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .x_bf16 = 1};
+		for (int acc = 0; acc < 2; acc++) {
+			j.accumulate = acc;
+			run_check(OPS_AVX512_BF16, acc ? NULL : g_pool, j, ref, w->rows, what);
+		}
+		for (int l = 0; l < N_LEVELS - 1; l++) {
+			j.accumulate = (i + l) & 1;
+			run_check(levels[l], g_pool, j, ref, w->rows, what);
+		}
+		free(y);
+	}
+	free(x);
+	free(ref);
+}
+
+static void test_gemm_shapes(void)
+{
+	int rows[] = {32, 64, 96, 100, 577}, cols[] = {2, 64, 127, 128, 513, 2048};
+	int ns[] = {1, 2, 5, 12, 13, 16, 25, 64, 100};
+	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+			struct pbuf b;
+			pbuf_make(&b, rows[ri], cols[ci]);
+			pbuf_pack(&b, NULL);
+			check_packed_gemm(&b.w, ns, (int)(sizeof ns / sizeof ns[0]), "shapes");
+			pbuf_free(&b);
+		}
+}
+
+/* x columns past cols (ldx > cols) are never used, even as 0 × NaN on an odd last column;
+ * with ldx == cols nothing past the last token's row is read. */
+static void test_x_padding_not_read(void)
+{
+	int shapes[][2] = {{96, 127}, {100, 513}, {33, 1}, {64, 3}};
+	int ns[] = {1, 3, 5, 16, 64};
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		struct pbuf b;
+		pbuf_make(&b, shapes[s][0], shapes[s][1]);
+		pbuf_pack(&b, g_pool);
+		int C = b.w.cols, R = b.w.rows;
+		for (int tight = 0; tight < 2; tight++) {
+			int ldx = tight ? C : C + 1;
+			float *x = make_x(64, C, ldx, NAN);
+			double *ref = malloc(sizeof(double) * 64 * (size_t)R);
+			ref_gemm(&b.w, x, ldx, 64, ref, R);
+			for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+				float *y = malloc(sizeof(float) * (size_t)ns[i] * (size_t)R);
+				struct gemm_job j = {.w = &b.w, .x = x, .ldx = ldx, .y = y, .ldy = R, .n = ns[i], .x_bf16 = 1};
+				for (int l = 0; l < N_LEVELS; l++)
+					run_check(levels[l], g_pool, j, ref, R, tight ? "ldx == cols" : "NaN x padding");
+				free(y);
+			}
+			free(x);
+			free(ref);
+		}
+		pbuf_free(&b);
+	}
+}
+
+/* Which copy runs: at AVX512_BF16 with bf16 x the packed one, elsewhere `data`. A weight
+ * whose packed copy holds other values than its data tells them apart. */
+static void test_packed_copy_used(void)
+{
+	enum { R = 70, C = 99 };
+	struct pbuf a, b;
+	pbuf_make(&a, R, C);
+	pbuf_make(&b, R, C);
+	pbuf_pack(&a, g_pool);
+	struct wmat mixed = b.w; /* data: b, packed: a */
+	mixed.packed = a.pk;
+	float *x = make_x(16, C, C, 0), *y = malloc(sizeof(float) * 16 * R);
+	double *ra = malloc(sizeof(double) * 16 * R), *rb = malloc(sizeof(double) * 16 * R);
+	ref_gemm(&a.w, x, C, 16, ra, R);
+	ref_gemm(&b.w, x, C, 16, rb, R);
+	bool dp = ops_level_best() >= OPS_AVX512_BF16;
+	int ns[] = {1, 3, 16};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		struct gemm_job j = {.w = &mixed, .x = x, .ldx = C, .y = y, .ldy = R, .n = ns[i], .x_bf16 = 1};
+		for (int l = 0; l < N_LEVELS; l++)
+			run_check(levels[l], g_pool, j, levels[l] == OPS_AVX512_BF16 && dp ? ra : rb, R,
+				  levels[l] == OPS_AVX512_BF16 && dp ? "packed copy used" : "packed copy ignored");
+		j.x_bf16 = 0; /* x not declared bf16: never the packed copy */
+		run_check(OPS_AVX512_BF16, g_pool, j, rb, R, "x_bf16 = 0 ignores the packed copy");
+	}
+	free(x);
+	free(y);
+	free(ra);
+	free(rb);
+	pbuf_free(&a);
+	pbuf_free(&b);
+}
+
+/* x not bf16-exact with x_bf16 = 0 on a packed weight: the fp32 path's precision. */
+static void test_fp32_x_on_packed(void)
+{
+	enum { R = 96, C = 513 };
+	struct pbuf b;
+	pbuf_make(&b, R, C);
+	pbuf_pack(&b, g_pool);
+	float *x = malloc(sizeof(float) * 64 * C), *y = malloc(sizeof(float) * 64 * R);
+	for (int i = 0; i < 64 * C; i++)
+		x[i] = frand(); /* 24 bits: rounding to bf16 would show as ~1e-3 */
+	double *ref = malloc(sizeof(double) * 64 * R);
+	ref_gemm(&b.w, x, C, 64, ref, R);
+	int ns[] = {1, 5, 64};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+		for (int l = 0; l < N_LEVELS; l++) {
+			struct gemm_job j = {.w = &b.w, .x = x, .ldx = C, .y = y, .ldy = R, .n = ns[i]};
+			run_check(levels[l], g_pool, j, ref, R, "fp32 x");
+		}
+	free(x);
+	free(y);
+	free(ref);
+	pbuf_free(&b);
+}
+
+/* ---- 3. views ---- */
+
+static void test_views(void)
+{
+	enum { R = 100, C = 130 };
+	struct pbuf b;
+	pbuf_make(&b, R, C);
+	pbuf_pack(&b, g_pool);
+	size_t blk = (size_t)((C + 1) / 2) * PREPACK_ROWS; /* words per 32-row block */
+	int ns[] = {1, 4, 13, 64};
+	struct { int r0, nr, c0, nc; const uint32_t *want; } vs[] = {
+		{32, 64, 0, C, b.pk + blk},	    /* whole blocks */
+		{32, 40, 0, C, b.pk + blk},	    /* ends inside a block of real rows */
+		{64, 36, 0, C, b.pk + 2 * blk},	    /* runs into the zero-padded last block */
+		{0, R, 0, C, b.pk},		    /* the whole matrix */
+		{16, 40, 0, C, NULL},		    /* starts inside a block */
+		{1, 99, 0, C, NULL},
+		{0, 64, 0, C - 1, NULL},	    /* columns cut */
+		{32, 64, 1, C - 1, NULL},
+		{0, 64, 64, 2, NULL},
+	};
+	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+		struct wmat v = wmat_view(&b.w, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
+		EXPECTF(v.packed == vs[i].want, "view (%d+%d, %d+%d): packed %p, expected %p", vs[i].r0, vs[i].nr,
+			vs[i].c0, vs[i].nc, (const void *)v.packed, (const void *)vs[i].want);
+		check_packed_gemm(&v, ns, (int)(sizeof ns / sizeof ns[0]), "view");
+	}
+	/* a view of a view keeps it too */
+	struct wmat v1 = wmat_view(&b.w, 32, 68, 0, C), v2 = wmat_view(&v1, 32, 36, 0, C);
+	EXPECT(v2.packed == b.pk + 2 * blk);
+	check_packed_gemm(&v2, ns, (int)(sizeof ns / sizeof ns[0]), "view of view");
+	/* an unpacked weight's views stay unpacked */
+	struct wmat u = b.w;
+	u.packed = NULL;
+	struct wmat uv = wmat_view(&u, 32, 64, 0, C);
+	EXPECT(uv.packed == NULL);
+	pbuf_free(&b);
+}
+
+/* ---- 4. batch invariance ---- */
+
+/* Token t's outputs are the same bits alone (n = 1) and inside any batch. */
+static void check_batch_invariance(int R, int C, struct pool *p)
+{
+	struct pbuf b;
+	pbuf_make(&b, R, C);
+	pbuf_pack(&b, g_pool);
+	enum { NMAX = 100 };
+	int ldx = C + 2, ldy = R + 1;
+	float *x = make_x(NMAX, C, ldx, 7.0f);
+	float *y1 = malloc(sizeof(float) * NMAX * (size_t)ldy), *yn = malloc(sizeof(float) * NMAX * (size_t)ldy);
+	for (int t = 0; t < NMAX; t++) {
+		struct gemm_job j = {.w = &b.w, .x = x + (size_t)t * ldx, .ldx = ldx, .y = y1 + (size_t)t * ldy,
+				     .ldy = ldy, .n = 1, .x_bf16 = 1};
+		ops_gemm_multi(p, 1, &j);
+	}
+	int ns[] = {2, 3, 7, 13, 30, 64, 100};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		struct gemm_job j = {.w = &b.w, .x = x, .ldx = ldx, .y = yn, .ldy = ldy, .n = ns[i], .x_bf16 = 1};
+		ops_gemm_multi(p, 1, &j);
+		int bad_t = -1;
+		for (int t = 0; t < ns[i] && bad_t < 0; t++)
+			if (memcmp(y1 + (size_t)t * ldy, yn + (size_t)t * ldy, sizeof(float) * (size_t)R))
+				bad_t = t;
+		if (bad_t >= 0) {
+			int r = 0;
+			while (y1[(size_t)bad_t * ldy + r] == yn[(size_t)bad_t * ldy + r])
+				r++;
+			harness_fail(__FILE__, __LINE__,
+				     "%dx%d level %s pool %s: token %d row %d: n=1 gives %.9g, n=%d gives %.9g", R, C,
+				     ops_level_name(ops_level_best()), p ? "2" : "none", bad_t, r,
+				     y1[(size_t)bad_t * ldy + r], ns[i], yn[(size_t)bad_t * ldy + r]);
+		}
+	}
+	free(x);
+	free(y1);
+	free(yn);
+	pbuf_free(&b);
+}
+
+static void test_batch_invariance(void)
+{
+	if (ops_level_best() < OPS_AVX512_BF16) { /* the unpacked kernels switch tiles with n */
+		printf("  no AVX512_BF16 on this CPU (level %s): skipped\n", ops_level_name(ops_level_best()));
+		return;
+	}
+	check_batch_invariance(100, 513, g_pool);
+	check_batch_invariance(577, 128, NULL);
+	check_batch_invariance(64, 2048, g_pool);
+}
+
+/* ---- 5. several jobs in one call ---- */
+
+/* MoE style: gate and up (packed) share x, an unpacked weight and a packed view share
+ * another x, an empty job between; one call equals one call per job, bit for bit. */
+static void check_multi(struct pool *p)
+{
+	enum { C = 192, N = 9 };
+	struct pbuf gate, up, dense, big, half;
+	pbuf_make(&gate, 96, C);
+	pbuf_make(&up, 96, C);
+	pbuf_make(&dense, 70, C);
+	pbuf_make(&big, 200, C);
+	pbuf_make(&half, 64, C / 2 + 1);
+	pbuf_pack(&gate, g_pool);
+	pbuf_pack(&up, NULL);
+	pbuf_pack(&big, g_pool);
+	pbuf_pack(&half, g_pool);
+	struct wmat bigv = wmat_view(&big.w, 64, 100, 0, C);
+	EXPECT(bigv.packed != NULL);
+	float *x1 = make_x(N, C, C, 0), *x2 = make_x(64, C, C + 4, 0);
+	struct { const struct wmat *w; const float *x; int n, ldx, acc; } spec[] = {
+		{&gate.w, x1, 3, C, 0},		/* gate and up on the same x */
+		{&up.w, x1, 3, C, 0},
+		{&up.w, x1, N, C, 1},		/* same x, more tokens */
+		{&half.w, x1, N, C, 0},		/* same x and ldx, fewer columns */
+		{&dense.w, x1, N, C, 1},	/* unpacked */
+		{&gate.w, x2, 0, C + 4, 0},	/* empty */
+		{&bigv, x2, 64, C + 4, 1},	/* packed view */
+		{&up.w, x2 + 5 * (C + 4), 1, C + 4, 0},
+		{&dense.w, x2, 17, C + 4, 0},
+		{&gate.w, x2, 30, C, 0},	/* same x, other ldx */
+	};
+	enum { NJ = sizeof spec / sizeof spec[0] };
+	struct gemm_job one[NJ], all[NJ];
+	float *yo[NJ], *ya[NJ];
+	for (int i = 0; i < NJ; i++) {
+		size_t ny = (size_t)(spec[i].n > 0 ? spec[i].n : 1) * (size_t)(spec[i].w->rows + 2);
+		yo[i] = malloc(sizeof(float) * ny);
+		ya[i] = malloc(sizeof(float) * ny);
+		for (size_t k = 0; k < ny; k++)
+			yo[i][k] = ya[i][k] = frand();
+		one[i] = (struct gemm_job){.w = spec[i].w, .x = spec[i].x, .ldx = spec[i].ldx, .y = yo[i],
+					   .ldy = spec[i].w->rows + 2, .n = spec[i].n, .accumulate = spec[i].acc, .x_bf16 = 1};
+		all[i] = one[i];
+		all[i].y = ya[i];
+	}
+	for (int i = 0; i < NJ; i++)
+		ops_gemm_multi(p, 1, &one[i]);
+	ops_gemm_multi(p, NJ, all);
+	for (int i = 0; i < NJ; i++) {
+		size_t ny = (size_t)(spec[i].n > 0 ? spec[i].n : 1) * (size_t)(spec[i].w->rows + 2);
+		EXPECTF(!memcmp(yo[i], ya[i], sizeof(float) * ny), "job %d (%dx%d packed %s n=%d) pool %s: one call "
+			"differs from one call per job", i, spec[i].w->rows, C, spec[i].w->packed ? "yes" : "no",
+			spec[i].n, p ? "2" : "none");
+	}
+	/* and the values are right */
+	for (int i = 0; i < NJ; i++)
+		if (spec[i].n > 0) {
+			double *ref = malloc(sizeof(double) * (size_t)spec[i].n * (size_t)spec[i].w->rows);
+			ref_gemm(spec[i].w, spec[i].x, spec[i].ldx, spec[i].n, ref, spec[i].w->rows);
+			run_check(OPS_AVX512_BF16, p, one[i], ref, spec[i].w->rows, "multi");
+			free(ref);
+		}
+	for (int i = 0; i < NJ; i++) {
+		free(yo[i]);
+		free(ya[i]);
+	}
+	free(x1);
+	free(x2);
+	pbuf_free(&gate);
+	pbuf_free(&up);
+	pbuf_free(&dense);
+	pbuf_free(&big);
+	pbuf_free(&half);
+}
+
+static void test_multi_jobs(void)
+{
+	check_multi(NULL);
+	check_multi(g_pool);
+}
+
+/* More jobs than one parallel region takes (MoE: experts x gate/up/down), packed and not,
+ * token counts 0-3 and a few big ones: equal to one call per job, bit for bit. */
+static void test_many_jobs(void)
+{
+	enum { NJ = 1100, C = 64, NX = 40 };
+	struct pbuf w[4];
+	int rows[4] = {32, 64, 100, 50};
+	for (int i = 0; i < 4; i++) {
+		pbuf_make(&w[i], rows[i], C);
+		if (i < 3)
+			pbuf_pack(&w[i], g_pool);
+	}
+	float *x = make_x(NX, C, C, 0);
+	struct gemm_job *one = malloc(sizeof *one * NJ), *all = malloc(sizeof *all * NJ);
+	float *yo = malloc(sizeof(float) * NJ * NX * 100), *ya = malloc(sizeof(float) * NJ * NX * 100);
+	for (int i = 0; i < NJ; i++) {
+		int n = i % 97 == 5 ? NX : i % 4, t0 = n == NX ? 0 : (i / 4) % (NX - 3);
+		one[i] = (struct gemm_job){.w = &w[i % 4].w, .x = x + (size_t)t0 * C, .ldx = C,
+					   .y = yo + (size_t)i * NX * 100, .ldy = 100, .n = n, .x_bf16 = 1};
+		all[i] = one[i];
+		all[i].y = ya + (size_t)i * NX * 100;
+	}
+	memset(yo, 0, sizeof(float) * NJ * NX * 100);
+	memset(ya, 0, sizeof(float) * NJ * NX * 100);
+	for (int i = 0; i < NJ; i++)
+		ops_gemm_multi(g_pool, 1, &one[i]);
+	ops_gemm_multi(g_pool, NJ, all);
+	int bad = 0;
+	for (int i = 0; i < NJ; i++)
+		if (memcmp(one[i].y, all[i].y, sizeof(float) * NX * 100) && bad++ < 3)
+			harness_fail(__FILE__, __LINE__, "job %d of %d (rows %d n %d): differs from its own call", i, NJ,
+				     one[i].w->rows, one[i].n);
+	double *ref = malloc(sizeof(double) * NX * 100);
+	ref_gemm(&w[1].w, x, C, NX, ref, 100);
+	run_check(OPS_AVX512_BF16, g_pool, one[5], ref, 100, "many jobs"); /* job 5: w[1], all tokens */
+	free(ref);
+	free(one);
+	free(all);
+	free(yo);
+	free(ya);
+	free(x);
+	for (int i = 0; i < 4; i++)
+		pbuf_free(&w[i]);
+}
+
+int main(int argc, char **argv)
+{
+	struct err e;
+	if (pool_new(2, &g_pool, &e))
+		return 1;
+	static const struct test_case cases[] = {
+		T(test_layout),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
+		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
+	};
+	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+	pool_free(g_pool);
+	return rc;
+}
