@@ -23,10 +23,12 @@
 #define SR PREPACK_ROWS /* rows per block: two zmm of pairs */
 #define TT 12		/* tokens per tile at most (24 accumulators) */
 #define KP 256		/* pairs per k chunk: a full tile's x (12 x 1 KB) stays in L1 */
+#define PF_SINGLE 8192	/* one tile: prefetch distance (3-5% over the next chunk's 32 KB) */
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-/* y[t][0..32) (+)= Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens; prefetches pf + p·pfs */
+/* y[t][0..32) (+)= Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens; prefetches pf + p·pfs
+ * (two lines when pfs > 64) */
 A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
 		      __mmask16 m0, __mmask16 m1, int add, uintptr_t pf, int pfs, const int nt)
 {
@@ -116,7 +118,8 @@ void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int l
 				int nt = j->n / ntile + (ti < j->n % ntile); /* near-equal tiles */
 				mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
 				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-				   k0 > 0 || j->accumulate, chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
+				   k0 > 0 || j->accumulate,
+				   ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
 				   (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1), nt);
 				t0 += nt;
 			}

@@ -2,9 +2,12 @@
  * weight, over the pool's threads by 32-row blocks. */
 #include "ops/prepack.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "ops/cpu.h"
 #include "ops/pool.h"
 
@@ -14,9 +17,27 @@ size_t prepack_bytes(const struct wmat *w)
 	return blocks * (size_t)((w->cols + 1) / 2) * PREPACK_ROWS * sizeof(uint32_t);
 }
 
+/* MLASERVE_PREPACK=0 keeps the weights as loaded: half the memory for bf16 checkpoints loaded
+ * with --load-format dummy (a real checkpoint's mapping is page cache the kernel can drop),
+ * and A/B runs against the row-dot kernels. */
+static bool prepack_enabled(void)
+{
+	static atomic_int cached = -1;
+	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+	if (v < 0) {
+		const char *s = getenv("MLASERVE_PREPACK");
+		v = !s || !*s || strcmp(s, "0") != 0;
+		if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
+			LOG_W("ops", "MLASERVE_PREPACK=%s is neither 0 nor 1: ignored, packing", s);
+		atomic_store_explicit(&cached, v, memory_order_relaxed);
+	}
+	return v;
+}
+
 bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
-	return act_bf16 && w->dtype == DT_BF16 && w->rows > 0 && w->cols > 0 && ops_level_best() >= OPS_AVX512_BF16;
+	return act_bf16 && w->dtype == DT_BF16 && w->rows > 0 && w->cols > 0 && ops_level_best() >= OPS_AVX512_BF16 &&
+	       prepack_enabled();
 }
 
 struct pack_ctx {
