@@ -5,6 +5,7 @@
 
 #include "base/dtype.h"
 #include "ops/cpu.h"
+#include "ops/exp512.h"
 
 #define AVX2_FN __attribute__((target("avx2,fma")))
 
@@ -72,8 +73,28 @@ void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int
 	}
 }
 
+#define AVX512_FN __attribute__((target("avx512f,avx512dq,fma")))
+
+/* 16 lanes at a time with the polynomial exp (about 1 ulp from expf): the scalar expf was
+ * 2-3% of a batch-64 decode step (every MoE intermediate value). */
+static AVX512_FN void silu_mul_avx512(float *out, const float *g, const float *u, int n)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+		__m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+		__m512 r = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, u + i));
+		_mm512_mask_storeu_ps(out + i, k, r);
+	}
+}
+
 void ops_silu_mul(float *out, const float *g, const float *u, int n)
 {
+	if (ops_level_best() >= OPS_AVX512) {
+		silu_mul_avx512(out, g, u, n);
+		return;
+	}
 	for (int i = 0; i < n; i++)
 		out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

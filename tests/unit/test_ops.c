@@ -568,6 +568,36 @@ static void test_vec_ops(void)
 	EXPECT_NEAR(o, 0.7 / (1 + exp(-0.7)) * 2, 1e-6);
 }
 
+/* ops_silu_mul (vectorized where the CPU allows) within a few ulp of the exact value, over
+ * the range activations take, the extremes where exp over/underflows, NaN, and tails. */
+static void test_silu_mul_range(void)
+{
+	enum { N = 1000 };
+	float g[N], u[N], o[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = (float)(i - N / 2) * 0.05f; /* [-25, 25) */
+		u[i] = 1.0f + (float)(i % 7) * 0.25f;
+	}
+	g[0] = -200.0f, g[1] = 200.0f, g[2] = -88.0f, g[3] = 89.0f, g[4] = 1e-30f, g[5] = -0.0f;
+	for (int n = 1; n <= N; n += n < 40 ? 1 : 97) {
+		for (int i = 0; i < N; i++)
+			o[i] = 12345.0f;
+		ops_silu_mul(o, g, u, n);
+		for (int i = 0; i < N; i++) {
+			if (i >= n) {
+				EXPECTF(o[i] == 12345.0f, "n=%d: wrote past the end at %d", n, i);
+				continue;
+			}
+			double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * (double)u[i];
+			EXPECTF(fabs(o[i] - want) <= 4e-7 * fabs(want) + 1e-35, /* past -88: ~1e-37, not 0 */ "n=%d silu(%g)*%g = %.9g, want %.9g", n, g[i], u[i],
+				o[i], want);
+		}
+	}
+	float nan = NAN, one = 1.0f, r;
+	ops_silu_mul(&r, &nan, &one, 1);
+	EXPECT(isnan(r));
+}
+
 /* ops_round_bf16 (vectorized where the CPU allows) equals f32_to_bf16 bit for bit: ties to
  * even both ways, the largest finite values rounding to infinity, infinities, NaNs kept
  * quiet, denormals, and a tail shorter than a vector. */
@@ -609,7 +639,7 @@ int main(int argc, char **argv)
 		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes),
 		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
-		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials),
+		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials), T(test_silu_mul_range),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
