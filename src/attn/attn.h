@@ -61,6 +61,7 @@ struct attn_decode_args {
 	struct pool *pool;
 	struct arena *scratch; /* per-step arena for temporaries */
 	bool q_bf16;	       /* every q value is a bf16 (bf16 activations): see mqa_job */
+	bool p_bf16;	       /* P·V may run in bf16: see mqa_job */
 };
 
 struct attn_backend {

@@ -76,6 +76,7 @@ static void famla_item_run(void *vctx, int begin, int end, int tid)
 			.bt = m->block_table + (size_t)i * m->max_blocks,
 			.scale = a->scale,
 			.q_bf16 = a->q_bf16,
+			.p_bf16 = a->p_bf16,
 			.q = a->q + tok * H * row,
 			.n_tok = it->n_tok,
 			.n_heads = H,

@@ -118,6 +118,7 @@ static void fmla_item(void *vctx, int begin, int end, int tid)
 				.bt = m->block_table + (size_t)req * m->max_blocks,
 				.scale = a->scale,
 				.q_bf16 = a->q_bf16,
+				.p_bf16 = a->p_bf16,
 				.q = a->q + tok * H * row,
 				.n_tok = nt,
 				.n_heads = H,

@@ -31,7 +31,8 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 	       align64((size_t)max_rows * MQA_KEY_BLOCK * sizeof(float)) + /* scores */
 	       3 * align64((size_t)MQA_KEY_BLOCK * sizeof(float *)) +     /* key row pointers */
 	       4 * align64((size_t)max_rows * sizeof(float)) +            /* m, l, alpha, n */
-	       align64((size_t)max_rows * row * sizeof(uint16_t));        /* q as bf16 */
+	       align64((size_t)max_rows * row * sizeof(uint16_t)) +       /* q as bf16 */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK / 2 * sizeof(uint32_t)); /* bf16 P pairs */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
@@ -339,8 +340,12 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	int *nvis = (int *)p;
 	p += align64((size_t)nr * sizeof(float));
 	uint16_t *qb = (uint16_t *)p;
-	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows */
+	p += align64((size_t)nr * row * sizeof(uint16_t));
+	uint32_t *pp = (uint32_t *)p;
+	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows,
+	 * and with p_bf16 the value pass too (no fp32 copy of the block then) */
 	bool dp = level >= OPS_AVX512_BF16 && jb->q_bf16 && kv->dtype == DT_BF16;
+	bool dpv = dp && jb->p_bf16;
 	if (dp)
 		mqa512_to_bf16(qb, jb->q, nr * row);
 
@@ -371,7 +376,7 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			for (int j = 0; j < nn; j++)
 				for (size_t o = 0; o < rb; o += 64)
 					_mm_prefetch((const char *)nx[j] + o, _MM_HINT_T0);
-		for (int j = 0; j < nk; j++) {
+		for (int j = 0; j < nk && !dpv; j++) {
 			float *dst = kbuf + (size_t)j * row;
 			kp[j] = dst;
 			if (kv->dtype == DT_F32) /* a sequential copy beats scattered reads */
@@ -397,7 +402,10 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			else
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, nr, nk, nvis, m, l, alpha);
-			mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
+			if (dpv)
+				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, nk, pp);
+			else
+				mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
 			continue;
 		}
 		if (avx2)

@@ -12,7 +12,7 @@
 #include "attn/attn.h"
 #include "ops/cpu.h"
 
-#define MQA_KEY_BLOCK 32  /* keys scored per pass */
+#define MQA_KEY_BLOCK 64  /* keys scored per pass */
 #define MQA_TILE_ROWS 128 /* target query rows (token x head) per tile */
 
 struct mqa_job {
@@ -28,6 +28,9 @@ struct mqa_job {
 	float *lse;	       /* [n_tok, n_heads] */
 	bool q_bf16;	       /* every q value is a bf16: with a bf16 cache the scores may run
 				* bf16 dot products (exact products, fp32 sums) */
+	bool p_bf16;	       /* with q_bf16: the value pass may round the probabilities to bf16
+				* and run bf16 dot products on the cached values, as bf16 engines
+				* do (P·V in bf16); the softmax and its LSE stay fp32 */
 };
 
 /* CPUs this process may run on (sizes the split-KV partitions). */

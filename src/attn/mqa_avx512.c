@@ -377,3 +377,99 @@ BF16 void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *c
 		}
 	}
 }
+
+/* ---- bf16 value pass (AVX512_BF16): probabilities rounded to bf16, vdpbf16ps ---- */
+
+#define PV_R 8 /* query rows per pass: 8 x 32 outputs in 16 accumulators */
+
+/* pp[i][p] = bf16 pair (s[i][2p], s[i][2p+1]) for p < ceil(nk / 2), zero past nk */
+INLINE_BF16 void prob_pairs(const float *s, int nr, int nk, uint32_t *pp)
+{
+	_Static_assert(KB % 32 == 0, "whole 32-key conversions");
+	for (int i = 0; i < nr; i++)
+		for (int j = 0; j < nk; j += 32) {
+			const float *si = s + (size_t)i * KB + j;
+			__m512 lo = _mm512_maskz_loadu_ps(tail_mask(nk - j), si);
+			__m512 hi = _mm512_maskz_loadu_ps(tail_mask(nk - j - 16), si + 16);
+			_mm512_storeu_si512(pp + (size_t)i * (KB / 2) + j / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+		}
+}
+
+/* The key pairs are interleaved with unpacklo/hi_epi16 (one cheap uop each; vpermt2w measured
+ * slower than the whole fp32 pass), which interleave within 128-bit lanes: accumulator 0
+ * holds columns {0-3, 8-11, 16-19, 24-27} of the stripe, accumulator 1 the others. The
+ * outputs are permuted into that order when loaded and back when stored. */
+INLINE_BF16 void split_cols(__m512 lo, __m512 hi, __m512i ia, __m512i ib, __m512 *a0, __m512 *a1)
+{
+	*a0 = _mm512_permutex2var_ps(lo, ia, hi);
+	*a1 = _mm512_permutex2var_ps(lo, ib, hi);
+}
+
+BF16 void mqa512_accum_dp(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
+			  const uint16_t *const *vr, int nk, uint32_t *pp)
+{
+	prob_pairs(s, nr, nk, pp);
+	/* stripe column c (0..31) → (accumulator, lane) and back: ia/ib gather the columns of
+	 * accumulators 0/1 from the stripe's two vectors; ja/jb scatter them back */
+	int32_t ia[16], ib[16], ja[16], jb[16];
+	for (int q = 0; q < 16; q++) {
+		ia[q] = 8 * (q / 4) + q % 4;
+		ib[q] = ia[q] + 4;
+	}
+	for (int c = 0; c < 32; c++) { /* column c sits in accumulator (c / 4) % 2, lane 4 (c / 8) + c % 4 */
+		int lane = 4 * (c / 8) + c % 4, acc = (c / 4) % 2;
+		if (c < 16)
+			ja[c] = lane + 16 * acc;
+		else
+			jb[c - 16] = lane + 16 * acc;
+	}
+	const __m512i via = _mm512_loadu_si512(ia), vib = _mm512_loadu_si512(ib);
+	const __m512i vja = _mm512_loadu_si512(ja), vjb = _mm512_loadu_si512(jb);
+	/* columns outer: a 32-column stripe of the block's values (nk x 64 bytes) stays in L1
+	 * for every row group */
+	for (int d = 0; d < dv; d += 32) {
+		bool full = dv - d >= 32;
+		__mmask32 mv = full ? 0xffffffffu : (__mmask32)((1u << (dv - d)) - 1);
+		__mmask16 m0 = tail_mask(dv - d), m1 = tail_mask(dv - d - 16);
+		for (int i = 0; i < nr; i += PV_R) {
+			int R = nr - i < PV_R ? nr - i : PV_R, n = 0;
+			for (int r = 0; r < R; r++)
+				n = nvis[i + r] > n ? nvis[i + r] : n;
+			if (n <= 0)
+				continue;
+			n = n < nk ? n : nk; /* probabilities past a row's nvis are 0 */
+			/* rows past R repeat row i and are not stored */
+			const uint32_t *p0 = pp + (size_t)i * (KB / 2);
+			int rs[PV_R];
+			__m512 a0[PV_R], a1[PV_R];
+#pragma GCC unroll 8
+			for (int r = 0; r < PV_R; r++) {
+				rs[r] = (r < R ? r : 0) * (KB / 2);
+				const float *o = out + (size_t)(i + (r < R ? r : 0)) * dv + d;
+				__m512 al = _mm512_set1_ps(alpha[i + (r < R ? r : 0)]);
+				split_cols(_mm512_mul_ps(_mm512_maskz_loadu_ps(m0, o), al),
+					   _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, o + 16), al), via, vib, &a0[r], &a1[r]);
+			}
+			for (int p = 0; 2 * p < n; p++) {
+				const uint16_t *va = vr[2 * p] + d, *vb = vr[2 * p + 1 < n ? 2 * p + 1 : 2 * p] + d;
+				__m512i a = full ? _mm512_loadu_si512(va) : _mm512_maskz_loadu_epi16(mv, va);
+				__m512i b = full ? _mm512_loadu_si512(vb) : _mm512_maskz_loadu_epi16(mv, vb);
+				__m512bh z0 = (__m512bh)_mm512_unpacklo_epi16(a, b), z1 = (__m512bh)_mm512_unpackhi_epi16(a, b);
+#pragma GCC unroll 8
+				for (int r = 0; r < PV_R; r++) {
+					__m512bh pb = (__m512bh)_mm512_set1_epi32((int)p0[rs[r] + p]);
+					a0[r] = _mm512_dpbf16_ps(a0[r], z0, pb);
+					a1[r] = _mm512_dpbf16_ps(a1[r], z1, pb);
+				}
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < PV_R; r++) { /* constant indices: the accumulators stay in registers */
+				if (r >= R)
+					break;
+				float *o = out + (size_t)(i + r) * dv + d;
+				_mm512_mask_storeu_ps(o, m0, _mm512_permutex2var_ps(a0[r], vja, a1[r]));
+				_mm512_mask_storeu_ps(o + 16, m1, _mm512_permutex2var_ps(a0[r], vjb, a1[r]));
+			}
+		}
+	}
+}

@@ -273,7 +273,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		if (W == 1) {
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
 						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena,
-						      .q_bf16 = m->opt.act_dtype == DT_BF16};
+						      .q_bf16 = m->opt.act_dtype == DT_BF16, .p_bf16 = m->opt.act_dtype == DT_BF16};
 			backend->decode(&da);
 		} else {
 			/* DCP (mla-dcp-spec §4.4-4.5): the group's heads attend this rank's KV shard,
@@ -287,7 +287,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 				return err_prefix(e, "layer %d: dcp q all-gather", li);
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
 						      .q = qg, .out = og, .lse = lg, .pool = pool, .scratch = &m->arena,
-						      .q_bf16 = m->opt.act_dtype == DT_BF16};
+						      .q_bf16 = m->opt.act_dtype == DT_BF16, .p_bf16 = m->opt.act_dtype == DT_BF16};
 			backend->decode(&da);
 			if (comm_dcp_allgather(cm, lg, (size_t)td * Hg, lses, e))
 				return err_prefix(e, "layer %d: dcp lse all-gather", li);

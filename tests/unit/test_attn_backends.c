@@ -636,7 +636,7 @@ static void test_split_combine_matches_unsplit(void)
 
 /* One MQA tile at `lv` into o [15 or 48 rows, Lkv] and l. */
 static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops_level lv,
-			float *o, float *l, bool q_bf16)
+			float *o, float *l, bool q_bf16, bool p_bf16)
 {
 	/* token 0 sees no key of the last blocks; keys [6, 203): the last block has 5 */
 	int32_t vis[3] = {150, 202, 203};
@@ -645,7 +645,7 @@ static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops
 	struct mqa_job j = {.kv = &sh->kv, .layer = 1, .bt = sh->bt,
 			    .scale = 2.0f / sqrtf((float)w->row), .q = w->qbuf, .n_tok = 3,
 			    .n_heads = H, .vis = vis, .k_begin = 6, .k_end = 203, .out = o, .lse = l,
-			    .q_bf16 = q_bf16};
+			    .q_bf16 = q_bf16, .p_bf16 = p_bf16};
 	mqa_run_at(&j, ws, lv);
 	free(ws);
 }
@@ -672,12 +672,23 @@ static void test_kernel_levels_agree(void)
 					ops_round_bf16(w.qbuf, (int64_t)nr * w.row);
 				size_t no = (size_t)nr * s.Lkv;
 				float *o0 = malloc(no * 4), *o = malloc(no * 4), l0[48], l[48];
-				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0, qb);
+				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0, qb, false);
 				for (int lv = 1; lv <= (int)ops_level_best(); lv++) {
-					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l, qb);
+					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l, qb, false);
 					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
 					EXPECTF(d <= 1e-5 && dl <= 1e-5, "%s H %d Lkv %d dt %d q_bf16 %d: %g %g",
 						ops_level_name((enum ops_level)lv), H, s.Lkv, dt, qb, d, dl);
+				}
+				/* P·V in bf16 (p_bf16): each probability within 2^-9 relative, so each
+				 * output within 2^-9 of the largest value magnitude; the LSE is fp32 */
+				if (qb && ops_level_best() >= OPS_AVX512_BF16) {
+					kernel_tile(&sh, &w, H, OPS_AVX512_BF16, o, l, true, true);
+					double vmax = 1.0; /* the world's values lie in [-1, 1) */
+					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
+					EXPECTF(d <= vmax / 512 + 1e-5 && dl <= 1e-5, "p_bf16 H %d Lkv %d dt %d: %g (bound %g) %g", H,
+						s.Lkv, dt, d, vmax / 512, dl);
+					/* and it is the bf16 path, not the fp32 one: some output moved */
+					EXPECTF(!dt || d > 0, "p_bf16 H %d Lkv %d: identical to fp32 P", H, s.Lkv);
 				}
 				free(o0), free(o);
 				shard_free(&sh);
