@@ -28,8 +28,8 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 	v.row0 = w->row0 + r0;
 	v.col0 = w->col0 + c0;
 	v.packed = NULL;
-	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0 && nc == w->cols)
-		v.packed = w->packed + (size_t)(r0 / PREPACK_ROWS) * (size_t)((w->cols + 1) / 2) * PREPACK_ROWS;
+	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0) /* fewer columns: a prefix of each block */
+		v.packed = w->packed + (size_t)(r0 / PREPACK_ROWS) * (size_t)w->packed_pairs * PREPACK_ROWS;
 	return v;
 }
 
@@ -622,4 +622,24 @@ void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int
 {
 	struct gemm_job j = {.w = w, .x = x, .y = y, .n = n, .ldx = ldx, .ldy = ldy};
 	ops_gemm_multi(p, 1, &j);
+}
+
+size_t prepack_x_elems(int n, int cols)
+{
+	return (size_t)(n > 0 ? n : 0) * (size_t)gemm_prepacked_ldxb(cols);
+}
+
+void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
+{
+	CHECK(ops_level_best() >= OPS_AVX512_BF16 && j->w->packed && j->x_bf16);
+	if (j->n <= 0 || j->w->rows <= 0)
+		return;
+	int ldxb = gemm_prepacked_ldxb(j->w->cols);
+	if (j->w->cols <= 0) { /* nothing to sum: y = 0 (or unchanged) */
+		for (int t = 0; t < j->n && !j->accumulate; t++)
+			memset(j->y + (size_t)t * (size_t)j->ldy, 0, sizeof(float) * (size_t)j->w->rows);
+		return;
+	}
+	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
+	gemm_panel_prepacked512(j, xb, ldxb, 0, j->w->rows);
 }

@@ -104,13 +104,14 @@ A512 void gemm_x_to_bf16(const float *x, int ldx, int t0, int t1, int cols, uint
 void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
 {
 	const struct wmat *w = j->w;
-	CHECK(w->packed && r0 % SR == 0 && ldxb % 2 == 0);
-	int P = (w->cols + 1) / 2, ntile = (j->n + TT - 1) / TT;
+	CHECK(w->packed && r0 % SR == 0 && ldxb % 2 == 0 && w->packed_pairs >= (w->cols + 1) / 2);
+	/* the view's pairs; blocks are packed_pairs apart (a column-prefix view uses fewer) */
+	int P = (w->cols + 1) / 2, stride = w->packed_pairs, ntile = (j->n + TT - 1) / TT;
 	const uint32_t *xp = (const uint32_t *)(const void *)xb;
 	size_t ldxp = (size_t)ldxb / 2;
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
-		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)P * SR;
+		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)stride * SR;
 		for (int k0 = 0; k0 < P; k0 += KP) {
 			int kn = P - k0 < KP ? P - k0 : KP;
 			uintptr_t chunk = (uintptr_t)(wp + (size_t)k0 * SR), bytes = (uintptr_t)kn * SR * 4;

@@ -71,4 +71,26 @@ void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p)
 	struct pack_ctx c = {w, dst};
 	pool_for(p, (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, 1, pack_blocks, &c);
 	w->packed = dst;
+	w->packed_pairs = (w->cols + 1) / 2;
+}
+
+void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c)
+{
+	CHECK(c0 % 2 == 0 && c0 + nc <= cols);
+	size_t P = (size_t)((cols + 1) / 2);
+	int blocks = (rows + PREPACK_ROWS - 1) / PREPACK_ROWS;
+	for (int b = 0; b < blocks; b++)
+		for (int c = 0; c < nc; c += 2) {
+			uint32_t *d = dst + ((size_t)b * P + (size_t)(c0 + c) / 2) * PREPACK_ROWS;
+			for (int r = 0; r < PREPACK_ROWS; r++) {
+				int row = b * PREPACK_ROWS + r;
+				if (row >= rows) {
+					d[r] = 0;
+					continue;
+				}
+				const float *s = src + (size_t)row * ld_r + (size_t)c * ld_c;
+				uint32_t lo = f32_to_bf16(s[0]), hi = c + 1 < nc ? f32_to_bf16(s[ld_c]) : 0;
+				d[r] = lo | hi << 16;
+			}
+		}
 }

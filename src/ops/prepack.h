@@ -29,7 +29,20 @@ size_t prepack_bytes(const struct wmat *w);
 bool prepack_wanted(const struct wmat *w, bool act_bf16);
 
 /* Packs the view w into dst (prepack_bytes(w), 64-byte aligned) over the pool's threads and
- * sets w->packed = dst. */
+ * sets w->packed = dst, w->packed_pairs = P. */
 void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p);
+
+/* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values,
+ * element (r, c0 + c) = src[r * ld_r + c * ld_c], into dst laid out for `cols` columns
+ * (P = ceil(cols / 2) pairs per block), padding rows up to the block and an odd last column
+ * of the range with zeros. Strides let the caller pack a transpose (the prefill's Vᵀ) or
+ * concatenate column ranges (its [k_nope | k_pe] keys) without a copy. */
+void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c);
+
+/* Single-threaded y = x · Wᵀ on packed weights (w->data unused), for callers that divide the
+ * work themselves (the prefill attention): ops_level_best() >= OPS_AVX512_BF16, j->x values
+ * bf16-exact; xb: scratch of prepack_x_elems(j->n, w->cols) elements. */
+size_t prepack_x_elems(int n, int cols);
+void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb);
 
 #endif

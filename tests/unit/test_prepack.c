@@ -292,6 +292,59 @@ static void test_x_padding_not_read(void)
 	}
 }
 
+/* prepack_f32 packs bf16-exact fp32 values exactly as prepack_bf16 packs the same values:
+ * straight, as two column ranges (the prefill keys [k_nope | k_pe]) and from a transposed
+ * source (its Vᵀ); prepack_gemm_1t on the result (column-prefix views included) matches the
+ * reference. */
+static void test_prepack_f32_and_1t(void)
+{
+	int shapes[][2] = {{1, 2}, {33, 7}, {64, 192}, {128, 151}};
+	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+		int R = shapes[si][0], C = shapes[si][1];
+		struct pbuf b;
+		pbuf_make(&b, R, C);
+		pbuf_pack(&b, NULL);
+		float *f = malloc(sizeof(float) * (size_t)R * C), *ft = malloc(sizeof(float) * (size_t)R * C);
+		for (int r = 0; r < R; r++)
+			for (int c = 0; c < C; c++)
+				f[(size_t)r * C + c] = ft[(size_t)c * R + r] = bf16_to_f32(b.data[(size_t)r * C + c]);
+		size_t bytes = prepack_bytes(&b.w);
+		uint32_t *p1 = pk_alloc(bytes), *p2 = pk_alloc(bytes), *p3 = pk_alloc(bytes);
+		prepack_f32(p1, R, C, 0, C, f, (size_t)C, 1);
+		int split = C > 2 ? (C / 2) & ~1 : C;
+		prepack_f32(p2, R, C, 0, split, f, (size_t)C, 1);
+		if (split < C)
+			prepack_f32(p2, R, C, split, C - split, f + split, (size_t)C, 1);
+		prepack_f32(p3, R, C, 0, C, ft, 1, (size_t)R);
+		EXPECTF(!memcmp(p1, b.pk, bytes) && !memcmp(p2, b.pk, bytes) && !memcmp(p3, b.pk, bytes),
+			"%dx%d: prepack_f32 differs from prepack_bf16", R, C);
+		if (ops_level_best() >= OPS_AVX512_BF16)
+			for (int nc = C; nc >= 1; nc = nc > 1 ? nc / 2 : 0) { /* the full width, then prefixes */
+				struct wmat w = {.dtype = DT_BF16, .rows = R, .cols = C, .ld = C, .packed = p1,
+						 .packed_pairs = (C + 1) / 2};
+				struct wmat v = wmat_view(&w, 0, R, 0, nc);
+				struct wmat ref_w = wmat_view(&b.w, 0, R, 0, nc);
+				int n = 13;
+				float *x = make_x(n, nc, nc + 3, 0.0f), *y = malloc(sizeof(float) * (size_t)n * R);
+				double *ref = malloc(sizeof(double) * (size_t)n * R);
+				uint16_t *xb = malloc(sizeof(uint16_t) * prepack_x_elems(n, nc));
+				ref_gemm(&ref_w, x, nc + 3, n, ref, R);
+				struct gemm_job j = {.w = &v, .x = x, .ldx = nc + 3, .y = y, .ldy = R, .n = n, .x_bf16 = 1};
+				prepack_gemm_1t(&j, xb);
+				double worst = 0, big = 1e-30; /* error relative to the largest output */
+				for (int i = 0; i < n * R; i++) {
+					double d = fabs(y[i] - ref[i]);
+					worst = d > worst ? d : worst;
+					big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
+				}
+				EXPECTF(worst / big < 2e-6, "1t %dx%d prefix %d: rel err %g", R, C, nc, worst / big);
+				free(x), free(y), free(ref), free(xb);
+			}
+		free(f), free(ft), free(p1), free(p2), free(p3);
+		pbuf_free(&b);
+	}
+}
+
 /* Which copy runs: at AVX512_BF16 with bf16 x the packed one, elsewhere `data`. A weight
  * whose packed copy holds other values than its data tells them apart. */
 static void test_packed_copy_used(void)
@@ -303,6 +356,7 @@ static void test_packed_copy_used(void)
 	pbuf_pack(&a, g_pool);
 	struct wmat mixed = b.w; /* data: b, packed: a */
 	mixed.packed = a.pk;
+	mixed.packed_pairs = a.w.packed_pairs;
 	float *x = make_x(16, C, C, 0), *y = malloc(sizeof(float) * 16 * R);
 	double *ra = malloc(sizeof(double) * 16 * R), *rb = malloc(sizeof(double) * 16 * R);
 	ref_gemm(&a.w, x, C, 16, ra, R);
@@ -366,8 +420,9 @@ static void test_views(void)
 		{0, R, 0, C, b.pk},		    /* the whole matrix */
 		{16, 40, 0, C, NULL},		    /* starts inside a block */
 		{1, 99, 0, C, NULL},
-		{0, 64, 0, C - 1, NULL},	    /* columns cut */
-		{32, 64, 1, C - 1, NULL},
+		{0, 64, 0, C - 1, b.pk},	    /* a column prefix: the blocks' first pairs */
+		{32, 64, 0, 1, b.pk + blk},
+		{32, 64, 1, C - 1, NULL},	    /* columns cut at the front */
 		{0, 64, 64, 2, NULL},
 	};
 	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
@@ -573,7 +628,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_layout),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
+		T(test_layout), T(test_prepack_f32_and_1t),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
 		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
