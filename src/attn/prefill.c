@@ -6,12 +6,17 @@
 #include "attn/dcp.h"
 #include "attn/kv_cache.h"
 #include "attn/merge.h"
+#include "ops/cpu.h"
 #include "ops/pool.h"
+#include "ops/prepack.h"
 #include "ops/vec.h"
 
 /* MHA over up-projected keys: query a (of nq) sees keys [0, causal ? a+1 : nk). Work items
  * are (head, block of QB queries); each thread copies the head's K [nk, dn+dr] and Vᵀ
- * [dv, nk] into its own buffers and runs two GEMMs (scores, then probabilities x V). */
+ * [dv, nk] into its own buffers and runs two GEMMs (scores, then probabilities x V).
+ * Under bf16 (bf16-exact q, K, V on an AVX512_BF16 CPU) K and Vᵀ are packed for the bf16
+ * dot-product kernel once per head for all nk keys (a causal block uses a prefix view) and
+ * the probabilities are rounded to bf16 (as bf16 engines multiply P·V). */
 #define QB 64
 
 struct mha_ctx {
@@ -23,13 +28,69 @@ struct mha_ctx {
 	int nq, nk, causal;
 	float *o; int ldo;		  /* [nq, H*dv] */
 	float *lse;			  /* [nq, H] */
-	float *work; size_t work_ld;	  /* per thread: K, Vᵀ, S */
+	float *work; size_t work_ld;	  /* per thread: K, Vᵀ, S (fp32), or packed K, Vᵀ, S, x */
 	int max_keys;
+	bool bf16;
 };
+
+/* bf16: a thread's buffer: packed K [keys, dk] and Vᵀ [dv, keys], S [QB, keys], x scratch */
+static size_t pk_k_words(int keys, int dk) { return (size_t)((keys + 31) / 32) * 32 * (size_t)((dk + 1) / 2); }
+static size_t pk_v_words(int keys, int dv) { return (size_t)((dv + 31) / 32) * 32 * (size_t)((keys + 1) / 2); }
+static size_t bf16_work_floats(int keys, int dk, int dv)
+{
+	size_t xe = prepack_x_elems(QB, keys > dk ? keys : dk);
+	return pk_k_words(keys, dk) + pk_v_words(keys, dv) + (size_t)QB * (size_t)keys + (xe + 1) / 2 + 64;
+}
+
+static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
+{
+	int dk = c->dn + c->dr, hd = c->dn + c->dv, nqb = (c->nq + QB - 1) / QB;
+	uint32_t *Kp = (uint32_t *)(c->work + (size_t)tid * c->work_ld);
+	uint32_t *Vp = Kp + pk_k_words(c->nk, dk);
+	float *S = (float *)(Vp + pk_v_words(c->nk, c->dv));
+	uint16_t *xb = (uint16_t *)(S + (size_t)QB * (size_t)c->nk);
+	struct wmat kf = {.dtype = DT_BF16, .rows = c->nk, .cols = dk, .ld = dk, .packed = Kp,
+			  .packed_pairs = (dk + 1) / 2};
+	struct wmat vf = {.dtype = DT_BF16, .rows = c->dv, .cols = c->nk, .ld = c->nk, .packed = Vp,
+			  .packed_pairs = (c->nk + 1) / 2};
+	int cur_h = -1;
+	for (int it = begin; it < end; it++) {
+		int h = it / nqb, a0 = (it % nqb) * QB, a1 = a0 + QB < c->nq ? a0 + QB : c->nq;
+		int nk = c->causal ? a1 : c->nk; /* keys any query of the block can see */
+		if (h != cur_h) { /* every key of the head, once: blocks take prefixes */
+			const float *kv = c->kvb + (size_t)h * (size_t)hd;
+			prepack_f32(Kp, c->nk, dk, 0, c->dn, kv, (size_t)c->ldkvb, 1);
+			prepack_f32(Kp, c->nk, dk, c->dn, c->dr, c->kpe, (size_t)c->ldkpe, 1);
+			prepack_f32(Vp, c->dv, c->nk, 0, c->nk, kv + c->dn, 1, (size_t)c->ldkvb);
+			cur_h = h;
+		}
+		struct wmat kw = wmat_view(&kf, 0, nk, 0, dk), vw = wmat_view(&vf, 0, c->dv, 0, nk);
+		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
+				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0, .x_bf16 = 1};
+		prepack_gemm_1t(&js, xb);
+		for (int a = a0; a < a1; a++) {
+			float *sr = S + (size_t)(a - a0) * (size_t)nk;
+			int vis = c->causal ? a + 1 : nk;
+			for (int b = 0; b < vis; b++)
+				sr[b] *= c->scale;
+			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
+			ops_round_bf16(sr, vis);
+			for (int b = vis; b < nk; b++)
+				sr[b] = 0;
+		}
+		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
+				      .ldy = c->ldo, .n = a1 - a0, .x_bf16 = 1};
+		prepack_gemm_1t(&jo, xb);
+	}
+}
 
 static void mha_items(void *arg, int begin, int end, int tid)
 {
 	const struct mha_ctx *c = arg;
+	if (c->bf16) {
+		mha_items_bf16(c, begin, end, tid);
+		return;
+	}
 	int dk = c->dn + c->dr, hd = c->dn + c->dv, nqb = (c->nq + QB - 1) / QB;
 	float *K = c->work + (size_t)tid * c->work_ld;		/* [nk, dk] */
 	float *Vt = K + (size_t)c->max_keys * (size_t)dk;	/* [dv, nk] */
@@ -71,6 +132,13 @@ static void mha_items(void *arg, int begin, int end, int tid)
 
 static int max_i(int a, int b) { return a > b ? a : b; }
 
+/* a thread's MHA buffer: the fp32 layout or the bf16 one, whichever is larger */
+static size_t work_floats(int keys, int dk, int dv)
+{
+	size_t f32 = (size_t)keys * (size_t)(dk + dv) + (size_t)QB * (size_t)keys, b = bf16_work_floats(keys, dk, dv);
+	return f32 > b ? f32 : b;
+}
+
 size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
 				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads)
 {
@@ -81,8 +149,8 @@ size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int r
 	f += w * (size_t)(kv_lora_rank + rope_dim);		/* workspace rows */
 	f += w * H * (size_t)(nope_dim + v_dim);		/* kvb of a context chunk */
 	f += 2 * (n * H * (size_t)v_dim + n * H);		/* chunk and accumulated (o, lse) */
-	size_t keys = (size_t)max_i(n_tokens, ws_rows);
-	f += (size_t)n_threads * (keys * (size_t)(nope_dim + rope_dim + v_dim) + (size_t)QB * keys); /* K, Vᵀ, S */
+	int keys = max_i(n_tokens, ws_rows);
+	f += (size_t)n_threads * work_floats(keys, nope_dim + rope_dim, v_dim); /* K, Vᵀ, S (+ bf16 x) */
 	return f * sizeof(float) + 16 * 64;
 }
 
@@ -173,15 +241,19 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 	float *kvb = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)hd);	/* [np, H*(dn+dv)] */
 	float *lse_new = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);	/* [np, H] */
 	int max_keys = max_i(np, ws);
-	size_t work_ld = (size_t)max_keys * (size_t)(dn + dr + dv) + (size_t)QB * (size_t)max_keys;
+	size_t work_ld = (work_floats(max_keys, dn + dr, dv) + 15) & ~(size_t)15; /* 64-byte aligned */
 	float *work = arena_alloc(a->scratch, sizeof(float) * (size_t)nthr * work_ld);
 	float *wsb = NULL, *kvb_ctx = NULL, *o_c = NULL, *lse_c = NULL, *o_acc = NULL, *lse_acc = NULL;
 	float *dcp_loc = NULL, *dcp_gat = NULL;
 
-	/* up-project the new latents once for all prefill sequences */
+	/* up-project the new latents once for all prefill sequences (bf16: rounded like every
+	 * activation, which the bf16 core needs) */
 	struct gemm_job up = {.w = a->kv_b, .x = a->kv_c + (size_t)t_begin * (size_t)a->ld_kv, .ldx = a->ld_kv,
-			      .y = kvb, .ldy = hd, .n = np};
+			      .y = kvb, .ldy = hd, .n = np, .x_bf16 = a->bf16};
 	ops_gemm_multi(a->pool, 1, &up);
+	if (a->bf16)
+		ops_round_bf16(kvb, (int64_t)np * hd);
+	bool core_bf16 = a->bf16 && ops_level_best() >= OPS_AVX512_BF16;
 
 	for (int i = m->n_decodes; i < m->n_seqs; i++) {
 		int qs = m->query_start[i], ql = m->query_start[i + 1] - qs;
@@ -197,7 +269,7 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 				    .kvb = kvb + (size_t)(qs - t_begin) * (size_t)hd, .ldkvb = hd,
 				    .kpe = a->k_pe + (size_t)qs * (size_t)a->ld_kv, .ldkpe = a->ld_kv,
 				    .nq = ql, .nk = ql, .causal = 1, .o = out, .ldo = H * dv, .lse = lse,
-				    .work = work, .work_ld = work_ld, .max_keys = max_keys};
+				    .work = work, .work_ld = work_ld, .max_keys = max_keys, .bf16 = core_bf16};
 		int items = H * ((ql + QB - 1) / QB);
 		pool_for(a->pool, items, 1, mha_items, &c);
 		if (ctx == 0)
@@ -229,8 +301,11 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 				if (read_ctx_rows(a, i, start, len, wsb, e))
 					return -1;
 			}
-			struct gemm_job upc = {.w = a->kv_b, .x = wsb, .ldx = row, .y = kvb_ctx, .ldy = hd, .n = len};
+			struct gemm_job upc = {.w = a->kv_b, .x = wsb, .ldx = row, .y = kvb_ctx, .ldy = hd, .n = len,
+					       .x_bf16 = a->bf16};
 			ops_gemm_multi(a->pool, 1, &upc);
+			if (a->bf16)
+				ops_round_bf16(kvb_ctx, (int64_t)len * hd);
 			int first = start == 0;
 			struct mha_ctx cc = c;
 			cc.kvb = kvb_ctx;

@@ -32,6 +32,10 @@ struct attn_prefill_args {
 	 * rank of the group calls it the same number of times with the same n. */
 	int (*dcp_allgather)(void *ctx, const float *send, size_t n, float *recv, struct err *e);
 	void *dcp_ctx;
+	/* bf16 activations: q, kv_c, k_pe (and cached rows) are bf16-exact; the up-projected
+	 * K/V are rounded too, and on an AVX512_BF16 CPU the attention core runs bf16 dot
+	 * products with the probabilities rounded to bf16 (P·V as bf16 engines do) */
+	bool bf16;
 };
 
 int attn_prefill(const struct attn_prefill_args *a, struct err *e);

@@ -245,7 +245,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 					       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
 					       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
 					       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena,
-					       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm};
+					       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm,
+					       .bf16 = m->opt.act_dtype == DT_BF16};
 		if (attn_prefill(&pa, e))
 			return err_prefix(e, "layer %d", li);
 		used(m, &l->kv_b);

@@ -196,6 +196,92 @@ static void test_absorbed_equals_upprojected_random(void)
 	free(wkv);
 }
 
+static float bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+/* attn_prefill under bf16 (real head sizes, two causal query blocks, context in chunks)
+ * against a double-precision reference on the same bf16-rounded up-projected K/V: only the
+ * probabilities' rounding to bf16 (each within 2^-9) separates them, so every output is
+ * within max|V| / 512 (measured ~10x inside). */
+static void test_prefill_bf16_core(void)
+{
+	enum { H = 2, DN = 128, DR = 64, DV = 128, L = 64, ROW = L + DR, NK = 150, NQ = 70, BS = 16, HD = DN + DV };
+	struct err e;
+	struct kv_cache kv;
+	EXPECT_EQ_INT(kv_cache_init(&kv, 1, 16, BS, L, DR, DT_BF16, &e), 0);
+	int32_t bt[10] = {9, 3, 1, 7, 2, 5, 4, 8, 6, 10};
+	float *rows = malloc(sizeof(float) * NK * ROW), *q = malloc(sizeof(float) * NQ * H * (DN + DR));
+	int64_t slots[NK];
+	for (int i = 0; i < NK * ROW; i++)
+		rows[i] = bf(frand());
+	for (int i = 0; i < NQ * H * (DN + DR); i++)
+		q[i] = bf(frand());
+	for (int p = 0; p < NK; p++)
+		slots[p] = kv_cache_slot(bt, BS, p);
+	kv_cache_write_strided(&kv, 0, slots, rows, ROW, rows + L, ROW, NK);
+	uint16_t *wkv = malloc(sizeof(uint16_t) * H * HD * L);
+	for (int i = 0; i < H * HD * L; i++)
+		wkv[i] = f32_to_bf16(frand() * 0.3f);
+	struct wmat kvb = {.dtype = DT_BF16, .data = wkv, .rows = H * HD, .cols = L, .ld = L};
+	/* reference K/V: the up-projection in double, rounded to bf16 as the bf16 path does */
+	float *kvr = malloc(sizeof(float) * NK * H * HD);
+	for (int b = 0; b < NK; b++)
+		for (int o = 0; o < H * HD; o++) {
+			double acc = 0;
+			for (int l = 0; l < L; l++)
+				acc += (double)rows[b * ROW + l] * bf16_to_f32(wkv[o * L + l]);
+			kvr[(size_t)b * H * HD + o] = bf((float)acc);
+		}
+	float scale = 0.07f, vmax = 0;
+	for (int i = 0; i < NK * H * HD; i++)
+		vmax = fabsf(kvr[i]) > vmax ? fabsf(kvr[i]) : vmax;
+	int32_t qs[2] = {0, NQ}, sl[1] = {NK};
+	struct attn_meta meta = {.n_seqs = 1, .n_tokens = NQ, .query_start = qs, .seq_lens = sl, .block_table = bt,
+				 .max_blocks = 10, .slots = slots + NK - NQ, .dcp_size = 1, .local_seq_lens = sl};
+	struct arena ar;
+	arena_init(&ar, attn_prefill_scratch_bytes(NQ, H, DN, DR, DV, L, 1024, 2) + (1 << 20));
+	float *out = malloc(sizeof(float) * NQ * H * DV);
+	int chunks[] = {32, 1024};
+	for (int ci = 0; ci < 2; ci++) {
+		arena_reset(&ar);
+		struct attn_prefill_args pa = {.meta = &meta, .kv = &kv, .layer = 0, .n_heads = H, .nope_dim = DN,
+					       .rope_dim = DR, .v_dim = DV, .kv_lora_rank = L, .scale = scale, .kv_b = &kvb,
+					       .q = q, .kv_c = rows + (NK - NQ) * ROW, .k_pe = rows + (NK - NQ) * ROW + L,
+					       .ld_kv = ROW, .out = out, .ws_rows = chunks[ci], .pool = g_pool, .scratch = &ar,
+					       .bf16 = true};
+		EXPECTF(attn_prefill(&pa, &e) == 0, "%s", e.msg);
+		double worst = 0;
+		for (int t = 0; t < NQ; t++)
+			for (int h = 0; h < H; h++) {
+				int vis = NK - NQ + t + 1;
+				double s[NK], mx = -1e300, sum = 0;
+				const float *qt = q + (t * H + h) * (DN + DR);
+				for (int b = 0; b < vis; b++) {
+					const float *k = kvr + (size_t)b * H * HD + h * HD;
+					double d = 0;
+					for (int c = 0; c < DN; c++)
+						d += (double)qt[c] * k[c];
+					for (int c = 0; c < DR; c++)
+						d += (double)qt[DN + c] * rows[b * ROW + L + c];
+					s[b] = d * scale;
+					mx = s[b] > mx ? s[b] : mx;
+				}
+				for (int b = 0; b < vis; b++)
+					sum += s[b] = exp(s[b] - mx);
+				for (int v = 0; v < DV; v++) {
+					double o = 0;
+					for (int b = 0; b < vis; b++)
+						o += s[b] / sum * kvr[(size_t)b * H * HD + h * HD + DN + v];
+					double d = fabs(o - out[(t * H + h) * DV + v]);
+					worst = d > worst ? d : worst;
+				}
+			}
+		EXPECTF(worst <= vmax / 512, "chunk %d: max |diff| %g, max |V| %g", chunks[ci], worst, vmax);
+	}
+	arena_fini(&ar);
+	kv_cache_fini(&kv);
+	free(rows), free(q), free(wkv), free(kvr), free(out);
+}
+
 /* ---- on the model ---- */
 
 static struct model *load(const char *name, struct err *e)
@@ -357,7 +443,7 @@ int main(int argc, char **argv)
 		return 1;
 	static const struct test_case cases[] = {
 		T(test_merge_disjoint_equals_union), T(test_merge_lse_edge_cases),
-		T(test_absorbed_equals_upprojected_random), T(test_model_decode_equals_prefill),
+		T(test_absorbed_equals_upprojected_random), T(test_prefill_bf16_core), T(test_model_decode_equals_prefill),
 		T(test_model_chunked_prefill), T(test_model_mixed_batch),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
