@@ -288,7 +288,7 @@ static int prepack(struct model *m, struct wmat *w, size_t *bytes, struct err *e
 	uint32_t *d = own(m, prepack_bytes(w));
 	if (!d)
 		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
-	prepack_bf16(w, d, m->opt.pool);
+	prepack_weights(w, d, m->opt.pool);
 	*bytes += prepack_bytes(w);
 	return 0;
 }
@@ -316,7 +316,7 @@ static int prepack_all(struct model *m, struct err *e)
 				return -1;
 	}
 	if (bytes)
-		LOG_I("model", "packed %.2f GB of bf16 weights for the bf16 dot-product kernels in %.1f s", bytes / 1e9,
+		LOG_I("model", "packed %.2f GB of weights for the bf16 dot-product kernels in %.1f s", bytes / 1e9,
 		      mono_now_s() - t0);
 	return 0;
 }

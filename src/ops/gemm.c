@@ -28,8 +28,13 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 	v.row0 = w->row0 + r0;
 	v.col0 = w->col0 + c0;
 	v.packed = NULL;
-	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0) /* fewer columns: a prefix of each block */
-		v.packed = w->packed + (size_t)(r0 / PREPACK_ROWS) * (size_t)w->packed_pairs * PREPACK_ROWS;
+	v.packed_scale = NULL;
+	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0) { /* fewer columns: a prefix of each block */
+		size_t rb = (size_t)(r0 / PREPACK_ROWS);
+		v.packed = w->packed + rb * (size_t)w->packed_pairs * prepack_words_per_pair(w->dtype);
+		if (w->packed_scale)
+			v.packed_scale = w->packed_scale + rb * (size_t)prepack_segments(w) * PREPACK_ROWS;
+	}
 	return v;
 }
 

@@ -24,11 +24,13 @@ struct wmat {
 	int64_t ld;
 	const float *scale; /* fp8 only: [ceil(full_rows/blk_r), scale_ld] */
 	int scale_ld, row0, col0, blk_r, blk_c;
-	/* optional, bf16-exact values only: the view's weights packed for the bf16 dot-product
-	 * kernels (ops/prepack.h), packed_pairs column pairs per 32-row block; a sub-view keeps
-	 * it when it starts on a 32-row block and at column 0 */
+	/* optional: the view's weights packed for the bf16 dot-product kernels (ops/prepack.h),
+	 * packed_pairs column pairs per 32-row block (fp8: packed_scale, each row's block scale
+	 * per 128-column segment); a sub-view keeps it when it starts on a 32-row block and at
+	 * column 0 */
 	const uint32_t *packed;
 	int packed_pairs;
+	const float *packed_scale;
 };
 
 /* A sub-view: rows [r0, r0+nr), cols [c0, c0+nc) of w. */

@@ -12,6 +12,7 @@
  * their tiles are smaller. Column tails use masked loads (never read past a row). */
 #include <immintrin.h>
 
+#include "ops/fp8_512.h"
 #include "ops/gemm_internal.h"
 #include "ops/scratch.h"
 
@@ -71,12 +72,7 @@ A512B_INLINE __m512i load32(const enum dtype dt, const char *base, size_t i, __m
 {
 	if (dt == DT_BF16) /* plain when whole: AMD runs masked loads slower */
 		return m == 0xffffffffu ? _mm512_loadu_si512(base + 2 * i) : _mm512_maskz_loadu_epi16(m, (const uint16_t *)base + i);
-	__m512i b = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (const uint8_t *)base + i));
-	__m512i lo = _mm512_permutex2var_epi16(tb[0], b, tb[1]); /* index bits 0-5 */
-	__m512i hi = _mm512_permutex2var_epi16(tb[2], b, tb[3]);
-	__mmask32 upper = _mm512_test_epi16_mask(b, _mm512_set1_epi16(0x40));
-	__m512i mag = _mm512_mask_blend_epi16(upper, lo, hi);
-	return _mm512_or_si512(mag, _mm512_and_si512(_mm512_slli_epi16(b, 8), _mm512_set1_epi16((short)0x8000)));
+	return fp8_512_decode(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (const uint8_t *)base + i)), tb);
 }
 
 /* Operands of one column step, in locals the compiler can keep in registers. */
@@ -237,14 +233,6 @@ static A512B void to_bf16(const float *x, int ldx, int nt, int cols, uint16_t *x
 	}
 }
 
-static A512B void fp8_table(__m512i tb[4])
-{
-	for (int q = 0; q < 4; q++) {
-		__m512 lo = _mm512_loadu_ps(fp8_e4m3_table + 32 * q), hi = _mm512_loadu_ps(fp8_e4m3_table + 32 * q + 16);
-		tb[q] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-	}
-}
-
 /* y[t0 + t][r + rr] (+)= k->out[rr][t] for a tile's nt tokens and `rows` rows */
 static void store_tile(const struct gemm_job *j, const struct k512 *k, int t0, int nt, int r, int rows)
 {
@@ -263,7 +251,7 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 		dp = false; /* same products, fp32 path */
 	struct k512 k = {.w = w, .ldx = j->ldx, .ldxb = (w->cols + 31) / 32 * 32};
 	if (dp && w->dtype == DT_F8_E4M3)
-		fp8_table(k.tb);
+		fp8_512_table(k.tb);
 	void (*fn)(struct k512 *, int, int);
 	switch (w->dtype) {
 	case DT_F32: fn = blk_fma_f32; break;

@@ -14,6 +14,7 @@
  * chunk, chunks added into y in order): a token's result does not depend on its batch. */
 #include <immintrin.h>
 
+#include "ops/fp8_512.h"
 #include "ops/gemm_internal.h"
 #include "ops/prepack.h"
 
@@ -82,6 +83,86 @@ static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp,
 #undef MK
 }
 
+/* ---- fp8: 64 bytes per step (32 rows x a pair), decoded to bf16 pairs through a table;
+ * tiles of up to TT8 tokens (16 accumulators: the table takes 4 registers) ---- */
+#define TT8 8
+
+/* y[t][0..32) (+)= sc[row] · Σ_{p < np} W8[p][row] · xp[t][p] */
+A512_INLINE void mk8_t(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
+		       __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
+{
+	__m512i tb[4];
+	fp8_512_table(tb);
+	__m512 a0[TT8], a1[TT8];
+#pragma GCC unroll 8
+	for (int t = 0; t < nt; t++)
+		a0[t] = a1[t] = _mm512_setzero_ps();
+	for (int p = 0; p < np; p++) {
+		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T0);
+		__m512i raw = _mm512_load_si512(wp + (size_t)p * 2 * SR); /* rows 0-15, then 16-31 */
+		__m512i w0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), tb);
+		__m512i w1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), tb);
+#pragma GCC unroll 8
+		for (int t = 0; t < nt; t++) {
+			__m512i xb = _mm512_set1_epi32((int)xp[(size_t)t * ldxp + (size_t)p]);
+			a0[t] = _mm512_dpbf16_ps(a0[t], (__m512bh)w0, (__m512bh)xb);
+			a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xb);
+		}
+	}
+	__m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
+#pragma GCC unroll 8
+	for (int t = 0; t < nt; t++) {
+		float *yt = y + (size_t)t * ldy;
+		__m512 v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
+		__m512 v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
+		_mm512_mask_storeu_ps(yt, m0, v0);
+		_mm512_mask_storeu_ps(yt + 16, m1, v1);
+	}
+}
+
+static A512 void mk8(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
+		     __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, int nt)
+{
+#define MK8(N) mk8_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, sc, pf, pfs, N)
+	switch (nt) {
+	case 1: MK8(1); break;
+	case 2: MK8(2); break;
+	case 3: MK8(3); break;
+	case 4: MK8(4); break;
+	case 5: MK8(5); break;
+	case 6: MK8(6); break;
+	case 7: MK8(7); break;
+	default: MK8(8); break;
+	}
+#undef MK8
+}
+
+/* fp8: one k chunk per scale segment (blk_c columns, the view starting on one) */
+static void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp, int r0, int r1)
+{
+	const struct wmat *w = j->w;
+	int P = (w->cols + 1) / 2, stride = w->packed_pairs, ntile = (j->n + TT8 - 1) / TT8;
+	int seg = w->blk_c / 2, S = prepack_segments(w);
+	for (int rb = r0; rb < r1; rb += SR) {
+		int nr = r1 - rb < SR ? r1 - rb : SR;
+		const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
+		const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
+		for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+			int kn = P - k0 < seg ? P - k0 : seg;
+			uintptr_t chunk = (uintptr_t)(wp + (size_t)k0 * 2 * SR), bytes = (uintptr_t)kn * 2 * SR;
+			for (int ti = 0, t0 = 0; ti < ntile; ti++) {
+				int nt = j->n / ntile + (ti < j->n % ntile);
+				mk8(wp + (size_t)k0 * 2 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
+				    j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
+				    k0 > 0 || j->accumulate, sc + (size_t)g * SR,
+				    ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
+				    (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1), nt);
+				t0 += nt;
+			}
+		}
+	}
+}
+
 int gemm_prepacked_ldxb(int cols)
 {
 	/* whole zmm per row, plus 64 bytes so that rows 4 KB apart do not share L1 sets */
@@ -109,6 +190,10 @@ void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int l
 	int P = (w->cols + 1) / 2, stride = w->packed_pairs, ntile = (j->n + TT - 1) / TT;
 	const uint32_t *xp = (const uint32_t *)(const void *)xb;
 	size_t ldxp = (size_t)ldxb / 2;
+	if (w->dtype == DT_F8_E4M3) {
+		panel_fp8(j, xp, ldxp, r0, r1);
+		return;
+	}
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)stride * SR;

@@ -9,12 +9,25 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "ops/cpu.h"
+#include "ops/gemm_internal.h"
 #include "ops/pool.h"
+
+static size_t blocks_of(const struct wmat *w) { return (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS); }
+static size_t segments_of(const struct wmat *w) { return (size_t)((w->cols + w->blk_c - 1) / w->blk_c); }
+
+/* bytes of the packed values (fp8: the scales follow, 64-byte aligned) */
+static size_t value_bytes(const struct wmat *w)
+{
+	size_t b = blocks_of(w) * (size_t)((w->cols + 1) / 2) * (size_t)prepack_words_per_pair(w->dtype) * 4;
+	return (b + 63) & ~(size_t)63;
+}
 
 size_t prepack_bytes(const struct wmat *w)
 {
-	size_t blocks = (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS);
-	return blocks * (size_t)((w->cols + 1) / 2) * PREPACK_ROWS * sizeof(uint32_t);
+	size_t b = value_bytes(w);
+	if (w->dtype == DT_F8_E4M3)
+		b += blocks_of(w) * segments_of(w) * PREPACK_ROWS * sizeof(float);
+	return b;
 }
 
 /* MLASERVE_PREPACK=0 keeps the weights as loaded: half the memory for bf16 checkpoints loaded
@@ -36,8 +49,9 @@ static bool prepack_enabled(void)
 
 bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
-	return act_bf16 && w->dtype == DT_BF16 && w->rows > 0 && w->cols > 0 && ops_level_best() >= OPS_AVX512_BF16 &&
-	       prepack_enabled();
+	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 && w->col0 % w->blk_c == 0;
+	return act_bf16 && (w->dtype == DT_BF16 || fp8_ok) && w->rows > 0 && w->cols > 0 &&
+	       ops_level_best() >= OPS_AVX512_BF16 && prepack_enabled();
 }
 
 struct pack_ctx {
@@ -65,13 +79,40 @@ static void pack_blocks(void *arg, int b0, int b1, int tid)
 	}
 }
 
-void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p)
+/* fp8 blocks [b0, b1): the bytes pairwise per row, then each row's scale per segment */
+static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 {
-	CHECK(w->dtype == DT_BF16 && ((uintptr_t)dst & 63) == 0);
+	(void)tid;
+	const struct pack_ctx *c = arg;
+	const struct wmat *w = c->w;
+	size_t P = (size_t)((w->cols + 1) / 2), S = segments_of(w);
+	float *scale = (float *)(void *)((char *)c->dst + value_bytes(w));
+	for (int b = b0; b < b1; b++) {
+		uint8_t *d = (uint8_t *)c->dst + (size_t)b * P * 2 * PREPACK_ROWS;
+		memset(d, 0, P * 2 * PREPACK_ROWS);
+		float *sc = scale + (size_t)b * S * PREPACK_ROWS;
+		for (int r = 0; r < PREPACK_ROWS; r++) {
+			int row = b * PREPACK_ROWS + r;
+			for (size_t g = 0; g < S; g++)
+				sc[g * PREPACK_ROWS + (size_t)r] = row < w->rows ? gemm_wscale(w, row, (int)g * w->blk_c) : 0.0f;
+			if (row >= w->rows)
+				continue;
+			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
+			for (int col = 0; col < w->cols; col++)
+				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + 2 * (size_t)r + (size_t)(col & 1)] = src[col];
+		}
+	}
+}
+
+void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
+{
+	bool fp8 = w->dtype == DT_F8_E4M3;
+	CHECK((w->dtype == DT_BF16 || (fp8 && w->blk_c % 2 == 0 && w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0);
 	struct pack_ctx c = {w, dst};
-	pool_for(p, (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, 1, pack_blocks, &c);
+	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
 	w->packed = dst;
 	w->packed_pairs = (w->cols + 1) / 2;
+	w->packed_scale = fp8 ? (const float *)(const void *)((const char *)dst + value_bytes(w)) : NULL;
 }
 
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c)

@@ -7,6 +7,13 @@
  * pair, and a thread's rows are one contiguous stream: no transposes, no horizontal sums,
  * no runtime packing, and the DRAM prefetchers see a single sequential stream.
  *
+ * fp8 e4m3 (DeepSeek's 128x128 block-scaled weights, packed when the view's columns start on
+ * a scale block): the same blocks with one byte per value, 64 bytes per step,
+ *   packed8[(rb * P + p) * 64 + 2 r + i] = W[32 rb + r, 2p + i]
+ * followed by the scales, packed_scale[(rb * S + g) * 32 + r] = scale of row 32 rb + r in
+ * column segment g (S = ceil(cols / blk_c)): the kernel decodes a step to bf16 pairs through
+ * a table and scales each segment's partial sums per row. Half the bytes of bf16.
+ *
  * A packed wmat keeps its `data` (the checkpoint's mapping): the other kernels, wmat_get and
  * views that cut a block or columns still use it. */
 #ifndef MLA_OPS_PREPACK_H
@@ -25,12 +32,17 @@ struct pool;
 /* Bytes of w's packed copy (the view's rows and columns, padded as above). */
 size_t prepack_bytes(const struct wmat *w);
 
-/* Whether packing w pays: bf16 weights, a CPU with bf16 dot products, bf16 activations. */
+/* Whether packing w pays: bf16 weights (or fp8 ones whose columns start on a scale block), a
+ * CPU with bf16 dot products, bf16 activations. */
 bool prepack_wanted(const struct wmat *w, bool act_bf16);
 
-/* Packs the view w into dst (prepack_bytes(w), 64-byte aligned) over the pool's threads and
- * sets w->packed = dst, w->packed_pairs = P. */
-void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p);
+/* Packs the view w (bf16 or fp8) into dst (prepack_bytes(w), 64-byte aligned) over the pool's
+ * threads and sets w->packed = dst, w->packed_pairs = P (fp8: and w->packed_scale). */
+void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p);
+
+/* 32-bit words per pair step of a block (bf16 32, fp8 16) and fp8 scale segments per block */
+static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }
+static inline int prepack_segments(const struct wmat *w) { return (2 * w->packed_pairs + w->blk_c - 1) / w->blk_c; }
 
 /* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values,
  * element (r, c0 + c) = src[r * ld_r + c * ld_c], into dst laid out for `cols` columns

@@ -59,7 +59,7 @@ static void pbuf_make(struct pbuf *b, int rows, int cols)
 static void pbuf_pack(struct pbuf *b, struct pool *p)
 {
 	b->pk = pk_alloc(prepack_bytes(&b->w));
-	prepack_bf16(&b->w, b->pk, p);
+	prepack_weights(&b->w, b->pk, p);
 }
 
 static void pbuf_free(struct pbuf *b)
@@ -172,7 +172,7 @@ static void test_layout(void)
 			for (int use_pool = 0; use_pool < 2; use_pool++) {
 				uint32_t *pk = pk_alloc(prepack_bytes(&b.w));
 				b.w.packed = NULL;
-				prepack_bf16(&b.w, pk, use_pool ? g_pool : NULL);
+				prepack_weights(&b.w, pk, use_pool ? g_pool : NULL);
 				EXPECT(b.w.packed == pk);
 				check_layout(&b.w, pk);
 				free(pk);
@@ -192,7 +192,7 @@ static void test_layout_view(void)
 		EXPECT_EQ_INT(prepack_bytes(&v),
 			      (size_t)((vs[i].nr + 31) / 32) * 32 * (size_t)((vs[i].nc + 1) / 2) * 4);
 		uint32_t *pk = pk_alloc(prepack_bytes(&v));
-		prepack_bf16(&v, pk, g_pool);
+		prepack_weights(&v, pk, g_pool);
 		EXPECT(v.packed == pk);
 		EXPECT(v.data == b.data + (size_t)vs[i].r0 * 150 + (size_t)vs[i].c0 && v.ld == 150);
 		check_layout(&v, pk);
@@ -292,7 +292,7 @@ static void test_x_padding_not_read(void)
 	}
 }
 
-/* prepack_f32 packs bf16-exact fp32 values exactly as prepack_bf16 packs the same values:
+/* prepack_f32 packs bf16-exact fp32 values exactly as prepack_weights packs the same values:
  * straight, as two column ranges (the prefill keys [k_nope | k_pe]) and from a transposed
  * source (its Vᵀ); prepack_gemm_1t on the result (column-prefix views included) matches the
  * reference. */
@@ -317,7 +317,7 @@ static void test_prepack_f32_and_1t(void)
 			prepack_f32(p2, R, C, split, C - split, f + split, (size_t)C, 1);
 		prepack_f32(p3, R, C, 0, C, ft, 1, (size_t)R);
 		EXPECTF(!memcmp(p1, b.pk, bytes) && !memcmp(p2, b.pk, bytes) && !memcmp(p3, b.pk, bytes),
-			"%dx%d: prepack_f32 differs from prepack_bf16", R, C);
+			"%dx%d: prepack_f32 differs from prepack_weights", R, C);
 		if (ops_level_best() >= OPS_AVX512_BF16)
 			for (int nc = C; nc >= 1; nc = nc > 1 ? nc / 2 : 0) { /* the full width, then prefixes */
 				struct wmat w = {.dtype = DT_BF16, .rows = R, .cols = C, .ld = C, .packed = p1,
@@ -343,6 +343,77 @@ static void test_prepack_f32_and_1t(void)
 		free(f), free(ft), free(p1), free(p2), free(p3);
 		pbuf_free(&b);
 	}
+}
+
+/* fp8 e4m3 with 128x128 block scales: packed views (row offsets off the scale blocks, column
+ * offsets on them) hold every byte and each row's scale per segment as prepack.h says, and
+ * the GEMM on them matches the double reference (decoding is exact) at every token count,
+ * each token's result independent of its batch. Column offsets off a scale block: not
+ * packed. */
+static void test_fp8(void)
+{
+	enum { R = 300, C = 520 }; /* 3 x 5 scale blocks, partial ones at both ends */
+	uint8_t *d = malloc((size_t)R * C);
+	for (size_t i = 0; i < (size_t)R * C; i++) {
+		uint8_t q = (uint8_t)(rbits() >> 5);
+		d[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
+	}
+	int sr = (R + 127) / 128, sc = (C + 127) / 128;
+	float *scale = malloc(sizeof(float) * (size_t)sr * sc);
+	for (int i = 0; i < sr * sc; i++)
+		scale[i] = 0.01f * (float)(i + 1);
+	struct wmat full = {.dtype = DT_F8_E4M3, .data = d, .rows = R, .cols = C, .ld = C, .scale = scale,
+			    .scale_ld = sc, .blk_r = 128, .blk_c = 128};
+	struct { int r0, nr, c0, nc; } vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
+	int ns[] = {1, 3, 8, 9, 17, 40};
+	for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
+		struct wmat v = wmat_view(&full, vs[vi].r0, vs[vi].nr, vs[vi].c0, vs[vi].nc);
+		EXPECT(prepack_wanted(&v, true) == (ops_level_best() >= OPS_AVX512_BF16));
+		uint32_t *pk = pk_alloc(prepack_bytes(&v));
+		prepack_weights(&v, pk, vi & 1 ? g_pool : NULL);
+		/* layout */
+		const uint8_t *b8 = (const uint8_t *)pk;
+		int P = (v.cols + 1) / 2, S = (v.cols + 127) / 128, bad = 0;
+		for (int r = 0; r < (v.rows + 31) / 32 * 32; r++) {
+			for (int c = 0; c < 2 * P; c++) {
+				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c] : 0;
+				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + 2 * (size_t)(r % 32) + (size_t)(c & 1)] != want;
+			}
+			for (int g = 0; g < S; g++) {
+				float want = r < v.rows ? scale[(size_t)((v.row0 + r) / 128) * sc + (size_t)((v.col0 + g * 128) / 128)] : 0.0f;
+				bad += v.packed_scale[((size_t)(r / 32) * S + (size_t)g) * 32 + (size_t)(r % 32)] != want;
+			}
+		}
+		EXPECTF(!bad, "fp8 view %zu: %d packed bytes or scales wrong", vi, bad);
+		/* the GEMM, and batch invariance */
+		int nmax = 40;
+		float *x = make_x(nmax, v.cols, v.cols + 1, 0.0f), *y = malloc(sizeof(float) * (size_t)nmax * v.rows);
+		float *y1 = malloc(sizeof(float) * (size_t)v.rows);
+		double *ref = malloc(sizeof(double) * (size_t)nmax * v.rows);
+		ref_gemm(&v, x, v.cols + 1, nmax, ref, v.rows);
+		for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+			int n = ns[ni];
+			struct gemm_job j = {.w = &v, .x = x, .ldx = v.cols + 1, .y = y, .ldy = v.rows, .n = n, .x_bf16 = 1};
+			ops_gemm_multi(g_pool, 1, &j);
+			double worst = 0, big = 1e-30;
+			for (int i = 0; i < n * v.rows; i++) {
+				worst = fabs(y[i] - ref[i]) > worst ? fabs(y[i] - ref[i]) : worst;
+				big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
+			}
+			EXPECTF(worst / big < 2e-6, "fp8 view %zu n=%d: rel err %g", vi, n, worst / big);
+			if (ops_level_best() >= OPS_AVX512_BF16) { /* the last token alone, bit for bit */
+				struct gemm_job j1 = {.w = &v, .x = x + (size_t)(n - 1) * (v.cols + 1), .ldx = v.cols + 1, .y = y1,
+						      .ldy = v.rows, .n = 1, .x_bf16 = 1};
+				ops_gemm_multi(NULL, 1, &j1);
+				EXPECTF(!memcmp(y1, y + (size_t)(n - 1) * v.rows, sizeof(float) * (size_t)v.rows),
+					"fp8 view %zu: token %d alone differs from within %d", vi, n - 1, n);
+			}
+		}
+		free(x), free(y), free(y1), free(ref), free(pk);
+	}
+	struct wmat off = wmat_view(&full, 0, 64, 100, 200); /* columns start inside a scale block */
+	EXPECT(!prepack_wanted(&off, true));
+	free(d), free(scale);
 }
 
 /* Which copy runs: at AVX512_BF16 with bf16 x the packed one, elsewhere `data`. A weight
@@ -628,7 +699,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_layout), T(test_prepack_f32_and_1t),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
+		T(test_layout), T(test_prepack_f32_and_1t), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
 		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
