@@ -42,7 +42,6 @@ struct k512 {
 	const uint16_t *xb;	/* dp: bf16 tokens [nt, ldxb] */
 	int ldxb;
 	size_t pf;		/* prefetch distance (0: PF_AHEAD) */
-	__m512i tb[4];		/* dp + fp8: e4m3 magnitude (7 bits) → bf16 bits, 4 x 32 entries */
 	float out[8][TILE_T];	/* results */
 };
 
@@ -68,11 +67,11 @@ A512B_INLINE __m512 load16(const enum dtype dt, const char *base, size_t i, __mm
 
 /* 32 weights → bf16 bits. fp8: a table lookup on the 7 magnitude bits (exact: every e4m3
  * value is a normal bf16, and vdpbf16ps would flush denormal inputs) plus the sign. */
-A512B_INLINE __m512i load32(const enum dtype dt, const char *base, size_t i, __mmask32 m, const __m512i tb[4])
+A512B_INLINE __m512i load32(const enum dtype dt, const char *base, size_t i, __mmask32 m, __m512i sub)
 {
 	if (dt == DT_BF16) /* plain when whole: AMD runs masked loads slower */
 		return m == 0xffffffffu ? _mm512_loadu_si512(base + 2 * i) : _mm512_maskz_loadu_epi16(m, (const uint16_t *)base + i);
-	return fp8_512_decode(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (const uint8_t *)base + i)), tb);
+	return fp8_512_decode(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (const uint8_t *)base + i)), sub);
 }
 
 /* Operands of one column step, in locals the compiler can keep in registers. */
@@ -87,7 +86,7 @@ struct opnd {
 
 /* One column step of the tile: acc[r][t] += W[r, c..c+step) · x[t, c..c+step). */
 A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, int c, __mmask32 m,
-		       const __m512i tb[4], __m512 acc[8][TILE_T], const int nr, const int nt)
+		       __m512i sub, __m512 acc[8][TILE_T], const int nr, const int nt)
 {
 	const size_t esz = dt == DT_F32 ? 4 : dt == DT_F8_E4M3 ? 1 : 2;
 	if (dp) {
@@ -98,7 +97,7 @@ A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, i
 #pragma GCC unroll 8
 		for (int r = 0; r < nr; r++) {
 			_mm_prefetch(o.w + (size_t)r * o.ldw + (size_t)c * esz + o.pf, _MM_HINT_T1);
-			__m512i wv = load32(dt, o.w + (size_t)r * o.ldw, (size_t)c, m, tb);
+			__m512i wv = load32(dt, o.w + (size_t)r * o.ldw, (size_t)c, m, sub);
 #pragma GCC unroll 6
 			for (int t = 0; t < nt; t++)
 				acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv, (__m512bh)xv[t]);
@@ -129,10 +128,7 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 	const struct opnd o = {.w = (const char *)w->data + (size_t)k->r * (size_t)w->ld * esz,
 			       .ldw = (size_t)w->ld * esz, .x = k->x, .xb = k->xb,
 			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx, .pf = k->pf ? k->pf : PF_AHEAD};
-	__m512i tb[4];
-	if (dp && fp8)
-		for (int q = 0; q < 4; q++)
-			tb[q] = k->tb[q];
+	__m512i sub = dp && fp8 ? fp8_512_table() : _mm512_setzero_si512(); /* ops/fp8_512.h */
 	__m512 acc[8][TILE_T], tot[8][TILE_T];
 #pragma GCC unroll 8
 	for (int r = 0; r < nr; r++)
@@ -143,9 +139,9 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 	while (c < cols) {
 		int ce = fp8 ? gemm_seg_end(w, c) : cols, cs = c;
 		for (; c + W <= ce; c += W)
-			step(o, dt, dp, c, (__mmask32)0xffffffffu, tb, acc, nr, nt);
+			step(o, dt, dp, c, (__mmask32)0xffffffffu, sub, acc, nr, nt);
 		if (c < ce) {
-			step(o, dt, dp, c, (__mmask32)((1u << (ce - c)) - 1), tb, acc, nr, nt);
+			step(o, dt, dp, c, (__mmask32)((1u << (ce - c)) - 1), sub, acc, nr, nt);
 			c = ce;
 		}
 		if (fp8) { /* the fma decode is 2^-8 small: folded into the scale */
@@ -250,8 +246,6 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 	if (dp && (w->cols > XB_COLS || !(xb_buf = ops_scratch(OPS_SCRATCH_X_BF16, XB_ELEMS * sizeof(uint16_t)))))
 		dp = false; /* same products, fp32 path */
 	struct k512 k = {.w = w, .ldx = j->ldx, .ldxb = (w->cols + 31) / 32 * 32};
-	if (dp && w->dtype == DT_F8_E4M3)
-		fp8_512_table(k.tb);
 	void (*fn)(struct k512 *, int, int);
 	switch (w->dtype) {
 	case DT_F32: fn = blk_fma_f32; break;

@@ -83,16 +83,15 @@ static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp,
 #undef MK
 }
 
-/* ---- fp8: 64 bytes per step (32 rows x a pair), decoded to bf16 pairs through a table;
- * tiles of up to TT8 tokens (16 accumulators: the table takes 4 registers) ---- */
+/* ---- fp8: 64 bytes per step (32 rows x a pair), decoded to bf16 pairs (ops/fp8_512.h);
+ * tiles of up to TT8 tokens (16 accumulators, room for the decode's temporaries) ---- */
 #define TT8 8
 
 /* y[t][0..32) (+)= sc[row] · Σ_{p < np} W8[p][row] · xp[t][p] */
 A512_INLINE void mk8_t(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
-		       __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
+		       __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs,
+		       __m512i sub, const int nt)
 {
-	__m512i tb[4];
-	fp8_512_table(tb);
 	__m512 a0[TT8], a1[TT8];
 #pragma GCC unroll 8
 	for (int t = 0; t < nt; t++)
@@ -100,8 +99,8 @@ A512_INLINE void mk8_t(const uint8_t *wp, int np, const uint32_t *xp, size_t ldx
 	for (int p = 0; p < np; p++) {
 		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T0);
 		__m512i raw = _mm512_load_si512(wp + (size_t)p * 2 * SR); /* rows 0-15, then 16-31 */
-		__m512i w0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), tb);
-		__m512i w1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), tb);
+		__m512i w0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), sub);
+		__m512i w1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), sub);
 #pragma GCC unroll 8
 		for (int t = 0; t < nt; t++) {
 			__m512i xb = _mm512_set1_epi32((int)xp[(size_t)t * ldxp + (size_t)p]);
@@ -121,9 +120,9 @@ A512_INLINE void mk8_t(const uint8_t *wp, int np, const uint32_t *xp, size_t ldx
 }
 
 static A512 void mk8(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
-		     __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, int nt)
+		     __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, __m512i sub, int nt)
 {
-#define MK8(N) mk8_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, sc, pf, pfs, N)
+#define MK8(N) mk8_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, sc, pf, pfs, sub, N)
 	switch (nt) {
 	case 1: MK8(1); break;
 	case 2: MK8(2); break;
@@ -138,9 +137,10 @@ static A512 void mk8(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp,
 }
 
 /* fp8: one k chunk per scale segment (blk_c columns, the view starting on one) */
-static void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp, int r0, int r1)
+static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp, int r0, int r1)
 {
 	const struct wmat *w = j->w;
+	__m512i sub = fp8_512_table();
 	int P = (w->cols + 1) / 2, stride = w->packed_pairs, ntile = (j->n + TT8 - 1) / TT8;
 	int seg = w->blk_c / 2, S = prepack_segments(w);
 	for (int rb = r0; rb < r1; rb += SR) {
@@ -156,7 +156,7 @@ static void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp,
 				    j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
 				    k0 > 0 || j->accumulate, sc + (size_t)g * SR,
 				    ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
-				    (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1), nt);
+				    (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1), sub, nt);
 				t0 += nt;
 			}
 		}
