@@ -116,6 +116,57 @@ static int dummy_bf16(struct model *m, const char *name, size_t n, float amp, ui
 	return 0;
 }
 
+/* Random e4m3 bytes for fp8 checkpoints: random sign and mantissa, exponent field 4-7
+ * (|v| in [1/8, 2)), never NaN; the caller's block scale of amp / 2 gives |w| in
+ * [amp/16, amp) as the bf16 dummies. Per-chunk streams, as dummy_fill. */
+static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	const struct dummy_ctx *c = arg;
+	uint8_t *d = (uint8_t *)c->dst;
+	for (int k = begin; k < end; k++) {
+		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
+		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
+		for (size_t i = i0; i < i1; i += 8) {
+			uint64_t r = splitmix(&s);
+			for (size_t j = 0; j < 8 && i + j < i1; j++) {
+				uint8_t b = (uint8_t)(r >> (8 * j));
+				d[i + j] = (uint8_t)((b & 0x80) | (uint8_t)((4 + ((b >> 3) & 3)) << 3) | (b & 7));
+			}
+		}
+	}
+}
+
+/* A dummy fp8 matrix with its block-scale grid (--load-format dummy on an fp8 config, so
+ * that benchmarks read the bytes a real checkpoint would). */
+static int dummy_fp8(struct model *m, const char *name, int rows, int cols, struct wmat *w, struct err *e)
+{
+	size_t n = (size_t)rows * (size_t)cols;
+	int br = m->cfg.fp8_block_rows, bc = m->cfg.fp8_block_cols, sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+	uint8_t *d = own(m, n);
+	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	if (!d || !scale)
+		return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n);
+	struct dummy_ctx c = {(uint16_t *)(void *)d, n, name_hash(name, m->opt.dummy_seed), 0};
+	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill_fp8, &c);
+	float s = 0.85f / sqrtf((float)cols); /* amp / 2 of the bf16 dummies */
+	if (m->cfg.fp8_scale_ue8m0) { /* powers of two, as such checkpoints store */
+		int ex;
+		frexpf(s, &ex);
+		s = ldexpf(1.0f, ex - 1);
+	}
+	for (int i = 0; i < sr * sc; i++)
+		scale[i] = s;
+	w->dtype = DT_F8_E4M3;
+	w->data = d;
+	w->scale = scale;
+	w->scale_ld = sc;
+	w->blk_r = br;
+	w->blk_c = bc;
+	m->weight_bytes += n + sizeof(float) * (size_t)sr * (size_t)sc;
+	return 0;
+}
+
 /* ---- tensors from the checkpoint ---- */
 static int mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
 	       struct err *e)
@@ -125,6 +176,8 @@ static int mat(struct model *m, const char *name, int rows, int cols, bool quant
 	w->cols = cols;
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
+	if (m->opt.load_dummy && quantizable && m->cfg.fp8)
+		return dummy_fp8(m, name, rows, cols, w, e);
 	if (m->opt.load_dummy) {
 		uint16_t *d = NULL;
 		if (dummy_bf16(m, name, (size_t)rows * (size_t)cols, 1.7f / sqrtf((float)cols), &d, e))
