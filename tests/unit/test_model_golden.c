@@ -252,11 +252,13 @@ static void test_missing_tensor_error(void)
 	EXPECT(system(src) == 0);
 }
 
-/* Dummy weights: deterministic, finite logits, independent of the thread count. */
-static void test_dummy_deterministic(void)
+/* Dummy weights: deterministic, finite logits, independent of the thread count; an fp8
+ * config gets fp8 weights (fewer bytes than the bf16 config's). */
+static size_t dummy_case(const char *fixture)
 {
 	struct err e;
 	float *out[2];
+	size_t bytes = 0;
 	for (int r = 0; r < 2; r++) {
 		struct pool *p1 = NULL;
 		if (r == 1)
@@ -264,9 +266,10 @@ static void test_dummy_deterministic(void)
 		struct model_options o = {.act_dtype = DT_F32, .load_dummy = true, .dummy_seed = 7, .max_batch_tokens = 8,
 					  .max_seqs = 1, .max_model_len = 8, .pool = r ? p1 : pool()};
 		struct model *m = NULL;
-		EXPECTF(model_load(fixture_path("tiny-v3"), &o, &m, &e) == 0, "%s", e.msg);
+		EXPECTF(model_load(fixture_path(fixture), &o, &m, &e) == 0, "%s: %s", fixture, e.msg);
 		if (!m)
-			return;
+			return 0;
+		bytes = model_weight_bytes(m);
 		int V = model_config(m)->vocab_size;
 		int32_t tok[5] = {0, 5, 9, 100, 1000};
 		struct fwd_seq s;
@@ -282,9 +285,16 @@ static void test_dummy_deterministic(void)
 		model_free(m);
 		pool_free(p1);
 	}
-	EXPECT(fwd_max_abs_diff(out[0], out[1], 5 * 1024) < 1e-4f);
+	EXPECTF(fwd_max_abs_diff(out[0], out[1], 5 * 1024) < 1e-4f, "%s", fixture);
 	free(out[0]);
 	free(out[1]);
+	return bytes;
+}
+
+static void test_dummy_deterministic(void)
+{
+	size_t bf16 = dummy_case("tiny-v3"), fp8 = dummy_case("tiny-v3-fp8");
+	EXPECTF(fp8 > 0 && fp8 < bf16 * 3 / 4, "fp8 dummy %zu bytes, bf16 dummy %zu", fp8, bf16);
 }
 
 static void test_forward_rejects_bad_batch(void)
