@@ -31,7 +31,7 @@ static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <
 /* y[t][0..32) (+)= Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens; prefetches pf + p·pfs
  * (two lines when pfs > 64) */
 A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
-		      __mmask16 m0, __mmask16 m1, int add, uintptr_t pf, int pfs, const int nt)
+		      __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
 {
 	__m512 a0[TT], a1[TT];
 #pragma GCC unroll 12
@@ -49,6 +49,18 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 			a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xb);
 		}
 	}
+	if (sc) { /* fp8: the segment's per-row scales, exactly as mk8_t applies them */
+		__m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
+#pragma GCC unroll 12
+		for (int t = 0; t < nt; t++) {
+			float *yt = y + (size_t)t * ldy;
+			__m512 v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
+			__m512 v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
+			_mm512_mask_storeu_ps(yt, m0, v0);
+			_mm512_mask_storeu_ps(yt + 16, m1, v1);
+		}
+		return;
+	}
 #pragma GCC unroll 12
 	for (int t = 0; t < nt; t++) {
 		float *yt = y + (size_t)t * ldy;
@@ -63,9 +75,9 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 
 /* one copy per tile size: the accumulators stay in registers */
 static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
-		    __mmask16 m1, int add, uintptr_t pf, int pfs, int nt)
+		    __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, int nt)
 {
-#define MK(N) mk_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, pf, pfs, N)
+#define MK(N) mk_t(wp, np, xp, ldxp, y, ldy, m0, m1, add, sc, pf, pfs, N)
 	switch (nt) {
 	case 1: MK(1); break;
 	case 2: MK(2); break;
@@ -137,28 +149,58 @@ static A512 void mk8(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp,
 }
 
 /* fp8: one k chunk per scale segment (blk_c columns, the view starting on one) */
+/* fp8 steps [0, np) of a chunk → bf16 pairs in the bf16 layout (dec [np][32]) */
+static A512 void decode_chunk(const uint8_t *wp, int np, __m512i sub, uint32_t *dec)
+{
+	for (int p = 0; p < np; p++) {
+		__m512i raw = _mm512_load_si512(wp + (size_t)p * 2 * SR);
+		_mm512_store_si512(dec + (size_t)p * SR, fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), sub));
+		_mm512_store_si512(dec + (size_t)p * SR + 16,
+				   fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), sub));
+	}
+}
+
+/* Up to TT8 tokens the steps are decoded in the kernel; more tokens would decode every
+ * step once per tile, so each chunk is decoded once into an L1 buffer and the bf16 kernel
+ * (tiles of TT) runs on it, scaling as mk8_t does: the same sums, bit for bit. */
 static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp, int r0, int r1)
 {
 	const struct wmat *w = j->w;
 	__m512i sub = fp8_512_table();
-	int P = (w->cols + 1) / 2, stride = w->packed_pairs, ntile = (j->n + TT8 - 1) / TT8;
-	int seg = w->blk_c / 2, S = prepack_segments(w);
-	for (int rb = r0; rb < r1; rb += SR) {
+	int P = (w->cols + 1) / 2, stride = w->packed_pairs, seg = w->blk_c / 2, S = prepack_segments(w);
+	CHECK(seg <= PREPACK_FP8_SEG_PAIRS);
+	if (j->n > TT8) {
+		_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */
+		int ntile = (j->n + TT - 1) / TT;
+		for (int rb = r0; rb < r1; rb += SR) {
+			int nr = r1 - rb < SR ? r1 - rb : SR;
+			const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
+			const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
+			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+				int kn = P - k0 < seg ? P - k0 : seg;
+				uintptr_t next = (uintptr_t)(wp + (size_t)(k0 + kn) * 2 * SR), bytes = (uintptr_t)kn * 2 * SR;
+				decode_chunk(wp + (size_t)k0 * 2 * SR, kn, sub, dec);
+				for (int ti = 0, t0 = 0; ti < ntile; ti++) {
+					int nt = j->n / ntile + (ti < j->n % ntile);
+					mk(dec, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp, j->y + (size_t)t0 * (size_t)j->ldy + rb,
+					   (size_t)j->ldy, mask16(nr), mask16(nr - 16), k0 > 0 || j->accumulate, sc + (size_t)g * SR,
+					   next + bytes * (uintptr_t)ti / (uintptr_t)ntile, (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1),
+					   nt);
+					t0 += nt;
+				}
+			}
+		}
+		return;
+	}
+	for (int rb = r0; rb < r1; rb += SR) { /* one tile: decode in the kernel */
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
 		const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
 		for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 			int kn = P - k0 < seg ? P - k0 : seg;
-			uintptr_t chunk = (uintptr_t)(wp + (size_t)k0 * 2 * SR), bytes = (uintptr_t)kn * 2 * SR;
-			for (int ti = 0, t0 = 0; ti < ntile; ti++) {
-				int nt = j->n / ntile + (ti < j->n % ntile);
-				mk8(wp + (size_t)k0 * 2 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
-				    j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-				    k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-				    ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
-				    (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1), sub, nt);
-				t0 += nt;
-			}
+			mk8(wp + (size_t)k0 * 2 * SR, kn, xp + (size_t)k0, ldxp, j->y + rb, (size_t)j->ldy, mask16(nr),
+			    mask16(nr - 16), k0 > 0 || j->accumulate, sc + (size_t)g * SR,
+			    (uintptr_t)(wp + (size_t)k0 * 2 * SR) + PF_SINGLE, 2 * SR, sub, j->n);
 		}
 	}
 }
@@ -204,7 +246,7 @@ void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int l
 				int nt = j->n / ntile + (ti < j->n % ntile); /* near-equal tiles */
 				mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
 				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-				   k0 > 0 || j->accumulate,
+				   k0 > 0 || j->accumulate, NULL,
 				   ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
 				   (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1), nt);
 				t0 += nt;

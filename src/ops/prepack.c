@@ -49,7 +49,8 @@ static bool prepack_enabled(void)
 
 bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
-	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 && w->col0 % w->blk_c == 0;
+	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
+		      w->col0 % w->blk_c == 0;
 	return act_bf16 && (w->dtype == DT_BF16 || fp8_ok) && w->rows > 0 && w->cols > 0 &&
 	       ops_level_best() >= OPS_AVX512_BF16 && prepack_enabled();
 }
@@ -107,7 +108,8 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
 {
 	bool fp8 = w->dtype == DT_F8_E4M3;
-	CHECK((w->dtype == DT_BF16 || (fp8 && w->blk_c % 2 == 0 && w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0);
+	CHECK((w->dtype == DT_BF16 || (fp8 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
+					w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0);
 	struct pack_ctx c = {w, dst};
 	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
 	w->packed = dst;

@@ -26,6 +26,7 @@
 #include "ops/gemm.h"
 
 #define PREPACK_ROWS 32 /* rows per block */
+#define PREPACK_FP8_SEG_PAIRS 64 /* fp8: most pairs per scale segment (blk_c <= 128) */
 
 struct pool;
 
