@@ -10,6 +10,9 @@
  * memory: blocks are k-major and a thread's blocks contiguous): memory and the dp units are
  * busy together (n = 16-64: 1.4-1.7x the row-dot kernels).
  *
+ * fp8 weights (1-byte pairs): one chunk per 128-column scale segment, each chunk's partial
+ * sums scaled per row as they are added into y (panel_fp8).
+ *
  * Every (row, token) is summed in the same order whatever n is (pairs in order within a
  * chunk, chunks added into y in order): a token's result does not depend on its batch. */
 #include <immintrin.h>
@@ -28,8 +31,8 @@
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-/* y[t][0..32) (+)= Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens; prefetches pf + p·pfs
- * (two lines when pfs > 64) */
+/* y[t][0..32) (+)= sc[row] · Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens (sc NULL: 1);
+ * prefetches pf + p·pfs (two lines when pfs > 64) */
 A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
 		      __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
 {
