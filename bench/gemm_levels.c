@@ -1,6 +1,7 @@
 /* GEMM throughput per dispatch level and token count: ops_gemm_multi_at on one weight dtype,
  * y[n, rows] = x[n, cols] · Wᵀ, at AVX2, AVX-512 (fp32 x) and, for bf16/fp8 weights on an
- * AVX512_BF16 CPU, AVX-512 bf16 dot products (x rounded to bf16). It cycles over enough copies
+ * AVX512_BF16 CPU, AVX-512 bf16 dot products (x rounded to bf16) on the weights as loaded and
+ * on their prepacked copy (ops/prepack.h: what the model runs). It cycles over enough copies
  * of the weight to exceed the L3, so the weights come from DRAM as in a model. The levels
  * alternate within each repetition; it prints the best GFLOP/s of each and the median
  * per-repetition speedup over AVX2 (the machine is shared: compare ratios).
@@ -16,6 +17,7 @@
 #include "base/err.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
+#include "ops/prepack.h"
 
 #include "bench_util.h"
 
@@ -75,13 +77,16 @@ int main(int argc, char **argv)
 	float *scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
 	for (int i = 0; i < sr * sc; i++)
 		scale[i] = 1e-3f;
-	struct wmat *w = malloc(sizeof *w * (size_t)ncopy);
+	struct wmat *w = malloc(sizeof *w * (size_t)ncopy), *wp = malloc(sizeof *wp * (size_t)ncopy);
 	for (int m = 0; m < ncopy; m++) {
 		uint8_t *d = malloc(wb);
 		for (size_t i = 0; i < wb; i++)
 			d[i] = (uint8_t)(next_rand() & 0x3f);
 		w[m] = (struct wmat){.dtype = dt, .data = d, .rows = rows, .cols = cols, .ld = cols, .scale = scale,
 				     .scale_ld = sc, .blk_r = 128, .blk_c = 128};
+		wp[m] = w[m];
+		if (prepack_wanted(&wp[m], true))
+			prepack_weights(&wp[m], aligned_alloc(64, (prepack_bytes(&wp[m]) + 63) / 64 * 64), pool);
 	}
 	int nmax = 0;
 	for (int i = 0; i < nn; i++)
@@ -93,9 +98,11 @@ int main(int argc, char **argv)
 
 	/* variants: level, x_bf16 */
 	enum ops_level best = ops_level_best();
-	struct { enum ops_level lvl; int xb; const char *name; } var[3] = {
-		{OPS_AVX2, 0, "avx2"}, {OPS_AVX512, 0, "avx512"}, {OPS_AVX512_BF16, 1, "avx512 bf16-dp"}};
-	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? 3 : best >= OPS_AVX512 ? 2 : 1;
+	struct { enum ops_level lvl; int xb, packed; const char *name; } var[4] = {
+		{OPS_AVX2, 0, 0, "avx2"}, {OPS_AVX512, 0, 0, "avx512"}, {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp"},
+		{OPS_AVX512_BF16, 1, 1, "prepacked dp"}};
+	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? (wp[0].packed ? 4 : 3)
+		 : best >= OPS_AVX512 ? 2 : 1;
 	printf("%s %dx%d, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over avx2\n",
 	       dtype_name(dt), rows, cols, threads, ncopy, reps);
 	printf("%6s", "n");
@@ -104,12 +111,12 @@ int main(int argc, char **argv)
 	printf("\n");
 	for (int ni = 0; ni < nn; ni++) {
 		int n = ns[ni];
-		double t[3][MAX_REPS];
+		double t[4][MAX_REPS];
 		for (int r = 0; r < reps; r++)
 			for (int v = 0; v < nv; v++) {
 				double t0 = mono_now_s();
 				for (int m = 0; m < ncopy; m++) {
-					struct gemm_job j = {.w = &w[m], .x = x, .ldx = cols, .y = y, .ldy = rows, .n = n,
+					struct gemm_job j = {.w = var[v].packed ? &wp[m] : &w[m], .x = x, .ldx = cols, .y = y, .ldy = rows, .n = n,
 							     .x_bf16 = var[v].xb};
 					ops_gemm_multi_at(var[v].lvl, pool, 1, &j);
 				}
@@ -126,9 +133,12 @@ int main(int argc, char **argv)
 		}
 		printf("\n");
 	}
-	for (int m = 0; m < ncopy; m++)
+	for (int m = 0; m < ncopy; m++) {
 		free((void *)w[m].data);
+		free((void *)wp[m].packed);
+	}
 	free(w);
+	free(wp);
 	free(scale);
 	free(x);
 	free(y);
