@@ -551,9 +551,12 @@ static void convert_x(void *arg, int begin, int end, int tid)
 	}
 }
 
-/* Jobs on prepacked weights get their x as bf16 rows, converted once per call over the
- * pool (jobs with the same x, like the MoE gate and up, share one conversion); on the
- * calling thread's scratch. Without memory, the jobs take the unpacked kernels. */
+/* Jobs on prepacked weights get their x as bf16 rows, converted once per call (jobs with the
+ * same x, like the MoE gate and up, share one conversion) into the calling thread's scratch:
+ * on that thread up to CONVERT_SERIAL_ELEMS values (~30 us; a pool wake-up measured 70-80 us
+ * per call on a shared 2-vCPU machine), over the pool beyond. Without memory, the jobs take
+ * the unpacked kernels. */
+#define CONVERT_SERIAL_ELEMS ((size_t)1 << 19)
 static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 {
 	size_t total = 0, off[MAX_JOBS];
@@ -587,6 +590,10 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 		if (off[i] != SIZE_MAX)
 			g->xb[i] = buf + off[i];
 	int tokens = g->conv_first[g->n_conv];
+	if (total <= CONVERT_SERIAL_ELEMS) { /* a decode step's: waking the pool costs more */
+		convert_x(g, 0, tokens, 0);
+		return;
+	}
 	int nt = p ? pool_size(p) : 1;
 	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), convert_x, g);
 }

@@ -1,5 +1,7 @@
-/* Fixed thread pool for data-parallel kernels. Idle workers sleep on a condition variable
- * (never spin: the machine is shared). pool_for blocks until every range is done. */
+/* Fixed thread pool for data-parallel kernels. After a job a worker polls for the next one
+ * for at most ~150 us (a decode step calls pool_for back to back, and a wake-up costs tens
+ * of us on a shared machine), then sleeps on a condition variable: an idle process spins
+ * no longer than that. pool_for blocks until every range is done. */
 #ifndef MLA_OPS_POOL_H
 #define MLA_OPS_POOL_H
 
