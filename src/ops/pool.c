@@ -20,7 +20,7 @@ struct pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv, done_cv;
 	/* the job being run; generation changes once per pool_for. Written under mu; generation,
-	 * pending and stop are also polled without it (spin_while_*) */
+	 * pending and stop are also polled without it (spin) */
 	atomic_ulong generation;
 	void (*fn)(void *, int, int, int);
 	void *ctx;
@@ -28,33 +28,19 @@ struct pool {
 	atomic_int pending, stop;
 };
 
-/* polls for at most SPIN_S until *v differs from `from` (ulong) */
-static void spin_while_ulong(const atomic_ulong *v, unsigned long from, const atomic_int *stop)
+/* Polls for at most SPIN_S until the job after `seen` is posted (or stop), or, with
+ * seen == SPIN_DONE, until no range is pending. */
+#define SPIN_DONE (~0ul)
+static void spin(const struct pool *p, unsigned long seen)
 {
 	double t0 = 0;
 	for (int i = 0;; i++) {
-		if (atomic_load_explicit(v, memory_order_acquire) != from || atomic_load_explicit(stop, memory_order_relaxed))
+		if (seen == SPIN_DONE ? atomic_load_explicit(&p->pending, memory_order_acquire) == 0
+				      : atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
+						atomic_load_explicit(&p->stop, memory_order_relaxed))
 			return;
 		_mm_pause();
-		if ((i & 63) == 63) {
-			double t = mono_now_s();
-			if (t0 == 0)
-				t0 = t;
-			else if (t - t0 > SPIN_S)
-				return;
-		}
-	}
-}
-
-/* polls for at most SPIN_S until *v is 0 */
-static void spin_while_nonzero(const atomic_int *v)
-{
-	double t0 = 0;
-	for (int i = 0;; i++) {
-		if (atomic_load_explicit(v, memory_order_acquire) == 0)
-			return;
-		_mm_pause();
-		if ((i & 63) == 63) {
+		if ((i & 63) == 63) { /* the clock every 64 pauses */
 			double t = mono_now_s();
 			if (t0 == 0)
 				t0 = t;
@@ -94,7 +80,7 @@ static void *pool_worker(void *arg)
 		if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
 			pthread_cond_signal(&p->done_cv);
 		pthread_mutex_unlock(&p->mu);
-		spin_while_ulong(&p->generation, seen, &p->stop); /* the next job, without sleeping */
+		spin(p, seen); /* the next job, without sleeping */
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -176,7 +162,7 @@ void pool_for(struct pool *p, int n, int grain, void (*fn)(void *, int, int, int
 	pthread_cond_broadcast(&p->work_cv);
 	pthread_mutex_unlock(&p->mu);
 	pool_run_range(p, 0);
-	spin_while_nonzero(&p->pending);
+	spin(p, SPIN_DONE);
 	pthread_mutex_lock(&p->mu);
 	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
 		pthread_cond_wait(&p->done_cv, &p->mu);
