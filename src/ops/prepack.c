@@ -11,6 +11,7 @@
 #include "ops/cpu.h"
 #include "ops/gemm_internal.h"
 #include "ops/pool.h"
+#include "ops/tr16_512.h"
 
 static size_t blocks_of(const struct wmat *w) { return (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS); }
 static size_t segments_of(const struct wmat *w) { return (size_t)((w->cols + w->blk_c - 1) / w->blk_c); }
@@ -60,6 +61,30 @@ struct pack_ctx {
 	uint32_t *dst;
 };
 
+/* AVX-512: 16 rows x 16 pairs at a time, loaded as 16 rows of 32 bf16 (zero past the
+ * columns or the rows) and transposed as 32-bit words, so that each pair step is stored
+ * whole. ~10x the scalar loop (which ran at ~2 GB/s: seconds for a multi-GB model). */
+static __attribute__((target("avx512f,avx512bw"))) void pack_block_avx512(const struct wmat *w, int b, uint32_t *d)
+{
+	size_t P = (size_t)((w->cols + 1) / 2);
+	int nrow = w->rows - b * PREPACK_ROWS < PREPACK_ROWS ? w->rows - b * PREPACK_ROWS : PREPACK_ROWS;
+	for (int c = 0; c < w->cols; c += 32) {
+		__mmask32 m = w->cols - c >= 32 ? 0xffffffffu : (__mmask32)((1u << (w->cols - c)) - 1);
+		size_t np = P - (size_t)c / 2 < 16 ? P - (size_t)c / 2 : 16;
+		for (int half = 0; half < 2; half++) {
+			__m512i r[16];
+			for (int i = 0; i < 16; i++) {
+				int row = half * 16 + i;
+				const uint16_t *src = (const uint16_t *)w->data + (size_t)(b * PREPACK_ROWS + row) * (size_t)w->ld;
+				r[i] = row < nrow ? _mm512_maskz_loadu_epi16(m, src + c) : _mm512_setzero_si512();
+			}
+			tr16(r); /* r[p]: pair c/2 + p of the 16 rows */
+			for (size_t p = 0; p < np; p++)
+				_mm512_store_si512(d + ((size_t)c / 2 + p) * PREPACK_ROWS + (size_t)half * 16, r[p]);
+		}
+	}
+}
+
 /* blocks [b0, b1): row by row, so the source is read sequentially */
 static void pack_blocks(void *arg, int b0, int b1, int tid)
 {
@@ -67,6 +92,11 @@ static void pack_blocks(void *arg, int b0, int b1, int tid)
 	const struct pack_ctx *c = arg;
 	const struct wmat *w = c->w;
 	size_t P = (size_t)((w->cols + 1) / 2);
+	if (ops_level_best() >= OPS_AVX512) {
+		for (int b = b0; b < b1; b++)
+			pack_block_avx512(w, b, c->dst + (size_t)b * P * PREPACK_ROWS);
+		return;
+	}
 	for (int b = b0; b < b1; b++) {
 		uint32_t *d = c->dst + (size_t)b * P * PREPACK_ROWS;
 		memset(d, 0, P * PREPACK_ROWS * sizeof(uint32_t));
