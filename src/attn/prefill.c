@@ -33,6 +33,23 @@ struct mha_ctx {
 	bool bf16;
 };
 
+/* Scores S [a1 - a0, nk] of queries [a0, a1) of head h → probabilities (rounded to bf16 for
+ * the bf16 core's P·V), zero past each query's visible keys; their LSE into c->lse. */
+static void probabilities(const struct mha_ctx *c, float *S, int a0, int a1, int h, int nk)
+{
+	for (int a = a0; a < a1; a++) {
+		float *sr = S + (size_t)(a - a0) * (size_t)nk;
+		int vis = c->causal ? a + 1 : nk;
+		for (int b = 0; b < vis; b++)
+			sr[b] *= c->scale;
+		c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
+		if (c->bf16)
+			ops_round_bf16(sr, vis);
+		for (int b = vis; b < nk; b++)
+			sr[b] = 0;
+	}
+}
+
 /* bf16: a thread's buffer: packed K [keys, dk] and Vᵀ [dv, keys], S [QB, keys], x scratch */
 static size_t pk_k_words(int keys, int dk) { return (size_t)((keys + 31) / 32) * 32 * (size_t)((dk + 1) / 2); }
 static size_t pk_v_words(int keys, int dv) { return (size_t)((dv + 31) / 32) * 32 * (size_t)((keys + 1) / 2); }
@@ -68,16 +85,7 @@ static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
 		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
 				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0, .x_bf16 = 1};
 		prepack_gemm_1t(&js, xb);
-		for (int a = a0; a < a1; a++) {
-			float *sr = S + (size_t)(a - a0) * (size_t)nk;
-			int vis = c->causal ? a + 1 : nk;
-			for (int b = 0; b < vis; b++)
-				sr[b] *= c->scale;
-			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
-			ops_round_bf16(sr, vis);
-			for (int b = vis; b < nk; b++)
-				sr[b] = 0;
-		}
+		probabilities(c, S, a0, a1, h, nk);
 		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
 				      .ldy = c->ldo, .n = a1 - a0, .x_bf16 = 1};
 		prepack_gemm_1t(&jo, xb);
@@ -114,15 +122,7 @@ static void mha_items(void *arg, int begin, int end, int tid)
 		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
 				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0};
 		ops_gemm_multi(NULL, 1, &js);
-		for (int a = a0; a < a1; a++) {
-			float *sr = S + (size_t)(a - a0) * (size_t)nk;
-			int vis = c->causal ? a + 1 : nk;
-			for (int b = 0; b < vis; b++)
-				sr[b] *= c->scale;
-			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
-			for (int b = vis; b < nk; b++)
-				sr[b] = 0;
-		}
+		probabilities(c, S, a0, a1, h, nk);
 		struct wmat vw = {.dtype = DT_F32, .data = Vt, .rows = c->dv, .cols = nk, .ld = c->max_keys};
 		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
 				      .ldy = c->ldo, .n = a1 - a0};

@@ -15,12 +15,19 @@
 
 #define FP8_512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
-/* the subnormal magnitudes 0..7 (m x 2^-9) as bf16 bits, in words 0-7 */
+/* the subnormal magnitudes 0..7 (m x 2^-9) as bf16 bits in t[0..8), zeros after (plain C:
+ * callers without an AVX-512 target keep it in memory) */
+static inline void fp8_512_table_words(uint16_t t[32])
+{
+	for (int m = 0; m < 32; m++)
+		t[m] = m < 8 ? f32_to_bf16(fp8_e4m3_table[m]) : 0;
+}
+
+/* the same table in a register */
 static inline FP8_512_TARGET __m512i fp8_512_table(void)
 {
-	uint16_t t[32] = {0};
-	for (int m = 0; m < 8; m++)
-		t[m] = f32_to_bf16(fp8_e4m3_table[m]);
+	uint16_t t[32];
+	fp8_512_table_words(t);
 	return _mm512_loadu_si512(t);
 }
 

@@ -400,8 +400,7 @@ struct gemm_ctx {
 	int n_jobs;
 	int first_item[MAX_JOBS + 1]; /* prefix sums of panels per job */
 	/* prepacked jobs: x as bf16 rows (NULL: not prepacked), converted once per call */
-	const uint16_t *xb[MAX_JOBS];
-	int ldxb[MAX_JOBS];
+	const uint16_t *xb[MAX_JOBS]; /* rows gemm_prepacked_ldxb(cols) apart */
 	/* the conversions to do: job index per conversion, prefix sums of their tokens */
 	int n_conv, conv_job[MAX_JOBS], conv_first[MAX_JOBS + 1];
 };
@@ -412,7 +411,7 @@ static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
 	if (g->xb[ji]) {
-		gemm_panel_prepacked512(j, g->xb[ji], g->ldxb[ji], r0, r1);
+		gemm_panel_prepacked512(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 		return;
 	}
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
@@ -546,7 +545,8 @@ static void convert_x(void *arg, int begin, int end, int tid)
 			c++;
 		const struct gemm_job *j = &g->jobs[g->conv_job[c]];
 		int t0 = t - g->conv_first[c], t1 = (end < g->conv_first[c + 1] ? end : g->conv_first[c + 1]) - g->conv_first[c];
-		gemm_x_to_bf16(j->x, j->ldx, t0, t1, j->w->cols, (uint16_t *)g->xb[g->conv_job[c]], g->ldxb[g->conv_job[c]]);
+		gemm_x_to_bf16(j->x, j->ldx, t0, t1, j->w->cols, (uint16_t *)g->xb[g->conv_job[c]],
+			       gemm_prepacked_ldxb(j->w->cols));
 		t += t1 - t0;
 	}
 }
@@ -568,15 +568,16 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 		off[i] = SIZE_MAX;
 		if (g->lvl < OPS_AVX512_BF16 || !j->w->packed || !j->x_bf16 || j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
 			continue;
-		g->ldxb[i] = gemm_prepacked_ldxb(j->w->cols);
-		for (int k = 0; k < i && off[i] == SIZE_MAX; k++) /* same x already converted */
-			if (off[k] != SIZE_MAX && g->jobs[k].x == j->x && g->jobs[k].ldx == j->ldx &&
-			    g->jobs[k].n >= j->n && g->jobs[k].w->cols == j->w->cols)
-				off[i] = off[k];
-		if (off[i] != SIZE_MAX)
+		/* the previous job's x (the MoE gate and up, listed together): converted already;
+		 * only the neighbour is compared, as a call can hold hundreds of jobs */
+		const struct gemm_job *pj = i > 0 ? &g->jobs[i - 1] : NULL;
+		if (pj && off[i - 1] != SIZE_MAX && pj->x == j->x && pj->ldx == j->ldx && pj->n >= j->n &&
+		    pj->w->cols == j->w->cols) {
+			off[i] = off[i - 1];
 			continue;
+		}
 		off[i] = total;
-		total += (size_t)j->n * (size_t)g->ldxb[i];
+		total += prepack_x_elems(j->n, j->w->cols);
 		g->conv_job[g->n_conv] = i;
 		g->conv_first[g->n_conv + 1] = g->conv_first[g->n_conv] + j->n;
 		g->n_conv++;

@@ -42,6 +42,7 @@ struct k512 {
 	const uint16_t *xb;	/* dp: bf16 tokens [nt, ldxb] */
 	int ldxb;
 	size_t pf;		/* prefetch distance (0: PF_AHEAD) */
+	uint16_t fp8_sub[32];	/* dp + fp8: the decode's subnormal table (ops/fp8_512.h) */
 	float out[8][TILE_T];	/* results */
 };
 
@@ -128,7 +129,7 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 	const struct opnd o = {.w = (const char *)w->data + (size_t)k->r * (size_t)w->ld * esz,
 			       .ldw = (size_t)w->ld * esz, .x = k->x, .xb = k->xb,
 			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx, .pf = k->pf ? k->pf : PF_AHEAD};
-	__m512i sub = dp && fp8 ? fp8_512_table() : _mm512_setzero_si512(); /* ops/fp8_512.h */
+	__m512i sub = _mm512_loadu_si512(k->fp8_sub); /* built once per panel */
 	__m512 acc[8][TILE_T], tot[8][TILE_T];
 #pragma GCC unroll 8
 	for (int r = 0; r < nr; r++)
@@ -246,6 +247,8 @@ void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp)
 	if (dp && (w->cols > XB_COLS || !(xb_buf = ops_scratch(OPS_SCRATCH_X_BF16, XB_ELEMS * sizeof(uint16_t)))))
 		dp = false; /* same products, fp32 path */
 	struct k512 k = {.w = w, .ldx = j->ldx, .ldxb = (w->cols + 31) / 32 * 32};
+	if (dp && w->dtype == DT_F8_E4M3)
+		fp8_512_table_words(k.fp8_sub);
 	void (*fn)(struct k512 *, int, int);
 	switch (w->dtype) {
 	case DT_F32: fn = blk_fma_f32; break;

@@ -31,6 +31,29 @@
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
+/* y[t][0..32) = (add ? y : 0) + sc[row] · (a0 | a1)[t] for nt tokens (sc NULL: 1), 16 rows
+ * per accumulator, masked to the block's rows. The one epilogue of every micro-kernel, so
+ * that fp8 chunks give the same bits whichever kernel ran them. */
+A512_INLINE void store_acc(const __m512 *a0, const __m512 *a1, float *y, size_t ldy, __mmask16 m0, __mmask16 m1,
+			   int add, const float *sc, const int nt)
+{
+	__m512 s0 = sc ? _mm512_load_ps(sc) : _mm512_set1_ps(1.0f), s1 = sc ? _mm512_load_ps(sc + 16) : s0;
+#pragma GCC unroll 12
+	for (int t = 0; t < nt; t++) {
+		float *yt = y + (size_t)t * ldy;
+		__m512 v0, v1;
+		if (!sc) {
+			v0 = add ? _mm512_add_ps(a0[t], _mm512_maskz_loadu_ps(m0, yt)) : a0[t];
+			v1 = add ? _mm512_add_ps(a1[t], _mm512_maskz_loadu_ps(m1, yt + 16)) : a1[t];
+		} else {
+			v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
+			v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
+		}
+		_mm512_mask_storeu_ps(yt, m0, v0);
+		_mm512_mask_storeu_ps(yt + 16, m1, v1);
+	}
+}
+
 /* y[t][0..32) (+)= sc[row] · Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens (sc NULL: 1);
  * prefetches pf + p·pfs (two lines when pfs > 64) */
 A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
@@ -52,28 +75,7 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 			a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xb);
 		}
 	}
-	if (sc) { /* fp8: the segment's per-row scales, exactly as mk8_t applies them */
-		__m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
-#pragma GCC unroll 12
-		for (int t = 0; t < nt; t++) {
-			float *yt = y + (size_t)t * ldy;
-			__m512 v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
-			__m512 v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
-			_mm512_mask_storeu_ps(yt, m0, v0);
-			_mm512_mask_storeu_ps(yt + 16, m1, v1);
-		}
-		return;
-	}
-#pragma GCC unroll 12
-	for (int t = 0; t < nt; t++) {
-		float *yt = y + (size_t)t * ldy;
-		if (add) {
-			a0[t] = _mm512_add_ps(a0[t], _mm512_maskz_loadu_ps(m0, yt));
-			a1[t] = _mm512_add_ps(a1[t], _mm512_maskz_loadu_ps(m1, yt + 16));
-		}
-		_mm512_mask_storeu_ps(yt, m0, a0[t]);
-		_mm512_mask_storeu_ps(yt + 16, m1, a1[t]);
-	}
+	store_acc(a0, a1, y, ldy, m0, m1, add, sc, nt);
 }
 
 /* one copy per tile size: the accumulators stay in registers */
@@ -123,15 +125,7 @@ A512_INLINE void mk8_t(const uint8_t *wp, int np, const uint32_t *xp, size_t ldx
 			a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xb);
 		}
 	}
-	__m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
-#pragma GCC unroll 8
-	for (int t = 0; t < nt; t++) {
-		float *yt = y + (size_t)t * ldy;
-		__m512 v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
-		__m512 v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
-		_mm512_mask_storeu_ps(yt, m0, v0);
-		_mm512_mask_storeu_ps(yt + 16, m1, v1);
-	}
+	store_acc(a0, a1, y, ldy, m0, m1, add, sc, nt);
 }
 
 static A512 void mk8(const uint8_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
