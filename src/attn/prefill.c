@@ -51,8 +51,8 @@ static void probabilities(const struct mha_ctx *c, float *S, int a0, int a1, int
 }
 
 /* bf16: a thread's buffer: packed K [keys, dk] and Vᵀ [dv, keys], S [QB, keys], x scratch */
-static size_t pk_k_words(int keys, int dk) { return (size_t)((keys + 31) / 32) * 32 * (size_t)((dk + 1) / 2); }
-static size_t pk_v_words(int keys, int dv) { return (size_t)((dv + 31) / 32) * 32 * (size_t)((keys + 1) / 2); }
+static size_t pk_k_words(int keys, int dk) { return (size_t)((keys + 31) / 32) * 32 * (size_t)prepack_pairs(dk); }
+static size_t pk_v_words(int keys, int dv) { return (size_t)((dv + 31) / 32) * 32 * (size_t)prepack_pairs(keys); }
 static size_t bf16_work_floats(int keys, int dk, int dv)
 {
 	size_t xe = prepack_x_elems(QB, keys > dk ? keys : dk);
@@ -67,9 +67,9 @@ static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
 	float *S = (float *)(Vp + pk_v_words(c->nk, c->dv));
 	uint16_t *xb = (uint16_t *)(S + (size_t)QB * (size_t)c->nk);
 	struct wmat kf = {.dtype = DT_BF16, .rows = c->nk, .cols = dk, .ld = dk, .packed = Kp,
-			  .packed_pairs = (dk + 1) / 2};
+			  .packed_pairs = prepack_pairs(dk)};
 	struct wmat vf = {.dtype = DT_BF16, .rows = c->dv, .cols = c->nk, .ld = c->nk, .packed = Vp,
-			  .packed_pairs = (c->nk + 1) / 2};
+			  .packed_pairs = prepack_pairs(c->nk)};
 	int cur_h = -1;
 	for (int it = begin; it < end; it++) {
 		int h = it / nqb, a0 = (it % nqb) * QB, a1 = a0 + QB < c->nq ? a0 + QB : c->nq;

@@ -97,7 +97,7 @@ static double measure_read_bw(struct pool *pool, size_t bytes)
  * per instruction), 512-bit FMA (AVX-512), 256-bit FMA (AVX2). ---- */
 struct peak_ctx {
 	long iters;
-	int kind; /* 0 fma256, 1 fma512, 2 dpbf16 */
+	int kind; /* 0 fma256, 1 fma512, 2 dpbf16, 3 AMX tiles */
 	float sink[64];
 };
 
@@ -144,7 +144,9 @@ static void peak_range(void *arg, int begin, int end, int tid)
 {
 	struct peak_ctx *c = arg;
 	for (int it = begin; it < end; it++)
-		c->sink[tid % 64] += c->kind == 0 ? peak_fma256(c->iters) : peak_512(c->iters, c->kind == 2);
+		c->sink[tid % 64] += c->kind == 0   ? peak_fma256(c->iters)
+				     : c->kind == 3 ? gemm_amx_peak_chain(c->iters / 4)
+						    : peak_512(c->iters, c->kind == 2);
 }
 
 /* GFLOP/s of the best instruction for this level and activation dtype; *what names it */
@@ -154,10 +156,14 @@ static double measure_peak(struct pool *pool, bool act_bf16, const char **what)
 	*what = "none (portable C)";
 	if (l < OPS_AVX2)
 		return 0;
-	struct peak_ctx c = {.iters = 1000000, .kind = l >= OPS_AVX512_BF16 && act_bf16 ? 2 : l >= OPS_AVX512 ? 1 : 0};
-	/* FLOPs per loop iteration: chains x lanes x (2 per FMA, 4 per bf16 pair dot) */
-	double per_iter = c.kind == 0 ? 10 * 8 * 2 : c.kind == 1 ? 12 * 16 * 2 : 12 * 16 * 4;
-	*what = c.kind == 0 ? "256-bit fp32 FMA" : c.kind == 1 ? "512-bit fp32 FMA" : "512-bit bf16 dot (vdpbf16ps)";
+	struct peak_ctx c = {.iters = 1000000,
+			     .kind = l >= OPS_AMX && act_bf16 ? 3 : l >= OPS_AVX512_BF16 && act_bf16 ? 2 : l >= OPS_AVX512 ? 1 : 0};
+	/* FLOPs per loop iteration: chains x lanes x (2 per FMA, 4 per bf16 pair dot); AMX runs
+	 * iters / 4 iterations of 4 tile products */
+	double per_iter = c.kind == 0 ? 10 * 8 * 2 : c.kind == 1 ? 12 * 16 * 2 : c.kind == 2 ? 12 * 16 * 4
+						    : OPS_AMX_PEAK_FLOPS_PER_ITER / 4;
+	*what = c.kind == 0 ? "256-bit fp32 FMA" : c.kind == 1 ? "512-bit fp32 FMA"
+		: c.kind == 2 ? "512-bit bf16 dot (vdpbf16ps)" : "AMX bf16 tiles (tdpbf16ps)";
 	int nt = pool ? pool_size(pool) : 1;
 	double best = 0;
 	for (int r = 0; r < 7; r++) {

@@ -1,10 +1,30 @@
 #include "ops/cpu.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* AMX: the CPU has tiles and bf16 tile products, and Linux lets this process use the 8 KB
+ * of tile data (permission is per process, asked once, before any thread uses a tile). */
+static bool amx_usable(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+		return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+	enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+	return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+	return false;
+#endif
+}
 
 static enum ops_level probe(void)
 {
@@ -15,8 +35,11 @@ static enum ops_level probe(void)
 		if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
 			l = OPS_AVX512;
-			if (__builtin_cpu_supports("avx512bf16"))
+			if (__builtin_cpu_supports("avx512bf16")) {
 				l = OPS_AVX512_BF16;
+				if (amx_usable())
+					l = OPS_AMX;
+			}
 		}
 	}
 	const char *cap = getenv("MLASERVE_CPU_LEVEL");
@@ -25,7 +48,7 @@ static enum ops_level probe(void)
 		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
 			i++;
 		if (i == OPS_N_LEVELS)
-			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16): "
+			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
 				     "ignored, using %s", cap, ops_level_name(l));
 		else if (i < (int)l)
 			l = (enum ops_level)i;
@@ -51,6 +74,7 @@ const char *ops_level_name(enum ops_level l)
 	case OPS_AVX2: return "avx2";
 	case OPS_AVX512: return "avx512";
 	case OPS_AVX512_BF16: return "avx512_bf16";
+	case OPS_AMX: return "amx";
 	default: return "portable";
 	}
 }

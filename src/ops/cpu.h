@@ -1,7 +1,7 @@
 /* Runtime CPU dispatch levels for the kernels in ops/ and attn/, ordered: a level includes
  * every level below it. The best level is probed once; MLASERVE_CPU_LEVEL (portable, avx2,
- * avx512 or avx512_bf16) caps it, for A/B benchmarks and for testing the lower paths on a
- * newer CPU. */
+ * avx512, avx512_bf16 or amx) caps it, for A/B benchmarks and for testing the lower paths on
+ * a newer CPU. */
 #ifndef MLA_OPS_CPU_H
 #define MLA_OPS_CPU_H
 
@@ -10,8 +10,9 @@ enum ops_level {
 	OPS_AVX2 = 1,	     /* AVX2 + FMA + F16C */
 	OPS_AVX512 = 2,	     /* + AVX-512 F/BW/VL/DQ */
 	OPS_AVX512_BF16 = 3, /* + AVX512_BF16 (vdpbf16ps: bf16 products, fp32 sums) */
+	OPS_AMX = 4,	     /* + AMX-TILE/AMX-BF16 (tdpbf16ps: 16x16 fp32 tiles), granted by the OS */
 };
-#define OPS_N_LEVELS 4
+#define OPS_N_LEVELS 5
 
 enum ops_level ops_level_best(void);
 const char *ops_level_name(enum ops_level l);

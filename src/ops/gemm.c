@@ -411,7 +411,10 @@ static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
 	if (g->xb[ji]) {
-		gemm_panel_prepacked512(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
+		if (g->lvl >= OPS_AMX)
+			gemm_panel_amx(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
+		else
+			gemm_panel_prepacked512(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 		return;
 	}
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
@@ -639,7 +642,9 @@ void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int
 
 size_t prepack_x_elems(int n, int cols)
 {
-	return (size_t)(n > 0 ? n : 0) * (size_t)gemm_prepacked_ldxb(cols);
+	/* the AMX kernel reads whole 16-row tiles past 16 tokens */
+	int rows = n <= 0 ? 0 : n <= 16 ? n : (n + 15) / 16 * 16;
+	return (size_t)rows * (size_t)gemm_prepacked_ldxb(cols);
 }
 
 void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
@@ -654,5 +659,8 @@ void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 		return;
 	}
 	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
-	gemm_panel_prepacked512(j, xb, ldxb, 0, j->w->rows);
+	if (ops_level_best() >= OPS_AMX)
+		gemm_panel_amx(j, xb, ldxb, 0, j->w->rows);
+	else
+		gemm_panel_prepacked512(j, xb, ldxb, 0, j->w->rows);
 }

@@ -60,4 +60,9 @@ void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const str
 void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int n, float *y,
 	      int ldy);
 
+/* For the bench's compute peak (level OPS_AMX): iters x 4 chained tile products of
+ * 16 x 16 x 32 (65536 FLOPs per iteration) on the calling thread; returns a value to keep. */
+#define OPS_AMX_PEAK_FLOPS_PER_ITER 65536.0
+float gemm_amx_peak_chain(long iters);
+
 #endif

@@ -19,7 +19,7 @@ static size_t segments_of(const struct wmat *w) { return (size_t)((w->cols + w->
 /* bytes of the packed values (fp8: the scales follow, 64-byte aligned) */
 static size_t value_bytes(const struct wmat *w)
 {
-	size_t b = blocks_of(w) * (size_t)((w->cols + 1) / 2) * (size_t)prepack_words_per_pair(w->dtype) * 4;
+	size_t b = blocks_of(w) * (size_t)prepack_pairs(w->cols) * (size_t)prepack_words_per_pair(w->dtype) * 4;
 	return (b + 63) & ~(size_t)63;
 }
 
@@ -67,6 +67,10 @@ struct pack_ctx {
 static __attribute__((target("avx512f,avx512bw"))) void pack_block_avx512(const struct wmat *w, int b, uint32_t *d)
 {
 	size_t P = (size_t)((w->cols + 1) / 2);
+	for (size_t p = P; p < (size_t)prepack_pairs(w->cols); p++) { /* the pad */
+		_mm512_store_si512(d + p * PREPACK_ROWS, _mm512_setzero_si512());
+		_mm512_store_si512(d + p * PREPACK_ROWS + 16, _mm512_setzero_si512());
+	}
 	int nrow = w->rows - b * PREPACK_ROWS < PREPACK_ROWS ? w->rows - b * PREPACK_ROWS : PREPACK_ROWS;
 	for (int c = 0; c < w->cols; c += 32) {
 		__mmask32 m = w->cols - c >= 32 ? 0xffffffffu : (__mmask32)((1u << (w->cols - c)) - 1);
@@ -91,15 +95,15 @@ static void pack_blocks(void *arg, int b0, int b1, int tid)
 	(void)tid;
 	const struct pack_ctx *c = arg;
 	const struct wmat *w = c->w;
-	size_t P = (size_t)((w->cols + 1) / 2);
+	size_t P = (size_t)((w->cols + 1) / 2), PP = (size_t)prepack_pairs(w->cols);
 	if (ops_level_best() >= OPS_AVX512) {
 		for (int b = b0; b < b1; b++)
-			pack_block_avx512(w, b, c->dst + (size_t)b * P * PREPACK_ROWS);
+			pack_block_avx512(w, b, c->dst + (size_t)b * PP * PREPACK_ROWS);
 		return;
 	}
 	for (int b = b0; b < b1; b++) {
-		uint32_t *d = c->dst + (size_t)b * P * PREPACK_ROWS;
-		memset(d, 0, P * PREPACK_ROWS * sizeof(uint32_t));
+		uint32_t *d = c->dst + (size_t)b * PP * PREPACK_ROWS;
+		memset(d, 0, PP * PREPACK_ROWS * sizeof(uint32_t));
 		for (int r = 0; r < PREPACK_ROWS && b * PREPACK_ROWS + r < w->rows; r++) {
 			const uint16_t *src = (const uint16_t *)w->data + (size_t)(b * PREPACK_ROWS + r) * (size_t)w->ld;
 			for (int c2 = 0; c2 + 1 < w->cols; c2 += 2)
@@ -116,11 +120,11 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 	(void)tid;
 	const struct pack_ctx *c = arg;
 	const struct wmat *w = c->w;
-	size_t P = (size_t)((w->cols + 1) / 2), S = segments_of(w);
+	size_t PP = (size_t)prepack_pairs(w->cols), S = segments_of(w);
 	float *scale = (float *)(void *)((char *)c->dst + value_bytes(w));
 	for (int b = b0; b < b1; b++) {
-		uint8_t *d = (uint8_t *)c->dst + (size_t)b * P * 2 * PREPACK_ROWS;
-		memset(d, 0, P * 2 * PREPACK_ROWS);
+		uint8_t *d = (uint8_t *)c->dst + (size_t)b * PP * 2 * PREPACK_ROWS;
+		memset(d, 0, PP * 2 * PREPACK_ROWS);
 		float *sc = scale + (size_t)b * S * PREPACK_ROWS;
 		for (int r = 0; r < PREPACK_ROWS; r++) {
 			int row = b * PREPACK_ROWS + r;
@@ -143,16 +147,19 @@ void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
 	struct pack_ctx c = {w, dst};
 	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
 	w->packed = dst;
-	w->packed_pairs = (w->cols + 1) / 2;
+	w->packed_pairs = prepack_pairs(w->cols);
 	w->packed_scale = fp8 ? (const float *)(const void *)((const char *)dst + value_bytes(w)) : NULL;
 }
 
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c)
 {
 	CHECK(c0 % 2 == 0 && c0 + nc <= cols);
-	size_t P = (size_t)((cols + 1) / 2);
+	size_t P = (size_t)prepack_pairs(cols);
 	int blocks = (rows + PREPACK_ROWS - 1) / PREPACK_ROWS;
-	for (int b = 0; b < blocks; b++)
+	for (int b = 0; b < blocks; b++) {
+		if (c0 + nc == cols) /* the last range zeroes the pad */
+			memset(dst + ((size_t)b * P + (size_t)(cols + 1) / 2) * PREPACK_ROWS, 0,
+			       (P - (size_t)(cols + 1) / 2) * PREPACK_ROWS * sizeof(uint32_t));
 		for (int c = 0; c < nc; c += 2) {
 			uint32_t *d = dst + ((size_t)b * P + (size_t)(c0 + c) / 2) * PREPACK_ROWS;
 			for (int r = 0; r < PREPACK_ROWS; r++) {
@@ -166,4 +173,5 @@ void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float 
 				d[r] = lo | hi << 16;
 			}
 		}
+	}
 }

@@ -2,7 +2,9 @@
  *
  * Layout of a bf16 matrix [rows, cols]: blocks of 32 rows, each k-major as column pairs,
  *   packed[(rb * P + p) * 32 + r] = bf16 W[32 rb + r, 2p] | bf16 W[32 rb + r, 2p + 1] << 16
- * with P = ceil(cols / 2); rows past `rows` and an odd last column are zero. One step of a
+ * with P = prepack_pairs(cols), ceil(cols / 2) rounded up to 16; rows past `rows`, an odd last
+ * column and the pairs past the columns are zero. 16 pairs x 16 rows are one AMX B tile (1 KB
+ * at a stride of 128 bytes), so the AMX kernel (ops/gemm_amx.c) reads the same layout. One step of a
  * block is two zmm (32 rows x one pair), exactly what vdpbf16ps multiplies by a broadcast x
  * pair, and a thread's rows are one contiguous stream: no transposes, no horizontal sums,
  * no runtime packing, and the DRAM prefetchers see a single sequential stream.
@@ -27,6 +29,13 @@
 
 #define PREPACK_ROWS 32 /* rows per block */
 #define PREPACK_FP8_SEG_PAIRS 64 /* fp8: most pairs per scale segment (blk_c <= 128) */
+#define PREPACK_PAIR_ALIGN 16	 /* pairs per block padded to this: one AMX tile's k depth */
+
+/* pairs per block of a packed matrix with `cols` columns */
+static inline int prepack_pairs(int cols)
+{
+	return ((cols + 1) / 2 + PREPACK_PAIR_ALIGN - 1) / PREPACK_PAIR_ALIGN * PREPACK_PAIR_ALIGN;
+}
 
 struct pool;
 
@@ -47,8 +56,8 @@ static inline int prepack_segments(const struct wmat *w) { return (2 * w->packed
 
 /* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values,
  * element (r, c0 + c) = src[r * ld_r + c * ld_c], into dst laid out for `cols` columns
- * (P = ceil(cols / 2) pairs per block), padding rows up to the block and an odd last column
- * of the range with zeros. Strides let the caller pack a transpose (the prefill's Vᵀ) or
+ * (prepack_pairs(cols) pairs per block), padding rows up to the block and an odd last column
+ * of the range with zeros (the range that ends at cols also zeroes the pad pairs). Strides let the caller pack a transpose (the prefill's Vᵀ) or
  * concatenate column ranges (its [k_nope | k_pe] keys) without a copy. */
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c);
 

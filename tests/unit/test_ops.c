@@ -1,5 +1,6 @@
 /* Kernels: GEMM per weight dtype and dispatch level against a naive reference, RoPE / YaRN
  * numbers from the spec (A.6), MoE routing (A.7), small vector ops. */
+#include <cpuid.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -366,8 +367,15 @@ static void test_dispatch_level(void)
 	bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 	bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-	if (!getenv("MLASERVE_CPU_LEVEL"))
-		EXPECT_EQ_INT(ops_level_best(), bf16 ? OPS_AVX512_BF16 : avx512 ? OPS_AVX512 : avx2 ? OPS_AVX2 : OPS_PORTABLE);
+	unsigned a, b, c, d;
+	/* AMX also needs the OS's permission, which only the probe asks for */
+	bool amx = bf16 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24));
+	if (!getenv("MLASERVE_CPU_LEVEL")) {
+		if (amx && ops_level_best() == OPS_AMX)
+			EXPECT_EQ_INT(ops_level_best(), OPS_AMX);
+		else
+			EXPECT_EQ_INT(ops_level_best(), bf16 ? OPS_AVX512_BF16 : avx512 ? OPS_AVX512 : avx2 ? OPS_AVX2 : OPS_PORTABLE);
+	}
 	printf("  dispatch level on this CPU: %s\n", ops_level_name(ops_level_best()));
 	EXPECT(ops_level_name(OPS_PORTABLE) != NULL);
 }

@@ -138,14 +138,14 @@ static void run_check(enum ops_level lvl, struct pool *p, struct gemm_job j, con
 /* Every word of w's packed copy against the formula in prepack.h. */
 static int check_layout(const struct wmat *w, const uint32_t *pk)
 {
-	int P = (w->cols + 1) / 2, blocks = (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, bad = 0;
+	int P = prepack_pairs(w->cols), blocks = (w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS, bad = 0;
 	const uint16_t *d = w->data;
 	for (int rb = 0; rb < blocks; rb++)
 		for (int p = 0; p < P; p++)
 			for (int r = 0; r < PREPACK_ROWS; r++) {
 				int row = rb * PREPACK_ROWS + r, c0 = 2 * p, c1 = 2 * p + 1;
 				uint32_t lo = 0, hi = 0;
-				if (row < w->rows) {
+				if (row < w->rows && c0 < w->cols) { /* pairs past the columns: zero */
 					lo = d[(size_t)row * (size_t)w->ld + (size_t)c0];
 					if (c1 < w->cols)
 						hi = d[(size_t)row * (size_t)w->ld + (size_t)c1];
@@ -167,7 +167,7 @@ static void test_layout(void)
 			int R = rows[ri], C = cols[ci];
 			struct pbuf b;
 			pbuf_make(&b, R, C);
-			size_t want = (size_t)((R + 31) / 32) * 32 * (size_t)((C + 1) / 2) * 4;
+			size_t want = (size_t)((R + 31) / 32) * 32 * ((size_t)((C + 1) / 2 + 15) / 16 * 16) * 4;
 			EXPECT_EQ_INT(prepack_bytes(&b.w), want);
 			for (int use_pool = 0; use_pool < 2; use_pool++) {
 				uint32_t *pk = pk_alloc(prepack_bytes(&b.w));
@@ -190,7 +190,7 @@ static void test_layout_view(void)
 	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
 		struct wmat v = wmat_view(&b.w, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
 		EXPECT_EQ_INT(prepack_bytes(&v),
-			      (size_t)((vs[i].nr + 31) / 32) * 32 * (size_t)((vs[i].nc + 1) / 2) * 4);
+			      (size_t)((vs[i].nr + 31) / 32) * 32 * ((size_t)((vs[i].nc + 1) / 2 + 15) / 16 * 16) * 4);
 		uint32_t *pk = pk_alloc(prepack_bytes(&v));
 		prepack_weights(&v, pk, g_pool);
 		EXPECT(v.packed == pk);
@@ -321,7 +321,7 @@ static void test_prepack_f32_and_1t(void)
 		if (ops_level_best() >= OPS_AVX512_BF16)
 			for (int nc = C; nc >= 1; nc = nc > 1 ? nc / 2 : 0) { /* the full width, then prefixes */
 				struct wmat w = {.dtype = DT_BF16, .rows = R, .cols = C, .ld = C, .packed = p1,
-						 .packed_pairs = (C + 1) / 2};
+						 .packed_pairs = prepack_pairs(C)};
 				struct wmat v = wmat_view(&w, 0, R, 0, nc);
 				struct wmat ref_w = wmat_view(&b.w, 0, R, 0, nc);
 				int n = 13;
@@ -373,7 +373,7 @@ static void test_fp8(void)
 		prepack_weights(&v, pk, vi & 1 ? g_pool : NULL);
 		/* layout */
 		const uint8_t *b8 = (const uint8_t *)pk;
-		int P = (v.cols + 1) / 2, S = (v.cols + 127) / 128, bad = 0;
+		int P = prepack_pairs(v.cols), S = (v.cols + 127) / 128, bad = 0;
 		for (int r = 0; r < (v.rows + 31) / 32 * 32; r++) {
 			for (int c = 0; c < 2 * P; c++) {
 				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c] : 0;
@@ -482,7 +482,7 @@ static void test_views(void)
 	struct pbuf b;
 	pbuf_make(&b, R, C);
 	pbuf_pack(&b, g_pool);
-	size_t blk = (size_t)((C + 1) / 2) * PREPACK_ROWS; /* words per 32-row block */
+	size_t blk = (size_t)prepack_pairs(C) * PREPACK_ROWS; /* words per 32-row block */
 	int ns[] = {1, 4, 13, 64};
 	struct { int r0, nr, c0, nc; const uint32_t *want; } vs[] = {
 		{32, 64, 0, C, b.pk + blk},	    /* whole blocks */
