@@ -38,9 +38,9 @@ if [ -z "$only" ] || [ "$only" = tokenizer ]; then
 	done
 fi
 
-# GEMM per dispatch level (bench/gemm_levels.c): GFLOP/s of AVX2, AVX-512 and AVX512_BF16 dot
-# products at several token counts, bf16 and fp8 weights, and the speedup over AVX2 (levels
-# this CPU lacks are skipped).
+# GEMM per dispatch level (bench/gemm_levels.c): GFLOP/s of AVX2, AVX-512, AVX512_BF16 dot
+# products and AMX tiles at several token counts, bf16 and fp8 weights, and the speedup over
+# AVX2 (levels this CPU lacks are skipped; MLASERVE_BENCH_COPY_MB sizes the weight copies).
 if want gemm; then
 	echo "== gemm (per dispatch level)"
 	bench_build gemm_levels
@@ -50,6 +50,14 @@ if want gemm; then
 		"$BUILD/bench/gemm_levels" --dtype "$dt" --reps $reps --n 1,3,16,48,128,512 | tee "$OUT/gemm-$dt.txt"
 	done
 	note "gemm: $(grep -h -m1 -i 'n=512\|^ *512' "$OUT"/gemm-bf16.txt | tr -s ' ' | head -c 200)"
+fi
+
+# Decode MQA per dispatch level (bench/mqa_levels.c): one thread, AMX tiles against AVX512_BF16
+# dot products on the same batch of paged caches, 16 and 128 heads (needs an AMX CPU).
+if want mqa; then
+	echo "== mqa (amx vs avx512_bf16)"
+	bench_build mqa_levels
+	"$BUILD/bench/mqa_levels" --seqs 64 --ctx 512 | tee "$OUT/mqa-levels.txt"
 fi
 
 # Forward pass (bench/configs/bench-v2lite-4L, random weights): prefill of one 512-token prompt,

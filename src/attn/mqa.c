@@ -1,6 +1,6 @@
 /* Paged MQA over the latent cache (mla-dcp-spec §2.6): scores = scale * q576 . row,
- * online softmax, out = sum p * kv_c. AVX-512 (mqa_avx512.c) and AVX2+FMA inner loops with
- * a portable fallback. */
+ * online softmax, out = sum p * kv_c. AMX (mqa_amx.c), AVX-512 (mqa_avx512.c) and AVX2+FMA
+ * inner loops with a portable fallback. */
 #include "attn/mqa.h"
 
 #include <immintrin.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/kv_cache.h"
+#include "attn/mqa_amx.h"
 #include "attn/mqa_avx512.h"
 
 int mqa_tile_tokens(int n_heads)
@@ -25,14 +26,22 @@ int mqa_cpu_count(void)
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* q as bf16 rows, or packed for the AMX scores (rows padded to 16) */
+static size_t q_bf16_bytes(int max_rows, int row)
+{
+	size_t rows = (size_t)max_rows * row * sizeof(uint16_t), amx = mqa_amx_q_words(max_rows, row) * 4;
+	return rows > amx ? rows : amx;
+}
+
 size_t mqa_scratch_bytes(int max_rows, int row)
 {
 	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +    /* converted keys */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK * sizeof(float)) + /* scores */
 	       3 * align64((size_t)MQA_KEY_BLOCK * sizeof(float *)) +     /* key row pointers */
 	       4 * align64((size_t)max_rows * sizeof(float)) +            /* m, l, alpha, n */
-	       align64((size_t)max_rows * row * sizeof(uint16_t)) +       /* q as bf16 */
-	       align64((size_t)max_rows * MQA_KEY_BLOCK / 2 * sizeof(uint32_t)); /* bf16 P pairs */
+	       align64(q_bf16_bytes(max_rows, row)) +                     /* q as bf16 */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
+	       align64(mqa_amx_work_bytes(row));                          /* AMX key copies, value tiles */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
@@ -340,14 +349,23 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	int *nvis = (int *)p;
 	p += align64((size_t)nr * sizeof(float));
 	uint16_t *qb = (uint16_t *)p;
-	p += align64((size_t)nr * row * sizeof(uint16_t));
+	p += align64(q_bf16_bytes(nr, row));
 	uint32_t *pp = (uint32_t *)p;
+	p += align64((size_t)nr * MQA_KEY_BLOCK / 2 * sizeof(uint32_t));
+	void *work = p;
 	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows,
 	 * and with p_bf16 the value pass too (no fp32 copy of the block then) */
 	bool dp = level >= OPS_AVX512_BF16 && jb->q_bf16 && kv->dtype == DT_BF16;
 	bool dpv = dp && jb->p_bf16;
-	if (dp)
+	/* AMX tiles for the same products where the dims fit (576 / 512 do) */
+	bool amx_s = dp && level >= OPS_AMX && mqa_amx_scores_ok(row);
+	bool amx_v = dpv && level >= OPS_AMX && mqa_amx_values_ok(dv);
+	if (amx_s)
+		mqa_amx_pack_q((uint32_t *)qb, jb->q, nr, row);
+	else if (dp)
 		mqa512_to_bf16(qb, jb->q, nr * row);
+	if (amx_s || amx_v)
+		mqa_amx_begin(nr);
 
 	int kmax = 0;
 	for (int t = 0; t < jb->n_tok; t++)
@@ -396,13 +414,20 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			nvis[i] = nv > nk ? nk : nv;
 		}
 		if (avx512) {
-			if (dp) /* after the swap nx holds this block's cache rows */
+			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
+			if (amx_s) /* after the swap nx holds this block's cache rows */
+				mqa_amx_scores((const uint32_t *)qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s,
+					       work, &pf);
+			else if (dp)
 				mqa512_scores_dp(qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s, cur, nn,
 						 (int)rb);
 			else
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, nr, nk, nvis, m, l, alpha);
-			if (dpv)
+			if (amx_v)
+				mqa_amx_accum(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, row, nk, pp, work,
+					      &pf);
+			else if (dpv)
 				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, nk, pp);
 			else
 				mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
@@ -429,6 +454,10 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			}
 		}
 	}
+	if (amx_s || amx_v)
+		mqa_amx_end();
+	if (amx_v)
+		mqa_amx_unsplit(jb->out, nr, dv);
 	for (int i = 0; i < nr; i++) {
 		if (l[i] == 0) {
 			jb->lse[i] = -INFINITY;
