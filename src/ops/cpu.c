@@ -29,6 +29,20 @@ static bool amx_usable(void)
 static enum ops_level probe(void)
 {
 	__builtin_cpu_init();
+	/* the cap first: below amx the process does not even ask for the tile permission (it
+	 * enlarges every signal frame of the threads that use tiles) */
+	int cap_level = OPS_N_LEVELS - 1;
+	const char *cap = getenv("MLASERVE_CPU_LEVEL");
+	if (cap && *cap) {
+		int i = 0;
+		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
+			i++;
+		if (i == OPS_N_LEVELS)
+			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
+				     "ignored", cap);
+		else
+			cap_level = i;
+	}
 	enum ops_level l = OPS_PORTABLE;
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
 		l = OPS_AVX2;
@@ -37,23 +51,12 @@ static enum ops_level probe(void)
 			l = OPS_AVX512;
 			if (__builtin_cpu_supports("avx512bf16")) {
 				l = OPS_AVX512_BF16;
-				if (amx_usable())
+				if (cap_level >= OPS_AMX && amx_usable())
 					l = OPS_AMX;
 			}
 		}
 	}
-	const char *cap = getenv("MLASERVE_CPU_LEVEL");
-	if (cap && *cap) {
-		int i = 0;
-		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
-			i++;
-		if (i == OPS_N_LEVELS)
-			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
-				     "ignored, using %s", cap, ops_level_name(l));
-		else if (i < (int)l)
-			l = (enum ops_level)i;
-	}
-	return l;
+	return (int)l < cap_level ? l : (enum ops_level)cap_level;
 }
 
 enum ops_level ops_level_best(void)

@@ -19,6 +19,10 @@ notok() { echo "not ok - $1: $2"; sed 's/^/    /' "$out" | tail -15; }
 run() {
 	local name=$1 n=$2; shift 2
 	timeout 60 "$@" >"$out" 2>&1; local rc=$?
+	if [ $rc -ne 0 ] && lsan_tool_crashed "$out"; then
+		echo "# $name: LeakSanitizer's tracer crashed (the tool, not a leak): rerun once"
+		timeout 60 "$@" >"$out" 2>&1; rc=$?
+	fi
 	local ranks; ranks=$(grep -c '^dist-check: rank [0-9]* pid ' "$out")
 	if [ $rc -ne 0 ]; then notok "$name" "exit status $rc"
 	elif ! grep -qE "^dist-check: [0-9]+ passed, 0 failed on $n ranks" "$out"; then notok "$name" "no clean summary"
