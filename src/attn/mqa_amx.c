@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "attn/mqa.h"
+#include "attn/mqa_avx512.h"
+#include "ops/amx.h"
 #include "ops/tr16_512.h"
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
@@ -28,13 +30,6 @@
 #define KB MQA_KEY_BLOCK
 
 _Static_assert(KB % 32 == 0 && KB <= 64, "a block is 2 k-steps of key pairs, 4 groups of 16 keys");
-
-/* palette 1: 64 bytes, colsb and rows per tile */
-struct tile_cfg {
-	uint8_t palette, start_row, reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-};
 
 #define SPLIT_MAX_G 2 /* row groups up to which the value pass multiplies the cached rows */
 #define PROB_TILES_BYTES (SPLIT_MAX_G * (KB / 16) * 2 * 1024)
@@ -48,20 +43,10 @@ size_t mqa_amx_work_bytes(int row)
 
 size_t mqa_amx_q_words(int nr, int row) { return (size_t)(nr + 15) / 16 * 16 * (size_t)(row / 2); }
 
-AMX_FN void mqa_amx_begin(int nr)
+void mqa_amx_begin(int nr)
 {
-	struct tile_cfg c;
-	memset(&c, 0, sizeof c);
-	c.palette = 1;
-	for (int i = 0; i < 8; i++) {
-		c.rows[i] = 16;
-		c.colsb[i] = 64;
-	}
-	int tail = nr % 16 ? nr % 16 : 16;
-	c.rows[2] = c.rows[3] = c.rows[7] = (uint8_t)tail;
-	/* inline asm: gcc 12's _tile_loadconfig does not tell the compiler it reads c (see
-	 * ops/gemm_amx.c) */
-	__asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+	uint8_t tail = (uint8_t)(nr % 16 ? nr % 16 : 16), rows[8] = {16, 16, tail, tail, 16, 16, 16, tail};
+	amx_tiles_config(rows);
 }
 
 AMX_FN void mqa_amx_end(void) { _tile_release(); }
@@ -215,7 +200,7 @@ INLINE int group_active(const int *nvis, int nr, int g)
  * nothing to pack (with 16 rows, 2.2x faster per block than packing). */
 
 /* one row group's A tiles: for each 16-key step s, [s][even, odd][16 rows][16 keys] dwords;
- * rounded as prob_pairs; zero past nk */
+ * rounded as mqa512_prob_pairs; zero past nk */
 INLINE void widen_probs(const float *s, int n, int nk, uint32_t *a)
 {
 	for (int m = 0; m < n; m++)
@@ -272,25 +257,12 @@ static AMX_FN void accum_widened(float *out, int nr, int dv, const float *s, con
  * V[2p][c] and V[2p+1][c] side by side; even columns in one tile, odd in the other), built
  * per 32 columns and shared by every group; A = the probability pairs. */
 
-/* pp[i][p] = bf16 pair (s[i][2p], s[i][2p+1]) for p < ceil(nk / 2), zero past nk: exactly
- * mqa_avx512.c's rounding (round to nearest even) */
-INLINE void prob_pairs(const float *s, int nr, int nk, uint32_t *pp)
-{
-	for (int i = 0; i < nr; i++)
-		for (int j = 0; j < nk; j += 32) {
-			const float *si = s + (size_t)i * KB + j;
-			__m512 lo = _mm512_maskz_loadu_ps(tail_mask(nk - j), si);
-			__m512 hi = _mm512_maskz_loadu_ps(tail_mask(nk - j - 16), si + 16);
-			_mm512_storeu_si512(pp + (size_t)i * (KB / 2) + j / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-		}
-}
-
 static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, const int *nvis,
 				const uint16_t *const *vr, int nk, uint32_t *pp, uint32_t *vb, struct mqa_amx_pf *pc)
 {
 	int G = (nr + 15) / 16, ks = (nk + 31) / 32;
 	size_t ldo = (size_t)dv * sizeof(float);
-	prob_pairs(s, nr, nk, pp);
+	mqa512_prob_pairs(s, nr, nk, pp);
 	const __mmask32 odd = 0xAAAAAAAAu;
 	for (int d = 0; d < dv; d += 32) {
 		/* vb [k-step][even, odd][16 pairs][16 columns] dwords; zero past nk */

@@ -382,8 +382,7 @@ BF16 void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *c
 
 #define PV_R 8 /* query rows per pass: 8 x 32 outputs in 16 accumulators */
 
-/* pp[i][p] = bf16 pair (s[i][2p], s[i][2p+1]) for p < ceil(nk / 2), zero past nk */
-INLINE_BF16 void prob_pairs(const float *s, int nr, int nk, uint32_t *pp)
+BF16 void mqa512_prob_pairs(const float *s, int nr, int nk, uint32_t *pp)
 {
 	_Static_assert(KB % 32 == 0, "whole 32-key conversions");
 	for (int i = 0; i < nr; i++)
@@ -408,7 +407,7 @@ INLINE_BF16 void split_cols(__m512 lo, __m512 hi, __m512i ia, __m512i ib, __m512
 BF16 void mqa512_accum_dp(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
 			  const uint16_t *const *vr, int nk, uint32_t *pp)
 {
-	prob_pairs(s, nr, nk, pp);
+	mqa512_prob_pairs(s, nr, nk, pp);
 	/* stripe column c (0..31) → (accumulator, lane) and back: ia/ib gather the columns of
 	 * accumulators 0/1 from the stripe's two vectors; ja/jb scatter them back */
 	int32_t ia[16], ib[16], ja[16], jb[16];

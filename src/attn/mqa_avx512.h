@@ -25,6 +25,9 @@ void mqa512_softmax(float *s, int nr, int nk, const int *nvis, float *m, float *
  * be 0 and rows with nvis <= 0 have alpha 1, as mqa512_softmax leaves them. */
 void mqa512_accum(float *out, int nr, int dv, const float *alpha, const float *s,
 		  const int *nvis, const float *const *kp, int nk);
+/* AVX512_BF16: pp[i][p] = bf16 pair (s[i][2p], s[i][2p+1]) for p < ceil(nk / 2), zero past
+ * nk (round to nearest even): the probabilities of the bf16 value passes (here and AMX's) */
+void mqa512_prob_pairs(const float *s, int nr, int nk, uint32_t *pp);
 /* AVX512_BF16: mqa512_accum with bf16 value rows vr[j] and the probabilities rounded to
  * bf16 (as bf16 engines multiply P·V), vdpbf16ps over key pairs; pp: nr x MQA_KEY_BLOCK / 2
  * words of scratch. */

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include "ops/fp8_512.h"
+#include "ops/amx.h"
 #include "ops/gemm_internal.h"
 #include "ops/prepack.h"
 
@@ -27,27 +28,12 @@
 #define STEP_BYTES (STEP_PAIRS * SR * 4) /* one step of a bf16 block: 2 KB */
 #define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
 
-/* palette 1: 64 bytes, colsb and rows per tile */
-struct tile_cfg {
-	uint8_t palette, start_row, reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-};
-
-/* m0 tokens in the first token tile (1-16); the second is always 16 rows (x is padded) */
-static AMX_FN void tiles_config(int m0)
+/* m0 tokens in the first token tile (1-16); the second is always 16 rows (x is padded).
+ * Tiles: 0 1 C and 4 A of the first token tile, 2 3 C and 5 A of the second, 6 7 B. */
+static void tiles_config(int m0)
 {
-	struct tile_cfg c;
-	memset(&c, 0, sizeof c);
-	c.palette = 1;
-	for (int i = 0; i < 8; i++) {
-		c.rows[i] = 16;
-		c.colsb[i] = 64;
-	}
-	c.rows[0] = c.rows[1] = c.rows[4] = (uint8_t)m0;
-	/* inline asm: gcc 12's _tile_loadconfig does not tell the compiler it reads c, so the
-	 * stores above can be dropped (seen: a #GP on ldtilecfg) */
-	__asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+	uint8_t m = (uint8_t)m0, rows[8] = {m, m, 16, 16, m, 16, 16, 16};
+	amx_tiles_config(rows);
 }
 
 /* one step's 32 lines: 1.05-1.1x fewer (2 per step) at 16-64 tokens from DRAM */
