@@ -93,8 +93,9 @@ static double measure_read_bw(struct pool *pool, size_t bytes)
 }
 
 /* ---- compute peak: register-only chains of the instruction the GEMM kernels use at this
- * dispatch level and activation dtype: vdpbf16ps (AVX512_BF16, bf16 activations: 64 FLOPs
- * per instruction), 512-bit FMA (AVX-512), 256-bit FMA (AVX2). ---- */
+ * dispatch level and activation dtype: tdpbf16ps (AMX, bf16 activations: 16384 FLOPs per
+ * instruction), vdpbf16ps (AVX512_BF16, bf16 activations: 64 FLOPs per instruction),
+ * 512-bit FMA (AVX-512), 256-bit FMA (AVX2). ---- */
 struct peak_ctx {
 	long iters;
 	int kind; /* 0 fma256, 1 fma512, 2 dpbf16, 3 AMX tiles */

@@ -407,14 +407,20 @@ struct gemm_ctx {
 
 typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
 
+/* rows [r0, r1) of a job on its load-time packed weights, x already bf16 in xb */
+static void panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
+{
+	if (lvl >= OPS_AMX)
+		gemm_panel_amx(j, xb, ldxb, r0, r1);
+	else
+		gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
+}
+
 static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
 	if (g->xb[ji]) {
-		if (g->lvl >= OPS_AMX)
-			gemm_panel_amx(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
-		else
-			gemm_panel_prepacked512(j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
+		panel_prepacked(g->lvl, j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 		return;
 	}
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
@@ -659,8 +665,5 @@ void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 		return;
 	}
 	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
-	if (ops_level_best() >= OPS_AMX)
-		gemm_panel_amx(j, xb, ldxb, 0, j->w->rows);
-	else
-		gemm_panel_prepacked512(j, xb, ldxb, 0, j->w->rows);
+	panel_prepacked(ops_level_best(), j, xb, ldxb, 0, j->w->rows);
 }
