@@ -14,6 +14,7 @@ enum ops_scratch_id {
 	OPS_SCRATCH_PACK512_X,	/* gemm_pack512.c: x tile */
 	OPS_SCRATCH_PACK512_SC, /* gemm_pack512.c: fp8 segment scales */
 	OPS_SCRATCH_PREPACK_X,	/* gemm.c: x as bf16 for the prepacked kernel */
+	OPS_SCRATCH_AMX_C,	/* gemm_amx.c: C tiles between k chunks */
 	OPS_SCRATCH_N
 };
 

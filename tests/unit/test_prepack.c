@@ -220,7 +220,8 @@ static const enum ops_level levels[] = {OPS_PORTABLE, OPS_AVX2, OPS_AVX512, OPS_
 #define N_LEVELS (int)(sizeof levels / sizeof levels[0])
 
 /* Every n of ns on w (packed), strided x and y: at AVX512_BF16 (capped to the CPU's best)
- * with and without a pool, plain and accumulate; at the lower levels once per n. */
+ * and at AMX where the CPU has it, with and without a pool, plain and accumulate; at the
+ * lower levels once per n. */
 static void check_packed_gemm(const struct wmat *w, const int *ns, int n_ns, const char *what)
 {
 	int nmax = 0;
@@ -237,6 +238,8 @@ static void check_packed_gemm(const struct wmat *w, const int *ns, int n_ns, con
 		for (int acc = 0; acc < 2; acc++) {
 			j.accumulate = acc;
 			run_check(OPS_AVX512_BF16, acc ? NULL : g_pool, j, ref, w->rows, what);
+			if (ops_level_best() >= OPS_AMX)
+				run_check(OPS_AMX, acc ? g_pool : NULL, j, ref, w->rows, what);
 		}
 		for (int l = 0; l < N_LEVELS - 1; l++) {
 			j.accumulate = (i + l) & 1;
@@ -258,6 +261,23 @@ static void test_gemm_shapes(void)
 			pbuf_make(&b, rows[ri], cols[ci]);
 			pbuf_pack(&b, NULL);
 			check_packed_gemm(&b.w, ns, (int)(sizeof ns / sizeof ns[0]), "shapes");
+			pbuf_free(&b);
+		}
+}
+
+/* Long k (more than one 2048-column chunk of the AMX kernel's multi-pass path, a partial last
+ * chunk) and more blocks than one group, at the token counts of one pass, of that path (33-128)
+ * and past it. */
+static void test_gemm_long_k(void)
+{
+	int rows[] = {100, 577}, cols[] = {3000, 2050};
+	int ns[] = {7, 33, 64, 100, 128, 129, 200};
+	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+			struct pbuf b;
+			pbuf_make(&b, rows[ri], cols[ci]);
+			pbuf_pack(&b, g_pool);
+			check_packed_gemm(&b.w, ns, (int)(sizeof ns / sizeof ns[0]), "long k");
 			pbuf_free(&b);
 		}
 }
@@ -564,6 +584,7 @@ static void test_batch_invariance(void)
 	check_batch_invariance(100, 513, g_pool);
 	check_batch_invariance(577, 128, NULL);
 	check_batch_invariance(64, 2048, g_pool);
+	check_batch_invariance(300, 4200, g_pool); /* k in chunks past 32 tokens: C tiles parked */
 }
 
 /* ---- 5. several jobs in one call ---- */
@@ -699,7 +720,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_layout), T(test_prepack_f32_and_1t), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes),
+		T(test_layout), T(test_prepack_f32_and_1t), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes), T(test_gemm_long_k),
 		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
