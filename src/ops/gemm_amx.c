@@ -32,7 +32,7 @@
 #define STEP_BYTES (STEP_PAIRS * SR * 4) /* one step of a bf16 block: 2 KB */
 #define AMX_CHUNK_STEPS 64 /* k chunk of the multi-pass path: 2048 columns */
 #define AMX_CBUF_TILES 64  /* C tiles parked between chunks: 64 KB, a group of 16 / passes blocks */
-#define AMX_CHUNKED_MAX_TOKENS 128 /* 0.92x at 512 tokens, 7168 columns: one block per group */
+#define AMX_CHUNKED_MAX_TOKENS 256 /* at 512 tokens (one block per group) 0.8-0.9x */
 #define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
 
 /* m0 tokens in the first token tile (1-16); the second is always 16 rows (x is padded).
@@ -180,8 +180,8 @@ static AMX_FN void block_all_tokens(const struct gemm_job *j, const char *xb, si
  * first reads the weights from DRAM. So groups of G blocks run k chunk by k chunk: a chunk of
  * x (64 tokens: 256 KB) stays in L2 across the group, and every pass prefetches its share of
  * the next piece of the stream (a block's chunk) into L2, so that DRAM keeps streaming while
- * the later passes work from L2 (at 64 tokens 1.1x with 7168 columns, 1.25x with 10944; 1.15x
- * at 128 tokens; the same speed with one chunk of 2048 columns). The C tiles of a group
+ * the later passes work from L2 (over the one-pass-at-a-time loop, weights from DRAM: 64
+ * tokens 1.08x with 2048 columns, 1.19x with 7168; 128 tokens 1.17x and 1.3x). The C tiles of a group
  * wait in cbuf [G][passes][4][16][16] between chunks; reloading them is exact, so a token's
  * sum is the one-pass kernel's, bit for bit. */
 static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1,

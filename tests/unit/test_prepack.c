@@ -266,12 +266,12 @@ static void test_gemm_shapes(void)
 }
 
 /* Long k (more than one 2048-column chunk of the AMX kernel's multi-pass path, a partial last
- * chunk) and more blocks than one group, at the token counts of one pass, of that path (33-128)
+ * chunk) and more blocks than one group, at the token counts of one pass, of that path (33-256)
  * and past it. */
 static void test_gemm_long_k(void)
 {
 	int rows[] = {100, 577}, cols[] = {3000, 2050};
-	int ns[] = {7, 33, 64, 100, 128, 129, 200};
+	int ns[] = {7, 33, 64, 100, 129, 256, 300};
 	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
 		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
 			struct pbuf b;
