@@ -158,21 +158,38 @@ static AMX_FN void store_tile(const float *c, int nt, float *y, size_t ldy, __mm
 	}
 }
 
+/* n tokens' rows of a block: y[t][0..nr) = acc[t][0..nr) (to_y) or acc = y (the 32 - nr
+ * columns past the block's rows: 0) */
+static AMX_FN void acc_copy(float *acc, int n, float *y, size_t ldy, int nr, int to_y)
+{
+	__mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+	for (int t = 0; t < n; t++) {
+		float *yt = y + (size_t)t * ldy, *at = acc + 32 * t;
+		if (to_y) {
+			_mm512_mask_storeu_ps(yt, m0, _mm512_load_ps(at));
+			_mm512_mask_storeu_ps(yt + 16, m1, _mm512_load_ps(at + 16));
+		} else {
+			_mm512_store_ps(at, _mm512_maskz_loadu_ps(m0, yt));
+			_mm512_store_ps(at + 16, _mm512_maskz_loadu_ps(m1, yt + 16));
+		}
+	}
+}
+
 /* every token of j against one block's steps (wb: bf16 pairs, steps of 2 KB), into the
  * block's 32 columns of y at rb; pf: prefetch for the first pass */
-static AMX_FN void block_all_tokens(const struct gemm_job *j, const char *xb, size_t ldx_bytes, const char *wb, int steps,
-				    int rb, int nr, int add, const float *sc, const char *pf)
+static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, const char *wb, int steps, float *yb,
+				    size_t ldy, int nr, int add, const float *sc, const char *pf)
 {
 	_Alignas(64) float c[4 * 256];
-	for (int t0 = 0; t0 < j->n; t0 += 32) {
-		int nt = j->n - t0, two = nt > 16;
+	for (int t0 = 0; t0 < n; t0 += 32) {
+		int nt = n - t0, two = nt > 16;
 		struct stream_pf spf = {t0 == 0 ? pf : NULL, NULL, 32, 1};
 		block_tiles(wb, steps, xb + (size_t)t0 * ldx_bytes, ldx_bytes, two, NULL, c, &spf);
-		float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
-		store_tile(c, nt < 16 ? nt : 16, y, (size_t)j->ldy, mask16(nr), mask16(nr - 16), add, sc);
+		float *y = yb + (size_t)t0 * ldy;
+		store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc);
 		if (two)
-			store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * (size_t)j->ldy, (size_t)j->ldy, mask16(nr),
-				   mask16(nr - 16), add, sc);
+			store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add,
+				   sc);
 	}
 }
 
@@ -251,16 +268,30 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 		int seg = w->blk_c / 2, S = prepack_segments(w);
 		CHECK(seg <= PREPACK_FP8_SEG_PAIRS && seg % STEP_PAIRS == 0);
 		_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */
+		/* past 16 tokens the segments sum into acc [n][32] (contiguous) and y is read and
+		 * written once per block, not once per segment: y's rows lie ldy apart, a page each
+		 * per token. The same operations in the same order: the same bits. */
+		float *acc = j->n > 16 && j->n <= AMX_CBUF_TILES * 8
+				     ? ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)) : NULL;
 		for (int rb = r0; rb < r1; rb += SR) {
 			int nr = r1 - rb < SR ? r1 - rb : SR;
 			const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
 			const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
+			if (acc && j->accumulate)
+				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 0);
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
 				decode_segment(wp + (size_t)k0 * 2 * SR, kn, sub, dec);
-				block_all_tokens(j, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS, rb, nr,
-						 k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL);
+				if (acc)
+					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
+							 acc, SR, SR, k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL);
+				else
+					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
+							 j->y + rb, (size_t)j->ldy, nr, k0 > 0 || j->accumulate, sc + (size_t)g * SR,
+							 NULL);
 			}
+			if (acc)
+				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 1);
 		}
 	} else if (j->n > 32 && j->n <= AMX_CHUNKED_MAX_TOKENS &&
 		   (cbuf = ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)))) {
@@ -269,7 +300,8 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 		for (int rb = r0; rb < r1; rb += SR) {
 			int nr = r1 - rb < SR ? r1 - rb : SR;
 			const char *wb = (const char *)(w->packed + (size_t)(rb / SR) * (size_t)stride * SR);
-			block_all_tokens(j, x, ldx_bytes, wb, P16 / STEP_PAIRS, rb, nr, j->accumulate, NULL, wb + PF_AHEAD);
+			block_all_tokens(j->n, x, ldx_bytes, wb, P16 / STEP_PAIRS, j->y + rb, (size_t)j->ldy, nr, j->accumulate,
+					 NULL, wb + PF_AHEAD);
 		}
 	}
 	_tile_release();

@@ -427,6 +427,17 @@ static void test_fp8(void)
 				ops_gemm_multi(NULL, 1, &j1);
 				EXPECTF(!memcmp(y1, y + (size_t)(n - 1) * v.rows, sizeof(float) * (size_t)v.rows),
 					"fp8 view %zu: token %d alone differs from within %d", vi, n - 1, n);
+				/* and adding to y (the AMX kernel sums past 16 tokens in a buffer) */
+				for (int t = 0; t < n; t++)
+					for (int r = 0; r < v.rows; r++)
+						y[(size_t)t * v.rows + r] = 0.37f * (float)((t + 3 * r) % 11) - 1.5f;
+				for (int r = 0; r < v.rows; r++)
+					y1[r] = y[(size_t)(n - 1) * v.rows + r];
+				j.accumulate = j1.accumulate = 1;
+				ops_gemm_multi(g_pool, 1, &j);
+				ops_gemm_multi(NULL, 1, &j1);
+				EXPECTF(!memcmp(y1, y + (size_t)(n - 1) * v.rows, sizeof(float) * (size_t)v.rows),
+					"fp8 view %zu, accumulate: token %d alone differs from within %d", vi, n - 1, n);
 			}
 		}
 		free(x), free(y), free(y1), free(ref), free(pk);
