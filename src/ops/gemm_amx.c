@@ -33,6 +33,7 @@
 #define AMX_CHUNK_STEPS 64 /* k chunk of the multi-pass path: 2048 columns */
 #define AMX_CBUF_TILES 64  /* C tiles parked between chunks: 64 KB, a group of 16 / passes blocks */
 #define AMX_CHUNKED_MAX_TOKENS 256 /* at 512 tokens (one block per group) 0.8-0.9x */
+#define FP8_PF_AHEAD 32768 /* fp8: the segment this far ahead goes into L2 during the tile passes */
 #define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
 
 /* m0 tokens in the first token tile (1-16); the second is always 16 rows (x is padded).
@@ -176,14 +177,20 @@ static AMX_FN void acc_copy(float *acc, int n, float *y, size_t ldy, int nr, int
 }
 
 /* every token of j against one block's steps (wb: bf16 pairs, steps of 2 KB), into the
- * block's 32 columns of y at rb; pf: prefetch for the first pass */
+ * block's 32 columns of y at rb; pf: prefetch for the first pass (into L1, 2 KB per step), or
+ * pf2: pf2_bytes of the stream into L2, spread over all passes */
 static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, const char *wb, int steps, float *yb,
-				    size_t ldy, int nr, int add, const float *sc, const char *pf)
+				    size_t ldy, int nr, int add, const float *sc, const char *pf, const char *pf2,
+				    int pf2_bytes)
 {
 	_Alignas(64) float c[4 * 256];
+	int np = (n + 31) / 32, lines = (pf2_bytes / 64 + np * steps - 1) / (np * steps);
 	for (int t0 = 0; t0 < n; t0 += 32) {
 		int nt = n - t0, two = nt > 16;
 		struct stream_pf spf = {t0 == 0 ? pf : NULL, NULL, 32, 1};
+		if (pf2)
+			spf = (struct stream_pf){pf2 + (size_t)(t0 / 32) * (size_t)steps * (size_t)lines * 64, pf2 + pf2_bytes,
+						 lines, 0};
 		block_tiles(wb, steps, xb + (size_t)t0 * ldx_bytes, ldx_bytes, two, NULL, c, &spf);
 		float *y = yb + (size_t)t0 * ldy;
 		store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc);
@@ -282,13 +289,17 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
 				decode_segment(wp + (size_t)k0 * 2 * SR, kn, sub, dec);
+				/* past 16 tokens DRAM streams on while the tiles work: the segment FP8_PF_AHEAD
+				 * ahead into L2 (at 1-16 tokens, where the decode is the bottleneck, 0.85-0.9x) */
+				const char *ahead = j->n > 16 ? (const char *)(wp + (size_t)k0 * 2 * SR) + FP8_PF_AHEAD : NULL;
 				if (acc)
 					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
-							 acc, SR, SR, k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL);
+							 acc, SR, SR, k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL, ahead,
+							 kn * 2 * SR);
 				else
 					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
 							 j->y + rb, (size_t)j->ldy, nr, k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-							 NULL);
+							 NULL, ahead, kn * 2 * SR);
 			}
 			if (acc)
 				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 1);
@@ -301,7 +312,7 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 			int nr = r1 - rb < SR ? r1 - rb : SR;
 			const char *wb = (const char *)(w->packed + (size_t)(rb / SR) * (size_t)stride * SR);
 			block_all_tokens(j->n, x, ldx_bytes, wb, P16 / STEP_PAIRS, j->y + rb, (size_t)j->ldy, nr, j->accumulate,
-					 NULL, wb + PF_AHEAD);
+					 NULL, wb + PF_AHEAD, NULL, 0);
 		}
 	}
 	_tile_release();
