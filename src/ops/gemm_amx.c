@@ -16,7 +16,9 @@
  * chunk by k chunk over groups of blocks (panel_bf16_chunked) so that DRAM keeps streaming.
  *
  * fp8 weights: each 128-column scale segment of a block is decoded to bf16 pairs in L1
- * (ops/fp8_512.h), multiplied as above, and its C tiles scaled per row into y. */
+ * (ops/fp8_512.h), multiplied as above, and its C tiles scaled per row into y (past 16
+ * tokens into a per-thread buffer that goes to y once per block, while the passes prefetch
+ * the stream ahead into L2). */
 #include <immintrin.h>
 
 #include "ops/fp8_512.h"
