@@ -228,6 +228,8 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 				int nsx = b + 1 < g1 ? s0 : !last ? s0 + ns : 0;
 				int nns = steps - nsx < AMX_CHUNK_STEPS ? steps - nsx : AMX_CHUNK_STEPS;
 				const char *nx = nb < 0 ? NULL : base + (size_t)nb * bstride + (size_t)nsx * STEP_BYTES;
+				if (steps <= AMX_CHUNK_STEPS && nb >= 0) /* blocks adjacent: half a block ahead */
+					nx -= (size_t)ns * STEP_BYTES / 2;
 				int lines = (nns * (STEP_BYTES / 64) + np * ns - 1) / (np * ns);
 				int rb = b * SR, nr = r1 - rb < SR ? r1 - rb : SR;
 				for (int p = 0; p < np; p++) {
