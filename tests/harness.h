@@ -4,6 +4,7 @@
 #define MLA_TESTS_HARNESS_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct test_case {
@@ -42,6 +43,17 @@ const char *fixture_path(const char *rel);
 			harness_fail(__FILE__, __LINE__, "%s = %.9g, expected %.9g (tol %g)", \
 				     #a, _a, _b, (double)(tol));                          \
 	} while (0)
+
+/* The tests' random source, xorshift64: a fixed seed per test file keeps every run the same.
+ * test_rand: 32 random bits; test_frand: uniform in [-1, 1). */
+static inline uint32_t test_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 32);
+}
+static inline float test_frand(uint64_t *s) { return (float)test_rand(s) / 4294967296.0f * 2.0f - 1.0f; }
 
 #define TESTS(...)                                                                        \
 	int main(int argc, char **argv)                                                   \

@@ -16,14 +16,8 @@
 #include "ops/pool.h"
 
 static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+static uint32_t rnd(void) { return test_rand(&rng); }
+static float frand(void) { return test_frand(&rng); }
 
 #define MAXS 16
 

@@ -17,14 +17,8 @@
 #include "ops/cpu.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+static uint32_t rnd(void) { return test_rand(&rng); }
+static float frand(void) { return test_frand(&rng); }
 
 enum bt_mode { BT_RANDOM, BT_IDENTITY, BT_SWAP_PAIRS };
 

@@ -251,18 +251,26 @@ static void check_packed_gemm(const struct wmat *w, const int *ns, int n_ns, con
 	free(ref);
 }
 
+/* check_packed_gemm on every rows x cols of the lists, packed with pack_pool */
+static void check_gemm_grid(const int *rows, int n_rows, const int *cols, int n_cols, const int *ns, int n_ns,
+			    struct pool *pack_pool, const char *what)
+{
+	for (int ri = 0; ri < n_rows; ri++)
+		for (int ci = 0; ci < n_cols; ci++) {
+			struct pbuf b;
+			pbuf_make(&b, rows[ri], cols[ci]);
+			pbuf_pack(&b, pack_pool);
+			check_packed_gemm(&b.w, ns, n_ns, what);
+			pbuf_free(&b);
+		}
+}
+#define LEN(a) (int)(sizeof a / sizeof a[0])
+
 static void test_gemm_shapes(void)
 {
 	int rows[] = {32, 64, 96, 100, 577}, cols[] = {2, 64, 127, 128, 513, 2048};
 	int ns[] = {1, 2, 5, 12, 13, 16, 25, 64, 100};
-	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
-			struct pbuf b;
-			pbuf_make(&b, rows[ri], cols[ci]);
-			pbuf_pack(&b, NULL);
-			check_packed_gemm(&b.w, ns, (int)(sizeof ns / sizeof ns[0]), "shapes");
-			pbuf_free(&b);
-		}
+	check_gemm_grid(rows, LEN(rows), cols, LEN(cols), ns, LEN(ns), NULL, "shapes");
 }
 
 /* Long k (more than one 2048-column chunk of the AMX kernel's multi-pass path, a partial last
@@ -272,14 +280,7 @@ static void test_gemm_long_k(void)
 {
 	int rows[] = {100, 577}, cols[] = {3000, 2050};
 	int ns[] = {7, 33, 64, 100, 129, 256, 300};
-	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
-			struct pbuf b;
-			pbuf_make(&b, rows[ri], cols[ci]);
-			pbuf_pack(&b, g_pool);
-			check_packed_gemm(&b.w, ns, (int)(sizeof ns / sizeof ns[0]), "long k");
-			pbuf_free(&b);
-		}
+	check_gemm_grid(rows, LEN(rows), cols, LEN(cols), ns, LEN(ns), g_pool, "long k");
 }
 
 /* x columns past cols (ldx > cols) are never used, even as 0 × NaN on an odd last column;

@@ -66,13 +66,7 @@ static void test_mixed_interleaved_swaps_once(void)
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
-}
+static uint32_t rnd(void) { return test_rand(&rng); }
 
 static void test_reorder_properties(void)
 {
