@@ -20,14 +20,18 @@ static void used(struct model *m, const struct wmat *w)
 	m->step_weight_bytes += wmat_bytes(w);
 }
 
+static bool act_bf16(const struct model *m) { return m->opt.act_dtype == DT_BF16; }
+
 static void act_round(const struct model *m, float *x, size_t n)
 {
-	if (m->opt.act_dtype == DT_BF16)
+	if (act_bf16(m))
 		ops_round_bf16(x, (int64_t)n);
 }
 
 /* The model's GEMMs. Under bf16 activations every x is rounded (act_round) before it is
- * multiplied, which is the contract that lets the kernels run bf16 dot products. */
+ * multiplied, which is the contract that lets the kernels run bf16 dot products. An output
+ * that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 = act_bf16),
+ * in the threads that computed it rather than in a serial pass afterwards. */
 static void gemm_run(const struct model *m, int n_jobs, struct gemm_job *j)
 {
 	for (int i = 0; i < n_jobs; i++)
@@ -210,10 +214,10 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	float *kvr = ALLOC(m, float, (size_t)n * row);	 /* [n, Lkv+dr] */
 	if (Lq > 0) {
 		float *cq = ALLOC(m, float, (size_t)n * Lq); /* [n, Lq] */
-		struct gemm_job j[2] = {{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n},
-					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
+		struct gemm_job j[2] = {
+			{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n, .round_bf16 = act_bf16(m)},
+			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = act_bf16(m)}};
 		gemm_run(m, 2, j);
-		act_round(m, cq, (size_t)n * Lq);
 		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
 		act_round(m, cq, (size_t)n * Lq);
 		gemm1(m, &l->q_b, cq, Lq, n, q, qw);
@@ -221,13 +225,14 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		used(m, &l->q_b);
 	} else {
 		used(m, &l->q_proj);
-		struct gemm_job j[2] = {{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
-					{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n}};
+		/* q is rounded after RoPE only */
+		struct gemm_job j[2] = {
+			{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
+			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = act_bf16(m)}};
 		gemm_run(m, 2, j);
 	}
 	used(m, &l->kv_a);
 	used(m, &l->o_proj);
-	act_round(m, kvr, (size_t)n * row);
 	/* latent norm on kv_c only, RoPE on q_pe (every head) and k_pe */
 	ops_rmsnorm(kvr, row, kvr, row, l->kv_a_norm, n, Lkv, c->rms_norm_eps);
 	for (int t = 0; t < n; t++) {
@@ -261,16 +266,17 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		struct gemm_job *j = ALLOC(m, struct gemm_job, H);
 		for (int hh = 0; hh < H; hh++) {
 			j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = q + (size_t)hh * (dn + dr), .ldx = qw,
-						  .y = qd + (size_t)hh * row, .ldy = H * row, .n = td};
+						  .y = qd + (size_t)hh * row, .ldy = H * row, .n = td,
+						  .round_bf16 = act_bf16(m)};
 		}
 		gemm_run(m, H, j);
 		for (int hh = 0; hh < H; hh++)
 			used(m, &l->uk_t[hh]);
+		/* q_pe: q's values, already rounded */
 		for (int t = 0; t < td; t++)
 			for (int hh = 0; hh < H; hh++)
 				memcpy(qd + ((size_t)t * H + hh) * row + Lkv, q + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
 				       sizeof(float) * (size_t)dr);
-		act_round(m, qd, (size_t)td * H * row);
 		if (W == 1) {
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
 						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena,
@@ -301,12 +307,14 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		for (int hh = 0; hh < H; hh++) {
 			wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
 			j[hh] = (struct gemm_job){.w = &wv[hh], .x = olat + (size_t)hh * Lkv, .ldx = H * Lkv,
-						  .y = o + (size_t)hh * dv, .ldy = H * dv, .n = td};
+						  .y = o + (size_t)hh * dv, .ldy = H * dv, .n = td,
+						  .round_bf16 = act_bf16(m)};
 			used(m, &wv[hh]);
 		}
 		gemm_run(m, H, j);
 	}
-	act_round(m, o, (size_t)n * H * dv);
+	/* the prefill rows (the decode rows: rounded by W_UV) */
+	act_round(m, o + (size_t)td * H * dv, (size_t)(n - td) * H * dv);
 	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
 		float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] */
 		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
@@ -316,9 +324,9 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		residual_add(m, h, y, (size_t)n * D);
 		return 0;
 	}
-	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1};
+	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1,
+			      .round_bf16 = act_bf16(m)};
 	gemm_run(m, 1, &jo);
-	act_round(m, h, (size_t)n * D);
 	return 0;
 }
 
@@ -334,14 +342,13 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	if (!l->moe) {
 		int I = l->gate.rows;
 		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
-		struct gemm_job j[2] = {{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n},
-					{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n}};
+		struct gemm_job j[2] = {
+			{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n, .round_bf16 = act_bf16(m)},
+			{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n, .round_bf16 = act_bf16(m)}};
 		gemm_run(m, 2, j);
 		used(m, &l->gate);
 		used(m, &l->up);
 		used(m, &l->down);
-		act_round(m, g, (size_t)n * I);
-		act_round(m, u, (size_t)n * I);
 		par_silu_mul(m, g, g, u, (size_t)n * I);
 		if (tp) {
 			float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] partial */
@@ -352,18 +359,19 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 			residual_add(m, h, y, (size_t)n * D);
 			return 0;
 		}
-		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1};
+		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1,
+				      .round_bf16 = act_bf16(m)};
 		gemm_run(m, 1, &jd);
-		act_round(m, h, (size_t)n * D);
 		return 0;
 	}
 	/* the router is replicated: every rank picks the same experts and runs its slice of each */
 	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = l->e_gate[0].rows;
 	int Is = l->has_shared ? l->gate.rows : 0;
 	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
-	gemm1(m, &l->router, xn, D, n, rl, E);
+	/* the router is a bf16 linear in bf16 engines: its logits are rounded */
+	struct gemm_job jr = {.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = act_bf16(m)};
+	gemm_run(m, 1, &jr);
 	used(m, &l->router);
-	act_round(m, rl, (size_t)n * E); /* the router is a bf16 linear in bf16 engines */
 	int *ids = ALLOC(m, int, (size_t)n * k);	 /* [n, k] */
 	float *wts = ALLOC(m, float, (size_t)n * k);	 /* [n, k] */
 	struct route_params rp = {.n_experts = E, .top_k = k, .n_group = c->n_group, .topk_group = c->topk_group,
@@ -405,9 +413,11 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		used(m, &l->e_up[x]);
 		used(m, &l->e_down[x]);
 		j[nj++] = (struct gemm_job){.w = &l->e_gate[x], .x = xg + (size_t)off[x] * D, .ldx = D,
-					    .y = gg + (size_t)off[x] * Im, .ldy = Im, .n = count[x]};
+					    .y = gg + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
+					    .round_bf16 = act_bf16(m)};
 		j[nj++] = (struct gemm_job){.w = &l->e_up[x], .x = xg + (size_t)off[x] * D, .ldx = D,
-					    .y = uu + (size_t)off[x] * Im, .ldy = Im, .n = count[x]};
+					    .y = uu + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
+					    .round_bf16 = act_bf16(m)};
 	}
 	if (l->has_shared) {
 		sg = ALLOC(m, float, (size_t)n * Is);
@@ -415,18 +425,15 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		used(m, &l->gate);
 		used(m, &l->up);
 		used(m, &l->down);
-		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n};
-		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n};
+		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n,
+					    .round_bf16 = act_bf16(m)};
+		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n,
+					    .round_bf16 = act_bf16(m)};
 	}
 	gemm_run(m, nj, j);
-	act_round(m, gg, (size_t)nk * Im);
-	act_round(m, uu, (size_t)nk * Im);
 	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
-	if (l->has_shared) {
-		act_round(m, sg, (size_t)n * Is);
-		act_round(m, su, (size_t)n * Is);
+	if (l->has_shared)
 		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
-	}
 	float *dd = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] expert outputs */
 	/* [n, D] routed sum; under TP followed by [n, D] shared partial, all-reduced together */
 	float *routed = ALLOC(m, float, (size_t)(tp ? 2 : 1) * n * D);

@@ -12,6 +12,7 @@
 #include "ops/pool.h"
 #include "ops/prepack.h"
 #include "ops/scratch.h"
+#include "ops/vec.h"
 
 #define PANEL GEMM_PANEL
 #define NR 4	 /* rows per register block */
@@ -516,6 +517,15 @@ static int job_panel(enum ops_level lvl, const struct gemm_job *j)
 	return j->n <= 3 ? 4 * PANEL : PANEL;
 }
 
+/* rows [r0, r1) of every token of y, once final (gemm_job.round_bf16) */
+static void round_rows(const struct gemm_job *j, int r0, int r1)
+{
+	if (!j->round_bf16)
+		return;
+	for (int t = 0; t < j->n; t++)
+		ops_round_bf16(j->y + (size_t)t * (size_t)j->ldy + r0, r1 - r0);
+}
+
 static void gemm_items(void *arg, int begin, int end, int tid)
 {
 	struct gemm_ctx *g = arg;
@@ -538,6 +548,7 @@ static void gemm_items(void *arg, int begin, int end, int tid)
 		int r0 = (it - g->first_item[lo]) * job_panel(g->lvl, j);
 		int r1 = r0 + job_panel(g->lvl, j) < j->w->rows ? r0 + job_panel(g->lvl, j) : j->w->rows;
 		gemm_panel(g, lo, r0, r1);
+		round_rows(j, r0, r1);
 	}
 }
 
@@ -662,8 +673,10 @@ void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 	if (j->w->cols <= 0) { /* nothing to sum: y = 0 (or unchanged) */
 		for (int t = 0; t < j->n && !j->accumulate; t++)
 			memset(j->y + (size_t)t * (size_t)j->ldy, 0, sizeof(float) * (size_t)j->w->rows);
+		round_rows(j, 0, j->w->rows);
 		return;
 	}
 	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
 	panel_prepacked(ops_level_best(), j, xb, ldxb, 0, j->w->rows);
+	round_rows(j, 0, j->w->rows);
 }

@@ -38,7 +38,8 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc);
 size_t wmat_bytes(const struct wmat *w); /* bytes of the view's elements (+ its scales) */
 float wmat_get(const struct wmat *w, int r, int c); /* one element, for tests and slow paths */
 
-/* One GEMM: y[t*ldy + r] = (accumulate ? y : 0) + Σ_c x[t*ldx + c] · W[r, c]. */
+/* One GEMM: y[t*ldy + r] = (accumulate ? y : 0) + Σ_c x[t*ldx + c] · W[r, c] (then rounded to
+ * bf16 if round_bf16). */
 struct gemm_job {
 	const struct wmat *w;
 	const float *x; /* [n, ldx] */
@@ -49,6 +50,10 @@ struct gemm_job {
 	 * bfloat16): bf16 and fp8 weights may then run bf16 dot products, whose products are
 	 * exact, so only the fp32 summation order differs from the fp32 path. */
 	int x_bf16;
+	/* y rounded to bf16 (nearest even, as ops_round_bf16) once final, by the thread that
+	 * computed it while it is in cache: the model's activation rounding without a serial
+	 * pass over y */
+	int round_bf16;
 };
 
 /* Dispatch levels (ops/cpu.h); the _at variants run a given level (tests compare them). */

@@ -726,6 +726,48 @@ static void test_many_jobs(void)
 		pbuf_free(&w[i]);
 }
 
+/* job.round_bf16: the bits of the unrounded job followed by ops_round_bf16 over its outputs,
+ * at every level (fp32 and bf16 x), plain and accumulating, with and without the pool, and
+ * through prepack_gemm_1t */
+static void test_round_output(void)
+{
+	enum { R = 100, C = 513, LDY = 103, NMAX = 64 };
+	struct pbuf b;
+	pbuf_make(&b, R, C);
+	pbuf_pack(&b, g_pool);
+	float *y0 = malloc(sizeof(float) * NMAX * LDY), *y1 = malloc(sizeof(float) * NMAX * LDY);
+	uint16_t *xb = malloc(sizeof(uint16_t) * prepack_x_elems(NMAX, C));
+	int ns[] = {1, 5, 33, 64};
+	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+		int n = ns[ni];
+		float *x = make_x(n, C, C, 0.0f);
+		for (int lvl = OPS_PORTABLE; lvl <= OPS_N_LEVELS; lvl++) /* OPS_N_LEVELS: prepack_gemm_1t */
+			for (int v = 0; v < 8; v++) { /* bit 0: accumulate, 1: pool, 2: bf16 x */
+				if (lvl == OPS_N_LEVELS && (ops_level_best() < OPS_AVX512_BF16 || !(v & 4)))
+					continue;
+				for (int i = 0; i < n * LDY; i++) /* not bf16-exact: the rounding shows */
+					y0[i] = y1[i] = frand() * 1.001f;
+				struct gemm_job j = {.w = &b.w, .x = x, .ldx = C, .y = y0, .ldy = LDY, .n = n,
+						     .accumulate = v & 1, .x_bf16 = (v >> 2) & 1};
+				for (int pass = 0; pass < 2; pass++) {
+					if (lvl == OPS_N_LEVELS)
+						prepack_gemm_1t(&j, xb);
+					else
+						ops_gemm_multi_at((enum ops_level)lvl, v & 2 ? g_pool : NULL, 1, &j);
+					j.y = y1, j.round_bf16 = 1;
+				}
+				for (int t = 0; t < n; t++)
+					ops_round_bf16(y0 + (size_t)t * LDY, R);
+				EXPECTF(!memcmp(y0, y1, sizeof(float) * (size_t)n * LDY),
+					"rounded output differs: n=%d level %d acc %d pool %d bf16 x %d", n, lvl, v & 1,
+					(v >> 1) & 1, (v >> 2) & 1);
+			}
+		free(x);
+	}
+	free(y0), free(y1), free(xb);
+	pbuf_free(&b);
+}
+
 int main(int argc, char **argv)
 {
 	struct err e;
@@ -734,6 +776,7 @@ int main(int argc, char **argv)
 	static const struct test_case cases[] = {
 		T(test_layout), T(test_prepack_f32_and_1t), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes), T(test_gemm_long_k),
 		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
+		T(test_round_output),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
