@@ -56,6 +56,9 @@ struct ew_ctx {
 	const int *slot_of, *ids;
 	const float *tw;
 	int k;
+	/* MLA q / latent rows */
+	const int32_t *pos;
+	int H, dn, dr, Lkv;
 };
 
 #define EW_CHUNK 8192
@@ -68,6 +71,28 @@ static void silu_range(void *arg, int begin, int end, int tid)
 	ops_silu_mul(c->out + i0, c->a + i0, c->b + i0, (int)(i1 - i0));
 	if (c->m->opt.act_dtype == DT_BF16)
 		ops_round_bf16(c->out + i0, (int64_t)(i1 - i0));
+}
+
+static void round_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	size_t i0 = (size_t)begin * EW_CHUNK, i1 = (size_t)end * EW_CHUNK;
+	if (i1 > (size_t)c->d)
+		i1 = (size_t)c->d;
+	ops_round_bf16(c->out + i0, (int64_t)(i1 - i0));
+}
+
+/* act_round over the pool: for the large ones (batch x heads x latent) */
+static void par_act_round(struct model *m, float *x, size_t n)
+{
+	if (!act_bf16(m) || n == 0)
+		return;
+	if (n <= EW_CHUNK) {
+		ops_round_bf16(x, (int64_t)n);
+		return;
+	}
+	struct ew_ctx c = {.m = m, .out = x, .d = (int)n};
+	pool_for(m->opt.pool, (int)((n + EW_CHUNK - 1) / EW_CHUNK), 1, round_range, &c);
 }
 
 /* out = silu(g) * u over n values, rounded like the activations */
@@ -122,6 +147,25 @@ static void combine_range(void *arg, int begin, int end, int tid)
 			h[i] += r[i];
 		if (c->m->opt.act_dtype == DT_BF16)
 			ops_round_bf16(h, D);
+	}
+}
+
+/* per token: the latent norm on kv_c, RoPE on q_pe (every head) and k_pe, then q and the
+ * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]) */
+static void qk_range(void *arg, int begin, int end, int tid)
+{
+	const struct ew_ctx *c = arg;
+	const struct model *m = c->m;
+	int qw = c->H * (c->dn + c->dr), row = c->Lkv + c->dr;
+	for (int t = begin; t < end; t++) {
+		float *q = c->out + (size_t)t * qw, *kv = c->y + (size_t)t * row;
+		ops_rmsnorm(kv, row, kv, row, c->w, 1, c->Lkv, c->eps);
+		ops_rope_apply(&m->rope, q + c->dn, c->H, c->dn + c->dr, c->pos[t]);
+		ops_rope_apply(&m->rope, kv + c->Lkv, 1, row, c->pos[t]);
+		if (act_bf16(m)) {
+			ops_round_bf16(q, qw);
+			ops_round_bf16(kv, row);
+		}
 	}
 }
 
@@ -233,14 +277,9 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	}
 	used(m, &l->kv_a);
 	used(m, &l->o_proj);
-	/* latent norm on kv_c only, RoPE on q_pe (every head) and k_pe */
-	ops_rmsnorm(kvr, row, kvr, row, l->kv_a_norm, n, Lkv, c->rms_norm_eps);
-	for (int t = 0; t < n; t++) {
-		ops_rope_apply(&m->rope, q + (size_t)t * qw + dn, H, dn + dr, b->positions[t]);
-		ops_rope_apply(&m->rope, kvr + (size_t)t * row + Lkv, 1, row, b->positions[t]);
-	}
-	act_round(m, q, (size_t)n * qw);
-	act_round(m, kvr, (size_t)n * row);
+	struct ew_ctx qk = {.m = m, .out = q, .y = kvr, .w = l->kv_a_norm, .eps = c->rms_norm_eps, .pos = b->positions,
+			    .H = H, .dn = dn, .dr = dr, .Lkv = Lkv};
+	pool_for(pool, n, 4, qk_range, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
 	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
 
@@ -302,7 +341,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			if (comm_dcp_reduce_scatter_inner(cm, og, (size_t)td, (size_t)H * Lkv, olat, e))
 				return err_prefix(e, "layer %d: dcp reduce-scatter", li);
 		}
-		act_round(m, olat, (size_t)td * H * Lkv);
+		par_act_round(m, olat, (size_t)td * H * Lkv);
 		/* o[t,h] = W_UV[h] · o_lat[t,h] */
 		for (int hh = 0; hh < H; hh++) {
 			wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
