@@ -56,9 +56,10 @@ struct ew_ctx {
 	const int *slot_of, *ids;
 	const float *tw;
 	int k;
-	/* MLA q / latent rows */
+	/* MLA q / latent rows; qd: the decode tokens' absorbed queries [td, H, Lkv+dr] */
 	const int32_t *pos;
-	int H, dn, dr, Lkv;
+	float *qd;
+	int H, dn, dr, Lkv, td;
 };
 
 #define EW_CHUNK 8192
@@ -151,7 +152,8 @@ static void combine_range(void *arg, int begin, int end, int tid)
 }
 
 /* per token: the latent norm on kv_c, RoPE on q_pe (every head) and k_pe, then q and the
- * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]) */
+ * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]); a
+ * decode token's q_pe also goes to its absorbed queries qd */
 static void qk_range(void *arg, int begin, int end, int tid)
 {
 	const struct ew_ctx *c = arg;
@@ -166,6 +168,9 @@ static void qk_range(void *arg, int begin, int end, int tid)
 			ops_round_bf16(q, qw);
 			ops_round_bf16(kv, row);
 		}
+		for (int hh = 0; t < c->td && hh < c->H; hh++)
+			memcpy(c->qd + ((size_t)t * c->H + hh) * row + c->Lkv, q + (size_t)hh * (c->dn + c->dr) + c->dn,
+			       sizeof(float) * (size_t)c->dr);
 	}
 }
 
@@ -277,8 +282,10 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	}
 	used(m, &l->kv_a);
 	used(m, &l->o_proj);
+	int td = meta->n_decode_tokens;
+	float *qd = td > 0 ? ALLOC(m, float, (size_t)td * H * row) : NULL; /* [td, H, Lkv+dr] */
 	struct ew_ctx qk = {.m = m, .out = q, .y = kvr, .w = l->kv_a_norm, .eps = c->rms_norm_eps, .pos = b->positions,
-			    .H = H, .dn = dn, .dr = dr, .Lkv = Lkv};
+			    .qd = qd, .H = H, .dn = dn, .dr = dr, .Lkv = Lkv, .td = td};
 	pool_for(pool, n, 4, qk_range, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
 	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
@@ -295,10 +302,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			return err_prefix(e, "layer %d", li);
 		used(m, &l->kv_b);
 	}
-	int td = meta->n_decode_tokens;
 	if (td > 0) {
 		/* absorbed path: q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; q576 = [q_abs | q_pe] */
-		float *qd = ALLOC(m, float, (size_t)td * H * row);  /* [td, H, Lkv+dr] */
 		float *olat = ALLOC(m, float, (size_t)td * H * Lkv); /* [td, H, Lkv] */
 		float *lse = ALLOC(m, float, (size_t)td * H);	      /* [td, H] */
 		struct wmat *wv = ALLOC(m, struct wmat, H);
@@ -311,11 +316,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		gemm_run(m, H, j);
 		for (int hh = 0; hh < H; hh++)
 			used(m, &l->uk_t[hh]);
-		/* q_pe: q's values, already rounded */
-		for (int t = 0; t < td; t++)
-			for (int hh = 0; hh < H; hh++)
-				memcpy(qd + ((size_t)t * H + hh) * row + Lkv, q + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
-				       sizeof(float) * (size_t)dr);
+		/* qd [td, H, :Lkv] = q_abs; its q_pe columns came with RoPE (qk_range) */
 		if (W == 1) {
 			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
 						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena,

@@ -409,34 +409,34 @@ struct gemm_ctx {
 typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
 
 /* rows [r0, r1) of a job on its load-time packed weights, x already bf16 in xb */
-static void panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
+/* returns whether the kernel rounded y itself (gemm_job.round_bf16) */
+static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
 {
 	if (lvl >= OPS_AMX)
-		gemm_panel_amx(j, xb, ldxb, r0, r1);
-	else
-		gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
+		return gemm_panel_amx(j, xb, ldxb, r0, r1);
+	gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
+	return 0;
 }
 
-static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
+/* rows [r0, r1) of job ji; returns whether the kernel rounded them (gemm_job.round_bf16) */
+static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
-	if (g->xb[ji]) {
-		panel_prepacked(g->lvl, j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
-		return;
-	}
+	if (g->xb[ji])
+		return panel_prepacked(g->lvl, j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
 		bool dp = gemm_use_dp(g->lvl, j);
 		if (j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
 			gemm_panel_packed_avx512(j, r0, r1, dp);
 		else
 			gemm_panel_avx512(j, r0, r1, dp);
-		return;
+		return 0;
 	}
 	float *pack_buf;
 	if (g->lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0 &&
 	    (pack_buf = ops_scratch(OPS_SCRATCH_AVX2_PACK, PACK_BUF_BYTES))) {
 		gemm_panel_packed(j, r0, r1, pack_buf);
-		return;
+		return 0;
 	}
 	const struct wmat *w = j->w;
 	size_t esz = dtype_size(w->dtype);
@@ -502,6 +502,7 @@ static void gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 			}
 		}
 	}
+	return 0;
 }
 
 /* Rows per work item: few-token jobs are bandwidth-bound and stream longer contiguous runs
@@ -547,8 +548,8 @@ static void gemm_items(void *arg, int begin, int end, int tid)
 		const struct gemm_job *j = &g->jobs[lo];
 		int r0 = (it - g->first_item[lo]) * job_panel(g->lvl, j);
 		int r1 = r0 + job_panel(g->lvl, j) < j->w->rows ? r0 + job_panel(g->lvl, j) : j->w->rows;
-		gemm_panel(g, lo, r0, r1);
-		round_rows(j, r0, r1);
+		if (!gemm_panel(g, lo, r0, r1))
+			round_rows(j, r0, r1);
 	}
 }
 
@@ -677,6 +678,6 @@ void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 		return;
 	}
 	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
-	panel_prepacked(ops_level_best(), j, xb, ldxb, 0, j->w->rows);
-	round_rows(j, 0, j->w->rows);
+	if (!panel_prepacked(ops_level_best(), j, xb, ldxb, 0, j->w->rows))
+		round_rows(j, 0, j->w->rows);
 }

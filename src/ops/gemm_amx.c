@@ -145,10 +145,23 @@ static AMX_FN void block_tiles(const char *wb, int steps, const char *x, size_t 
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-/* y[t][0..32) = (add ? y : 0) + sc[row] · C[t] (sc NULL: 1) for nt tokens of a token tile
- * whose C tiles are c[0] (rows 0-15) and c[256] (rows 16-31), masked to the block's rows */
+/* v rounded to bf16 as ops_round_bf16 (nearest even, NaN kept quiet) */
+static inline AMX_FN __m512 round_bf16_512(__m512 v)
+{
+	__m512i u = _mm512_castps_si512(v);
+	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+							 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						 _mm512_set1_epi32(0x7f800000));
+	r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* y[t][0..32) = (add ? y : 0) + sc[row] · C[t] (sc NULL: 1), rounded to bf16 if rnd, for nt
+ * tokens of a token tile whose C tiles are c[0] (rows 0-15) and c[256] (rows 16-31), masked
+ * to the block's rows */
 static AMX_FN void store_tile(const float *c, int nt, float *y, size_t ldy, __mmask16 m0, __mmask16 m1, int add,
-			      const float *sc)
+			      const float *sc, int rnd)
 {
 	__m512 s0 = sc ? _mm512_load_ps(sc) : _mm512_set1_ps(1.0f), s1 = sc ? _mm512_load_ps(sc + 16) : s0;
 	for (int t = 0; t < nt; t++) {
@@ -156,6 +169,8 @@ static AMX_FN void store_tile(const float *c, int nt, float *y, size_t ldy, __mm
 		__m512 a0 = _mm512_load_ps(c + 16 * t), a1 = _mm512_load_ps(c + 256 + 16 * t);
 		__m512 v0 = add ? _mm512_fmadd_ps(a0, s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0, s0);
 		__m512 v1 = add ? _mm512_fmadd_ps(a1, s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1, s1);
+		if (rnd)
+			v0 = round_bf16_512(v0), v1 = round_bf16_512(v1);
 		_mm512_mask_storeu_ps(yt, m0, v0);
 		_mm512_mask_storeu_ps(yt + 16, m1, v1);
 	}
@@ -183,7 +198,7 @@ static AMX_FN void acc_copy(float *acc, int n, float *y, size_t ldy, int nr, int
  * pf2: pf2_bytes of the stream into L2, spread over all passes */
 static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, const char *wb, int steps, float *yb,
 				    size_t ldy, int nr, int add, const float *sc, const char *pf, const char *pf2,
-				    int pf2_bytes)
+				    int pf2_bytes, int rnd)
 {
 	_Alignas(64) float c[4 * 256];
 	int np = (n + 31) / 32, lines = (pf2_bytes / 64 + np * steps - 1) / (np * steps);
@@ -195,10 +210,10 @@ static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, con
 						 lines, 0};
 		block_tiles(wb, steps, xb + (size_t)t0 * ldx_bytes, ldx_bytes, two, NULL, c, &spf);
 		float *y = yb + (size_t)t0 * ldy;
-		store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc);
+		store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
 		if (two)
 			store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add,
-				   sc);
+				   sc, rnd);
 	}
 }
 
@@ -243,10 +258,11 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 						continue;
 					float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
 					store_tile(c, nt < 16 ? nt : 16, y, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-						   j->accumulate, NULL);
+						   j->accumulate, NULL, j->round_bf16);
 					if (two)
 						store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * (size_t)j->ldy,
-							   (size_t)j->ldy, mask16(nr), mask16(nr - 16), j->accumulate, NULL);
+							   (size_t)j->ldy, mask16(nr), mask16(nr - 16), j->accumulate, NULL,
+							   j->round_bf16);
 				}
 			}
 		}
@@ -265,7 +281,7 @@ static AMX_FN void decode_segment(const uint8_t *wp, int np, __m512i sub, uint32
 	}
 }
 
-AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
+AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
 {
 	const struct wmat *w = j->w;
 	int P = (w->cols + 1) / 2, P16 = (P + STEP_PAIRS - 1) / STEP_PAIRS * STEP_PAIRS, stride = w->packed_pairs;
@@ -299,11 +315,11 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 				if (acc)
 					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
 							 acc, SR, SR, k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL, ahead,
-							 kn * 2 * SR);
+							 kn * 2 * SR, 0);
 				else
 					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
 							 j->y + rb, (size_t)j->ldy, nr, k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-							 NULL, ahead, kn * 2 * SR);
+							 NULL, ahead, kn * 2 * SR, 0);
 			}
 			if (acc)
 				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 1);
@@ -316,10 +332,11 @@ AMX_FN void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldx
 			int nr = r1 - rb < SR ? r1 - rb : SR;
 			const char *wb = (const char *)(w->packed + (size_t)(rb / SR) * (size_t)stride * SR);
 			block_all_tokens(j->n, x, ldx_bytes, wb, P16 / STEP_PAIRS, j->y + rb, (size_t)j->ldy, nr, j->accumulate,
-					 NULL, wb + PF_AHEAD, NULL, 0);
+					 NULL, wb + PF_AHEAD, NULL, 0, j->round_bf16);
 		}
 	}
 	_tile_release();
+	return w->dtype != DT_F8_E4M3; /* bf16 weights: stored rounded (j->round_bf16) */
 }
 
 AMX_FN float gemm_amx_peak_chain(long iters)

@@ -59,8 +59,9 @@ int gemm_pack512_min_tokens(enum dtype dt, bool dp);
 void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
 int gemm_prepacked_ldxb(int cols);
 /* gemm_amx.c: the same on AMX tiles (level OPS_AMX); xb holds rows up to a multiple of 16
- * past 16 tokens (prepack_x_elems), their values unused */
-void gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
+ * past 16 tokens (prepack_x_elems), their values unused. Returns 1 when it has applied
+ * j->round_bf16 itself (as it stores: bf16 weights), 0 when the caller still must. */
+int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
 /* tokens [t0, t1) of x [n, ldx] (bf16-exact values) → xb, zero past cols */
 void gemm_x_to_bf16(const float *x, int ldx, int t0, int t1, int cols, uint16_t *xb, int ldxb);
 
