@@ -143,7 +143,39 @@ AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *
 	for (int kg = 0; kg < ng; kg += 2) {
 		int two = kg + 1 < ng;
 		const char *a0 = src[kg], *a1 = src[kg + two];
-		for (int g = 0; g < G; g++) {
+		int g = 0;
+		/* past two groups (q 54 KB and more, in L2 anyway), two whole row groups at once
+		 * (tiles 2 3 7 then have 16 rows): every key and query tile serves two products, one
+		 * load per product instead of 1.5 (128 heads 1.15-1.2x per job; with 2 groups the
+		 * pair of query tiles pushed the keys out of L1: 0.96x at 32 heads) */
+		for (; two && G > 2 && nr % 16 == 0 && g + 1 < G; g += 2) {
+			const char *b0 = (const char *)(qv + (size_t)g * S * 256), *b1 = b0 + (size_t)S * 1024;
+			_tile_zero(0);
+			_tile_zero(1);
+			_tile_zero(2);
+			_tile_zero(3);
+			for (int st = 0; st < S; st++) {
+				pf_some(pf);
+				_tile_loadd(4, a0 + (size_t)st * 64, rb);
+				_tile_loadd(6, b0 + (size_t)st * 1024, 64);
+				_tile_dpbf16ps(0, 4, 6);
+				_tile_loadd(5, a1 + (size_t)st * 64, rb);
+				_tile_dpbf16ps(1, 5, 6);
+				_tile_loadd(7, b1 + (size_t)st * 1024, 64);
+				_tile_dpbf16ps(2, 4, 7);
+				_tile_dpbf16ps(3, 5, 7);
+			}
+			float *o = s + (size_t)16 * g * KB + 16 * kg;
+			_tile_stored(0, ct, 64);
+			_tile_stored(1, ct + 256, 64);
+			store_scores(ct, 16, nk - 16 * kg, sc, o);
+			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + 16);
+			_tile_stored(2, ct, 64);
+			_tile_stored(3, ct + 256, 64);
+			store_scores(ct, 16, nk - 16 * kg, sc, o + (size_t)16 * KB);
+			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + (size_t)16 * KB + 16);
+		}
+		for (; g < G; g++) {
 			const char *b = (const char *)(qv + (size_t)g * S * 256);
 			_tile_zero(0);
 			_tile_zero(1);
@@ -278,6 +310,33 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, cons
 				continue;
 			float *o = out + (size_t)16 * g * dv + d;
 			const char *a = (const char *)(pp + (size_t)16 * g * (KB / 2));
+			/* two whole active row groups at once (tiles 2 3 7 then have 16 rows): each value
+			 * tile serves four products, the C tiles of both groups in one pass */
+			if (nr % 16 == 0 && g + 1 < G && group_active(nvis, nr, g + 1)) {
+				float *o1 = o + (size_t)16 * dv;
+				const char *a1 = a + (size_t)16 * KB * 2;
+				_tile_loadd(0, o, ldo);
+				_tile_loadd(1, o + 16, ldo);
+				_tile_loadd(2, o1, ldo);
+				_tile_loadd(3, o1 + 16, ldo);
+				for (int st = 0; st < ks; st++) {
+					_tile_loadd(4, a + st * 64, KB * 2);
+					_tile_loadd(5, vb + st * 512, 64);
+					_tile_loadd(6, vb + st * 512 + 256, 64);
+					_tile_dpbf16ps(0, 4, 5);
+					_tile_dpbf16ps(1, 4, 6);
+					_tile_loadd(7, a1 + st * 64, KB * 2);
+					_tile_dpbf16ps(2, 7, 5);
+					_tile_dpbf16ps(3, 7, 6);
+					pf_some(pc);
+				}
+				_tile_stored(0, o, ldo);
+				_tile_stored(1, o + 16, ldo);
+				_tile_stored(2, o1, ldo);
+				_tile_stored(3, o1 + 16, ldo);
+				g++;
+				continue;
+			}
 			if (nr - 16 * g >= 16)
 				C_PASS(0, 1, for (int st = 0; st < ks; st++) {
 					_tile_loadd(4, a + st * 64, KB * 2);
