@@ -146,8 +146,9 @@ AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *
 		int g = 0;
 		/* past two groups (q 54 KB and more, in L2 anyway), two whole row groups at once
 		 * (tiles 2 3 7 then have 16 rows): every key and query tile serves two products, one
-		 * load per product instead of 1.5 (128 heads 1.15-1.2x per job; with 2 groups the
-		 * pair of query tiles pushed the keys out of L1: 0.96x at 32 heads) */
+		 * load per product instead of 1.5. With the value pass's pairs, 128 heads 1.11-1.17x
+		 * per job; with 2 groups the pair of query tiles pushed the keys out of L1 (0.96x at
+		 * 32 heads) */
 		for (; two && G > 2 && nr % 16 == 0 && g + 1 < G; g += 2) {
 			const char *b0 = (const char *)(qv + (size_t)g * S * 256), *b1 = b0 + (size_t)S * 1024;
 			_tile_zero(0);

@@ -168,7 +168,9 @@ static void qk_range(void *arg, int begin, int end, int tid)
 			ops_round_bf16(q, qw);
 			ops_round_bf16(kv, row);
 		}
-		for (int hh = 0; t < c->td && hh < c->H; hh++)
+		if (t >= c->td)
+			continue;
+		for (int hh = 0; hh < c->H; hh++)
 			memcpy(c->qd + ((size_t)t * c->H + hh) * row + c->Lkv, q + (size_t)hh * (c->dn + c->dr) + c->dn,
 			       sizeof(float) * (size_t)c->dr);
 	}

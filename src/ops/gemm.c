@@ -408,8 +408,8 @@ struct gemm_ctx {
 
 typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
 
-/* rows [r0, r1) of a job on its load-time packed weights, x already bf16 in xb */
-/* returns whether the kernel rounded y itself (gemm_job.round_bf16) */
+/* rows [r0, r1) of a job on its load-time packed weights, x already bf16 in xb; returns
+ * whether the kernel rounded y itself (gemm_job.round_bf16) */
 static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
 {
 	if (lvl >= OPS_AMX)
