@@ -35,13 +35,15 @@ static size_t q_bf16_bytes(int max_rows, int row)
 
 size_t mqa_scratch_bytes(int max_rows, int row)
 {
-	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +    /* converted keys */
-	       align64((size_t)max_rows * MQA_KEY_BLOCK * sizeof(float)) + /* scores */
-	       3 * align64((size_t)MQA_KEY_BLOCK * sizeof(float *)) +     /* key row pointers */
-	       4 * align64((size_t)max_rows * sizeof(float)) +            /* m, l, alpha, n */
-	       align64(q_bf16_bytes(max_rows, row)) +                     /* q as bf16 */
-	       align64((size_t)max_rows * MQA_KEY_BLOCK / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
-	       align64(mqa_amx_work_bytes(row));                          /* AMX key copies, value tiles */
+	/* blocks of up to MQA_KEY_BLOCK_WIDE keys (AMX), converted keys for MQA_KEY_BLOCK (the
+	 * other levels) */
+	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +         /* converted keys */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE * sizeof(float)) + /* scores */
+	       3 * align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(float *)) +     /* key row pointers */
+	       4 * align64((size_t)max_rows * sizeof(float)) +                 /* m, l, alpha, n */
+	       align64(q_bf16_bytes(max_rows, row)) +                          /* q as bf16 */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
+	       align64(mqa_amx_work_bytes(row));                               /* AMX key copies, value tiles */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
@@ -333,13 +335,13 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	float *kbuf = (float *)p;
 	p += align64((size_t)MQA_KEY_BLOCK * row * sizeof(float));
 	float *s = (float *)p;
-	p += align64((size_t)nr * MQA_KEY_BLOCK * sizeof(float));
+	p += align64((size_t)nr * MQA_KEY_BLOCK_WIDE * sizeof(float));
 	const float **kp = (const float **)p;
-	p += align64((size_t)MQA_KEY_BLOCK * sizeof(float *));
+	p += align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(float *));
 	const void **cur = (const void **)p; /* source rows of this block and the next */
-	p += align64((size_t)MQA_KEY_BLOCK * sizeof(void *));
+	p += align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));
 	const void **nx = (const void **)p;
-	p += align64((size_t)MQA_KEY_BLOCK * sizeof(void *));
+	p += align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));
 	float *m = (float *)p;
 	p += align64((size_t)nr * sizeof(float));
 	float *l = (float *)p;
@@ -351,7 +353,7 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	uint16_t *qb = (uint16_t *)p;
 	p += align64(q_bf16_bytes(nr, row));
 	uint32_t *pp = (uint32_t *)p;
-	p += align64((size_t)nr * MQA_KEY_BLOCK / 2 * sizeof(uint32_t));
+	p += align64((size_t)nr * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t));
 	void *work = p;
 	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows,
 	 * and with p_bf16 the value pass too (no fp32 copy of the block then) */
@@ -366,6 +368,12 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		mqa512_to_bf16(qb, jb->q, nr * row);
 	if (amx_s || amx_v)
 		mqa_amx_begin(nr);
+	/* keys per block (score rows `block` apart): past 32 heads the AMX kernels take 256, so
+	 * that their C tiles go through memory 4x less often (128 heads 1.07-1.1x at batch 64,
+	 * context 2048); with 16 heads the wide block lost (0.93-0.96x). Chosen by the heads, not
+	 * the tile's rows, so that a token's result does not depend on how many tokens of its
+	 * sequence share the tile. */
+	const int block = amx_s && amx_v && jb->n_heads > 32 ? MQA_KEY_BLOCK_WIDE : MQA_KEY_BLOCK;
 
 	int kmax = 0;
 	for (int t = 0; t < jb->n_tok; t++)
@@ -380,11 +388,11 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	}
 	const unsigned char *base = kv_cache_row_ptr(kv, jb->layer, 0);
 	size_t rb = (size_t)row * dtype_size(kv->dtype);
-	int n0 = kmax - jb->k_begin < MQA_KEY_BLOCK ? kmax - jb->k_begin : MQA_KEY_BLOCK;
+	int n0 = kmax - jb->k_begin < block ? kmax - jb->k_begin : block;
 	key_rows(jb, base, rb, jb->k_begin, n0, cur);
-	for (int kb = jb->k_begin; kb < kmax; kb += MQA_KEY_BLOCK) {
-		int nk = kmax - kb < MQA_KEY_BLOCK ? kmax - kb : MQA_KEY_BLOCK;
-		int nn = kmax - kb - nk < MQA_KEY_BLOCK ? kmax - kb - nk : MQA_KEY_BLOCK;
+	for (int kb = jb->k_begin; kb < kmax; kb += block) {
+		int nk = kmax - kb < block ? kmax - kb : block;
+		int nn = kmax - kb - nk < block ? kmax - kb - nk : block;
 		key_rows(jb, base, rb, kb + nk, nn, nx);
 		/* the next block's rows sit on scattered pages the hardware prefetcher does not
 		 * follow: fetch them while this block computes. The AVX-512 scores spread the
@@ -417,16 +425,16 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
 			if (amx_s) /* after the swap nx holds this block's cache rows */
 				mqa_amx_scores((const uint32_t *)qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s,
-					       work, &pf);
+					       block, work, &pf);
 			else if (dp)
 				mqa512_scores_dp(qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s, cur, nn,
 						 (int)rb);
 			else
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
-			mqa512_softmax(s, nr, nk, nvis, m, l, alpha);
+			mqa512_softmax(s, block, nr, nk, nvis, m, l, alpha);
 			if (amx_v)
-				mqa_amx_accum(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, row, nk, pp, work,
-					      &pf);
+				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, (const uint16_t *const *)nx, row, nk, pp,
+					      work, &pf);
 			else if (dpv)
 				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, nk, pp);
 			else

@@ -13,6 +13,9 @@
 #include "ops/cpu.h"
 
 #define MQA_KEY_BLOCK 64  /* keys scored per pass */
+/* keys per pass of the AMX kernels past two row groups of 16 (many heads): their C tiles then
+ * go through memory once per 256 keys, not per 64 (mqa_run_at) */
+#define MQA_KEY_BLOCK_WIDE 256
 #define MQA_TILE_ROWS 128 /* target query rows (token x head) per tile */
 
 struct mqa_job {

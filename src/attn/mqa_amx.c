@@ -27,18 +27,18 @@
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define INLINE AMX_FN static inline __attribute__((always_inline))
-#define KB MQA_KEY_BLOCK
+#define KBW MQA_KEY_BLOCK_WIDE /* the most keys of a block; ls: the job's (score rows ls apart) */
 
-_Static_assert(KB % 32 == 0 && KB <= 64, "a block is 2 k-steps of key pairs, 4 groups of 16 keys");
+_Static_assert(KBW % 32 == 0 && MQA_KEY_BLOCK % 32 == 0 && MQA_KEY_BLOCK <= KBW, "blocks of whole 32-key steps");
 
 #define SPLIT_MAX_G 2 /* row groups up to which the value pass multiplies the cached rows */
-#define PROB_TILES_BYTES (SPLIT_MAX_G * (KB / 16) * 2 * 1024)
+#define PROB_TILES_BYTES (SPLIT_MAX_G * (KBW / 16) * 2 * 1024)
 
 size_t mqa_amx_work_bytes(int row)
 {
-	/* key or value rows of copied groups, then the probability or value tiles (16 KB) */
+	/* key or value rows of copied groups, then the probability or value tiles (64 KB) */
 	_Static_assert(PROB_TILES_BYTES >= 2 * 2 * 1024, "4 value tiles of the packed pass fit");
-	return (size_t)KB * row * 2 + PROB_TILES_BYTES;
+	return (size_t)KBW * row * 2 + PROB_TILES_BYTES;
 }
 
 size_t mqa_amx_q_words(int nr, int row) { return (size_t)(nr + 15) / 16 * 16 * (size_t)(row / 2); }
@@ -116,8 +116,8 @@ INLINE void pf_some(struct mqa_amx_pf *c)
 	}
 }
 
-/* ct: a C tile [16 keys][16 rows] → s[c * KB + j] = scale * ct[j][c] for c < nr, j < nk */
-INLINE void store_scores(const float *ct, int nr, int nk, __m512 sc, float *s)
+/* ct: a C tile [16 keys][16 rows] → s[c * ls + j] = scale * ct[j][c] for c < nr, j < nk */
+INLINE void store_scores(const float *ct, int nr, int nk, __m512 sc, float *s, int ls)
 {
 	__m512i r[16];
 #pragma GCC unroll 16
@@ -126,16 +126,16 @@ INLINE void store_scores(const float *ct, int nr, int nk, __m512 sc, float *s)
 	tr16(r);
 	__mmask16 m = tail_mask(nk);
 	for (int c = 0; c < nr; c++)
-		_mm512_mask_storeu_ps(s + (size_t)c * KB, m, _mm512_mul_ps(_mm512_castsi512_ps(r[c]), sc));
+		_mm512_mask_storeu_ps(s + (size_t)c * ls, m, _mm512_mul_ps(_mm512_castsi512_ps(r[c]), sc));
 }
 
 AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *const *kr, int nk, float scale,
-			   float *s, void *work, struct mqa_amx_pf *pf)
+			   float *s, int ls, void *work, struct mqa_amx_pf *pf)
 {
 	int S = row / 32, G = (nr + 15) / 16, ng = (nk + 15) / 16;
 	size_t rb = (size_t)row * 2;
 	/* a short group's missing rows only reach C rows that are not stored */
-	const char *src[KB / 16];
+	const char *src[KBW / 16];
 	group_rows(kr, nk, rb, rb, 0, work, src);
 	__m512 sc = _mm512_set1_ps(scale);
 	_Alignas(64) float ct[2 * 256];
@@ -166,15 +166,15 @@ AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *
 				_tile_dpbf16ps(2, 4, 7);
 				_tile_dpbf16ps(3, 5, 7);
 			}
-			float *o = s + (size_t)16 * g * KB + 16 * kg;
+			float *o = s + (size_t)16 * g * ls + 16 * kg;
 			_tile_stored(0, ct, 64);
 			_tile_stored(1, ct + 256, 64);
-			store_scores(ct, 16, nk - 16 * kg, sc, o);
-			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + 16);
+			store_scores(ct, 16, nk - 16 * kg, sc, o, ls);
+			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + 16, ls);
 			_tile_stored(2, ct, 64);
 			_tile_stored(3, ct + 256, 64);
-			store_scores(ct, 16, nk - 16 * kg, sc, o + (size_t)16 * KB);
-			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + (size_t)16 * KB + 16);
+			store_scores(ct, 16, nk - 16 * kg, sc, o + (size_t)16 * ls, ls);
+			store_scores(ct + 256, 16, nk - 16 * kg - 16, sc, o + (size_t)16 * ls + 16, ls);
 		}
 		for (; g < G; g++) {
 			const char *b = (const char *)(qv + (size_t)g * S * 256);
@@ -194,10 +194,10 @@ AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *
 			if (two)
 				_tile_stored(1, ct + 256, 64);
 			int rows = nr - 16 * g < 16 ? nr - 16 * g : 16;
-			float *o = s + (size_t)16 * g * KB + 16 * kg;
-			store_scores(ct, rows, nk - 16 * kg, sc, o);
+			float *o = s + (size_t)16 * g * ls + 16 * kg;
+			store_scores(ct, rows, nk - 16 * kg, sc, o, ls);
 			if (two)
-				store_scores(ct + 256, rows, nk - 16 * kg - 16, sc, o + 16);
+				store_scores(ct + 256, rows, nk - 16 * kg - 16, sc, o + 16, ls);
 		}
 	}
 }
@@ -234,37 +234,37 @@ INLINE int group_active(const int *nvis, int nr, int g)
 
 /* one row group's A tiles: for each 16-key step s, [s][even, odd][16 rows][16 keys] dwords;
  * rounded as mqa512_prob_pairs; zero past nk */
-INLINE void widen_probs(const float *s, int n, int nk, uint32_t *a)
+INLINE void widen_probs(const float *s, int ls, int n, int nk, uint32_t *a)
 {
 	for (int m = 0; m < n; m++)
 		for (int st = 0; st < (nk + 15) / 16; st++) {
-			__m512 x = _mm512_maskz_loadu_ps(tail_mask(nk - 16 * st), s + (size_t)m * KB + 16 * st);
+			__m512 x = _mm512_maskz_loadu_ps(tail_mask(nk - 16 * st), s + (size_t)m * ls + 16 * st);
 			__m512i e = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
 			_mm512_store_si512(a + (size_t)st * 512 + 16 * m, e);
 			_mm512_store_si512(a + (size_t)st * 512 + 256 + 16 * m, _mm512_slli_epi32(e, 16));
 		}
 }
 
-static AMX_FN void accum_widened(float *out, int nr, int dv, const float *s, const int *nvis,
+static AMX_FN void accum_widened(float *out, int nr, int dv, const float *s, int ls, const int *nvis,
 				 const uint16_t *const *vr, int nk, size_t rb, void *work, struct mqa_amx_pf *pc)
 {
 	int G = (nr + 15) / 16, ng = (nk + 15) / 16;
 	size_t ldo = (size_t)dv * sizeof(float);
 	/* value rows of each 16-key group; a short group's missing rows zeroed (a zero
 	 * probability times an arbitrary word could be NaN) */
-	const char *src[KB / 16];
+	const char *src[KBW / 16];
 	group_rows(vr, nk, rb, (size_t)dv * 2, 1, work, src);
-	uint32_t *at = (uint32_t *)((char *)work + (size_t)KB * rb);
+	uint32_t *at = (uint32_t *)((char *)work + (size_t)KBW * rb);
 	for (int g = 0; g < G; g++)
 		if (group_active(nvis, nr, g))
-			widen_probs(s + (size_t)16 * g * KB, nr - 16 * g < 16 ? nr - 16 * g : 16, nk,
-				    at + (size_t)g * (KB / 16) * 512);
+			widen_probs(s + (size_t)16 * g * ls, ls, nr - 16 * g < 16 ? nr - 16 * g : 16, nk,
+				    at + (size_t)g * (ls / 16) * 512);
 	for (int d = 0; d < dv; d += 32)
 		for (int g = 0; g < G; g++) {
 			if (!group_active(nvis, nr, g))
 				continue;
 			float *o = out + (size_t)16 * g * dv + d;
-			const uint32_t *a = at + (size_t)g * (KB / 16) * 512;
+			const uint32_t *a = at + (size_t)g * (ls / 16) * 512;
 			if (nr - 16 * g >= 16)
 				C_PASS(0, 1, for (int kg = 0; kg < ng; kg++) {
 					_tile_loadd(6, src[kg] + 2 * d, rb);
@@ -290,12 +290,12 @@ static AMX_FN void accum_widened(float *out, int nr, int dv, const float *s, con
  * V[2p][c] and V[2p+1][c] side by side; even columns in one tile, odd in the other), built
  * per 32 columns and shared by every group; A = the probability pairs. */
 
-static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, const int *nvis,
+static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, int ls, const int *nvis,
 				const uint16_t *const *vr, int nk, uint32_t *pp, uint32_t *vb, struct mqa_amx_pf *pc)
 {
 	int G = (nr + 15) / 16, ks = (nk + 31) / 32;
 	size_t ldo = (size_t)dv * sizeof(float);
-	mqa512_prob_pairs(s, nr, nk, pp);
+	mqa512_prob_pairs(s, ls, nr, nk, pp);
 	const __mmask32 odd = 0xAAAAAAAAu;
 	for (int d = 0; d < dv; d += 32) {
 		/* vb [k-step][even, odd][16 pairs][16 columns] dwords; zero past nk */
@@ -310,23 +310,23 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, cons
 			if (!group_active(nvis, nr, g))
 				continue;
 			float *o = out + (size_t)16 * g * dv + d;
-			const char *a = (const char *)(pp + (size_t)16 * g * (KB / 2));
+			const char *a = (const char *)(pp + (size_t)16 * g * (ls / 2));
 			/* two whole active row groups at once (tiles 2 3 7 then have 16 rows): each value
 			 * tile serves four products, the C tiles of both groups in one pass */
 			if (nr % 16 == 0 && g + 1 < G && group_active(nvis, nr, g + 1)) {
 				float *o1 = o + (size_t)16 * dv;
-				const char *a1 = a + (size_t)16 * KB * 2;
+				const char *a1 = a + (size_t)16 * ls * 2;
 				_tile_loadd(0, o, ldo);
 				_tile_loadd(1, o + 16, ldo);
 				_tile_loadd(2, o1, ldo);
 				_tile_loadd(3, o1 + 16, ldo);
 				for (int st = 0; st < ks; st++) {
-					_tile_loadd(4, a + st * 64, KB * 2);
+					_tile_loadd(4, a + st * 64, ls * 2);
 					_tile_loadd(5, vb + st * 512, 64);
 					_tile_loadd(6, vb + st * 512 + 256, 64);
 					_tile_dpbf16ps(0, 4, 5);
 					_tile_dpbf16ps(1, 4, 6);
-					_tile_loadd(7, a1 + st * 64, KB * 2);
+					_tile_loadd(7, a1 + st * 64, ls * 2);
 					_tile_dpbf16ps(2, 7, 5);
 					_tile_dpbf16ps(3, 7, 6);
 					pf_some(pc);
@@ -340,7 +340,7 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, cons
 			}
 			if (nr - 16 * g >= 16)
 				C_PASS(0, 1, for (int st = 0; st < ks; st++) {
-					_tile_loadd(4, a + st * 64, KB * 2);
+					_tile_loadd(4, a + st * 64, ls * 2);
 					_tile_loadd(5, vb + st * 512, 64);
 					_tile_loadd(6, vb + st * 512 + 256, 64);
 					_tile_dpbf16ps(0, 4, 5);
@@ -349,7 +349,7 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, cons
 				});
 			else
 				C_PASS(2, 3, for (int st = 0; st < ks; st++) {
-					_tile_loadd(7, a + st * 64, KB * 2);
+					_tile_loadd(7, a + st * 64, ls * 2);
 					_tile_loadd(5, vb + st * 512, 64);
 					_tile_loadd(6, vb + st * 512 + 256, 64);
 					_tile_dpbf16ps(2, 7, 5);
@@ -360,7 +360,7 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, cons
 	}
 }
 
-AMX_FN void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
+AMX_FN void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const float *s, int ls, const int *nvis,
 			  const uint16_t *const *vr, int row, int nk, uint32_t *pp, void *work, struct mqa_amx_pf *pf)
 {
 	int G = (nr + 15) / 16;
@@ -374,9 +374,9 @@ AMX_FN void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const 
 			_mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), a));
 	}
 	if (G <= SPLIT_MAX_G)
-		accum_widened(out, nr, dv, s, nvis, vr, nk, (size_t)row * 2, work, pf);
+		accum_widened(out, nr, dv, s, ls, nvis, vr, nk, (size_t)row * 2, work, pf);
 	else
-		accum_packed(out, nr, dv, s, nvis, vr, nk, pp, (uint32_t *)((char *)work + (size_t)KB * row * 2), pf);
+		accum_packed(out, nr, dv, s, ls, nvis, vr, nk, pp, (uint32_t *)((char *)work + (size_t)KBW * row * 2), pf);
 }
 
 AMX_FN void mqa_amx_unsplit(float *out, int nr, int dv)

@@ -1,5 +1,6 @@
 /* AMX-BF16 kernels of the paged MQA (mqa.c only, level OPS_AMX), for bf16 q and a bf16 cache.
- * Score rows are MQA_KEY_BLOCK floats apart, as in mqa_avx512.h. A job brackets its kernel
+ * Score rows are `ls` floats apart (ls: the job's key block, up to MQA_KEY_BLOCK_WIDE; mqa.c's
+ * mqa_run_at chooses it), as in mqa_avx512.h's softmax. A job brackets its kernel
  * calls with mqa_amx_begin / mqa_amx_end on its thread (the tile configuration is per-thread
  * state; no other tile user may run in between). */
 #ifndef MLA_ATTN_MQA_AMX_H
@@ -38,14 +39,14 @@ void mqa_amx_pack_q(uint32_t *qv, const float *q, int nr, int row);
  * (exact products, fp32 sums) against qv. work: mqa_amx_work_bytes(row). Meanwhile prefetches
  * the pf_bytes of each of pf[0:npf] (the next block's rows), spread out. */
 void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *const *kr, int nk, float scale,
-		    float *s, void *work, struct mqa_amx_pf *pf);
+		    float *s, int ls, void *work, struct mqa_amx_pf *pf);
 /* mqa512_accum_dp on tiles: out[i] = out[i] * alpha[i] + P_i · V for i < nr, with P = s rounded
  * to bf16 as prob_pairs does and V = the first dv bf16 of the cache rows vr[j] (`row` wide),
  * j < nk. Same contract on s, nvis and alpha (mqa512_softmax's output). The columns of each 32
  * of an out row stay split, [16 even | 16 odd], from the first call to mqa_amx_unsplit (alpha
- * and a final 1 / l scale them alike). pp: nr x MQA_KEY_BLOCK / 2 words; work as for the
+ * and a final 1 / l scale them alike). pp: nr x ls / 2 words; work as for the
  * scores. Prefetches pf as mqa_amx_scores does. */
-void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
+void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const float *s, int ls, const int *nvis,
 		   const uint16_t *const *vr, int row, int nk, uint32_t *pp, void *work, struct mqa_amx_pf *pf);
 /* Puts the columns of out [nr][dv] back in order after the value passes. */
 void mqa_amx_unsplit(float *out, int nr, int dv);

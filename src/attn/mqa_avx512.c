@@ -158,12 +158,12 @@ AVX512 void mqa512_scores(const float *q, int nr, int row, const float *const *k
 
 /* ---- softmax ---- */
 
-AVX512 void mqa512_softmax(float *s, int nr, int nk, const int *nvis, float *m, float *l,
+AVX512 void mqa512_softmax(float *s, int ls, int nr, int nk, const int *nvis, float *m, float *l,
 			   float *alpha)
 {
 	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
 	for (int i = 0; i < nr; i++) {
-		float *si = s + (size_t)i * KB;
+		float *si = s + (size_t)i * ls;
 		int nv = nvis[i];
 		if (nv <= 0) {
 			alpha[i] = 1.0f;
@@ -382,15 +382,15 @@ BF16 void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *c
 
 #define PV_R 8 /* query rows per pass: 8 x 32 outputs in 16 accumulators */
 
-BF16 void mqa512_prob_pairs(const float *s, int nr, int nk, uint32_t *pp)
+BF16 void mqa512_prob_pairs(const float *s, int ls, int nr, int nk, uint32_t *pp)
 {
-	_Static_assert(KB % 32 == 0, "whole 32-key conversions");
+	_Static_assert(KB % 32 == 0 && MQA_KEY_BLOCK_WIDE % 32 == 0, "whole 32-key conversions");
 	for (int i = 0; i < nr; i++)
 		for (int j = 0; j < nk; j += 32) {
-			const float *si = s + (size_t)i * KB + j;
+			const float *si = s + (size_t)i * ls + j;
 			__m512 lo = _mm512_maskz_loadu_ps(tail_mask(nk - j), si);
 			__m512 hi = _mm512_maskz_loadu_ps(tail_mask(nk - j - 16), si + 16);
-			_mm512_storeu_si512(pp + (size_t)i * (KB / 2) + j / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+			_mm512_storeu_si512(pp + (size_t)i * (ls / 2) + j / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 		}
 }
 
@@ -407,7 +407,7 @@ INLINE_BF16 void split_cols(__m512 lo, __m512 hi, __m512i ia, __m512i ib, __m512
 BF16 void mqa512_accum_dp(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
 			  const uint16_t *const *vr, int nk, uint32_t *pp)
 {
-	mqa512_prob_pairs(s, nr, nk, pp);
+	mqa512_prob_pairs(s, KB, nr, nk, pp);
 	/* stripe column c (0..31) → (accumulator, lane) and back: ia/ib gather the columns of
 	 * accumulators 0/1 from the stripe's two vectors; ja/jb scatter them back */
 	int32_t ia[16], ib[16], ja[16], jb[16];

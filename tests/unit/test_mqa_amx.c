@@ -156,9 +156,18 @@ static void check_case(const struct tcase *c)
 		EXPECTF(dd <= td && dld <= 1e-4, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: out %g lse %g",
 			c->H, c->nt, c->bs, c->L, c->kb, c->ke, pb, dd, dld);
 		/* the same products and roundings as avx512_bf16, only summed in another order: the
-		 * outputs agree far closer on average (a lost key or column would not) */
-		EXPECTF(md <= 1e-6, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: mean |diff| %g", c->H, c->nt,
-			c->bs, c->L, c->kb, c->ke, pb, md);
+		 * outputs agree far closer on average (a lost key or column would not). Past 32 heads
+		 * AMX's key blocks are 256 wide (mqa_run_at), avx512_bf16's 64, so P rounds at other
+		 * scales: there AMX is held to avx512_bf16's mean error against fp32 (a lost key or
+		 * column would add ~1e-3) */
+		if (pb && c->H > 32) {
+			double ma = mean_diff(o0, oa, no), mb = mean_diff(o0, od, no);
+			EXPECTF(ma <= 1.25 * mb + 1e-7, "H %d nt %d L %d: mean |diff| to fp32 %g, avx512_bf16's %g", c->H,
+				c->nt, c->L, ma, mb);
+		} else {
+			EXPECTF(md <= 1e-6, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: mean |diff| %g", c->H,
+				c->nt, c->bs, c->L, c->kb, c->ke, pb, md);
+		}
 		/* the tiles ran: their fp32 sums go in another order than the vdpbf16ps ones */
 		EXPECTF(empty || memcmp(od, oa, 4 * no), "H %d nt %d L %d p_bf16 %d: bit-identical to avx512_bf16",
 			c->H, c->nt, c->L, pb);
