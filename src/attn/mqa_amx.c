@@ -37,7 +37,7 @@ _Static_assert(KBW % 32 == 0 && MQA_KEY_BLOCK % 32 == 0 && MQA_KEY_BLOCK <= KBW,
 size_t mqa_amx_work_bytes(int row)
 {
 	/* key or value rows of copied groups, then the probability or value tiles (64 KB) */
-	_Static_assert(PROB_TILES_BYTES >= 2 * 2 * 1024, "4 value tiles of the packed pass fit");
+	_Static_assert(PROB_TILES_BYTES >= (KBW / 32) * 2 * 1024, "the packed pass's value tiles of a block fit");
 	return (size_t)KBW * row * 2 + PROB_TILES_BYTES;
 }
 
