@@ -23,6 +23,7 @@
 
 #include "ops/fp8_512.h"
 #include "ops/amx.h"
+#include "ops/bf16_512.h"
 #include "ops/gemm_internal.h"
 #include "ops/prepack.h"
 #include "ops/scratch.h"
@@ -144,18 +145,6 @@ static AMX_FN void block_tiles(const char *wb, int steps, const char *x, size_t 
 }
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-/* v rounded to bf16 as ops_round_bf16 (nearest even, NaN kept quiet) */
-static inline AMX_FN __m512 round_bf16_512(__m512 v)
-{
-	__m512i u = _mm512_castps_si512(v);
-	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-							 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-						 _mm512_set1_epi32(0x7f800000));
-	r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
-}
 
 /* y[t][0..32) = (add ? y : 0) + sc[row] · C[t] (sc NULL: 1), rounded to bf16 if rnd, for nt
  * tokens of a token tile whose C tiles are c[0] (rows 0-15) and c[256] (rows 16-31), masked

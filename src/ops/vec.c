@@ -5,6 +5,7 @@
 
 #include "base/dtype.h"
 #include "ops/cpu.h"
+#include "ops/bf16_512.h"
 #include "ops/exp512.h"
 
 #define AVX2_FN __attribute__((target("avx2,fma")))
@@ -182,8 +183,20 @@ static AVX2_FN void round_bf16_avx2(float *x, int64_t n)
 		x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
 
+static __attribute__((target("avx512f"))) void round_bf16_avx512(float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		_mm512_mask_storeu_ps(x + i, k, round_bf16_512(_mm512_maskz_loadu_ps(k, x + i)));
+	}
+}
+
 void ops_round_bf16(float *x, int64_t n)
 {
+	if (ops_level_best() >= OPS_AVX512) {
+		round_bf16_avx512(x, n);
+		return;
+	}
 	if (ops_level_best() >= OPS_AVX2) {
 		round_bf16_avx2(x, n);
 		return;
