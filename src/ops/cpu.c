@@ -51,7 +51,7 @@ static enum ops_level probe(void)
 			l = OPS_AVX512;
 			if (__builtin_cpu_supports("avx512bf16")) {
 				l = OPS_AVX512_BF16;
-				if (cap_level >= OPS_AMX && amx_usable())
+				if (cap_level >= OPS_AMX && __builtin_cpu_supports("avx512vbmi") && amx_usable())
 					l = OPS_AMX;
 			}
 		}
@@ -80,4 +80,16 @@ const char *ops_level_name(enum ops_level l)
 	case OPS_AMX: return "amx";
 	default: return "portable";
 	}
+}
+
+int ops_cpu_has_vbmi(void)
+{
+	static atomic_int cached = -1;
+	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+		atomic_store_explicit(&cached, v, memory_order_relaxed);
+	}
+	return v;
 }

@@ -41,4 +41,68 @@ static inline __attribute__((always_inline)) FP8_512_TARGET __m512i fp8_512_deco
 	return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x80)), 8));
 }
 
+/* ---- the 64-byte step decoder on AVX512_VBMI (every AMX CPU, Ice Lake and later, Zen 4) ----
+ * One packed fp8 step is 64 bytes: rows 0-15 then 16-31, each row's pair of columns. The
+ * decode above costs ~10 vector operations per 32 weights; here two byte lookups on the 7
+ * magnitude bits (vpermi2b: 128-entry tables, one for the low and one for the high byte of
+ * the bf16) give every value, subnormals included, and the sign is or'ed into the high
+ * byte: 6 operations per 64 weights, the same bits (the tables are made from
+ * fp8_512_decode's own rule). The bytes are first permuted so that the in-lane byte
+ * interleave (vpunpck[lh]bw) yields rows 0-15 and 16-31 in order. */
+#define FP8_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
+
+/* the tables as bytes (plain C: built once per kernel call by callers of any target) */
+struct fp8_vbmi_tables {
+	_Alignas(64) uint8_t lo[128], hi[128]; /* low / high byte of the bf16 of magnitude 0-127 */
+	_Alignas(64) uint8_t perm[64];	       /* byte order for the interleave */
+};
+
+/* the tables in registers */
+struct fp8_vbmi {
+	__m512i lo0, lo1, hi0, hi1, perm;
+};
+
+/* bf16 bits of the magnitude m (0-127), as fp8_512_decode gives them */
+static inline uint16_t fp8_512_magnitude_bits(int m)
+{
+	return m < 8 ? f32_to_bf16(fp8_e4m3_table[m]) : (uint16_t)((m << 4) + (120 << 7));
+}
+
+static inline void fp8_vbmi_tables_init(struct fp8_vbmi_tables *t)
+{
+	for (int m = 0; m < 128; m++) {
+		uint16_t b = fp8_512_magnitude_bits(m);
+		t->lo[m] = (uint8_t)b;
+		t->hi[m] = (uint8_t)(b >> 8);
+	}
+	/* vpunpcklbw takes bytes 0-7 of each 16-byte lane j to words 8j..8j+7, vpunpckhbw bytes 8-15 */
+	for (int j = 0; j < 4; j++)
+		for (int i = 0; i < 8; i++) {
+			t->perm[16 * j + i] = (uint8_t)(8 * j + i);
+			t->perm[16 * j + 8 + i] = (uint8_t)(32 + 8 * j + i);
+		}
+}
+
+static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_load(struct fp8_vbmi *r,
+										   const struct fp8_vbmi_tables *t)
+{
+	r->lo0 = _mm512_load_si512(t->lo);
+	r->lo1 = _mm512_load_si512(t->lo + 64);
+	r->hi0 = _mm512_load_si512(t->hi);
+	r->hi1 = _mm512_load_si512(t->hi + 64);
+	r->perm = _mm512_load_si512(t->perm);
+}
+
+/* one 64-byte step → w0 (bf16 of bytes 0-31) and w1 (bytes 32-63) */
+static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_decode(__m512i raw, const struct fp8_vbmi *t,
+										     __m512i *w0, __m512i *w1)
+{
+	__m512i b = _mm512_permutexvar_epi8(t->perm, raw);
+	__m512i lo = _mm512_permutex2var_epi8(t->lo0, b, t->lo1); /* index bits 0-6: the sign is ignored */
+	__m512i hi = _mm512_permutex2var_epi8(t->hi0, b, t->hi1);
+	hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8((char)0x80), 0xf8); /* hi | (b & 0x80) */
+	*w0 = _mm512_unpacklo_epi8(lo, hi);
+	*w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
 #endif

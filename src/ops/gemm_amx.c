@@ -28,7 +28,7 @@
 #include "ops/prepack.h"
 #include "ops/scratch.h"
 
-#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c")))
 
 #define SR PREPACK_ROWS	       /* rows per block */
 #define STEP_PAIRS 16	       /* pairs per tile step */
@@ -258,15 +258,16 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 	}
 }
 
-/* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words) */
-static AMX_FN void decode_segment(const uint8_t *wp, int np, __m512i sub, uint32_t *dec)
+/* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words);
+ * every CPU with AMX has AVX512_VBMI (fp8_vbmi_decode) */
+static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vbmi *t, uint32_t *dec)
 {
 	for (int p = 0; p < np; p++) {
 		prefetch_l1((const char *)(wp + (size_t)p * 2 * SR) + PF_AHEAD);
-		__m512i raw = _mm512_load_si512(wp + (size_t)p * 2 * SR);
-		_mm512_store_si512(dec + (size_t)p * SR, fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), sub));
-		_mm512_store_si512(dec + (size_t)p * SR + 16,
-				   fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), sub));
+		__m512i w0, w1;
+		fp8_vbmi_decode(_mm512_load_si512(wp + (size_t)p * 2 * SR), t, &w0, &w1);
+		_mm512_store_si512(dec + (size_t)p * SR, w0);
+		_mm512_store_si512(dec + (size_t)p * SR + 16, w1);
 	}
 }
 
@@ -280,7 +281,10 @@ AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb
 	tiles_config(j->n < 16 ? j->n : 16);
 	float *cbuf;
 	if (w->dtype == DT_F8_E4M3) {
-		__m512i sub = fp8_512_table();
+		struct fp8_vbmi_tables tb;
+		fp8_vbmi_tables_init(&tb);
+		struct fp8_vbmi t;
+		fp8_vbmi_load(&t, &tb);
 		int seg = w->blk_c / 2, S = prepack_segments(w);
 		CHECK(seg <= PREPACK_FP8_SEG_PAIRS && seg % STEP_PAIRS == 0);
 		_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */
@@ -297,7 +301,7 @@ AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb
 				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 0);
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
-				decode_segment(wp + (size_t)k0 * 2 * SR, kn, sub, dec);
+				decode_segment(wp + (size_t)k0 * 2 * SR, kn, &t, dec);
 				/* past 16 tokens DRAM streams on while the tiles work: the segment FP8_PF_AHEAD
 				 * ahead into L2 (at 1-16 tokens, where the decode is the bottleneck, 0.85-0.9x) */
 				const char *ahead = j->n > 16 ? (const char *)(wp + (size_t)k0 * 2 * SR) + FP8_PF_AHEAD : NULL;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ops/cpu.h"
+#include "ops/fp8_512.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/rope.h"
@@ -311,6 +313,47 @@ static void test_fp8_all_bytes(void)
 		}
 		x[i] = 0;
 	}
+}
+
+/* The two fp8 step decoders of ops/fp8_512.h give the same bits: every byte value at every
+ * one of a step's 64 positions, the other positions random (the permute and the interleave
+ * move bytes across lanes, so a wrong order shows up as a wrong word). */
+static __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi"))) int
+fp8_decoders_differ(const uint8_t raw[64], const struct fp8_vbmi_tables *tb)
+{
+	__m512i sub = fp8_512_table(), r = _mm512_loadu_si512(raw), v0, v1;
+	struct fp8_vbmi t;
+	fp8_vbmi_load(&t, tb);
+	fp8_vbmi_decode(r, &t, &v0, &v1);
+	__m512i o0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(r)), sub);
+	__m512i o1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(r, 1)), sub);
+	return _mm512_cmpneq_epi16_mask(o0, v0) | _mm512_cmpneq_epi16_mask(o1, v1) ? 1 : 0;
+}
+
+static void test_fp8_vbmi_decode(void)
+{
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512bf16") || !ops_cpu_has_vbmi()) {
+		printf("  (no AVX512_BF16 + AVX512_VBMI: skipped)\n");
+		return;
+	}
+	struct fp8_vbmi_tables tb;
+	fp8_vbmi_tables_init(&tb);
+	int bad = 0;
+	uint8_t raw[64];
+	for (int pos = 0; pos < 64; pos++)
+		for (int v = 0; v < 256; v++) {
+			for (int i = 0; i < 64; i++)
+				raw[i] = (uint8_t)(test_rand(&rng_state) & 0xff);
+			raw[pos] = (uint8_t)v;
+			bad += fp8_decoders_differ(raw, &tb);
+		}
+	EXPECTF(bad == 0, "%d of 16384 steps decode differently", bad);
+	/* and the value itself: bf16 of byte v is the e4m3 value (NaN bytes: +-480 in both) */
+	for (int v = 0; v < 256; v++)
+		if ((v & 0x7f) != 0x7f)
+			EXPECTF(bf16_to_f32(fp8_512_magnitude_bits(v & 0x7f)) == fabsf(fp8_e4m3_to_f32((uint8_t)v)),
+				"magnitude of 0x%02x", v);
 }
 
 /* Kernels keep their big scratch per thread on the heap (ops/scratch.h), not in static TLS:
@@ -644,7 +687,7 @@ int main(int argc, char **argv)
 		return 1;
 	static const struct test_case cases[] = {
 		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
-		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes),
+		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes), T(test_fp8_vbmi_decode),
 		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
 		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials), T(test_silu_mul_range),
