@@ -67,10 +67,6 @@ struct attn_decode_args {
 struct attn_backend {
 	const char *name;
 	int reorder_batch_threshold;	   /* largest q_len that is still a "decode" */
-	/* The same, measured per CPU dispatch level ([OPS_N_LEVELS], by enum ops_level) where the
-	 * crossover of the decode and prefill paths moves with the kernels; NULL: the value above
-	 * on every CPU. Read through attn_declared_threshold. */
-	const int *threshold_per_level;
 	enum query_len_support query_len_support;
 	/* Can run decode queries with q_len > 1 when the KV is sharded (DCP > 1) at this
 	 * interleave size (needs a global-position causal mask). NULL = never. */

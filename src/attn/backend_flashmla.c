@@ -11,7 +11,6 @@
 #include "attn/flashmla_sched.h"
 #include "attn/merge.h"
 #include "attn/mqa.h"
-#include "ops/cpu.h"
 #include "ops/pool.h"
 
 struct fmla_plan {
@@ -196,18 +195,12 @@ static bool fmla_dcp_multi_token(int dcp_interleave)
 	return true;
 }
 
-/* Tuned per dispatch level (docs/PERFORMANCE.md, section 4): with the AVX2 and AVX-512
- * kernels the absorbed decode path beats the up-projected prefill path up to q_len ~128 and
- * loses from ~192-256 on (1.2-1.7x slower at 512, the value the reference engine first
- * shipped); with AMX tiles it wins up to 512 (0.58-0.90 of the prefill path's time, 16 and
- * 128 heads, contexts 1024 and 4096) and loses at 1024. */
-static const int fmla_threshold[OPS_N_LEVELS] = {
-	[OPS_PORTABLE] = 128, [OPS_AVX2] = 128, [OPS_AVX512] = 128, [OPS_AVX512_BF16] = 128, [OPS_AMX] = 512};
-
 const struct attn_backend attn_backend_flashmla = {
 	.name = "FLASHMLA",
+	/* Tuned on the CPU (docs/PERFORMANCE.md, "FLASHMLA threshold"): the absorbed decode
+	 * path beats the up-projected prefill path up to q_len ~128 and loses from ~192 on
+	 * (x1.23-1.70 slower at 512, the value the reference engine first shipped). */
 	.reorder_batch_threshold = 128,
-	.threshold_per_level = fmla_threshold,
 	.query_len_support = QLEN_UNIFORM,
 	.supports_dcp_multi_token = fmla_dcp_multi_token,
 	.returns_lse = true,

@@ -5,12 +5,6 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "ops/cpu.h"
-
-int attn_declared_threshold(const struct attn_backend *be)
-{
-	return be->threshold_per_level ? be->threshold_per_level[ops_level_best()] : be->reorder_batch_threshold;
-}
 
 static bool downgraded_by_dcp(const struct attn_backend *be, int t, int dcp_size, int I)
 {
@@ -21,7 +15,7 @@ static bool downgraded_by_dcp(const struct attn_backend *be, int t, int dcp_size
 int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave,
 			       int num_spec_tokens, char *why, size_t why_cap)
 {
-	int t = attn_declared_threshold(be);
+	int t = be->reorder_batch_threshold;
 	if (t <= 0) {
 		if (why)
 			snprintf(why, why_cap, "%s: none (no reordering)", be->name);
@@ -68,7 +62,7 @@ int attn_threshold_resolve(const struct attn_backend *const *backends, int n, in
 			continue;
 		int t = attn_threshold_for_backend(be, dcp_size, dcp_interleave, num_spec_tokens, buf,
 						   sizeof buf);
-		int declared = attn_declared_threshold(be);
+		int declared = be->reorder_batch_threshold;
 		if (t == 1 && declared > 1 && downgraded_by_dcp(be, declared, dcp_size, dcp_interleave))
 			LOG_W("attn", "%s", buf);
 		if (t > 0 && (best == ATTN_THRESHOLD_NONE || t < best))

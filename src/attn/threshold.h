@@ -12,10 +12,6 @@
 /* A backend whose reorder_batch_threshold is <= 0 does not want reordering ("none"). */
 #define ATTN_THRESHOLD_NONE 0
 
-/* What the backend declares on this CPU: its threshold_per_level entry for the dispatch
- * level the kernels run at, else reorder_batch_threshold. */
-int attn_declared_threshold(const struct attn_backend *be);
-
 /* One backend's effective threshold (ATTN_THRESHOLD_NONE if it wants none). If `why` is not
  * NULL it receives a one-line explanation ("FLASHMLA: 512", or the downgrade reason). */
 int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave,

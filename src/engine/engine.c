@@ -494,7 +494,6 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 			goto fail;
 		}
 		declared.reorder_batch_threshold = o->reorder_batch_threshold;
-		declared.threshold_per_level = NULL;
 	}
 	const struct attn_backend *bl[1] = {&declared};
 	char why[256] = "";

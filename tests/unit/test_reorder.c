@@ -6,7 +6,6 @@
 #include "attn/backends.h"
 #include "attn/threshold.h"
 #include "engine/reorder.h"
-#include "ops/cpu.h"
 #include "harness.h"
 
 struct rcase {
@@ -176,27 +175,10 @@ static void test_threshold_table(void)
 					   .query_len_support = QLEN_UNIFORM};
 	EXPECT_EQ_INT(attn_threshold_for_backend(&small, 1, 1, 3, NULL, 0), 4);
 	/* the real backends */
-	int fmla = ops_level_best() == OPS_AMX ? 512 : 128; /* measured per level (PERFORMANCE.md §4) */
-	EXPECT_EQ_INT(attn_declared_threshold(&attn_backend_flashmla), fmla);
-	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flashmla, 2, 64, 0, NULL, 0), fmla);
+	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flashmla, 2, 64, 0, NULL, 0), 128);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flash_attn_mla, 2, 64, 0, NULL, 0), 1);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flash_attn_mla, 2, 1, 0, NULL, 0), 512);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_reference_mla, 1, 1, 0, NULL, 0), 1);
-}
-
-/* A backend's per-level table wins over its single value, at the level the kernels run at. */
-static void test_threshold_per_level(void)
-{
-	int per[OPS_N_LEVELS];
-	for (int l = 0; l < OPS_N_LEVELS; l++)
-		per[l] = 10 + l;
-	struct attn_backend be = {.name = "PER_LEVEL", .reorder_batch_threshold = 3, .threshold_per_level = per,
-				  .query_len_support = QLEN_UNIFORM};
-	EXPECT_EQ_INT(attn_declared_threshold(&be), 10 + (int)ops_level_best());
-	EXPECT_EQ_INT(attn_threshold_for_backend(&be, 1, 1, 0, NULL, 0), 10 + (int)ops_level_best());
-	EXPECT_EQ_INT(attn_threshold_for_backend(&be, 2, 1, 0, NULL, 0), 1); /* no DCP support */
-	be.threshold_per_level = NULL;
-	EXPECT_EQ_INT(attn_declared_threshold(&be), 3);
 }
 
 static void test_threshold_min(void)
@@ -238,5 +220,5 @@ static void test_seed_regression_split(void)
 }
 
 TESTS(T(test_batch_reordering), T(test_mixed_interleaved_swaps_once), T(test_reorder_properties),
-      T(test_split_decodes_and_prefills), T(test_threshold_table), T(test_threshold_per_level), T(test_threshold_min),
+      T(test_split_decodes_and_prefills), T(test_threshold_table), T(test_threshold_min),
       T(test_seed_regression_split))
