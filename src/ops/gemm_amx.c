@@ -13,7 +13,9 @@
  * ops/gemm_prepacked512.c.
  *
  * Past 32 tokens a block takes several passes of 32 tokens; for bf16 weights these run k
- * chunk by k chunk over groups of blocks (panel_bf16_chunked) so that DRAM keeps streaming.
+ * chunk by k chunk over groups of blocks (panel_bf16_chunked) so that DRAM keeps streaming,
+ * and past 64 tokens over groups of blocks x token tiles with chunks small enough that a
+ * block's chunk is reused from L1 (panel_bf16_blocked).
  *
  * fp8 weights: each 128-column scale segment of a block is decoded to bf16 pairs in L1
  * (ops/fp8_512.h), multiplied as above, and its C tiles scaled per row into y (past 1
@@ -35,7 +37,12 @@
 #define STEP_BYTES (STEP_PAIRS * SR * 4) /* one step of a bf16 block: 2 KB */
 #define AMX_CHUNK_STEPS 64 /* k chunk of the multi-pass path: 2048 columns */
 #define AMX_CBUF_TILES 64  /* C tiles parked between chunks: 64 KB, a group of 16 / passes blocks */
-#define AMX_CHUNKED_MAX_TOKENS 256 /* at 512 tokens (one block per group) 0.8-0.9x */
+/* past this many tokens panel_bf16_blocked, else panel_bf16_chunked (gemm_levels 4096x7168,
+ * weights from DRAM: blocked 0.92x at 64 tokens, 1.09x at 96, 1.12-1.15x at 128, 1.4x at 256,
+ * 1.6x at 512, 1.45x at 1024) */
+#define AMX_BLOCKED_MIN_TOKENS 64
+#define AMX_BLOCK_STEPS 8	   /* k chunk of the blocked path: 256 columns */
+_Static_assert(AMX_BLOCKED_MIN_TOKENS <= 512, "panel_bf16_chunked needs 4 x (token tiles) <= AMX_CBUF_TILES");
 #define FP8_PF_AHEAD 32768 /* fp8: the segment this far ahead goes into L2 during the tile passes */
 #define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
 
@@ -258,6 +265,56 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 	}
 }
 
+/* bf16 weights, many tokens (compute-bound): one block's weights and a 32-token tile of x
+ * meet in 2x2 C tiles, so each pass loads a weight and an x tile per product pair, and at
+ * hundreds of tokens x no longer fits in L2 beside a block (512 tokens of 7168 columns: 7 MB).
+ * So the panel runs in groups of G blocks x NT token tiles, k chunk by k chunk of
+ * AMX_BLOCK_STEPS: a block's chunk (16 KB) stays in L1 while every token tile of the group
+ * passes over it, the group's x chunk (NT x 16 KB) stays in L2, and the C tiles of the group
+ * wait in cbuf [G][NT][4][16][16] between chunks (reloading them is exact: the same bits as
+ * one pass over the whole k). The next block's chunk goes into L2 during the passes. */
+static AMX_FN void panel_bf16_blocked(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1,
+				      int steps, float *cbuf)
+{
+	const struct wmat *w = j->w;
+	int np = (j->n + 31) / 32, NT = np < AMX_CBUF_TILES / 4 ? np : AMX_CBUF_TILES / 4, G = AMX_CBUF_TILES / NT;
+	size_t bstride = (size_t)w->packed_pairs * SR * 4; /* bytes per block */
+	const char *base = (const char *)w->packed;
+	int bend = (r1 + SR - 1) / SR;
+	for (int g0 = r0 / SR; g0 < bend; g0 += G) {
+		int g1 = g0 + G < bend ? g0 + G : bend;
+		for (int p0 = 0; p0 < np; p0 += NT) {
+			int p1 = p0 + NT < np ? p0 + NT : np;
+			for (int s0 = 0; s0 < steps; s0 += AMX_BLOCK_STEPS) {
+				int ns = steps - s0 < AMX_BLOCK_STEPS ? steps - s0 : AMX_BLOCK_STEPS, last = s0 + ns == steps;
+				for (int b = g0; b < g1; b++) {
+					const char *wb = base + (size_t)b * bstride + (size_t)s0 * STEP_BYTES;
+					/* the next piece: the next block's chunk, else the group's next chunk */
+					const char *nx = b + 1 < g1 ? wb + bstride : !last ? base + (size_t)g0 * bstride + (size_t)(s0 + ns) * STEP_BYTES : NULL;
+					int lines = (ns * (STEP_BYTES / 64) + (p1 - p0) * ns - 1) / ((p1 - p0) * ns);
+					int rb = b * SR, nr = r1 - rb < SR ? r1 - rb : SR;
+					for (int p = p0; p < p1; p++) {
+						int t0 = 32 * p, nt = j->n - t0, two = nt > 16;
+						float *c = cbuf + (size_t)((b - g0) * NT + (p - p0)) * 1024;
+						struct stream_pf pf = {nx ? nx + (size_t)(p - p0) * (size_t)ns * (size_t)lines * 64 : NULL,
+								       nx ? nx + (size_t)ns * STEP_BYTES : NULL, lines, 0};
+						block_tiles(wb, ns, x + (size_t)t0 * ldx_bytes + (size_t)s0 * 64, ldx_bytes, two, s0 ? c : NULL,
+							    c, &pf);
+						if (!last)
+							continue;
+						float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
+						store_tile(c, nt < 16 ? nt : 16, y, (size_t)j->ldy, mask16(nr), mask16(nr - 16), j->accumulate,
+							   NULL, j->round_bf16);
+						if (two)
+							store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * (size_t)j->ldy, (size_t)j->ldy,
+								   mask16(nr), mask16(nr - 16), j->accumulate, NULL, j->round_bf16);
+					}
+				}
+			}
+		}
+	}
+}
+
 /* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words);
  * every CPU with AMX has AVX512_VBMI (fp8_vbmi_decode) */
 static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vbmi *t, uint32_t *dec)
@@ -318,9 +375,11 @@ AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb
 			if (acc)
 				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 1);
 		}
-	} else if (j->n > 32 && j->n <= AMX_CHUNKED_MAX_TOKENS &&
-		   (cbuf = ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)))) {
-		panel_bf16_chunked(j, x, ldx_bytes, r0, r1, P16 / STEP_PAIRS, cbuf);
+	} else if (j->n > 32 && (cbuf = ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)))) {
+		if (j->n > AMX_BLOCKED_MIN_TOKENS)
+			panel_bf16_blocked(j, x, ldx_bytes, r0, r1, P16 / STEP_PAIRS, cbuf);
+		else
+			panel_bf16_chunked(j, x, ldx_bytes, r0, r1, P16 / STEP_PAIRS, cbuf);
 	} else {
 		for (int rb = r0; rb < r1; rb += SR) {
 			int nr = r1 - rb < SR ? r1 - rb : SR;

@@ -279,7 +279,7 @@ static void test_gemm_shapes(void)
 static void test_gemm_long_k(void)
 {
 	int rows[] = {100, 577}, cols[] = {3000, 2050};
-	int ns[] = {7, 33, 64, 100, 129, 256, 300};
+	int ns[] = {7, 33, 64, 100, 129, 256, 300, 520};
 	check_gemm_grid(rows, LEN(rows), cols, LEN(cols), ns, LEN(ns), g_pool, "long k");
 }
 
@@ -554,7 +554,7 @@ static void check_batch_invariance(int R, int C, struct pool *p)
 	struct pbuf b;
 	pbuf_make(&b, R, C);
 	pbuf_pack(&b, g_pool);
-	enum { NMAX = 100 };
+	enum { NMAX = 600 }; /* past 512 tokens the AMX blocked path takes two groups of token tiles */
 	int ldx = C + 2, ldy = R + 1;
 	float *x = make_x(NMAX, C, ldx, 7.0f);
 	float *y1 = malloc(sizeof(float) * NMAX * (size_t)ldy), *yn = malloc(sizeof(float) * NMAX * (size_t)ldy);
@@ -563,7 +563,7 @@ static void check_batch_invariance(int R, int C, struct pool *p)
 				     .ldy = ldy, .n = 1, .x_bf16 = 1};
 		ops_gemm_multi(p, 1, &j);
 	}
-	int ns[] = {2, 3, 7, 13, 30, 64, 100};
+	int ns[] = {2, 3, 7, 13, 30, 64, 100, 129, 520, 600};
 	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
 		struct gemm_job j = {.w = &b.w, .x = x, .ldx = ldx, .y = yn, .ldy = ldy, .n = ns[i], .x_bf16 = 1};
 		ops_gemm_multi(p, 1, &j);
@@ -731,13 +731,13 @@ static void test_many_jobs(void)
  * through prepack_gemm_1t */
 static void test_round_output(void)
 {
-	enum { R = 100, C = 513, LDY = 103, NMAX = 64 };
+	enum { R = 100, C = 513, LDY = 103, NMAX = 600 };
 	struct pbuf b;
 	pbuf_make(&b, R, C);
 	pbuf_pack(&b, g_pool);
 	float *y0 = malloc(sizeof(float) * NMAX * LDY), *y1 = malloc(sizeof(float) * NMAX * LDY);
 	uint16_t *xb = malloc(sizeof(uint16_t) * prepack_x_elems(NMAX, C));
-	int ns[] = {1, 5, 33, 64};
+	int ns[] = {1, 5, 33, 64, 100, 600}; /* 100, 600: the AMX blocked path, one and two token groups */
 	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 		int n = ns[ni];
 		float *x = make_x(n, C, C, 0.0f);
