@@ -42,6 +42,10 @@
  * 1.6x at 512, 1.45x at 1024) */
 #define AMX_BLOCKED_MIN_TOKENS 64
 #define AMX_BLOCK_STEPS 8	   /* k chunk of the blocked path: 256 columns */
+#define AMX_FP8_GROUP_TOKENS 512 /* fp8: tokens per group (acc: G blocks x 512 x 32 floats = 256 KB at G 4) */
+/* fp8: past this many tokens groups of blocks (x no longer fits in L2; gemm_levels 4096x7168:
+ * 0.83-0.88x at 96 tokens, 1.01-1.05x at 128, 1.5x at 256-512, 3.3x at 1024) */
+#define AMX_FP8_GROUPED_MIN_TOKENS 128
 _Static_assert(AMX_BLOCKED_MIN_TOKENS <= 512, "panel_bf16_chunked needs 4 x (token tiles) <= AMX_CBUF_TILES");
 #define FP8_PF_AHEAD 32768 /* fp8: the segment this far ahead goes into L2 during the tile passes */
 #define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
@@ -328,6 +332,74 @@ static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vb
 	}
 }
 
+/* fp8 weights. Each 128-column scale segment of a block is decoded once into dec (L1) and
+ * every token of the group passes over it; its C tiles are scaled into acc [tokens][32] (past
+ * 1 token; contiguous, where y's rows lie a page apart per token) and acc goes to y once per
+ * block (at 4-16 tokens 1.02-1.05x over y directly). Past AMX_FP8_GROUPED_MIN_TOKENS the blocks
+ * run in groups of G, segment by segment, over groups of up to AMX_FP8_GROUP_TOKENS tokens,
+ * so that a segment's x chunk is reused from L2 by the group's blocks instead of every block
+ * streaming all of x (as panel_bf16_blocked). Per (row, token) the same operations in the same
+ * order: the same bits whatever the grouping. */
+static AMX_FN void panel_fp8(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1, int P, int P16)
+{
+	const struct wmat *w = j->w;
+	struct fp8_vbmi_tables tb;
+	fp8_vbmi_tables_init(&tb);
+	struct fp8_vbmi t;
+	fp8_vbmi_load(&t, &tb);
+	int seg = w->blk_c / 2, S = prepack_segments(w);
+	CHECK(seg <= PREPACK_FP8_SEG_PAIRS && seg % STEP_PAIRS == 0);
+	_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */
+	enum { ACC_FLOATS = AMX_CBUF_TILES * 1024 };
+	float *acc = j->n > 1 ? ops_scratch(OPS_SCRATCH_AMX_C, ACC_FLOATS * sizeof(float)) : NULL;
+	int ntok = j->n < AMX_FP8_GROUP_TOKENS ? j->n : AMX_FP8_GROUP_TOKENS;
+	int G = acc && j->n > AMX_FP8_GROUPED_MIN_TOKENS ? ACC_FLOATS / (SR * ntok) : 1;
+	size_t bbytes = (size_t)w->packed_pairs * 2 * SR, ldy = (size_t)j->ldy; /* bytes per block */
+	const uint8_t *base = (const uint8_t *)(const void *)w->packed;
+	int bend = (r1 + SR - 1) / SR;
+	for (int g0 = r0 / SR; g0 < bend; g0 += G) {
+		int g1 = g0 + G < bend ? g0 + G : bend;
+		for (int tg = 0; tg < j->n; tg += ntok) {
+			int nt = j->n - tg < ntok ? j->n - tg : ntok;
+			const char *xg = x + (size_t)tg * ldx_bytes;
+			float *yg = j->y + (size_t)tg * ldy;
+			for (int b = g0; b < g1 && acc && j->accumulate; b++)
+				acc_copy(acc + (size_t)(b - g0) * (size_t)ntok * SR, nt, yg + b * SR, ldy,
+					 r1 - b * SR < SR ? r1 - b * SR : SR, 0);
+			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
+				for (int b = g0; b < g1; b++) {
+					int rb = b * SR, nr = r1 - rb < SR ? r1 - rb : SR;
+					const uint8_t *wp = base + (size_t)b * bbytes;
+					const float *sc = w->packed_scale + (size_t)b * (size_t)S * SR + (size_t)g * SR;
+					decode_segment(wp + (size_t)k0 * 2 * SR, kn, &t, dec);
+					/* past 16 tokens DRAM streams on while the tiles work: the stream's next
+					 * piece into L2 (a segment FP8_PF_AHEAD ahead in the block, or the next
+					 * block's segment in a group); at 1-16 tokens, where the decode is the
+					 * bottleneck, 0.85-0.9x */
+					const uint8_t *ahead = G == 1 ? wp + (size_t)k0 * 2 * SR + FP8_PF_AHEAD
+							       : b + 1 < g1 ? wp + bbytes + (size_t)k0 * 2 * SR
+							       : k0 + seg < P ? base + (size_t)g0 * bbytes + (size_t)(k0 + seg) * 2 * SR
+							       : g1 < bend ? base + (size_t)g1 * bbytes : NULL;
+					if (j->n <= 16)
+						ahead = NULL;
+					if (acc)
+						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
+								 acc + (size_t)(b - g0) * (size_t)ntok * SR, SR, SR, k0 > 0 || j->accumulate,
+								 sc, NULL, (const char *)ahead, kn * 2 * SR, 0);
+					else
+						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
+								 yg + rb, ldy, nr, k0 > 0 || j->accumulate, sc, NULL, (const char *)ahead,
+								 kn * 2 * SR, 0);
+				}
+			}
+			for (int b = g0; b < g1 && acc; b++)
+				acc_copy(acc + (size_t)(b - g0) * (size_t)ntok * SR, nt, yg + b * SR, ldy,
+					 r1 - b * SR < SR ? r1 - b * SR : SR, 1);
+		}
+	}
+}
+
 AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1)
 {
 	const struct wmat *w = j->w;
@@ -338,43 +410,7 @@ AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb
 	tiles_config(j->n < 16 ? j->n : 16);
 	float *cbuf;
 	if (w->dtype == DT_F8_E4M3) {
-		struct fp8_vbmi_tables tb;
-		fp8_vbmi_tables_init(&tb);
-		struct fp8_vbmi t;
-		fp8_vbmi_load(&t, &tb);
-		int seg = w->blk_c / 2, S = prepack_segments(w);
-		CHECK(seg <= PREPACK_FP8_SEG_PAIRS && seg % STEP_PAIRS == 0);
-		_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */
-		/* past 1 token the segments sum into acc [n][32] (contiguous) and y is read and
-		 * written once per block, not once per segment: y's rows lie ldy apart, a page each
-		 * per token (at 4-16 tokens 1.02-1.05x). The same operations in the same order: the
-		 * same bits. */
-		float *acc = j->n > 1 && j->n <= AMX_CBUF_TILES * 8
-				     ? ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)) : NULL;
-		for (int rb = r0; rb < r1; rb += SR) {
-			int nr = r1 - rb < SR ? r1 - rb : SR;
-			const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
-			const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
-			if (acc && j->accumulate)
-				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 0);
-			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
-				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
-				decode_segment(wp + (size_t)k0 * 2 * SR, kn, &t, dec);
-				/* past 16 tokens DRAM streams on while the tiles work: the segment FP8_PF_AHEAD
-				 * ahead into L2 (at 1-16 tokens, where the decode is the bottleneck, 0.85-0.9x) */
-				const char *ahead = j->n > 16 ? (const char *)(wp + (size_t)k0 * 2 * SR) + FP8_PF_AHEAD : NULL;
-				if (acc)
-					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
-							 acc, SR, SR, k0 > 0 || j->accumulate, sc + (size_t)g * SR, NULL, ahead,
-							 kn * 2 * SR, 0);
-				else
-					block_all_tokens(j->n, x + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
-							 j->y + rb, (size_t)j->ldy, nr, k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-							 NULL, ahead, kn * 2 * SR, 0);
-			}
-			if (acc)
-				acc_copy(acc, j->n, j->y + rb, (size_t)j->ldy, nr, 1);
-		}
+		panel_fp8(j, x, ldx_bytes, r0, r1, P, P16);
 	} else if (j->n > 32 && (cbuf = ops_scratch(OPS_SCRATCH_AMX_C, AMX_CBUF_TILES * 1024 * sizeof(float)))) {
 		if (j->n > AMX_BLOCKED_MIN_TOKENS)
 			panel_bf16_blocked(j, x, ldx_bytes, r0, r1, P16 / STEP_PAIRS, cbuf);

@@ -386,7 +386,7 @@ static void test_fp8(void)
 	struct wmat full = {.dtype = DT_F8_E4M3, .data = d, .rows = R, .cols = C, .ld = C, .scale = scale,
 			    .scale_ld = sc, .blk_r = 128, .blk_c = 128};
 	struct { int r0, nr, c0, nc; } vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
-	int ns[] = {1, 3, 8, 9, 17, 40};
+	int ns[] = {1, 3, 8, 9, 17, 40, 100, 200, 600}; /* 200, 600: AMX groups of blocks, one and two token groups */
 	for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
 		struct wmat v = wmat_view(&full, vs[vi].r0, vs[vi].nr, vs[vi].c0, vs[vi].nc);
 		EXPECT(prepack_wanted(&v, true) == (ops_level_best() >= OPS_AVX512_BF16));
@@ -407,7 +407,7 @@ static void test_fp8(void)
 		}
 		EXPECTF(!bad, "fp8 view %zu: %d packed bytes or scales wrong", vi, bad);
 		/* the GEMM, and batch invariance */
-		int nmax = 40;
+		int nmax = 600;
 		float *x = make_x(nmax, v.cols, v.cols + 1, 0.0f), *y = malloc(sizeof(float) * (size_t)nmax * v.rows);
 		float *y1 = malloc(sizeof(float) * (size_t)v.rows);
 		double *ref = malloc(sizeof(double) * (size_t)nmax * v.rows);
