@@ -40,11 +40,7 @@ static void probabilities(const struct mha_ctx *c, float *S, int a0, int a1, int
 	for (int a = a0; a < a1; a++) {
 		float *sr = S + (size_t)(a - a0) * (size_t)nk;
 		int vis = c->causal ? a + 1 : nk;
-		for (int b = 0; b < vis; b++)
-			sr[b] *= c->scale;
-		c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax(sr, vis);
-		if (c->bf16)
-			ops_round_bf16(sr, vis);
+		c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax_scaled(sr, vis, c->scale, c->bf16);
 		for (int b = vis; b < nk; b++)
 			sr[b] = 0;
 	}

@@ -115,6 +115,53 @@ static AVX512_FN double exp_sum_avx512(float *x, int n, float m)
 	return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
 
+/* x *= scale and the maximum of the results, 16 lanes at a time (NaN never wins, as in the
+ * scalar loop: vmaxps returns its second operand when either is NaN) */
+static AVX512_FN float scale_max_avx512(float *x, int n, float scale)
+{
+	const __m512 vs = _mm512_set1_ps(scale);
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
+		_mm512_mask_storeu_ps(x + i, k, v);
+		m = _mm512_mask_max_ps(m, k, v, m);
+	}
+	return _mm512_reduce_max_ps(m);
+}
+
+/* x *= inv, then rounded to bf16 if rnd */
+static AVX512_FN void scale_round_avx512(float *x, int n, float inv, bool rnd)
+{
+	const __m512 vi = _mm512_set1_ps(inv);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vi);
+		_mm512_mask_storeu_ps(x + i, k, rnd ? round_bf16_512(v) : v);
+	}
+}
+
+float ops_softmax_scaled(float *x, int n, float scale, bool round_bf16)
+{
+	if (n <= 0 || ops_level_best() < OPS_AVX512) {
+		for (int i = 0; i < n; i++)
+			x[i] *= scale;
+		float lse = ops_softmax(x, n);
+		if (round_bf16)
+			ops_round_bf16(x, n);
+		return lse;
+	}
+	float m = scale_max_avx512(x, n, scale);
+	if (m == -INFINITY) { /* every value -inf: uniform zeros, as ops_softmax */
+		for (int i = 0; i < n; i++)
+			x[i] = 0;
+		return -INFINITY;
+	}
+	double s = exp_sum_avx512(x, n, m);
+	scale_round_avx512(x, n, (float)(1.0 / s), round_bf16);
+	return m + (float)log(s);
+}
+
 float ops_softmax(float *x, int n)
 {
 	if (n <= 0)

@@ -3,6 +3,7 @@
 #ifndef MLA_OPS_VEC_H
 #define MLA_OPS_VEC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 float ops_dot(const float *a, const float *b, int n);
@@ -15,6 +16,10 @@ void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int
 void ops_silu_mul(float *out, const float *g, const float *u, int n);
 /* In place softmax over n values (max-subtracted, fp32); returns the log-sum-exp. */
 float ops_softmax(float *x, int n);
+/* The same on x[i] * scale (x is scaled in place first), the probabilities then rounded to
+ * bf16 if round_bf16: the bits of the scale loop, ops_softmax and ops_round_bf16 in turn, in
+ * fewer passes over the row (the prefill attention's score rows). */
+float ops_softmax_scaled(float *x, int n, float scale, bool round_bf16);
 /* Indices of the k largest values (k <= n), descending; ties: the lower index wins; NaN ranks
  * below every number. */
 void ops_topk(const float *x, int n, int k, int *idx);

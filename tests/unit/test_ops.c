@@ -470,6 +470,31 @@ static void test_yarn_low_equals_high(void)
 	EXPECT_NEAR(r.inv_freq[0], 1.0, 1e-7); /* ramp 0 → extrapolation weight 1 */
 }
 
+/* ops_softmax_scaled gives the bits of the scale loop, ops_softmax and ops_round_bf16 in turn
+ * (the prefill attention's rows), tails and all -inf rows included */
+static void test_softmax_scaled_bits(void)
+{
+	enum { NMAX = 1000 };
+	float *a = malloc(sizeof(float) * NMAX), *b = malloc(sizeof(float) * NMAX);
+	int ns[] = {1, 5, 16, 17, 100, 1000};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+		for (int v = 0; v < 6; v++) {
+			int n = ns[i], rnd = v & 1;
+			for (int k = 0; k < n; k++)
+				a[k] = b[k] = v >= 4 ? -INFINITY : frand() * (v >= 2 ? 300.0f : 7.0f);
+			float s = 0.0883883f;
+			for (int k = 0; k < n; k++)
+				a[k] *= s;
+			float la = ops_softmax(a, n);
+			if (rnd)
+				ops_round_bf16(a, n);
+			float lb = ops_softmax_scaled(b, n, s, rnd);
+			EXPECTF(!memcmp(a, b, sizeof(float) * (size_t)n) && (la == lb || (isinf(la) && isinf(lb))),
+				"n=%d variant %d: lse %g vs %g", n, v, la, lb);
+		}
+	free(a), free(b);
+}
+
 static void test_softmax_scales(void)
 {
 	struct rope_params v3 = yarn(1.0f), v2 = yarn(0.707f), plain = yarn(1.0f);
@@ -688,7 +713,7 @@ int main(int argc, char **argv)
 	static const struct test_case cases[] = {
 		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
 		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes), T(test_fp8_vbmi_decode),
-		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales),
+		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales), T(test_softmax_scaled_bits),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
 		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials), T(test_silu_mul_range),
 	};
