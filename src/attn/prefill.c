@@ -81,10 +81,15 @@ static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
 		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
 				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0, .x_bf16 = 1};
 		prepack_gemm_1t(&js, xb);
-		probabilities(c, S, a0, a1, h, nk);
-		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
+		/* the probabilities go straight into xb as P·V's bf16 rows (the bits of rounding them
+		 * in S and converting) */
+		int ldxb = prepack_x_ld(nk);
+		for (int a = a0; a < a1; a++)
+			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax_scaled_to_bf16(
+				S + (size_t)(a - a0) * (size_t)nk, c->causal ? a + 1 : nk, c->scale, xb + (size_t)(a - a0) * (size_t)ldxb, ldxb);
+		struct gemm_job jo = {.w = &vw, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
 				      .ldy = c->ldo, .n = a1 - a0, .x_bf16 = 1};
-		prepack_gemm_1t(&jo, xb);
+		prepack_gemm_1t_xb(&jo, xb);
 	}
 }
 

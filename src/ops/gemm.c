@@ -665,6 +665,8 @@ size_t prepack_x_elems(int n, int cols)
 	return (size_t)rows * (size_t)gemm_prepacked_ldxb(cols);
 }
 
+int prepack_x_ld(int cols) { return gemm_prepacked_ldxb(cols); }
+
 void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 {
 	CHECK(ops_level_best() >= OPS_AVX512_BF16 && j->w->packed && j->x_bf16);
@@ -678,6 +680,14 @@ void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 		return;
 	}
 	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
-	if (!panel_prepacked(ops_level_best(), j, xb, ldxb, 0, j->w->rows))
+	prepack_gemm_1t_xb(j, xb);
+}
+
+void prepack_gemm_1t_xb(const struct gemm_job *j, const uint16_t *xb)
+{
+	CHECK(ops_level_best() >= OPS_AVX512_BF16 && j->w->packed);
+	if (j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
+		return;
+	if (!panel_prepacked(ops_level_best(), j, xb, gemm_prepacked_ldxb(j->w->cols), 0, j->w->rows))
 		round_rows(j, 0, j->w->rows);
 }

@@ -2,8 +2,10 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "base/dtype.h"
+#include "base/err.h"
 #include "ops/cpu.h"
 #include "ops/bf16_512.h"
 #include "ops/exp512.h"
@@ -159,6 +161,41 @@ float ops_softmax_scaled(float *x, int n, float scale, bool round_bf16)
 	}
 	double s = exp_sum_avx512(x, n, m);
 	scale_round_avx512(x, n, (float)(1.0 / s), round_bf16);
+	return m + (float)log(s);
+}
+
+/* out[i] = bf16(x[i] * inv) for i < n, 0 up to n_out, 32 at a time */
+static __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512bf16"))) void scale_to_bf16_avx512(
+	const float *x, int n, float inv, uint16_t *out, int n_out)
+{
+	const __m512 vi = _mm512_set1_ps(inv);
+	for (int i = 0; i < n_out; i += 32) {
+		__mmask16 k0 = n - i >= 16 ? (__mmask16)0xffff : n - i <= 0 ? 0 : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k1 = n - i - 16 >= 16 ? (__mmask16)0xffff : n - i - 16 <= 0 ? 0 : (__mmask16)((1u << (n - i - 16)) - 1);
+		__m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(k0, x + i), vi);
+		__m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k1, x + i + 16), vi);
+		/* round to nearest even, denormals to 0: what ops_round_bf16 then the GEMM's
+		 * conversion (the same instruction, exact on rounded values) give */
+		__m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+		__mmask32 kw = n_out - i >= 32 ? 0xffffffffu : (__mmask32)((1ull << (n_out - i)) - 1);
+		_mm512_mask_storeu_epi16(out + i, kw, w);
+	}
+}
+
+float ops_softmax_scaled_to_bf16(float *x, int n, float scale, uint16_t *out, int n_out)
+{
+	CHECK(ops_level_best() >= OPS_AVX512_BF16 && n_out >= n);
+	if (n <= 0) {
+		memset(out, 0, sizeof(uint16_t) * (size_t)n_out);
+		return -INFINITY;
+	}
+	float m = scale_max_avx512(x, n, scale);
+	if (m == -INFINITY) {
+		memset(out, 0, sizeof(uint16_t) * (size_t)n_out);
+		return -INFINITY;
+	}
+	double s = exp_sum_avx512(x, n, m);
+	scale_to_bf16_avx512(x, n, (float)(1.0 / s), out, n_out);
 	return m + (float)log(s);
 }
 

@@ -20,6 +20,10 @@ float ops_softmax(float *x, int n);
  * bf16 if round_bf16: the bits of the scale loop, ops_softmax and ops_round_bf16 in turn, in
  * fewer passes over the row (the prefill attention's score rows). */
 float ops_softmax_scaled(float *x, int n, float scale, bool round_bf16);
+/* ops_softmax_scaled(x, n, scale, true) with the probabilities written as bf16 words to
+ * out[0..n) and zeros to out[n..n_out) instead of back to x (x is left as scratch): the input
+ * row of a bf16 GEMM (prepack_gemm_1t_xb) without a conversion pass. Needs AVX-512. */
+float ops_softmax_scaled_to_bf16(float *x, int n, float scale, uint16_t *out, int n_out);
 /* Indices of the k largest values (k <= n), descending; ties: the lower index wins; NaN ranks
  * below every number. */
 void ops_topk(const float *x, int n, int k, int *idx);

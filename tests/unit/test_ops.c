@@ -495,6 +495,39 @@ static void test_softmax_scaled_bits(void)
 	free(a), free(b);
 }
 
+/* ops_softmax_scaled_to_bf16: the words of ops_softmax_scaled(.., true) converted as the GEMM
+ * converts x (vcvtne2ps2bf16: exact on bf16 values, denormals to 0), zeros to the row's end */
+static void test_softmax_to_bf16(void)
+{
+	if (ops_level_best() < OPS_AVX512_BF16) {
+		printf("  (no AVX512_BF16: skipped)\n");
+		return;
+	}
+	enum { NMAX = 1000, LD = 1056 };
+	float *a = malloc(sizeof(float) * NMAX), *b = malloc(sizeof(float) * NMAX);
+	uint16_t *w = malloc(sizeof(uint16_t) * LD);
+	int ns[] = {1, 5, 16, 17, 100, 1000};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+		for (int v = 0; v < 3; v++) {
+			int n = ns[i], bad = 0;
+			for (int k = 0; k < n; k++) /* v 1: a wide range, so that some probabilities are denormal */
+				a[k] = b[k] = v == 2 ? -INFINITY : frand() * (v ? 1500.0f : 7.0f);
+			for (int k = 0; k < LD; k++)
+				w[k] = 0xdead;
+			float la = ops_softmax_scaled(a, n, 0.0883883f, true);
+			float lb = ops_softmax_scaled_to_bf16(b, n, 0.0883883f, w, LD);
+			for (int k = 0; k < LD; k++) {
+				uint32_t u;
+				memcpy(&u, &a[k < n ? k : 0], 4);
+				uint16_t want = k >= n || (u & 0x7f800000u) == 0 ? 0 : (uint16_t)(u >> 16);
+				bad += w[k] != want;
+			}
+			EXPECTF(!bad && (la == lb || (isinf(la) && isinf(lb))), "n=%d variant %d: %d words differ, lse %g vs %g",
+				n, v, bad, la, lb);
+		}
+	free(a), free(b), free(w);
+}
+
 static void test_softmax_scales(void)
 {
 	struct rope_params v3 = yarn(1.0f), v2 = yarn(0.707f), plain = yarn(1.0f);
@@ -713,7 +746,7 @@ int main(int argc, char **argv)
 	static const struct test_case cases[] = {
 		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
 		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes), T(test_fp8_vbmi_decode),
-		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales), T(test_softmax_scaled_bits),
+		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales), T(test_softmax_scaled_bits), T(test_softmax_to_bf16),
 		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
 		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials), T(test_silu_mul_range),
 	};
