@@ -670,24 +670,22 @@ int prepack_x_ld(int cols) { return gemm_prepacked_ldxb(cols); }
 void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb)
 {
 	CHECK(ops_level_best() >= OPS_AVX512_BF16 && j->w->packed && j->x_bf16);
-	if (j->n <= 0 || j->w->rows <= 0)
-		return;
-	int ldxb = gemm_prepacked_ldxb(j->w->cols);
-	if (j->w->cols <= 0) { /* nothing to sum: y = 0 (or unchanged) */
-		for (int t = 0; t < j->n && !j->accumulate; t++)
-			memset(j->y + (size_t)t * (size_t)j->ldy, 0, sizeof(float) * (size_t)j->w->rows);
-		round_rows(j, 0, j->w->rows);
-		return;
-	}
-	gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, ldxb);
+	if (j->n > 0 && j->w->rows > 0 && j->w->cols > 0)
+		gemm_x_to_bf16(j->x, j->ldx, 0, j->n, j->w->cols, xb, gemm_prepacked_ldxb(j->w->cols));
 	prepack_gemm_1t_xb(j, xb);
 }
 
 void prepack_gemm_1t_xb(const struct gemm_job *j, const uint16_t *xb)
 {
 	CHECK(ops_level_best() >= OPS_AVX512_BF16 && j->w->packed);
-	if (j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
+	if (j->n <= 0 || j->w->rows <= 0)
 		return;
+	if (j->w->cols <= 0) { /* nothing to sum: y = 0 (or unchanged) */
+		for (int t = 0; t < j->n && !j->accumulate; t++)
+			memset(j->y + (size_t)t * (size_t)j->ldy, 0, sizeof(float) * (size_t)j->w->rows);
+		round_rows(j, 0, j->w->rows);
+		return;
+	}
 	if (!panel_prepacked(ops_level_best(), j, xb, gemm_prepacked_ldxb(j->w->cols), 0, j->w->rows))
 		round_rows(j, 0, j->w->rows);
 }

@@ -36,7 +36,7 @@
 #define STEP_PAIRS 16	       /* pairs per tile step */
 #define STEP_BYTES (STEP_PAIRS * SR * 4) /* one step of a bf16 block: 2 KB */
 #define AMX_CHUNK_STEPS 64 /* k chunk of the multi-pass path: 2048 columns */
-#define AMX_CBUF_TILES 64  /* C tiles parked between chunks: 64 KB, a group of 16 / passes blocks */
+#define AMX_CBUF_TILES 64  /* sets of 4 C tiles (4 KB) parked between chunks: 256 KB of scratch (the chunked path uses 16) */
 /* past this many tokens panel_bf16_blocked, else panel_bf16_chunked (gemm_levels 4096x7168,
  * weights from DRAM: blocked 0.92x at 64 tokens, 1.09x at 96, 1.12-1.15x at 128, 1.4x at 256,
  * 1.6x at 512, 1.45x at 1024) */

@@ -67,7 +67,7 @@ void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float 
 size_t prepack_x_elems(int n, int cols);
 int prepack_x_ld(int cols); /* elements between xb's rows */
 void prepack_gemm_1t(const struct gemm_job *j, uint16_t *xb);
-/* The same on x already in xb (j->x unused): rows gemm_prepacked_ldxb(w->cols) elements apart,
+/* The same on x already in xb (j->x unused): rows prepack_x_ld(w->cols) elements apart,
  * bf16 of the row's cols values, then zeros to the end of the row; prepack_x_elems(j->n,
  * w->cols) elements (rows past n are read, never stored). */
 void prepack_gemm_1t_xb(const struct gemm_job *j, const uint16_t *xb);
