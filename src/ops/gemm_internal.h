@@ -57,6 +57,10 @@ int gemm_pack512_min_tokens(enum dtype dt, bool dp);
  * x as bf16 rows xb [n, ldxb] (gemm_x_to_bf16, ldxb = gemm_prepacked_ldxb(cols)). r0 is a
  * multiple of PREPACK_ROWS. */
 void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
+/* Tests: which fp8 step decoder the dp kernels use (1: the VBMI byte lookups, when the CPU has
+ * them; 0: the arithmetic one; -1, the default: the best the CPU has). Set it while no GEMM
+ * runs. */
+void gemm_prepacked512_fp8_decoder(int vbmi);
 int gemm_prepacked_ldxb(int cols);
 /* gemm_amx.c: the same on AMX tiles (level OPS_AMX); xb holds rows up to a multiple of 16
  * past 16 tokens (prepack_x_elems), their values unused. Returns 1 when it has applied

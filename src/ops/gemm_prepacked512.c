@@ -105,6 +105,10 @@ static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp,
  * tiles of up to TT8 tokens (16 accumulators, room for the decode's temporaries) ---- */
 #define TT8 8
 
+static int fp8_decoder = -1; /* gemm_prepacked512_fp8_decoder */
+
+void gemm_prepacked512_fp8_decoder(int vbmi) { fp8_decoder = vbmi; }
+
 /* the decoders' tables, built once per panel */
 struct fp8_dec {
 	uint16_t sub[32]; /* fp8_512_decode's subnormals */
@@ -142,7 +146,7 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 	struct fp8_dec dc;
 	fp8_512_table_words(dc.sub);
 	fp8_vbmi_tables_init(&dc.v);
-	int vbmi = ops_cpu_has_vbmi();
+	int vbmi = ops_cpu_has_vbmi() && fp8_decoder != 0;
 	void (*decode_chunk)(const uint8_t *, int, const struct fp8_dec *, uint32_t *) = vbmi ? decode_chunk_vbmi : decode_chunk_512;
 	void (*mk8)(const uint8_t *, int, const uint32_t *, size_t, float *, size_t, __mmask16, __mmask16, int,
 		    const float *, uintptr_t, int, const struct fp8_dec *, int) = vbmi ? mk8_vbmi : mk8_512;

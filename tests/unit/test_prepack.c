@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ops/cpu.h"
 #include "ops/gemm.h"
+#include "ops/gemm_internal.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
 #include "ops/vec.h"
@@ -441,6 +443,22 @@ static void test_fp8(void)
 					"fp8 view %zu, accumulate: token %d alone differs from within %d", vi, n - 1, n);
 			}
 		}
+		/* the dp kernels with either step decoder: the same bits (on a CPU with VBMI the
+		 * arithmetic one runs only here; Cooper Lake runs nothing else) */
+		if (ops_level_best() >= OPS_AVX512_BF16 && ops_cpu_has_vbmi())
+			for (int n = 1; n <= 200; n = n < 9 ? n + 4 : n * 3) {
+				float *y0 = malloc(sizeof(float) * (size_t)n * v.rows);
+				struct gemm_job j = {.w = &v, .x = x, .ldx = v.cols + 1, .y = y0, .ldy = v.rows, .n = n, .x_bf16 = 1};
+				gemm_prepacked512_fp8_decoder(1);
+				ops_gemm_multi_at(OPS_AVX512_BF16, g_pool, 1, &j);
+				gemm_prepacked512_fp8_decoder(0);
+				j.y = y;
+				ops_gemm_multi_at(OPS_AVX512_BF16, g_pool, 1, &j);
+				gemm_prepacked512_fp8_decoder(-1);
+				EXPECTF(!memcmp(y0, y, sizeof(float) * (size_t)n * v.rows), "fp8 view %zu n=%d: the dp kernels' decoders differ",
+					vi, n);
+				free(y0);
+			}
 		free(x), free(y), free(y1), free(ref), free(pk);
 	}
 	struct wmat off = wmat_view(&full, 0, 64, 100, 200); /* columns start inside a scale block */
