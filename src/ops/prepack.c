@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "ops/bf16_512.h"
 #include "ops/cpu.h"
 #include "ops/gemm_internal.h"
 #include "ops/pool.h"
@@ -151,15 +152,70 @@ void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
 	w->packed_scale = fp8 ? (const float *)(const void *)((const char *)dst + value_bytes(w)) : NULL;
 }
 
+#define F32_PACK_FN __attribute__((target("avx512f,avx512bw")))
+
+/* 16 rows (r0.., those past `rows` zero) of pairs [p0, p0 + np) of block b, columns contiguous
+ * in each source row (ld_c 1): each row's 32 values rounded, their high halves paired by one
+ * word permute, then a 16 x 16 transpose makes each pair's 16 rows one store */
+static F32_PACK_FN void pack16_rows(uint32_t *d, int rows, int r0, int nc, int c, int np, const float *src, size_t ld_r)
+{
+	const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+					     25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+	int left = nc - c; /* columns of the range from c on */
+	__mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+	__mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+	__m512i r[16];
+	for (int i = 0; i < 16; i++) {
+		if (r0 + i >= rows) {
+			r[i] = _mm512_setzero_si512();
+			continue;
+		}
+		const float *s = src + (size_t)(r0 + i) * ld_r + (size_t)c;
+		__m512 a = round_bf16_512(_mm512_maskz_loadu_ps(m0, s)), b = round_bf16_512(_mm512_maskz_loadu_ps(m1, s + 16));
+		r[i] = _mm512_permutex2var_epi16(_mm512_castps_si512(a), odd, _mm512_castps_si512(b));
+	}
+	tr16(r);
+	for (int p = 0; p < np; p++)
+		_mm512_storeu_si512(d + (size_t)p * PREPACK_ROWS, r[p]);
+}
+
+/* 16 rows (r0..) of pair p (columns c, c + 1; c + 1 past the range: 0), rows contiguous in
+ * each source column (ld_r 1): the two columns' rounded values, high halves side by side */
+static F32_PACK_FN void pack16_cols(uint32_t *d, int rows, int r0, int nc, int c, const float *src, size_t ld_c)
+{
+	int left = rows - r0;
+	__mmask16 m = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+	__m512i a = _mm512_castps_si512(round_bf16_512(_mm512_maskz_loadu_ps(m, src + (size_t)c * ld_c + (size_t)r0)));
+	__m512i b = c + 1 < nc ? _mm512_castps_si512(round_bf16_512(_mm512_maskz_loadu_ps(m, src + (size_t)(c + 1) * ld_c + (size_t)r0)))
+			       : _mm512_setzero_si512();
+	_mm512_storeu_si512(d, _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u))));
+}
+
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c)
 {
 	CHECK(c0 % 2 == 0 && c0 + nc <= cols);
 	size_t P = (size_t)prepack_pairs(cols);
 	int blocks = (rows + PREPACK_ROWS - 1) / PREPACK_ROWS;
+	bool vec = ops_level_best() >= OPS_AVX512 && (ld_c == 1 || ld_r == 1);
 	for (int b = 0; b < blocks; b++) {
 		if (c0 + nc == cols) /* the last range zeroes the pad */
 			memset(dst + ((size_t)b * P + (size_t)(cols + 1) / 2) * PREPACK_ROWS, 0,
 			       (P - (size_t)(cols + 1) / 2) * PREPACK_ROWS * sizeof(uint32_t));
+		if (vec) { /* the same words as the loop below (round_bf16_512 is f32_to_bf16) */
+			for (int h = 0; h < PREPACK_ROWS; h += 16) {
+				int r0 = b * PREPACK_ROWS + h;
+				for (int c = 0; c < nc; c += ld_c == 1 ? 32 : 2) {
+					uint32_t *d = dst + ((size_t)b * P + (size_t)(c0 + c) / 2) * PREPACK_ROWS + h;
+					if (ld_c == 1) {
+						int np = (nc - c + 1) / 2 < 16 ? (nc - c + 1) / 2 : 16;
+						pack16_rows(d, rows, r0, nc, c, np, src, ld_r);
+					} else {
+						pack16_cols(d, rows, r0, nc, c, src, ld_c);
+					}
+				}
+			}
+			continue;
+		}
 		for (int c = 0; c < nc; c += 2) {
 			uint32_t *d = dst + ((size_t)b * P + (size_t)(c0 + c) / 2) * PREPACK_ROWS;
 			for (int r = 0; r < PREPACK_ROWS; r++) {

@@ -319,6 +319,39 @@ static void test_x_padding_not_read(void)
  * straight, as two column ranges (the prefill keys [k_nope | k_pe]) and from a transposed
  * source (its Vᵀ); prepack_gemm_1t on the result (column-prefix views included) matches the
  * reference. */
+/* prepack_f32 on values that are not bf16 (rounded to nearest even), specials (NaN stays
+ * quiet, inf, denormals), odd ranges and rows past a block: every word against the layout
+ * formula, for both source strides (the prefill's K and its Vᵀ) */
+static void test_prepack_f32_words(void)
+{
+	static const float special[] = {NAN, -INFINITY, INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f, 65504.0f};
+	int shapes[][4] = {{70, 67, 0, 67}, {33, 200, 64, 136}, {16, 9, 2, 7}, {100, 2, 0, 2}}; /* rows, cols, c0, nc */
+	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+		int R = shapes[si][0], C = shapes[si][1], c0 = shapes[si][2], nc = shapes[si][3], P = prepack_pairs(C);
+		float *f = malloc(sizeof(float) * (size_t)R * C), *ft = malloc(sizeof(float) * (size_t)R * C);
+		for (int r = 0; r < R; r++)
+			for (int c = 0; c < C; c++) {
+				float v = (r * 7 + c) % 13 == 5 ? special[(r + c) % 8] : (float)(rbits() >> 8) * 1.1920929e-7f - 1.0f;
+				f[(size_t)r * C + c] = ft[(size_t)c * R + r] = v;
+			}
+		size_t words = (size_t)(R + 31) / 32 * 32 * (size_t)P;
+		uint32_t *p1 = pk_alloc(words * 4), *p2 = pk_alloc(words * 4);
+		memset(p1, 0xab, words * 4), memset(p2, 0xab, words * 4);
+		prepack_f32(p1, R, C, c0, nc, f + c0, (size_t)C, 1);
+		prepack_f32(p2, R, C, c0, nc, ft + (size_t)c0 * R, 1, (size_t)R);
+		int bad = 0;
+		for (int r = 0; r < (R + 31) / 32 * 32; r++)
+			for (int c = c0; c < c0 + nc; c += 2) {
+				uint32_t want = r >= R ? 0 : (uint32_t)f32_to_bf16(f[(size_t)r * C + c]) |
+					(c + 1 < c0 + nc ? (uint32_t)f32_to_bf16(f[(size_t)r * C + c + 1]) << 16 : 0);
+				size_t at = ((size_t)(r / 32) * P + (size_t)c / 2) * 32 + (size_t)(r % 32);
+				bad += (p1[at] != want) + (p2[at] != want);
+			}
+		EXPECTF(!bad, "%dx%d columns [%d, %d): %d words differ", R, C, c0, c0 + nc, bad);
+		free(f), free(ft), free(p1), free(p2);
+	}
+}
+
 static void test_prepack_f32_and_1t(void)
 {
 	int shapes[][2] = {{1, 2}, {33, 7}, {64, 192}, {128, 151}};
@@ -792,7 +825,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_layout), T(test_prepack_f32_and_1t), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes), T(test_gemm_long_k),
+		T(test_layout), T(test_prepack_f32_and_1t), T(test_prepack_f32_words), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes), T(test_gemm_long_k),
 		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
 		T(test_round_output),
 	};
