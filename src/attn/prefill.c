@@ -33,14 +33,15 @@ struct mha_ctx {
 	bool bf16;
 };
 
-/* Scores S [a1 - a0, nk] of queries [a0, a1) of head h → probabilities (rounded to bf16 for
- * the bf16 core's P·V), zero past each query's visible keys; their LSE into c->lse. */
+/* fp32 core: scores S [a1 - a0, nk] of queries [a0, a1) of head h → probabilities, zero past
+ * each query's visible keys; their LSE into c->lse (the bf16 core writes its probabilities
+ * as bf16 straight into P·V's input: mha_items_bf16) */
 static void probabilities(const struct mha_ctx *c, float *S, int a0, int a1, int h, int nk)
 {
 	for (int a = a0; a < a1; a++) {
 		float *sr = S + (size_t)(a - a0) * (size_t)nk;
 		int vis = c->causal ? a + 1 : nk;
-		c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax_scaled(sr, vis, c->scale, c->bf16);
+		c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax_scaled(sr, vis, c->scale, false);
 		for (int b = vis; b < nk; b++)
 			sr[b] = 0;
 	}
