@@ -53,3 +53,17 @@ float f16_to_f32(uint16_t h)
 #define R8(b) E4M3(b), E4M3(b + 1), E4M3(b + 2), E4M3(b + 3), E4M3(b + 4), E4M3(b + 5), E4M3(b + 6), E4M3(b + 7)
 #define R64(b) R8(b), R8(b + 8), R8(b + 16), R8(b + 24), R8(b + 32), R8(b + 40), R8(b + 48), R8(b + 56)
 const float fp8_e4m3_table[256] = {R64(0), R64(64), R64(128), R64(192)};
+
+/* normal: the exponent rebiased from 7 to 127 is an add on the shifted magnitude; the 8
+ * subnormals m x 2^-9: 2^-9, 2^-8 and 1.5 x 2^-8, then 2^-7 x (1 + (m - 4) / 4) */
+#define E4M3_BF16(m)                                                                               \
+	(uint16_t)((m) >= 8 ? ((m) << 4) + (120 << 7)                                              \
+		   : (m) == 0 ? 0                                                                    \
+		   : (m) == 1 ? 0x3b00                                                               \
+		   : (m) < 4  ? 0x3b80 | (((m)&1) << 6)                                              \
+			      : 0x3c00 | (((m)&3) << 5))
+#define B8(m)                                                                                      \
+	E4M3_BF16(m), E4M3_BF16(m + 1), E4M3_BF16(m + 2), E4M3_BF16(m + 3), E4M3_BF16(m + 4), E4M3_BF16(m + 5), \
+		E4M3_BF16(m + 6), E4M3_BF16(m + 7)
+#define B64(m) B8(m), B8(m + 8), B8(m + 16), B8(m + 24), B8(m + 32), B8(m + 40), B8(m + 48), B8(m + 56)
+const uint16_t fp8_e4m3_bf16_bits[128] = {B64(0), B64(64)};

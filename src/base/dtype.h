@@ -33,6 +33,9 @@ static inline uint16_t f32_to_bf16(float f)
 
 float f16_to_f32(uint16_t h);
 extern const float fp8_e4m3_table[256]; /* e4m3fn decoding, 0x7f/0xff = NaN */
+/* bf16 bits of each e4m3 magnitude (the low 7 bits of a byte; every e4m3 value is a normal
+ * bf16), as the vector decoders give them: 0x7f, a NaN, as 480 */
+extern const uint16_t fp8_e4m3_bf16_bits[128];
 static inline float fp8_e4m3_to_f32(uint8_t b) { return fp8_e4m3_table[b]; }
 
 #endif

@@ -84,12 +84,6 @@ const char *ops_level_name(enum ops_level l)
 
 int ops_cpu_has_vbmi(void)
 {
-	static atomic_int cached = -1;
-	int v = atomic_load_explicit(&cached, memory_order_relaxed);
-	if (v < 0) {
-		__builtin_cpu_init();
-		v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
-		atomic_store_explicit(&cached, v, memory_order_relaxed);
-	}
-	return v;
+	__builtin_cpu_init(); /* idempotent; the answer is a bit of libgcc's cached CPU model */
+	return __builtin_cpu_supports("avx512vbmi") != 0;
 }

@@ -17,7 +17,7 @@ enum ops_level {
 enum ops_level ops_level_best(void);
 const char *ops_level_name(enum ops_level l);
 
-/* AVX512_VBMI (byte permutes; the fp8 decoders of ops/fp8_512.h), probed once. Every CPU at
+/* AVX512_VBMI (byte permutes; the fp8 decoders of ops/fp8_512.h). Every CPU at
  * the amx level has it; at avx512_bf16 all but Cooper Lake do. */
 int ops_cpu_has_vbmi(void);
 

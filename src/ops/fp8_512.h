@@ -20,7 +20,7 @@
 static inline void fp8_512_table_words(uint16_t t[32])
 {
 	for (int m = 0; m < 32; m++)
-		t[m] = m < 8 ? f32_to_bf16(fp8_e4m3_table[m]) : 0;
+		t[m] = m < 8 ? fp8_e4m3_bf16_bits[m] : 0;
 }
 
 /* the same table in a register */
@@ -46,51 +46,38 @@ static inline __attribute__((always_inline)) FP8_512_TARGET __m512i fp8_512_deco
  * decode above costs ~10 vector operations per 32 weights; here two byte lookups on the 7
  * magnitude bits (vpermi2b: 128-entry tables, one for the low and one for the high byte of
  * the bf16) give every value, subnormals included, and the sign is or'ed into the high
- * byte: 6 operations per 64 weights, the same bits (the tables are made from
- * fp8_512_decode's own rule). The bytes are first permuted so that the in-lane byte
+ * byte: 6 operations per 64 weights, the same bits (both take their values from
+ * fp8_e4m3_bf16_bits). The bytes are first permuted so that the in-lane byte
  * interleave (vpunpck[lh]bw) yields rows 0-15 and 16-31 in order. */
 #define FP8_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 
-/* the tables as bytes (plain C: built once per kernel call by callers of any target) */
-struct fp8_vbmi_tables {
-	_Alignas(64) uint8_t lo[128], hi[128]; /* low / high byte of the bf16 of magnitude 0-127 */
-	_Alignas(64) uint8_t perm[64];	       /* byte order for the interleave */
-};
-
 /* the tables in registers */
 struct fp8_vbmi {
-	__m512i lo0, lo1, hi0, hi1, perm;
+	__m512i lo0, lo1, hi0, hi1; /* low / high byte of fp8_e4m3_bf16_bits, magnitudes 0-63, 64-127 */
+	__m512i perm;		    /* byte order for the interleave */
 };
 
-/* bf16 bits of the magnitude m (0-127), as fp8_512_decode gives them */
-static inline uint16_t fp8_512_magnitude_bits(int m)
+/* the words' low and high bytes of 64 table entries from t */
+static inline __attribute__((always_inline)) FP8_VBMI_TARGET __m512i fp8_vbmi_bytes(const uint16_t *t, int hi)
 {
-	return m < 8 ? f32_to_bf16(fp8_e4m3_table[m]) : (uint16_t)((m << 4) + (120 << 7));
+	__m512i a = _mm512_loadu_si512(t), b = _mm512_loadu_si512(t + 32);
+	if (hi)
+		a = _mm512_srli_epi16(a, 8), b = _mm512_srli_epi16(b, 8);
+	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);
 }
 
-static inline void fp8_vbmi_tables_init(struct fp8_vbmi_tables *t)
+static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_load(struct fp8_vbmi *r)
 {
-	for (int m = 0; m < 128; m++) {
-		uint16_t b = fp8_512_magnitude_bits(m);
-		t->lo[m] = (uint8_t)b;
-		t->hi[m] = (uint8_t)(b >> 8);
-	}
 	/* vpunpcklbw takes bytes 0-7 of each 16-byte lane j to words 8j..8j+7, vpunpckhbw bytes 8-15 */
-	for (int j = 0; j < 4; j++)
-		for (int i = 0; i < 8; i++) {
-			t->perm[16 * j + i] = (uint8_t)(8 * j + i);
-			t->perm[16 * j + 8 + i] = (uint8_t)(32 + 8 * j + i);
-		}
-}
-
-static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_load(struct fp8_vbmi *r,
-										   const struct fp8_vbmi_tables *t)
-{
-	r->lo0 = _mm512_load_si512(t->lo);
-	r->lo1 = _mm512_load_si512(t->lo + 64);
-	r->hi0 = _mm512_load_si512(t->hi);
-	r->hi1 = _mm512_load_si512(t->hi + 64);
-	r->perm = _mm512_load_si512(t->perm);
+#define FP8_P8(a) a, a + 1, a + 2, a + 3, a + 4, a + 5, a + 6, a + 7
+	static const uint8_t perm[64] = {FP8_P8(0),  FP8_P8(32), FP8_P8(8),  FP8_P8(40),
+					 FP8_P8(16), FP8_P8(48), FP8_P8(24), FP8_P8(56)};
+#undef FP8_P8
+	r->lo0 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits, 0);
+	r->lo1 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits + 64, 0);
+	r->hi0 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits, 1);
+	r->hi1 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits + 64, 1);
+	r->perm = _mm512_loadu_si512(perm);
 }
 
 /* one 64-byte step → w0 (bf16 of bytes 0-31) and w1 (bytes 32-63) */

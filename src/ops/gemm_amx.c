@@ -176,6 +176,14 @@ static AMX_FN void store_tile(const float *c, int nt, float *y, size_t ldy, __mm
 	}
 }
 
+/* a 32-token pass's C tiles c [4][16][16] (block_tiles) → y rows of its nt tokens (1-32) */
+static AMX_FN void store_pass(const float *c, int nt, float *y, size_t ldy, int nr, int add, const float *sc, int rnd)
+{
+	store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
+	if (nt > 16)
+		store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
+}
+
 /* n tokens' rows of a block: y[t][0..nr) = acc[t][0..nr) (to_y) or acc = y (the 32 - nr
  * columns past the block's rows: 0) */
 static AMX_FN void acc_copy(float *acc, int n, float *y, size_t ldy, int nr, int to_y)
@@ -209,11 +217,7 @@ static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, con
 			spf = (struct stream_pf){pf2 + (size_t)(t0 / 32) * (size_t)steps * (size_t)lines * 64, pf2 + pf2_bytes,
 						 lines, 0};
 		block_tiles(wb, steps, xb + (size_t)t0 * ldx_bytes, ldx_bytes, two, NULL, c, &spf);
-		float *y = yb + (size_t)t0 * ldy;
-		store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
-		if (two)
-			store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add,
-				   sc, rnd);
+		store_pass(c, nt, yb + (size_t)t0 * ldy, ldy, nr, add, sc, rnd);
 	}
 }
 
@@ -256,13 +260,8 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 						    s0 ? c : NULL, c, &pf);
 					if (!last)
 						continue;
-					float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
-					store_tile(c, nt < 16 ? nt : 16, y, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-						   j->accumulate, NULL, j->round_bf16);
-					if (two)
-						store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * (size_t)j->ldy,
-							   (size_t)j->ldy, mask16(nr), mask16(nr - 16), j->accumulate, NULL,
-							   j->round_bf16);
+					store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, nr, j->accumulate,
+						   NULL, j->round_bf16);
 				}
 			}
 		}
@@ -306,12 +305,8 @@ static AMX_FN void panel_bf16_blocked(const struct gemm_job *j, const char *x, s
 							    c, &pf);
 						if (!last)
 							continue;
-						float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
-						store_tile(c, nt < 16 ? nt : 16, y, (size_t)j->ldy, mask16(nr), mask16(nr - 16), j->accumulate,
-							   NULL, j->round_bf16);
-						if (two)
-							store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * (size_t)j->ldy, (size_t)j->ldy,
-								   mask16(nr), mask16(nr - 16), j->accumulate, NULL, j->round_bf16);
+						store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, nr,
+							   j->accumulate, NULL, j->round_bf16);
 					}
 				}
 			}
@@ -343,10 +338,8 @@ static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vb
 static AMX_FN void panel_fp8(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1, int P, int P16)
 {
 	const struct wmat *w = j->w;
-	struct fp8_vbmi_tables tb;
-	fp8_vbmi_tables_init(&tb);
 	struct fp8_vbmi t;
-	fp8_vbmi_load(&t, &tb);
+	fp8_vbmi_load(&t);
 	int seg = w->blk_c / 2, S = prepack_segments(w);
 	CHECK(seg <= PREPACK_FP8_SEG_PAIRS && seg % STEP_PAIRS == 0);
 	_Alignas(64) uint32_t dec[PREPACK_FP8_SEG_PAIRS * SR]; /* 8 KB */

@@ -109,19 +109,13 @@ static int fp8_decoder = -1; /* gemm_prepacked512_fp8_decoder */
 
 void gemm_prepacked512_fp8_decoder(int vbmi) { fp8_decoder = vbmi; }
 
-/* the decoders' tables, built once per panel */
-struct fp8_dec {
-	uint16_t sub[32]; /* fp8_512_decode's subnormals */
-	struct fp8_vbmi_tables v;
-};
-
 /* the kernels once per step decoder (ops/gemm_fp8_dp.inc): on AVX512_VBMI CPUs (Zen 4 and
  * later; Cooper Lake, the one AVX512_BF16 CPU without it, takes the first set) the byte
  * lookups of fp8_vbmi_decode, ~3x fewer operations per weight */
 #define FP8_SFX _512
 #define FP8_FN A512
 #define FP8_INLINE A512_INLINE
-#define FP8_REGS __m512i sub = _mm512_loadu_si512(dc->sub)
+#define FP8_REGS __m512i sub = fp8_512_table()
 #define FP8_DECODE(raw, w0, w1)                                                                  \
 	(w0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), sub),          \
 	 w1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), sub))
@@ -133,7 +127,7 @@ struct fp8_dec {
 #define FP8_INLINE static inline __attribute__((always_inline)) A512V
 #define FP8_REGS                                                                                 \
 	struct fp8_vbmi tv;                                                                      \
-	fp8_vbmi_load(&tv, &dc->v)
+	fp8_vbmi_load(&tv)
 #define FP8_DECODE(raw, w0, w1) fp8_vbmi_decode(raw, &tv, &w0, &w1)
 #include "ops/gemm_fp8_dp.inc"
 
@@ -143,13 +137,10 @@ struct fp8_dec {
 static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t ldxp, int r0, int r1)
 {
 	const struct wmat *w = j->w;
-	struct fp8_dec dc;
-	fp8_512_table_words(dc.sub);
-	fp8_vbmi_tables_init(&dc.v);
 	int vbmi = ops_cpu_has_vbmi() && fp8_decoder != 0;
-	void (*decode_chunk)(const uint8_t *, int, const struct fp8_dec *, uint32_t *) = vbmi ? decode_chunk_vbmi : decode_chunk_512;
+	void (*decode_chunk)(const uint8_t *, int, uint32_t *) = vbmi ? decode_chunk_vbmi : decode_chunk_512;
 	void (*mk8)(const uint8_t *, int, const uint32_t *, size_t, float *, size_t, __mmask16, __mmask16, int,
-		    const float *, uintptr_t, int, const struct fp8_dec *, int) = vbmi ? mk8_vbmi : mk8_512;
+		    const float *, uintptr_t, int, int) = vbmi ? mk8_vbmi : mk8_512;
 	int P = (w->cols + 1) / 2, stride = w->packed_pairs, seg = w->blk_c / 2, S = prepack_segments(w);
 	CHECK(seg <= PREPACK_FP8_SEG_PAIRS);
 	if (j->n > TT8) {
@@ -162,7 +153,7 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 				int kn = P - k0 < seg ? P - k0 : seg;
 				uintptr_t next = (uintptr_t)(wp + (size_t)(k0 + kn) * 2 * SR), bytes = (uintptr_t)kn * 2 * SR;
-				decode_chunk(wp + (size_t)k0 * 2 * SR, kn, &dc, dec);
+				decode_chunk(wp + (size_t)k0 * 2 * SR, kn, dec);
 				for (int ti = 0, t0 = 0; ti < ntile; ti++) {
 					int nt = j->n / ntile + (ti < j->n % ntile);
 					mk(dec, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp, j->y + (size_t)t0 * (size_t)j->ldy + rb,
@@ -183,7 +174,7 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 			int kn = P - k0 < seg ? P - k0 : seg;
 			mk8(wp + (size_t)k0 * 2 * SR, kn, xp + (size_t)k0, ldxp, j->y + rb, (size_t)j->ldy, mask16(nr),
 			    mask16(nr - 16), k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-			    (uintptr_t)(wp + (size_t)k0 * 2 * SR) + PF_SINGLE, 2 * SR, &dc, j->n);
+			    (uintptr_t)(wp + (size_t)k0 * 2 * SR) + PF_SINGLE, 2 * SR, j->n);
 		}
 	}
 }

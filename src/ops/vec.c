@@ -12,6 +12,12 @@
 
 #define AVX2_FN __attribute__((target("avx2,fma")))
 
+/* the lanes of a 16-lane step with `left` values still to go (none if left <= 0) */
+static inline __mmask16 tail16(int64_t left)
+{
+	return left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
 static AVX2_FN float dot_avx2(const float *a, const float *b, int n)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -84,7 +90,7 @@ static AVX512_FN void silu_mul_avx512(float *out, const float *g, const float *u
 {
 	const __m512 one = _mm512_set1_ps(1.0f);
 	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k = tail16(n - i);
 		__m512 gv = _mm512_maskz_loadu_ps(k, g + i);
 		__m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
 		__m512 r = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, u + i));
@@ -108,7 +114,7 @@ static AVX512_FN double exp_sum_avx512(float *x, int n, float m)
 	const __m512 vm = _mm512_set1_ps(m);
 	__m512d s0 = _mm512_setzero_pd(), s1 = s0;
 	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k = tail16(n - i);
 		__m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
 		_mm512_mask_storeu_ps(x + i, k, e);
 		s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
@@ -124,7 +130,7 @@ static AVX512_FN float scale_max_avx512(float *x, int n, float scale)
 	const __m512 vs = _mm512_set1_ps(scale);
 	__m512 m = _mm512_set1_ps(-INFINITY);
 	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k = tail16(n - i);
 		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
 		_mm512_mask_storeu_ps(x + i, k, v);
 		m = _mm512_mask_max_ps(m, k, v, m);
@@ -137,7 +143,7 @@ static AVX512_FN void scale_round_avx512(float *x, int n, float inv, bool rnd)
 {
 	const __m512 vi = _mm512_set1_ps(inv);
 	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k = tail16(n - i);
 		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vi);
 		_mm512_mask_storeu_ps(x + i, k, rnd ? round_bf16_512(v) : v);
 	}
@@ -170,8 +176,8 @@ static __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512bf16"))) 
 {
 	const __m512 vi = _mm512_set1_ps(inv);
 	for (int i = 0; i < n_out; i += 32) {
-		__mmask16 k0 = n - i >= 16 ? (__mmask16)0xffff : n - i <= 0 ? 0 : (__mmask16)((1u << (n - i)) - 1);
-		__mmask16 k1 = n - i - 16 >= 16 ? (__mmask16)0xffff : n - i - 16 <= 0 ? 0 : (__mmask16)((1u << (n - i - 16)) - 1);
+		__mmask16 k0 = tail16(n - i);
+		__mmask16 k1 = tail16(n - i - 16);
 		__m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(k0, x + i), vi);
 		__m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k1, x + i + 16), vi);
 		/* round to nearest even, denormals to 0: what ops_round_bf16 then the GEMM's
@@ -270,7 +276,7 @@ static AVX2_FN void round_bf16_avx2(float *x, int64_t n)
 static __attribute__((target("avx512f"))) void round_bf16_avx512(float *x, int64_t n)
 {
 	for (int64_t i = 0; i < n; i += 16) {
-		__mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__mmask16 k = tail16(n - i);
 		_mm512_mask_storeu_ps(x + i, k, round_bf16_512(_mm512_maskz_loadu_ps(k, x + i)));
 	}
 }
