@@ -41,20 +41,34 @@ static inline __attribute__((always_inline)) FP8_512_TARGET __m512i fp8_512_deco
 	return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x80)), 8));
 }
 
-/* ---- the 64-byte step decoder on AVX512_VBMI (every AMX CPU, Ice Lake and later, Zen 4) ----
- * One packed fp8 step is 64 bytes: rows 0-15 then 16-31, each row's pair of columns. The
- * decode above costs ~10 vector operations per 32 weights; here two byte lookups on the 7
- * magnitude bits (vpermi2b: 128-entry tables, one for the low and one for the high byte of
- * the bf16) give every value, subnormals included, and the sign is or'ed into the high
- * byte: 6 operations per 64 weights, the same bits (both take their values from
- * fp8_e4m3_bf16_bits). The bytes are first permuted so that the in-lane byte
- * interleave (vpunpck[lh]bw) yields rows 0-15 and 16-31 in order. */
+/* ---- one packed fp8 step (64 bytes, ops/prepack.h) → bf16 pairs of rows 0-15 (w0) and
+ * rows 16-31 (w1) ----
+ * The step's bytes alternate between the two halves: byte 2q is word q of w0, byte 2q + 1
+ * word q of w1. As 16-bit lanes, a step is then already both halves in order (the low byte
+ * and the high byte of each lane), so no byte shuffle precedes the decode. */
+
+/* the arithmetic decoder: each half's bytes as one 16-bit lane each (fp8_512_decode ignores
+ * the lane's high byte) */
+static inline __attribute__((always_inline)) FP8_512_TARGET void fp8_512_decode_step(__m512i raw, __m512i sub,
+										     __m512i *w0, __m512i *w1)
+{
+	*w0 = fp8_512_decode(raw, sub);
+	*w1 = fp8_512_decode(_mm512_srli_epi16(raw, 8), sub);
+}
+
+/* ---- the step decoder on AVX512_VBMI (every AMX CPU, Ice Lake and later, Zen 4) ----
+ * The decode above costs ~10 vector operations per 32 weights; here two byte lookups on the
+ * 7 magnitude bits (vpermi2b: 128-entry tables, one for the low and one for the high byte of
+ * the bf16) give every value, subnormals included, the sign is or'ed into the high bytes, and
+ * two shift-and-merges pair each byte's low and high halves in its lane: 7 operations per 64
+ * weights, 2 of them on the shuffle port (the byte-interleaved layout this replaced needed a
+ * byte permute and two unpacks there too: 5 of 6). The same bits: both decoders take their
+ * values from fp8_e4m3_bf16_bits. */
 #define FP8_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 
 /* the tables in registers */
 struct fp8_vbmi {
 	__m512i lo0, lo1, hi0, hi1; /* low / high byte of fp8_e4m3_bf16_bits, magnitudes 0-63, 64-127 */
-	__m512i perm;		    /* byte order for the interleave */
 };
 
 /* the words' low and high bytes of 64 table entries from t */
@@ -68,28 +82,21 @@ static inline __attribute__((always_inline)) FP8_VBMI_TARGET __m512i fp8_vbmi_by
 
 static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_load(struct fp8_vbmi *r)
 {
-	/* vpunpcklbw takes bytes 0-7 of each 16-byte lane j to words 8j..8j+7, vpunpckhbw bytes 8-15 */
-#define FP8_P8(a) a, a + 1, a + 2, a + 3, a + 4, a + 5, a + 6, a + 7
-	static const uint8_t perm[64] = {FP8_P8(0),  FP8_P8(32), FP8_P8(8),  FP8_P8(40),
-					 FP8_P8(16), FP8_P8(48), FP8_P8(24), FP8_P8(56)};
-#undef FP8_P8
 	r->lo0 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits, 0);
 	r->lo1 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits + 64, 0);
 	r->hi0 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits, 1);
 	r->hi1 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits + 64, 1);
-	r->perm = _mm512_loadu_si512(perm);
 }
 
-/* one 64-byte step → w0 (bf16 of bytes 0-31) and w1 (bytes 32-63) */
 static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_decode(__m512i raw, const struct fp8_vbmi *t,
 										     __m512i *w0, __m512i *w1)
 {
-	__m512i b = _mm512_permutexvar_epi8(t->perm, raw);
-	__m512i lo = _mm512_permutex2var_epi8(t->lo0, b, t->lo1); /* index bits 0-6: the sign is ignored */
-	__m512i hi = _mm512_permutex2var_epi8(t->hi0, b, t->hi1);
-	hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8((char)0x80), 0xf8); /* hi | (b & 0x80) */
-	*w0 = _mm512_unpacklo_epi8(lo, hi);
-	*w1 = _mm512_unpackhi_epi8(lo, hi);
+	__m512i lo = _mm512_permutex2var_epi8(t->lo0, raw, t->lo1); /* index bits 0-6: the sign is ignored */
+	__m512i hi = _mm512_permutex2var_epi8(t->hi0, raw, t->hi1);
+	hi = _mm512_ternarylogic_epi32(hi, raw, _mm512_set1_epi8((char)0x80), 0xf8); /* hi | (raw & 0x80) */
+	/* w0 = lo's low bytes | hi's low bytes << 8, w1 = lo's high bytes >> 8 | hi's high bytes */
+	*w0 = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(hi, 8), _mm512_set1_epi16(0x00ff), 0xec); /* (a & c) | b */
+	*w1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(lo, 8), hi, _mm512_set1_epi16((short)0xff00), 0xf8); /* a | (b & c) */
 }
 
 #endif

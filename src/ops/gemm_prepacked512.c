@@ -116,9 +116,7 @@ void gemm_prepacked512_fp8_decoder(int vbmi) { fp8_decoder = vbmi; }
 #define FP8_FN A512
 #define FP8_INLINE A512_INLINE
 #define FP8_REGS __m512i sub = fp8_512_table()
-#define FP8_DECODE(raw, w0, w1)                                                                  \
-	(w0 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(raw)), sub),          \
-	 w1 = fp8_512_decode(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(raw, 1)), sub))
+#define FP8_DECODE(raw, w0, w1) fp8_512_decode_step(raw, sub, &w0, &w1)
 #include "ops/gemm_fp8_dp.inc"
 
 #define A512V __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c")))

@@ -135,7 +135,7 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 				continue;
 			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
 			for (int col = 0; col < w->cols; col++)
-				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + 2 * (size_t)r + (size_t)(col & 1)] = src[col];
+				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + prepack_fp8_byte(r, col & 1)] = src[col];
 		}
 	}
 }

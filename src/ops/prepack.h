@@ -10,8 +10,10 @@
  * no runtime packing, and the DRAM prefetchers see a single sequential stream.
  *
  * fp8 e4m3 (DeepSeek's 128x128 block-scaled weights, packed when the view's columns start on
- * a scale block): the same blocks with one byte per value, 64 bytes per step,
- *   packed8[(rb * P + p) * 64 + 2 r + i] = W[32 rb + r, 2p + i]
+ * a scale block): the same blocks with one byte per value, 64 bytes per step, the bf16 words
+ * of rows 0-15 (2 r + i) and of rows 16-31 alternating, so that each 16-bit lane holds one
+ * word of each half (the decode needs no byte shuffle, ops/fp8_512.h):
+ *   packed8[(rb * P + p) * 64 + prepack_fp8_byte(r, i)] = W[32 rb + r, 2p + i]
  * followed by the scales, packed_scale[(rb * S + g) * 32 + r] = scale of row 32 rb + r in
  * column segment g (S = ceil(cols / blk_c)): the kernel decodes a step to bf16 pairs through
  * a table and scales each segment's partial sums per row. Half the bytes of bf16.
@@ -30,6 +32,9 @@
 #define PREPACK_ROWS 32 /* rows per block */
 #define PREPACK_FP8_SEG_PAIRS 64 /* fp8: most pairs per scale segment (blk_c <= 128) */
 #define PREPACK_PAIR_ALIGN 16	 /* pairs per block padded to this: one AMX tile's k depth */
+
+/* byte of a packed fp8 step holding row r (0-31), column i (0-1) of the pair */
+static inline size_t prepack_fp8_byte(int r, int i) { return (size_t)(2 * (2 * (r % 16) + i) + r / 16); }
 
 /* pairs per block of a packed matrix with `cols` columns */
 static inline int prepack_pairs(int cols)

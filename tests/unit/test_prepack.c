@@ -433,7 +433,9 @@ static void test_fp8(void)
 		for (int r = 0; r < (v.rows + 31) / 32 * 32; r++) {
 			for (int c = 0; c < 2 * P; c++) {
 				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c] : 0;
-				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + 2 * (size_t)(r % 32) + (size_t)(c & 1)] != want;
+				/* rows 0-15 of the block at even bytes, 16-31 at odd ones (ops/prepack.h) */
+				size_t q = 2 * (size_t)(r % 16) + (size_t)(c & 1), half = (size_t)(r % 32) / 16;
+				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + 2 * q + half] != want;
 			}
 			for (int g = 0; g < S; g++) {
 				float want = r < v.rows ? scale[(size_t)((v.row0 + r) / 128) * sc + (size_t)((v.col0 + g * 128) / 128)] : 0.0f;
