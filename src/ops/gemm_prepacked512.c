@@ -65,9 +65,9 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 	for (int t = 0; t < nt; t++)
 		a0[t] = a1[t] = _mm512_setzero_ps();
 	for (int p = 0; p < np; p++) {
-		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T0);
+		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T1);
 		if (pfs > 64)
-			_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs + 64), _MM_HINT_T0);
+			_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs + 64), _MM_HINT_T1);
 		__m512i w0 = _mm512_load_si512(wp + (size_t)p * SR), w1 = _mm512_load_si512(wp + (size_t)p * SR + 16);
 #pragma GCC unroll 12
 		for (int t = 0; t < nt; t++) {
