@@ -317,8 +317,8 @@ static AMX_FN void panel_bf16_blocked(const struct gemm_job *j, const char *x, s
 
 /* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words);
  * every CPU with AMX has AVX512_VBMI (fp8_vbmi_decode). The stream 8 KB ahead is prefetched
- * into L2, not L1: at 1-16 tokens from DRAM (gemm_levels 4096x7168, 2 threads) 1.2x over
- * prefetcht0 at the same distance (T0 holds an L1 fill buffer for the whole DRAM trip, and
+ * into L2, not L1: at 1-16 tokens from DRAM (gemm_levels 4096x7168, 2 threads) 1.06-1.14x
+ * over prefetcht0 at the same distance (T0 holds an L1 fill buffer for the whole DRAM trip, and
  * the decode between the prefetches leaves too few of them in flight); past 16 tokens the
  * passes prefetch the stream into L2 anyway (FP8_PF_AHEAD), and it makes no difference. */
 static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vbmi *t, uint32_t *dec)
