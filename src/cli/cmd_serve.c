@@ -19,6 +19,7 @@
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "model/model.h"
+#include "server/reasoning.h"
 #include "server/server.h"
 #include "tok/chat_template.h"
 #include "tok/hf_config.h"
@@ -50,6 +51,8 @@ static void serve_usage(FILE *f)
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
+		"  --reasoning-parser NAME         split chat output into reasoning_content and content\n"
+		"                                  (deepseek_r1: the reasoning ends at </think>)\n"
 		"  --disable-log-requests          no access-log line per request\n"
 		"  --disable-log-stats             no periodic throughput line\n");
 	engine_args_usage(f);
@@ -121,6 +124,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		} else if (FLAG("--max-connections", NULL)) {
 			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
 				return -1;
+		} else if (FLAG("--reasoning-parser", NULL)) {
+			if (v && (o->sc.reasoning_parser = reasoning_parser_from_name(v)) < 0)
+				return err_set(e, "--reasoning-parser: unknown parser '%s' (supported: %s)", v,
+					       REASONING_PARSER_NAMES);
 		} else if (!strcmp(a, "--disable-log-requests")) {
 			o->log_requests = false;
 		} else if (!strcmp(a, "--enable-log-requests")) {

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "server/openai_json.h"
+#include "server/reasoning.h"
 #include "server/state.h"
 #include "server/utf8.h"
 #include "tok/chat_template.h"
@@ -33,6 +34,7 @@ struct gen {
 	char **echo;		/* per prompt: text to prepend (completions echo), or NULL */
 	size_t *echo_len;
 	bool *echo_sent;	/* per choice (streaming) */
+	struct reasoning_split *rs; /* per choice: chat under a reasoning parser (streaming); else NULL */
 	bool streaming, started, failed;
 	char error[256];	/* the engine's message when it failed a choice */
 	struct gen *prev, *next; /* s->gens registry */
@@ -79,6 +81,7 @@ static void gen_free(struct gen *g)
 	free(g->echo);
 	free(g->echo_len);
 	free(g->echo_sent);
+	free(g->rs);
 	free(g->ch);
 	free(g->h);
 	free(g->h_ended);
@@ -211,6 +214,9 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
 	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
 	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
+	if (g->api == SRV_API_CHAT && s->cfg.reasoning_parser != REASONING_NONE &&
+	    !(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
+		return api_error_set(ae, 500, NULL, "out of memory");
 	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->echo || !g->echo_len ||
 	    !g->echo_sent || !g->ch)
 		return api_error_set(ae, 500, NULL, "out of memory");
@@ -349,7 +355,19 @@ static enum MHD_Result reply_collected(struct gen *g)
 			      g->error);
 		res = http_reply_error(r, &ae);
 	} else {
-		for (int i = 0; i < g->n_choices; i++) { /* echo goes in front of the text */
+		for (int i = 0; g->rs && i < g->n_choices; i++) { /* the reasoning parser: whole text */
+			struct reasoning_split rs = {0};
+			struct sbuf content = {0};
+			if (reasoning_feed(&rs, g->ch[i].text.data, g->ch[i].text.len, true, &g->ch[i].reasoning,
+					   &content) < 0) {
+				sbuf_fini(&content);
+				return MHD_NO;
+			}
+			sbuf_fini(&g->ch[i].text);
+			g->ch[i].text = content;
+			g->ch[i].split = true;
+		}
+		for (int i = 0; i < g->n_choices; i++) { /* echo goes in front of the text (content) */
 			const char *echo = g->echo[i / g->n];
 			if (!echo)
 				continue;
@@ -434,12 +452,16 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0)
 			return -1;
 	}
-	if (ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
+	struct sbuf reasoning = {0};
+	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
+				   &text) < 0
+		  : ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
 		sbuf_fini(&text);
+		sbuf_fini(&reasoning);
 		return -1;
 	}
 	json_t *lp = event_logprobs(g, c, ev);
-	if (!text.len && !lp && ev->finish == ENGINE_FINISH_NONE) {
+	if (!text.len && !reasoning.len && !lp && ev->finish == ENGINE_FINISH_NONE) {
 		sbuf_fini(&text);
 		return 0; /* vLLM suppresses empty deltas */
 	}
@@ -449,9 +471,10 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		usage = oj_usage_json(&u, false);
 	}
 	int rc = emit(out, oj_chunk(g->api, g->id, g->created, g->model, ci, NULL,
-				    text.data ? text.data : "", text.len, lp, ev->finish,
-				    ev->stop_token, ev->stop_str, usage));
+				    text.data ? text.data : "", text.len, reasoning.data, reasoning.len, lp,
+				    ev->finish, ev->stop_token, ev->stop_str, usage));
 	sbuf_fini(&text);
+	sbuf_fini(&reasoning);
 	return rc;
 }
 
@@ -461,12 +484,12 @@ static int stream_start(struct gen *g, struct sbuf *out)
 	if (g->api != SRV_API_CHAT)
 		return 0;
 	for (int i = 0; i < g->n_choices; i++) {
-		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, 0,
+		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, 0, NULL, 0,
 				       NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
 			return -1;
 		if (g->echo[0] &&
 		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL, g->echo[0],
-				       g->echo_len[0], NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+				       g->echo_len[0], NULL, 0, NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
 			return -1;
 	}
 	return 0;

@@ -175,6 +175,7 @@ void oj_choice_finish(struct oj_choice *c, const struct engine_event *ev)
 void oj_choice_fini(struct oj_choice *c)
 {
 	sbuf_fini(&c->text);
+	sbuf_fini(&c->reasoning);
 	json_decref(c->logprobs);
 	free(c->stop_str);
 	memset(c, 0, sizeof *c);
@@ -216,9 +217,11 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
-		json_t *msg = json_pack("{s:s, s:o, s:n, s:[]}", "role", "assistant", "content",
-					jstr(c->text.data ? c->text.data : "", c->text.len),
-					"reasoning_content", "tool_calls");
+		/* with a reasoning parser: content null when nothing followed the reasoning */
+		json_t *content = c->split && !c->text.len ? json_null() : jstr(c->text.data ? c->text.data : "", c->text.len);
+		json_t *reasoning = c->split ? jstr(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
+		json_t *msg = json_pack("{s:s, s:o, s:o, s:[]}", "role", "assistant", "content", content,
+					"reasoning_content", reasoning, "tool_calls");
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "message", msg,
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
@@ -262,14 +265,17 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 }
 
 json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
-		 int index, const char *role, const char *text, size_t len, json_t *logprobs,
-		 enum engine_finish finish, int32_t stop_token, const char *stop_str,
-		 json_t *usage)
+		 int index, const char *role, const char *text, size_t len, const char *reasoning,
+		 size_t rlen, json_t *logprobs, enum engine_finish finish, int32_t stop_token,
+		 const char *stop_str, json_t *usage)
 {
 	json_t *ch;
 	if (api == SRV_API_CHAT) {
 		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "")
-				     : json_pack("{s:o}", "content", jstr(text, len));
+			       : rlen ? json_pack("{s:o}", "reasoning_content", jstr(reasoning, rlen))
+				      : json_pack("{s:o}", "content", jstr(text, len));
+		if (delta && !role && rlen && len)
+			json_object_set_new(delta, "content", jstr(text, len));
 		ch = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs",
 			       logprobs ? logprobs : json_null(), "finish_reason",
 			       oj_finish_reason(finish));

@@ -27,6 +27,8 @@ struct oj_choice {
 	int32_t stop_token;	  /* -1 none */
 	char *stop_str;		  /* malloc'd or NULL */
 	int n_tokens;
+	bool split;		  /* chat with a reasoning parser: text is the content only */
+	struct sbuf reasoning;	  /* ... and this the reasoning (server/reasoning.h) */
 };
 
 struct oj_usage {
@@ -60,13 +62,15 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 			       const struct oj_choice *choices, int n, const struct oj_usage *u);
 
 /* One streaming chunk for one choice. Chat: role != NULL makes the first chunk
- * ({"role": role, "content": ""}); otherwise delta {"content": text}. finish NONE leaves
- * finish_reason null and omits stop_reason (as vLLM's exclude_unset does). `logprobs` is
- * stolen (NULL -> null). `usage` (optional, stolen) adds continuous usage. */
+ * ({"role": role, "content": ""}); otherwise delta {"content": text}, or with reasoning text
+ * (rlen > 0) {"reasoning_content": reasoning} and "content" only when text is not empty.
+ * finish NONE leaves finish_reason null and omits stop_reason (as vLLM's exclude_unset
+ * does). `logprobs` is stolen (NULL -> null). `usage` (optional, stolen) adds continuous
+ * usage. */
 json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
-		 int index, const char *role, const char *text, size_t len, json_t *logprobs,
-		 enum engine_finish finish, int32_t stop_token, const char *stop_str,
-		 json_t *usage);
+		 int index, const char *role, const char *text, size_t len, const char *reasoning,
+		 size_t rlen, json_t *logprobs, enum engine_finish finish, int32_t stop_token,
+		 const char *stop_str, json_t *usage);
 /* The final usage-only chunk ("choices": []). */
 json_t *oj_usage_chunk(enum srv_api api, const char *id, long long created, const char *model,
 		       const struct oj_usage *u);

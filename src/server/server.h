@@ -28,6 +28,7 @@ struct server_config {
 	int max_connections;		/* bound on connection threads */
 	int max_n;			/* cap on choices per request */
 	bool log_requests;		/* one access-log line per request */
+	int reasoning_parser;		/* enum reasoning_parser (server/reasoning.h); 0: none */
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

@@ -87,27 +87,38 @@ static void test_sse_framing(void)
 
 static void test_chat_chunks(void)
 {
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, 0, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, 0, NULL, 0, NULL,
 			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
 		    "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, "h\xe2\x82", 3, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, "h\xe2\x82", 3, NULL, 0, NULL,
 			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"h\xef\xbf\xbd\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, NULL, ENGINE_FINISH_STOP,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, NULL, 0, NULL, ENGINE_FINISH_STOP,
 			     -1, "END", NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,"
 		    "\"finish_reason\":\"stop\",\"stop_reason\":\"END\"}]}");
+	/* a reasoning parser's deltas: reasoning only, both at the end of the reasoning */
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, "hm", 2, NULL, ENGINE_FINISH_NONE, -1,
+			     NULL, NULL),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"},\"logprobs\":null,"
+		    "\"finish_reason\":null}]}");
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "Yes", 3, "so", 2, NULL, ENGINE_FINISH_NONE, -1,
+			     NULL, NULL),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"content\":\"Yes\"},"
+		    "\"logprobs\":null,\"finish_reason\":null}]}");
 	struct oj_usage u = {5, 3};
 	EXPECT_JSON(oj_usage_chunk(SRV_API_CHAT, "c", 7, "m", &u),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":8,"
 		    "\"completion_tokens\":3}}");
-	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, "ab", 2, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, "ab", 2, NULL, 0, NULL,
 			     ENGINE_FINISH_LENGTH, -1, NULL, NULL),
 		    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":2,\"text\":\"ab\",\"logprobs\":null,"
@@ -144,6 +155,22 @@ static void test_full_responses(void)
 		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
 		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
 		    "\"kv_transfer_params\":null}");
+	/* under a reasoning parser: reasoning_content a string, content null when empty */
+	sbuf_fini(&c[0].text);
+	c[0].text = (struct sbuf){0};
+	sbuf_append(&c[0].reasoning, "hm", 2);
+	c[0].split = c[1].split = true;
+	sbuf_append(&c[1].text, "Yes", 3);
+	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
+		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
+		    "\"reasoning_content\":\"hm\",\"tool_calls\":[]},\"logprobs\":null,"
+		    "\"finish_reason\":\"stop\",\"stop_reason\":7},{\"index\":1,\"message\":{\"role\":"
+		    "\"assistant\",\"content\":\"Yes\",\"reasoning_content\":\"\",\"tool_calls\":[]},"
+		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],"
+		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
+		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
+		    "\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
 	oj_choice_fini(&c[0]);
 	oj_choice_fini(&c[1]);
 }
