@@ -20,6 +20,7 @@
 #include "engine/engine_args.h"
 #include "model/model.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 #include "server/server.h"
 #include "tok/chat_template.h"
 #include "tok/hf_config.h"
@@ -51,6 +52,9 @@ static void serve_usage(FILE *f)
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
+		"  --enable-auto-tool-choice       parse the tool calls of requests with tools (tool_choice\n"
+		"                                  \"auto\"), with --tool-call-parser NAME\n"
+		"  --tool-call-parser NAME         deepseek_v3 (V3, R1-0528) or deepseek_v31 (V3.1)\n"
 		"  --reasoning-parser NAME         split chat output into reasoning_content and content\n"
 		"                                  (deepseek_r1: the reasoning ends at </think>)\n"
 		"  --disable-log-requests          no access-log line per request\n"
@@ -124,6 +128,12 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		} else if (FLAG("--max-connections", NULL)) {
 			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
 				return -1;
+		} else if (!strcmp(a, "--enable-auto-tool-choice")) {
+			o->sc.auto_tool_choice = true;
+		} else if (FLAG("--tool-call-parser", NULL)) {
+			if (v && (o->sc.tool_parser = tool_parser_from_name(v)) < 0)
+				return err_set(e, "--tool-call-parser: unknown parser '%s' (supported: %s)", v,
+					       TOOL_PARSER_NAMES);
 		} else if (FLAG("--reasoning-parser", NULL)) {
 			if (v && (o->sc.reasoning_parser = reasoning_parser_from_name(v)) < 0)
 				return err_set(e, "--reasoning-parser: unknown parser '%s' (supported: %s)", v,
@@ -143,6 +153,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			return err_set(e, "%s: missing value", a);
 #undef FLAG
 	}
+	if (o->sc.auto_tool_choice && !o->sc.tool_parser)
+		return err_set(e, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)", TOOL_PARSER_NAMES);
 	if (o->ea.tp_size % o->ea.dcp_size)
 		return err_set(e, "--tensor-parallel-size %d must be divisible by "
 			       "--decode-context-parallel-size %d", o->ea.tp_size, o->ea.dcp_size);

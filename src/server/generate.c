@@ -11,6 +11,7 @@
 #include "server/openai_json.h"
 #include "server/reasoning.h"
 #include "server/state.h"
+#include "server/tool_calls.h"
 #include "server/utf8.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
@@ -35,10 +36,14 @@ struct gen {
 	size_t *echo_len;
 	bool *echo_sent;	/* per choice (streaming) */
 	struct reasoning_split *rs; /* per choice: chat under a reasoning parser (streaming); else NULL */
+	struct tool_split *ts;	/* per choice: chat whose tool calls are parsed (streaming); else NULL */
 	bool streaming, started, failed;
 	char error[256];	/* the engine's message when it failed a choice */
 	struct gen *prev, *next; /* s->gens registry */
 };
+
+/* the server's tool-call parser (tool_calls.h) */
+static int s_tool_parser(const struct gen *g) { return g->s->cfg.tool_parser; }
 
 /* ---- registry (for a graceful stop) ---- */
 
@@ -82,6 +87,9 @@ static void gen_free(struct gen *g)
 	free(g->echo_len);
 	free(g->echo_sent);
 	free(g->rs);
+	for (int i = 0; g->ts && i < g->n_choices; i++)
+		tool_split_fini(&g->ts[i]);
+	free(g->ts);
 	free(g->ch);
 	free(g->h);
 	free(g->h_ended);
@@ -216,6 +224,8 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
 	if (g->api == SRV_API_CHAT && s->cfg.reasoning_parser != REASONING_NONE &&
 	    !(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
+		return api_error_set(ae, 500, NULL, "out of memory");
+	if (g->api == SRV_API_CHAT && g->req.parse_tools && !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
 		return api_error_set(ae, 500, NULL, "out of memory");
 	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->echo || !g->echo_len ||
 	    !g->echo_sent || !g->ch)
@@ -367,6 +377,19 @@ static enum MHD_Result reply_collected(struct gen *g)
 			g->ch[i].text = content;
 			g->ch[i].split = true;
 		}
+		for (int i = 0; g->ts && i < g->n_choices; i++) { /* the tool-call parser: the content */
+			struct oj_choice *c = &g->ch[i];
+			size_t content_len;
+			if (tool_calls_parse(s_tool_parser(g), c->text.data, c->text.len, &c->tool_calls, &content_len) < 0)
+				return MHD_NO;
+			if (json_array_size(c->tool_calls)) {
+				c->text.len = content_len;
+				c->split = true;
+			} else {
+				json_decref(c->tool_calls);
+				c->tool_calls = NULL;
+			}
+		}
 		for (int i = 0; i < g->n_choices; i++) { /* echo goes in front of the text (content) */
 			const char *echo = g->echo[i / g->n];
 			if (!echo)
@@ -460,8 +483,21 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		sbuf_fini(&reasoning);
 		return -1;
 	}
+	json_t *calls = NULL;
+	if (g->ts) { /* the content so far goes through the tool-call split */
+		struct sbuf content = {0};
+		if (tool_split_feed(&g->ts[ci], s_tool_parser(g), text.data, text.len, ev->finish != ENGINE_FINISH_NONE,
+				    &content, &calls) < 0) {
+			sbuf_fini(&text);
+			sbuf_fini(&reasoning);
+			sbuf_fini(&content);
+			return -1;
+		}
+		sbuf_fini(&text);
+		text = content;
+	}
 	json_t *lp = event_logprobs(g, c, ev);
-	if (!text.len && !reasoning.len && !lp && ev->finish == ENGINE_FINISH_NONE) {
+	if (!text.len && !reasoning.len && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
 		sbuf_fini(&text);
 		return 0; /* vLLM suppresses empty deltas */
 	}
@@ -470,11 +506,12 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		struct oj_usage u = usage_of(g);
 		usage = oj_usage_json(&u, false);
 	}
-	int rc = emit(out, oj_chunk(g->api, g->id, g->created, g->model, ci, NULL,
-				    text.data ? text.data : "", text.len, reasoning.data, reasoning.len, lp,
-				    ev->finish, ev->stop_token, ev->stop_str, usage));
+	struct oj_delta d = {text.data, text.len, reasoning.data, reasoning.len, calls};
+	int rc = emit(out, oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
+				    ev->stop_token, ev->stop_str, usage));
 	sbuf_fini(&text);
 	sbuf_fini(&reasoning);
+	json_decref(calls);
 	return rc;
 }
 
@@ -484,12 +521,13 @@ static int stream_start(struct gen *g, struct sbuf *out)
 	if (g->api != SRV_API_CHAT)
 		return 0;
 	for (int i = 0; i < g->n_choices; i++) {
-		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, 0, NULL, 0,
-				       NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, NULL,
+				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
 			return -1;
 		if (g->echo[0] &&
-		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL, g->echo[0],
-				       g->echo_len[0], NULL, 0, NULL, ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL,
+				       &(struct oj_delta){.text = g->echo[0], .len = g->echo_len[0]}, NULL,
+				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
 			return -1;
 	}
 	return 0;

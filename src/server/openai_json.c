@@ -176,6 +176,7 @@ void oj_choice_fini(struct oj_choice *c)
 {
 	sbuf_fini(&c->text);
 	sbuf_fini(&c->reasoning);
+	json_decref(c->tool_calls);
 	json_decref(c->logprobs);
 	free(c->stop_str);
 	memset(c, 0, sizeof *c);
@@ -211,6 +212,27 @@ static json_t *choice_logprobs(const struct oj_choice *c)
 	return c->logprobs ? json_incref(c->logprobs) : json_null();
 }
 
+/* the calls as streamed: each with its "index" in front */
+static json_t *indexed_calls(const json_t *calls)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < json_array_size(calls); i++) {
+		json_t *c = json_pack("{s:I}", "index", (json_int_t)i);
+		if (!c || json_object_update(c, json_array_get(calls, i)) < 0 || json_array_append_new(a, c) < 0) {
+			json_decref(c);
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* "tool_calls" when a stopped output called tools, else the engine's reason */
+static json_t *chat_finish(enum engine_finish f, const json_t *calls)
+{
+	return f == ENGINE_FINISH_STOP && json_array_size(calls) ? json_string("tool_calls") : oj_finish_reason(f);
+}
+
 json_t *oj_chat_response(const char *id, long long created, const char *model,
 			 const struct oj_choice *choices, int n, const struct oj_usage *u)
 {
@@ -220,11 +242,12 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		/* with a reasoning parser: content null when nothing followed the reasoning */
 		json_t *content = c->split && !c->text.len ? json_null() : jstr(c->text.data ? c->text.data : "", c->text.len);
 		json_t *reasoning = c->split ? jstr(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
-		json_t *msg = json_pack("{s:s, s:o, s:o, s:[]}", "role", "assistant", "content", content,
-					"reasoning_content", reasoning, "tool_calls");
+		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
+		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
+					"reasoning_content", reasoning, "tool_calls", calls);
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "message", msg,
 				       "logprobs", choice_logprobs(c), "finish_reason",
-				       oj_finish_reason(c->finish), "stop_reason",
+				       chat_finish(c->finish, c->tool_calls), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));
 		if (!ch || json_array_append_new(arr, ch) < 0) {
 			json_decref(arr);
@@ -265,24 +288,30 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 }
 
 json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
-		 int index, const char *role, const char *text, size_t len, const char *reasoning,
-		 size_t rlen, json_t *logprobs, enum engine_finish finish, int32_t stop_token,
-		 const char *stop_str, json_t *usage)
+		 int index, const char *role, const struct oj_delta *d, json_t *logprobs,
+		 enum engine_finish finish, int32_t stop_token, const char *stop_str, json_t *usage)
 {
+	static const struct oj_delta none = {0};
+	if (!d)
+		d = &none;
+	const char *text = d->text ? d->text : "";
 	json_t *ch;
 	if (api == SRV_API_CHAT) {
-		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "")
-			       : rlen ? json_pack("{s:o}", "reasoning_content", jstr(reasoning, rlen))
-				      : json_pack("{s:o}", "content", jstr(text, len));
-		if (delta && !role && rlen && len)
-			json_object_set_new(delta, "content", jstr(text, len));
+		bool calls = json_array_size(d->tool_calls) > 0;
+		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "") : json_object();
+		if (delta && !role && d->rlen)
+			json_object_set_new(delta, "reasoning_content", jstr(d->reasoning, d->rlen));
+		if (delta && !role && (d->len || (!d->rlen && !calls)))
+			json_object_set_new(delta, "content", jstr(text, d->len));
+		if (delta && !role && calls)
+			json_object_set_new(delta, "tool_calls", indexed_calls(d->tool_calls));
 		ch = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs",
 			       logprobs ? logprobs : json_null(), "finish_reason",
-			       oj_finish_reason(finish));
+			       chat_finish(finish, d->tool_calls));
 		if (ch && finish != ENGINE_FINISH_NONE)
 			json_object_set_new(ch, "stop_reason", oj_stop_reason(stop_token, stop_str));
 	} else {
-		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr(text, len),
+		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr(text, d->len),
 			       "logprobs", logprobs ? logprobs : json_null(), "finish_reason",
 			       oj_finish_reason(finish), "stop_reason",
 			       oj_stop_reason(stop_token, stop_str));

@@ -27,8 +27,9 @@ struct oj_choice {
 	int32_t stop_token;	  /* -1 none */
 	char *stop_str;		  /* malloc'd or NULL */
 	int n_tokens;
-	bool split;		  /* chat with a reasoning parser: text is the content only */
+	bool split;		  /* chat with a reasoning or tool parser: text is the content only */
 	struct sbuf reasoning;	  /* ... and this the reasoning (server/reasoning.h) */
+	json_t *tool_calls;	  /* ... and these the calls (server/tool_calls.h), or NULL */
 };
 
 struct oj_usage {
@@ -61,16 +62,25 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 json_t *oj_completion_response(const char *id, long long created, const char *model,
 			       const struct oj_choice *choices, int n, const struct oj_usage *u);
 
+/* What one streaming chunk adds to a choice. */
+struct oj_delta {
+	const char *text;	/* content (completions: text) */
+	size_t len;
+	const char *reasoning;	/* chat: reasoning_content when rlen > 0 */
+	size_t rlen;
+	const json_t *tool_calls; /* chat: calls (tool_calls.h), or NULL */
+};
+
 /* One streaming chunk for one choice. Chat: role != NULL makes the first chunk
- * ({"role": role, "content": ""}); otherwise delta {"content": text}, or with reasoning text
- * (rlen > 0) {"reasoning_content": reasoning} and "content" only when text is not empty.
- * finish NONE leaves finish_reason null and omits stop_reason (as vLLM's exclude_unset
- * does). `logprobs` is stolen (NULL -> null). `usage` (optional, stolen) adds continuous
- * usage. */
+ * ({"role": role, "content": ""}); otherwise delta {"content": text}, or with reasoning or
+ * tool calls {"reasoning_content": ...} / {"tool_calls": [{"index", "id", "type",
+ * "function"}]}, and "content" only when text is not empty. Tool calls turn a "stop" finish
+ * into "tool_calls". finish NONE leaves finish_reason null and omits stop_reason (as vLLM's
+ * exclude_unset does). `logprobs` is stolen (NULL -> null). `usage` (optional, stolen) adds
+ * continuous usage. */
 json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
-		 int index, const char *role, const char *text, size_t len, const char *reasoning,
-		 size_t rlen, json_t *logprobs, enum engine_finish finish, int32_t stop_token,
-		 const char *stop_str, json_t *usage);
+		 int index, const char *role, const struct oj_delta *d, json_t *logprobs,
+		 enum engine_finish finish, int32_t stop_token, const char *stop_str, json_t *usage);
 /* The final usage-only chunk ("choices": []). */
 json_t *oj_usage_chunk(enum srv_api api, const char *id, long long created, const char *model,
 		       const struct oj_usage *u);

@@ -137,7 +137,8 @@ static void note_unknown(const json_t *body, enum srv_api api, char *unknown, si
 
 /* Fields vLLM honours that this engine does not implement: rejected when set to a value
  * that would change the output. */
-static int reject_unsupported(const json_t *body, enum srv_api api, struct api_error *ae)
+static int reject_unsupported(const json_t *body, enum srv_api api, const struct srv_limits *lim,
+			      struct api_error *ae)
 {
 	const json_t *v;
 	bool b = false;
@@ -172,10 +173,13 @@ static int reject_unsupported(const json_t *body, enum srv_api api, struct api_e
 	if ((v = json_object_get(body, "tool_choice")) && !json_is_null(v) &&
 	    !(json_is_string(v) && !strcmp(json_string_value(v), "none"))) {
 		const json_t *tools = json_object_get(body, "tools");
-		if (json_is_array(tools) && json_array_size(tools) > 0)
+		bool is_auto = json_is_string(v) && !strcmp(json_string_value(v), "auto");
+		if (json_is_array(tools) && json_array_size(tools) > 0 && !(is_auto && lim->auto_tools))
 			return api_error_set(ae, 400, "tool_choice",
-					     "\"%s\" tool choice requires --enable-auto-tool-choice "
-					     "and --tool-call-parser, which this server does not support",
+					     is_auto ? "\"auto\" tool choice requires --enable-auto-tool-choice and "
+						       "--tool-call-parser to be set"
+						     : "\"%s\" tool choice needs structured outputs (guided decoding), "
+						       "which this server does not support",
 					     json_is_string(v) ? json_string_value(v) : "named");
 	}
 	return 0;
@@ -633,12 +637,18 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	if (get_str(body, "model", &model, ae) < 0)
 		goto fail;
 	r->model = model;
-	if (reject_unsupported(body, api, ae) < 0)
+	if (reject_unsupported(body, api, lim, ae) < 0)
 		goto fail;
 	if (api == SRV_API_CHAT) {
 		if (parse_messages(body, r, ae) < 0)
 			goto fail;
 		r->add_special_tokens = false; /* the template renders BOS */
+		/* vLLM: tools without a tool_choice mean "auto" (reject_unsupported let only
+		 * "none", "auto" with the server's parser, or no tools through) */
+		const json_t *tools = json_object_get(body, "tools"), *choice = json_object_get(body, "tool_choice");
+		r->parse_tools = lim->auto_tools && json_is_array(tools) && json_array_size(tools) > 0 &&
+				 (!choice || json_is_null(choice) ||
+				  (json_is_string(choice) && !strcmp(json_string_value(choice), "auto")));
 	} else {
 		if (parse_prompt(body, lim, r, ae) < 0)
 			goto fail;

@@ -30,6 +30,7 @@ struct srv_limits {
 	int vocab_size;	   /* token ids must be < this */
 	int max_n;	   /* cap on n (choices per prompt) */
 	int max_prompts;   /* cap on the number of completion prompts */
+	bool auto_tools;   /* --enable-auto-tool-choice with a --tool-call-parser */
 };
 
 struct srv_request {
@@ -40,6 +41,7 @@ struct srv_request {
 	bool add_generation_prompt, continue_final_message;
 	const char *chat_template; /* request-supplied template (not trusted: rejected) */
 	json_t *chat_template_kwargs; /* own reference or NULL */
+	bool parse_tools;	/* tools given, tool_choice "auto" (or unset) and the server parses them */
 	/* completions */
 	int n_prompts;
 	struct srv_prompt *prompts;

@@ -29,6 +29,8 @@ struct server_config {
 	int max_n;			/* cap on choices per request */
 	bool log_requests;		/* one access-log line per request */
 	int reasoning_parser;		/* enum reasoning_parser (server/reasoning.h); 0: none */
+	int tool_parser;		/* enum tool_parser (server/tool_calls.h); 0: none */
+	bool auto_tool_choice;		/* parse tool calls when a request's tool_choice is "auto" */
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

@@ -87,38 +87,54 @@ static void test_sse_framing(void)
 
 static void test_chat_chunks(void)
 {
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, 0, NULL, 0, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, NULL,
 			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
 		    "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, "h\xe2\x82", 3, NULL, 0, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, &(struct oj_delta){"h\xe2\x82", 3, NULL, 0, NULL}, NULL,
 			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"h\xef\xbf\xbd\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, NULL, 0, NULL, ENGINE_FINISH_STOP,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, NULL, 0, NULL}, NULL, ENGINE_FINISH_STOP,
 			     -1, "END", NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,"
 		    "\"finish_reason\":\"stop\",\"stop_reason\":\"END\"}]}");
 	/* a reasoning parser's deltas: reasoning only, both at the end of the reasoning */
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "", 0, "hm", 2, NULL, ENGINE_FINISH_NONE, -1,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, "hm", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
 			     NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"},\"logprobs\":null,"
 		    "\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, "Yes", 3, "so", 2, NULL, ENGINE_FINISH_NONE, -1,
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Yes", 3, "so", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
 			     NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"content\":\"Yes\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
+	/* the last chunk of a choice that called tools: indexed calls, finish "tool_calls" */
+	json_t *calls = json_loads("[{\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+				   "\"arguments\":\"{}\"}}]", 0, NULL);
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Hi", 2, NULL, 0, calls}, NULL,
+			     ENGINE_FINISH_STOP, 1, NULL, NULL),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\",\"tool_calls\":[{\"index\":0,"
+		    "\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+		    "\"logprobs\":null,\"finish_reason\":\"tool_calls\",\"stop_reason\":1}]}");
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, NULL, 0, calls}, NULL,
+			     ENGINE_FINISH_LENGTH, -1, NULL, NULL),
+		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+		    "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+		    "\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]}");
+	json_decref(calls);
 	struct oj_usage u = {5, 3};
 	EXPECT_JSON(oj_usage_chunk(SRV_API_CHAT, "c", 7, "m", &u),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":8,"
 		    "\"completion_tokens\":3}}");
-	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, "ab", 2, NULL, 0, NULL,
+	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, &(struct oj_delta){"ab", 2, NULL, 0, NULL}, NULL,
 			     ENGINE_FINISH_LENGTH, -1, NULL, NULL),
 		    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":2,\"text\":\"ab\",\"logprobs\":null,"
@@ -171,6 +187,17 @@ static void test_full_responses(void)
 		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
 		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
 		    "\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
+	/* tool calls: the message carries them, a stopped choice finishes "tool_calls" */
+	c[1].tool_calls = json_loads("[{\"id\":\"t\",\"type\":\"function\",\"function\":{\"name\":\"g\","
+				     "\"arguments\":\"[]\"}}]", 0, NULL);
+	c[1].finish = ENGINE_FINISH_STOP;
+	json_t *resp = oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u);
+	json_t *c1 = json_array_get(json_object_get(resp, "choices"), 1);
+	EXPECT(!strcmp(json_string_value(json_object_get(c1, "finish_reason")), "tool_calls"));
+	json_t *tc = json_object_get(json_object_get(c1, "message"), "tool_calls");
+	EXPECT(json_array_size(tc) == 1 && !strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 0),
+									 "function"), "name")), "g"));
+	json_decref(resp);
 	oj_choice_fini(&c[0]);
 	oj_choice_fini(&c[1]);
 }

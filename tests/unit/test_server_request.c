@@ -8,7 +8,7 @@
 #include "server/request.h"
 
 static struct sampling_params base;
-static const struct srv_limits lim = {.vocab_size = 1024, .max_n = 128, .max_prompts = 16};
+static struct srv_limits lim = {.vocab_size = 1024, .max_n = 128, .max_prompts = 16};
 
 static void init_base(void)
 {
@@ -194,6 +194,48 @@ static void test_tools_reach_the_template(void)
 		   "tools");
 }
 
+/* Which requests get their tool calls parsed: tools with tool_choice "auto" or unset, when
+ * the server runs --enable-auto-tool-choice --tool-call-parser; "required" and named choices
+ * need guided decoding (400). */
+static void test_tool_choice(void)
+{
+#define MT "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
+	static const struct {
+		bool server;
+		const char *extra;
+		int status;
+		bool parse_tools;
+	} cases[] = {
+		{true, ",\"tool_choice\":\"auto\"", 0, true},  {true, "", 0, true},
+		{true, ",\"tool_choice\":null", 0, true},	    {true, ",\"tool_choice\":\"none\"", 0, false},
+		{true, ",\"tool_choice\":\"required\"", 400, false},
+		{true, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", 400, false},
+		{false, "", 0, false},				    {false, ",\"tool_choice\":\"auto\"", 400, false},
+		{false, ",\"tool_choice\":\"none\"", 0, false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char text[512];
+		snprintf(text, sizeof text, "{" MT "%s}", cases[i].extra);
+		lim.auto_tools = cases[i].server;
+		struct srv_request r;
+		struct api_error ae;
+		int st = parse(text, SRV_API_CHAT, &r, &ae);
+		EXPECTF(st == cases[i].status && (st || r.parse_tools == cases[i].parse_tools),
+			"case %zu: status %d, parse_tools %d (%s)", i, st, st ? -1 : r.parse_tools, ae.message);
+		if (st)
+			EXPECTF(!strcmp(ae.param, "tool_choice"), "case %zu: param %s", i, ae.param);
+		srv_request_fini(&r);
+	}
+	/* no tools: nothing to parse, whatever the server */
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", SRV_API_CHAT, &r, &ae), 0);
+	EXPECT(!r.parse_tools);
+	srv_request_fini(&r);
+	lim.auto_tools = false;
+#undef MT
+}
+
 static void test_nulls_are_unset(void)
 {
 	struct srv_request r;
@@ -312,6 +354,6 @@ static void test_error_body(void)
 	EXPECT(!strcmp(api_error_type(500), "InternalServerError"));
 }
 
-TESTS(T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_nulls_are_unset),
+TESTS(T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
       T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
       T(test_error_body))

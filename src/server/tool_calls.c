@@ -1,0 +1,138 @@
+/* DeepSeek tool-call parsers (tool_calls.h). */
+#include "server/tool_calls.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/openai_json.h"
+#include "server/utf8.h"
+
+static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] = "<｜tool▁call▁begin｜>",
+		  CALL_END[] = "<｜tool▁call▁end｜>", SEP[] = "<｜tool▁sep｜>", JSON_OPEN[] = "\n```json\n",
+		  JSON_CLOSE[] = "\n```";
+#define LEN(s) (sizeof(s) - 1)
+
+int tool_parser_from_name(const char *name)
+{
+	if (!strcmp(name, "deepseek_v3"))
+		return TOOL_PARSER_DEEPSEEK_V3;
+	if (!strcmp(name, "deepseek_v31"))
+		return TOOL_PARSER_DEEPSEEK_V31;
+	return -1;
+}
+
+static const char *find(const char *p, const char *end, const char *s, size_t n)
+{
+	return end > p ? memmem(p, (size_t)(end - p), s, n) : NULL;
+}
+
+static json_t *jtext(const char *p, size_t n)
+{
+	size_t m;
+	char *s = utf8_sanitize(p, n, &m);
+	json_t *j = s ? json_stringn(s, m) : NULL;
+	free(s);
+	return j;
+}
+
+/* one call's text between CALL_BEGIN and CALL_END → {"id", "type", "function"}, or NULL when
+ * it does not have the parser's shape (*oom set when memory ran out) */
+static json_t *one_call(int parser, const char *p, const char *end, bool *oom)
+{
+	const char *sep = find(p, end, SEP, LEN(SEP));
+	if (!sep)
+		return NULL;
+	const char *type = "function", *name = p, *name_end = sep, *args = sep + LEN(SEP), *args_end = end;
+	size_t type_len = strlen(type);
+	if (parser == TOOL_PARSER_DEEPSEEK_V3) {
+		/* TYPE<sep>NAME\n```json\nARGS\n``` */
+		type = p, type_len = (size_t)(sep - p);
+		name = sep + LEN(SEP);
+		name_end = find(name, end, JSON_OPEN, LEN(JSON_OPEN));
+		if (!name_end || (size_t)(end - name_end) < LEN(JSON_OPEN) + LEN(JSON_CLOSE) ||
+		    memcmp(end - LEN(JSON_CLOSE), JSON_CLOSE, LEN(JSON_CLOSE)))
+			return NULL;
+		args = name_end + LEN(JSON_OPEN);
+		args_end = end - LEN(JSON_CLOSE);
+		if (args_end < args)
+			return NULL;
+	}
+	if (name_end == name || memchr(name, '\n', (size_t)(name_end - name)))
+		return NULL;
+	char id[64];
+	oj_make_id(id, sizeof id, "chatcmpl-tool-");
+	json_t *call = json_pack("{s:s, s:o, s:{s:o, s:o}}", "id", id, "type", jtext(type, type_len), "function",
+				 "name", jtext(name, (size_t)(name_end - name)), "arguments",
+				 jtext(args, (size_t)(args_end - args)));
+	if (!call)
+		*oom = true;
+	return call;
+}
+
+int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len)
+{
+	*content_len = len;
+	if (!(*calls = json_array()))
+		return -1;
+	const char *end = text + len, *begin = text ? find(text, end, CALLS_BEGIN, LEN(CALLS_BEGIN)) : NULL;
+	if (!begin)
+		return 0;
+	bool oom = false;
+	for (const char *p = begin + LEN(CALLS_BEGIN);;) {
+		const char *cb = find(p, end, CALL_BEGIN, LEN(CALL_BEGIN));
+		const char *ce = cb ? find(cb + LEN(CALL_BEGIN), end, CALL_END, LEN(CALL_END)) : NULL;
+		if (!ce)
+			break;
+		json_t *call = one_call(parser, cb + LEN(CALL_BEGIN), ce, &oom);
+		if (oom || (call && json_array_append_new(*calls, call) < 0)) {
+			json_decref(*calls);
+			*calls = NULL;
+			return -1;
+		}
+		p = ce + LEN(CALL_END);
+	}
+	if (json_array_size(*calls))
+		*content_len = (size_t)(begin - text);
+	return 0;
+}
+
+/* length of the longest suffix of p[0..n) that is a proper prefix of CALLS_BEGIN */
+static size_t partial_begin(const char *p, size_t n)
+{
+	for (size_t k = n < LEN(CALLS_BEGIN) - 1 ? n : LEN(CALLS_BEGIN) - 1; k > 0; k--)
+		if (!memcmp(p + n - k, CALLS_BEGIN, k))
+			return k;
+	return 0;
+}
+
+int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
+		    json_t **calls)
+{
+	*calls = NULL;
+	if (len && sbuf_append(&s->kept, text, len) < 0)
+		return -1;
+	if (!s->in_calls) {
+		const char *k = s->kept.data, *begin = k ? find(k, k + s->kept.len, CALLS_BEGIN, LEN(CALLS_BEGIN)) : NULL;
+		size_t out = begin ? (size_t)(begin - k) : last ? s->kept.len : s->kept.len - partial_begin(k, s->kept.len);
+		if (out && sbuf_append(content, k, out) < 0)
+			return -1;
+		if (out) {
+			memmove(s->kept.data, k + out, s->kept.len - out);
+			s->kept.len -= out;
+		}
+		s->in_calls = begin != NULL;
+	}
+	if (!last || !s->in_calls)
+		return 0;
+	size_t content_len;
+	if (tool_calls_parse(parser, s->kept.data, s->kept.len, calls, &content_len) < 0)
+		return -1;
+	if (json_array_size(*calls) == 0) { /* nothing parsed: all of it is content */
+		json_decref(*calls);
+		*calls = NULL;
+		return sbuf_append(content, s->kept.data, s->kept.len);
+	}
+	return content_len ? sbuf_append(content, s->kept.data, content_len) : 0;
+}
+
+void tool_split_fini(struct tool_split *s) { sbuf_fini(&s->kept); }

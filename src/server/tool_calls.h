@@ -1,0 +1,51 @@
+/* Tool-call parsers (vLLM's `--enable-auto-tool-choice --tool-call-parser NAME`): find the
+ * tool calls a DeepSeek model wrote in its chat output and return them as OpenAI
+ * `tool_calls`; the text before them stays the content.
+ *
+ * deepseek_v3 (V3, R1-0528):
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>
+ *   (more calls, "\n" between them) <｜tool▁calls▁end｜>
+ * deepseek_v31 (V3.1):
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGUMENTS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+ *
+ * A call that does not have its parser's shape is skipped; when no call parses at all, the
+ * whole output stays content (vLLM would drop it). While streaming, content goes out up to
+ * the first "<｜tool▁calls▁begin｜>" (a possible start of it is held back); everything from
+ * there is kept and parsed when the output ends, and the calls go out in the last chunk. */
+#ifndef MLA_SERVER_TOOL_CALLS_H
+#define MLA_SERVER_TOOL_CALLS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/sse.h"
+
+enum tool_parser {
+	TOOL_PARSER_NONE = 0,
+	TOOL_PARSER_DEEPSEEK_V3,
+	TOOL_PARSER_DEEPSEEK_V31,
+};
+
+/* The parser called `name` (vLLM's names); -1 when unknown. */
+int tool_parser_from_name(const char *name);
+#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31"
+
+/* Parses a whole output: *calls gets a new array of {"id", "type", "function": {"name",
+ * "arguments"}} (empty when there are none) and *content_len how much of text is content.
+ * 0 ok, -1 out of memory. */
+int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len);
+
+/* One streaming choice, zero-initialized to start. */
+struct tool_split {
+	bool in_calls;	   /* the calls have begun: text is being kept */
+	struct sbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
+};
+
+/* Feeds the next piece of content; appends to *content what is decided to be content. At the
+ * end (last), *calls gets the parsed calls (NULL when there are none; new reference). */
+int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
+		    json_t **calls);
+void tool_split_fini(struct tool_split *s);
+
+#endif

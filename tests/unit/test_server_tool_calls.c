@@ -1,0 +1,111 @@
+/* DeepSeek tool-call parsers (src/server/tool_calls.c): whole outputs, and the streaming
+ * split cut into three pieces at every pair of positions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "server/tool_calls.h"
+
+#define CB "<｜tool▁calls▁begin｜>"
+#define C1 "<｜tool▁call▁begin｜>"
+#define CE "<｜tool▁call▁end｜>"
+#define CS "<｜tool▁calls▁end｜>"
+#define SEP "<｜tool▁sep｜>"
+
+struct tcase {
+	int parser;
+	const char *out, *content; /* the content the split leaves */
+	int n_calls;
+	const char *name0, *args0, *name1, *args1;
+};
+
+static const struct tcase cases[] = {
+	{TOOL_PARSER_DEEPSEEK_V3, "Let me check." CB C1 "function" SEP "get_weather\n```json\n{\"city\": \"Paris\"}\n```" CE CS,
+	 "Let me check.", 1, "get_weather", "{\"city\": \"Paris\"}", NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V3,
+	 CB C1 "function" SEP "a\n```json\n{}\n```" CE "\n" C1 "function" SEP "b\n```json\n{\n  \"x\": [1, 2]\n}\n```" CE CS,
+	 "", 2, "a", "{}", "b", "{\n  \"x\": [1, 2]\n}"},
+	{TOOL_PARSER_DEEPSEEK_V3, "no tools here", "no tools here", 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V3, "x" CB C1 "function" SEP "broken json fence" CE CS, /* nothing parses: all content */
+	 "x" CB C1 "function" SEP "broken json fence" CE CS, 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V3, "cut" CB C1 "function" SEP "a\n```json\n{\"q\"", /* cut by max_tokens */
+	 "cut" CB C1 "function" SEP "a\n```json\n{\"q\"", 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V3, CB C1 "function" SEP "bad\n```json\n{}\n```" CE C1 "function" SEP "ok\n```json\n[]\n```" CE,
+	 "", 2, "bad", "{}", "ok", "[]"},
+	{TOOL_PARSER_DEEPSEEK_V3, "<｜tool▁calls▁beg", "<｜tool▁calls▁beg", 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V31, "ok" CB C1 "search" SEP "{\"q\": \"mla\"}" CE CS, "ok", 1, "search", "{\"q\": \"mla\"}", NULL,
+	 NULL},
+	{TOOL_PARSER_DEEPSEEK_V31, CB C1 SEP "{}" CE CS, CB C1 SEP "{}" CE CS, 0, NULL, NULL, NULL, NULL}, /* no name */
+};
+
+static int check_calls(const struct tcase *t, const json_t *calls, char *why, size_t cap)
+{
+	int n = calls ? (int)json_array_size(calls) : 0;
+	if (n != t->n_calls)
+		return snprintf(why, cap, "%d calls, want %d", n, t->n_calls), 1;
+	for (int i = 0; i < n; i++) {
+		const json_t *c = json_array_get(calls, (size_t)i), *f = json_object_get(c, "function");
+		const char *name = json_string_value(json_object_get(f, "name"));
+		const char *args = json_string_value(json_object_get(f, "arguments"));
+		const char *id = json_string_value(json_object_get(c, "id"));
+		const char *type = json_string_value(json_object_get(c, "type"));
+		if (!name || !args || !id || strncmp(id, "chatcmpl-tool-", 14) || !type || strcmp(type, "function") ||
+		    strcmp(name, i ? t->name1 : t->name0) || strcmp(args, i ? t->args1 : t->args0))
+			return snprintf(why, cap, "call %d: %s(%s)", i, name ? name : "?", args ? args : "?"), 1;
+	}
+	return 0;
+}
+
+static void test_parse_whole(void)
+{
+	char why[256];
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const struct tcase *t = &cases[i];
+		json_t *calls = NULL;
+		size_t clen;
+		EXPECT(tool_calls_parse(t->parser, t->out, strlen(t->out), &calls, &clen) == 0);
+		size_t want = t->n_calls ? strlen(t->content) : strlen(t->out);
+		EXPECTF(clen == want && !check_calls(t, calls, why, sizeof why), "case %zu: content %zu of %zu; %s", i,
+			clen, want, why);
+		json_decref(calls);
+	}
+}
+
+static void test_split_every_cut(void)
+{
+	char why[256] = "";
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+		const struct tcase *t = &cases[ci];
+		size_t n = strlen(t->out);
+		int bad = 0;
+		for (size_t i = 0; i <= n && !bad; i++)
+			for (size_t j = i; j <= n && !bad; j++) {
+				struct tool_split s = {0};
+				struct sbuf content = {0};
+				json_t *calls = NULL;
+				size_t cut[4] = {0, i, j, n};
+				for (int k = 0; k < 3 && !bad; k++) {
+					json_decref(calls);
+					bad = tool_split_feed(&s, t->parser, t->out + cut[k], cut[k + 1] - cut[k], k == 2, &content,
+							      &calls) < 0;
+				}
+				bad = bad || content.len != strlen(t->content) || memcmp(content.data ? content.data : "", t->content, content.len) ||
+				      check_calls(t, calls, why, sizeof why);
+				EXPECTF(!bad, "case %zu cut at %zu, %zu: content '%.*s'; %s", ci, i, j, (int)content.len,
+					content.data ? content.data : "", why);
+				json_decref(calls);
+				sbuf_fini(&content);
+				tool_split_fini(&s);
+			}
+	}
+}
+
+static void test_parser_names(void)
+{
+	EXPECT(tool_parser_from_name("deepseek_v3") == TOOL_PARSER_DEEPSEEK_V3);
+	EXPECT(tool_parser_from_name("deepseek_v31") == TOOL_PARSER_DEEPSEEK_V31);
+	EXPECT(tool_parser_from_name("hermes") == -1);
+}
+
+TESTS(T(test_parse_whole), T(test_split_every_cut), T(test_parser_names))
