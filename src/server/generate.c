@@ -499,6 +499,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	json_t *lp = event_logprobs(g, c, ev);
 	if (!text.len && !reasoning.len && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
 		sbuf_fini(&text);
+		sbuf_fini(&reasoning);
 		return 0; /* vLLM suppresses empty deltas */
 	}
 	json_t *usage = NULL;
