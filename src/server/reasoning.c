@@ -1,6 +1,8 @@
 /* DeepSeek-R1's reasoning split (reasoning.h). */
 #include "server/reasoning.h"
 
+#include "server/tags.h"
+
 #include <string.h>
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
@@ -16,15 +18,6 @@ int reasoning_parser_from_name(const char *name)
 	return -1;
 }
 
-/* length of the longest suffix of p[0..n) that is a proper prefix of tag */
-static size_t partial_tag(const char *p, size_t n, const char *tag, size_t tag_len)
-{
-	for (size_t k = n < tag_len - 1 ? n : tag_len - 1; k > 0; k--)
-		if (!memcmp(p + n - k, tag, k))
-			return k;
-	return 0;
-}
-
 /* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */
 static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct sbuf *reasoning,
 			  struct sbuf *content)
@@ -37,7 +30,7 @@ static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bo
 			return -1;
 		return n > after ? sbuf_append(content, p + after, n - after) : 0;
 	}
-	size_t keep = last ? 0 : partial_tag(p, n, CLOSE, CLOSE_LEN);
+	size_t keep = last ? 0 : tag_partial_tail(p, n, CLOSE, CLOSE_LEN);
 	if (sbuf_append(reasoning, p, n - keep) < 0)
 		return -1;
 	memcpy(s->hold, p + n - keep, keep);

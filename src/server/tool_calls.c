@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/openai_json.h"
+#include "server/tags.h"
 #include "server/utf8.h"
 
 static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] = "<｜tool▁call▁begin｜>",
@@ -96,15 +97,6 @@ int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, s
 	return 0;
 }
 
-/* length of the longest suffix of p[0..n) that is a proper prefix of CALLS_BEGIN */
-static size_t partial_begin(const char *p, size_t n)
-{
-	for (size_t k = n < LEN(CALLS_BEGIN) - 1 ? n : LEN(CALLS_BEGIN) - 1; k > 0; k--)
-		if (!memcmp(p + n - k, CALLS_BEGIN, k))
-			return k;
-	return 0;
-}
-
 int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
 		    json_t **calls)
 {
@@ -113,7 +105,7 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 		return -1;
 	if (!s->in_calls) {
 		const char *k = s->kept.data, *begin = k ? find(k, k + s->kept.len, CALLS_BEGIN, LEN(CALLS_BEGIN)) : NULL;
-		size_t out = begin ? (size_t)(begin - k) : last ? s->kept.len : s->kept.len - partial_begin(k, s->kept.len);
+		size_t out = begin ? (size_t)(begin - k) : last ? s->kept.len : s->kept.len - tag_partial_tail(k, s->kept.len, CALLS_BEGIN, LEN(CALLS_BEGIN));
 		if (out && sbuf_append(content, k, out) < 0)
 			return -1;
 		if (out) {
