@@ -1,9 +1,9 @@
 /* DeepSeek-R1's reasoning split (reasoning.h). */
 #include "server/reasoning.h"
 
-#include "server/tags.h"
-
 #include <string.h>
+
+#include "server/tags.h"
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 #define OPEN_LEN (sizeof OPEN - 1)
