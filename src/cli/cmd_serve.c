@@ -56,7 +56,9 @@ static void serve_usage(FILE *f)
 		"                                  \"auto\"), with --tool-call-parser NAME\n"
 		"  --tool-call-parser NAME         deepseek_v3 (V3, R1-0528) or deepseek_v31 (V3.1)\n"
 		"  --reasoning-parser NAME         split chat output into reasoning_content and content\n"
-		"                                  (deepseek_r1: the reasoning ends at </think>)\n"
+		"                                  (deepseek_r1: the reasoning ends at </think>;\n"
+		"                                  deepseek_v3: the same when chat_template_kwargs\n"
+		"                                  has \"thinking\": true, as V3.1 / V3.2 use it)\n"
 		"  --disable-log-requests          no access-log line per request\n"
 		"  --disable-log-stats             no periodic throughput line\n");
 	engine_args_usage(f);

@@ -222,7 +222,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
 	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
 	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
-	if (g->api == SRV_API_CHAT && s->cfg.reasoning_parser != REASONING_NONE &&
+	if (g->api == SRV_API_CHAT && reasoning_applies(s->cfg.reasoning_parser, g->req.chat_template_kwargs) &&
 	    !(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
 		return api_error_set(ae, 500, NULL, "out of memory");
 	if (g->api == SRV_API_CHAT && g->req.parse_tools && !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))

@@ -15,7 +15,18 @@ int reasoning_parser_from_name(const char *name)
 {
 	if (!strcmp(name, "deepseek_r1"))
 		return REASONING_DEEPSEEK_R1;
+	if (!strcmp(name, "deepseek_v3"))
+		return REASONING_DEEPSEEK_V3;
 	return -1;
+}
+
+bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
+{
+	if (parser != REASONING_DEEPSEEK_V3)
+		return parser == REASONING_DEEPSEEK_R1;
+	const json_t *t = json_object_get(chat_template_kwargs, "thinking"); /* Python's bool() of it */
+	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_integer(t) && !json_integer_value(t)) &&
+	       !(json_is_string(t) && !json_string_length(t));
 }
 
 /* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */

@@ -7,10 +7,15 @@
  * the output is reasoning and the content is null, as in vLLM. The split works on text as it
  * streams: the tail that may be the start of a tag is held back until the next piece (or the
  * end) decides it, so a tag split across tokens or events is still found. The held bytes are
- * ASCII, so the pieces given out stay whole UTF-8 sequences. */
+ * ASCII, so the pieces given out stay whole UTF-8 sequences.
+ *
+ * deepseek_v3 (V3.1, V3.2: one model, thinking or not): the deepseek_r1 split for requests
+ * whose chat_template_kwargs set "thinking" (their template then opens the thinking), else
+ * none: all of the output is content and reasoning_content stays null, as in vLLM. */
 #ifndef MLA_SERVER_REASONING_H
 #define MLA_SERVER_REASONING_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -19,11 +24,16 @@
 enum reasoning_parser {
 	REASONING_NONE = 0,
 	REASONING_DEEPSEEK_R1,
+	REASONING_DEEPSEEK_V3,
 };
 
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int reasoning_parser_from_name(const char *name);
-#define REASONING_PARSER_NAMES "deepseek_r1"
+#define REASONING_PARSER_NAMES "deepseek_r1, deepseek_v3"
+
+/* Whether `parser` splits the output of a chat request with these chat_template_kwargs
+ * (NULL: none given). */
+bool reasoning_applies(int parser, const json_t *chat_template_kwargs);
 
 /* One choice's split, zero-initialized to start. */
 struct reasoning_split {

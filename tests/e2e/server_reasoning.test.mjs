@@ -1,8 +1,10 @@
 // The deepseek_r1 reasoning parser through the official openai client: a server on the tiny
 // R1 fixture with --reasoning-parser deepseek_r1 gives a chat request's output as
 // reasoning_content (and what follows "</think>" as content), streaming and not, and the two
-// rejoin to the raw text that /v1/completions generates from the same prompt tokens. An
-// unknown parser name stops the server at start-up with a message.
+// rejoin to the raw text that /v1/completions generates from the same prompt tokens. With
+// --reasoning-parser deepseek_v3 (V3.1's hybrid thinking) only requests whose
+// chat_template_kwargs ask for thinking are split. An unknown parser name stops the server at
+// start-up with a message.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
@@ -30,15 +32,15 @@ function expectedSplit(text) {
   return { reasoning: text.slice(0, i), content: text.slice(i + '</think>'.length) || null };
 }
 
-async function rawOutput() {
-  const res = await fetch(`${srv.base}/tokenize`, {
+async function rawOutput(server = srv, model = MODEL) {
+  const res = await fetch(`${server.base}/tokenize`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, messages: MSG }),
+    body: JSON.stringify({ model, messages: MSG }),
   });
   const tok = await res.json();
   assert.equal(res.status, 200, JSON.stringify(tok));
-  const raw = await client.completions.create({ model: MODEL, prompt: tok.tokens, max_tokens: 24, temperature: 0 });
+  const raw = await server.client().completions.create({ model, prompt: tok.tokens, max_tokens: 24, temperature: 0 });
   return raw.choices[0].text;
 }
 
@@ -88,6 +90,28 @@ describe('reasoning parser deepseek_r1', () => {
       timeout: 30000,
     });
     assert.notEqual(p.status, 0);
-    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1\)/);
+    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1, deepseek_v3\)/);
+  });
+});
+
+describe('reasoning parser deepseek_v3 (thinking on request)', () => {
+  let v3;
+  before(async () => {
+    v3 = await startServer(['--served-model-name', 'tiny-v3', '--reasoning-parser', 'deepseek_v3']);
+  });
+  after(async () => {
+    const r = await v3.stop();
+    assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${v3.log().slice(-2000)}`);
+  });
+
+  test('without "thinking" the output is content; with it, reasoning', async () => {
+    const raw = await rawOutput(v3, 'tiny-v3'); // tiny-v3's template ignores "thinking"
+    const c = v3.client();
+    const params = { model: 'tiny-v3', messages: MSG, max_tokens: 24, temperature: 0 };
+    let m = (await c.chat.completions.create(params)).choices[0].message;
+    assert.equal(m.content, raw);
+    assert.equal(m.reasoning_content, null);
+    m = (await c.chat.completions.create({ ...params, chat_template_kwargs: { thinking: true } })).choices[0].message;
+    assert.deepEqual({ reasoning: m.reasoning_content, content: m.content }, expectedSplit(raw));
   });
 });

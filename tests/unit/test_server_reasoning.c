@@ -81,11 +81,37 @@ static void test_r1_long_piece(void)
 	free(big);
 }
 
+/* deepseek_v3 splits only requests that asked for thinking (Python truthiness of the kwarg) */
+static void test_v3_thinking_switch(void)
+{
+	static const struct {
+		const char *kwargs; /* NULL: none */
+		bool v3;
+	} cases[] = {{NULL, false},
+		     {"{}", false},
+		     {"{\"thinking\": true}", true},
+		     {"{\"thinking\": false}", false},
+		     {"{\"thinking\": null}", false},
+		     {"{\"thinking\": 1}", true},
+		     {"{\"thinking\": 0}", false},
+		     {"{\"thinking\": \"yes\"}", true},
+		     {"{\"thinking\": \"\"}", false},
+		     {"{\"enable_thinking\": true}", false}};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		json_t *k = cases[i].kwargs ? json_loads(cases[i].kwargs, 0, NULL) : NULL;
+		EXPECTF(reasoning_applies(REASONING_DEEPSEEK_V3, k) == cases[i].v3, "%s", cases[i].kwargs);
+		EXPECT(reasoning_applies(REASONING_DEEPSEEK_R1, k));
+		EXPECT(!reasoning_applies(REASONING_NONE, k));
+		json_decref(k);
+	}
+}
+
 static void test_parser_names(void)
 {
 	EXPECT(reasoning_parser_from_name("deepseek_r1") == REASONING_DEEPSEEK_R1);
+	EXPECT(reasoning_parser_from_name("deepseek_v3") == REASONING_DEEPSEEK_V3);
 	EXPECT(reasoning_parser_from_name("qwen3") == -1);
 	EXPECT(reasoning_parser_from_name("") == -1);
 }
 
-TESTS(T(test_r1_split_every_cut), T(test_r1_long_piece), T(test_parser_names))
+TESTS(T(test_r1_split_every_cut), T(test_r1_long_piece), T(test_v3_thinking_switch), T(test_parser_names))
