@@ -50,6 +50,8 @@ void engine_args_usage(FILE *f)
 		"  --seed N                          engine seed (default 0)\n"
 		"  --threads N                       compute threads (default: all CPUs)\n"
 		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
+		"   --gpu-memory-utilization are taken and have no effect)\n"
 		"parallelism (ranks self-launched with mpirun unless started under it):\n"
 		"  --tensor-parallel-size, -tp N     tensor-parallel ranks; divides the heads (1)\n"
 		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (1)\n"
@@ -130,11 +132,21 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		(*i)++;
 		return 1;
 	}
+	/* vLLM flags that have nothing to do here: taken, so that a vLLM command line starts */
+	static const char *const noop[][2] = {{"--trust-remote-code", "no remote code is ever run"},
+					      {"--enforce-eager", "there are no CUDA graphs"},
+					      {"--enable-chunked-prefill", "chunked prefill is always on"}};
+	for (size_t k = 0; k < sizeof noop / sizeof *noop; k++)
+		if (!strcmp(arg, noop[k][0])) {
+			LOG_I("args", "%s has no effect here: %s", arg, noop[k][1]);
+			(*i)++;
+			return 1;
+		}
 	static const char *const with_value[] = {
 		"--dtype", "--load-format", "--attention-backend", "--block-size",
 		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
-		"--max-waiting-requests", "--seed", "--threads", "--tokenizer"};
+		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization"};
 	size_t flen = strcspn(arg, "=");
 	const char *flag = NULL;
 	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -191,6 +203,13 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		rc = parse_int(flag, v, 2, &a->max_model_len, e);
 	} else if (!strcmp(flag, "--max-waiting-requests")) {
 		rc = parse_int(flag, v, 1, &a->max_waiting, e);
+	} else if (!strcmp(flag, "--gpu-memory-utilization")) {
+		char *end;
+		double u = strtod(v, &end);
+		if (end == v || *end || !(u > 0.0 && u <= 1.0))
+			return err_set(e, "--gpu-memory-utilization: invalid value '%s' (a fraction in (0, 1])", v);
+		LOG_W("args", "--gpu-memory-utilization has no effect on the CPU: the KV cache takes "
+			      "--kv-cache-memory (default: from the free memory)");
 	} else if (!strcmp(flag, "--seed")) {
 		errno = 0;
 		char *end;
