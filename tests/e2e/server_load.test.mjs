@@ -113,7 +113,7 @@ test('a non-streaming client that disconnects cancels its request', async () => 
   const m0 = (await metrics(srv.base)).values;
   const ctrl = new AbortController();
   // 16 prompts of 480 tokens each: long enough (0.24 s on a Xeon with AMX) that the abort
-  // after 30 ms lands mid-generation; one prompt of 480 tokens took 33 ms there and raced it
+  // lands mid-generation; one prompt of 480 tokens took 33 ms there and raced it
   const P = 16;
   const body = { ...greedy(idPrompt(55, 20), 480), prompt: Array.from({ length: P }, (_, i) => idPrompt(55 + i, 20)) };
   const p = fetch(`${srv.base}/v1/completions`, {
@@ -122,7 +122,15 @@ test('a non-streaming client that disconnects cancels its request', async () => 
     body: JSON.stringify(body),
     signal: ctrl.signal,
   }).catch((e) => e);
-  await new Promise((r) => setTimeout(r, 30));
+  // abort once the engine has the requests: a fixed delay raced a slow build (sanitizers),
+  // where the 16 prompts were not even admitted after 30 ms and nothing was left to cancel
+  const t0 = Date.now();
+  for (;;) {
+    const { values: x } = await metrics(srv.base);
+    if (metric(x, 'mlaserve:num_requests_running') + metric(x, 'mlaserve:num_requests_waiting') > 0) break;
+    assert.ok(Date.now() - t0 < 10000, 'the requests never reached the engine');
+    await new Promise((r) => setTimeout(r, 2));
+  }
   ctrl.abort();
   assert.ok((await p) instanceof Error);
   const v = await waitIdle(srv.base);
