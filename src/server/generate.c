@@ -384,7 +384,6 @@ static enum MHD_Result reply_collected(struct gen *g)
 				return MHD_NO;
 			if (json_array_size(c->tool_calls)) {
 				c->text.len = content_len;
-				c->split = true;
 			} else {
 				json_decref(c->tool_calls);
 				c->tool_calls = NULL;

@@ -239,12 +239,15 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
-		/* with a reasoning parser: content null when nothing followed the reasoning */
-		json_t *content = c->split && !c->text.len ? json_null() : jstr(c->text.data ? c->text.data : "", c->text.len);
+		/* after a parser split the text: content null when nothing is left of it */
+		bool parsed = c->split || json_array_size(c->tool_calls);
+		json_t *content = parsed && !c->text.len ? json_null() : jstr(c->text.data ? c->text.data : "", c->text.len);
 		json_t *reasoning = c->split ? jstr(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
+		if (msg && c->split) /* vLLM's 2026 name for it, beside DeepSeek's own API's */
+			json_object_set(msg, "reasoning", reasoning);
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "message", msg,
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       chat_finish(c->finish, c->tool_calls), "stop_reason",
@@ -299,8 +302,11 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 	if (api == SRV_API_CHAT) {
 		bool calls = json_array_size(d->tool_calls) > 0;
 		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "") : json_object();
-		if (delta && !role && d->rlen)
-			json_object_set_new(delta, "reasoning_content", jstr(d->reasoning, d->rlen));
+		if (delta && !role && d->rlen) { /* both names, as in the message */
+			json_t *r = jstr(d->reasoning, d->rlen);
+			json_object_set(delta, "reasoning_content", r);
+			json_object_set_new(delta, "reasoning", r);
+		}
 		if (delta && !role && (d->len || (!d->rlen && !calls)))
 			json_object_set_new(delta, "content", jstr(text, d->len));
 		if (delta && !role && calls)

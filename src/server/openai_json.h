@@ -27,9 +27,9 @@ struct oj_choice {
 	int32_t stop_token;	  /* -1 none */
 	char *stop_str;		  /* malloc'd or NULL */
 	int n_tokens;
-	bool split;		  /* chat with a reasoning or tool parser: text is the content only */
+	bool split;		  /* chat under a reasoning parser: text is the content only, */
 	struct sbuf reasoning;	  /* ... and this the reasoning (server/reasoning.h) */
-	json_t *tool_calls;	  /* ... and these the calls (server/tool_calls.h), or NULL */
+	json_t *tool_calls;	  /* parsed tool calls (server/tool_calls.h; text: the content before them) or NULL */
 };
 
 struct oj_usage {

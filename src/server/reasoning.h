@@ -1,5 +1,6 @@
 /* Reasoning parsers (vLLM's `--reasoning-parser`): split a chat completion's output text into
- * `reasoning_content` and `content`.
+ * `reasoning_content` (DeepSeek's API's name; also sent as `reasoning`, vLLM's 2026 name) and
+ * `content`.
  *
  * deepseek_r1: DeepSeek-R1's chat template ends the prompt with "<think>\n", so the output
  * starts inside the reasoning (an output that opens with "<think>" anyway has it dropped) and

@@ -52,6 +52,7 @@ describe('reasoning parser deepseek_r1', () => {
     const r = await client.chat.completions.create(PARAMS);
     const m = r.choices[0].message;
     assert.equal(m.reasoning_content, want.reasoning);
+    assert.equal(m.reasoning, want.reasoning); // vLLM's 2026 name, sent as well
     assert.equal(m.content, want.content);
     assert.equal(r.usage.completion_tokens, 24);
   });

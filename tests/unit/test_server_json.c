@@ -106,12 +106,12 @@ static void test_chat_chunks(void)
 	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, "hm", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
 			     NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
-		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"},\"logprobs\":null,"
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\",\"reasoning\":\"hm\"},\"logprobs\":null,"
 		    "\"finish_reason\":null}]}");
 	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Yes", 3, "so", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
 			     NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
-		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"content\":\"Yes\"},"
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"reasoning\":\"so\",\"content\":\"Yes\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
 	/* the last chunk of a choice that called tools: indexed calls, finish "tool_calls" */
 	json_t *calls = json_loads("[{\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
@@ -180,9 +180,9 @@ static void test_full_responses(void)
 	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
 		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
-		    "\"reasoning_content\":\"hm\",\"tool_calls\":[]},\"logprobs\":null,"
+		    "\"reasoning_content\":\"hm\",\"tool_calls\":[],\"reasoning\":\"hm\"},\"logprobs\":null,"
 		    "\"finish_reason\":\"stop\",\"stop_reason\":7},{\"index\":1,\"message\":{\"role\":"
-		    "\"assistant\",\"content\":\"Yes\",\"reasoning_content\":\"\",\"tool_calls\":[]},"
+		    "\"assistant\",\"content\":\"Yes\",\"reasoning_content\":\"\",\"tool_calls\":[],\"reasoning\":\"\"},"
 		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],"
 		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
 		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
@@ -197,6 +197,19 @@ static void test_full_responses(void)
 	json_t *tc = json_object_get(json_object_get(c1, "message"), "tool_calls");
 	EXPECT(json_array_size(tc) == 1 && !strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 0),
 									 "function"), "name")), "g"));
+	json_t *c0 = json_array_get(json_object_get(resp, "choices"), 0);
+	EXPECT(json_is_string(json_object_get(json_object_get(c0, "message"), "reasoning_content")));
+	json_decref(resp);
+	/* calls without a reasoning parser: reasoning null, content null when nothing preceded them */
+	c[0].split = c[1].split = false;
+	sbuf_fini(&c[1].text);
+	c[1].text = (struct sbuf){0};
+	resp = oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u);
+	json_t *m1 = json_object_get(json_array_get(json_object_get(resp, "choices"), 1), "message");
+	EXPECT(json_is_null(json_object_get(m1, "reasoning_content")) && !json_object_get(m1, "reasoning"));
+	EXPECT(json_is_null(json_object_get(m1, "content")));
+	json_t *m0 = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
+	EXPECT(json_is_string(json_object_get(m0, "content"))); /* no parser split choice 0: "" stays "" */
 	json_decref(resp);
 	oj_choice_fini(&c[0]);
 	oj_choice_fini(&c[1]);
