@@ -25,8 +25,7 @@ void oj_make_id(char *buf, size_t n, const char *prefix)
 		w += snprintf(buf + w, n - (size_t)w, "%02x", r[i]);
 }
 
-/* A JSON string from bytes that may not be valid UTF-8. */
-static json_t *jstr(const char *s, size_t n)
+json_t *oj_string(const char *s, size_t n)
 {
 	if (utf8_valid(s, n))
 		return json_stringn(s, n);
@@ -191,7 +190,7 @@ json_t *oj_finish_reason(enum engine_finish f)
 json_t *oj_stop_reason(int32_t stop_token, const char *stop_str)
 {
 	if (stop_str)
-		return jstr(stop_str, strlen(stop_str));
+		return oj_string(stop_str, strlen(stop_str));
 	if (stop_token >= 0)
 		return json_integer(stop_token);
 	return json_null();
@@ -241,8 +240,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		const struct oj_choice *c = &choices[i];
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
-		json_t *content = parsed && !c->text.len ? json_null() : jstr(c->text.data ? c->text.data : "", c->text.len);
-		json_t *reasoning = c->split ? jstr(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
+		json_t *content = parsed && !c->text.len ? json_null() : oj_string(c->text.data ? c->text.data : "", c->text.len);
+		json_t *reasoning = c->split ? oj_string(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
@@ -273,7 +272,7 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o, s:n}", "index", c->index, "text",
-				       jstr(c->text.data ? c->text.data : "", c->text.len),
+				       oj_string(c->text.data ? c->text.data : "", c->text.len),
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str), "prompt_logprobs");
@@ -303,12 +302,12 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 		bool calls = json_array_size(d->tool_calls) > 0;
 		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "") : json_object();
 		if (delta && !role && d->rlen) { /* both names, as in the message */
-			json_t *r = jstr(d->reasoning, d->rlen);
+			json_t *r = oj_string(d->reasoning, d->rlen);
 			json_object_set(delta, "reasoning_content", r);
 			json_object_set_new(delta, "reasoning", r);
 		}
 		if (delta && !role && (d->len || (!d->rlen && !calls)))
-			json_object_set_new(delta, "content", jstr(text, d->len));
+			json_object_set_new(delta, "content", oj_string(text, d->len));
 		if (delta && !role && calls)
 			json_object_set_new(delta, "tool_calls", indexed_calls(d->tool_calls));
 		ch = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs",
@@ -317,7 +316,7 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 		if (ch && finish != ENGINE_FINISH_NONE)
 			json_object_set_new(ch, "stop_reason", oj_stop_reason(stop_token, stop_str));
 	} else {
-		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr(text, d->len),
+		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", oj_string(text, d->len),
 			       "logprobs", logprobs ? logprobs : json_null(), "finish_reason",
 			       oj_finish_reason(finish), "stop_reason",
 			       oj_stop_reason(stop_token, stop_str));

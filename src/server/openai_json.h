@@ -36,6 +36,9 @@ struct oj_usage {
 	long prompt_tokens, completion_tokens;
 };
 
+/* A JSON string from model bytes that may not be valid UTF-8 (broken sequences → U+FFFD). */
+json_t *oj_string(const char *s, size_t n);
+
 /* `prefix` "chatcmpl-" / "cmpl-" + 32 random hex digits into buf (>= 48 bytes). */
 void oj_make_id(char *buf, size_t n, const char *prefix);
 

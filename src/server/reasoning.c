@@ -25,8 +25,9 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 	if (parser != REASONING_DEEPSEEK_V3)
 		return parser == REASONING_DEEPSEEK_R1;
 	const json_t *t = json_object_get(chat_template_kwargs, "thinking"); /* Python's bool() of it */
-	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_integer(t) && !json_integer_value(t)) &&
-	       !(json_is_string(t) && !json_string_length(t));
+	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_number(t) && json_number_value(t) == 0) &&
+	       !(json_is_string(t) && !json_string_length(t)) && !(json_is_array(t) && !json_array_size(t)) &&
+	       !(json_is_object(t) && !json_object_size(t));
 }
 
 /* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */

@@ -1,12 +1,10 @@
 /* DeepSeek tool-call parsers (tool_calls.h). */
 #include "server/tool_calls.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "server/openai_json.h"
 #include "server/tags.h"
-#include "server/utf8.h"
 
 static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] = "<｜tool▁call▁begin｜>",
 		  CALL_END[] = "<｜tool▁call▁end｜>", SEP[] = "<｜tool▁sep｜>", JSON_OPEN[] = "\n```json\n",
@@ -25,15 +23,6 @@ int tool_parser_from_name(const char *name)
 static const char *find(const char *p, const char *end, const char *s, size_t n)
 {
 	return end > p ? memmem(p, (size_t)(end - p), s, n) : NULL;
-}
-
-static json_t *jtext(const char *p, size_t n)
-{
-	size_t m;
-	char *s = utf8_sanitize(p, n, &m);
-	json_t *j = s ? json_stringn(s, m) : NULL;
-	free(s);
-	return j;
 }
 
 /* one call's text between CALL_BEGIN and CALL_END → {"id", "type", "function"}, or NULL when
@@ -62,9 +51,9 @@ static json_t *one_call(int parser, const char *p, const char *end, bool *oom)
 		return NULL;
 	char id[64];
 	oj_make_id(id, sizeof id, "chatcmpl-tool-");
-	json_t *call = json_pack("{s:s, s:o, s:{s:o, s:o}}", "id", id, "type", jtext(type, type_len), "function",
-				 "name", jtext(name, (size_t)(name_end - name)), "arguments",
-				 jtext(args, (size_t)(args_end - args)));
+	json_t *call = json_pack("{s:s, s:o, s:{s:o, s:o}}", "id", id, "type", oj_string(type, type_len), "function",
+				 "name", oj_string(name, (size_t)(name_end - name)), "arguments",
+				 oj_string(args, (size_t)(args_end - args)));
 	if (!call)
 		*oom = true;
 	return call;

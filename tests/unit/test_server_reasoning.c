@@ -94,6 +94,9 @@ static void test_v3_thinking_switch(void)
 		     {"{\"thinking\": null}", false},
 		     {"{\"thinking\": 1}", true},
 		     {"{\"thinking\": 0}", false},
+		     {"{\"thinking\": 0.0}", false},
+		     {"{\"thinking\": []}", false},
+		     {"{\"thinking\": {\"a\": 1}}", true},
 		     {"{\"thinking\": \"yes\"}", true},
 		     {"{\"thinking\": \"\"}", false},
 		     {"{\"enable_thinking\": true}", false}};
