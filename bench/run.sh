@@ -2,7 +2,7 @@
 # Benchmarks (not tests): each section builds its program against build/libmlaserve.a and
 # prints its numbers. `make bench` runs this after building everything (the quick version of
 # every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
-# directory. Run one section with: bash bench/run.sh tokenizer. Sections: tokenizer forward
+# directory. Run one section with: bash bench/run.sh tokenizer. Sections: guide tokenizer forward
 # gemm throughput scaling paths threshold blocksize prefix serve dcp. BENCH_FULL=1 runs the sizes
 # docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
 set -eu -o pipefail
@@ -26,6 +26,14 @@ bench_build() {
 		-Isrc $(pkg-config --cflags $PKGS) -o "$BUILD/bench/$1" "bench/$1.c" "$BUILD/libmlaserve.a" \
 		$(pkg-config --libs $PKGS) $(pkg-config --libs ompi-c 2>/dev/null) -lm -pthread
 }
+
+# Guided decoding: the allowed-token mask per step against feeding every token (same run).
+if want guide; then
+	echo "== guide"
+	bench_build guide_mask
+	"$BUILD/bench/guide_mask" tests/fixtures/tokenizer --reps 3 | tee "$OUT/guide.txt"
+	note "guide: $(grep -E 'strings' "$OUT/guide.txt" | sed 's/ \{2,\}/ /g' | paste -sd ';' -)"
+fi
 
 # Tokenizer: encode MB/s (English prose, C source) on one core, decode, streaming detokenizer.
 if [ -z "$only" ] || [ "$only" = tokenizer ]; then

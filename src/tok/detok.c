@@ -352,6 +352,16 @@ static void emit(struct tok_detok *d, size_t n, struct tok_buf *dst)
 	tok_buf_add(dst, d->conv.p + pos, d->conv.n - pos);
 }
 
+const char *tok_id_bytes(const struct tok *t, int32_t id, size_t *len)
+{
+	if (id < 0 || id >= t->n_ids || !(t->flags[id] & TOKF_VALID))
+		return NULL;
+	*len = t->dec.off[id + 1] - t->dec.off[id];
+	return t->dec.bytes.p + t->dec.off[id];
+}
+
+bool tok_decode_concatenates(const struct tok *t) { return !t->dec_first && !t->join_space && !t->strip_leading; }
+
 static void feed(struct tok_detok *d, int32_t id, struct tok_buf *dst)
 {
 	const struct tok *t = d->t;

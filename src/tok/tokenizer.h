@@ -64,6 +64,14 @@ bool tok_is_special(const struct tok *t, int32_t id);
 int32_t tok_bos_id(const struct tok *t);
 int32_t tok_eos_id(const struct tok *t);
 
+/* The bytes id adds to a decoded text after other tokens (its decoder output before any
+ * UTF-8 repair; added tokens: their content), or NULL for an unused id. Valid as long as the
+ * tokenizer. */
+const char *tok_id_bytes(const struct tok *t, int32_t id, size_t *len);
+/* True when a decoded text is exactly the concatenation of its ids' tok_id_bytes (byte-level
+ * BPE; false for decoders that treat the first token apart or join tokens with spaces). */
+bool tok_decode_concatenates(const struct tok *t);
+
 /* Incremental detokenizer: feed generated ids one at a time, get text deltas that contain
  * only complete UTF-8 characters. The concatenation of every delta plus tok_detok_finish's
  * equals tok_decode() of all the pushed ids (same skip_special_tokens), byte for byte.

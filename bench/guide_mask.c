@@ -1,0 +1,108 @@
+/* Guided decoding's per-step cost: guide_vocab_mask (the trie walk, and the string fast path)
+ * against the obvious way (every token's bytes fed to a copy of the matcher state), over the
+ * states of a JSON output, on a real tokenizer.
+ *   guide_mask TOKENIZER_DIR [--reps N]
+ * Prints per state class the mean milliseconds of each way and their ratio, measured in the
+ * same run. The masks must be equal (the program fails otherwise). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mono.h"
+#include "guide/grammar.h"
+#include "guide/matcher.h"
+#include "guide/vocab.h"
+#include "tok/tokenizer.h"
+
+static const char SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+			     "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+			     "\"address\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}},"
+			     "\"required\":[\"name\",\"age\"]}";
+static const char OUTPUT[] = "{\"name\": \"Ada Lovelace, née Byron\", \"age\": 36, \"tags\": [\"math\", \"poetry\"], "
+			     "\"address\": {\"city\": \"London\"}}";
+
+static int brute(const struct tok *t, int vocab, const struct guide_grammar *g, const struct jm_state *s,
+		 struct jm_state *tmp, uint8_t *allow)
+{
+	int n = 0;
+	memset(allow, 0, (size_t)vocab);
+	for (int32_t id = 0; id < vocab; id++) {
+		size_t len;
+		const char *p = tok_id_bytes(t, id, &len);
+		if (!p || !len || tok_is_special(t, id))
+			continue;
+		jm_copy(tmp, s);
+		if (jm_feed_bytes(tmp, g, (const uint8_t *)p, len))
+			allow[id] = 1, n++;
+	}
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: guide_mask TOKENIZER_DIR [--reps N]\n");
+		return 2;
+	}
+	int reps = argc > 3 && !strcmp(argv[2], "--reps") ? atoi(argv[3]) : 3;
+	struct err e;
+	struct tok *t;
+	struct guide_vocab *v;
+	struct guide_grammar *g;
+	json_t *schema = json_loads(SCHEMA, 0, NULL);
+	if (tok_load(argv[1], &t, &e) < 0 || guide_from_schema(schema, "schema", &g, &e) < 0) {
+		fprintf(stderr, "guide_mask: %s\n", e.msg);
+		return 1;
+	}
+	int vocab = tok_vocab_size(t);
+	double t0 = mono_now_s();
+	if (guide_vocab_new(t, vocab, &v, &e) < 0) {
+		fprintf(stderr, "guide_mask: %s\n", e.msg);
+		return 1;
+	}
+	printf("%s: %d tokens, trie and string classes built in %.1f ms\n", argv[1], vocab, (mono_now_s() - t0) * 1e3);
+	uint8_t *a = malloc((size_t)vocab), *b = malloc((size_t)vocab);
+	struct jm_state *s = malloc(sizeof *s), *tmp = malloc(sizeof *tmp);
+	jm_init(s, g);
+	double sum[2][2] = {{0}}; /* [in string][mask, brute] */
+	int cnt[2] = {0}, bad = 0;
+	for (size_t i = 0; i <= strlen(OUTPUT); i++) {
+		const struct jm_frame *f = &s->s[0].f[s->s[0].depth - 1];
+		int in_str = g->nodes[f->node].kind == GUIDE_STRING;
+		double tm = 1e9, tb = 1e9;
+		int nm = 0, nb = 0;
+		for (int r = 0; r < reps; r++) {
+			double x = mono_now_s();
+			nm = guide_vocab_mask(v, g, s, NULL, 0, a);
+			double y = mono_now_s();
+			nb = brute(t, vocab, g, s, tmp, b);
+			double z = mono_now_s();
+			tm = y - x < tm ? y - x : tm;
+			tb = z - y < tb ? z - y : tb;
+		}
+		if (nm != nb || memcmp(a, b, (size_t)vocab))
+			bad++;
+		sum[in_str][0] += tm;
+		sum[in_str][1] += tb;
+		cnt[in_str]++;
+		if (i < strlen(OUTPUT) && !jm_feed(s, g, (uint8_t)OUTPUT[i])) {
+			fprintf(stderr, "guide_mask: the output is refused at byte %zu\n", i);
+			return 1;
+		}
+	}
+	static const char *const what[2] = {"outside strings", "inside strings"};
+	for (int k = 0; k < 2; k++)
+		if (cnt[k])
+			printf("%-16s %3d states: mask %.3f ms, every token fed %.3f ms: %.0fx faster\n", what[k], cnt[k],
+			       sum[k][0] / cnt[k] * 1e3, sum[k][1] / cnt[k] * 1e3, sum[k][1] / sum[k][0]);
+	printf("masks equal to every-token-fed: %s\n", bad ? "NO" : "yes");
+	free(a);
+	free(b);
+	free(s);
+	free(tmp);
+	json_decref(schema);
+	guide_vocab_free(v);
+	guide_unref(g);
+	tok_free(t);
+	return bad ? 1 : 0;
+}

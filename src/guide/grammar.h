@@ -1,0 +1,100 @@
+/* Structured outputs: what a guided request's output must be, compiled once per request
+ * from the OpenAI / vLLM fields (response_format json_object / json_schema, guided_json,
+ * guided_choice, structured_outputs, tool_choice "required" or named) into a small graph of
+ * value nodes that guide/matcher.c walks byte by byte.
+ *
+ * The JSON Schema subset (anything else is refused with a message naming the keyword, never
+ * silently ignored):
+ *   type (a name or a list), properties, required, additionalProperties (false, true or a
+ *   schema), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf
+ *   (generated as anyOf: an output matching two alternatives is not refused), $ref to
+ *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
+ *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
+ *   writeOnly.
+ * As in vLLM's default backend (xgrammar), an object with properties is generated with its
+ * keys in the schema's order, optional ones skippable, and no other keys; an object without
+ * properties takes any keys whose values match additionalProperties (any value when
+ * absent or true). Keys and literals are generated in compact JSON (jansson's escaping).
+ *
+ * A grammar is immutable once built and reference counted, so the server, the engine and
+ * every choice of an n > 1 request share one. */
+#ifndef MLA_GUIDE_GRAMMAR_H
+#define MLA_GUIDE_GRAMMAR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+
+#define GUIDE_MAX_PROPS 64   /* properties of one object (a 64-bit candidate mask) */
+#define GUIDE_MAX_NODES 4096 /* nodes of one grammar */
+
+enum guide_kind {
+		GUIDE_OBJECT,
+	GUIDE_ARRAY,
+	GUIDE_STRING,
+	GUIDE_NUMBER,
+	GUIDE_INTEGER,
+	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const / enum value, a choice */
+	GUIDE_ANYOF,
+};
+
+struct guide_node {
+	enum guide_kind kind;
+	/* GUIDE_OBJECT */
+	int n_props;
+	char **keys;	     /* [n_props] each key as its JSON string, quotes included */
+	size_t *key_len;
+	int *prop;	     /* [n_props] value node of each key */
+	uint64_t required;   /* bit i: key i must appear */
+	int additional;	     /* without properties: node of every value (keys any string) */
+	/* GUIDE_ARRAY */
+	int items, min_items, max_items; /* max -1: none */
+	/* GUIDE_STRING: length in characters (code points) */
+	int min_len, max_len;	/* max -1: none */
+	/* GUIDE_LITERAL */
+	char *text;
+	size_t len;
+	/* GUIDE_ANYOF */
+	int n_alts;
+	int *alts;
+};
+
+/* Fixed nodes of every grammar. ANY is the anyOf of the next seven, which differ in their
+ * first byte. */
+enum {
+	GUIDE_NODE_ANY = 0,
+	GUIDE_NODE_TRUE,
+	GUIDE_NODE_FALSE,
+	GUIDE_NODE_NULL,
+	GUIDE_NODE_ANY_OBJECT, /* any keys, any values */
+	GUIDE_NODE_ANY_ARRAY,  /* any items */
+	GUIDE_NODE_ANY_STRING,
+	GUIDE_NODE_ANY_NUMBER,
+	GUIDE_NODE_FIXED
+};
+
+struct guide_grammar {
+	atomic_int refs;
+	int root;
+	int n_nodes, cap_nodes;
+	struct guide_node *nodes;
+	char *what; /* for logs: "json_schema", "json_object", "choice" */
+};
+
+/* Any JSON value whose top level is an object (response_format json_object). */
+int guide_from_json_object(struct guide_grammar **out, struct err *e);
+/* A JSON Schema (a JSON object, or true); `what` names it in errors ("response_format.
+ * json_schema.schema"). */
+int guide_from_schema(const json_t *schema, const char *what, struct guide_grammar **out, struct err *e);
+/* Exactly one of the n strings (guided_choice): raw text, not JSON. */
+int guide_from_choices(const char *const *choices, const size_t *lens, int n, struct guide_grammar **out,
+		       struct err *e);
+
+struct guide_grammar *guide_ref(struct guide_grammar *g);
+void guide_unref(struct guide_grammar *g); /* NULL is fine */
+
+#endif
