@@ -19,6 +19,8 @@
 #include "engine/runner.h"
 #include "engine/sample.h"
 #include "engine/sched.h"
+#include "guide/grammar.h"
+#include "guide/vocab.h"
 #include "io/config.h"
 #include "model/model.h"
 
@@ -37,6 +39,9 @@ struct eseq {
 	int index;
 	double t_arrival, t_scheduled, t_first, t_last;
 	struct engine_logprob lp; /* this step's */
+	struct jm_state *guide;	  /* guided decoding: the output's matcher state (p.guide holds a
+				   * reference), else NULL */
+	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
 	struct eseq *inbox_next;
 	struct eseq *live_prev, *live_next;
 };
@@ -54,6 +59,9 @@ struct engine {
 	const float **rows;
 	int32_t *sampled;
 	struct sample_rng rng; /* seeds for unseeded requests */
+	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
+	struct guide_vocab *guide_vocab;
+	uint8_t *allow;		  /* [vocab] a guided choice's mask (engine thread) */
 	uint64_t next_id;
 	pthread_t thread;
 	bool thread_started;
@@ -151,6 +159,8 @@ static void live_remove(struct engine *eng, struct eseq *s)
 
 static void eseq_free(struct eseq *s)
 {
+	free(s->guide);
+	guide_unref(s->p.guide);
 	sched_req_fini(&s->sr);
 	seq_text_fini(&s->text);
 	free(s);
@@ -278,6 +288,9 @@ static void seq_output(struct engine *eng, struct eseq *s, int32_t tok, double t
 	deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
 }
 
+/* engine_step's sampled[] markers of guided choices that end without a token */
+enum { GUIDE_ENDED = -2, GUIDE_BROKEN = -3 };
+
 static int engine_step(struct engine *eng, struct err *e)
 {
 	struct sched_output o;
@@ -316,9 +329,33 @@ static int engine_step(struct engine *eng, struct err *e)
 					  .output = s->sr.tokens + s->sr.n_prompt,
 					  .n_output = sched_req_n_output(&s->sr),
 					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
+		if (s->guide && s->guide_on) {
+			if (s->p.ignore_eos && jm_finished(s->guide)) {
+				eng->sampled[i] = GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+				continue;
+			}
+			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
+					     eng->allow) == 0) {
+				eng->sampled[i] = GUIDE_ENDED; /* a whole match, no EOS id to end on */
+				continue;
+			}
+			in.allow = eng->allow;
+		}
 		eng->sampled[i] = sample_token(&in, &eng->ss, &s->lp);
+		if (s->guide && !s->guide_on)
+			s->guide_on = eng->sampled[i] == s->p.guide_after;
+		else if (s->guide && !guide_vocab_advance(eng->guide_vocab, s->p.guide, s->guide, eng->sampled[i]))
+			eng->sampled[i] = GUIDE_BROKEN; /* cannot happen: the mask allowed it */
 	}
-	sched_update(eng->sched, &o, eng->sampled);
+	sched_update(eng->sched, &o, eng->sampled); /* skips the negative ones */
+	for (int i = 0; i < o.n; i++)
+		if (eng->sampled[i] == GUIDE_ENDED || eng->sampled[i] == GUIDE_BROKEN) {
+			struct eseq *s = o.reqs[i]->owner;
+			bool ended = eng->sampled[i] == GUIDE_ENDED;
+			sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
+			seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
+				   ended ? NULL : "guided decoding: the sampled token does not fit the grammar");
+		}
 	double t1 = mono_now_s();
 	for (int i = 0; i < o.n; i++)
 		if (eng->sampled[i] >= 0)
@@ -414,6 +451,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->vocab = eng->cfg->vocab_size;
 	stats_init(&eng->st);
 	pthread_mutex_init(&eng->mu, NULL);
+	pthread_mutex_init(&eng->guide_mu, NULL);
 	pthread_cond_init(&eng->cv, NULL);
 	eng->backend = pick_backend(o, e);
 	if (!eng->backend)
@@ -570,6 +608,9 @@ void engine_free(struct engine *eng)
 	blocks_free_pool(eng->pool);
 	if (eng->kv.data)
 		kv_cache_fini(&eng->kv);
+	guide_vocab_free(eng->guide_vocab);
+	free(eng->allow);
+	pthread_mutex_destroy(&eng->guide_mu);
 	pthread_mutex_destroy(&eng->mu);
 	pthread_cond_destroy(&eng->cv);
 	free(eng);
@@ -642,11 +683,43 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		free(s);
 		return -1;
 	}
+	if (p->guide) {
+		guide_ref(p->guide); /* s->p.guide's, dropped by eseq_free */
+		if (!(s->guide = malloc(sizeof *s->guide))) {
+			eseq_free(s);
+			return err_set(e, "request: out of memory");
+		}
+		jm_init(s->guide, p->guide);
+		s->guide_on = p->guide_after < 0;
+	}
 	s->h = h;
 	s->index = index;
 	s->t_arrival = t;
 	*out = s;
 	return 0;
+}
+
+/* The vocabulary trie and mask of guided decoding, built by the first guided request (~60 ms
+ * for a 100K-token vocabulary). */
+static int guide_vocab_ready(struct engine *eng, struct err *e)
+{
+	if (!eng->o.tok)
+		return err_set(e, "guided decoding needs a tokenizer");
+	pthread_mutex_lock(&eng->guide_mu);
+	int rc = 0;
+	if (!eng->guide_vocab) {
+		struct guide_vocab *v = NULL;
+		uint8_t *allow = malloc((size_t)eng->vocab);
+		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_vocab_new(eng->o.tok, eng->vocab, &v, e);
+		if (rc == 0) {
+			eng->allow = allow;
+			eng->guide_vocab = v;
+		} else {
+			free(allow);
+		}
+	}
+	pthread_mutex_unlock(&eng->guide_mu);
+	return rc;
 }
 
 int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
@@ -674,6 +747,8 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
 		err_set(e, "stop strings need a tokenizer");
 		return ENGINE_EINVAL;
 	}
+	if (p->guide && guide_vocab_ready(eng, e) < 0)
+		return ENGINE_EINVAL;
 	pthread_mutex_lock(&eng->mu);
 	bool dead = eng->dead || eng->stop;
 	bool full = eng->n_inbox + eng->n_sched_waiting + p->n > eng->o.max_waiting;

@@ -31,6 +31,7 @@ struct attn_backend;
 struct tok;
 struct step_plan;
 struct kv_cache;
+struct guide_grammar;
 
 #define ENGINE_MAX_LOGPROBS 20	  /* --max-logprobs */
 #define ENGINE_MAX_STOP_IDS 64	  /* stop_token_ids + generation_config eos ids */
@@ -78,6 +79,14 @@ struct sampling_params {
 	int n_logit_bias;
 	int32_t logit_bias_ids[ENGINE_MAX_LOGIT_BIAS];
 	float logit_bias[ENGINE_MAX_LOGIT_BIAS]; /* added to the raw logit, clamped to [-100, 100] */
+	/* Structured output (guide/grammar.h), NULL = free text. Borrowed: engine_submit takes
+	 * its own references. Each step only tokens that keep the output a prefix of a match are
+	 * sampled, and EOS only once it is a whole match (the grammar wins over min_tokens;
+	 * with ignore_eos a match that nothing may extend ends the output, finish "stop"). */
+	struct guide_grammar *guide;
+	int32_t guide_after;	  /* >= 0: the grammar applies from the token after this one
+				   * (a reasoning model's "</think>", as vLLM does); -1: from the
+				   * first token (sampling_params_init) */
 };
 
 /* Fills every field from `d` (NULL = the OpenAI defaults), n = 1, logprobs = -1,

@@ -36,6 +36,7 @@ void sampling_params_init(struct sampling_params *p, const struct sampling_defau
 	p->skip_special_tokens = true;
 	p->spaces_between_special_tokens = true;
 	p->n = 1;
+	p->guide_after = -1;
 }
 
 int sampling_params_validate(const struct sampling_params *p, int vocab_size, struct err *e)

@@ -50,7 +50,8 @@ int sample_scratch_init(struct sample_scratch *s, int vocab, struct err *e)
 	s->idx = malloc(sizeof *s->idx * (size_t)vocab);
 	s->cnt = calloc((size_t)vocab, sizeof *s->cnt);
 	s->seen = calloc((size_t)vocab, 1);
-	if (!s->x || !s->idx || !s->cnt || !s->seen) {
+	s->masked = malloc(sizeof *s->masked * (size_t)vocab);
+	if (!s->x || !s->idx || !s->cnt || !s->seen || !s->masked) {
 		sample_scratch_fini(s);
 		return err_set(e, "sampler: out of memory for vocab %d", vocab);
 	}
@@ -63,6 +64,7 @@ void sample_scratch_fini(struct sample_scratch *s)
 	free(s->idx);
 	free(s->cnt);
 	free(s->seen);
+	free(s->masked);
 	memset(s, 0, sizeof *s);
 }
 
@@ -141,10 +143,9 @@ static int32_t argmax(const float *x, int vocab)
 	return best;
 }
 
-static void raw_logprobs(const struct sample_input *in, int vocab, int32_t tok,
+static void raw_logprobs(const struct sample_input *in, const float *l, int vocab, int32_t tok,
 			 struct engine_logprob *lp)
 {
-	const float *l = in->logits;
 	float mx = l[argmax(l, vocab)];
 	double z = 0;
 	for (int i = 0; i < vocab; i++)
@@ -212,7 +213,13 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 	const struct sampling_params *p = in->p;
 	int V = s->vocab;
 	float *x = s->x;
-	memcpy(x, in->logits, sizeof *x * (size_t)V);
+	const float *raw = in->logits;
+	if (in->allow) {
+		for (int i = 0; i < V; i++)
+			s->masked[i] = in->allow[i] ? in->logits[i] : -INFINITY;
+		raw = s->masked;
+	}
+	memcpy(x, raw, sizeof *x * (size_t)V);
 	for (int i = 0; i < p->n_logit_bias; i++) {
 		int32_t id = p->logit_bias_ids[i];
 		if (id >= 0 && id < V) {
@@ -220,7 +227,7 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
 		}
 	}
-	if (in->n_output < p->min_tokens)
+	if (in->n_output < p->min_tokens && !in->allow)
 		for (int i = 0; i < in->n_stop_ids; i++)
 			if (in->stop_ids[i] >= 0 && in->stop_ids[i] < V)
 				x[in->stop_ids[i]] = -INFINITY;
@@ -239,7 +246,7 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 			mx = x[i];
 	}
 	if (!(mx > -INFINITY)) { /* everything masked: fall back to the raw argmax */
-		tok = argmax(in->logits, V);
+		tok = argmax(raw, V);
 		goto done;
 	}
 	/* candidates: min_p drops tokens with prob < min_p * max_prob */
@@ -311,6 +318,6 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 	}
 done:
 	if (p->logprobs >= 0 && lp)
-		raw_logprobs(in, V, tok, lp);
+		raw_logprobs(in, raw, V, tok, lp);
 	return tok;
 }

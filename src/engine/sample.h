@@ -30,6 +30,7 @@ struct sample_scratch {
 	int32_t *idx;	/* [vocab] candidate ids */
 	int32_t *cnt;	/* [vocab] output-token counts; all zero between calls */
 	uint8_t *seen;	/* [vocab] repetition marks; all zero between calls */
+	float *masked;	/* [vocab] raw logits under a guided-decoding mask */
 };
 int sample_scratch_init(struct sample_scratch *s, int vocab, struct err *e);
 void sample_scratch_fini(struct sample_scratch *s);
@@ -45,6 +46,9 @@ struct sample_input {
 				     * stop_token_ids) */
 	int n_stop_ids;
 	struct sample_rng *rng;	    /* the request's generator; advanced unless greedy */
+	const uint8_t *allow;	    /* [vocab] guided decoding: only tokens with allow[id] != 0
+				     * (never all zero); they replace the min_tokens mask, and
+				     * logprobs are those of the masked logits (as vLLM's bitmask) */
 };
 
 /* Returns the sampled token; fills *lp when p->logprobs >= 0 (lp may be NULL otherwise). */

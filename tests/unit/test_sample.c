@@ -196,6 +196,41 @@ static void test_min_tokens_mask(void)
 	sample_scratch_fini(&sc);
 }
 
+/* Guided decoding's mask: only allowed tokens are drawn, greedy or not; it replaces the
+ * min_tokens mask (the grammar may end the output); logprobs are those of the masked logits. */
+static void test_allow_mask(void)
+{
+	setup();
+	struct sampling_params p;
+	sampling_params_init(&p, NULL);
+	float l[V] = {0, 5, 1, 4, 0, 0, 0, 2};
+	uint8_t allow[V] = {0, 0, 1, 0, 0, 0, 1, 1};
+	struct sample_rng rng;
+	sample_rng_seed(&rng, 3);
+	struct sample_input in = {.logits = l, .p = &p, .rng = &rng, .allow = allow};
+	int h[V] = {0};
+	for (int i = 0; i < 2000; i++)
+		h[sample_token(&in, &sc, NULL)]++;
+	EXPECT(h[0] == 0 && h[1] == 0 && h[3] == 0 && h[4] == 0 && h[5] == 0);
+	EXPECT(h[2] > 0 && h[6] > 0 && h[7] > h[2]);
+	p.temperature = 0;
+	EXPECT_EQ_INT(sample_token(&in, &sc, NULL), 7);
+	/* min_tokens would mask stop id 7; the grammar's mask wins */
+	p.min_tokens = 5;
+	int32_t stop[1] = {7};
+	in.stop_ids = stop;
+	in.n_stop_ids = 1;
+	EXPECT_EQ_INT(sample_token(&in, &sc, NULL), 7);
+	p.logprobs = 2;
+	struct engine_logprob lp;
+	EXPECT_EQ_INT(sample_token(&in, &sc, &lp), 7);
+	double z = exp(1.0) + exp(0.0) + exp(2.0);
+	EXPECT_NEAR(lp.logprob, 2 - log(z), 1e-5);
+	EXPECT_EQ_INT(lp.rank, 1);
+	EXPECT_EQ_INT(lp.top_ids[1], 2);
+	sample_scratch_fini(&sc);
+}
+
 static void test_logprobs(void)
 {
 	setup();
@@ -354,5 +389,5 @@ static void test_validate(void)
 }
 
 TESTS(T(test_greedy), T(test_seed_independent_of_batch), T(test_distribution), T(test_masks),
-      T(test_penalties), T(test_min_tokens_mask), T(test_logprobs), T(test_matches_full_sort),
+      T(test_penalties), T(test_min_tokens_mask), T(test_allow_mask), T(test_logprobs), T(test_matches_full_sort),
       T(test_validate))
