@@ -1,7 +1,9 @@
 /* mlaserve generate MODEL_DIR: offline batch generation through the engine.
  *   --prompts-file FILE.jsonl  one {"prompt": "..."} or {"prompt_token_ids": [...]} per line,
  *                              with optional sampling fields (max_tokens, temperature, top_p,
- *                              top_k, min_p, seed, stop, stop_token_ids, ignore_eos, n, ...)
+ *                              top_k, min_p, seed, stop, stop_token_ids, ignore_eos, n, ...,
+ *                              and structured outputs: response_format, guided_json,
+ *                              guided_choice, structured_outputs)
  *   --prompt "text"            one prompt (repeatable)
  *   --prompt-ids 0,5,9         one prompt of token ids (repeatable); given alone (no
  *                              --output), stdout gets just the generated ids, one line each
@@ -24,6 +26,7 @@
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "io/json_util.h"
+#include "server/structured.h"
 #include "tok/tokenizer.h"
 
 struct gen_item {
@@ -122,6 +125,12 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 			p->n_stop_token_ids = (int)i + 1;
 		}
 	}
+	/* structured outputs as the server takes them; the item owns the reference */
+	struct srv_structured st;
+	struct api_error ae;
+	if (srv_structured_parse(o, false, &st, &ae) < 0)
+		return err_set(e, "line %d: %s", line, ae.message);
+	p->guide = st.guide;
 	return 0;
 }
 
@@ -500,8 +509,10 @@ dist_end:
 		comm_fini(&comm);
 	}
 out:
-	for (int k = 0; k < n_items; k++)
+	for (int k = 0; k < n_items; k++) {
 		free(items[k].ids);
+		guide_unref(items[k].p.guide);
+	}
 	free(items);
 	free(o.texts);
 	free(o.idstrs);

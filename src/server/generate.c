@@ -222,10 +222,16 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
 	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
 	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
-	if (g->api == SRV_API_CHAT && reasoning_applies(s->cfg.reasoning_parser, g->req.chat_template_kwargs) &&
-	    !(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
-		return api_error_set(ae, 500, NULL, "out of memory");
-	if (g->api == SRV_API_CHAT && g->req.parse_tools && !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
+	if (g->api == SRV_API_CHAT && reasoning_applies(s->cfg.reasoning_parser, g->req.chat_template_kwargs)) {
+		if (!(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
+			return api_error_set(ae, 500, NULL, "out of memory");
+		/* structured output constrains the answer, not the thinking (vLLM): from the token
+		 * after "</think>" when the tokenizer has it as one token */
+		if (g->req.sp.guide)
+			g->req.sp.guide_after = tok_token_to_id(s->deps.tok, REASONING_END);
+	}
+	if (g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced) &&
+	    !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
 		return api_error_set(ae, 500, NULL, "out of memory");
 	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->echo || !g->echo_len ||
 	    !g->echo_sent || !g->ch)
@@ -379,9 +385,16 @@ static enum MHD_Result reply_collected(struct gen *g)
 		}
 		for (int i = 0; g->ts && i < g->n_choices; i++) { /* the tool-call parser: the content */
 			struct oj_choice *c = &g->ch[i];
-			size_t content_len;
-			if (tool_calls_parse(s_tool_parser(g), c->text.data, c->text.len, &c->tool_calls, &content_len) < 0)
+			size_t content_len = 0;
+			if (g->req.structured.forced) {
+				if (tool_calls_forced(g->req.structured.forced == SRV_TOOLS_REQUIRED,
+						      g->req.structured.forced_name, c->text.data, c->text.len,
+						      &c->tool_calls) < 0)
+					return MHD_NO;
+			} else if (tool_calls_parse(s_tool_parser(g), c->text.data, c->text.len, &c->tool_calls,
+						    &content_len) < 0) {
 				return MHD_NO;
+			}
 			if (json_array_size(c->tool_calls)) {
 				c->text.len = content_len;
 			} else {
@@ -485,8 +498,12 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	json_t *calls = NULL;
 	if (g->ts) { /* the content so far goes through the tool-call split */
 		struct sbuf content = {0};
-		if (tool_split_feed(&g->ts[ci], s_tool_parser(g), text.data, text.len, ev->finish != ENGINE_FINISH_NONE,
-				    &content, &calls) < 0) {
+		bool last = ev->finish != ENGINE_FINISH_NONE;
+		const struct srv_structured *st = &g->req.structured;
+		if (st->forced ? tool_forced_feed(&g->ts[ci], st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.data,
+						  text.len, last, &content, &calls) < 0
+			       : tool_split_feed(&g->ts[ci], s_tool_parser(g), text.data, text.len, last, &content,
+						 &calls) < 0) {
 			sbuf_fini(&text);
 			sbuf_fini(&reasoning);
 			sbuf_fini(&content);

@@ -5,7 +5,7 @@
 
 #include "server/tags.h"
 
-static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+static const char OPEN[] = "<think>", CLOSE[] = REASONING_END;
 #define OPEN_LEN (sizeof OPEN - 1)
 #define CLOSE_LEN (sizeof CLOSE - 1)
 

@@ -31,6 +31,7 @@ enum reasoning_parser {
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int reasoning_parser_from_name(const char *name);
 #define REASONING_PARSER_NAMES "deepseek_r1, deepseek_v3"
+#define REASONING_END "</think>" /* the tag that ends the reasoning (one token in DeepSeek's tokenizers) */
 
 /* Whether `parser` splits the output of a chat request with these chat_template_kwargs
  * (NULL: none given). */

@@ -153,34 +153,22 @@ static int reject_unsupported(const json_t *body, enum srv_api api, const struct
 		if ((v = json_object_get(body, lists[i])) && !json_is_null(v) &&
 		    !(json_is_array(v) && json_array_size(v) == 0))
 			return api_error_set(ae, 400, lists[i], "%s is not supported", lists[i]);
-	if ((v = json_object_get(body, "response_format")) && !json_is_null(v)) {
-		const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-		if (!t || !json_is_string(t) || strcmp(json_string_value(t), "text"))
-			return api_error_set(ae, 400, "response_format",
-					     "response_format other than {\"type\": \"text\"} is "
-					     "not supported");
-	}
-	static const char *const guided[] = {"structured_outputs", "guided_json", "guided_regex",
-					     "guided_choice", "guided_grammar"};
-	for (int i = 0; i < 5; i++)
-		if ((v = json_object_get(body, guided[i])) && !json_is_null(v))
-			return api_error_set(ae, 400, guided[i], "%s is not supported", guided[i]);
 	if (api == SRV_API_COMPLETION) {
 		if ((v = json_object_get(body, "suffix")) && !json_is_null(v))
 			return api_error_set(ae, 400, "suffix", "suffix is not currently supported");
 		return 0;
 	}
-	if ((v = json_object_get(body, "tool_choice")) && !json_is_null(v) &&
-	    !(json_is_string(v) && !strcmp(json_string_value(v), "none"))) {
+	/* "required" and named choices are structured outputs (server/structured.c) */
+	if ((v = json_object_get(body, "tool_choice")) && json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
 		const json_t *tools = json_object_get(body, "tools");
-		bool is_auto = json_is_string(v) && !strcmp(json_string_value(v), "auto");
-		if (json_is_array(tools) && json_array_size(tools) > 0 && !(is_auto && lim->auto_tools))
+		if (json_is_array(tools) && json_array_size(tools) > 0 && !lim->auto_tools)
 			return api_error_set(ae, 400, "tool_choice",
-					     is_auto ? "\"auto\" tool choice requires --enable-auto-tool-choice and "
-						       "--tool-call-parser to be set"
-						     : "\"%s\" tool choice needs structured outputs (guided decoding), "
-						       "which this server does not support",
-					     json_is_string(v) ? json_string_value(v) : "named");
+					     "\"auto\" tool choice requires --enable-auto-tool-choice and "
+					     "--tool-call-parser to be set");
+	} else if (v && !json_is_null(v) && !json_is_object(v) &&
+		   !(json_is_string(v) && (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "required")))) {
+		return api_error_set(ae, 400, "tool_choice",
+				     "tool_choice must be \"none\", \"auto\", \"required\" or a named function");
 	}
 	return 0;
 }
@@ -659,6 +647,11 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 		goto fail;
 	if (parse_sampling(body, api, lim, r, ae) < 0)
 		goto fail;
+	if (srv_structured_parse(body, api == SRV_API_CHAT, &r->structured, ae) < 0)
+		goto fail;
+	r->sp.guide = r->structured.guide;
+	if (r->structured.forced)
+		r->parse_tools = false; /* the calls are the whole output, not the model's own format */
 	note_unknown(body, api, unknown, n_unknown);
 	return 0;
 fail:
@@ -669,6 +662,7 @@ fail:
 
 void srv_request_fini(struct srv_request *r)
 {
+	srv_structured_fini(&r->structured);
 	json_decref(r->messages);
 	json_decref(r->chat_template_kwargs);
 	for (int i = 0; i < r->n_prompts; i++)

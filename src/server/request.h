@@ -4,7 +4,7 @@
  *
  * Field rules follow vLLM's pydantic models: JSON null means "not set"; unknown fields are
  * ignored (and named in *unknown so the caller can log them); fields vLLM honours that this
- * engine cannot (beam search, prompt logprobs, tools with a tool choice, ...) are rejected with
+ * engine cannot (beam search, prompt logprobs, guided regexes and grammars, ...) are rejected with
  * 400 instead of being silently dropped. */
 #ifndef MLA_SERVER_REQUEST_H
 #define MLA_SERVER_REQUEST_H
@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "server/errors.h"
+#include "server/structured.h"
 
 enum srv_api { SRV_API_CHAT, SRV_API_COMPLETION };
 
@@ -52,7 +53,9 @@ struct srv_request {
 	bool max_tokens_given;	/* max_tokens/max_completion_tokens explicit (or completions' 16) */
 	int top_logprobs;	/* chat: top_logprobs (0 if unset) */
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
-	struct sampling_params sp; /* defaults from `base`, then the request's fields */
+	struct sampling_params sp; /* defaults from `base`, then the request's fields;
+				    * sp.guide is structured.guide */
+	struct srv_structured structured; /* response_format, guided_*, forced tool_choice */
 };
 
 /* Parses `body` (any JSON value; must be an object). `base` holds the server's default

@@ -1,6 +1,7 @@
 /* DeepSeek tool-call parsers (tool_calls.h). */
 #include "server/tool_calls.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/openai_json.h"
@@ -117,3 +118,65 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 }
 
 void tool_split_fini(struct tool_split *s) { sbuf_fini(&s->kept); }
+
+static json_t *call_json(const char *name, size_t name_len, json_t *args)
+{
+	char id[64];
+	oj_make_id(id, sizeof id, "chatcmpl-tool-");
+	return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", id, "type", "function", "function", "name",
+			 oj_string(name, name_len), "arguments", args);
+}
+
+int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls)
+{
+	*calls = NULL;
+	json_t *a = json_array();
+	if (!a)
+		return -1;
+	if (!required) {
+		json_t *c = call_json(name, strlen(name), oj_string(text, len));
+		if (!c || json_array_append_new(a, c) < 0) {
+			json_decref(a);
+			return -1;
+		}
+		*calls = a;
+		return 0;
+	}
+	json_t *v = json_loadb(text, len, 0, NULL);
+	for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name");
+		if (!json_is_string(n))
+			goto whole_not_calls;
+		/* jansson without JSON_COMPACT writes ", " and ": " like json.dumps */
+		char *args = json_dumps(json_object_get(e, "parameters"), JSON_ENCODE_ANY);
+		json_t *c = args ? call_json(json_string_value(n), json_string_length(n), oj_string(args, strlen(args))) : NULL;
+		free(args);
+		if (!c || json_array_append_new(a, c) < 0) {
+			json_decref(v);
+			json_decref(a);
+			return -1;
+		}
+	}
+	if (!json_is_array(v) || !json_array_size(a))
+		goto whole_not_calls;
+	json_decref(v);
+	*calls = a;
+	return 0;
+whole_not_calls:
+	json_decref(v);
+	json_decref(a);
+	return 0;
+}
+
+int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
+		     bool last, struct sbuf *content, json_t **calls)
+{
+	*calls = NULL;
+	if (len && sbuf_append(&s->kept, text, len) < 0)
+		return -1;
+	if (!last)
+		return 0;
+	if (tool_calls_forced(required, name, s->kept.data, s->kept.len, calls) < 0)
+		return -1;
+	return *calls ? 0 : sbuf_append(content, s->kept.data, s->kept.len);
+}

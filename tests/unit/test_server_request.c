@@ -167,7 +167,9 @@ static void test_chat_errors(void)
 	expect_400("{" M ",\"seed\":\"1\"}", C, "seed");
 	expect_400("{" M ",\"ignore_eos\":0}", C, "ignore_eos");
 	expect_400("{" M ",\"use_beam_search\":true}", C, "use_beam_search");
-	expect_400("{" M ",\"response_format\":{\"type\":\"json_object\"}}", C, "response_format");
+	expect_400("{" M ",\"response_format\":{\"type\":\"yaml\"}}", C, "response_format");
+	expect_400("{" M ",\"guided_regex\":\"a+\"}", C, "guided_regex");
+	expect_400("{" M ",\"guided_json\":{\"type\":\"string\",\"pattern\":\"a\"}}", C, "guided_json");
 	expect_400("{" M ",\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"auto\"}", C,
 		   "tool_choice");
 	expect_400("{" M ",\"chat_template\":\"{{x}}\"}", C, "chat_template");
@@ -196,7 +198,7 @@ static void test_tools_reach_the_template(void)
 
 /* Which requests get their tool calls parsed: tools with tool_choice "auto" or unset, when
  * the server runs --enable-auto-tool-choice --tool-call-parser; "required" and named choices
- * need guided decoding (400). */
+ * are guided (a grammar; a name not in tools is a 400). */
 static void test_tool_choice(void)
 {
 #define MT "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
@@ -208,8 +210,11 @@ static void test_tool_choice(void)
 	} cases[] = {
 		{true, ",\"tool_choice\":\"auto\"", 0, true},  {true, "", 0, true},
 		{true, ",\"tool_choice\":null", 0, true},	    {true, ",\"tool_choice\":\"none\"", 0, false},
-		{true, ",\"tool_choice\":\"required\"", 400, false},
-		{true, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", 400, false},
+		{true, ",\"tool_choice\":\"required\"", 0, false},
+		{true, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", 0, false},
+		{false, ",\"tool_choice\":\"required\"", 0, false},
+		{false, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}", 400, false},
+		{false, ",\"tool_choice\":\"some\"", 400, false},
 		{false, "", 0, false},				    {false, ",\"tool_choice\":\"auto\"", 400, false},
 		{false, ",\"tool_choice\":\"none\"", 0, false},
 	};
@@ -224,6 +229,10 @@ static void test_tool_choice(void)
 			"case %zu: status %d, parse_tools %d (%s)", i, st, st ? -1 : r.parse_tools, ae.message);
 		if (st)
 			EXPECTF(!strcmp(ae.param, "tool_choice"), "case %zu: param %s", i, ae.param);
+		/* "required" and named choices are guided: a grammar, and no parsing of the model's format */
+		bool forced = strstr(cases[i].extra, "required") || strstr(cases[i].extra, "function\":{");
+		if (!st)
+			EXPECTF((r.sp.guide != NULL) == forced, "case %zu: guide %p", i, (void *)r.sp.guide);
 		srv_request_fini(&r);
 	}
 	/* no tools: nothing to parse, whatever the server */
