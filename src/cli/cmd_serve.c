@@ -52,6 +52,7 @@ static void serve_usage(FILE *f)
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
+		"  --max-logprobs N                most logprobs / top_logprobs a request may ask (0-20, default 20)\n"
 		"  --enable-auto-tool-choice       parse the tool calls of requests with tools (tool_choice\n"
 		"                                  \"auto\"), with --tool-call-parser NAME\n"
 		"  --tool-call-parser NAME         deepseek_v3 (V3, R1-0528) or deepseek_v31 (V3.1)\n"
@@ -126,6 +127,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 					       v ? v : "");
 		} else if (FLAG("--http-timeout", NULL)) {
 			if (cli_int_parse("--http-timeout", v, 1, 86400, &o->sc.conn_timeout_s, e) < 0)
+				return -1;
+		} else if (FLAG("--max-logprobs", NULL)) {
+			if (cli_int_parse("--max-logprobs", v, 0, ENGINE_MAX_LOGPROBS, &o->sc.max_logprobs, e) < 0)
 				return -1;
 		} else if (FLAG("--max-connections", NULL)) {
 			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)

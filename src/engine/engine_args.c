@@ -2,6 +2,7 @@
 #include "engine/engine_args.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ void engine_args_init(struct engine_args *a, bool serving)
 	a->tp_size = 1;
 	a->dcp_size = 1;
 	a->dcp_interleave = 1;
+	a->generation_config = "auto";
 }
 
 void engine_args_usage(FILE *f)
@@ -50,6 +52,9 @@ void engine_args_usage(FILE *f)
 		"  --seed N                          engine seed (default 0)\n"
 		"  --threads N                       compute threads (default: all CPUs)\n"
 		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		"  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
+		"                                    generation_config.json (auto), none (vllm), or DIR's\n"
+		"  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
 		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
 		"   --gpu-memory-utilization are taken and have no effect)\n"
 		"parallelism (ranks self-launched with mpirun unless started under it):\n"
@@ -91,6 +96,94 @@ static int parse_int(const char *flag, const char *v, int lo, int *out, struct e
 	if (end == v || *end || errno || x < lo || x > INT_MAX)
 		return err_set(e, "%s: invalid value '%s' (an integer >= %d)", flag, v, lo);
 	*out = (int)x;
+	return 0;
+}
+
+/* --override-generation-config: generation_config.json's sampling keys, as vLLM maps them */
+static int apply_generation_override(struct sampling_defaults *d, const char *text, struct err *e)
+{
+	json_error_t je;
+	json_t *o = json_loads(text, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return err_set(e, "--override-generation-config: not a JSON object (%s)", o ? "" : je.text);
+	}
+	const char *key;
+	json_t *v;
+	int rc = 0;
+	json_object_foreach(o, key, v) {
+		bool num = json_is_number(v), integer = json_is_integer(v);
+		double x = num ? json_number_value(v) : 0;
+		if (!strcmp(key, "temperature") && num)
+			d->temperature = (float)x;
+		else if (!strcmp(key, "top_p") && num)
+			d->top_p = (float)x;
+		else if (!strcmp(key, "top_k") && integer)
+			d->top_k = (int)x;
+		else if (!strcmp(key, "min_p") && num)
+			d->min_p = (float)x;
+		else if (!strcmp(key, "repetition_penalty") && num)
+			d->repetition_penalty = (float)x;
+		else if (!strcmp(key, "presence_penalty") && num)
+			d->presence_penalty = (float)x;
+		else if (!strcmp(key, "frequency_penalty") && num)
+			d->frequency_penalty = (float)x;
+		else if ((!strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) && integer && x >= 1)
+			d->max_tokens = (int)x;
+		else if (!strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "top_k") ||
+			 !strcmp(key, "min_p") || !strcmp(key, "repetition_penalty") || !strcmp(key, "presence_penalty") ||
+			 !strcmp(key, "frequency_penalty") || !strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) {
+			rc = err_set(e, "--override-generation-config: \"%s\" has the wrong type or range", key);
+			break;
+		} else {
+			LOG_W("args", "--override-generation-config: \"%s\" is not a sampling default; ignored", key);
+		}
+	}
+	json_decref(o);
+	return rc;
+}
+
+/* sampling defaults: generation_config.json's (whose, per --generation-config) under the
+ * override */
+static void apply_generation_config(const struct hf_config *h, struct sampling_defaults *d)
+{
+	if (h->has_temperature)
+		d->temperature = (float)h->temperature;
+	if (h->has_top_p)
+		d->top_p = (float)h->top_p;
+	if (h->has_top_k)
+		d->top_k = h->top_k;
+	if (h->has_min_p)
+		d->min_p = (float)h->min_p;
+	if (h->has_repetition_penalty)
+		d->repetition_penalty = (float)h->repetition_penalty;
+	if (h->has_max_new_tokens)
+		d->max_tokens = h->max_new_tokens;
+}
+
+/* --generation-config DIR: DIR/generation_config.json's fields replace the model's */
+static int load_generation_config_dir(const char *dir, struct hf_config *h, struct err *e)
+{
+	struct hf_config g;
+	if (hf_config_load(dir, &g, e) < 0)
+		return err_prefix(e, "--generation-config");
+	if (!g.has_generation_config) {
+		hf_config_free(&g);
+		return err_set(e, "--generation-config: %s/generation_config.json not found", dir);
+	}
+	h->has_generation_config = true;
+	h->gen_bos_token_id = g.gen_bos_token_id;
+	memcpy(h->gen_eos_token_ids, g.gen_eos_token_ids, sizeof g.gen_eos_token_ids);
+	h->n_gen_eos = g.n_gen_eos;
+	h->gen_pad_token_id = g.gen_pad_token_id;
+	h->has_do_sample = g.has_do_sample, h->do_sample = g.do_sample;
+	h->has_temperature = g.has_temperature, h->temperature = g.temperature;
+	h->has_top_p = g.has_top_p, h->top_p = g.top_p;
+	h->has_top_k = g.has_top_k, h->top_k = g.top_k;
+	h->has_min_p = g.has_min_p, h->min_p = g.min_p;
+	h->has_repetition_penalty = g.has_repetition_penalty, h->repetition_penalty = g.repetition_penalty;
+	h->has_max_new_tokens = g.has_max_new_tokens, h->max_new_tokens = g.max_new_tokens;
+	hf_config_free(&g);
 	return 0;
 }
 
@@ -146,7 +239,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		"--dtype", "--load-format", "--attention-backend", "--block-size",
 		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
-		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization"};
+		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
+		"--generation-config", "--override-generation-config"};
 	size_t flen = strcspn(arg, "=");
 	const char *flag = NULL;
 	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -219,6 +313,14 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		a->seed = s;
 	} else if (!strcmp(flag, "--threads")) {
 		rc = parse_int(flag, v, 0, &a->threads, e);
+	} else if (!strcmp(flag, "--generation-config")) {
+		a->generation_config = v;
+	} else if (!strcmp(flag, "--override-generation-config")) {
+		struct sampling_defaults d;
+		sampling_defaults_init(&d);
+		if (apply_generation_override(&d, v, e) < 0)
+			return -1;
+		a->override_generation_config = v;
 	} else if (!strcmp(flag, "--tokenizer")) {
 		a->tokenizer = v;
 	}
@@ -302,20 +404,16 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (rt->tok)
 		hf_config_resolve_ids(&rt->hf, rt->tok);
 
+	const char *gc = a->generation_config ? a->generation_config : "auto";
+	if (strcmp(gc, "auto") && strcmp(gc, "vllm") && load_generation_config_dir(gc, &rt->hf, e) < 0)
+		goto fail;
 	sampling_defaults_init(&rt->defaults);
 	const struct hf_config *h = &rt->hf;
-	if (h->has_temperature)
-		rt->defaults.temperature = (float)h->temperature;
-	if (h->has_top_p)
-		rt->defaults.top_p = (float)h->top_p;
-	if (h->has_top_k)
-		rt->defaults.top_k = h->top_k;
-	if (h->has_min_p)
-		rt->defaults.min_p = (float)h->min_p;
-	if (h->has_repetition_penalty)
-		rt->defaults.repetition_penalty = (float)h->repetition_penalty;
-	if (h->has_max_new_tokens)
-		rt->defaults.max_tokens = h->max_new_tokens;
+	if (strcmp(gc, "vllm")) /* vllm: the OpenAI defaults (EOS ids still from the model's) */
+		apply_generation_config(h, &rt->defaults);
+	if (a->override_generation_config &&
+	    apply_generation_override(&rt->defaults, a->override_generation_config, e) < 0)
+		goto fail;
 
 	struct engine_options *o = &rt->opts;
 	engine_options_init(o);

@@ -28,6 +28,10 @@ struct engine_args {
 	uint64_t seed;		     /* --seed */
 	int threads;		     /* --threads (0 = all CPUs) */
 	const char *tokenizer;	     /* --tokenizer (default: the model dir) */
+	/* --generation-config auto|vllm|DIR: sampling defaults (and extra EOS ids) from the
+	 * model's generation_config.json, from none (OpenAI defaults), or from DIR's */
+	const char *generation_config;
+	const char *override_generation_config; /* --override-generation-config JSON, over them */
 	/* set by the caller (not parsed here): this rank's shard and DCP layout */
 	int tp_size, tp_rank, dcp_size, dcp_interleave;
 	struct comm *comm;	     /* the communicator (NULL: a world of one) */

@@ -257,10 +257,12 @@ static int parse_logit_bias(const json_t *body, int vocab, struct sampling_param
 }
 
 /* logprobs: a bool + top_logprobs for chat, an int for completions */
-static int parse_logprobs(const json_t *body, enum srv_api api, struct srv_request *r,
+static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv_limits *lim, struct srv_request *r,
 			  struct api_error *ae)
 {
 	struct sampling_params *sp = &r->sp;
+	int max_lp = lim->max_logprobs > 0 && lim->max_logprobs < ENGINE_MAX_LOGPROBS ? lim->max_logprobs
+										      : ENGINE_MAX_LOGPROBS;
 	long long i;
 	int rc;
 	bool b;
@@ -276,10 +278,9 @@ static int parse_logprobs(const json_t *body, enum srv_api api, struct srv_reque
 				return api_error_set(ae, 400, "top_logprobs",
 						     "when using `top_logprobs`, `logprobs` must be "
 						     "set to true.");
-			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
+			if (i < 0 || i > max_lp)
 				return api_error_set(ae, 400, "top_logprobs",
-						     "top_logprobs must be in [0, %d], got %lld.",
-						     ENGINE_MAX_LOGPROBS, i);
+						     "top_logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
 			r->top_logprobs = (int)i;
 		}
 		sp->logprobs = b ? r->top_logprobs : -1;
@@ -287,10 +288,9 @@ static int parse_logprobs(const json_t *body, enum srv_api api, struct srv_reque
 		if ((rc = get_int(body, "logprobs", &i, ae)) < 0)
 			return -1;
 		if (rc) {
-			if (i < 0 || i > ENGINE_MAX_LOGPROBS)
+			if (i < 0 || i > max_lp)
 				return api_error_set(ae, 400, "logprobs",
-						     "logprobs must be in [0, %d], got %lld.",
-						     ENGINE_MAX_LOGPROBS, i);
+						     "logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
 			r->want_logprobs = true;
 			sp->logprobs = (int)i;
 		}
@@ -435,7 +435,7 @@ static int parse_sampling(const json_t *body, enum srv_api api, const struct srv
 			     sp->stop_token_ids, &sp->n_stop_token_ids, ae) < 0)
 		return -1;
 
-	if (parse_logprobs(body, api, r, ae) < 0 || parse_stream(body, r, ae) < 0)
+	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_stream(body, r, ae) < 0)
 		return -1;
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)

@@ -32,6 +32,7 @@ struct srv_limits {
 	int max_n;	   /* cap on n (choices per prompt) */
 	int max_prompts;   /* cap on the number of completion prompts */
 	bool auto_tools;   /* --enable-auto-tool-choice with a --tool-call-parser */
+	int max_logprobs;  /* --max-logprobs (0: ENGINE_MAX_LOGPROBS) */
 };
 
 struct srv_request {

@@ -34,6 +34,7 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	s->lim.max_n = c->max_n > 0 ? c->max_n : 128;
 	s->lim.max_prompts = 256;
 	s->lim.auto_tools = c->auto_tool_choice && c->tool_parser != 0;
+	s->lim.max_logprobs = c->max_logprobs > 0 && c->max_logprobs < ENGINE_MAX_LOGPROBS ? c->max_logprobs : ENGINE_MAX_LOGPROBS;
 	s->max_model_len = engine_max_model_len(d->eng);
 	s->started_at = (long long)time(NULL);
 	pthread_mutex_init(&s->mu, NULL);

@@ -1,6 +1,10 @@
-/* The engine flags (src/engine/engine_args.c): values, both spellings, errors, and the vLLM
- * flags that are taken without effect so that a vLLM command line starts. */
+/* The engine flags (src/engine/engine_args.c): values, both spellings, errors, the vLLM
+ * flags that are taken without effect so that a vLLM command line starts, and where the
+ * sampling defaults come from (--generation-config, --override-generation-config). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine_args.h"
 #include "harness.h"
@@ -56,4 +60,71 @@ static void test_vllm_flags_without_effect(void)
 	}
 }
 
-TESTS(T(test_values), T(test_vllm_flags_without_effect))
+/* --generation-config auto|vllm|DIR and --override-generation-config decide the sampling
+ * defaults (tiny-v3's generation_config.json: temperature 0.6, top_p 0.95, eos 1) */
+static int open_with(char **argv, struct engine_runtime *rt, struct err *e)
+{
+	struct engine_args a;
+	if (parse_all(&a, argv, e) != 0)
+		return -1;
+	a.model_dir = fixture_path("tiny-v3");
+	a.max_model_len = 64;
+	a.kv_cache_memory = 1 << 20;
+	a.threads = 1;
+	return engine_runtime_open(&a, NULL, rt, e);
+}
+
+static void test_generation_config(void)
+{
+	struct engine_runtime rt;
+	struct err e = {0};
+	char *dflt[] = {NULL};
+	EXPECT(open_with(dflt, &rt, &e) == 0);
+	EXPECT_NEAR(rt.defaults.temperature, 0.6, 1e-6);
+	EXPECT_NEAR(rt.defaults.top_p, 0.95, 1e-6);
+	engine_runtime_close(&rt);
+	char *vllm[] = {"--generation-config", "vllm", NULL};
+	EXPECT(open_with(vllm, &rt, &e) == 0);
+	EXPECT_NEAR(rt.defaults.temperature, 1.0, 1e-6);
+	EXPECT_NEAR(rt.defaults.top_p, 1.0, 1e-6);
+	EXPECT_EQ_INT(rt.opts.eos_ids[0], 1);
+	engine_runtime_close(&rt);
+	char *over[] = {"--override-generation-config", "{\"temperature\": 0.2, \"top_k\": 5, \"max_new_tokens\": 7}", NULL};
+	EXPECT(open_with(over, &rt, &e) == 0);
+	EXPECT_NEAR(rt.defaults.temperature, 0.2, 1e-6);
+	EXPECT_NEAR(rt.defaults.top_p, 0.95, 1e-6); /* the model's, not overridden */
+	EXPECT_EQ_INT(rt.defaults.top_k, 5);
+	EXPECT_EQ_INT(rt.defaults.max_tokens, 7);
+	engine_runtime_close(&rt);
+	/* DIR: its generation_config.json replaces the model's, EOS ids included */
+	char dir[] = "/tmp/mlaserve-gencfg-XXXXXX";
+	EXPECT(mkdtemp(dir) != NULL);
+	char path[256];
+	snprintf(path, sizeof path, "%s/generation_config.json", dir);
+	FILE *f = fopen(path, "w");
+	EXPECT(f != NULL);
+	if (f) {
+		fputs("{\"temperature\": 0.3, \"eos_token_id\": [1, 5]}", f);
+		fclose(f);
+	}
+	char *from_dir[] = {"--generation-config", dir, NULL};
+	EXPECT(open_with(from_dir, &rt, &e) == 0);
+	EXPECT_NEAR(rt.defaults.temperature, 0.3, 1e-6);
+	EXPECT_NEAR(rt.defaults.top_p, 1.0, 1e-6);
+	EXPECT_EQ_INT(rt.opts.n_eos_ids, 2);
+	EXPECT_EQ_INT(rt.opts.eos_ids[1], 5);
+	engine_runtime_close(&rt);
+	remove(path);
+	char *missing[] = {"--generation-config", dir, NULL};
+	EXPECTF(open_with(missing, &rt, &e) < 0 && strstr(e.msg, "generation_config.json"), "%s", e.msg);
+	rmdir(dir);
+	const char *bad[] = {"[1]", "{\"top_k\": 1.5}", "{\"temperature\": \"hot\"}", "{"};
+	for (int k = 0; k < 4; k++) {
+		struct engine_args a;
+		char *b[] = {"--override-generation-config", (char *)bad[k], NULL};
+		EXPECTF(parse_all(&a, b, &e) == -1 && strstr(e.msg, "--override-generation-config"), "%s: %s", bad[k],
+			e.msg);
+	}
+}
+
+TESTS(T(test_values), T(test_vllm_flags_without_effect), T(test_generation_config))

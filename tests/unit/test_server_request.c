@@ -163,6 +163,16 @@ static void test_chat_errors(void)
 	expect_400("{" M ",\"logit_bias\":{\"5\":\"x\"}}", C, "logit_bias");
 	expect_400("{" M ",\"top_logprobs\":2}", C, "top_logprobs");
 	expect_400("{" M ",\"logprobs\":true,\"top_logprobs\":21}", C, "top_logprobs");
+	lim.max_logprobs = 5; /* --max-logprobs 5 */
+	expect_400("{" M ",\"logprobs\":true,\"top_logprobs\":6}", C, "top_logprobs");
+	expect_400("{\"prompt\":\"x\",\"logprobs\":6}", SRV_API_COMPLETION, "logprobs");
+	{
+		struct srv_request r5;
+		struct api_error ae5;
+		EXPECT_EQ_INT(parse("{" M ",\"logprobs\":true,\"top_logprobs\":5}", C, &r5, &ae5), 0);
+		srv_request_fini(&r5);
+	}
+	lim.max_logprobs = 0;
 	expect_400("{" M ",\"logprobs\":1}", C, "logprobs");
 	expect_400("{" M ",\"seed\":\"1\"}", C, "seed");
 	expect_400("{" M ",\"ignore_eos\":0}", C, "ignore_eos");
