@@ -482,7 +482,7 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 {
 	*out = NULL;
 	if (n < 1)
-		return err_set(e, "guided_choice must be a non-empty list of strings");
+		return err_set(e, "the list of choices is empty");
 	struct guide_grammar *g = grammar_new("choice", e);
 	if (!g)
 		return -1;
@@ -490,7 +490,7 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 	for (int i = 0; a >= 0 && i < n; i++) {
 		if (!lens[i]) {
 			guide_unref(g);
-			return err_set(e, "guided_choice[%d] is empty", i);
+			return err_set(e, "choice %d is empty", i);
 		}
 		int l = literal_new(g, choices[i], lens[i], e);
 		if (l < 0) {

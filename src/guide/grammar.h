@@ -3,8 +3,8 @@
  * guided_choice, structured_outputs, tool_choice "required" or named) into a small graph of
  * value nodes that guide/matcher.c walks byte by byte.
  *
- * The JSON Schema subset (anything else is refused with a message naming the keyword, never
- * silently ignored):
+ * The JSON Schema subset (any other keyword is refused with a message naming it, so an output
+ * always validates against the schema; within it, outputs may be a subset, as below):
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
  *   schema), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf
  *   (generated as anyOf: an output matching two alternatives is not refused), $ref to

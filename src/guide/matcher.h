@@ -7,7 +7,7 @@
  * printing fits; a model cannot loop on blank lines, a known failure of unbounded
  * whitespace),
  * strings of valid UTF-8 without raw control characters, numbers of at most JM_MAX_NUM
- * bytes, nesting at most JM_MAX_DEPTH deep. A choice (guided_choice) is its raw bytes. */
+ * bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's included). A choice (guided_choice) is its raw bytes. */
 #ifndef MLA_GUIDE_MATCHER_H
 #define MLA_GUIDE_MATCHER_H
 

@@ -185,12 +185,13 @@ static void walk(struct guide_vocab *v, const struct guide_grammar *g, int node,
 	}
 }
 
-/* every alternative inside a string, between characters */
+/* every alternative inside a string, between characters (a string frame is never the root
+ * frame f[0], whose node may be a string not begun yet) */
 static bool in_plain_string(const struct guide_grammar *g, const struct jm_state *s)
 {
 	for (int i = 0; i < s->n; i++) {
 		const struct jm_frame *f = &s->s[i].f[s->s[i].depth - 1];
-		if (g->nodes[f->node].kind != GUIDE_STRING || f->st != 0 || f->need)
+		if (s->s[i].depth < 2 || g->nodes[f->node].kind != GUIDE_STRING || f->st != 0 || f->need)
 			return false;
 	}
 	return s->n > 0;

@@ -190,7 +190,7 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 	int rc = 0;
 	if (forced)
 		rc = from_tool_choice(tc, json_object_get(body, "tools"), out, ae);
-	else if (rf && !json_is_null(rf))
+	else if (rf_set)
 		rc = from_response_format(rf, &out->guide, ae);
 	else if (gj && !json_is_null(gj))
 		rc = from_schema_value(gj, "guided_json", &out->guide, ae);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/openai_json.h"
+#include "server/pyjson.h"
 #include "server/tags.h"
 
 static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] = "<｜tool▁call▁begin｜>",
@@ -142,15 +143,16 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
 		*calls = a;
 		return 0;
 	}
-	json_t *v = json_loadb(text, len, 0, NULL);
+	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
 	for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
-		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name");
-		if (!json_is_string(n))
+		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name"), *params = json_object_get(e, "parameters");
+		if (!json_is_string(n) || !params)
 			goto whole_not_calls;
-		/* jansson without JSON_COMPACT writes ", " and ": " like json.dumps */
-		char *args = json_dumps(json_object_get(e, "parameters"), JSON_ENCODE_ANY);
-		json_t *c = args ? call_json(json_string_value(n), json_string_length(n), oj_string(args, strlen(args))) : NULL;
-		free(args);
+		struct sbuf args = {0};
+		json_t *c = pyjson_dump(params, &args) < 0
+				    ? NULL
+				    : call_json(json_string_value(n), json_string_length(n), oj_string(args.data, args.len));
+		sbuf_fini(&args);
 		if (!c || json_array_append_new(a, c) < 0) {
 			json_decref(v);
 			json_decref(a);

@@ -51,10 +51,10 @@ void tool_split_fini(struct tool_split *s);
 /* The output of a forced tool_choice (server/structured.h), which guided decoding kept to
  * its grammar: "required" (required true) is [{"name", "parameters"}, ...] and each element
  * becomes a call whose arguments are the parameters as vLLM writes them (Python's
- * json.dumps: ", " and ": " separators, UTF-8 kept); a named choice is one call of `name`
+ * json.dumps, server/pyjson.h); a named choice is one call of `name`
  * with the whole output as its arguments. *calls is NULL when a "required" output is not
- * whole JSON (cut by max_tokens or a stop string): it then stays content. 0, or -1 out of
- * memory. */
+ * whole JSON (cut by max_tokens or a stop string; or a number jansson cannot hold, like
+ * an integer past 64 bits): it then stays content. 0, or -1 out of memory. */
 int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls);
 /* Streaming: nothing is content until the end (last), when *calls gets the calls or, when
  * there are none, *content gets the whole output. */

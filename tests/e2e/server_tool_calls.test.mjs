@@ -2,7 +2,7 @@
 // --enable-auto-tool-choice --tool-call-parser deepseek_v3 accepts tool_choice "auto" (and
 // tools without a tool_choice), answers in the chat shape (the tiny model writes no calls, so
 // tool_calls is empty and the content is the raw text that /v1/completions generates from the
-// same prompt tokens), refuses "required" and named choices (guided decoding), and refuses to
+// same prompt tokens), leaves "required" and named choices to guided decoding, and refuses to
 // start without a parser. The parsing itself is tested in tests/unit/test_server_tool_calls.c.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -64,13 +64,21 @@ describe('auto tool choice (deepseek_v3)', () => {
     });
   }
 
-  test('"required" and named tool choices are refused (they need guided decoding)', async () => {
-    for (const toolChoice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-      await assert.rejects(
-        client.chat.completions.create({ model: MODEL, messages: MSG, tools: TOOLS, tool_choice: toolChoice, max_tokens: 4 }),
-        (e) => e.status === 400 && /structured outputs/.test(e.message),
-      );
-    }
+  test('"required" and named tool choices are guided, not parsed from the model\'s own format', async () => {
+    // the grammar makes the output the call itself (server_structured.test.mjs tests it in depth)
+    const named = await client.chat.completions.create({
+      model: MODEL, messages: MSG, tools: TOOLS, max_tokens: 200, seed: 3,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    const m = named.choices[0].message;
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].function.name, 'get_weather');
+    const req = await client.chat.completions.create({
+      model: MODEL, messages: MSG, tools: TOOLS, tool_choice: 'required', max_tokens: 200, seed: 3,
+    });
+    const c = req.choices[0];
+    if (c.finish_reason === 'tool_calls') assert.ok(c.message.tool_calls.every((t) => t.function.name === 'get_weather'));
+    else assert.equal(c.finish_reason, 'length');
   });
 
   test('--enable-auto-tool-choice without a parser, or an unknown parser, stops the server', () => {

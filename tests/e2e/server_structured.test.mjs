@@ -1,0 +1,340 @@
+// Structured outputs (guided decoding) through the official openai client on the tiny
+// random-weight model: its text is gibberish, so every check is about structure. A
+// response_format json_schema output that finishes "stop" parses and meets its schema (one
+// cut by max_tokens finishes "length"), json_object gives an object, guided_choice (a vLLM
+// extra, passed in the body) gives one of the choices, a streamed guided output is the
+// non-streamed one for the same seed, tool_choice "required" and a named function give
+// message.tool_calls (arguments as vLLM writes them: Python json.dumps separators for
+// "required", the generated object for a named one), streamed too, and the refused forms are
+// 400s. The request parsing and the grammars are unit-tested in
+// tests/unit/test_server_structured.c.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { APIError } from 'openai';
+import { startServer } from './server_lib.mjs';
+
+let srv, client;
+const MODEL = 'tiny-v3';
+const MSG = [{ role: 'user', content: 'Describe someone as JSON.' }];
+
+// Every keyword a schema below uses; small maxLength and no unbounded strings so outputs end.
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 6 },
+    age: { type: 'integer' },
+    color: { enum: ['red', 'green', 'blue'] },
+    ok: { type: 'boolean' },
+  },
+  required: ['name', 'age', 'color', 'ok'],
+  additionalProperties: false,
+};
+const TOOLS = [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Weather of a city',
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer' }, unit: { enum: ['c', 'f'] } },
+        required: ['city', 'unit'],
+      },
+    },
+  },
+  {
+    type: 'function',
+    function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { enum: ['UTC', 'CET'] } }, required: ['tz'] } },
+  },
+];
+const TOOL_NAMES = TOOLS.map((t) => t.function.name);
+
+before(async () => {
+  srv = await startServer(['--served-model-name', MODEL]);
+  client = srv.client();
+});
+after(async () => {
+  const r = await srv.stop();
+  assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${srv.log().slice(-2000)}`);
+});
+
+// Asserts that value v meets schema s (the subset used here; keys in the schema's order and
+// no others, as the server generates objects).
+function meets(s, v, at = '$') {
+  if (s.enum) {
+    assert.ok(s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v)), `${at}: ${JSON.stringify(v)} not in enum`);
+    return;
+  }
+  switch (s.type) {
+    case 'object': {
+      assert.ok(v !== null && typeof v === 'object' && !Array.isArray(v), `${at}: not an object`);
+      const keys = Object.keys(s.properties ?? {});
+      const got = Object.keys(v);
+      for (const k of s.required ?? []) assert.ok(got.includes(k), `${at}: required '${k}' missing`);
+      for (const k of got) assert.ok(keys.includes(k), `${at}: key '${k}' not in the schema`);
+      assert.deepEqual(got, keys.filter((k) => got.includes(k)), `${at}: keys out of the schema's order`);
+      for (const k of got) meets(s.properties[k], v[k], `${at}.${k}`);
+      return;
+    }
+    case 'array':
+      assert.ok(Array.isArray(v), `${at}: not an array`);
+      if (s.maxItems !== undefined) assert.ok(v.length <= s.maxItems, `${at}: ${v.length} items`);
+      v.forEach((x, i) => meets(s.items, x, `${at}[${i}]`));
+      return;
+    case 'string':
+      assert.equal(typeof v, 'string', `${at}: not a string`);
+      if (s.maxLength !== undefined) assert.ok([...v].length <= s.maxLength, `${at}: '${v}' longer than ${s.maxLength}`);
+      return;
+    case 'integer':
+      assert.ok(Number.isInteger(v), `${at}: ${v} not an integer`);
+      return;
+    case 'boolean':
+      assert.equal(typeof v, 'boolean', `${at}: not a boolean`);
+      return;
+    default:
+      throw new Error(`schema type ${s.type} not handled by the test`);
+  }
+}
+
+// JSON text re-written as Python's json.dumps(v, ensure_ascii=False) writes it: ", " and ": "
+// separators, no other whitespace, strings in their canonical escaping (JSON.stringify's is
+// Python's), number literals kept as they are (integers only in these schemas).
+function pyFormat(text) {
+  const re = /\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null|[{}[\],:])/y;
+  let out = '', m;
+  while (re.lastIndex < text.length && (m = re.exec(text))) {
+    const t = m[1];
+    out += t[0] === '"' ? JSON.stringify(JSON.parse(t)) : t === ',' ? ', ' : t === ':' ? ': ' : t;
+  }
+  assert.equal(re.lastIndex, text.length, `not JSON tokens: ${text}`);
+  return out;
+}
+
+async function isBadRequest(promise, re) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof APIError, `not an APIError: ${e}`);
+    assert.equal(e.status, 400, e.message);
+    assert.match(e.message, re);
+    return true;
+  });
+}
+
+describe('structured outputs', () => {
+  test('response_format json_schema: a finished output parses and meets the schema', async () => {
+    // choice i of a seeded request samples with seed + i: eight seeds in one request
+    let finished = 0, total = 0;
+    {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: MSG, max_tokens: 400, temperature: 0.8, seed: 1, n: 8,
+        response_format: { type: 'json_schema', json_schema: { name: 'person', schema: PERSON } },
+      });
+      assert.equal(r.choices.length, 8);
+      for (const c of r.choices) {
+        total++;
+        const text = c.message.content;
+        assert.equal(typeof text, 'string');
+        assert.deepEqual(c.message.tool_calls ?? [], []);
+        if (c.finish_reason === 'length') {
+          assert.ok(text.startsWith('{'), `cut output: ${JSON.stringify(text)}`);
+          continue;
+        }
+        assert.equal(c.finish_reason, 'stop');
+        assert.equal(text, text.trim(), 'whitespace around the value');
+        meets(PERSON, JSON.parse(text));
+        finished++;
+      }
+    }
+    assert.ok(finished >= total / 2, `only ${finished} of ${total} outputs finished`);
+  });
+
+  test('guided_json as JSON text on /v1/completions', async () => {
+    const schema = { type: 'array', items: { type: 'boolean' }, maxItems: 3 };
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Flags:', max_tokens: 200, temperature: 0.8, seed: 5, n: 4, guided_json: JSON.stringify(schema),
+    });
+    let finished = 0;
+    for (const c of r.choices) {
+      if (c.finish_reason === 'length') continue;
+      assert.equal(c.finish_reason, 'stop');
+      meets(schema, JSON.parse(c.text));
+      finished++;
+    }
+    assert.ok(finished > 0, JSON.stringify(r.choices));
+  });
+
+  test('response_format json_object: a finished output is a JSON object', async () => {
+    let finished = 0;
+    {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 1, n: 8, response_format: { type: 'json_object' },
+      });
+      for (const c of r.choices) {
+        const text = c.message.content;
+        assert.ok(text.startsWith('{'), JSON.stringify(text));
+        if (c.finish_reason === 'length') continue;
+        assert.equal(c.finish_reason, 'stop');
+        const v = JSON.parse(text);
+        assert.ok(v !== null && typeof v === 'object' && !Array.isArray(v), text);
+        finished++;
+      }
+    }
+    assert.ok(finished > 0, 'no json_object output finished');
+  });
+
+  test('guided_choice (completions, n = 4) and structured_outputs.choice (chat): one of the choices', async () => {
+    const choices = ['red', 'green', 'blue sky', 'no'];
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Color:', max_tokens: 16, n: 4, seed: 3, temperature: 1, guided_choice: choices,
+    });
+    assert.equal(r.choices.length, 4);
+    for (const c of r.choices) {
+      assert.ok(choices.includes(c.text), JSON.stringify(c.text));
+      assert.equal(c.finish_reason, 'stop');
+    }
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 16, n: 2, seed: 4, temperature: 1, structured_outputs: { choice: ['yes', 'no'] },
+    });
+    for (const c of chat.choices) {
+      assert.ok(['yes', 'no'].includes(c.message.content), JSON.stringify(c.message.content));
+      assert.equal(c.finish_reason, 'stop');
+    }
+  });
+
+  test('streaming json_schema: the deltas join to the non-streamed output of the same seed', async () => {
+    const params = {
+      model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 11, n: 2,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema: PERSON } },
+    };
+    const whole = await client.chat.completions.create(params);
+    const text = ['', ''], finish = [null, null];
+    let chunks = 0;
+    for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+      for (const ch of chunk.choices) {
+        text[ch.index] += ch.delta.content ?? '';
+        finish[ch.index] = ch.finish_reason ?? finish[ch.index];
+        chunks++;
+      }
+    }
+    assert.ok(chunks > 4, `${chunks} chunks`);
+    for (const c of whole.choices) {
+      assert.ok(c.message.content.length > 0);
+      assert.equal(text[c.index], c.message.content);
+      assert.equal(finish[c.index], c.finish_reason);
+    }
+  });
+
+  test('tool_choice "required": message.tool_calls with arguments as vLLM writes them', async () => {
+    let called = 0;
+    {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 2, n: 8, tools: TOOLS, tool_choice: 'required',
+      });
+      for (const c of r.choices) {
+        const m = c.message;
+        if (c.finish_reason === 'length') { // cut: no calls, the text stays content
+          assert.deepEqual(m.tool_calls ?? [], []);
+          assert.ok(m.content.startsWith('['), JSON.stringify(m.content));
+          continue;
+        }
+        assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(m));
+        assert.ok(m.tool_calls.length >= 1);
+        assert.equal(m.content, null);
+        const ids = new Set();
+        for (const call of m.tool_calls) {
+          assert.equal(call.type, 'function');
+          assert.match(call.id, /^chatcmpl-tool-\w+$/);
+          ids.add(call.id);
+          const i = TOOL_NAMES.indexOf(call.function.name);
+          assert.ok(i >= 0, `unknown function ${call.function.name}`);
+          meets(TOOLS[i].function.parameters, JSON.parse(call.function.arguments));
+          assert.equal(call.function.arguments, pyFormat(call.function.arguments));
+        }
+        assert.equal(ids.size, m.tool_calls.length, 'ids repeat');
+        called++;
+      }
+    }
+    assert.ok(called > 0, 'no "required" output finished');
+  });
+
+  test('tool_choice named: one call of that function, its arguments meet its parameters', async () => {
+    const tool = TOOLS[0].function;
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 2, n: 4, tools: TOOLS,
+      tool_choice: { type: 'function', function: { name: tool.name } },
+    });
+    let called = 0;
+    for (const c of r.choices) {
+      const m = c.message;
+      assert.equal(m.tool_calls.length, 1, JSON.stringify(m));
+      const call = m.tool_calls[0];
+      assert.equal(call.type, 'function');
+      assert.match(call.id, /^chatcmpl-tool-\w+$/);
+      assert.equal(call.function.name, tool.name);
+      if (c.finish_reason === 'length') continue;
+      assert.equal(c.finish_reason, 'tool_calls');
+      meets(tool.parameters, JSON.parse(call.function.arguments));
+      called++;
+    }
+    assert.ok(called > 0, 'no named output finished');
+  });
+
+  test('streaming forced tool choices: the calls arrive in a delta, as the non-streamed ones', async () => {
+    for (const toolChoice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
+      const params = { model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 6, n: 2, tools: TOOLS, tool_choice: toolChoice };
+      const whole = await client.chat.completions.create(params);
+      const got = [[], []], content = ['', ''], finish = [null, null];
+      for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+        for (const ch of chunk.choices) {
+          content[ch.index] += ch.delta.content ?? '';
+          if (ch.delta.tool_calls) got[ch.index].push(...ch.delta.tool_calls);
+          finish[ch.index] = ch.finish_reason ?? finish[ch.index];
+        }
+      }
+      const what = JSON.stringify(toolChoice);
+      let calls = 0;
+      for (const c of whole.choices) {
+        const want = c.message.tool_calls ?? [];
+        assert.equal(finish[c.index], c.finish_reason, what);
+        if (!want.length) { // a cut "required" output: content, as non-streamed
+          assert.equal(content[c.index], c.message.content, what);
+          assert.equal(got[c.index].length, 0, what);
+          continue;
+        }
+        assert.equal(content[c.index], '', `${what}: content ${JSON.stringify(content[c.index])}`);
+        assert.equal(got[c.index].length, want.length, what);
+        got[c.index].forEach((d, k) => {
+          assert.equal(d.index, k);
+          assert.equal(d.type, 'function');
+          assert.match(d.id, /^chatcmpl-tool-\w+$/);
+          assert.equal(d.function.name, want[k].function.name, what);
+          assert.equal(d.function.arguments, want[k].function.arguments, what);
+        });
+        calls++;
+      }
+      assert.ok(calls > 0, `${what}: no calls`);
+    }
+  });
+
+  test('refused forms are 400s through the client', async () => {
+    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_regex: '[a-z]+' }), /guided_regex/);
+    await isBadRequest(
+      client.chat.completions.create({
+        model: MODEL, messages: MSG, max_tokens: 4,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },
+      }),
+      /pattern/,
+    );
+    await isBadRequest(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4, guided_json: '{"type": ' }), /guided_json/);
+    await isBadRequest(
+      client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4, guided_choice: ['a'], guided_json: { type: 'integer' } }),
+      /only one/,
+    );
+    await isBadRequest(
+      client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+      /nope/,
+    );
+    // the server still answers after the refusals
+    const ok = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 8, guided_choice: ['a', 'b'] });
+    assert.ok(['a', 'b'].includes(ok.choices[0].text));
+  });
+});
