@@ -330,7 +330,7 @@ static int engine_step(struct engine *eng, struct err *e)
 					  .n_output = sched_req_n_output(&s->sr),
 					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
 		if (s->guide && s->guide_on) {
-			if (s->p.ignore_eos && jm_finished(s->guide)) {
+			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
 				eng->sampled[i] = GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				continue;
 			}

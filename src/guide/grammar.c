@@ -1,6 +1,8 @@
 /* JSON Schema → guide nodes (guide/grammar.h). */
 #include "guide/grammar.h"
 
+#include "guide/regex_dfa.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,7 @@ void guide_unref(struct guide_grammar *g)
 		free(n->prop);
 		free(n->text);
 		free(n->alts);
+		guide_dfa_free(n->dfa);
 	}
 	free(g->nodes);
 	free(g->what);
@@ -121,7 +124,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 					  "$comment", "deprecated", "readOnly", "writeOnly", "format",
 					  "contentMediaType", "contentEncoding", "$defs", "definitions", NULL};
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
-					  "minItems", "maxItems", "minLength", "maxLength", "enum", "const",
+					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
 					  "anyOf", "oneOf", "$ref", NULL};
 
 static bool in_list(const char *const *l, const char *k)
@@ -320,11 +323,20 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 			return -1;
 		if (mx >= 0 && mx < mn)
 			return err_set(e, "%s: maxLength %d is below minLength %d", path, mx, mn);
+		const json_t *pat = json_object_get(s, "pattern");
+		if (pat && !json_is_string(pat))
+			return err_set(e, "%s.pattern must be a string", path);
+		struct guide_dfa *dfa = NULL;
+		if (pat && guide_dfa_compile(json_string_value(pat), json_string_length(pat), &dfa, e) < 0)
+			return err_prefix(e, "%s.pattern", path);
 		int i = node_new(c->g, GUIDE_STRING, e);
-		if (i < 0)
+		if (i < 0) {
+			guide_dfa_free(dfa);
 			return -1;
+		}
 		c->g->nodes[i].min_len = mn;
 		c->g->nodes[i].max_len = mx;
+		c->g->nodes[i].dfa = dfa;
 		return i;
 	}
 	if (!strcmp(type, "number"))
@@ -504,6 +516,25 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 		return -1;
 	}
 	g->root = a;
+	*out = g;
+	return 0;
+}
+
+int guide_from_regex(const char *re, size_t len, struct guide_grammar **out, struct err *e)
+{
+	*out = NULL;
+	struct guide_dfa *dfa;
+	if (guide_dfa_compile(re, len, &dfa, e) < 0)
+		return -1;
+	struct guide_grammar *g = grammar_new("regex", e);
+	int r = g ? node_new(g, GUIDE_REGEX, e) : -1;
+	if (r < 0) {
+		guide_dfa_free(dfa);
+		guide_unref(g);
+		return -1;
+	}
+	g->nodes[r].dfa = dfa;
+	g->root = r;
 	*out = g;
 	return 0;
 }

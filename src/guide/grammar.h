@@ -1,12 +1,13 @@
 /* Structured outputs: what a guided request's output must be, compiled once per request
  * from the OpenAI / vLLM fields (response_format json_object / json_schema, guided_json,
- * guided_choice, structured_outputs, tool_choice "required" or named) into a small graph of
+ * guided_choice, guided_regex, structured_outputs, tool_choice "required" or named) into a small graph of
  * value nodes that guide/matcher.c walks byte by byte.
  *
  * The JSON Schema subset (any other keyword is refused with a message naming it, so an output
  * always validates against the schema; within it, outputs may be a subset, as below):
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
- *   schema), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf
+ *   schema), items, minItems, maxItems, minLength, maxLength, pattern (guide/regex_dfa.h's
+ *   syntax, matched by the whole string, which then holds no escapes), enum, const, anyOf, oneOf
  *   (generated as anyOf: an output matching two alternatives is not refused), $ref to
  *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
  *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
@@ -40,6 +41,7 @@ enum guide_kind {
 	GUIDE_INTEGER,
 	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const / enum value, a choice */
 	GUIDE_ANYOF,
+	GUIDE_REGEX,   /* raw text matching dfa (guided_regex) */
 };
 
 struct guide_node {
@@ -55,6 +57,9 @@ struct guide_node {
 	int items, min_items, max_items; /* max -1: none */
 	/* GUIDE_STRING: length in characters (code points) */
 	int min_len, max_len;	/* max -1: none */
+	/* GUIDE_REGEX, or GUIDE_STRING with a "pattern" (its characters then go to the DFA
+	 * unescaped: no backslash and no quote inside such a string) */
+	struct guide_dfa *dfa;
 	/* GUIDE_LITERAL */
 	char *text;
 	size_t len;
@@ -93,6 +98,9 @@ int guide_from_schema(const json_t *schema, const char *what, struct guide_gramm
 /* Exactly one of the n strings (guided_choice): raw text, not JSON. */
 int guide_from_choices(const char *const *choices, const size_t *lens, int n, struct guide_grammar **out,
 		       struct err *e);
+
+/* Raw text that the regular expression matches whole (guided_regex; guide/regex_dfa.h). */
+int guide_from_regex(const char *re, size_t len, struct guide_grammar **out, struct err *e);
 
 struct guide_grammar *guide_ref(struct guide_grammar *g);
 void guide_unref(struct guide_grammar *g); /* NULL is fine */

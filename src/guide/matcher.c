@@ -1,9 +1,11 @@
 /* The byte matcher of guide grammars (guide/matcher.h). */
 #include "guide/matcher.h"
 
+#include "guide/regex_dfa.h"
+
 #include <string.h>
 
-enum { F_ROOT, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT };
+enum { F_ROOT, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_RE };
 
 /* F_ROOT: the top-level value */
 enum { R_VALUE, R_DONE };
@@ -65,6 +67,8 @@ static bool first_ok(const struct guide_grammar *g, int k, uint8_t b, int depth)
 		return b == '-' || is_digit(b);
 	case GUIDE_LITERAL:
 		return n->len > 0 && (uint8_t)n->text[0] == b;
+	case GUIDE_REGEX:
+		return n->dfa->next[b] >= 0;
 	case GUIDE_ANYOF:
 		if (depth > 16)
 			return false;
@@ -154,6 +158,11 @@ static void start_value(const struct guide_grammar *g, const struct jm_stack *s,
 			return;
 		f->n = 1;
 		break;
+	case GUIDE_REGEX: /* raw text: never ends on a byte, only with the output */
+		if (!(f = push(&t, k, F_RE, 0)))
+			return;
+		f->n = (uint32_t)n->dfa->next[b];
+		break;
 	case GUIDE_LITERAL:
 		if (!(f = push(&t, k, F_LIT, 0)))
 			return;
@@ -204,7 +213,21 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 				child_done(&t);
 			emit(o, &t);
 			return;
+		case F_RE: {
+			int32_t nx = n->dfa->next[(size_t)f->n * 256 + b];
+			if (nx < 0)
+				return;
+			f->n = (uint32_t)nx;
+			emit(o, &t);
+			return;
+		}
 		case F_STR:
+			if (n->dfa && b != '"') { /* a pattern: every content byte through its DFA, no escapes */
+				int32_t nx = b == '\\' ? -1 : n->dfa->next[(size_t)f->pos * 256 + b];
+				if (nx < 0)
+					return;
+				f->pos = (uint32_t)nx;
+			}
 			if (f->need) {
 				if (b < f->lo || b > f->hi)
 					return;
@@ -223,7 +246,7 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 					return;
 				f->st = f->st == 1 ? S_PLAIN : f->st - 1;
 			} else if (b == '"') {
-				if ((int)f->n < n->min_len)
+				if ((int)f->n < n->min_len || (n->dfa && !n->dfa->accept[f->pos]))
 					return;
 				child_done(&t);
 			} else {
@@ -447,25 +470,32 @@ bool jm_feed_bytes(struct jm_state *s, const struct guide_grammar *g, const uint
 	return true;
 }
 
-static bool stack_complete(const struct jm_stack *s)
+/* a whole value: the root's is done, or a top-level number or regex text may end here */
+static bool stack_complete(const struct guide_grammar *g, const struct jm_stack *s)
 {
 	if (s->depth == 1)
 		return s->f[0].st == R_DONE;
-	return s->depth == 2 && s->f[1].kind == F_NUM && num_accepting(s->f[1].st);
+	const struct jm_frame *f = &s->f[1];
+	return s->depth == 2 && ((f->kind == F_NUM && num_accepting(f->st)) ||
+				 (f->kind == F_RE && g->nodes[f->node].dfa->accept[f->n]));
 }
 
-bool jm_complete(const struct jm_state *s)
+bool jm_complete(const struct jm_state *s, const struct guide_grammar *g)
 {
 	for (int i = 0; i < s->n; i++)
-		if (stack_complete(&s->s[i]))
+		if (stack_complete(g, &s->s[i]))
 			return true;
 	return false;
 }
 
-bool jm_finished(const struct jm_state *s)
+bool jm_finished(const struct jm_state *s, const struct guide_grammar *g)
 {
-	for (int i = 0; i < s->n; i++)
-		if (!(s->s[i].depth == 1 && s->s[i].f[0].st == R_DONE))
+	for (int i = 0; i < s->n; i++) {
+		const struct jm_stack *k = &s->s[i];
+		bool regex_end = k->depth == 2 && k->f[1].kind == F_RE && g->nodes[k->f[1].node].dfa->accept[k->f[1].n] &&
+				 !g->nodes[k->f[1].node].dfa->live[k->f[1].n];
+		if (!(k->depth == 1 && k->f[0].st == R_DONE) && !regex_end)
 			return false;
+	}
 	return s->n > 0;
 }

@@ -7,7 +7,7 @@
  * printing fits; a model cannot loop on blank lines, a known failure of unbounded
  * whitespace),
  * strings of valid UTF-8 without raw control characters, numbers of at most JM_MAX_NUM
- * bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's included). A choice (guided_choice) is its raw bytes. */
+ * bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's included). A choice (guided_choice) is its raw bytes, and a regex (guided_regex) raw text that its DFA accepts. */
 #ifndef MLA_GUIDE_MATCHER_H
 #define MLA_GUIDE_MATCHER_H
 
@@ -52,9 +52,9 @@ bool jm_feed(struct jm_state *s, const struct guide_grammar *g, uint8_t b);
 /* Advances by bytes [0, n); false (s then undefined) when one is refused. */
 bool jm_feed_bytes(struct jm_state *s, const struct guide_grammar *g, const uint8_t *p, size_t n);
 /* True when the output so far is a whole value (the request may end here). */
-bool jm_complete(const struct jm_state *s);
+bool jm_complete(const struct jm_state *s, const struct guide_grammar *g);
 /* True when no byte can follow (complete, and nothing may extend it). */
-bool jm_finished(const struct jm_state *s);
+bool jm_finished(const struct jm_state *s, const struct guide_grammar *g);
 /* Copies the live part of src (the rest of dst is left as it was). */
 void jm_copy(struct jm_state *dst, const struct jm_state *src);
 

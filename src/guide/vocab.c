@@ -185,13 +185,14 @@ static void walk(struct guide_vocab *v, const struct guide_grammar *g, int node,
 	}
 }
 
-/* every alternative inside a string, between characters (a string frame is never the root
- * frame f[0], whose node may be a string not begun yet) */
+/* every alternative inside a string without a pattern, between characters (a string frame is
+ * never the root frame f[0], whose node may be a string not begun yet) */
 static bool in_plain_string(const struct guide_grammar *g, const struct jm_state *s)
 {
 	for (int i = 0; i < s->n; i++) {
 		const struct jm_frame *f = &s->s[i].f[s->s[i].depth - 1];
-		if (s->s[i].depth < 2 || g->nodes[f->node].kind != GUIDE_STRING || f->st != 0 || f->need)
+		if (s->s[i].depth < 2 || g->nodes[f->node].kind != GUIDE_STRING || g->nodes[f->node].dfa || f->st != 0 ||
+		    f->need)
 			return false;
 	}
 	return s->n > 0;
@@ -234,9 +235,9 @@ int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const
 	jm_copy(&v->st[0], s);
 	if (in_plain_string(g, s))
 		string_mask(v, g, s);
-	else if (!jm_finished(s))
+	else if (!jm_finished(s, g))
 		walk(v, g, 0, 0);
-	if (jm_complete(s))
+	if (jm_complete(s, g))
 		for (int i = 0; i < n_eos; i++)
 			if (eos[i] >= 0 && eos[i] < v->vocab && !allow[eos[i]]) {
 				allow[eos[i]] = 1;

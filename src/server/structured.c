@@ -42,6 +42,16 @@ static int from_choices(const json_t *v, const char *field, struct guide_grammar
 	return guide_from_choices(s, len, (int)n, g, &e) < 0 ? api_error_set(ae, 400, field, "%s", e.msg) : 0;
 }
 
+static int from_regex(const json_t *v, const char *field, struct guide_grammar **g, struct api_error *ae)
+{
+	struct err e;
+	if (!json_is_string(v))
+		return api_error_set(ae, 400, field, "%s must be a string", field);
+	return guide_from_regex(json_string_value(v), json_string_length(v), g, &e) < 0
+		       ? api_error_set(ae, 400, field, "%s: %s", field, e.msg)
+		       : 0;
+}
+
 static int from_response_format(const json_t *v, struct guide_grammar **g, struct api_error *ae)
 {
 	const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
@@ -71,19 +81,22 @@ static int from_structured_outputs(const json_t *v, struct guide_grammar **g, st
 {
 	if (!json_is_object(v))
 		return api_error_set(ae, 400, "structured_outputs", "structured_outputs must be an object");
-	static const char *const refused[] = {"regex", "grammar", "structural_tag"};
-	for (int i = 0; i < 3; i++) {
+	static const char *const refused[] = {"grammar", "structural_tag"};
+	for (int i = 0; i < 2; i++) {
 		const json_t *r = json_object_get(v, refused[i]);
 		if (r && !json_is_null(r))
 			return api_error_set(ae, 400, "structured_outputs", "structured_outputs.%s is not supported",
 					     refused[i]);
 	}
 	const json_t *json = json_object_get(v, "json"), *choice = json_object_get(v, "choice");
-	const json_t *obj = json_object_get(v, "json_object");
-	int kinds = (json && !json_is_null(json)) + (choice && !json_is_null(choice)) + json_is_true(obj);
+	const json_t *obj = json_object_get(v, "json_object"), *regex = json_object_get(v, "regex");
+	int kinds = (json && !json_is_null(json)) + (choice && !json_is_null(choice)) + json_is_true(obj) +
+		    (regex && !json_is_null(regex));
 	if (kinds > 1)
 		return api_error_set(ae, 400, "structured_outputs",
-				     "structured_outputs: give only one of json, choice and json_object");
+				     "structured_outputs: give only one of json, choice, regex and json_object");
+	if (regex && !json_is_null(regex))
+		return from_regex(regex, "structured_outputs.regex", g, ae);
 	struct err e;
 	if (json && !json_is_null(json))
 		return from_schema_value(json, "structured_outputs.json", g, ae);
@@ -169,23 +182,22 @@ static int from_tool_choice(const json_t *choice, const json_t *tools, struct sr
 int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structured *out, struct api_error *ae)
 {
 	memset(out, 0, sizeof *out);
-	static const char *const refused[] = {"guided_regex", "guided_grammar"};
-	for (int i = 0; i < 2; i++) {
-		const json_t *v = json_object_get(body, refused[i]);
-		if (v && !json_is_null(v))
-			return api_error_set(ae, 400, refused[i], "%s is not supported (JSON schemas and choices are)",
-					     refused[i]);
-	}
+	const json_t *gg = json_object_get(body, "guided_grammar");
+	if (gg && !json_is_null(gg))
+		return api_error_set(ae, 400, "guided_grammar",
+				     "guided_grammar is not supported (JSON schemas, regexes and choices are)");
 	const json_t *rf = json_object_get(body, "response_format"), *gj = json_object_get(body, "guided_json");
 	const json_t *gc = json_object_get(body, "guided_choice"), *so = json_object_get(body, "structured_outputs");
+	const json_t *gr = json_object_get(body, "guided_regex");
 	const json_t *tc = api_chat ? json_object_get(body, "tool_choice") : NULL;
 	bool forced = tc && (json_is_object(tc) || (json_is_string(tc) && !strcmp(json_string_value(tc), "required")));
 	const json_t *rft = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
 	bool rf_set = rf && !json_is_null(rf) && !(json_is_string(rft) && !strcmp(json_string_value(rft), "text"));
-	int kinds = rf_set + (gj && !json_is_null(gj)) + (gc && !json_is_null(gc)) + (so && !json_is_null(so)) + forced;
+	int kinds = rf_set + (gj && !json_is_null(gj)) + (gc && !json_is_null(gc)) + (so && !json_is_null(so)) +
+		    (gr && !json_is_null(gr)) + forced;
 	if (kinds > 1)
 		return api_error_set(ae, 400, NULL,
-				     "give only one of response_format, guided_json, guided_choice, "
+				     "give only one of response_format, guided_json, guided_choice, guided_regex, "
 				     "structured_outputs and a forced tool_choice");
 	int rc = 0;
 	if (forced)
@@ -196,6 +208,8 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 		rc = from_schema_value(gj, "guided_json", &out->guide, ae);
 	else if (gc && !json_is_null(gc))
 		rc = from_choices(gc, "guided_choice", &out->guide, ae);
+	else if (gr && !json_is_null(gr))
+		rc = from_regex(gr, "guided_regex", &out->guide, ae);
 	else if (so && !json_is_null(so))
 		rc = from_structured_outputs(so, &out->guide, ae);
 	if (rc < 0)

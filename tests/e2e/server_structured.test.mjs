@@ -315,14 +315,32 @@ describe('structured outputs', () => {
     }
   });
 
+  test('guided_regex and a schema pattern: outputs match them whole', async () => {
+    const re = '(yes|no|maybe)-[0-9]{2,4}';
+    const r = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 20, n: 4, seed: 2, temperature: 1, guided_regex: re });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, 'stop');
+      assert.match(c.text, new RegExp(`^(?:${re})$`));
+    }
+    const s = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 60, n: 4, seed: 4, temperature: 1,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { id: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}$' } }, required: ['id'] } } },
+    });
+    for (const c of s.choices) {
+      if (c.finish_reason !== 'stop') continue;
+      assert.match(JSON.parse(c.message.content).id, /^[A-Z]{2}-\d{3}$/);
+    }
+    assert.ok(s.choices.some((c) => c.finish_reason === 'stop'));
+  });
+
   test('refused forms are 400s through the client', async () => {
-    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_regex: '[a-z]+' }), /guided_regex/);
+    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_grammar: 'root ::= "a"' }), /guided_grammar/);
     await isBadRequest(
       client.chat.completions.create({
         model: MODEL, messages: MSG, max_tokens: 4,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 0 } } },
       }),
-      /pattern/,
+      /minimum/,
     );
     await isBadRequest(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4, guided_json: '{"type": ' }), /guided_json/);
     await isBadRequest(

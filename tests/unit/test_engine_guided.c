@@ -112,7 +112,7 @@ static void expect_whole(const struct guide_grammar *g, const struct out *o, con
 		return;
 	struct jm_state s;
 	jm_init(&s, g);
-	EXPECTF(jm_feed_bytes(&s, g, (const uint8_t *)o->text, o->len) && jm_complete(&s),
+	EXPECTF(jm_feed_bytes(&s, g, (const uint8_t *)o->text, o->len) && jm_complete(&s, g),
 		"%s: stopped output is not a whole match: '%.*s'", what, (int)o->len, o->text);
 }
 
@@ -294,7 +294,7 @@ static void test_guide_after(void)
 	}
 	skip = pl <= o.len ? pl : o.len;
 	EXPECT_EQ_INT(o.fin, ENGINE_FINISH_STOP);
-	EXPECTF(jm_feed_bytes(&st, g_choice, (const uint8_t *)o.text + skip, o.len - skip) && jm_complete(&st),
+	EXPECTF(jm_feed_bytes(&st, g_choice, (const uint8_t *)o.text + skip, o.len - skip) && jm_complete(&st, g_choice),
 		"text after guide_after is not a choice: '%.*s'", (int)(o.len - skip), o.text + skip);
 	/* never sampled: the same as free */
 	p.guide_after = 1023;

@@ -49,7 +49,7 @@ static int match(const struct guide_grammar *g, const char *out, size_t n)
 	jm_init(&st, g);
 	if (!jm_feed_bytes(&st, g, (const uint8_t *)out, n))
 		return REFUSED;
-	return jm_complete(&st) ? WHOLE : PREFIX;
+	return jm_complete(&st, g) ? WHOLE : PREFIX;
 }
 #define MATCH(g, s) match((g), (s), strlen(s))
 
@@ -219,33 +219,34 @@ static void test_bad_schema_values(void)
  * field. */
 static void test_unsupported_keyword(void)
 {
-	expect_400("{\"guided_json\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}", false, "guided_json", "'pattern'");
+	expect_400("{\"guided_json\":{\"type\":\"string\",\"pattern\":\"(a\"}}", false, "guided_json", "pattern");
 	expect_400("{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
 		   "\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}}}}}}",
 		   true, "response_format.json_schema.schema", "'minimum'");
 	expect_400("{\"structured_outputs\":{\"json\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
 		   "structured_outputs.json", "'uniqueItems'");
 	expect_400("{\"tools\":[" FN("f", ",\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
-					  "\"pattern\":\"x\"}}}") "],\"tool_choice\":\"required\"}",
-		   true, "tool_choice", "'pattern'");
+					  "\"format\":\"email\",\"not\":{}}}}") "],\"tool_choice\":\"required\"}",
+		   true, "tool_choice", "'not'");
 	/* and the path to it */
 	expect_400("{\"guided_json\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"string\",\"format\":\"date\","
 		   "\"multipleOf\":2}}}}",
 		   false, "guided_json", "deep");
 }
 
-/* vLLM's regex and grammar forms are refused (400), not ignored. */
+/* vLLM's grammar forms are refused (400), not ignored; so are regexes outside the syntax */
 static void test_refused_forms(void)
 {
-	expect_400("{\"guided_regex\":\"[a-z]+\"}", false, "guided_regex", "guided_regex");
-	expect_400("{\"guided_regex\":\"[a-z]+\"}", true, "guided_regex", "guided_regex");
+	expect_400("{\"guided_regex\":\"a(?=b)\"}", false, "guided_regex", "lookaround");
+	expect_400("{\"guided_regex\":\"(a\"}", true, "guided_regex", "missing )");
+	expect_400("{\"guided_regex\":5}", true, "guided_regex", "string");
 	expect_400("{\"guided_grammar\":\"root ::= \\\"a\\\"\"}", true, "guided_grammar", "guided_grammar");
-	expect_400("{\"structured_outputs\":{\"regex\":\"a+\"}}", false, "structured_outputs", "regex");
+	expect_400("{\"structured_outputs\":{\"regex\":\"\\\\1\"}}", false, "structured_outputs.regex", "backreference");
 	expect_400("{\"structured_outputs\":{\"grammar\":\"root ::= x\"}}", true, "structured_outputs", "grammar");
 	expect_400("{\"structured_outputs\":{\"structural_tag\":\"{}\"}}", true, "structured_outputs", "structural_tag");
 	/* refused even next to a form that is supported */
-	expect_400("{\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]}", false, "guided_regex", "guided_regex");
-	expect_400("{\"structured_outputs\":{\"regex\":\"a\",\"json_object\":true}}", false, "structured_outputs", "regex");
+	expect_400("{\"guided_grammar\":\"g\",\"guided_choice\":[\"a\"]}", false, "guided_grammar", "guided_grammar");
+	expect_400("{\"structured_outputs\":{\"regex\":\"a\",\"json_object\":true}}", false, "structured_outputs", "only one");
 }
 
 /* Two kinds of structured output in one request: 400. */
@@ -515,11 +516,11 @@ static void test_request_parse(void)
 		enum srv_api api;
 		const char *body, *param;
 	} errs[] = {
-		{SRV_API_CHAT, "{" MSGS ",\"guided_regex\":\"a+\"}", "guided_regex"},
+		{SRV_API_CHAT, "{" MSGS ",\"guided_regex\":\"a{3,1}\"}", "guided_regex"},
 		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"guided_grammar\":\"g\"}", "guided_grammar"},
-		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs"},
+		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"structured_outputs\":{\"regex\":\"[b-a]\"}}", "structured_outputs.regex"},
 		{SRV_API_CHAT, "{" MSGS ",\"tool_choice\":\"required\"}", "tool_choice"},
-		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{\"type\":\"string\",\"pattern\":\"x\"}}", "guided_json"},
+		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{\"type\":\"string\",\"pattern\":\"\\\\1\"}}", "guided_json"},
 		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{},\"guided_choice\":[\"a\"]}", ""},
 		{SRV_API_CHAT, "{" MSGS ",\"tools\":[" TOOL_F "],\"tool_choice\":\"sometimes\"}", "tool_choice"},
 	};

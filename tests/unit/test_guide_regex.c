@@ -1,0 +1,246 @@
+/* guided_regex and JSON Schema "pattern" (src/guide/regex_dfa.c, regex_parse.c): the DFA's
+ * whole-text matches equal PCRE2's anchored matches (PCRE2_UTF) on random texts and on texts
+ * walked out of the DFA; the syntax it refuses; patterns inside JSON strings; the allowed-token
+ * mask of a regex grammar against feeding every token. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guide/grammar.h"
+#include "guide/matcher.h"
+#include "guide/regex_dfa.h"
+#include "guide/vocab.h"
+#include "harness.h"
+#include "tok/tokenizer.h"
+
+static bool dfa_match(const struct guide_dfa *d, const char *s, size_t n)
+{
+	int st = 0;
+	for (size_t i = 0; i < n && st >= 0; i++)
+		st = d->next[(size_t)st * 256 + (unsigned char)s[i]];
+	return st >= 0 && d->accept[st];
+}
+
+static bool pcre_match(pcre2_code *re, pcre2_match_data *md, const char *s, size_t n)
+{
+	return pcre2_match(re, (PCRE2_SPTR)s, n, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL) >= 0;
+}
+
+static const char *const PATTERNS[] = {
+	"abc",
+	"a|b|",
+	"(ab)*c?",
+	"\\d{3}-[a-z]+(x|yz)*",
+	"[^a-c]{2,3}\\.é?",
+	".{1,3}",
+	"(?:a|bc){2}d+?",
+	"(?P<year>\\d{4})-(?<m>0[1-9]|1[0-2])",
+	"[\\w.-]+@[a-z]+\\.(com|org)",
+	"\\s*\\S+",
+	"[€-₿😀]+|\\x41\\u00e9",
+	"^(true|false)$",
+	"-?(0|[1-9]\\d*)(\\.\\d+)?([eE][+-]?\\d+)?",
+	"[]a]+[^]]",
+	"x{0}y{2,}z{,3}",
+	"\\(\\[\\{\\*\\+\\?\\.\\|\\^\\$\\\\",
+	"[a-]+[-b]",
+	"\\D\\W",
+};
+
+/* random texts over the pattern's characters and a few others */
+static size_t random_text(const char *pat, uint64_t *seed, char *out)
+{
+	static const char *const extra[] = {"a", "b", "0", "9", "-", ".", " ", "\n", "\xc3\xa9", "\xe2\x82\xac",
+					    "\xf0\x9f\x98\x80", "_", "@", "x", "y", "z", "\xff", "\xc3"};
+	size_t n = 0, plen = strlen(pat), len = test_rand(seed) % 9;
+	for (size_t i = 0; i < len; i++) {
+		if (test_rand(seed) % 2 && plen) {
+			out[n++] = pat[test_rand(seed) % plen];
+		} else {
+			const char *x = extra[test_rand(seed) % (sizeof extra / sizeof *extra)];
+			memcpy(out + n, x, strlen(x));
+			n += strlen(x);
+		}
+	}
+	return n;
+}
+
+/* a random walk through the DFA that stops at an accepting state (a match, mostly) */
+static size_t walk_text(const struct guide_dfa *d, uint64_t *seed, char *out, size_t cap)
+{
+	int st = 0;
+	size_t n = 0;
+	while (n + 1 < cap) {
+		if (d->accept[st] && (!d->live[st] || test_rand(seed) % 4 == 0))
+			break;
+		int choices[256], k = 0;
+		for (int b = 0; b < 256; b++)
+			if (d->next[(size_t)st * 256 + (size_t)b] >= 0)
+				choices[k++] = b;
+		if (!k)
+			break;
+		int b = choices[test_rand(seed) % (uint32_t)k];
+		out[n++] = (char)b;
+		st = d->next[(size_t)st * 256 + (size_t)b];
+	}
+	return n;
+}
+
+static void test_dfa_equals_pcre2(void)
+{
+	uint64_t seed = 0x5eed;
+	for (size_t p = 0; p < sizeof PATTERNS / sizeof *PATTERNS; p++) {
+		const char *pat = PATTERNS[p];
+		struct guide_dfa *d;
+		struct err e;
+		if (guide_dfa_compile(pat, strlen(pat), &d, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "%s: %s", pat, e.msg);
+			continue;
+		}
+		int ec;
+		PCRE2_SIZE eo;
+		/* PCRE2 reads "x{,3}" as literal text before 10.43; Python and we read {0,3} */
+		char pcre_pat[256];
+		snprintf(pcre_pat, sizeof pcre_pat, "%s", pat);
+		char *brace = strstr(pcre_pat, "{,");
+		if (brace) {
+			memmove(brace + 2, brace + 1, strlen(brace + 1) + 1);
+			brace[1] = '0';
+		}
+		pcre2_code *re = pcre2_compile((PCRE2_SPTR)pcre_pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX, &ec, &eo, NULL);
+		EXPECTF(re != NULL, "%s: pcre2 refuses it", pat);
+		if (!re) {
+			guide_dfa_free(d);
+			continue;
+		}
+		pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+		int matches = 0;
+		for (int i = 0; i < 3000; i++) {
+			char s[64];
+			size_t n = i % 2 ? random_text(pat, &seed, s) : walk_text(d, &seed, s, 40);
+			bool a = dfa_match(d, s, n), b = pcre_match(re, md, s, n);
+			matches += b;
+			if (a != b) {
+				harness_fail(__FILE__, __LINE__, "%s on '%.*s' (%zu bytes): dfa %d, pcre2 %d", pat, (int)n, s, n, a,
+					     b);
+				break;
+			}
+		}
+		EXPECTF(matches > 100, "%s: only %d matching texts tried", pat, matches);
+		pcre2_match_data_free(md);
+		pcre2_code_free(re);
+		guide_dfa_free(d);
+	}
+}
+
+static void test_refused_syntax(void)
+{
+	static const struct {
+		const char *re, *msg;
+	} bad[] = {
+		{"(a", "missing )"},	       {"a)", "unbalanced"},	    {"a(?=b)", "lookaround"},
+		{"(?i)a", "flags"},	       {"(a)\\1", "backreference"}, {"\\bword", "anchor"},
+		{"a^b", "anchor"},	       {"*a", "nothing to repeat"}, {"a{5,2}", "repeat count"},
+		{"a{1001}", "repeat count"},   {"[z-a]", "out of order"},   {"[abc", "unterminated"},
+		{"\\p{L}", "property"},	       {"\\q", "unknown escape"},   {"\\x4", "hex"},
+		{"a\\", "trailing backslash"}, {"(?P<n", "group name"},	    {"((a{1000}){1000}){10}", "too large"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct guide_dfa *d = NULL;
+		struct err e = {0};
+		EXPECTF(guide_dfa_compile(bad[i].re, strlen(bad[i].re), &d, &e) < 0 && !d && strstr(e.msg, bad[i].msg),
+			"%s: '%s', expected '%s'", bad[i].re, e.msg, bad[i].msg);
+	}
+}
+
+/* a schema string with a pattern: its characters go through the DFA, unescaped */
+static void test_pattern_in_json(void)
+{
+	json_t *s = json_loads("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d+$\","
+			       "\"maxLength\":5}},\"required\":[\"id\"]}",
+			       0, NULL);
+	struct guide_grammar *g;
+	struct err e;
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+	json_decref(s);
+	static const struct {
+		const char *out;
+		bool ok;
+	} cases[] = {
+		{"{\"id\":\"AB-12\"}", true},	{"{\"id\":\"AB-1\"}", true},	{"{\"id\":\"AB-\"}", false},
+		{"{\"id\":\"ab-1\"}", false},	{"{\"id\":\"AB-123\"}", false}, /* maxLength 5 */
+		{"{\"id\":\"A\\u0042-1\"}", false}, {"{\"id\":\"AB-1\\\"\"}", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct jm_state st;
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)cases[i].out, strlen(cases[i].out)) && jm_complete(&st, g);
+		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
+	}
+	guide_unref(g);
+}
+
+/* the mask of a regex grammar (and of a pattern string) equals feeding every token; EOS once
+ * the text matches, and alone when nothing may follow */
+static void test_regex_mask(void)
+{
+	struct tok *t;
+	struct err e;
+	if (tok_load(fixture_path("tokenizer"), &t, &e) < 0) {
+		harness_fail(__FILE__, __LINE__, "%s", e.msg);
+		return;
+	}
+	int V = tok_vocab_size(t);
+	struct guide_vocab *v;
+	EXPECT(guide_vocab_new(t, V, &v, &e) == 0);
+	uint8_t *allow = malloc((size_t)V);
+	static const struct {
+		const char *re, *prefixes[4];
+	} cases[] = {
+		{"(yes|no)-\\d{2,4}", {"", "ye", "no-1", "yes-1234"}},
+		{"[a-z ]+\\.", {"", "hello wor", "a.", NULL}},
+		{"\\{\"k\": \"[^\"]*\"\\}", {"", "{\"k\": \"ab", "{\"k\": \"\"}", NULL}},
+	};
+	int32_t eos = V - 1;
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		struct guide_grammar *g;
+		if (guide_from_regex(cases[c].re, strlen(cases[c].re), &g, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "%s: %s", cases[c].re, e.msg);
+			continue;
+		}
+		for (int k = 0; k < 4 && cases[c].prefixes[k]; k++) {
+			const char *pre = cases[c].prefixes[k];
+			struct jm_state *s = malloc(sizeof *s), *u = malloc(sizeof *u);
+			jm_init(s, g);
+			EXPECTF(jm_feed_bytes(s, g, (const uint8_t *)pre, strlen(pre)), "%s: prefix '%s' refused", cases[c].re, pre);
+			int n = guide_vocab_mask(v, g, s, &eos, 1, allow), want_n = 0;
+			for (int32_t id = 0; id < V; id++) {
+				size_t len;
+				const char *p = tok_id_bytes(t, id, &len);
+				bool want = false;
+				if (p && len && !tok_is_special(t, id)) {
+					jm_copy(u, s);
+					want = jm_feed_bytes(u, g, (const uint8_t *)p, len);
+				}
+				if (id == eos)
+					want |= jm_complete(s, g);
+				want_n += want;
+				if (want != (allow[id] != 0)) {
+					harness_fail(__FILE__, __LINE__, "%s after '%s': token %d %s by the mask", cases[c].re, pre, id,
+						     allow[id] ? "allowed" : "refused");
+					break;
+				}
+			}
+			EXPECT_EQ_INT(n, want_n);
+			free(s);
+			free(u);
+		}
+		guide_unref(g);
+	}
+	free(allow);
+	guide_vocab_free(v);
+	tok_free(t);
+}
+
+TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask))
