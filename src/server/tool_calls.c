@@ -174,6 +174,20 @@ int tool_forced_feed(struct tool_split *s, bool required, const char *name, cons
 		     bool last, struct sbuf *content, json_t **calls)
 {
 	*calls = NULL;
+	if (!required) { /* named: the arguments stream as they come, as vLLM streams them */
+		if (!len && !last) /* the last delta always comes: its chunk finishes "tool_calls" */
+			return 0;
+		const char *tx = text ? text : ""; /* an empty piece may come without a buffer */
+		json_t *c = s->in_calls ? json_pack("{s:{s:o}}", "function", "arguments", oj_string(tx, len))
+					: call_json(name, strlen(name), oj_string(tx, len));
+		if (!c || !(*calls = json_array()) || json_array_append_new(*calls, c) < 0) {
+			json_decref(*calls);
+			*calls = NULL;
+			return -1;
+		}
+		s->in_calls = true;
+		return 0;
+	}
 	if (len && sbuf_append(&s->kept, text, len) < 0)
 		return -1;
 	if (!last)

@@ -56,8 +56,10 @@ void tool_split_fini(struct tool_split *s);
  * whole JSON (cut by max_tokens or a stop string; or a number jansson cannot hold, like
  * an integer past 64 bits): it then stays content. 0, or -1 out of memory. */
 int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls);
-/* Streaming: nothing is content until the end (last), when *calls gets the calls or, when
- * there are none, *content gets the whole output. */
+/* Streaming. Named: each piece is a tool_calls delta, the first with the call's id, type and
+ * name, the next ones only more "arguments" (clients join them, as for vLLM's). "required":
+ * nothing is content until the end (last), when *calls gets the calls or, when there are
+ * none, *content gets the whole output. */
 int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
 		     bool last, struct sbuf *content, json_t **calls);
 

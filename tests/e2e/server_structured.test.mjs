@@ -5,7 +5,8 @@
 // extra, passed in the body) gives one of the choices, a streamed guided output is the
 // non-streamed one for the same seed, tool_choice "required" and a named function give
 // message.tool_calls (arguments as vLLM writes them: Python json.dumps separators for
-// "required", the generated object for a named one), streamed too, and the refused forms are
+// "required", the generated object for a named one), streamed too (a named call's arguments
+// piece by piece), regexes and patterns match whole, and the refused forms are
 // 400s. The request parsing and the grammars are unit-tested in
 // tests/unit/test_server_structured.c.
 import assert from 'node:assert/strict';
@@ -278,15 +279,25 @@ describe('structured outputs', () => {
     assert.ok(called > 0, 'no named output finished');
   });
 
-  test('streaming forced tool choices: the calls arrive in a delta, as the non-streamed ones', async () => {
+  test('streaming forced tool choices: the calls arrive in deltas, as the non-streamed ones', async () => {
     for (const toolChoice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
       const params = { model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed: 6, n: 2, tools: TOOLS, tool_choice: toolChoice };
       const whole = await client.chat.completions.create(params);
-      const got = [[], []], content = ['', ''], finish = [null, null];
+      const got = [[], []], content = ['', ''], finish = [null, null], pieces = [0, 0];
       for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
         for (const ch of chunk.choices) {
           content[ch.index] += ch.delta.content ?? '';
-          if (ch.delta.tool_calls) got[ch.index].push(...ch.delta.tool_calls);
+          // a named call streams its arguments: the first delta names it, the next ones
+          // only add arguments, joined as OpenAI clients join them
+          for (const d of ch.delta.tool_calls ?? []) {
+            pieces[ch.index]++;
+            const prev = got[ch.index][d.index];
+            if (prev) {
+              assert.equal(d.id, undefined);
+              assert.equal(d.function.name, undefined);
+              prev.function.arguments += d.function.arguments;
+            } else got[ch.index][d.index] = structuredClone(d);
+          }
           finish[ch.index] = ch.finish_reason ?? finish[ch.index];
         }
       }
@@ -309,6 +320,7 @@ describe('structured outputs', () => {
           assert.equal(d.function.name, want[k].function.name, what);
           assert.equal(d.function.arguments, want[k].function.arguments, what);
         });
+        if (typeof toolChoice === 'object') assert.ok(pieces[c.index] > 1, `${what}: the arguments came in one piece`);
         calls++;
       }
       assert.ok(calls > 0, `${what}: no calls`);
