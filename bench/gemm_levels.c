@@ -9,7 +9,9 @@
  * model's kernels), which is much quicker at hundreds of tokens.
  *
  *   gemm_levels [--dtype bf16|fp8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
- *                [--reps 9] [--threads 2] [--prepacked-only]
+ *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1]
+ * --jobs J: J matrices per call, each with its own x and y columns (as the model's per-head
+ * W_UK / W_UV: 128 jobs of 512x128 or 128x512 in V3).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ static uint32_t next_rand(void)
 
 int main(int argc, char **argv)
 {
+	int n_jobs = 1;
 	const char *dtn = "bf16";
 	int rows = 2048, cols = 2048, reps = 9, threads = 2, ns[MAX_N], nn = 0, prepacked_only = 0;
 	const char *nlist = "8,16,24,32,48,64,128,512";
@@ -55,6 +58,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--n")) nlist = v;
 		else if (!strcmp(a, "--reps")) reps = atoi(v);
 		else if (!strcmp(a, "--threads")) threads = atoi(v);
+		else if (!strcmp(a, "--jobs")) n_jobs = atoi(v);
 		else {
 			fprintf(stderr, "unknown option %s\n", a);
 			return 2;
@@ -62,7 +66,7 @@ int main(int argc, char **argv)
 		i++;
 	}
 	enum dtype dt = !strcmp(dtn, "fp8") ? DT_F8_E4M3 : !strcmp(dtn, "f16") ? DT_F16 : !strcmp(dtn, "f32") ? DT_F32 : DT_BF16;
-	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 ||
+	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 || n_jobs < 1 || n_jobs > 512 ||
 	    bench_list_parse(nlist, ns, &nn, MAX_N, 1 << 16)) {
 		fprintf(stderr, "bad arguments\n");
 		return 2;
@@ -79,8 +83,8 @@ int main(int argc, char **argv)
 	/* a VM may report its host's L3 (480 MB seen): MLASERVE_BENCH_COPY_MB sets the total */
 	size_t copy_bytes = getenv("MLASERVE_BENCH_COPY_MB") ? (size_t)atol(getenv("MLASERVE_BENCH_COPY_MB")) << 20 : COPY_BYTES;
 	int ncopy = (int)(copy_bytes / wb) + 1;
-	if (ncopy > 256)
-		ncopy = 256;
+	if (ncopy > 16384) /* small matrices (--jobs): still more than the L3 in all */
+		ncopy = 16384;
 	int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
 	float *scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
 	for (int i = 0; i < sr * sc; i++)
@@ -99,9 +103,10 @@ int main(int argc, char **argv)
 	int nmax = 0;
 	for (int i = 0; i < nn; i++)
 		nmax = ns[i] > nmax ? ns[i] : nmax;
-	float *x = malloc(sizeof(float) * (size_t)nmax * (size_t)cols);
-	float *y = malloc(sizeof(float) * (size_t)nmax * (size_t)rows);
-	for (size_t i = 0; i < (size_t)nmax * (size_t)cols; i++) /* bf16-exact, for the dp variant */
+	float *x = malloc(sizeof(float) * (size_t)nmax * (size_t)cols * (size_t)n_jobs);
+	float *y = malloc(sizeof(float) * (size_t)nmax * (size_t)rows * (size_t)n_jobs);
+	struct gemm_job *jobs = malloc(sizeof *jobs * (size_t)n_jobs);
+	for (size_t i = 0; i < (size_t)nmax * (size_t)cols * (size_t)n_jobs; i++) /* bf16-exact, for the dp variant */
 		x[i] = bf16_to_f32(f32_to_bf16((float)(next_rand() % 2001) / 1000.0f - 1.0f));
 
 	/* variants: level, x_bf16 */
@@ -112,8 +117,11 @@ int main(int argc, char **argv)
 	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
 		 : best >= OPS_AVX512 ? 2 : 1;
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
-	printf("%s %dx%d, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
-	       dtype_name(dt), rows, cols, threads, ncopy, reps, var[v0].name);
+	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
+	       dtype_name(dt), rows, cols, n_jobs > 1 ? " in calls of several jobs" : "", threads, ncopy, reps,
+	       var[v0].name);
+	if (n_jobs > 1)
+		printf("%d jobs per call\n", n_jobs);
 	printf("%6s", "n");
 	for (int v = v0; v < nv; v++)
 		printf(" %16s", var[v].name);
@@ -124,12 +132,18 @@ int main(int argc, char **argv)
 		for (int r = 0; r < reps; r++)
 			for (int v = v0; v < nv; v++) {
 				double t0 = mono_now_s();
-				for (int m = 0; m < ncopy; m++) {
-					struct gemm_job j = {.w = var[v].packed ? &wp[m] : &w[m], .x = x, .ldx = cols, .y = y, .ldy = rows, .n = n,
-							     .x_bf16 = var[v].xb};
-					ops_gemm_multi_at(var[v].lvl, pool, 1, &j);
+				int done = 0;
+				for (int m = 0; m < ncopy || done < n_jobs; m += n_jobs) {
+					for (int k = 0; k < n_jobs; k++) {
+						int c = (m + k) % ncopy;
+						jobs[k] = (struct gemm_job){.w = var[v].packed ? &wp[c] : &w[c], .x = x + (size_t)k * cols,
+									    .ldx = cols * n_jobs, .y = y + (size_t)k * rows,
+									    .ldy = rows * n_jobs, .n = n, .x_bf16 = var[v].xb};
+					}
+					ops_gemm_multi_at(var[v].lvl, pool, n_jobs, jobs);
+					done += n_jobs;
 				}
-				t[v][r] = (mono_now_s() - t0) / ncopy;
+				t[v][r] = (mono_now_s() - t0) / done;
 			}
 		printf("%6d", n);
 		for (int v = v0; v < nv; v++) {
@@ -151,6 +165,7 @@ int main(int argc, char **argv)
 	free(scale);
 	free(x);
 	free(y);
+	free(jobs);
 	pool_free(pool);
 	return 0;
 }
