@@ -1,8 +1,10 @@
 /* JSON Schema → guide nodes (guide/grammar.h). */
 #include "guide/grammar.h"
 
+#include "guide/int_range.h"
 #include "guide/regex_dfa.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 					  "contentMediaType", "contentEncoding", "$defs", "definitions", NULL};
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
 					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
+					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
 					  "anyOf", "oneOf", "$ref", NULL};
 
 static bool in_list(const char *const *l, const char *k)
@@ -287,6 +290,44 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 	return i;
 }
 
+/* minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean beside
+ * minimum / maximum) of an integer as an inclusive integer range; a number with any of them is
+ * refused (its decimals would need a grammar of their own) */
+static int int_bounds(const json_t *s, const char *path, bool integer, bool *has_lo, long long *lo, bool *has_hi,
+		      long long *hi, struct err *e)
+{
+	static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+	for (int k = 0; k < 4; k++) {
+		const json_t *v = json_object_get(s, keys[k]);
+		if (!v || (k % 2 && json_is_boolean(v)))
+			continue;
+		if (!integer)
+			return err_set(e, "%s: keyword '%s' is supported for integers only", path, keys[k]);
+		if (!json_is_number(v))
+			return err_set(e, "%s.%s must be a number", path, keys[k]);
+		double x = json_number_value(v);
+		if (!(x > -9.2e18 && x < 9.2e18))
+			return err_set(e, "%s.%s is out of the int64 range", path, keys[k]);
+		bool excl = k % 2 || json_is_true(json_object_get(s, keys[k + 1]));
+		if (k < 2) { /* lower: the least integer above (or at) x */
+			long long b = (long long)ceil(x);
+			if (excl && (double)b == x)
+				b++;
+			if (!*has_lo || b > *lo)
+				*lo = b;
+			*has_lo = true;
+		} else {
+			long long b = (long long)floor(x);
+			if (excl && (double)b == x)
+				b--;
+			if (!*has_hi || b < *hi)
+				*hi = b;
+			*has_hi = true;
+		}
+	}
+	return 0;
+}
+
 static int compile_type(struct compile *c, const json_t *s, const char *type, const char *path, struct err *e)
 {
 	if (!strcmp(type, "object"))
@@ -339,10 +380,29 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 		c->g->nodes[i].dfa = dfa;
 		return i;
 	}
-	if (!strcmp(type, "number"))
-		return node_new(c->g, GUIDE_NUMBER, e);
-	if (!strcmp(type, "integer"))
-		return node_new(c->g, GUIDE_INTEGER, e);
+	if (!strcmp(type, "number") || !strcmp(type, "integer")) {
+		bool has_lo = false, has_hi = false;
+		long long lo = 0, hi = 0;
+		if (int_bounds(s, path, !strcmp(type, "integer"), &has_lo, &lo, &has_hi, &hi, e) < 0)
+			return -1;
+		if (!has_lo && !has_hi)
+			return node_new(c->g, !strcmp(type, "number") ? GUIDE_NUMBER : GUIDE_INTEGER, e);
+		char *re;
+		struct guide_dfa *dfa;
+		if (guide_int_range_regex(has_lo, lo, has_hi, hi, &re, e) < 0)
+			return err_prefix(e, "%s", path);
+		int rc = guide_dfa_compile(re, strlen(re), &dfa, e);
+		free(re);
+		if (rc < 0)
+			return err_prefix(e, "%s", path);
+		int i = node_new(c->g, GUIDE_REGEX, e);
+		if (i < 0) {
+			guide_dfa_free(dfa);
+			return -1;
+		}
+		c->g->nodes[i].dfa = dfa;
+		return i;
+	}
 	if (!strcmp(type, "boolean")) {
 		int i = anyof_new(c->g, 2, e);
 		if (i < 0)

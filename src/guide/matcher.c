@@ -215,11 +215,17 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			return;
 		case F_RE: {
 			int32_t nx = n->dfa->next[(size_t)f->n * 256 + b];
-			if (nx < 0)
+			if (nx >= 0) { /* greedy, as numbers: a value goes on while it can */
+				f->n = (uint32_t)nx;
+				emit(o, &t);
 				return;
-			f->n = (uint32_t)nx;
-			emit(o, &t);
-			return;
+			}
+			/* raw text at the top ends with the output; a JSON value (an integer range)
+			 * ends before a byte it cannot take, which goes to its container */
+			if (t.depth == 2 || !n->dfa->accept[f->n])
+				return;
+			child_done(&t);
+			continue;
 		}
 		case F_STR:
 			if (n->dfa && b != '"') { /* a pattern: every content byte through its DFA, no escapes */

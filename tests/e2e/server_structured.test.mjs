@@ -350,7 +350,7 @@ describe('structured outputs', () => {
     await isBadRequest(
       client.chat.completions.create({
         model: MODEL, messages: MSG, max_tokens: 4,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 0 } } },
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0 } } },
       }),
       /minimum/,
     );

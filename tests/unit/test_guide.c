@@ -297,11 +297,11 @@ static void test_schema_errors(void)
 	static const struct {
 		const char *schema, *want1, *want2;
 	} bad[] = {
-		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'integer','minimum':0}", "'minimum'", NULL},
+		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0}", "'minimum'", NULL},
 		{"{'allOf':[{'type':'string'}]}", "'allOf'", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
 		{"{'type':'array','prefixItems':[{'type':'string'}]}", "prefixItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','multipleOf':2}}}", "inner", "multipleOf"},
-		{"{'items':{'type':'string','minimum':1}}", "items", "minimum"},
+		{"{'items':{'type':'string','multipleOf':1}}", "items", "multipleOf"},
 		{"{'$ref':'#/$defs/nope','$defs':{'a':{}}}", "$ref", "nope"},
 		{"{'anyOf':[{'type':'string'}],'type':'string'}", "anyOf", "type"},
 		{"{'type':'object','properties':{'a':{}},'required':['a','b']}", "required", NULL},

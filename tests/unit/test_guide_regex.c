@@ -1,13 +1,15 @@
 /* guided_regex and JSON Schema "pattern" (src/guide/regex_dfa.c, regex_parse.c): the DFA's
  * whole-text matches equal PCRE2's anchored matches (PCRE2_UTF) on random texts and on texts
  * walked out of the DFA; the syntax it refuses; patterns inside JSON strings; the allowed-token
- * mask of a regex grammar against feeding every token. */
+ * mask of a regex grammar against feeding every token; integer bounds (guide/int_range.c) as
+ * regexes and as JSON values. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "guide/grammar.h"
+#include "guide/int_range.h"
 #include "guide/matcher.h"
 #include "guide/regex_dfa.h"
 #include "guide/vocab.h"
@@ -181,8 +183,38 @@ static void test_pattern_in_json(void)
 	guide_unref(g);
 }
 
-/* the mask of a regex grammar (and of a pattern string) equals feeding every token; EOS once
- * the text matches, and alone when nothing may follow */
+/* the mask of g after `pre` equals feeding every token; EOS once the text matches */
+static void check_mask(struct guide_vocab *v, const struct tok *t, int V, const struct guide_grammar *g, const char *what,
+		       const char *pre, uint8_t *allow)
+{
+	int32_t eos = V - 1;
+	struct jm_state *s = malloc(sizeof *s), *u = malloc(sizeof *u);
+	jm_init(s, g);
+	EXPECTF(jm_feed_bytes(s, g, (const uint8_t *)pre, strlen(pre)), "%s: prefix '%s' refused", what, pre);
+	int n = guide_vocab_mask(v, g, s, &eos, 1, allow), want_n = 0;
+	for (int32_t id = 0; id < V; id++) {
+		size_t len;
+		const char *p = tok_id_bytes(t, id, &len);
+		bool want = false;
+		if (p && len && !tok_is_special(t, id)) {
+			jm_copy(u, s);
+			want = jm_feed_bytes(u, g, (const uint8_t *)p, len);
+		}
+		if (id == eos)
+			want |= jm_complete(s, g);
+		want_n += want;
+		if (want != (allow[id] != 0)) {
+			harness_fail(__FILE__, __LINE__, "%s after '%s': token %d %s by the mask", what, pre, id,
+				     allow[id] ? "allowed" : "refused");
+			break;
+		}
+	}
+	EXPECT_EQ_INT(n, want_n);
+	free(s);
+	free(u);
+}
+
+/* the mask of regex grammars, pattern strings and bounded integers equals feeding every token */
 static void test_regex_mask(void)
 {
 	struct tok *t;
@@ -202,45 +234,133 @@ static void test_regex_mask(void)
 		{"[a-z ]+\\.", {"", "hello wor", "a.", NULL}},
 		{"\\{\"k\": \"[^\"]*\"\\}", {"", "{\"k\": \"ab", "{\"k\": \"\"}", NULL}},
 	};
-	int32_t eos = V - 1;
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		struct guide_grammar *g;
 		if (guide_from_regex(cases[c].re, strlen(cases[c].re), &g, &e) < 0) {
 			harness_fail(__FILE__, __LINE__, "%s: %s", cases[c].re, e.msg);
 			continue;
 		}
-		for (int k = 0; k < 4 && cases[c].prefixes[k]; k++) {
-			const char *pre = cases[c].prefixes[k];
-			struct jm_state *s = malloc(sizeof *s), *u = malloc(sizeof *u);
-			jm_init(s, g);
-			EXPECTF(jm_feed_bytes(s, g, (const uint8_t *)pre, strlen(pre)), "%s: prefix '%s' refused", cases[c].re, pre);
-			int n = guide_vocab_mask(v, g, s, &eos, 1, allow), want_n = 0;
-			for (int32_t id = 0; id < V; id++) {
-				size_t len;
-				const char *p = tok_id_bytes(t, id, &len);
-				bool want = false;
-				if (p && len && !tok_is_special(t, id)) {
-					jm_copy(u, s);
-					want = jm_feed_bytes(u, g, (const uint8_t *)p, len);
-				}
-				if (id == eos)
-					want |= jm_complete(s, g);
-				want_n += want;
-				if (want != (allow[id] != 0)) {
-					harness_fail(__FILE__, __LINE__, "%s after '%s': token %d %s by the mask", cases[c].re, pre, id,
-						     allow[id] ? "allowed" : "refused");
-					break;
-				}
-			}
-			EXPECT_EQ_INT(n, want_n);
-			free(s);
-			free(u);
-		}
+		for (int k = 0; k < 4 && cases[c].prefixes[k]; k++)
+			check_mask(v, t, V, g, cases[c].re, cases[c].prefixes[k], allow);
 		guide_unref(g);
 	}
+	static const char *const schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"array\",\"items\":"
+					  "{\"type\":\"integer\",\"minimum\":-5,\"maximum\":300}},\"id\":{\"type\":\"string\","
+					  "\"pattern\":\"[A-Z]{2}\\\\d\"}},\"required\":[\"n\",\"id\"]}";
+	static const char *const pre[] = {"{\"n\":[", "{\"n\":[2", "{\"n\":[29", "{\"n\":[-", "{\"n\":[300",
+					  "{\"n\":[1],\"id\":\"", "{\"n\":[1],\"id\":\"AB"};
+	json_t *js = json_loads(schema, 0, NULL);
+	struct guide_grammar *g;
+	if (js && guide_from_schema(js, "schema", &g, &e) == 0) {
+		for (size_t k = 0; k < sizeof pre / sizeof *pre; k++)
+			check_mask(v, t, V, g, "bounded integers and a pattern", pre[k], allow);
+		guide_unref(g);
+	} else {
+		harness_fail(__FILE__, __LINE__, "schema: %s", js ? e.msg : "bad json");
+	}
+	json_decref(js);
 	free(allow);
 	guide_vocab_free(v);
 	tok_free(t);
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask))
+/* integer bounds: the range's regex against every value in [-3000, 3000] and at int64's ends */
+static void test_int_range_regex(void)
+{
+	static const struct {
+		bool hl;
+		long long lo;
+		bool hh;
+		long long hi;
+	} r[] = {{1, 0, 1, 100}, {1, -5, 1, 5},	     {1, 7, 1, 7},	{1, 13, 1, 2468},    {0, 0, 1, -3},
+		 {1, -120, 0, 0}, {1, 0, 0, 0},	     {0, 0, 0, 0},	{1, 99, 1, 1000},    {1, -1000, 1, -99},
+		 {1, 1, 1, 9},	  {1, 10, 1, 99},    {1, 100, 1, 1999}, {1, -2999, 1, 2999}, {1, 2000, 0, 0}};
+	for (size_t c = 0; c < sizeof r / sizeof *r; c++) {
+		char *re;
+		struct err e;
+		struct guide_dfa *d;
+		if (guide_int_range_regex(r[c].hl, r[c].lo, r[c].hh, r[c].hi, &re, &e) < 0 ||
+		    guide_dfa_compile(re, strlen(re), &d, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "range %zu: %s", c, e.msg);
+			continue;
+		}
+		for (long long v = -3000; v <= 3000; v++) {
+			char s[32];
+			snprintf(s, sizeof s, "%lld", v);
+			bool want = (!r[c].hl || v >= r[c].lo) && (!r[c].hh || v <= r[c].hi);
+			if (dfa_match(d, s, strlen(s)) != want) {
+				harness_fail(__FILE__, __LINE__, "range %zu (%s): %lld %s", c, re, v, want ? "refused" : "accepted");
+				break;
+			}
+		}
+		static const char *const never[] = {"007", "-0", "00", "+1", "1.0", "", "-", "9223372036854775808",
+						    "-9223372036854775809", "1e3"};
+		for (size_t k = 0; k < sizeof never / sizeof *never; k++)
+			EXPECTF(!dfa_match(d, never[k], strlen(never[k])), "range %zu: '%s' accepted", c, never[k]);
+		bool open_hi = !r[c].hh, open_lo = !r[c].hl;
+		EXPECT(dfa_match(d, "9223372036854775807", 19) == open_hi);
+		EXPECT(dfa_match(d, "-9223372036854775808", 20) == open_lo);
+		guide_dfa_free(d);
+		free(re);
+	}
+	char *re = NULL;
+	struct err e = {0};
+	EXPECT(guide_int_range_regex(true, 5, true, 4, &re, &e) < 0 && !re && strstr(e.msg, "empty"));
+}
+
+/* bounded integers as JSON values: inside arrays and objects they end before ',' ']' '}' */
+static void test_bounded_integers_in_json(void)
+{
+	static const struct {
+		const char *schema;
+		long long lo, hi;
+	} cases[] = {
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":12}}", -5, 11},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":2.5,\"maximum\":7.9}}", 3, 7},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true,"
+		 "\"maximum\":9,\"exclusiveMaximum\":true}}",
+		 1, 8},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		json_t *s = json_loads(cases[c].schema, 0, NULL);
+		struct guide_grammar *g;
+		struct err e;
+		if (!s || guide_from_schema(s, "schema", &g, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "%s: %s", cases[c].schema, s ? e.msg : "bad json");
+			json_decref(s);
+			continue;
+		}
+		json_decref(s);
+		for (long long v = -20; v <= 20; v++) {
+			char out[64];
+			snprintf(out, sizeof out, "[%lld, %lld]", v, v);
+			struct jm_state st;
+			jm_init(&st, g);
+			bool ok = jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g);
+			EXPECTF(ok == (v >= cases[c].lo && v <= cases[c].hi), "%s: %s %s", cases[c].schema, out,
+				ok ? "accepted" : "refused");
+		}
+		guide_unref(g);
+	}
+	/* a top-level bounded integer is complete once in range, and may go on */
+	json_t *s = json_loads("{\"type\":\"integer\",\"minimum\":10,\"maximum\":200}", 0, NULL);
+	struct guide_grammar *g;
+	struct err e;
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+	json_decref(s);
+	struct jm_state st;
+	jm_init(&st, g);
+	EXPECT(jm_feed_bytes(&st, g, (const uint8_t *)"1", 1) && !jm_complete(&st, g));
+	EXPECT(jm_feed(&st, g, '5') && jm_complete(&st, g) && !jm_finished(&st, g));
+	EXPECT(jm_feed(&st, g, '0') && jm_complete(&st, g) && jm_finished(&st, g));
+	EXPECT(!jm_feed(&st, g, '0') && !jm_feed(&st, g, ','));
+	guide_unref(g);
+	/* numbers with bounds: refused, naming the keyword */
+	s = json_loads("{\"type\":\"number\",\"maximum\":1}", 0, NULL);
+	g = NULL;
+	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "maximum") && strstr(e.msg, "integers"));
+	json_decref(s);
+}
+
+TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask),
+      T(test_int_range_regex), T(test_bounded_integers_in_json))
