@@ -290,42 +290,61 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 	return i;
 }
 
-/* minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean beside
- * minimum / maximum) of an integer as an inclusive integer range; a number with any of them is
- * refused (its decimals would need a grammar of their own) */
-static int int_bounds(const json_t *s, const char *path, bool integer, bool *has_lo, long long *lo, bool *has_hi,
-		      long long *hi, struct err *e)
+/* the strictest of minimum / exclusiveMinimum and of maximum / exclusiveMaximum (each a
+ * number, or draft 4's boolean beside minimum / maximum) */
+struct bounds {
+	bool has_lo, lo_excl, has_hi, hi_excl;
+	double lo, hi;
+};
+
+static int read_bounds(const json_t *s, const char *path, struct bounds *b, struct err *e)
 {
 	static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+	memset(b, 0, sizeof *b);
 	for (int k = 0; k < 4; k++) {
 		const json_t *v = json_object_get(s, keys[k]);
 		if (!v || (k % 2 && json_is_boolean(v)))
 			continue;
-		if (!integer)
-			return err_set(e, "%s: keyword '%s' is supported for integers only", path, keys[k]);
 		if (!json_is_number(v))
 			return err_set(e, "%s.%s must be a number", path, keys[k]);
 		double x = json_number_value(v);
 		if (!(x > -9.2e18 && x < 9.2e18))
 			return err_set(e, "%s.%s is out of the int64 range", path, keys[k]);
 		bool excl = k % 2 || json_is_true(json_object_get(s, keys[k + 1]));
-		if (k < 2) { /* lower: the least integer above (or at) x */
-			long long b = (long long)ceil(x);
-			if (excl && (double)b == x)
-				b++;
-			if (!*has_lo || b > *lo)
-				*lo = b;
-			*has_lo = true;
-		} else {
-			long long b = (long long)floor(x);
-			if (excl && (double)b == x)
-				b--;
-			if (!*has_hi || b < *hi)
-				*hi = b;
-			*has_hi = true;
-		}
+		if (k < 2 && (!b->has_lo || x > b->lo || (x == b->lo && excl)))
+			b->has_lo = true, b->lo = x, b->lo_excl = excl;
+		if (k >= 2 && (!b->has_hi || x < b->hi || (x == b->hi && excl)))
+			b->has_hi = true, b->hi = x, b->hi_excl = excl;
 	}
 	return 0;
+}
+
+/* a bounded integer or number as a DFA (guide/int_range.h); *dfa NULL when unbounded */
+static int bounded_dfa(const json_t *s, const char *path, bool integer, struct guide_dfa **dfa, struct err *e)
+{
+	struct bounds b;
+	*dfa = NULL;
+	if (read_bounds(s, path, &b, e) < 0)
+		return -1;
+	if (!b.has_lo && !b.has_hi)
+		return 0;
+	char *re;
+	int rc;
+	if (integer) {
+		long long lo = b.lo_excl ? (long long)floor(b.lo) + 1 : (long long)ceil(b.lo);
+		long long hi = b.hi_excl ? (long long)ceil(b.hi) - 1 : (long long)floor(b.hi);
+		rc = guide_int_range_regex(b.has_lo, lo, b.has_hi, hi, &re, e);
+	} else {
+		if ((b.has_lo && b.lo != floor(b.lo)) || (b.has_hi && b.hi != floor(b.hi)))
+			return err_set(e, "%s: bounds of a number must be whole numbers (a fractional bound is not supported)",
+				       path);
+		rc = guide_num_range_regex(b.has_lo, (long long)b.lo, b.lo_excl, b.has_hi, (long long)b.hi, b.hi_excl, &re, e);
+	}
+	if (rc < 0)
+		return err_prefix(e, "%s", path);
+	rc = guide_dfa_compile(re, strlen(re), dfa, e);
+	free(re);
+	return rc < 0 ? err_prefix(e, "%s", path) : 0;
 }
 
 static int compile_type(struct compile *c, const json_t *s, const char *type, const char *path, struct err *e)
@@ -381,21 +400,11 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 		return i;
 	}
 	if (!strcmp(type, "number") || !strcmp(type, "integer")) {
-		bool has_lo = false, has_hi = false;
-		long long lo = 0, hi = 0;
-		if (int_bounds(s, path, !strcmp(type, "integer"), &has_lo, &lo, &has_hi, &hi, e) < 0)
-			return -1;
-		if (!has_lo && !has_hi)
-			return node_new(c->g, !strcmp(type, "number") ? GUIDE_NUMBER : GUIDE_INTEGER, e);
-		char *re;
+		bool integer = !strcmp(type, "integer");
 		struct guide_dfa *dfa;
-		if (guide_int_range_regex(has_lo, lo, has_hi, hi, &re, e) < 0)
-			return err_prefix(e, "%s", path);
-		int rc = guide_dfa_compile(re, strlen(re), &dfa, e);
-		free(re);
-		if (rc < 0)
-			return err_prefix(e, "%s", path);
-		int i = node_new(c->g, GUIDE_REGEX, e);
+		if (bounded_dfa(s, path, integer, &dfa, e) < 0)
+			return -1;
+		int i = node_new(c->g, dfa ? GUIDE_REGEX : integer ? GUIDE_INTEGER : GUIDE_NUMBER, e);
 		if (i < 0) {
 			guide_dfa_free(dfa);
 			return -1;

@@ -8,7 +8,8 @@
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
  *   schema), items, minItems, maxItems, minLength, maxLength, pattern (guide/regex_dfa.h's
  *   syntax, matched by the whole string, which then holds no escapes), minimum, maximum,
- *   exclusiveMinimum, exclusiveMaximum (integers only), enum, const, anyOf, oneOf
+ *   exclusiveMinimum, exclusiveMaximum (numbers: whole bounds only, then written as plain
+ *   decimals), enum, const, anyOf, oneOf
  *   (generated as anyOf: an output matching two alternatives is not refused), $ref to
  *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
  *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
@@ -43,7 +44,7 @@ enum guide_kind {
 	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const / enum value, a choice */
 	GUIDE_ANYOF,
 	GUIDE_REGEX,   /* text matching dfa: raw at the top (guided_regex), else a JSON value that
-			* ends before a byte the DFA refuses (a bounded integer) */
+			* ends before a byte the DFA refuses (a bounded integer or number) */
 };
 
 struct guide_node {

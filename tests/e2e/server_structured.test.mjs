@@ -350,9 +350,9 @@ describe('structured outputs', () => {
     await isBadRequest(
       client.chat.completions.create({
         model: MODEL, messages: MSG, max_tokens: 4,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0 } } },
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0.5 } } },
       }),
-      /minimum/,
+      /whole numbers/,
     );
     await isBadRequest(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4, guided_json: '{"type": ' }), /guided_json/);
     await isBadRequest(

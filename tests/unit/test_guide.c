@@ -297,7 +297,7 @@ static void test_schema_errors(void)
 	static const struct {
 		const char *schema, *want1, *want2;
 	} bad[] = {
-		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0}", "'minimum'", NULL},
+		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0.5}", "whole", NULL},
 		{"{'allOf':[{'type':'string'}]}", "'allOf'", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
 		{"{'type':'array','prefixItems':[{'type':'string'}]}", "prefixItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','multipleOf':2}}}", "inner", "multipleOf"},

@@ -308,6 +308,67 @@ static void test_int_range_regex(void)
 	EXPECT(guide_int_range_regex(true, 5, true, 4, &re, &e) < 0 && !re && strstr(e.msg, "empty"));
 }
 
+/* number bounds: every multiple of 1/4 in [-20, 20], written several ways, against the range;
+ * "-0" forms are never generated (zero comes as "0") */
+static void test_num_range_regex(void)
+{
+	static const struct {
+		bool hl;
+		long long lo;
+		bool le, hh;
+		long long hi;
+		bool he;
+	} r[] = {{1, 0, 0, 1, 1, 0},   {1, 0, 1, 1, 1, 1},  {1, -3, 0, 1, 5, 1}, {1, -3, 1, 1, -1, 0}, {0, 0, 0, 1, 2, 0},
+		 {1, -2, 1, 0, 0, 0},  {1, 2, 0, 1, 2, 0},  {1, 0, 0, 0, 0, 0},  {0, 0, 0, 1, 0, 1},   {1, -10, 0, 1, 10, 0},
+		 {1, -1, 1, 1, 0, 0},  {1, 0, 1, 1, 10, 1}, {1, 7, 0, 1, 12, 0}, {0, 0, 0, 0, 0, 0}};
+	for (size_t c = 0; c < sizeof r / sizeof *r; c++) {
+		char *re;
+		struct err e;
+		struct guide_dfa *d;
+		if (guide_num_range_regex(r[c].hl, r[c].lo, r[c].le, r[c].hh, r[c].hi, r[c].he, &re, &e) < 0 ||
+		    guide_dfa_compile(re, strlen(re), &d, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "range %zu: %s", c, e.msg);
+			continue;
+		}
+		int bad = 0;
+		for (int k = -80; k <= 80 && !bad; k++) {
+			double v = k / 4.0;
+			bool in = (!r[c].hl || (r[c].le ? v > r[c].lo : v >= r[c].lo)) &&
+				  (!r[c].hh || (r[c].he ? v < r[c].hi : v <= r[c].hi));
+			char forms[4][32];
+			int nf = 0;
+			if (k % 4 == 0) {
+				snprintf(forms[nf++], 32, "%d", k / 4);
+				snprintf(forms[nf++], 32, "%d.0", k / 4);
+				snprintf(forms[nf++], 32, "%d.000", k / 4);
+			} else {
+				snprintf(forms[nf++], 32, "%.2f", v);
+				snprintf(forms[nf++], 32, "%.3f", v);
+			}
+			for (int f = 0; f < nf; f++) {
+				bool want = in && strncmp(forms[f], "-0", 2) != 0; /* -0.25 is "-0.25": allowed */
+				if (!strncmp(forms[f], "-0.", 3) && v < 0)
+					want = in;
+				if (dfa_match(d, forms[f], strlen(forms[f])) != want) {
+					harness_fail(__FILE__, __LINE__, "range %zu (%s): '%s' %s", c, re, forms[f],
+						     want ? "refused" : "accepted");
+					bad = 1;
+					break;
+				}
+			}
+		}
+		static const char *const never[] = {"-0", "-0.0", "1e2", "01", ".5", "1.", "+1", "", "-"};
+		for (size_t k = 0; k < sizeof never / sizeof *never; k++)
+			EXPECTF(!dfa_match(d, never[k], strlen(never[k])), "range %zu: '%s' accepted", c, never[k]);
+		guide_dfa_free(d);
+		free(re);
+	}
+	char *re = NULL;
+	struct err e = {0};
+	EXPECT(guide_num_range_regex(true, 2, true, true, 2, false, &re, &e) < 0 && !re);
+	EXPECT(guide_num_range_regex(true, 3, false, true, 2, false, &re, &e) < 0 && !re);
+}
+
 /* bounded integers as JSON values: inside arrays and objects they end before ',' ']' '}' */
 static void test_bounded_integers_in_json(void)
 {
@@ -355,12 +416,26 @@ static void test_bounded_integers_in_json(void)
 	EXPECT(jm_feed(&st, g, '0') && jm_complete(&st, g) && jm_finished(&st, g));
 	EXPECT(!jm_feed(&st, g, '0') && !jm_feed(&st, g, ','));
 	guide_unref(g);
-	/* numbers with bounds: refused, naming the keyword */
-	s = json_loads("{\"type\":\"number\",\"maximum\":1}", 0, NULL);
+	/* numbers between whole bounds, as plain decimals; fractional bounds refused */
+	s = json_loads("{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}}", 0, NULL);
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+	json_decref(s);
+	static const struct {
+		const char *out;
+		bool ok;
+	} nums[] = {{"[0.5, 1]", true}, {"[1.0,0]", true}, {"[0.25]", true}, {"[1.5]", false}, {"[-0.1]", false},
+		    {"[1e-1]", false}, {"[2]", false},	     {"[0.999]", true}};
+	for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)nums[k].out, strlen(nums[k].out)) && jm_complete(&st, g);
+		EXPECTF(ok == nums[k].ok, "%s %s", nums[k].out, ok ? "accepted" : "refused");
+	}
+	guide_unref(g);
+	s = json_loads("{\"type\":\"number\",\"maximum\":1.5}", 0, NULL);
 	g = NULL;
-	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "maximum") && strstr(e.msg, "integers"));
+	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "whole"));
 	json_decref(s);
 }
 
 TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask),
-      T(test_int_range_regex), T(test_bounded_integers_in_json))
+      T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))
