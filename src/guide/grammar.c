@@ -128,7 +128,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
 					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
 					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-					  "anyOf", "oneOf", "$ref", NULL};
+					  "anyOf", "oneOf", "allOf", "$ref", NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -450,7 +450,8 @@ static int compile(struct compile *c, const json_t *s, const char *path, struct 
 	const json_t *any = json_object_get(s, "anyOf");
 	if (!any)
 		any = json_object_get(s, "oneOf");
-	const char *alone = ref ? "$ref" : any ? (json_object_get(s, "anyOf") ? "anyOf" : "oneOf") : NULL;
+	const json_t *all = json_object_get(s, "allOf");
+	const char *alone = ref ? "$ref" : any ? (json_object_get(s, "anyOf") ? "anyOf" : "oneOf") : all ? "allOf" : NULL;
 	json_object_foreach((json_t *)s, key, v) {
 		if (alone && strcmp(key, alone) && in_list(constraints, key)) {
 			err_set(e, "%s: '%s' together with '%s' is not supported (move it into the alternatives)", path,
@@ -463,6 +464,14 @@ static int compile(struct compile *c, const json_t *s, const char *path, struct 
 			err_set(e, "%s.$ref must be a string", path);
 		else
 			r = compile_ref(c, json_string_value(ref), path, e);
+	} else if (all && !any) { /* pydantic's {"allOf": [{"$ref": ...}], "description": ...} */
+		if (!json_is_array(all) || json_array_size(all) != 1)
+			err_set(e, "%s.allOf: only a list of one schema is supported", path);
+		else {
+			char sub[160];
+			snprintf(sub, sizeof sub, "%.140s.allOf[0]", path);
+			r = compile(c, json_array_get(all, 0), sub, e);
+		}
 	} else if (cn) {
 		r = compile_literal_json(c, cn, e);
 	} else if (en) {

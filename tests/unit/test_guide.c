@@ -298,7 +298,7 @@ static void test_schema_errors(void)
 		const char *schema, *want1, *want2;
 	} bad[] = {
 		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0.5}", "whole", NULL},
-		{"{'allOf':[{'type':'string'}]}", "'allOf'", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
+		{"{'allOf':[{'type':'string'},{'maxLength':2}]}", "allOf", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
 		{"{'type':'array','prefixItems':[{'type':'string'}]}", "prefixItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','multipleOf':2}}}", "inner", "multipleOf"},
 		{"{'items':{'type':'string','multipleOf':1}}", "items", "multipleOf"},

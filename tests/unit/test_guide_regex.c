@@ -431,6 +431,17 @@ static void test_bounded_integers_in_json(void)
 		EXPECTF(ok == nums[k].ok, "%s %s", nums[k].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
+	/* pydantic's wrapper: {"allOf": [{"$ref": ...}], "description": ...} */
+	s = json_loads("{\"$defs\":{\"P\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}},\"type\":\"object\","
+		       "\"properties\":{\"p\":{\"allOf\":[{\"$ref\":\"#/$defs/P\"}],\"description\":\"d\"}},\"required\":[\"p\"]}",
+		       0, NULL);
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+	json_decref(s);
+	jm_init(&st, g);
+	EXPECT(jm_feed_bytes(&st, g, (const uint8_t *)"{\"p\":2}", 7) && jm_complete(&st, g));
+	jm_init(&st, g);
+	EXPECT(!jm_feed_bytes(&st, g, (const uint8_t *)"{\"p\":4}", 7));
+	guide_unref(g);
 	s = json_loads("{\"type\":\"number\",\"maximum\":1.5}", 0, NULL);
 	g = NULL;
 	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "whole"));
