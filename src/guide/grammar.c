@@ -113,6 +113,7 @@ void guide_unref(struct guide_grammar *g)
 		free(n->prop);
 		free(n->text);
 		free(n->alts);
+		free(n->prefix);
 		guide_dfa_free(n->dfa);
 	}
 	free(g->nodes);
@@ -128,7 +129,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
 					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
 					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-					  "anyOf", "oneOf", "allOf", "$ref", NULL};
+					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -352,29 +353,55 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 	if (!strcmp(type, "object"))
 		return compile_object(c, s, path, e);
 	if (!strcmp(type, "array")) {
-		const json_t *items = json_object_get(s, "items");
-		if (json_object_get(s, "prefixItems"))
-			return err_set(e, "%s: keyword 'prefixItems' is not supported", path);
-		int it = GUIDE_NODE_ANY;
-		if (items && !json_is_true(items)) {
-			if (!json_is_object(items))
-				return err_set(e, "%s.items must be a schema", path);
-			char sub[160];
-			snprintf(sub, sizeof sub, "%.140s.items", path);
-			if ((it = compile(c, items, sub, e)) < 0)
+		const json_t *items = json_object_get(s, "items"), *pre = json_object_get(s, "prefixItems");
+		if (pre && (!json_is_array(pre) || json_array_size(pre) > 256))
+			return err_set(e, "%s.prefixItems must be a list of at most 256 schemas", path);
+		int np = pre ? (int)json_array_size(pre) : 0, it = GUIDE_NODE_ANY;
+		int *prefix = np ? calloc((size_t)np, sizeof *prefix) : NULL;
+		if (np && !prefix)
+			return err_set(e, "out of memory");
+		char sub[160];
+		for (int k = 0; k < np; k++) {
+			snprintf(sub, sizeof sub, "%.130s.prefixItems[%d]", path, k);
+			if ((prefix[k] = compile(c, json_array_get(pre, (size_t)k), sub, e)) < 0) {
+				free(prefix);
 				return -1;
+			}
+		}
+		if (json_is_false(items)) {
+			it = -1; /* no items past the prefix */
+		} else if (items && !json_is_true(items)) {
+			snprintf(sub, sizeof sub, "%.140s.items", path);
+			if (!json_is_object(items) || (it = compile(c, items, sub, e)) < 0) {
+				free(prefix);
+				return json_is_object(items) ? -1 : err_set(e, "%s.items must be a schema or a boolean", path);
+			}
 		}
 		int mn = 0, mx = -1;
-		if (get_count(s, "minItems", path, &mn, e) < 0 || get_count(s, "maxItems", path, &mx, e) < 0)
+		if (get_count(s, "minItems", path, &mn, e) < 0 || get_count(s, "maxItems", path, &mx, e) < 0) {
+			free(prefix);
 			return -1;
-		if (mx >= 0 && mx < mn)
+		}
+		if (mx >= 0 && mx < mn) {
+			free(prefix);
 			return err_set(e, "%s: maxItems %d is below minItems %d", path, mx, mn);
+		}
+		if (it < 0 && (mx < 0 || mx > np))
+			mx = np;
+		if (mx >= 0 && mx < mn) {
+			free(prefix);
+			return err_set(e, "%s: items false leaves %d items, fewer than minItems %d", path, mx, mn);
+		}
 		int i = node_new(c->g, GUIDE_ARRAY, e);
-		if (i < 0)
+		if (i < 0) {
+			free(prefix);
 			return -1;
+		}
 		c->g->nodes[i].items = it;
 		c->g->nodes[i].min_items = mn;
 		c->g->nodes[i].max_items = mx;
+		c->g->nodes[i].n_prefix = np;
+		c->g->nodes[i].prefix = prefix;
 		return i;
 	}
 	if (!strcmp(type, "string")) {

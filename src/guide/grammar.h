@@ -6,7 +6,7 @@
  * The JSON Schema subset (any other keyword is refused with a message naming it, so an output
  * always validates against the schema; within it, outputs may be a subset, as below):
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
- *   schema), items, minItems, maxItems, minLength, maxLength, pattern (guide/regex_dfa.h's
+ *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength, maxLength, pattern (guide/regex_dfa.h's
  *   syntax, matched by the whole string, which then holds no escapes), minimum, maximum,
  *   exclusiveMinimum, exclusiveMaximum (numbers: whole bounds only, then written as plain
  *   decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
@@ -56,8 +56,10 @@ struct guide_node {
 	int *prop;	     /* [n_props] value node of each key */
 	uint64_t required;   /* bit i: key i must appear */
 	int additional;	     /* without properties: node of every value (keys any string) */
-	/* GUIDE_ARRAY */
+	/* GUIDE_ARRAY: item k's node is prefix[k] for k < n_prefix (prefixItems), else items */
 	int items, min_items, max_items; /* max -1: none */
+	int n_prefix;
+	int *prefix;
 	/* GUIDE_STRING: length in characters (code points) */
 	int min_len, max_len;	/* max -1: none */
 	/* GUIDE_REGEX, or GUIDE_STRING with a "pattern" (its characters then go to the DFA

@@ -351,7 +351,7 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			if (f->st == A_OPEN && n->max_items == 0)
 				return;
 			f->st = A_ITEM;
-			start_value(g, &t, n->items, b, o, 0);
+			start_value(g, &t, (int)f->n < n->n_prefix ? n->prefix[f->n] : n->items, b, o, 0);
 			return;
 		case F_OBJ:
 			if (is_ws(b) && (f->st == O_OPEN || f->st == O_COMMA || f->st == O_AFTER_KEY || f->st == O_VALUE ||

@@ -299,7 +299,7 @@ static void test_schema_errors(void)
 	} bad[] = {
 		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0.5}", "whole", NULL},
 		{"{'allOf':[{'type':'string'},{'maxLength':2}]}", "allOf", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
-		{"{'type':'array','prefixItems':[{'type':'string'}]}", "prefixItems", NULL},
+		{"{'type':'array','uniqueItems':true}", "uniqueItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','multipleOf':2}}}", "inner", "multipleOf"},
 		{"{'items':{'type':'string','multipleOf':1}}", "items", "multipleOf"},
 		{"{'$ref':'#/$defs/nope','$defs':{'a':{}}}", "$ref", "nope"},

@@ -431,6 +431,39 @@ static void test_bounded_integers_in_json(void)
 		EXPECTF(ok == nums[k].ok, "%s %s", nums[k].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
+	/* tuples: prefixItems, then items (false: no more) */
+	static const struct {
+		const char *schema, *out;
+		bool ok;
+	} tup[] = {
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\"]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\",2]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[\"a\",1]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1,true,false]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1,2]", false},
+		{"{\"type\":\"array\",\"items\":false}", "[]", true},
+		{"{\"type\":\"array\",\"items\":false}", "[1]", false},
+	};
+	for (size_t k = 0; k < sizeof tup / sizeof *tup; k++) {
+		s = json_loads(tup[k].schema, 0, NULL);
+		g = NULL;
+		if (!s || guide_from_schema(s, "schema", &g, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "%s: %s", tup[k].schema, s ? e.msg : "bad json");
+			json_decref(s);
+			continue;
+		}
+		json_decref(s);
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)tup[k].out, strlen(tup[k].out)) && jm_complete(&st, g);
+		EXPECTF(ok == tup[k].ok, "%s: %s %s", tup[k].schema, tup[k].out, ok ? "accepted" : "refused");
+		guide_unref(g);
+	}
+	s = json_loads("{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}", 0, NULL);
+	g = NULL;
+	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "minItems"));
+	json_decref(s);
 	/* pydantic's wrapper: {"allOf": [{"$ref": ...}], "description": ...} */
 	s = json_loads("{\"$defs\":{\"P\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}},\"type\":\"object\","
 		       "\"properties\":{\"p\":{\"allOf\":[{\"$ref\":\"#/$defs/P\"}],\"description\":\"d\"}},\"required\":[\"p\"]}",
