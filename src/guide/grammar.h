@@ -6,8 +6,9 @@
  * The JSON Schema subset (any other keyword is refused with a message naming it, so an output
  * always validates against the schema; within it, outputs may be a subset, as below):
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
- *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength, maxLength, pattern (guide/regex_dfa.h's
- *   syntax, matched by the whole string, which then holds no escapes), minimum, maximum,
+ *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength,
+ *   maxLength, pattern (guide/regex_dfa.h's syntax, matched by the whole string, which then
+ *   holds no escapes), minimum, maximum,
  *   exclusiveMinimum, exclusiveMaximum (numbers: whole bounds only, then written as plain
  *   decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
  *   alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref), $ref to

@@ -5,9 +5,10 @@
  * JSON as generated: no whitespace before or after the top-level value, elsewhere at most
  * JM_MAX_WS whitespace bytes in a row with at most one line break among them (pretty
  * printing fits; a model cannot loop on blank lines, a known failure of unbounded
- * whitespace),
- * strings of valid UTF-8 without raw control characters, numbers of at most JM_MAX_NUM
- * bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's included). A choice (guided_choice) is its raw bytes, and a regex (guided_regex) raw text that its DFA accepts. */
+ * whitespace), strings of valid UTF-8 without raw control characters, numbers of at most
+ * JM_MAX_NUM bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's
+ * included). A choice (guided_choice) is its raw bytes, and a regex (guided_regex) raw text
+ * that its DFA accepts. */
 #ifndef MLA_GUIDE_MATCHER_H
 #define MLA_GUIDE_MATCHER_H
 
