@@ -37,6 +37,8 @@ if ls tests/e2e/*.test.mjs >/dev/null 2>&1 && [ -d tests/e2e/node_modules ]; the
 	BUILD="$BUILD" timeout 1200 node --test --test-reporter=tap tests/e2e/ >"$log" 2>&1
 	p=$(grep -cE '^ *ok [0-9]+ ' "$log"); f=$(grep -cE '^ *not ok [0-9]+ ' "$log")
 	grep -E '^ *not ok [0-9]+ ' "$log" | sed 's/^/[node] /'
+	# what failed and where (the TAP blocks of the failures), so that a rare failure can be read
+	grep -E "^ +(location|error|expected|actual|message): " "$log" | head -20 | sed 's/^ */[node]   /'
 	echo "node e2e: $p passed, $f failed"
 	pass=$((pass + p)); fail=$((fail + f))
 fi
