@@ -1,6 +1,7 @@
 /* JSON Schema → guide nodes (guide/grammar.h). */
 #include "guide/grammar.h"
 
+#include "base/grow.h"
 #include "guide/int_range.h"
 #include "guide/regex_dfa.h"
 
@@ -27,14 +28,10 @@ static int node_new(struct guide_grammar *g, enum guide_kind k, struct err *e)
 {
 	if (g->n_nodes >= GUIDE_MAX_NODES)
 		return err_set(e, "the schema needs more than %d nodes", GUIDE_MAX_NODES);
-	if (g->n_nodes == g->cap_nodes) {
-		int cap = g->cap_nodes ? 2 * g->cap_nodes : 16;
-		struct guide_node *n = realloc(g->nodes, sizeof *n * (size_t)cap);
-		if (!n)
-			return err_set(e, "out of memory");
-		g->nodes = n;
-		g->cap_nodes = cap;
-	}
+	struct guide_node *grown = grow_array(g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *grown);
+	if (!grown)
+		return err_set(e, "out of memory");
+	g->nodes = grown;
 	struct guide_node *n = &g->nodes[g->n_nodes];
 	memset(n, 0, sizeof *n);
 	n->kind = k;
@@ -192,14 +189,10 @@ static int compile_ref(struct compile *c, const char *ref, const char *path, str
 	int fwd = anyof_new(c->g, 1, e);
 	if (fwd < 0)
 		return -1;
-	if (c->n_memo == c->cap_memo) {
-		int cap = c->cap_memo ? 2 * c->cap_memo : 8;
-		struct ref_memo *m = realloc(c->memo, sizeof *m * (size_t)cap);
-		if (!m)
-			return err_set(e, "out of memory");
-		c->memo = m;
-		c->cap_memo = cap;
-	}
+	struct ref_memo *m = grow_array(c->memo, &c->cap_memo, c->n_memo + 1, sizeof *m);
+	if (!m)
+		return err_set(e, "out of memory");
+	c->memo = m;
 	c->memo[c->n_memo++] = (struct ref_memo){t, fwd};
 	int n = compile(c, t, ref, e);
 	if (n < 0)
@@ -207,6 +200,43 @@ static int compile_ref(struct compile *c, const char *ref, const char *path, str
 	c->g->nodes[fwd].alts[0] = n;
 	c->g->nodes[fwd].n_alts = 1;
 	return fwd;
+}
+
+/* a GUIDE_REGEX node that owns dfa (freed on failure) */
+static int dfa_node(struct guide_grammar *g, struct guide_dfa *dfa, struct err *e)
+{
+	int i = node_new(g, GUIDE_REGEX, e);
+	if (i < 0)
+		guide_dfa_free(dfa);
+	else
+		g->nodes[i].dfa = dfa;
+	return i;
+}
+
+/* enum: the values' compact JSON texts as one trie-shaped DFA (not an anyOf of literals, whose
+ * alternatives sharing a first byte the matcher could only follow GUIDE_MAX_ALTS of) */
+static int enum_node(struct guide_grammar *g, const json_t *en, const char *path, struct err *e)
+{
+	int n = (int)json_array_size(en), rc = -1;
+	char **t = calloc((size_t)n, sizeof *t);
+	size_t *len = calloc((size_t)n, sizeof *len);
+	struct guide_dfa *dfa;
+	bool oom = !t || !len;
+	for (int i = 0; !oom && i < n; i++) {
+		oom = !(t[i] = json_dumps(json_array_get(en, (size_t)i), JSON_COMPACT | JSON_ENCODE_ANY));
+		len[i] = oom ? 0 : strlen(t[i]);
+	}
+	if (oom)
+		err_set(e, "out of memory");
+	else if (guide_dfa_literals((const char *const *)t, len, n, &dfa, e) < 0)
+		err_prefix(e, "%s.enum", path);
+	else
+		rc = dfa_node(g, dfa, e);
+	for (int i = 0; t && i < n; i++)
+		free(t[i]);
+	free(t);
+	free(len);
+	return rc;
 }
 
 static int compile_literal_json(struct compile *c, const json_t *v, struct err *e)
@@ -507,18 +537,12 @@ static int compile(struct compile *c, const json_t *s, const char *path, struct 
 			err_set(e, "%s.enum must be a non-empty array", path);
 			goto out;
 		}
-		int a = anyof_new(c->g, (int)n, e);
-		for (size_t i = 0; a >= 0 && i < n; i++) {
-			int l = compile_literal_json(c, json_array_get(en, i), e);
-			if (l < 0)
-				goto out;
-			c->g->nodes[a].alts[c->g->nodes[a].n_alts++] = l;
-		}
-		r = a;
+		r = enum_node(c->g, en, path, e);
 	} else if (any) {
 		size_t n = json_is_array(any) ? json_array_size(any) : 0;
-		if (!n) {
-			err_set(e, "%s.anyOf must be a non-empty array of schemas", path);
+		if (!n || n > GUIDE_MAX_ALTS) {
+			err_set(e, "%s.anyOf must be a list of 1 to %d schemas (an enum takes any number of values)",
+				path, GUIDE_MAX_ALTS);
 			goto out;
 		}
 		int a = anyof_new(c->g, (int)n, e);
@@ -600,27 +624,19 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 	*out = NULL;
 	if (n < 1)
 		return err_set(e, "the list of choices is empty");
-	struct guide_grammar *g = grammar_new("choice", e);
-	if (!g)
-		return -1;
-	int a = anyof_new(g, n, e);
-	for (int i = 0; a >= 0 && i < n; i++) {
-		if (!lens[i]) {
-			guide_unref(g);
+	for (int i = 0; i < n; i++)
+		if (!lens[i])
 			return err_set(e, "choice %d is empty", i);
-		}
-		int l = literal_new(g, choices[i], lens[i], e);
-		if (l < 0) {
-			guide_unref(g);
-			return -1;
-		}
-		g->nodes[a].alts[g->nodes[a].n_alts++] = l;
-	}
-	if (a < 0) {
+	struct guide_dfa *dfa;
+	if (guide_dfa_literals(choices, lens, n, &dfa, e) < 0)
+		return -1;
+	struct guide_grammar *g = grammar_new("choice", e);
+	int r = g ? dfa_node(g, dfa, e) : (guide_dfa_free(dfa), -1);
+	if (r < 0) {
 		guide_unref(g);
 		return -1;
 	}
-	g->root = a;
+	g->root = r;
 	*out = g;
 	return 0;
 }

@@ -34,6 +34,7 @@
 #include "base/err.h"
 
 #define GUIDE_MAX_PROPS 64   /* properties of one object (a 64-bit candidate mask) */
+#define GUIDE_MAX_ALTS 32    /* alternatives of one anyOf (the matcher's parallel stacks) */
 #define GUIDE_MAX_NODES 4096 /* nodes of one grammar */
 
 enum guide_kind {
@@ -42,10 +43,11 @@ enum guide_kind {
 	GUIDE_STRING,
 	GUIDE_NUMBER,
 	GUIDE_INTEGER,
-	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const / enum value, a choice */
+	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const value */
 	GUIDE_ANYOF,
-	GUIDE_REGEX,   /* text matching dfa: raw at the top (guided_regex), else a JSON value that
-			* ends before a byte the DFA refuses (a bounded integer or number) */
+	GUIDE_REGEX,   /* text matching dfa: raw at the top (guided_regex, guided_choice), else a
+			* JSON value that ends before a byte the DFA refuses (an enum, a bounded
+			* integer or number) */
 };
 
 struct guide_node {

@@ -19,7 +19,8 @@
 #include "guide/grammar.h"
 
 #define JM_MAX_DEPTH 32
-#define JM_MAX_ALTS 32 /* alternatives kept; past this the first ones (never an invalid output) */
+#define JM_MAX_ALTS GUIDE_MAX_ALTS /* stacks kept (nested anyOfs may multiply them): past this the
+					 * first ones, which never gives an invalid output */
 #define JM_MAX_WS 32
 #define JM_MAX_NUM 32
 

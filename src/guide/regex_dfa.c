@@ -1,6 +1,8 @@
 /* Regex tree (regex_parse.c) → Thompson NFA over UTF-8 bytes → DFA by subset construction
  * (regex_dfa.h). */
 #include "guide/regex_dfa.h"
+
+#include "base/grow.h"
 #include "guide/regex_internal.h"
 
 #include <stdbool.h>
@@ -11,10 +13,14 @@
 
 /* ---- NFA: byte states (lo..hi → to) and epsilon edges ---- */
 
+struct nst {
+	int16_t lo, hi; /* -1: an epsilon-only state */
+	int32_t to;
+};
+
 struct nfa {
 	int n, cap;
-	int16_t *lo, *hi; /* -1: an epsilon-only state */
-	int32_t *to;
+	struct nst *st;
 	int n_eps, cap_eps;
 	int32_t (*eps)[2]; /* edges from → to */
 	struct err *e;
@@ -24,37 +30,20 @@ static int nstate(struct nfa *m, int lo, int hi)
 {
 	if (m->n >= MAX_NFA)
 		return err_set(m->e, "regex: the expression is too large (more than %d automaton states)", MAX_NFA);
-	if (m->n == m->cap) {
-		int cap = m->cap ? 2 * m->cap : 256;
-		int16_t *a = realloc(m->lo, sizeof *a * (size_t)cap);
-		if (a)
-			m->lo = a;
-		int16_t *b = realloc(m->hi, sizeof *b * (size_t)cap);
-		if (b)
-			m->hi = b;
-		int32_t *t = realloc(m->to, sizeof *t * (size_t)cap);
-		if (t)
-			m->to = t;
-		if (!a || !b || !t)
-			return err_set(m->e, "regex: out of memory");
-		m->cap = cap;
-	}
-	m->lo[m->n] = (int16_t)lo;
-	m->hi[m->n] = (int16_t)hi;
-	m->to[m->n] = -1;
+	struct nst *s = grow_array(m->st, &m->cap, m->n + 1, sizeof *s);
+	if (!s)
+		return err_set(m->e, "regex: out of memory");
+	m->st = s;
+	s[m->n] = (struct nst){(int16_t)lo, (int16_t)hi, -1};
 	return m->n++;
 }
 
 static int eps(struct nfa *m, int from, int to)
 {
-	if (m->n_eps == m->cap_eps) {
-		int cap = m->cap_eps ? 2 * m->cap_eps : 256;
-		void *p = realloc(m->eps, sizeof *m->eps * (size_t)cap);
-		if (!p)
-			return err_set(m->e, "regex: out of memory");
-		m->eps = p;
-		m->cap_eps = cap;
-	}
+	int32_t(*p)[2] = grow_array(m->eps, &m->cap_eps, m->n_eps + 1, sizeof *m->eps);
+	if (!p)
+		return err_set(m->e, "regex: out of memory");
+	m->eps = p;
 	m->eps[m->n_eps][0] = from;
 	m->eps[m->n_eps][1] = to;
 	m->n_eps++;
@@ -98,11 +87,11 @@ static int utf8_range(struct nfa *m, uint32_t lo, uint32_t hi, int s, int e)
 	int prev = s;
 	for (int i = 0; i < n; i++) {
 		int x = nstate(m, a[i], b[i]);
-		if (x < 0 || (i == 0 ? eps(m, prev, x) : (m->to[prev] = x, 0)) < 0)
+		if (x < 0 || (i == 0 ? eps(m, prev, x) : (m->st[prev].to = x, 0)) < 0)
 			return -1;
 		prev = x;
 	}
-	m->to[prev] = e;
+	m->st[prev].to = e;
 	return 0;
 }
 
@@ -185,7 +174,7 @@ static int closure(struct dfa_build *b, int32_t *set, int n)
 	}
 	int keep = 0; /* only byte states and the final state matter for identity */
 	for (int i = 0; i < out; i++)
-		if (b->m->lo[set[i]] >= 0 || set[i] == 1)
+		if (b->m->st[set[i]].lo >= 0 || set[i] == 1)
 			set[keep++] = set[i];
 	for (int i = 1; i < keep; i++) { /* insertion sort: sets are small */
 		int32_t v = set[i];
@@ -271,9 +260,9 @@ static int determinize(const struct nfa *m, struct guide_dfa *d, struct err *e)
 	uint8_t cls_start[257] = {0};
 	cls_start[0] = cls_start[256] = 1;
 	for (int i = 0; i < m->n; i++)
-		if (m->lo[i] >= 0) {
-			cls_start[m->lo[i]] = 1;
-			cls_start[m->hi[i] + 1] = 1;
+		if (m->st[i].lo >= 0) {
+			cls_start[m->st[i].lo] = 1;
+			cls_start[m->st[i].hi + 1] = 1;
 		}
 	set[0] = 0; /* the start state */
 	int n = closure(&b, set, 1);
@@ -302,8 +291,8 @@ static int determinize(const struct nfa *m, struct guide_dfa *d, struct err *e)
 			int k = 0;
 			for (int j = b.set_off[s]; j < b.set_off[s + 1]; j++) {
 				int x = b.sets[j];
-				if (m->lo[x] >= 0 && m->lo[x] <= c0 && c0 <= m->hi[x])
-					set[k++] = m->to[x];
+				if (m->st[x].lo >= 0 && m->st[x].lo <= c0 && c0 <= m->st[x].hi)
+					set[k++] = m->st[x].to;
 			}
 			int t = -1;
 			if (k) {
@@ -362,9 +351,7 @@ int guide_dfa_compile(const char *re, size_t len, struct guide_dfa **out, struct
 		err_set(e, "regex: out of memory");
 	}
 	regex_nodes_free(tree, n_nodes);
-	free(m.lo);
-	free(m.hi);
-	free(m.to);
+	free(m.st);
 	free(m.eps);
 	if (rc < 0) {
 		guide_dfa_free(d);
@@ -382,4 +369,45 @@ void guide_dfa_free(struct guide_dfa *d)
 	free(d->accept);
 	free(d->live);
 	free(d);
+}
+
+int guide_dfa_literals(const char *const *lits, const size_t *lens, int n, struct guide_dfa **out, struct err *e)
+{
+	*out = NULL;
+	size_t states = 1;
+	for (int i = 0; i < n; i++)
+		states += lens[i];
+	if (states > GUIDE_DFA_MAX_STATES)
+		states = GUIDE_DFA_MAX_STATES; /* the trie may share prefixes: checked as it grows */
+	struct guide_dfa *d = calloc(1, sizeof *d);
+	if (d) {
+		d->next = malloc(sizeof *d->next * 256 * states);
+		d->accept = calloc(states, 1);
+		d->live = calloc(states, 1);
+	}
+	if (!d || !d->next || !d->accept || !d->live) {
+		guide_dfa_free(d);
+		return err_set(e, "out of memory");
+	}
+	memset(d->next, 0xff, sizeof *d->next * 256); /* -1 */
+	d->n_states = 1;
+	for (int i = 0; i < n; i++) {
+		int s = 0;
+		for (size_t k = 0; k < lens[i]; k++) {
+			int32_t *t = &d->next[(size_t)s * 256 + (unsigned char)lits[i][k]];
+			if (*t < 0) {
+				if ((size_t)d->n_states >= states) {
+					guide_dfa_free(d);
+					return err_set(e, "the choices need more than %d automaton states", GUIDE_DFA_MAX_STATES);
+				}
+				memset(d->next + (size_t)d->n_states * 256, 0xff, sizeof *d->next * 256);
+				*t = d->n_states++;
+				d->live[s] = 1;
+			}
+			s = *t;
+		}
+		d->accept[s] = 1;
+	}
+	*out = d;
+	return 0;
 }

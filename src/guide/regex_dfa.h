@@ -30,6 +30,8 @@ struct guide_dfa {
 };
 
 int guide_dfa_compile(const char *re, size_t len, struct guide_dfa **out, struct err *e);
+/* The DFA of exactly these n byte strings (their trie): enums and choices of any number. */
+int guide_dfa_literals(const char *const *lits, const size_t *lens, int n, struct guide_dfa **out, struct err *e);
 void guide_dfa_free(struct guide_dfa *d);
 
 #endif

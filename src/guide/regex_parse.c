@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "guide/regex_internal.h"
 
 #define MAX_REPEAT 1000
@@ -11,14 +12,10 @@
 
 static int cset_add(struct cset *s, uint32_t lo, uint32_t hi)
 {
-	if (s->n == s->cap) {
-		int cap = s->cap ? 2 * s->cap : 4;
-		void *p = realloc(s->r, sizeof *s->r * (size_t)cap);
-		if (!p)
-			return -1;
-		s->r = p;
-		s->cap = cap;
-	}
+	uint32_t(*r)[2] = grow_array(s->r, &s->cap, s->n + 1, sizeof *s->r);
+	if (!r)
+		return -1;
+	s->r = r;
 	s->r[s->n][0] = lo;
 	s->r[s->n][1] = hi;
 	s->n++;
@@ -87,14 +84,10 @@ static int fail(struct parser *ps, const char *fmt, const char *what)
 
 static int node(struct parser *ps, int kind, int a, int b)
 {
-	if (ps->n_nodes == ps->cap) {
-		int cap = ps->cap ? 2 * ps->cap : 32;
-		struct anode *n = realloc(ps->n, sizeof *n * (size_t)cap);
-		if (!n)
-			return fail(ps, "regex: out of memory%s (at %d)", "");
-		ps->n = n;
-		ps->cap = cap;
-	}
+	struct anode *n = grow_array(ps->n, &ps->cap, ps->n_nodes + 1, sizeof *n);
+	if (!n)
+		return fail(ps, "regex: out of memory%s (at %d)", "");
+	ps->n = n;
 	struct anode *x = &ps->n[ps->n_nodes];
 	memset(x, 0, sizeof *x);
 	x->kind = kind;

@@ -1,6 +1,8 @@
 /* Token trie and allowed-token masks (guide/vocab.h). */
 #include "guide/vocab.h"
 
+#include "base/grow.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +13,17 @@
 
 enum { STR_NEVER, STR_CONTENT, STR_QUOTE };
 
+struct trie_node {
+	int32_t child, sibling, first_tok; /* -1: none */
+	uint8_t byte;
+};
+
 struct guide_vocab {
 	const struct tok *t;
 	int vocab;
 	/* trie: node 0 is the root */
 	int n_nodes, cap_nodes;
-	uint8_t *byte;
-	int32_t *child, *sibling, *first_tok; /* -1: none */
+	struct trie_node *nodes;
 	int32_t *tok_next;		      /* [vocab] the next token ending at the same node */
 	int max_len;
 	/* Inside a JSON string (the top frame plain) most tokens are allowed and the walk would
@@ -36,28 +42,12 @@ struct guide_vocab {
 
 static int node_add(struct guide_vocab *v, uint8_t b, struct err *e)
 {
-	if (v->n_nodes == v->cap_nodes) {
-		int cap = v->cap_nodes ? 2 * v->cap_nodes : 4096;
-		uint8_t *nb = realloc(v->byte, (size_t)cap);
-		if (nb)
-			v->byte = nb;
-		int32_t *c = realloc(v->child, sizeof *c * (size_t)cap);
-		if (c)
-			v->child = c;
-		int32_t *s = realloc(v->sibling, sizeof *s * (size_t)cap);
-		if (s)
-			v->sibling = s;
-		int32_t *f = realloc(v->first_tok, sizeof *f * (size_t)cap);
-		if (f)
-			v->first_tok = f;
-		if (!nb || !c || !s || !f)
-			return err_set(e, "guided decoding: out of memory for the token trie");
-		v->cap_nodes = cap;
-	}
-	int i = v->n_nodes++;
-	v->byte[i] = b;
-	v->child[i] = v->sibling[i] = v->first_tok[i] = -1;
-	return i;
+	struct trie_node *n = grow_array(v->nodes, &v->cap_nodes, v->n_nodes + 1, sizeof *n);
+	if (!n)
+		return err_set(e, "guided decoding: out of memory for the token trie");
+	v->nodes = n;
+	n[v->n_nodes] = (struct trie_node){.child = -1, .sibling = -1, .first_tok = -1, .byte = b};
+	return v->n_nodes++;
 }
 
 /* str_class / str_chars / quoted (see struct guide_vocab), by running each token through the
@@ -125,19 +115,19 @@ int guide_vocab_new(const struct tok *t, int vocab, struct guide_vocab **out, st
 		int cur = 0;
 		for (size_t i = 0; i < len; i++) {
 			uint8_t b = (uint8_t)p[i];
-			int c = v->child[cur];
-			while (c >= 0 && v->byte[c] != b)
-				c = v->sibling[c];
+			int c = v->nodes[cur].child;
+			while (c >= 0 && v->nodes[c].byte != b)
+				c = v->nodes[c].sibling;
 			if (c < 0) {
 				if ((c = node_add(v, b, e)) < 0)
 					goto fail;
-				v->sibling[c] = v->child[cur];
-				v->child[cur] = c;
+				v->nodes[c].sibling = v->nodes[cur].child;
+				v->nodes[cur].child = c;
 			}
 			cur = c;
 		}
-		v->tok_next[id] = v->first_tok[cur];
-		v->first_tok[cur] = id;
+		v->tok_next[id] = v->nodes[cur].first_tok;
+		v->nodes[cur].first_tok = id;
 		if ((int)len > v->max_len)
 			v->max_len = (int)len;
 	}
@@ -157,10 +147,7 @@ void guide_vocab_free(struct guide_vocab *v)
 {
 	if (!v)
 		return;
-	free(v->byte);
-	free(v->child);
-	free(v->sibling);
-	free(v->first_tok);
+	free(v->nodes);
 	free(v->tok_next);
 	free(v->str_class);
 	free(v->str_chars);
@@ -172,15 +159,15 @@ void guide_vocab_free(struct guide_vocab *v)
 /* the children of node at depth d, from state st[d] */
 static void walk(struct guide_vocab *v, const struct guide_grammar *g, int node, int d)
 {
-	for (int c = v->child[node]; c >= 0; c = v->sibling[c]) {
+	for (int c = v->nodes[node].child; c >= 0; c = v->nodes[c].sibling) {
 		jm_copy(&v->st[d + 1], &v->st[d]);
-		if (!jm_feed(&v->st[d + 1], g, v->byte[c]))
+		if (!jm_feed(&v->st[d + 1], g, v->nodes[c].byte))
 			continue;
-		for (int32_t id = v->first_tok[c]; id >= 0; id = v->tok_next[id]) {
+		for (int32_t id = v->nodes[c].first_tok; id >= 0; id = v->tok_next[id]) {
 			v->allow[id] = 1;
 			v->count++;
 		}
-		if (v->child[c] >= 0)
+		if (v->nodes[c].child >= 0)
 			walk(v, g, c, d + 1);
 	}
 }

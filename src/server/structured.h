@@ -15,7 +15,6 @@
 #include <stdbool.h>
 
 #include "guide/grammar.h"
-#include "guide/matcher.h"
 #include "server/errors.h"
 
 enum srv_forced_tools {
@@ -24,7 +23,7 @@ enum srv_forced_tools {
 	SRV_TOOLS_NAMED,    /* the output is the named function's arguments */
 };
 
-#define SRV_MAX_FORCED_TOOLS JM_MAX_ALTS /* tools with tool_choice "required": one matcher alternative each */
+#define SRV_MAX_FORCED_TOOLS GUIDE_MAX_ALTS /* tools with tool_choice "required": one anyOf alternative each */
 
 struct srv_structured {
 	struct guide_grammar *guide; /* own reference, NULL: free output */

@@ -244,6 +244,31 @@ static void test_regex_mask(void)
 			check_mask(v, t, V, g, cases[c].re, cases[c].prefixes[k], allow);
 		guide_unref(g);
 	}
+	/* 200 choices sharing a prefix: all of them stay reachable (an anyOf of literals kept
+	 * only the first 32 alternatives) */
+	{
+		char buf[200][16];
+		const char *ch[200];
+		size_t lens[200];
+		for (int i = 0; i < 200; i++) {
+			snprintf(buf[i], sizeof buf[i], "item%d", i);
+			ch[i] = buf[i];
+			lens[i] = strlen(buf[i]);
+		}
+		struct guide_grammar *g;
+		EXPECT(guide_from_choices(ch, lens, 200, &g, &e) == 0);
+		for (int i = 0; i < 200; i += 7) {
+			struct jm_state st;
+			jm_init(&st, g);
+			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)ch[i], lens[i]) && jm_complete(&st, g), "%s refused", ch[i]);
+		}
+		struct jm_state st;
+		jm_init(&st, g);
+		EXPECT(!(jm_feed_bytes(&st, g, (const uint8_t *)"item200", 7) && jm_complete(&st, g)));
+		check_mask(v, t, V, g, "200 choices", "item1", allow);
+		check_mask(v, t, V, g, "200 choices", "item199", allow);
+		guide_unref(g);
+	}
 	static const char *const schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"array\",\"items\":"
 					  "{\"type\":\"integer\",\"minimum\":-5,\"maximum\":300}},\"id\":{\"type\":\"string\","
 					  "\"pattern\":\"[A-Z]{2}\\\\d\"}},\"required\":[\"n\",\"id\"]}";
@@ -464,6 +489,35 @@ static void test_bounded_integers_in_json(void)
 	g = NULL;
 	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "minItems"));
 	json_decref(s);
+	/* an enum of 100 strings inside an object: every value reachable; anyOf past 32: refused */
+	{
+		char sch[4096];
+		int o = snprintf(sch, sizeof sch, "{\"type\":\"object\",\"properties\":{\"c\":{\"enum\":[");
+		for (int i = 0; i < 100; i++)
+			o += snprintf(sch + o, sizeof sch - (size_t)o, "%s\"color%d\"", i ? "," : "", i);
+		snprintf(sch + o, sizeof sch - (size_t)o, "]}},\"required\":[\"c\"]}");
+		s = json_loads(sch, 0, NULL);
+		g = NULL;
+		EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+		json_decref(s);
+		for (int i = 0; g && i < 100; i += 9) {
+			char out[64];
+			snprintf(out, sizeof out, "{\"c\": \"color%d\"}", i);
+			jm_init(&st, g);
+			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g), "%s refused", out);
+		}
+		jm_init(&st, g);
+		EXPECT(g && !jm_feed_bytes(&st, g, (const uint8_t *)"{\"c\": \"color100\"", 17));
+		guide_unref(g);
+		o = snprintf(sch, sizeof sch, "{\"anyOf\":[");
+		for (int i = 0; i < 33; i++)
+			o += snprintf(sch + o, sizeof sch - (size_t)o, "%s{\"const\":%d}", i ? "," : "", i);
+		snprintf(sch + o, sizeof sch - (size_t)o, "]}");
+		s = json_loads(sch, 0, NULL);
+		g = NULL;
+		EXPECT(s && guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "anyOf"));
+		json_decref(s);
+	}
 	/* pydantic's wrapper: {"allOf": [{"$ref": ...}], "description": ...} */
 	s = json_loads("{\"$defs\":{\"P\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}},\"type\":\"object\","
 		       "\"properties\":{\"p\":{\"allOf\":[{\"$ref\":\"#/$defs/P\"}],\"description\":\"d\"}},\"required\":[\"p\"]}",
