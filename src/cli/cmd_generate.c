@@ -125,6 +125,23 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 			p->n_stop_token_ids = (int)i + 1;
 		}
 	}
+	x = json_object_get(o, "logit_bias"); /* {"token id": bias}, as the server takes it */
+	if (x && !json_is_null(x)) {
+		const char *key;
+		json_t *b;
+		if (!json_is_object(x) || json_object_size(x) > ENGINE_MAX_LOGIT_BIAS)
+			return err_set(e, "line %d: \"logit_bias\" must be an object of up to %d token ids", line,
+				       ENGINE_MAX_LOGIT_BIAS);
+		json_object_foreach(x, key, b) {
+			char *end;
+			long id = strtol(key, &end, 10);
+			if (end == key || *end || id < 0 || id > INT32_MAX || !json_is_number(b))
+				return err_set(e, "line %d: bad \"logit_bias\" entry \"%s\"", line, key);
+			double bv = json_number_value(b);
+			p->logit_bias_ids[p->n_logit_bias] = (int32_t)id;
+			p->logit_bias[p->n_logit_bias++] = (float)(bv < -100 ? -100 : bv > 100 ? 100 : bv);
+		}
+	}
 	/* structured outputs as the server takes them; the item owns the reference */
 	struct srv_structured st;
 	struct api_error ae;
@@ -440,6 +457,12 @@ static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct
 		dt > 0 ? (prompt_tokens + gen_tokens) / dt : 0.0, (unsigned long long)st.steps,
 		(unsigned long long)st.preemptions, (unsigned long long)st.prefix_hits,
 		(unsigned long long)st.prefix_queries);
+	if (st.spec_k > 0)
+		fprintf(stderr, "generate: speculative decoding: %llu of %llu draft tokens accepted (%.1f%%), "
+			"%.2f tokens per choice and step with drafts\n",
+			(unsigned long long)st.spec_accepted_tokens, (unsigned long long)st.spec_draft_tokens,
+			st.spec_draft_tokens ? 100.0 * (double)st.spec_accepted_tokens / (double)st.spec_draft_tokens : 0.0,
+			st.spec_drafts ? 1.0 + (double)st.spec_accepted_tokens / (double)st.spec_drafts : 0.0);
 	return 0;
 }
 

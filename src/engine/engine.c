@@ -14,68 +14,14 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "engine/blocks.h"
+#include "engine/engine_internal.h"
 #include "engine/outbox.h"
-#include "engine/output.h"
-#include "engine/runner.h"
-#include "engine/sample.h"
-#include "engine/sched.h"
 #include "guide/grammar.h"
 #include "guide/vocab.h"
 #include "io/config.h"
 #include "model/model.h"
 
 #define MOD "engine"
-
-/* One choice as the engine thread sees it. */
-struct eseq {
-	struct sched_req sr;
-	struct sampling_params p;
-	int32_t stop_ids[ENGINE_MAX_STOP_IDS];	   /* sched: stop_token_ids (+ extra eos) */
-	int32_t mask_ids[ENGINE_MAX_STOP_IDS + 8]; /* sampler min_tokens mask: eos + stop ids */
-	int n_mask;
-	struct sample_rng rng;
-	struct seq_text text;
-	struct engine_req *h;
-	int index;
-	double t_arrival, t_scheduled, t_first, t_last;
-	struct engine_logprob lp; /* this step's */
-	struct jm_state *guide;	  /* guided decoding: the output's matcher state (p.guide holds a
-				   * reference), else NULL */
-	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
-	struct eseq *inbox_next;
-	struct eseq *live_prev, *live_next;
-};
-
-struct engine {
-	struct engine_options o;
-	const struct model_config *cfg;
-	int vocab, max_model_len, block_size, n_blocks, threshold;
-	const struct attn_backend *backend;
-	struct kv_cache kv;
-	struct block_pool *pool;
-	struct sched *sched;
-	struct runner runner;
-	struct sample_scratch ss;
-	const float **rows;
-	int32_t *sampled;
-	struct sample_rng rng; /* seeds for unseeded requests */
-	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
-	struct guide_vocab *guide_vocab;
-	uint8_t *allow;		  /* [vocab] a guided choice's mask (engine thread) */
-	uint64_t next_id;
-	pthread_t thread;
-	bool thread_started;
-	pthread_mutex_t mu; /* inbox, cancels, stop, stats */
-	pthread_cond_t cv;
-	struct eseq *inbox_head, *inbox_tail;
-	int n_inbox;
-	struct engine_req *cancels;
-	bool stop, dead;
-	char dead_msg[ERR_MSG_MAX];
-	struct eseq *live; /* every admitted choice, engine thread only */
-	struct engine_stats st;
-	int n_sched_waiting;
-};
 
 /* ---- histograms (spec C.8 bucket sets) ---- */
 
@@ -86,7 +32,7 @@ static void hist_init(struct engine_hist *h, const double *b, int n)
 	memcpy(h->bounds, b, sizeof *b * (size_t)n);
 }
 
-static void hist_observe(struct engine_hist *h, double v)
+void engine_hist_observe(struct engine_hist *h, double v)
 {
 	int i = 0;
 	while (i < h->n_bounds && v > h->bounds[i])
@@ -134,7 +80,7 @@ void engine_release(struct engine_req *h)
 /* ---- engine thread ---- */
 
 /* Posts one step's output of a choice (engine thread). */
-static void deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
+void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		    const char *text, size_t text_len, enum engine_finish fin, const char *error)
 {
 	struct outbox_post o = {.tok = tok, .n_tok = n_tok, .lp = lp, .text = text,
@@ -142,7 +88,7 @@ static void deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct 
 				.stop_str = s->text.stop_idx >= 0 ? s->p.stop[s->text.stop_idx] : NULL,
 				.error = error, .n_prompt = s->sr.n_prompt,
 				.n_cached = s->sr.n_cached < 0 ? 0 : s->sr.n_cached,
-				.n_output = sched_req_n_output(&s->sr)};
+				.n_output = s->n_out};
 	outbox_post(s->h, s->index, &o);
 }
 
@@ -167,7 +113,7 @@ static void eseq_free(struct eseq *s)
 }
 
 /* A finished choice: deliver its last event, record stats, free it (engine thread). */
-static void seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
+void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
 		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		       const char *error)
 {
@@ -178,11 +124,11 @@ static void seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fi
 		if (seq_text_finish(&s->text, &e) == 0)
 			n = seq_text_take(&s->text, true, &d);
 	}
-	deliver(s, tok, n_tok, lp, d, n, fin, error);
+	engine_deliver(s, tok, n_tok, lp, d, n, fin, error);
 	double t = mono_now_s();
 	pthread_mutex_lock(&eng->mu);
 	eng->st.finished[fin]++;
-	hist_observe(&eng->st.e2e, t - s->t_arrival);
+	engine_hist_observe(&eng->st.e2e, t - s->t_arrival);
 	pthread_mutex_unlock(&eng->mu);
 	struct engine_req *h = s->h;
 	h->seqs[s->index] = NULL;
@@ -201,7 +147,7 @@ static void abort_handle(struct engine *eng, struct engine_req *h, const char *e
 			continue;
 		if (s->sr.status != SREQ_FINISHED)
 			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
-		seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
+		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
 	}
 	outbox_unref(h);
 }
@@ -238,129 +184,6 @@ static void drain_inbox_locked(struct engine *eng)
 		outbox_unref(h); /* the cancel list's reference */
 	}
 	pthread_mutex_lock(&eng->mu);
-}
-
-/* Output stage for a choice that got a token this step. */
-static void seq_output(struct engine *eng, struct eseq *s, int32_t tok, double t)
-{
-	const struct engine_logprob *lp = s->p.logprobs >= 0 ? &s->lp : NULL;
-	pthread_mutex_lock(&eng->mu);
-	eng->st.generation_tokens++;
-	if (s->t_first == 0) {
-		s->t_first = t;
-		hist_observe(&eng->st.ttft, t - s->t_arrival);
-		eng->st.prompt_tokens += (uint64_t)s->sr.n_prompt;
-	} else {
-		hist_observe(&eng->st.itl, t - s->t_last);
-	}
-	pthread_mutex_unlock(&eng->mu);
-	s->t_last = t;
-	struct err e;
-	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS
-	 * or a stop token id) is not detokenized unless include_stop_str_in_output; stop
-	 * strings are not looked for in the text of the first min_tokens tokens */
-	int stop = 0;
-	if (!(s->sr.status == SREQ_FINISHED && s->sr.finish == SFIN_STOP &&
-	      !s->p.include_stop_str_in_output))
-		stop = seq_text_push(&s->text, tok, sched_req_n_output(&s->sr) > s->p.min_tokens, &e);
-	if (stop < 0) {
-		if (s->sr.status != SREQ_FINISHED)
-			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
-		seq_finish(eng, s, ENGINE_FINISH_ABORT, &tok, 1, lp, e.msg);
-		return;
-	}
-	if (s->sr.status == SREQ_FINISHED) {
-		enum engine_finish f = s->sr.finish == SFIN_LENGTH ? ENGINE_FINISH_LENGTH
-								    : ENGINE_FINISH_STOP;
-		/* a stop string in the very token that hit EOS/length still wins the reason */
-		if (stop == 1)
-			f = ENGINE_FINISH_STOP;
-		seq_finish(eng, s, f, &tok, 1, lp, NULL);
-		return;
-	}
-	if (stop == 1) { /* stop string: the output stage finishes the request */
-		sched_finish(eng->sched, &s->sr, SFIN_STOP);
-		seq_finish(eng, s, ENGINE_FINISH_STOP, &tok, 1, lp, NULL);
-		return;
-	}
-	const char *d;
-	size_t n = seq_text_take(&s->text, false, &d);
-	deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
-}
-
-/* engine_step's sampled[] markers of guided choices that end without a token */
-enum { GUIDE_ENDED = -2, GUIDE_BROKEN = -3 };
-
-static int engine_step(struct engine *eng, struct err *e)
-{
-	struct sched_output o;
-	sched_step(eng->sched, &o);
-	if (o.n == 0) {
-		/* Cannot happen with a pool that holds max_model_len (checked at start-up);
-		 * never spin on it. */
-		struct sched_req *r = sched_waiting_head(eng->sched);
-		if (r) {
-			struct eseq *s = r->owner;
-			sched_finish(eng->sched, r, SFIN_ABORT);
-			seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
-				   "request does not fit in the kv cache");
-		}
-		return 0;
-	}
-	double t0 = mono_now_s();
-	for (int i = 0; i < o.n; i++) {
-		struct eseq *s = o.reqs[i]->owner;
-		if (s->t_scheduled == 0) {
-			s->t_scheduled = t0;
-			pthread_mutex_lock(&eng->mu);
-			hist_observe(&eng->st.queue, t0 - s->t_arrival);
-			pthread_mutex_unlock(&eng->mu);
-		}
-	}
-	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
-		return -1;
-	for (int i = 0; i < o.n; i++) {
-		eng->sampled[i] = -1;
-		if (!eng->rows[i])
-			continue;
-		struct eseq *s = o.reqs[i]->owner;
-		struct sample_input in = {.logits = eng->rows[i], .p = &s->p,
-					  .prompt = s->sr.tokens, .n_prompt = s->sr.n_prompt,
-					  .output = s->sr.tokens + s->sr.n_prompt,
-					  .n_output = sched_req_n_output(&s->sr),
-					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
-		if (s->guide && s->guide_on) {
-			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
-				eng->sampled[i] = GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
-				continue;
-			}
-			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
-					     eng->allow) == 0) {
-				eng->sampled[i] = GUIDE_ENDED; /* a whole match, no EOS id to end on */
-				continue;
-			}
-			in.allow = eng->allow;
-		}
-		eng->sampled[i] = sample_token(&in, &eng->ss, &s->lp);
-		if (s->guide && !s->guide_on)
-			s->guide_on = eng->sampled[i] == s->p.guide_after;
-		else if (s->guide && !guide_vocab_advance(eng->guide_vocab, s->p.guide, s->guide, eng->sampled[i]))
-			eng->sampled[i] = GUIDE_BROKEN; /* cannot happen: the mask allowed it */
-	}
-	sched_update(eng->sched, &o, eng->sampled); /* skips the negative ones */
-	for (int i = 0; i < o.n; i++)
-		if (eng->sampled[i] == GUIDE_ENDED || eng->sampled[i] == GUIDE_BROKEN) {
-			struct eseq *s = o.reqs[i]->owner;
-			bool ended = eng->sampled[i] == GUIDE_ENDED;
-			sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
-			seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
-				   ended ? NULL : "guided decoding: the sampled token does not fit the grammar");
-		}
-	double t1 = mono_now_s();
-	for (int i = 0; i < o.n; i++)
-		if (eng->sampled[i] >= 0)
-			seq_output(eng, o.reqs[i]->owner, eng->sampled[i], t1);
-	return 0;
 }
 
 static void *engine_main(void *arg)
@@ -535,26 +358,37 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	}
 	const struct attn_backend *bl[1] = {&declared};
 	char why[256] = "";
+	eng->spec_k = o->spec.method != SPEC_NONE ? o->spec.k : 0;
+	if (eng->spec_k < 0 || eng->spec_k > SPEC_MAX_TOKENS) {
+		err_set(e, "num_speculative_tokens %d outside [1, %d]", eng->spec_k, SPEC_MAX_TOKENS);
+		goto fail;
+	}
 	eng->threshold = attn_threshold_resolve(bl, 1, o->dcp_size > 0 ? o->dcp_size : 1,
-						o->dcp_interleave > 0 ? o->dcp_interleave : 1, 0,
-						why, sizeof why);
+						o->dcp_interleave > 0 ? o->dcp_interleave : 1,
+						eng->spec_k, why, sizeof why);
 	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
 				   .max_num_batched_tokens = o->max_num_batched_tokens,
 				   .max_model_len = eng->max_model_len, .block_size = vbs,
 				   .vocab = eng->vocab, .threshold = eng->threshold,
-				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN};
+				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN,
+				   .max_spec = eng->spec_k};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
 		goto fail;
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
 		goto fail;
 	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
-	eng->sampled = calloc((size_t)o->max_num_seqs, sizeof *eng->sampled);
-	if (!eng->rows || !eng->sampled) {
+	eng->sampled = calloc((size_t)o->max_num_seqs * (size_t)(eng->spec_k + 1), sizeof *eng->sampled);
+	eng->n_sampled = calloc((size_t)o->max_num_seqs, sizeof *eng->n_sampled);
+	eng->marker = calloc((size_t)o->max_num_seqs, sizeof *eng->marker);
+	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
+	eng->n_before = calloc((size_t)o->max_num_seqs, sizeof *eng->n_before);
+	if (!eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before) {
 		err_set(e, "engine: out of memory");
 		goto fail;
 	}
 	eng->st.n_blocks = eng->n_blocks - 1;
 	eng->st.block_size = vbs;
+	eng->st.spec_k = eng->spec_k;
 	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
 	      eng->threshold, why);
 	if (W > 1)
@@ -570,6 +404,11 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		      o->enable_prefix_caching ? "on" : "off");
 	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
 	      o->max_num_seqs, o->max_num_batched_tokens);
+	if (eng->spec_k > 0)
+		LOG_I(MOD, "speculative decoding: ngram, %d draft tokens per step, n-grams of %d to %d "
+		      "tokens%s", eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
+		      rc.require_uniform ? " (proposals padded to one length: the backend runs uniform "
+					   "decode queries)" : "");
 	if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
 		err_set(e, "engine: cannot start the engine thread");
 		goto fail;
@@ -601,6 +440,10 @@ void engine_free(struct engine *eng)
 	}
 	free(eng->rows);
 	free(eng->sampled);
+	free(eng->n_sampled);
+	free(eng->marker);
+	free(eng->alive);
+	free(eng->n_before);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);

@@ -25,6 +25,7 @@
 
 #include "base/dtype.h"
 #include "base/err.h"
+#include "engine/spec.h"
 
 struct model;
 struct attn_backend;
@@ -127,6 +128,9 @@ struct engine_options {
 	 * reorder threshold (mla-dcp-spec §1.1) and makes the scheduler's block virtual,
 	 * block_size x dcp_size tokens, while the local KV cache keeps block_size (§4.1). */
 	int dcp_size, dcp_interleave;
+	/* Speculative decoding (method SPEC_NONE: off): drafts verified in the next step; the
+	 * outputs are those without it, token for token. */
+	struct spec_config spec;
 };
 
 /* Fills defaults: block_size 0 (auto), prefix caching on, max_num_seqs 256,
@@ -240,6 +244,11 @@ struct engine_stats {
 	uint64_t prompt_tokens, generation_tokens;
 	uint64_t finished[4];	   /* indexed by enum engine_finish (STOP, LENGTH, ABORT) */
 	uint64_t steps;
+	/* speculative decoding (vLLM's spec_decode_* counters): steps of a choice with drafts,
+	 * drafts verified, drafts kept, and kept per draft position */
+	int spec_k;		   /* num_speculative_tokens, 0 = off */
+	uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
+	uint64_t spec_accepted_per_pos[SPEC_MAX_TOKENS];
 	struct engine_hist ttft;   /* seconds: time_to_first_token */
 	struct engine_hist itl;	   /* seconds: inter_token_latency / time_per_output_token */
 	struct engine_hist e2e;	   /* seconds: e2e_request_latency */

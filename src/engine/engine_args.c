@@ -55,6 +55,9 @@ void engine_args_usage(FILE *f)
 		"  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
 		"                                    generation_config.json (auto), none (vllm), or DIR's\n"
 		"  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
+		"  --speculative-config JSON         speculative decoding (prompt lookup), e.g.\n"
+		"                                    '{\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
+		"                                    \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}'\n"
 		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
 		"   --gpu-memory-utilization are taken and have no effect)\n"
 		"parallelism (ranks self-launched with mpirun unless started under it):\n"
@@ -240,7 +243,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
 		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
-		"--generation-config", "--override-generation-config"};
+		"--generation-config", "--override-generation-config", "--speculative-config"};
 	size_t flen = strcspn(arg, "=");
 	const char *flag = NULL;
 	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -321,6 +324,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		if (apply_generation_override(&d, v, e) < 0)
 			return -1;
 		a->override_generation_config = v;
+	} else if (!strcmp(flag, "--speculative-config")) {
+		rc = spec_config_parse(v, &a->spec, e);
 	} else if (!strcmp(flag, "--tokenizer")) {
 		a->tokenizer = v;
 	}
@@ -433,6 +438,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	o->seed = a->seed;
 	o->dcp_size = a->dcp_size;
 	o->dcp_interleave = a->dcp_interleave;
+	o->spec = a->spec;
 	if (hook)
 		o->hook = *hook;
 	/* EOS: the model's, then generation_config's others (deduplicated) */

@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "engine/engine.h"
+#include "engine/spec.h"
 #include "tok/hf_config.h"
 
 struct engine_args {
@@ -32,6 +33,7 @@ struct engine_args {
 	 * model's generation_config.json, from none (OpenAI defaults), or from DIR's */
 	const char *generation_config;
 	const char *override_generation_config; /* --override-generation-config JSON, over them */
+	struct spec_config spec;     /* --speculative-config JSON (method SPEC_NONE: off) */
 	/* set by the caller (not parsed here): this rank's shard and DCP layout */
 	int tp_size, tp_rank, dcp_size, dcp_interleave;
 	struct comm *comm;	     /* the communicator (NULL: a world of one) */

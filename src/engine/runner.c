@@ -30,10 +30,13 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	size_t MB = (size_t)max_blocks_per_seq(c);
 	/* tokens, positions, slots, query_start, seq_lens, block table, logits rows, n_sched,
 	 * n_computed; + 64 bytes of alignment slack per array */
-	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 3 + 64 * 12;
+	size_t R = S * (size_t)(1 + (c->max_spec > 0 ? c->max_spec : 0)); /* logits rows */
+	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 2 + 4 * R +
+		       64 * 12;
 	if (arena_init(&rn->arena, bytes) < 0)
 		return err_set(e, "runner: out of memory for a %zu-byte step arena", bytes);
 	rn->logits = malloc(sizeof *rn->logits * S * (size_t)c->vocab);
+	rn->logits_cap = (int)S;
 	rn->perm = malloc(sizeof *rn->perm * S);
 	rn->logit_of_req = malloc(sizeof *rn->logit_of_req * S);
 	if (!rn->logits || !rn->perm || !rn->logit_of_req) {
@@ -78,7 +81,10 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 	int64_t *slots = ALLOC(a, int64_t, T + 1);
 	int32_t *qs = ALLOC(a, int32_t, n + 1), *seq_lens = ALLOC(a, int32_t, n + 1);
 	int32_t *bt = ALLOC(a, int32_t, (size_t)n * max_blocks + 1);
-	int32_t *rows = ALLOC(a, int32_t, n + 1);
+	int n_rows = 0;
+	for (int i = 0; i < n; i++)
+		n_rows += sched_req_n_rows(o->reqs[i]);
+	int32_t *rows = ALLOC(a, int32_t, n_rows + 1);
 	int t = 0, n_logits = 0;
 	qs[0] = 0;
 	for (int k = 0; k < n; k++) {
@@ -97,9 +103,11 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 		}
 		qs[k + 1] = t;
 		seq_lens[k] = r->step_start + r->n_sched;
-		if (sched_req_wants_token(r)) {
+		int nr = sched_req_n_rows(r);
+		if (nr > 0) {
 			rn->logit_of_req[i] = n_logits;
-			rows[n_logits++] = t - 1;
+			for (int j = 0; j < nr; j++)
+				rows[n_logits++] = t - nr + j;
 		} else {
 			rn->logit_of_req[i] = -1;
 		}
@@ -131,6 +139,13 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
 {
 	struct step_plan p;
 	runner_build_plan(rn, o, &p);
+	if (p.n_logits > rn->logits_cap) {
+		float *l = realloc(rn->logits, sizeof *l * (size_t)p.n_logits * (size_t)rn->c.vocab);
+		if (!l)
+			return err_set(e, "runner: out of memory for logits [%d, %d]", p.n_logits, rn->c.vocab);
+		rn->logits = l;
+		rn->logits_cap = p.n_logits;
+	}
 	if (rn->hook.forward) {
 		if (rn->hook.forward(rn->hook.ctx, &p, rn->logits, e) < 0)
 			return -1;

@@ -19,6 +19,7 @@ struct runner_config {
 	int block_size, vocab;
 	int threshold;	      /* resolved reorder_batch_threshold; 0 = no reordering */
 	bool require_uniform; /* backend query_len_support != VARLEN */
+	int max_spec;	      /* speculative drafts per request (0 = none) */
 };
 
 struct runner {
@@ -28,10 +29,11 @@ struct runner {
 	struct kv_cache *kv;
 	struct engine_forward_hook hook;
 	struct arena arena;		    /* per-step plan arrays */
-	float *logits;			    /* [max_num_seqs, vocab] */
+	float *logits;			    /* [logits_cap, vocab] */
+	int logits_cap;			    /* rows; grows to what a step with drafts needs */
 	/* last step: seq k of the plan is o->reqs[perm[k]]; req i's logits row (or -1) */
 	int32_t *perm;			    /* [max_num_seqs] */
-	int32_t *logit_of_req;		    /* [max_num_seqs] */
+	int32_t *logit_of_req;		    /* [max_num_seqs] first row, then one per draft */
 };
 
 int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
@@ -43,7 +45,9 @@ void runner_fini(struct runner *rn);
 void runner_build_plan(struct runner *rn, const struct sched_output *o, struct step_plan *p);
 
 /* Builds the plan, runs the forward, and points rows[i] at the fp32 logits [vocab] of
- * o->reqs[i], or NULL when that request is still mid-prefill. */
+ * o->reqs[i], or NULL when that request is still mid-prefill. A request with drafts has
+ * sched_req_n_rows() consecutive rows from there: its last known token's, then each
+ * draft's. */
 int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
 		   struct err *e);
 

@@ -164,6 +164,7 @@ static void preempt(struct sched *s, struct sched_req *r)
 	blocks_free(s->pool, &r->kv);
 	r->status = SREQ_PREEMPTED;
 	r->n_computed = 0;
+	r->n_spec = 0;
 	r->n_preemptions++;
 	s->cnt.preemptions++;
 	wait_push_front(s, r);
@@ -176,7 +177,7 @@ void sched_step(struct sched *s, struct sched_output *o)
 	/* 1. running requests, in admission order */
 	for (int i = 0; i < s->n_running && budget > 0;) {
 		struct sched_req *r = s->running[i];
-		int n = r->n_tokens - r->n_computed;
+		int n = r->n_tokens + r->n_spec - r->n_computed;
 		if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
 			n = s->c.long_prefill_token_threshold;
 		if (n > budget)
@@ -213,6 +214,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			break;
 		r->n_sched = n;
 		r->step_start = r->n_computed;
+		/* the drafts that fit the budget (the last known token comes first) */
+		r->n_spec = r->n_computed + n > r->n_tokens ? r->n_computed + n - r->n_tokens : 0;
 		s->out[n_out++] = r;
 		budget -= n;
 		i++;
@@ -234,6 +237,7 @@ void sched_step(struct sched *s, struct sched_output *o)
 					    n_hit) < 0)
 				break; /* no KV space: stop admitting (no skipping ahead) */
 			wait_remove(s, r);
+			r->n_spec = 0;
 			s->running[s->n_running++] = r;
 			r->status = SREQ_RUNNING;
 			r->n_computed = n_cached;
@@ -281,6 +285,25 @@ static enum sched_finish check_stop(const struct sched *s, struct sched_req *r)
 	return SFIN_NONE;
 }
 
+/* Appends n tokens to r up to the first that stops it; true if r finished. */
+static bool append_tokens(struct sched *s, struct sched_req *r, const int32_t *tok, int n)
+{
+	for (int j = 0; j < n; j++) {
+		CHECK(r->n_tokens < r->max_len);
+		r->tokens[r->n_tokens++] = tok[j];
+		enum sched_finish f = check_stop(s, r);
+		if (f != SFIN_NONE) {
+			sched_finish(s, r, f);
+			return true;
+		}
+	}
+	/* rejected drafts: their KV rows are stale and get recomputed from here */
+	if (r->n_computed > r->n_tokens - 1)
+		r->n_computed = r->n_tokens - 1;
+	r->n_spec = 0;
+	return false;
+}
+
 int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled)
 {
 	int n_finished = 0;
@@ -288,13 +311,20 @@ int sched_update(struct sched *s, const struct sched_output *o, const int32_t *s
 		struct sched_req *r = o->reqs[k];
 		if (r->status != SREQ_RUNNING || sampled[k] < 0)
 			continue;
-		CHECK(r->n_tokens < r->max_len);
-		r->tokens[r->n_tokens++] = sampled[k];
-		enum sched_finish f = check_stop(s, r);
-		if (f != SFIN_NONE) {
-			sched_finish(s, r, f);
-			n_finished++;
-		}
+		n_finished += append_tokens(s, r, &sampled[k], 1);
+	}
+	return n_finished;
+}
+
+int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled,
+		   int stride, const int32_t *n_sampled)
+{
+	int n_finished = 0;
+	for (int k = 0; k < o->n; k++) {
+		struct sched_req *r = o->reqs[k];
+		if (r->status != SREQ_RUNNING || n_sampled[k] <= 0)
+			continue;
+		n_finished += append_tokens(s, r, sampled + (size_t)k * (size_t)stride, n_sampled[k]);
 	}
 	return n_finished;
 }

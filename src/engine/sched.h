@@ -27,7 +27,10 @@ struct sched_req {
 	/* tokens: prompt then outputs; room for max_len (allocated by sched_req_init) */
 	int32_t *tokens;
 	int n_prompt, n_tokens, max_len;
-	int n_computed;		/* tokens whose KV is cached or scheduled */
+	int n_computed;		/* tokens whose KV is cached or scheduled (drafts included) */
+	int n_spec;		/* speculative drafts at tokens[n_tokens, n_tokens + n_spec), set
+				 * by the engine's proposer (n_tokens + n_spec < max_len); after
+				 * sched_step, those scheduled this step */
 	int n_cached;		/* prefix-cache hit at first admission; -1 before */
 	int n_preemptions;
 	enum sched_status status;
@@ -95,9 +98,19 @@ void sched_step(struct sched *s, struct sched_output *o);
  * still mid-prefill (no logits row). Appends tokens, applies the stop conditions, and
  * finishes (frees) stopped requests. Returns the number of requests that finished. */
 int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled);
+/* The same for steps with drafts: o->reqs[i] gets the n_sampled[i] tokens at
+ * sampled[i * stride], in order, up to the first that stops it; drafts that were not kept
+ * are uncomputed again (num_computed falls back to n_tokens - 1) and n_spec becomes 0. */
+int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled,
+		   int stride, const int32_t *n_sampled);
 
 /* True iff r's step completed its known tokens (so a token must be sampled for it). */
-static inline bool sched_req_wants_token(const struct sched_req *r) { return r->n_computed == r->n_tokens; }
+static inline bool sched_req_wants_token(const struct sched_req *r) { return r->n_computed >= r->n_tokens; }
+/* Logits rows r needs this step: its last known token and each scheduled draft. */
+static inline int sched_req_n_rows(const struct sched_req *r)
+{
+	return r->n_computed >= r->n_tokens ? r->n_computed - r->n_tokens + 1 : 0;
+}
 
 int sched_n_running(const struct sched *s);
 int sched_n_waiting(const struct sched *s);

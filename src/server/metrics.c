@@ -128,6 +128,22 @@ int metrics_render(const struct engine_stats *s, const char *model_name, struct 
 		(double)s->prompt_tokens);
 	counter(&c, "generation_tokens_total", "Number of generation tokens processed.",
 		(double)s->generation_tokens);
+	if (s->spec_k > 0) { /* vLLM's speculative decoding counters */
+		counter(&c, "spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+			(double)s->spec_drafts);
+		counter(&c, "spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+			(double)s->spec_draft_tokens);
+		counter(&c, "spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
+			(double)s->spec_accepted_tokens);
+		head(&c, "spec_decode_num_accepted_tokens_per_pos_total", "counter",
+		     "Accepted tokens per draft position.");
+		for (int i = 0; i < s->spec_k && i < SPEC_MAX_TOKENS; i++) {
+			char extra[32];
+			snprintf(extra, sizeof extra, ",position=\"%d\"", i);
+			sample(&c, "spec_decode_num_accepted_tokens_per_pos_total", extra,
+			       (double)s->spec_accepted_per_pos[i]);
+		}
+	}
 	head(&c, "request_success_total", "counter", "Count of successfully processed requests.");
 	static const struct {
 		enum engine_finish f;

@@ -37,6 +37,11 @@ static void make_stats(struct engine_stats *s)
 	s->finished[ENGINE_FINISH_STOP] = 10;
 	s->finished[ENGINE_FINISH_LENGTH] = 4;
 	s->finished[ENGINE_FINISH_ABORT] = 1;
+	s->spec_k = 3;
+	s->spec_drafts = 7;
+	s->spec_draft_tokens = 21;
+	s->spec_accepted_tokens = 9;
+	s->spec_accepted_per_pos[0] = 5, s->spec_accepted_per_pos[1] = 3, s->spec_accepted_per_pos[2] = 1;
 	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
 				      0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
 	static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
@@ -142,8 +147,18 @@ static void test_exposition_rules(void)
 		snprintf(want, sizeof want, "# TYPE mlaserve:%s ", required[i]);
 		EXPECTF(strstr(out.data, want) != NULL, "missing %s", required[i]);
 	}
+	EXPECT(strstr(out.data, "mlaserve:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
+				"\\\"v3\\\"\",engine=\"0\",position=\"1\"} 3.0\n"));
+	EXPECT(strstr(out.data, "mlaserve:spec_decode_num_draft_tokens_total{model_name=\"tiny "
+				"\\\"v3\\\"\",engine=\"0\"} 21.0\n"));
 	free(text);
 	sbuf_fini(&out);
+	/* without speculative decoding the family is absent, as in vLLM */
+	st.spec_k = 0;
+	struct sbuf out2 = {0};
+	EXPECT_EQ_INT(metrics_render(&st, "m", &out2), 0);
+	EXPECT(strstr(out2.data, "spec_decode") == NULL);
+	sbuf_fini(&out2);
 }
 
 TESTS(T(test_exposition_rules))

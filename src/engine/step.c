@@ -1,0 +1,222 @@
+/* One engine step (engine_internal.h): schedule, run the forward, sample each choice's
+ * token (and, with speculative decoding, verify its drafts), append, run the output stage,
+ * and propose the next drafts. */
+#include <string.h>
+
+#include "base/mono.h"
+#include "engine/engine_internal.h"
+#include "guide/grammar.h"
+#include "guide/vocab.h"
+
+/* marker[] of a choice whose step ends after its sampled tokens */
+enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN };
+
+/* Output stage of a choice's j-th token this step (n_before: outputs before the step;
+ * last: the step's last token, after which the scheduler's verdict applies). Returns false
+ * when the choice finished and was freed. */
+static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, bool last, double t)
+{
+	int32_t tok = s->sr.tokens[s->sr.n_prompt + n_before + j];
+	const struct engine_logprob *lp = s->p.logprobs >= 0 ? &s->lp[j] : NULL;
+	pthread_mutex_lock(&eng->mu);
+	eng->st.generation_tokens++;
+	if (s->t_first == 0) {
+		s->t_first = t;
+		engine_hist_observe(&eng->st.ttft, t - s->t_arrival);
+		eng->st.prompt_tokens += (uint64_t)s->sr.n_prompt;
+	} else if (j == 0) {
+		engine_hist_observe(&eng->st.itl, t - s->t_last); /* per step, as vLLM */
+	}
+	pthread_mutex_unlock(&eng->mu);
+	s->t_last = t;
+	s->n_out = n_before + j + 1;
+	struct err e;
+	bool finished = last && s->sr.status == SREQ_FINISHED;
+	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS
+	 * or a stop token id) is not detokenized unless include_stop_str_in_output; stop
+	 * strings are not looked for in the text of the first min_tokens tokens */
+	int stop = 0;
+	if (!(finished && s->sr.finish == SFIN_STOP && !s->p.include_stop_str_in_output))
+		stop = seq_text_push(&s->text, tok, s->n_out > s->p.min_tokens, &e);
+	if (stop < 0) {
+		if (s->sr.status != SREQ_FINISHED)
+			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
+		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, &tok, 1, lp, e.msg);
+		return false;
+	}
+	if (finished) {
+		enum engine_finish f = s->sr.finish == SFIN_LENGTH ? ENGINE_FINISH_LENGTH
+								    : ENGINE_FINISH_STOP;
+		/* a stop string in the very token that hit EOS/length still wins the reason */
+		if (stop == 1)
+			f = ENGINE_FINISH_STOP;
+		engine_seq_finish(eng, s, f, &tok, 1, lp, NULL);
+		return false;
+	}
+	if (stop == 1) { /* stop string: the output stage finishes the request (and drops any
+			  * later token of this step) */
+		sched_finish(eng->sched, &s->sr, SFIN_STOP); /* no-op if a later token stopped it */
+		engine_seq_finish(eng, s, ENGINE_FINISH_STOP, &tok, 1, lp, NULL);
+		return false;
+	}
+	const char *d;
+	size_t n = seq_text_take(&s->text, false, &d);
+	engine_deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
+	return true;
+}
+
+/* Samples choice i's tokens from its logits rows: the token after its last known one, then,
+ * while each sampled token equals the draft at its position, the token after that draft.
+ * Each row sees the outputs before it (penalties, guided state), and draws from the
+ * choice's RNG exactly as a step without drafts would, so the tokens are the same. */
+static void sample_choice(struct engine *eng, int i, struct eseq *s, const float *row0)
+{
+	struct sched_req *r = &s->sr;
+	int n_draft = r->n_computed - r->n_tokens; /* scheduled drafts */
+	const int32_t *draft = r->tokens + r->n_tokens;
+	int32_t *out = eng->sampled + (size_t)i * (size_t)(eng->spec_k + 1);
+	int n = 0, accepted = 0;
+	eng->marker[i] = STEP_GO_ON;
+	for (int j = 0; j <= n_draft; j++) {
+		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab, .p = &s->p,
+					  .prompt = r->tokens, .n_prompt = r->n_prompt,
+					  .output = r->tokens + r->n_prompt,
+					  .n_output = sched_req_n_output(r) + j,
+					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
+		if (s->guide && s->guide_on) {
+			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
+				eng->marker[i] = STEP_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+				break;
+			}
+			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids,
+					     eng->o.n_eos_ids, eng->allow) == 0) {
+				eng->marker[i] = STEP_GUIDE_ENDED; /* a whole match, no EOS id to end on */
+				break;
+			}
+			in.allow = eng->allow;
+		}
+		int32_t t = sample_token(&in, &eng->ss, &s->lp[j]);
+		if (s->guide && !s->guide_on) {
+			s->guide_on = t == s->p.guide_after;
+		} else if (s->guide && !guide_vocab_advance(eng->guide_vocab, s->p.guide, s->guide, t)) {
+			eng->marker[i] = STEP_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
+			break;
+		}
+		out[n++] = t;
+		if (j == n_draft || t != draft[j])
+			break;
+		accepted++;
+	}
+	eng->n_sampled[i] = n;
+	if (n_draft > 0) {
+		pthread_mutex_lock(&eng->mu);
+		eng->st.spec_drafts++;
+		eng->st.spec_draft_tokens += (uint64_t)n_draft;
+		eng->st.spec_accepted_tokens += (uint64_t)accepted;
+		for (int j = 0; j < accepted; j++)
+			eng->st.spec_accepted_per_pos[j]++;
+		pthread_mutex_unlock(&eng->mu);
+	}
+}
+
+/* Drafts for the next step of every choice that is decoding (ngram lookup). A backend that
+ * runs only uniform decode queries gets one draft count for all: the longest proposal,
+ * padded with each choice's last token (a guess like any other, verified like the rest),
+ * but no more than the choice nearest its length limit can take. A shorter query would
+ * leave the decode path for the prefill path: slower, and not the same rounding. */
+static void propose(struct engine *eng, const struct sched_output *o)
+{
+	const struct spec_config *c = &eng->o.spec;
+	int longest = 0, least_room = c->k;
+	for (int i = 0; i < o->n; i++) {
+		if (!eng->alive[i])
+			continue;
+		struct sched_req *r = o->reqs[i];
+		if (r->status != SREQ_RUNNING || r->n_computed != r->n_tokens - 1)
+			continue;
+		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
+		int k = c->k < room ? c->k : room;
+		r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
+						      c->lookup_max, k, r->tokens + r->n_tokens)
+				  : 0;
+		if (r->n_spec > longest)
+			longest = r->n_spec;
+		if (room < least_room)
+			least_room = room;
+	}
+	if (!eng->runner.c.require_uniform || longest == 0)
+		return;
+	int k = longest < least_room ? longest : least_room;
+	if (k < 0)
+		k = 0;
+	for (int i = 0; i < o->n; i++) {
+		if (!eng->alive[i])
+			continue;
+		struct sched_req *r = o->reqs[i];
+		if (r->status != SREQ_RUNNING || r->n_computed != r->n_tokens - 1)
+			continue;
+		for (; r->n_spec < k; r->n_spec++)
+			r->tokens[r->n_tokens + r->n_spec] = r->tokens[r->n_tokens + r->n_spec - 1];
+		r->n_spec = k;
+	}
+}
+
+int engine_step(struct engine *eng, struct err *e)
+{
+	struct sched_output o;
+	sched_step(eng->sched, &o);
+	if (o.n == 0) {
+		/* Cannot happen with a pool that holds max_model_len (checked at start-up);
+		 * never spin on it. */
+		struct sched_req *r = sched_waiting_head(eng->sched);
+		if (r) {
+			struct eseq *s = r->owner;
+			sched_finish(eng->sched, r, SFIN_ABORT);
+			engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
+					  "request does not fit in the kv cache");
+		}
+		return 0;
+	}
+	double t0 = mono_now_s();
+	for (int i = 0; i < o.n; i++) {
+		struct eseq *s = o.reqs[i]->owner;
+		if (s->t_scheduled == 0) {
+			s->t_scheduled = t0;
+			pthread_mutex_lock(&eng->mu);
+			engine_hist_observe(&eng->st.queue, t0 - s->t_arrival);
+			pthread_mutex_unlock(&eng->mu);
+		}
+	}
+	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
+		return -1;
+	int32_t *n_before = eng->n_before;
+	for (int i = 0; i < o.n; i++) {
+		struct eseq *s = o.reqs[i]->owner;
+		n_before[i] = sched_req_n_output(&s->sr);
+		eng->n_sampled[i] = 0;
+		eng->marker[i] = STEP_GO_ON;
+		if (eng->rows[i])
+			sample_choice(eng, i, s, eng->rows[i]);
+	}
+	sched_update_n(eng->sched, &o, eng->sampled, eng->spec_k + 1, eng->n_sampled);
+	double t1 = mono_now_s();
+	for (int i = 0; i < o.n; i++) {
+		struct eseq *s = o.reqs[i]->owner;
+		int n_new = sched_req_n_output(&s->sr) - n_before[i]; /* appended, up to a stop */
+		bool alive = true;
+		for (int j = 0; j < n_new && alive; j++)
+			alive = seq_output(eng, s, j, n_before[i], j == n_new - 1, t1);
+		if (alive && eng->marker[i] != STEP_GO_ON) {
+			bool ended = eng->marker[i] == STEP_GUIDE_ENDED;
+			if (s->sr.status != SREQ_FINISHED)
+				sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
+			engine_seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
+					  ended ? NULL : "guided decoding: the sampled token does not fit the grammar");
+			alive = false;
+		}
+		eng->alive[i] = alive;
+	}
+	if (eng->spec_k > 0)
+		propose(eng, &o);
+	return 0;
+}
