@@ -409,6 +409,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		      "tokens%s", eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
 		      rc.require_uniform ? " (proposals padded to one length: the backend runs uniform "
 					   "decode queries)" : "");
+	if (eng->spec_k > 0 && o->spec.disable_by_batch_size > 0)
+		LOG_I(MOD, "speculative decoding: no drafts while more than %d requests run",
+		      o->spec.disable_by_batch_size);
 	if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
 		err_set(e, "engine: cannot start the engine thread");
 		goto fail;

@@ -61,13 +61,13 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 	const char *key;
 	json_t *v;
 	json_object_foreach(o, key, v) {
-		static const char *const known[] = {"method", "num_speculative_tokens",
-						    "prompt_lookup_max", "prompt_lookup_min"};
+		static const char *const known[] = {"method", "num_speculative_tokens", "prompt_lookup_max",
+						    "prompt_lookup_min", "disable_by_batch_size"};
 		bool ok = false;
 		for (size_t i = 0; i < sizeof known / sizeof *known; i++)
 			ok |= !strcmp(key, known[i]);
 		if (!ok) {
-			rc = err_set(e, "--speculative-config: \"%s\" is not supported (method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)", key);
+			rc = err_set(e, "--speculative-config: \"%s\" is not supported (method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)", key);
 			goto out;
 		}
 	}
@@ -102,6 +102,10 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 		c->lookup_min = c->lookup_max;
 	else if (!has_max)
 		c->lookup_max = c->lookup_min;
+	if (get_int(o, "disable_by_batch_size", 1, 1 << 20, &c->disable_by_batch_size, e) < 0) {
+		rc = -1;
+		goto out;
+	}
 	if (c->lookup_min > c->lookup_max)
 		rc = err_set(e, "--speculative-config: prompt_lookup_min %d > prompt_lookup_max %d",
 			     c->lookup_min, c->lookup_max);

@@ -20,10 +20,13 @@ struct spec_config {
 	enum spec_method method;
 	int k;				/* num_speculative_tokens, 1..SPEC_MAX_TOKENS */
 	int lookup_min, lookup_max;	/* prompt_lookup_min / _max, 1 <= min <= max */
+	int disable_by_batch_size;	/* no drafts while more requests run (0: always draft);
+					 * a large batch is compute-bound and verifying costs */
 };
 
 /* Parses vLLM's JSON ({"method": "ngram", "num_speculative_tokens": 3,
- * "prompt_lookup_max": 4, "prompt_lookup_min": 2}); a missing bound takes the other's value,
+ * "prompt_lookup_max": 4, "prompt_lookup_min": 2, "disable_by_batch_size": 8}); a missing
+ * bound takes the other's value,
  * both missing are 5 (vLLM's defaults). Methods that need a draft model or the checkpoint's
  * MTP layers are refused by name. */
 int spec_config_parse(const char *json, struct spec_config *c, struct err *e);

@@ -127,6 +127,8 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
+	if (c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size)
+		return; /* every n_spec is 0 after sched_update */
 	int longest = 0, least_room = c->k;
 	for (int i = 0; i < o->n; i++) {
 		if (!eng->alive[i])

@@ -155,6 +155,31 @@ for be in FLASHMLA FLASH_ATTN_MLA REFERENCE_MLA; do
 	done
 done
 
+# ---- speculative decoding under DCP: drafts (multi-token decode queries, the case behind
+# the threshold rule) change no token; logit biases make the outputs repeat so drafts are kept
+printf '%s\n' '{"prompt_token_ids": [0, 5, 9, 5, 9], "logit_bias": {"100": 30, "107": 30, "114": 30}}' \
+	'{"prompt_token_ids": [0, 3], "logit_bias": {"200": 30, "207": 30}, "temperature": 0.9, "seed": 4}' \
+	'{"prompt_token_ids": [0, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2]}' >"$tmp/spec.jsonl"
+# spec_gen BACKEND I [--speculative-config JSON]: token ids, one line per prompt
+spec_gen() {
+	local be=$1 i=$2; shift 2
+	MLASERVE_ATTENTION_BACKEND=$be timeout 120 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 \
+		--prompts-file "$tmp/spec.jsonl" --max-tokens 40 --ignore-eos -tp 2 -dcp 2 \
+		--dcp-kv-cache-interleave-size "$i" --output "$tmp/spec_out.jsonl" "$@" >"$out" 2>&1 &&
+		python3 -c 'import json,sys;[print(json.loads(l)["token_ids"]) for l in open(sys.argv[1])]' "$tmp/spec_out.jsonl"
+}
+for be in FLASHMLA FLASH_ATTN_MLA; do
+	for i in 1 16; do
+		name="generate -tp 2 -dcp 2 I=$i, $be, with 3 n-gram drafts per step: the tokens without them"
+		want=$(spec_gen $be $i)
+		got=$(spec_gen $be $i --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}')
+		kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+		if [ -z "$want" ] || [ "$got" != "$want" ]; then notok "$name" "got [$(echo $got)] want [$(echo $want)]"
+		elif [ "${kept:-0}" -eq 0 ]; then notok "$name" "no draft was kept"
+		else ok "$name ($kept drafts kept)"; fi
+	done
+done
+
 # ---- serve -tp 8 -dcp 8 (the original failure): a chat completion answers 200 ----
 # serve_check NAME BACKEND [args...]
 serve_check() {

@@ -76,6 +76,9 @@ static void test_spec_config(void)
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_min\": 4, \"prompt_lookup_max\": 2}", &c, &e) < 0);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"model\": \"x\"}", &c, &e) < 0);
 	EXPECT(strstr(e.msg, "\"model\"") != NULL);
+	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 4}", &c, &e) == 0);
+	EXPECT(c.disable_by_batch_size == 4);
+	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 0}", &c, &e) < 0);
 	EXPECT(spec_config_parse("ngram", &c, &e) < 0);
 	EXPECT(c.method == SPEC_NONE);
 }
@@ -171,7 +174,7 @@ struct spec_run {
 	int budget;
 	size_t kv_bytes;
 	int k;		/* 0: no speculation */
-	bool uniform_prompts;
+	int disable;	/* disable_by_batch_size */
 };
 
 static int32_t g_prompt[N_REQ][64];
@@ -268,6 +271,7 @@ static int run(const struct spec_run *c, struct choice_out *out, struct engine_s
 		o.spec.k = c->k;
 		o.spec.lookup_min = 1;
 		o.spec.lookup_max = 3;
+		o.spec.disable_by_batch_size = c->disable;
 	}
 	struct engine *eng;
 	struct err e;
@@ -391,18 +395,20 @@ static void test_engine_same_outputs(void)
 		EXPECT(base[8 * 2].fin == ENGINE_FINISH_STOP && base[8 * 2].n >= 3);
 		EXPECT(base[6 * 2 + 1].n == 48);
 		const struct spec_run runs[] = {
-			{be, true, 512, 0, 3, false},
-			{be, false, 512, 0, 1, false},
-			{be, true, 7, 0, 4, false},
-			{be, true, 64, per_block * 12, 3, false}, /* 192 tokens: preemption */
+			{be, true, 512, 0, 3, 0},
+			{be, false, 512, 0, 1, 0},
+			{be, true, 7, 0, 4, 0},
+			{be, true, 64, per_block * 12, 3, 0}, /* 192 tokens: preemption */
+			{be, true, 512, 0, 3, 7}, /* drafts only once 7 or fewer choices run */
 		};
+		uint64_t all_drafts = 0;
 		for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
 			if (run(&runs[k], got, &st) < 0)
 				return;
 			char what[160];
-			snprintf(what, sizeof what, "%s, %d drafts, prefix caching %s, budget %d%s", be->name,
+			snprintf(what, sizeof what, "%s, %d drafts, prefix caching %s, budget %d%s%s", be->name,
 				 runs[k].k, runs[k].prefix_caching ? "on" : "off", runs[k].budget,
-				 runs[k].kv_bytes ? ", small pool" : "");
+				 runs[k].kv_bytes ? ", small pool" : "", runs[k].disable ? ", disable_by_batch_size 7" : "");
 			expect_same_outputs(what, base, got);
 			EXPECTF(st.spec_accepted_tokens > 0 && st.spec_accepted_tokens < st.spec_draft_tokens,
 				"%s: %llu of %llu drafts kept", what, (unsigned long long)st.spec_accepted_tokens,
@@ -410,6 +416,11 @@ static void test_engine_same_outputs(void)
 			EXPECTF(st.steps > 0, "%s", what);
 			if (runs[k].kv_bytes)
 				EXPECTF(st.preemptions > 0, "%s: no preemption", what);
+			if (k == 0)
+				all_drafts = st.spec_draft_tokens;
+			if (runs[k].disable)
+				EXPECTF(st.spec_draft_tokens < all_drafts, "%s: %llu drafts, %llu without the limit", what,
+					(unsigned long long)st.spec_draft_tokens, (unsigned long long)all_drafts);
 			uint64_t per_pos = 0;
 			for (int j = 0; j < SPEC_MAX_TOKENS; j++)
 				per_pos += st.spec_accepted_per_pos[j];
