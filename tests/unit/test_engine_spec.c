@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn/attn.h"
 #include "base/log.h"
@@ -306,7 +307,15 @@ static int run(const struct spec_run *c, struct choice_out *out, struct engine_s
 		}
 		engine_release(h[i]);
 	}
-	engine_stats_get(eng, st_out);
+	/* every block is free again once everything finished (stats follow the last step) */
+	for (int tries = 0; tries < 200; tries++) {
+		engine_stats_get(eng, st_out);
+		if (st_out->n_running == 0 && st_out->kv_usage == 0)
+			break;
+		usleep(5000);
+	}
+	EXPECT_EQ_INT(st_out->n_running, 0);
+	EXPECT(st_out->kv_usage == 0);
 	engine_free(eng);
 	return 0;
 }
