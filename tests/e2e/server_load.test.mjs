@@ -112,9 +112,10 @@ test('clients that disconnect mid-stream cancel their requests', async () => {
 test('a non-streaming client that disconnects cancels its request', async () => {
   const m0 = (await metrics(srv.base)).values;
   const ctrl = new AbortController();
-  // 16 prompts of 480 tokens each: long enough (0.24 s on a Xeon with AMX) that the abort
-  // lands mid-generation; one prompt of 480 tokens took 33 ms there and raced it
-  const P = 16;
+  // 48 prompts of 480 tokens each: long enough (0.85 s on a Xeon with AMX) that the abort
+  // lands mid-generation; one prompt of 480 tokens took 33 ms there and raced it, and 16
+  // (0.33 s) lost the race about once in 20 runs on a loaded machine
+  const P = 48;
   const body = { ...greedy(idPrompt(55, 20), 480), prompt: Array.from({ length: P }, (_, i) => idPrompt(55 + i, 20)) };
   const p = fetch(`${srv.base}/v1/completions`, {
     method: 'POST',
