@@ -538,6 +538,21 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		jm_init(s->guide, p->guide);
 		s->guide_on = p->guide_after < 0;
 	}
+	if (p->prompt_logprobs >= 0 && n_prompt > 1) {
+		/* choice 0 computes them; every choice runs its whole prompt at choice 0's pace
+		 * (no cache hit, the same chunks), so none gets a token before they are ready */
+		s->sr.no_prefix_hit = true;
+		s->sr.max_chunk = ENGINE_PROMPT_LOGPROBS_CHUNK;
+		s->sr.prompt_rows = index == 0;
+	}
+	if (p->prompt_logprobs >= 0 && index == 0) {
+		if (!(h->prompt_lps = calloc((size_t)n_prompt, sizeof *h->prompt_lps))) {
+			eseq_free(s);
+			return err_set(e, "request: out of memory for %d prompt logprobs", n_prompt);
+		}
+		h->n_prompt_lps = n_prompt;
+		h->prompt_lps_ready = n_prompt == 1; /* nothing to compute */
+	}
 	s->h = h;
 	s->index = index;
 	s->t_arrival = t;

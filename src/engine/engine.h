@@ -39,6 +39,8 @@ struct guide_grammar;
 #define ENGINE_MAX_STOP_STRS 16	  /* stop strings per request */
 #define ENGINE_MAX_STOP_STR_LEN 512 /* bytes per stop string */
 #define ENGINE_MAX_LOGIT_BIAS 300
+#define ENGINE_PROMPT_LOGPROBS_CHUNK 256 /* prompt tokens per step of a prompt_logprobs request:
+					  * bounds its fp32 logits rows [256, vocab] */
 
 /* ---- sampling parameters (vLLM SamplingParams semantics, spec C.2) ---- */
 
@@ -74,6 +76,8 @@ struct sampling_params {
 	bool has_seed;
 	uint64_t seed;		  /* per-request RNG: same seed -> same tokens, whatever the batch */
 	int logprobs;		  /* -1 none; 0..ENGINE_MAX_LOGPROBS = sampled token + top-N */
+	int prompt_logprobs;	  /* -1 none; 0..ENGINE_MAX_LOGPROBS: every prompt token's
+				   * logprob after the first, + top-N (engine_prompt_logprobs) */
 	bool skip_special_tokens; /* detokenization (default true) */
 	bool spaces_between_special_tokens; /* default true */
 	int n;			  /* number of choices, >= 1; choice i uses seed + i when seeded */
@@ -223,6 +227,14 @@ enum {
 
 /* Waits for the next event: timeout_ms < 0 waits forever, 0 polls. */
 int engine_next_event(struct engine_req *r, struct engine_event *ev, int timeout_ms);
+
+/* A request submitted with prompt_logprobs >= 0: lp[i] is prompt token i's logprob given
+ * the tokens before it (i >= 1; lp[0] is unused: the first token has none), *n the prompt
+ * length. NULL until the whole prompt was run (always so once any choice's token event or
+ * end was read, unless the request was cancelled or failed first) or when not asked. Such
+ * a request computes its whole prompt (no prefix-cache hit), in steps of at most
+ * ENGINE_PROMPT_LOGPROBS_CHUNK tokens. Valid until engine_release. */
+const struct engine_logprob *engine_prompt_logprobs(struct engine_req *r, int *n);
 
 /* ---- metrics (spec C.8) ---- */
 

@@ -59,6 +59,7 @@ static void unref_locked(struct engine_req *h)
 	}
 	free(h->ch);
 	free(h->seqs);
+	free(h->prompt_lps);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
 	free(h);
@@ -170,6 +171,22 @@ void outbox_discard(struct engine_req *h)
 	pthread_mutex_lock(&h->mu);
 	h->refs = 1;
 	unref_locked(h);
+}
+
+void outbox_prompt_logprobs_ready(struct engine_req *h)
+{
+	pthread_mutex_lock(&h->mu);
+	h->prompt_lps_ready = true;
+	pthread_mutex_unlock(&h->mu);
+}
+
+const struct engine_logprob *engine_prompt_logprobs(struct engine_req *h, int *n)
+{
+	pthread_mutex_lock(&h->mu);
+	bool ready = h->prompt_lps_ready;
+	pthread_mutex_unlock(&h->mu);
+	*n = ready ? h->n_prompt_lps : 0;
+	return ready ? h->prompt_lps : NULL;
 }
 
 void outbox_post(struct engine_req *h, int index, const struct outbox_post *p)

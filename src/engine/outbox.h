@@ -43,6 +43,11 @@ struct engine_req {
 	int rr;			     /* round robin over choices */
 	bool cancelled;
 	struct engine *eng;
+	/* prompt_logprobs: [n_prompt_lps], written by the engine thread until ready is set
+	 * (under mu), read-only afterwards */
+	struct engine_logprob *prompt_lps;
+	int n_prompt_lps;
+	bool prompt_lps_ready;
 	/* engine-thread only */
 	struct eseq **seqs;	     /* [n]; NULL once freed */
 	int n_alive;
@@ -55,6 +60,9 @@ struct engine_req *outbox_new(int n, struct engine *eng);
 void outbox_discard(struct engine_req *h);
 void outbox_ref(struct engine_req *h);
 void outbox_unref(struct engine_req *h);
+
+/* The engine finished writing h->prompt_lps. */
+void outbox_prompt_logprobs_ready(struct engine_req *h);
 
 /* One step's output of choice `index`; a finish != NONE is the choice's last post. */
 struct outbox_post {

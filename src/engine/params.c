@@ -33,6 +33,7 @@ void sampling_params_init(struct sampling_params *p, const struct sampling_defau
 	p->frequency_penalty = d->frequency_penalty;
 	p->max_tokens = d->max_tokens;
 	p->logprobs = -1;
+	p->prompt_logprobs = -1;
 	p->skip_special_tokens = true;
 	p->spaces_between_special_tokens = true;
 	p->n = 1;
@@ -66,6 +67,9 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 		return err_set(e, "n must be in [1, 128], got %d", p->n);
 	if (p->logprobs < -1 || p->logprobs > ENGINE_MAX_LOGPROBS)
 		return err_set(e, "logprobs must be in [0, %d], got %d", ENGINE_MAX_LOGPROBS, p->logprobs);
+	if (p->prompt_logprobs < -1 || p->prompt_logprobs > ENGINE_MAX_LOGPROBS)
+		return err_set(e, "prompt_logprobs must be in [0, %d], got %d", ENGINE_MAX_LOGPROBS,
+			       p->prompt_logprobs);
 	if (p->n_stop_token_ids < 0 || p->n_stop_token_ids > ENGINE_MAX_STOP_IDS - 8)
 		return err_set(e, "stop_token_ids: %d ids (at most %d)", p->n_stop_token_ids,
 			       ENGINE_MAX_STOP_IDS - 8);

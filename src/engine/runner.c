@@ -32,14 +32,18 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	 * n_computed; + 64 bytes of alignment slack per array */
 	size_t R = S * (size_t)(1 + (c->max_spec > 0 ? c->max_spec : 0)); /* logits rows */
 	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 2 + 4 * R +
-		       64 * 12;
+		       4 * T + 64 * 12; /* 4 * T: prompt-logprob rows */
 	if (arena_init(&rn->arena, bytes) < 0)
 		return err_set(e, "runner: out of memory for a %zu-byte step arena", bytes);
 	rn->logits = malloc(sizeof *rn->logits * S * (size_t)c->vocab);
 	rn->logits_cap = (int)S;
 	rn->perm = malloc(sizeof *rn->perm * S);
 	rn->logit_of_req = malloc(sizeof *rn->logit_of_req * S);
-	if (!rn->logits || !rn->perm || !rn->logit_of_req) {
+	rn->prow_of_req = malloc(sizeof *rn->prow_of_req * S);
+	rn->n_prow = malloc(sizeof *rn->n_prow * S);
+	rn->prow_pos = malloc(sizeof *rn->prow_pos * S);
+	if (!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
+	    !rn->prow_pos) {
 		runner_fini(rn);
 		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
 	}
@@ -52,6 +56,9 @@ void runner_fini(struct runner *rn)
 	free(rn->logits);
 	free(rn->perm);
 	free(rn->logit_of_req);
+	free(rn->prow_of_req);
+	free(rn->n_prow);
+	free(rn->prow_pos);
 	memset(rn, 0, sizeof *rn);
 }
 
@@ -82,8 +89,16 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 	int32_t *qs = ALLOC(a, int32_t, n + 1), *seq_lens = ALLOC(a, int32_t, n + 1);
 	int32_t *bt = ALLOC(a, int32_t, (size_t)n * max_blocks + 1);
 	int n_rows = 0;
-	for (int i = 0; i < n; i++)
-		n_rows += sched_req_n_rows(o->reqs[i]);
+	for (int i = 0; i < n; i++) {
+		const struct sched_req *r = o->reqs[i];
+		n_rows += sched_req_n_rows(r);
+		/* prompt logprobs: positions p < n_prompt - 1 of this chunk */
+		int hi = r->step_start + r->n_sched < r->n_prompt - 1 ? r->step_start + r->n_sched
+								       : r->n_prompt - 1;
+		rn->n_prow[i] = r->prompt_rows && hi > r->step_start ? hi - r->step_start : 0;
+		rn->prow_pos[i] = r->step_start;
+		n_rows += rn->n_prow[i];
+	}
 	int32_t *rows = ALLOC(a, int32_t, n_rows + 1);
 	int t = 0, n_logits = 0;
 	qs[0] = 0;
@@ -103,6 +118,9 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 		}
 		qs[k + 1] = t;
 		seq_lens[k] = r->step_start + r->n_sched;
+		rn->prow_of_req[i] = rn->n_prow[i] > 0 ? n_logits : -1;
+		for (int j = 0; j < rn->n_prow[i]; j++)
+			rows[n_logits++] = qs[k] + j;
 		int nr = sched_req_n_rows(r);
 		if (nr > 0) {
 			rn->logit_of_req[i] = n_logits;
@@ -160,4 +178,11 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
 				  ? NULL
 				  : rn->logits + (size_t)rn->logit_of_req[i] * (size_t)rn->c.vocab;
 	return 0;
+}
+
+const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *n)
+{
+	*n = rn->n_prow[i];
+	*pos0 = rn->prow_pos[i];
+	return *n > 0 ? rn->logits + (size_t)rn->prow_of_req[i] * (size_t)rn->c.vocab : NULL;
 }

@@ -34,6 +34,9 @@ struct runner {
 	/* last step: seq k of the plan is o->reqs[perm[k]]; req i's logits row (or -1) */
 	int32_t *perm;			    /* [max_num_seqs] */
 	int32_t *logit_of_req;		    /* [max_num_seqs] first row, then one per draft */
+	/* prompt logprobs: req i's rows for positions [prow_pos[i], + n_prow[i]) from row
+	 * prow_of_req[i] (each gives the next prompt token's logprob) */
+	int32_t *prow_of_req, *n_prow, *prow_pos;
 };
 
 int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
@@ -50,5 +53,10 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
  * draft's. */
 int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
 		   struct err *e);
+
+/* After runner_execute: o->reqs[i]'s logits rows for prompt positions (sched_req.prompt_rows):
+ * *n rows [vocab] from the returned pointer, for positions *pos0, *pos0 + 1, ...; NULL when
+ * none this step. */
+const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *n);
 
 #endif

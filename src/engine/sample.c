@@ -143,8 +143,7 @@ static int32_t argmax(const float *x, int vocab)
 	return best;
 }
 
-static void raw_logprobs(const struct sample_input *in, const float *l, int vocab, int32_t tok,
-			 struct engine_logprob *lp)
+void sample_logprob_of(const float *l, int vocab, int32_t tok, int n, struct engine_logprob *lp)
 {
 	float mx = l[argmax(l, vocab)];
 	double z = 0;
@@ -157,7 +156,6 @@ static void raw_logprobs(const struct sample_input *in, const float *l, int voca
 	for (int i = 0; i < vocab; i++)
 		rank += l[i] > l[tok];
 	lp->rank = rank;
-	int n = in->p->logprobs;
 	if (n > ENGINE_MAX_LOGPROBS)
 		n = ENGINE_MAX_LOGPROBS;
 	if (n > vocab)
@@ -318,6 +316,6 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 	}
 done:
 	if (p->logprobs >= 0 && lp)
-		raw_logprobs(in, raw, V, tok, lp);
+		sample_logprob_of(raw, V, tok, p->logprobs, lp);
 	return tok;
 }

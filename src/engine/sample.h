@@ -51,6 +51,11 @@ struct sample_input {
 				     * logprobs are those of the masked logits (as vLLM's bitmask) */
 };
 
+/* The raw logprob (log-softmax of logits[vocab]) of tok, its rank (1 = most likely) and the
+ * n_top most likely tokens' (n_top capped at ENGINE_MAX_LOGPROBS). */
+void sample_logprob_of(const float *logits, int vocab, int32_t tok, int n_top,
+		       struct engine_logprob *lp);
+
 /* Returns the sampled token; fills *lp when p->logprobs >= 0 (lp may be NULL otherwise). */
 int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 		     struct engine_logprob *lp);

@@ -180,6 +180,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 		int n = r->n_tokens + r->n_spec - r->n_computed;
 		if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
 			n = s->c.long_prefill_token_threshold;
+		if (r->max_chunk > 0 && n > r->max_chunk)
+			n = r->max_chunk;
 		if (n > budget)
 			n = budget;
 		if (n > s->c.max_model_len - 1 - r->n_computed)
@@ -225,12 +227,14 @@ void sched_step(struct sched *s, struct sched_output *o)
 		while (s->wait_head && budget > 0 && s->n_running < s->c.max_num_seqs) {
 			struct sched_req *r = s->wait_head;
 			int n_hit = 0;
-			if (r->n_computed == 0)
+			if (r->n_computed == 0 && !r->no_prefix_hit)
 				n_hit = blocks_find_cached(s->pool, &r->kv, r->tokens, r->n_tokens, s->hit);
 			int n_cached = n_hit * blocks_size(s->pool);
 			int n = r->n_tokens - n_cached;
 			if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
 				n = s->c.long_prefill_token_threshold;
+			if (r->max_chunk > 0 && n > r->max_chunk)
+				n = r->max_chunk;
 			if (n > budget)
 				n = budget;
 			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, 0, n, s->hit,

@@ -44,6 +44,9 @@ struct sched_req {
 	enum sched_finish finish;
 	int32_t stop_token;	/* stop_reason for a stop token id, else -1 */
 	struct kv_seq kv;
+	bool no_prefix_hit;	/* computes its whole prompt (prompt logprobs need every row) */
+	bool prompt_rows;	/* the runner returns a logits row per prompt position */
+	int max_chunk;		/* > 0: at most this many tokens per step (bounds those rows) */
 	/* this step */
 	int n_sched;		/* tokens scheduled */
 	int step_start;		/* n_computed before this step (first position) */

@@ -5,6 +5,7 @@
 
 #include "base/mono.h"
 #include "engine/engine_internal.h"
+#include "engine/outbox.h"
 #include "guide/grammar.h"
 #include "guide/vocab.h"
 
@@ -163,6 +164,30 @@ static void propose(struct engine *eng, const struct sched_output *o)
 	}
 }
 
+/* prompt_logprobs: each prompt position of the step gives the next prompt token's logprob;
+ * once the whole prompt ran, the handle's array is complete (before the first token event) */
+static void prompt_logprobs(struct engine *eng, int i, struct eseq *s)
+{
+	struct sched_req *r = &s->sr;
+	if (!r->no_prefix_hit)
+		return;
+	if (!r->prompt_rows) { /* another choice of the request: back to normal once it ran */
+		if (sched_req_wants_token(r))
+			r->no_prefix_hit = false, r->max_chunk = 0;
+		return;
+	}
+	int pos0, n;
+	const float *rows = runner_prompt_rows(&eng->runner, i, &pos0, &n);
+	for (int j = 0; j < n; j++)
+		sample_logprob_of(rows + (size_t)j * (size_t)eng->vocab, eng->vocab, r->tokens[pos0 + j + 1],
+				  s->p.prompt_logprobs, &s->h->prompt_lps[pos0 + j + 1]);
+	if (sched_req_wants_token(r)) {
+		r->prompt_rows = r->no_prefix_hit = false;
+		r->max_chunk = 0;
+		outbox_prompt_logprobs_ready(s->h);
+	}
+}
+
 int engine_step(struct engine *eng, struct err *e)
 {
 	struct sched_output o;
@@ -192,6 +217,8 @@ int engine_step(struct engine *eng, struct err *e)
 	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
 		return -1;
 	int32_t *n_before = eng->n_before;
+	for (int i = 0; i < o.n; i++)
+		prompt_logprobs(eng, i, o.reqs[i]->owner);
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
 		n_before[i] = sched_req_n_output(&s->sr);
