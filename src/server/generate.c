@@ -29,6 +29,7 @@ struct gen {
 	struct engine_req **h;
 	bool *h_ended;
 	int *h_prompt_tokens;
+	int32_t *h_first;	/* per prompt: its first token (echoed logprobs name it) */
 	int n;			/* choices per prompt */
 	int n_choices;		/* n_handles * n */
 	struct oj_choice *ch;
@@ -94,6 +95,7 @@ static void gen_free(struct gen *g)
 	free(g->h);
 	free(g->h_ended);
 	free(g->h_prompt_tokens);
+	free(g->h_first);
 	srv_request_fini(&g->req);
 	json_decref(g->body);
 	if (g->r)
@@ -218,6 +220,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->h = calloc((size_t)g->n_handles, sizeof *g->h);
 	g->h_ended = calloc((size_t)g->n_handles, sizeof *g->h_ended);
 	g->h_prompt_tokens = calloc((size_t)g->n_handles, sizeof *g->h_prompt_tokens);
+	g->h_first = calloc((size_t)g->n_handles, sizeof *g->h_first);
 	g->echo = calloc((size_t)g->n_handles, sizeof *g->echo);
 	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
 	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
@@ -233,7 +236,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	if (g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced) &&
 	    !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
 		return api_error_set(ae, 500, NULL, "out of memory");
-	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->echo || !g->echo_len ||
+	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->h_first || !g->echo || !g->echo_len ||
 	    !g->echo_sent || !g->ch)
 		return api_error_set(ae, 500, NULL, "out of memory");
 	for (int i = 0; i < g->n_choices; i++) {
@@ -269,9 +272,10 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		if (srv_request_check_length(&g->req, (int)n_ids[i], s->max_model_len, ae) < 0)
 			goto out;
 		g->h_prompt_tokens[i] = (int)n_ids[i];
+		g->h_first[i] = ids[i][0];
 		if (g->echo[i] && g->api == SRV_API_COMPLETION)
 			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
-				g->ch[i * g->n + c].text_offset = g->echo_len[i];
+				g->ch[i * g->n + c].text_offset = oj_count_chars(g->echo[i], g->echo_len[i]);
 	}
 
 	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */
@@ -359,6 +363,39 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	return 0;
 }
 
+/* The prompt's logprobs of handle k in front of choice c's (completions echo with
+ * logprobs); 0 when there are none (the request ended before its prompt ran). */
+static int lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
+{
+	int n;
+	const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
+	if (!lp)
+		return 0;
+	json_t *part = oj_prompt_logprobs_echo(g->s->deps.tok, g->h_first[k], lp, n);
+	if (!part || (*logprobs && oj_logprobs_merge(&part, *logprobs) < 0)) {
+		json_decref(part);
+		return -1;
+	}
+	json_decref(*logprobs);
+	*logprobs = part;
+	return 0;
+}
+
+/* Non-streaming: the prompt logprobs each choice reports (echo, vLLM's field). */
+static int add_prompt_logprobs(struct gen *g)
+{
+	for (int i = 0; i < g->n_choices; i++) {
+		struct oj_choice *c = &g->ch[i];
+		int k = i / g->n, n;
+		if (g->req.echo_logprobs && lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
+			return -1;
+		const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
+		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(g->s->deps.tok, lp, n)))
+			return -1;
+	}
+	return 0;
+}
+
 static enum MHD_Result reply_collected(struct gen *g)
 {
 	struct hreq *r = g->r;
@@ -371,6 +408,8 @@ static enum MHD_Result reply_collected(struct gen *g)
 			      g->error);
 		res = http_reply_error(r, &ae);
 	} else {
+		if (add_prompt_logprobs(g) < 0)
+			return MHD_NO;
 		for (int i = 0; g->rs && i < g->n_choices; i++) { /* the reasoning parser: whole text */
 			struct reasoning_split rs = {0};
 			struct sbuf content = {0};
@@ -480,12 +519,17 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		free(body);
 		return rc;
 	}
-	/* completions echo: the prompt text leads the first chunk of each choice */
+	/* completions echo: the prompt text (and with logprobs its logprobs, complete by any
+	 * token event) leads the first chunk of each choice */
 	struct sbuf text = {0};
+	json_t *echo_lp = NULL;
 	if (g->api == SRV_API_COMPLETION && g->echo[k] && !g->echo_sent[ci]) {
 		g->echo_sent[ci] = true;
-		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0)
+		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0 ||
+		    (g->req.echo_logprobs && lead_with_prompt_logprobs(g, k, &echo_lp) < 0)) {
+			sbuf_fini(&text);
 			return -1;
+		}
 	}
 	struct sbuf reasoning = {0};
 	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
@@ -493,6 +537,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		  : ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
 		sbuf_fini(&text);
 		sbuf_fini(&reasoning);
+		json_decref(echo_lp);
 		return -1;
 	}
 	json_t *calls = NULL;
@@ -513,6 +558,18 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		text = content;
 	}
 	json_t *lp = event_logprobs(g, c, ev);
+	if (echo_lp) {
+		if (lp && oj_logprobs_merge(&echo_lp, lp) < 0) {
+			json_decref(echo_lp);
+			json_decref(lp);
+			sbuf_fini(&text);
+			sbuf_fini(&reasoning);
+			json_decref(calls);
+			return -1;
+		}
+		json_decref(lp);
+		lp = echo_lp;
+	}
 	if (!text.len && !reasoning.len && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
 		sbuf_fini(&text);
 		sbuf_fini(&reasoning);

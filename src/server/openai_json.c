@@ -81,7 +81,7 @@ static json_t *chat_token_entry(const struct tok *tok, int32_t id, float lp)
 	return o;
 }
 
-static size_t count_chars(const char *s, size_t n)
+size_t oj_count_chars(const char *s, size_t n)
 {
 	size_t c = 0;
 	for (size_t i = 0; i < n; i++)
@@ -126,7 +126,7 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 			return NULL;
 		}
 		json_array_append_new(offs, json_integer((json_int_t)*text_offset));
-		*text_offset += count_chars(clean, m);
+		*text_offset += oj_count_chars(clean, m);
 		json_array_append_new(lps, json_real(clamp_lp(lp[i].logprob)));
 		json_t *top = json_object();
 		json_object_set_new(top, clean, json_real(clamp_lp(lp[i].logprob)));
@@ -143,6 +143,71 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 		json_array_append_new(tops, top);
 	}
 	return o;
+}
+
+json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const struct engine_logprob *lp,
+				int n)
+{
+	size_t len, m;
+	char *t = token_text(tok, first, &len);
+	char *clean = t ? utf8_sanitize(t, len, &m) : NULL;
+	free(t);
+	if (!clean)
+		return NULL;
+	json_t *o = json_pack("{s:[i], s:[n], s:[s%], s:[n]}", "text_offset", 0, "token_logprobs",
+			      "tokens", clean, m, "top_logprobs");
+	size_t off = oj_count_chars(clean, m);
+	free(clean);
+	if (o && n > 1) {
+		json_t *rest = oj_logprobs(SRV_API_COMPLETION, tok, lp + 1, n - 1, &off);
+		int rc = oj_logprobs_merge(&o, rest);
+		json_decref(rest);
+		if (rc < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n)
+{
+	json_t *a = json_array();
+	if (!a || json_array_append_new(a, json_null()) < 0) {
+		json_decref(a);
+		return NULL;
+	}
+	for (int i = 1; i < n; i++) {
+		const struct engine_logprob *x = &lp[i];
+		json_t *d = json_object();
+		if (!d || json_array_append_new(a, d) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+		/* the prompt token first, then the top-N (a top token that is the prompt token
+		 * is the same entry) */
+		for (int k = -1; k < x->n_top; k++) {
+			int32_t id = k < 0 ? x->token : x->top_ids[k];
+			char key[16];
+			snprintf(key, sizeof key, "%d", id);
+			if (json_object_get(d, key))
+				continue;
+			size_t len, m;
+			char *t = token_text(tok, id, &len);
+			char *clean = t ? utf8_sanitize(t, len, &m) : NULL;
+			free(t);
+			json_t *e = clean ? json_pack("{s:f, s:i, s:s%}", "logprob",
+						      clamp_lp(k < 0 ? x->logprob : x->top_logprobs[k]), "rank",
+						      k < 0 ? x->rank : k + 1, "decoded_token", clean, m)
+					  : NULL;
+			free(clean);
+			if (!e || json_object_set_new(d, key, e) < 0) {
+				json_decref(a);
+				return NULL;
+			}
+		}
+	}
+	return a;
 }
 
 int oj_logprobs_merge(json_t **acc, json_t *part)
@@ -177,6 +242,7 @@ void oj_choice_fini(struct oj_choice *c)
 	sbuf_fini(&c->reasoning);
 	json_decref(c->tool_calls);
 	json_decref(c->logprobs);
+	json_decref(c->prompt_logprobs);
 	free(c->stop_str);
 	memset(c, 0, sizeof *c);
 }
@@ -258,10 +324,12 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	}
 	if (!arr)
 		return NULL;
-	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:n, s:n, s:n}", "id", id,
+	/* the request's prompt logprobs (vLLM's top-level field: one prompt per chat) */
+	json_t *plp = n > 0 && choices[0].prompt_logprobs ? json_incref(choices[0].prompt_logprobs) : json_null();
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:n, s:n}", "id", id,
 			 "object", "chat.completion", "created", (json_int_t)created, "model", model,
 			 "choices", arr, "service_tier", "system_fingerprint", "usage",
-			 oj_usage_json(u, true), "prompt_logprobs", "prompt_token_ids",
+			 oj_usage_json(u, true), "prompt_logprobs", plp, "prompt_token_ids",
 			 "kv_transfer_params");
 }
 
@@ -271,11 +339,14 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
-		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o, s:n}", "index", c->index, "text",
+		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
 				       oj_string(c->text.data ? c->text.data : "", c->text.len),
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
-				       oj_stop_reason(c->stop_token, c->stop_str), "prompt_logprobs");
+				       oj_stop_reason(c->stop_token, c->stop_str));
+		if (ch)
+			json_object_set_new(ch, "prompt_logprobs",
+					    c->prompt_logprobs ? json_incref(c->prompt_logprobs) : json_null());
 		if (!ch || json_array_append_new(arr, ch) < 0) {
 			json_decref(arr);
 			return NULL;

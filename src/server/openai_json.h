@@ -22,6 +22,7 @@ struct oj_choice {
 	int index;
 	struct sbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
 	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
+	json_t *prompt_logprobs;  /* vLLM's prompt_logprobs list, or NULL (null) */
 	size_t text_offset;	  /* completions logprobs: characters before the next token */
 	enum engine_finish finish;
 	int32_t stop_token;	  /* -1 none */
@@ -48,6 +49,17 @@ void oj_make_id(char *buf, size_t n, const char *prefix);
  * the characters of each token. */
 json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp,
 		    int n, size_t *text_offset);
+/* Completions logprobs of an echoed prompt of n tokens (first = its first token, lp[1..n)
+ * the engine's prompt logprobs): the first entry has null logprob and top_logprobs, offsets
+ * count characters from 0. */
+json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const struct engine_logprob *lp,
+				int n);
+/* vLLM's prompt_logprobs: [null, {"id": {"logprob", "rank", "decoded_token"}, ...}, ...], each
+ * entry the prompt token and the top-N. */
+json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n);
+/* Characters (UTF-8 lead bytes) of s[n]. */
+size_t oj_count_chars(const char *s, size_t n);
+
 /* Appends the arrays of `part` (same api shape) to *acc (creating it). 0 ok, -1 no memory. */
 int oj_logprobs_merge(json_t **acc, json_t *part);
 

@@ -146,8 +146,6 @@ static int reject_unsupported(const json_t *body, enum srv_api api, const struct
 		return -1;
 	if (b)
 		return api_error_set(ae, 400, "use_beam_search", "beam search is not supported");
-	if ((v = json_object_get(body, "prompt_logprobs")) && !json_is_null(v))
-		return api_error_set(ae, 400, "prompt_logprobs", "prompt_logprobs is not supported");
 	static const char *const lists[] = {"allowed_token_ids", "bad_words"};
 	for (int i = 0; i < 2; i++)
 		if ((v = json_object_get(body, lists[i])) && !json_is_null(v) &&
@@ -294,6 +292,16 @@ static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv
 			r->want_logprobs = true;
 			sp->logprobs = (int)i;
 		}
+	}
+	/* vLLM's prompt_logprobs: each prompt token's logprob and top-N (both APIs) */
+	if ((rc = get_int(body, "prompt_logprobs", &i, ae)) < 0)
+		return -1;
+	if (rc) {
+		if (i < 0 || i > max_lp)
+			return api_error_set(ae, 400, "prompt_logprobs",
+					     "prompt_logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
+		r->prompt_logprobs = true;
+		sp->prompt_logprobs = (int)i;
 	}
 	return 0;
 }
@@ -650,6 +658,13 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	if (srv_structured_parse(body, api == SRV_API_CHAT, &r->structured, ae) < 0)
 		goto fail;
 	r->sp.guide = r->structured.guide;
+	if (api == SRV_API_COMPLETION && r->echo && r->want_logprobs) {
+		/* echo with logprobs (how evaluation harnesses score a text): the prompt's tokens
+		 * lead the logprobs, the first with null, as vLLM answers */
+		r->echo_logprobs = true;
+		if (r->sp.prompt_logprobs < r->sp.logprobs)
+			r->sp.prompt_logprobs = r->sp.logprobs;
+	}
 	if (r->structured.forced)
 		r->parse_tools = false; /* the calls are the whole output, not the model's own format */
 	note_unknown(body, api, unknown, n_unknown);

@@ -54,6 +54,8 @@ struct srv_request {
 	bool max_tokens_given;	/* max_tokens/max_completion_tokens explicit (or completions' 16) */
 	int top_logprobs;	/* chat: top_logprobs (0 if unset) */
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
+	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
+	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;
 				    * sp.guide is structured.guide */
 	struct srv_structured structured; /* response_format, guided_*, forced tool_choice */

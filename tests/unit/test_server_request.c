@@ -373,6 +373,28 @@ static void test_error_body(void)
 	EXPECT(!strcmp(api_error_type(500), "InternalServerError"));
 }
 
-TESTS(T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
+/* echo + logprobs asks for the prompt's logprobs too; prompt_logprobs is range-checked */
+static void test_prompt_logprobs(void)
+{
+	init_base();
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"prompt\": [0, 5, 9], \"echo\": true, \"logprobs\": 3}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.echo_logprobs && !r.prompt_logprobs && r.sp.prompt_logprobs == 3 && r.sp.logprobs == 3);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"echo\": true}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(!r.echo_logprobs && r.sp.prompt_logprobs == -1);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"prompt_logprobs\": 0, \"echo\": true, \"logprobs\": 2}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.prompt_logprobs && r.echo_logprobs && r.sp.prompt_logprobs == 2);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt_logprobs\": 4}", SRV_API_CHAT, &r, &ae), 0);
+	EXPECT(r.prompt_logprobs && r.sp.prompt_logprobs == 4);
+	srv_request_fini(&r);
+	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": 21}", SRV_API_COMPLETION, "prompt_logprobs");
+	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": \"all\"}", SRV_API_COMPLETION, "prompt_logprobs");
+}
+
+TESTS(T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
       T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
       T(test_error_body))
