@@ -106,6 +106,7 @@ static void live_remove(struct engine *eng, struct eseq *s)
 static void eseq_free(struct eseq *s)
 {
 	free(s->guide);
+	free(s->owned_ids);
 	guide_unref(s->p.guide);
 	sched_req_fini(&s->sr);
 	seq_text_fini(&s->text);
@@ -382,7 +383,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->marker = calloc((size_t)o->max_num_seqs, sizeof *eng->marker);
 	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
 	eng->n_before = calloc((size_t)o->max_num_seqs, sizeof *eng->n_before);
-	if (!eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before) {
+	eng->ban = malloc((size_t)eng->vocab);
+	if (!eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
+	    !eng->ban) {
 		err_set(e, "engine: out of memory");
 		goto fail;
 	}
@@ -456,6 +459,7 @@ void engine_free(struct engine *eng)
 		kv_cache_fini(&eng->kv);
 	guide_vocab_free(eng->guide_vocab);
 	free(eng->allow);
+	free(eng->ban);
 	pthread_mutex_destroy(&eng->guide_mu);
 	pthread_mutex_destroy(&eng->mu);
 	pthread_cond_destroy(&eng->cv);
@@ -495,11 +499,33 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	if (!s)
 		return err_set(e, "request: out of memory");
 	s->p = *p;
+	s->p.guide = NULL; /* referenced below */
+	/* the request's lists, owned by the choice */
+	int n_bad_tok = 0;
+	for (int i = 0; i < p->n_bad; i++)
+		n_bad_tok += p->bad_lens[i];
+	size_t n_ids = (size_t)p->n_allowed + (size_t)n_bad_tok + (size_t)p->n_bad;
+	if (n_ids && !(s->owned_ids = malloc(sizeof *s->owned_ids * n_ids))) {
+		free(s);
+		return err_set(e, "request: out of memory");
+	}
+	if (n_ids) {
+		int32_t *o = s->owned_ids;
+		memcpy(o, p->allowed_ids, sizeof *o * (size_t)p->n_allowed);
+		s->p.allowed_ids = o;
+		o += p->n_allowed;
+		memcpy(o, p->bad_words, sizeof *o * (size_t)n_bad_tok);
+		s->p.bad_words = o;
+		o += n_bad_tok;
+		memcpy(o, p->bad_lens, sizeof *o * (size_t)p->n_bad);
+		s->p.bad_lens = o;
+	}
 	int max_tokens = eng->max_model_len - n_prompt;
 	if (p->max_tokens > 0 && p->max_tokens < max_tokens)
 		max_tokens = p->max_tokens;
 	s->p.max_tokens = max_tokens;
 	if (sched_req_init(&s->sr, 0, prompt, n_prompt, n_prompt + max_tokens, eng->block_size, e) < 0) {
+		free(s->owned_ids);
 		free(s);
 		return -1;
 	}
@@ -526,11 +552,12 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	sample_rng_seed(&s->rng, p->has_seed ? p->seed + (uint64_t)index : unseeded);
 	if (seq_text_init(&s->text, o->tok, &s->p, prompt, n_prompt, e) < 0) {
 		sched_req_fini(&s->sr);
+		free(s->owned_ids);
 		free(s);
 		return -1;
 	}
 	if (p->guide) {
-		guide_ref(p->guide); /* s->p.guide's, dropped by eseq_free */
+		s->p.guide = guide_ref(p->guide); /* dropped by eseq_free */
 		if (!(s->guide = malloc(sizeof *s->guide))) {
 			eseq_free(s);
 			return err_set(e, "request: out of memory");

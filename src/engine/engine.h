@@ -88,6 +88,13 @@ struct sampling_params {
 	 * its own references. Each step only tokens that keep the output a prefix of a match are
 	 * sampled, and EOS only once it is a whole match (the grammar wins over min_tokens;
 	 * with ignore_eos a match that nothing may extend ends the output, finish "stop"). */
+	/* vLLM's allowed_token_ids (only these may be sampled; n_allowed 0: all) and bad_words
+	 * (token sequences back to back, bad_lens[n_bad]: a sequence's last token is never
+	 * sampled where the output ends with the rest of it). Borrowed: engine_submit copies. */
+	const int32_t *allowed_ids;
+	int n_allowed;
+	const int32_t *bad_words, *bad_lens;
+	int n_bad;
 	struct guide_grammar *guide;
 	int32_t guide_after;	  /* >= 0: the grammar applies from the token after this one
 				   * (a reasoning model's "</think>", as vLLM does); -1: from the

@@ -36,6 +36,7 @@ struct eseq {
 	struct jm_state *guide;	  /* guided decoding: the output's matcher state (p.guide holds a
 				   * reference), else NULL */
 	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
+	int32_t *owned_ids;	  /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
 	struct eseq *inbox_next;
 	struct eseq *live_prev, *live_next;
 };
@@ -61,6 +62,7 @@ struct engine {
 	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;
 	uint8_t *allow;		  /* [vocab] a guided choice's mask (engine thread) */
+	uint8_t *ban;		  /* [vocab] a choice's banned tokens this row (engine thread) */
 	uint64_t next_id;
 	pthread_t thread;
 	bool thread_started;

@@ -96,6 +96,21 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 		if (!isfinite(p->logit_bias[i]))
 			return err_set(e, "logit_bias[%d]: not a finite number", (int)p->logit_bias_ids[i]);
 	}
+	if (p->n_allowed < 0 || (p->n_allowed > 0 && !p->allowed_ids))
+		return err_set(e, "allowed_token_ids: bad list");
+	for (int i = 0; i < p->n_allowed; i++)
+		if (p->allowed_ids[i] < 0 || p->allowed_ids[i] >= vocab_size)
+			return err_set(e, "allowed_token_ids: token id %d out of vocabulary (vocab %d)",
+				       (int)p->allowed_ids[i], vocab_size);
+	if (p->n_bad < 0 || (p->n_bad > 0 && (!p->bad_words || !p->bad_lens)))
+		return err_set(e, "bad_words: bad list");
+	for (int i = 0, at = 0; i < p->n_bad; i++) {
+		if (p->bad_lens[i] < 1)
+			return err_set(e, "bad_words[%d]: empty", i);
+		for (int j = 0; j < p->bad_lens[i]; j++, at++)
+			if (p->bad_words[at] < 0 || p->bad_words[at] >= vocab_size)
+				return err_set(e, "bad_words[%d]: token id %d out of vocabulary", i, (int)p->bad_words[at]);
+	}
 	return 0;
 }
 

@@ -225,6 +225,10 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
 		}
 	}
+	if (in->ban)
+		for (int i = 0; i < V; i++)
+			if (in->ban[i])
+				x[i] = -INFINITY;
 	if (in->n_output < p->min_tokens && !in->allow)
 		for (int i = 0; i < in->n_stop_ids; i++)
 			if (in->stop_ids[i] >= 0 && in->stop_ids[i] < V)
@@ -234,6 +238,8 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 	int32_t tok;
 	if (p->temperature < 1e-5f) {
 		tok = argmax(x, V);
+		if (!(x[tok] > -INFINITY)) /* everything masked: the raw argmax, as below */
+			tok = argmax(raw, V);
 		goto done;
 	}
 	float inv_t = 1.0f / p->temperature;

@@ -46,6 +46,8 @@ struct sample_input {
 				     * stop_token_ids) */
 	int n_stop_ids;
 	struct sample_rng *rng;	    /* the request's generator; advanced unless greedy */
+	const uint8_t *ban;	    /* [vocab] or NULL: tokens never sampled (allowed_token_ids,
+				     * bad_words), applied with the logit bias; raw logprobs stay */
 	const uint8_t *allow;	    /* [vocab] guided decoding: only tokens with allow[id] != 0
 				     * (never all zero); they replace the min_tokens mask, and
 				     * logprobs are those of the masked logits (as vLLM's bitmask) */

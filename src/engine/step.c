@@ -66,6 +66,37 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, 
 	return true;
 }
 
+/* The tokens choice s may not sample after n_out outputs (allowed_token_ids, bad_words),
+ * into eng->ban; NULL when none. Bad words never ban the last allowed token. */
+static const uint8_t *banned(struct engine *eng, const struct eseq *s, int n_out)
+{
+	const struct sampling_params *p = &s->p;
+	if (!p->n_allowed && !p->n_bad)
+		return NULL;
+	int V = eng->vocab;
+	uint8_t *ban = eng->ban;
+	memset(ban, p->n_allowed ? 1 : 0, (size_t)V);
+	for (int i = 0; i < p->n_allowed; i++)
+		ban[p->allowed_ids[i]] = 0;
+	int n_free = 0;
+	for (int i = 0; i < V && n_free < 2; i++)
+		n_free += !ban[i];
+	const int32_t *out = s->sr.tokens + s->sr.n_prompt;
+	for (int i = 0, at = 0; i < p->n_bad; at += p->bad_lens[i++]) {
+		const int32_t *w = p->bad_words + at;
+		int L = p->bad_lens[i];
+		if (L - 1 > n_out || memcmp(out + n_out - (L - 1), w, sizeof *w * (size_t)(L - 1)))
+			continue; /* the output does not end with the word's head */
+		if (!ban[w[L - 1]] && n_free > 1) {
+			ban[w[L - 1]] = 1;
+			n_free = 0;
+			for (int v = 0; v < V && n_free < 2; v++)
+				n_free += !ban[v];
+		}
+	}
+	return ban;
+}
+
 /* Samples choice i's tokens from its logits rows: the token after its last known one, then,
  * while each sampled token equals the draft at its position, the token after that draft.
  * Each row sees the outputs before it (penalties, guided state), and draws from the
@@ -84,6 +115,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 					  .output = r->tokens + r->n_prompt,
 					  .n_output = sched_req_n_output(r) + j,
 					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
+		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
 			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
 				eng->marker[i] = STEP_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */

@@ -146,11 +146,6 @@ static int reject_unsupported(const json_t *body, enum srv_api api, const struct
 		return -1;
 	if (b)
 		return api_error_set(ae, 400, "use_beam_search", "beam search is not supported");
-	static const char *const lists[] = {"allowed_token_ids", "bad_words"};
-	for (int i = 0; i < 2; i++)
-		if ((v = json_object_get(body, lists[i])) && !json_is_null(v) &&
-		    !(json_is_array(v) && json_array_size(v) == 0))
-			return api_error_set(ae, 400, lists[i], "%s is not supported", lists[i]);
 	if (api == SRV_API_COMPLETION) {
 		if ((v = json_object_get(body, "suffix")) && !json_is_null(v))
 			return api_error_set(ae, 400, "suffix", "suffix is not currently supported");
@@ -250,6 +245,43 @@ static int parse_logit_bias(const json_t *body, int vocab, struct sampling_param
 		sp->logit_bias_ids[sp->n_logit_bias] = (int32_t)id;
 		sp->logit_bias[sp->n_logit_bias] = (float)(x < -100 ? -100 : x > 100 ? 100 : x);
 		sp->n_logit_bias++;
+	}
+	return 0;
+}
+
+/* vLLM's allowed_token_ids (an empty list is no restriction) and bad_words (tokenized by
+ * the caller, which has the tokenizer) */
+static int parse_token_lists(const json_t *body, const struct srv_limits *lim, struct srv_request *r,
+			     struct api_error *ae)
+{
+	struct sampling_params *sp = &r->sp;
+	const json_t *v = json_object_get(body, "allowed_token_ids");
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(v))
+			return bad_type(ae, "allowed_token_ids", "a valid list", v);
+		size_t n = json_array_size(v);
+		if (n > (size_t)lim->vocab_size)
+			return api_error_set(ae, 400, "allowed_token_ids", "at most %d token ids", lim->vocab_size);
+		if (n && !(r->allowed = malloc(sizeof *r->allowed * n)))
+			return api_error_set(ae, 500, NULL, "out of memory");
+		for (size_t k = 0; k < n; k++) {
+			const json_t *t = json_array_get(v, k);
+			if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= lim->vocab_size)
+				return api_error_set(ae, 400, "allowed_token_ids",
+						     "allowed_token_ids[%zu] is not a token id in [0, %d)", k, lim->vocab_size);
+			r->allowed[k] = (int32_t)json_integer_value(t);
+		}
+		sp->allowed_ids = r->allowed;
+		sp->n_allowed = (int)n;
+	}
+	v = json_object_get(body, "bad_words");
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(v) || json_array_size(v) > 1024)
+			return bad_type(ae, "bad_words", "a list of up to 1024 strings", v);
+		for (size_t k = 0; k < json_array_size(v); k++)
+			if (!json_is_string(json_array_get(v, k)) || !json_string_length(json_array_get(v, k)))
+				return bad_type(ae, "bad_words", "a list of non-empty strings", json_array_get(v, k));
+		r->bad_words = json_array_size(v) ? v : NULL;
 	}
 	return 0;
 }
@@ -443,7 +475,8 @@ static int parse_sampling(const json_t *body, enum srv_api api, const struct srv
 			     sp->stop_token_ids, &sp->n_stop_token_ids, ae) < 0)
 		return -1;
 
-	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_stream(body, r, ae) < 0)
+	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_token_lists(body, lim, r, ae) < 0 ||
+	    parse_stream(body, r, ae) < 0)
 		return -1;
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)
@@ -677,6 +710,7 @@ fail:
 
 void srv_request_fini(struct srv_request *r)
 {
+	free(r->allowed);
 	srv_structured_fini(&r->structured);
 	json_decref(r->messages);
 	json_decref(r->chat_template_kwargs);

@@ -56,6 +56,9 @@ struct srv_request {
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
 	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
 	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
+	int32_t *allowed;	/* allowed_token_ids (owned; sp.allowed_ids points here) */
+	const json_t *bad_words; /* borrowed from the body: strings the caller tokenizes into
+				  * sp.bad_words / bad_lens; NULL when none */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;
 				    * sp.guide is structured.guide */
 	struct srv_structured structured; /* response_format, guided_*, forced tool_choice */
