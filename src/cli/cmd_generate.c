@@ -26,6 +26,7 @@
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "io/json_util.h"
+#include "server/openai_json.h"
 #include "server/structured.h"
 #include "tok/tokenizer.h"
 
@@ -87,6 +88,7 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 	NUM("repetition_penalty", p->repetition_penalty, float)
 	NUM("n", p->n, int)
 	NUM("logprobs", p->logprobs, int)
+	NUM("prompt_logprobs", p->prompt_logprobs, int)
 #undef NUM
 	if ((r = num_field(o, "seed", &v, line, e)) < 0)
 		return -1;
@@ -245,25 +247,32 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 }
 
 /* Collects one item's choices and prints them. Returns generated tokens, or -1. */
-static int collect(struct gen_item *it, int index, FILE *out, bool ids_mode, struct err *e)
+static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *out, bool ids_mode,
+		   struct err *e)
 {
 	int n = it->p.n;
 	json_t **ids = calloc((size_t)n, sizeof *ids);
+	json_t **lps = calloc((size_t)n, sizeof *lps); /* per choice: vLLM's logprobs list */
 	char **text = calloc((size_t)n, sizeof *text);
 	size_t *tl = calloc((size_t)n, sizeof *tl);
 	const char **fin = calloc((size_t)n, sizeof *fin);
 	int total = 0;
-	if (!ids || !text || !tl || !fin) {
-		free(ids); free(text); free(tl); free(fin);
+	if (!ids || !lps || !text || !tl || !fin) {
+		free(ids); free(lps); free(text); free(tl); free(fin);
 		return err_set(e, "out of memory");
 	}
-	for (int c = 0; c < n; c++)
+	for (int c = 0; c < n; c++) {
 		ids[c] = json_array();
+		lps[c] = it->p.logprobs >= 0 ? json_array() : NULL;
+	}
 	struct engine_event ev;
 	while (engine_next_event(it->h, &ev, -1) == ENGINE_EV_OK) {
 		int c = ev.index;
-		for (int k = 0; k < ev.n_tokens; k++)
+		for (int k = 0; k < ev.n_tokens; k++) {
 			json_array_append_new(ids[c], json_integer(ev.token_ids[k]));
+			if (lps[c] && ev.logprobs)
+				json_array_append_new(lps[c], oj_logprob_entry_vllm(tok, &ev.logprobs[k]));
+		}
 		total += ev.n_tokens;
 		if (ev.text_len) {
 			char *t = realloc(text[c], tl[c] + ev.text_len + 1);
@@ -288,6 +297,13 @@ static int collect(struct gen_item *it, int index, FILE *out, bool ids_mode, str
 		json_object_set_new(o, "token_ids", ids[c]);
 		json_object_set_new(o, "text", json_stringn(text[c] ? text[c] : "", tl[c]));
 		json_object_set_new(o, "finish_reason", fin[c] ? json_string(fin[c]) : json_null());
+		/* as vLLM's RequestOutput: per token {"id": {"logprob", "rank", "decoded_token"}} */
+		if (lps[c])
+			json_object_set_new(o, "logprobs", lps[c]);
+		int n_plp;
+		const struct engine_logprob *plp = engine_prompt_logprobs(it->h, &n_plp);
+		if (it->p.prompt_logprobs >= 0)
+			json_object_set_new(o, "prompt_logprobs", plp ? oj_prompt_logprobs_vllm(tok, plp, n_plp) : json_null());
 		if (ids_mode) { /* --prompt-ids alone: just the generated ids */
 			json_t *a = json_object_get(o, "token_ids");
 			size_t k;
@@ -304,7 +320,7 @@ static int collect(struct gen_item *it, int index, FILE *out, bool ids_mode, str
 		json_decref(o);
 		free(text[c]);
 	}
-	free(ids); free(text); free(tl); free(fin);
+	free(ids); free(lps); free(text); free(tl); free(fin);
 	return total;
 }
 
@@ -438,7 +454,7 @@ static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct
 		prompt_tokens += items[k].n;
 	}
 	for (int k = 0; k < submitted; k++) {
-		int g = collect(&items[k], k, out, ids_mode, e);
+		int g = collect(&items[k], k, rt->tok, out, ids_mode, e);
 		if (g > 0)
 			gen_tokens += g;
 		engine_release(items[k].h);

@@ -170,6 +170,33 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 	return o;
 }
 
+json_t *oj_logprob_entry_vllm(const struct tok *tok, const struct engine_logprob *x)
+{
+	json_t *d = json_object();
+	/* the token first, then the top-N (a top token that is the token is the same entry) */
+	for (int k = -1; d && k < x->n_top; k++) {
+		int32_t id = k < 0 ? x->token : x->top_ids[k];
+		char key[16];
+		snprintf(key, sizeof key, "%d", id);
+		if (json_object_get(d, key))
+			continue;
+		size_t len, m;
+		char *t = token_text(tok, id, &len);
+		char *clean = t ? utf8_sanitize(t, len, &m) : NULL;
+		free(t);
+		json_t *e = clean ? json_pack("{s:f, s:i, s:s%}", "logprob",
+					      clamp_lp(k < 0 ? x->logprob : x->top_logprobs[k]), "rank",
+					      k < 0 ? x->rank : k + 1, "decoded_token", clean, m)
+				  : NULL;
+		free(clean);
+		if (!e || json_object_set_new(d, key, e) < 0) {
+			json_decref(d);
+			return NULL;
+		}
+	}
+	return d;
+}
+
 json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n)
 {
 	json_t *a = json_array();
@@ -178,33 +205,10 @@ json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logpr
 		return NULL;
 	}
 	for (int i = 1; i < n; i++) {
-		const struct engine_logprob *x = &lp[i];
-		json_t *d = json_object();
+		json_t *d = oj_logprob_entry_vllm(tok, &lp[i]);
 		if (!d || json_array_append_new(a, d) < 0) {
 			json_decref(a);
 			return NULL;
-		}
-		/* the prompt token first, then the top-N (a top token that is the prompt token
-		 * is the same entry) */
-		for (int k = -1; k < x->n_top; k++) {
-			int32_t id = k < 0 ? x->token : x->top_ids[k];
-			char key[16];
-			snprintf(key, sizeof key, "%d", id);
-			if (json_object_get(d, key))
-				continue;
-			size_t len, m;
-			char *t = token_text(tok, id, &len);
-			char *clean = t ? utf8_sanitize(t, len, &m) : NULL;
-			free(t);
-			json_t *e = clean ? json_pack("{s:f, s:i, s:s%}", "logprob",
-						      clamp_lp(k < 0 ? x->logprob : x->top_logprobs[k]), "rank",
-						      k < 0 ? x->rank : k + 1, "decoded_token", clean, m)
-					  : NULL;
-			free(clean);
-			if (!e || json_object_set_new(d, key, e) < 0) {
-				json_decref(a);
-				return NULL;
-			}
 		}
 	}
 	return a;

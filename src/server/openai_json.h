@@ -57,6 +57,8 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 /* vLLM's prompt_logprobs: [null, {"id": {"logprob", "rank", "decoded_token"}, ...}, ...], each
  * entry the prompt token and the top-N. */
 json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n);
+/* One such entry: {"id": {"logprob", "rank", "decoded_token"}} for x's token and top-N. */
+json_t *oj_logprob_entry_vllm(const struct tok *tok, const struct engine_logprob *x);
 /* Characters (UTF-8 lead bytes) of s[n]. */
 size_t oj_count_chars(const char *s, size_t n);
 

@@ -47,6 +47,36 @@ else
 	notok "generate --prompts-file batch" "unexpected output"
 fi
 
+# logprobs and prompt_logprobs per JSONL line, as vLLM's RequestOutput; the prompt's equal
+# the log-softmax of the golden logits (float32)
+ids=$(python3 -c 'import json;p=json.load(open("tests/fixtures/tiny-v3/golden/prompts.json"))["prompts"];print(json.dumps([x for x in p if x["name"]=="len17"][0]["tokens"]))')
+printf '{"prompt_token_ids": %s, "logprobs": 2, "prompt_logprobs": 1, "max_tokens": 3, "temperature": 0}\n' "$ids" >"$in"
+if timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 --prompts-file "$in" --output /dev/stdout \
+	>"$out" 2>/dev/null && python3 - "$out" <<'EOF'
+import json, math, struct, sys
+line = json.loads(open(sys.argv[1]).readline())
+g = json.load(open("tests/fixtures/tiny-v3/golden/prompts.json"))
+p = [x for x in g["prompts"] if x["name"] == "len17"][0]
+V = g["vocab_size"]
+raw = open("tests/fixtures/tiny-v3/golden/" + p["logits_file"], "rb").read()
+assert len(line["logprobs"]) == 3 and all(1 <= len(d) <= 3 for d in line["logprobs"])
+for d, t in zip(line["logprobs"], line["token_ids"]):
+    assert str(t) in d and d[str(t)]["rank"] >= 1
+plp = line["prompt_logprobs"]
+assert plp[0] is None and len(plp) == len(p["tokens"])
+for i in range(1, len(plp)):
+    row = struct.unpack_from("<%df" % V, raw, (i - 1) * V * 4)
+    mx = max(row)
+    lse = mx + math.log(sum(math.exp(x - mx) for x in row))
+    got = plp[i][str(p["tokens"][i])]["logprob"]
+    assert abs(got - (row[p["tokens"][i]] - lse)) < 1e-3, (i, got)
+EOF
+then
+	ok "generate logprobs and prompt_logprobs (golden)"
+else
+	notok "generate logprobs and prompt_logprobs (golden)" "unexpected output"
+fi
+
 # bad input: one error line, status 1
 printf '{"prompt_token_ids": [0, 99999]}\n' >"$in"
 timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --prompts-file "$in" >"$out" 2>&1; rc=$?
