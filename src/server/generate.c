@@ -649,8 +649,23 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		usage = oj_usage_json(&u, false);
 	}
 	struct oj_delta d = {text.data, text.len, reasoning.data, reasoning.len, calls};
-	int rc = emit(out, oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
-				    ev->stop_token, ev->stop_str, usage));
+	json_t *chunk = oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
+				 ev->stop_token, ev->stop_str, usage);
+	int n_plp;
+	const struct engine_logprob *plp = g->req.prompt_logprobs && !c->prompt_lp_sent
+						   ? engine_prompt_logprobs(g->h[k], &n_plp) : NULL;
+	if (chunk && plp) { /* vLLM's prompt_logprobs ride on a choice's first chunk */
+		c->prompt_lp_sent = true;
+		json_t *v = oj_prompt_logprobs_vllm(g->s->deps.tok, plp, n_plp);
+		json_t *at = g->api == SRV_API_CHAT ? chunk : json_array_get(json_object_get(chunk, "choices"), 0);
+		if (!at)
+			json_decref(v);
+		if (!v || !at || json_object_set_new(at, "prompt_logprobs", v) < 0) {
+			json_decref(chunk);
+			chunk = NULL;
+		}
+	}
+	int rc = emit(out, chunk);
 	sbuf_fini(&text);
 	sbuf_fini(&reasoning);
 	json_decref(calls);

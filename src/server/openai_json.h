@@ -23,6 +23,7 @@ struct oj_choice {
 	struct sbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
 	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
 	json_t *prompt_logprobs;  /* vLLM's prompt_logprobs list, or NULL (null) */
+	bool prompt_lp_sent;	  /* streaming: they went out with a chunk */
 	size_t text_offset;	  /* completions logprobs: characters before the next token */
 	enum engine_finish finish;
 	int32_t stop_token;	  /* -1 none */

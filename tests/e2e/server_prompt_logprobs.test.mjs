@@ -110,3 +110,18 @@ test('out-of-range prompt_logprobs is a 400 naming the field', async () => {
     );
   }
 });
+
+test('streamed prompt_logprobs ride on each choice\'s first chunk', async () => {
+  const p = golden.prompts.find((x) => x.name === 'len17');
+  const req = { model: MODEL, prompt: p.tokens, max_tokens: 3, temperature: 0, prompt_logprobs: 1 };
+  const whole = (await client.completions.create(req)).choices[0].prompt_logprobs;
+  const stream = await client.completions.create({ ...req, stream: true });
+  const seen = [];
+  for await (const c of stream) if (c.choices[0]?.prompt_logprobs) seen.push(c.choices[0].prompt_logprobs);
+  assert.equal(seen.length, 1);
+  assert.deepEqual(seen[0], whole);
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, prompt_logprobs: 0, stream: true });
+  let n = 0;
+  for await (const c of chat) if (c.prompt_logprobs) n++, assert.equal(c.prompt_logprobs[0], null);
+  assert.equal(n, 1);
+});
