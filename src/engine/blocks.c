@@ -252,9 +252,8 @@ void blocks_seq_hash(const struct block_pool *p, struct kv_seq *s, const int32_t
 {
 	int full = n_tokens / p->block_size;
 	CHECK(full <= s->cap_blocks);
-	struct block_hash none = {0, 0};
 	for (int j = s->n_hashes; j < full; j++) {
-		const struct block_hash *parent = j > 0 ? &s->hashes[j - 1] : &none;
+		const struct block_hash *parent = j > 0 ? &s->hashes[j - 1] : &s->salt;
 		s->hashes[j] = siphash128(p->k0, p->k1, parent, tokens + (size_t)j * p->block_size,
 					  p->block_size);
 	}
@@ -269,10 +268,9 @@ int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *to
 		return 0;
 	int max_hit = (n_tokens - 1) / p->block_size; /* leave >= 1 token to compute */
 	blocks_seq_hash(p, s, tokens, n_tokens);
-	struct block_hash none = {0, 0};
 	int n = 0;
 	for (int j = 0; j < max_hit; j++) {
-		int32_t id = map_find(p, s->hashes[j], j > 0 ? s->hashes[j - 1] : none,
+		int32_t id = map_find(p, s->hashes[j], j > 0 ? s->hashes[j - 1] : s->salt,
 				      tokens + (size_t)j * p->block_size);
 		if (id < 0)
 			break;
@@ -290,13 +288,12 @@ static void register_full(struct block_pool *p, struct kv_seq *s, const int32_t 
 	if (n_full <= s->n_registered)
 		return;
 	blocks_seq_hash(p, s, tokens, n_full * p->block_size);
-	struct block_hash none = {0, 0};
 	for (int j = s->n_registered; j < n_full; j++) {
 		struct blk *b = &p->b[s->blocks[j]];
 		if (b->hashed)
 			continue; /* a cache hit: already registered */
 		b->hash = s->hashes[j];
-		b->parent = j > 0 ? s->hashes[j - 1] : none;
+		b->parent = j > 0 ? s->hashes[j - 1] : s->salt;
 		b->hashed = true;
 		memcpy(p->tokens + (size_t)s->blocks[j] * p->block_size,
 		       tokens + (size_t)j * p->block_size, sizeof *tokens * (size_t)p->block_size);

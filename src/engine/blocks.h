@@ -23,6 +23,8 @@ struct kv_seq {
 	struct block_hash *hashes; /* [n_hashes] chained hash of full block j of the tokens */
 	int n_hashes;
 	int n_registered;	   /* leading blocks already registered in the cache */
+	struct block_hash salt;	   /* the first block's parent: {0, 0}, or a request's cache_salt
+				    * (only requests with the same salt share cached blocks) */
 };
 
 int kv_seq_init(struct kv_seq *s, int max_len, int block_size, struct err *e);

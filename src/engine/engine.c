@@ -530,6 +530,7 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		return -1;
 	}
 	s->sr.owner = s;
+	s->sr.kv.salt = (struct block_hash){p->cache_salt[0], p->cache_salt[1]};
 	s->sr.max_tokens = max_tokens;
 	s->sr.min_tokens = p->min_tokens;
 	s->sr.ignore_eos = p->ignore_eos;

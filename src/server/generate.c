@@ -44,6 +44,10 @@ struct gen {
 	struct gen *prev, *next; /* s->gens registry */
 };
 
+/* the tokenizer that names tokens in logprobs; NULL ("token_id:N") under
+ * return_tokens_as_token_ids */
+static const struct tok *lp_tok(const struct gen *g) { return g->req.tokens_as_ids ? NULL : g->s->deps.tok; }
+
 /* the server's tool-call parser (tool_calls.h) */
 static int s_tool_parser(const struct gen *g) { return g->s->cfg.tool_parser; }
 
@@ -337,6 +341,19 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 				      "the prompt is empty after tokenization");
 			goto out;
 		}
+		if (g->req.truncate_prompt_tokens) { /* vLLM: keep the last N tokens */
+			int keep = g->req.truncate_prompt_tokens < 0 ? s->max_model_len : g->req.truncate_prompt_tokens;
+			if (keep > s->max_model_len) {
+				api_error_set(ae, 400, "truncate_prompt_tokens",
+					      "truncate_prompt_tokens value (%d) is greater than max_model_len (%d). Please, select a smaller truncation size.",
+					      keep, s->max_model_len);
+				goto out;
+			}
+			if (n_ids[i] > (size_t)keep) {
+				memmove(ids[i], ids[i] + (n_ids[i] - (size_t)keep), sizeof *ids[i] * (size_t)keep);
+				n_ids[i] = (size_t)keep;
+			}
+		}
 		if (srv_request_check_length(&g->req, (int)n_ids[i], s->max_model_len, ae) < 0)
 			goto out;
 		g->h_prompt_tokens[i] = (int)n_ids[i];
@@ -388,7 +405,7 @@ static json_t *event_logprobs(struct gen *g, struct oj_choice *c, const struct e
 {
 	if (!g->req.want_logprobs || !ev->logprobs || ev->n_tokens == 0)
 		return NULL;
-	return oj_logprobs(g->api, g->s->deps.tok, ev->logprobs, ev->n_tokens, &c->text_offset);
+	return oj_logprobs(g->api, lp_tok(g), ev->logprobs, ev->n_tokens, &c->text_offset);
 }
 
 static struct oj_usage usage_of(const struct gen *g)
@@ -417,7 +434,7 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 		if (rc < 0)
 			return -1;
 	} else if (g->req.want_logprobs && !c->logprobs) {
-		c->logprobs = oj_logprobs(g->api, g->s->deps.tok, NULL, 0, &c->text_offset);
+		c->logprobs = oj_logprobs(g->api, lp_tok(g), NULL, 0, &c->text_offset);
 	}
 	c->n_tokens = ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
@@ -439,7 +456,7 @@ static int lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
 	const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
 	if (!lp)
 		return 0;
-	json_t *part = oj_prompt_logprobs_echo(g->s->deps.tok, g->h_first[k], lp, n);
+	json_t *part = oj_prompt_logprobs_echo(lp_tok(g), g->h_first[k], lp, n);
 	if (!part || (*logprobs && oj_logprobs_merge(&part, *logprobs) < 0)) {
 		json_decref(part);
 		return -1;
@@ -458,7 +475,7 @@ static int add_prompt_logprobs(struct gen *g)
 		if (g->req.echo_logprobs && lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
 			return -1;
 		const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
-		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(g->s->deps.tok, lp, n)))
+		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(lp_tok(g), lp, n)))
 			return -1;
 	}
 	return 0;
@@ -656,7 +673,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 						   ? engine_prompt_logprobs(g->h[k], &n_plp) : NULL;
 	if (chunk && plp) { /* vLLM's prompt_logprobs ride on a choice's first chunk */
 		c->prompt_lp_sent = true;
-		json_t *v = oj_prompt_logprobs_vllm(g->s->deps.tok, plp, n_plp);
+		json_t *v = oj_prompt_logprobs_vllm(lp_tok(g), plp, n_plp);
 		json_t *at = g->api == SRV_API_CHAT ? chunk : json_array_get(json_object_get(chunk, "choices"), 0);
 		if (!at)
 			json_decref(v);

@@ -286,6 +286,44 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 	return 0;
 }
 
+/* vLLM's request extras that change what is computed or returned: truncate_prompt_tokens,
+ * return_tokens_as_token_ids, cache_salt; a non-zero priority needs a priority scheduler */
+static int parse_extras(const json_t *body, struct srv_request *r, struct api_error *ae)
+{
+	long long i;
+	int rc = get_int(body, "truncate_prompt_tokens", &i, ae);
+	if (rc < 0)
+		return -1;
+	if (rc) {
+		if (i < -1 || i == 0 || i > 1 << 30)
+			return api_error_set(ae, 400, "truncate_prompt_tokens",
+					     "truncate_prompt_tokens must be -1 or at least 1, got %lld.", i);
+		r->truncate_prompt_tokens = (int)i;
+	}
+	if (get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, ae) < 0)
+		return -1;
+	if ((rc = get_int(body, "priority", &i, ae)) < 0)
+		return -1;
+	if (rc && i != 0)
+		return api_error_set(ae, 400, "priority",
+				     "Got priority %lld but priority scheduling is not enabled (first come, first served).", i);
+	const json_t *v = json_object_get(body, "cache_salt");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || json_string_length(v) == 0)
+			return bad_type(ae, "cache_salt", "a non-empty string", v);
+		/* two FNV-1a streams: a 128-bit tag for the first block's parent hash */
+		uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+		const unsigned char *c = (const unsigned char *)json_string_value(v);
+		for (size_t k = 0; k < json_string_length(v); k++) {
+			a = (a ^ c[k]) * 0x100000001b3ull;
+			b = (b ^ c[k] ^ 0x5a) * 0x100000001b3ull;
+		}
+		r->sp.cache_salt[0] = a | 1; /* never the unsalted {0, 0} */
+		r->sp.cache_salt[1] = b;
+	}
+	return 0;
+}
+
 /* logprobs: a bool + top_logprobs for chat, an int for completions */
 static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv_limits *lim, struct srv_request *r,
 			  struct api_error *ae)
@@ -476,7 +514,7 @@ static int parse_sampling(const json_t *body, enum srv_api api, const struct srv
 		return -1;
 
 	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_token_lists(body, lim, r, ae) < 0 ||
-	    parse_stream(body, r, ae) < 0)
+	    parse_extras(body, r, ae) < 0 || parse_stream(body, r, ae) < 0)
 		return -1;
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)

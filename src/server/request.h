@@ -57,6 +57,8 @@ struct srv_request {
 	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
 	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
 	int32_t *allowed;	/* allowed_token_ids (owned; sp.allowed_ids points here) */
+	int truncate_prompt_tokens; /* keep the prompt's last N tokens (0: all; -1: max_model_len) */
+	bool tokens_as_ids;	/* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
 	const json_t *bad_words; /* borrowed from the body: strings the caller tokenizes into
 				  * sp.bad_words / bad_lens; NULL when none */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;

@@ -161,6 +161,27 @@ static void test_chain_distinguishes_prefix(void)
 	blocks_free_pool(p);
 }
 
+/* cache_salt: only sequences with the same salt share blocks */
+static void test_salt_isolates(void)
+{
+	struct block_pool *p = pool_make(16, true);
+	int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+	struct kv_seq a, b, c, d;
+	seq_make(&a); seq_make(&b); seq_make(&c); seq_make(&d);
+	a.salt = (struct block_hash){7, 1};
+	EXPECT_EQ_INT(blocks_allocate(p, &a, t, 8, 0, 8, NULL, 0), 0);
+	int32_t hit[4];
+	EXPECT_EQ_INT(blocks_find_cached(p, &b, t, 9, hit), 0); /* unsalted */
+	c.salt = (struct block_hash){8, 1};
+	EXPECT_EQ_INT(blocks_find_cached(p, &c, t, 9, hit), 0); /* another salt */
+	d.salt = a.salt;
+	EXPECT_EQ_INT(blocks_find_cached(p, &d, t, 9, hit), 2);	/* the same salt */
+	EXPECT(hit[0] == a.blocks[0] && hit[1] == a.blocks[1]);
+	blocks_free(p, &a);
+	kv_seq_fini(&a); kv_seq_fini(&b); kv_seq_fini(&c); kv_seq_fini(&d);
+	blocks_free_pool(p);
+}
+
 static void test_caching_off(void)
 {
 	struct block_pool *p = pool_make(8, false);
@@ -186,4 +207,4 @@ static void test_bad_sizes(void)
 }
 
 TESTS(T(test_null_block_and_fifo), T(test_prefix_hit_and_cap), T(test_eviction_order),
-      T(test_chain_distinguishes_prefix), T(test_caching_off), T(test_bad_sizes))
+      T(test_chain_distinguishes_prefix), T(test_salt_isolates), T(test_caching_off), T(test_bad_sizes))

@@ -395,6 +395,29 @@ static void test_prompt_logprobs(void)
 	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": \"all\"}", SRV_API_COMPLETION, "prompt_logprobs");
 }
 
-TESTS(T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
+/* truncate_prompt_tokens, return_tokens_as_token_ids, cache_salt, priority */
+static void test_extras(void)
+{
+	init_base();
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 5, \"return_tokens_as_token_ids\": true, \"cache_salt\": \"tenant-a\", \"priority\": 0}",
+			    SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.truncate_prompt_tokens == 5 && r.tokens_as_ids);
+	uint64_t a0 = r.sp.cache_salt[0], a1 = r.sp.cache_salt[1];
+	EXPECT(a0 != 0);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"cache_salt\": \"tenant-b\"}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.sp.cache_salt[0] != a0 || r.sp.cache_salt[1] != a1);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\"}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.sp.cache_salt[0] == 0 && r.sp.cache_salt[1] == 0 && r.truncate_prompt_tokens == 0);
+	srv_request_fini(&r);
+	expect_400("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 0}", SRV_API_COMPLETION, "truncate_prompt_tokens");
+	expect_400("{\"prompt\": \"x\", \"cache_salt\": \"\"}", SRV_API_COMPLETION, "cache_salt");
+	expect_400("{\"prompt\": \"x\", \"priority\": 3}", SRV_API_COMPLETION, "priority");
+}
+
+TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
       T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
       T(test_error_body))

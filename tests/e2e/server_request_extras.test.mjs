@@ -1,10 +1,12 @@
-// vLLM's allowed_token_ids and bad_words through the official openai client (tiny-v3):
-// only allowed tokens come back, a banned word disappears from a greedy text that had it,
-// and bad lists are 400s naming the field. Engine side: tests/unit/test_engine_token_lists.c.
+// vLLM's request extras through the official openai client (tiny-v3): allowed_token_ids
+// (only those come back), bad_words (a banned word disappears from a greedy text that had
+// it), truncate_prompt_tokens (the prompt's last N tokens), return_tokens_as_token_ids, and
+// cache_salt (prefix-cache hits only between requests with the same salt); bad values are
+// 400s naming the field. Engine side: tests/unit/test_engine_token_lists.c, test_blocks.c.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { APIError } from 'openai';
-import { startServer } from './server_lib.mjs';
+import { idPrompt, metric, startServer, waitIdle } from './server_lib.mjs';
 
 let srv, client;
 const MODEL = 'tiny-v3';
@@ -42,11 +44,38 @@ test('bad_words: a word of the greedy text never comes back', async () => {
 });
 
 test('bad lists are 400s naming the field', async () => {
-  for (const [field, value] of [['allowed_token_ids', [5000]], ['allowed_token_ids', 'x'], ['bad_words', [3]], ['bad_words', ['']]]) {
+  for (const [field, value] of [['allowed_token_ids', [5000]], ['allowed_token_ids', 'x'], ['bad_words', [3]], ['bad_words', ['']],
+    ['truncate_prompt_tokens', 0], ['truncate_prompt_tokens', 100000], ['cache_salt', ''], ['priority', 2]]) {
     await assert.rejects(
       client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, [field]: value }),
       (e) => e instanceof APIError && e.status === 400 && e.param === field,
       `${field}: ${JSON.stringify(value)}`,
     );
   }
+});
+
+test('truncate_prompt_tokens keeps the last N prompt tokens', async () => {
+  const ids = idPrompt(5, 40);
+  const a = await client.completions.create({ model: MODEL, prompt: ids, max_tokens: 6, temperature: 0, truncate_prompt_tokens: 10 });
+  const b = await client.completions.create({ model: MODEL, prompt: ids.slice(-10), max_tokens: 6, temperature: 0 });
+  assert.equal(a.usage.prompt_tokens, 10);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+});
+
+test('return_tokens_as_token_ids names tokens by id', async () => {
+  const r = await client.completions.create({ model: MODEL, prompt: 'hello', max_tokens: 4, logprobs: 1, return_tokens_as_token_ids: true });
+  for (const t of r.choices[0].logprobs.tokens) assert.match(t, /^token_id:\d+$/);
+});
+
+test('cache_salt: prefix-cache hits only under the same salt', async () => {
+  const prompt = idPrompt(31, 70); // four full blocks of 16
+  const hits = async () => metric(await waitIdle(srv.base), 'mlaserve:prefix_cache_hits_total');
+  const ask = (salt) => client.completions.create({ model: MODEL, prompt, max_tokens: 1, ...(salt ? { cache_salt: salt } : {}) });
+  await ask('tenant-a');
+  const h0 = await hits();
+  await ask('tenant-b');
+  await ask(null);
+  assert.equal(await hits(), h0, 'another salt and no salt miss');
+  await ask('tenant-a');
+  assert.ok((await hits()) >= h0 + 64, 'the same salt hits');
 });
