@@ -358,6 +358,20 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 			goto out;
 		g->h_prompt_tokens[i] = (int)n_ids[i];
 		g->h_first[i] = ids[i][0];
+		if (g->req.return_token_ids) { /* vLLM's return_token_ids: the prompt's ids */
+			json_t *a = json_array();
+			for (size_t t = 0; a && t < n_ids[i]; t++)
+				json_array_append_new(a, json_integer(ids[i][t]));
+			for (int c = 0; a && c < g->n; c++) {
+				g->ch[i * g->n + c].prompt_token_ids = json_incref(a);
+				g->ch[i * g->n + c].token_ids = json_array();
+			}
+			json_decref(a);
+			if (!a) {
+				api_error_set(ae, 500, NULL, "out of memory");
+				goto out;
+			}
+		}
 		if (g->echo[i] && g->api == SRV_API_COMPLETION)
 			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
 				g->ch[i * g->n + c].text_offset = oj_count_chars(g->echo[i], g->echo_len[i]);
@@ -439,6 +453,9 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	c->n_tokens = ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
 		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+	for (int t = 0; c->token_ids && t < ev->n_tokens; t++)
+		if (json_array_append_new(c->token_ids, json_integer(ev->token_ids[t])) < 0)
+			return -1;
 	if (ev->finish != ENGINE_FINISH_NONE)
 		oj_choice_finish(c, ev);
 	if (ev->error && !g->failed) {
@@ -681,6 +698,21 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 			json_decref(chunk);
 			chunk = NULL;
 		}
+	}
+	if (chunk && g->req.return_token_ids) { /* the delta's ids; the prompt's on the first */
+		json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
+		json_t *d = json_array();
+		for (int t = 0; d && t < ev->n_tokens; t++)
+			json_array_append_new(d, json_integer(ev->token_ids[t]));
+		if (!choice || !d || json_object_set_new(choice, "token_ids", d) < 0 ||
+		    (!c->prompt_ids_sent && c->prompt_token_ids &&
+		     json_object_set(g->api == SRV_API_CHAT ? chunk : choice, "prompt_token_ids", c->prompt_token_ids) < 0)) {
+			if (!choice)
+				json_decref(d);
+			json_decref(chunk);
+			chunk = NULL;
+		}
+		c->prompt_ids_sent = true;
 	}
 	int rc = emit(out, chunk);
 	sbuf_fini(&text);

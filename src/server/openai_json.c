@@ -247,6 +247,8 @@ void oj_choice_fini(struct oj_choice *c)
 	json_decref(c->tool_calls);
 	json_decref(c->logprobs);
 	json_decref(c->prompt_logprobs);
+	json_decref(c->token_ids);
+	json_decref(c->prompt_token_ids);
 	free(c->stop_str);
 	memset(c, 0, sizeof *c);
 }
@@ -321,6 +323,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       chat_finish(c->finish, c->tool_calls), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));
+		if (ch && c->token_ids) /* return_token_ids */
+			json_object_set(ch, "token_ids", c->token_ids);
 		if (!ch || json_array_append_new(arr, ch) < 0) {
 			json_decref(arr);
 			return NULL;
@@ -330,10 +334,11 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		return NULL;
 	/* the request's prompt logprobs (vLLM's top-level field: one prompt per chat) */
 	json_t *plp = n > 0 && choices[0].prompt_logprobs ? json_incref(choices[0].prompt_logprobs) : json_null();
-	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:n, s:n}", "id", id,
+	json_t *pids = n > 0 && choices[0].prompt_token_ids ? json_incref(choices[0].prompt_token_ids) : json_null();
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:n}", "id", id,
 			 "object", "chat.completion", "created", (json_int_t)created, "model", model,
 			 "choices", arr, "service_tier", "system_fingerprint", "usage",
-			 oj_usage_json(u, true), "prompt_logprobs", plp, "prompt_token_ids",
+			 oj_usage_json(u, true), "prompt_logprobs", plp, "prompt_token_ids", pids,
 			 "kv_transfer_params");
 }
 
@@ -351,6 +356,10 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 		if (ch)
 			json_object_set_new(ch, "prompt_logprobs",
 					    c->prompt_logprobs ? json_incref(c->prompt_logprobs) : json_null());
+		if (ch && c->token_ids) /* return_token_ids (vLLM: only then) */
+			json_object_set(ch, "token_ids", c->token_ids);
+		if (ch && c->prompt_token_ids)
+			json_object_set(ch, "prompt_token_ids", c->prompt_token_ids);
 		if (!ch || json_array_append_new(arr, ch) < 0) {
 			json_decref(arr);
 			return NULL;

@@ -24,6 +24,9 @@ struct oj_choice {
 	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
 	json_t *prompt_logprobs;  /* vLLM's prompt_logprobs list, or NULL (null) */
 	bool prompt_lp_sent;	  /* streaming: they went out with a chunk */
+	json_t *token_ids;	  /* return_token_ids: the output's ids (accumulated), or NULL */
+	json_t *prompt_token_ids; /* return_token_ids: the prompt's (a reference), or NULL */
+	bool prompt_ids_sent;	  /* streaming: they went out with a chunk */
 	size_t text_offset;	  /* completions logprobs: characters before the next token */
 	enum engine_finish finish;
 	int32_t stop_token;	  /* -1 none */

@@ -300,7 +300,8 @@ static int parse_extras(const json_t *body, struct srv_request *r, struct api_er
 					     "truncate_prompt_tokens must be -1 or at least 1, got %lld.", i);
 		r->truncate_prompt_tokens = (int)i;
 	}
-	if (get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, ae) < 0)
+	if (get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, ae) < 0 ||
+	    get_bool(body, "return_token_ids", &r->return_token_ids, ae) < 0)
 		return -1;
 	if ((rc = get_int(body, "priority", &i, ae)) < 0)
 		return -1;

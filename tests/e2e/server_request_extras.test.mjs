@@ -79,3 +79,25 @@ test('cache_salt: prefix-cache hits only under the same salt', async () => {
   await ask('tenant-a');
   assert.ok((await hits()) >= h0 + 64, 'the same salt hits');
 });
+
+test('return_token_ids: the prompt and output ids, whole and streamed', async () => {
+  const prompt = idPrompt(8, 12);
+  const req = { model: MODEL, prompt, max_tokens: 5, temperature: 0, ignore_eos: true, return_token_ids: true, n: 1 };
+  const r = await client.completions.create(req);
+  assert.deepEqual(r.choices[0].prompt_token_ids, prompt);
+  assert.equal(r.choices[0].token_ids.length, 5);
+  const s = await client.completions.create({ ...req, stream: true });
+  const ids = [];
+  let pids = null;
+  for await (const c of s) {
+    ids.push(...(c.choices[0]?.token_ids ?? []));
+    if (c.choices[0]?.prompt_token_ids) pids = c.choices[0].prompt_token_ids;
+  }
+  assert.deepEqual(ids, r.choices[0].token_ids);
+  assert.deepEqual(pids, prompt);
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, return_token_ids: true });
+  assert.equal(chat.prompt_token_ids.length, chat.usage.prompt_tokens);
+  assert.equal(chat.choices[0].token_ids.length, chat.usage.completion_tokens);
+  const plain = await client.completions.create({ model: MODEL, prompt, max_tokens: 2 });
+  assert.equal(plain.choices[0].token_ids, undefined);
+});
