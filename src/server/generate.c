@@ -817,6 +817,10 @@ enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
 		gen_free(g);
 		return res;
 	}
+	if (g->req.request_id) { /* vLLM: the caller's id after the prefix */
+		snprintf(g->id, sizeof g->id, "%s%s", api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-", g->req.request_id);
+		snprintf(r->id, sizeof r->id, "%s", g->id);
+	}
 	if (g->req.stream) {
 		g->streaming = true;
 		return http_reply_stream(r, &gen_stream_ops, g); /* stream_close frees g */

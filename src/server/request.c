@@ -303,6 +303,16 @@ static int parse_extras(const json_t *body, struct srv_request *r, struct api_er
 	if (get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, ae) < 0 ||
 	    get_bool(body, "return_token_ids", &r->return_token_ids, ae) < 0)
 		return -1;
+	if ((rc = get_int(body, "best_of", &i, ae)) < 0)
+		return -1;
+	if (rc && i != r->sp.n) /* vLLM V1 has no best_of either: only best_of = n means anything */
+		return api_error_set(ae, 400, "best_of", "best_of is not supported (only best_of = n), got %lld.", i);
+	const char *rid = NULL;
+	if (get_str(body, "request_id", &rid, ae) < 0)
+		return -1;
+	if (rid && (!*rid || strlen(rid) > 48 || strspn(rid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != strlen(rid)))
+		return api_error_set(ae, 400, "request_id", "request_id must be 1 to 48 characters of [A-Za-z0-9-_.:]");
+	r->request_id = rid;
 	if ((rc = get_int(body, "priority", &i, ae)) < 0)
 		return -1;
 	if (rc && i != 0)

@@ -60,6 +60,7 @@ struct srv_request {
 	int truncate_prompt_tokens; /* keep the prompt's last N tokens (0: all; -1: max_model_len) */
 	bool tokens_as_ids;	/* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
 	bool return_token_ids;	/* vLLM's return_token_ids: token_ids / prompt_token_ids */
+	const char *request_id;	/* borrowed from the body: the response id is the prefix + it */
 	const json_t *bad_words; /* borrowed from the body: strings the caller tokenizes into
 				  * sp.bad_words / bad_lens; NULL when none */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;

@@ -101,3 +101,19 @@ test('return_token_ids: the prompt and output ids, whole and streamed', async ()
   const plain = await client.completions.create({ model: MODEL, prompt, max_tokens: 2 });
   assert.equal(plain.choices[0].token_ids, undefined);
 });
+
+test('request_id names the response; best_of other than n is a 400', async () => {
+  const r = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, request_id: 'job-42.a' });
+  assert.equal(r.id, 'cmpl-job-42.a');
+  const c = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 1, request_id: 'job-43' });
+  assert.equal(c.id, 'chatcmpl-job-43');
+  for (const [field, value] of [['best_of', 3], ['request_id', 'a b'], ['request_id', '']]) {
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, [field]: value }),
+      (e) => e instanceof APIError && e.status === 400 && e.param === field,
+      `${field}: ${JSON.stringify(value)}`,
+    );
+  }
+  const ok = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, best_of: 1 });
+  assert.equal(ok.choices.length, 1);
+});
