@@ -511,13 +511,16 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	}
 	if (n_ids) {
 		int32_t *o = s->owned_ids;
-		memcpy(o, p->allowed_ids, sizeof *o * (size_t)p->n_allowed);
+		if (p->n_allowed)
+			memcpy(o, p->allowed_ids, sizeof *o * (size_t)p->n_allowed);
 		s->p.allowed_ids = o;
 		o += p->n_allowed;
-		memcpy(o, p->bad_words, sizeof *o * (size_t)n_bad_tok);
+		if (n_bad_tok)
+			memcpy(o, p->bad_words, sizeof *o * (size_t)n_bad_tok);
 		s->p.bad_words = o;
 		o += n_bad_tok;
-		memcpy(o, p->bad_lens, sizeof *o * (size_t)p->n_bad);
+		if (p->n_bad)
+			memcpy(o, p->bad_lens, sizeof *o * (size_t)p->n_bad);
 		s->p.bad_lens = o;
 	}
 	int max_tokens = eng->max_model_len - n_prompt;
