@@ -3,7 +3,7 @@
 # prints its numbers. `make bench` runs this after building everything (the quick version of
 # every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
 # directory. Run one section with: bash bench/run.sh tokenizer. Sections: guide tokenizer forward
-# gemm throughput scaling paths threshold blocksize prefix serve dcp. BENCH_FULL=1 runs the sizes
+# gemm throughput scaling paths threshold blocksize prefix serve dcp spec. BENCH_FULL=1 runs the sizes
 # docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
@@ -208,6 +208,17 @@ fi
 if want dcp; then
 	echo "== dcp (KV capacity and decode attention, D = 1, 2, 4)"
 	BUILD="$BUILD" bash bench/dcp.sh
+fi
+
+# Speculative decoding (n-gram drafts) against plain decoding, same prompts, alternating.
+if want spec; then
+	echo "== spec (n-gram drafts vs plain decoding)"
+	if [ "$full" = 1 ]; then
+		BUILD="$BUILD" bash bench/spec_decode.sh bench/configs/bench-v3fp8-2L "1 4" 2 3 | tee "$OUT/spec.txt"
+	else
+		BUILD="$BUILD" bash bench/spec_decode.sh bench/configs/bench-v2lite-4L "1" 1 3 | tee "$OUT/spec.txt"
+	fi
+	note "spec: $(awk 'NR > 1 {printf "%s b%s %s; ", $1, $2, $6}' "$OUT/spec.txt")"
 fi
 
 if [ -s "$summary" ]; then

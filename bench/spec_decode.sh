@@ -21,15 +21,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 # prompts REGIME BATCH: 64-token id prompts, 128 new tokens each
 prompts() {
-	python3 - "$1" "$2" <<'PY'
+	python3 - "$1" "$2" "$CFG/config.json" <<'PY'
 import json, random, sys
 regime, batch = sys.argv[1], int(sys.argv[2])
+vocab = json.load(open(sys.argv[3]))["vocab_size"]
+top = min(vocab, 30000)
 for i in range(batch):
     r = random.Random(i)
-    line = {"prompt_token_ids": [0] + [r.randrange(100, 30000) for _ in range(63)],
+    line = {"prompt_token_ids": [0] + [r.randrange(2, top) for _ in range(63)],
             "max_tokens": 128, "ignore_eos": True, "temperature": 0}
     if regime == "repeat":
-        line["logit_bias"] = {str(1000 + 11 * i): 30, str(2000 + 11 * i): 30}
+        line["logit_bias"] = {str((1000 + 11 * i) % (top - 2) + 2): 30, str((2000 + 11 * i) % (top - 2) + 2): 30}
     print(json.dumps(line))
 PY
 }
