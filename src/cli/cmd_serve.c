@@ -61,7 +61,9 @@ static void serve_usage(FILE *f)
 		"                                  deepseek_v3: the same when chat_template_kwargs\n"
 		"                                  has \"thinking\": true, as V3.1 / V3.2 use it)\n"
 		"  --disable-log-requests          no access-log line per request\n"
-		"  --disable-log-stats             no periodic throughput line\n");
+		"  --disable-log-stats             no periodic throughput line\n"
+		"  --enable-prompt-tokens-details  usage.prompt_tokens_details.cached_tokens: the\n"
+		"                                  prompt tokens read from the prefix cache\n");
 	engine_args_usage(f);
 }
 
@@ -150,6 +152,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			o->log_requests = true;
 		} else if (!strcmp(a, "--disable-log-stats")) {
 			o->log_stats = false;
+		} else if (!strcmp(a, "--enable-prompt-tokens-details")) {
+			o->sc.prompt_tokens_details = true;
 		} else if (a[0] != '-' && !o->model_arg) {
 			o->model_arg = a;
 		} else {

@@ -30,6 +30,7 @@ struct gen {
 	bool *h_ended;
 	int *h_prompt_tokens;
 	int32_t *h_first;	/* per prompt: its first token (echoed logprobs name it) */
+	int *h_cached;		/* per prompt: its tokens read from the prefix cache (choice 0's) */
 	int32_t *bad_tok, *bad_lens; /* bad_words tokenized (req.sp points here) */
 	int n;			/* choices per prompt */
 	int n_choices;		/* n_handles * n */
@@ -101,6 +102,7 @@ static void gen_free(struct gen *g)
 	free(g->h_ended);
 	free(g->h_prompt_tokens);
 	free(g->h_first);
+	free(g->h_cached);
 	free(g->bad_tok);
 	free(g->bad_lens);
 	srv_request_fini(&g->req);
@@ -293,6 +295,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	g->h_ended = calloc((size_t)g->n_handles, sizeof *g->h_ended);
 	g->h_prompt_tokens = calloc((size_t)g->n_handles, sizeof *g->h_prompt_tokens);
 	g->h_first = calloc((size_t)g->n_handles, sizeof *g->h_first);
+	g->h_cached = calloc((size_t)g->n_handles, sizeof *g->h_cached);
 	g->echo = calloc((size_t)g->n_handles, sizeof *g->echo);
 	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
 	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
@@ -308,7 +311,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	if (g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced) &&
 	    !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
 		return api_error_set(ae, 500, NULL, "out of memory");
-	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->h_first || !g->echo || !g->echo_len ||
+	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->h_first || !g->h_cached || !g->echo || !g->echo_len ||
 	    !g->echo_sent || !g->ch)
 		return api_error_set(ae, 500, NULL, "out of memory");
 	for (int i = 0; i < g->n_choices; i++) {
@@ -424,9 +427,11 @@ static json_t *event_logprobs(struct gen *g, struct oj_choice *c, const struct e
 
 static struct oj_usage usage_of(const struct gen *g)
 {
-	struct oj_usage u = {0, 0};
-	for (int i = 0; i < g->n_handles; i++)
+	struct oj_usage u = {0, 0, 0, g->s->cfg.prompt_tokens_details};
+	for (int i = 0; i < g->n_handles; i++) {
 		u.prompt_tokens += g->h_prompt_tokens[i];
+		u.cached_tokens += g->h_cached[i];
+	}
 	for (int i = 0; i < g->n_choices; i++)
 		u.completion_tokens += g->ch[i].n_tokens;
 	return u;
@@ -453,6 +458,8 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	c->n_tokens = ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
 		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+	if (ev->index == 0)
+		g->h_cached[k] = ev->n_cached_tokens;
 	for (int t = 0; c->token_ids && t < ev->n_tokens; t++)
 		if (json_array_append_new(c->token_ids, json_integer(ev->token_ids[t])) < 0)
 			return -1;
@@ -612,6 +619,8 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	c->n_tokens = ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
 		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+	if (ev->index == 0)
+		g->h_cached[k] = ev->n_cached_tokens;
 	if (ev->error) {
 		struct api_error ae;
 		api_error_set(&ae, 500, NULL, "the engine failed: %s", ev->error);

@@ -273,8 +273,10 @@ json_t *oj_usage_json(const struct oj_usage *u, bool with_details)
 	json_t *o = json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
 			      "total_tokens", (json_int_t)(u->prompt_tokens + u->completion_tokens),
 			      "completion_tokens", (json_int_t)u->completion_tokens);
-	if (o && with_details)
-		json_object_set_new(o, "prompt_tokens_details", json_null());
+	if (o && (with_details || u->details))
+		json_object_set_new(o, "prompt_tokens_details",
+				    u->details ? json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached_tokens)
+					       : json_null());
 	return o;
 }
 

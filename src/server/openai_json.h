@@ -39,6 +39,8 @@ struct oj_choice {
 
 struct oj_usage {
 	long prompt_tokens, completion_tokens;
+	long cached_tokens;	/* prompt tokens read from the prefix cache */
+	bool details;		/* prompt_tokens_details: {"cached_tokens"} (else null) */
 };
 
 /* A JSON string from model bytes that may not be valid UTF-8 (broken sequences → U+FFFD). */

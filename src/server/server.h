@@ -32,6 +32,7 @@ struct server_config {
 	int tool_parser;		/* enum tool_parser (server/tool_calls.h); 0: none */
 	bool auto_tool_choice;		/* parse tool calls when a request's tool_choice is "auto" */
 	int max_logprobs;		/* --max-logprobs: cap on logprobs / top_logprobs (0: ENGINE_MAX_LOGPROBS) */
+	bool prompt_tokens_details;	/* --enable-prompt-tokens-details: usage reports cached tokens */
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

@@ -1,7 +1,8 @@
 // vLLM's request extras through the official openai client (tiny-v3): allowed_token_ids
 // (only those come back), bad_words (a banned word disappears from a greedy text that had
 // it), truncate_prompt_tokens (the prompt's last N tokens), return_tokens_as_token_ids, and
-// cache_salt (prefix-cache hits only between requests with the same salt); bad values are
+// cache_salt (prefix-cache hits only between requests with the same salt), usage's
+// prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details); bad values are
 // 400s naming the field. Engine side: tests/unit/test_engine_token_lists.c, test_blocks.c.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -12,7 +13,7 @@ let srv, client;
 const MODEL = 'tiny-v3';
 
 before(async () => {
-  srv = await startServer(['--served-model-name', MODEL, '--dtype', 'float32']);
+  srv = await startServer(['--served-model-name', MODEL, '--dtype', 'float32', '--enable-prompt-tokens-details']);
   client = srv.client();
 });
 after(async () => {
@@ -118,4 +119,15 @@ test('request_id names the response; best_of other than n is a 400', async () =>
   }
   const ok = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, best_of: 1 });
   assert.equal(ok.choices.length, 1);
+});
+
+test('--enable-prompt-tokens-details: usage reports the prompt tokens read from the cache', async () => {
+  const prompt = idPrompt(77, 50); // three full blocks of 16
+  const req = { model: MODEL, prompt, max_tokens: 2, cache_salt: 'details' };
+  const first = await client.completions.create(req);
+  assert.deepEqual(first.usage.prompt_tokens_details, { cached_tokens: 0 });
+  const again = await client.completions.create(req);
+  assert.deepEqual(again.usage.prompt_tokens_details, { cached_tokens: 48 });
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+  assert.equal(typeof chat.usage.prompt_tokens_details.cached_tokens, 'number');
 });

@@ -129,7 +129,7 @@ static void test_chat_chunks(void)
 		    "\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
 		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]}");
 	json_decref(calls);
-	struct oj_usage u = {5, 3};
+	struct oj_usage u = {.prompt_tokens = 5, .completion_tokens = 3};
 	EXPECT_JSON(oj_usage_chunk(SRV_API_CHAT, "c", 7, "m", &u),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":8,"
@@ -153,7 +153,7 @@ static void test_full_responses(void)
 	c[1].index = 1;
 	c[1].finish = ENGINE_FINISH_LENGTH;
 	c[1].stop_token = -1;
-	struct oj_usage u = {4, 2};
+	struct oj_usage u = {.prompt_tokens = 4, .completion_tokens = 2};
 	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
 		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
@@ -266,5 +266,16 @@ static void test_models_and_ids(void)
 	EXPECT(!strncmp(a, "chatcmpl-", 9) && strcmp(a, b));
 }
 
-TESTS(T(test_utf8_sanitize), T(test_utf8_complete_prefix), T(test_sse_framing),
+static void test_usage_details(void)
+{
+	struct oj_usage u = {.prompt_tokens = 40, .completion_tokens = 2, .cached_tokens = 32, .details = true};
+	json_t *o = oj_usage_json(&u, false);
+	char *t = json_dumps(o, JSON_COMPACT);
+	EXPECT(t && !strcmp(t, "{\"prompt_tokens\":40,\"total_tokens\":42,\"completion_tokens\":2,"
+				 "\"prompt_tokens_details\":{\"cached_tokens\":32}}"));
+	free(t);
+	json_decref(o);
+}
+
+TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_utf8_complete_prefix), T(test_sse_framing),
       T(test_chat_chunks), T(test_full_responses), T(test_logprobs), T(test_models_and_ids))
