@@ -155,8 +155,9 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 /* Drafts for the next step of every choice that is decoding (ngram lookup). A backend that
  * runs only uniform decode queries gets one draft count for all: the longest proposal,
  * padded with each choice's last token (a guess like any other, verified like the rest),
- * but no more than the choice nearest its length limit can take. A shorter query would
- * leave the decode path for the prefill path: slower, and not the same rounding. */
+ * but no more than the choice nearest its length limit can take, and none at all when
+ * padding would be most of the drafts. A shorter query would leave the decode path for the
+ * prefill path: slower, and not the same rounding. */
 static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
@@ -183,6 +184,17 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		return;
 	int k = longest < least_room ? longest : least_room;
 	if (k < 0)
+		k = 0;
+	/* padding costs compute: no drafts this step if most verified tokens would be filler */
+	int n_dec = 0, proposed = 0;
+	for (int i = 0; i < o->n; i++) {
+		struct sched_req *r = o->reqs[i];
+		if (eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1) {
+			n_dec++;
+			proposed += r->n_spec < k ? r->n_spec : k;
+		}
+	}
+	if (proposed < n_dec * k - proposed)
 		k = 0;
 	for (int i = 0; i < o->n; i++) {
 		if (!eng->alive[i])
