@@ -208,69 +208,6 @@ static int submit_error(int rc, const struct err *e, struct api_error *ae)
 }
 
 /* Everything up to the engine submissions. On failure *ae is set. */
-/* vLLM's bad_words: each word's tokens, and those of " " + the word when that is a
- * different first token of the same length (a word mid-text) */
-static int tokenize_bad_words(struct gen *g, struct api_error *ae)
-{
-	const json_t *words = g->req.bad_words;
-	if (!words)
-		return 0;
-	if (!g->s->deps.tok)
-		return api_error_set(ae, 400, "bad_words", "bad_words need a tokenizer");
-	size_t nw = json_array_size(words), cap = 0, n_tok = 0;
-	int n_seq = 0;
-	if (!(g->bad_lens = malloc(sizeof *g->bad_lens * nw * 2)))
-		return api_error_set(ae, 500, NULL, "out of memory");
-	for (size_t k = 0; k < nw; k++) {
-		const char *w = json_string_value(json_array_get(words, k));
-		while (*w == ' ' || *w == '\t' || *w == '\n' || *w == '\r')
-			w++;
-		int32_t *first = NULL;
-		size_t n_first = 0;
-		for (int spaced = 0; spaced < 2; spaced++) {
-			char *text = NULL;
-			if (asprintf(&text, "%s%s", spaced ? " " : "", w) < 0)
-				return api_error_set(ae, 500, NULL, "out of memory");
-			int32_t *ids = NULL;
-			size_t n = 0;
-			struct err e;
-			int rc = tok_encode(g->s->deps.tok, text, strlen(text), false, &ids, &n, &e);
-			free(text);
-			if (rc < 0) {
-				free(ids);
-				free(first);
-				return api_error_set(ae, 400, "bad_words", "bad_words[%zu]: %s", k, e.msg);
-			}
-			bool keep = n > 0 && (!spaced || (n_first == n && first && first[0] != ids[0]));
-			if (keep && n_tok + n > cap) {
-				cap = (n_tok + n) * 2;
-				int32_t *nt = realloc(g->bad_tok, sizeof *nt * cap);
-				if (!nt) {
-					free(ids);
-					free(first);
-					return api_error_set(ae, 500, NULL, "out of memory");
-				}
-				g->bad_tok = nt;
-			}
-			if (keep) {
-				memcpy(g->bad_tok + n_tok, ids, sizeof *ids * n);
-				n_tok += n;
-				g->bad_lens[n_seq++] = (int32_t)n;
-			}
-			if (!spaced) {
-				first = ids, n_first = n;
-			} else {
-				free(ids);
-			}
-		}
-		free(first);
-	}
-	g->req.sp.bad_words = g->bad_tok;
-	g->req.sp.bad_lens = g->bad_lens;
-	g->req.sp.n_bad = n_seq;
-	return 0;
-}
-
 static int gen_prepare(struct gen *g, struct api_error *ae)
 {
 	struct server *s = g->s;
@@ -283,8 +220,13 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	if (routes_check_model(s, g->req.model, ae) < 0)
 		return -1;
 	g->model = routes_model_name(s); /* vLLM answers with the first served name */
-	if (tokenize_bad_words(g, ae) < 0)
-		return -1;
+	if (g->req.bad_words) {
+		if (srv_bad_words_tokenize(s->deps.tok, g->req.bad_words, &g->bad_tok, &g->bad_lens,
+					   &g->req.sp.n_bad, ae) < 0)
+			return -1;
+		g->req.sp.bad_words = g->bad_tok;
+		g->req.sp.bad_lens = g->bad_lens;
+	}
 	struct err e;
 	if (sampling_params_validate(&g->req.sp, s->lim.vocab_size, &e) < 0)
 		return api_error_set(ae, 400, NULL, "%s", e.msg);

@@ -77,6 +77,14 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 		      char *unknown, size_t n_unknown);
 void srv_request_fini(struct srv_request *r);
 
+struct tok;
+/* vLLM's bad_words tokenized: each word's tokens (leading whitespace dropped), and those of
+ * " " + the word when that gives a different first token of the same length (a word in the
+ * middle of a text). The sequences back to back in *tok_out (malloc'd), their lengths in
+ * *lens_out (malloc'd), *n_out of them. 400 when there is no tokenizer. */
+int srv_bad_words_tokenize(const struct tok *tok, const json_t *words, int32_t **tok_out,
+			   int32_t **lens_out, int *n_out, struct api_error *ae);
+
 /* Checks a prompt of n_prompt tokens against max_model_len with vLLM's messages (400):
  * the prompt must leave room for one token, and an explicit max_tokens must fit. */
 int srv_request_check_length(const struct srv_request *r, int n_prompt, int max_model_len,
