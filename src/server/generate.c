@@ -386,9 +386,10 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 		return 0;
 	struct oj_choice *c = &g->ch[k * g->n + ev->index];
 	note_first_token(g, ev);
-	if (ev->text_len && sbuf_append(&c->text, ev->text, ev->text_len) < 0)
+	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
+	if (!drop && ev->text_len && sbuf_append(&c->text, ev->text, ev->text_len) < 0)
 		return -1;
-	json_t *lp = event_logprobs(g, c, ev);
+	json_t *lp = drop ? NULL : event_logprobs(g, c, ev);
 	if (lp) {
 		int rc = oj_logprobs_merge(&c->logprobs, lp);
 		json_decref(lp);
@@ -397,12 +398,12 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	} else if (g->req.want_logprobs && !c->logprobs) {
 		c->logprobs = oj_logprobs(g->api, lp_tok(g), NULL, 0, &c->text_offset);
 	}
-	c->n_tokens = ev->n_output_tokens;
+	c->n_tokens = drop ? 0 : ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
 		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
 	if (ev->index == 0)
 		g->h_cached[k] = ev->n_cached_tokens;
-	for (int t = 0; c->token_ids && t < ev->n_tokens; t++)
+	for (int t = 0; c->token_ids && !drop && t < ev->n_tokens; t++)
 		if (json_array_append_new(c->token_ids, json_integer(ev->token_ids[t])) < 0)
 			return -1;
 	if (ev->finish != ENGINE_FINISH_NONE)
@@ -558,7 +559,8 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	int ci = k * g->n + ev->index;
 	struct oj_choice *c = &g->ch[ci];
 	note_first_token(g, ev);
-	c->n_tokens = ev->n_output_tokens;
+	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
+	c->n_tokens = drop ? 0 : ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
 		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
 	if (ev->index == 0)
@@ -587,7 +589,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	struct sbuf reasoning = {0};
 	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
 				   &text) < 0
-		  : ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
+		  : !drop && ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
 		sbuf_fini(&text);
 		sbuf_fini(&reasoning);
 		json_decref(echo_lp);
@@ -610,7 +612,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		sbuf_fini(&text);
 		text = content;
 	}
-	json_t *lp = event_logprobs(g, c, ev);
+	json_t *lp = drop ? NULL : event_logprobs(g, c, ev);
 	if (echo_lp) {
 		if (lp && oj_logprobs_merge(&echo_lp, lp) < 0) {
 			json_decref(echo_lp);
@@ -653,7 +655,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	if (chunk && g->req.return_token_ids) { /* the delta's ids; the prompt's on the first */
 		json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
 		json_t *d = json_array();
-		for (int t = 0; d && t < ev->n_tokens; t++)
+		for (int t = 0; d && !drop && t < ev->n_tokens; t++)
 			json_array_append_new(d, json_integer(ev->token_ids[t]));
 		if (!choice || !d || json_object_set_new(choice, "token_ids", d) < 0 ||
 		    (!c->prompt_ids_sent && c->prompt_token_ids &&

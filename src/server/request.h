@@ -56,6 +56,7 @@ struct srv_request {
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
 	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
 	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
+	bool echo_only;		/* completions: echo with max_tokens 0: the prompt alone */
 	int32_t *allowed;	/* allowed_token_ids (owned; sp.allowed_ids points here) */
 	int truncate_prompt_tokens; /* keep the prompt's last N tokens (0: all; -1: max_model_len) */
 	bool tokens_as_ids;	/* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */

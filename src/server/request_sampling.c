@@ -298,6 +298,12 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct srv_li
 		rc = 1, i = 16; /* CompletionRequest.max_tokens default */
 	}
 	if (rc) {
+		if (i == 0 && api == SRV_API_COMPLETION && r->echo) {
+			/* vLLM: echo with max_tokens 0 answers the prompt alone (scoring it); one
+			 * token is generated to run the prompt and dropped */
+			r->echo_only = true;
+			i = 1;
+		}
 		if (i < 1)
 			return api_error_set(ae, 400, mt_key, "%s must be at least 1, got %lld.", mt_key,
 					     i);

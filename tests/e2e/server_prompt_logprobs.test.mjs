@@ -125,3 +125,24 @@ test('streamed prompt_logprobs ride on each choice\'s first chunk', async () => 
   for await (const c of chat) if (c.prompt_logprobs) n++, assert.equal(c.prompt_logprobs[0], null);
   assert.equal(n, 1);
 });
+
+test('echo with max_tokens 0 answers the prompt alone (scoring), whole and streamed', async () => {
+  const p = golden.prompts.find((x) => x.name === 'len17');
+  const req = { model: MODEL, prompt: p.tokens, max_tokens: 0, echo: true, logprobs: 1, temperature: 0 };
+  const r = await client.completions.create(req);
+  const c = r.choices[0];
+  assert.equal(c.logprobs.token_logprobs.length, p.tokens.length);
+  assert.equal(c.logprobs.token_logprobs[0], null);
+  for (let i = 1; i < p.tokens.length; i++)
+    assert.ok(Math.abs(c.logprobs.token_logprobs[i] - goldenLogprob(p, i - 1, p.tokens[i])) < 1e-3);
+  assert.equal(c.text, c.logprobs.tokens.join(''));
+  assert.equal(r.usage.completion_tokens, 0);
+  const s = await client.completions.create({ ...req, stream: true });
+  let text = '';
+  for await (const ch of s) text += ch.choices[0]?.text ?? '';
+  assert.equal(text, c.text);
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 0 }),
+    (e) => e instanceof APIError && e.status === 400 && e.param === 'max_tokens',
+  );
+});

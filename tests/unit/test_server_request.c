@@ -391,6 +391,11 @@ static void test_prompt_logprobs(void)
 	EXPECT_EQ_INT(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt_logprobs\": 4}", SRV_API_CHAT, &r, &ae), 0);
 	EXPECT(r.prompt_logprobs && r.sp.prompt_logprobs == 4);
 	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 1}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT(r.echo_only && r.echo_logprobs && r.sp.max_tokens == 1);
+	srv_request_fini(&r);
+	expect_400("{\"prompt\": \"x\", \"max_tokens\": 0}", SRV_API_COMPLETION, "max_tokens");
+	expect_400("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true, \"max_tokens\": 0}", SRV_API_CHAT, "max_tokens");
 	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": 21}", SRV_API_COMPLETION, "prompt_logprobs");
 	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": \"all\"}", SRV_API_COMPLETION, "prompt_logprobs");
 }
