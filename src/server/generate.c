@@ -297,6 +297,14 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 			if (n_ids[i] > (size_t)keep) {
 				memmove(ids[i], ids[i] + (n_ids[i] - (size_t)keep), sizeof *ids[i] * (size_t)keep);
 				n_ids[i] = (size_t)keep;
+				if (g->echo[i] && g->api == SRV_API_COMPLETION) { /* echo what was run */
+					free(g->echo[i]);
+					g->echo[i] = NULL;
+					if (tok_decode(s->deps.tok, ids[i], n_ids[i], false, &g->echo[i], &g->echo_len[i], &e) < 0) {
+						api_error_set(ae, 400, "prompt", "%s", e.msg);
+						goto out;
+					}
+				}
 			}
 		}
 		if (srv_request_check_length(&g->req, (int)n_ids[i], s->max_model_len, ae) < 0)

@@ -61,6 +61,13 @@ test('truncate_prompt_tokens keeps the last N prompt tokens', async () => {
   const b = await client.completions.create({ model: MODEL, prompt: ids.slice(-10), max_tokens: 6, temperature: 0 });
   assert.equal(a.usage.prompt_tokens, 10);
   assert.equal(a.choices[0].text, b.choices[0].text);
+  // echo shows the prompt that ran: a text prompt cut to its last 4 tokens echoes those
+  const text = 'the quick brown fox jumps over the lazy dog';
+  const tok = await (await fetch(`${srv.base}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, prompt: text }) })).json();
+  const cut = await client.completions.create({ model: MODEL, prompt: text, max_tokens: 0, echo: true, truncate_prompt_tokens: 4 });
+  const whole = await client.completions.create({ model: MODEL, prompt: tok.tokens.slice(-4), max_tokens: 0, echo: true });
+  assert.equal(cut.choices[0].text, whole.choices[0].text);
+  assert.ok(text.endsWith(cut.choices[0].text.trimStart()), JSON.stringify(cut.choices[0].text));
 });
 
 test('return_tokens_as_token_ids names tokens by id', async () => {
