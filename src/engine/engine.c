@@ -343,7 +343,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	struct sched_config sc = {.max_num_seqs = o->max_num_seqs,
 				  .max_num_batched_tokens = o->max_num_batched_tokens,
-				  .max_model_len = eng->max_model_len};
+				  .max_model_len = eng->max_model_len,
+				  /* prompt logprobs: their fp32 logits rows, all requests together */
+				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
 	/* An override replaces the declared value before the rule is applied, so DCP still

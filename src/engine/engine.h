@@ -39,8 +39,9 @@ struct guide_grammar;
 #define ENGINE_MAX_STOP_STRS 16	  /* stop strings per request */
 #define ENGINE_MAX_STOP_STR_LEN 512 /* bytes per stop string */
 #define ENGINE_MAX_LOGIT_BIAS 300
-#define ENGINE_PROMPT_LOGPROBS_CHUNK 256 /* prompt tokens per step of a prompt_logprobs request:
-					  * bounds its fp32 logits rows [256, vocab] */
+#define ENGINE_PROMPT_LOGPROBS_CHUNK 256 /* prompt tokens per step of the prompt_logprobs
+					  * requests together: bounds their fp32 logits rows
+					  * [256, vocab] */
 
 /* ---- sampling parameters (vLLM SamplingParams semantics, spec C.2) ---- */
 
@@ -241,8 +242,8 @@ int engine_next_event(struct engine_req *r, struct engine_event *ev, int timeout
  * the tokens before it (i >= 1; lp[0] is unused: the first token has none), *n the prompt
  * length. NULL until the whole prompt was run (always so once any choice's token event or
  * end was read, unless the request was cancelled or failed first) or when not asked. Such
- * a request computes its whole prompt (no prefix-cache hit), in steps of at most
- * ENGINE_PROMPT_LOGPROBS_CHUNK tokens. Valid until engine_release. */
+ * a request computes its whole prompt (no prefix-cache hit); the prompt_logprobs requests of
+ * a step run at most ENGINE_PROMPT_LOGPROBS_CHUNK prompt tokens together. Valid until engine_release. */
 const struct engine_logprob *engine_prompt_logprobs(struct engine_req *r, int *n);
 
 /* ---- metrics (spec C.8) ---- */

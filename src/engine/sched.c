@@ -174,6 +174,7 @@ void sched_step(struct sched *s, struct sched_output *o)
 {
 	int budget = s->c.max_num_batched_tokens;
 	int n_out = 0, n_preempted = 0;
+	int chunked = s->c.chunk_budget > 0 ? s->c.chunk_budget : 1 << 30; /* left this step */
 	/* 1. running requests, in admission order */
 	for (int i = 0; i < s->n_running && budget > 0;) {
 		struct sched_req *r = s->running[i];
@@ -182,6 +183,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			n = s->c.long_prefill_token_threshold;
 		if (r->max_chunk > 0 && n > r->max_chunk)
 			n = r->max_chunk;
+		if (r->max_chunk > 0 && n > chunked)
+			n = chunked;
 		if (n > budget)
 			n = budget;
 		if (n > s->c.max_model_len - 1 - r->n_computed)
@@ -203,6 +206,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			for (int k = 0; k < n_out; k++) /* FCFS never picks a scheduled one */
 				if (s->out[k] == v) {
 					budget += v->n_sched;
+					if (v->max_chunk > 0)
+						chunked += v->n_sched;
 					memmove(&s->out[k], &s->out[k + 1], sizeof *s->out * (size_t)(n_out - k - 1));
 					n_out--;
 					break;
@@ -216,6 +221,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			break;
 		r->n_sched = n;
 		r->step_start = r->n_computed;
+		if (r->max_chunk > 0)
+			chunked -= n;
 		/* the drafts that fit the budget (the last known token comes first) */
 		r->n_spec = r->n_computed + n > r->n_tokens ? r->n_computed + n - r->n_tokens : 0;
 		s->out[n_out++] = r;
@@ -235,6 +242,10 @@ void sched_step(struct sched *s, struct sched_output *o)
 				n = s->c.long_prefill_token_threshold;
 			if (r->max_chunk > 0 && n > r->max_chunk)
 				n = r->max_chunk;
+			if (r->max_chunk > 0 && n > chunked)
+				n = chunked;
+			if (n <= 0)
+				break; /* FCFS: the next waits for the next step */
 			if (n > budget)
 				n = budget;
 			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, 0, n, s->hit,
@@ -253,6 +264,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			r->step_start = n_cached;
 			s->out[n_out++] = r;
 			budget -= n;
+			if (r->max_chunk > 0)
+				chunked -= n;
 		}
 	}
 	/* 3. advance num_computed right away (_update_after_schedule) */

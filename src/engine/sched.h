@@ -66,6 +66,8 @@ struct sched_config {
 	int max_num_batched_tokens;
 	int max_model_len;
 	int long_prefill_token_threshold; /* 0 = off */
+	int chunk_budget;	/* > 0: the tokens per step of all requests with a max_chunk
+				 * together (their logits rows: prompt logprobs) */
 };
 
 struct sched_counters {

@@ -76,6 +76,37 @@ static struct engine *new_engine(int budget)
 	return eng;
 }
 
+/* lp[1..n) against the log-softmax of the golden rows before each position. */
+static void verify(const struct engine_logprob *lp, const struct golden *g, int top, const char *what)
+{
+	double worst = 0;
+	for (int i = 1; lp && i < g->n; i++) {
+		const float *row = g->logits + (size_t)(i - 1) * (size_t)g->vocab;
+		double mx = row[0], z = 0;
+		for (int v = 1; v < g->vocab; v++)
+			mx = row[v] > mx ? row[v] : mx;
+		for (int v = 0; v < g->vocab; v++)
+			z += exp(row[v] - mx);
+		double lse = mx + log(z);
+		const struct engine_logprob *x = &lp[i];
+		EXPECTF(x->token == g->ids[i], "%s: position %d token %d, prompt %d", what, i, x->token, g->ids[i]);
+		double d = fabs(x->logprob - (row[g->ids[i]] - lse));
+		worst = d > worst ? d : worst;
+		int rank = 1;
+		for (int v = 0; v < g->vocab; v++)
+			rank += row[v] > row[g->ids[i]];
+		EXPECTF(abs(x->rank - rank) <= 1, "%s: position %d rank %d, golden %d", what, i, x->rank, rank);
+		EXPECT_EQ_INT(x->n_top, top);
+		for (int k = 0; k < x->n_top; k++) {
+			double want = row[x->top_ids[k]] - lse;
+			EXPECTF(fabs(x->top_logprobs[k] - want) < 1e-3, "%s: position %d top %d", what, i, k);
+			if (k > 0)
+				EXPECT(x->top_logprobs[k] <= x->top_logprobs[k - 1]);
+		}
+	}
+	EXPECTF(worst < 1e-3, "%s: logprobs off the golden by up to %g", what, worst);
+}
+
 /* Runs g's prompt with prompt_logprobs = top (n choices, next to a plain request) and checks
  * every position against the golden log-softmax. */
 static void check(struct engine *eng, const struct golden *g, int top, int n, const char *what)
@@ -108,32 +139,7 @@ static void check(struct engine *eng, const struct golden *g, int top, int n, co
 	while (engine_next_event(other, &ev, 60000) == ENGINE_EV_OK)
 		;
 	engine_release(other);
-	double worst = 0;
-	for (int i = 1; lp && i < g->n; i++) {
-		const float *row = g->logits + (size_t)(i - 1) * (size_t)g->vocab;
-		double mx = row[0], z = 0;
-		for (int v = 1; v < g->vocab; v++)
-			mx = row[v] > mx ? row[v] : mx;
-		for (int v = 0; v < g->vocab; v++)
-			z += exp(row[v] - mx);
-		double lse = mx + log(z);
-		const struct engine_logprob *x = &lp[i];
-		EXPECTF(x->token == g->ids[i], "%s: position %d token %d, prompt %d", what, i, x->token, g->ids[i]);
-		double d = fabs(x->logprob - (row[g->ids[i]] - lse));
-		worst = d > worst ? d : worst;
-		int rank = 1;
-		for (int v = 0; v < g->vocab; v++)
-			rank += row[v] > row[g->ids[i]];
-		EXPECTF(abs(x->rank - rank) <= 1, "%s: position %d rank %d, golden %d", what, i, x->rank, rank);
-		EXPECT_EQ_INT(x->n_top, top);
-		for (int k = 0; k < x->n_top; k++) {
-			double want = row[x->top_ids[k]] - lse;
-			EXPECTF(fabs(x->top_logprobs[k] - want) < 1e-3, "%s: position %d top %d", what, i, k);
-			if (k > 0)
-				EXPECT(x->top_logprobs[k] <= x->top_logprobs[k - 1]);
-		}
-	}
-	EXPECTF(worst < 1e-3, "%s: logprobs off the golden by up to %g", what, worst);
+	verify(lp, g, top, what);
 	engine_release(h);
 }
 
@@ -179,6 +185,42 @@ static void test_prompt_logprobs_golden(void)
 	}
 }
 
+/* Three long prompt_logprobs requests at once share the per-step chunk budget; each gets
+ * its own prompt's logprobs. */
+static void test_concurrent(void)
+{
+	if (!g_model)
+		return;
+	struct golden g = {0};
+	if (load_golden("len300", &g) < 0) {
+		harness_fail(__FILE__, __LINE__, "golden len300");
+		free(g.logits);
+		return;
+	}
+	struct engine *eng = new_engine(512);
+	struct err e;
+	struct sampling_params p;
+	sampling_params_init(&p, NULL);
+	p.max_tokens = 3;
+	p.prompt_logprobs = 2;
+	struct engine_req *h[3];
+	for (int k = 0; eng && k < 3; k++)
+		EXPECT(engine_submit(eng, g.ids, g.n, &p, &h[k], &e) == 0);
+	for (int k = 0; eng && k < 3; k++) {
+		struct engine_event ev;
+		while (engine_next_event(h[k], &ev, 60000) == ENGINE_EV_OK)
+			;
+		int n;
+		const struct engine_logprob *lp = engine_prompt_logprobs(h[k], &n);
+		EXPECT(lp && n == g.n);
+		if (lp)
+			verify(lp, &g, 2, "concurrent");
+		engine_release(h[k]);
+	}
+	engine_free(eng);
+	free(g.logits);
+}
+
 static void test_one_token_prompt(void)
 {
 	if (!g_model)
@@ -214,4 +256,4 @@ static void test_teardown(void)
 	g_pool = NULL;
 }
 
-TESTS(T(test_prompt_logprobs_golden), T(test_one_token_prompt), T(test_teardown))
+TESTS(T(test_prompt_logprobs_golden), T(test_concurrent), T(test_one_token_prompt), T(test_teardown))

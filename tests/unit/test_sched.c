@@ -395,7 +395,33 @@ static void test_runner_plan(void)
 	fix_fini(&f);
 }
 
-TESTS(T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
+/* Requests with a max_chunk (prompt logprobs) share a per-step chunk budget, admission
+ * order first; others are not limited by it. */
+static void test_chunk_budget(void)
+{
+	struct fix f;
+	memset(&f, 0, sizeof f);
+	struct err e;
+	EXPECT(blocks_new(64, 4, true, 1, &f.pool, &e) == 0);
+	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 64,
+				 .chunk_budget = 6};
+	EXPECT(sched_new(&c, f.pool, &f.s, &e) == 0);
+	struct sched_req *a = fix_add(&f, 10, 100, 2), *b = fix_add(&f, 10, 200, 2), *d = fix_add(&f, 10, 300, 2);
+	a->max_chunk = b->max_chunk = 4;
+	fix_step(&f);
+	EXPECT_EQ_INT(a->n_sched, 4);
+	EXPECT_EQ_INT(b->n_sched, 2);
+	EXPECT(f.o.n == 3 && d->n_sched == 10); /* unlimited */
+	fix_step(&f);
+	EXPECT_EQ_INT(a->n_sched, 4);
+	EXPECT_EQ_INT(b->n_sched, 2);
+	for (int k = 0; k < 20 && sched_n_running(f.s) + sched_n_waiting(f.s) > 0; k++)
+		fix_step(&f);
+	EXPECT(a->status == SREQ_FINISHED && b->status == SREQ_FINISHED && d->status == SREQ_FINISHED);
+	fix_fini(&f);
+}
+
+TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
       T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits),
       T(test_resume_hits_cache), T(test_stop_conditions), T(test_max_model_len),
       T(test_random_workload))
