@@ -261,6 +261,25 @@ void blocks_seq_hash(const struct block_pool *p, struct kv_seq *s, const int32_t
 		s->n_hashes = full;
 }
 
+struct block_hash blocks_salt(const struct block_pool *p, const char *salt, size_t n)
+{
+	/* the same keyed SipHash as the blocks, over the bytes as tokens, with a parent no
+	 * block chain has ({0, 1}) */
+	struct block_hash h = {0, 1};
+	int32_t buf[64];
+	size_t at = 0;
+	do { /* 64 bytes at a time, each piece chained to the last */
+		int m = 0;
+		for (; m < 64 && at < n; m++, at++)
+			buf[m] = (unsigned char)salt[at];
+		struct block_hash parent = h;
+		h = siphash128(p->k0, p->k1, &parent, buf, m);
+	} while (at < n);
+	if (h.lo == 0 && h.hi == 0)
+		h.lo = 1;
+	return h;
+}
+
 int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *tokens,
 		       int n_tokens, int32_t *hit)
 {

@@ -7,6 +7,7 @@
 #define MLA_ENGINE_BLOCKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -44,6 +45,10 @@ int blocks_num_free(const struct block_pool *p);  /* in the free queue (cached o
 double blocks_usage(const struct block_pool *p); /* 1 - free / usable */
 int blocks_ref(const struct block_pool *p, int block);	    /* tests */
 bool blocks_is_cached(const struct block_pool *p, int block); /* has a registered hash */
+
+/* A request's cache_salt as the root of its chain of block hashes (kv_seq.salt): the pool's
+ * keyed hash of the bytes, never {0, 0} (no salt). */
+struct block_hash blocks_salt(const struct block_pool *p, const char *salt, size_t n);
 
 /* Extends s->hashes to cover every full block of tokens[0, n_tokens). */
 void blocks_seq_hash(const struct block_pool *p, struct kv_seq *s, const int32_t *tokens,

@@ -535,7 +535,9 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		return -1;
 	}
 	s->sr.owner = s;
-	s->sr.kv.salt = (struct block_hash){p->cache_salt[0], p->cache_salt[1]};
+	if (p->cache_salt)
+		s->sr.kv.salt = blocks_salt(eng->pool, p->cache_salt, strlen(p->cache_salt));
+	s->p.cache_salt = NULL; /* the caller's; hashed above */
 	s->sr.max_tokens = max_tokens;
 	s->sr.min_tokens = p->min_tokens;
 	s->sr.ignore_eos = p->ignore_eos;

@@ -94,8 +94,8 @@ struct sampling_params {
 	 * sampled where the output ends with the rest of it). Borrowed: engine_submit copies. */
 	const int32_t *allowed_ids;
 	int n_allowed;
-	uint64_t cache_salt[2];	  /* vLLM's cache_salt, hashed ({0, 0}: none): only requests
-				   * with the same salt share prefix-cache blocks */
+	const char *cache_salt;	  /* vLLM's cache_salt (NULL: none; borrowed, read at submit):
+				   * only requests with the same salt share prefix-cache blocks */
 	const int32_t *bad_words, *bad_lens;
 	int n_bad;
 	struct guide_grammar *guide;

@@ -158,6 +158,12 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
  * but no more than the choice nearest its length limit can take, and none at all when
  * padding would be most of the drafts. A shorter query would leave the decode path for the
  * prefill path: slower, and not the same rounding. */
+static bool decoding(const struct engine *eng, const struct sched_output *o, int i)
+{
+	const struct sched_req *r = o->reqs[i];
+	return eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
+}
+
 static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
@@ -165,11 +171,9 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		return; /* every n_spec is 0 after sched_update */
 	int longest = 0, least_room = c->k;
 	for (int i = 0; i < o->n; i++) {
-		if (!eng->alive[i])
+		if (!decoding(eng, o, i))
 			continue;
 		struct sched_req *r = o->reqs[i];
-		if (r->status != SREQ_RUNNING || r->n_computed != r->n_tokens - 1)
-			continue;
 		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
 		int k = c->k < room ? c->k : room;
 		r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
@@ -187,21 +191,17 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		k = 0;
 	/* padding costs compute: no drafts this step if most verified tokens would be filler */
 	int n_dec = 0, proposed = 0;
-	for (int i = 0; i < o->n; i++) {
-		struct sched_req *r = o->reqs[i];
-		if (eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1) {
+	for (int i = 0; i < o->n; i++)
+		if (decoding(eng, o, i)) {
 			n_dec++;
-			proposed += r->n_spec < k ? r->n_spec : k;
+			proposed += o->reqs[i]->n_spec < k ? o->reqs[i]->n_spec : k;
 		}
-	}
 	if (proposed < n_dec * k - proposed)
 		k = 0;
 	for (int i = 0; i < o->n; i++) {
-		if (!eng->alive[i])
+		if (!decoding(eng, o, i))
 			continue;
 		struct sched_req *r = o->reqs[i];
-		if (r->status != SREQ_RUNNING || r->n_computed != r->n_tokens - 1)
-			continue;
 		for (; r->n_spec < k; r->n_spec++)
 			r->tokens[r->n_tokens + r->n_spec] = r->tokens[r->n_tokens + r->n_spec - 1];
 		r->n_spec = k;

@@ -78,20 +78,14 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 	struct sampling_params *sp = &r->sp;
 	const json_t *v = json_object_get(body, "allowed_token_ids");
 	if (v && !json_is_null(v)) {
-		if (!json_is_array(v))
-			return req_bad_type(ae, "allowed_token_ids", "a valid list", v);
 		size_t n = json_array_size(v);
-		if (n > (size_t)lim->vocab_size)
-			return api_error_set(ae, 400, "allowed_token_ids", "at most %d token ids", lim->vocab_size);
 		if (n && !(r->allowed = malloc(sizeof *r->allowed * n)))
 			return api_error_set(ae, 500, NULL, "out of memory");
-		for (size_t k = 0; k < n; k++) {
-			const json_t *t = json_array_get(v, k);
-			if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= lim->vocab_size)
-				return api_error_set(ae, 400, "allowed_token_ids",
-						     "allowed_token_ids[%zu] is not a token id in [0, %d)", k, lim->vocab_size);
-			r->allowed[k] = (int32_t)json_integer_value(t);
-		}
+		int got = 0;
+		if (req_parse_token_list(v, "allowed_token_ids", lim->vocab_size, lim->vocab_size, r->allowed,
+					 &got, ae) < 0)
+			return -1;
+		n = (size_t)got;
 		sp->allowed_ids = r->allowed;
 		sp->n_allowed = (int)n;
 	}
@@ -143,15 +137,7 @@ static int parse_extras(const json_t *body, struct srv_request *r, struct api_er
 	if (v && !json_is_null(v)) {
 		if (!json_is_string(v) || json_string_length(v) == 0)
 			return req_bad_type(ae, "cache_salt", "a non-empty string", v);
-		/* two FNV-1a streams: a 128-bit tag for the first block's parent hash */
-		uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-		const unsigned char *c = (const unsigned char *)json_string_value(v);
-		for (size_t k = 0; k < json_string_length(v); k++) {
-			a = (a ^ c[k]) * 0x100000001b3ull;
-			b = (b ^ c[k] ^ 0x5a) * 0x100000001b3ull;
-		}
-		r->sp.cache_salt[0] = a | 1; /* never the unsalted {0, 0} */
-		r->sp.cache_salt[1] = b;
+		r->sp.cache_salt = json_string_value(v); /* borrowed from the body */
 	}
 	return 0;
 }

@@ -168,13 +168,18 @@ static void test_salt_isolates(void)
 	int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 	struct kv_seq a, b, c, d;
 	seq_make(&a); seq_make(&b); seq_make(&c); seq_make(&d);
-	a.salt = (struct block_hash){7, 1};
+	a.salt = blocks_salt(p, "tenant-a", 8);
 	EXPECT_EQ_INT(blocks_allocate(p, &a, t, 8, 0, 8, NULL, 0), 0);
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, t, 9, hit), 0); /* unsalted */
-	c.salt = (struct block_hash){8, 1};
+	c.salt = blocks_salt(p, "tenant-b", 8);
+	struct block_hash again = blocks_salt(p, "tenant-a", 8), other = c.salt;
+	EXPECT(again.lo == a.salt.lo && again.hi == a.salt.hi);	/* deterministic */
+	EXPECT(other.lo != a.salt.lo || other.hi != a.salt.hi);	/* salts differ */
+	struct block_hash longer = blocks_salt(p, "tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a", 72);
+	EXPECT((longer.lo || longer.hi) && (longer.lo != a.salt.lo || longer.hi != a.salt.hi));
 	EXPECT_EQ_INT(blocks_find_cached(p, &c, t, 9, hit), 0); /* another salt */
-	d.salt = a.salt;
+	d.salt = blocks_salt(p, "tenant-a", 8);
 	EXPECT_EQ_INT(blocks_find_cached(p, &d, t, 9, hit), 2);	/* the same salt */
 	EXPECT(hit[0] == a.blocks[0] && hit[1] == a.blocks[1]);
 	blocks_free(p, &a);

@@ -409,14 +409,10 @@ static void test_extras(void)
 	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 5, \"return_tokens_as_token_ids\": true, \"cache_salt\": \"tenant-a\", \"priority\": 0}",
 			    SRV_API_COMPLETION, &r, &ae), 0);
 	EXPECT(r.truncate_prompt_tokens == 5 && r.tokens_as_ids);
-	uint64_t a0 = r.sp.cache_salt[0], a1 = r.sp.cache_salt[1];
-	EXPECT(a0 != 0);
-	srv_request_fini(&r);
-	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"cache_salt\": \"tenant-b\"}", SRV_API_COMPLETION, &r, &ae), 0);
-	EXPECT(r.sp.cache_salt[0] != a0 || r.sp.cache_salt[1] != a1);
+	EXPECT(r.sp.cache_salt && !strcmp(r.sp.cache_salt, "tenant-a")); /* the engine hashes it */
 	srv_request_fini(&r);
 	EXPECT_EQ_INT(parse("{\"prompt\": \"x\"}", SRV_API_COMPLETION, &r, &ae), 0);
-	EXPECT(r.sp.cache_salt[0] == 0 && r.sp.cache_salt[1] == 0 && r.truncate_prompt_tokens == 0);
+	EXPECT(r.sp.cache_salt == NULL && r.truncate_prompt_tokens == 0);
 	srv_request_fini(&r);
 	expect_400("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 0}", SRV_API_COMPLETION, "truncate_prompt_tokens");
 	expect_400("{\"prompt\": \"x\", \"cache_salt\": \"\"}", SRV_API_COMPLETION, "cache_salt");
