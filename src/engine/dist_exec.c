@@ -88,6 +88,8 @@ int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *log
 		b.attn.dcp_interleave = I;
 		b.attn.local_seq_lens = d->local_lens;
 	}
+	if (p->flags & STEP_PLAN_MTP)
+		return model_mtp_forward(d->model, &b, d->kv, d->backend, logits, e);
 	return model_forward(d->model, &b, d->kv, d->backend, logits, e);
 }
 
@@ -194,7 +196,7 @@ int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err
 			s.n_blocks, s.block_size);
 		goto fatal;
 	}
-	if (kv_cache_init(&kv, cfg->num_hidden_layers, s.n_blocks, s.block_size, cfg->kv_lora_rank,
+	if (kv_cache_init(&kv, model_kv_layers(model), s.n_blocks, s.block_size, cfg->kv_lora_rank,
 			  cfg->qk_rope_head_dim, (enum dtype)s.kv_dtype, e) < 0)
 		goto fatal;
 	d.model = model;

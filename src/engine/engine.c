@@ -315,7 +315,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	}
 	/* KV pool: the byte budget, but never more blocks than max_num_seqs full sequences use */
 	int row = eng->cfg->kv_lora_rank + eng->cfg->qk_rope_head_dim;
-	size_t per_block = kv_cache_bytes_per_block(eng->cfg->num_hidden_layers, bs, row, o->kv_dtype);
+	size_t per_block = kv_cache_bytes_per_block(model_kv_layers(o->model), bs, row, o->kv_dtype);
 	size_t budget = o->kv_cache_memory;
 	if (budget == 0) {
 		budget = mem_available() / 4;
@@ -334,7 +334,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	eng->n_blocks = (int)nb + 1; /* + the null block */
-	if (kv_cache_init(&eng->kv, eng->cfg->num_hidden_layers, eng->n_blocks, bs,
+	if (kv_cache_init(&eng->kv, model_kv_layers(o->model), eng->n_blocks, bs,
 			  eng->cfg->kv_lora_rank, eng->cfg->qk_rope_head_dim, o->kv_dtype, e) < 0)
 		goto fail;
 	sample_rng_seed(&eng->rng, o->seed);
@@ -362,6 +362,10 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	const struct attn_backend *bl[1] = {&declared};
 	char why[256] = "";
 	eng->spec_k = o->spec.method != SPEC_NONE ? o->spec.k : 0;
+	if (o->spec.method == SPEC_MTP && !model_has_mtp(o->model)) {
+		err_set(e, "speculative method deepseek_mtp: the model was loaded without its MTP layer");
+		goto fail;
+	}
 	if (eng->spec_k < 0 || eng->spec_k > SPEC_MAX_TOKENS) {
 		err_set(e, "num_speculative_tokens %d outside [1, %d]", eng->spec_k, SPEC_MAX_TOKENS);
 		goto fail;
@@ -386,7 +390,10 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
 	eng->n_before = calloc((size_t)o->max_num_seqs, sizeof *eng->n_before);
 	eng->ban = malloc((size_t)eng->vocab);
-	if (!eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
+	eng->mtp_n = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n);
+	eng->mtp_want = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_want);
+	eng->mtp_draft = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_draft);
+	if (!eng->mtp_n || !eng->mtp_want || !eng->mtp_draft || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
 	    !eng->ban) {
 		err_set(e, "engine: out of memory");
 		goto fail;
@@ -409,7 +416,10 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		      o->enable_prefix_caching ? "on" : "off");
 	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
 	      o->max_num_seqs, o->max_num_batched_tokens);
-	if (eng->spec_k > 0)
+	if (o->spec.method == SPEC_MTP)
+		LOG_I(MOD, "speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts 1 token per "
+		      "step (its latent rows: one more cache layer)");
+	else if (eng->spec_k > 0)
 		LOG_I(MOD, "speculative decoding: ngram, %d draft tokens per step, n-grams of %d to %d "
 		      "tokens%s", eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
 		      rc.require_uniform ? " (proposals padded to one length: the backend runs uniform "
@@ -452,6 +462,9 @@ void engine_free(struct engine *eng)
 	free(eng->marker);
 	free(eng->alive);
 	free(eng->n_before);
+	free(eng->mtp_n);
+	free(eng->mtp_want);
+	free(eng->mtp_draft);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);

@@ -360,7 +360,8 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
 				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
 				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
-				   .comm = a->comm, .dcp_interleave = a->dcp_interleave};
+				   .comm = a->comm, .dcp_interleave = a->dcp_interleave,
+				   .load_mtp = a->spec.method == SPEC_MTP};
 	if (!strcmp(a->dtype, "auto"))
 		mo.act_dtype_auto = true;
 	else if (!strcmp(a->dtype, "bfloat16"))

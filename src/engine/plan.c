@@ -14,9 +14,9 @@ struct plan_header {
 
 static size_t al8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static size_t arrays_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_logits)
+static size_t arrays_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_logits, int32_t flags)
 {
-	return al8(4 * (size_t)n_tokens) * 2 + al8(4 * (size_t)(n_seqs + 1)) +
+	return al8(4 * (size_t)n_tokens) * (flags & STEP_PLAN_MTP ? 3 : 2) + al8(4 * (size_t)(n_seqs + 1)) +
 	       al8(4 * (size_t)n_seqs) + al8(4 * (size_t)(n_seqs * max_blocks)) +
 	       8 * (size_t)n_tokens + al8(4 * (size_t)n_logits);
 }
@@ -24,7 +24,7 @@ static size_t arrays_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, 
 size_t step_plan_packed_size(const struct step_plan *p)
 {
 	return sizeof(struct plan_header) +
-	       arrays_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_logits);
+	       arrays_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_logits, p->flags);
 }
 
 static unsigned char *put(unsigned char *o, const void *src, size_t n)
@@ -48,7 +48,9 @@ void step_plan_pack(const struct step_plan *p, void *buf)
 	o = put(o, p->seq_lens, 4 * (size_t)p->n_seqs);
 	o = put(o, p->block_table, 4 * (size_t)p->n_seqs * (size_t)p->max_blocks);
 	o = put(o, p->slots, 8 * (size_t)p->n_tokens);
-	put(o, p->logits_rows, 4 * (size_t)p->n_logits);
+	o = put(o, p->logits_rows, 4 * (size_t)p->n_logits);
+	if (p->flags & STEP_PLAN_MTP)
+		put(o, p->hidden_rows, 4 * (size_t)p->n_tokens);
 }
 
 int step_plan_unpack(const void *buf, size_t n, struct step_plan *p, struct err *e)
@@ -64,7 +66,7 @@ int step_plan_unpack(const void *buf, size_t n, struct step_plan *p, struct err 
 	    h.n_decode_tokens > h.n_tokens || h.n_logits > h.n_tokens || h.block_size < 0)
 		return err_set(e, "step plan: bad counts (tokens %d, seqs %d, blocks %d, logits %d)",
 			       h.n_tokens, h.n_seqs, h.max_blocks, h.n_logits);
-	if (n != sizeof h + arrays_size(h.n_tokens, h.n_seqs, h.max_blocks, h.n_logits))
+	if (n != sizeof h + arrays_size(h.n_tokens, h.n_seqs, h.max_blocks, h.n_logits, h.flags))
 		return err_set(e, "step plan: %zu bytes do not match its counts", n);
 	memset(p, 0, sizeof *p);
 	p->n_tokens = h.n_tokens;
@@ -89,6 +91,9 @@ int step_plan_unpack(const void *buf, size_t n, struct step_plan *p, struct err 
 	p->slots = (const int64_t *)o;
 	o += 8 * (size_t)h.n_tokens;
 	p->logits_rows = (const int32_t *)o;
+	o += al8(4 * (size_t)h.n_logits);
+	if (h.flags & STEP_PLAN_MTP)
+		p->hidden_rows = (const int32_t *)o;
 	return 0;
 }
 
@@ -100,6 +105,7 @@ void step_plan_to_batch(const struct step_plan *p, struct batch *b)
 	b->positions = p->positions;
 	b->n_logits = p->n_logits;
 	b->logits_rows = p->logits_rows;
+	b->hidden_rows = p->hidden_rows;
 	struct attn_meta *m = &b->attn;
 	m->n_seqs = p->n_seqs;
 	m->n_tokens = p->n_tokens;

@@ -23,9 +23,13 @@ struct step_plan {
 	const int32_t *block_table; /* [n_seqs][max_blocks], global block ids */
 	const int64_t *slots;	    /* [n_tokens] slot = block_table[p / bs] * bs + p % bs */
 	const int32_t *logits_rows; /* [n_logits] */
+	const int32_t *hidden_rows; /* [n_tokens] with STEP_PLAN_MTP (batch.hidden_rows), else NULL */
 };
 
-enum { STEP_PLAN_SHUTDOWN = 1 }; /* the engine stops: other ranks leave their loop */
+enum {
+	STEP_PLAN_SHUTDOWN = 1, /* the engine stops: other ranks leave their loop */
+	STEP_PLAN_MTP = 2,	/* the MTP module's step (model_mtp_forward) after the model's */
+};
 
 /* Byte size of the packed form (a fixed header then the arrays, 8-byte aligned). */
 size_t step_plan_packed_size(const struct step_plan *p);

@@ -33,6 +33,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	size_t R = S * (size_t)(1 + (c->max_spec > 0 ? c->max_spec : 0)); /* logits rows */
 	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 2 + 4 * R +
 		       4 * T + 64 * 12; /* 4 * T: prompt-logprob rows */
+	/* an MTP plan (runner_execute_mtp) instead: 3 x [S] more, [T] hidden rows */
+	bytes += 4 * 3 * (S + 1) + 4 * T + 64 * 4;
 	if (arena_init(&rn->arena, bytes) < 0)
 		return err_set(e, "runner: out of memory for a %zu-byte step arena", bytes);
 	rn->logits = malloc(sizeof *rn->logits * S * (size_t)c->vocab);
@@ -42,7 +44,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	rn->prow_of_req = malloc(sizeof *rn->prow_of_req * S);
 	rn->n_prow = malloc(sizeof *rn->n_prow * S);
 	rn->prow_pos = malloc(sizeof *rn->prow_pos * S);
-	if (!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
+	rn->row_of_req = malloc(sizeof *rn->row_of_req * S);
+	if (!rn->row_of_req ||!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
 	    !rn->prow_pos) {
 		runner_fini(rn);
 		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
@@ -59,6 +62,7 @@ void runner_fini(struct runner *rn)
 	free(rn->prow_of_req);
 	free(rn->n_prow);
 	free(rn->prow_pos);
+	free(rn->row_of_req);
 	memset(rn, 0, sizeof *rn);
 }
 
@@ -117,6 +121,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 			slots[t] = kv_cache_slot(bt_row, bs, p_);
 		}
 		qs[k + 1] = t;
+		rn->row_of_req[i] = qs[k];
 		seq_lens[k] = r->step_start + r->n_sched;
 		rn->prow_of_req[i] = rn->n_prow[i] > 0 ? n_logits : -1;
 		for (int j = 0; j < rn->n_prow[i]; j++)
@@ -185,4 +190,86 @@ const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *
 	*n = rn->n_prow[i];
 	*pos0 = rn->prow_pos[i];
 	return *n > 0 ? rn->logits + (size_t)rn->prow_of_req[i] * (size_t)rn->c.vocab : NULL;
+}
+
+int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const int *n_mtp,
+		       const bool *want, const float **rows, struct err *e)
+{
+	struct arena *a = &rn->arena;
+	arena_reset(a);
+	int n = 0, T = 0, bs = rn->c.block_size, max_blocks = 1;
+	int32_t *idx = ALLOC(a, int32_t, o->n + 1); /* plan sequence -> o->reqs index, before reordering */
+	int32_t *n_q = ALLOC(a, int32_t, o->n + 1), *n_comp = ALLOC(a, int32_t, o->n + 1);
+	for (int i = 0; i < o->n; i++) {
+		rows[i] = NULL;
+		if (n_mtp[i] <= 0)
+			continue;
+		const struct sched_req *r = o->reqs[i];
+		CHECK(n_mtp[i] <= r->n_sched && r->step_start + n_mtp[i] < r->n_tokens);
+		idx[n] = i;
+		n_q[n] = n_mtp[i];
+		n_comp[n++] = r->step_start;
+		T += n_mtp[i];
+		if (r->kv.n_blocks > max_blocks)
+			max_blocks = r->kv.n_blocks;
+	}
+	if (n == 0)
+		return 0;
+	int32_t *perm = rn->perm;
+	if (rn->c.threshold > 0)
+		reorder_batch_to_split_decodes_and_prefills(n, n_q, n_comp, rn->c.threshold, perm);
+	else
+		for (int k = 0; k < n; k++)
+			perm[k] = k;
+	int32_t *tokens = ALLOC(a, int32_t, T + 1), *pos = ALLOC(a, int32_t, T + 1);
+	int32_t *hid = ALLOC(a, int32_t, T + 1);
+	int64_t *slots = ALLOC(a, int64_t, T + 1);
+	int32_t *qs = ALLOC(a, int32_t, n + 1), *seq_lens = ALLOC(a, int32_t, n + 1);
+	int32_t *bt = ALLOC(a, int32_t, (size_t)n * max_blocks + 1);
+	int32_t *lrows = ALLOC(a, int32_t, n + 1), *lreq = ALLOC(a, int32_t, n + 1);
+	int t = 0, n_logits = 0;
+	qs[0] = 0;
+	for (int k = 0; k < n; k++) {
+		int i = idx[perm[k]];
+		const struct sched_req *r = o->reqs[i];
+		int32_t *bt_row = bt + (size_t)k * max_blocks;
+		memcpy(bt_row, r->kv.blocks, sizeof *bt_row * (size_t)r->kv.n_blocks);
+		for (int j = r->kv.n_blocks; j < max_blocks; j++)
+			bt_row[j] = 0;
+		for (int q = 0; q < n_mtp[i]; q++, t++) {
+			int p_ = r->step_start + q;
+			tokens[t] = r->tokens[p_ + 1]; /* the token that follows position p_ */
+			pos[t] = p_;
+			hid[t] = rn->row_of_req[i] + q;
+			slots[t] = kv_cache_slot(bt_row, bs, p_);
+		}
+		qs[k + 1] = t;
+		seq_lens[k] = r->step_start + n_mtp[i];
+		if (want[i]) {
+			lreq[n_logits] = i;
+			lrows[n_logits++] = t - 1;
+		}
+	}
+	struct step_plan p = {.n_tokens = T, .n_seqs = n, .max_blocks = max_blocks, .block_size = bs,
+			      .flags = STEP_PLAN_MTP, .n_logits = n_logits, .tokens = tokens, .positions = pos,
+			      .query_start = qs, .seq_lens = seq_lens, .block_table = bt, .slots = slots,
+			      .logits_rows = lrows, .hidden_rows = hid};
+	if (rn->c.threshold > 0) {
+		struct batch_split s = split_decodes_and_prefills(qs, n, rn->c.threshold, rn->c.require_uniform);
+		p.n_decodes = s.n_decodes;
+		p.n_decode_tokens = s.n_decode_tokens;
+	}
+	CHECK(n_logits <= rn->logits_cap);
+	if (rn->hook.forward) {
+		if (rn->hook.forward(rn->hook.ctx, &p, rn->logits, e) < 0)
+			return -1;
+	} else {
+		struct batch b;
+		step_plan_to_batch(&p, &b);
+		if (model_mtp_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e) < 0)
+			return -1;
+	}
+	for (int j = 0; j < n_logits; j++)
+		rows[lreq[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
+	return 0;
 }

@@ -37,6 +37,7 @@ struct runner {
 	/* prompt logprobs: req i's rows for positions [prow_pos[i], + n_prow[i]) from row
 	 * prow_of_req[i] (each gives the next prompt token's logprob) */
 	int32_t *prow_of_req, *n_prow, *prow_pos;
+	int32_t *row_of_req;		    /* [max_num_seqs] req i's first token row in the last plan */
 };
 
 int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
@@ -58,5 +59,13 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
  * *n rows [vocab] from the returned pointer, for positions *pos0, *pos0 + 1, ...; NULL when
  * none this step. */
 const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *n);
+
+/* After runner_execute, the MTP module's step (model_mtp_forward): o->reqs[i] runs its MTP
+ * rows for the n_mtp[i] positions from its step_start (each with the known token after it
+ * and the hidden state of the same position in the step just run), reordered for the
+ * backend like any plan; rows[i] gets the logits [vocab] of its last position when want[i]
+ * (the draft after its last known token), else NULL. Overwrites the step's logits. */
+int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const int *n_mtp,
+		       const bool *want, const float **rows, struct err *e);
 
 #endif

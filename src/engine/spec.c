@@ -72,18 +72,34 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 		}
 	}
 	if (!method) {
-		rc = err_set(e, "--speculative-config: \"method\" (a string) is required: \"ngram\"");
+		rc = err_set(e, "--speculative-config: \"method\" (a string) is required: \"ngram\" or \"deepseek_mtp\"");
 		goto out;
 	}
-	if (strcmp(method, "ngram")) {
-		rc = err_set(e, "--speculative-config: method \"%s\" is not supported here (only \"ngram\": "
-			     "draft models, EAGLE and the checkpoint's MTP layers are not loaded)", method);
+	bool mtp = !strcmp(method, "deepseek_mtp") || !strcmp(method, "mtp");
+	if (strcmp(method, "ngram") && !mtp) {
+		rc = err_set(e, "--speculative-config: method \"%s\" is not supported here (\"ngram\" or "
+			     "\"deepseek_mtp\": separate draft models and EAGLE heads are not loaded)", method);
 		goto out;
 	}
-	c->method = SPEC_NGRAM;
+	c->method = mtp ? SPEC_MTP : SPEC_NGRAM;
 	int got = get_int(o, "num_speculative_tokens", 1, SPEC_MAX_TOKENS, &c->k, e);
 	if (got < 0) {
 		rc = -1;
+		goto out;
+	}
+	if (mtp) {
+		if (got && c->k != 1) {
+			rc = err_set(e, "--speculative-config: deepseek_mtp drafts 1 token per step here "
+				     "(num_speculative_tokens %d: chaining the one MTP layer is not supported)", c->k);
+			goto out;
+		}
+		if (json_object_get(o, "prompt_lookup_min") || json_object_get(o, "prompt_lookup_max")) {
+			rc = err_set(e, "--speculative-config: prompt_lookup_min/max apply to method ngram only");
+			goto out;
+		}
+		c->k = 1;
+		if (get_int(o, "disable_by_batch_size", 1, 1 << 20, &c->disable_by_batch_size, e) < 0)
+			rc = -1;
 		goto out;
 	}
 	if (got == 0) {

@@ -14,7 +14,11 @@
 
 #define SPEC_MAX_TOKENS 15 /* num_speculative_tokens */
 
-enum spec_method { SPEC_NONE = 0, SPEC_NGRAM };
+enum spec_method {
+	SPEC_NONE = 0,
+	SPEC_NGRAM,
+	SPEC_MTP, /* "deepseek_mtp" (or "mtp"): the checkpoint's MTP module drafts one token */
+};
 
 struct spec_config {
 	enum spec_method method;
@@ -26,9 +30,10 @@ struct spec_config {
 
 /* Parses vLLM's JSON ({"method": "ngram", "num_speculative_tokens": 3,
  * "prompt_lookup_max": 4, "prompt_lookup_min": 2, "disable_by_batch_size": 8}); a missing
- * bound takes the other's value,
- * both missing are 5 (vLLM's defaults). Methods that need a draft model or the checkpoint's
- * MTP layers are refused by name. */
+ * bound takes the other's value, both missing are 5 (vLLM's defaults). {"method":
+ * "deepseek_mtp"} drafts with the checkpoint's MTP module: one token per step (DeepSeek ships
+ * one MTP layer; num_speculative_tokens may be given as 1). Methods that need a separate
+ * draft model (EAGLE, draft_model, ...) are refused by name. */
 int spec_config_parse(const char *json, struct spec_config *c, struct err *e);
 
 /* Drafts for a request whose tokens are tokens[0, n): writes up to k tokens to out and

@@ -152,7 +152,8 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 	}
 }
 
-/* Drafts for the next step of every choice that is decoding (ngram lookup). A backend that
+/* Drafts for the next step of every choice that is decoding (ngram lookup, or the MTP
+ * module's draft). A backend that
  * runs only uniform decode queries gets one draft count for all: the longest proposal,
  * padded with each choice's last token (a guess like any other, verified like the rest),
  * but no more than the choice nearest its length limit can take, and none at all when
@@ -164,10 +165,69 @@ static bool decoding(const struct engine *eng, const struct sched_output *o, int
 	return eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
 }
 
+static bool spec_disabled(const struct engine *eng)
+{
+	const struct spec_config *c = &eng->o.spec;
+	return c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size;
+}
+
+/* deepseek_mtp's draft from the MTP logits of a choice: the argmax after its logit_bias
+ * and its banned tokens (allowed_token_ids, bad_words), as its sampler would see them, so
+ * that a request steered towards some tokens gets drafts among them */
+static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *row)
+{
+	const struct sampling_params *p = &s->p;
+	const uint8_t *ban = banned(eng, s, sched_req_n_output(&s->sr));
+	float *x = eng->ss.masked; /* free between samples */
+	memcpy(x, row, sizeof *x * (size_t)eng->vocab);
+	for (int i = 0; i < p->n_logit_bias; i++) {
+		int32_t id = p->logit_bias_ids[i];
+		float b = p->logit_bias[i];
+		if (id >= 0 && id < eng->vocab)
+			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
+	}
+	int32_t best = -1;
+	for (int v = 0; v < eng->vocab; v++)
+		if (!(ban && ban[v]) && (best < 0 || x[v] > x[best]))
+			best = v;
+	return best;
+}
+
+/* deepseek_mtp: the MTP module runs over every position of the step whose next token is now
+ * known and whose hidden state was computed from known tokens (a prefill chunk's, a decode's
+ * last token and its accepted drafts), so that its latent cache follows the model's; each
+ * decoding choice gets the greedy draft of the token after its last one (mtp_draft). Its
+ * logits are computed only when drafts are on. */
+static int mtp_step(struct engine *eng, const struct sched_output *o, struct err *e)
+{
+	bool drafts = !spec_disabled(eng);
+	int any = 0;
+	for (int i = 0; i < o->n; i++) {
+		const struct sched_req *r = o->reqs[i];
+		eng->mtp_n[i] = 0;
+		eng->mtp_want[i] = false;
+		eng->mtp_draft[i] = -1;
+		if (!eng->alive[i] || r->status != SREQ_RUNNING)
+			continue;
+		int end = r->step_start + r->n_sched < r->n_tokens - 1 ? r->step_start + r->n_sched : r->n_tokens - 1;
+		eng->mtp_n[i] = end > r->step_start ? end - r->step_start : 0;
+		eng->mtp_want[i] = drafts && eng->mtp_n[i] > 0 && decoding(eng, o, i);
+		any += eng->mtp_n[i];
+	}
+	if (!any)
+		return 0;
+	if (runner_execute_mtp(&eng->runner, o, eng->mtp_n, eng->mtp_want, eng->rows, e) < 0)
+		return -1;
+	for (int i = 0; i < o->n; i++)
+		if (eng->rows[i])
+			eng->mtp_draft[i] = mtp_draft(eng, o->reqs[i]->owner, eng->rows[i]);
+	return 0;
+}
+
 static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
-	if (c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size)
+	if (spec_disabled(eng))
 		return; /* every n_spec is 0 after sched_update */
 	int longest = 0, least_room = c->k;
 	for (int i = 0; i < o->n; i++) {
@@ -176,9 +236,15 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		struct sched_req *r = o->reqs[i];
 		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
 		int k = c->k < room ? c->k : room;
-		r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
-						      c->lookup_max, k, r->tokens + r->n_tokens)
-				  : 0;
+		if (c->method == SPEC_MTP) {
+			r->n_spec = k > 0 && eng->mtp_draft[i] >= 0;
+			if (r->n_spec)
+				r->tokens[r->n_tokens] = eng->mtp_draft[i];
+		} else {
+			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
+							      c->lookup_max, k, r->tokens + r->n_tokens)
+					  : 0;
+		}
 		if (r->n_spec > longest)
 			longest = r->n_spec;
 		if (room < least_room)
@@ -289,6 +355,8 @@ int engine_step(struct engine *eng, struct err *e)
 		}
 		eng->alive[i] = alive;
 	}
+	if (eng->o.spec.method == SPEC_MTP && mtp_step(eng, &o, e) < 0)
+		return -1;
 	if (eng->spec_k > 0)
 		propose(eng, &o);
 	return 0;

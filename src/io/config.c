@@ -110,6 +110,7 @@ static int parse_dims(struct src s, bool v3, struct model_config *c)
 	    get_int(s, "hidden_size", true, 0, 1, &c->hidden_size) ||
 	    get_int(s, "intermediate_size", true, 0, 1, &c->intermediate_size) ||
 	    get_int(s, "num_hidden_layers", true, 0, 1, &c->num_hidden_layers) ||
+	    get_int(s, "num_nextn_predict_layers", false, 0, 0, &c->num_nextn_predict_layers) ||
 	    get_int(s, "num_attention_heads", true, 0, 1, &c->num_attention_heads) ||
 	    get_int(s, "q_lora_rank", false, 0, 0, &c->q_lora_rank) ||
 	    get_int(s, "kv_lora_rank", true, 0, 1, &c->kv_lora_rank) ||

@@ -16,6 +16,7 @@ struct model_config {
 	int intermediate_size;	    /* dense MLP width */
 	int moe_intermediate_size;  /* per routed expert */
 	int num_hidden_layers;
+	int num_nextn_predict_layers; /* MTP modules after the main layers (model.layers.{L..}); 0 if absent */
 	int num_attention_heads;    /* H */
 	int q_lora_rank;	    /* 0 = plain q_proj */
 	int kv_lora_rank;	    /* Lkv */

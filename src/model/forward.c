@@ -212,19 +212,19 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 	for (int i = 0; i < b->n_logits; i++)
 		if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
 			return err_set(e, "forward: logits row %d outside [0, %d)", b->logits_rows[i], b->n_tokens);
-	if (kv->n_layers != c->num_hidden_layers || kv->kv_lora_rank != c->kv_lora_rank || kv->rope_dim != c->qk_rope_head_dim)
+	if (kv->n_layers != m->n_layers || kv->kv_lora_rank != c->kv_lora_rank || kv->rope_dim != c->qk_rope_head_dim)
 		return err_set(e, "forward: kv cache shape (%d layers, %d + %d) does not match the model (%d, %d + %d)",
-			       kv->n_layers, kv->kv_lora_rank, kv->rope_dim, c->num_hidden_layers, c->kv_lora_rank,
+			       kv->n_layers, kv->kv_lora_rank, kv->rope_dim, m->n_layers, c->kv_lora_rank,
 			       c->qk_rope_head_dim);
 	return 0;
 }
 
-static void embed_rows(const struct model *m, const int32_t *tokens, int n, float *h)
+static void embed_rows(const struct model *m, const struct wmat *embed, const int32_t *tokens, int n, float *h)
 {
 	int D = m->cfg.hidden_size;
 	for (int t = 0; t < n; t++)
 		for (int i = 0; i < D; i++)
-			h[(size_t)t * D + i] = wmat_get(&m->embed, tokens[t], i);
+			h[(size_t)t * D + i] = wmat_get(embed, tokens[t], i);
 }
 
 /* Tensor parallelism: sums a row-parallel output over the TP group (in place). */
@@ -506,57 +506,131 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	return 0;
 }
 
+/* the step's start, shared by both forwards: checks, the arena, the backend's plan */
+static int step_begin(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		      struct attn_meta *meta, struct err *e)
+{
+	if (validate(m, b, kv, backend, e))
+		return -1;
+	arena_reset(&m->arena);
+	*meta = b->attn;
+	/* the decode path attends the DCP group's heads (W x this rank's) */
+	int Hg = m->n_heads_local * (meta->dcp_size > 1 ? meta->dcp_size : 1);
+	if (meta->dcp_size > 1 && (!m->opt.comm || meta->dcp_size != m->opt.comm->dcp_size ||
+				   meta->dcp_rank != m->opt.comm->dcp_rank))
+		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta->dcp_size, meta->dcp_rank);
+	if (backend && backend->plan && backend->plan(meta, Hg, &m->arena, e))
+		return err_prefix(e, "attention plan");
+	return 0;
+}
+
+/* one decoder layer on the residual stream h [n, D] (xn: its normed input) */
+static int layer_forward(struct model *m, int li, const struct batch *b, const struct attn_meta *meta,
+			 struct kv_cache *kv, const struct attn_backend *backend, float *xn, float *h, size_t mark,
+			 struct err *e)
+{
+	const struct layer_weights *l = &m->layers[li];
+	int n = b->n_tokens, D = m->cfg.hidden_size;
+	m->arena.used = mark;
+	par_rmsnorm(m, xn, D, h, D, l->attn_norm, n, D);
+	if (attention(m, li, b, meta, kv, backend, xn, h, e))
+		return -1;
+	m->arena.used = mark;
+	par_rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
+	return ffn(m, li, n, xn, h, e);
+}
+
+/* logits [n, vocab] = head · x (x: [n, D] normed rows); vocab-parallel under TP: this rank's
+ * logit columns, gathered to rank 0 */
+static int head_logits(struct model *m, const struct wmat *head, const float *x, int n, float *logits,
+		       struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	int D = c->hidden_size;
+	used(m, head);
+	if (m->tp_size <= 1) {
+		gemm1(m, head, x, D, n, logits, c->vocab_size);
+		return 0;
+	}
+	int nv = m->vocab_cols[m->tp_rank];
+	float *part = ALLOC(m, float, (size_t)n * nv); /* [n, V/T] */
+	gemm1(m, head, x, D, n, part, nv);
+	if (comm_tp_gather_cols(m->opt.comm, part, (size_t)n, m->vocab_cols, m->opt.comm->tp_rank == 0 ? logits : NULL,
+				false, e))
+		return err_prefix(e, "forward: lm_head gather");
+	return 0;
+}
+
 int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		  const struct attn_backend *backend, float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
-	if (validate(m, b, kv, backend, e))
+	struct attn_meta meta;
+	m->n_hidden = 0;
+	if (step_begin(m, b, kv, backend, &meta, e))
 		return -1;
-	arena_reset(&m->arena);
 	m->step_weight_bytes = 0;
-	struct attn_meta meta = b->attn;
-	/* the decode path attends the DCP group's heads (W x this rank's) */
-	int Hg = m->n_heads_local * (meta.dcp_size > 1 ? meta.dcp_size : 1);
-	if (meta.dcp_size > 1 && (!m->opt.comm || meta.dcp_size != m->opt.comm->dcp_size ||
-				  meta.dcp_rank != m->opt.comm->dcp_rank))
-		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta.dcp_size, meta.dcp_rank);
-	if (backend && backend->plan && backend->plan(&meta, Hg, &m->arena, e))
-		return err_prefix(e, "attention plan");
 	int n = b->n_tokens, D = c->hidden_size;
 	float *h = ALLOC(m, float, (size_t)n * D);  /* [n, D] residual stream */
 	float *xn = ALLOC(m, float, (size_t)n * D); /* [n, D] normed input of a block */
-	embed_rows(m, b->tokens, n, h);
+	embed_rows(m, &m->embed, b->tokens, n, h);
 	m->step_weight_bytes += (size_t)n * (size_t)D * dtype_size(m->embed.dtype);
 	size_t mark = m->arena.used;
-	for (int li = 0; li < c->num_hidden_layers; li++) {
-		const struct layer_weights *l = &m->layers[li];
-		m->arena.used = mark;
-		par_rmsnorm(m, xn, D, h, D, l->attn_norm, n, D);
-		if (attention(m, li, b, &meta, kv, backend, xn, h, e))
+	for (int li = 0; li < c->num_hidden_layers; li++)
+		if (layer_forward(m, li, b, &meta, kv, backend, xn, h, mark, e))
 			return -1;
-		m->arena.used = mark;
-		par_rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
-		if (ffn(m, li, n, xn, h, e))
-			return -1;
-	}
 	m->arena.used = mark;
-	if (b->n_logits > 0) {
+	if (m->hidden) { /* every row's final-normed state, for the MTP step that follows */
+		par_rmsnorm(m, m->hidden, D, h, D, m->final_norm, n, D);
+		m->n_hidden = n;
+		for (int i = 0; i < b->n_logits; i++)
+			memcpy(xn + (size_t)i * D, m->hidden + (size_t)b->logits_rows[i] * D, sizeof(float) * (size_t)D);
+	} else {
 		for (int i = 0; i < b->n_logits; i++)
 			ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, m->final_norm, 1, D,
 				    c->rms_norm_eps);
 		act_round(m, xn, (size_t)b->n_logits * D);
-		used(m, &m->lm_head);
-		if (m->tp_size <= 1) {
-			gemm1(m, &m->lm_head, xn, D, b->n_logits, logits, c->vocab_size);
-			return 0;
-		}
-		/* vocab-parallel lm_head: this rank's logit columns, gathered to rank 0 */
-		int nv = m->vocab_cols[m->tp_rank];
-		float *part = ALLOC(m, float, (size_t)b->n_logits * nv); /* [n_logits, V/T] */
-		gemm1(m, &m->lm_head, xn, D, b->n_logits, part, nv);
-		if (comm_tp_gather_cols(m->opt.comm, part, (size_t)b->n_logits, m->vocab_cols,
-					m->opt.comm->tp_rank == 0 ? logits : NULL, false, e))
-			return err_prefix(e, "forward: lm_head gather");
 	}
-	return 0;
+	return b->n_logits > 0 ? head_logits(m, &m->lm_head, xn, b->n_logits, logits, e) : 0;
+}
+
+int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
+		      const struct attn_backend *backend, float *logits, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	if (!model_has_mtp(m))
+		return err_set(e, "mtp forward: the model was loaded without its MTP layer");
+	if (!b->hidden_rows)
+		return err_set(e, "mtp forward: no hidden rows");
+	for (int t = 0; t < b->n_tokens; t++)
+		if (b->hidden_rows[t] < 0 || b->hidden_rows[t] >= m->n_hidden)
+			return err_set(e, "mtp forward: hidden row %d at row %d outside the last forward's %d", b->hidden_rows[t],
+				       t, m->n_hidden);
+	struct attn_meta meta;
+	if (step_begin(m, b, kv, backend, &meta, e))
+		return -1;
+	int n = b->n_tokens, D = c->hidden_size;
+	const struct mtp_weights *t = &m->mtp;
+	float *h = ALLOC(m, float, (size_t)n * D);	 /* [n, D] residual stream */
+	float *xn = ALLOC(m, float, (size_t)n * D);	 /* [n, D] */
+	float *eh = ALLOC(m, float, (size_t)n * 2 * D); /* [n, 2D] eh_proj's input */
+	embed_rows(m, &t->embed, b->tokens, n, h);
+	for (int r = 0; r < n; r++) {
+		if (b->positions[r] == 0) /* as vLLM: position 0 has no previous token to follow */
+			memset(h + (size_t)r * D, 0, sizeof(float) * (size_t)D);
+		memcpy(xn + (size_t)r * D, m->hidden + (size_t)b->hidden_rows[r] * D, sizeof(float) * (size_t)D);
+	}
+	par_rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
+	par_rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
+	struct gemm_job j = {.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = act_bf16(m)};
+	gemm_run(m, 1, &j);
+	used(m, &t->eh_proj);
+	size_t mark = m->arena.used;
+	if (layer_forward(m, c->num_hidden_layers, b, &meta, kv, backend, xn, h, mark, e))
+		return -1;
+	m->arena.used = mark;
+	for (int i = 0; i < b->n_logits; i++)
+		ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, t->head_norm, 1, D, c->rms_norm_eps);
+	act_round(m, xn, (size_t)b->n_logits * D);
+	return b->n_logits > 0 ? head_logits(m, &t->head, xn, b->n_logits, logits, e) : 0;
 }

@@ -353,7 +353,15 @@ static int prepack_all(struct model *m, struct err *e)
 	double t0 = mono_now_s();
 	if (prepack(m, &m->lm_head, &bytes, e))
 		return -1;
-	for (int i = 0; i < m->cfg.num_hidden_layers; i++) {
+	if (m->mtp.own_head && prepack(m, &m->mtp.head, &bytes, e))
+		return -1;
+	if (m->n_layers > m->cfg.num_hidden_layers) {
+		if (!m->mtp.own_head)
+			m->mtp.head = m->lm_head; /* its packed copy too */
+		if (prepack(m, &m->mtp.eh_proj, &bytes, e))
+			return -1;
+	}
+	for (int i = 0; i < m->n_layers; i++) {
 		struct layer_weights *l = &m->layers[i];
 		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
 				     &l->gate, &l->up, &l->down, &l->router};
@@ -440,6 +448,52 @@ static int load_layer(struct model *m, int i, struct err *e)
 	return 0;
 }
 
+/* The MTP module's embedding or head: its own tensor, unless the checkpoint has none or a
+ * byte-equal copy of the model's (DeepSeek's V3/R1 carry copies: 1.9 GB each) */
+static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool split, const struct wmat *model_w,
+			  struct wmat *w, bool *own, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	*own = false;
+	*w = *model_w;
+	if (m->opt.load_dummy)
+		return 0;
+	const struct st_tensor *t = st_find(m->st, name), *mt = st_find(m->st, model_name);
+	if (!t || (mt && t->dtype == mt->dtype && t->nbytes == mt->nbytes && !memcmp(t->data, mt->data, t->nbytes)))
+		return 0;
+	*own = true;
+	if (split)
+		return mat_part(m, name, c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0, m->vocab_cols[m->tp_rank],
+				w, e);
+	return mat(m, name, c->vocab_size, c->hidden_size, false, w, e);
+}
+
+static int load_mtp(struct model *m, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	int L = c->num_hidden_layers, D = c->hidden_size;
+	struct mtp_weights *t = &m->mtp;
+	char n[256];
+#define MNAME(s) (snprintf(n, sizeof n, "model.layers.%d.%s", L, s), n)
+	if (vec_f32(m, MNAME("enorm.weight"), D, 1.0f, &t->enorm, e) ||
+	    vec_f32(m, MNAME("hnorm.weight"), D, 1.0f, &t->hnorm, e) ||
+	    vec_f32(m, MNAME("shared_head.norm.weight"), D, 1.0f, &t->head_norm, e) ||
+	    mat(m, MNAME("eh_proj.weight"), D, 2 * D, true, &t->eh_proj, e) ||
+	    mtp_shared_mat(m, MNAME("embed_tokens.weight"), "model.embed_tokens.weight", false, &m->embed, &t->embed,
+			   &t->own_embed, e) ||
+	    mtp_shared_mat(m, MNAME("shared_head.head.weight"),
+			   c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", true, &m->lm_head,
+			   &t->head, &t->own_head, e) ||
+	    load_layer(m, L, e))
+		return -1;
+#undef MNAME
+	m->n_layers = L + 1;
+	m->hidden = own(m, sizeof(float) * (size_t)m->opt.max_batch_tokens * (size_t)D);
+	if (!m->hidden)
+		return err_set(e, "model: out of memory for the MTP hidden states");
+	return 0;
+}
+
 static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Upper bound of one forward's scratch: mirrors the ALLOC calls of forward.c. */
@@ -453,7 +507,8 @@ static size_t scratch_bytes(const struct model *m)
 	size_t Im = (size_t)c->moe_intermediate_size, Is = (size_t)c->n_shared_experts * Im, nk = n * k;
 	size_t dec = attn_decode_scratch_bytes(m->n_threads, m->opt.max_seqs, (int)n, (int)H, (int)Lkv, (int)dr);
 	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows, m->n_threads);
-	size_t persistent = 2 * n * D * 4 + dec; /* h, xn, the backend plan */
+	/* h, xn, the backend plan; MTP: its [n, 2D] input */
+	size_t persistent = (m->opt.load_mtp ? 4 : 2) * n * D * 4 + dec;
 	size_t attn = 4 * (n * H * (dn + dr) + n * row + n * Lq + n * H * dv + n * H * row + n * H * Lkv + n * H) +
 		      H * (sizeof(struct wmat) + sizeof(struct gemm_job) + 128) + pre + dec;
 	size_t dense = 4 * 2 * n * (size_t)c->intermediate_size;
@@ -539,9 +594,15 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 				 .mscale = c->yarn_mscale, .mscale_all_dim = c->yarn_mscale_all_dim};
 	ops_rope_init(&m->rope, &rp);
 	m->scale = ops_mla_softmax_scale(c->qk_nope_head_dim + c->qk_rope_head_dim, &rp);
-	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers, &m->st, e))
+	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1) {
+		err_set(e, "%s/config.json: speculative method deepseek_mtp needs the checkpoint's MTP layer, and "
+			   "num_nextn_predict_layers is 0", dir);
 		goto fail;
-	m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+	}
+	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers + (m->opt.load_mtp ? 1 : 0), &m->st, e))
+		goto fail;
+	m->n_layers = c->num_hidden_layers;
+	m->layers = calloc((size_t)c->num_hidden_layers + 1, sizeof *m->layers);
 	if (!m->layers) {
 		err_set(e, "model: out of memory");
 		goto fail;
@@ -564,6 +625,8 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 			fprintf(stderr, "\rloading %s: layer %d/%d, %.2f GB", m->opt.load_dummy ? "dummy weights" : dir, i + 1,
 				c->num_hidden_layers, m->weight_bytes / 1e9);
 	}
+	if (m->opt.load_mtp && load_mtp(m, e))
+		goto fail;
 	if (tty)
 		fprintf(stderr, "\n");
 	if (prepack_all(m, e))
@@ -574,6 +637,10 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	}
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
+	if (model_has_mtp(m))
+		LOG_I("model", "MTP module: layer %d%s%s", c->num_hidden_layers,
+		      m->mtp.own_embed ? ", its own embedding" : ", the model's embedding",
+		      m->mtp.own_head ? ", its own head" : ", the model's lm_head");
 	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB, %s kernels%s",
 	      m->opt.load_dummy ? "dummy" : dir, c->num_hidden_layers, m->weight_bytes / 1e9,
 	      m->opt.act_dtype == DT_F32 ? "float32" : "bfloat16", m->arena.cap / 1e6, ops_level_name(lvl),
@@ -607,6 +674,8 @@ const struct model_config *model_config(const struct model *m) { return &m->cfg;
 size_t model_weight_bytes(const struct model *m) { return m->weight_bytes; }
 enum dtype model_act_dtype(const struct model *m) { return m->opt.act_dtype; }
 size_t model_step_weight_bytes(const struct model *m) { return m->step_weight_bytes; }
+int model_kv_layers(const struct model *m) { return m->n_layers; }
+bool model_has_mtp(const struct model *m) { return m->n_layers > m->cfg.num_hidden_layers; }
 
 void model_set_prefill_chunk(struct model *m, int ws_rows)
 {

@@ -29,6 +29,7 @@ struct model_options {
 	 * shared and routed experts, and the vocabulary of lm_head (gathered to rank 0). */
 	struct comm *comm;
 	int dcp_interleave;	/* DCP runs: the prefill context chunk is a multiple of W x this */
+	bool load_mtp;		/* also load the checkpoint's MTP module (deepseek_mtp drafts) */
 };
 
 struct model;
@@ -43,6 +44,10 @@ enum dtype model_act_dtype(const struct model *m); /* resolved activation dtype 
  * the numerator of the decode roofline (routed experts count only when some token chose
  * them). */
 size_t model_step_weight_bytes(const struct model *m);
+/* Layers of the latent KV cache this model writes: the main ones, plus the MTP layer when
+ * it was loaded (model_options.load_mtp). */
+int model_kv_layers(const struct model *m);
+bool model_has_mtp(const struct model *m);
 
 /* One step's input. Rows are in the runner's reordered order (decodes first). */
 struct batch {
@@ -52,6 +57,9 @@ struct batch {
 	struct attn_meta attn;
 	int n_logits;
 	const int32_t *logits_rows; /* [n_logits] token rows whose logits are wanted */
+	/* model_mtp_forward only: [n_tokens] the row of the last model_forward whose hidden state
+	 * each token follows (tokens[t] is the token after that row's) */
+	const int32_t *hidden_rows;
 };
 
 /* Writes the step's latent rows into `kv`, runs every layer, and fills
@@ -59,5 +67,14 @@ struct batch {
  * TP rank 0; `logits` may be NULL on the other ranks. */
 int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		  const struct attn_backend *backend, float *logits, struct err *e);
+
+/* DeepSeek MTP (V3 tech report §2.2; vLLM's deepseek_mtp): for each token t at position p,
+ * h = eh_proj [enorm(embed(tokens[t])) | hnorm(hidden of row hidden_rows[t])] (the embedding
+ * is zero at position 0), then the MTP decoder layer over its own latent cache layer, and
+ * logits[n_logits, vocab] = shared_head(norm(h)) of the requested rows: the distribution of
+ * the token after tokens[t]. The hidden states are the final-normed rows of the last
+ * model_forward on this rank, so every rank runs this right after the same model_forward. */
+int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
+		      const struct attn_backend *backend, float *logits, struct err *e);
 
 #endif

@@ -28,6 +28,17 @@ struct layer_weights {
 	struct wmat *e_gate, *e_up, *e_down; /* [E] each */
 };
 
+/* DeepSeek-V3's multi-token prediction module, model.layers.{L} with L = num_hidden_layers
+ * (its decoder layer is layers[L]): the draft model of --speculative-config deepseek_mtp */
+struct mtp_weights {
+	float *enorm, *hnorm;		/* [D] */
+	struct wmat eh_proj;		/* [D, 2D] over [enorm(embed(next token)) | hnorm(hidden)] */
+	float *head_norm;		/* [D] shared_head.norm */
+	struct wmat embed;		/* [vocab, D] its embed_tokens, or the model's when equal */
+	struct wmat head;		/* [vocab (this rank's rows), D] shared_head.head, or lm_head */
+	bool own_embed, own_head;	/* false: the model's own (not loaded twice) */
+};
+
 struct model {
 	struct model_config cfg;
 	struct model_options opt;
@@ -35,7 +46,11 @@ struct model {
 	struct wmat embed;		/* [vocab, D] */
 	struct wmat lm_head;		/* [vocab, D] */
 	float *final_norm;		/* [D] */
-	struct layer_weights *layers;
+	struct layer_weights *layers;	/* [n_layers]: the main layers, then the MTP layer if loaded */
+	int n_layers;			/* = the latent cache's layers */
+	struct mtp_weights mtp;		/* when n_layers > num_hidden_layers */
+	float *hidden;			/* [max_batch_tokens, D] with MTP: the last model_forward's final-normed rows */
+	int n_hidden;			/* rows of it that the last model_forward wrote */
 	int tp_size, tp_rank;		/* 1, 0 without TP */
 	int n_heads_local, head0;	/* this rank's heads [head0, head0 + n_heads_local) */
 	int *vocab_cols;		/* [tp_size] lm_head rows (logit columns) per rank */

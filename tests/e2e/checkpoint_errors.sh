@@ -95,8 +95,13 @@ fresh() {
 check() {
 	local name=$1; shift
 	local rc lines why=""
-	(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" \
-		>"$WORK/stdout" 2>"$WORK/stderr")
+	if [ -n "${MTP_RUN:-}" ]; then
+		(cd "$WORK" && timeout 60 "$BIN" generate "$M" --prompts-file "$WORK/p.jsonl" --max-tokens 2 \
+			--speculative-config '{"method": "deepseek_mtp"}' >"$WORK/stdout" 2>"$WORK/stderr")
+	else
+		(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" \
+			>"$WORK/stdout" 2>"$WORK/stderr")
+	fi
 	rc=$?
 	lines=$(wc -l <"$WORK/stderr")
 	if [ "$rc" -ne 1 ]; then
@@ -160,6 +165,28 @@ fresh; cfg_set hidden_size '"128"'
 check "config: wrong JSON type" "$M/config.json: key \"hidden_size\": expected an integer, got \"128\""
 fresh; rm "$M/config.json"
 check "config: missing file" "$M/config.json: cannot open: No such file or directory"
+
+# The MTP module, loaded for --speculative-config deepseek_mtp (its own shard in tiny-v3-mtp).
+echo '{"prompt_token_ids": [0, 5, 6]}' >"$WORK/p.jsonl"
+mtp_fresh() {
+	rm -rf "$WORK/m"
+	cp -rL "$ROOT/tests/fixtures/tiny-v3-mtp" "$WORK/m"
+	M=$WORK/m
+	ST=$M/model-00002-of-00002.safetensors
+}
+MTP_RUN=1
+E=model.layers.3.eh_proj.weight
+mtp_fresh; st_edit "$ST" set $E shape '[256, 128]'
+check "MTP: wrong-shape eh_proj" "$ST: tensor $E: shape [256, 128], expected [128, 256]"
+mtp_fresh; st_edit "$ST" del model.layers.3.enorm.weight; python3 - "$M/model.safetensors.index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p)); del d['weight_map']['model.layers.3.enorm.weight']; json.dump(d, open(p, 'w'))
+PY
+check "MTP: missing enorm" "$M: missing tensor model.layers.3.enorm.weight"
+fresh
+check "MTP: a checkpoint without the module" "$M/config.json: speculative method deepseek_mtp needs the checkpoint's MTP layer" \
+	"num_nextn_predict_layers is 0"
+MTP_RUN=
 
 # Accepted variants must give the very same logits as the fixture itself.
 same() {

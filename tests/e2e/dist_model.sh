@@ -160,11 +160,12 @@ done
 printf '%s\n' '{"prompt_token_ids": [0, 5, 9, 5, 9], "logit_bias": {"100": 30, "107": 30, "114": 30}}' \
 	'{"prompt_token_ids": [0, 3], "logit_bias": {"200": 30, "207": 30}, "temperature": 0.9, "seed": 4}' \
 	'{"prompt_token_ids": [0, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2]}' >"$tmp/spec.jsonl"
-# spec_gen BACKEND I [--speculative-config JSON]: token ids, one line per prompt
+# spec_gen BACKEND I [--speculative-config JSON]: token ids, one line per prompt (SPEC_MODEL:
+# the fixture, tiny-v3 by default; SPEC_TP: the parallel flags, -tp 2 -dcp 2 by default)
 spec_gen() {
 	local be=$1 i=$2; shift 2
-	MLASERVE_ATTENTION_BACKEND=$be timeout 120 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 \
-		--prompts-file "$tmp/spec.jsonl" --max-tokens 40 --ignore-eos -tp 2 -dcp 2 \
+	MLASERVE_ATTENTION_BACKEND=$be timeout 120 "$BIN" generate "${SPEC_MODEL:-tests/fixtures/tiny-v3}" --dtype float32 \
+		--prompts-file "$tmp/spec.jsonl" --max-tokens 40 --ignore-eos ${SPEC_TP:--tp 2 -dcp 2} \
 		--dcp-kv-cache-interleave-size "$i" --output "$tmp/spec_out.jsonl" "$@" >"$out" 2>&1 &&
 		python3 -c 'import json,sys;[print(json.loads(l)["token_ids"]) for l in open(sys.argv[1])]' "$tmp/spec_out.jsonl"
 }
@@ -177,6 +178,25 @@ for be in FLASHMLA FLASH_ATTN_MLA; do
 		if [ -z "$want" ] || [ "$got" != "$want" ]; then notok "$name" "got [$(echo $got)] want [$(echo $want)]"
 		elif [ "${kept:-0}" -eq 0 ]; then notok "$name" "no draft was kept"
 		else ok "$name ($kept drafts kept)"; fi
+	done
+done
+
+# ---- the MTP module under TP + DCP (tiny-r1-mtp: fp8, its own head split by vocabulary): the
+# tokens without drafts, and the drafts of one process (the same count kept, float32) ----
+MTP='{"method": "deepseek_mtp"}'
+one=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp SPEC_TP="-tp 1" spec_gen FLASHMLA 1 --speculative-config "$MTP")
+kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+for be in FLASHMLA FLASH_ATTN_MLA; do
+	for i in 1 16; do
+		name="generate tiny-r1-mtp -tp 2 -dcp 2 I=$i, $be, deepseek_mtp: the tokens without drafts"
+		want=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i)
+		got=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i --speculative-config "$MTP")
+		kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+		if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
+			notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
+		elif [ "${kept:-0}" -eq 0 ] || [ "$kept" != "$kept1" ]; then
+			notok "$name" "$kept drafts kept, $kept1 in one process"
+		else ok "$name ($kept drafts kept, as in one process)"; fi
 	done
 done
 

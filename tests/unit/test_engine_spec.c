@@ -69,8 +69,15 @@ static void test_spec_config(void)
 	EXPECT(c.lookup_min == 5 && c.lookup_max == 5);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_max\": 3}", &c, &e) == 0);
 	EXPECT(c.lookup_min == 3 && c.lookup_max == 3);
-	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}", &c, &e) < 0);
-	EXPECT(strstr(e.msg, "deepseek_mtp") != NULL);
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}", &c, &e) == 0);
+	EXPECT(c.method == SPEC_MTP && c.k == 1);
+	EXPECT(spec_config_parse("{\"method\": \"mtp\", \"disable_by_batch_size\": 8}", &c, &e) == 0);
+	EXPECT(c.method == SPEC_MTP && c.k == 1 && c.disable_by_batch_size == 8);
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 2}", &c, &e) < 0);
+	EXPECT(strstr(e.msg, "1 token per step") != NULL);
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"prompt_lookup_max\": 2}", &c, &e) < 0);
+	EXPECT(spec_config_parse("{\"method\": \"eagle\", \"num_speculative_tokens\": 1}", &c, &e) < 0);
+	EXPECT(strstr(e.msg, "eagle") != NULL);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\"}", &c, &e) < 0);
 	EXPECT(strstr(e.msg, "num_speculative_tokens") != NULL);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 99}", &c, &e) < 0);
@@ -152,7 +159,7 @@ static void test_sched_drafts(void)
 /* ---- the engine ---- */
 
 static struct pool *g_pool;
-static struct model *g_model;
+static struct model *g_model, *g_mtp; /* tiny-v3; tiny-v3-mtp with its MTP layer */
 static struct tok *g_tok;
 
 #define N_REQ 9
@@ -176,6 +183,7 @@ struct spec_run {
 	size_t kv_bytes;
 	int k;		/* 0: no speculation */
 	int disable;	/* disable_by_batch_size */
+	bool mtp;	/* deepseek_mtp on tiny-v3-mtp (k 1), else ngram on tiny-v3 */
 };
 
 static int32_t g_prompt[N_REQ][64];
@@ -255,7 +263,7 @@ static int run(const struct spec_run *c, struct choice_out *out, struct engine_s
 {
 	struct engine_options o;
 	engine_options_init(&o);
-	o.model = g_model;
+	o.model = c->mtp ? g_mtp : g_model;
 	o.tok = g_tok;
 	o.backend = c->backend;
 	o.block_size = 16;
@@ -267,7 +275,11 @@ static int run(const struct spec_run *c, struct choice_out *out, struct engine_s
 	o.max_model_len = 160;
 	o.n_eos_ids = 1;
 	o.eos_ids[0] = 1;
-	if (c->k > 0) {
+	if (c->mtp) {
+		o.spec.method = SPEC_MTP;
+		o.spec.k = 1;
+		o.spec.disable_by_batch_size = c->disable;
+	} else if (c->k > 0) {
 		o.spec.method = SPEC_NGRAM;
 		o.spec.k = c->k;
 		o.spec.lookup_min = 1;
@@ -374,7 +386,10 @@ static int setup(void)
 		return -1;
 	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32,
 				   .max_model_len = 512, .pool = g_pool};
+	struct model_options mtp = mo;
+	mtp.load_mtp = true;
 	if (model_load(fixture_path("tiny-v3"), &mo, &g_model, &e) < 0 ||
+	    model_load(fixture_path("tiny-v3-mtp"), &mtp, &g_mtp, &e) < 0 ||
 	    tok_load(fixture_path("tiny-v3"), &g_tok, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "load: %s", e.msg);
 		return -1;
@@ -404,19 +419,26 @@ static void test_engine_same_outputs(void)
 		EXPECT(base[8 * 2].fin == ENGINE_FINISH_STOP && base[8 * 2].n >= 3);
 		EXPECT(base[6 * 2 + 1].n == 48);
 		const struct spec_run runs[] = {
-			{be, true, 512, 0, 3, 0},
-			{be, false, 512, 0, 1, 0},
-			{be, true, 7, 0, 4, 0},
-			{be, true, 64, per_block * 12, 3, 0}, /* 192 tokens: preemption */
-			{be, true, 512, 0, 3, 7}, /* drafts only once 7 or fewer choices run */
+			{be, true, 512, 0, 3, 0, false},
+			{be, false, 512, 0, 1, 0, false},
+			{be, true, 7, 0, 4, 0, false},
+			{be, true, 64, per_block * 12, 3, 0, false}, /* 192 tokens: preemption */
+			{be, true, 512, 0, 3, 7, false}, /* drafts only once 7 or fewer choices run */
+			/* the MTP module's drafts (steered by each request's logit_bias, so that the
+			 * random-weight module's drafts are kept now and then) */
+			{be, true, 512, 0, 1, 0, true},
+			{be, false, 512, 0, 1, 0, true},
+			{be, true, 7, 0, 1, 0, true},
+			{be, true, 64, per_block * 4 / 3 * 12, 1, 0, true}, /* 4 cache layers: 192 tokens */
+			{be, true, 512, 0, 1, 7, true},
 		};
 		uint64_t all_drafts = 0;
 		for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
 			if (run(&runs[k], got, &st) < 0)
 				return;
 			char what[160];
-			snprintf(what, sizeof what, "%s, %d drafts, prefix caching %s, budget %d%s%s", be->name,
-				 runs[k].k, runs[k].prefix_caching ? "on" : "off", runs[k].budget,
+			snprintf(what, sizeof what, "%s, %d %s drafts, prefix caching %s, budget %d%s%s", be->name,
+				 runs[k].k, runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off", runs[k].budget,
 				 runs[k].kv_bytes ? ", small pool" : "", runs[k].disable ? ", disable_by_batch_size 7" : "");
 			expect_same_outputs(what, base, got);
 			EXPECTF(st.spec_accepted_tokens > 0 && st.spec_accepted_tokens < st.spec_draft_tokens,
@@ -425,7 +447,7 @@ static void test_engine_same_outputs(void)
 			EXPECTF(st.steps > 0, "%s", what);
 			if (runs[k].kv_bytes)
 				EXPECTF(st.preemptions > 0, "%s: no preemption", what);
-			if (k == 0)
+			if (k == 0 || (runs[k].mtp && !runs[k - 1].mtp))
 				all_drafts = st.spec_draft_tokens;
 			if (runs[k].disable)
 				EXPECTF(st.spec_draft_tokens < all_drafts, "%s: %llu drafts, %llu without the limit", what,
@@ -512,6 +534,7 @@ static void test_engine_stop_strings_and_guides(void)
 static void test_teardown(void)
 {
 	model_free(g_model);
+	model_free(g_mtp);
 	tok_free(g_tok);
 	pool_free(g_pool);
 	g_model = NULL;

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""A slow, plain float64 DeepSeek V3/R1 forward (standard library only), written from
+../shared/docs/model-sched-api-spec.md §A (not from our C code), to make the MTP golden
+logits that no independent implementation gives us.
+
+  mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT]
+
+Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
+prints the largest difference between its logits and the fixture's golden ones (the check
+that this reference is right). With OUT and an MTP module in MODEL_DIR it also writes the
+MTP logits [n - 1, vocab] float32: row p is the MTP module at position p, fed the model's
+final-normed hidden state of position p and the token at p + 1, so it predicts the token at
+p + 2 (the drafts of --speculative-config deepseek_mtp)."""
+import json, math, os, struct, sys
+
+
+def load(dirname):
+    idx = os.path.join(dirname, 'model.safetensors.index.json')
+    files = sorted(set(json.load(open(idx))['weight_map'].values())) if os.path.exists(idx) else ['model.safetensors']
+    raw = {}
+    for f in files:
+        b = open(os.path.join(dirname, f), 'rb').read()
+        n = struct.unpack('<Q', b[:8])[0]
+        for name, h in json.loads(b[8:8 + n]).items():
+            if name != '__metadata__':
+                a, e = h['data_offsets']
+                raw[name] = (h['dtype'], h['shape'], b[8 + n + a:8 + n + e])
+    return raw
+
+
+def fp8(byte):
+    s, e, m = byte >> 7, (byte >> 3) & 15, byte & 7
+    v = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -v if s else v
+
+
+FP8 = [fp8(i) for i in range(256)]
+
+
+class Weights:
+    def __init__(self, dirname):
+        self.raw, self.cache = load(dirname), {}
+
+    def __contains__(self, name):
+        return name in self.raw
+
+    def get(self, name):  # a vector, or a matrix as a list of rows
+        if name in self.cache:
+            return self.cache[name]
+        dt, shape, b = self.raw[name]
+        if dt == 'F32':
+            flat = list(struct.unpack('<%df' % (len(b) // 4), b))
+        elif dt == 'BF16':
+            flat = [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in struct.unpack('<%dH' % (len(b) // 2), b)]
+        elif dt == 'F8_E4M3':
+            flat = [FP8[x] for x in b]
+        else:
+            raise SystemExit('%s: dtype %s' % (name, dt))
+        if len(shape) == 1:
+            out = flat
+        else:
+            r, c = shape
+            out = [flat[i * c:(i + 1) * c] for i in range(r)]
+            if dt == 'F8_E4M3':  # dequantize: multiply by the 128x128 block's scale_inv
+                sc = self.get(name + '_scale_inv')
+                out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
+        self.cache[name] = out
+        return out
+
+
+def mv(W, x):
+    return [sum(a * b for a, b in zip(row, x)) for row in W]
+
+
+def rmsnorm(x, w, eps):
+    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
+    return [v * r * g for v, g in zip(x, w)]
+
+
+def silu(z):
+    return z / (1 + math.exp(-z))
+
+
+class Model:
+    def __init__(self, dirname):
+        self.c = json.load(open(os.path.join(dirname, 'config.json')))
+        self.w = Weights(dirname)
+        c = self.c
+        dr, theta = c['qk_rope_head_dim'], c['rope_theta']
+        f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
+        rs = c.get('rope_scaling')
+        scale = (c['qk_nope_head_dim'] + dr) ** -0.5
+        if rs:  # YaRN (§A.6)
+            L, fac = rs['original_max_position_embeddings'], rs['factor']
+            corr = lambda n: dr * math.log(L / (n * 2 * math.pi)) / (2 * math.log(theta))
+            lo, hi = max(math.floor(corr(rs.get('beta_fast', 32))), 0), min(math.ceil(corr(rs.get('beta_slow', 1))), dr - 1)
+            if lo == hi:
+                hi += 0.001
+            ramp = [min(max((i - lo) / (hi - lo), 0), 1) for i in range(dr // 2)]
+            f = [fi / fac * r + fi * (1 - r) for fi, r in zip(f, ramp)]
+            ms = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1
+            self.cs_mul = ms(fac, rs.get('mscale', 1)) / ms(fac, rs.get('mscale_all_dim', 0))
+            scale *= ms(fac, rs.get('mscale_all_dim', 0)) ** 2
+        else:
+            self.cs_mul = 1.0
+        self.freqs, self.scale = f, scale
+
+    def rope(self, x, p):  # interleaved pairs (§A.5)
+        out = list(x)
+        for i, fi in enumerate(self.freqs):
+            co, si = math.cos(p * fi) * self.cs_mul, math.sin(p * fi) * self.cs_mul
+            a, b = x[2 * i], x[2 * i + 1]
+            out[2 * i], out[2 * i + 1] = a * co - b * si, b * co + a * si
+        return out
+
+    def layer(self, li, hs, positions):
+        c, w, eps = self.c, self.w, self.c['rms_norm_eps']
+        P = 'model.layers.%d.' % li
+        H, dn, dr, dv, Lkv = c['num_attention_heads'], c['qk_nope_head_dim'], c['qk_rope_head_dim'], c['v_head_dim'], c['kv_lora_rank']
+        xs = [rmsnorm(h, w.get(P + 'input_layernorm.weight'), eps) for h in hs]
+        qs, ks, vs = [], [], []
+        for x, p in zip(xs, positions):
+            if c.get('q_lora_rank'):
+                q = mv(w.get(P + 'self_attn.q_b_proj.weight'), rmsnorm(mv(w.get(P + 'self_attn.q_a_proj.weight'), x), w.get(P + 'self_attn.q_a_layernorm.weight'), eps))
+            else:
+                q = mv(w.get(P + 'self_attn.q_proj.weight'), x)
+            heads = [q[h * (dn + dr):(h + 1) * (dn + dr)] for h in range(H)]
+            qs.append([hq[:dn] + self.rope(hq[dn:], p) for hq in heads])
+            kv = mv(w.get(P + 'self_attn.kv_a_proj_with_mqa.weight'), x)
+            kvc, kpe = rmsnorm(kv[:Lkv], w.get(P + 'self_attn.kv_a_layernorm.weight'), eps), self.rope(kv[Lkv:], p)
+            up = mv(w.get(P + 'self_attn.kv_b_proj.weight'), kvc)
+            ks.append([up[h * (dn + dv):h * (dn + dv) + dn] + kpe for h in range(H)])
+            vs.append([up[h * (dn + dv) + dn:(h + 1) * (dn + dv)] for h in range(H)])
+        out = []
+        for t in range(len(hs)):  # causal: the sequence's own earlier positions
+            o = []
+            for h in range(H):
+                sc = [sum(a * b for a, b in zip(qs[t][h], ks[s][h])) * self.scale for s in range(t + 1)]
+                mx = max(sc)
+                e = [math.exp(v - mx) for v in sc]
+                z = sum(e)
+                o += [sum(e[s] / z * vs[s][h][i] for s in range(t + 1)) for i in range(dv)]
+            out.append([a + b for a, b in zip(hs[t], mv(w.get(P + 'self_attn.o_proj.weight'), o))])
+        hs = out
+        moe = c.get('n_routed_experts') and li >= c['first_k_dense_replace'] and li % c.get('moe_layer_freq', 1) == 0
+        res = []
+        for h in hs:
+            x = rmsnorm(h, w.get(P + 'post_attention_layernorm.weight'), eps)
+            mlp = lambda pre, x: mv(w.get(pre + 'down_proj.weight'), [silu(g) * u for g, u in zip(mv(w.get(pre + 'gate_proj.weight'), x), mv(w.get(pre + 'up_proj.weight'), x))])
+            if not moe:
+                y = mlp(P + 'mlp.', x)
+            else:  # §A.7
+                E, k = c['n_routed_experts'], c['num_experts_per_tok']
+                g = mv(w.get(P + 'mlp.gate.weight'), x)
+                s = [1 / (1 + math.exp(-v)) for v in g] if c.get('scoring_func') == 'sigmoid' else [math.exp(v - max(g)) / sum(math.exp(u - max(g)) for u in g) for v in g]
+                bias = P + 'mlp.gate.e_score_correction_bias'
+                ch = [a + b for a, b in zip(s, w.get(bias))] if bias in w else list(s)
+                G, kg = c.get('n_group') or 1, c.get('topk_group') or 1
+                gs = E // G
+                score = [sum(sorted(ch[j * gs:(j + 1) * gs], reverse=True)[:2]) if bias in w else max(ch[j * gs:(j + 1) * gs]) for j in range(G)]
+                keep = sorted(range(G), key=lambda j: (-score[j], j))[:kg]
+                ch = [v if i // gs in keep else -math.inf for i, v in enumerate(ch)]
+                ids = sorted(range(E), key=lambda i: (-ch[i], i))[:k]
+                wt = [s[i] for i in ids]
+                if c.get('norm_topk_prob'):
+                    wt = [v / sum(wt) for v in wt]
+                y = [0.0] * len(x)
+                for i, wi in zip(ids, wt):
+                    y = [a + c.get('routed_scaling_factor', 1.0) * wi * b for a, b in zip(y, mlp(P + 'mlp.experts.%d.' % i, x))]
+                if c.get('n_shared_experts'):
+                    y = [a + b for a, b in zip(y, mlp(P + 'mlp.shared_experts.', x))]
+            res.append([a + b for a, b in zip(h, y)])
+        return res
+
+
+def main():
+    model_dir, prompts, name = sys.argv[1:4]
+    m, eps = Model(model_dir), None
+    c, w = m.c, m.w
+    eps = c['rms_norm_eps']
+    d = json.load(open(prompts))
+    pr = next(p for p in d['prompts'] if p['name'] == name)
+    toks = pr['tokens']
+    n, V = len(toks), c['vocab_size']
+    pos = list(range(n))
+    emb = w.get('model.embed_tokens.weight')
+    hs = [list(emb[t]) for t in toks]
+    for li in range(c['num_hidden_layers']):
+        hs = m.layer(li, hs, pos)
+    fin = [rmsnorm(h, w.get('model.norm.weight'), eps) for h in hs]
+    logits = [mv(w.get('lm_head.weight'), x) for x in fin]
+    gold = open(os.path.join(os.path.dirname(prompts), pr['logits_file']), 'rb').read()
+    g = struct.unpack('<%df' % (n * V), gold)
+    diff = max(abs(logits[i][j] - g[i * V + j]) for i in range(n) for j in range(V))
+    print('%s: max |logit - golden| over %d x %d: %.3g' % (name, n, V, diff))
+    if len(sys.argv) < 5:
+        return
+    L = c['num_hidden_layers']
+    P = 'model.layers.%d.' % L
+    memb = w.get(P + 'embed_tokens.weight') if P + 'embed_tokens.weight' in w else emb
+    mh = []
+    for p in range(n - 1):  # MTP at position p: token p + 1 and the hidden state of p
+        e = [0.0] * c['hidden_size'] if p == 0 else list(memb[toks[p + 1]])
+        x = rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(fin[p], w.get(P + 'hnorm.weight'), eps)
+        mh.append(mv(w.get(P + 'eh_proj.weight'), x))
+    mh = m.layer(L, mh, list(range(n - 1)))
+    head = w.get(P + 'shared_head.head.weight') if P + 'shared_head.head.weight' in w else w.get('lm_head.weight')
+    out = [mv(head, rmsnorm(h, w.get(P + 'shared_head.norm.weight'), eps)) for h in mh]
+    with open(sys.argv[4], 'wb') as f:
+        f.write(struct.pack('<%df' % ((n - 1) * V), *[v for row in out for v in row]))
+    print('wrote %s: MTP logits [%d, %d]' % (sys.argv[4], n - 1, V))
+
+
+main()

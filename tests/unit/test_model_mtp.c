@@ -1,0 +1,239 @@
+/* DeepSeek's MTP module (model_mtp_forward) against the golden MTP logits of
+ * scripts/mtp_reference.py: a float64 forward written from the spec, which matches the
+ * independent oracle's golden logits of the main models to ~1e-5 (it prints that check when
+ * it writes them). Fixtures tiny-v3-mtp (bf16 weights) and tiny-r1-mtp (fp8, its own MTP
+ * head): whole prompts, chunks through both latent caches, and single-token decodes on
+ * every backend, float32. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/backends.h"
+#include "fwd_util.h"
+#include "harness.h"
+#include "model/model.h"
+#include "ops/pool.h"
+
+static struct pool *g_pool;
+
+static struct model *load(const char *name, bool mtp, struct err *e)
+{
+	if (!g_pool && pool_new(2, &g_pool, e))
+		return NULL;
+	struct model_options o = {.act_dtype = DT_F32, .max_batch_tokens = 128, .max_seqs = 4, .max_model_len = 128,
+				  .pool = g_pool, .load_mtp = mtp};
+	struct model *m = NULL;
+	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
+}
+
+static float *read_f32(const char *rel, size_t n)
+{
+	FILE *f = fopen(fixture_path(rel), "rb");
+	float *b = f ? malloc(n * sizeof(float)) : NULL;
+	if (b && fread(b, sizeof(float), n, f) != n) {
+		free(b);
+		b = NULL;
+	}
+	if (f)
+		fclose(f);
+	return b;
+}
+
+/* the prompt's tokens from the main fixture's golden/prompts.json */
+static int32_t *prompt(const char *main_fixture, const char *name, int *n)
+{
+	char rel[256];
+	snprintf(rel, sizeof rel, "%s/golden/prompts.json", main_fixture);
+	json_t *root = json_load_file(fixture_path(rel), 0, NULL), *p;
+	size_t i;
+	int32_t *t = NULL;
+	*n = 0;
+	json_array_foreach(json_object_get(root, "prompts"), i, p) {
+		if (strcmp(json_string_value(json_object_get(p, "name")), name))
+			continue;
+		json_t *a = json_object_get(p, "tokens");
+		*n = (int)json_array_size(a);
+		t = malloc(sizeof(int32_t) * (size_t)*n);
+		for (int k = 0; k < *n; k++)
+			t[k] = (int32_t)json_integer_value(json_array_get(a, (size_t)k));
+	}
+	json_decref(root);
+	return t;
+}
+
+/* One sequence over both caches (the model's layers and the MTP layer). */
+struct seq {
+	struct kv_cache kv;
+	int32_t bt[16];
+};
+
+static int seq_init(struct seq *s, const struct model *m, struct err *e)
+{
+	memset(s, 0, sizeof *s);
+	for (int i = 0; i < 16; i++)
+		s->bt[i] = 16 - i; /* scattered blocks */
+	const struct model_config *c = model_config(m);
+	return kv_cache_init(&s->kv, model_kv_layers(m), 17, FWD_BS, c->kv_lora_rank, c->qk_rope_head_dim, DT_F32, e);
+}
+
+/* tokens [start, start + q) through the model, then the MTP module over the positions of
+ * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
+static int chunk(struct model *m, struct seq *s, const struct attn_backend *be, const int32_t *tok, int n, int start,
+		 int q, float *mtp, struct err *e)
+{
+	int32_t pos[128], rows[128], next[128], hid[128], qs[2] = {0, q}, sl[1] = {start + q};
+	int64_t slots[128];
+	for (int i = 0; i < q; i++) {
+		pos[i] = start + i;
+		rows[i] = i;
+		hid[i] = i;
+		next[i] = start + i + 1 < n ? tok[start + i + 1] : 0;
+		slots[i] = (int64_t)s->bt[(start + i) / FWD_BS] * FWD_BS + (start + i) % FWD_BS;
+	}
+	bool decode = be && q == 1;
+	struct batch b = {.n_tokens = q, .tokens = tok + start, .positions = pos};
+	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
+				    .max_blocks = 16, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? q : 0,
+				    .dcp_size = 1, .local_seq_lens = sl};
+	if (model_forward(m, &b, &s->kv, be, NULL, e))
+		return -1;
+	int k = start + q < n ? q : n - 1 - start; /* the last position has no next token */
+	if (k <= 0)
+		return 0;
+	qs[1] = k;
+	sl[0] = start + k;
+	decode = be && k == 1;
+	b = (struct batch){.n_tokens = k, .tokens = next, .positions = pos, .n_logits = k, .logits_rows = rows,
+			   .hidden_rows = hid};
+	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = k, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
+				    .max_blocks = 16, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? k : 0,
+				    .dcp_size = 1, .local_seq_lens = sl};
+	return model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
+}
+
+/* first_chunk tokens at once, then `step` at a time (1: decodes on backend be) */
+static void check(const char *fixture, const char *main_fixture, const char *name, int first_chunk, int step,
+		  const struct attn_backend *be)
+{
+	struct err e;
+	struct model *m = load(fixture, true, &e);
+	EXPECTF(m != NULL, "%s: %s", fixture, m ? "" : e.msg);
+	if (!m)
+		return;
+	int n, V = model_config(m)->vocab_size;
+	int32_t *tok = prompt(main_fixture, name, &n);
+	char rel[256];
+	snprintf(rel, sizeof rel, "%s/golden/%s.mtp.f32", fixture, name);
+	float *gold = read_f32(rel, (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
+	struct seq s;
+	EXPECT(tok && gold && seq_init(&s, m, &e) == 0);
+	float worst = 0;
+	for (int start = 0, q = first_chunk; tok && gold && start < n; start += q, q = step) {
+		if (q > n - start)
+			q = n - start;
+		int k = chunk(m, &s, be, tok, n, start, q, out, &e);
+		EXPECTF(k >= 0, "%s %s at %d: %s", fixture, name, start, k < 0 ? e.msg : "");
+		if (k < 0)
+			break;
+		for (int r = 0; r < k; r++) {
+			float d = fwd_max_abs_diff(out + (size_t)r * V, gold + (size_t)(start + r) * V, (size_t)V);
+			if (d > worst)
+				worst = d;
+		}
+	}
+	EXPECTF(worst < 1e-3f, "%s %s (first %d, then %d, %s): MTP logits differ from the reference by %g", fixture, name,
+		first_chunk, step, be ? be->name : "prefill path", worst);
+	kv_cache_fini(&s.kv);
+	free(tok);
+	free(gold);
+	free(out);
+	model_free(m);
+}
+
+static void test_mtp_whole_and_chunked(void)
+{
+	const char *fx[2][2] = {{"tiny-v3-mtp", "tiny-v3"}, {"tiny-r1-mtp", "tiny-r1"}};
+	for (int f = 0; f < 2; f++) {
+		check(fx[f][0], fx[f][1], "len17", 17, 17, NULL);
+		check(fx[f][0], fx[f][1], "len64", 64, 64, NULL);
+		check(fx[f][0], fx[f][1], "len64", 7, 7, NULL);
+	}
+}
+
+static void test_mtp_decodes_every_backend(void)
+{
+	for (int b = 0; b < attn_backend_count(); b++) {
+		check("tiny-v3-mtp", "tiny-v3", "len64", 40, 1, attn_backend_at(b));
+		check("tiny-r1-mtp", "tiny-r1", "len17", 5, 1, attn_backend_at(b));
+	}
+}
+
+/* Loading the MTP layer leaves the model's own logits as they were, bit for bit. */
+static void test_main_logits_unchanged(void)
+{
+	struct err e;
+	struct model *a = load("tiny-v3", false, &e), *b = load("tiny-v3-mtp", true, &e);
+	EXPECT(a && b);
+	int n;
+	int32_t *tok = prompt("tiny-v3", "len17", &n);
+	float *la = malloc(sizeof(float) * 17 * 1024), *lb = malloc(sizeof(float) * 17 * 1024);
+	struct fwd_seq sa;
+	struct seq sb;
+	if (a && b && tok && fwd_seq_init(&sa, model_config(a), 32, DT_F32, &e) == 0) {
+		EXPECT(fwd_step(a, &sa, NULL, tok, 0, n, 0, la, &e) == 0);
+		EXPECT(seq_init(&sb, b, &e) == 0);
+		int32_t pos[17], rows[17], qs[2] = {0, 17}, sl[1] = {17};
+		int64_t slots[17];
+		for (int i = 0; i < 17; i++)
+			pos[i] = rows[i] = i, slots[i] = (int64_t)sb.bt[i / FWD_BS] * FWD_BS + i % FWD_BS;
+		struct batch bt = {.n_tokens = 17, .tokens = tok, .positions = pos, .n_logits = 17, .logits_rows = rows};
+		bt.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = 17, .query_start = qs, .seq_lens = sl,
+					     .block_table = sb.bt, .max_blocks = 16, .slots = slots, .dcp_size = 1,
+					     .local_seq_lens = sl};
+		EXPECT(model_forward(b, &bt, &sb.kv, NULL, lb, &e) == 0);
+		EXPECT(memcmp(la, lb, sizeof(float) * 17 * 1024) == 0);
+		EXPECT_EQ_INT(model_kv_layers(a), 3);
+		EXPECT_EQ_INT(model_kv_layers(b), 4);
+		EXPECT(!model_has_mtp(a) && model_has_mtp(b));
+		/* the MTP step refuses what it cannot run */
+		int32_t hid[1] = {17}, one[1] = {5};
+		struct batch mb = bt;
+		mb.n_tokens = 1, mb.tokens = one, mb.n_logits = 0, mb.hidden_rows = hid;
+		qs[1] = 1;
+		mb.attn.n_tokens = 1;
+		EXPECT(model_mtp_forward(b, &mb, &sb.kv, NULL, NULL, &e) < 0);
+		EXPECTF(strstr(e.msg, "hidden row 17") != NULL, "message: %s", e.msg);
+		EXPECT(model_mtp_forward(a, &mb, &sa.kv, NULL, NULL, &e) < 0);
+		EXPECTF(strstr(e.msg, "without its MTP layer") != NULL, "message: %s", e.msg);
+		/* a cache without the MTP layer is refused by both steps */
+		EXPECT(model_forward(b, &bt, &sa.kv, NULL, lb, &e) < 0);
+		kv_cache_fini(&sb.kv);
+		fwd_seq_fini(&sa);
+	}
+	free(tok);
+	free(la);
+	free(lb);
+	model_free(a);
+	model_free(b);
+}
+
+static void test_load_errors(void)
+{
+	struct err e;
+	struct model *m = load("tiny-v3", true, &e);
+	EXPECT(m == NULL);
+	EXPECTF(strstr(e.msg, "num_nextn_predict_layers is 0") != NULL, "message: %s", e.msg);
+	model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct test_case cases[] = {
+		T(test_mtp_whole_and_chunked), T(test_mtp_decodes_every_backend), T(test_main_logits_unchanged),
+		T(test_load_errors),
+	};
+	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+	pool_free(g_pool);
+	return rc;
+}
