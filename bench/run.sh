@@ -210,7 +210,8 @@ if want dcp; then
 	BUILD="$BUILD" bash bench/dcp.sh
 fi
 
-# Speculative decoding (n-gram drafts) against plain decoding, same prompts, alternating.
+# Speculative decoding (n-gram drafts; with BENCH_FULL=1 also MTP drafts) against plain
+# decoding, same prompts, alternating.
 if want spec; then
 	echo "== spec (n-gram drafts vs plain decoding)"
 	if [ "$full" = 1 ]; then
@@ -219,6 +220,12 @@ if want spec; then
 		BUILD="$BUILD" bash bench/spec_decode.sh bench/configs/bench-v2lite-4L "1" 1 3 | tee "$OUT/spec.txt"
 	fi
 	note "spec: $(awk 'NR > 1 {printf "%s b%s %s; ", $1, $2, $6}' "$OUT/spec.txt")"
+	if [ "$full" = 1 ]; then
+		echo "== spec (DeepSeek MTP drafts vs plain decoding, V3's MoE)"
+		REGIMES="free repeat one" SPEC_METHOD=mtp BUILD="$BUILD" bash bench/spec_decode.sh \
+			bench/configs/bench-v3moe-fp8-3L "1 4" 2 | tee "$OUT/spec-mtp.txt"
+		note "spec mtp: $(awk 'NR > 1 {printf "%s b%s %s; ", $1, $2, $6}' "$OUT/spec-mtp.txt")"
+	fi
 fi
 
 if [ -s "$summary" ]; then
