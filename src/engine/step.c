@@ -171,13 +171,19 @@ static bool spec_disabled(const struct engine *eng)
 	return c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size;
 }
 
-/* deepseek_mtp's draft from the MTP logits of a choice: the argmax after its logit_bias
- * and its banned tokens (allowed_token_ids, bad_words), as its sampler would see them, so
- * that a request steered towards some tokens gets drafts among them */
+/* deepseek_mtp's draft from the MTP logits of a choice: the argmax after its logit_bias,
+ * its banned tokens (allowed_token_ids, bad_words) and its grammar, as its sampler would see
+ * them, so that a request steered towards some tokens gets drafts among them (-1: none) */
 static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *row)
 {
 	const struct sampling_params *p = &s->p;
 	const uint8_t *ban = banned(eng, s, sched_req_n_output(&s->sr));
+	const uint8_t *allow = NULL;
+	if (s->guide && s->guide_on) {
+		if (guide_vocab_mask(eng->guide_vocab, p->guide, s->guide, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
+			return -1;
+		allow = eng->allow;
+	}
 	float *x = eng->ss.masked; /* free between samples */
 	memcpy(x, row, sizeof *x * (size_t)eng->vocab);
 	for (int i = 0; i < p->n_logit_bias; i++) {
@@ -188,7 +194,7 @@ static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *
 	}
 	int32_t best = -1;
 	for (int v = 0; v < eng->vocab; v++)
-		if (!(ban && ban[v]) && (best < 0 || x[v] > x[best]))
+		if (!(ban && ban[v]) && !(allow && !allow[v]) && (best < 0 || x[v] > x[best]))
 			best = v;
 	return best;
 }
