@@ -45,8 +45,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	rn->n_prow = malloc(sizeof *rn->n_prow * S);
 	rn->prow_pos = malloc(sizeof *rn->prow_pos * S);
 	rn->row_of_req = malloc(sizeof *rn->row_of_req * S);
-	if (!rn->row_of_req ||!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
-	    !rn->prow_pos) {
+	if (!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
+	    !rn->prow_pos || !rn->row_of_req) {
 		runner_fini(rn);
 		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
 	}

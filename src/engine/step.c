@@ -153,12 +153,11 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 }
 
 /* Drafts for the next step of every choice that is decoding (ngram lookup, or the MTP
- * module's draft). A backend that
- * runs only uniform decode queries gets one draft count for all: the longest proposal,
- * padded with each choice's last token (a guess like any other, verified like the rest),
- * but no more than the choice nearest its length limit can take, and none at all when
- * padding would be most of the drafts. A shorter query would leave the decode path for the
- * prefill path: slower, and not the same rounding. */
+ * module's draft). A backend that runs only uniform decode queries gets one draft count for
+ * all: the longest proposal, padded with each choice's last token (a guess like any other,
+ * verified like the rest), but no more than the choice nearest its length limit can take,
+ * and none at all when padding would be most of the drafts. A shorter query would leave the
+ * decode path for the prefill path: slower, and not the same rounding. */
 static bool decoding(const struct engine *eng, const struct sched_output *o, int i)
 {
 	const struct sched_req *r = o->reqs[i];
