@@ -1,6 +1,7 @@
-/* /v1/chat/completions and /v1/completions: parse + validate, render the chat template,
- * tokenize, submit to the engine (one handle per prompt, n choices each), then either collect
- * the whole answer or stream it as SSE (spec C.3-C.5). */
+/* /v1/chat/completions and /v1/completions (and /v1/responses, as a chat request answered in
+ * its own shapes: server/responses.h): parse + validate, render the chat template, tokenize,
+ * submit to the engine (one handle per prompt, n choices each), then either collect the whole
+ * answer (here) or stream it as SSE (generate_stream.c; spec C.3-C.5). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,49 +9,18 @@
 
 #include "base/log.h"
 #include "base/mono.h"
-#include "server/openai_json.h"
-#include "server/reasoning.h"
-#include "server/state.h"
-#include "server/tool_calls.h"
+#include "server/generate_internal.h"
 #include "server/utf8.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
 
-struct gen {
-	struct server *s;
-	struct hreq *r;		/* one reference held */
-	enum srv_api api;
-	json_t *body;		/* req points into it */
-	struct srv_request req;
-	char id[64];
-	long long created;
-	const char *model;	/* name used in responses: the first served name */
-	int n_handles;		/* one per prompt */
-	struct engine_req **h;
-	bool *h_ended;
-	int *h_prompt_tokens;
-	int32_t *h_first;	/* per prompt: its first token (echoed logprobs name it) */
-	int *h_cached;		/* per prompt: its tokens read from the prefix cache (choice 0's) */
-	int32_t *bad_tok, *bad_lens; /* bad_words tokenized (req.sp points here) */
-	int n;			/* choices per prompt */
-	int n_choices;		/* n_handles * n */
-	struct oj_choice *ch;
-	char **echo;		/* per prompt: text to prepend (completions echo), or NULL */
-	size_t *echo_len;
-	bool *echo_sent;	/* per choice (streaming) */
-	struct reasoning_split *rs; /* per choice: chat under a reasoning parser (streaming); else NULL */
-	struct tool_split *ts;	/* per choice: chat whose tool calls are parsed (streaming); else NULL */
-	bool streaming, started, failed;
-	char error[256];	/* the engine's message when it failed a choice */
-	struct gen *prev, *next; /* s->gens registry */
-};
 
 /* the tokenizer that names tokens in logprobs; NULL ("token_id:N") under
  * return_tokens_as_token_ids */
-static const struct tok *lp_tok(const struct gen *g) { return g->req.tokens_as_ids ? NULL : g->s->deps.tok; }
+const struct tok *gen_lp_tok(const struct gen *g) { return g->req.tokens_as_ids ? NULL : g->s->deps.tok; }
 
 /* the server's tool-call parser (tool_calls.h) */
-static int s_tool_parser(const struct gen *g) { return g->s->cfg.tool_parser; }
+int gen_tool_parser(const struct gen *g) { return g->s->cfg.tool_parser; }
 
 /* ---- registry (for a graceful stop) ---- */
 
@@ -78,7 +48,7 @@ static void unregister(struct gen *g)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void gen_free(struct gen *g)
+void gen_free(struct gen *g)
 {
 	if (!g)
 		return;
@@ -106,6 +76,7 @@ static void gen_free(struct gen *g)
 	free(g->bad_tok);
 	free(g->bad_lens);
 	srv_request_fini(&g->req);
+	resp_state_free(g->resp);
 	json_decref(g->body);
 	if (g->r)
 		hreq_unref(g->r);
@@ -362,20 +333,20 @@ out:
 	return rc;
 }
 
-static void note_first_token(struct gen *g, const struct engine_event *ev)
+void gen_note_first_token(struct gen *g, const struct engine_event *ev)
 {
 	if (g->r->ttft < 0 && ev->n_tokens > 0)
 		g->r->ttft = mono_now_s() - g->r->t_start;
 }
 
-static json_t *event_logprobs(struct gen *g, struct oj_choice *c, const struct engine_event *ev)
+json_t *gen_event_logprobs(struct gen *g, struct oj_choice *c, const struct engine_event *ev)
 {
 	if (!g->req.want_logprobs || !ev->logprobs || ev->n_tokens == 0)
 		return NULL;
-	return oj_logprobs(g->api, lp_tok(g), ev->logprobs, ev->n_tokens, &c->text_offset);
+	return oj_logprobs(g->api, gen_lp_tok(g), ev->logprobs, ev->n_tokens, &c->text_offset);
 }
 
-static struct oj_usage usage_of(const struct gen *g)
+struct oj_usage gen_usage(const struct gen *g)
 {
 	struct oj_usage u = {0, 0, 0, g->s->cfg.prompt_tokens_details};
 	for (int i = 0; i < g->n_handles; i++) {
@@ -393,18 +364,18 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	if (ev->index < 0 || ev->index >= g->n)
 		return 0;
 	struct oj_choice *c = &g->ch[k * g->n + ev->index];
-	note_first_token(g, ev);
+	gen_note_first_token(g, ev);
 	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
 	if (!drop && ev->text_len && sbuf_append(&c->text, ev->text, ev->text_len) < 0)
 		return -1;
-	json_t *lp = drop ? NULL : event_logprobs(g, c, ev);
+	json_t *lp = drop ? NULL : gen_event_logprobs(g, c, ev);
 	if (lp) {
 		int rc = oj_logprobs_merge(&c->logprobs, lp);
 		json_decref(lp);
 		if (rc < 0)
 			return -1;
 	} else if (g->req.want_logprobs && !c->logprobs) {
-		c->logprobs = oj_logprobs(g->api, lp_tok(g), NULL, 0, &c->text_offset);
+		c->logprobs = oj_logprobs(g->api, gen_lp_tok(g), NULL, 0, &c->text_offset);
 	}
 	c->n_tokens = drop ? 0 : ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
@@ -425,13 +396,13 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 
 /* The prompt's logprobs of handle k in front of choice c's (completions echo with
  * logprobs); 0 when there are none (the request ended before its prompt ran). */
-static int lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
+int gen_lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
 {
 	int n;
 	const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
 	if (!lp)
 		return 0;
-	json_t *part = oj_prompt_logprobs_echo(lp_tok(g), g->h_first[k], lp, n);
+	json_t *part = oj_prompt_logprobs_echo(gen_lp_tok(g), g->h_first[k], lp, n);
 	if (!part || (*logprobs && oj_logprobs_merge(&part, *logprobs) < 0)) {
 		json_decref(part);
 		return -1;
@@ -447,10 +418,10 @@ static int add_prompt_logprobs(struct gen *g)
 	for (int i = 0; i < g->n_choices; i++) {
 		struct oj_choice *c = &g->ch[i];
 		int k = i / g->n, n;
-		if (g->req.echo_logprobs && lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
+		if (g->req.echo_logprobs && gen_lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
 			return -1;
 		const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
-		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(lp_tok(g), lp, n)))
+		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(gen_lp_tok(g), lp, n)))
 			return -1;
 	}
 	return 0;
@@ -459,7 +430,7 @@ static int add_prompt_logprobs(struct gen *g)
 static enum MHD_Result reply_collected(struct gen *g)
 {
 	struct hreq *r = g->r;
-	struct oj_usage u = usage_of(g);
+	struct oj_usage u = gen_usage(g);
 	r->completion_tokens = u.completion_tokens;
 	enum MHD_Result res;
 	if (g->failed) {
@@ -490,7 +461,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 						      g->req.structured.forced_name, c->text.data, c->text.len,
 						      &c->tool_calls) < 0)
 					return MHD_NO;
-			} else if (tool_calls_parse(s_tool_parser(g), c->text.data, c->text.len, &c->tool_calls,
+			} else if (tool_calls_parse(gen_tool_parser(g), c->text.data, c->text.len, &c->tool_calls,
 						    &content_len) < 0) {
 				return MHD_NO;
 			}
@@ -514,11 +485,12 @@ static enum MHD_Result reply_collected(struct gen *g)
 			sbuf_fini(&g->ch[i].text);
 			g->ch[i].text = t;
 		}
-		json_t *resp = g->api == SRV_API_CHAT
-				       ? oj_chat_response(g->id, g->created, g->model, g->ch,
-							  g->n_choices, &u)
-				       : oj_completion_response(g->id, g->created, g->model, g->ch,
-								g->n_choices, &u);
+		const struct oj_choice *c = &g->ch[0];
+		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.data,
+						     c->reasoning.len, c->text.data, c->text.len, c->finish, &u)
+			       : g->api == SRV_API_CHAT
+				       ? oj_chat_response(g->id, g->created, g->model, g->ch, g->n_choices, &u)
+				       : oj_completion_response(g->id, g->created, g->model, g->ch, g->n_choices, &u);
 		res = http_reply_json(r, 200, resp);
 	}
 	return res;
@@ -551,226 +523,24 @@ static enum MHD_Result gen_collect(struct gen *g)
 	return reply_collected(g);
 }
 
-/* ---- streaming ---- */
 
-static int emit(struct sbuf *out, json_t *obj)
-{
-	int rc = obj ? sse_event(out, obj) : -1;
-	json_decref(obj);
-	return rc;
-}
-
-static int stream_event(struct gen *g, int k, const struct engine_event *ev, struct sbuf *out)
-{
-	if (ev->index < 0 || ev->index >= g->n)
-		return 0;
-	int ci = k * g->n + ev->index;
-	struct oj_choice *c = &g->ch[ci];
-	note_first_token(g, ev);
-	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
-	c->n_tokens = drop ? 0 : ev->n_output_tokens;
-	if (ev->n_prompt_tokens > 0)
-		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
-	if (ev->index == 0)
-		g->h_cached[k] = ev->n_cached_tokens;
-	if (ev->error) {
-		struct api_error ae;
-		api_error_set(&ae, 500, NULL, "the engine failed: %s", ev->error);
-		size_t len;
-		char *body = api_error_body(&ae, &len);
-		int rc = body ? sbuf_printf(out, "data: %s\n\n", body) : -1;
-		free(body);
-		return rc;
-	}
-	/* completions echo: the prompt text (and with logprobs its logprobs, complete by any
-	 * token event) leads the first chunk of each choice */
-	struct sbuf text = {0};
-	json_t *echo_lp = NULL;
-	if (g->api == SRV_API_COMPLETION && g->echo[k] && !g->echo_sent[ci]) {
-		g->echo_sent[ci] = true;
-		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0 ||
-		    (g->req.echo_logprobs && lead_with_prompt_logprobs(g, k, &echo_lp) < 0)) {
-			sbuf_fini(&text);
-			return -1;
-		}
-	}
-	struct sbuf reasoning = {0};
-	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
-				   &text) < 0
-		  : !drop && ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
-		sbuf_fini(&text);
-		sbuf_fini(&reasoning);
-		json_decref(echo_lp);
-		return -1;
-	}
-	json_t *calls = NULL;
-	if (g->ts) { /* the content so far goes through the tool-call split */
-		struct sbuf content = {0};
-		bool last = ev->finish != ENGINE_FINISH_NONE;
-		const struct srv_structured *st = &g->req.structured;
-		if (st->forced ? tool_forced_feed(&g->ts[ci], st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.data,
-						  text.len, last, &content, &calls) < 0
-			       : tool_split_feed(&g->ts[ci], s_tool_parser(g), text.data, text.len, last, &content,
-						 &calls) < 0) {
-			sbuf_fini(&text);
-			sbuf_fini(&reasoning);
-			sbuf_fini(&content);
-			return -1;
-		}
-		sbuf_fini(&text);
-		text = content;
-	}
-	json_t *lp = drop ? NULL : event_logprobs(g, c, ev);
-	if (echo_lp) {
-		if (lp && oj_logprobs_merge(&echo_lp, lp) < 0) {
-			json_decref(echo_lp);
-			json_decref(lp);
-			sbuf_fini(&text);
-			sbuf_fini(&reasoning);
-			json_decref(calls);
-			return -1;
-		}
-		json_decref(lp);
-		lp = echo_lp;
-	}
-	if (!text.len && !reasoning.len && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
-		sbuf_fini(&text);
-		sbuf_fini(&reasoning);
-		return 0; /* vLLM suppresses empty deltas */
-	}
-	json_t *usage = NULL;
-	if (g->req.include_usage && g->req.continuous_usage) {
-		struct oj_usage u = usage_of(g);
-		usage = oj_usage_json(&u, false);
-	}
-	struct oj_delta d = {text.data, text.len, reasoning.data, reasoning.len, calls};
-	json_t *chunk = oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
-				 ev->stop_token, ev->stop_str, usage);
-	int n_plp;
-	const struct engine_logprob *plp = g->req.prompt_logprobs && !c->prompt_lp_sent
-						   ? engine_prompt_logprobs(g->h[k], &n_plp) : NULL;
-	if (chunk && plp) { /* vLLM's prompt_logprobs ride on a choice's first chunk */
-		c->prompt_lp_sent = true;
-		json_t *v = oj_prompt_logprobs_vllm(lp_tok(g), plp, n_plp);
-		json_t *at = g->api == SRV_API_CHAT ? chunk : json_array_get(json_object_get(chunk, "choices"), 0);
-		if (!at)
-			json_decref(v);
-		if (!v || !at || json_object_set_new(at, "prompt_logprobs", v) < 0) {
-			json_decref(chunk);
-			chunk = NULL;
-		}
-	}
-	if (chunk && g->req.return_token_ids) { /* the delta's ids; the prompt's on the first */
-		json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
-		json_t *d = json_array();
-		for (int t = 0; d && !drop && t < ev->n_tokens; t++)
-			json_array_append_new(d, json_integer(ev->token_ids[t]));
-		if (!choice || !d || json_object_set_new(choice, "token_ids", d) < 0 ||
-		    (!c->prompt_ids_sent && c->prompt_token_ids &&
-		     json_object_set(g->api == SRV_API_CHAT ? chunk : choice, "prompt_token_ids", c->prompt_token_ids) < 0)) {
-			if (!choice)
-				json_decref(d);
-			json_decref(chunk);
-			chunk = NULL;
-		}
-		c->prompt_ids_sent = true;
-	}
-	int rc = emit(out, chunk);
-	sbuf_fini(&text);
-	sbuf_fini(&reasoning);
-	json_decref(calls);
-	return rc;
-}
-
-static int stream_start(struct gen *g, struct sbuf *out)
-{
-	g->started = true;
-	if (g->api != SRV_API_CHAT)
-		return 0;
-	for (int i = 0; i < g->n_choices; i++) {
-		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, NULL,
-				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
-			return -1;
-		if (g->echo[0] &&
-		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL,
-				       &(struct oj_delta){.text = g->echo[0], .len = g->echo_len[0]}, NULL,
-				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int stream_pump(void *ctx, struct sbuf *out, int timeout_ms)
-{
-	struct gen *g = ctx;
-	if (!g->started)
-		return stream_start(g, out);
-	int active = 0, first = -1;
-	for (int k = 0; k < g->n_handles; k++)
-		if (!g->h_ended[k])
-			active++, first = first < 0 ? k : first;
-	if (active == 0) {
-		if (g->req.include_usage) {
-			struct oj_usage u = usage_of(g);
-			g->r->completion_tokens = u.completion_tokens;
-			if (emit(out, oj_usage_chunk(g->api, g->id, g->created, g->model, &u)) < 0)
-				return -1;
-		} else {
-			g->r->completion_tokens = usage_of(g).completion_tokens;
-		}
-		return sse_done(out) < 0 ? -1 : 1;
-	}
-	/* one handle: block on it; several: poll each, then wait briefly on the first */
-	bool got = false;
-	for (int k = first; k < g->n_handles && (active > 1 || !got); k++) {
-		if (g->h_ended[k])
-			continue;
-		struct engine_event ev;
-		int rc = engine_next_event(g->h[k], &ev, active == 1 ? timeout_ms : 0);
-		if (rc == ENGINE_EV_END)
-			g->h_ended[k] = true;
-		else if (rc == ENGINE_EV_OK && stream_event(g, k, &ev, out) < 0)
-			return -1;
-		got |= rc != ENGINE_EV_TIMEOUT;
-	}
-	if (!got && active > 1) {
-		struct engine_event ev;
-		int rc = engine_next_event(g->h[first], &ev, 20);
-		if (rc == ENGINE_EV_END)
-			g->h_ended[first] = true;
-		else if (rc == ENGINE_EV_OK && stream_event(g, first, &ev, out) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static void stream_close(void *ctx, bool completed)
-{
-	struct gen *g = ctx;
-	if (!completed)
-		for (int i = 0; i < g->n_handles; i++)
-			if (g->h[i])
-				engine_cancel(g->h[i]); /* the client went away */
-	g->r->completion_tokens = usage_of(g).completion_tokens;
-	gen_free(g);
-}
-
-static const struct http_stream_ops gen_stream_ops = {stream_pump, stream_close};
-
-enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
+static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, struct resp_state *rs)
 {
 	struct gen *g = calloc(1, sizeof *g);
 	if (!g) {
 		json_decref(body);
+		resp_state_free(rs);
 		return MHD_NO;
 	}
+	g->resp = rs;
+	const char *prefix = rs ? "resp_" : api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-";
 	g->s = r->s;
 	g->r = r;
 	atomic_fetch_add(&r->refs, 1);
 	g->api = api;
 	g->body = body;
 	g->created = (long long)time(NULL);
-	oj_make_id(g->id, sizeof g->id, api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-");
+	oj_make_id(g->id, sizeof g->id, prefix);
 	snprintf(r->id, sizeof r->id, "%s", g->id);
 	struct api_error ae;
 	if (gen_prepare(g, &ae) < 0) {
@@ -779,7 +549,7 @@ enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
 		return res;
 	}
 	if (g->req.request_id) { /* vLLM: the caller's id after the prefix */
-		snprintf(g->id, sizeof g->id, "%s%s", api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-", g->req.request_id);
+		snprintf(g->id, sizeof g->id, "%s%s", prefix, g->req.request_id);
 		snprintf(r->id, sizeof r->id, "%s", g->id);
 	}
 	if (g->req.stream) {
@@ -789,4 +559,19 @@ enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
 	enum MHD_Result res = gen_collect(g);
 	gen_free(g);
 	return res;
+}
+
+enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
+{
+	return gen_run(r, api, body, NULL);
+}
+
+enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body)
+{
+	struct api_error ae;
+	json_t *chat;
+	struct resp_state *rs;
+	int rc = resp_translate(body, &chat, &rs, &ae);
+	json_decref(body);
+	return rc < 0 ? http_reply_error(r, &ae) : gen_run(r, SRV_API_CHAT, chat, rs);
 }

@@ -48,7 +48,7 @@ static enum MHD_Result queue(struct hreq *r, int status, struct MHD_Response *re
 	if (status == 405) {
 		const char *allow = !strcmp(r->path, "/ping") ? "GET, POST"
 				    : (!strcmp(r->path, "/v1/chat/completions") ||
-				       !strcmp(r->path, "/v1/completions") ||
+				       !strcmp(r->path, "/v1/completions") || !strcmp(r->path, "/v1/responses") ||
 				       !strcmp(r->path, "/tokenize") || !strcmp(r->path, "/detokenize"))
 					    ? "POST"
 					    : "GET";

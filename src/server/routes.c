@@ -256,6 +256,13 @@ static enum MHD_Result completions(struct hreq *r)
 	return body ? gen_handle(r, SRV_API_COMPLETION, body) : http_reply_error(r, &ae);
 }
 
+static enum MHD_Result responses(struct hreq *r)
+{
+	struct api_error ae;
+	json_t *body = parse_body(r, &ae);
+	return body ? gen_handle_responses(r, body) : http_reply_error(r, &ae);
+}
+
 static const struct route {
 	const char *method, *path;
 	enum MHD_Result (*fn)(struct hreq *r);
@@ -270,6 +277,7 @@ static const struct route {
 	{"POST", "/detokenize", detokenize},
 	{"POST", "/v1/chat/completions", chat},
 	{"POST", "/v1/completions", completions},
+	{"POST", "/v1/responses", responses},
 };
 
 enum MHD_Result routes_dispatch(struct hreq *r)

@@ -78,6 +78,8 @@ const char *routes_model_name(struct server *s);
 
 /* generate.c */
 enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body);
+/* POST /v1/responses (server/responses.h); takes body */
+enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body);
 /* Renders the chat template and tokenizes (for chat requests and /tokenize). */
 int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,
 		    bool continue_final_message, const json_t *kwargs, bool add_special_tokens,

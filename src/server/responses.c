@@ -1,0 +1,394 @@
+/* The Responses API over the chat pipeline (responses.h). */
+#include "server/responses.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum phase { PH_NONE, PH_REASONING, PH_MESSAGE };
+
+struct resp_state {
+	json_t *echo;		/* request fields the Response object repeats */
+	char id[64];
+	long long created;
+	char model[256];
+	char rs_id[64], msg_id[64]; /* output item ids */
+	long seq;		/* streaming: the next sequence_number */
+	enum phase phase;
+	int n_items;		/* output items opened so far */
+	struct sbuf reasoning, text; /* streamed so far */
+};
+
+void resp_state_free(struct resp_state *rs)
+{
+	if (!rs)
+		return;
+	json_decref(rs->echo);
+	sbuf_fini(&rs->reasoning);
+	sbuf_fini(&rs->text);
+	free(rs);
+}
+
+/* ---- the request ---- */
+
+/* an input message's text: a string, or input_text / output_text parts joined */
+static int message_text(const json_t *content, size_t item, struct sbuf *out, struct api_error *ae)
+{
+	if (json_is_string(content))
+		return sbuf_append(out, json_string_value(content), json_string_length(content));
+	if (!json_is_array(content))
+		return api_error_set(ae, 400, "input", "input[%zu].content must be a string or a list of parts", item);
+	size_t i;
+	const json_t *part;
+	json_array_foreach(content, i, part) {
+		const char *type = json_string_value(json_object_get(part, "type"));
+		const json_t *text = json_object_get(part, "text");
+		if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")))
+			return api_error_set(ae, 400, "input",
+					     "input[%zu].content[%zu]: part type %s is not supported (input_text, output_text)",
+					     item, i, type ? type : "(missing)");
+		if (!json_is_string(text))
+			return api_error_set(ae, 400, "input", "input[%zu].content[%zu].text must be a string", item, i);
+		if (sbuf_append(out, json_string_value(text), json_string_length(text)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int push_message(json_t *messages, const char *role, const char *text, size_t len)
+{
+	json_t *m = json_pack("{s:s, s:s%}", "role", role, "content", text ? text : "", text ? len : 0);
+	return m ? json_array_append_new(messages, m) : -1;
+}
+
+static int input_messages(const json_t *input, json_t *messages, struct api_error *ae)
+{
+	if (json_is_string(input))
+		return push_message(messages, "user", json_string_value(input), json_string_length(input)) < 0
+			       ? api_error_set(ae, 500, NULL, "out of memory")
+			       : 0;
+	if (!json_is_array(input) || json_array_size(input) == 0)
+		return api_error_set(ae, 400, "input", "'input' must be a string or a non-empty list of messages");
+	size_t i;
+	const json_t *item;
+	json_array_foreach(input, i, item) {
+		const char *type = json_string_value(json_object_get(item, "type"));
+		const char *role = json_string_value(json_object_get(item, "role"));
+		if (type && strcmp(type, "message"))
+			return api_error_set(ae, 400, "input",
+					     "input[%zu]: item type %s is not supported here (messages only: no tool calls or "
+					     "stored items)", i, type);
+		if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
+			      strcmp(role, "developer")))
+			return api_error_set(ae, 400, "input", "input[%zu].role must be user, assistant, system or developer", i);
+		struct sbuf t = {0};
+		int rc = message_text(json_object_get(item, "content"), i, &t, ae);
+		if (rc == 0 && push_message(messages, strcmp(role, "developer") ? role : "system", t.data, t.len) < 0)
+			rc = api_error_set(ae, 500, NULL, "out of memory");
+		sbuf_fini(&t);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* text.format → response_format */
+static int text_format(const json_t *text, json_t *chat, struct api_error *ae)
+{
+	const json_t *f = json_object_get(text, "format");
+	if (!f || json_is_null(f))
+		return 0;
+	const char *type = json_string_value(json_object_get(f, "type"));
+	if (type && !strcmp(type, "text"))
+		return 0;
+	if (type && !strcmp(type, "json_object"))
+		return json_object_set_new(chat, "response_format", json_pack("{s:s}", "type", "json_object"));
+	if (!type || strcmp(type, "json_schema"))
+		return api_error_set(ae, 400, "text.format", "text.format.type must be text, json_object or json_schema");
+	json_t *js = json_object();
+	const char *keys[] = {"name", "schema", "strict", "description"};
+	for (size_t k = 0; js && k < sizeof keys / sizeof *keys; k++) {
+		json_t *v = json_object_get(f, keys[k]);
+		if (v && json_object_set(js, keys[k], v) < 0)
+			json_decref(js), js = NULL;
+	}
+	return json_object_set_new(chat, "response_format", json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", js));
+}
+
+int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, struct api_error *ae)
+{
+	*chat = NULL;
+	*out = NULL;
+	/* fields that have no meaning here, or that we cannot honour (a 400, not a silent no) */
+	static const char *const known[] = {"model", "input", "instructions", "max_output_tokens", "temperature",
+					    "top_p", "stream", "text", "store", "metadata", "user", "reasoning",
+					    "tools", "tool_choice", "parallel_tool_calls", "previous_response_id",
+					    "background", "include", "truncation", "seed", "service_tier",
+					    "safety_identifier", "prompt_cache_key", "stream_options", "top_logprobs"};
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)body, key, v) {
+		bool ok = false;
+		for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+			ok |= !strcmp(key, known[k]);
+		if (!ok)
+			return api_error_set(ae, 400, key, "'%s' is not a field of the Responses API that this server takes", key);
+	}
+	if (json_array_size(json_object_get(body, "tools")))
+		return api_error_set(ae, 400, "tools", "tools are not supported on /v1/responses yet: use /v1/chat/completions");
+	const json_t *tc = json_object_get(body, "tool_choice");
+	if (tc && !json_is_null(tc) && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") ||
+								 !strcmp(json_string_value(tc), "none"))))
+		return api_error_set(ae, 400, "tool_choice", "tool_choice needs tools, which are not supported here");
+	if ((v = json_object_get(body, "previous_response_id")) && !json_is_null(v))
+		return api_error_set(ae, 400, "previous_response_id",
+				     "responses are not stored, so previous_response_id cannot be used: send the conversation in 'input'");
+	if (json_is_true(json_object_get(body, "background")))
+		return api_error_set(ae, 400, "background", "background responses are not supported");
+	if (json_array_size(json_object_get(body, "include")))
+		return api_error_set(ae, 400, "include", "'include' is not supported");
+	const char *trunc = json_string_value(json_object_get(body, "truncation"));
+	if (trunc && strcmp(trunc, "disabled"))
+		return api_error_set(ae, 400, "truncation", "only truncation \"disabled\" is supported");
+	if (json_integer_value(json_object_get(body, "top_logprobs")) > 0)
+		return api_error_set(ae, 400, "top_logprobs", "top_logprobs is not supported on /v1/responses");
+	const json_t *mot = json_object_get(body, "max_output_tokens");
+	if (mot && !json_is_null(mot) && (!json_is_integer(mot) || json_integer_value(mot) < 1))
+		return api_error_set(ae, 400, "max_output_tokens", "'max_output_tokens' must be an integer >= 1");
+	const json_t *instr = json_object_get(body, "instructions");
+	if (instr && !json_is_null(instr) && !json_is_string(instr))
+		return api_error_set(ae, 400, "instructions", "'instructions' must be a string");
+	json_t *c = json_object(), *messages = json_array();
+	struct resp_state *rs = calloc(1, sizeof *rs);
+	if (!c || !messages || !rs || json_object_set_new(c, "messages", messages) < 0) {
+		json_decref(c);
+		free(rs);
+		return api_error_set(ae, 500, NULL, "out of memory");
+	}
+	int rc = 0;
+	if (json_is_string(instr) && push_message(messages, "system", json_string_value(instr), json_string_length(instr)) < 0)
+		rc = api_error_set(ae, 500, NULL, "out of memory");
+	if (rc == 0 && !json_object_get(body, "input"))
+		rc = api_error_set(ae, 400, "input", "'input' is required");
+	if (rc == 0)
+		rc = input_messages(json_object_get(body, "input"), messages, ae);
+	/* the same meaning under a chat name (checked by the chat parser) */
+	static const char *const same[][2] = {{"model", "model"}, {"temperature", "temperature"}, {"top_p", "top_p"},
+					      {"stream", "stream"}, {"seed", "seed"}, {"max_output_tokens", "max_tokens"}};
+	for (size_t k = 0; rc == 0 && k < sizeof same / sizeof *same; k++)
+		if ((v = json_object_get(body, same[k][0])) && json_object_set(c, same[k][1], v) < 0)
+			rc = api_error_set(ae, 500, NULL, "out of memory");
+	if (rc == 0 && (v = json_object_get(body, "text")) && text_format(v, c, ae) < 0)
+		rc = -1;
+	/* what the Response object repeats (null or {} when not given) */
+	rs->echo = json_object();
+	static const char *const echoed[] = {"instructions", "max_output_tokens", "temperature", "top_p", "metadata"};
+	for (size_t k = 0; rs->echo && k < sizeof echoed / sizeof *echoed; k++) {
+		v = json_object_get(body, echoed[k]);
+		if (json_object_set_new(rs->echo, echoed[k],
+					v && !json_is_null(v) ? json_incref(v) : k == 4 ? json_object() : json_null()) < 0)
+			json_decref(rs->echo), rs->echo = NULL;
+	}
+	if (rc == 0 && !rs->echo)
+		rc = api_error_set(ae, 500, NULL, "out of memory");
+	if (rc < 0) {
+		json_decref(c);
+		resp_state_free(rs);
+		return -1;
+	}
+	*chat = c;
+	*out = rs;
+	return 0;
+}
+
+/* ---- the answer ---- */
+
+/* model text (NULL when empty) as a JSON string */
+static json_t *str(const char *s, size_t n) { return oj_string(s ? s : "", s ? n : 0); }
+
+static json_t *usage_json(const struct oj_usage *u)
+{
+	return json_pack("{s:I, s:{s:I}, s:I, s:{s:i}, s:I}", "input_tokens", (json_int_t)u->prompt_tokens,
+			 "input_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens, "output_tokens",
+			 (json_int_t)u->completion_tokens, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+			 (json_int_t)(u->prompt_tokens + u->completion_tokens));
+}
+
+static json_t *reasoning_item(const struct resp_state *rs, const char *text, size_t len, bool done)
+{
+	json_t *content = json_array();
+	if (done && content)
+		json_array_append_new(content, json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(text, len)));
+	return json_pack("{s:s, s:s, s:[], s:o, s:s}", "type", "reasoning", "id", rs->rs_id, "summary", "content", content,
+			 "status", done ? "completed" : "in_progress");
+}
+
+static json_t *text_part(const char *text, size_t len)
+{
+	return json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text", str(text, len), "annotations",
+			 "logprobs");
+}
+
+static json_t *message_item(const struct resp_state *rs, const char *text, size_t len, bool done, bool cut)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "message", "id", rs->msg_id, "role", "assistant", "status",
+			 !done ? "in_progress" : cut ? "incomplete" : "completed", "content",
+			 done ? json_pack("[o]", text_part(text, len)) : json_array());
+}
+
+/* the Response object; output NULL: the items of a finished answer */
+static json_t *response(const struct resp_state *rs, const char *status, json_t *output, const struct oj_usage *u,
+			enum engine_finish finish, const char *error)
+{
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:o, s:b, s:n, s:{s:n, s:n}, s:b, s:{s:{s:s}},"
+			      " s:s, s:[], s:s, s:o}",
+			      "id", rs->id, "object", "response", "created_at", (json_int_t)rs->created, "model", rs->model,
+			      "status", status, "output", output,
+			      "error", error ? json_pack("{s:s, s:s}", "code", "server_error", "message", error) : json_null(),
+			      "incomplete_details",
+			      finish == ENGINE_FINISH_LENGTH ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(),
+			      "parallel_tool_calls", 1, "previous_response_id", "reasoning", "effort", "summary", "store", 0,
+			      "text", "format", "type", "text", "tool_choice", "auto", "tools", "truncation", "disabled",
+			      "usage", u ? usage_json(u) : json_null());
+	if (o && json_object_update_missing(o, rs->echo) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static const char *final_status(enum engine_finish f, const char *error)
+{
+	return error ? "failed" : f == ENGINE_FINISH_LENGTH ? "incomplete" : "completed";
+}
+
+static void set_ids(struct resp_state *rs, const char *id, long long created, const char *model)
+{
+	snprintf(rs->id, sizeof rs->id, "%s", id);
+	rs->created = created;
+	snprintf(rs->model, sizeof rs->model, "%s", model);
+	oj_make_id(rs->rs_id, sizeof rs->rs_id, "rs_");
+	oj_make_id(rs->msg_id, sizeof rs->msg_id, "msg_");
+}
+
+json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
+		    const char *reasoning, size_t rlen, const char *text, size_t len,
+		    enum engine_finish finish, const struct oj_usage *u)
+{
+	set_ids(rs, id, created, model);
+	json_t *output = json_array();
+	if (output && rlen)
+		json_array_append_new(output, reasoning_item(rs, reasoning, rlen, true));
+	if (output)
+		json_array_append_new(output, message_item(rs, text, len, true, finish == ENGINE_FINISH_LENGTH));
+	return output ? response(rs, final_status(finish, NULL), output, u, finish, NULL) : NULL;
+}
+
+/* one "event: TYPE\ndata: {...}\n\n" frame; obj gets its type and sequence_number (stolen) */
+static int frame(struct resp_state *rs, struct sbuf *out, const char *type, json_t *obj)
+{
+	int rc = -1;
+	if (obj && json_object_set_new(obj, "type", json_string(type)) == 0 &&
+	    json_object_set_new(obj, "sequence_number", json_integer(rs->seq++)) == 0) {
+		char *s = json_dumps(obj, JSON_COMPACT);
+		rc = s ? sbuf_printf(out, "event: %s\ndata: %s\n\n", type, s) : -1;
+		free(s);
+	}
+	json_decref(obj);
+	return rc;
+}
+
+int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
+		      const char *model)
+{
+	set_ids(rs, id, created, model);
+	return frame(rs, out, "response.created", json_pack("{s:o}", "response", response(rs, "in_progress", json_array(), NULL, ENGINE_FINISH_NONE, NULL))) < 0 ||
+			       frame(rs, out, "response.in_progress", json_pack("{s:o}", "response", response(rs, "in_progress", json_array(), NULL, ENGINE_FINISH_NONE, NULL))) < 0
+		       ? -1
+		       : 0;
+}
+
+/* the events that open / close the current item (its index: n_items - 1) */
+static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
+{
+	int idx = rs->n_items++;
+	rs->phase = ph;
+	bool r = ph == PH_REASONING;
+	json_t *item = r ? reasoning_item(rs, NULL, 0, false) : message_item(rs, NULL, 0, false, false);
+	json_t *part = r ? json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "") : text_part("", 0);
+	return frame(rs, out, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", idx, "item", item)) < 0 ||
+			       frame(rs, out, "response.content_part.added",
+				     json_pack("{s:s, s:i, s:i, s:o}", "item_id", r ? rs->rs_id : rs->msg_id, "output_index", idx,
+					       "content_index", 0, "part", part)) < 0
+		       ? -1
+		       : 0;
+}
+
+static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
+{
+	int idx = rs->n_items - 1;
+	bool r = rs->phase == PH_REASONING;
+	const struct sbuf *t = r ? &rs->reasoning : &rs->text;
+	const char *iid = r ? rs->rs_id : rs->msg_id;
+	rs->phase = PH_NONE;
+	json_t *part = r ? json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(t->data, t->len))
+			 : text_part(t->data, t->len);
+	json_t *done = r ? json_pack("{s:s, s:i, s:i, s:o}", "item_id", iid, "output_index", idx, "content_index", 0, "text",
+				     str(t->data, t->len))
+			 : json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", iid, "output_index", idx, "content_index", 0,
+				     "text", str(t->data, t->len), "logprobs");
+	json_t *item = r ? reasoning_item(rs, t->data, t->len, true) : message_item(rs, t->data, t->len, true, cut);
+	return frame(rs, out, r ? "response.reasoning_text.done" : "response.output_text.done", done) < 0 ||
+			       frame(rs, out, "response.content_part.done",
+				     json_pack("{s:s, s:i, s:i, s:o}", "item_id", iid, "output_index", idx, "content_index", 0,
+					       "part", part)) < 0 ||
+			       frame(rs, out, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", idx, "item", item)) < 0
+		       ? -1
+		       : 0;
+}
+
+int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
+		      const char *text, size_t len)
+{
+	if (rlen) {
+		if (rs->phase != PH_REASONING && open_item(rs, out, PH_REASONING) < 0)
+			return -1;
+		if (sbuf_append(&rs->reasoning, reasoning, rlen) < 0 ||
+		    frame(rs, out, "response.reasoning_text.delta",
+			  json_pack("{s:s, s:i, s:i, s:o}", "item_id", rs->rs_id, "output_index", rs->n_items - 1,
+				    "content_index", 0, "delta", str(reasoning, rlen))) < 0)
+			return -1;
+	}
+	if (!len)
+		return 0;
+	if (rs->phase == PH_REASONING && close_item(rs, out, false) < 0)
+		return -1;
+	if (rs->phase != PH_MESSAGE && open_item(rs, out, PH_MESSAGE) < 0)
+		return -1;
+	return sbuf_append(&rs->text, text, len) < 0 ||
+			       frame(rs, out, "response.output_text.delta",
+				     json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
+					       "content_index", 0, "delta", str(text, len), "logprobs")) < 0
+		       ? -1
+		       : 0;
+}
+
+int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
+		    const struct oj_usage *u, const char *error)
+{
+	bool cut = finish == ENGINE_FINISH_LENGTH;
+	if (rs->phase == PH_REASONING && close_item(rs, out, cut) < 0)
+		return -1;
+	if (rs->phase == PH_NONE && !error && (open_item(rs, out, PH_MESSAGE) < 0)) /* an empty answer is a message too */
+		return -1;
+	if (rs->phase == PH_MESSAGE && close_item(rs, out, cut) < 0)
+		return -1;
+	json_t *output = json_array();
+	if (output && rs->reasoning.len)
+		json_array_append_new(output, reasoning_item(rs, rs->reasoning.data, rs->reasoning.len, true));
+	if (output && !error)
+		json_array_append_new(output, message_item(rs, rs->text.data, rs->text.len, true, cut));
+	const char *status = final_status(finish, error);
+	char type[32];
+	snprintf(type, sizeof type, "response.%s", status);
+	return frame(rs, out, type, json_pack("{s:o}", "response", response(rs, status, output, u, finish, error)));
+}

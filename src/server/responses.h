@@ -1,0 +1,44 @@
+/* OpenAI's Responses API (POST /v1/responses) over the chat pipeline. The request becomes a
+ * chat request: instructions and the input's messages become messages, max_output_tokens
+ * max_tokens, text.format response_format. The answer is written as a Response object, or as
+ * its stream of typed events: response.created, output items (a reasoning item under a
+ * reasoning parser, then the assistant message) with their deltas, then response.completed
+ * (response.incomplete when max_output_tokens cut it). What we cannot honour is a 400 naming
+ * the field: tools, stored conversations (previous_response_id), background runs, images and
+ * files in the input. */
+#ifndef MLA_SERVER_RESPONSES_H
+#define MLA_SERVER_RESPONSES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "server/errors.h"
+#include "server/openai_json.h"
+#include "server/sse.h"
+
+struct resp_state;
+
+/* body (borrowed) → *chat, a new chat-completions body; *rs formats the answer. On a bad
+ * request: -1 with *ae set (a 400 naming the field). */
+int resp_translate(const json_t *body, json_t **chat, struct resp_state **rs, struct api_error *ae);
+void resp_state_free(struct resp_state *rs);
+
+/* The finished Response object (non-streaming): reasoning (may be empty) and text of the one
+ * choice, its finish, usage. */
+json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
+		    const char *reasoning, size_t rlen, const char *text, size_t len,
+		    enum engine_finish finish, const struct oj_usage *u);
+
+/* Streaming: the opening events, then each delta (reasoning and/or text, either may be
+ * empty), then the closing events with the finish and usage (error: the engine's message, or
+ * NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames to out; -1 on out of memory. */
+int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
+		      const char *model);
+int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
+		      const char *text, size_t len);
+int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
+		    const struct oj_usage *u, const char *error);
+
+#endif

@@ -1,0 +1,155 @@
+// The Responses API (POST /v1/responses) through the official openai client: a request answers
+// what the same conversation answers on /v1/chat/completions (instructions as the system
+// message, max_output_tokens as max_tokens), whole, streamed as typed events (which the
+// client's own accumulator turns back into the same Response), with structured output from
+// text.format, and on the R1 fixture under a reasoning parser as a reasoning item then the
+// message. What the server cannot honour is a 400 naming the field.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startServer } from './server_lib.mjs';
+
+const MODEL = 'tiny-v3';
+let v3, r1;
+
+before(async () => {
+  [v3, r1] = await Promise.all([
+    startServer(['--served-model-name', MODEL]),
+    startServer(['tests/fixtures/tiny-r1', '--served-model-name', MODEL, '--reasoning-parser', 'deepseek_r1']),
+  ]);
+});
+after(async () => {
+  for (const s of [v3, r1]) {
+    const r = await s.stop();
+    assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${s.log().slice(-2000)}`);
+  }
+});
+
+const chatOf = (server, messages, max) =>
+  server.client().chat.completions.create({ model: MODEL, messages, max_tokens: max, temperature: 0 });
+
+describe('/v1/responses', () => {
+  test('a string input answers as the chat endpoint does', async () => {
+    const c = v3.client();
+    const r = await c.responses.create({ model: MODEL, input: 'hello there', max_output_tokens: 12, temperature: 0 });
+    const chat = await chatOf(v3, [{ role: 'user', content: 'hello there' }], 12);
+    assert.equal(r.object, 'response');
+    assert.match(r.id, /^resp_/);
+    assert.equal(r.output_text, chat.choices[0].message.content);
+    assert.equal(r.output.length, 1);
+    assert.equal(r.output[0].type, 'message');
+    assert.equal(r.output[0].role, 'assistant');
+    assert.equal(r.status, chat.choices[0].finish_reason === 'length' ? 'incomplete' : 'completed');
+    if (r.status === 'incomplete') assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
+    assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+    assert.equal(r.usage.output_tokens, chat.usage.completion_tokens);
+    assert.equal(r.usage.total_tokens, chat.usage.total_tokens);
+    assert.equal(r.max_output_tokens, 12);
+    assert.deepEqual(r.metadata, {});
+  });
+
+  test('instructions and message items become the conversation', async () => {
+    const c = v3.client();
+    const r = await c.responses.create({
+      model: MODEL,
+      instructions: 'answer briefly',
+      input: [
+        { role: 'user', content: [{ type: 'input_text', text: 'first ' }, { type: 'input_text', text: 'question' }] },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'an answer' }] },
+        { role: 'developer', content: 'be kind' },
+        { role: 'user', content: 'second question' },
+      ],
+      max_output_tokens: 10,
+      temperature: 0,
+      metadata: { run: 'e2e' },
+    });
+    const chat = await chatOf(v3, [
+      { role: 'system', content: 'answer briefly' },
+      { role: 'user', content: 'first question' },
+      { role: 'assistant', content: 'an answer' },
+      { role: 'system', content: 'be kind' },
+      { role: 'user', content: 'second question' },
+    ], 10);
+    assert.equal(r.output_text, chat.choices[0].message.content);
+    assert.equal(r.instructions, 'answer briefly');
+    assert.deepEqual(r.metadata, { run: 'e2e' });
+  });
+
+  test('streamed: typed events in order, which the client accumulates into the same Response', async () => {
+    const c = v3.client();
+    const body = { model: MODEL, input: 'tell me a story', max_output_tokens: 16, temperature: 0 };
+    const whole = await c.responses.create(body);
+    const stream = c.responses.stream(body);
+    const types = [];
+    let seq = -1, deltas = '';
+    for await (const ev of stream) {
+      assert.equal(ev.sequence_number, seq + 1);
+      seq = ev.sequence_number;
+      types.push(ev.type);
+      if (ev.type === 'response.output_text.delta') deltas += ev.delta;
+    }
+    const final = await stream.finalResponse();
+    assert.equal(final.output_text, whole.output_text);
+    assert.equal(deltas, whole.output_text);
+    assert.equal(final.status, whole.status);
+    assert.deepEqual(final.usage, whole.usage);
+    assert.deepEqual(types.slice(0, 4), ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
+    assert.deepEqual(types.slice(-4), ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', `response.${whole.status}`]);
+    // the same stream through create({stream: true})
+    let raw = '';
+    for await (const ev of await c.responses.create({ ...body, stream: true }))
+      if (ev.type === 'response.output_text.delta') raw += ev.delta;
+    assert.equal(raw, whole.output_text);
+  });
+
+  test('text.format json_schema constrains the output', async () => {
+    const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+    const r = await v3.client().responses.create({
+      model: MODEL,
+      input: 'give me a number',
+      max_output_tokens: 60,
+      temperature: 0,
+      text: { format: { type: 'json_schema', name: 'num', schema, strict: true } },
+    });
+    assert.equal(r.status, 'completed');
+    assert.ok(Number.isInteger(JSON.parse(r.output_text).n), r.output_text);
+  });
+
+  test('under a reasoning parser: a reasoning item, then the message', async () => {
+    const c = r1.client();
+    const body = { model: MODEL, input: 'What is 2 + 2?', max_output_tokens: 24, temperature: 0 };
+    const r = await c.responses.create(body);
+    const chat = await chatOf(r1, [{ role: 'user', content: 'What is 2 + 2?' }], 24);
+    const m = chat.choices[0].message;
+    assert.equal(r.output[0].type, 'reasoning');
+    assert.equal(r.output[0].content[0].type, 'reasoning_text');
+    assert.equal(r.output[0].content[0].text, m.reasoning_content);
+    assert.equal(r.output.at(-1).type, 'message');
+    assert.equal(r.output_text, m.content ?? '');
+    const final = await c.responses.stream(body).finalResponse();
+    assert.deepEqual(final.output.map((o) => o.type), r.output.map((o) => o.type));
+    assert.equal(final.output[0].content[0].text, m.reasoning_content);
+    assert.equal(final.output_text, r.output_text);
+  });
+
+  test('what cannot be honoured is a 400 naming the field', async () => {
+    const c = v3.client();
+    const cases = [
+      [{ input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tools'],
+      [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
+      [{ input: 'x', background: true }, 'background'],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input'],
+      [{ input: [{ type: 'function_call_output', call_id: 'c', output: '1' }] }, 'input'],
+      [{}, 'input'],
+      [{ input: 'x', frobnicate: 1 }, 'frobnicate'],
+      [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
+      [{ input: 'x', temperature: -1 }, 'temperature'],
+    ];
+    for (const [extra, param] of cases) {
+      await assert.rejects(c.responses.create({ model: MODEL, ...extra }), (e) => {
+        assert.equal(e.status, 400, JSON.stringify(extra));
+        assert.equal(e.param, param, `${JSON.stringify(extra)}: ${e.message}`);
+        return true;
+      });
+    }
+  });
+});

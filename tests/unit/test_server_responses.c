@@ -1,0 +1,156 @@
+/* The Responses API's translation to a chat request and its answer's shapes
+ * (src/server/responses.c): messages from instructions and input items, the fields a Response
+ * repeats, the 400s, and the order of the streamed events with the text they carry. The
+ * whole path through HTTP is tests/e2e/server_responses.test.mjs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "server/responses.h"
+
+static json_t *translate(const char *body, struct resp_state **rs, struct api_error *ae)
+{
+	json_t *b = json_loads(body, 0, NULL), *chat = NULL;
+	*rs = NULL;
+	if (!b || resp_translate(b, &chat, rs, ae) < 0)
+		chat = NULL;
+	json_decref(b);
+	return chat;
+}
+
+static void test_messages(void)
+{
+	struct resp_state *rs;
+	struct api_error ae;
+	json_t *c = translate("{\"model\": \"m\", \"instructions\": \"sys\", \"max_output_tokens\": 7, \"temperature\": 0.5,"
+			      " \"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
+			      " {\"type\": \"input_text\", \"text\": \"b\"}]}, {\"type\": \"message\", \"role\": \"developer\","
+			      " \"content\": \"d\"}], \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": false}",
+			      &rs, &ae);
+	EXPECT(c != NULL);
+	if (!c)
+		return;
+	char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+	EXPECTF(!strcmp(s, "{\"max_tokens\":7,\"messages\":[{\"content\":\"sys\",\"role\":\"system\"},{\"content\":\"ab\","
+			   "\"role\":\"user\"},{\"content\":\"d\",\"role\":\"system\"}],\"model\":\"m\",\"response_format\":"
+			   "{\"type\":\"json_object\"},\"temperature\":0.5}"),
+		"chat body: %s", s);
+	free(s);
+	struct oj_usage u = {5, 3, 2, true};
+	json_t *r = resp_object(rs, "resp_1", 100, "m", "think", 5, "answer", 6, ENGINE_FINISH_LENGTH, &u);
+	EXPECT(r && !strcmp(json_string_value(json_object_get(r, "status")), "incomplete"));
+	EXPECT(json_integer_value(json_object_get(r, "max_output_tokens")) == 7);
+	EXPECT(!strcmp(json_string_value(json_object_get(r, "instructions")), "sys"));
+	EXPECT(json_is_null(json_object_get(r, "top_p")) && json_is_object(json_object_get(r, "metadata")));
+	json_t *out = json_object_get(r, "output");
+	EXPECT(json_array_size(out) == 2);
+	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(out, 0), "type")), "reasoning"));
+	json_t *msg = json_array_get(out, 1);
+	EXPECT(!strcmp(json_string_value(json_object_get(msg, "status")), "incomplete"));
+	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text")), "answer"));
+	json_t *usage = json_object_get(r, "usage");
+	EXPECT(json_integer_value(json_object_get(usage, "total_tokens")) == 8);
+	EXPECT(json_integer_value(json_object_get(json_object_get(usage, "input_tokens_details"), "cached_tokens")) == 2);
+	json_decref(r);
+	json_decref(c);
+	resp_state_free(rs);
+}
+
+static void test_errors(void)
+{
+	static const struct {
+		const char *body, *param;
+	} cases[] = {
+		{"{\"model\": \"m\"}", "input"},
+		{"{\"input\": []}", "input"},
+		{"{\"input\": 3}", "input"},
+		{"{\"input\": [{\"role\": \"tool\", \"content\": \"x\"}]}", "input"},
+		{"{\"input\": [{\"type\": \"reasoning\", \"summary\": []}]}", "input"},
+		{"{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", "input"},
+		{"{\"input\": \"x\", \"tools\": [{\"type\": \"web_search\"}]}", "tools"},
+		{"{\"input\": \"x\", \"tool_choice\": \"required\"}", "tool_choice"},
+		{"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id"},
+		{"{\"input\": \"x\", \"background\": true}", "background"},
+		{"{\"input\": \"x\", \"include\": [\"reasoning.encrypted_content\"]}", "include"},
+		{"{\"input\": \"x\", \"truncation\": \"auto\"}", "truncation"},
+		{"{\"input\": \"x\", \"max_output_tokens\": 0}", "max_output_tokens"},
+		{"{\"input\": \"x\", \"instructions\": 5}", "instructions"},
+		{"{\"input\": \"x\", \"n\": 2}", "n"},
+		{"{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"yaml\"}}}", "text.format"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct resp_state *rs;
+		struct api_error ae = {0};
+		json_t *c = translate(cases[i].body, &rs, &ae);
+		EXPECTF(!c && !rs && ae.status == 400 && !strcmp(ae.param, cases[i].param), "%s: status %d param %s (%s)",
+			cases[i].body, ae.status, ae.param, ae.message);
+		json_decref(c);
+	}
+}
+
+/* the "event: TYPE" lines of a stream, joined by spaces, and whether every data line's
+ * sequence_number follows the last */
+static void event_types(const struct sbuf *b, char *types, size_t n, bool *in_order)
+{
+	types[0] = 0;
+	*in_order = true;
+	long want = 0;
+	for (const char *p = b->data; p && (p = strstr(p, "event: ")); p++) {
+		const char *e = strchr(p, '\n');
+		snprintf(types + strlen(types), n - strlen(types), "%s%.*s", types[0] ? " " : "", (int)(e - p - 7), p + 7);
+		const char *sq = strstr(e, "\"sequence_number\":");
+		*in_order &= sq && atol(sq + 18) == want++;
+	}
+}
+
+static void test_stream(void)
+{
+	struct resp_state *rs;
+	struct api_error ae;
+	json_t *c = translate("{\"input\": \"x\"}", &rs, &ae);
+	EXPECT(c != NULL);
+	struct sbuf b = {0};
+	struct oj_usage u = {3, 4, 0, false};
+	EXPECT(resp_stream_start(rs, &b, "resp_2", 1, "m") == 0);
+	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0) == 0);
+	EXPECT(resp_stream_delta(rs, &b, "ink", 3, "an", 2) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "swer", 4) == 0);
+	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
+	char types[2048];
+	bool ordered;
+	event_types(&b, types, sizeof types, &ordered);
+	EXPECTF(!strcmp(types, "response.created response.in_progress response.output_item.added "
+			       "response.content_part.added response.reasoning_text.delta response.reasoning_text.delta "
+			       "response.reasoning_text.done response.content_part.done response.output_item.done "
+			       "response.output_item.added response.content_part.added response.output_text.delta "
+			       "response.output_text.delta response.output_text.done response.content_part.done "
+			       "response.output_item.done response.completed"),
+		"%s", types);
+	EXPECT(ordered);
+	EXPECT(strstr(b.data, "\"text\":\"think\"") && strstr(b.data, "\"text\":\"answer\""));
+	EXPECT(strstr(b.data, "data: [DONE]") == NULL);
+	sbuf_fini(&b);
+	resp_state_free(rs);
+	json_decref(c);
+	/* nothing generated: still one (empty) message; an engine error: response.failed */
+	c = translate("{\"input\": \"x\"}", &rs, &ae);
+	EXPECT(resp_stream_start(rs, &b, "resp_3", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_LENGTH, &u, NULL) == 0);
+	event_types(&b, types, sizeof types, &ordered);
+	EXPECTF(strstr(types, "response.output_item.added") && strstr(types, "response.incomplete"), "%s", types);
+	sbuf_fini(&b);
+	resp_state_free(rs);
+	json_decref(c);
+	c = translate("{\"input\": \"x\"}", &rs, &ae);
+	EXPECT(resp_stream_start(rs, &b, "resp_4", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_ABORT, &u, "boom") == 0);
+	EXPECT(strstr(b.data, "event: response.failed") && strstr(b.data, "\"message\":\"boom\""));
+	sbuf_fini(&b);
+	resp_state_free(rs);
+	json_decref(c);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct test_case cases[] = {T(test_messages), T(test_errors), T(test_stream)};
+	return harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+}
