@@ -185,6 +185,11 @@ static void drain_inbox_locked(struct engine *eng)
 		outbox_unref(h); /* the cancel list's reference */
 	}
 	pthread_mutex_lock(&eng->mu);
+	/* the requests just drained count as waiting from now, not from the end of the next step
+	 * (a long step would otherwise show them nowhere: /metrics read as idle meanwhile) */
+	eng->st.n_running = sched_n_running(eng->sched);
+	eng->n_sched_waiting = sched_n_waiting(eng->sched);
+	eng->st.kv_usage = blocks_usage(eng->pool);
 }
 
 static void *engine_main(void *arg)

@@ -4,6 +4,7 @@
  * enough to force preemption; the lone runs equal golden/greedy.json up to the first
  * near-tie. Plus stop strings, seeds, cancellation and the queue bound. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "attn/attn.h"
 #include "base/log.h"
 #include "engine/engine.h"
+#include "engine/plan.h"
 #include "harness.h"
 #include "model/model.h"
 #include "ops/pool.h"
@@ -523,6 +525,79 @@ static void test_queue_bound_and_shutdown(void)
 	}
 }
 
+/* A forward that holds the engine inside its step until the test opens the gate (logits: 0). */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int steps;
+	bool open;
+	int vocab;
+};
+
+static int gate_forward(void *ctx, const struct step_plan *p, float *logits, struct err *e)
+{
+	struct gate *g = ctx;
+	(void)e;
+	pthread_mutex_lock(&g->mu);
+	g->steps++;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	memset(logits, 0, sizeof *logits * (size_t)p->n_logits * (size_t)g->vocab);
+	return 0;
+}
+
+/* /metrics' running + waiting count a request from its submission to its end: also during
+ * the step that follows its leaving the inbox (the counts used to be refreshed only after
+ * that step, so a long step showed its new requests nowhere and the server read as idle). */
+static void test_stats_during_a_step(void)
+{
+	if (!g_model)
+		return;
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false, model_config(g_model)->vocab_size};
+	struct engine_options o;
+	engine_options_init(&o);
+	o.model = g_model;
+	o.kv_dtype = DT_F32;
+	o.max_num_seqs = 8;
+	o.max_num_batched_tokens = 64;
+	o.max_model_len = 128;
+	o.hook = (struct engine_forward_hook){gate_forward, &g};
+	struct engine *eng = NULL;
+	struct err e;
+	if (engine_new(&o, &eng, &e) < 0) {
+		harness_fail(__FILE__, __LINE__, "engine_new: %s", e.msg);
+		return;
+	}
+	struct sampling_params p;
+	sampling_params_init(&p, NULL);
+	p.max_tokens = 2;
+	p.ignore_eos = true;
+	struct engine_req *h[3];
+	pthread_mutex_lock(&g.mu); /* the engine cannot enter a step before all three are in */
+	for (int i = 0; i < 3; i++)
+		EXPECT(engine_submit(eng, g_prompts[0].ids, g_prompts[0].n, &p, &h[i], &e) == 0);
+	while (g.steps == 0)
+		pthread_cond_wait(&g.cv, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+	struct engine_stats st;
+	engine_stats_get(eng, &st);
+	EXPECTF(st.n_running + st.n_waiting == 3, "inside the first step: %d running, %d waiting", st.n_running,
+		st.n_waiting);
+	pthread_mutex_lock(&g.mu);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	for (int i = 0; i < 3; i++) {
+		struct engine_event ev;
+		while (engine_next_event(h[i], &ev, 10000) == ENGINE_EV_OK)
+			;
+		engine_release(h[i]);
+	}
+	engine_free(eng);
+}
+
 static void test_teardown(void)
 {
 	model_free(g_model);
@@ -533,4 +608,5 @@ static void test_teardown(void)
 
 TESTS(T(test_alone_matches_golden), T(test_batched_equals_alone), T(test_preemption_invariance),
       T(test_seed_and_n), T(test_stop_and_cancel), T(test_queue_bound_and_shutdown),
+      T(test_stats_during_a_step),
       T(test_teardown))
