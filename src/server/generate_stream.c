@@ -100,7 +100,8 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		return 0; /* vLLM suppresses empty deltas */
 	}
 	if (g->resp) {
-		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.data, reasoning.len, text.data, text.len);
+		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.data, reasoning.len, text.data, text.len,
+										 calls);
 		sbuf_fini(&text);
 		sbuf_fini(&reasoning);
 		json_decref(lp);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum phase { PH_NONE, PH_REASONING, PH_MESSAGE };
+enum phase { PH_NONE, PH_REASONING, PH_MESSAGE, PH_CALL };
 
 struct resp_state {
 	json_t *echo;		/* request fields the Response object repeats */
@@ -16,6 +16,11 @@ struct resp_state {
 	enum phase phase;
 	int n_items;		/* output items opened so far */
 	struct sbuf reasoning, text; /* streamed so far */
+	json_t *done_items;	/* the items closed so far, in order (the final output) */
+	bool had_message;
+	/* the function call being streamed */
+	char fc_id[64], call_id[128], call_name[256];
+	struct sbuf call_args;
 };
 
 void resp_state_free(struct resp_state *rs)
@@ -23,8 +28,10 @@ void resp_state_free(struct resp_state *rs)
 	if (!rs)
 		return;
 	json_decref(rs->echo);
+	json_decref(rs->done_items);
 	sbuf_fini(&rs->reasoning);
 	sbuf_fini(&rs->text);
+	sbuf_fini(&rs->call_args);
 	free(rs);
 }
 
@@ -60,6 +67,78 @@ static int push_message(json_t *messages, const char *role, const char *text, si
 	return m ? json_array_append_new(messages, m) : -1;
 }
 
+/* function_call → an assistant message's tool_calls (consecutive calls join one message);
+ * function_call_output → a tool message */
+static int tool_item(const json_t *item, size_t i, bool call, json_t *messages, struct api_error *ae)
+{
+	const char *call_id = json_string_value(json_object_get(item, "call_id"));
+	if (!call_id)
+		return api_error_set(ae, 400, "input", "input[%zu].call_id must be a string", i);
+	if (!call) {
+		const json_t *out = json_object_get(item, "output");
+		if (!json_is_string(out))
+			return api_error_set(ae, 400, "input", "input[%zu].output must be a string", i);
+		json_t *m = json_pack("{s:s, s:s, s:O}", "role", "tool", "tool_call_id", call_id, "content", out);
+		return !m || json_array_append_new(messages, m) < 0 ? api_error_set(ae, 500, NULL, "out of memory") : 0;
+	}
+	const json_t *name = json_object_get(item, "name"), *args = json_object_get(item, "arguments");
+	if (!json_is_string(name) || !json_is_string(args))
+		return api_error_set(ae, 400, "input", "input[%zu]: a function_call needs string name and arguments", i);
+	json_t *tc = json_pack("{s:s, s:s, s:{s:O, s:O}}", "id", call_id, "type", "function", "function", "name", name,
+			       "arguments", args);
+	json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+	json_t *calls = json_object_get(last, "tool_calls");
+	if (tc && calls && !strcmp(json_string_value(json_object_get(last, "role")), "assistant"))
+		return json_array_append_new(calls, tc) < 0 ? api_error_set(ae, 500, NULL, "out of memory") : 0;
+	json_t *m = tc ? json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "", "tool_calls", tc) : NULL;
+	return !m || json_array_append_new(messages, m) < 0 ? api_error_set(ae, 500, NULL, "out of memory") : 0;
+}
+
+/* tools: function tools only, in the chat shape; tool_choice likewise */
+static int tools(const json_t *body, json_t *chat, struct api_error *ae)
+{
+	const json_t *t = json_object_get(body, "tools"), *tc = json_object_get(body, "tool_choice");
+	if (t && !json_is_null(t)) {
+		if (!json_is_array(t))
+			return api_error_set(ae, 400, "tools", "'tools' must be a list");
+		json_t *out = json_array();
+		size_t i;
+		const json_t *tool;
+		json_array_foreach(t, i, tool) {
+			const char *type = json_string_value(json_object_get(tool, "type"));
+			if (!type || strcmp(type, "function")) {
+				json_decref(out);
+				return api_error_set(ae, 400, "tools", "tools[%zu]: type %s is not supported (function tools only)", i,
+						     type ? type : "(missing)");
+			}
+			json_t *fn = json_object();
+			const char *keys[] = {"name", "description", "parameters", "strict"};
+			for (size_t k = 0; fn && k < sizeof keys / sizeof *keys; k++) {
+				json_t *v = json_object_get(tool, keys[k]);
+				if (v && !json_is_null(v))
+					json_object_set(fn, keys[k], v);
+			}
+			if (!out || !fn || json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn)) < 0) {
+				json_decref(out);
+				return api_error_set(ae, 500, NULL, "out of memory");
+			}
+		}
+		if (json_object_set_new(chat, "tools", out) < 0)
+			return api_error_set(ae, 500, NULL, "out of memory");
+	}
+	if (!tc || json_is_null(tc))
+		return 0;
+	if (json_is_string(tc))
+		return json_object_set(chat, "tool_choice", (json_t *)tc) < 0 ? api_error_set(ae, 500, NULL, "out of memory") : 0;
+	const char *type = json_string_value(json_object_get(tc, "type"));
+	const json_t *name = json_object_get(tc, "name");
+	if (!type || strcmp(type, "function") || !json_is_string(name))
+		return api_error_set(ae, 400, "tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+	return json_object_set_new(chat, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name)) < 0
+		       ? api_error_set(ae, 500, NULL, "out of memory")
+		       : 0;
+}
+
 static int input_messages(const json_t *input, json_t *messages, struct api_error *ae)
 {
 	if (json_is_string(input))
@@ -73,10 +152,17 @@ static int input_messages(const json_t *input, json_t *messages, struct api_erro
 	json_array_foreach(input, i, item) {
 		const char *type = json_string_value(json_object_get(item, "type"));
 		const char *role = json_string_value(json_object_get(item, "role"));
+		if (type && !strcmp(type, "reasoning"))
+			continue; /* a replayed reasoning item: DeepSeek's templates drop past thinking anyway */
+		if (type && (!strcmp(type, "function_call") || !strcmp(type, "function_call_output"))) {
+			if (tool_item(item, i, !strcmp(type, "function_call"), messages, ae) < 0)
+				return -1;
+			continue;
+		}
 		if (type && strcmp(type, "message"))
 			return api_error_set(ae, 400, "input",
-					     "input[%zu]: item type %s is not supported here (messages only: no tool calls or "
-					     "stored items)", i, type);
+					     "input[%zu]: item type %s is not supported here (messages, function_call, "
+					     "function_call_output, reasoning)", i, type);
 		if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
 			      strcmp(role, "developer")))
 			return api_error_set(ae, 400, "input", "input[%zu].role must be user, assistant, system or developer", i);
@@ -133,12 +219,6 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		if (!ok)
 			return api_error_set(ae, 400, key, "'%s' is not a field of the Responses API that this server takes", key);
 	}
-	if (json_array_size(json_object_get(body, "tools")))
-		return api_error_set(ae, 400, "tools", "tools are not supported on /v1/responses yet: use /v1/chat/completions");
-	const json_t *tc = json_object_get(body, "tool_choice");
-	if (tc && !json_is_null(tc) && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") ||
-								 !strcmp(json_string_value(tc), "none"))))
-		return api_error_set(ae, 400, "tool_choice", "tool_choice needs tools, which are not supported here");
 	if ((v = json_object_get(body, "previous_response_id")) && !json_is_null(v))
 		return api_error_set(ae, 400, "previous_response_id",
 				     "responses are not stored, so previous_response_id cannot be used: send the conversation in 'input'");
@@ -171,6 +251,8 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		rc = api_error_set(ae, 400, "input", "'input' is required");
 	if (rc == 0)
 		rc = input_messages(json_object_get(body, "input"), messages, ae);
+	if (rc == 0 && json_array_size(messages) == 0)
+		rc = api_error_set(ae, 400, "input", "'input' has no message");
 	/* the same meaning under a chat name (checked by the chat parser) */
 	static const char *const same[][2] = {{"model", "model"}, {"temperature", "temperature"}, {"top_p", "top_p"},
 					      {"stream", "stream"}, {"seed", "seed"}, {"max_output_tokens", "max_tokens"}};
@@ -179,13 +261,23 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 			rc = api_error_set(ae, 500, NULL, "out of memory");
 	if (rc == 0 && (v = json_object_get(body, "text")) && text_format(v, c, ae) < 0)
 		rc = -1;
+	if (rc == 0 && tools(body, c, ae) < 0)
+		rc = -1;
+	/* parallel_tool_calls false: vLLM's chat field of the same name */
+	if (rc == 0 && (v = json_object_get(body, "parallel_tool_calls")) && json_object_set(c, "parallel_tool_calls", v) < 0)
+		rc = api_error_set(ae, 500, NULL, "out of memory");
 	/* what the Response object repeats (null or {} when not given) */
 	rs->echo = json_object();
-	static const char *const echoed[] = {"instructions", "max_output_tokens", "temperature", "top_p", "metadata"};
+	static const char *const echoed[] = {"instructions", "max_output_tokens", "temperature", "top_p", "metadata",
+					     "tools", "tool_choice"};
 	for (size_t k = 0; rs->echo && k < sizeof echoed / sizeof *echoed; k++) {
 		v = json_object_get(body, echoed[k]);
-		if (json_object_set_new(rs->echo, echoed[k],
-					v && !json_is_null(v) ? json_incref(v) : k == 4 ? json_object() : json_null()) < 0)
+		json_t *dflt = k == 4 ? json_object() : k == 5 ? json_array() : k == 6 ? json_string("auto") : json_null();
+		if (v && !json_is_null(v)) {
+			json_decref(dflt);
+			dflt = json_incref(v);
+		}
+		if (json_object_set_new(rs->echo, echoed[k], dflt) < 0)
 			json_decref(rs->echo), rs->echo = NULL;
 	}
 	if (rc == 0 && !rs->echo)
@@ -235,19 +327,27 @@ static json_t *message_item(const struct resp_state *rs, const char *text, size_
 			 done ? json_pack("[o]", text_part(text, len)) : json_array());
 }
 
+/* a chat tool call {"id", "function": {"name", "arguments"}} as a function_call item */
+static json_t *call_item(const char *fc_id, const char *call_id, const char *name, const char *args, size_t len,
+			 bool done)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "type", "function_call", "id", fc_id, "call_id", call_id, "name",
+			 name, "arguments", str(args, len), "status", done ? "completed" : "in_progress");
+}
+
 /* the Response object; output NULL: the items of a finished answer */
 static json_t *response(const struct resp_state *rs, const char *status, json_t *output, const struct oj_usage *u,
 			enum engine_finish finish, const char *error)
 {
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:o, s:b, s:n, s:{s:n, s:n}, s:b, s:{s:{s:s}},"
-			      " s:s, s:[], s:s, s:o}",
+			      " s:s, s:o}",
 			      "id", rs->id, "object", "response", "created_at", (json_int_t)rs->created, "model", rs->model,
 			      "status", status, "output", output,
 			      "error", error ? json_pack("{s:s, s:s}", "code", "server_error", "message", error) : json_null(),
 			      "incomplete_details",
 			      finish == ENGINE_FINISH_LENGTH ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(),
 			      "parallel_tool_calls", 1, "previous_response_id", "reasoning", "effort", "summary", "store", 0,
-			      "text", "format", "type", "text", "tool_choice", "auto", "tools", "truncation", "disabled",
+			      "text", "format", "type", "text", "truncation", "disabled",
 			      "usage", u ? usage_json(u) : json_null());
 	if (o && json_object_update_missing(o, rs->echo) < 0) {
 		json_decref(o);
@@ -271,15 +371,27 @@ static void set_ids(struct resp_state *rs, const char *id, long long created, co
 }
 
 json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
-		    const char *reasoning, size_t rlen, const char *text, size_t len,
+		    const char *reasoning, size_t rlen, const char *text, size_t len, const json_t *calls,
 		    enum engine_finish finish, const struct oj_usage *u)
 {
 	set_ids(rs, id, created, model);
 	json_t *output = json_array();
 	if (output && rlen)
 		json_array_append_new(output, reasoning_item(rs, reasoning, rlen, true));
-	if (output)
+	if (output && (len || !json_array_size(calls))) /* a call-only answer has no message */
 		json_array_append_new(output, message_item(rs, text, len, true, finish == ENGINE_FINISH_LENGTH));
+	size_t i;
+	const json_t *c;
+	json_array_foreach(calls, i, c) {
+		const json_t *fn = json_object_get(c, "function");
+		const json_t *args = json_object_get(fn, "arguments");
+		char fc[64];
+		oj_make_id(fc, sizeof fc, "fc_");
+		if (output)
+			json_array_append_new(output, call_item(fc, json_string_value(json_object_get(c, "id")),
+								json_string_value(json_object_get(fn, "name")),
+								json_string_value(args), json_string_length(args), true));
+	}
 	return output ? response(rs, final_status(finish, NULL), output, u, finish, NULL) : NULL;
 }
 
@@ -301,6 +413,8 @@ int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, l
 		      const char *model)
 {
 	set_ids(rs, id, created, model);
+	if (!rs->done_items && !(rs->done_items = json_array()))
+		return -1;
 	return frame(rs, out, "response.created", json_pack("{s:o}", "response", response(rs, "in_progress", json_array(), NULL, ENGINE_FINISH_NONE, NULL))) < 0 ||
 			       frame(rs, out, "response.in_progress", json_pack("{s:o}", "response", response(rs, "in_progress", json_array(), NULL, ENGINE_FINISH_NONE, NULL))) < 0
 		       ? -1
@@ -312,6 +426,7 @@ static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
 {
 	int idx = rs->n_items++;
 	rs->phase = ph;
+	rs->had_message |= ph == PH_MESSAGE;
 	bool r = ph == PH_REASONING;
 	json_t *item = r ? reasoning_item(rs, NULL, 0, false) : message_item(rs, NULL, 0, false, false);
 	json_t *part = r ? json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "") : text_part("", 0);
@@ -323,8 +438,27 @@ static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
 		       : 0;
 }
 
+static int close_call(struct resp_state *rs, struct sbuf *out)
+{
+	int idx = rs->n_items - 1;
+	rs->phase = PH_NONE;
+	json_t *item = call_item(rs->fc_id, rs->call_id, rs->call_name, rs->call_args.data, rs->call_args.len, true);
+	if (!item || json_array_append(rs->done_items, item) < 0) {
+		json_decref(item);
+		return -1;
+	}
+	return frame(rs, out, "response.function_call_arguments.done",
+		     json_pack("{s:s, s:i, s:o}", "item_id", rs->fc_id, "output_index", idx, "arguments",
+			       str(rs->call_args.data, rs->call_args.len))) < 0 ||
+			       frame(rs, out, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", idx, "item", item)) < 0
+		       ? -1
+		       : 0;
+}
+
 static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
 {
+	if (rs->phase == PH_CALL)
+		return close_call(rs, out);
 	int idx = rs->n_items - 1;
 	bool r = rs->phase == PH_REASONING;
 	const struct sbuf *t = r ? &rs->reasoning : &rs->text;
@@ -337,6 +471,12 @@ static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
 			 : json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", iid, "output_index", idx, "content_index", 0,
 				     "text", str(t->data, t->len), "logprobs");
 	json_t *item = r ? reasoning_item(rs, t->data, t->len, true) : message_item(rs, t->data, t->len, true, cut);
+	if (!item || json_array_append(rs->done_items, item) < 0) {
+		json_decref(item);
+		json_decref(part);
+		json_decref(done);
+		return -1;
+	}
 	return frame(rs, out, r ? "response.reasoning_text.done" : "response.output_text.done", done) < 0 ||
 			       frame(rs, out, "response.content_part.done",
 				     json_pack("{s:s, s:i, s:i, s:o}", "item_id", iid, "output_index", idx, "content_index", 0,
@@ -346,8 +486,43 @@ static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
 		       : 0;
 }
 
+/* chat tool-call deltas: an entry with an "id" starts a call (its name and first arguments),
+ * one without adds arguments to the current call */
+static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *calls)
+{
+	size_t i;
+	const json_t *c;
+	json_array_foreach(calls, i, c) {
+		const json_t *fn = json_object_get(c, "function");
+		const char *id = json_string_value(json_object_get(c, "id"));
+		const json_t *args = json_object_get(fn, "arguments");
+		if (id) {
+			if (rs->phase != PH_NONE && close_item(rs, out, false) < 0)
+				return -1;
+			const char *name = json_string_value(json_object_get(fn, "name"));
+			snprintf(rs->call_id, sizeof rs->call_id, "%s", id);
+			snprintf(rs->call_name, sizeof rs->call_name, "%s", name ? name : "");
+			oj_make_id(rs->fc_id, sizeof rs->fc_id, "fc_");
+			rs->call_args.len = 0;
+			int idx = rs->n_items++;
+			rs->phase = PH_CALL;
+			if (frame(rs, out, "response.output_item.added",
+				  json_pack("{s:i, s:o}", "output_index", idx, "item",
+					    call_item(rs->fc_id, rs->call_id, rs->call_name, NULL, 0, false))) < 0)
+				return -1;
+		}
+		if (rs->phase != PH_CALL || !json_string_length(args))
+			continue;
+		if (sbuf_append(&rs->call_args, json_string_value(args), json_string_length(args)) < 0 ||
+		    frame(rs, out, "response.function_call_arguments.delta",
+			  json_pack("{s:s, s:i, s:O}", "item_id", rs->fc_id, "output_index", rs->n_items - 1, "delta", args)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
-		      const char *text, size_t len)
+		      const char *text, size_t len, const json_t *calls)
 {
 	if (rlen) {
 		if (rs->phase != PH_REASONING && open_item(rs, out, PH_REASONING) < 0)
@@ -358,35 +533,35 @@ int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reaso
 				    "content_index", 0, "delta", str(reasoning, rlen))) < 0)
 			return -1;
 	}
-	if (!len)
-		return 0;
-	if (rs->phase == PH_REASONING && close_item(rs, out, false) < 0)
-		return -1;
-	if (rs->phase != PH_MESSAGE && open_item(rs, out, PH_MESSAGE) < 0)
-		return -1;
-	return sbuf_append(&rs->text, text, len) < 0 ||
-			       frame(rs, out, "response.output_text.delta",
-				     json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
-					       "content_index", 0, "delta", str(text, len), "logprobs")) < 0
-		       ? -1
-		       : 0;
+	if (len) {
+		if ((rs->phase == PH_REASONING || rs->phase == PH_CALL) && close_item(rs, out, false) < 0)
+			return -1;
+		if (rs->phase != PH_MESSAGE && open_item(rs, out, PH_MESSAGE) < 0)
+			return -1;
+		if (sbuf_append(&rs->text, text, len) < 0 ||
+		    frame(rs, out, "response.output_text.delta",
+			  json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
+				    "content_index", 0, "delta", str(text, len), "logprobs")) < 0)
+			return -1;
+	}
+	return stream_calls(rs, out, calls);
 }
 
 int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
 		    const struct oj_usage *u, const char *error)
 {
 	bool cut = finish == ENGINE_FINISH_LENGTH;
-	if (rs->phase == PH_REASONING && close_item(rs, out, cut) < 0)
+	if ((rs->phase == PH_REASONING || rs->phase == PH_CALL) && close_item(rs, out, cut) < 0)
 		return -1;
-	if (rs->phase == PH_NONE && !error && (open_item(rs, out, PH_MESSAGE) < 0)) /* an empty answer is a message too */
+	/* an answer with neither text nor calls is an empty message */
+	bool calls = false;
+	for (size_t i = 0; i < json_array_size(rs->done_items); i++)
+		calls |= !strcmp(json_string_value(json_object_get(json_array_get(rs->done_items, i), "type")), "function_call");
+	if (rs->phase == PH_NONE && !error && !rs->had_message && !calls && open_item(rs, out, PH_MESSAGE) < 0)
 		return -1;
 	if (rs->phase == PH_MESSAGE && close_item(rs, out, cut) < 0)
 		return -1;
-	json_t *output = json_array();
-	if (output && rs->reasoning.len)
-		json_array_append_new(output, reasoning_item(rs, rs->reasoning.data, rs->reasoning.len, true));
-	if (output && !error)
-		json_array_append_new(output, message_item(rs, rs->text.data, rs->text.len, true, cut));
+	json_t *output = json_deep_copy(rs->done_items);
 	const char *status = final_status(finish, error);
 	char type[32];
 	snprintf(type, sizeof type, "response.%s", status);

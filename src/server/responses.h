@@ -3,9 +3,11 @@
  * max_tokens, text.format response_format. The answer is written as a Response object, or as
  * its stream of typed events: response.created, output items (a reasoning item under a
  * reasoning parser, then the assistant message) with their deltas, then response.completed
- * (response.incomplete when max_output_tokens cut it). What we cannot honour is a 400 naming
- * the field: tools, stored conversations (previous_response_id), background runs, images and
- * files in the input. */
+ * (response.incomplete when max_output_tokens cut it). Function tools map to the chat
+ * tools (the calls come back as function_call items; function_call / function_call_output
+ * input items become the assistant's tool_calls and tool messages). What we cannot honour is a
+ * 400 naming the field: built-in tools, stored conversations (previous_response_id),
+ * background runs, images and files in the input. */
 #ifndef MLA_SERVER_RESPONSES_H
 #define MLA_SERVER_RESPONSES_H
 
@@ -25,19 +27,20 @@ struct resp_state;
 int resp_translate(const json_t *body, json_t **chat, struct resp_state **rs, struct api_error *ae);
 void resp_state_free(struct resp_state *rs);
 
-/* The finished Response object (non-streaming): reasoning (may be empty) and text of the one
+/* The finished Response object (non-streaming): reasoning (may be empty), text and parsed
+ * tool calls (chat's [{"id", "function": {"name", "arguments"}}], or NULL) of the one
  * choice, its finish, usage. */
 json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
-		    const char *reasoning, size_t rlen, const char *text, size_t len,
+		    const char *reasoning, size_t rlen, const char *text, size_t len, const json_t *calls,
 		    enum engine_finish finish, const struct oj_usage *u);
 
-/* Streaming: the opening events, then each delta (reasoning and/or text, either may be
- * empty), then the closing events with the finish and usage (error: the engine's message, or
+/* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas:
+ * any may be empty or NULL), then the closing events with the finish and usage (error: the engine's message, or
  * NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames to out; -1 on out of memory. */
 int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
 		      const char *model);
 int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
-		      const char *text, size_t len);
+		      const char *text, size_t len, const json_t *calls);
 int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
 		    const struct oj_usage *u, const char *error);
 

@@ -2,8 +2,10 @@
 // what the same conversation answers on /v1/chat/completions (instructions as the system
 // message, max_output_tokens as max_tokens), whole, streamed as typed events (which the
 // client's own accumulator turns back into the same Response), with structured output from
-// text.format, and on the R1 fixture under a reasoning parser as a reasoning item then the
-// message. What the server cannot honour is a 400 naming the field.
+// text.format, with function tools (a forced call comes back as a function_call item, and
+// the call and its output go back in as input items), and on the R1 fixture under a
+// reasoning parser as a reasoning item then the message. What the server cannot honour is a
+// 400 naming the field.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startServer } from './server_lib.mjs';
@@ -131,14 +133,49 @@ describe('/v1/responses', () => {
     assert.equal(final.output_text, r.output_text);
   });
 
+  test('function tools: a forced call is a function_call item, and goes back in as input', async () => {
+    const c = v3.client();
+    const tools = [{
+      type: 'function',
+      name: 'get_weather',
+      description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] } }, required: ['city'], additionalProperties: false },
+      strict: true,
+    }];
+    const body = { model: MODEL, input: 'weather in Paris?', tools, tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 60, temperature: 0 };
+    const r = await c.responses.create(body);
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(calls.length, 1, JSON.stringify(r.output));
+    assert.equal(calls[0].name, 'get_weather');
+    assert.ok(['Paris', 'Rome'].includes(JSON.parse(calls[0].arguments).city), calls[0].arguments);
+    assert.equal(r.tools[0].name, 'get_weather');
+    const final = await c.responses.stream(body).finalResponse();
+    const sc = final.output.filter((o) => o.type === 'function_call');
+    assert.equal(sc.length, 1);
+    assert.equal(sc[0].arguments, calls[0].arguments);
+    const next = await c.responses.create({
+      model: MODEL,
+      input: [
+        { role: 'user', content: 'weather in Paris?' },
+        { type: 'function_call', call_id: calls[0].call_id, name: 'get_weather', arguments: calls[0].arguments },
+        { type: 'function_call_output', call_id: calls[0].call_id, output: '{"temperature": 21}' },
+      ],
+      tools,
+      max_output_tokens: 8,
+      temperature: 0,
+    });
+    assert.equal(next.output.at(-1).type, 'message');
+  });
+
   test('what cannot be honoured is a 400 naming the field', async () => {
     const c = v3.client();
     const cases = [
-      [{ input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tools'],
+      [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools'],
       [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
       [{ input: 'x', background: true }, 'background'],
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input'],
-      [{ input: [{ type: 'function_call_output', call_id: 'c', output: '1' }] }, 'input'],
+      [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input'],
       [{}, 'input'],
       [{ input: 'x', frobnicate: 1 }, 'frobnicate'],
       [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],

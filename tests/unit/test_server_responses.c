@@ -38,7 +38,7 @@ static void test_messages(void)
 		"chat body: %s", s);
 	free(s);
 	struct oj_usage u = {5, 3, 2, true};
-	json_t *r = resp_object(rs, "resp_1", 100, "m", "think", 5, "answer", 6, ENGINE_FINISH_LENGTH, &u);
+	json_t *r = resp_object(rs, "resp_1", 100, "m", "think", 5, "answer", 6, NULL, ENGINE_FINISH_LENGTH, &u);
 	EXPECT(r && !strcmp(json_string_value(json_object_get(r, "status")), "incomplete"));
 	EXPECT(json_integer_value(json_object_get(r, "max_output_tokens")) == 7);
 	EXPECT(!strcmp(json_string_value(json_object_get(r, "instructions")), "sys"));
@@ -57,6 +57,70 @@ static void test_messages(void)
 	resp_state_free(rs);
 }
 
+static void event_types(const struct sbuf *b, char *types, size_t n, bool *in_order);
+
+/* function tools: the chat tools; calls in the input, calls in the answer */
+static void test_tools(void)
+{
+	struct resp_state *rs;
+	struct api_error ae;
+	json_t *c = translate("{\"input\": [{\"role\": \"user\", \"content\": \"q\"}, {\"type\": \"reasoning\", \"id\": \"rs_1\","
+			      " \"summary\": []}, {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", \"arguments\": \"{}\"},"
+			      " {\"type\": \"function_call\", \"call_id\": \"c2\", \"name\": \"g\", \"arguments\": \"{\\\"a\\\": 1}\"},"
+			      " {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"r1\"}],"
+			      " \"tools\": [{\"type\": \"function\", \"name\": \"f\", \"parameters\": {\"type\": \"object\"}}],"
+			      " \"tool_choice\": {\"type\": \"function\", \"name\": \"f\"}}",
+			      &rs, &ae);
+	EXPECTF(c != NULL, "%s", ae.message);
+	if (!c)
+		return;
+	char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+	EXPECTF(!strcmp(s, "{\"messages\":[{\"content\":\"q\",\"role\":\"user\"},{\"content\":\"\",\"role\":\"assistant\","
+			   "\"tool_calls\":[{\"function\":{\"arguments\":\"{}\",\"name\":\"f\"},\"id\":\"c1\",\"type\":\"function\"},"
+			   "{\"function\":{\"arguments\":\"{\\\"a\\\": 1}\",\"name\":\"g\"},\"id\":\"c2\",\"type\":\"function\"}]},"
+			   "{\"content\":\"r1\",\"role\":\"tool\",\"tool_call_id\":\"c1\"}],\"tool_choice\":{\"function\":"
+			   "{\"name\":\"f\"},\"type\":\"function\"},\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":"
+			   "{\"type\":\"object\"}},\"type\":\"function\"}]}"),
+		"chat body: %s", s);
+	free(s);
+	/* a call-only answer: one function_call item, no message */
+	json_t *calls = json_loads("[{\"id\": \"call_9\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+				   "\"arguments\": \"{\\\"x\\\": 2}\"}}]", 0, NULL);
+	struct oj_usage u = {5, 3, 0, false};
+	json_t *r = resp_object(rs, "resp_5", 1, "m", NULL, 0, NULL, 0, calls, ENGINE_FINISH_STOP, &u);
+	json_t *out = json_object_get(r, "output"), *it = json_array_get(out, 0);
+	EXPECT(json_array_size(out) == 1 && !strcmp(json_string_value(json_object_get(it, "type")), "function_call"));
+	EXPECT(!strcmp(json_string_value(json_object_get(it, "call_id")), "call_9"));
+	EXPECT(!strcmp(json_string_value(json_object_get(it, "arguments")), "{\"x\": 2}"));
+	EXPECT(json_array_size(json_object_get(r, "tools")) == 1);
+	json_decref(r);
+	/* streamed: a named call as chat deltas (the id and name first, then more arguments) */
+	struct sbuf b = {0};
+	json_t *d1 = json_loads("[{\"index\": 0, \"id\": \"call_7\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+				"\"arguments\": \"{\\\"x\\\"\"}}]", 0, NULL);
+	json_t *d2 = json_loads("[{\"index\": 0, \"function\": {\"arguments\": \": 3}\"}}]", 0, NULL);
+	EXPECT(resp_stream_start(rs, &b, "resp_6", 1, "m") == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d1) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d2) == 0);
+	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
+	char types[1024];
+	bool ordered;
+	event_types(&b, types, sizeof types, &ordered);
+	EXPECTF(!strcmp(types, "response.created response.in_progress response.output_item.added "
+			       "response.function_call_arguments.delta response.function_call_arguments.delta "
+			       "response.function_call_arguments.done response.output_item.done response.completed"),
+		"%s", types);
+	EXPECT(ordered);
+	const char *done = strstr(b.data, "event: response.completed");
+	EXPECT(done && strstr(done, "\"arguments\":\"{\\\"x\\\": 3}\"") && !strstr(done, "\"type\":\"message\""));
+	sbuf_fini(&b);
+	json_decref(d1);
+	json_decref(d2);
+	json_decref(calls);
+	json_decref(c);
+	resp_state_free(rs);
+}
+
 static void test_errors(void)
 {
 	static const struct {
@@ -69,7 +133,9 @@ static void test_errors(void)
 		{"{\"input\": [{\"type\": \"reasoning\", \"summary\": []}]}", "input"},
 		{"{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", "input"},
 		{"{\"input\": \"x\", \"tools\": [{\"type\": \"web_search\"}]}", "tools"},
-		{"{\"input\": \"x\", \"tool_choice\": \"required\"}", "tool_choice"},
+		{"{\"input\": \"x\", \"tool_choice\": {\"type\": \"file_search\"}}", "tool_choice"},
+		{"{\"input\": [{\"type\": \"function_call_output\", \"output\": \"1\"}]}", "input"},
+		{"{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c\", \"name\": \"f\"}]}", "input"},
 		{"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id"},
 		{"{\"input\": \"x\", \"background\": true}", "background"},
 		{"{\"input\": \"x\", \"include\": [\"reasoning.encrypted_content\"]}", "include"},
@@ -113,9 +179,9 @@ static void test_stream(void)
 	struct sbuf b = {0};
 	struct oj_usage u = {3, 4, 0, false};
 	EXPECT(resp_stream_start(rs, &b, "resp_2", 1, "m") == 0);
-	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0) == 0);
-	EXPECT(resp_stream_delta(rs, &b, "ink", 3, "an", 2) == 0);
-	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "swer", 4) == 0);
+	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, "ink", 3, "an", 2, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "swer", 4, NULL) == 0);
 	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
 	char types[2048];
 	bool ordered;
@@ -151,6 +217,6 @@ static void test_stream(void)
 
 int main(int argc, char **argv)
 {
-	static const struct test_case cases[] = {T(test_messages), T(test_errors), T(test_stream)};
+	static const struct test_case cases[] = {T(test_messages), T(test_tools), T(test_errors), T(test_stream)};
 	return harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
