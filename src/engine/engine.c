@@ -350,7 +350,8 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .max_num_batched_tokens = o->max_num_batched_tokens,
 				  .max_model_len = eng->max_model_len,
 				  /* prompt logprobs: their fp32 logits rows, all requests together */
-				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK};
+				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK,
+				  .drop_last_hit = o->spec.method == SPEC_MTP};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
 	/* An override replaces the declared value before the rule is applied, so DCP still

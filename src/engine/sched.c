@@ -236,6 +236,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 			int n_hit = 0;
 			if (r->n_computed == 0 && !r->no_prefix_hit)
 				n_hit = blocks_find_cached(s->pool, &r->kv, r->tokens, r->n_tokens, s->hit);
+			if (n_hit > 0 && s->c.drop_last_hit)
+				n_hit--;
 			int n_cached = n_hit * blocks_size(s->pool);
 			int n = r->n_tokens - n_cached;
 			if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)

@@ -68,6 +68,10 @@ struct sched_config {
 	int long_prefill_token_threshold; /* 0 = off */
 	int chunk_budget;	/* > 0: the tokens per step of all requests with a max_chunk
 				 * together (their logits rows: prompt logprobs) */
+	bool drop_last_hit;	/* a prefix hit gives up its last block, to be computed again
+				 * (deepseek_mtp, as vLLM's EAGLE/MTP: the MTP row of a block's last
+				 * position depends on the next block's first token, and the step
+				 * needs the hidden states the hit would skip) */
 };
 
 struct sched_counters {

@@ -227,6 +227,34 @@ static void test_prefix_hits(void)
 	fix_fini(&f);
 }
 
+/* deepseek_mtp: a hit gives up its last block (computed again, MTP rows included). */
+static void test_prefix_hits_drop_last(void)
+{
+	struct fix f;
+	memset(&f, 0, sizeof f);
+	struct err e;
+	EXPECT(blocks_new(64, 4, true, 1, &f.pool, &e) == 0);
+	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512,
+				 .drop_last_hit = true};
+	EXPECT(sched_new(&c, f.pool, &f.s, &e) == 0);
+	struct sched_req *a = fix_add(&f, 13, 100, 5);
+	fix_step(&f);
+	struct sched_req *b = fix_add(&f, 13, 100, 2);
+	fix_step(&f);
+	EXPECT_EQ_INT(b->n_cached, 8); /* 3 blocks cached, 2 taken */
+	EXPECT_EQ_INT(b->step_start, 8);
+	EXPECT_EQ_INT(b->n_sched, 5);
+	EXPECT_EQ_INT(b->kv.blocks[1], a->kv.blocks[1]);
+	EXPECT(b->kv.blocks[2] != a->kv.blocks[2]);
+	struct sched_req *d = fix_add(&f, 5, 100, 1); /* one block cached: none taken */
+	fix_step(&f);
+	EXPECT_EQ_INT(d->n_cached, 0);
+	for (int k = 0; k < 8; k++)
+		fix_step(&f);
+	EXPECT(a->status == SREQ_FINISHED && b->status == SREQ_FINISHED && d->status == SREQ_FINISHED);
+	fix_fini(&f);
+}
+
 /* A resumed (preempted) request hits the prefix cache over prompt + outputs. */
 static void test_resume_hits_cache(void)
 {
@@ -422,6 +450,6 @@ static void test_chunk_budget(void)
 }
 
 TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
-      T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits),
+      T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits), T(test_prefix_hits_drop_last),
       T(test_resume_hits_cache), T(test_stop_conditions), T(test_max_model_len),
       T(test_random_workload))
