@@ -213,7 +213,7 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 	const char *key;
 	json_t *v;
 	json_object_foreach((json_t *)body, key, v) {
-		bool ok = false;
+		bool ok = json_is_null(v); /* null: not given (as SDKs send unset fields) */
 		for (size_t k = 0; k < sizeof known / sizeof *known; k++)
 			ok |= !strcmp(key, known[k]);
 		if (!ok)

@@ -24,6 +24,7 @@ static void test_messages(void)
 	struct resp_state *rs;
 	struct api_error ae;
 	json_t *c = translate("{\"model\": \"m\", \"instructions\": \"sys\", \"max_output_tokens\": 7, \"temperature\": 0.5,"
+			      " \"prompt\": null, \"conversation\": null,"
 			      " \"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
 			      " {\"type\": \"input_text\", \"text\": \"b\"}]}, {\"type\": \"message\", \"role\": \"developer\","
 			      " \"content\": \"d\"}], \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": false}",
