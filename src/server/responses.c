@@ -18,6 +18,7 @@ struct resp_state {
 	struct sbuf reasoning, text; /* streamed so far */
 	json_t *done_items;	/* the items closed so far, in order (the final output) */
 	bool had_message;
+	bool enc;		/* include "reasoning.encrypted_content": reasoning items say null */
 	/* the function call being streamed */
 	char fc_id[64], call_id[128], call_name[256];
 	struct sbuf call_args;
@@ -224,8 +225,17 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 				     "responses are not stored, so previous_response_id cannot be used: send the conversation in 'input'");
 	if (json_is_true(json_object_get(body, "background")))
 		return api_error_set(ae, 400, "background", "background responses are not supported");
-	if (json_array_size(json_object_get(body, "include")))
-		return api_error_set(ae, 400, "include", "'include' is not supported");
+	size_t ii;
+	const json_t *inc;
+	bool enc = false;
+	json_array_foreach(json_object_get(body, "include"), ii, inc) {
+		/* stateless clients ask for it to send reasoning back: ours is in the clear, and past
+		 * reasoning is dropped from the prompt anyway, so there is none (null) */
+		if (json_is_string(inc) && !strcmp(json_string_value(inc), "reasoning.encrypted_content"))
+			enc = true;
+		else
+			return api_error_set(ae, 400, "include", "include[%zu]: only \"reasoning.encrypted_content\" is taken", ii);
+	}
 	const char *trunc = json_string_value(json_object_get(body, "truncation"));
 	if (trunc && strcmp(trunc, "disabled"))
 		return api_error_set(ae, 400, "truncation", "only truncation \"disabled\" is supported");
@@ -287,6 +297,7 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		resp_state_free(rs);
 		return -1;
 	}
+	rs->enc = enc;
 	*chat = c;
 	*out = rs;
 	return 0;
@@ -310,8 +321,11 @@ static json_t *reasoning_item(const struct resp_state *rs, const char *text, siz
 	json_t *content = json_array();
 	if (done && content)
 		json_array_append_new(content, json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(text, len)));
-	return json_pack("{s:s, s:s, s:[], s:o, s:s}", "type", "reasoning", "id", rs->rs_id, "summary", "content", content,
-			 "status", done ? "completed" : "in_progress");
+	json_t *it = json_pack("{s:s, s:s, s:[], s:o, s:s}", "type", "reasoning", "id", rs->rs_id, "summary", "content",
+			       content, "status", done ? "completed" : "in_progress");
+	if (it && rs->enc && json_object_set_new(it, "encrypted_content", json_null()) < 0)
+		json_decref(it), it = NULL;
+	return it;
 }
 
 static json_t *text_part(const char *text, size_t len)

@@ -174,6 +174,7 @@ describe('/v1/responses', () => {
       [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools'],
       [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
       [{ input: 'x', background: true }, 'background'],
+      [{ input: 'x', include: ['message.output_text.logprobs'] }, 'include'],
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input'],
       [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input'],
       [{}, 'input'],

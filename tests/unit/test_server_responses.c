@@ -24,7 +24,7 @@ static void test_messages(void)
 	struct resp_state *rs;
 	struct api_error ae;
 	json_t *c = translate("{\"model\": \"m\", \"instructions\": \"sys\", \"max_output_tokens\": 7, \"temperature\": 0.5,"
-			      " \"prompt\": null, \"conversation\": null,"
+			      " \"prompt\": null, \"conversation\": null, \"include\": [\"reasoning.encrypted_content\"],"
 			      " \"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
 			      " {\"type\": \"input_text\", \"text\": \"b\"}]}, {\"type\": \"message\", \"role\": \"developer\","
 			      " \"content\": \"d\"}], \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": false}",
@@ -47,6 +47,7 @@ static void test_messages(void)
 	json_t *out = json_object_get(r, "output");
 	EXPECT(json_array_size(out) == 2);
 	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(out, 0), "type")), "reasoning"));
+	EXPECT(json_is_null(json_object_get(json_array_get(out, 0), "encrypted_content")));
 	json_t *msg = json_array_get(out, 1);
 	EXPECT(!strcmp(json_string_value(json_object_get(msg, "status")), "incomplete"));
 	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text")), "answer"));
@@ -139,7 +140,7 @@ static void test_errors(void)
 		{"{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c\", \"name\": \"f\"}]}", "input"},
 		{"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id"},
 		{"{\"input\": \"x\", \"background\": true}", "background"},
-		{"{\"input\": \"x\", \"include\": [\"reasoning.encrypted_content\"]}", "include"},
+		{"{\"input\": \"x\", \"include\": [\"message.output_text.logprobs\"]}", "include"},
 		{"{\"input\": \"x\", \"truncation\": \"auto\"}", "truncation"},
 		{"{\"input\": \"x\", \"max_output_tokens\": 0}", "max_output_tokens"},
 		{"{\"input\": \"x\", \"instructions\": 5}", "instructions"},
