@@ -487,7 +487,8 @@ static enum MHD_Result reply_collected(struct gen *g)
 		}
 		const struct oj_choice *c = &g->ch[0];
 		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.data,
-						     c->reasoning.len, c->text.data, c->text.len, c->tool_calls, c->finish, &u)
+						     c->reasoning.len, c->text.data, c->text.len, c->tool_calls, c->logprobs, c->finish,
+						     &u)
 			       : g->api == SRV_API_CHAT
 				       ? oj_chat_response(g->id, g->created, g->model, g->ch, g->n_choices, &u)
 				       : oj_completion_response(g->id, g->created, g->model, g->ch, g->n_choices, &u);

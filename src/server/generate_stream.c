@@ -101,7 +101,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	}
 	if (g->resp) {
 		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.data, reasoning.len, text.data, text.len,
-										 calls);
+										 calls, lp);
 		sbuf_fini(&text);
 		sbuf_fini(&reasoning);
 		json_decref(lp);

@@ -19,6 +19,8 @@ struct resp_state {
 	json_t *done_items;	/* the items closed so far, in order (the final output) */
 	bool had_message;
 	bool enc;		/* include "reasoning.encrypted_content": reasoning items say null */
+	bool want_lp;		/* include "message.output_text.logprobs" */
+	json_t *lp, *lp_pending; /* streaming: every token's logprobs; those not yet sent with text */
 	/* the function call being streamed */
 	char fc_id[64], call_id[128], call_name[256];
 	struct sbuf call_args;
@@ -30,6 +32,8 @@ void resp_state_free(struct resp_state *rs)
 		return;
 	json_decref(rs->echo);
 	json_decref(rs->done_items);
+	json_decref(rs->lp);
+	json_decref(rs->lp_pending);
 	sbuf_fini(&rs->reasoning);
 	sbuf_fini(&rs->text);
 	sbuf_fini(&rs->call_args);
@@ -227,20 +231,25 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		return api_error_set(ae, 400, "background", "background responses are not supported");
 	size_t ii;
 	const json_t *inc;
-	bool enc = false;
+	bool enc = false, want_lp = false;
 	json_array_foreach(json_object_get(body, "include"), ii, inc) {
 		/* stateless clients ask for it to send reasoning back: ours is in the clear, and past
 		 * reasoning is dropped from the prompt anyway, so there is none (null) */
 		if (json_is_string(inc) && !strcmp(json_string_value(inc), "reasoning.encrypted_content"))
 			enc = true;
+		else if (json_is_string(inc) && !strcmp(json_string_value(inc), "message.output_text.logprobs"))
+			want_lp = true;
 		else
-			return api_error_set(ae, 400, "include", "include[%zu]: only \"reasoning.encrypted_content\" is taken", ii);
+			return api_error_set(ae, 400, "include",
+					     "include[%zu]: only \"reasoning.encrypted_content\" and \"message.output_text.logprobs\" "
+					     "are taken", ii);
 	}
 	const char *trunc = json_string_value(json_object_get(body, "truncation"));
 	if (trunc && strcmp(trunc, "disabled"))
 		return api_error_set(ae, 400, "truncation", "only truncation \"disabled\" is supported");
-	if (json_integer_value(json_object_get(body, "top_logprobs")) > 0)
-		return api_error_set(ae, 400, "top_logprobs", "top_logprobs is not supported on /v1/responses");
+	const json_t *top = json_object_get(body, "top_logprobs");
+	if (top && !json_is_null(top) && !json_is_integer(top))
+		return api_error_set(ae, 400, "top_logprobs", "'top_logprobs' must be an integer");
 	const json_t *mot = json_object_get(body, "max_output_tokens");
 	if (mot && !json_is_null(mot) && (!json_is_integer(mot) || json_integer_value(mot) < 1))
 		return api_error_set(ae, 400, "max_output_tokens", "'max_output_tokens' must be an integer >= 1");
@@ -273,6 +282,11 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		rc = -1;
 	if (rc == 0 && tools(body, c, ae) < 0)
 		rc = -1;
+	/* logprobs: the chat fields (which check top_logprobs' range) */
+	if (rc == 0 && (want_lp || (top && !json_is_null(top))) &&
+	    (json_object_set_new(c, "logprobs", json_boolean(want_lp)) < 0 ||
+	     (top && !json_is_null(top) && json_object_set(c, "top_logprobs", (json_t *)top) < 0)))
+		rc = api_error_set(ae, 500, NULL, "out of memory");
 	/* parallel_tool_calls false: vLLM's chat field of the same name */
 	if (rc == 0 && (v = json_object_get(body, "parallel_tool_calls")) && json_object_set(c, "parallel_tool_calls", v) < 0)
 		rc = api_error_set(ae, 500, NULL, "out of memory");
@@ -298,6 +312,7 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		return -1;
 	}
 	rs->enc = enc;
+	rs->want_lp = want_lp;
 	*chat = c;
 	*out = rs;
 	return 0;
@@ -328,17 +343,20 @@ static json_t *reasoning_item(const struct resp_state *rs, const char *text, siz
 	return it;
 }
 
-static json_t *text_part(const char *text, size_t len)
+/* lp: the tokens' logprobs (chat's "content" entries: token, logprob, bytes, top_logprobs,
+ * which is the Responses shape too), or NULL */
+static json_t *text_part(const char *text, size_t len, const json_t *lp)
 {
-	return json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text", str(text, len), "annotations",
-			 "logprobs");
+	return json_pack("{s:s, s:o, s:[], s:o}", "type", "output_text", "text", str(text, len), "annotations",
+			 "logprobs", lp ? json_deep_copy(lp) : json_array());
 }
 
-static json_t *message_item(const struct resp_state *rs, const char *text, size_t len, bool done, bool cut)
+static json_t *message_item(const struct resp_state *rs, const char *text, size_t len, const json_t *lp, bool done,
+			    bool cut)
 {
 	return json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "message", "id", rs->msg_id, "role", "assistant", "status",
 			 !done ? "in_progress" : cut ? "incomplete" : "completed", "content",
-			 done ? json_pack("[o]", text_part(text, len)) : json_array());
+			 done ? json_pack("[o]", text_part(text, len, lp)) : json_array());
 }
 
 /* a chat tool call {"id", "function": {"name", "arguments"}} as a function_call item */
@@ -386,14 +404,15 @@ static void set_ids(struct resp_state *rs, const char *id, long long created, co
 
 json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
 		    const char *reasoning, size_t rlen, const char *text, size_t len, const json_t *calls,
-		    enum engine_finish finish, const struct oj_usage *u)
+		    const json_t *logprobs, enum engine_finish finish, const struct oj_usage *u)
 {
 	set_ids(rs, id, created, model);
 	json_t *output = json_array();
 	if (output && rlen)
 		json_array_append_new(output, reasoning_item(rs, reasoning, rlen, true));
 	if (output && (len || !json_array_size(calls))) /* a call-only answer has no message */
-		json_array_append_new(output, message_item(rs, text, len, true, finish == ENGINE_FINISH_LENGTH));
+		json_array_append_new(output, message_item(rs, text, len, rs->want_lp ? json_object_get(logprobs, "content") : NULL,
+							   true, finish == ENGINE_FINISH_LENGTH));
 	size_t i;
 	const json_t *c;
 	json_array_foreach(calls, i, c) {
@@ -442,8 +461,8 @@ static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
 	rs->phase = ph;
 	rs->had_message |= ph == PH_MESSAGE;
 	bool r = ph == PH_REASONING;
-	json_t *item = r ? reasoning_item(rs, NULL, 0, false) : message_item(rs, NULL, 0, false, false);
-	json_t *part = r ? json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "") : text_part("", 0);
+	json_t *item = r ? reasoning_item(rs, NULL, 0, false) : message_item(rs, NULL, 0, NULL, false, false);
+	json_t *part = r ? json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "") : text_part("", 0, NULL);
 	return frame(rs, out, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", idx, "item", item)) < 0 ||
 			       frame(rs, out, "response.content_part.added",
 				     json_pack("{s:s, s:i, s:i, s:o}", "item_id", r ? rs->rs_id : rs->msg_id, "output_index", idx,
@@ -478,13 +497,14 @@ static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
 	const struct sbuf *t = r ? &rs->reasoning : &rs->text;
 	const char *iid = r ? rs->rs_id : rs->msg_id;
 	rs->phase = PH_NONE;
+	const json_t *lp = r ? NULL : rs->lp;
 	json_t *part = r ? json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(t->data, t->len))
-			 : text_part(t->data, t->len);
+			 : text_part(t->data, t->len, lp);
 	json_t *done = r ? json_pack("{s:s, s:i, s:i, s:o}", "item_id", iid, "output_index", idx, "content_index", 0, "text",
 				     str(t->data, t->len))
-			 : json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", iid, "output_index", idx, "content_index", 0,
-				     "text", str(t->data, t->len), "logprobs");
-	json_t *item = r ? reasoning_item(rs, t->data, t->len, true) : message_item(rs, t->data, t->len, true, cut);
+			 : json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", iid, "output_index", idx, "content_index", 0,
+				     "text", str(t->data, t->len), "logprobs", lp ? json_deep_copy(lp) : json_array());
+	json_t *item = r ? reasoning_item(rs, t->data, t->len, true) : message_item(rs, t->data, t->len, lp, true, cut);
 	if (!item || json_array_append(rs->done_items, item) < 0) {
 		json_decref(item);
 		json_decref(part);
@@ -536,8 +556,14 @@ static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *c
 }
 
 int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
-		      const char *text, size_t len, const json_t *calls)
+		      const char *text, size_t len, const json_t *calls, const json_t *logprobs)
 {
+	/* the tokens' logprobs ride on the next text delta (all of them on the done events) */
+	const json_t *entries = json_object_get(logprobs, "content");
+	if (rs->want_lp && json_array_size(entries) &&
+	    ((!rs->lp && !(rs->lp = json_array())) || (!rs->lp_pending && !(rs->lp_pending = json_array())) ||
+	     json_array_extend(rs->lp, (json_t *)entries) < 0 || json_array_extend(rs->lp_pending, (json_t *)entries) < 0))
+		return -1;
 	if (rlen) {
 		if (rs->phase != PH_REASONING && open_item(rs, out, PH_REASONING) < 0)
 			return -1;
@@ -552,10 +578,12 @@ int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reaso
 			return -1;
 		if (rs->phase != PH_MESSAGE && open_item(rs, out, PH_MESSAGE) < 0)
 			return -1;
+		json_t *lp = rs->lp_pending ? rs->lp_pending : json_array();
+		rs->lp_pending = NULL;
 		if (sbuf_append(&rs->text, text, len) < 0 ||
 		    frame(rs, out, "response.output_text.delta",
-			  json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
-				    "content_index", 0, "delta", str(text, len), "logprobs")) < 0)
+			  json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
+				    "content_index", 0, "delta", str(text, len), "logprobs", lp)) < 0)
 			return -1;
 	}
 	return stream_calls(rs, out, calls);

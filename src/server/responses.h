@@ -27,20 +27,22 @@ struct resp_state;
 int resp_translate(const json_t *body, json_t **chat, struct resp_state **rs, struct api_error *ae);
 void resp_state_free(struct resp_state *rs);
 
-/* The finished Response object (non-streaming): reasoning (may be empty), text and parsed
- * tool calls (chat's [{"id", "function": {"name", "arguments"}}], or NULL) of the one
- * choice, its finish, usage. */
+/* The finished Response object (non-streaming): reasoning (may be empty), text, parsed tool
+ * calls (chat's [{"id", "function": {"name", "arguments"}}], or NULL) and logprobs (chat's
+ * {"content": [...]}, or NULL) of the one choice, its finish, usage. With include
+ * "message.output_text.logprobs" the output text carries every generated token's logprobs
+ * (as chat's logprobs do, reasoning tokens included). */
 json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
 		    const char *reasoning, size_t rlen, const char *text, size_t len, const json_t *calls,
-		    enum engine_finish finish, const struct oj_usage *u);
+		    const json_t *logprobs, enum engine_finish finish, const struct oj_usage *u);
 
-/* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas:
- * any may be empty or NULL), then the closing events with the finish and usage (error: the engine's message, or
+/* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas,
+ * the event's chat logprobs: any may be empty or NULL), then the closing events with the finish and usage (error: the engine's message, or
  * NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames to out; -1 on out of memory. */
 int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
 		      const char *model);
 int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
-		      const char *text, size_t len, const json_t *calls);
+		      const char *text, size_t len, const json_t *calls, const json_t *logprobs);
 int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
 		    const struct oj_usage *u, const char *error);
 

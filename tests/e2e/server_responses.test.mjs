@@ -103,6 +103,24 @@ describe('/v1/responses', () => {
     assert.equal(raw, whole.output_text);
   });
 
+  test('include message.output_text.logprobs: the chat logprobs, whole and streamed', async () => {
+    const c = v3.client();
+    const body = { model: MODEL, input: 'hello there', max_output_tokens: 6, temperature: 0, include: ['message.output_text.logprobs'], top_logprobs: 2 };
+    const r = await c.responses.create(body);
+    const chat = await v3.client().chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'hello there' }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2,
+    });
+    const lp = r.output[0].content[0].logprobs;
+    assert.equal(lp.length, r.usage.output_tokens);
+    assert.deepEqual(lp.map((e) => e.token), chat.choices[0].logprobs.content.map((e) => e.token));
+    assert.ok(lp.every((e, i) => Math.abs(e.logprob - chat.choices[0].logprobs.content[i].logprob) < 1e-4));
+    assert.ok(lp.every((e) => e.top_logprobs.length === 2));
+    const streamed = [];
+    for await (const ev of await c.responses.create({ ...body, stream: true }))
+      if (ev.type === 'response.output_text.delta') streamed.push(...ev.logprobs);
+    assert.deepEqual(streamed.map((e) => e.token), lp.map((e) => e.token));
+  });
+
   test('text.format json_schema constrains the output', async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
     const r = await v3.client().responses.create({
@@ -174,7 +192,8 @@ describe('/v1/responses', () => {
       [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools'],
       [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
       [{ input: 'x', background: true }, 'background'],
-      [{ input: 'x', include: ['message.output_text.logprobs'] }, 'include'],
+      [{ input: 'x', include: ['file_search_call.results'] }, 'include'],
+      [{ input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 99 }, 'top_logprobs'],
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input'],
       [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input'],
       [{}, 'input'],

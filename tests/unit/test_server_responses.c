@@ -39,7 +39,7 @@ static void test_messages(void)
 		"chat body: %s", s);
 	free(s);
 	struct oj_usage u = {5, 3, 2, true};
-	json_t *r = resp_object(rs, "resp_1", 100, "m", "think", 5, "answer", 6, NULL, ENGINE_FINISH_LENGTH, &u);
+	json_t *r = resp_object(rs, "resp_1", 100, "m", "think", 5, "answer", 6, NULL, NULL, ENGINE_FINISH_LENGTH, &u);
 	EXPECT(r && !strcmp(json_string_value(json_object_get(r, "status")), "incomplete"));
 	EXPECT(json_integer_value(json_object_get(r, "max_output_tokens")) == 7);
 	EXPECT(!strcmp(json_string_value(json_object_get(r, "instructions")), "sys"));
@@ -89,7 +89,7 @@ static void test_tools(void)
 	json_t *calls = json_loads("[{\"id\": \"call_9\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
 				   "\"arguments\": \"{\\\"x\\\": 2}\"}}]", 0, NULL);
 	struct oj_usage u = {5, 3, 0, false};
-	json_t *r = resp_object(rs, "resp_5", 1, "m", NULL, 0, NULL, 0, calls, ENGINE_FINISH_STOP, &u);
+	json_t *r = resp_object(rs, "resp_5", 1, "m", NULL, 0, NULL, 0, calls, NULL, ENGINE_FINISH_STOP, &u);
 	json_t *out = json_object_get(r, "output"), *it = json_array_get(out, 0);
 	EXPECT(json_array_size(out) == 1 && !strcmp(json_string_value(json_object_get(it, "type")), "function_call"));
 	EXPECT(!strcmp(json_string_value(json_object_get(it, "call_id")), "call_9"));
@@ -102,8 +102,8 @@ static void test_tools(void)
 				"\"arguments\": \"{\\\"x\\\"\"}}]", 0, NULL);
 	json_t *d2 = json_loads("[{\"index\": 0, \"function\": {\"arguments\": \": 3}\"}}]", 0, NULL);
 	EXPECT(resp_stream_start(rs, &b, "resp_6", 1, "m") == 0);
-	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d1) == 0);
-	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d2) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d1, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d2, NULL) == 0);
 	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
 	char types[1024];
 	bool ordered;
@@ -140,7 +140,8 @@ static void test_errors(void)
 		{"{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c\", \"name\": \"f\"}]}", "input"},
 		{"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id"},
 		{"{\"input\": \"x\", \"background\": true}", "background"},
-		{"{\"input\": \"x\", \"include\": [\"message.output_text.logprobs\"]}", "include"},
+		{"{\"input\": \"x\", \"include\": [\"file_search_call.results\"]}", "include"},
+		{"{\"input\": \"x\", \"top_logprobs\": \"3\"}", "top_logprobs"},
 		{"{\"input\": \"x\", \"truncation\": \"auto\"}", "truncation"},
 		{"{\"input\": \"x\", \"max_output_tokens\": 0}", "max_output_tokens"},
 		{"{\"input\": \"x\", \"instructions\": 5}", "instructions"},
@@ -181,9 +182,9 @@ static void test_stream(void)
 	struct sbuf b = {0};
 	struct oj_usage u = {3, 4, 0, false};
 	EXPECT(resp_stream_start(rs, &b, "resp_2", 1, "m") == 0);
-	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0, NULL) == 0);
-	EXPECT(resp_stream_delta(rs, &b, "ink", 3, "an", 2, NULL) == 0);
-	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "swer", 4, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0, NULL, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, "ink", 3, "an", 2, NULL, NULL) == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "swer", 4, NULL, NULL) == 0);
 	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
 	char types[2048];
 	bool ordered;
@@ -217,8 +218,39 @@ static void test_stream(void)
 	json_decref(c);
 }
 
+/* include logprobs: a token's entries ride on the next text delta, and all on the done events */
+static void test_stream_logprobs(void)
+{
+	struct resp_state *rs;
+	struct api_error ae;
+	json_t *c = translate("{\"input\": \"x\", \"include\": [\"message.output_text.logprobs\"], \"top_logprobs\": 2}", &rs,
+			      &ae);
+	EXPECT(c && json_is_true(json_object_get(c, "logprobs")) && json_integer_value(json_object_get(c, "top_logprobs")) == 2);
+	if (!c)
+		return;
+	json_t *l1 = json_loads("{\"content\": [{\"token\": \"a\", \"logprob\": -1, \"bytes\": [97], \"top_logprobs\": []}]}", 0, NULL);
+	json_t *l2 = json_loads("{\"content\": [{\"token\": \"b\", \"logprob\": -2, \"bytes\": [98], \"top_logprobs\": []}]}", 0, NULL);
+	struct sbuf b = {0};
+	struct oj_usage u = {1, 2, 0, false};
+	EXPECT(resp_stream_start(rs, &b, "resp_7", 1, "m") == 0);
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, NULL, l1) == 0); /* held back: no text yet */
+	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "ab", 2, NULL, l2) == 0);
+	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
+	const char *delta = strstr(b.data, "event: response.output_text.delta\n");
+	const char *done = strstr(b.data, "event: response.output_text.done\n");
+	EXPECT(delta && strstr(delta, "\"token\":\"a\"") && strstr(delta, "\"token\":\"b\""));
+	EXPECT(delta && strstr(delta, "\"token\":\"a\"") < strstr(delta, "\"token\":\"b\""));
+	EXPECT(done && strstr(done, "\"token\":\"a\"") && strstr(done, "\"token\":\"b\""));
+	sbuf_fini(&b);
+	json_decref(l1);
+	json_decref(l2);
+	json_decref(c);
+	resp_state_free(rs);
+}
+
 int main(int argc, char **argv)
 {
-	static const struct test_case cases[] = {T(test_messages), T(test_tools), T(test_errors), T(test_stream)};
+	static const struct test_case cases[] = {T(test_messages), T(test_tools), T(test_errors), T(test_stream),
+						 T(test_stream_logprobs)};
 	return harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
