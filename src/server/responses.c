@@ -46,7 +46,9 @@ void resp_state_free(struct resp_state *rs)
 static int message_text(const json_t *content, size_t item, struct sbuf *out, struct api_error *ae)
 {
 	if (json_is_string(content))
-		return sbuf_append(out, json_string_value(content), json_string_length(content));
+		return sbuf_append(out, json_string_value(content), json_string_length(content)) < 0
+			       ? api_error_set(ae, 500, NULL, "out of memory")
+			       : 0;
 	if (!json_is_array(content))
 		return api_error_set(ae, 400, "input", "input[%zu].content must be a string or a list of parts", item);
 	size_t i;
@@ -61,7 +63,7 @@ static int message_text(const json_t *content, size_t item, struct sbuf *out, st
 		if (!json_is_string(text))
 			return api_error_set(ae, 400, "input", "input[%zu].content[%zu].text must be a string", item, i);
 		if (sbuf_append(out, json_string_value(text), json_string_length(text)) < 0)
-			return -1;
+			return api_error_set(ae, 500, NULL, "out of memory");
 	}
 	return 0;
 }
@@ -192,7 +194,9 @@ static int text_format(const json_t *text, json_t *chat, struct api_error *ae)
 	if (type && !strcmp(type, "text"))
 		return 0;
 	if (type && !strcmp(type, "json_object"))
-		return json_object_set_new(chat, "response_format", json_pack("{s:s}", "type", "json_object"));
+		return json_object_set_new(chat, "response_format", json_pack("{s:s}", "type", "json_object")) < 0
+			       ? api_error_set(ae, 500, NULL, "out of memory")
+			       : 0;
 	if (!type || strcmp(type, "json_schema"))
 		return api_error_set(ae, 400, "text.format", "text.format.type must be text, json_object or json_schema");
 	json_t *js = json_object();
@@ -202,7 +206,9 @@ static int text_format(const json_t *text, json_t *chat, struct api_error *ae)
 		if (v && json_object_set(js, keys[k], v) < 0)
 			json_decref(js), js = NULL;
 	}
-	return json_object_set_new(chat, "response_format", json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", js));
+	return json_object_set_new(chat, "response_format", json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", js)) < 0
+		       ? api_error_set(ae, 500, NULL, "out of memory")
+		       : 0;
 }
 
 int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, struct api_error *ae)
