@@ -298,5 +298,8 @@ enum MHD_Result routes_dispatch(struct hreq *r)
 	}
 	if (path_known)
 		return reply_err(r, 405, NULL, "Method Not Allowed");
+	if (!strncmp(r->path, "/v1/responses/", 14)) /* retrieve, delete, cancel, input_items */
+		return reply_err(r, 404, NULL, "responses are not stored by this server: there is nothing to retrieve, "
+					       "delete or cancel");
 	return reply_err(r, 404, NULL, "Not Found");
 }

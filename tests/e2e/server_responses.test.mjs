@@ -186,6 +186,16 @@ describe('/v1/responses', () => {
     assert.equal(next.output.at(-1).type, 'message');
   });
 
+  test('responses are not stored: retrieving one is a 404 that says so', async () => {
+    const c = v3.client();
+    const r = await c.responses.create({ model: MODEL, input: 'hi', max_output_tokens: 2 });
+    await assert.rejects(c.responses.retrieve(r.id), (e) => {
+      assert.equal(e.status, 404);
+      assert.match(e.message, /not stored/);
+      return true;
+    });
+  });
+
   test('what cannot be honoured is a 400 naming the field', async () => {
     const c = v3.client();
     const cases = [
