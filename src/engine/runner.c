@@ -66,6 +66,48 @@ void runner_fini(struct runner *rn)
 	memset(rn, 0, sizeof *rn);
 }
 
+/* ---- pieces of both plans (the model's step and the MTP module's) ---- */
+
+/* perm[k]: the sequence that goes k-th (decodes first, spec §1.4), or the given order */
+static void plan_order(const struct runner *rn, int n, const int32_t *n_q, const int32_t *n_comp, int32_t *perm)
+{
+	if (rn->c.threshold > 0)
+		reorder_batch_to_split_decodes_and_prefills(n, n_q, n_comp, rn->c.threshold, perm);
+	else
+		for (int i = 0; i < n; i++)
+			perm[i] = i;
+}
+
+/* a sequence's block-table row of max_blocks: its blocks, then the null block */
+static void plan_bt_row(int32_t *row, const struct kv_seq *kv, int max_blocks)
+{
+	memcpy(row, kv->blocks, sizeof *row * (size_t)kv->n_blocks);
+	for (int j = kv->n_blocks; j < max_blocks; j++)
+		row[j] = 0;
+}
+
+/* the decode / prefill split of the ordered plan (spec §1.5) */
+static void plan_split(const struct runner *rn, struct step_plan *p)
+{
+	if (rn->c.threshold <= 0)
+		return;
+	struct batch_split s = split_decodes_and_prefills(p->query_start, p->n_seqs, rn->c.threshold,
+							  rn->c.require_uniform);
+	p->n_decodes = s.n_decodes;
+	p->n_decode_tokens = s.n_decode_tokens;
+}
+
+/* runs plan p into rn->logits: through the distributed hook, or the local model */
+static int plan_run(struct runner *rn, const struct step_plan *p, struct err *e)
+{
+	if (rn->hook.forward)
+		return rn->hook.forward(rn->hook.ctx, p, rn->logits, e);
+	struct batch b;
+	step_plan_to_batch(p, &b);
+	return p->flags & STEP_PLAN_MTP ? model_mtp_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e)
+					: model_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e);
+}
+
 void runner_build_plan(struct runner *rn, const struct sched_output *o, struct step_plan *p)
 {
 	struct arena *a = &rn->arena;
@@ -81,11 +123,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 			max_blocks = o->reqs[i]->kv.n_blocks;
 	}
 	int32_t *perm = rn->perm;
-	if (rn->c.threshold > 0)
-		reorder_batch_to_split_decodes_and_prefills(n, n_sched, n_comp, rn->c.threshold, perm);
-	else
-		for (int i = 0; i < n; i++)
-			perm[i] = i;
+	plan_order(rn, n, n_sched, n_comp, perm);
 
 	int T = o->total_tokens;
 	int32_t *tokens = ALLOC(a, int32_t, T + 1), *pos = ALLOC(a, int32_t, T + 1);
@@ -110,9 +148,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 		int i = perm[k];
 		const struct sched_req *r = o->reqs[i];
 		int32_t *bt_row = bt + (size_t)k * max_blocks;
-		memcpy(bt_row, r->kv.blocks, sizeof *bt_row * (size_t)r->kv.n_blocks);
-		for (int j = r->kv.n_blocks; j < max_blocks; j++)
-			bt_row[j] = 0; /* the null block */
+		plan_bt_row(bt_row, &r->kv, max_blocks);
 		for (int q = 0; q < r->n_sched; q++, t++) {
 			int p_ = r->step_start + q;
 			CHECK(p_ / bs < r->kv.n_blocks);
@@ -141,12 +177,6 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 	p->n_seqs = n;
 	p->max_blocks = max_blocks;
 	p->block_size = bs;
-	if (rn->c.threshold > 0) {
-		struct batch_split s = split_decodes_and_prefills(qs, n, rn->c.threshold,
-								  rn->c.require_uniform);
-		p->n_decodes = s.n_decodes;
-		p->n_decode_tokens = s.n_decode_tokens;
-	}
 	p->n_logits = n_logits;
 	p->tokens = tokens;
 	p->positions = pos;
@@ -155,6 +185,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 	p->block_table = bt;
 	p->slots = slots;
 	p->logits_rows = rows;
+	plan_split(rn, p);
 }
 
 int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
@@ -169,15 +200,8 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
 		rn->logits = l;
 		rn->logits_cap = p.n_logits;
 	}
-	if (rn->hook.forward) {
-		if (rn->hook.forward(rn->hook.ctx, &p, rn->logits, e) < 0)
-			return -1;
-	} else {
-		struct batch b;
-		step_plan_to_batch(&p, &b);
-		if (model_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e) < 0)
-			return -1;
-	}
+	if (plan_run(rn, &p, e) < 0)
+		return -1;
 	for (int i = 0; i < o->n; i++)
 		rows[i] = rn->logit_of_req[i] < 0
 				  ? NULL
@@ -216,11 +240,7 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 	if (n == 0)
 		return 0;
 	int32_t *perm = rn->perm;
-	if (rn->c.threshold > 0)
-		reorder_batch_to_split_decodes_and_prefills(n, n_q, n_comp, rn->c.threshold, perm);
-	else
-		for (int k = 0; k < n; k++)
-			perm[k] = k;
+	plan_order(rn, n, n_q, n_comp, perm);
 	int32_t *tokens = ALLOC(a, int32_t, T + 1), *pos = ALLOC(a, int32_t, T + 1);
 	int32_t *hid = ALLOC(a, int32_t, T + 1);
 	int64_t *slots = ALLOC(a, int64_t, T + 1);
@@ -233,9 +253,7 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 		int i = idx[perm[k]];
 		const struct sched_req *r = o->reqs[i];
 		int32_t *bt_row = bt + (size_t)k * max_blocks;
-		memcpy(bt_row, r->kv.blocks, sizeof *bt_row * (size_t)r->kv.n_blocks);
-		for (int j = r->kv.n_blocks; j < max_blocks; j++)
-			bt_row[j] = 0;
+		plan_bt_row(bt_row, &r->kv, max_blocks);
 		for (int q = 0; q < n_mtp[i]; q++, t++) {
 			int p_ = r->step_start + q;
 			tokens[t] = r->tokens[p_ + 1]; /* the token that follows position p_ */
@@ -254,21 +272,10 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 			      .flags = STEP_PLAN_MTP, .n_logits = n_logits, .tokens = tokens, .positions = pos,
 			      .query_start = qs, .seq_lens = seq_lens, .block_table = bt, .slots = slots,
 			      .logits_rows = lrows, .hidden_rows = hid};
-	if (rn->c.threshold > 0) {
-		struct batch_split s = split_decodes_and_prefills(qs, n, rn->c.threshold, rn->c.require_uniform);
-		p.n_decodes = s.n_decodes;
-		p.n_decode_tokens = s.n_decode_tokens;
-	}
+	plan_split(rn, &p);
 	CHECK(n_logits <= rn->logits_cap);
-	if (rn->hook.forward) {
-		if (rn->hook.forward(rn->hook.ctx, &p, rn->logits, e) < 0)
-			return -1;
-	} else {
-		struct batch b;
-		step_plan_to_batch(&p, &b);
-		if (model_mtp_forward(rn->model, &b, rn->kv, rn->backend, rn->logits, e) < 0)
-			return -1;
-	}
+	if (plan_run(rn, &p, e) < 0)
+		return -1;
 	for (int j = 0; j < n_logits; j++)
 		rows[lreq[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
 	return 0;

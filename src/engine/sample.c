@@ -205,6 +205,17 @@ static void apply_penalties(const struct sample_input *in, struct sample_scratch
 	}
 }
 
+void sample_logit_bias(const struct sampling_params *p, float *x, int V)
+{
+	for (int i = 0; i < p->n_logit_bias; i++) {
+		int32_t id = p->logit_bias_ids[i];
+		if (id >= 0 && id < V) {
+			float b = p->logit_bias[i];
+			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
+		}
+	}
+}
+
 int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 		     struct engine_logprob *lp)
 {
@@ -218,13 +229,7 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 		raw = s->masked;
 	}
 	memcpy(x, raw, sizeof *x * (size_t)V);
-	for (int i = 0; i < p->n_logit_bias; i++) {
-		int32_t id = p->logit_bias_ids[i];
-		if (id >= 0 && id < V) {
-			float b = p->logit_bias[i];
-			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
-		}
-	}
+	sample_logit_bias(p, x, V);
 	if (in->ban)
 		for (int i = 0; i < V; i++)
 			if (in->ban[i])

@@ -61,5 +61,8 @@ void sample_logprob_of(const float *logits, int vocab, int32_t tok, int n_top,
 /* Returns the sampled token; fills *lp when p->logprobs >= 0 (lp may be NULL otherwise). */
 int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
 		     struct engine_logprob *lp);
+/* x[vocab] += the request's logit_bias (each clamped to [-100, 100]), as sample_token does
+ * first; also the MTP drafts' view of their logits */
+void sample_logit_bias(const struct sampling_params *p, float *x, int V);
 
 #endif

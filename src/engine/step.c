@@ -183,13 +183,11 @@ static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *
 			return -1;
 		allow = eng->allow;
 	}
-	float *x = eng->ss.masked; /* free between samples */
-	memcpy(x, row, sizeof *x * (size_t)eng->vocab);
-	for (int i = 0; i < p->n_logit_bias; i++) {
-		int32_t id = p->logit_bias_ids[i];
-		float b = p->logit_bias[i];
-		if (id >= 0 && id < eng->vocab)
-			x[id] += b > 100 ? 100 : b < -100 ? -100 : b;
+	const float *x = row;
+	if (p->n_logit_bias) { /* biased copy (the scratch is free between samples) */
+		memcpy(eng->ss.masked, row, sizeof *row * (size_t)eng->vocab);
+		sample_logit_bias(p, eng->ss.masked, eng->vocab);
+		x = eng->ss.masked;
 	}
 	int32_t best = -1;
 	for (int v = 0; v < eng->vocab; v++)

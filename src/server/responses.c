@@ -17,7 +17,6 @@ struct resp_state {
 	int n_items;		/* output items opened so far */
 	struct sbuf reasoning, text; /* streamed so far */
 	json_t *done_items;	/* the items closed so far, in order (the final output) */
-	bool had_message;
 	bool enc;		/* include "reasoning.encrypted_content": reasoning items say null */
 	bool want_lp;		/* include "message.output_text.logprobs" */
 	json_t *lp, *lp_pending; /* streaming: every token's logprobs; those not yet sent with text */
@@ -465,7 +464,6 @@ static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
 {
 	int idx = rs->n_items++;
 	rs->phase = ph;
-	rs->had_message |= ph == PH_MESSAGE;
 	bool r = ph == PH_REASONING;
 	json_t *item = r ? reasoning_item(rs, NULL, 0, false) : message_item(rs, NULL, 0, NULL, false, false);
 	json_t *part = r ? json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "") : text_part("", 0, NULL);
@@ -601,11 +599,11 @@ int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish 
 	bool cut = finish == ENGINE_FINISH_LENGTH;
 	if ((rs->phase == PH_REASONING || rs->phase == PH_CALL) && close_item(rs, out, cut) < 0)
 		return -1;
-	/* an answer with neither text nor calls is an empty message */
-	bool calls = false;
+	/* an answer with neither a message nor calls (nothing, or reasoning only) is an empty message */
+	bool answered = false;
 	for (size_t i = 0; i < json_array_size(rs->done_items); i++)
-		calls |= !strcmp(json_string_value(json_object_get(json_array_get(rs->done_items, i), "type")), "function_call");
-	if (rs->phase == PH_NONE && !error && !rs->had_message && !calls && open_item(rs, out, PH_MESSAGE) < 0)
+		answered |= strcmp(json_string_value(json_object_get(json_array_get(rs->done_items, i), "type")), "reasoning") != 0;
+	if (rs->phase == PH_NONE && !error && !answered && open_item(rs, out, PH_MESSAGE) < 0)
 		return -1;
 	if (rs->phase == PH_MESSAGE && close_item(rs, out, cut) < 0)
 		return -1;

@@ -3,6 +3,7 @@
 #define MLA_TESTS_FWD_UTIL_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@ struct fwd_seq {
 	int max_blocks;
 };
 
-static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd, struct err *e)
+/* n_layers: the cache's latent layers (model_kv_layers: with an MTP module, one more) */
+static inline int fwd_seq_init_layers(struct fwd_seq *s, const struct model_config *c, int n_layers, int max_len,
+				      enum dtype kvd, struct err *e)
 {
 	memset(s, 0, sizeof *s);
 	s->max_blocks = (max_len + FWD_BS - 1) / FWD_BS;
@@ -25,8 +28,12 @@ static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, 
 	/* scatter the blocks so that the paged lookup is really exercised */
 	for (int i = 0; i < s->max_blocks; i++)
 		s->bt[i] = s->max_blocks - i;
-	return kv_cache_init(&s->kv, c->num_hidden_layers, s->max_blocks + 1, FWD_BS, c->kv_lora_rank,
-			     c->qk_rope_head_dim, kvd, e);
+	return kv_cache_init(&s->kv, n_layers, s->max_blocks + 1, FWD_BS, c->kv_lora_rank, c->qk_rope_head_dim, kvd, e);
+}
+
+static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd, struct err *e)
+{
+	return fwd_seq_init_layers(s, c, c->num_hidden_layers, max_len, kvd, e);
 }
 
 static inline void fwd_seq_fini(struct fwd_seq *s)
@@ -59,6 +66,20 @@ static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn
 	free(rows);
 	free(slots);
 	return rc;
+}
+
+/* n floats from a raw little-endian file, or NULL */
+static inline float *fwd_read_f32(const char *path, size_t n)
+{
+	FILE *f = fopen(path, "rb");
+	float *b = f ? malloc(n * sizeof(float)) : NULL;
+	if (b && fread(b, sizeof(float), n, f) != n) {
+		free(b);
+		b = NULL;
+	}
+	if (f)
+		fclose(f);
+	return b;
 }
 
 static inline float fwd_max_abs_diff(const float *a, const float *b, size_t n)

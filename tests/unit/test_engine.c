@@ -269,12 +269,15 @@ static void test_preemption_invariance(void)
 		}
 }
 
-static struct engine *small_engine(struct tok *t)
+/* hook: a forward in place of the model's (NULL: the model) */
+static struct engine *small_engine(struct tok *t, const struct engine_forward_hook *hook)
 {
 	struct engine_options o;
 	engine_options_init(&o);
 	o.model = g_model;
 	o.tok = t;
+	if (hook)
+		o.hook = *hook;
 	o.kv_dtype = DT_F32;
 	o.max_num_seqs = 8;
 	o.max_num_batched_tokens = 64;
@@ -319,7 +322,7 @@ static void test_seed_and_n(void)
 {
 	if (!g_model)
 		return;
-	struct engine *eng = small_engine(NULL);
+	struct engine *eng = small_engine(NULL, NULL);
 	if (!eng)
 		return;
 	struct err e;
@@ -378,7 +381,7 @@ static void test_stop_and_cancel(void)
 		harness_fail(__FILE__, __LINE__, "tok_load: %s", e.msg);
 		return;
 	}
-	struct engine *eng = small_engine(t);
+	struct engine *eng = small_engine(t, NULL);
 	if (!eng) {
 		tok_free(t);
 		return;
@@ -489,7 +492,7 @@ static void test_queue_bound_and_shutdown(void)
 {
 	if (!g_model)
 		return;
-	struct engine *eng = small_engine(NULL);
+	struct engine *eng = small_engine(NULL, NULL);
 	if (!eng)
 		return;
 	struct err e;
@@ -556,20 +559,10 @@ static void test_stats_during_a_step(void)
 	if (!g_model)
 		return;
 	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false, model_config(g_model)->vocab_size};
-	struct engine_options o;
-	engine_options_init(&o);
-	o.model = g_model;
-	o.kv_dtype = DT_F32;
-	o.max_num_seqs = 8;
-	o.max_num_batched_tokens = 64;
-	o.max_model_len = 128;
-	o.hook = (struct engine_forward_hook){gate_forward, &g};
-	struct engine *eng = NULL;
-	struct err e;
-	if (engine_new(&o, &eng, &e) < 0) {
-		harness_fail(__FILE__, __LINE__, "engine_new: %s", e.msg);
+	struct engine *eng = small_engine(NULL, &(struct engine_forward_hook){gate_forward, &g});
+	if (!eng)
 		return;
-	}
+	struct err e;
 	struct sampling_params p;
 	sampling_params_init(&p, NULL);
 	p.max_tokens = 2;

@@ -25,20 +25,6 @@ static struct pool *pool(void)
 	return g_pool;
 }
 
-static float *read_f32(const char *path, size_t n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	float *b = malloc(n * sizeof(float));
-	if (b && fread(b, sizeof(float), n, f) != n) {
-		free(b);
-		b = NULL;
-	}
-	fclose(f);
-	return b;
-}
-
 static struct model *load(const char *name, enum dtype act, struct err *e)
 {
 	struct model_options o = {.act_dtype = act, .max_batch_tokens = 320, .max_seqs = 4, .max_model_len = 320,
@@ -85,7 +71,7 @@ static void check_prompts(const char *model, enum dtype act)
 		int32_t *tok = json_tokens(json_object_get(pr, "tokens"), &n);
 		char rel[256];
 		snprintf(rel, sizeof rel, "%s/golden/%s", model, json_string_value(json_object_get(pr, "logits_file")));
-		float *gold = read_f32(fixture_path(rel), (size_t)n * V);
+		float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V);
 		float *out = malloc(sizeof(float) * (size_t)n * V);
 		struct fwd_seq s;
 		EXPECT(gold != NULL);
@@ -331,7 +317,7 @@ static void test_cmd_logits(void)
 	EXPECT(fd >= 0);
 	close(fd);
 	snprintf(rel, sizeof rel, "tiny-v3/golden/%s", json_string_value(json_object_get(pr, "logits_file")));
-	float *gold = read_f32(fixture_path(rel), (size_t)n * 1024);
+	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * 1024);
 	const char *variants[][4] = {{"--chunk", "100", "--attention-backend", "REFERENCE_MLA"},
 				     {"--chunk", "5", "--attention-backend", "REFERENCE_MLA"},
 				     {"--chunk", "1", "--attention-backend", "FLASH_ATTN_MLA"},
@@ -341,7 +327,7 @@ static void test_cmd_logits(void)
 				(char *)variants[v][0], (char *)variants[v][1], (char *)variants[v][2],
 				(char *)variants[v][3]};
 		EXPECT_EQ_INT(cmd_logits(10, argv), 0);
-		float *got = read_f32(out, (size_t)n * 1024);
+		float *got = fwd_read_f32(out, (size_t)n * 1024);
 		EXPECT(got != NULL);
 		if (got && gold)
 			EXPECTF(fwd_max_abs_diff(got, gold, (size_t)n * 1024) < 1e-3f, "variant %d: %g", v,

@@ -27,19 +27,6 @@ static struct model *load(const char *name, bool mtp, struct err *e)
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
 
-static float *read_f32(const char *rel, size_t n)
-{
-	FILE *f = fopen(fixture_path(rel), "rb");
-	float *b = f ? malloc(n * sizeof(float)) : NULL;
-	if (b && fread(b, sizeof(float), n, f) != n) {
-		free(b);
-		b = NULL;
-	}
-	if (f)
-		fclose(f);
-	return b;
-}
-
 /* the prompt's tokens from the main fixture's golden/prompts.json */
 static int32_t *prompt(const char *main_fixture, const char *name, int *n)
 {
@@ -62,24 +49,9 @@ static int32_t *prompt(const char *main_fixture, const char *name, int *n)
 	return t;
 }
 
-/* One sequence over both caches (the model's layers and the MTP layer). */
-struct seq {
-	struct kv_cache kv;
-	int32_t bt[16];
-};
-
-static int seq_init(struct seq *s, const struct model *m, struct err *e)
-{
-	memset(s, 0, sizeof *s);
-	for (int i = 0; i < 16; i++)
-		s->bt[i] = 16 - i; /* scattered blocks */
-	const struct model_config *c = model_config(m);
-	return kv_cache_init(&s->kv, model_kv_layers(m), 17, FWD_BS, c->kv_lora_rank, c->qk_rope_head_dim, DT_F32, e);
-}
-
 /* tokens [start, start + q) through the model, then the MTP module over the positions of
  * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
-static int chunk(struct model *m, struct seq *s, const struct attn_backend *be, const int32_t *tok, int n, int start,
+static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int n, int start,
 		 int q, float *mtp, struct err *e)
 {
 	int32_t pos[128], rows[128], next[128], hid[128], qs[2] = {0, q}, sl[1] = {start + q};
@@ -94,7 +66,7 @@ static int chunk(struct model *m, struct seq *s, const struct attn_backend *be, 
 	bool decode = be && q == 1;
 	struct batch b = {.n_tokens = q, .tokens = tok + start, .positions = pos};
 	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
-				    .max_blocks = 16, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? q : 0,
+				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? q : 0,
 				    .dcp_size = 1, .local_seq_lens = sl};
 	if (model_forward(m, &b, &s->kv, be, NULL, e))
 		return -1;
@@ -107,7 +79,7 @@ static int chunk(struct model *m, struct seq *s, const struct attn_backend *be, 
 	b = (struct batch){.n_tokens = k, .tokens = next, .positions = pos, .n_logits = k, .logits_rows = rows,
 			   .hidden_rows = hid};
 	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = k, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
-				    .max_blocks = 16, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? k : 0,
+				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? k : 0,
 				    .dcp_size = 1, .local_seq_lens = sl};
 	return model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
 }
@@ -125,9 +97,9 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	int32_t *tok = prompt(main_fixture, name, &n);
 	char rel[256];
 	snprintf(rel, sizeof rel, "%s/golden/%s.mtp.f32", fixture, name);
-	float *gold = read_f32(rel, (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
-	struct seq s;
-	EXPECT(tok && gold && seq_init(&s, m, &e) == 0);
+	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
+	struct fwd_seq s;
+	EXPECT(tok && gold && fwd_seq_init_layers(&s, model_config(m), model_kv_layers(m), 128, DT_F32, &e) == 0);
 	float worst = 0;
 	for (int start = 0, q = first_chunk; tok && gold && start < n; start += q, q = step) {
 		if (q > n - start)
@@ -144,7 +116,7 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	}
 	EXPECTF(worst < 1e-3f, "%s %s (first %d, then %d, %s): MTP logits differ from the reference by %g", fixture, name,
 		first_chunk, step, be ? be->name : "prefill path", worst);
-	kv_cache_fini(&s.kv);
+	fwd_seq_fini(&s);
 	free(tok);
 	free(gold);
 	free(out);
@@ -178,18 +150,17 @@ static void test_main_logits_unchanged(void)
 	int n;
 	int32_t *tok = prompt("tiny-v3", "len17", &n);
 	float *la = malloc(sizeof(float) * 17 * 1024), *lb = malloc(sizeof(float) * 17 * 1024);
-	struct fwd_seq sa;
-	struct seq sb;
+	struct fwd_seq sa, sb;
 	if (a && b && tok && fwd_seq_init(&sa, model_config(a), 32, DT_F32, &e) == 0) {
 		EXPECT(fwd_step(a, &sa, NULL, tok, 0, n, 0, la, &e) == 0);
-		EXPECT(seq_init(&sb, b, &e) == 0);
+		EXPECT(fwd_seq_init_layers(&sb, model_config(b), model_kv_layers(b), 32, DT_F32, &e) == 0);
 		int32_t pos[17], rows[17], qs[2] = {0, 17}, sl[1] = {17};
 		int64_t slots[17];
 		for (int i = 0; i < 17; i++)
 			pos[i] = rows[i] = i, slots[i] = (int64_t)sb.bt[i / FWD_BS] * FWD_BS + i % FWD_BS;
 		struct batch bt = {.n_tokens = 17, .tokens = tok, .positions = pos, .n_logits = 17, .logits_rows = rows};
 		bt.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = 17, .query_start = qs, .seq_lens = sl,
-					     .block_table = sb.bt, .max_blocks = 16, .slots = slots, .dcp_size = 1,
+					     .block_table = sb.bt, .max_blocks = sb.max_blocks, .slots = slots, .dcp_size = 1,
 					     .local_seq_lens = sl};
 		EXPECT(model_forward(b, &bt, &sb.kv, NULL, lb, &e) == 0);
 		EXPECT(memcmp(la, lb, sizeof(float) * 17 * 1024) == 0);
@@ -208,7 +179,7 @@ static void test_main_logits_unchanged(void)
 		EXPECTF(strstr(e.msg, "without its MTP layer") != NULL, "message: %s", e.msg);
 		/* a cache without the MTP layer is refused by both steps */
 		EXPECT(model_forward(b, &bt, &sa.kv, NULL, lb, &e) < 0);
-		kv_cache_fini(&sb.kv);
+		fwd_seq_fini(&sb);
 		fwd_seq_fini(&sa);
 	}
 	free(tok);

@@ -18,15 +18,20 @@ struct fix {
 	struct sched_output o;
 };
 
-static void fix_init(struct fix *f, int n_blocks, int bs, int max_seqs, int budget, int max_len,
-		     bool caching)
+static void fix_init_cfg(struct fix *f, int n_blocks, int bs, bool caching, const struct sched_config *c)
 {
 	memset(f, 0, sizeof *f);
 	struct err e;
 	EXPECT(blocks_new(n_blocks, bs, caching, 1, &f->pool, &e) == 0);
+	EXPECT(sched_new(c, f->pool, &f->s, &e) == 0);
+}
+
+static void fix_init(struct fix *f, int n_blocks, int bs, int max_seqs, int budget, int max_len,
+		     bool caching)
+{
 	struct sched_config c = {.max_num_seqs = max_seqs, .max_num_batched_tokens = budget,
 				 .max_model_len = max_len};
-	EXPECT(sched_new(&c, f->pool, &f->s, &e) == 0);
+	fix_init_cfg(f, n_blocks, bs, caching, &c);
 }
 
 static struct sched_req *fix_add(struct fix *f, int n_prompt, int first_tok, int max_tokens)
@@ -231,12 +236,9 @@ static void test_prefix_hits(void)
 static void test_prefix_hits_drop_last(void)
 {
 	struct fix f;
-	memset(&f, 0, sizeof f);
-	struct err e;
-	EXPECT(blocks_new(64, 4, true, 1, &f.pool, &e) == 0);
 	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512,
 				 .drop_last_hit = true};
-	EXPECT(sched_new(&c, f.pool, &f.s, &e) == 0);
+	fix_init_cfg(&f, 64, 4, true, &c);
 	struct sched_req *a = fix_add(&f, 13, 100, 5);
 	fix_step(&f);
 	struct sched_req *b = fix_add(&f, 13, 100, 2);
@@ -428,12 +430,9 @@ static void test_runner_plan(void)
 static void test_chunk_budget(void)
 {
 	struct fix f;
-	memset(&f, 0, sizeof f);
-	struct err e;
-	EXPECT(blocks_new(64, 4, true, 1, &f.pool, &e) == 0);
 	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 64,
 				 .chunk_budget = 6};
-	EXPECT(sched_new(&c, f.pool, &f.s, &e) == 0);
+	fix_init_cfg(&f, 64, 4, true, &c);
 	struct sched_req *a = fix_add(&f, 10, 100, 2), *b = fix_add(&f, 10, 200, 2), *d = fix_add(&f, 10, 300, 2);
 	a->max_chunk = b->max_chunk = 4;
 	fix_step(&f);
