@@ -4,13 +4,19 @@
 logits that no independent implementation gives us.
 
   mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT]
+  mtp_reference.py --quantize-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
 prints the largest difference between its logits and the fixture's golden ones (the check
 that this reference is right). With OUT and an MTP module in MODEL_DIR it also writes the
 MTP logits [n - 1, vocab] float32: row p is the MTP module at position p, fed the model's
 final-normed hidden state of position p and the token at p + 1, so it predicts the token at
-p + 2 (the drafts of --speculative-config deepseek_mtp)."""
+p + 2 (the drafts of --speculative-config deepseek_mtp).
+
+With --quantize-fp8 the linear layers (those DeepSeek's fp8 checkpoints store in fp8) are
+first quantized as `--quantization fp8` specifies (ops/quant_fp8.h): per 128x128 block,
+scale = float32(amax / 448) (1 if that is 0), each weight the e4m3 value nearest to
+float32(w / scale) (ties to the even code), times scale; OUT gets the model's logits [n, vocab]."""
 import json, math, os, struct, sys
 
 
@@ -35,11 +41,40 @@ def fp8(byte):
 
 
 FP8 = [fp8(i) for i in range(256)]
+QUANTIZED = ('q_proj', 'q_a_proj', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_b_proj', 'o_proj', 'gate_proj', 'up_proj',
+             'down_proj', 'eh_proj')
+
+
+def f32(x):
+    return struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def e4m3_nearest(v):  # by search over the 127 finite non-negative values (bytes 0..126)
+    a = min(abs(v), 448.0)
+    lo, hi = 0, 126
+    while hi - lo > 1:  # FP8[lo] <= a < FP8[hi]
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if FP8[mid] <= a else (lo, mid)
+    d_lo, d_hi = a - FP8[lo], FP8[hi] - a
+    b = lo if d_lo < d_hi or (d_lo == d_hi and lo % 2 == 0) else hi
+    return -FP8[b] if v < 0 else FP8[b]
+
+
+def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128 blocks
+    R, C = len(rows), len(rows[0])
+    out = [list(r) for r in rows]
+    for i0 in range(0, R, 128):
+        for j0 in range(0, C, 128):
+            blk = [(i, j) for i in range(i0, min(i0 + 128, R)) for j in range(j0, min(j0 + 128, C))]
+            s = f32(max(abs(rows[i][j]) for i, j in blk) / 448.0) or 1.0
+            for i, j in blk:
+                out[i][j] = e4m3_nearest(f32(rows[i][j] / s)) * s
+    return out
 
 
 class Weights:
-    def __init__(self, dirname):
-        self.raw, self.cache = load(dirname), {}
+    def __init__(self, dirname, quantize_fp8=False):
+        self.raw, self.cache, self.quantize_fp8 = load(dirname), {}, quantize_fp8
 
     def __contains__(self, name):
         return name in self.raw
@@ -64,6 +99,8 @@ class Weights:
             if dt == 'F8_E4M3':  # dequantize: multiply by the 128x128 block's scale_inv
                 sc = self.get(name + '_scale_inv')
                 out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
+            elif self.quantize_fp8 and name.split('.')[-2] in QUANTIZED:
+                out = quantize(out)
         self.cache[name] = out
         return out
 
@@ -82,9 +119,9 @@ def silu(z):
 
 
 class Model:
-    def __init__(self, dirname):
+    def __init__(self, dirname, quantize_fp8=False):
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
-        self.w = Weights(dirname)
+        self.w = Weights(dirname, quantize_fp8)
         c = self.c
         dr, theta = c['qk_rope_head_dim'], c['rope_theta']
         f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
@@ -174,8 +211,11 @@ class Model:
 
 
 def main():
+    q = sys.argv[1] == '--quantize-fp8'
+    if q:
+        del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m, eps = Model(model_dir), None
+    m, eps = Model(model_dir, q), None
     c, w = m.c, m.w
     eps = c['rms_norm_eps']
     d = json.load(open(prompts))
@@ -192,7 +232,12 @@ def main():
     gold = open(os.path.join(os.path.dirname(prompts), pr['logits_file']), 'rb').read()
     g = struct.unpack('<%df' % (n * V), gold)
     diff = max(abs(logits[i][j] - g[i * V + j]) for i in range(n) for j in range(V))
-    print('%s: max |logit - golden| over %d x %d: %.3g' % (name, n, V, diff))
+    print('%s: max |logit - golden| over %d x %d: %.3g%s' % (name, n, V, diff, ' (unquantized golden)' if q else ''))
+    if q:
+        with open(sys.argv[4], 'wb') as f:
+            f.write(struct.pack('<%df' % (n * V), *[v for row in logits for v in row]))
+        print('wrote %s: logits [%d, %d] of the fp8-quantized model' % (sys.argv[4], n, V))
+        return
     if len(sys.argv) < 5:
         return
     L = c['num_hidden_layers']

@@ -37,5 +37,25 @@ extern const float fp8_e4m3_table[256]; /* e4m3fn decoding, 0x7f/0xff = NaN */
  * bf16), as the vector decoders give them: 0x7f, a NaN, as 480 */
 extern const uint16_t fp8_e4m3_bf16_bits[128];
 static inline float fp8_e4m3_to_f32(uint8_t b) { return fp8_e4m3_table[b]; }
+/* The nearest e4m3fn value (ties to an even mantissa), saturating at ±448; NaN -> 0x7f. */
+static inline uint8_t f32_to_fp8_e4m3(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+	uint32_t a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7f;
+	if (a > 0x43e80000u) /* above 464, the midpoint of 448 and 480 (not a value): saturate */
+		return sign | 0x7e;
+	if (a < 0x3c800000u) { /* below 2^-6: subnormals m x 2^-9, by the float's own rounding */
+		float m = f < 0 ? -f * 512.0f : f * 512.0f; /* exact; m + 2^23 rounds it to nearest even */
+		float r = (m + 8388608.0f) - 8388608.0f;   /* m = 8 is 2^-6, encoded 0x08 */
+		return sign | (uint8_t)r;
+	}
+	/* round the fp32 mantissa to 3 bits, nearest even; a carry moves into the exponent */
+	uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1)) & ~0xfffffu;
+	return sign | (uint8_t)((((r >> 23) - 120) << 3) | ((r >> 20) & 7));
+}
 
 #endif

@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "bench/bench_serve.h"
 #include "bench/throughput.h"
+#include "engine/engine_args.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "ops/cpu.h"
@@ -221,6 +222,7 @@ struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
+	bool quantize_fp8; /* --quantization fp8 */
 };
 
 struct decode_result {
@@ -314,7 +316,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		return -1;
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 1,
 				   .max_batch_tokens = I > Bmax ? I : Bmax, .max_seqs = Bmax, .max_model_len = I + O,
-				   .pool = pool};
+				   .pool = pool, .quantize_fp8 = o->quantize_fp8};
 	if (!strcmp(o->dtype, "bfloat16"))
 		mo.act_dtype = DT_BF16;
 	else if (!strcmp(o->dtype, "auto"))
@@ -446,7 +448,7 @@ static void bench_usage(FILE *f)
 		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the checkpoint's)] [--threads N]\n"
-		   "         [--attention-backend NAME] [--output-json FILE]\n");
+		   "         [--attention-backend NAME] [--quantization fp8] [--output-json FILE]\n");
 }
 
 static int int_arg(const char *v, const char *what, int lo, int *out, struct err *e)
@@ -517,6 +519,8 @@ int cmd_bench(int argc, char **argv)
 			o.dtype = v;
 		else if (!strcmp(a, "--attention-backend"))
 			o.backend = v;
+		else if (!strcmp(a, "--quantization") || !strcmp(a, "-q"))
+			bad = engine_args_quantization(v, &o.quantize_fp8, &e);
 		else if (!strcmp(a, "--load-format")) {
 			if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors"))
 				bad = err_set(&e, "--load-format: invalid value '%s' (auto, safetensors or dummy)", v);

@@ -20,6 +20,7 @@
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
 	int dummy, threads, chunk;
+	bool quantize_fp8; /* --quantization fp8 */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
 };
@@ -28,7 +29,7 @@ static void logits_usage(FILE *f)
 {
 	fprintf(f, "usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		   "         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
-		   "         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N]\n"
+		   "         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8]\n"
 		   "Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
 
@@ -62,7 +63,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 0,
 				   .max_batch_tokens = chunk, .max_seqs = 1, .max_model_len = n, .pool = pool,
 				   .tp_size = c ? c->tp_size : 1, .tp_rank = c ? c->tp_rank : 0, .comm = c,
-				   .dcp_interleave = o->interleave};
+				   .dcp_interleave = o->interleave, .quantize_fp8 = o->quantize_fp8};
 	if (!strcmp(o->dtype, "auto"))
 		mo.act_dtype_auto = true;
 	else if (!strcmp(o->dtype, "bfloat16"))
@@ -178,7 +179,7 @@ int cmd_logits(int argc, char **argv)
 			}
 			if (cli_int_parse(a, argv[++i], 1, 1 << 30, a[1] == 't' ? &o.tp : &o.dcp, &e))
 				goto fail;
-		} else if (a[0] == '-' && a[1] == '-') {
+		} else if (a[0] == '-' && (a[1] == '-' || !strcmp(a, "-q"))) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);
 				return 2;
@@ -192,7 +193,10 @@ int cmd_logits(int argc, char **argv)
 				o.dtype = v;
 			else if (!strcmp(a, "--attention-backend"))
 				o.backend = v;
-			else if (!strcmp(a, "--load-format")) {
+			else if (!strcmp(a, "--quantization") || !strcmp(a, "-q")) {
+				if (engine_args_quantization(v, &o.quantize_fp8, &e))
+					goto fail;
+			} else if (!strcmp(a, "--load-format")) {
 				if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors")) {
 					fprintf(stderr, "mlaserve logits: --load-format: invalid value '%s' (auto, safetensors or dummy)\n", v);
 					return 1;

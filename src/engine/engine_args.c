@@ -38,6 +38,8 @@ void engine_args_usage(FILE *f)
 		"engine options:\n"
 		"  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
 		"  --load-format auto|dummy          dummy: random weights from config.json\n"
+		"  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
+		"                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
 		"  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND)\n"
 		"  --block-size N                    tokens per KV block (default: backend's)\n"
 		"  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
@@ -216,7 +218,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 			*i += arg[fl] == '=' ? 1 : 2;
 			return 1;
 		}
-	if (strncmp(arg, "--", 2))
+	if (strncmp(arg, "--", 2) && strcmp(arg, "-q") && strncmp(arg, "-q=", 3)) /* vLLM's -q: --quantization */
 		return 0;
 	/* flags without a value */
 	if (!strcmp(arg, "--enable-prefix-caching")) {
@@ -240,7 +242,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 			return 1;
 		}
 	static const char *const with_value[] = {
-		"--dtype", "--load-format", "--attention-backend", "--block-size",
+		"--dtype", "--load-format", "--quantization", "-q", "--attention-backend", "--block-size",
 		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
 		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
@@ -272,6 +274,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		if (strcmp(v, "auto") && strcmp(v, "dummy") && strcmp(v, "safetensors"))
 			return err_set(e, "--load-format: invalid value '%s' (auto or dummy)", v);
 		a->load_dummy = !strcmp(v, "dummy");
+	} else if (!strcmp(flag, "--quantization") || !strcmp(flag, "-q")) {
+		rc = engine_args_quantization(v, &a->quantize_fp8, e);
 	} else if (!strcmp(flag, "--attention-backend")) {
 		if (!attn_backend_by_name(v)) {
 			char names[256] = "";
@@ -336,6 +340,15 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 	return 1;
 }
 
+int engine_args_quantization(const char *v, bool *fp8, struct err *e)
+{
+	if (strcmp(v, "fp8"))
+		return err_set(e, "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load; "
+				  "fp8 checkpoints are read as they are)", v);
+	*fp8 = true;
+	return 0;
+}
+
 static bool file_exists(const char *dir, const char *name)
 {
 	char p[4096];
@@ -362,7 +375,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
 				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
 				   .comm = a->comm, .dcp_interleave = a->dcp_interleave,
-				   .load_mtp = a->spec.method == SPEC_MTP};
+				   .load_mtp = a->spec.method == SPEC_MTP, .quantize_fp8 = a->quantize_fp8};
 	if (!strcmp(a->dtype, "auto"))
 		mo.act_dtype_auto = true;
 	else if (!strcmp(a->dtype, "bfloat16"))

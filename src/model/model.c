@@ -17,6 +17,7 @@
 #include "ops/cpu.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
+#include "ops/quant_fp8.h"
 #include "ops/route.h"
 
 #define BLK 128
@@ -105,15 +106,10 @@ static void dummy_fill(void *arg, int begin, int end, int tid)
 	}
 }
 
-static int dummy_bf16(struct model *m, const char *name, size_t n, float amp, uint16_t **out, struct err *e)
+static void dummy_bf16(struct model *m, const char *name, uint16_t *d, size_t n, float amp)
 {
-	uint16_t *d = own(m, n * 2);
-	if (!d)
-		return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
 	struct dummy_ctx c = {d, n, name_hash(name, m->opt.dummy_seed), amp};
 	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill, &c);
-	*out = d;
-	return 0;
 }
 
 /* Random e4m3 bytes for fp8 checkpoints: random sign and mantissa, exponent field 4-7
@@ -168,8 +164,41 @@ static int dummy_fp8(struct model *m, const char *name, int rows, int cols, stru
 }
 
 /* ---- tensors from the checkpoint ---- */
-static int mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
-	       struct err *e)
+
+/* --quantization fp8: rows [r0, r0 + nr) x cols [c0, c0 + nc) of the float matrix src (a
+ * checkpoint tensor in the mapping, or dummy weights) quantized into owned memory. w covers
+ * the region widened to whole 128x128 blocks, so its scales are those of the whole matrix:
+ * w->row0 / col0 give its place in it (mat_part's view is relative to that). */
+static int quantize_mat(struct model *m, const char *file, const char *name, const struct wmat *src, int r0, int nr,
+			int c0, int nc, struct wmat *w, struct err *e)
+{
+	double t0 = mono_now_s();
+	int R0 = r0 / BLK * BLK, C0 = c0 / BLK * BLK;
+	int R1 = (r0 + nr + BLK - 1) / BLK * BLK, C1 = (c0 + nc + BLK - 1) / BLK * BLK;
+	R1 = R1 < src->rows ? R1 : src->rows;
+	C1 = C1 < src->cols ? C1 : src->cols;
+	int sr = (src->rows + BLK - 1) / BLK, sc = (src->cols + BLK - 1) / BLK;
+	size_t n = (size_t)(R1 - R0) * (size_t)(C1 - C0);
+	uint8_t *q = own(m, n);
+	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	if (!q || !scale)
+		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
+	int br = 0, bc = 0;
+	if (quant_fp8_blocks(m->opt.pool, src, R0, R1 - R0, C0, C1 - C0, BLK, q, scale, &br, &bc))
+		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); --quantization fp8 cannot scale its block",
+			       file, name, br, bc, wmat_get(src, br, bc));
+	*w = (struct wmat){.dtype = DT_F8_E4M3, .data = q, .rows = R1 - R0, .cols = C1 - C0, .ld = C1 - C0,
+			   .scale = scale, .scale_ld = sc, .row0 = R0, .col0 = C0, .blk_r = BLK, .blk_c = BLK};
+	m->weight_bytes += n + sizeof(float) * (size_t)sr * (size_t)sc;
+	m->quant_src_bytes += (size_t)(R1 - R0) * (size_t)(C1 - C0) * dtype_size(src->dtype);
+	m->quant_s += mono_now_s() - t0;
+	return 0;
+}
+
+/* A [rows, cols] matrix, or (--quantization fp8) the part of it that covers rows
+ * [r0, r0 + nr) x cols [c0, c0 + nc): *w's (row0, col0) is where it starts */
+static int mat_region(struct model *m, const char *name, int rows, int cols, bool quantizable, int r0, int nr, int c0,
+		      int nc, struct wmat *w, struct err *e)
 {
 	memset(w, 0, sizeof *w);
 	w->rows = rows;
@@ -178,14 +207,23 @@ static int mat(struct model *m, const char *name, int rows, int cols, bool quant
 	w->blk_r = w->blk_c = BLK;
 	if (m->opt.load_dummy && quantizable && m->cfg.fp8)
 		return dummy_fp8(m, name, rows, cols, w, e);
+	bool quantize = quantizable && m->opt.quantize_fp8;
 	if (m->opt.load_dummy) {
-		uint16_t *d = NULL;
-		if (dummy_bf16(m, name, (size_t)rows * (size_t)cols, 1.7f / sqrtf((float)cols), &d, e))
-			return -1;
+		size_t n = (size_t)rows * (size_t)cols;
+		uint16_t *d = quantize ? malloc(n * 2) : own(m, n * 2);
+		if (!d)
+			return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
+		dummy_bf16(m, name, d, n, 1.7f / sqrtf((float)cols));
 		w->dtype = DT_BF16;
 		w->data = d;
-		m->weight_bytes += (size_t)rows * (size_t)cols * 2;
-		return 0;
+		if (!quantize) {
+			m->weight_bytes += n * 2;
+			return 0;
+		}
+		struct wmat src = *w;
+		int rc = quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, w, e);
+		free(d);
+		return rc;
 	}
 	unsigned mask = ST_FLOATS | (quantizable && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
 	const struct st_tensor *t;
@@ -200,6 +238,10 @@ static int mat(struct model *m, const char *name, int rows, int cols, bool quant
 			return err_set(e, "%s: tensor %s: out of memory", t->file, name);
 		memcpy(c, t->data, t->nbytes);
 		w->data = c;
+	}
+	if (quantize && t->dtype != DT_F8_E4M3) {
+		struct wmat src = *w;
+		return quantize_mat(m, t->file, name, &src, r0, nr, c0, nc, w, e);
 	}
 	m->weight_bytes += t->nbytes;
 	if (t->dtype == DT_F8_E4M3) {
@@ -222,6 +264,12 @@ static int mat(struct model *m, const char *name, int rows, int cols, bool quant
 		m->weight_bytes += s->nbytes;
 	}
 	return 0;
+}
+
+static int mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
+	       struct err *e)
+{
+	return mat_region(m, name, rows, cols, quantizable, 0, rows, 0, cols, w, e);
 }
 
 /* A 1-D (cols == 0) or small 2-D float tensor as an owned fp32 array. */
@@ -270,14 +318,17 @@ static int mat_part(struct model *m, const char *name, int rows, int cols, bool 
 		    int n, struct wmat *w, struct err *e)
 {
 	size_t before = m->weight_bytes;
-	struct wmat full;
-	if (mat(m, name, rows, cols, quantizable, &full, e))
+	bool split = how != SPLIT_NONE && m->tp_size > 1;
+	bool by_rows = how == SPLIT_ROWS;
+	struct wmat full; /* the whole matrix, or (quantized) the blocks that cover the view */
+	if (mat_region(m, name, rows, cols, quantizable, split && by_rows ? lo : 0, split && by_rows ? n : rows,
+		       split && !by_rows ? lo : 0, split && !by_rows ? n : cols, &full, e))
 		return -1;
-	if (how == SPLIT_NONE || m->tp_size <= 1) {
+	if (!split) {
 		*w = full;
 		return 0;
 	}
-	*w = how == SPLIT_ROWS ? wmat_view(&full, lo, n, 0, cols) : wmat_view(&full, 0, rows, lo, n);
+	*w = by_rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols) : wmat_view(&full, 0, full.rows, lo - full.col0, n);
 	m->weight_bytes = before + wmat_bytes(w);
 	return 0;
 }
@@ -637,6 +688,11 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	}
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
+	if (m->quant_src_bytes)
+		LOG_I("model", "--quantization fp8: %.2f GB of linear-layer weights quantized to fp8 in 128x128 blocks in "
+			       "%.1f s", m->quant_src_bytes / 1e9, m->quant_s);
+	else if (m->opt.quantize_fp8)
+		LOG_I("model", "--quantization fp8: the checkpoint's linear layers are fp8 already");
 	if (model_has_mtp(m))
 		LOG_I("model", "MTP module: layer %d%s%s", c->num_hidden_layers,
 		      m->mtp.own_embed ? ", its own embedding" : ", the model's embedding",

@@ -30,6 +30,9 @@ struct model_options {
 	struct comm *comm;
 	int dcp_interleave;	/* DCP runs: the prefill context chunk is a multiple of W x this */
 	bool load_mtp;		/* also load the checkpoint's MTP module (deepseek_mtp drafts) */
+	/* --quantization fp8: the linear layers of a bf16/f16/f32 checkpoint (those a DeepSeek fp8
+	 * checkpoint stores in fp8) quantized at load to fp8 in 128x128 blocks (ops/quant_fp8.h) */
+	bool quantize_fp8;
 };
 
 struct model;

@@ -60,6 +60,8 @@ struct model {
 	int ws_rows;			/* prefill context chunk rows */
 	int n_threads;
 	size_t weight_bytes;
+	size_t quant_src_bytes;		/* --quantization fp8: the float bytes quantized */
+	double quant_s;			/* and the seconds it took */
 	size_t step_weight_bytes;	/* weights read by the last forward */
 	struct arena arena;		/* per-step scratch */
 	struct owned *owned;		/* buffers to free (model.c) */

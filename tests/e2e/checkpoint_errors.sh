@@ -20,7 +20,8 @@ trap 'rm -rf "$WORK"' EXIT
 # st_edit FILE OP ARGS: rewrites a safetensors file with the standard library only.
 #   set NAME FIELD JSON | del NAME | hdrlen N | garbage | truncate N |
 #   index NAME=SHARD...  (writes model.safetensors.index.json: every tensor -> FILE, plus extras)
-#   split  (FILE -> two shards + index) | extra  (adds an MTP layer-3 tensor and an inv_freq)
+#   split  (FILE -> two shards + index) | extra  (adds an MTP layer-3 tensor and an inv_freq) |
+#   nan NAME INDEX  (a NaN weight)
 st_edit() {
 	python3 - "$@" <<'EOF'
 import json, os, struct, sys
@@ -64,6 +65,9 @@ elif op == 'split':
         open(os.path.join(d, shard), 'wb').write(struct.pack('<Q', len(text)) + text + blob)
     json.dump({'metadata': {}, 'weight_map': wm}, open(os.path.join(d, 'model.safetensors.index.json'), 'w'))
     os.remove(path)
+elif op == 'nan':  # nan NAME INDEX: element INDEX of a bf16 tensor becomes a NaN
+    b = header[args[0]]['data_offsets'][0] + 2 * int(args[1])
+    data = data[:b] + b'\xc0\x7f' + data[b + 2:]; write(header)
 elif op == 'extra':
     end = len(data)
     header['model.layers.3.enorm.weight'] = {'dtype': 'BF16', 'shape': [128], 'data_offsets': [end, end + 256]}
@@ -99,7 +103,7 @@ check() {
 		(cd "$WORK" && timeout 60 "$BIN" generate "$M" --prompts-file "$WORK/p.jsonl" --max-tokens 2 \
 			--speculative-config '{"method": "deepseek_mtp"}' >"$WORK/stdout" 2>"$WORK/stderr")
 	else
-		(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" \
+		(cd "$WORK" && timeout 60 "$BIN" logits "$M" --tokens 0,1 --out "$WORK/out.bin" ${CHECK_ARGS:-} \
 			>"$WORK/stdout" 2>"$WORK/stderr")
 	fi
 	rc=$?
@@ -165,6 +169,11 @@ fresh; cfg_set hidden_size '"128"'
 check "config: wrong JSON type" "$M/config.json: key \"hidden_size\": expected an integer, got \"128\""
 fresh; rm "$M/config.json"
 check "config: missing file" "$M/config.json: cannot open: No such file or directory"
+
+# --quantization fp8 cannot scale a block that holds a NaN: it names the weight
+U=model.layers.1.mlp.experts.2.up_proj.weight
+fresh; st_edit "$ST" nan $U 130
+CHECK_ARGS="-q fp8" check "-q fp8: a NaN weight" "$ST: tensor $U: weight [1, 2] is not finite (nan)" "--quantization fp8"
 
 # The MTP module, loaded for --speculative-config deepseek_mtp (its own shard in tiny-v3-mtp).
 echo '{"prompt_token_ids": [0, 5, 6]}' >"$WORK/p.jsonl"

@@ -40,11 +40,11 @@ ids() { # MODEL PROMPT -> comma-separated golden prompt ids
 # cmp_logits MODEL PROMPT FILE: every row within 1e-3 of the golden logits (prints the worst)
 cmp_logits() {
 	python3 - "$@" <<'EOF'
-import json, struct, sys
+import json, os, struct, sys
 model, name, got = sys.argv[1:4]
 d = "tests/fixtures/%s/golden/" % model
 p = [x for x in json.load(open(d + "prompts.json"))["prompts"] if x["name"] == name][0]
-g = open(d + p["logits_file"], "rb").read()
+g = open(d + (os.environ.get("GOLD") or p["logits_file"]), "rb").read()
 try:
     o = open(got, "rb").read()
 except OSError as err:
@@ -91,6 +91,10 @@ logits "tiny-v3 -tp 4 -dcp 4 I=16, REFERENCE_MLA chunk 20" tiny-v3 len64 4 4 16 
 logits "tiny-v2 (no q_lora) -tp 2 -dcp 2 I=1, chunk 5" tiny-v2 len17 2 2 1 --chunk 5 \
 	--attention-backend REFERENCE_MLA
 logits "tiny-v3-fp8 -tp 4 -dcp 2 I=16, chunk 5" tiny-v3-fp8 len17 4 2 16 --chunk 5
+# --quantization fp8 under TP: each rank quantizes the blocks that cover its slice (q_b cut at
+# 48 rows, down_proj at 80 columns: inside 128x128 blocks), as one process does the whole
+GOLD=len17.fp8q.f32 logits "tiny-v3 -q fp8 -tp 4 -dcp 2 I=1, chunk 5" tiny-v3 len17 4 2 1 --chunk 5 -q fp8
+GOLD=len17.fp8q.f32 logits "tiny-v2 --quantization fp8 -tp 2, one forward" tiny-v2 len17 2 1 1 --quantization fp8
 logits "tiny-r1 (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunk 4" tiny-r1 len17 8 8 1 --chunk 4
 logits "tiny-r1 -tp 8 -dcp 8 I=16, REFERENCE_MLA chunk 9" tiny-r1 len17 8 8 16 --chunk 9 \
 	--attention-backend REFERENCE_MLA

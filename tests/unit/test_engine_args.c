@@ -38,8 +38,14 @@ static void test_values(void)
 	EXPECT(a.kv_cache_memory == 2ull << 30);
 	EXPECT(!a.enable_prefix_caching);
 	EXPECT(!strcmp(a.dtype, "float32"));
+	EXPECT(!a.quantize_fp8);
 	char *bad[] = {"--max-num-seqs", "0", NULL};
 	EXPECT_EQ_INT(parse_all(&a, bad, &e), -1);
+	/* vLLM's --quantization / -q: fp8 only */
+	char *q1[] = {"-q", "fp8", NULL}, *q2[] = {"--quantization=fp8", NULL}, *q3[] = {"--quantization", "awq", NULL};
+	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8);
+	EXPECT(parse_all(&a, q2, &e) == 0 && a.quantize_fp8);
+	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
 	char *other[] = {"--port", "1", NULL};
 	EXPECT_EQ_INT(parse_all(&a, other, &e), 1);
 }
