@@ -22,6 +22,30 @@ else
 	notok "generate --prompt-ids greedy equals golden" "want $want"
 fi
 
+# --quantization fp8: greedy decoding through the engine (KV cache, decode steps) picks the
+# argmax of the quantized model's one-shot logits (`logits -q fp8`, checked against the
+# reference in test_quant_fp8) at every step
+lf=$(mktemp)
+if timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 -q fp8 --prompt-ids "$ids" --max-tokens 8 \
+	--ignore-eos >"$out" 2>/dev/null && gen=$(head -1 "$out") &&
+	timeout 60 "$BIN" logits tests/fixtures/tiny-v3 --dtype float32 -q fp8 --tokens "$ids,$gen" --out "$lf" \
+		>/dev/null 2>&1 &&
+	python3 - "$lf" "$ids" "$gen" <<'EOF'
+import struct, sys
+p, g = [int(x) for x in sys.argv[2].split(',')], [int(x) for x in sys.argv[3].split(',')]
+raw = open(sys.argv[1], 'rb').read()
+V = 1024
+rows = [struct.unpack_from('<%df' % V, raw, 4 * V * i) for i in range(len(raw) // (4 * V))]
+picks = [max(range(V), key=rows[len(p) - 1 + k].__getitem__) for k in range(len(g))]
+assert len(g) == 8 and picks == g, (picks, g)
+EOF
+then
+	ok "generate -q fp8 greedy follows the quantized logits"
+else
+	notok "generate -q fp8 greedy follows the quantized logits" "tokens ${gen:-none}"
+fi
+rm -f "$lf"
+
 # a JSONL batch through the engine together, prefix caching + small budget
 cat >"$in" <<'EOF'
 {"prompt": "Hello world"}
