@@ -22,8 +22,11 @@
 
 #define BLK 128
 
-/* Buffers the model owns. Large ones are mmapped with transparent huge pages advised: fewer
- * page faults at load and fewer TLB misses when the GEMV streams them. */
+/* Buffers the model owns; large ones are mmapped with transparent huge pages advised: fewer
+ * TLB misses while the GEMMs stream them (fp8 decode 1.04-1.06x at batch 1 on
+ * bench-v3fp8-2L). MLASERVE_HUGEPAGES=0 leaves them out: on a VM whose host backs memory
+ * lazily (Firecracker with free page reporting) a huge page's first touch took 6-25 ms, and
+ * loads were 5-15x slower with them (docs/PERFORMANCE.md). */
 #define HUGE_MIN ((size_t)4 << 20)
 struct owned {
 	void *p;
@@ -46,7 +49,9 @@ static void *own(struct model *m, size_t bytes)
 		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return NULL;
-		madvise(p, len, MADV_HUGEPAGE);
+		const char *hp = getenv("MLASERVE_HUGEPAGES");
+		if (!hp || strcmp(hp, "0"))
+			madvise(p, len, MADV_HUGEPAGE);
 		*o = (struct owned){p, len};
 	} else {
 		void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
