@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "attn/backends.h"
 #include "attn/prefill.h"
+#include "base/bigmem.h"
 #include "base/log.h"
 #include "base/mono.h"
 #include "ops/cpu.h"
@@ -22,15 +22,10 @@
 
 #define BLK 128
 
-/* Buffers the model owns; large ones are mmapped with transparent huge pages advised: fewer
- * TLB misses while the GEMMs stream them (fp8 decode 1.04-1.06x at batch 1 on
- * bench-v3fp8-2L). MLASERVE_HUGEPAGES=0 leaves them out: on a VM whose host backs memory
- * lazily (Firecracker with free page reporting) a huge page's first touch took 6-25 ms, and
- * loads were 5-15x slower with them (docs/PERFORMANCE.md). */
-#define HUGE_MIN ((size_t)4 << 20)
+/* Buffers the model owns (base/bigmem.h: huge pages for the large ones) */
 struct owned {
 	void *p;
-	size_t mapped; /* 0: malloc'd */
+	size_t bytes;
 };
 
 static void *own(struct model *m, size_t bytes)
@@ -43,24 +38,11 @@ static void *own(struct model *m, size_t bytes)
 		m->owned = o;
 		m->cap_owned = cap;
 	}
-	struct owned *o = &m->owned[m->n_owned];
-	if (bytes >= HUGE_MIN) {
-		size_t len = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED)
-			return NULL;
-		const char *hp = getenv("MLASERVE_HUGEPAGES");
-		if (!hp || strcmp(hp, "0"))
-			madvise(p, len, MADV_HUGEPAGE);
-		*o = (struct owned){p, len};
-	} else {
-		void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-		if (!p)
-			return NULL;
-		*o = (struct owned){p, 0};
-	}
-	m->n_owned++;
-	return o->p;
+	void *p = bigmem_alloc(bytes);
+	if (!p)
+		return NULL;
+	m->owned[m->n_owned++] = (struct owned){p, bytes};
+	return p;
 }
 
 /* ---- deterministic dummy weights ---- */
@@ -717,12 +699,8 @@ void model_free(struct model *m)
 {
 	if (!m)
 		return;
-	for (int i = 0; i < m->n_owned; i++) {
-		if (m->owned[i].mapped)
-			munmap(m->owned[i].p, m->owned[i].mapped);
-		else
-			free(m->owned[i].p);
-	}
+	for (int i = 0; i < m->n_owned; i++)
+		bigmem_free(m->owned[i].p, m->owned[i].bytes);
 	free(m->owned);
 	free(m->layers);
 	free(m->vocab_cols);
