@@ -2,7 +2,7 @@
 # Every src/**/*.c except src/cli/main.c is library code linked into the binary and every
 # test; tests/unit/test_*.c each become one test binary.
 
-PKGS      := jansson libpcre2-8 libmicrohttpd libcurl icu-uc
+PKGS      := jansson libpcre2-8 libmicrohttpd libcurl icu-uc gnutls
 CC        ?= cc
 BUILD     ?= build
 OPT       ?= -O2 -march=x86-64-v2 -mtune=native

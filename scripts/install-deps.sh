@@ -3,7 +3,8 @@
 # runs apt-get when something is missing. Needs root (or: sudo bash scripts/install-deps.sh).
 set -eu
 pkgs="build-essential pkg-config libjansson-dev libpcre2-dev libicu-dev libmicrohttpd-dev
-      libcurl4-openssl-dev openmpi-bin libopenmpi-dev gnuplot-nox nodejs npm curl bc python3"
+      libcurl4-openssl-dev libgnutls28-dev openmpi-bin libopenmpi-dev gnuplot-nox nodejs npm curl bc
+      python3 openssl"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -22,6 +22,7 @@
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "tok/chat_template.h"
 #include "tok/hf_config.h"
 #include "tok/tokenizer.h"
@@ -33,6 +34,7 @@ struct serve_opts {
 	struct server_config sc;
 	const char *model_arg;	    /* as given (default served name) */
 	const char *chat_template;  /* --chat-template FILE or inline text */
+	const char *ssl_keyfile, *ssl_certfile; /* HTTPS (server/tls.h) */
 	bool log_requests, log_stats;
 };
 
@@ -49,6 +51,8 @@ static void serve_usage(FILE *f)
 		"  --api-key KEY                   require \"Authorization: Bearer KEY\" on /v1/* (also\n"
 		"                                  env MLASERVE_API_KEY or VLLM_API_KEY)\n"
 		"  --chat-template FILE|TEXT       override the tokenizer's chat template\n"
+		"  --ssl-keyfile FILE --ssl-certfile FILE   serve HTTPS with this PEM key and\n"
+		"                                  certificate chain (checked before the model loads)\n"
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
@@ -114,6 +118,13 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			o->sc.api_key = v;
 		} else if (FLAG("--chat-template", NULL)) {
 			o->chat_template = v;
+		} else if (FLAG("--ssl-keyfile", NULL)) {
+			o->ssl_keyfile = v;
+		} else if (FLAG("--ssl-certfile", NULL)) {
+			o->ssl_certfile = v;
+		} else if (FLAG("--ssl-ca-certs", NULL) || FLAG("--ssl-cert-reqs", NULL)) {
+			return err_set(e, "%s: client certificates are not supported (--ssl-keyfile and "
+					  "--ssl-certfile serve HTTPS)", a);
 		} else if (FLAG("--served-model-name", NULL)) {
 			if (v) { /* without one, "missing value" below */
 				o->sc.n_served_names = 0;
@@ -163,6 +174,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			return err_set(e, "%s: missing value", a);
 #undef FLAG
 	}
+	if (!o->ssl_keyfile != !o->ssl_certfile)
+		return err_set(e, "%s needs %s too", o->ssl_keyfile ? "--ssl-keyfile" : "--ssl-certfile",
+			       o->ssl_keyfile ? "--ssl-certfile" : "--ssl-keyfile");
 	if (o->sc.auto_tool_choice && !o->sc.tool_parser)
 		return err_set(e, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)", TOOL_PARSER_NAMES);
 	if (o->ea.tp_size % o->ea.dcp_size)
@@ -262,6 +276,11 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	char model_dir[PATH_MAX];
 	if (resolve_opts(o, model_dir, sizeof model_dir, e) < 0)
 		return -1;
+	char *key_pem = NULL, *cert_pem = NULL; /* before the model loads: a bad file fails at once */
+	if (o->ssl_keyfile && tls_load_pair(o->ssl_keyfile, o->ssl_certfile, &key_pem, &cert_pem, e) < 0)
+		return -1;
+	o->sc.tls_key_pem = key_pem;
+	o->sc.tls_cert_pem = cert_pem;
 	/* -tp > 1: self-launch the ranks (before any thread exists); the workers run rank 0's
 	 * step plans until it stops them, rank 0 serves HTTP */
 	struct comm comm;
@@ -269,7 +288,12 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	memset(&dx, 0, sizeof dx);
 	bool dist = o->ea.tp_size > 1 || o->ea.dcp_size > 1;
 	if (dist) {
-		if (dist_exec_start(argc, argv, &o->ea, &comm, e) < 0)
+		int drc = dist_exec_start(argc, argv, &o->ea, &comm, e);
+		if (drc < 0 || comm.world_rank != 0) { /* a worker serves no HTTP */
+			free(key_pem);
+			free(cert_pem);
+		}
+		if (drc < 0)
 			return -1;
 		if (comm.world_rank != 0) {
 			int wrc = dist_exec_worker_run(&o->ea, &comm, e);
@@ -331,8 +355,8 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 		goto out;
 	const char *host = o->sc.host && o->sc.host[0] ? o->sc.host : "0.0.0.0";
 	bool v6 = strchr(host, ':') != NULL;
-	LOG_I(MOD, "serving \"%s\" (max_model_len %d) on http://%s%s%s:%d/v1%s", o->sc.served_names[0],
-	      engine_max_model_len(rt.engine), v6 ? "[" : "", host, v6 ? "]" : "", server_port(srv),
+	LOG_I(MOD, "serving \"%s\" (max_model_len %d) on %s://%s%s%s:%d/v1%s", o->sc.served_names[0],
+	      engine_max_model_len(rt.engine), key_pem ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", server_port(srv),
 	      o->sc.api_key ? " (API key required)" : "");
 
 	struct engine_stats prev;
@@ -359,6 +383,8 @@ out:
 	engine_runtime_close(&rt);
 	chat_template_free(tpl);
 	free(tpl_text);
+	free(key_pem);
+	free(cert_pem);
 	if (dist) { /* the engine is stopped: release the workers, then leave MPI together */
 		struct err e2;
 		if (comm_plan_send_stop(&comm, &e2) < 0)

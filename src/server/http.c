@@ -288,6 +288,13 @@ int http_start(struct server *s, struct err *e)
 			 MHD_USE_ITC | MHD_USE_POLL | MHD_USE_ERROR_LOG;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	bool tls = s->cfg.tls_key_pem && s->cfg.tls_cert_pem;
+	struct MHD_OptionItem tls_opts[] = {
+		{tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)s->cfg.tls_key_pem},
+		{MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)s->cfg.tls_cert_pem},
+		{MHD_OPTION_END, 0, NULL}};
+	if (tls)
+		flags |= MHD_USE_TLS;
 	s->daemon = MHD_start_daemon(
 		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 		ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
@@ -295,11 +302,11 @@ int http_start(struct server *s, struct err *e)
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_THREAD_STACK_SIZE,
 		(size_t)2 << 20, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 << 10,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-		MHD_OPTION_END);
+		MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->daemon)
-		return err_set(e, "cannot listen on %s:%d (address in use or not available)", host,
-			       s->cfg.port);
+		return err_set(e, "cannot listen on %s:%d (address in use or not available%s)", host,
+			       s->cfg.port, tls ? ", or TLS refused the key and certificate" : "");
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : s->cfg.port;
 	return 0;

@@ -33,6 +33,7 @@ struct server_config {
 	bool auto_tool_choice;		/* parse tool calls when a request's tool_choice is "auto" */
 	int max_logprobs;		/* --max-logprobs: cap on logprobs / top_logprobs (0: ENGINE_MAX_LOGPROBS) */
 	bool prompt_tokens_details;	/* --enable-prompt-tokens-details: usage reports cached tokens */
+	const char *tls_key_pem, *tls_cert_pem; /* HTTPS (server/tls.h); NULL: plain HTTP */
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

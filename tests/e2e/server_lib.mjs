@@ -23,7 +23,7 @@ export async function startServer(args = [], { env = {}, timeoutMs = 60000 } = {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), timeoutMs);
     proc.stderr.on('data', (d) => {
       log += d.toString();
-      const m = log.match(/on http:\/\/127\.0\.0\.1:(\d+)\/v1/);
+      const m = log.match(/on https?:\/\/127\.0\.0\.1:(\d+)\/v1/);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));
