@@ -89,6 +89,7 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 	NUM("n", p->n, int)
 	NUM("logprobs", p->logprobs, int)
 	NUM("prompt_logprobs", p->prompt_logprobs, int)
+	NUM("priority", p->priority, int)
 #undef NUM
 	if ((r = num_field(o, "seed", &v, line, e)) < 0)
 		return -1;

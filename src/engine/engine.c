@@ -351,7 +351,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .max_model_len = eng->max_model_len,
 				  /* prompt logprobs: their fp32 logits rows, all requests together */
 				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK,
-				  .drop_last_hit = o->spec.method == SPEC_MTP};
+				  .drop_last_hit = o->spec.method == SPEC_MTP, .priority = o->priority_scheduling};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
 	/* An override replaces the declared value before the rule is applied, so DCP still
@@ -497,6 +497,7 @@ bool engine_alive(const struct engine *eng)
 }
 
 int engine_max_model_len(const struct engine *eng) { return eng->max_model_len; }
+bool engine_priority_scheduling(const struct engine *eng) { return eng->o.priority_scheduling; }
 int engine_block_size(const struct engine *eng) { return eng->block_size; }
 int engine_num_blocks(const struct engine *eng) { return eng->n_blocks - 1; }
 struct kv_cache *engine_kv_cache(struct engine *eng) { return &eng->kv; }
@@ -558,6 +559,7 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		s->sr.kv.salt = blocks_salt(eng->pool, p->cache_salt, strlen(p->cache_salt));
 	s->p.cache_salt = NULL; /* the caller's; hashed above */
 	s->sr.max_tokens = max_tokens;
+	s->sr.priority = p->priority;
 	s->sr.min_tokens = p->min_tokens;
 	s->sr.ignore_eos = p->ignore_eos;
 	/* generation_config eos ids: the first is EOS (stop_reason null), the others act as
@@ -658,6 +660,10 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
 		}
 	if (sampling_params_validate(p, eng->vocab, e) < 0)
 		return ENGINE_EINVAL;
+	if (p->priority != 0 && !eng->o.priority_scheduling) {
+		err_set(e, "priority %d needs --scheduling-policy priority (first come, first served here)", p->priority);
+		return ENGINE_EINVAL;
+	}
 	if (p->n_stop > 0 && !eng->o.tok) {
 		err_set(e, "stop strings need a tokenizer");
 		return ENGINE_EINVAL;

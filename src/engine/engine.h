@@ -82,6 +82,7 @@ struct sampling_params {
 	bool skip_special_tokens; /* detokenization (default true) */
 	bool spaces_between_special_tokens; /* default true */
 	int n;			  /* number of choices, >= 1; choice i uses seed + i when seeded */
+	int priority;		  /* lower runs first under --scheduling-policy priority (else 0) */
 	int n_logit_bias;
 	int32_t logit_bias_ids[ENGINE_MAX_LOGIT_BIAS];
 	float logit_bias[ENGINE_MAX_LOGIT_BIAS]; /* added to the raw logit, clamped to [-100, 100] */
@@ -145,6 +146,9 @@ struct engine_options {
 	/* Speculative decoding (method SPEC_NONE: off): drafts verified in the next step; the
 	 * outputs are those without it, token for token. */
 	struct spec_config spec;
+	/* --scheduling-policy priority: requests wait and are preempted by (priority, arrival)
+	 * (sampling_params.priority); false: first come, first served */
+	bool priority_scheduling;
 };
 
 /* Fills defaults: block_size 0 (auto), prefix caching on, max_num_seqs 256,
@@ -163,6 +167,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 void engine_free(struct engine *eng);
 bool engine_alive(const struct engine *eng); /* false after a fatal forward error */
 int engine_max_model_len(const struct engine *eng);
+bool engine_priority_scheduling(const struct engine *eng); /* --scheduling-policy priority */
 int engine_block_size(const struct engine *eng); /* the scheduler's (virtual under DCP) */
 int engine_num_blocks(const struct engine *eng); /* usable blocks (null block excluded) */
 /* For a distributed forward hook on rank 0: the engine's paged KV cache (n_blocks + 1 blocks

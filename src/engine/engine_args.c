@@ -51,6 +51,8 @@ void engine_args_usage(FILE *f)
 		"  --max-num-batched-tokens N        token budget per step\n"
 		"  --max-model-len N                 context length (default: config)\n"
 		"  --max-waiting-requests N          queue bound before 503 (4096)\n"
+		"  --scheduling-policy fcfs|priority priority: requests' \"priority\" (lower first) orders\n"
+		"                                    the queue and picks who is preempted (default fcfs)\n"
 		"  --seed N                          engine seed (default 0)\n"
 		"  --threads N                       compute threads (default: all CPUs)\n"
 		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
@@ -246,7 +248,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		"--reorder-batch-threshold", "--kv-cache-memory",
 		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
 		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
-		"--generation-config", "--override-generation-config", "--speculative-config"};
+		"--generation-config", "--override-generation-config", "--speculative-config", "--scheduling-policy"};
 	size_t flen = strcspn(arg, "=");
 	const char *flag = NULL;
 	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -331,6 +333,10 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		a->override_generation_config = v;
 	} else if (!strcmp(flag, "--speculative-config")) {
 		rc = spec_config_parse(v, &a->spec, e);
+	} else if (!strcmp(flag, "--scheduling-policy")) {
+		if (strcmp(v, "fcfs") && strcmp(v, "priority"))
+			return err_set(e, "--scheduling-policy: invalid value '%s' (fcfs or priority)", v);
+		a->priority_scheduling = !strcmp(v, "priority");
 	} else if (!strcmp(flag, "--tokenizer")) {
 		a->tokenizer = v;
 	}
@@ -454,6 +460,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	o->dcp_size = a->dcp_size;
 	o->dcp_interleave = a->dcp_interleave;
 	o->spec = a->spec;
+	o->priority_scheduling = a->priority_scheduling;
 	if (hook)
 		o->hook = *hook;
 	/* EOS: the model's, then generation_config's others (deduplicated) */

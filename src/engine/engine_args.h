@@ -35,6 +35,7 @@ struct engine_args {
 	const char *generation_config;
 	const char *override_generation_config; /* --override-generation-config JSON, over them */
 	struct spec_config spec;     /* --speculative-config JSON (method SPEC_NONE: off) */
+	bool priority_scheduling;    /* --scheduling-policy priority (default fcfs) */
 	/* set by the caller (not parsed here): this rank's shard and DCP layout */
 	int tp_size, tp_rank, dcp_size, dcp_interleave;
 	struct comm *comm;	     /* the communicator (NULL: a world of one) */

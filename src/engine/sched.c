@@ -14,6 +14,7 @@ struct sched {
 	struct sched_req **out;	    /* [max_num_seqs] this step's output */
 	int32_t *hit;		    /* [max_model_len / block_size + 1] */
 	struct sched_counters cnt;
+	uint64_t n_arrivals;
 };
 
 int sched_req_init(struct sched_req *r, uint64_t id, const int32_t *prompt, int n_prompt,
@@ -108,6 +109,32 @@ static void wait_push_front(struct sched *s, struct sched_req *r)
 	s->n_waiting++;
 }
 
+static bool before(const struct sched_req *a, const struct sched_req *b)
+{
+	return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+}
+
+/* The priority policy's queue: ordered by (priority, arrival), found from the back (new
+ * arrivals mostly belong there) */
+static void wait_insert_ordered(struct sched *s, struct sched_req *r)
+{
+	struct sched_req *p = s->wait_tail;
+	while (p && before(r, p))
+		p = p->prev;
+	if (!p) {
+		wait_push_front(s, r);
+		return;
+	}
+	r->prev = p;
+	r->next = p->next;
+	if (p->next)
+		p->next->prev = r;
+	else
+		s->wait_tail = r;
+	p->next = r;
+	s->n_waiting++;
+}
+
 static void wait_remove(struct sched *s, struct sched_req *r)
 {
 	if (r->prev)
@@ -139,7 +166,11 @@ static int running_index(const struct sched *s, const struct sched_req *r)
 void sched_add(struct sched *s, struct sched_req *r)
 {
 	r->status = SREQ_WAITING;
-	wait_push_back(s, r);
+	r->arrival = s->n_arrivals++;
+	if (s->c.priority)
+		wait_insert_ordered(s, r);
+	else
+		wait_push_back(s, r);
 }
 
 void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why)
@@ -158,7 +189,8 @@ void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why)
 	r->finish = why;
 }
 
-/* Recompute preemption (B.3): free everything, back to the head of the queue. */
+/* Recompute preemption (B.3): free everything, back to the head of the queue (under the
+ * priority policy: back to its place by (priority, arrival)). */
 static void preempt(struct sched *s, struct sched_req *r)
 {
 	blocks_free(s->pool, &r->kv);
@@ -167,7 +199,21 @@ static void preempt(struct sched *s, struct sched_req *r)
 	r->n_spec = 0;
 	r->n_preemptions++;
 	s->cnt.preemptions++;
-	wait_push_front(s, r);
+	if (s->c.priority)
+		wait_insert_ordered(s, r);
+	else
+		wait_push_front(s, r);
+}
+
+/* The running request to preempt: the most recently admitted, or under the priority
+ * policy the one with the largest (priority, arrival) */
+static int victim_index(const struct sched *s)
+{
+	int v = s->n_running - 1;
+	for (int k = 0; s->c.priority && k < s->n_running; k++)
+		if (before(s->running[v], s->running[k]))
+			v = k;
+	return v;
 }
 
 void sched_step(struct sched *s, struct sched_output *o)
@@ -200,10 +246,14 @@ void sched_step(struct sched *s, struct sched_output *o)
 				ok = true;
 				break;
 			}
-			/* out of blocks: the most recently admitted request goes */
-			struct sched_req *v = s->running[s->n_running - 1];
-			s->n_running--;
-			for (int k = 0; k < n_out; k++) /* FCFS never picks a scheduled one */
+			/* out of blocks: the victim goes, scheduled already this step or not (FCFS
+			 * never picks a scheduled one: it is the last admitted) */
+			int vi = victim_index(s);
+			struct sched_req *v = s->running[vi];
+			running_remove_at(s, vi);
+			if (vi < i)
+				i--; /* r moved down one place */
+			for (int k = 0; k < n_out; k++)
 				if (s->out[k] == v) {
 					budget += v->n_sched;
 					if (v->max_chunk > 0)

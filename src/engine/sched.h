@@ -33,6 +33,8 @@ struct sched_req {
 				 * sched_step, those scheduled this step */
 	int n_cached;		/* prefix-cache hit at first admission; -1 before */
 	int n_preemptions;
+	int priority;		/* --scheduling-policy priority: lower runs first (vLLM's) */
+	uint64_t arrival;	/* set by sched_add: the tie-break, kept through preemption */
 	enum sched_status status;
 	/* stop conditions (B.6) */
 	int max_tokens;		/* output tokens; already capped to max_model_len - prompt */
@@ -68,6 +70,10 @@ struct sched_config {
 	int long_prefill_token_threshold; /* 0 = off */
 	int chunk_budget;	/* > 0: the tokens per step of all requests with a max_chunk
 				 * together (their logits rows: prompt logprobs) */
+	/* vLLM's --scheduling-policy priority: the waiting queue is ordered by (priority,
+	 * arrival) instead of arrival, and when blocks run out the running request with the
+	 * largest (priority, arrival) is preempted instead of the most recently admitted */
+	bool priority;
 	bool drop_last_hit;	/* a prefix hit gives up its last block, to be computed again
 				 * (deepseek_mtp, as vLLM's EAGLE/MTP: the MTP row of a block's last
 				 * position depends on the next block's first token, and the step
@@ -96,7 +102,8 @@ struct sched_output {
 	int n_preempted;
 };
 
-/* Appends r to the waiting queue (status WAITING). */
+/* Appends r to the waiting queue (status WAITING): at the back, or under the priority
+ * policy behind every request of the same or a lower priority value. */
 void sched_add(struct sched *s, struct sched_req *r);
 /* Removes r wherever it is, frees its blocks, marks it FINISHED with `why`. Do not call
  * between sched_step and sched_update for a request in that step's output. */

@@ -33,6 +33,7 @@ struct srv_limits {
 	int max_prompts;   /* cap on the number of completion prompts */
 	bool auto_tools;   /* --enable-auto-tool-choice with a --tool-call-parser */
 	int max_logprobs;  /* --max-logprobs (0: ENGINE_MAX_LOGPROBS) */
+	bool priority;	   /* --scheduling-policy priority: requests may carry a "priority" */
 };
 
 struct srv_request {

@@ -103,7 +103,8 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 
 /* vLLM's request extras that change what is computed or returned: truncate_prompt_tokens,
  * return_tokens_as_token_ids, cache_salt; a non-zero priority needs a priority scheduler */
-static int parse_extras(const json_t *body, struct srv_request *r, struct api_error *ae)
+static int parse_extras(const json_t *body, const struct srv_limits *lim, struct srv_request *r,
+			struct api_error *ae)
 {
 	long long i;
 	int rc = req_get_int(body, "truncate_prompt_tokens", &i, ae);
@@ -130,9 +131,14 @@ static int parse_extras(const json_t *body, struct srv_request *r, struct api_er
 	r->request_id = rid;
 	if ((rc = req_get_int(body, "priority", &i, ae)) < 0)
 		return -1;
-	if (rc && i != 0)
+	if (rc && i != 0 && !lim->priority)
 		return api_error_set(ae, 400, "priority",
-				     "Got priority %lld but priority scheduling is not enabled (first come, first served).", i);
+				     "Got priority %lld but priority scheduling is not enabled (first come, first served; "
+				     "--scheduling-policy priority enables it).", i);
+	if (rc && (i < INT32_MIN || i > INT32_MAX))
+		return api_error_set(ae, 400, "priority", "priority must be a 32-bit integer, got %lld.", i);
+	if (rc)
+		r->sp.priority = (int)i;
 	const json_t *v = json_object_get(body, "cache_salt");
 	if (v && !json_is_null(v)) {
 		if (!json_is_string(v) || json_string_length(v) == 0)
@@ -338,7 +344,7 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct srv_li
 		return -1;
 
 	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_token_lists(body, lim, r, ae) < 0 ||
-	    parse_extras(body, r, ae) < 0 || parse_stream(body, r, ae) < 0)
+	    parse_extras(body, lim, r, ae) < 0 || parse_stream(body, r, ae) < 0)
 		return -1;
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)

@@ -36,6 +36,7 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	s->lim.auto_tools = c->auto_tool_choice && c->tool_parser != 0;
 	s->lim.max_logprobs = c->max_logprobs > 0 && c->max_logprobs < ENGINE_MAX_LOGPROBS ? c->max_logprobs : ENGINE_MAX_LOGPROBS;
 	s->max_model_len = engine_max_model_len(d->eng);
+	s->lim.priority = engine_priority_scheduling(d->eng);
 	s->started_at = (long long)time(NULL);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_condattr_t ca;

@@ -138,3 +138,19 @@ test('--enable-prompt-tokens-details: usage reports the prompt tokens read from 
   const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
   assert.equal(typeof chat.usage.prompt_tokens_details.cached_tokens, 'number');
 });
+
+test('priority: with --scheduling-policy priority any integer is taken, and the answer is the same', async () => {
+  const prio = await startServer(['--served-model-name', MODEL, '--dtype', 'float32', '--scheduling-policy', 'priority']);
+  try {
+    const c = prio.client();
+    const req = { model: MODEL, prompt: 'priority test', max_tokens: 8, temperature: 0 };
+    const ref = (await client.completions.create(req)).choices[0].text;
+    const got = await Promise.all([-3, 0, 7].map((priority) => c.completions.create({ ...req, priority })));
+    for (const r of got) assert.equal(r.choices[0].text, ref);
+    const chat = await c.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, priority: 5 });
+    assert.equal(chat.choices[0].finish_reason, 'length');
+    await assert.rejects(c.completions.create({ ...req, priority: 1.5 }), (e) => e instanceof APIError && e.status === 400 && e.param === 'priority');
+  } finally {
+    assert.equal((await prio.stop()).code, 0, prio.log().slice(-2000));
+  }
+});

@@ -591,6 +591,86 @@ static void test_stats_during_a_step(void)
 	engine_free(eng);
 }
 
+/* --scheduling-policy priority through the engine: one request at a time, three submitted
+ * while the first runs start in (priority, arrival) order; a priority without the policy is
+ * refused at submit */
+struct order_hook {
+	struct gate g;
+	int32_t seen[8];
+	int n_seen;
+};
+
+static int order_forward(void *ctx, const struct step_plan *p, float *logits, struct err *e)
+{
+	struct order_hook *o = ctx;
+	for (int k = 0; k < p->n_seqs; k++) /* a prompt's first chunk: its second token names it */
+		if (p->positions[p->query_start[k]] == 0 && p->query_start[k + 1] - p->query_start[k] > 1 &&
+		    o->n_seen < 8)
+			o->seen[o->n_seen++] = p->tokens[p->query_start[k] + 1];
+	return gate_forward(&o->g, p, logits, e);
+}
+
+static void test_priority_scheduling(void)
+{
+	if (!g_model)
+		return;
+	struct order_hook oh = {.g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false,
+				      model_config(g_model)->vocab_size}};
+	struct engine_options o;
+	engine_options_init(&o);
+	o.model = g_model;
+	o.hook = (struct engine_forward_hook){order_forward, &oh};
+	o.kv_dtype = DT_F32;
+	o.max_num_seqs = 1;
+	o.max_num_batched_tokens = 64;
+	o.max_model_len = 128;
+	o.priority_scheduling = true;
+	struct engine *eng = NULL;
+	struct err e;
+	EXPECTF(engine_new(&o, &eng, &e) == 0, "%s", e.msg);
+	if (!eng)
+		return;
+	struct sampling_params p;
+	sampling_params_init(&p, NULL);
+	p.max_tokens = 2;
+	p.ignore_eos = true;
+	int prio[4] = {0, 3, -1, 1};
+	struct engine_req *h[4];
+	pthread_mutex_lock(&oh.g.mu);
+	for (int i = 0; i < 4; i++) {
+		int32_t prompt[3] = {0, 500 + i, 7};
+		p.priority = prio[i];
+		EXPECT(engine_submit(eng, prompt, 3, &p, &h[i], &e) == 0);
+		if (i == 0) /* the first is running (held in its step) before the others arrive */
+			while (oh.g.steps == 0)
+				pthread_cond_wait(&oh.g.cv, &oh.g.mu);
+	}
+	oh.g.open = true;
+	pthread_cond_broadcast(&oh.g.cv);
+	pthread_mutex_unlock(&oh.g.mu);
+	for (int i = 0; i < 4; i++) {
+		struct engine_event ev;
+		while (engine_next_event(h[i], &ev, 10000) == ENGINE_EV_OK)
+			;
+		engine_release(h[i]);
+	}
+	engine_free(eng);
+	int32_t want[4] = {500, 502, 503, 501}; /* then -1, 1, 3 */
+	EXPECT_EQ_INT(oh.n_seen, 4);
+	for (int k = 0; k < 4 && k < oh.n_seen; k++)
+		EXPECTF(oh.seen[k] == want[k], "start #%d: prompt %d, want %d", k, oh.seen[k], want[k]);
+	/* fcfs (the default) refuses a priority */
+	eng = small_engine(NULL, NULL);
+	if (!eng)
+		return;
+	struct engine_req *x = NULL;
+	int32_t prompt[3] = {0, 5, 7};
+	p.priority = 2;
+	EXPECT_EQ_INT(engine_submit(eng, prompt, 3, &p, &x, &e), ENGINE_EINVAL);
+	EXPECTF(strstr(e.msg, "--scheduling-policy priority") != NULL, "%s", e.msg);
+	engine_free(eng);
+}
+
 static void test_teardown(void)
 {
 	model_free(g_model);
@@ -601,5 +681,5 @@ static void test_teardown(void)
 
 TESTS(T(test_alone_matches_golden), T(test_batched_equals_alone), T(test_preemption_invariance),
       T(test_seed_and_n), T(test_stop_and_cancel), T(test_queue_bound_and_shutdown),
-      T(test_stats_during_a_step),
+      T(test_stats_during_a_step), T(test_priority_scheduling),
       T(test_teardown))

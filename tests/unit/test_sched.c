@@ -34,7 +34,7 @@ static void fix_init(struct fix *f, int n_blocks, int bs, int max_seqs, int budg
 	fix_init_cfg(f, n_blocks, bs, caching, &c);
 }
 
-static struct sched_req *fix_add(struct fix *f, int n_prompt, int first_tok, int max_tokens)
+static struct sched_req *fix_add_p(struct fix *f, int n_prompt, int first_tok, int max_tokens, int priority)
 {
 	int32_t prompt[512];
 	for (int i = 0; i < n_prompt; i++)
@@ -45,9 +45,15 @@ static struct sched_req *fix_add(struct fix *f, int n_prompt, int first_tok, int
 	EXPECT(sched_req_init(r, (uint64_t)f->n_req, prompt, n_prompt, max_len, blocks_size(f->pool),
 			      &e) == 0);
 	r->max_tokens = max_tokens;
+	r->priority = priority;
 	f->n_req++;
 	sched_add(f->s, r);
 	return r;
+}
+
+static struct sched_req *fix_add(struct fix *f, int n_prompt, int first_tok, int max_tokens)
+{
+	return fix_add_p(f, n_prompt, first_tok, max_tokens, 0);
 }
 
 /* One step with a deterministic "model": sampled token = 7 for every completed request. */
@@ -327,13 +333,16 @@ static void test_max_model_len(void)
 /* Random workload: the invariants hold every step; everything drains and frees. */
 static void test_random_workload(void)
 {
+	for (int pol = 0; pol < 2; pol++) {
 	struct fix f;
-	fix_init(&f, 20, 4, 3, 13, 128, true);
+	struct sched_config c = {.max_num_seqs = 3, .max_num_batched_tokens = 13, .max_model_len = 128,
+				 .priority = pol == 1};
+	fix_init_cfg(&f, 20, 4, true, &c);
 	unsigned seed = 12345;
 	for (int i = 0; i < 8; i++) {
 		seed = seed * 1103515245u + 12345u;
 		int len = 1 + (int)((seed >> 16) % 30);
-		struct sched_req *r = fix_add(&f, len, (i % 3) * 10, 1 + (int)((seed >> 8) % 12));
+		struct sched_req *r = fix_add_p(&f, len, (i % 3) * 10, 1 + (int)((seed >> 8) % 12), (int)(seed >> 4) % 3);
 		r->eos = 9999;
 	}
 	for (int k = 0; k < 400; k++) {
@@ -346,6 +355,66 @@ static void test_random_workload(void)
 	}
 	for (int i = 0; i < f.n_req; i++)
 		EXPECT_EQ_INT(f.req[i].status, SREQ_FINISHED);
+	fix_fini(&f);
+	}
+}
+
+/* --scheduling-policy priority: the queue is ordered by (priority, arrival); fcfs keeps
+ * arrival order whatever the priorities */
+static void test_priority_queue_order(void)
+{
+	for (int pol = 0; pol < 2; pol++) {
+		struct fix f;
+		struct sched_config c = {.max_num_seqs = 1, .max_num_batched_tokens = 64, .max_model_len = 512,
+					 .priority = pol == 1};
+		fix_init_cfg(&f, 64, 4, false, &c);
+		struct sched_req *a = fix_add_p(&f, 4, 100, 2, 5), *b = fix_add_p(&f, 4, 200, 2, 0),
+				 *cc = fix_add_p(&f, 4, 300, 2, 5), *d = fix_add_p(&f, 4, 400, 2, -1);
+		struct sched_req *want[2][4] = {{a, b, cc, d}, {d, b, a, cc}};
+		struct sched_req *q = sched_waiting_head(f.s);
+		for (int k = 0; k < 4; k++, q = q ? q->next : NULL)
+			EXPECTF(q == want[pol][k], "policy %d: place %d", pol, k);
+		/* one running at a time: they finish in that order */
+		for (int k = 0; k < 4; k++) {
+			for (int t = 0; t < 8 && want[pol][k]->status != SREQ_FINISHED; t++)
+				fix_step(&f);
+			EXPECTF(want[pol][k]->status == SREQ_FINISHED, "policy %d: #%d", pol, k);
+			for (int j = k + 1; j < 4; j++)
+				EXPECT(want[pol][j]->status != SREQ_FINISHED);
+		}
+		fix_fini(&f);
+	}
+}
+
+/* Out of blocks under the priority policy: the running request with the largest (priority,
+ * arrival) goes, even one admitted first and already scheduled this step (its tokens go back
+ * to the budget); it returns to the queue by its own priority */
+static void test_priority_preemption(void)
+{
+	struct fix f;
+	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512, .priority = true};
+	fix_init_cfg(&f, 7, 4, false, &c); /* 6 usable blocks of 4 */
+	struct sched_req *a = fix_add_p(&f, 8, 100, 8, 1); /* 2 blocks, the less urgent */
+	fix_step(&f);
+	struct sched_req *b = fix_add_p(&f, 12, 200, 8, 0); /* 3 blocks */
+	fix_step(&f); /* a takes its 3rd block for token 9, b its 3 */
+	EXPECT_EQ_INT(f.o.n, 2);
+	EXPECT_EQ_INT(blocks_num_free(f.pool), 0);
+	struct sched_req *w = fix_add_p(&f, 4, 300, 4, 2); /* waits: the lowest priority */
+	/* a's 10th token fits its block and is scheduled first; b's 13th needs a block: a, the
+	 * largest priority value, goes although it was admitted first and already scheduled */
+	fix_step(&f);
+	EXPECT_EQ_INT(f.o.n_preempted, 1);
+	EXPECT_EQ_INT(a->status, SREQ_PREEMPTED);
+	EXPECT_EQ_INT(b->status, SREQ_RUNNING);
+	EXPECT_EQ_INT(f.o.n, 1);
+	EXPECT(f.o.reqs[0] == b);
+	EXPECT_EQ_INT(f.o.total_tokens, 1); /* a's token went back to the budget */
+	EXPECT(sched_waiting_head(f.s) == a && a->next == w); /* priority 1 ahead of 2 */
+	for (int k = 0; k < 60 && (a->status != SREQ_FINISHED || b->status != SREQ_FINISHED || w->status != SREQ_FINISHED); k++)
+		fix_step(&f);
+	EXPECT(a->status == SREQ_FINISHED && b->status == SREQ_FINISHED && w->status == SREQ_FINISHED);
+	EXPECT_EQ_INT(sched_req_n_output(a), 8);
 	fix_fini(&f);
 }
 
@@ -451,4 +520,4 @@ static void test_chunk_budget(void)
 TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
       T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits), T(test_prefix_hits_drop_last),
       T(test_resume_hits_cache), T(test_stop_conditions), T(test_max_model_len),
-      T(test_random_workload))
+      T(test_random_workload), T(test_priority_queue_order), T(test_priority_preemption))

@@ -417,6 +417,17 @@ static void test_extras(void)
 	expect_400("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 0}", SRV_API_COMPLETION, "truncate_prompt_tokens");
 	expect_400("{\"prompt\": \"x\", \"cache_salt\": \"\"}", SRV_API_COMPLETION, "cache_salt");
 	expect_400("{\"prompt\": \"x\", \"priority\": 3}", SRV_API_COMPLETION, "priority");
+	/* --scheduling-policy priority: any 32-bit priority, negative ones too */
+	lim.priority = true;
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"priority\": -7}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(r.sp.priority, -7);
+	srv_request_fini(&r);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\"}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(r.sp.priority, 0);
+	srv_request_fini(&r);
+	expect_400("{\"prompt\": \"x\", \"priority\": 4294967296}", SRV_API_COMPLETION, "priority");
+	expect_400("{\"prompt\": \"x\", \"priority\": 1.5}", SRV_API_COMPLETION, "priority");
+	lim.priority = false;
 }
 
 TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
