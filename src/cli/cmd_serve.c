@@ -56,6 +56,8 @@ static void serve_usage(FILE *f)
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
 		"  --http-timeout SECONDS          idle / slow-client connection timeout (default 30)\n"
 		"  --max-connections N             concurrent connections (default 1024)\n"
+		"  --responses-store-size N        finished /v1/responses kept for retrieval and\n"
+		"                                  previous_response_id, oldest dropped (default 1024; 0: none)\n"
 		"  --max-logprobs N                most logprobs / top_logprobs a request may ask (0-20, default 20)\n"
 		"  --enable-auto-tool-choice       parse the tool calls of requests with tools (tool_choice\n"
 		"                                  \"auto\"), with --tool-call-parser NAME\n"
@@ -143,6 +145,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 				return -1;
 		} else if (FLAG("--max-logprobs", NULL)) {
 			if (cli_int_parse("--max-logprobs", v, 0, ENGINE_MAX_LOGPROBS, &o->sc.max_logprobs, e) < 0)
+				return -1;
+		} else if (FLAG("--responses-store-size", NULL)) {
+			if (cli_int_parse("--responses-store-size", v, 0, 1 << 20, &o->sc.responses_store_size, e) < 0)
 				return -1;
 		} else if (FLAG("--max-connections", NULL)) {
 			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "server/generate_internal.h"
+#include "server/resp_store.h"
 #include "server/utf8.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
@@ -492,6 +493,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 			       : g->api == SRV_API_CHAT
 				       ? oj_chat_response(g->id, g->created, g->model, g->ch, g->n_choices, &u)
 				       : oj_completion_response(g->id, g->created, g->model, g->ch, g->n_choices, &u);
+		gen_store_response(g);
 		res = http_reply_json(r, 200, resp);
 	}
 	return res;
@@ -570,9 +572,24 @@ enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
 enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body)
 {
 	struct api_error ae;
-	json_t *chat;
+	json_t *chat, *prev_items = NULL;
 	struct resp_state *rs;
-	int rc = resp_translate(body, &chat, &rs, &ae);
+	int rc = 0;
+	const json_t *prev = json_object_get(body, "previous_response_id");
+	bool can_store = resp_store_max(r->s->store) > 0;
+	if (json_is_string(prev) && can_store && resp_store_get(r->s->store, json_string_value(prev), NULL, &prev_items) < 0)
+		rc = api_error_set(&ae, 404, "previous_response_id", "Previous response with id '%s' not found.",
+				   json_string_value(prev));
+	if (rc == 0)
+		rc = resp_translate(body, prev_items, can_store, &chat, &rs, &ae);
+	json_decref(prev_items);
 	json_decref(body);
 	return rc < 0 ? http_reply_error(r, &ae) : gen_run(r, SRV_API_CHAT, chat, rs);
+}
+
+void gen_store_response(struct gen *g)
+{
+	json_t *resp, *items;
+	if (g->resp && resp_stored(g->resp, &resp, &items) == 0)
+		resp_store_put(g->r->s->store, g->id, resp, items);
 }

@@ -51,6 +51,8 @@ struct oj_usage gen_usage(const struct gen *g);
 /* The prompt's logprobs of handle k in front of *logprobs (completions echo with logprobs);
  * 0 when there are none (the request ended before its prompt ran). */
 int gen_lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs);
+/* A finished Responses answer into the server's store (unless "store": false or failed) */
+void gen_store_response(struct gen *g);
 
 /* generate_stream.c: the SSE answer (http_reply_stream's ops; stream_close frees g) */
 extern const struct http_stream_ops gen_stream_ops;

@@ -32,7 +32,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	if (ev->error && g->resp) {
 		struct oj_usage u = gen_usage(g);
 		g->resp_ended = true;
-		return resp_stream_end(g->resp, out, ev->finish, &u, ev->error);
+		return resp_stream_end(g->resp, out, ev->finish, &u, ev->error); /* failed: not stored */
 	}
 	if (ev->error) {
 		struct api_error ae;
@@ -184,7 +184,13 @@ static int stream_pump(void *ctx, struct sbuf *out, int timeout_ms)
 	if (active == 0 && g->resp) { /* no [DONE]: the Responses stream ends with its last event */
 		struct oj_usage u = gen_usage(g);
 		g->r->completion_tokens = u.completion_tokens;
-		return !g->resp_ended && resp_stream_end(g->resp, out, g->ch[0].finish, &u, NULL) < 0 ? -1 : 1;
+		if (g->resp_ended)
+			return 1;
+		g->resp_ended = true;
+		if (resp_stream_end(g->resp, out, g->ch[0].finish, &u, NULL) < 0)
+			return -1;
+		gen_store_response(g);
+		return 1;
 	}
 	if (active == 0) {
 		if (g->req.include_usage) {

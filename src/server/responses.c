@@ -23,6 +23,11 @@ struct resp_state {
 	/* the function call being streamed */
 	char fc_id[64], call_id[128], call_name[256];
 	struct sbuf call_args;
+	/* storage (server/resp_store.h) */
+	bool store;		/* "store" (default true) and the server stores */
+	char prev_id[RESP_ID_MAX]; /* previous_response_id, or "" */
+	json_t *items;		/* the conversation's input items: the previous response's, then this input */
+	json_t *final;		/* the finished Response object */
 };
 
 void resp_state_free(struct resp_state *rs)
@@ -33,6 +38,8 @@ void resp_state_free(struct resp_state *rs)
 	json_decref(rs->done_items);
 	json_decref(rs->lp);
 	json_decref(rs->lp_pending);
+	json_decref(rs->items);
+	json_decref(rs->final);
 	sbuf_fini(&rs->reasoning);
 	sbuf_fini(&rs->text);
 	sbuf_fini(&rs->call_args);
@@ -183,6 +190,18 @@ static int input_messages(const json_t *input, json_t *messages, struct api_erro
 	return 0;
 }
 
+/* prev (or NULL) then input (a string is one user message) as one new list of input items */
+static int conversation_items(const json_t *prev, const json_t *input, json_t **out)
+{
+	json_t *a = prev ? json_copy((json_t *)prev) : json_array();
+	if (a && json_is_string(input))
+		json_array_append_new(a, json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user", "content", input));
+	else if (a)
+		json_array_extend(a, (json_t *)input);
+	*out = a;
+	return a ? 0 : -1;
+}
+
 /* text.format → response_format */
 static int text_format(const json_t *text, json_t *chat, struct api_error *ae)
 {
@@ -210,7 +229,8 @@ static int text_format(const json_t *text, json_t *chat, struct api_error *ae)
 		       : 0;
 }
 
-int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, struct api_error *ae)
+int resp_translate(const json_t *body, const json_t *prev_items, bool can_store, json_t **chat, struct resp_state **out,
+		   struct api_error *ae)
 {
 	*chat = NULL;
 	*out = NULL;
@@ -229,9 +249,15 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		if (!ok)
 			return api_error_set(ae, 400, key, "'%s' is not a field of the Responses API that this server takes", key);
 	}
-	if ((v = json_object_get(body, "previous_response_id")) && !json_is_null(v))
+	const json_t *prev = json_object_get(body, "previous_response_id"), *store = json_object_get(body, "store");
+	if (prev && !json_is_null(prev) && (!json_is_string(prev) || json_string_length(prev) >= RESP_ID_MAX))
+		return api_error_set(ae, 400, "previous_response_id", "'previous_response_id' must be a response id");
+	if (prev && !json_is_null(prev) && !prev_items) /* the caller looked it up */
 		return api_error_set(ae, 400, "previous_response_id",
-				     "responses are not stored, so previous_response_id cannot be used: send the conversation in 'input'");
+				     "responses are not stored here (--responses-store-size 0), so previous_response_id "
+				     "cannot be used: send the conversation in 'input'");
+	if (store && !json_is_null(store) && !json_is_boolean(store))
+		return api_error_set(ae, 400, "store", "'store' must be a boolean");
 	if (json_is_true(json_object_get(body, "background")))
 		return api_error_set(ae, 400, "background", "background responses are not supported");
 	size_t ii;
@@ -273,8 +299,12 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 		rc = api_error_set(ae, 500, NULL, "out of memory");
 	if (rc == 0 && !json_object_get(body, "input"))
 		rc = api_error_set(ae, 400, "input", "'input' is required");
+	if (rc == 0 && prev_items) /* the stored conversation (instructions are not carried over) */
+		rc = input_messages(prev_items, messages, ae);
 	if (rc == 0)
 		rc = input_messages(json_object_get(body, "input"), messages, ae);
+	if (rc == 0 && conversation_items(prev_items, json_object_get(body, "input"), &rs->items) < 0)
+		rc = api_error_set(ae, 500, NULL, "out of memory");
 	if (rc == 0 && json_array_size(messages) == 0)
 		rc = api_error_set(ae, 400, "input", "'input' has no message");
 	/* the same meaning under a chat name (checked by the chat parser) */
@@ -318,6 +348,9 @@ int resp_translate(const json_t *body, json_t **chat, struct resp_state **out, s
 	}
 	rs->enc = enc;
 	rs->want_lp = want_lp;
+	rs->store = can_store && !json_is_false(store);
+	if (prev && json_is_string(prev))
+		snprintf(rs->prev_id, sizeof rs->prev_id, "%s", json_string_value(prev));
 	*chat = c;
 	*out = rs;
 	return 0;
@@ -383,10 +416,14 @@ static json_t *response(const struct resp_state *rs, const char *status, json_t 
 			      "error", error ? json_pack("{s:s, s:s}", "code", "server_error", "message", error) : json_null(),
 			      "incomplete_details",
 			      finish == ENGINE_FINISH_LENGTH ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(),
-			      "parallel_tool_calls", 1, "previous_response_id", "reasoning", "effort", "summary", "store", 0,
+			      "parallel_tool_calls", 1, "previous_response_id", "reasoning", "effort", "summary", "store", rs->store,
 			      "text", "format", "type", "text", "truncation", "disabled",
 			      "usage", u ? usage_json(u) : json_null());
 	if (o && json_object_update_missing(o, rs->echo) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	if (o && rs->prev_id[0] && json_object_set_new(o, "previous_response_id", json_string(rs->prev_id)) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -430,7 +467,26 @@ json_t *resp_object(struct resp_state *rs, const char *id, long long created, co
 								json_string_value(json_object_get(fn, "name")),
 								json_string_value(args), json_string_length(args), true));
 	}
-	return output ? response(rs, final_status(finish, NULL), output, u, finish, NULL) : NULL;
+	json_t *o = output ? response(rs, final_status(finish, NULL), output, u, finish, NULL) : NULL;
+	json_decref(rs->final);
+	rs->final = json_incref(o);
+	return o;
+}
+
+int resp_stored(const struct resp_state *rs, json_t **response, json_t **items)
+{
+	*response = *items = NULL;
+	const char *status = json_string_value(json_object_get(rs->final, "status"));
+	if (!rs->store || !rs->items || !status || !strcmp(status, "failed"))
+		return -1;
+	json_t *a = json_copy(rs->items);
+	if (!a || json_array_extend(a, json_object_get(rs->final, "output")) < 0) {
+		json_decref(a);
+		return -1;
+	}
+	*response = json_incref(rs->final);
+	*items = a;
+	return 0;
 }
 
 /* one "event: TYPE\ndata: {...}\n\n" frame; obj gets its type and sequence_number (stolen) */
@@ -611,5 +667,8 @@ int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish 
 	const char *status = final_status(finish, error);
 	char type[32];
 	snprintf(type, sizeof type, "response.%s", status);
-	return frame(rs, out, type, json_pack("{s:o}", "response", response(rs, status, output, u, finish, error)));
+	json_t *o = response(rs, status, output, u, finish, error);
+	json_decref(rs->final);
+	rs->final = json_incref(o);
+	return frame(rs, out, type, json_pack("{s:o}", "response", o));
 }

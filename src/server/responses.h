@@ -5,8 +5,9 @@
  * reasoning parser, then the assistant message) with their deltas, then response.completed
  * (response.incomplete when max_output_tokens cut it). Function tools map to the chat
  * tools (the calls come back as function_call items; function_call / function_call_output
- * input items become the assistant's tool_calls and tool messages). What we cannot honour is a
- * 400 naming the field: built-in tools, stored conversations (previous_response_id),
+ * input items become the assistant's tool_calls and tool messages). Finished responses are
+ * stored unless "store" is false (server/resp_store.h), and previous_response_id continues a
+ * stored one's conversation. What we cannot honour is a 400 naming the field: built-in tools,
  * background runs, images and files in the input. */
 #ifndef MLA_SERVER_RESPONSES_H
 #define MLA_SERVER_RESPONSES_H
@@ -22,9 +23,18 @@
 
 struct resp_state;
 
-/* body (borrowed) → *chat, a new chat-completions body; *rs formats the answer. On a bad
- * request: -1 with *ae set (a 400 naming the field). */
-int resp_translate(const json_t *body, json_t **chat, struct resp_state **rs, struct api_error *ae);
+#define RESP_ID_MAX 128 /* longest response id, previous_response_id included */
+
+/* body (borrowed) → *chat, a new chat-completions body; *rs formats the answer. prev_items:
+ * the stored conversation of body's previous_response_id (the caller looks it up; NULL when
+ * there is none); can_store: the server keeps responses. On a bad request: -1 with *ae set
+ * (a 400 naming the field). */
+int resp_translate(const json_t *body, const json_t *prev_items, bool can_store, json_t **chat,
+		   struct resp_state **rs, struct api_error *ae);
+/* After the answer (resp_object or resp_stream_end): new references to the finished Response
+ * object and its conversation (input items, then output items) to store; -1 when it is not
+ * to be stored ("store": false, or it failed). */
+int resp_stored(const struct resp_state *rs, json_t **response, json_t **items);
 void resp_state_free(struct resp_state *rs);
 
 /* The finished Response object (non-streaming): reasoning (may be empty), text, parsed tool

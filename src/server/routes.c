@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
+#include "server/resp_store.h"
 #include "server/state.h"
 #include "server/utf8.h"
 #include "tok/tokenizer.h"
@@ -280,6 +281,30 @@ static const struct route {
 	{"POST", "/v1/responses", responses},
 };
 
+/* /v1/responses/{id}: GET the stored Response, DELETE it; {id}/cancel and {id}/input_items
+ * are not served (no background responses to cancel) */
+static enum MHD_Result stored_response(struct hreq *r, const char *id)
+{
+	struct api_error ae;
+	if (strchr(id, '/'))
+		return reply_err(r, 404, NULL, strstr(id, "/cancel") ? "only background responses can be cancelled, and "
+									 "this server runs none"
+								       : "Not Found");
+	bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"), del = !strcmp(r->method, "DELETE");
+	if (!get && !del)
+		return reply_err(r, 405, NULL, "Method Not Allowed");
+	if (resp_store_max(r->s->store) == 0)
+		return reply_err(r, 404, NULL, "responses are not stored by this server (--responses-store-size 0)");
+	json_t *resp = NULL;
+	if (get ? resp_store_get(r->s->store, id, &resp, NULL) < 0 : resp_store_delete(r->s->store, id) < 0) {
+		api_error_set(&ae, 404, NULL, "Response with id '%s' not found.", id);
+		return http_reply_error(r, &ae);
+	}
+	if (del)
+		resp = json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1);
+	return resp ? http_reply_json(r, 200, resp) : reply_err(r, 500, NULL, "out of memory");
+}
+
 enum MHD_Result routes_dispatch(struct hreq *r)
 {
 	if (!authorized(r)) {
@@ -298,8 +323,7 @@ enum MHD_Result routes_dispatch(struct hreq *r)
 	}
 	if (path_known)
 		return reply_err(r, 405, NULL, "Method Not Allowed");
-	if (!strncmp(r->path, "/v1/responses/", 14)) /* retrieve, delete, cancel, input_items */
-		return reply_err(r, 404, NULL, "responses are not stored by this server: there is nothing to retrieve, "
-					       "delete or cancel");
+	if (!strncmp(r->path, "/v1/responses/", 14))
+		return stored_response(r, r->path + 14);
 	return reply_err(r, 404, NULL, "Not Found");
 }

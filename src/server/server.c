@@ -1,5 +1,6 @@
 /* Server lifecycle: configuration defaults, start (bind, limits), graceful stop. */
 #include "server/server.h"
+#include "server/resp_store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ void server_config_init(struct server_config *c)
 	c->max_connections = 1024;
 	c->max_n = 128;
 	c->log_requests = true;
+	c->responses_store_size = 1024;
 }
 
 int server_start(const struct server_config *c, const struct server_deps *d,
@@ -46,7 +48,11 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	pthread_condattr_destroy(&ca);
 	atomic_init(&s->n_requests, 0);
 	atomic_init(&s->n_errors, 0);
-	if (http_start(s, e) < 0) {
+	s->store = resp_store_new(c->responses_store_size);
+	if (!s->store || http_start(s, e) < 0) {
+		if (!s->store)
+			err_set(e, "server: out of memory");
+		resp_store_free(s->store);
 		pthread_cond_destroy(&s->gens_empty);
 		pthread_mutex_destroy(&s->mu);
 		free(s);
@@ -66,6 +72,7 @@ void server_stop(struct server *s)
 	if (!s)
 		return;
 	http_stop(s);
+	resp_store_free(s->store);
 	pthread_cond_destroy(&s->gens_empty);
 	pthread_mutex_destroy(&s->mu);
 	free(s);

@@ -34,6 +34,7 @@ struct server_config {
 	int max_logprobs;		/* --max-logprobs: cap on logprobs / top_logprobs (0: ENGINE_MAX_LOGPROBS) */
 	bool prompt_tokens_details;	/* --enable-prompt-tokens-details: usage reports cached tokens */
 	const char *tls_key_pem, *tls_cert_pem; /* HTTPS (server/tls.h); NULL: plain HTTP */
+	int responses_store_size;	/* stored Responses kept (server/resp_store.h); 0: none */
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

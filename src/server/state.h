@@ -28,6 +28,7 @@ struct server {
 	struct gen *gens;	   /* in-flight generations (cancelled on stop) */
 	pthread_cond_t gens_empty; /* signalled when the last generation leaves */
 	atomic_ullong n_requests, n_errors;
+	struct resp_store *store;  /* stored Responses (server/resp_store.h) */
 };
 
 /* One HTTP request; reference counted because a streaming response outlives the access

@@ -4,8 +4,9 @@
 // client's own accumulator turns back into the same Response), with structured output from
 // text.format, with function tools (a forced call comes back as a function_call item, and
 // the call and its output go back in as input items), and on the R1 fixture under a
-// reasoning parser as a reasoning item then the message. What the server cannot honour is a
-// 400 naming the field.
+// reasoning parser as a reasoning item then the message. Finished responses are stored
+// (retrieve, delete, store: false) and previous_response_id continues one's conversation as
+// if it were sent again. What the server cannot honour is a 400 naming the field.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startServer } from './server_lib.mjs';
@@ -186,21 +187,70 @@ describe('/v1/responses', () => {
     assert.equal(next.output.at(-1).type, 'message');
   });
 
-  test('responses are not stored: retrieving one is a 404 that says so', async () => {
+  test('stored responses: retrieved as answered, deleted, and store: false keeps nothing', async () => {
     const c = v3.client();
-    const r = await c.responses.create({ model: MODEL, input: 'hi', max_output_tokens: 2 });
-    await assert.rejects(c.responses.retrieve(r.id), (e) => {
-      assert.equal(e.status, 404);
-      assert.match(e.message, /not stored/);
-      return true;
+    const r = await c.responses.create({ model: MODEL, input: 'hi', max_output_tokens: 4, temperature: 0 });
+    assert.equal(r.store, true);
+    const got = await c.responses.retrieve(r.id);
+    assert.deepEqual(got, r);
+    // a streamed one is stored as its last event says
+    const stream = c.responses.stream({ model: MODEL, input: 'hey', max_output_tokens: 4, temperature: 0 });
+    const done = await stream.finalResponse();
+    const back = await c.responses.retrieve(done.id);
+    assert.equal(back.output_text, done.output_text);
+    assert.equal(back.status, 'incomplete');
+    const del = await c.responses.delete(r.id);
+    assert.deepEqual(del, { id: r.id, object: 'response', deleted: true });
+    await assert.rejects(c.responses.retrieve(r.id), (e) => e.status === 404 && /not found/.test(e.message));
+    await assert.rejects(c.responses.delete(r.id), (e) => e.status === 404);
+    const off = await c.responses.create({ model: MODEL, input: 'hi', max_output_tokens: 2, store: false });
+    assert.equal(off.store, false);
+    await assert.rejects(c.responses.retrieve(off.id), (e) => e.status === 404);
+  });
+
+  test('previous_response_id continues the stored conversation as if it were sent again', async () => {
+    const c = v3.client();
+    const first = await c.responses.create({ model: MODEL, instructions: 'be brief', input: 'my name is Ada', max_output_tokens: 6, temperature: 0 });
+    const next = await c.responses.create({ model: MODEL, previous_response_id: first.id, input: 'what is my name?', max_output_tokens: 6, temperature: 0 });
+    assert.equal(next.previous_response_id, first.id);
+    // the same turn with the history written out (instructions are not carried over)
+    const explicit = await c.responses.create({
+      model: MODEL,
+      input: [{ role: 'user', content: 'my name is Ada' }, ...first.output, { role: 'user', content: 'what is my name?' }],
+      max_output_tokens: 6,
+      temperature: 0,
     });
+    assert.equal(next.output_text, explicit.output_text);
+    assert.equal(next.usage.input_tokens, explicit.usage.input_tokens);
+    assert.ok(next.usage.input_tokens > first.usage.input_tokens);
+    // a third turn chains through both
+    const third = await c.responses.create({ model: MODEL, previous_response_id: next.id, input: 'ok', max_output_tokens: 2 });
+    assert.ok(third.usage.input_tokens > next.usage.input_tokens);
+    await assert.rejects(
+      c.responses.create({ model: MODEL, previous_response_id: 'resp_unknown', input: 'x' }),
+      (e) => e.status === 404 && e.param === 'previous_response_id',
+    );
+  });
+
+  test('--responses-store-size 0: nothing is stored, and previous_response_id is a 400 that says so', async () => {
+    const srv = await startServer(['--served-model-name', MODEL, '--responses-store-size', '0']);
+    try {
+      const c = srv.client();
+      const r = await c.responses.create({ model: MODEL, input: 'hi', max_output_tokens: 2 });
+      assert.equal(r.store, false);
+      await assert.rejects(c.responses.retrieve(r.id), (e) => e.status === 404 && /not stored/.test(e.message));
+      await assert.rejects(c.responses.create({ model: MODEL, input: 'x', previous_response_id: r.id }),
+        (e) => e.status === 400 && e.param === 'previous_response_id');
+    } finally {
+      assert.equal((await srv.stop()).code, 0, srv.log().slice(-2000));
+    }
   });
 
   test('what cannot be honoured is a 400 naming the field', async () => {
     const c = v3.client();
     const cases = [
       [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools'],
-      [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
+      [{ input: 'x', store: 'yes' }, 'store'],
       [{ input: 'x', background: true }, 'background'],
       [{ input: 'x', include: ['file_search_call.results'] }, 'include'],
       [{ input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 99 }, 'top_logprobs'],

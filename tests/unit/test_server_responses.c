@@ -7,13 +7,14 @@
 #include <string.h>
 
 #include "harness.h"
+#include "server/resp_store.h"
 #include "server/responses.h"
 
 static json_t *translate(const char *body, struct resp_state **rs, struct api_error *ae)
 {
 	json_t *b = json_loads(body, 0, NULL), *chat = NULL;
 	*rs = NULL;
-	if (!b || resp_translate(b, &chat, rs, ae) < 0)
+	if (!b || resp_translate(b, NULL, true, &chat, rs, ae) < 0)
 		chat = NULL;
 	json_decref(b);
 	return chat;
@@ -248,9 +249,98 @@ static void test_stream_logprobs(void)
 	resp_state_free(rs);
 }
 
+/* Storage: a stored answer's conversation (input items, then output items) continues under
+ * previous_response_id without the old instructions; "store": false keeps nothing */
+static void test_stored_conversation(void)
+{
+	struct api_error ae;
+	json_t *b = json_loads("{\"instructions\": \"sys\", \"input\": \"first\"}", 0, NULL), *chat = NULL;
+	struct resp_state *rs = NULL;
+	EXPECT_EQ_INT(resp_translate(b, NULL, true, &chat, &rs, &ae), 0);
+	json_decref(b);
+	json_decref(chat);
+	if (!rs)
+		return;
+	struct oj_usage u = {3, 2, 0, true};
+	json_t *r = resp_object(rs, "resp_a", 1, "m", NULL, 0, "one", 3, NULL, NULL, ENGINE_FINISH_STOP, &u);
+	EXPECT(json_is_true(json_object_get(r, "store")) && json_is_null(json_object_get(r, "previous_response_id")));
+	json_t *resp, *items;
+	EXPECT_EQ_INT(resp_stored(rs, &resp, &items), 0);
+	EXPECT(resp == r);
+	EXPECT_EQ_INT(json_array_size(items), 2); /* the user message, the assistant message */
+	json_decref(r);
+	resp_state_free(rs);
+	/* the next turn: the stored items, then the new input; the instructions are its own */
+	b = json_loads("{\"instructions\": \"new\", \"input\": [{\"role\": \"user\", \"content\": \"second\"}],"
+		       " \"previous_response_id\": \"resp_a\"}", 0, NULL);
+	EXPECT_EQ_INT(resp_translate(b, items, true, &chat, &rs, &ae), 0);
+	json_decref(b);
+	char *s = json_dumps(json_object_get(chat, "messages"), JSON_COMPACT | JSON_SORT_KEYS);
+	EXPECTF(s && !strcmp(s, "[{\"content\":\"new\",\"role\":\"system\"},{\"content\":\"first\",\"role\":\"user\"},"
+				"{\"content\":\"one\",\"role\":\"assistant\"},{\"content\":\"second\",\"role\":\"user\"}]"),
+		"%s", s);
+	free(s);
+	json_decref(chat);
+	r = resp_object(rs, "resp_b", 2, "m", NULL, 0, "two", 3, NULL, NULL, ENGINE_FINISH_STOP, &u);
+	EXPECT(!strcmp(json_string_value(json_object_get(r, "previous_response_id")), "resp_a"));
+	json_t *resp2, *items2;
+	EXPECT_EQ_INT(resp_stored(rs, &resp2, &items2), 0);
+	EXPECT_EQ_INT(json_array_size(items2), 4);
+	json_decref(resp2);
+	json_decref(items2);
+	json_decref(r);
+	resp_state_free(rs);
+	json_decref(resp);
+	json_decref(items);
+	/* store: false */
+	b = json_loads("{\"input\": \"x\", \"store\": false}", 0, NULL);
+	EXPECT_EQ_INT(resp_translate(b, NULL, true, &chat, &rs, &ae), 0);
+	json_decref(b);
+	json_decref(chat);
+	r = resp_object(rs, "resp_c", 3, "m", NULL, 0, "z", 1, NULL, NULL, ENGINE_FINISH_STOP, &u);
+	EXPECT(json_is_false(json_object_get(r, "store")));
+	EXPECT_EQ_INT(resp_stored(rs, &resp, &items), -1);
+	json_decref(r);
+	resp_state_free(rs);
+}
+
+/* The store: get, replace, delete, and the oldest entry dropped past the bound */
+static void test_store(void)
+{
+	struct resp_store *st = resp_store_new(3);
+	char id[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(id, sizeof id, "r%d", i);
+		EXPECT_EQ_INT(resp_store_put(st, id, json_integer(i), json_array()), 0);
+	}
+	json_t *v = NULL, *it = NULL;
+	EXPECT_EQ_INT(resp_store_get(st, "r0", &v, NULL), -1);
+	EXPECT_EQ_INT(resp_store_get(st, "r1", &v, NULL), -1);
+	EXPECT_EQ_INT(resp_store_get(st, "r3", &v, &it), 0);
+	EXPECT(json_integer_value(v) == 3 && json_is_array(it));
+	json_decref(v);
+	json_decref(it);
+	EXPECT_EQ_INT(resp_store_put(st, "r3", json_integer(30), json_array()), 0); /* replaced in place */
+	EXPECT_EQ_INT(resp_store_put(st, "r5", json_integer(5), json_array()), 0);  /* drops r2 */
+	EXPECT_EQ_INT(resp_store_get(st, "r2", NULL, NULL), -1);
+	EXPECT_EQ_INT(resp_store_get(st, "r3", &v, NULL), 0);
+	EXPECT(json_integer_value(v) == 30);
+	json_decref(v);
+	EXPECT_EQ_INT(resp_store_delete(st, "r4"), 0);
+	EXPECT_EQ_INT(resp_store_delete(st, "r4"), -1);
+	EXPECT_EQ_INT(resp_store_put(st, "r6", json_integer(6), json_array()), 0); /* the freed slot */
+	EXPECT_EQ_INT(resp_store_get(st, "r3", NULL, NULL), 0);
+	EXPECT_EQ_INT(resp_store_get(st, "r5", NULL, NULL), 0);
+	resp_store_free(st);
+	struct resp_store *none = resp_store_new(0);
+	EXPECT_EQ_INT(resp_store_put(none, "x", json_integer(1), json_array()), -1);
+	EXPECT_EQ_INT(resp_store_get(none, "x", NULL, NULL), -1);
+	resp_store_free(none);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {T(test_messages), T(test_tools), T(test_errors), T(test_stream),
-						 T(test_stream_logprobs)};
+						 T(test_stream_logprobs), T(test_stored_conversation), T(test_store)};
 	return harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
