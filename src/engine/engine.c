@@ -1,6 +1,8 @@
 /* The engine thread, request handles and their outboxes (engine.h). */
 #include "engine/engine.h"
 
+#include "base/bigmem.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -236,20 +238,6 @@ static void *engine_main(void *arg)
 
 /* ---- lifecycle ---- */
 
-static size_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return (size_t)4 << 30;
-	char line[256];
-	unsigned long long kb = 0;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb ? (size_t)kb * 1024 : (size_t)4 << 30;
-}
-
 static const struct attn_backend *pick_backend(const struct engine_options *o, struct err *e)
 {
 	if (o->backend)
@@ -323,7 +311,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	size_t per_block = kv_cache_bytes_per_block(model_kv_layers(o->model), bs, row, o->kv_dtype);
 	size_t budget = o->kv_cache_memory;
 	if (budget == 0) {
-		budget = mem_available() / 4;
+		budget = bigmem_available() / 4;
 		if (budget > ((size_t)16 << 30))
 			budget = (size_t)16 << 30;
 	}

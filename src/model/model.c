@@ -371,32 +371,33 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 }
 
 /* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
- * buffer; w->data stays valid (the mapping, or the dummy buffer) for the other paths. */
-static int prepack(struct model *m, struct wmat *w, size_t *bytes, struct err *e)
+ * buffer; w->data stays valid (the mapping, or the dummy buffer) for the other paths. With
+ * count set it only adds the bytes that packing w would take. */
+static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, struct err *e)
 {
 	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
+		return 0;
+	*bytes += prepack_bytes(w);
+	if (count)
 		return 0;
 	uint32_t *d = own(m, prepack_bytes(w));
 	if (!d)
 		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
 	prepack_weights(w, d, m->opt.pool);
-	*bytes += prepack_bytes(w);
 	return 0;
 }
 
 /* Every GEMM weight of the step (not the embedding table, which is indexed by row) */
-static int prepack_all(struct model *m, struct err *e)
+static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *e)
 {
-	size_t bytes = 0;
-	double t0 = mono_now_s();
-	if (prepack(m, &m->lm_head, &bytes, e))
+	if (prepack(m, &m->lm_head, bytes, count, e))
 		return -1;
-	if (m->mtp.own_head && prepack(m, &m->mtp.head, &bytes, e))
+	if (m->mtp.own_head && prepack(m, &m->mtp.head, bytes, count, e))
 		return -1;
 	if (m->n_layers > m->cfg.num_hidden_layers) {
-		if (!m->mtp.own_head)
+		if (!m->mtp.own_head && !count)
 			m->mtp.head = m->lm_head; /* its packed copy too */
-		if (prepack(m, &m->mtp.eh_proj, &bytes, e))
+		if (prepack(m, &m->mtp.eh_proj, bytes, count, e))
 			return -1;
 	}
 	for (int i = 0; i < m->n_layers; i++) {
@@ -404,16 +405,34 @@ static int prepack_all(struct model *m, struct err *e)
 		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
 				     &l->gate, &l->up, &l->down, &l->router};
 		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-			if (prepack(m, ws[k], &bytes, e))
+			if (prepack(m, ws[k], bytes, count, e))
 				return -1;
 		for (int h = 0; h < m->n_heads_local; h++)
-			if (prepack(m, &l->uk_t[h], &bytes, e))
+			if (prepack(m, &l->uk_t[h], bytes, count, e))
 				return -1;
 		for (int x = 0; l->moe && x < m->cfg.n_routed_experts; x++)
-			if (prepack(m, &l->e_gate[x], &bytes, e) || prepack(m, &l->e_up[x], &bytes, e) ||
-			    prepack(m, &l->e_down[x], &bytes, e))
+			if (prepack(m, &l->e_gate[x], bytes, count, e) || prepack(m, &l->e_up[x], bytes, count, e) ||
+			    prepack(m, &l->e_down[x], bytes, count, e))
 				return -1;
 	}
+	return 0;
+}
+
+/* The packed copy when it fits the memory left (base/bigmem.h: cgroup limits included) with
+ * a tenth to spare; else the weights are served as loaded (slower, never an OOM kill) */
+static int prepack_all(struct model *m, struct err *e)
+{
+	size_t need = 0, bytes = 0, avail = bigmem_available();
+	prepack_each(m, &need, true, e);
+	if (need > avail / 10 * 9) {
+		LOG_W("model", "packing the weights for the tile kernels needs %.2f GB and %.2f GB of memory is left: "
+			       "serving them as loaded instead (slower; -q fp8 halves a bf16 checkpoint)", need / 1e9,
+		      avail / 1e9);
+		return 0;
+	}
+	double t0 = mono_now_s();
+	if (prepack_each(m, &bytes, false, e))
+		return -1;
 	if (bytes)
 		LOG_I("model", "packed %.2f GB of weights for the bf16 dot-product kernels in %.1f s", bytes / 1e9,
 		      mono_now_s() - t0);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/bigmem.h"
 #include "base/dtype.h"
 #include "base/err.h"
 #include "harness.h"
@@ -83,5 +84,32 @@ static void test_pool_covers_range_once(void)
 	pool_free(p);
 }
 
+/* bigmem: zeroed buffers on both sides of the mapping threshold; the memory left, as read or
+ * as MLASERVE_MEM_AVAILABLE says */
+static void test_bigmem(void)
+{
+	size_t sizes[] = {100, BIGMEM_MIN - 1, BIGMEM_MIN + 12345};
+	for (int k = 0; k < 3; k++) {
+		unsigned char *p = bigmem_alloc(sizes[k]);
+		EXPECT(p != NULL && (uintptr_t)p % 64 == 0);
+		int zero = 1;
+		for (size_t i = 0; p && i < sizes[k]; i += 4093)
+			zero &= p[i] == 0;
+		EXPECT(zero);
+		if (p)
+			p[sizes[k] - 1] = 1;
+		bigmem_free(p, sizes[k]);
+	}
+	size_t real = bigmem_available();
+	EXPECT(real > 0);
+	setenv("MLASERVE_MEM_AVAILABLE", "3G", 1);
+	EXPECT(bigmem_available() == (size_t)3 << 30);
+	setenv("MLASERVE_MEM_AVAILABLE", "512k", 1);
+	EXPECT(bigmem_available() == (size_t)512 << 10);
+	setenv("MLASERVE_MEM_AVAILABLE", "12GB", 1); /* not a size: ignored */
+	EXPECT(bigmem_available() != (size_t)12 << 30);
+	unsetenv("MLASERVE_MEM_AVAILABLE");
+}
+
 TESTS(T(test_err_prefix), T(test_bf16_round_trip), T(test_fp8_table), T(test_f16), T(test_arena),
-      T(test_pool_covers_range_once))
+      T(test_pool_covers_range_once), T(test_bigmem))

@@ -350,6 +350,37 @@ static void test_cmd_logits(void)
 	json_decref(p);
 }
 
+/* The packed copy is skipped when it does not fit the memory left (MLASERVE_MEM_AVAILABLE
+ * stands for a small machine): the weights are served as loaded, with the same logits to
+ * fp32 summation order (bf16 activations, where packing applies: avx512_bf16 and up) */
+static void test_prepack_skipped_when_memory_is_short(void)
+{
+	struct err e;
+	json_t *p = load_json("tiny-v3", "prompts.json");
+	int n;
+	int32_t *tok = json_tokens(json_object_get(json_array_get(json_object_get(p, "prompts"), 2), "tokens"), &n);
+	float *out[2] = {malloc(sizeof(float) * (size_t)n * 1024), malloc(sizeof(float) * (size_t)n * 1024)};
+	for (int k = 0; k < 2; k++) {
+		if (k)
+			setenv("MLASERVE_MEM_AVAILABLE", "100K", 1);
+		struct model *m = load("tiny-v3", DT_BF16, &e);
+		unsetenv("MLASERVE_MEM_AVAILABLE");
+		EXPECTF(m, "%s", e.msg);
+		if (!m)
+			continue;
+		struct fwd_seq s;
+		fwd_seq_init(&s, model_config(m), n, DT_BF16, &e);
+		EXPECT_EQ_INT(fwd_step(m, &s, attn_backend_by_name("REFERENCE_MLA"), tok, 0, n, 0, out[k], &e), 0);
+		fwd_seq_fini(&s);
+		model_free(m);
+	}
+	EXPECTF(fwd_max_abs_diff(out[0], out[1], (size_t)n * 1024) < 1e-3f, "%g", fwd_max_abs_diff(out[0], out[1], (size_t)n * 1024));
+	free(out[0]);
+	free(out[1]);
+	free(tok);
+	json_decref(p);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
@@ -357,6 +388,7 @@ int main(int argc, char **argv)
 		T(test_golden_v3_bf16), T(test_golden_v2_bf16), T(test_golden_v3_fp8_bf16), T(test_golden_r1_bf16),
 		T(test_greedy_v3), T(test_greedy_v2), T(test_greedy_v3_fp8), T(test_greedy_r1),
 		T(test_missing_tensor_error), T(test_dummy_deterministic), T(test_forward_rejects_bad_batch), T(test_cmd_logits),
+		T(test_prepack_skipped_when_memory_is_short),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
