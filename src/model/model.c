@@ -26,6 +26,7 @@
 struct owned {
 	void *p;
 	size_t bytes;
+	bool quantized; /* --quantization fp8's bytes of one weight: dropped once it is packed */
 };
 
 static void *own(struct model *m, size_t bytes)
@@ -41,7 +42,7 @@ static void *own(struct model *m, size_t bytes)
 	void *p = bigmem_alloc(bytes);
 	if (!p)
 		return NULL;
-	m->owned[m->n_owned++] = (struct owned){p, bytes};
+	m->owned[m->n_owned++] = (struct owned){p, bytes, false};
 	return p;
 }
 
@@ -167,6 +168,8 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 	int sr = (src->rows + BLK - 1) / BLK, sc = (src->cols + BLK - 1) / BLK;
 	size_t n = (size_t)(R1 - R0) * (size_t)(C1 - C0);
 	uint8_t *q = own(m, n);
+	if (q)
+		m->owned[m->n_owned - 1].quantized = true;
 	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
 	if (!q || !scale)
 		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
@@ -370,34 +373,56 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 	return 0;
 }
 
+/* The owned buffer of w's --quantization fp8 bytes, if w may lose them once packed: every
+ * GEMM on a packed weight reads the packed copy under bf16 activations, except the W_UV row
+ * views of kv_b (forward.c), which keep it only on 32-row boundaries; -1 otherwise */
+static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_b)
+{
+	for (int i = 0; !is_kv_b && i < m->n_owned; i++) {
+		const char *p = m->owned[i].p;
+		if (m->owned[i].quantized && (const char *)w->data >= p && (const char *)w->data < p + m->owned[i].bytes)
+			return i;
+	}
+	return -1;
+}
+
 /* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
- * buffer; w->data stays valid (the mapping, or the dummy buffer) for the other paths. With
- * count set it only adds the bytes that packing w would take. */
-static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, struct err *e)
+ * buffer. w->data stays valid (the mapping, or the dummy buffer) for the other paths, except
+ * --quantization fp8's own bytes, which are dropped (data NULL): the packed copy replaces them,
+ * so a quantized model does not hold its weights twice. With count set it only adds the
+ * bytes that packing would add to the memory in use. */
+static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, bool is_kv_b, struct err *e)
 {
 	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
 		return 0;
-	*bytes += prepack_bytes(w);
+	int qb = quant_buffer(m, w, is_kv_b);
+	size_t add = prepack_bytes(w), drop = count && qb >= 0 ? m->owned[qb].bytes : 0;
+	*bytes += add > drop ? add - drop : 0;
 	if (count)
 		return 0;
 	uint32_t *d = own(m, prepack_bytes(w));
 	if (!d)
 		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
 	prepack_weights(w, d, m->opt.pool);
+	if (qb >= 0) {
+		bigmem_free(m->owned[qb].p, m->owned[qb].bytes);
+		m->owned[qb] = m->owned[--m->n_owned];
+		w->data = NULL;
+	}
 	return 0;
 }
 
 /* Every GEMM weight of the step (not the embedding table, which is indexed by row) */
 static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *e)
 {
-	if (prepack(m, &m->lm_head, bytes, count, e))
+	if (prepack(m, &m->lm_head, bytes, count, false, e))
 		return -1;
-	if (m->mtp.own_head && prepack(m, &m->mtp.head, bytes, count, e))
+	if (m->mtp.own_head && prepack(m, &m->mtp.head, bytes, count, false, e))
 		return -1;
 	if (m->n_layers > m->cfg.num_hidden_layers) {
 		if (!m->mtp.own_head && !count)
 			m->mtp.head = m->lm_head; /* its packed copy too */
-		if (prepack(m, &m->mtp.eh_proj, bytes, count, e))
+		if (prepack(m, &m->mtp.eh_proj, bytes, count, false, e))
 			return -1;
 	}
 	for (int i = 0; i < m->n_layers; i++) {
@@ -405,14 +430,14 @@ static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *
 		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
 				     &l->gate, &l->up, &l->down, &l->router};
 		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-			if (prepack(m, ws[k], bytes, count, e))
+			if (prepack(m, ws[k], bytes, count, ws[k] == &l->kv_b, e))
 				return -1;
 		for (int h = 0; h < m->n_heads_local; h++)
-			if (prepack(m, &l->uk_t[h], bytes, count, e))
+			if (prepack(m, &l->uk_t[h], bytes, count, false, e))
 				return -1;
 		for (int x = 0; l->moe && x < m->cfg.n_routed_experts; x++)
-			if (prepack(m, &l->e_gate[x], bytes, count, e) || prepack(m, &l->e_up[x], bytes, count, e) ||
-			    prepack(m, &l->e_down[x], bytes, count, e))
+			if (prepack(m, &l->e_gate[x], bytes, count, false, e) ||
+			    prepack(m, &l->e_up[x], bytes, count, false, e) || prepack(m, &l->e_down[x], bytes, count, false, e))
 				return -1;
 	}
 	return 0;
