@@ -113,6 +113,26 @@ if [ $? -ne 0 ] && grep -q "mpi world has 2 ranks but tensor-parallel-size is 4"
 	ok "mpirun -np 2 with -tp 4 is refused"
 else notok "mpirun -np 2 with -tp 4 is refused" "no clear error"; fi
 
+# -q fp8 with bf16 activations: the quantized weights are packed and their own bytes freed
+# where a rank's view allows it (on avx512_bf16 and up), so -tp 2 and -tp 1 agree (to the
+# all-reduce's summation order)
+rm -f "$tmp/q1.f32" "$tmp/q2.f32"
+if timeout 120 "$BIN" logits tests/fixtures/tiny-v3 --tokens "$(ids tiny-v3 len17)" --out "$tmp/q1.f32" \
+	--dtype bfloat16 -q fp8 >"$out" 2>&1 &&
+	timeout 120 "$BIN" logits tests/fixtures/tiny-v3 --tokens "$(ids tiny-v3 len17)" --out "$tmp/q2.f32" \
+		--dtype bfloat16 -q fp8 -tp 2 --chunk 5 >>"$out" 2>&1 &&
+	res=$(python3 - "$tmp/q1.f32" "$tmp/q2.f32" <<'EOF'
+import struct, sys
+a, b = (open(f, 'rb').read() for f in sys.argv[1:3])
+n = len(a) // 4
+assert n and len(a) == len(b), (len(a), len(b))
+d = max(abs(x - y) for x, y in zip(struct.unpack('<%df' % n, a), struct.unpack('<%df' % n, b)))
+print('max |diff| %.2e' % d)
+sys.exit(0 if d <= 5e-2 else 1)
+EOF
+); then ok "tiny-v3 -q fp8 bf16: -tp 2 (chunks of 5) equals -tp 1 ($res)"
+else notok "tiny-v3 -q fp8 bf16: -tp 2 (chunks of 5) equals -tp 1" "${res:-failed}"; fi
+
 # ---- bad layouts: one clear line, non-zero status, before any rank starts ----
 fails() { # NAME PATTERN ARGS...
 	local name=$1 pat=$2; shift 2
