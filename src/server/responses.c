@@ -190,14 +190,46 @@ static int input_messages(const json_t *input, json_t *messages, struct api_erro
 	return 0;
 }
 
-/* prev (or NULL) then input (a string is one user message) as one new list of input items */
+/* an input item as stored and listed by /input_items: typed, with an id, a message's text as
+ * parts (what input_messages reads back on the next turn) */
+static json_t *stored_item(const json_t *item)
+{
+	json_t *c = json_deep_copy(item);
+	if (!c)
+		return NULL;
+	const char *role = json_string_value(json_object_get(c, "role"));
+	if (!json_object_get(c, "type") && role)
+		json_object_set_new(c, "type", json_string("message"));
+	const char *type = json_string_value(json_object_get(c, "type"));
+	const json_t *text = json_object_get(c, "content");
+	if (type && !strcmp(type, "message") && json_is_string(text))
+		json_object_set_new(c, "content", json_pack("[{s:s, s:O}]", "type", role && !strcmp(role, "assistant") ? "output_text" : "input_text",
+							    "text", text));
+	if (!json_is_string(json_object_get(c, "id"))) {
+		char id[64];
+		oj_make_id(id, sizeof id, !type ? "item_" : !strcmp(type, "message") ? "msg_" : !strcmp(type, "function_call") ? "fc_"
+					  : !strcmp(type, "function_call_output") ? "fco_" : !strcmp(type, "reasoning") ? "rs_" : "item_");
+		json_object_set_new(c, "id", json_string(id));
+	}
+	return c;
+}
+
+/* prev (or NULL: already stored items) then input (a string is one user message) as one new
+ * list of input items */
 static int conversation_items(const json_t *prev, const json_t *input, json_t **out)
 {
 	json_t *a = prev ? json_copy((json_t *)prev) : json_array();
-	if (a && json_is_string(input))
-		json_array_append_new(a, json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user", "content", input));
-	else if (a)
-		json_array_extend(a, (json_t *)input);
+	json_t *one = json_is_string(input) ? json_pack("[{s:s, s:O}]", "role", "user", "content", input) : json_incref((json_t *)input);
+	size_t i;
+	const json_t *item;
+	json_array_foreach(one, i, item) {
+		if (!a || json_array_append_new(a, stored_item(item)) < 0) { /* it takes NULL as a failure */
+			json_decref(a);
+			a = NULL;
+			break;
+		}
+	}
+	json_decref(one);
 	*out = a;
 	return a ? 0 : -1;
 }

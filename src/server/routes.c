@@ -7,6 +7,7 @@
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/resp_store.h"
+#include "server/responses.h"
 #include "server/state.h"
 #include "server/utf8.h"
 #include "tok/tokenizer.h"
@@ -281,12 +282,70 @@ static const struct route {
 	{"POST", "/v1/responses", responses},
 };
 
-/* /v1/responses/{id}: GET the stored Response, DELETE it; {id}/cancel and {id}/input_items
- * are not served (no background responses to cancel) */
+/* GET /v1/responses/{id}/input_items: the stored conversation's input items (those of its
+ * previous responses included), newest first unless order=asc, limit (1-100, default 20)
+ * after the item id `after`, as OpenAI's list */
+static enum MHD_Result input_items(struct hreq *r, const char *id)
+{
+	struct api_error ae;
+	json_t *resp = NULL, *items = NULL;
+	if (resp_store_get(r->s->store, id, &resp, &items) < 0) {
+		api_error_set(&ae, 404, NULL, "Response with id '%s' not found.", id);
+		return http_reply_error(r, &ae);
+	}
+	size_t n = json_array_size(items) - json_array_size(json_object_get(resp, "output"));
+	json_decref(resp);
+	const char *lim = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit");
+	const char *order = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "order");
+	const char *after = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after");
+	char *end = NULL;
+	long limit = lim ? strtol(lim, &end, 10) : 20;
+	int rc = 0;
+	if (lim && (*end || limit < 1 || limit > 100))
+		rc = api_error_set(&ae, 400, "limit", "limit must be an integer from 1 to 100");
+	bool asc = order && !strcmp(order, "asc");
+	if (rc == 0 && order && !asc && strcmp(order, "desc"))
+		rc = api_error_set(&ae, 400, "order", "order must be asc or desc");
+	size_t k = 0; /* place in the listing order of the first item returned: after `after` */
+	if (rc == 0 && after) {
+		size_t at = n;
+		for (size_t i = 0; i < n && at == n; i++) {
+			const char *iid = json_string_value(json_object_get(json_array_get(items, asc ? i : n - 1 - i), "id"));
+			if (iid && !strcmp(iid, after))
+				at = i;
+		}
+		if (at == n)
+			rc = api_error_set(&ae, 400, "after", "no input item '%s' in this response", after);
+		k = at + 1;
+	}
+	json_t *data = json_array();
+	for (size_t c = 0; rc == 0 && data && c < (size_t)limit && k + c < n; c++)
+		json_array_append(data, json_array_get(items, asc ? k + c : n - 1 - (k + c)));
+	json_decref(items);
+	if (rc < 0) {
+		json_decref(data);
+		return http_reply_error(r, &ae);
+	}
+	size_t m = json_array_size(data);
+	json_t *list = json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id",
+				 m ? json_object_get(json_array_get(data, 0), "id") : json_null(), "last_id",
+				 m ? json_object_get(json_array_get(data, m - 1), "id") : json_null(), "has_more", k + m < n);
+	return list ? http_reply_json(r, 200, list) : reply_err(r, 500, NULL, "out of memory");
+}
+
+/* /v1/responses/{id}: GET the stored Response, DELETE it; GET {id}/input_items lists its
+ * input; {id}/cancel is refused (no background responses to cancel) */
 static enum MHD_Result stored_response(struct hreq *r, const char *id)
 {
 	struct api_error ae;
-	if (strchr(id, '/'))
+	const char *slash = strchr(id, '/');
+	if (slash && !strcmp(slash, "/input_items") && (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")) &&
+	    resp_store_max(r->s->store) > 0) {
+		char rid[RESP_ID_MAX];
+		snprintf(rid, sizeof rid, "%.*s", (int)(slash - id), id);
+		return input_items(r, rid);
+	}
+	if (slash)
 		return reply_err(r, 404, NULL, strstr(id, "/cancel") ? "only background responses can be cancelled, and "
 									 "this server runs none"
 								       : "Not Found");

@@ -223,6 +223,24 @@ describe('/v1/responses', () => {
     assert.equal(next.output_text, explicit.output_text);
     assert.equal(next.usage.input_tokens, explicit.usage.input_tokens);
     assert.ok(next.usage.input_tokens > first.usage.input_tokens);
+    // its input items: the stored conversation's, newest first, paged by the SDK
+    const listed = [];
+    for await (const item of c.responses.inputItems.list(next.id, { limit: 1 })) listed.push(item);
+    assert.equal(listed.length, 3);
+    assert.deepEqual(listed.map((i) => i.type), ['message', 'message', 'message']);
+    assert.deepEqual(listed.map((i) => i.role), ['user', 'assistant', 'user']);
+    assert.equal(listed[0].content[0].text, 'what is my name?');
+    assert.equal(listed[1].id, first.output[0].id);
+    assert.equal(listed[2].content[0].text, 'my name is Ada');
+    const asc = await c.responses.inputItems.list(next.id, { order: 'asc' });
+    assert.deepEqual(asc.data.map((i) => i.id), listed.map((i) => i.id).reverse());
+    assert.equal(asc.has_more, false);
+    for (const [q, param] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['order=up', 'order'], ['after=msg_nope', 'after']]) {
+      const res = await fetch(`${v3.base}/v1/responses/${next.id}/input_items?${q}`);
+      assert.equal(res.status, 400, q);
+      assert.equal((await res.json()).error.param, param, q);
+    }
+    assert.equal((await fetch(`${v3.base}/v1/responses/resp_nope/input_items`)).status, 404);
     // a third turn chains through both
     const third = await c.responses.create({ model: MODEL, previous_response_id: next.id, input: 'ok', max_output_tokens: 2 });
     assert.ok(third.usage.input_tokens > next.usage.input_tokens);
