@@ -85,27 +85,19 @@ void sched_free(struct sched *s)
 
 /* ---- waiting deque ---- */
 
-static void wait_push_back(struct sched *s, struct sched_req *r)
+/* r goes right after p (p NULL: at the head) */
+static void wait_insert_after(struct sched *s, struct sched_req *p, struct sched_req *r)
 {
-	r->next = NULL;
-	r->prev = s->wait_tail;
-	if (s->wait_tail)
-		s->wait_tail->next = r;
-	else
-		s->wait_head = r;
-	s->wait_tail = r;
-	s->n_waiting++;
-}
-
-static void wait_push_front(struct sched *s, struct sched_req *r)
-{
-	r->prev = NULL;
-	r->next = s->wait_head;
-	if (s->wait_head)
-		s->wait_head->prev = r;
+	r->prev = p;
+	r->next = p ? p->next : s->wait_head;
+	if (r->next)
+		r->next->prev = r;
 	else
 		s->wait_tail = r;
-	s->wait_head = r;
+	if (p)
+		p->next = r;
+	else
+		s->wait_head = r;
 	s->n_waiting++;
 }
 
@@ -121,18 +113,7 @@ static void wait_insert_ordered(struct sched *s, struct sched_req *r)
 	struct sched_req *p = s->wait_tail;
 	while (p && before(r, p))
 		p = p->prev;
-	if (!p) {
-		wait_push_front(s, r);
-		return;
-	}
-	r->prev = p;
-	r->next = p->next;
-	if (p->next)
-		p->next->prev = r;
-	else
-		s->wait_tail = r;
-	p->next = r;
-	s->n_waiting++;
+	wait_insert_after(s, p, r);
 }
 
 static void wait_remove(struct sched *s, struct sched_req *r)
@@ -170,7 +151,7 @@ void sched_add(struct sched *s, struct sched_req *r)
 	if (s->c.priority)
 		wait_insert_ordered(s, r);
 	else
-		wait_push_back(s, r);
+		wait_insert_after(s, s->wait_tail, r);
 }
 
 void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why)
@@ -202,7 +183,7 @@ static void preempt(struct sched *s, struct sched_req *r)
 	if (s->c.priority)
 		wait_insert_ordered(s, r);
 	else
-		wait_push_front(s, r);
+		wait_insert_after(s, NULL, r);
 }
 
 /* The running request to preempt: the most recently admitted, or under the priority
