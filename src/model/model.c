@@ -26,25 +26,26 @@
 struct owned {
 	void *p;
 	size_t bytes;
-	bool quantized; /* --quantization fp8's bytes of one weight: dropped once it is packed */
 };
 
-static void *own(struct model *m, size_t bytes)
+/* a buffer in the list *o of *n (capacity *cap) */
+static void *own_in(struct owned **o, int *n, int *cap, size_t bytes)
 {
-	if (m->n_owned == m->cap_owned) {
-		int cap = m->cap_owned ? 2 * m->cap_owned : 256;
-		struct owned *o = realloc(m->owned, sizeof *o * (size_t)cap);
-		if (!o)
+	if (*n == *cap) {
+		int c = *cap ? 2 * *cap : 256;
+		struct owned *g = realloc(*o, sizeof *g * (size_t)c);
+		if (!g)
 			return NULL;
-		m->owned = o;
-		m->cap_owned = cap;
+		*o = g;
+		*cap = c;
 	}
 	void *p = bigmem_alloc(bytes);
-	if (!p)
-		return NULL;
-	m->owned[m->n_owned++] = (struct owned){p, bytes, false};
+	if (p)
+		(*o)[(*n)++] = (struct owned){p, bytes};
 	return p;
 }
+
+static void *own(struct model *m, size_t bytes) { return own_in(&m->owned, &m->n_owned, &m->cap_owned, bytes); }
 
 /* ---- deterministic dummy weights ---- */
 static uint64_t splitmix(uint64_t *s)
@@ -167,9 +168,7 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 	C1 = C1 < src->cols ? C1 : src->cols;
 	int sr = (src->rows + BLK - 1) / BLK, sc = (src->cols + BLK - 1) / BLK;
 	size_t n = (size_t)(R1 - R0) * (size_t)(C1 - C0);
-	uint8_t *q = own(m, n);
-	if (q)
-		m->owned[m->n_owned - 1].quantized = true;
+	uint8_t *q = own_in(&m->qbufs, &m->n_qbufs, &m->cap_qbufs, n); /* freed once packed */
 	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
 	if (!q || !scale)
 		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
@@ -373,17 +372,28 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 	return 0;
 }
 
-/* The owned buffer of w's --quantization fp8 bytes, if w may lose them once packed: every
- * GEMM on a packed weight reads the packed copy under bf16 activations, except the W_UV row
- * views of kv_b (forward.c), which keep it only on 32-row boundaries; -1 otherwise */
+static int by_address(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)((const struct owned *)a)->p, y = (uintptr_t)((const struct owned *)b)->p;
+	return (x > y) - (x < y);
+}
+
+/* The --quantization fp8 buffer (m->qbufs, sorted by address) holding w's bytes, if w may
+ * lose them once packed: every GEMM on a packed weight reads the packed copy under bf16
+ * activations, except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
+ * boundaries; -1 otherwise */
 static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_b)
 {
-	for (int i = 0; !is_kv_b && i < m->n_owned; i++) {
-		const char *p = m->owned[i].p;
-		if (m->owned[i].quantized && (const char *)w->data >= p && (const char *)w->data < p + m->owned[i].bytes)
-			return i;
+	const char *d = w->data;
+	int lo = 0, hi = is_kv_b ? -1 : m->n_qbufs - 1, at = -1;
+	while (lo <= hi) { /* the last buffer that starts at or below d */
+		int mid = lo + (hi - lo) / 2;
+		if ((const char *)m->qbufs[mid].p <= d)
+			at = mid, lo = mid + 1;
+		else
+			hi = mid - 1;
 	}
-	return -1;
+	return at >= 0 && d < (const char *)m->qbufs[at].p + m->qbufs[at].bytes ? at : -1; /* freed: 0 bytes */
 }
 
 /* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
@@ -396,7 +406,7 @@ static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, b
 	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
 		return 0;
 	int qb = quant_buffer(m, w, is_kv_b);
-	size_t add = prepack_bytes(w), drop = count && qb >= 0 ? m->owned[qb].bytes : 0;
+	size_t add = prepack_bytes(w), drop = count && qb >= 0 ? m->qbufs[qb].bytes : 0;
 	*bytes += add > drop ? add - drop : 0;
 	if (count)
 		return 0;
@@ -404,9 +414,9 @@ static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, b
 	if (!d)
 		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
 	prepack_weights(w, d, m->opt.pool);
-	if (qb >= 0) {
-		bigmem_free(m->owned[qb].p, m->owned[qb].bytes);
-		m->owned[qb] = m->owned[--m->n_owned];
+	if (qb >= 0) { /* the entry stays, empty, so that the list stays sorted */
+		bigmem_free(m->qbufs[qb].p, m->qbufs[qb].bytes);
+		m->qbufs[qb].bytes = 0;
 		w->data = NULL;
 	}
 	return 0;
@@ -448,6 +458,8 @@ static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *
 static int prepack_all(struct model *m, struct err *e)
 {
 	size_t need = 0, bytes = 0, avail = bigmem_available();
+	if (m->n_qbufs)
+		qsort(m->qbufs, (size_t)m->n_qbufs, sizeof *m->qbufs, by_address);
 	prepack_each(m, &need, true, e);
 	if (need > avail / 10 * 9) {
 		LOG_W("model", "packing the weights for the tile kernels needs %.2f GB and %.2f GB of memory is left: "
@@ -745,7 +757,11 @@ void model_free(struct model *m)
 		return;
 	for (int i = 0; i < m->n_owned; i++)
 		bigmem_free(m->owned[i].p, m->owned[i].bytes);
+	for (int i = 0; i < m->n_qbufs; i++)
+		if (m->qbufs[i].bytes)
+			bigmem_free(m->qbufs[i].p, m->qbufs[i].bytes);
 	free(m->owned);
+	free(m->qbufs);
 	free(m->layers);
 	free(m->vocab_cols);
 	arena_fini(&m->arena);

@@ -66,6 +66,8 @@ struct model {
 	struct arena arena;		/* per-step scratch */
 	struct owned *owned;		/* buffers to free (model.c) */
 	int n_owned, cap_owned;
+	struct owned *qbufs;		/* --quantization fp8's bytes, one buffer per weight (model.c) */
+	int n_qbufs, cap_qbufs;
 };
 
 /* Test hook (used by test_mla_paths): the prefill workspace rows; values < 1 are clamped. */
