@@ -2,12 +2,14 @@
 #ifndef MLA_TESTS_FWD_UTIL_H
 #define MLA_TESTS_FWD_UTIL_H
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/attn.h"
+#include "harness.h"
 #include "model/model.h"
 
 #define FWD_BS 16
@@ -102,6 +104,29 @@ static inline int fwd_argmax(const float *x, int n)
 		if (x[i] > x[b])
 			b = i;
 	return b;
+}
+
+/* The tokens of prompt NAME in FIXTURE/golden/prompts.json (malloc'd; *n its length), or
+ * NULL */
+static inline int32_t *fwd_prompt(const char *fixture, const char *name, int *n)
+{
+	char rel[256];
+	snprintf(rel, sizeof rel, "%s/golden/prompts.json", fixture);
+	json_t *root = json_load_file(fixture_path(rel), 0, NULL), *p;
+	size_t i;
+	int32_t *t = NULL;
+	*n = 0;
+	json_array_foreach(json_object_get(root, "prompts"), i, p) {
+		if (strcmp(json_string_value(json_object_get(p, "name")), name))
+			continue;
+		json_t *a = json_object_get(p, "tokens");
+		*n = (int)json_array_size(a);
+		t = malloc(sizeof(int32_t) * (size_t)*n);
+		for (int k = 0; t && k < *n; k++)
+			t[k] = (int32_t)json_integer_value(json_array_get(a, (size_t)k));
+	}
+	json_decref(root);
+	return t;
 }
 
 #endif

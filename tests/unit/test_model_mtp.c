@@ -27,28 +27,6 @@ static struct model *load(const char *name, bool mtp, struct err *e)
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
 
-/* the prompt's tokens from the main fixture's golden/prompts.json */
-static int32_t *prompt(const char *main_fixture, const char *name, int *n)
-{
-	char rel[256];
-	snprintf(rel, sizeof rel, "%s/golden/prompts.json", main_fixture);
-	json_t *root = json_load_file(fixture_path(rel), 0, NULL), *p;
-	size_t i;
-	int32_t *t = NULL;
-	*n = 0;
-	json_array_foreach(json_object_get(root, "prompts"), i, p) {
-		if (strcmp(json_string_value(json_object_get(p, "name")), name))
-			continue;
-		json_t *a = json_object_get(p, "tokens");
-		*n = (int)json_array_size(a);
-		t = malloc(sizeof(int32_t) * (size_t)*n);
-		for (int k = 0; k < *n; k++)
-			t[k] = (int32_t)json_integer_value(json_array_get(a, (size_t)k));
-	}
-	json_decref(root);
-	return t;
-}
-
 /* tokens [start, start + q) through the model, then the MTP module over the positions of
  * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
 static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int n, int start,
@@ -94,7 +72,7 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	if (!m)
 		return;
 	int n, V = model_config(m)->vocab_size;
-	int32_t *tok = prompt(main_fixture, name, &n);
+	int32_t *tok = fwd_prompt(main_fixture, name, &n);
 	char rel[256];
 	snprintf(rel, sizeof rel, "%s/golden/%s.mtp.f32", fixture, name);
 	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
@@ -148,7 +126,7 @@ static void test_main_logits_unchanged(void)
 	struct model *a = load("tiny-v3", false, &e), *b = load("tiny-v3-mtp", true, &e);
 	EXPECT(a && b);
 	int n;
-	int32_t *tok = prompt("tiny-v3", "len17", &n);
+	int32_t *tok = fwd_prompt("tiny-v3", "len17", &n);
 	float *la = malloc(sizeof(float) * 17 * 1024), *lb = malloc(sizeof(float) * 17 * 1024);
 	struct fwd_seq sa, sb;
 	if (a && b && tok && fwd_seq_init(&sa, model_config(a), 32, DT_F32, &e) == 0) {

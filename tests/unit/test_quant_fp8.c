@@ -199,27 +199,6 @@ static struct model *load(const char *name, bool quantize, bool dummy, struct er
 	return load_act(name, quantize, dummy, DT_F32, e);
 }
 
-static int32_t *prompt(const char *fixture, const char *name, int *n)
-{
-	char rel[256];
-	snprintf(rel, sizeof rel, "%s/golden/prompts.json", fixture);
-	json_t *root = json_load_file(fixture_path(rel), 0, NULL), *p;
-	size_t i;
-	int32_t *t = NULL;
-	*n = 0;
-	json_array_foreach(json_object_get(root, "prompts"), i, p) {
-		if (strcmp(json_string_value(json_object_get(p, "name")), name))
-			continue;
-		json_t *a = json_object_get(p, "tokens");
-		*n = (int)json_array_size(a);
-		t = malloc(sizeof(int32_t) * (size_t)*n);
-		for (int k = 0; k < *n; k++)
-			t[k] = (int32_t)json_integer_value(json_array_get(a, (size_t)k));
-	}
-	json_decref(root);
-	return t;
-}
-
 /* The quantized model's logits within 1e-3 of the reference: the whole prompt (prefill
  * path), chunks of 7 (FLASHMLA's multi-token decode, FLASH_ATTN_MLA's), one token at a time
  * (every backend's decode) */
@@ -238,7 +217,7 @@ static void check_golden(const char *fixture, const char *name)
 		model_weight_bytes(plain));
 	model_free(plain);
 	int n, V = model_config(m)->vocab_size;
-	int32_t *tok = prompt(fixture, name, &n);
+	int32_t *tok = fwd_prompt(fixture, name, &n);
 	char rel[256];
 	snprintf(rel, sizeof rel, "%s/golden/%s.fp8q.f32", fixture, name);
 	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
@@ -311,7 +290,7 @@ static void test_packed_drops_its_source(void)
 {
 	struct err e;
 	int n, V = 1024;
-	int32_t *tok = prompt("tiny-v3", "len17", &n);
+	int32_t *tok = fwd_prompt("tiny-v3", "len17", &n);
 	float *out[2] = {malloc(sizeof(float) * (size_t)n * V), malloc(sizeof(float) * (size_t)n * V)};
 	for (int k = 0; k < 2; k++) {
 		if (k)
