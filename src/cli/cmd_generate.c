@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,15 @@ static int num_field(json_t *o, const char *k, double *v, int line, struct err *
 	return 1;
 }
 
+/* An integer field: a whole number within [lo, hi] (a cast outside would be undefined) */
+static int int_field(json_t *o, const char *k, double lo, double hi, double *v, int line, struct err *e)
+{
+	int r = num_field(o, k, v, line, e);
+	if (r > 0 && (*v != floor(*v) || *v < lo || *v > hi))
+		return err_set(e, "line %d: \"%s\" must be an integer from %.0f to %.0f", line, k, lo, hi);
+	return r;
+}
+
 /* Sampling fields of one JSONL line over the command-line defaults. */
 static int line_params(json_t *o, int line, struct sampling_params *p, struct err *e)
 {
@@ -77,21 +87,27 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 		return -1;                                                                 \
 	if (r)                                                                             \
 		dst = (conv)v;
-	NUM("max_tokens", p->max_tokens, int)
-	NUM("min_tokens", p->min_tokens, int)
+#define INT(key, dst)                                                                      \
+	if ((r = int_field(o, key, INT_MIN, INT_MAX, &v, line, e)) < 0)                    \
+		return -1;                                                                 \
+	if (r)                                                                             \
+		dst = (int)v;
+	INT("max_tokens", p->max_tokens)
+	INT("min_tokens", p->min_tokens)
 	NUM("temperature", p->temperature, float)
 	NUM("top_p", p->top_p, float)
-	NUM("top_k", p->top_k, int)
+	INT("top_k", p->top_k)
 	NUM("min_p", p->min_p, float)
 	NUM("presence_penalty", p->presence_penalty, float)
 	NUM("frequency_penalty", p->frequency_penalty, float)
 	NUM("repetition_penalty", p->repetition_penalty, float)
-	NUM("n", p->n, int)
-	NUM("logprobs", p->logprobs, int)
-	NUM("prompt_logprobs", p->prompt_logprobs, int)
-	NUM("priority", p->priority, int)
+	INT("n", p->n)
+	INT("logprobs", p->logprobs)
+	INT("prompt_logprobs", p->prompt_logprobs)
+	INT("priority", p->priority)
+#undef INT
 #undef NUM
-	if ((r = num_field(o, "seed", &v, line, e)) < 0)
+	if ((r = int_field(o, "seed", -9.2e18, 9.2e18, &v, line, e)) < 0)
 		return -1;
 	if (r) {
 		p->has_seed = true;

@@ -102,6 +102,12 @@ else
 fi
 
 # bad input: one error line, status 1
+for bad in '"max_tokens": 2.5' '"priority": 1e20' '"seed": 1e30'; do
+	printf '{"prompt": "a", %s}\n' "$bad" >"$in"
+	timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --prompts-file "$in" --scheduling-policy priority >"$out" 2>&1; rc=$?
+	if [ $rc -eq 1 ] && grep -q "must be an integer" "$out"; then ok "generate rejects $bad"
+	else notok "generate rejects $bad" "status $rc"; fi
+done
 printf '{"prompt_token_ids": [0, 99999]}\n' >"$in"
 timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --prompts-file "$in" >"$out" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "out of vocabulary" "$out"; then
