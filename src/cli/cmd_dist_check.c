@@ -477,7 +477,7 @@ int cmd_dist_check(int argc, char **argv)
 {
 	int tp = 1, dcp = 1, interleave = 0, hold_s = -1;
 	struct err e;
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* every option takes a value */
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int rc;
 		if (!strcmp(a, "-tp") || !strcmp(a, "--tensor-parallel-size"))
@@ -503,7 +503,6 @@ int cmd_dist_check(int argc, char **argv)
 			fprintf(stderr, "mlaserve dist-check: %s\n", e.msg);
 			return 2;
 		}
-		i++;
 	}
 	if (comm_config_check(tp, dcp, 0, interleave ? interleave : 1, 0, &e)) {
 		fprintf(stderr, "mlaserve dist-check: %s\n", e.msg);

@@ -26,6 +26,20 @@ static bool amx_usable(void)
 #endif
 }
 
+/* F16C (CPUID.1:ECX bit 29) and AVX512_BF16 (CPUID.(7,1):EAX bit 5), read directly: not
+ * every compiler's __builtin_cpu_supports knows them (clang 14 does not). */
+static bool f16c_present(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+static bool avx512bf16_present(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
 static enum ops_level probe(void)
 {
 	__builtin_cpu_init();
@@ -44,12 +58,12 @@ static enum ops_level probe(void)
 			cap_level = i;
 	}
 	enum ops_level l = OPS_PORTABLE;
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_present()) {
 		l = OPS_AVX2;
 		if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
 			l = OPS_AVX512;
-			if (__builtin_cpu_supports("avx512bf16")) {
+			if (avx512bf16_present()) {
 				l = OPS_AVX512_BF16;
 				if (cap_level >= OPS_AMX && __builtin_cpu_supports("avx512vbmi") && amx_usable())
 					l = OPS_AMX;
