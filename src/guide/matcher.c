@@ -477,10 +477,18 @@ bool jm_feed_bytes(struct jm_state *s, const struct guide_grammar *g, const uint
 }
 
 /* a whole value: the root's is done, or a top-level number or regex text may end here */
+/* Nothing written yet and the grammar is raw text at the top whose DFA matches the empty text
+ * (guided_regex "a?" or "", an empty guided_choice): the output may end here. */
+static bool root_empty_match(const struct guide_grammar *g, const struct jm_stack *s)
+{
+	const struct guide_node *n = &g->nodes[s->f[0].node];
+	return s->depth == 1 && s->f[0].st == R_VALUE && n->kind == GUIDE_REGEX && n->dfa->accept[0];
+}
+
 static bool stack_complete(const struct guide_grammar *g, const struct jm_stack *s)
 {
 	if (s->depth == 1)
-		return s->f[0].st == R_DONE;
+		return s->f[0].st == R_DONE || root_empty_match(g, s);
 	const struct jm_frame *f = &s->f[1];
 	return s->depth == 2 && ((f->kind == F_NUM && num_accepting(f->st)) ||
 				 (f->kind == F_RE && g->nodes[f->node].dfa->accept[f->n]));
@@ -500,7 +508,8 @@ bool jm_finished(const struct jm_state *s, const struct guide_grammar *g)
 		const struct jm_stack *k = &s->s[i];
 		bool regex_end = k->depth == 2 && k->f[1].kind == F_RE && g->nodes[k->f[1].node].dfa->accept[k->f[1].n] &&
 				 !g->nodes[k->f[1].node].dfa->live[k->f[1].n];
-		if (!(k->depth == 1 && k->f[0].st == R_DONE) && !regex_end)
+		bool empty_end = root_empty_match(g, k) && !g->nodes[k->f[0].node].dfa->live[0];
+		if (!(k->depth == 1 && k->f[0].st == R_DONE) && !regex_end && !empty_end)
 			return false;
 	}
 	return s->n > 0;

@@ -141,8 +141,15 @@ static int build(struct nfa *m, const struct anode *t, int i, int *s, int *e)
 
 /* ---- DFA by subset construction ---- */
 
+/* Bounds on the work of one subset construction, so that any expression a request sends
+ * compiles or is refused within a fraction of a second and a few tens of MB: NFA states
+ * visited by all epsilon closures, and NFA states held by all DFA states' sets. */
+#define DFA_MAX_CLOSURE_WORK 40000000L
+#define DFA_MAX_SET_ENTRIES 8000000
+
 struct dfa_build {
 	const struct nfa *m;
+	long work; /* NFA states visited by the closures so far */
 	int32_t *eps_first, *eps_to; /* CSR of the epsilon edges */
 	int32_t *mark, stamp;
 	int32_t *stack;
@@ -153,8 +160,15 @@ struct dfa_build {
 	int hash_cap;
 };
 
-/* closes set[0, n) under epsilon moves into itself (sorted); returns the new size */
-static int closure(struct dfa_build *b, int32_t *set, int n)
+static int cmp_i32(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* closes set[0, n) under epsilon moves into itself (sorted); returns the new size, or -1
+ * when the construction's work bound is spent */
+static int closure(struct dfa_build *b, int32_t *set, int n, struct err *e)
 {
 	b->stamp++;
 	int sp = 0, out = 0;
@@ -166,6 +180,9 @@ static int closure(struct dfa_build *b, int32_t *set, int n)
 	while (sp) {
 		int x = b->stack[--sp];
 		set[out++] = x;
+		if (++b->work > DFA_MAX_CLOSURE_WORK)
+			return err_set(e, "regex: the expression is too complex (its automaton takes more than %ld steps "
+					  "to build)", DFA_MAX_CLOSURE_WORK);
 		for (int k = b->eps_first[x]; k < b->eps_first[x + 1]; k++)
 			if (b->mark[b->eps_to[k]] != b->stamp) {
 				b->mark[b->eps_to[k]] = b->stamp;
@@ -176,6 +193,10 @@ static int closure(struct dfa_build *b, int32_t *set, int n)
 	for (int i = 0; i < out; i++)
 		if (b->m->st[set[i]].lo >= 0 || set[i] == 1)
 			set[keep++] = set[i];
+	if (keep > 32) { /* large sets come from many copies of one sub-expression */
+		qsort(set, (size_t)keep, sizeof *set, cmp_i32);
+		return keep;
+	}
 	for (int i = 1; i < keep; i++) { /* insertion sort: sets are small */
 		int32_t v = set[i];
 		int j = i;
@@ -205,6 +226,9 @@ static int intern(struct dfa_build *b, const int32_t *set, int n, struct err *e)
 		if (d < 0) {
 			if (b->n_sets >= GUIDE_DFA_MAX_STATES)
 				return err_set(e, "regex: the automaton needs more than %d states", GUIDE_DFA_MAX_STATES);
+			if (b->len_sets + n > DFA_MAX_SET_ENTRIES)
+				return err_set(e, "regex: the expression is too complex (its automaton's states hold "
+						  "more than %d positions)", DFA_MAX_SET_ENTRIES);
 			if (b->len_sets + n > b->cap_len) {
 				int cap = 2 * (b->len_sets + n) + 64;
 				int32_t *p = realloc(b->sets, sizeof *p * (size_t)cap);
@@ -265,8 +289,8 @@ static int determinize(const struct nfa *m, struct guide_dfa *d, struct err *e)
 			cls_start[m->st[i].hi + 1] = 1;
 		}
 	set[0] = 0; /* the start state */
-	int n = closure(&b, set, 1);
-	if (intern(&b, set, n, e) < 0)
+	int n = closure(&b, set, 1, e);
+	if (n < 0 || intern(&b, set, n, e) < 0)
 		goto out;
 	int cap_states = 64;
 	d->next = malloc(sizeof *d->next * 256 * (size_t)cap_states);
@@ -296,8 +320,7 @@ static int determinize(const struct nfa *m, struct guide_dfa *d, struct err *e)
 			}
 			int t = -1;
 			if (k) {
-				k = closure(&b, set, k);
-				if ((t = intern(&b, set, k, e)) < 0)
+				if ((k = closure(&b, set, k, e)) < 0 || (t = intern(&b, set, k, e)) < 0)
 					goto out;
 			}
 			for (int c = c0; c < c1; c++)

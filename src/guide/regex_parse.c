@@ -370,6 +370,12 @@ static int parse_rep(struct parser *ps)
 			return fail(ps, "regex: bad repeat count (at most %s) at byte %d", "1000, and min <= max");
 		if (ps->p < ps->end && (*ps->p == '?' || *ps->p == '+')) /* lazy / possessive: same texts */
 			ps->p++;
+		/* another quantifier right after is Python's "multiple repeat" error (and stacked
+		 * repeats would each double the automaton) */
+		int min2, max2;
+		if (ps->p < ps->end && (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' ||
+					(*ps->p == '{' && counts(&(struct parser){.p = ps->p, .end = ps->end}, &min2, &max2))))
+			return fail(ps, "regex: multiple repeat%s at byte %d", "");
 		int r = node(ps, A_REP, t, 0);
 		if (r < 0)
 			return -1;

@@ -147,12 +147,25 @@ static void test_refused_syntax(void)
 		{"a{1001}", "repeat count"},   {"[z-a]", "out of order"},   {"[abc", "unterminated"},
 		{"\\p{L}", "property"},	       {"\\q", "unknown escape"},   {"\\x4", "hex"},
 		{"a\\", "trailing backslash"}, {"(?P<n", "group name"},	    {"((a{1000}){1000}){10}", "too large"},
+		/* Python's "multiple repeat" (found by tests/fuzz: 30 stacked "+" took seconds) */
+		{"X+++", "multiple repeat at byte 3"}, {"X{2}{3}", "multiple repeat at byte 4"},
+		{"X*?+", "multiple repeat at byte 3"}, {"X{,2}*", "multiple repeat at byte 5"},
+		/* the subset construction's work is bounded (this took minutes, with GBs) */
+		{"(.?){1000}", "too complex"}, {"(.{0,50}){0,50}x", "too complex"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct guide_dfa *d = NULL;
 		struct err e = {0};
 		EXPECTF(guide_dfa_compile(bad[i].re, strlen(bad[i].re), &d, &e) < 0 && !d && strstr(e.msg, bad[i].msg),
 			"%s: '%s', expected '%s'", bad[i].re, e.msg, bad[i].msg);
+	}
+	/* one lazy or possessive mark is not a second repeat */
+	static const char *const good[] = {"X++", "X+?", "X{2}+", "X??", "X*+", "(a+)+b", "a{2}b{3}"};
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		struct guide_dfa *d = NULL;
+		struct err e = {0};
+		EXPECTF(guide_dfa_compile(good[i], strlen(good[i]), &d, &e) == 0, "%s: %s", good[i], e.msg);
+		guide_dfa_free(d);
 	}
 }
 
@@ -535,5 +548,41 @@ static void test_bounded_integers_in_json(void)
 	json_decref(s);
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask),
+/* A regex or choice that matches the empty text lets the output end before its first byte
+ * (found by tests/fuzz/fuzz_guide.c: "a?" used to force an "a"). */
+static void test_empty_match(void)
+{
+	static const struct {
+		const char *re;
+		bool finished; /* nothing can follow */
+	} cases[] = {{"", true}, {"a?", false}, {"(yes)?", false}, {"x*", false}, {"(|b)", false}};
+	struct err e;
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		struct guide_grammar *g;
+		if (guide_from_regex(cases[c].re, strlen(cases[c].re), &g, &e) < 0) {
+			harness_fail(__FILE__, __LINE__, "%s: %s", cases[c].re, e.msg);
+			continue;
+		}
+		struct jm_state st;
+		jm_init(&st, g);
+		EXPECTF(jm_complete(&st, g), "/%s/: the empty output is not complete", cases[c].re);
+		EXPECTF(jm_finished(&st, g) == cases[c].finished, "/%s/: finished %d", cases[c].re, jm_finished(&st, g));
+		guide_unref(g);
+	}
+	struct guide_grammar *g;
+	EXPECT(guide_from_regex("a+", 2, &g, &e) == 0);
+	struct jm_state st;
+	jm_init(&st, g);
+	EXPECT(!jm_complete(&st, g) && !jm_finished(&st, g));
+	guide_unref(g);
+	const char *ch[] = {"", "no"};
+	size_t lens[] = {0, 2};
+	if (guide_from_choices(ch, lens, 2, &g, &e) == 0) {
+		jm_init(&st, g);
+		EXPECT(jm_complete(&st, g) && !jm_finished(&st, g));
+		guide_unref(g);
+	}
+}
+
+TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))
