@@ -144,7 +144,7 @@ static int build(struct nfa *m, const struct anode *t, int i, int *s, int *e)
 /* Bounds on the work of one subset construction, so that any expression a request sends
  * compiles or is refused within a fraction of a second and a few tens of MB: NFA states
  * visited by all epsilon closures, and NFA states held by all DFA states' sets. */
-#define DFA_MAX_CLOSURE_WORK 40000000L
+#define DFA_MAX_CLOSURE_WORK 10000000L
 #define DFA_MAX_SET_ENTRIES 8000000
 
 struct dfa_build {
@@ -245,7 +245,8 @@ static int intern(struct dfa_build *b, const int32_t *set, int n, struct err *e)
 				b->set_off = p;
 				b->cap_sets = cap;
 			}
-			memcpy(b->sets + b->len_sets, set, sizeof *set * (size_t)n);
+			if (n) /* an empty set (nothing matches) may come first, before any storage */
+				memcpy(b->sets + b->len_sets, set, sizeof *set * (size_t)n);
 			b->set_off[b->n_sets] = b->len_sets;
 			b->len_sets += n;
 			b->set_off[b->n_sets + 1] = b->len_sets;
