@@ -3,7 +3,8 @@
  *                              with optional sampling fields (max_tokens, temperature, top_p,
  *                              top_k, min_p, seed, stop, stop_token_ids, ignore_eos, n, ...,
  *                              and structured outputs: response_format, guided_json,
- *                              guided_choice, structured_outputs)
+ *                              guided_choice, guided_regex, guided_grammar,
+ *                              structured_outputs)
  *   --prompt "text"            one prompt (repeatable)
  *   --prompt-ids 0,5,9         one prompt of token ids (repeatable); given alone (no
  *                              --output), stdout gets just the generated ids, one line each

@@ -2,6 +2,7 @@
 #include "guide/grammar.h"
 
 #include "base/grow.h"
+#include "guide/cfg.h"
 #include "guide/int_range.h"
 #include "guide/regex_dfa.h"
 
@@ -112,6 +113,7 @@ void guide_unref(struct guide_grammar *g)
 		free(n->alts);
 		free(n->prefix);
 		guide_dfa_free(n->dfa);
+		cfg_free(n->cfg);
 	}
 	free(g->nodes);
 	free(g->what);
@@ -655,6 +657,25 @@ int guide_from_regex(const char *re, size_t len, struct guide_grammar **out, str
 		return -1;
 	}
 	g->nodes[r].dfa = dfa;
+	g->root = r;
+	*out = g;
+	return 0;
+}
+
+int guide_from_ebnf(const char *text, size_t len, struct guide_grammar **out, struct err *e)
+{
+	*out = NULL;
+	struct guide_cfg *cfg;
+	if (cfg_compile(text, len, &cfg, e) < 0)
+		return -1;
+	struct guide_grammar *g = grammar_new("grammar", e);
+	int r = g ? node_new(g, GUIDE_CFG, e) : -1;
+	if (r < 0) {
+		cfg_free(cfg);
+		guide_unref(g);
+		return -1;
+	}
+	g->nodes[r].cfg = cfg;
 	g->root = r;
 	*out = g;
 	return 0;

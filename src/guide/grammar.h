@@ -33,6 +33,8 @@
 
 #include "base/err.h"
 
+struct guide_cfg;
+
 #define GUIDE_MAX_PROPS 64   /* properties of one object (a 64-bit candidate mask) */
 #define GUIDE_MAX_ALTS 32    /* alternatives of one anyOf (the matcher's parallel stacks) */
 #define GUIDE_MAX_NODES 4096 /* nodes of one grammar */
@@ -48,6 +50,8 @@ enum guide_kind {
 	GUIDE_REGEX,   /* text matching dfa: raw at the top (guided_regex, guided_choice), else a
 			* JSON value that ends before a byte the DFA refuses (an enum, a bounded
 			* integer or number) */
+	GUIDE_CFG,     /* raw text that the context-free grammar cfg derives (guided_grammar);
+			* only at the top */
 };
 
 struct guide_node {
@@ -74,6 +78,8 @@ struct guide_node {
 	/* GUIDE_ANYOF */
 	int n_alts;
 	int *alts;
+	/* GUIDE_CFG */
+	struct guide_cfg *cfg;
 };
 
 /* Fixed nodes of every grammar. ANY is the anyOf of the next seven, which differ in their
@@ -109,6 +115,8 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 
 /* Raw text that the regular expression matches whole (guided_regex; guide/regex_dfa.h). */
 int guide_from_regex(const char *re, size_t len, struct guide_grammar **out, struct err *e);
+/* Raw text that a GBNF / EBNF grammar's rule "root" derives (guided_grammar; guide/cfg.h). */
+int guide_from_ebnf(const char *text, size_t len, struct guide_grammar **out, struct err *e);
 
 struct guide_grammar *guide_ref(struct guide_grammar *g);
 void guide_unref(struct guide_grammar *g); /* NULL is fine */

@@ -1,11 +1,12 @@
 /* The byte matcher of guide grammars (guide/matcher.h). */
 #include "guide/matcher.h"
 
+#include "guide/cfg.h"
 #include "guide/regex_dfa.h"
 
 #include <string.h>
 
-enum { F_ROOT, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_RE };
+enum { F_ROOT, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_RE, F_CFG };
 
 /* F_ROOT: the top-level value */
 enum { R_VALUE, R_DONE };
@@ -69,6 +70,8 @@ static bool first_ok(const struct guide_grammar *g, int k, uint8_t b, int depth)
 		return n->len > 0 && (uint8_t)n->text[0] == b;
 	case GUIDE_REGEX:
 		return n->dfa->next[b] >= 0;
+	case GUIDE_CFG: /* the rules decide */
+		return true;
 	case GUIDE_ANYOF:
 		if (depth > 16)
 			return false;
@@ -123,6 +126,124 @@ static void emit(struct outs *o, const struct jm_stack *s)
 		stack_copy(&o->v[o->n++], s);
 }
 
+/* ---- context-free grammars (guide/cfg.h) ----
+ * An F_CFG frame is a position in one sequence of the grammar: cand = the sequence, n = the
+ * element, pos = how far into that element's terminal (its DFA state, or bytes of a string).
+ * Frames below the top wait at a rule reference for the rule to end. */
+
+#define CFG_SETTLE_BUDGET 512 /* reference expansions per byte and stack */
+
+/* The top sequence has ended: pop it, its parent moves past the reference. */
+static void cfg_pop(struct jm_stack *t)
+{
+	t->depth--;
+	struct jm_frame *p = &t->f[t->depth - 1];
+	if (p->kind == F_ROOT) {
+		p->st = R_DONE;
+	} else {
+		p->n++;
+		p->pos = 0;
+	}
+}
+
+/* Expands rule references at the top of t until each resulting stack waits at a terminal or
+ * has finished the root rule; emits those. A reference that ends its sequence replaces it
+ * (the rule's end is the sequence's end), so right recursion (x* as R ::= x R | "") does not
+ * deepen the stack. */
+static void cfg_settle(const struct guide_cfg *c, struct jm_stack *t, struct outs *o, int *budget)
+{
+	for (;;) {
+		struct jm_frame *f = &t->f[t->depth - 1];
+		if (f->kind != F_CFG) {
+			emit(o, t);
+			return;
+		}
+		const struct cfg_seq *q = &c->seqs[f->cand];
+		if ((int)f->n == q->len) {
+			cfg_pop(t);
+			continue;
+		}
+		const struct cfg_elem *el = &c->elems[q->start + (int)f->n];
+		if (el->kind == CFG_TERM) {
+			emit(o, t);
+			return;
+		}
+		const struct cfg_rule *r = &c->rules[el->id];
+		bool tail = (int)f->n + 1 == q->len;
+		for (int a = 0; a < r->n_alts && o->n < o->cap; a++) {
+			if (--*budget < 0)
+				return;
+			struct jm_stack u;
+			stack_copy(&u, t);
+			if (tail)
+				u.depth--;
+			struct jm_frame *nf = push(&u, f->node, F_CFG, 0);
+			if (!nf)
+				continue; /* nested too deep: this parse is given up */
+			nf->cand = (uint64_t)c->alt_seq[r->first + a];
+			cfg_settle(c, &u, o, budget);
+		}
+		return;
+	}
+}
+
+/* Byte b on a stack whose top waits at a terminal. */
+static void cfg_feed(const struct guide_cfg *c, const struct jm_stack *in, uint8_t b, struct outs *o)
+{
+	struct jm_stack t;
+	stack_copy(&t, in);
+	struct jm_frame *f = &t.f[t.depth - 1];
+	const struct cfg_term *term = &c->terms[c->elems[c->seqs[f->cand].start + (int)f->n].id];
+	bool more, end;
+	if (term->lit) {
+		if ((uint8_t)term->lit[f->pos] != b)
+			return;
+		more = f->pos + 1 < term->len;
+		end = !more;
+		f->pos++;
+	} else {
+		int32_t nx = term->dfa->next[(size_t)f->pos * 256 + b];
+		if (nx < 0)
+			return;
+		more = term->dfa->live[nx];
+		end = term->dfa->accept[nx];
+		f->pos = (uint32_t)nx;
+	}
+	if (more)
+		emit(o, &t);
+	if (end) {
+		f->n++;
+		f->pos = 0;
+		int budget = CFG_SETTLE_BUDGET;
+		cfg_settle(c, &t, o, &budget);
+	}
+}
+
+/* The first byte of the output: the root rule's alternatives, settled, each fed b. */
+static void cfg_start(const struct guide_grammar *g, const struct jm_stack *s, int k, uint8_t b, struct outs *o)
+{
+	const struct guide_cfg *c = g->nodes[k].cfg;
+	struct jm_stack starts[JM_MAX_ALTS];
+	struct outs so = {starts, 0, JM_MAX_ALTS};
+	struct jm_stack t;
+	stack_copy(&t, s);
+	struct jm_frame *f = push(&t, k, F_CFG, 0);
+	if (!f)
+		return;
+	const struct cfg_rule *r = &c->rules[c->root];
+	int budget = CFG_SETTLE_BUDGET;
+	for (int a = 0; a < r->n_alts && so.n < so.cap; a++) {
+		t.f[t.depth - 1].cand = (uint64_t)c->alt_seq[r->first + a];
+		t.f[t.depth - 1].n = 0;
+		struct jm_stack u;
+		stack_copy(&u, &t);
+		cfg_settle(c, &u, &so, &budget);
+	}
+	for (int i = 0; i < so.n; i++)
+		if (starts[i].f[starts[i].depth - 1].kind == F_CFG)
+			cfg_feed(c, &starts[i], b, o);
+}
+
 /* A value of node k starts with byte b on stack s (its parent already waits for it): one
  * output stack per alternative that takes b. */
 static void start_value(const struct guide_grammar *g, const struct jm_stack *s, int k, uint8_t b, struct outs *o,
@@ -163,6 +284,9 @@ static void start_value(const struct guide_grammar *g, const struct jm_stack *s,
 			return;
 		f->n = (uint32_t)n->dfa->next[b];
 		break;
+	case GUIDE_CFG:
+		cfg_start(g, &t, k, b, o);
+		return;
 	case GUIDE_LITERAL:
 		if (!(f = push(&t, k, F_LIT, 0)))
 			return;
@@ -205,6 +329,9 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 		case F_ROOT:
 			if (f->st == R_VALUE)
 				start_value(g, &t, f->node, b, o, 0);
+			return;
+		case F_CFG:
+			cfg_feed(n->cfg, &t, b, o);
 			return;
 		case F_LIT:
 			if ((uint8_t)n->text[f->n] != b)
@@ -477,12 +604,21 @@ bool jm_feed_bytes(struct jm_state *s, const struct guide_grammar *g, const uint
 }
 
 /* a whole value: the root's is done, or a top-level number or regex text may end here */
-/* Nothing written yet and the grammar is raw text at the top whose DFA matches the empty text
- * (guided_regex "a?" or "", an empty guided_choice): the output may end here. */
+/* Nothing written yet and the grammar is raw text at the top that may be empty (guided_regex
+ * "a?" or "", an empty guided_choice, a grammar whose root may derive nothing): the output may
+ * end here. */
 static bool root_empty_match(const struct guide_grammar *g, const struct jm_stack *s)
 {
 	const struct guide_node *n = &g->nodes[s->f[0].node];
-	return s->depth == 1 && s->f[0].st == R_VALUE && n->kind == GUIDE_REGEX && n->dfa->accept[0];
+	return s->depth == 1 && s->f[0].st == R_VALUE &&
+	       ((n->kind == GUIDE_REGEX && n->dfa->accept[0]) || (n->kind == GUIDE_CFG && n->cfg->root_nullable));
+}
+
+/* ... and nothing else may come either */
+static bool root_empty_only(const struct guide_grammar *g, const struct jm_stack *s)
+{
+	const struct guide_node *n = &g->nodes[s->f[0].node];
+	return root_empty_match(g, s) && (n->kind == GUIDE_REGEX ? !n->dfa->live[0] : !n->cfg->root_nonempty);
 }
 
 static bool stack_complete(const struct guide_grammar *g, const struct jm_stack *s)
@@ -508,7 +644,7 @@ bool jm_finished(const struct jm_state *s, const struct guide_grammar *g)
 		const struct jm_stack *k = &s->s[i];
 		bool regex_end = k->depth == 2 && k->f[1].kind == F_RE && g->nodes[k->f[1].node].dfa->accept[k->f[1].n] &&
 				 !g->nodes[k->f[1].node].dfa->live[k->f[1].n];
-		bool empty_end = root_empty_match(g, k) && !g->nodes[k->f[0].node].dfa->live[0];
+		bool empty_end = root_empty_only(g, k);
 		if (!(k->depth == 1 && k->f[0].st == R_DONE) && !regex_end && !empty_end)
 			return false;
 	}

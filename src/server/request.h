@@ -4,7 +4,7 @@
  *
  * Field rules follow vLLM's pydantic models: JSON null means "not set"; unknown fields are
  * ignored (and named in *unknown so the caller can log them); fields vLLM honours that this
- * engine cannot (beam search, prompt logprobs, guided regexes and grammars, ...) are rejected with
+ * engine cannot (beam search, suffix, structural tags, ...) are rejected with
  * 400 instead of being silently dropped. */
 #ifndef MLA_SERVER_REQUEST_H
 #define MLA_SERVER_REQUEST_H

@@ -52,6 +52,16 @@ static int from_regex(const json_t *v, const char *field, struct guide_grammar *
 		       : 0;
 }
 
+static int from_grammar(const json_t *v, const char *field, struct guide_grammar **g, struct api_error *ae)
+{
+	struct err e;
+	if (!json_is_string(v))
+		return api_error_set(ae, 400, field, "%s must be a string", field);
+	return guide_from_ebnf(json_string_value(v), json_string_length(v), g, &e) < 0
+		       ? api_error_set(ae, 400, field, "%s: %s", field, e.msg)
+		       : 0;
+}
+
 static int from_response_format(const json_t *v, struct guide_grammar **g, struct api_error *ae)
 {
 	const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
@@ -81,22 +91,21 @@ static int from_structured_outputs(const json_t *v, struct guide_grammar **g, st
 {
 	if (!json_is_object(v))
 		return api_error_set(ae, 400, "structured_outputs", "structured_outputs must be an object");
-	static const char *const refused[] = {"grammar", "structural_tag"};
-	for (int i = 0; i < 2; i++) {
-		const json_t *r = json_object_get(v, refused[i]);
-		if (r && !json_is_null(r))
-			return api_error_set(ae, 400, "structured_outputs", "structured_outputs.%s is not supported",
-					     refused[i]);
-	}
+	const json_t *st = json_object_get(v, "structural_tag");
+	if (st && !json_is_null(st))
+		return api_error_set(ae, 400, "structured_outputs", "structured_outputs.structural_tag is not supported");
 	const json_t *json = json_object_get(v, "json"), *choice = json_object_get(v, "choice");
 	const json_t *obj = json_object_get(v, "json_object"), *regex = json_object_get(v, "regex");
+	const json_t *grammar = json_object_get(v, "grammar");
 	int kinds = (json && !json_is_null(json)) + (choice && !json_is_null(choice)) + json_is_true(obj) +
-		    (regex && !json_is_null(regex));
+		    (regex && !json_is_null(regex)) + (grammar && !json_is_null(grammar));
 	if (kinds > 1)
 		return api_error_set(ae, 400, "structured_outputs",
-				     "structured_outputs: give only one of json, choice, regex and json_object");
+				     "structured_outputs: give only one of json, choice, regex, grammar and json_object");
 	if (regex && !json_is_null(regex))
 		return from_regex(regex, "structured_outputs.regex", g, ae);
+	if (grammar && !json_is_null(grammar))
+		return from_grammar(grammar, "structured_outputs.grammar", g, ae);
 	struct err e;
 	if (json && !json_is_null(json))
 		return from_schema_value(json, "structured_outputs.json", g, ae);
@@ -183,9 +192,6 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 {
 	memset(out, 0, sizeof *out);
 	const json_t *gg = json_object_get(body, "guided_grammar");
-	if (gg && !json_is_null(gg))
-		return api_error_set(ae, 400, "guided_grammar",
-				     "guided_grammar is not supported (JSON schemas, regexes and choices are)");
 	const json_t *rf = json_object_get(body, "response_format"), *gj = json_object_get(body, "guided_json");
 	const json_t *gc = json_object_get(body, "guided_choice"), *so = json_object_get(body, "structured_outputs");
 	const json_t *gr = json_object_get(body, "guided_regex");
@@ -194,11 +200,11 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 	const json_t *rft = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
 	bool rf_set = rf && !json_is_null(rf) && !(json_is_string(rft) && !strcmp(json_string_value(rft), "text"));
 	int kinds = rf_set + (gj && !json_is_null(gj)) + (gc && !json_is_null(gc)) + (so && !json_is_null(so)) +
-		    (gr && !json_is_null(gr)) + forced;
+		    (gr && !json_is_null(gr)) + (gg && !json_is_null(gg)) + forced;
 	if (kinds > 1)
 		return api_error_set(ae, 400, NULL,
 				     "give only one of response_format, guided_json, guided_choice, guided_regex, "
-				     "structured_outputs and a forced tool_choice");
+				     "guided_grammar, structured_outputs and a forced tool_choice");
 	int rc = 0;
 	if (forced)
 		rc = from_tool_choice(tc, json_object_get(body, "tools"), out, ae);
@@ -210,6 +216,8 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 		rc = from_choices(gc, "guided_choice", &out->guide, ae);
 	else if (gr && !json_is_null(gr))
 		rc = from_regex(gr, "guided_regex", &out->guide, ae);
+	else if (gg && !json_is_null(gg))
+		rc = from_grammar(gg, "guided_grammar", &out->guide, ae);
 	else if (so && !json_is_null(so))
 		rc = from_structured_outputs(so, &out->guide, ae);
 	if (rc < 0)

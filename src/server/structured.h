@@ -1,12 +1,12 @@
 /* Structured outputs in requests (vLLM's fields) → one guide grammar (guide/grammar.h):
  *   response_format {"type": "json_object"} or {"type": "json_schema", "json_schema":
  *   {"schema": ...}}, guided_json (a schema, as an object or as JSON text), guided_choice,
- *   guided_regex, structured_outputs {"json" | "choice" | "regex" | "json_object"}, and for
- *   chat tool_choice
+ *   guided_regex, guided_grammar (GBNF / EBNF: guide/cfg.h), structured_outputs {"json" |
+ *   "choice" | "regex" | "grammar" | "json_object"}, and for chat tool_choice
  *   "required" (a JSON array of {"name", "parameters"} calls, as vLLM builds it) or a named
  *   function (that function's arguments object).
- * guided_grammar and the structured_outputs forms grammar and structural_tag are refused
- * (400), as are two kinds of structured output in one request.
+ * structured_outputs.structural_tag is refused (400), as are two kinds of structured output
+ * in one request.
  * Pure: no engine, no tokenizer (tests/unit/test_server_structured.c). */
 #ifndef MLA_SERVER_STRUCTURED_H
 #define MLA_SERVER_STRUCTURED_H

@@ -6,8 +6,8 @@
 // non-streamed one for the same seed, tool_choice "required" and a named function give
 // message.tool_calls (arguments as vLLM writes them: Python json.dumps separators for
 // "required", the generated object for a named one), streamed too (a named call's arguments
-// piece by piece), regexes and patterns match whole, and the refused forms are
-// 400s. The request parsing and the grammars are unit-tested in
+// piece by piece), regexes and patterns match whole, guided_grammar outputs are derivations
+// of their grammar (streamed too), and the refused forms are 400s. The request parsing and the grammars are unit-tested in
 // tests/unit/test_server_structured.c.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -345,8 +345,48 @@ describe('structured outputs', () => {
     assert.ok(s.choices.some((c) => c.finish_reason === 'stop'));
   });
 
+  test('guided_grammar and structured_outputs.grammar: outputs are derivations of the grammar', async () => {
+    // vLLM's documentation example, streamed and not
+    const sql = `root ::= select_statement
+select_statement ::= "SELECT " column " from " table " where " condition
+column ::= "col_1 " | "col_2 "
+table ::= "table_1 " | "table_2 "
+condition ::= column "= " number
+number ::= "1 " | "2 "`;
+    const sqlRe = /^SELECT col_[12]  from table_[12]  where col_[12] = [12] $/;
+    const r = await client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 40, n: 3, seed: 7, temperature: 1, guided_grammar: sql });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, 'stop');
+      assert.match(c.message.content, sqlRe);
+    }
+    const stream = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 40, seed: 3, temperature: 1, stream: true, structured_outputs: { grammar: sql } });
+    let text = '';
+    let finish = null;
+    for await (const ch of stream) {
+      text += ch.choices[0].text;
+      finish = ch.choices[0].finish_reason ?? finish;
+    }
+    assert.equal(finish, 'stop');
+    assert.match(text, sqlRe);
+    // recursion: nested lists of numbers
+    const nested = 'root ::= list\nlist ::= "[" (item ("," item){0,2})? "]"\nitem ::= [0-9] | list';
+    const n = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 40, n: 4, seed: 11, temperature: 1, guided_grammar: nested });
+    for (const c of n.choices) {
+      if (c.finish_reason !== 'stop') continue;
+      let depth = 0;
+      for (const ch of c.text) {
+        depth += ch === '[' ? 1 : ch === ']' ? -1 : 0;
+        assert.ok(depth >= 0, c.text);
+      }
+      assert.equal(depth, 0, c.text);
+      assert.match(c.text, /^[\[\],0-9]+$/);
+    }
+    assert.ok(n.choices.some((c) => c.finish_reason === 'stop'));
+  });
+
   test('refused forms are 400s through the client', async () => {
-    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_grammar: 'root ::= "a"' }), /guided_grammar/);
+    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_grammar: 'expr ::= expr "+" | "1"' }), /left recursion|root/);
+    await isBadRequest(client.chat.completions.create({ model: MODEL, messages: MSG, max_tokens: 4, guided_grammar: 'start: "a"' }), /guided_grammar: grammar line 1: .*Lark/);
     await isBadRequest(
       client.chat.completions.create({
         model: MODEL, messages: MSG, max_tokens: 4,

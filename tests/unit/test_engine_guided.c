@@ -2,7 +2,8 @@
  * guided choice samples the same tokens alone, next to other requests (guided and free), and
  * with a KV pool small enough to force preemption; its text is a whole match of the grammar
  * when it stops; a choice grammar ends on EOS even under min_tokens; n > 1 choices each keep
- * their own matcher state; guide_after delays the grammar until that token. */
+ * their own matcher state; guide_after delays the grammar until that token; a context-free
+ * grammar's outputs are whole derivations. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,51 @@ static void test_guide_after(void)
 	engine_free(eng);
 }
 
+/* guided_grammar: a bounded grammar's outputs are whole derivations that end on EOS, each
+ * seed alone the same as next to the others */
+static void test_guided_grammar(void)
+{
+	if (!g_model)
+		return;
+	static const char GRAMMAR[] = "root ::= \"(\" item (\", \" item){0,3} \")\"\n"
+				      "item ::= [a-z]{1,6} | num\n"
+				      "num ::= \"-\"? [1-9] [0-9]{0,2}";
+	struct guide_grammar *g;
+	struct err e;
+	if (guide_from_ebnf(GRAMMAR, sizeof GRAMMAR - 1, &g, &e) < 0) {
+		harness_fail(__FILE__, __LINE__, "%s", e.msg);
+		return;
+	}
+	struct engine *eng = new_engine(0, 256);
+	if (!eng) {
+		guide_unref(g);
+		return;
+	}
+	struct out alone[4], together[4];
+	for (int i = 0; i < 4; i++) {
+		run_alone(eng, g, 40 + (uint64_t)i, &alone[i]);
+		EXPECT_EQ_INT(alone[i].fin, ENGINE_FINISH_STOP);
+		EXPECTF(alone[i].n >= 1 && alone[i].tok[alone[i].n - 1] == 1, "seed %d did not end on EOS", i);
+		EXPECTF(alone[i].len >= 3 && alone[i].text[0] == '(' && alone[i].text[alone[i].len - 1] == ')',
+			"seed %d: '%.*s'", i, (int)alone[i].len, alone[i].text);
+		expect_whole(g, &alone[i], "grammar");
+	}
+	struct engine_req *h[4];
+	for (int i = 0; i < 4; i++) {
+		struct sampling_params p;
+		guided_params(&p, g, 40 + (uint64_t)i);
+		EXPECT(engine_submit(eng, PROMPT, 8, &p, &h[i], &e) == 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		collect(h[i], &together[i], 1);
+		engine_release(h[i]);
+		EXPECTF(together[i].n == alone[i].n && !memcmp(together[i].tok, alone[i].tok, sizeof(int32_t) * (size_t)alone[i].n),
+			"seed %d: batched output differs from alone", i);
+	}
+	engine_free(eng);
+	guide_unref(g);
+}
+
 static void test_teardown(void)
 {
 	guide_unref(g_schema);
@@ -318,4 +364,4 @@ static void test_teardown(void)
 static void test_setup(void) { setup(); }
 
 TESTS(T(test_setup), T(test_guided_batch_invariance), T(test_guided_preemption), T(test_guided_choice_n_and_min_tokens),
-      T(test_guide_after), T(test_teardown))
+      T(test_guide_after), T(test_guided_grammar), T(test_teardown))

@@ -106,6 +106,10 @@ static void test_field_forms(void)
 		 {"x", "w", "zz"}},
 		{false, "{\"structured_outputs\":{\"json_object\":true}}", "json_object", {"{}", "{\"k\":[1]}", NULL},
 		 {"\"s\"", "[]", "1"}},
+		{false, "{\"guided_grammar\":\"root ::= (\\\"a\\\" | [0-9]+) \\\"!\\\"?\"}", "grammar", {"a", "42!", "7"},
+		 {"b", "a!!", "!"}},
+		{true, "{\"structured_outputs\":{\"grammar\":\"root ::= pair (\\\",\\\" pair)*\\npair ::= [a-z] \\\"=\\\" [0-9]\"}}",
+		 "grammar", {"a=1", "a=1,b=2", NULL}, {"a=1,", "a", "A=1"}},
 		{true, "{\"guided_json\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":1}," "\"b\":{\"type\":\"boolean\"}},\"required\":[\"b\"]}}",
 		 "json_schema", {"{\"s\":\"x\",\"b\":true}", "{\"b\":false}", NULL},
 		 {"{\"s\":\"\",\"b\":true}", "{\"b\":true,\"s\":\"x\"}", "{\"s\":\"x\"}"}},
@@ -234,18 +238,24 @@ static void test_unsupported_keyword(void)
 		   false, "guided_json", "deep");
 }
 
-/* vLLM's grammar forms are refused (400), not ignored; so are regexes outside the syntax */
+/* Forms outside what is supported are refused (400), not ignored: structural tags, and
+ * regexes and grammars outside the syntax */
 static void test_refused_forms(void)
 {
 	expect_400("{\"guided_regex\":\"a(?=b)\"}", false, "guided_regex", "lookaround");
 	expect_400("{\"guided_regex\":\"(a\"}", true, "guided_regex", "missing )");
 	expect_400("{\"guided_regex\":5}", true, "guided_regex", "string");
-	expect_400("{\"guided_grammar\":\"root ::= \\\"a\\\"\"}", true, "guided_grammar", "guided_grammar");
+	expect_400("{\"guided_grammar\":\"expr ::= expr \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar", "root");
+	expect_400("{\"guided_grammar\":\"root ::= root \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar",
+		   "left recursion through rule root");
+	expect_400("{\"guided_grammar\":\"start: \\\"a\\\"\"}", true, "guided_grammar", "Lark");
+	expect_400("{\"guided_grammar\":[\"root ::= x\"]}", true, "guided_grammar", "string");
 	expect_400("{\"structured_outputs\":{\"regex\":\"\\\\1\"}}", false, "structured_outputs.regex", "backreference");
-	expect_400("{\"structured_outputs\":{\"grammar\":\"root ::= x\"}}", true, "structured_outputs", "grammar");
+	expect_400("{\"structured_outputs\":{\"grammar\":\"root ::= x\"}}", true, "structured_outputs.grammar",
+		   "undefined rule x");
 	expect_400("{\"structured_outputs\":{\"structural_tag\":\"{}\"}}", true, "structured_outputs", "structural_tag");
 	/* refused even next to a form that is supported */
-	expect_400("{\"guided_grammar\":\"g\",\"guided_choice\":[\"a\"]}", false, "guided_grammar", "guided_grammar");
+	expect_400("{\"guided_grammar\":\"root ::= \\\"a\\\"\",\"guided_choice\":[\"a\"]}", false, NULL, "only one");
 	expect_400("{\"structured_outputs\":{\"regex\":\"a\",\"json_object\":true}}", false, "structured_outputs", "only one");
 }
 
