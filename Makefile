@@ -1,6 +1,7 @@
 # mlaserve — one GNU Makefile. Targets: all (build/mlaserve), test, asan, bench, clean.
 # Every src/**/*.c except src/cli/main.c is library code linked into the binary and every
-# test; tests/unit/test_*.c each become one test binary.
+# test; tests/unit/test_*.c each become one test binary; tests/fuzz/fuzz_*.c each become a
+# test binary that replays its corpus (test_fuzz_*) and, with `make fuzz`, a libFuzzer one.
 
 PKGS      := jansson libpcre2-8 libmicrohttpd libcurl icu-uc gnutls
 CC        ?= cc
@@ -21,8 +22,11 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HARNESS   := $(BUILD)/tests/harness.o
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TEST := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/tests/test_fuzz_%)
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz_%)
 
-all: $(BUILD)/mlaserve $(TEST_BIN)
+all: $(BUILD)/mlaserve $(TEST_BIN) $(FUZZ_TEST)
 
 $(BUILD)/mlaserve: $(BUILD)/src/cli/main.o $(BUILD)/libmlaserve.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -39,6 +43,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(HARNESS) $(BUILD)/libmlaserve.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/tests/test_fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(BUILD)/libmlaserve.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer binaries (only built by `make fuzz`, with clang, into build-fuzz/)
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/libmlaserve.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
 $(HARNESS): tests/harness.c tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -52,12 +64,19 @@ asan:
 		LDLIBS_EXTRA= all
 	BUILD=build-asan MLASERVE_ASAN=1 bash tests/run.sh
 
+# The fuzz targets under libFuzzer, ASan and UBSan (clang); scripts/fuzz.sh NAME SECONDS runs one.
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -march=x86-64-v2 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
 bench: all
 	bash bench/run.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
-.PHONY: all test asan bench clean
+.PHONY: all test asan fuzz fuzz-bins bench clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
