@@ -495,40 +495,38 @@ fail:
 	return -1;
 }
 
-/* {m}, {m,}, {m,n} at b->p: 1 and the counts, 0 when not one */
+/* {m}, {m,}, {m,n} or {,n} at b->p (a '{'): the counts, or -1 */
 static int read_counts(struct builder *b, int *min, int *max)
 {
 	const char *p = b->p + 1;
 	long v[2] = {0, -1};
-	int k = 0;
-	for (;;) {
+	bool comma = false, digits = false;
+	for (int k = 0; k < 2; k++) {
 		while (p < b->end && *p == ' ')
 			p++;
 		if (p < b->end && *p >= '0' && *p <= '9') {
-			v[k] = 0;
-			for (; p < b->end && *p >= '0' && *p <= '9'; p++)
+			digits = true;
+			for (v[k] = 0; p < b->end && *p >= '0' && *p <= '9'; p++)
 				if ((v[k] = v[k] * 10 + (*p - '0')) > CFG_MAX_REPEAT)
 					return fail_at(b, b->p, "repeat count over 1000", NULL);
-		} else if (k == 0) {
-			return 0;
 		}
 		while (p < b->end && *p == ' ')
 			p++;
 		if (k == 0 && p < b->end && *p == ',') {
+			comma = true;
 			p++;
-			k = 1;
 			continue;
 		}
 		break;
 	}
-	if (p >= b->end || *p != '}')
-		return fail_at(b, b->p, "bad repetition {m,n}", NULL);
+	if (p >= b->end || *p != '}' || !digits)
+		return fail_at(b, b->p, "bad repetition: {m}, {m,}, {m,n} or {,n}", NULL);
 	*min = (int)v[0];
-	*max = k == 0 ? (int)v[0] : (int)v[1];
+	*max = comma ? (int)v[1] : (int)v[0];
 	if (*max >= 0 && *max < *min)
 		return fail_at(b, b->p, "bad repetition {m,n}: n < m", NULL);
 	b->p = p + 1;
-	return 1;
+	return 0;
 }
 
 /* a sequence up to "|", ")", the next rule or the end, into s */
@@ -551,6 +549,8 @@ static int parse_sequence(struct builder *b, struct seqbuf *s)
 					b->p++;
 				else if (b->p < b->end && *b->p == '{' && read_counts(b, &m1, &m2) < 0)
 					return -1;
+				if (b->p < b->end && (*b->p == '*' || *b->p == '+' || *b->p == '?' || *b->p == '{'))
+					return fail_at(b, b->p, "multiple repeat: group the repeated item with ( )", NULL);
 				continue;
 			}
 			el.id = t;
@@ -596,10 +596,8 @@ static int parse_sequence(struct builder *b, struct seqbuf *s)
 			min = *b->p == '+';
 			max = *b->p == '?' ? 1 : -1;
 			b->p++;
-		} else if (b->p < b->end && *b->p == '{') {
-			int rc = read_counts(b, &min, &max);
-			if (rc < 0)
-				return -1;
+		} else if (b->p < b->end && *b->p == '{' && read_counts(b, &min, &max) < 0) {
+			return -1;
 		}
 		if (b->p < b->end && (*b->p == '*' || *b->p == '+' || *b->p == '?' || *b->p == '{'))
 			return fail_at(b, b->p, "multiple repeat: group the repeated item with ( )", NULL);

@@ -12,7 +12,7 @@
  *   "text"                       a string: escapes \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH
  *   [a-z_\n] [^"\\]              a character class (the same escapes; ^ negates)
  *   .                            any character
- *   x? x* x+ x{m} x{m,} x{m,n}   repetition (m, n <= 1000)
+ *   x? x* x+ x{m} x{m,} x{m,n} x{,n}   repetition (m, n <= 1000)
  *   # ...                        a comment to the end of the line
  * A rule ends where the next "name ::=" begins, so rules may span lines. Left recursion
  * (expr ::= expr "+" term) is refused with a message naming the rule: write it as repetition

@@ -94,6 +94,7 @@ static void test_regular_vs_pcre2(void)
 		{"root ::= \"é\"+ . \"\\u00e9\"?", "é+(.|\\n)é?", {"é", "e", "\n"}, 5},
 		{"root ::= (a | b)*\na ::= \"x\" \"y\"?\nb ::= \"yy\"", "(xy?|yy)*", {"x", "y"}, 7},
 		{"root ::= ( ( \"a\" ) ){0,2} \"b\"{1,}", "a{0,2}b+", {"a", "b"}, 6},
+		{"root ::= \"a\"{ ,2} \"b\"{2} \"c\"{1, 2}", "a{0,2}b{2}c{1,2}", {"a", "b", "c"}, 7},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		struct guide_grammar *g = compile(cases[c].grammar);
@@ -239,6 +240,9 @@ static void test_errors(void)
 		{"root ::= \"a\"{2,1}", "n < m"},
 		{"root ::= \"a\"{1001}", "over 1000"},
 		{"root ::= \"a\"*+", "multiple repeat"},
+		{"root ::= \"a\"{}", "bad repetition"},
+		{"root ::= \"a\"{1,2", "bad repetition"},
+		{"root ::= \"\"*{2}", "multiple repeat"},
 		{"root ::= (= \"a\") \"b\"", "lookahead"},
 		{"root ::= @", "unexpected character @"},
 	};
