@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed inputs of the fuzz targets (tests/fuzz/corpus/NAME/seed-*): valid and
 nearly valid examples of what each target parses, from which libFuzzer mutates. Inputs that
-once failed live beside them as crash-* files and are kept by hand. Run from the repository
+once failed live beside them as crash-* files, and inputs libFuzzer found that reach new code
+(a sample of a -merge=1 run) as gen-* files; both are kept by hand. Run from the repository
 root: python3 tests/fuzz/make_seeds.py"""
-import json, os, struct
+import json, os, random, struct
 
 ROOT = "tests/fuzz/corpus"
 FIX = "tests/fixtures"
@@ -186,3 +187,8 @@ for fx in ["tiny-v3", "tiny-r1"]:
     put("checkpoint", i, b"\2" + open(os.path.join(FIX, fx, "tokenizer_config.json"), "rb").read()); i += 1
     put("checkpoint", i, b"\3" + open(os.path.join(FIX, fx, "generation_config.json"), "rb").read()); i += 1
 put("checkpoint", i, b"\4" + open(os.path.join(FIX, "tiny-v3", "tokenizer.json"), "rb").read()); i += 1
+
+# ---- engine: any bytes choose options and requests (fuzz_engine.c) ----
+random.seed(5)
+for i in range(12):
+    put("engine", i, bytes(random.randrange(256) for _ in range(random.choice([40, 120, 300]))))
