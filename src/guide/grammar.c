@@ -643,23 +643,32 @@ int guide_from_choices(const char *const *choices, const size_t *lens, int n, st
 	return 0;
 }
 
+/* A grammar of one raw-text node at the root, owning dfa or cfg (freed on failure). */
+static int single_root(const char *what, enum guide_kind kind, struct guide_dfa *dfa, struct guide_cfg *cfg,
+		       struct guide_grammar **out, struct err *e)
+{
+	struct guide_grammar *g = grammar_new(what, e);
+	int r = g ? node_new(g, kind, e) : -1;
+	if (r < 0) {
+		guide_dfa_free(dfa);
+		cfg_free(cfg);
+		guide_unref(g);
+		return -1;
+	}
+	g->nodes[r].dfa = dfa;
+	g->nodes[r].cfg = cfg;
+	g->root = r;
+	*out = g;
+	return 0;
+}
+
 int guide_from_regex(const char *re, size_t len, struct guide_grammar **out, struct err *e)
 {
 	*out = NULL;
 	struct guide_dfa *dfa;
 	if (guide_dfa_compile(re, len, &dfa, e) < 0)
 		return -1;
-	struct guide_grammar *g = grammar_new("regex", e);
-	int r = g ? node_new(g, GUIDE_REGEX, e) : -1;
-	if (r < 0) {
-		guide_dfa_free(dfa);
-		guide_unref(g);
-		return -1;
-	}
-	g->nodes[r].dfa = dfa;
-	g->root = r;
-	*out = g;
-	return 0;
+	return single_root("regex", GUIDE_REGEX, dfa, NULL, out, e);
 }
 
 int guide_from_ebnf(const char *text, size_t len, struct guide_grammar **out, struct err *e)
@@ -668,15 +677,5 @@ int guide_from_ebnf(const char *text, size_t len, struct guide_grammar **out, st
 	struct guide_cfg *cfg;
 	if (cfg_compile(text, len, &cfg, e) < 0)
 		return -1;
-	struct guide_grammar *g = grammar_new("grammar", e);
-	int r = g ? node_new(g, GUIDE_CFG, e) : -1;
-	if (r < 0) {
-		cfg_free(cfg);
-		guide_unref(g);
-		return -1;
-	}
-	g->nodes[r].cfg = cfg;
-	g->root = r;
-	*out = g;
-	return 0;
+	return single_root("grammar", GUIDE_CFG, NULL, cfg, out, e);
 }

@@ -42,22 +42,16 @@ static int from_choices(const json_t *v, const char *field, struct guide_grammar
 	return guide_from_choices(s, len, (int)n, g, &e) < 0 ? api_error_set(ae, 400, field, "%s", e.msg) : 0;
 }
 
-static int from_regex(const json_t *v, const char *field, struct guide_grammar **g, struct api_error *ae)
+/* guided_regex / guided_grammar and their structured_outputs forms: a string compiled by
+ * `compile` (guide_from_regex or guide_from_ebnf) */
+static int from_text(const json_t *v, const char *field,
+		     int (*compile)(const char *, size_t, struct guide_grammar **, struct err *),
+		     struct guide_grammar **g, struct api_error *ae)
 {
 	struct err e;
 	if (!json_is_string(v))
 		return api_error_set(ae, 400, field, "%s must be a string", field);
-	return guide_from_regex(json_string_value(v), json_string_length(v), g, &e) < 0
-		       ? api_error_set(ae, 400, field, "%s: %s", field, e.msg)
-		       : 0;
-}
-
-static int from_grammar(const json_t *v, const char *field, struct guide_grammar **g, struct api_error *ae)
-{
-	struct err e;
-	if (!json_is_string(v))
-		return api_error_set(ae, 400, field, "%s must be a string", field);
-	return guide_from_ebnf(json_string_value(v), json_string_length(v), g, &e) < 0
+	return compile(json_string_value(v), json_string_length(v), g, &e) < 0
 		       ? api_error_set(ae, 400, field, "%s: %s", field, e.msg)
 		       : 0;
 }
@@ -103,9 +97,9 @@ static int from_structured_outputs(const json_t *v, struct guide_grammar **g, st
 		return api_error_set(ae, 400, "structured_outputs",
 				     "structured_outputs: give only one of json, choice, regex, grammar and json_object");
 	if (regex && !json_is_null(regex))
-		return from_regex(regex, "structured_outputs.regex", g, ae);
+		return from_text(regex, "structured_outputs.regex", guide_from_regex, g, ae);
 	if (grammar && !json_is_null(grammar))
-		return from_grammar(grammar, "structured_outputs.grammar", g, ae);
+		return from_text(grammar, "structured_outputs.grammar", guide_from_ebnf, g, ae);
 	struct err e;
 	if (json && !json_is_null(json))
 		return from_schema_value(json, "structured_outputs.json", g, ae);
@@ -215,9 +209,9 @@ int srv_structured_parse(const json_t *body, bool api_chat, struct srv_structure
 	else if (gc && !json_is_null(gc))
 		rc = from_choices(gc, "guided_choice", &out->guide, ae);
 	else if (gr && !json_is_null(gr))
-		rc = from_regex(gr, "guided_regex", &out->guide, ae);
+		rc = from_text(gr, "guided_regex", guide_from_regex, &out->guide, ae);
 	else if (gg && !json_is_null(gg))
-		rc = from_grammar(gg, "guided_grammar", &out->guide, ae);
+		rc = from_text(gg, "guided_grammar", guide_from_ebnf, &out->guide, ae);
 	else if (so && !json_is_null(so))
 		rc = from_structured_outputs(so, &out->guide, ae);
 	if (rc < 0)

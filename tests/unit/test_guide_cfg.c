@@ -11,6 +11,7 @@
 #include "guide/grammar.h"
 #include "guide/matcher.h"
 #include "guide/vocab.h"
+#include "guide_test_util.h"
 #include "harness.h"
 #include "tok/tokenizer.h"
 
@@ -265,7 +266,7 @@ static void test_errors(void)
 	EXPECTF(guide_from_ebnf(big, strlen(big), &g, &e) < 0 && strstr(e.msg, "too large"), "70 x {1000}: '%s'", e.msg);
 	/* multi-line rules, several definitions of one name, names with - and . */
 	g = compile("root ::= a-b\n  | c.d\na-b ::= \"x\"\n"
-					  "c.d ::= \"y\"\nc.d ::= \"z\"");
+		    "c.d ::= \"y\"\nc.d ::= \"z\"");
 	if (g) {
 		EXPECT(verdict(g, "x", 1) == 1 && verdict(g, "y", 1) == 1 && verdict(g, "z", 1) == 1 &&
 		       verdict(g, "w", 1) == -1);
@@ -291,35 +292,8 @@ static void test_masks(void)
 					  "cond ::= [a-z]+ \" = \" ([0-9]+ | \"'\" [^']* \"'\")");
 	static const char *const prefixes[] = {"", "SEL", "SELECT ", "SELECT a, b", "SELECT * FROM t",
 					       "SELECT * FROM t WHERE x = '", "SELECT * FROM t WHERE x = 12"};
-	const int32_t eos = 1;
-	for (size_t p = 0; g && p < sizeof prefixes / sizeof *prefixes; p++) {
-		struct jm_state s, u;
-		jm_init(&s, g);
-		if (!jm_feed_bytes(&s, g, (const uint8_t *)prefixes[p], strlen(prefixes[p]))) {
-			harness_fail(__FILE__, __LINE__, "prefix '%s' refused", prefixes[p]);
-			continue;
-		}
-		guide_vocab_mask(v, g, &s, &eos, 1, allow);
-		int bad = 0, allowed = 0;
-		for (int32_t id = 0; id < V; id++) {
-			size_t len;
-			const char *bytes = tok_id_bytes(t, id, &len);
-			bool want;
-			if (id == eos)
-				want = jm_complete(&s, g);
-			else if (!bytes || !len || tok_is_special(t, id)) /* special tokens are never text */
-				want = false;
-			else {
-				jm_copy(&u, &s);
-				want = jm_feed_bytes(&u, g, (const uint8_t *)bytes, len);
-			}
-			allowed += allow[id];
-			if (want != (allow[id] != 0) && bad++ < 3)
-				harness_fail(__FILE__, __LINE__, "'%s': token %d '%.*s' mask %d, feed %d", prefixes[p], id,
-					     (int)len, bytes ? bytes : "", allow[id], want);
-		}
-		EXPECTF(bad == 0 && allowed > 0, "'%s': %d wrong, %d allowed", prefixes[p], bad, allowed);
-	}
+	for (size_t p = 0; g && p < sizeof prefixes / sizeof *prefixes; p++)
+		check_mask(v, t, V, g, "SQL grammar", prefixes[p], allow);
 	guide_unref(g);
 	free(allow);
 	guide_vocab_free(v);

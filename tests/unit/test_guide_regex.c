@@ -13,6 +13,7 @@
 #include "guide/matcher.h"
 #include "guide/regex_dfa.h"
 #include "guide/vocab.h"
+#include "guide_test_util.h"
 #include "harness.h"
 #include "tok/tokenizer.h"
 
@@ -194,37 +195,6 @@ static void test_pattern_in_json(void)
 		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
-}
-
-/* the mask of g after `pre` equals feeding every token; EOS once the text matches */
-static void check_mask(struct guide_vocab *v, const struct tok *t, int V, const struct guide_grammar *g, const char *what,
-		       const char *pre, uint8_t *allow)
-{
-	int32_t eos = V - 1;
-	struct jm_state *s = malloc(sizeof *s), *u = malloc(sizeof *u);
-	jm_init(s, g);
-	EXPECTF(jm_feed_bytes(s, g, (const uint8_t *)pre, strlen(pre)), "%s: prefix '%s' refused", what, pre);
-	int n = guide_vocab_mask(v, g, s, &eos, 1, allow), want_n = 0;
-	for (int32_t id = 0; id < V; id++) {
-		size_t len;
-		const char *p = tok_id_bytes(t, id, &len);
-		bool want = false;
-		if (p && len && !tok_is_special(t, id)) {
-			jm_copy(u, s);
-			want = jm_feed_bytes(u, g, (const uint8_t *)p, len);
-		}
-		if (id == eos)
-			want |= jm_complete(s, g);
-		want_n += want;
-		if (want != (allow[id] != 0)) {
-			harness_fail(__FILE__, __LINE__, "%s after '%s': token %d %s by the mask", what, pre, id,
-				     allow[id] ? "allowed" : "refused");
-			break;
-		}
-	}
-	EXPECT_EQ_INT(n, want_n);
-	free(s);
-	free(u);
 }
 
 /* the mask of regex grammars, pattern strings and bounded integers equals feeding every token */
