@@ -10,7 +10,7 @@
 #include "guide/vocab.h"
 
 /* marker[] of a choice whose step ends after its sampled tokens */
-enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN };
+enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN, STEP_GUIDE_STUCK };
 
 /* Output stage of a choice's j-th token this step (n_before: outputs before the step;
  * last: the step's last token, after which the scheduler's verdict applies). Returns false
@@ -123,7 +123,9 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 			}
 			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids,
 					     eng->o.n_eos_ids, eng->allow) == 0) {
-				eng->marker[i] = STEP_GUIDE_ENDED; /* a whole match, no EOS id to end on */
+				/* a whole match with no EOS id to end on; or no token continues a partial
+				 * one: the matcher cut its parses (a grammar nested past its stack) */
+				eng->marker[i] = jm_complete(s->guide, s->p.guide) ? STEP_GUIDE_ENDED : STEP_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -353,7 +355,12 @@ int engine_step(struct engine *eng, struct err *e)
 			if (s->sr.status != SREQ_FINISHED)
 				sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
 			engine_seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
-					  ended ? NULL : "guided decoding: the sampled token does not fit the grammar");
+					  ended ? NULL
+					  : eng->marker[i] == STEP_GUIDE_STUCK
+					      ? "guided decoding: no token continues the output within the grammar (it "
+						"nests deeper or is more ambiguous than the matcher follows: 31 levels, 32 "
+						"parses)"
+					      : "guided decoding: the sampled token does not fit the grammar");
 			alive = false;
 		}
 		eng->alive[i] = alive;

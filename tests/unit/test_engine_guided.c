@@ -352,6 +352,37 @@ static void test_guided_grammar(void)
 	guide_unref(g);
 }
 
+/* A grammar that nests past the matcher's stack: the output is cut where no token continues
+ * it, as an abort that says why, never a "stop" on a partial match */
+static void test_guided_grammar_too_deep(void)
+{
+	if (!g_model)
+		return;
+	char src[4096] = "root ::= r0\n";
+	size_t n = strlen(src);
+	for (int k = 0; k < 40; k++)
+		n += (size_t)snprintf(src + n, sizeof src - n, "r%d ::= \"a\" r%d \"z\"\n", k, k + 1);
+	snprintf(src + n, sizeof src - n, "r40 ::= \"a\"\n");
+	struct guide_grammar *g;
+	struct err e;
+	if (guide_from_ebnf(src, strlen(src), &g, &e) < 0) {
+		harness_fail(__FILE__, __LINE__, "%s", e.msg);
+		return;
+	}
+	struct engine *eng = new_engine(0, 256);
+	struct out o;
+	if (eng) {
+		run_alone(eng, g, 9, &o);
+		EXPECT_EQ_INT(o.fin, ENGINE_FINISH_ABORT);
+		bool all_a = o.len > 0;
+		for (size_t i = 0; i < o.len; i++)
+			all_a &= o.text[i] == 'a';
+		EXPECTF(all_a && o.len < 40, "'%.*s'", (int)o.len, o.text);
+		engine_free(eng);
+	}
+	guide_unref(g);
+}
+
 static void test_teardown(void)
 {
 	guide_unref(g_schema);
@@ -364,4 +395,4 @@ static void test_teardown(void)
 static void test_setup(void) { setup(); }
 
 TESTS(T(test_setup), T(test_guided_batch_invariance), T(test_guided_preemption), T(test_guided_choice_n_and_min_tokens),
-      T(test_guide_after), T(test_guided_grammar), T(test_teardown))
+      T(test_guide_after), T(test_guided_grammar), T(test_guided_grammar_too_deep), T(test_teardown))
