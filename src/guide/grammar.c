@@ -78,6 +78,8 @@ static struct guide_grammar *grammar_new(const char *what, struct err *e)
 		return NULL;
 	}
 	atomic_init(&g->refs, 1);
+	static atomic_uint_fast64_t next_id = 1;
+	g->id = (uint64_t)atomic_fetch_add(&next_id, 1);
 	int any = anyof_new(g, GUIDE_NODE_FIXED - 1, e);
 	if (any != GUIDE_NODE_ANY || literal_new(g, "true", 4, e) < 0 || literal_new(g, "false", 5, e) < 0 ||
 	    literal_new(g, "null", 4, e) < 0 || node_new(g, GUIDE_OBJECT, e) < 0 || node_new(g, GUIDE_ARRAY, e) < 0 ||

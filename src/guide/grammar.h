@@ -98,6 +98,7 @@ enum {
 
 struct guide_grammar {
 	atomic_int refs;
+	uint64_t id; /* unique in the process (a cache key that outlives the address) */
 	int root;
 	int n_nodes, cap_nodes;
 	struct guide_node *nodes;

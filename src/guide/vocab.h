@@ -20,8 +20,9 @@ int guide_vocab_new(const struct tok *t, int vocab, struct guide_vocab **out, st
 void guide_vocab_free(struct guide_vocab *v);
 
 /* allow[0, vocab) ← 1 for each token whose bytes s accepts whole, and for eos[0, n_eos)
- * when s is complete; 0 elsewhere. Returns how many are allowed. Uses scratch inside v: one
- * caller at a time. */
+ * when s is complete; 0 elsewhere. Returns how many are allowed. The masks of the last 8
+ * (grammar, state, eos) are kept and reused: a repeated free-text class comes back to the
+ * same state every token. Uses scratch inside v: one caller at a time. */
 int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const struct jm_state *s,
 		     const int32_t *eos, int n_eos, uint8_t *allow);
 

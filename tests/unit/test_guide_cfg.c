@@ -292,8 +292,20 @@ static void test_masks(void)
 					  "cond ::= [a-z]+ \" = \" ([0-9]+ | \"'\" [^']* \"'\")");
 	static const char *const prefixes[] = {"", "SEL", "SELECT ", "SELECT a, b", "SELECT * FROM t",
 					       "SELECT * FROM t WHERE x = '", "SELECT * FROM t WHERE x = 12"};
-	for (size_t p = 0; g && p < sizeof prefixes / sizeof *prefixes; p++)
-		check_mask(v, t, V, g, "SQL grammar", prefixes[p], allow);
+	/* twice: the second time from the mask cache, still equal to feeding every token */
+	for (int round = 0; round < 2; round++)
+		for (size_t p = 0; g && p < sizeof prefixes / sizeof *prefixes; p++)
+			check_mask(v, t, V, g, "SQL grammar", prefixes[p], allow);
+	/* two grammars whose states have the same bytes never share a cached mask */
+	struct guide_grammar *ga = compile("root ::= [a-z]+"), *gb = compile("root ::= [0-9]+");
+	for (int round = 0; ga && gb && round < 2; round++) {
+		check_mask(v, t, V, ga, "letters", "", allow);
+		check_mask(v, t, V, gb, "digits", "", allow);
+		check_mask(v, t, V, ga, "letters", "ab", allow);
+		check_mask(v, t, V, gb, "digits", "12", allow);
+	}
+	guide_unref(ga);
+	guide_unref(gb);
 	guide_unref(g);
 	free(allow);
 	guide_vocab_free(v);
