@@ -63,6 +63,10 @@ requests = [
          {"type": "function_call_output", "call_id": "c", "output": "1"}],
          "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
          "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}}, "stream": True}, '{"name":"B"}'),
+    (0, {"model": "m", "messages": msgs, "guided_grammar": 'root ::= "SELECT " col (", " col)* " FROM " [a-z]+\n'
+         'col ::= [a-z_]+ | "*"  # columns'}, "SELECT a, b FROM t"),
+    (1, {"model": "m", "prompt": "x", "structured_outputs": {"grammar": 'root ::= item{1,3}\nitem ::= "(" [0-9]{,2} ")"'}},
+     "(1)(23)"),
 ]
 for i, (api, body, out) in enumerate(requests):
     put("request", i, bytes([api]) + dumps(body).encode() + (b"\0" + out.encode() if out else b""))
