@@ -155,6 +155,7 @@ struct jctx {
 	struct err *e;
 	int line;             /* line of the node being evaluated (for errors) */
 	int depth;            /* macro/eval recursion depth */
+	int nest;             /* jinja_eval / jinja_exec calls in progress (JINJA_MAX_NEST) */
 	long long steps;      /* loop iterations + macro calls, capped */
 	int loop_ctl;         /* 0, 1 break, 2 continue */
 };
@@ -227,6 +228,9 @@ int jinja_pool_str(struct jctx *c, struct jbuf *b, struct jval *out); /* frees b
 
 /* limits */
 #define JINJA_MAX_DEPTH 64          /* macro call / parser nesting depth */
+#define JINJA_MAX_NEST 1024         /* expressions and statements being evaluated inside each
+				     * other, across macro calls (64 calls x 256-deep expressions
+				     * would overflow the stack) */
 #define JINJA_MAX_STEPS 1000000LL   /* loop iterations + macro calls per render */
 #define JINJA_MAX_OUT (64u << 20)   /* rendered bytes */
 #define JINJA_MAX_POOL (256u << 20) /* scratch bytes per render */

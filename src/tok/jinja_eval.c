@@ -501,7 +501,11 @@ int jinja_eval(struct jctx *c, const struct jnode *x, struct jval *out)
 {
 	if (c->pool->over)
 		return oom(c);
+	if (c->nest >= JINJA_MAX_NEST)
+		return jerr(c, "nesting limit exceeded");
+	c->nest++;
 	int r = eval_inner(c, x, out);
+	c->nest--;
 	if (r == 0 && c->pool->over)
 		return oom(c);
 	return r;
@@ -682,11 +686,23 @@ int jinja_call_macro(struct jctx *c, const struct jnode *m, const struct jval *a
 	return r;
 }
 
+static int exec_inner(struct jctx *c, const struct jnode *x);
+
 int jinja_exec(struct jctx *c, const struct jnode *x)
 {
-	struct jval v;
 	if (c->pool->over)
 		return oom(c);
+	if (c->nest >= JINJA_MAX_NEST)
+		return jerr(c, "nesting limit exceeded");
+	c->nest++;
+	int r = exec_inner(c, x);
+	c->nest--;
+	return r;
+}
+
+static int exec_inner(struct jctx *c, const struct jnode *x)
+{
+	struct jval v;
 	c->line = x->line;
 	switch (x->kind) {
 	case N_DATA:

@@ -251,6 +251,15 @@ static void test_runtime_errors(void)
 	expect_render_error("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", NULL,
 			    "loop iteration limit exceeded");
 	expect_render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, "recursion limit exceeded");
+	/* deep expressions inside recursive macros: 64 calls x 200 nested "-" overflowed the stack
+	 * under ASan (found by tests/fuzz/fuzz_template.c); all nesting together is bounded */
+	{
+		char src[1024] = "{% macro f(n) %}{{ ";
+		for (int i = 0; i < 200; i++)
+			strcat(src, "-");
+		strcat(src, "f(n) }}{% endmacro %}{{ f(1) }}");
+		expect_render_error(src, NULL, "nesting limit exceeded");
+	}
 	expect_render_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}"
 			    "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}", NULL, "limit");
 	/* bad inputs */
