@@ -2,6 +2,7 @@
 #ifndef MLA_TESTS_GUIDE_TEST_UTIL_H
 #define MLA_TESTS_GUIDE_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,34 @@ static void check_mask(struct guide_vocab *v, const struct tok *t, int V, const 
 	EXPECT_EQ_INT(n, want_n);
 	free(s);
 	free(u);
+}
+
+/* The tokenizer of a fixture, its vocabulary trie and a mask buffer, for check_mask. */
+struct mask_fixture {
+	struct tok *t;
+	struct guide_vocab *v;
+	uint8_t *allow;
+	int V;
+};
+
+static bool mask_fixture_open(struct mask_fixture *m, const char *fixture)
+{
+	struct err e;
+	memset(m, 0, sizeof *m);
+	if (tok_load(fixture_path(fixture), &m->t, &e) < 0 ||
+	    (m->V = tok_vocab_size(m->t), guide_vocab_new(m->t, m->V, &m->v, &e) < 0) ||
+	    !(m->allow = malloc((size_t)m->V))) {
+		harness_fail(__FILE__, __LINE__, "%s: %s", fixture, e.msg);
+		return false;
+	}
+	return true;
+}
+
+static void mask_fixture_close(struct mask_fixture *m)
+{
+	free(m->allow);
+	guide_vocab_free(m->v);
+	tok_free(m->t);
 }
 
 #endif

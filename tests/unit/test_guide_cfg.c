@@ -277,16 +277,13 @@ static void test_errors(void)
 /* the vocabulary mask of a grammar state equals feeding every token's bytes */
 static void test_masks(void)
 {
-	struct tok *t;
-	struct err e;
-	if (tok_load(fixture_path("tiny-v3"), &t, &e) < 0) {
-		harness_fail(__FILE__, __LINE__, "%s", e.msg);
+	struct mask_fixture m;
+	if (!mask_fixture_open(&m, "tiny-v3"))
 		return;
-	}
-	int V = tok_vocab_size(t);
-	struct guide_vocab *v;
-	EXPECT(guide_vocab_new(t, V, &v, &e) == 0);
-	uint8_t *allow = malloc((size_t)V);
+	struct guide_vocab *v = m.v;
+	struct tok *t = m.t;
+	uint8_t *allow = m.allow;
+	int V = m.V;
 	struct guide_grammar *g = compile("root ::= \"SELECT \" cols \" FROM \" [a-z_]+ (\" WHERE \" cond)? \";\"\n"
 					  "cols ::= \"*\" | [a-z]+ (\", \" [a-z]+)*\n"
 					  "cond ::= [a-z]+ \" = \" ([0-9]+ | \"'\" [^']* \"'\")");
@@ -307,9 +304,7 @@ static void test_masks(void)
 	guide_unref(ga);
 	guide_unref(gb);
 	guide_unref(g);
-	free(allow);
-	guide_vocab_free(v);
-	tok_free(t);
+	mask_fixture_close(&m);
 }
 
 TESTS(T(test_regular_vs_pcre2), T(test_non_regular), T(test_ends), T(test_errors), T(test_masks))

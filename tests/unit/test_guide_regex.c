@@ -200,16 +200,14 @@ static void test_pattern_in_json(void)
 /* the mask of regex grammars, pattern strings and bounded integers equals feeding every token */
 static void test_regex_mask(void)
 {
-	struct tok *t;
-	struct err e;
-	if (tok_load(fixture_path("tokenizer"), &t, &e) < 0) {
-		harness_fail(__FILE__, __LINE__, "%s", e.msg);
+	struct mask_fixture m;
+	if (!mask_fixture_open(&m, "tokenizer"))
 		return;
-	}
-	int V = tok_vocab_size(t);
-	struct guide_vocab *v;
-	EXPECT(guide_vocab_new(t, V, &v, &e) == 0);
-	uint8_t *allow = malloc((size_t)V);
+	struct guide_vocab *v = m.v;
+	struct tok *t = m.t;
+	uint8_t *allow = m.allow;
+	int V = m.V;
+	struct err e;
 	static const struct {
 		const char *re, *prefixes[4];
 	} cases[] = {
@@ -267,9 +265,7 @@ static void test_regex_mask(void)
 		harness_fail(__FILE__, __LINE__, "schema: %s", js ? e.msg : "bad json");
 	}
 	json_decref(js);
-	free(allow);
-	guide_vocab_free(v);
-	tok_free(t);
+	mask_fixture_close(&m);
 }
 
 /* integer bounds: the range's regex against every value in [-3000, 3000] and at int64's ends */
