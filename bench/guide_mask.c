@@ -1,9 +1,11 @@
 /* Guided decoding's per-step cost: guide_vocab_mask (the trie walk, and the string fast path)
  * against the obvious way (every token's bytes fed to a copy of the matcher state), over the
- * states of a JSON output, on a real tokenizer.
+ * states of a JSON output, on a real tokenizer; then grammar outputs through free text, where
+ * the walk visits the whole trie once and the kept masks serve the steps after.
  *   guide_mask TOKENIZER_DIR [--reps N]
  * Prints per state class the mean milliseconds of each way and their ratio, measured in the
- * same run. The masks must be equal (the program fails otherwise). */
+ * same run (the kept masks cleared before each timing). The masks must be equal (the program
+ * fails otherwise). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,88 @@ static int brute(const struct tok *t, int vocab, const struct guide_grammar *g, 
 			allow[id] = 1, n++;
 	}
 	return n;
+}
+
+/* Grammar outputs inside free text: the first step's mask (a whole-trie walk), then 14 more
+ * words, each step's mask from the kept ones (the state repeats). */
+static int free_text_steps(struct guide_vocab *v, int vocab)
+{
+	static const char *const grammars[2] = {
+		"root ::= \"SELECT \" cols \" FROM \" [a-z_]+ (\" WHERE \" cond)? \";\"\n"
+		"cols ::= \"*\" | [a-z]+ (\", \" [a-z]+)*\ncond ::= [a-z]+ \" = \" ([0-9]+ | \"'\" [^']* \"'\")",
+		"root ::= value\nvalue ::= object | array | string | number | (\"true\" | \"false\" | \"null\")\n"
+		"object ::= \"{\" ws (string \":\" ws value (\",\" ws string \":\" ws value)*)? \"}\"\n"
+		"array ::= \"[\" ws (value (\",\" ws value)*)? \"]\"\n"
+		"string ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n"
+		"number ::= \"-\"? [0-9]+ (\".\" [0-9]+)?\nws ::= [ \\n]*"};
+	static const char *const names[2] = {"SQL grammar, inside '...'", "JSON grammar, inside a string"};
+	static const char *const prefixes[2] = {"SELECT a, b FROM t WHERE x = '", "{\"a\": [1, {\"b\": \""};
+	static const char *const words[] = {"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
+					    " dog", ".", " It", " was", " a", " sunny", " day"};
+	struct err e;
+	for (int k = 0; k < 2; k++) {
+		struct guide_grammar *g;
+		if (guide_from_ebnf(grammars[k], strlen(grammars[k]), &g, &e) < 0) {
+			fprintf(stderr, "guide_mask: %s\n", e.msg);
+			return 1;
+		}
+		struct jm_state *s = malloc(sizeof *s);
+		uint8_t *a = malloc((size_t)vocab);
+		double first = 0, rest[2] = {0, 0}; /* [kept masks, cleared every step] */
+		int n_first = 0, n_words = (int)(sizeof words / sizeof *words);
+		for (int mode = 0; mode < 2; mode++) {
+			jm_init(s, g);
+			if (!jm_feed_bytes(s, g, (const uint8_t *)prefixes[k], strlen(prefixes[k]))) {
+				fprintf(stderr, "guide_mask: the prefix is refused\n");
+				return 1;
+			}
+			guide_vocab_cache_clear(v);
+			for (int w = 0; w < n_words; w++) {
+				if (mode == 1)
+					guide_vocab_cache_clear(v);
+				double x = mono_now_s();
+				int n = guide_vocab_mask(v, g, s, NULL, 0, a);
+				double dt = mono_now_s() - x;
+				if (w == 0 && mode == 0) {
+					first = dt;
+					n_first = n;
+				} else if (w > 0) {
+					rest[mode] += dt;
+				}
+				if (!jm_feed_bytes(s, g, (const uint8_t *)words[w], strlen(words[w]))) {
+					fprintf(stderr, "guide_mask: word %d refused\n", w);
+					return 1;
+				}
+			}
+		}
+		printf("%-30s first step %.2f ms (%d tokens allowed); next %d steps: %.4f ms each, %.2f ms each "
+		       "without the kept masks\n",
+		       names[k], first * 1e3, n_first, n_words - 1, rest[0] / (n_words - 1) * 1e3,
+		       rest[1] / (n_words - 1) * 1e3);
+		free(a);
+		free(s);
+		guide_unref(g);
+	}
+	return 0;
+}
+
+/* What compiling a request's regex costs (it runs in the request's thread), and the bound on
+ * the automaton's construction for those that would take minutes. */
+static void regex_compiles(void)
+{
+	static const char *const res[] = {
+		"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}",
+		"\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})",
+		"\\d{1,1000}", "[^\\n]{0,500}", ".{0,1000}", "(\\w*\\d*\\s*){200}", "(.?){1000}", "(.{0,50}){0,50}x"};
+	for (size_t i = 0; i < sizeof res / sizeof *res; i++) {
+		struct guide_grammar *g = NULL;
+		struct err e;
+		double x = mono_now_s();
+		int rc = guide_from_regex(res[i], strlen(res[i]), &g, &e);
+		double dt = mono_now_s() - x;
+		printf("regex %-40.40s %8.2f ms  %s\n", res[i], dt * 1e3, rc < 0 ? e.msg : "compiled");
+		guide_unref(g);
+	}
 }
 
 int main(int argc, char **argv)
@@ -72,6 +156,7 @@ int main(int argc, char **argv)
 		double tm = 1e9, tb = 1e9;
 		int nm = 0, nb = 0;
 		for (int r = 0; r < reps; r++) {
+			guide_vocab_cache_clear(v);
 			double x = mono_now_s();
 			nm = guide_vocab_mask(v, g, s, NULL, 0, a);
 			double y = mono_now_s();
@@ -96,6 +181,8 @@ int main(int argc, char **argv)
 			printf("%-16s %3d states: mask %.3f ms, every token fed %.3f ms: %.0fx faster\n", what[k], cnt[k],
 			       sum[k][0] / cnt[k] * 1e3, sum[k][1] / cnt[k] * 1e3, sum[k][1] / sum[k][0]);
 	printf("masks equal to every-token-fed: %s\n", bad ? "NO" : "yes");
+	bad += free_text_steps(v, vocab);
+	regex_compiles();
 	free(a);
 	free(b);
 	free(s);

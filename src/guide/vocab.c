@@ -284,6 +284,12 @@ static void cache_put(struct guide_vocab *v, uint64_t gid, uint64_t h, size_t le
 	c->used = ++v->clock;
 }
 
+void guide_vocab_cache_clear(struct guide_vocab *v)
+{
+	for (int i = 0; i < MASK_CACHE; i++)
+		v->cache[i].used = 0;
+}
+
 int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const struct jm_state *s,
 		     const int32_t *eos, int n_eos, uint8_t *allow)
 {

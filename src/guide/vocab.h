@@ -26,6 +26,9 @@ void guide_vocab_free(struct guide_vocab *v);
 int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const struct jm_state *s,
 		     const int32_t *eos, int n_eos, uint8_t *allow);
 
+/* Forgets the kept masks (benchmarks time the walk itself with it). */
+void guide_vocab_cache_clear(struct guide_vocab *v);
+
 /* Advances s by the bytes of token id (an EOS or special token: no bytes); false when s
  * refuses them (s then undefined). */
 bool guide_vocab_advance(const struct guide_vocab *v, const struct guide_grammar *g, struct jm_state *s,
