@@ -1,8 +1,9 @@
-/* Fuzz target "engine": random workloads through the whole engine on tiny-v3 (scheduler,
- * block pool and prefix cache, preemption, the runner on every attention backend, sampling,
- * stops, n > 1, guided decoding, n-gram speculation, priorities, cancellation). The input's
- * bytes choose the engine options and up to 6 requests with their parameters, then every
- * request is read to its end (some cancelled midway).
+/* Fuzz target "engine": random workloads through the whole engine on tiny-v3 and
+ * tiny-v3-mtp (scheduler, block pool and prefix cache, preemption, the runner on every
+ * attention backend, sampling, stops, n > 1, guided decoding, n-gram and MTP speculation,
+ * priorities, cancellation). The input's bytes choose the engine options and up to 6
+ * requests with their parameters, then every request is read to its end (some cancelled
+ * midway).
  * Properties: submit accepts or refuses with a message; every choice ends exactly once, within
  * max_tokens, its tokens in the vocabulary, its logprobs ranked; a guided output that stops is
  * a whole match; no event takes 20 s; once all is released, nothing runs or waits and every
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "base/log.h"
 #include "engine/engine.h"
 #include "fuzz/fuzz.h"
 #include "guide/grammar.h"
@@ -25,7 +27,7 @@ const char fuzz_name[] = "engine";
 #define MAX_REQS 6
 
 static struct pool *pool;
-static struct model *model;
+static struct model *model, *mtp_model; /* tiny-v3; tiny-v3-mtp with its MTP layer */
 static struct tok *tok;
 static struct guide_grammar *guides[3];
 
@@ -35,7 +37,11 @@ static void setup(void)
 	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 256, .max_seqs = 16, .max_model_len = 128};
 	FUZZ_SETUP(pool_new(1, &pool, &e) == 0, e.msg);
 	mo.pool = pool;
+	log_level = LOG_WARN; /* an engine per input: no start-up lines */
 	FUZZ_SETUP(model_load("tests/fixtures/tiny-v3", &mo, &model, &e) == 0, e.msg);
+	struct model_options mtp = mo;
+	mtp.load_mtp = true;
+	FUZZ_SETUP(model_load("tests/fixtures/tiny-v3-mtp", &mtp, &mtp_model, &e) == 0, e.msg);
 	FUZZ_SETUP(tok_load("tests/fixtures/tiny-v3", &tok, &e) == 0, e.msg);
 	const char *ch[] = {"red", "green", "blue"};
 	size_t lens[] = {3, 5, 4};
@@ -137,7 +143,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.eos_ids[0] = 1;
 	unsigned flags = u8(&r);
 	o.priority_scheduling = flags & 1;
-	if (flags & 2) {
+	if ((flags >> 6) == 3) { /* the checkpoint's MTP layer drafts (tiny-v3-mtp: same tokenizer) */
+		o.model = mtp_model;
+		o.spec.method = SPEC_MTP;
+		o.spec.k = 1;
+		o.spec.disable_by_batch_size = flags & 2 ? 2 : 0;
+	} else if (flags & 2) {
 		o.spec.method = SPEC_NGRAM;
 		o.spec.k = 1 + (int)(flags >> 2 & 3) % 3;
 		o.spec.lookup_min = 1;
