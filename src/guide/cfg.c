@@ -31,12 +31,17 @@ struct builder {
 	const char **used_at;	   /* [n_rules] its first use */
 	int32_t *hash;		   /* named rules by name: rule + 1, 0 empty; HASH_CAP slots */
 	int n_named;
-	char **class_re;	   /* [n_terms] a class terminal's regex text (NULL: a string), to share DFAs */
+	char **class_re;	   /* [n_terms] a class terminal's regex text (NULL: a string) */
+	int32_t *class_hash;	   /* class terminals by regex text, to share DFAs: term + 1, 0
+				    * empty; CLASS_HASH_CAP slots */
 	int class_states;
 	int nest;
 };
 
 #define HASH_CAP 8192 /* a power of two over 2x CFG_MAX_RULES */
+/* a power of two over 2x the distinct classes: each DFA has 2 states or more, so at most
+ * CFG_MAX_CLASS_STATES / 2 of them */
+#define CLASS_HASH_CAP 16384
 
 static int line_of(const struct builder *b, const char *at)
 {
@@ -230,9 +235,14 @@ static int term_slot(struct builder *b)
 static int add_class(struct builder *b, const char *re, size_t len, const char *at)
 {
 	struct guide_cfg *c = b->c;
-	for (int i = 0; i < c->n_terms; i++)
-		if (b->class_re[i] && strlen(b->class_re[i]) == len && !memcmp(b->class_re[i], re, len))
+	uint32_t h = name_hash(re, len) & (CLASS_HASH_CAP - 1);
+	for (;; h = (h + 1) & (CLASS_HASH_CAP - 1)) {
+		int i = b->class_hash[h] - 1;
+		if (i < 0)
+			break;
+		if (strlen(b->class_re[i]) == len && !memcmp(b->class_re[i], re, len))
 			return i;
+	}
 	struct guide_dfa *d;
 	struct err e2;
 	if (guide_dfa_compile(re, len, &d, &e2) < 0)
@@ -247,6 +257,7 @@ static int add_class(struct builder *b, const char *re, size_t len, const char *
 		return t < 0 ? -1 : oom(b);
 	}
 	c->terms[t].dfa = d;
+	b->class_hash[h] = t + 1;
 	return t;
 }
 
@@ -736,7 +747,9 @@ int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err 
 	struct builder b = {.p = src, .end = src + len, .start = src, .e = e};
 	b.c = calloc(1, sizeof *b.c);
 	b.hash = calloc(HASH_CAP, sizeof *b.hash);
-	if (!b.c || !b.hash) {
+	b.class_hash = calloc(CLASS_HASH_CAP, sizeof *b.class_hash);
+	if (!b.c || !b.hash || !b.class_hash) {
+		free(b.class_hash);
 		free(b.c);
 		free(b.hash);
 		return err_set(e, "grammar: out of memory");
@@ -774,6 +787,7 @@ int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err 
 	free(b.defined_at);
 	free(b.used_at);
 	free(b.hash);
+	free(b.class_hash);
 	for (int i = 0; i < b.c->n_terms; i++)
 		free(b.class_re[i]);
 	free(b.class_re);
