@@ -22,7 +22,7 @@ enum { STR_NEVER, STR_CONTENT, STR_QUOTE };
 struct mask_entry {
 	uint64_t gid, hash, used; /* used 0: empty */
 	size_t len;
-	uint8_t *key;	/* [len] */
+	uint8_t *key;	/* [KEY_MAX], the first len bytes used */
 	uint8_t *allow; /* [vocab] */
 	int count;
 };
@@ -152,7 +152,13 @@ int guide_vocab_new(const struct tok *t, int vocab, struct guide_vocab **out, st
 	}
 	v->st = malloc(sizeof *v->st * (size_t)(v->max_len + 1));
 	v->keybuf = malloc(KEY_MAX);
-	if (!v->st || !v->keybuf || classify_string_tokens(v, n, e) < 0) {
+	bool cache_ok = true; /* allocated here: a step's mask allocates nothing */
+	for (int i = 0; i < MASK_CACHE; i++) {
+		v->cache[i].key = malloc(KEY_MAX);
+		v->cache[i].allow = malloc((size_t)v->vocab + 1);
+		cache_ok &= v->cache[i].key && v->cache[i].allow;
+	}
+	if (!v->st || !v->keybuf || !cache_ok || classify_string_tokens(v, n, e) < 0) {
 		err_set(e, "guided decoding: out of memory");
 		goto fail;
 	}
@@ -269,12 +275,6 @@ static void cache_put(struct guide_vocab *v, uint64_t gid, uint64_t h, size_t le
 	for (int i = 1; i < MASK_CACHE; i++) /* the least recently used (an empty one first) */
 		if (v->cache[i].used < c->used)
 			c = &v->cache[i];
-	if (!c->allow && !(c->allow = malloc((size_t)v->vocab)))
-		return;
-	uint8_t *key = realloc(c->key, len ? len : 1);
-	if (!key)
-		return;
-	c->key = key;
 	memcpy(c->key, v->keybuf, len);
 	memcpy(c->allow, allow, (size_t)v->vocab);
 	c->gid = gid;
@@ -293,9 +293,9 @@ void guide_vocab_cache_clear(struct guide_vocab *v)
 int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const struct jm_state *s,
 		     const int32_t *eos, int n_eos, uint8_t *allow)
 {
-	size_t klen = v->keybuf ? state_key(v, s, eos, n_eos) : 0;
-	uint64_t h = klen ? key_hash(v->keybuf, klen) : 0;
-	for (int i = 0; klen && i < MASK_CACHE; i++) {
+	size_t klen = state_key(v, s, eos, n_eos);
+	uint64_t h = key_hash(v->keybuf, klen);
+	for (int i = 0; i < MASK_CACHE; i++) {
 		struct mask_entry *c = &v->cache[i];
 		if (c->used && c->gid == g->id && c->hash == h && c->len == klen && !memcmp(c->key, v->keybuf, klen)) {
 			memcpy(allow, c->allow, (size_t)v->vocab);
@@ -318,8 +318,7 @@ int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const
 				v->count++;
 			}
 	v->allow = NULL;
-	if (klen)
-		cache_put(v, g->id, h, klen, allow, v->count);
+	cache_put(v, g->id, h, klen, allow, v->count);
 	return v->count;
 }
 
