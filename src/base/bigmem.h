@@ -15,9 +15,10 @@
 void *bigmem_alloc(size_t bytes);
 void bigmem_free(void *p, size_t bytes);
 
-/* Memory this process may still take: /proc/meminfo's MemAvailable, or less under a cgroup v2
- * limit (a container: memory.max - memory.current), or MLASERVE_MEM_AVAILABLE (bytes, or
- * with a K/M/G suffix: powers of 1024) when set. 4 GiB when none can be read. */
+/* Memory this process may still take: /proc/meminfo's MemAvailable, or less under a cgroup
+ * limit (a container: v2 memory.max - memory.current, or v1 memory.limit_in_bytes -
+ * memory.usage_in_bytes, page cache counted free), or MLASERVE_MEM_AVAILABLE (bytes, or with
+ * a K/M/G suffix: powers of 1024) when set. 4 GiB when none can be read. */
 size_t bigmem_available(void);
 
 #endif

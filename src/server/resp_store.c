@@ -13,7 +13,7 @@ struct entry {
 struct resp_store {
 	pthread_mutex_t mu;
 	struct entry *e; /* [max], id NULL: free */
-	int max, n;
+	int max;
 	unsigned long long seq;
 };
 
@@ -77,11 +77,8 @@ int resp_store_put(struct resp_store *st, const char *id, json_t *response, json
 			if (!st->e[i].id || st->e[i].seq < st->e[slot].seq)
 				slot = i;
 	}
-	if (st->e[slot].id)
-		st->n--;
 	entry_clear(&st->e[slot]);
 	st->e[slot] = (struct entry){copy, response, items, st->seq++};
-	st->n++;
 	pthread_mutex_unlock(&st->mu);
 	return 0;
 }
@@ -108,10 +105,8 @@ int resp_store_delete(struct resp_store *st, const char *id)
 		return -1;
 	pthread_mutex_lock(&st->mu);
 	int i = find(st, id);
-	if (i >= 0) {
+	if (i >= 0)
 		entry_clear(&st->e[i]);
-		st->n--;
-	}
 	pthread_mutex_unlock(&st->mu);
 	return i >= 0 ? 0 : -1;
 }
