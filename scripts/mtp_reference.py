@@ -3,7 +3,7 @@
 ../shared/docs/model-sched-api-spec.md §A (not from our C code), to make the MTP golden
 logits that no independent implementation gives us.
 
-  mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT]
+  mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT [CHAIN_OUT]]
   mtp_reference.py --quantize-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
@@ -11,7 +11,11 @@ prints the largest difference between its logits and the fixture's golden ones (
 that this reference is right). With OUT and an MTP module in MODEL_DIR it also writes the
 MTP logits [n - 1, vocab] float32: row p is the MTP module at position p, fed the model's
 final-normed hidden state of position p and the token at p + 1, so it predicts the token at
-p + 2 (the drafts of --speculative-config deepseek_mtp).
+p + 2 (the drafts of --speculative-config deepseek_mtp). With CHAIN_OUT (a name holding
+DEPTH) it also writes the chained passes of depths 1 and 2 (num_speculative_tokens > 1),
+each fed the prompt's own next tokens as drafts: row p of depth d is the module at position
+p + d fed the token at p + d + 1 and its own output of the pass before, so it predicts the
+token at p + d + 2.
 
 With --quantize-fp8 the linear layers (those DeepSeek's fp8 checkpoints store in fp8) are
 first quantized as `--quantization fp8` specifies (ops/quant_fp8.h): per 128x128 block,
@@ -243,17 +247,37 @@ def main():
     L = c['num_hidden_layers']
     P = 'model.layers.%d.' % L
     memb = w.get(P + 'embed_tokens.weight') if P + 'embed_tokens.weight' in w else emb
-    mh = []
+    mi = []
     for p in range(n - 1):  # MTP at position p: token p + 1 and the hidden state of p
         e = [0.0] * c['hidden_size'] if p == 0 else list(memb[toks[p + 1]])
         x = rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(fin[p], w.get(P + 'hnorm.weight'), eps)
-        mh.append(mv(w.get(P + 'eh_proj.weight'), x))
-    mh = m.layer(L, mh, list(range(n - 1)))
+        mi.append(mv(w.get(P + 'eh_proj.weight'), x))
+    mh = m.layer(L, mi, list(range(n - 1)))
     head = w.get(P + 'shared_head.head.weight') if P + 'shared_head.head.weight' in w else w.get('lm_head.weight')
     out = [mv(head, rmsnorm(h, w.get(P + 'shared_head.norm.weight'), eps)) for h in mh]
     with open(sys.argv[4], 'wb') as f:
         f.write(struct.pack('<%df' % ((n - 1) * V), *[v for row in out for v in row]))
     print('wrote %s: MTP logits [%d, %d]' % (sys.argv[4], n - 1, V))
+    if len(sys.argv) < 6:
+        return
+    # Chained passes (num_speculative_tokens > 1, as vLLM's MTP proposer): the module at
+    # position p + d, fed the token at p + d + 1 and its own output at p + d - 1 (before the
+    # head's norm), attending to its rows of positions 0..p from the first pass and to the
+    # chained rows before it. Depth d's row p predicts the token at p + d + 2.
+    for d in (1, 2):
+        rows = []
+        for p in range(n - 1 - d):
+            ins, prev = list(mi[:p + 1]), mh[p]
+            for j in range(1, d + 1):
+                e = list(memb[toks[p + j + 1]])
+                x = rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(prev, w.get(P + 'hnorm.weight'), eps)
+                ins.append(mv(w.get(P + 'eh_proj.weight'), x))
+                prev = m.layer(L, ins, list(range(p + j + 1)))[-1]
+            rows.append(mv(head, rmsnorm(prev, w.get(P + 'shared_head.norm.weight'), eps)))
+        out_d = sys.argv[5].replace('DEPTH', str(d))
+        with open(out_d, 'wb') as f:
+            f.write(struct.pack('<%df' % (len(rows) * V), *[v for row in rows for v in row]))
+        print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (out_d, d, len(rows), V))
 
 
 main()

@@ -339,7 +339,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .max_model_len = eng->max_model_len,
 				  /* prompt logprobs: their fp32 logits rows, all requests together */
 				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK,
-				  .drop_last_hit = o->spec.method == SPEC_MTP, .priority = o->priority_scheduling};
+				  .drop_last_hit = o->spec.method == SPEC_MTP, .priority = o->priority_scheduling,
+				  /* chained MTP passes write their latent rows past the step's tokens */
+				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
 	/* An override replaces the declared value before the rule is applied, so DCP still
@@ -386,8 +388,11 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->ban = malloc((size_t)eng->vocab);
 	eng->mtp_n = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n);
 	eng->mtp_want = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_want);
-	eng->mtp_draft = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_draft);
-	if (!eng->mtp_n || !eng->mtp_want || !eng->mtp_draft || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
+	eng->mtp_n_drafts = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n_drafts);
+	eng->mtp_tok = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_tok);
+	eng->mtp_guide = o->spec.method == SPEC_MTP && o->spec.k > 1 ? malloc(sizeof *eng->mtp_guide) : NULL;
+	if ((o->spec.method == SPEC_MTP && o->spec.k > 1 && !eng->mtp_guide) || !eng->mtp_n || !eng->mtp_want ||
+	    !eng->mtp_n_drafts || !eng->mtp_tok || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
 	    !eng->ban) {
 		err_set(e, "engine: out of memory");
 		goto fail;
@@ -411,8 +416,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
 	      o->max_num_seqs, o->max_num_batched_tokens);
 	if (o->spec.method == SPEC_MTP)
-		LOG_I(MOD, "speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts 1 token per "
-		      "step (its latent rows: one more cache layer)");
+		LOG_I(MOD, "speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts %d token%s per "
+		      "step (its latent rows: one more cache layer%s)", o->spec.k, o->spec.k > 1 ? "s" : "",
+		      o->spec.k > 1 ? "; each draft after the first is a chained pass of the same layer" : "");
 	else if (eng->spec_k > 0)
 		LOG_I(MOD, "speculative decoding: ngram, %d draft tokens per step, n-grams of %d to %d "
 		      "tokens%s", eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
@@ -458,7 +464,9 @@ void engine_free(struct engine *eng)
 	free(eng->n_before);
 	free(eng->mtp_n);
 	free(eng->mtp_want);
-	free(eng->mtp_draft);
+	free(eng->mtp_n_drafts);
+	free(eng->mtp_tok);
+	free(eng->mtp_guide);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);

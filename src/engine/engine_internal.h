@@ -58,10 +58,13 @@ struct engine {
 	int32_t *marker;	  /* [max_num_seqs] STEP_* end markers */
 	bool *alive;		  /* [max_num_seqs] still running after the step's outputs */
 	int32_t *n_before;	  /* [max_num_seqs] output tokens before the step */
-	/* deepseek_mtp: per choice of the step, its MTP positions, whether it drafts, the draft */
+	/* deepseek_mtp: per choice of the step, its MTP positions, whether it drafts, its drafts
+	 * (the first pass's, then one per chained pass) */
 	int *mtp_n;		  /* [max_num_seqs] */
 	bool *mtp_want;		  /* [max_num_seqs] */
-	int32_t *mtp_draft;	  /* [max_num_seqs] -1: none */
+	int *mtp_n_drafts;	  /* [max_num_seqs] */
+	int32_t *mtp_tok;	  /* [max_num_seqs] a chained pass's input token, -1: none */
+	struct jm_state *mtp_guide; /* a guided choice's state after its drafts so far */
 	struct sample_rng rng; /* seeds for unseeded requests */
 	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;

@@ -106,6 +106,7 @@ void step_plan_to_batch(const struct step_plan *p, struct batch *b)
 	b->n_logits = p->n_logits;
 	b->logits_rows = p->logits_rows;
 	b->hidden_rows = p->hidden_rows;
+	b->hidden_from_mtp = (p->flags & STEP_PLAN_MTP_CHAIN) != 0;
 	struct attn_meta *m = &b->attn;
 	m->n_seqs = p->n_seqs;
 	m->n_tokens = p->n_tokens;

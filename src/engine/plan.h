@@ -29,6 +29,8 @@ struct step_plan {
 enum {
 	STEP_PLAN_SHUTDOWN = 1, /* the engine stops: other ranks leave their loop */
 	STEP_PLAN_MTP = 2,	/* the MTP module's step (model_mtp_forward) after the model's */
+	STEP_PLAN_MTP_CHAIN = 4, /* with STEP_PLAN_MTP: a chained pass, fed the last MTP pass's
+				  * output rows (batch.hidden_from_mtp) */
 };
 
 /* Byte size of the packed form (a fixed header then the arrays, 8-byte aligned). */

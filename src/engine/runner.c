@@ -45,7 +45,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	rn->n_prow = malloc(sizeof *rn->n_prow * S);
 	rn->prow_pos = malloc(sizeof *rn->prow_pos * S);
 	rn->row_of_req = malloc(sizeof *rn->row_of_req * S);
-	if (!rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
+	rn->mtp_row_of_req = malloc(sizeof *rn->mtp_row_of_req * S);
+	if (!rn->mtp_row_of_req || !rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
 	    !rn->prow_pos || !rn->row_of_req) {
 		runner_fini(rn);
 		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
@@ -63,6 +64,7 @@ void runner_fini(struct runner *rn)
 	free(rn->n_prow);
 	free(rn->prow_pos);
 	free(rn->row_of_req);
+	free(rn->mtp_row_of_req);
 	memset(rn, 0, sizeof *rn);
 }
 
@@ -226,6 +228,7 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 	int32_t *n_q = ALLOC(a, int32_t, o->n + 1), *n_comp = ALLOC(a, int32_t, o->n + 1);
 	for (int i = 0; i < o->n; i++) {
 		rows[i] = NULL;
+		rn->mtp_row_of_req[i] = -1;
 		if (n_mtp[i] <= 0)
 			continue;
 		const struct sched_req *r = o->reqs[i];
@@ -276,7 +279,66 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 	CHECK(n_logits <= rn->logits_cap);
 	if (plan_run(rn, &p, e) < 0)
 		return -1;
-	for (int j = 0; j < n_logits; j++)
+	for (int j = 0; j < n_logits; j++) {
 		rows[lreq[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
+		rn->mtp_row_of_req[lreq[j]] = j;
+	}
+	return 0;
+}
+
+int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const int32_t *draft, int depth,
+			     const float **rows, struct err *e)
+{
+	struct arena *a = &rn->arena;
+	arena_reset(a);
+	int n = 0, bs = rn->c.block_size, max_blocks = 1;
+	int32_t *idx = ALLOC(a, int32_t, o->n + 1); /* plan sequence -> o->reqs index */
+	int32_t *hid = ALLOC(a, int32_t, o->n + 1); /* its row in the last MTP pass */
+	for (int i = 0; i < o->n; i++) {
+		rows[i] = NULL;
+		int prev = rn->mtp_row_of_req[i];
+		rn->mtp_row_of_req[i] = -1;
+		if (draft[i] < 0)
+			continue;
+		const struct sched_req *r = o->reqs[i];
+		int pos = r->n_tokens - 2 + depth;
+		CHECK(prev >= 0 && depth >= 1 && pos < r->kv.n_blocks * bs);
+		hid[n] = prev;
+		idx[n++] = i;
+		if (r->kv.n_blocks > max_blocks)
+			max_blocks = r->kv.n_blocks;
+	}
+	if (n == 0)
+		return 0;
+	/* one token each: every sequence is a decode, so the order is the requests' */
+	int32_t *tokens = ALLOC(a, int32_t, n + 1), *pos = ALLOC(a, int32_t, n + 1);
+	int64_t *slots = ALLOC(a, int64_t, n + 1);
+	int32_t *qs = ALLOC(a, int32_t, n + 1), *seq_lens = ALLOC(a, int32_t, n + 1);
+	int32_t *bt = ALLOC(a, int32_t, (size_t)n * max_blocks + 1);
+	int32_t *lrows = ALLOC(a, int32_t, n + 1);
+	qs[0] = 0;
+	for (int k = 0; k < n; k++) {
+		const struct sched_req *r = o->reqs[idx[k]];
+		int32_t *bt_row = bt + (size_t)k * max_blocks;
+		plan_bt_row(bt_row, &r->kv, max_blocks);
+		tokens[k] = draft[idx[k]];
+		pos[k] = r->n_tokens - 2 + depth;
+		slots[k] = kv_cache_slot(bt_row, bs, pos[k]);
+		qs[k + 1] = k + 1;
+		seq_lens[k] = pos[k] + 1;
+		lrows[k] = k;
+	}
+	struct step_plan p = {.n_tokens = n, .n_seqs = n, .max_blocks = max_blocks, .block_size = bs,
+			      .flags = STEP_PLAN_MTP | STEP_PLAN_MTP_CHAIN, .n_logits = n, .tokens = tokens,
+			      .positions = pos, .query_start = qs, .seq_lens = seq_lens, .block_table = bt,
+			      .slots = slots, .logits_rows = lrows, .hidden_rows = hid};
+	plan_split(rn, &p);
+	CHECK(n <= rn->logits_cap);
+	if (plan_run(rn, &p, e) < 0)
+		return -1;
+	for (int k = 0; k < n; k++) {
+		rows[idx[k]] = rn->logits + (size_t)k * (size_t)rn->c.vocab;
+		rn->mtp_row_of_req[idx[k]] = k;
+	}
 	return 0;
 }

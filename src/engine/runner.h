@@ -38,6 +38,7 @@ struct runner {
 	 * prow_of_req[i] (each gives the next prompt token's logprob) */
 	int32_t *prow_of_req, *n_prow, *prow_pos;
 	int32_t *row_of_req;		    /* [max_num_seqs] req i's first token row in the last plan */
+	int32_t *mtp_row_of_req;	    /* [max_num_seqs] req i's logits row in the last MTP pass, or -1 */
 };
 
 int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
@@ -67,5 +68,15 @@ const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *
  * (the draft after its last known token), else NULL. Overwrites the step's logits. */
 int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const int *n_mtp,
 		       const bool *want, const float **rows, struct err *e);
+
+/* After runner_execute_mtp (or another chained pass), one chained pass of the MTP module
+ * (vLLM's MTP with num_speculative_tokens > 1): o->reqs[i] with draft[i] >= 0 runs one token,
+ * draft[i], at position r->n_tokens - 2 + depth (depth 1 follows the first pass's draft),
+ * fed the module's own output row of its last pass; rows[i] gets the logits [vocab] of the
+ * token after it, else NULL. The position's KV slot must be allocated (the scheduler's
+ * lookahead); its MTP latent row is overwritten by the next step's first pass before any
+ * later position reads it. Overwrites the step's logits. */
+int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const int32_t *draft, int depth,
+			     const float **rows, struct err *e);
 
 #endif

@@ -197,6 +197,20 @@ static int victim_index(const struct sched *s)
 	return v;
 }
 
+/* Slots past `covered` (the positions computed once this step ran) that r's blocks must
+ * hold: when r decodes next (the step computes all its known tokens, or all but the last,
+ * as deepseek_mtp drafts from then on), never past r->max_len. */
+static int lookahead(const struct sched *s, const struct sched_req *r, int covered)
+{
+	if (s->c.lookahead <= 0 || covered < r->n_tokens - 1)
+		return 0;
+	int la = r->max_len - covered;
+	return la < s->c.lookahead ? (la > 0 ? la : 0) : s->c.lookahead;
+}
+
+/* r's tokens whose KV is computed once the step ran `covered` positions */
+static int known(const struct sched_req *r, int covered) { return covered < r->n_tokens ? covered : r->n_tokens; }
+
 void sched_step(struct sched *s, struct sched_output *o)
 {
 	int budget = s->c.max_num_batched_tokens;
@@ -221,9 +235,11 @@ void sched_step(struct sched *s, struct sched_output *o)
 			continue;
 		}
 		bool ok = false;
+		int la = lookahead(s, r, r->n_computed + n);
 		for (;;) {
-			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, r->n_computed, n,
-					    NULL, 0) == 0) {
+			/* only blocks of positions this step computes are registered, not the lookahead */
+			if (blocks_allocate(s->pool, &r->kv, r->tokens, known(r, r->n_computed + n), r->n_computed,
+					    n + la, NULL, 0) == 0) {
 				ok = true;
 				break;
 			}
@@ -281,8 +297,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 				break; /* FCFS: the next waits for the next step */
 			if (n > budget)
 				n = budget;
-			if (blocks_allocate(s->pool, &r->kv, r->tokens, r->n_tokens, 0, n, s->hit,
-					    n_hit) < 0)
+			if (blocks_allocate(s->pool, &r->kv, r->tokens, known(r, n_cached + n), 0,
+					    n + lookahead(s, r, n_cached + n), s->hit, n_hit) < 0)
 				break; /* no KV space: stop admitting (no skipping ahead) */
 			wait_remove(s, r);
 			r->n_spec = 0;

@@ -74,6 +74,9 @@ struct sched_config {
 	 * arrival) instead of arrival, and when blocks run out the running request with the
 	 * largest (priority, arrival) is preempted instead of the most recently admitted */
 	bool priority;
+	int lookahead;		/* KV slots past the scheduled tokens of a request whose step completes
+				 * its known tokens (deepseek_mtp with k drafts: k - 1, the positions
+				 * of its chained passes; vLLM's num_lookahead_tokens) */
 	bool drop_last_hit;	/* a prefix hit gives up its last block, to be computed again
 				 * (deepseek_mtp, as vLLM's EAGLE/MTP: the MTP row of a block's last
 				 * position depends on the next block's first token, and the step

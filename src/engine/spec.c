@@ -88,16 +88,12 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 		goto out;
 	}
 	if (mtp) {
-		if (got && c->k != 1) {
-			rc = err_set(e, "--speculative-config: deepseek_mtp drafts 1 token per step here "
-				     "(num_speculative_tokens %d: chaining the one MTP layer is not supported)", c->k);
-			goto out;
-		}
 		if (json_object_get(o, "prompt_lookup_min") || json_object_get(o, "prompt_lookup_max")) {
 			rc = err_set(e, "--speculative-config: prompt_lookup_min/max apply to method ngram only");
 			goto out;
 		}
-		c->k = 1;
+		if (!got)
+			c->k = 1; /* vLLM's default for DeepSeek's one MTP layer */
 		if (get_int(o, "disable_by_batch_size", 1, 1 << 20, &c->disable_by_batch_size, e) < 0)
 			rc = -1;
 		goto out;

@@ -17,7 +17,8 @@
 enum spec_method {
 	SPEC_NONE = 0,
 	SPEC_NGRAM,
-	SPEC_MTP, /* "deepseek_mtp" (or "mtp"): the checkpoint's MTP module drafts one token */
+	SPEC_MTP, /* "deepseek_mtp" (or "mtp"): the checkpoint's MTP module drafts (the first
+		   * from the model's hidden state, each next by a chained pass of the module) */
 };
 
 struct spec_config {
@@ -31,8 +32,9 @@ struct spec_config {
 /* Parses vLLM's JSON ({"method": "ngram", "num_speculative_tokens": 3,
  * "prompt_lookup_max": 4, "prompt_lookup_min": 2, "disable_by_batch_size": 8}); a missing
  * bound takes the other's value, both missing are 5 (vLLM's defaults). {"method":
- * "deepseek_mtp"} drafts with the checkpoint's MTP module: one token per step (DeepSeek ships
- * one MTP layer; num_speculative_tokens may be given as 1). Methods that need a separate
+ * "deepseek_mtp"} drafts with the checkpoint's MTP module: num_speculative_tokens (default 1)
+ * per step, the one MTP layer DeepSeek ships chained past the first, as vLLM does. Methods
+ * that need a separate
  * draft model (EAGLE, draft_model, ...) are refused by name. */
 int spec_config_parse(const char *json, struct spec_config *c, struct err *e);
 

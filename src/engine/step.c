@@ -7,6 +7,7 @@
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
 #include "guide/grammar.h"
+#include "guide/matcher.h"
 #include "guide/vocab.h"
 
 /* marker[] of a choice whose step ends after its sampled tokens */
@@ -172,18 +173,50 @@ static bool spec_disabled(const struct engine *eng)
 	return c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size;
 }
 
-/* deepseek_mtp's draft from the MTP logits of a choice: the argmax after its logit_bias,
- * its banned tokens (allowed_token_ids, bad_words) and its grammar, as its sampler would see
- * them, so that a request steered towards some tokens gets drafts among them (-1: none) */
-static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *row)
+/* The grammar state of guided choice s after its first `depth` drafts (tokens[n_tokens,
+ * + depth)) into eng->mtp_guide: NULL when the grammar does not apply yet after them; *dead
+ * when a draft leaves the grammar (the mask allowed it, so only if the grammar ended). */
+static const struct jm_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
+{
+	*dead = false;
+	const struct sched_req *r = &s->sr;
+	bool on = s->guide_on;
+	if (on && depth == 0)
+		return s->guide;
+	if (on)
+		jm_copy(eng->mtp_guide, s->guide);
+	for (int j = 0; j < depth; j++) {
+		int32_t t = r->tokens[r->n_tokens + j];
+		if (!on) {
+			if ((on = t == s->p.guide_after))
+				jm_init(eng->mtp_guide, s->p.guide);
+		} else if (!guide_vocab_advance(eng->guide_vocab, s->p.guide, eng->mtp_guide, t)) {
+			*dead = true;
+			return NULL;
+		}
+	}
+	return on ? eng->mtp_guide : NULL;
+}
+
+/* deepseek_mtp's draft from the MTP logits of a choice that has `depth` drafts already:
+ * the argmax after its logit_bias, its banned tokens (allowed_token_ids, bad_words) and its
+ * grammar, as its sampler would see them after those drafts, so that a request steered
+ * towards some tokens gets drafts among them (-1: none) */
+static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *row, int depth)
 {
 	const struct sampling_params *p = &s->p;
-	const uint8_t *ban = banned(eng, s, sched_req_n_output(&s->sr));
+	const uint8_t *ban = banned(eng, s, sched_req_n_output(&s->sr) + depth);
 	const uint8_t *allow = NULL;
-	if (s->guide && s->guide_on) {
-		if (guide_vocab_mask(eng->guide_vocab, p->guide, s->guide, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
+	if (s->guide) {
+		bool dead;
+		const struct jm_state *g = guide_after_drafts(eng, s, depth, &dead);
+		if (dead)
 			return -1;
-		allow = eng->allow;
+		if (g) {
+			if (guide_vocab_mask(eng->guide_vocab, p->guide, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
+				return -1;
+			allow = eng->allow;
+		}
 	}
 	const float *x = row;
 	if (p->n_logit_bias) { /* biased copy (the scratch is free between samples) */
@@ -198,10 +231,20 @@ static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *
 	return best;
 }
 
+/* the drafts choice i of the step may take: num_speculative_tokens, within its length */
+static int draft_room(const struct engine *eng, const struct sched_req *r)
+{
+	int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
+	return eng->o.spec.k < room ? eng->o.spec.k : (room > 0 ? room : 0);
+}
+
 /* deepseek_mtp: the MTP module runs over every position of the step whose next token is now
  * known and whose hidden state was computed from known tokens (a prefill chunk's, a decode's
  * last token and its accepted drafts), so that its latent cache follows the model's; each
- * decoding choice gets the greedy draft of the token after its last one (mtp_draft). Its
+ * decoding choice gets the greedy draft of the token after its last one (mtp_draft). With
+ * k > 1 drafts, each further draft is a chained pass of the same layer over the previous
+ * draft and the layer's own output (vLLM's way with DeepSeek's one MTP layer), at the
+ * positions the scheduler's lookahead holds. The drafts go to tokens[n_tokens, ...); the
  * logits are computed only when drafts are on. */
 static int mtp_step(struct engine *eng, const struct sched_output *o, struct err *e)
 {
@@ -211,22 +254,40 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 		const struct sched_req *r = o->reqs[i];
 		eng->mtp_n[i] = 0;
 		eng->mtp_want[i] = false;
-		eng->mtp_draft[i] = -1;
+		eng->mtp_n_drafts[i] = 0;
 		if (!eng->alive[i] || r->status != SREQ_RUNNING)
 			continue;
 		int end = r->step_start + r->n_sched < r->n_tokens - 1 ? r->step_start + r->n_sched : r->n_tokens - 1;
 		eng->mtp_n[i] = end > r->step_start ? end - r->step_start : 0;
-		eng->mtp_want[i] = drafts && eng->mtp_n[i] > 0 && decoding(eng, o, i);
+		eng->mtp_want[i] = drafts && eng->mtp_n[i] > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
 		any += eng->mtp_n[i];
 	}
 	if (!any)
 		return 0;
 	if (runner_execute_mtp(&eng->runner, o, eng->mtp_n, eng->mtp_want, eng->rows, e) < 0)
 		return -1;
-	for (int i = 0; i < o->n; i++)
-		if (eng->rows[i])
-			eng->mtp_draft[i] = mtp_draft(eng, o->reqs[i]->owner, eng->rows[i]);
-	return 0;
+	for (int depth = 0;; depth++) {
+		int chained = 0;
+		for (int i = 0; i < o->n; i++) {
+			eng->mtp_tok[i] = -1;
+			if (!eng->rows[i])
+				continue;
+			struct sched_req *r = o->reqs[i];
+			int32_t d = mtp_draft(eng, r->owner, eng->rows[i], depth);
+			if (d < 0)
+				continue;
+			r->tokens[r->n_tokens + depth] = d;
+			eng->mtp_n_drafts[i] = depth + 1;
+			if (depth + 1 < draft_room(eng, r)) {
+				eng->mtp_tok[i] = d;
+				chained++;
+			}
+		}
+		if (!chained)
+			return 0;
+		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp_tok, depth + 1, eng->rows, e) < 0)
+			return -1;
+	}
 }
 
 static void propose(struct engine *eng, const struct sched_output *o)
@@ -240,11 +301,9 @@ static void propose(struct engine *eng, const struct sched_output *o)
 			continue;
 		struct sched_req *r = o->reqs[i];
 		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
-		int k = c->k < room ? c->k : room;
+		int k = draft_room(eng, r);
 		if (c->method == SPEC_MTP) {
-			r->n_spec = k > 0 && eng->mtp_draft[i] >= 0;
-			if (r->n_spec)
-				r->tokens[r->n_tokens] = eng->mtp_draft[i];
+			r->n_spec = eng->mtp_n_drafts[i]; /* at tokens[n_tokens, ...) already, <= k */
 		} else {
 			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
 							      c->lookup_max, k, r->tokens + r->n_tokens)

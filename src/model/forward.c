@@ -602,10 +602,12 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 		return err_set(e, "mtp forward: the model was loaded without its MTP layer");
 	if (!b->hidden_rows)
 		return err_set(e, "mtp forward: no hidden rows");
+	const float *src = b->hidden_from_mtp ? m->mtp_hidden : m->hidden; /* [n_src, D] */
+	int n_src = b->hidden_from_mtp ? m->n_mtp_hidden : m->n_hidden;
 	for (int t = 0; t < b->n_tokens; t++)
-		if (b->hidden_rows[t] < 0 || b->hidden_rows[t] >= m->n_hidden)
-			return err_set(e, "mtp forward: hidden row %d at row %d outside the last forward's %d", b->hidden_rows[t],
-				       t, m->n_hidden);
+		if (b->hidden_rows[t] < 0 || b->hidden_rows[t] >= n_src)
+			return err_set(e, "mtp forward: hidden row %d at row %d outside the last %s forward's %d",
+				       b->hidden_rows[t], t, b->hidden_from_mtp ? "mtp" : "model", n_src);
 	struct attn_meta meta;
 	if (step_begin(m, b, kv, backend, &meta, e))
 		return -1;
@@ -618,7 +620,7 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 	for (int r = 0; r < n; r++) {
 		if (b->positions[r] == 0) /* as vLLM: position 0 has no previous token to follow */
 			memset(h + (size_t)r * D, 0, sizeof(float) * (size_t)D);
-		memcpy(xn + (size_t)r * D, m->hidden + (size_t)b->hidden_rows[r] * D, sizeof(float) * (size_t)D);
+		memcpy(xn + (size_t)r * D, src + (size_t)b->hidden_rows[r] * D, sizeof(float) * (size_t)D);
 	}
 	par_rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
 	par_rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
@@ -629,8 +631,13 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 	if (layer_forward(m, c->num_hidden_layers, b, &meta, kv, backend, xn, h, mark, e))
 		return -1;
 	m->arena.used = mark;
-	for (int i = 0; i < b->n_logits; i++)
+	/* the rows a chained pass may follow (one per sequence: the engine's drafts) */
+	m->n_mtp_hidden = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;
+	for (int i = 0; i < b->n_logits; i++) {
+		if (i < m->n_mtp_hidden)
+			memcpy(m->mtp_hidden + (size_t)i * D, h + (size_t)b->logits_rows[i] * D, sizeof(float) * (size_t)D);
 		ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, t->head_norm, 1, D, c->rms_norm_eps);
+	}
 	act_round(m, xn, (size_t)b->n_logits * D);
 	return b->n_logits > 0 ? head_logits(m, &t->head, xn, b->n_logits, logits, e) : 0;
 }

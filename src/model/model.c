@@ -583,7 +583,8 @@ static int load_mtp(struct model *m, struct err *e)
 #undef MNAME
 	m->n_layers = L + 1;
 	m->hidden = own(m, sizeof(float) * (size_t)m->opt.max_batch_tokens * (size_t)D);
-	if (!m->hidden)
+	m->mtp_hidden = own(m, sizeof(float) * (size_t)m->opt.max_seqs * (size_t)D);
+	if (!m->hidden || !m->mtp_hidden)
 		return err_set(e, "model: out of memory for the MTP hidden states");
 	return 0;
 }

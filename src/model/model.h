@@ -63,6 +63,10 @@ struct batch {
 	/* model_mtp_forward only: [n_tokens] the row of the last model_forward whose hidden state
 	 * each token follows (tokens[t] is the token after that row's) */
 	const int32_t *hidden_rows;
+	/* model_mtp_forward only: hidden_rows index the output rows of the last
+	 * model_mtp_forward's logits rows instead (a chained draft: vLLM's MTP with
+	 * num_speculative_tokens > 1 feeds the module its own output) */
+	bool hidden_from_mtp;
 };
 
 /* Writes the step's latent rows into `kv`, runs every layer, and fills
@@ -76,7 +80,10 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
  * is zero at position 0), then the MTP decoder layer over its own latent cache layer, and
  * logits[n_logits, vocab] = shared_head(norm(h)) of the requested rows: the distribution of
  * the token after tokens[t]. The hidden states are the final-normed rows of the last
- * model_forward on this rank, so every rank runs this right after the same model_forward. */
+ * model_forward on this rank, so every rank runs this right after the same model_forward;
+ * with b->hidden_from_mtp they are the layer's own output rows h (before the head's norm)
+ * of the last model_mtp_forward's logits rows, which each call keeps (when there are at most
+ * max_seqs of them). */
 int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		      const struct attn_backend *backend, float *logits, struct err *e);
 

@@ -51,6 +51,10 @@ struct model {
 	struct mtp_weights mtp;		/* when n_layers > num_hidden_layers */
 	float *hidden;			/* [max_batch_tokens, D] with MTP: the last model_forward's final-normed rows */
 	int n_hidden;			/* rows of it that the last model_forward wrote */
+	float *mtp_hidden;		/* [max_seqs, D] with MTP: the last model_mtp_forward's output rows
+					 * (before its head's norm) of its logits rows: a chained pass's input */
+	int n_mtp_hidden;		/* rows of it that the last model_mtp_forward wrote (0 when it had
+					 * more logits rows than max_seqs) */
 	int tp_size, tp_rank;		/* 1, 0 without TP */
 	int n_heads_local, head0;	/* this rank's heads [head0, head0 + n_heads_local) */
 	int *vocab_cols;		/* [tp_size] lm_head rows (logit columns) per rank */

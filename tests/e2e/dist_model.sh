@@ -206,21 +206,24 @@ for be in FLASHMLA FLASH_ATTN_MLA; do
 done
 
 # ---- the MTP module under TP + DCP (tiny-r1-mtp: fp8, its own head split by vocabulary): the
-# tokens without drafts, and the drafts of one process (the same count kept, float32) ----
-MTP='{"method": "deepseek_mtp"}'
-one=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp SPEC_TP="-tp 1" spec_gen FLASHMLA 1 --speculative-config "$MTP")
-kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
-for be in FLASHMLA FLASH_ATTN_MLA; do
-	for i in 1 16; do
-		name="generate tiny-r1-mtp -tp 2 -dcp 2 I=$i, $be, deepseek_mtp: the tokens without drafts"
-		want=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i)
-		got=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i --speculative-config "$MTP")
-		kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
-		if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
-			notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
-		elif [ "${kept:-0}" -eq 0 ] || [ "$kept" != "$kept1" ]; then
-			notok "$name" "$kept drafts kept, $kept1 in one process"
-		else ok "$name ($kept drafts kept, as in one process)"; fi
+# tokens without drafts, and the drafts of one process (the same count kept, float32); one
+# draft per step, and three (two chained passes of the module, at lookahead slots) ----
+for k in 1 3; do
+	MTP="{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": $k}"
+	one=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp SPEC_TP="-tp 1" spec_gen FLASHMLA 1 --speculative-config "$MTP")
+	kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+	for be in FLASHMLA FLASH_ATTN_MLA; do
+		for i in 1 16; do
+			name="generate tiny-r1-mtp -tp 2 -dcp 2 I=$i, $be, deepseek_mtp k=$k: the tokens without drafts"
+			want=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i)
+			got=$(SPEC_MODEL=tests/fixtures/tiny-r1-mtp spec_gen $be $i --speculative-config "$MTP")
+			kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+			if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
+				notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
+			elif [ "${kept:-0}" -eq 0 ] || [ "$kept" != "$kept1" ]; then
+				notok "$name" "$kept drafts kept, $kept1 in one process"
+			else ok "$name ($kept drafts kept, as in one process)"; fi
+		done
 	done
 done
 

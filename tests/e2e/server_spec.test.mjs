@@ -19,7 +19,9 @@ before(async () => {
   [plain, spec, mtp] = await Promise.all([
     startServer(['--served-model-name', MODEL]),
     startServer(['--served-model-name', MODEL, '--speculative-config', SPEC]),
-    startServer(['tests/fixtures/tiny-v3-mtp', '--served-model-name', MODEL, '--speculative-config', '{"method": "deepseek_mtp"}']),
+    // three drafts per step: the first from the model's hidden state, two chained passes
+    startServer(['tests/fixtures/tiny-v3-mtp', '--served-model-name', MODEL, '--speculative-config',
+      '{"method": "deepseek_mtp", "num_speculative_tokens": 3}']),
   ]);
 });
 after(async () => {
@@ -42,7 +44,7 @@ describe('speculative decoding', () => {
   test('the log names it', () => {
     assert.match(spec.log(), /speculative decoding: ngram, 3 draft tokens per step, n-grams of 1 to 3 tokens/);
     assert.match(mtp.log(), /MTP module: layer 3/);
-    assert.match(mtp.log(), /speculative decoding: deepseek_mtp/);
+    assert.match(mtp.log(), /speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts 3 tokens per step/);
   });
 
   for (const which of ['ngram', 'mtp']) test(`completions equal those of a server without drafts (${which})`, async () => {
@@ -102,6 +104,9 @@ describe('speculative decoding', () => {
       const kept = metric(v, 'mlaserve:spec_decode_num_accepted_tokens_total');
       assert.ok(drafts > 0 && kept > 0 && kept < drafts, `${kept} of ${drafts}`);
     }
+    // a chained MTP draft (the second of a step) is kept now and then
+    const second = metric(await waitIdle(mtp.base), 'mlaserve:spec_decode_num_accepted_tokens_per_pos_total', 'position="1"');
+    assert.ok(second > 0, `second drafts kept: ${second}`);
     const v = await waitIdle(spec.base);
     assert.ok(metric(v, 'mlaserve:spec_decode_num_accepted_tokens_per_pos_total', 'position="2"') >= 0);
     const { text } = await metrics(plain.base);
@@ -111,7 +116,7 @@ describe('speculative decoding', () => {
   test('a bad --speculative-config is a one-line start-up error', () => {
     for (const [cfg, want] of [
       ['{"method": "deepseek_mtp", "num_speculative_tokens": 1}', /deepseek_mtp needs the checkpoint's MTP layer, and num_nextn_predict_layers is 0/],
-      ['{"method": "deepseek_mtp", "num_speculative_tokens": 2}', /deepseek_mtp drafts 1 token per step/],
+      ['{"method": "deepseek_mtp", "num_speculative_tokens": 16}', /"num_speculative_tokens" must be an integer in \[1, 15\]/],
       ['{"method": "eagle", "num_speculative_tokens": 1}', /method "eagle" is not supported/],
       ['{"method": "ngram"}', /"num_speculative_tokens" is required/],
       ['ngram', /not a JSON object/],

@@ -146,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((flags >> 6) == 3) { /* the checkpoint's MTP layer drafts (tiny-v3-mtp: same tokenizer) */
 		o.model = mtp_model;
 		o.spec.method = SPEC_MTP;
-		o.spec.k = 1;
+		o.spec.k = 1 + (int)(flags >> 2 & 3) % 3; /* 2, 3: chained passes */
 		o.spec.disable_by_batch_size = flags & 2 ? 2 : 0;
 	} else if (flags & 2) {
 		o.spec.method = SPEC_NGRAM;

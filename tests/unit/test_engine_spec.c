@@ -73,8 +73,11 @@ static void test_spec_config(void)
 	EXPECT(c.method == SPEC_MTP && c.k == 1);
 	EXPECT(spec_config_parse("{\"method\": \"mtp\", \"disable_by_batch_size\": 8}", &c, &e) == 0);
 	EXPECT(c.method == SPEC_MTP && c.k == 1 && c.disable_by_batch_size == 8);
-	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 2}", &c, &e) < 0);
-	EXPECT(strstr(e.msg, "1 token per step") != NULL);
+	/* more drafts than DeepSeek's one MTP layer: chained passes, as vLLM */
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 3}", &c, &e) == 0);
+	EXPECT(c.method == SPEC_MTP && c.k == 3);
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 16}", &c, &e) < 0);
+	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 0}", &c, &e) < 0);
 	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"prompt_lookup_max\": 2}", &c, &e) < 0);
 	EXPECT(spec_config_parse("{\"method\": \"eagle\", \"num_speculative_tokens\": 1}", &c, &e) < 0);
 	EXPECT(strstr(e.msg, "eagle") != NULL);
@@ -183,7 +186,7 @@ struct spec_run {
 	size_t kv_bytes;
 	int k;		/* 0: no speculation */
 	int disable;	/* disable_by_batch_size */
-	bool mtp;	/* deepseek_mtp on tiny-v3-mtp (k 1), else ngram on tiny-v3 */
+	bool mtp;	/* deepseek_mtp on tiny-v3-mtp, else ngram on tiny-v3 */
 };
 
 static int32_t g_prompt[N_REQ][64];
@@ -277,7 +280,7 @@ static int run(const struct spec_run *c, struct choice_out *out, struct engine_s
 	o.eos_ids[0] = 1;
 	if (c->mtp) {
 		o.spec.method = SPEC_MTP;
-		o.spec.k = 1;
+		o.spec.k = c->k;
 		o.spec.disable_by_batch_size = c->disable;
 	} else if (c->k > 0) {
 		o.spec.method = SPEC_NGRAM;
@@ -431,6 +434,11 @@ static void test_engine_same_outputs(void)
 			{be, true, 7, 0, 1, 0, true},
 			{be, true, 64, per_block * 4 / 3 * 12, 1, 0, true}, /* 4 cache layers: 192 tokens */
 			{be, true, 512, 0, 1, 7, true},
+			/* chained passes of the MTP layer: 3 drafts, at the lookahead slots */
+			{be, true, 512, 0, 3, 0, true},
+			{be, false, 512, 0, 2, 0, true},
+			{be, true, 7, 0, 3, 0, true},
+			{be, true, 64, per_block * 4 / 3 * 12, 3, 0, true},
 		};
 		uint64_t all_drafts = 0;
 		for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
@@ -456,6 +464,9 @@ static void test_engine_same_outputs(void)
 			for (int j = 0; j < SPEC_MAX_TOKENS; j++)
 				per_pos += st.spec_accepted_per_pos[j];
 			EXPECT(per_pos == st.spec_accepted_tokens);
+			if (runs[k].mtp && runs[k].k > 1) /* a chained draft is kept now and then */
+				EXPECTF(st.spec_accepted_per_pos[1] > 0, "%s: %llu second drafts kept", what,
+					(unsigned long long)st.spec_accepted_per_pos[1]);
 		}
 	}
 }
@@ -472,7 +483,7 @@ static void test_engine_stop_strings_and_guides(void)
 	static const char re[] = "(ab|ba|aa|b)+c{1,3}";
 	EXPECT(guide_from_regex(re, sizeof re - 1, &g, &e) == 0);
 	for (int run = 0; run < 3; run++) {
-		int k = run == 1 ? 3 : run == 2 ? 1 : 0; /* none, ngram, mtp */
+		int k = run == 1 ? 3 : run == 2 ? 3 : 0; /* none, ngram, mtp (chained) */
 		struct engine_options o;
 		engine_options_init(&o);
 		o.model = run == 2 ? g_mtp : g_model;
@@ -486,7 +497,7 @@ static void test_engine_stop_strings_and_guides(void)
 		if (run == 1)
 			o.spec.method = SPEC_NGRAM, o.spec.k = k, o.spec.lookup_min = 1, o.spec.lookup_max = 2;
 		if (run == 2)
-			o.spec.method = SPEC_MTP, o.spec.k = 1;
+			o.spec.method = SPEC_MTP, o.spec.k = 3;
 		struct engine *eng;
 		if (engine_new(&o, &eng, &e) < 0) {
 			harness_fail(__FILE__, __LINE__, "engine_new: %s", e.msg);

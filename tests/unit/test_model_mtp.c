@@ -3,7 +3,8 @@
  * independent oracle's golden logits of the main models to ~1e-5 (it prints that check when
  * it writes them). Fixtures tiny-v3-mtp (bf16 weights) and tiny-r1-mtp (fp8, its own MTP
  * head): whole prompts, chunks through both latent caches, and single-token decodes on
- * every backend, float32. */
+ * every backend, float32; and the chained passes (num_speculative_tokens > 1) after each
+ * chunk, against the reference's chained logits. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static struct model *load(const char *name, bool mtp, struct err *e)
 {
 	if (!g_pool && pool_new(2, &g_pool, e))
 		return NULL;
-	struct model_options o = {.act_dtype = DT_F32, .max_batch_tokens = 128, .max_seqs = 4, .max_model_len = 128,
+	struct model_options o = {.act_dtype = DT_F32, .max_batch_tokens = 128, .max_seqs = 64, .max_model_len = 128,
 				  .pool = g_pool, .load_mtp = mtp};
 	struct model *m = NULL;
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
@@ -62,7 +63,25 @@ static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *
 	return model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
 }
 
-/* first_chunk tokens at once, then `step` at a time (1: decodes on backend be) */
+/* A chained pass after chunk(): the module at position pos, fed tok[pos + 1] and row `hid`
+ * of its own last pass (what the engine does past the first draft, with the draft in place
+ * of the prompt's token); out [V]. */
+static int chain(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int pos,
+		 int hid, float *out, struct err *e)
+{
+	int32_t p[1] = {pos}, rows[1] = {0}, h[1] = {hid}, qs[2] = {0, 1}, sl[1] = {pos + 1};
+	int64_t slots[1] = {(int64_t)s->bt[pos / FWD_BS] * FWD_BS + pos % FWD_BS};
+	struct batch b = {.n_tokens = 1, .tokens = tok + pos + 1, .positions = p, .n_logits = 1, .logits_rows = rows,
+			  .hidden_rows = h, .hidden_from_mtp = true};
+	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = 1, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
+				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = be != NULL,
+				    .n_decode_tokens = be != NULL, .dcp_size = 1, .local_seq_lens = sl};
+	return model_mtp_forward(m, &b, &s->kv, be, out, e);
+}
+
+/* first_chunk tokens at once, then `step` at a time (1: decodes on backend be); after each
+ * chunk, two chained passes from its last MTP position (num_speculative_tokens 3), whose
+ * latent rows the next chunk's first pass overwrites */
 static void check(const char *fixture, const char *main_fixture, const char *name, int first_chunk, int step,
 		  const struct attn_backend *be)
 {
@@ -76,6 +95,14 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	char rel[256];
 	snprintf(rel, sizeof rel, "%s/golden/%s.mtp.f32", fixture, name);
 	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
+	float *gold_chain[3] = {NULL, NULL, NULL}; /* [depth][n - 1 - depth, V] */
+	for (int d = 1; d <= 2; d++) {
+		snprintf(rel, sizeof rel, "%s/golden/%s.chain%d.f32", fixture, name, d);
+		gold_chain[d] = fwd_read_f32(fixture_path(rel), (size_t)(n - 1 - d) * (size_t)V);
+		EXPECTF(gold_chain[d] != NULL, "%s", rel);
+	}
+	float chain_worst = 0;
+	int n_chained = 0;
 	struct fwd_seq s;
 	EXPECT(tok && gold && fwd_seq_init_layers(&s, model_config(m), model_kv_layers(m), 128, DT_F32, &e) == 0);
 	float worst = 0;
@@ -91,7 +118,23 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 			if (d > worst)
 				worst = d;
 		}
+		int last = start + k - 1; /* the first pass's last position */
+		for (int d = 1, hid = k - 1; k > 0 && d <= 2 && last + d + 1 < n && gold_chain[d]; d++, hid = 0) {
+			int rc = chain(m, &s, be, tok, last + d, hid, out, &e);
+			EXPECTF(rc == 0, "%s %s chained at %d: %s", fixture, name, last + d, rc ? e.msg : "");
+			if (rc)
+				break;
+			float diff = fwd_max_abs_diff(out, gold_chain[d] + (size_t)last * V, (size_t)V);
+			if (diff > chain_worst)
+				chain_worst = diff;
+			n_chained++;
+		}
 	}
+	EXPECTF((n_chained > 0 || first_chunk >= n - 2) && chain_worst < 1e-3f,
+		"%s %s (first %d, then %d, %s): %d chained MTP logits differ from the reference by %g", fixture, name,
+		first_chunk, step, be ? be->name : "prefill path", n_chained, chain_worst);
+	for (int d = 1; d <= 2; d++)
+		free(gold_chain[d]);
 	EXPECTF(worst < 1e-3f, "%s %s (first %d, then %d, %s): MTP logits differ from the reference by %g", fixture, name,
 		first_chunk, step, be ? be->name : "prefill path", worst);
 	fwd_seq_fini(&s);
@@ -108,6 +151,7 @@ static void test_mtp_whole_and_chunked(void)
 		check(fx[f][0], fx[f][1], "len17", 17, 17, NULL);
 		check(fx[f][0], fx[f][1], "len64", 64, 64, NULL);
 		check(fx[f][0], fx[f][1], "len64", 7, 7, NULL);
+		check(fx[f][0], fx[f][1], "len17", 5, 3, NULL);
 	}
 }
 

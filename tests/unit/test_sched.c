@@ -263,6 +263,38 @@ static void test_prefix_hits_drop_last(void)
 	fix_fini(&f);
 }
 
+/* deepseek_mtp's lookahead: a request that decodes next gets blocks for `lookahead` more
+ * positions (its chained MTP passes write there); only blocks whose
+ * positions the step computes are registered in the prefix cache. */
+static void test_lookahead(void)
+{
+	struct fix f;
+	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 7, .max_model_len = 512, .lookahead = 2};
+	fix_init_cfg(&f, 64, 4, true, &c);
+	struct sched_req *a = fix_add(&f, 8, 100, 6); /* 7 of its 8 prompt tokens in step 1 */
+	fix_step(&f);
+	EXPECT_EQ_INT(a->n_computed, 7);
+	EXPECT_EQ_INT(a->kv.n_blocks, 3); /* positions 0..8: it decodes next, so 7 + 2 */
+	/* block 1 holds position 7, not computed yet: not in the cache (a 9-token prompt with the
+	 * same 8 first tokens hits one block, not two) */
+	struct sched_req probe;
+	int32_t toks[9], hit[8];
+	struct err e;
+	for (int i = 0; i < 9; i++)
+		toks[i] = 100 + i;
+	EXPECT(sched_req_init(&probe, 99, toks, 9, 16, 4, &e) == 0);
+	EXPECT_EQ_INT(blocks_find_cached(f.pool, &probe.kv, probe.tokens, 9, hit), 1);
+	fix_step(&f); /* a's last prompt token */
+	EXPECT_EQ_INT(a->n_tokens, 9);
+	EXPECT_EQ_INT(a->kv.n_blocks, 3);
+	EXPECT_EQ_INT(blocks_find_cached(f.pool, &probe.kv, probe.tokens, 9, hit), 2);
+	for (int k = 0; k < 8; k++)
+		fix_step(&f);
+	EXPECT(a->status == SREQ_FINISHED);
+	sched_req_fini(&probe);
+	fix_fini(&f);
+}
+
 /* A resumed (preempted) request hits the prefix cache over prompt + outputs. */
 static void test_resume_hits_cache(void)
 {
@@ -518,6 +550,6 @@ static void test_chunk_budget(void)
 }
 
 TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
-      T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits), T(test_prefix_hits_drop_last),
+      T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits), T(test_prefix_hits_drop_last), T(test_lookahead),
       T(test_resume_hits_cache), T(test_stop_conditions), T(test_max_model_len),
       T(test_random_workload), T(test_priority_queue_order), T(test_priority_preemption))
