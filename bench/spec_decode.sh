@@ -11,7 +11,8 @@
 #           (MTP: its random-weight drafts see the same bias, so they pick one of the two);
 #   one:    (REGIMES="free repeat one") a single favoured token: every draft is kept, the
 #           upper bound.
-# usage: bash bench/spec_decode.sh [CONFIG_DIR] [BATCHES] [REPS] [K]
+# usage: bash bench/spec_decode.sh [CONFIG_DIR] [BATCHES] [REPS] [K] (K: drafts per step, 3 for
+# ngram and 1 for mtp unless given; mtp past 1 chains the module)
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
 BIN=${BUILD:-build}/mlaserve
@@ -20,7 +21,7 @@ BATCHES=${2:-1 4}
 REPS=${3:-2}
 K=${4:-3}
 SPEC="{\"method\": \"ngram\", \"num_speculative_tokens\": $K, \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3}"
-[ "${SPEC_METHOD:-ngram}" = mtp ] && SPEC='{"method": "deepseek_mtp"}'
+[ "${SPEC_METHOD:-ngram}" = mtp ] && SPEC="{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": ${4:-1}}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

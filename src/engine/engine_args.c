@@ -63,6 +63,7 @@ void engine_args_usage(FILE *f)
 		"                                    '{\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
 		"                                    \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}', or the\n"
 		"                                    checkpoint's MTP layer: '{\"method\": \"deepseek_mtp\"}'\n"
+		"                                    (\"num_speculative_tokens\": k > 1 chains it, as vLLM)\n"
 		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
 		"   --gpu-memory-utilization are taken and have no effect)\n"
 		"parallelism (ranks self-launched with mpirun unless started under it):\n"
