@@ -218,6 +218,21 @@ const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *
 	return *n > 0 ? rn->logits + (size_t)rn->prow_of_req[i] * (size_t)rn->c.vocab : NULL;
 }
 
+/* runs an MTP plan; logits row j belongs to o->reqs[req_of_row[j]] (rows[], mtp_row_of_req[]) */
+static int mtp_plan_run(struct runner *rn, struct step_plan *p, const int32_t *req_of_row, const float **rows,
+			struct err *e)
+{
+	plan_split(rn, p);
+	CHECK(p->n_logits <= rn->logits_cap);
+	if (plan_run(rn, p, e) < 0)
+		return -1;
+	for (int j = 0; j < p->n_logits; j++) {
+		rows[req_of_row[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
+		rn->mtp_row_of_req[req_of_row[j]] = j;
+	}
+	return 0;
+}
+
 int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const int *n_mtp,
 		       const bool *want, const float **rows, struct err *e)
 {
@@ -275,15 +290,7 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 			      .flags = STEP_PLAN_MTP, .n_logits = n_logits, .tokens = tokens, .positions = pos,
 			      .query_start = qs, .seq_lens = seq_lens, .block_table = bt, .slots = slots,
 			      .logits_rows = lrows, .hidden_rows = hid};
-	plan_split(rn, &p);
-	CHECK(n_logits <= rn->logits_cap);
-	if (plan_run(rn, &p, e) < 0)
-		return -1;
-	for (int j = 0; j < n_logits; j++) {
-		rows[lreq[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
-		rn->mtp_row_of_req[lreq[j]] = j;
-	}
-	return 0;
+	return mtp_plan_run(rn, &p, lreq, rows, e);
 }
 
 int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const int32_t *draft, int depth,
@@ -332,13 +339,5 @@ int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, co
 			      .flags = STEP_PLAN_MTP | STEP_PLAN_MTP_CHAIN, .n_logits = n, .tokens = tokens,
 			      .positions = pos, .query_start = qs, .seq_lens = seq_lens, .block_table = bt,
 			      .slots = slots, .logits_rows = lrows, .hidden_rows = hid};
-	plan_split(rn, &p);
-	CHECK(n <= rn->logits_cap);
-	if (plan_run(rn, &p, e) < 0)
-		return -1;
-	for (int k = 0; k < n; k++) {
-		rows[idx[k]] = rn->logits + (size_t)k * (size_t)rn->c.vocab;
-		rn->mtp_row_of_req[idx[k]] = k;
-	}
-	return 0;
+	return mtp_plan_run(rn, &p, idx, rows, e);
 }
