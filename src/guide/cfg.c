@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "base/grow.h"
+#include "guide/cfg_unleft.h"
 
 #define CFG_MAX_REPEAT 1000
 #define CFG_MAX_NEST 64 /* ( ) groups inside each other */
+#define LEFT_HIDDEN "left recursion behind a part that may match nothing, through rule "
 
 /* a sequence being built (its elements go to the grammar's array when it is whole) */
 struct seqbuf {
@@ -36,6 +38,7 @@ struct builder {
 				    * empty; CLASS_HASH_CAP slots */
 	int class_states;
 	int nest;
+	int n_parsed; /* rules from the text (b->alts, used_at); later ones come from cfg_unleft */
 };
 
 #define HASH_CAP 8192 /* a power of two over 2x CFG_MAX_RULES */
@@ -658,7 +661,7 @@ static int left_dfs(struct builder *b, const uint8_t *nullable, uint8_t *color, 
 		return fail_at(b, b->start, "rules that may match nothing nested more than 1000 deep", NULL);
 	if (color[r] == 1) {
 		const char *at = b->defined_at[r] ? b->defined_at[r] : b->start;
-		return fail_at(b, at, "left recursion through rule ", c->names[r] ? c->names[r] : "( ... )");
+		return fail_at(b, at, LEFT_HIDDEN, c->names[r] ? c->names[r] : "( ... )");
 	}
 	color[r] = 1;
 	for (int a = 0; a < c->rules[r].n_alts; a++) {
@@ -704,6 +707,30 @@ static int finish(struct builder *b)
 		at += b->alts[i].n;
 	}
 	c->n_alt = total;
+	b->n_parsed = c->n_rules;
+	int32_t *origin = NULL;
+	int bad = -1, u = cfg_unleft(c, &origin, &bad);
+	if (u != 0 && u != CFG_UNLEFT_OOM) {
+		const char *why = u == CFG_UNLEFT_HIDDEN ? LEFT_HIDDEN
+				  : u == CFG_UNLEFT_CYCLE
+				      ? "left recursion whose other parts may all match nothing (a rule that derives itself), "
+					"through rule "
+				  : u == CFG_UNLEFT_NO_END ? "no output is whole: every alternative of the rule needs a rule "
+							     "that never ends, rule "
+							   : "the grammar is too large (more than 65536 elements) once the "
+							     "left recursion is rewritten, through rule ";
+		return fail_at(b, b->defined_at[bad] ? b->defined_at[bad] : b->start, why,
+			       c->names[bad] ? c->names[bad] : "( ... )");
+	}
+	const char **d = u ? NULL : realloc(b->defined_at, sizeof *d * (size_t)c->n_rules);
+	if (!d) {
+		free(origin);
+		return oom(b);
+	}
+	b->defined_at = d;
+	for (int i = b->n_parsed; i < c->n_rules; i++)
+		d[i] = d[origin[i]];
+	free(origin);
 	/* nullable and non-empty rules, to a fixed point */
 	uint8_t *nullable = calloc((size_t)c->n_rules, 1), *nonempty = calloc((size_t)c->n_rules, 1);
 	uint8_t *color = calloc((size_t)c->n_rules, 1);
@@ -781,7 +808,7 @@ int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err 
 	}
 	if (!b.failed)
 		finish(&b);
-	for (int i = 0; i < b.c->n_rules; i++)
+	for (int i = 0; i < (b.n_parsed ? b.n_parsed : b.c->n_rules); i++)
 		free(b.alts[i].v);
 	free(b.alts);
 	free(b.defined_at);

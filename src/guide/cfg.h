@@ -15,8 +15,10 @@
  *   x? x* x+ x{m} x{m,} x{m,n} x{,n}   repetition (m, n <= 1000)
  *   # ...                        a comment to the end of the line
  * A rule ends where the next "name ::=" begins, so rules may span lines. Left recursion
- * (expr ::= expr "+" term) is refused with a message naming the rule: write it as repetition
- * (expr ::= term ("+" term)*). Lark grammars and xgrammar's lookahead assertions are refused. */
+ * (expr ::= expr "+" term | term, also through other rules) is rewritten as repetition
+ * (guide/cfg_unleft.h); behind a part that may match nothing (a ::= "x"? a "y") it is refused
+ * with a message naming the rule. Lark grammars and xgrammar's lookahead assertions are
+ * refused. */
 #ifndef MLA_GUIDE_CFG_H
 #define MLA_GUIDE_CFG_H
 

@@ -47,6 +47,7 @@ static void stack_copy(struct jm_stack *dst, const struct jm_stack *src)
 void jm_copy(struct jm_state *dst, const struct jm_state *src)
 {
 	dst->n = src->n;
+	dst->cut = src->cut;
 	for (int i = 0; i < src->n; i++)
 		stack_copy(&dst->s[i], &src->s[i]);
 }
@@ -118,12 +119,26 @@ static struct jm_frame *push(struct jm_stack *s, int node, uint8_t kind, uint8_t
 struct outs {
 	struct jm_stack *v;
 	int n, cap;
+	bool cut; /* a parse was given up (jm_state.cut) */
 };
 
+static bool same_stack(const struct jm_stack *a, const struct jm_stack *b)
+{
+	return a->depth == b->depth && !memcmp(a->f, b->f, sizeof *a->f * (size_t)a->depth);
+}
+
+/* Keeps s unless it is already there: an ambiguous grammar reaches one stack by several
+ * parses, and the copies must not take the places of other stacks (the frames are fully
+ * written, so equal stacks compare equal). */
 static void emit(struct outs *o, const struct jm_stack *s)
 {
+	for (int i = 0; i < o->n; i++)
+		if (same_stack(&o->v[i], s))
+			return;
 	if (o->n < o->cap)
 		stack_copy(&o->v[o->n++], s);
+	else
+		o->cut = true;
 }
 
 /* ---- context-free grammars (guide/cfg.h) ----
@@ -170,16 +185,20 @@ static void cfg_settle(const struct guide_cfg *c, struct jm_stack *t, struct out
 		}
 		const struct cfg_rule *r = &c->rules[el->id];
 		bool tail = (int)f->n + 1 == q->len;
-		for (int a = 0; a < r->n_alts && o->n < o->cap; a++) {
-			if (--*budget < 0)
+		for (int a = 0; a < r->n_alts; a++) {
+			if (--*budget < 0 || o->n == o->cap) {
+				o->cut = true;
 				return;
+			}
 			struct jm_stack u;
 			stack_copy(&u, t);
 			if (tail)
 				u.depth--;
 			struct jm_frame *nf = push(&u, f->node, F_CFG, 0);
-			if (!nf)
-				continue; /* nested too deep: this parse is given up */
+			if (!nf) { /* nested too deep: this parse is given up */
+				o->cut = true;
+				continue;
+			}
 			nf->cand = (uint64_t)c->alt_seq[r->first + a];
 			cfg_settle(c, &u, o, budget);
 		}
@@ -224,7 +243,7 @@ static void cfg_start(const struct guide_grammar *g, const struct jm_stack *s, i
 {
 	const struct guide_cfg *c = g->nodes[k].cfg;
 	struct jm_stack starts[JM_MAX_ALTS];
-	struct outs so = {starts, 0, JM_MAX_ALTS};
+	struct outs so = {starts, 0, JM_MAX_ALTS, false};
 	struct jm_stack t;
 	stack_copy(&t, s);
 	struct jm_frame *f = push(&t, k, F_CFG, 0);
@@ -232,7 +251,7 @@ static void cfg_start(const struct guide_grammar *g, const struct jm_stack *s, i
 		return;
 	const struct cfg_rule *r = &c->rules[c->root];
 	int budget = CFG_SETTLE_BUDGET;
-	for (int a = 0; a < r->n_alts && so.n < so.cap; a++) {
+	for (int a = 0; a < r->n_alts && !so.cut; a++) {
 		t.f[t.depth - 1].cand = (uint64_t)c->alt_seq[r->first + a];
 		t.f[t.depth - 1].n = 0;
 		struct jm_stack u;
@@ -242,6 +261,7 @@ static void cfg_start(const struct guide_grammar *g, const struct jm_stack *s, i
 	for (int i = 0; i < so.n; i++)
 		if (starts[i].f[starts[i].depth - 1].kind == F_CFG)
 			cfg_feed(c, &starts[i], b, o);
+	o->cut |= so.cut;
 }
 
 /* A value of node k starts with byte b on stack s (its parent already waits for it): one
@@ -570,6 +590,7 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 void jm_init(struct jm_state *s, const struct guide_grammar *g)
 {
 	s->n = 1;
+	s->cut = false;
 	s->s[0].depth = 0;
 	push(&s->s[0], g->root, F_ROOT, R_VALUE);
 }
@@ -577,21 +598,15 @@ void jm_init(struct jm_state *s, const struct guide_grammar *g)
 bool jm_feed(struct jm_state *s, const struct guide_grammar *g, uint8_t b)
 {
 	struct jm_stack out[JM_MAX_ALTS];
-	struct outs o = {out, 0, JM_MAX_ALTS};
+	struct outs o = {out, 0, JM_MAX_ALTS, false};
 	for (int i = 0; i < s->n; i++)
 		feed_stack(g, &s->s[i], b, &o);
+	s->cut |= o.cut;
 	if (!o.n)
 		return false;
-	int m = 0;
-	for (int i = 0; i < o.n; i++) { /* drop duplicates: the frames are fully written */
-		bool dup = false;
-		for (int j = 0; j < m && !dup; j++)
-			dup = out[i].depth == s->s[j].depth &&
-			      !memcmp(out[i].f, s->s[j].f, sizeof *out[i].f * (size_t)out[i].depth);
-		if (!dup)
-			stack_copy(&s->s[m++], &out[i]);
-	}
-	s->n = m;
+	for (int i = 0; i < o.n; i++) /* distinct already (emit) */
+		stack_copy(&s->s[i], &out[i]);
+	s->n = o.n;
 	return true;
 }
 

@@ -43,13 +43,16 @@ struct jm_stack {
 };
 
 struct jm_state {
-	int n; /* alternatives alive */
+	int n;	  /* alternatives alive */
+	bool cut; /* some parse was given up on the way (more than JM_MAX_ALTS stacks at once, rules
+		   * nested past JM_MAX_DEPTH, or a byte's expansion budget spent: an ambiguous grammar):
+		   * a refusal may then be the bound's, an acceptance never is */
 	struct jm_stack s[JM_MAX_ALTS];
 };
 
 /* The state before any output. */
 void jm_init(struct jm_state *s, const struct guide_grammar *g);
-/* Advances by one byte; false (and s unchanged) when no alternative accepts it. */
+/* Advances by one byte; false (and s unchanged but for cut) when no alternative accepts it. */
 bool jm_feed(struct jm_state *s, const struct guide_grammar *g, uint8_t b);
 /* Advances by bytes [0, n); false (s then undefined) when one is refused. */
 bool jm_feed_bytes(struct jm_state *s, const struct guide_grammar *g, const uint8_t *p, size_t n);

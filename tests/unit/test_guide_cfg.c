@@ -96,6 +96,15 @@ static void test_regular_vs_pcre2(void)
 		{"root ::= (a | b)*\na ::= \"x\" \"y\"?\nb ::= \"yy\"", "(xy?|yy)*", {"x", "y"}, 7},
 		{"root ::= ( ( \"a\" ) ){0,2} \"b\"{1,}", "a{0,2}b+", {"a", "b"}, 6},
 		{"root ::= \"a\"{ ,2} \"b\"{2} \"c\"{1, 2}", "a{0,2}b{2}c{1,2}", {"a", "b", "c"}, 7},
+		/* left recursion: direct, through a group, through other rules, several at once */
+		{"root ::= root \"+\" t | t\nt ::= [0-9]", "[0-9](\\+[0-9])*", {"1", "2", "+"}, 7},
+		{"root ::= root \"a\" | root \"bc\" | \"\"", "(a|bc)*", {"a", "b", "c"}, 7},
+		{"root ::= (root \"+\" | \"-\") \"1\"", "-1(\\+1)*", {"-", "+", "1"}, 7},
+		{"root ::= a \"x\" | \"y\"\na ::= root \"z\" | \"w\"", "(y|wx)(zx)*", {"x", "y", "z", "w"}, 7},
+		{"root ::= b \"1\" | \"0\"\nb ::= c \"2\"\nc ::= root \"3\" | \"4\"", "(421|0)(321)*",
+		 {"0", "1", "2", "3", "4"}, 7},
+		{"root ::= \"q\" | r\nr ::= r \"a\"", "q", {"q", "a"}, 4},
+		{"root ::= x \"b\"\nx ::= x x | \"a\"", "a+b", {"a", "b"}, 6},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		struct guide_grammar *g = compile(cases[c].grammar);
@@ -174,6 +183,24 @@ static void test_non_regular(void)
 		deep[k++] = '(';
 	EXPECT(verdict(g, deep, (size_t)k) == -1);
 	guide_unref(g);
+	/* the same language, left recursive (rewritten as repetition: the stack stays flat) */
+	if (!(g = compile("root ::= root \"(\" root \")\" | root \"[\" root \"]\" | \"\"")))
+		return;
+	v = (struct vs_fn){g, 0};
+	each_text(alpha, 4, 8, cmp_balanced, &v);
+	EXPECTF(v.errors == 0, "balanced brackets, left recursive: %d disagreements", v.errors);
+	k = 0;
+	for (int i = 0; i < 100; i++)
+		deep[k++] = i % 2 ? ')' : '(';
+	EXPECT(verdict(g, deep, (size_t)k) == 1);
+	guide_unref(g);
+	if (!(g = compile("root ::= root \"+\" \"1\" | \"1\"")))
+		return;
+	char sum[601];
+	for (k = 0; k < 599; k++)
+		sum[k] = k % 2 ? '+' : '1';
+	EXPECT(verdict(g, sum, (size_t)k) == 1 && verdict(g, sum, (size_t)k - 1) == 0);
+	guide_unref(g);
 	/* arithmetic, as vLLM's docs write grammars */
 	g = compile("root ::= expr\n"
 		    "expr ::= term ((\"+\" | \"-\") term)*\n"
@@ -228,8 +255,13 @@ static void test_errors(void)
 		{"start: \"a\"", "Lark grammars are not supported"},
 		{"expr ::= \"1\"", "no rule \"root\""},
 		{"root ::= x", "line 1: undefined rule x"},
-		{"root ::= \"a\"\n\nr2 ::= r2 \"b\" | \"c\"", "line 3: left recursion through rule r2"},
-		{"root ::= a\na ::= \"x\"? root", "left recursion"},
+		{"root ::= \"a\"\n\nr2 ::= \"x\"? r2 \"b\" | \"c\"",
+		 "line 3: left recursion behind a part that may match nothing, through rule r2"},
+		{"root ::= root \"a\"? | \"b\"", "line 1: left recursion whose other parts may all match nothing (a rule that "
+						  "derives itself), through rule root"},
+		{"root ::= \"a\" b\nb ::= \"b\" b", "line 1: no output is whole: every alternative of the rule needs a rule that "
+						  "never ends, rule root"},
+		{"root ::= a | \"z\"\na ::= \"x\"? root", "line 2: left recursion behind a part that may match nothing, through rule a"},
 		{"root ::= \"abc", "unterminated string"},
 		{"root ::= [abc", "unterminated character class"},
 		{"root ::= [z-a]", "out of order"},
@@ -264,6 +296,22 @@ static void test_errors(void)
 		strcat(big, " \"a\"{1000}");
 	struct err e = {0};
 	EXPECTF(guide_from_ebnf(big, strlen(big), &g, &e) < 0 && strstr(e.msg, "too large"), "70 x {1000}: '%s'", e.msg);
+	/* rewriting left recursion copies alternatives into each other: bounded the same way
+	 * (q's 400 alternatives each get r's 200-element one) */
+	char *lr = malloc(16384);
+	if (lr) {
+		int n = sprintf(lr, "root ::= r\nr ::= q");
+		for (int i = 0; i < 200; i++)
+			n += sprintf(lr + n, " \"a\"");
+		n += sprintf(lr + n, " | \"y\"\nq ::= r \"0\"");
+		for (int i = 1; i < 400; i++)
+			n += sprintf(lr + n, " | r \"%d\"", i);
+		EXPECTF(guide_from_ebnf(lr, (size_t)n, &g, &e) < 0 &&
+				strstr(e.msg, "line 3: the grammar is too large (more than 65536 elements) once the left "
+					      "recursion is rewritten, through rule q"),
+			"400 x 200: '%s'", e.msg);
+		free(lr);
+	}
 	/* multi-line rules, several definitions of one name, names with - and . */
 	g = compile("root ::= a-b\n  | c.d\na-b ::= \"x\"\n"
 		    "c.d ::= \"y\"\nc.d ::= \"z\"");
