@@ -39,6 +39,7 @@ struct builder {
 	int class_states;
 	int nest;
 	int n_parsed; /* rules from the text (b->alts, used_at); later ones come from cfg_unleft */
+	bool regex_terms; /* CFG_REGEX_TERMS */
 };
 
 #define HASH_CAP 8192 /* a power of two over 2x CFG_MAX_RULES */
@@ -427,6 +428,23 @@ out:
 	return rc;
 }
 
+/* /regex/ at b->p (CFG_REGEX_TERMS) → a terminal id: the regex's DFA, which must not match
+ * the empty string (a terminal consumes bytes) */
+static int parse_regex(struct builder *b)
+{
+	const char *at = b->p++;
+	const char *q = b->p;
+	while (q < b->end && *q != '/')
+		q += *q == '\\' && q + 1 < b->end ? 2 : 1;
+	if (q >= b->end || q == b->p)
+		return fail_at(b, at, "unterminated or empty regex /.../", NULL);
+	int t = add_class(b, b->p, (size_t)(q - b->p), at);
+	b->p = q + 1;
+	if (t >= 0 && b->c->terms[t].dfa->accept[0])
+		return fail_at(b, at, "a regex terminal must not match the empty string", NULL);
+	return t;
+}
+
 /* ---- the syntax ---- */
 
 static bool name_char(char ch, bool first)
@@ -570,6 +588,9 @@ static int parse_sequence(struct builder *b, struct seqbuf *s)
 			el.id = t;
 		} else if (ch == '[') {
 			if ((el.id = parse_class(b)) < 0)
+				return -1;
+		} else if (ch == '/' && b->regex_terms) {
+			if ((el.id = parse_regex(b)) < 0)
 				return -1;
 		} else if (ch == '.') {
 			b->p++;
@@ -768,10 +789,15 @@ out:
 
 int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err *e)
 {
+	return cfg_compile_ex(src, len, 0, out, e);
+}
+
+int cfg_compile_ex(const char *src, size_t len, unsigned flags, struct guide_cfg **out, struct err *e)
+{
 	*out = NULL;
 	if (len > CFG_MAX_SOURCE)
 		return err_set(e, "grammar: longer than %d bytes", CFG_MAX_SOURCE);
-	struct builder b = {.p = src, .end = src + len, .start = src, .e = e};
+	struct builder b = {.p = src, .end = src + len, .start = src, .e = e, .regex_terms = flags & CFG_REGEX_TERMS};
 	b.c = calloc(1, sizeof *b.c);
 	b.hash = calloc(HASH_CAP, sizeof *b.hash);
 	b.class_hash = calloc(CLASS_HASH_CAP, sizeof *b.class_hash);
@@ -786,8 +812,7 @@ int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err 
 		fail_at(&b, b.p, "empty grammar", NULL);
 	while (!b.failed && b.p < b.end) {
 		if (!rule_head(&b, b.p)) {
-			fail_at(&b, b.p, "expected a rule \"name ::= ...\" (GBNF / EBNF; Lark grammars are not supported)",
-				NULL);
+			fail_at(&b, b.p, "expected a rule \"name ::= ...\" (GBNF / EBNF) or \"name: ...\" (Lark)", NULL);
 			break;
 		}
 		size_t n = name_len(&b, b.p);

@@ -17,8 +17,8 @@
  * A rule ends where the next "name ::=" begins, so rules may span lines. Left recursion
  * (expr ::= expr "+" term | term, also through other rules) is rewritten as repetition
  * (guide/cfg_unleft.h); behind a part that may match nothing (a ::= "x"? a "y") it is refused
- * with a message naming the rule. Lark grammars and xgrammar's lookahead assertions are
- * refused. */
+ * with a message naming the rule. xgrammar's lookahead assertions are refused. Lark grammars
+ * are translated into this syntax first (guide/lark.h). */
 #ifndef MLA_GUIDE_CFG_H
 #define MLA_GUIDE_CFG_H
 
@@ -72,6 +72,10 @@ struct guide_cfg {
 
 /* Compiles `len` bytes of grammar text. Errors name the line: "grammar line 3: ...". */
 int cfg_compile(const char *src, size_t len, struct guide_cfg **out, struct err *e);
+/* ... with flags: CFG_REGEX_TERMS also takes /regex/ terminals (a Lark grammar's, which
+ * guide/lark.h translates into this syntax) */
+#define CFG_REGEX_TERMS 1u
+int cfg_compile_ex(const char *src, size_t len, unsigned flags, struct guide_cfg **out, struct err *e);
 void cfg_free(struct guide_cfg *c); /* NULL is fine */
 
 #endif

@@ -4,6 +4,7 @@
 #include "base/grow.h"
 #include "guide/cfg.h"
 #include "guide/int_range.h"
+#include "guide/lark.h"
 #include "guide/regex_dfa.h"
 
 #include <math.h>
@@ -677,7 +678,17 @@ int guide_from_ebnf(const char *text, size_t len, struct guide_grammar **out, st
 {
 	*out = NULL;
 	struct guide_cfg *cfg;
-	if (cfg_compile(text, len, &cfg, e) < 0)
+	if (lark_likely(text, len)) {
+		char *ebnf;
+		size_t n;
+		if (lark_translate(text, len, &ebnf, &n, e) < 0)
+			return -1;
+		int rc = cfg_compile_ex(ebnf, n, CFG_REGEX_TERMS, &cfg, e);
+		free(ebnf);
+		if (rc < 0)
+			return -1;
+	} else if (cfg_compile(text, len, &cfg, e) < 0) {
 		return -1;
+	}
 	return single_root("grammar", GUIDE_CFG, NULL, cfg, out, e);
 }

@@ -105,6 +105,21 @@ static void test_regular_vs_pcre2(void)
 		 {"0", "1", "2", "3", "4"}, 7},
 		{"root ::= \"q\" | r\nr ::= r \"a\"", "q", {"q", "a"}, 4},
 		{"root ::= x \"b\"\nx ::= x x | \"a\"", "a+b", {"a", "b"}, 6},
+		/* Lark */
+		{"start: \"a\" b+\nb: \"b\" | \"c\"", "a[bc]+", {"a", "b", "c"}, 6},
+		{"start: x~2..3 Y\n?x: \"a\"..\"b\"\nY.2: \"c\"?", "[ab]{2,3}c?", {"a", "b", "c"}, 6},
+		{"start: [\"a\" (\"b\"|\"c\")+] /[^a-c]/ -> alias", "(a[bc]+)?[^a-c]", {"a", "b", "c", "d", "é"}, 5},
+		{"start: \"ab\"i \"c\"", "[aA][bB]c", {"a", "A", "b", "B", "c"}, 4},
+		{"start: \"b-é\"i", "[bB]-é", {"b", "B", "-", "é"}, 4},
+		{"start: item (\",\" item)*  // a comment\n\n?item: /[0-9]{1,2}/\n", "[0-9]{1,2}(,[0-9]{1,2})*",
+		 {"1", "2", ","}, 7},
+		{"start: \"a\" \"b\"\n%ignore \" \"", " *a *b *", {"a", "b", " "}, 6},
+		{"start: NUMBER\n%import common.NUMBER", "[0-9]+([eE][+-]?[0-9]+)?|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?",
+		 {"1", ".", "e", "-"}, 6},
+		{"start: 'a' \"'\" 'b\\'c'", "a'b'c", {"a", "b", "c", "'"}, 6},
+		{"start: start \"+\" \"1\"\n    | \"1\"", "1(\\+1)*", {"1", "+"}, 7},
+		{"start: /a\\/b/ WORD\n%import common (WORD, DIGIT)", "a/b[a-zA-Z]+", {"a", "/", "b", "B"}, 6},
+		{"start: \"x\" WS_IN \"y\"\n%import common.WS_INLINE -> WS_IN", "x[ \t]+y", {"x", "y", " ", "\t"}, 5},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		struct guide_grammar *g = compile(cases[c].grammar);
@@ -218,6 +233,34 @@ static void test_non_regular(void)
 		EXPECTF(verdict(g, arith[i].t, strlen(arith[i].t)) == arith[i].v, "'%s': %d, expected %d", arith[i].t,
 			verdict(g, arith[i].t, strlen(arith[i].t)), arith[i].v);
 	guide_unref(g);
+	/* Lark's own JSON example: aliases, [optional], common terminals, %ignore WS */
+	g = compile("?start: value\n"
+		    "?value: object\n"
+		    "      | array\n"
+		    "      | string\n"
+		    "      | SIGNED_NUMBER      -> number\n"
+		    "      | \"true\"             -> true\n"
+		    "      | \"false\"            -> false\n"
+		    "      | \"null\"             -> null\n\n"
+		    "array  : \"[\" [value (\",\" value)*] \"]\"\n"
+		    "object : \"{\" [pair (\",\" pair)*] \"}\"\n"
+		    "pair   : string \":\" value\n\n"
+		    "string : ESCAPED_STRING\n\n"
+		    "%import common.ESCAPED_STRING\n"
+		    "%import common.SIGNED_NUMBER\n"
+		    "%import common.WS\n"
+		    "%ignore WS\n");
+	if (!g)
+		return;
+	static const struct {
+		const char *t;
+		int v;
+	} json[] = {{" {\"a\": [1, -2.5e3, true], \"b\\\"\" : null } ", 1}, {"[]", 1}, {"\"x\"", 1}, {"{\"a\" 1}", -1},
+		    {"[1,]", -1}, {"{\"a\": [", 0}, {"-", 0}, {"\"a\nb\"", -1}, {"tru", 0}, {"[1 2]", -1}};
+	for (size_t i = 0; i < sizeof json / sizeof *json; i++)
+		EXPECTF(verdict(g, json[i].t, strlen(json[i].t)) == json[i].v, "Lark JSON '%s': %d, expected %d", json[i].t,
+			verdict(g, json[i].t, strlen(json[i].t)), json[i].v);
+	guide_unref(g);
 }
 
 /* complete / finished at the start and at the end */
@@ -252,7 +295,19 @@ static void test_errors(void)
 		const char *grammar, *msg;
 	} bad[] = {
 		{"", "empty grammar"},
-		{"start: \"a\"", "Lark grammars are not supported"},
+		/* Lark */
+		{"start: \"a\"\n%declare X", "line 2: this directive is not supported: %declare (Lark)"},
+		{"start: /a/i", "regex flags are not supported: /.../i (Lark)"},
+		{"root: \"a\"", "a rule named root is not supported"},
+		{"start: x\nx{a}: \"b\"", "line 2: templates (name{...}) are not supported"},
+		{"start: X\n%import python.X", "only Lark's common terminals"},
+		{"start: FOO\n%import common.FOO", "not one of Lark's common terminals that are supported: FOO"},
+		{"start: \"ab\"..\"z\"", "one character on each side"},
+		{"start: /(a|)/", "must not match the empty string"},
+		{"start: \"a\"~1001", "~ needs counts up to 1000"},
+		{"start: \"a\" undefined_rule", "line 1: undefined rule undefined_rule"},
+		{"start: \"a\"\n  | /abc", "line 2: unterminated regex"},
+		{"foo bar", "expected a rule \"name ::= ...\" (GBNF / EBNF) or \"name: ...\" (Lark)"},
 		{"expr ::= \"1\"", "no rule \"root\""},
 		{"root ::= x", "line 1: undefined rule x"},
 		{"root ::= \"a\"\n\nr2 ::= \"x\"? r2 \"b\" | \"c\"",

@@ -248,7 +248,7 @@ static void test_refused_forms(void)
 	expect_400("{\"guided_grammar\":\"expr ::= expr \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar", "root");
 	expect_400("{\"guided_grammar\":\"root ::= \\\"x\\\"? root \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar",
 		   "left recursion behind a part that may match nothing, through rule root");
-	expect_400("{\"guided_grammar\":\"start: \\\"a\\\"\"}", true, "guided_grammar", "Lark");
+	expect_400("{\"guided_grammar\":\"start: \\\"a\\\"\\n%declare X\"}", true, "guided_grammar", "%declare (Lark)");
 	expect_400("{\"guided_grammar\":[\"root ::= x\"]}", true, "guided_grammar", "string");
 	expect_400("{\"structured_outputs\":{\"regex\":\"\\\\1\"}}", false, "structured_outputs.regex", "backreference");
 	expect_400("{\"structured_outputs\":{\"grammar\":\"root ::= x\"}}", true, "structured_outputs.grammar",
