@@ -371,10 +371,7 @@ static int bounded_dfa(const json_t *s, const char *path, bool integer, struct g
 		long long hi = b.hi_excl ? (long long)ceil(b.hi) - 1 : (long long)floor(b.hi);
 		rc = guide_int_range_regex(b.has_lo, lo, b.has_hi, hi, &re, e);
 	} else {
-		if ((b.has_lo && b.lo != floor(b.lo)) || (b.has_hi && b.hi != floor(b.hi)))
-			return err_set(e, "%s: bounds of a number must be whole numbers (a fractional bound is not supported)",
-				       path);
-		rc = guide_num_range_regex(b.has_lo, (long long)b.lo, b.lo_excl, b.has_hi, (long long)b.hi, b.hi_excl, &re, e);
+		rc = guide_num_range_regex(b.has_lo, b.lo, b.lo_excl, b.has_hi, b.hi, b.hi_excl, &re, e);
 	}
 	if (rc < 0)
 		return err_prefix(e, "%s", path);

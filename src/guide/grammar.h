@@ -9,8 +9,8 @@
  *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength,
  *   maxLength, pattern (guide/regex_dfa.h's syntax, matched by the whole string, which then
  *   holds no escapes), minimum, maximum,
- *   exclusiveMinimum, exclusiveMaximum (numbers: whole bounds only, then written as plain
- *   decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
+ *   exclusiveMinimum, exclusiveMaximum (numbers then written as plain decimals, compared
+ *   exactly with the bounds' shortest decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
  *   alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref), $ref to
  *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
  *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,

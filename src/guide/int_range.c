@@ -157,52 +157,210 @@ int guide_int_range_regex(bool has_lo, long long lo, bool has_hi, long long hi, 
 	return 0;
 }
 
-/* x > 0 or x >= 0 (from ... to): the plain decimals I[.F] between integer bounds, 0 <= lo */
-static int positive_decimals(struct buf *b, long long lo, bool lo_excl, bool has_hi, long long hi, bool hi_excl,
-			     struct err *e)
+/* ---- numbers: plain decimals between decimal bounds ---- */
+
+#define MAX_FRAC 18
+
+/* a magnitude: integer part, then the fraction's digits (no trailing zeros; "" when whole) */
+struct dec {
+	uint64_t ip;
+	char fr[MAX_FRAC + 1];
+};
+
+/* |x| as the shortest plain decimal that reads back as x (a bound written 0.1 is 0.1, not
+ * the double's expansion); -1 past MAX_FRAC decimals */
+static int to_dec(double x, struct dec *d)
 {
-	char t[64], *r;
-	bool any = false;
-	if (has_hi && (hi < lo || (hi == lo && (lo_excl || hi_excl))))
+	double a = x < 0 ? -x : x;
+	char s[64];
+	for (int p = 0; p <= MAX_FRAC; p++) {
+		snprintf(s, sizeof s, "%.*f", p, a);
+		if (strtod(s, NULL) != a)
+			continue;
+		char *dot = strchr(s, '.');
+		d->ip = strtoull(s, NULL, 10);
+		d->fr[0] = 0;
+		if (dot) {
+			size_t n = strlen(dot + 1);
+			while (n && dot[n] == '0')
+				n--;
+			memcpy(d->fr, dot + 1, n);
+			d->fr[n] = 0;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static int dec_cmp(const struct dec *a, const struct dec *b)
+{
+	if (a->ip != b->ip)
+		return a->ip < b->ip ? -1 : 1;
+	for (int i = 0; a->fr[i] || b->fr[i]; i++) {
+		char x = a->fr[i] ? a->fr[i] : '0', y = b->fr[i] ? b->fr[i] : '0';
+		if (x != y)
+			return x < y ? -1 : 1;
+		if (!a->fr[i] || !b->fr[i]) { /* one ended: the rest of the other decides */
+			const char *r = a->fr[i] ? a->fr + i : b->fr + i;
+			for (; *r; r++)
+				if (*r != '0')
+					return a->fr[i] ? 1 : -1;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* s (n digits) plus or minus one; false past 9..9 or below 0..0 */
+static bool step(char *s, int n, int by)
+{
+	for (int i = n - 1; i >= 0; i--) {
+		if (by > 0 && s[i] < '9')
+			return s[i]++, true;
+		if (by < 0 && s[i] > '0')
+			return s[i]--, true;
+		s[i] = by > 0 ? '0' : '9';
+	}
+	return false;
+}
+
+static bool all_zero(const char *s, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (s[i] != '0')
+			return false;
+	return true;
+}
+
+static void alt(struct buf *b, bool *first)
+{
+	put(b, *first ? "" : "|");
+	*first = false;
+}
+
+/* The fraction part, after an integer part, of the decimals whose fraction f (in [0, 1)) has
+ * lo <= f (lo < f with lo_x) and, with up, f <= hi (f < hi with hi_x): "\.(?:...)", with a
+ * "?" when the integer part alone fits too. lo and hi are digit strings. Returns whether
+ * anything fits. By the fraction's length m against K, the bounds' longest: shorter ones are
+ * compared as if padded with zeros; longer ones by their first K digits D, then the rest. */
+static bool frac_part(struct buf *b, const char *lo, bool lo_x, bool up, const char *hi, bool hi_x)
+{
+	int kl = (int)strlen(lo), kh = up ? (int)strlen(hi) : 0, K = kl > kh ? kl : kh;
+	char Lp[MAX_FRAC + 1], Hp[MAX_FRAC + 1], x[MAX_FRAC + 1], y[MAX_FRAC + 1], t[64];
+	memset(Lp, '0', sizeof Lp);
+	memset(Hp, up ? '0' : '9', sizeof Hp);
+	memcpy(Lp, lo, (size_t)kl);
+	memcpy(Hp, up ? hi : "", (size_t)kh);
+	bool zero_ok = !kl && !lo_x && (!up || kh || !hi_x);
+	struct buf a = {0};
+	bool first = true;
+	for (int m = 1; m < K; m++) { /* shorter than the bounds */
+		memcpy(x, Lp, (size_t)m);
+		memcpy(y, Hp, (size_t)m);
+		if ((lo_x || !all_zero(Lp + m, K - m)) && !step(x, m, 1))
+			continue;
+		if (up && hi_x && all_zero(Hp + m, K - m) && !step(y, m, -1))
+			continue;
+		if (memcmp(x, y, (size_t)m) > 0)
+			continue;
+		alt(&a, &first);
+		same_len(&a, x, y, m);
+	}
+	const char *tail_lo = lo_x ? "\\d*[1-9]\\d*" : "\\d*"; /* D = Lp: the rest of the fraction */
+	if (!K) {
+		if (!up || (!lo_x && !hi_x)) {
+			alt(&a, &first);
+			put(&a, !up ? (lo_x ? "\\d*[1-9]\\d*" : "\\d+") : "0+");
+		}
+	} else if (up && !memcmp(Lp, Hp, (size_t)K)) {
+		if (!lo_x && !hi_x) {
+			alt(&a, &first);
+			snprintf(t, sizeof t, "%.*s0*", K, Lp);
+			put(&a, t);
+		}
+	} else {
+		memcpy(x, Lp, (size_t)K);
+		memcpy(y, Hp, (size_t)K);
+		if (step(x, K, 1) && (!up || step(y, K, -1)) && memcmp(x, y, (size_t)K) <= 0) {
+			alt(&a, &first); /* D strictly between: any rest */
+			put(&a, "(?:");
+			same_len(&a, x, y, K);
+			put(&a, ")\\d*");
+		}
+		alt(&a, &first);
+		snprintf(t, sizeof t, "%.*s", K, Lp);
+		put(&a, t);
+		put(&a, tail_lo);
+		if (up && !hi_x) { /* D = Hp: only zeros after */
+			alt(&a, &first);
+			snprintf(t, sizeof t, "%.*s0*", K, Hp);
+			put(&a, t);
+		}
+	}
+	if (!first) {
+		put(b, "(?:\\.(?:");
+		put(b, a.p);
+		put(b, zero_ok ? "))?" : "))");
+	}
+	b->oom |= a.oom;
+	free(a.p);
+	return !first || zero_ok;
+}
+
+/* x >= 0 between lo and hi (magnitudes, lo <= hi unless the range is empty): integer parts
+ * strictly between with any fraction, then lo's and hi's own integer parts */
+static int positive_decimals(struct buf *b, const struct dec *lo, bool lo_x, bool has_hi, const struct dec *hi,
+			     bool hi_x, struct err *e)
+{
+	if (has_hi && (dec_cmp(hi, lo) < 0 || (!dec_cmp(hi, lo) && (lo_x || hi_x))))
 		return 0; /* nothing here */
-	/* I strictly between the bounds: any fraction */
-	if (!has_hi || hi - 1 >= lo + 1) {
-		if (guide_int_range_regex(true, lo + 1, has_hi, hi - 1, &r, e) < 0)
+	char t[32], *r;
+	bool first = true;
+	if (!has_hi || hi->ip >= lo->ip + 2) {
+		if (guide_int_range_regex(true, (long long)lo->ip + 1, has_hi, has_hi ? (long long)hi->ip - 1 : 0, &r, e) < 0)
 			return -1;
 		put(b, "(?:");
 		put(b, r);
 		put(b, ")(?:\\.\\d+)?");
 		free(r);
-		any = true;
+		first = false;
 	}
-	/* I = lo: a fraction above zero when lo itself is excluded; only zeros when lo = hi */
-	snprintf(t, sizeof t, "%s%lld", any ? "|" : "", lo);
-	put(b, t);
-	put(b, has_hi && hi == lo ? "(?:\\.0+)?" : lo_excl ? "\\.\\d*[1-9]\\d*" : "(?:\\.\\d+)?");
-	/* I = hi: only hi itself (any zeros) */
-	if (has_hi && hi > lo && !hi_excl) {
-		snprintf(t, sizeof t, "|%lld(?:\\.0+)?", hi);
-		put(b, t);
+	for (int side = 0; side < 2; side++) { /* lo's integer part, then hi's */
+		if (side == 1 && (!has_hi || hi->ip == lo->ip))
+			break;
+		struct buf f = {0};
+		bool same = has_hi && hi->ip == lo->ip;
+		bool fits = side == 0 ? frac_part(&f, lo->fr, lo_x, same, same ? hi->fr : "", hi_x)
+				      : frac_part(&f, "", false, true, hi->fr, hi_x);
+		if (fits) {
+			snprintf(t, sizeof t, "%s%llu", first ? "" : "|", (unsigned long long)(side ? hi->ip : lo->ip));
+			put(b, t);
+			put(b, f.p ? f.p : "");
+			first = false;
+		}
+		b->oom |= f.oom;
+		free(f.p);
 	}
 	return 0;
 }
 
-int guide_num_range_regex(bool has_lo, long long lo, bool lo_excl, bool has_hi, long long hi, bool hi_excl, char **out,
+int guide_num_range_regex(bool has_lo, double lo, bool lo_excl, bool has_hi, double hi, bool hi_excl, char **out,
 			  struct err *e)
 {
 	*out = NULL;
+	struct dec l = {0}, h = {0}, zero = {0};
+	if ((has_lo && to_dec(lo, &l) < 0) || (has_hi && to_dec(hi, &h) < 0))
+		return err_set(e, "a bound has more than %d decimals", MAX_FRAC);
 	if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_excl || hi_excl))))
 		return err_set(e, "the number range is empty");
 	struct buf b = {0};
 	size_t n0;
-	if (!has_lo || lo < 0) { /* negatives: "-" then x = -v > 0 between -hi and -lo */
+	if (!has_lo || lo < 0) { /* negatives: "-" then |x| between |hi| (or 0) and |lo| */
 		bool nh = has_hi && hi <= 0;
 		put(&b, "-(?:");
 		n0 = b.n;
-		/* x from max(-hi, 0) (excluded at 0: "-0" is zero, generated by the other side) */
-		long long xlo = nh ? -hi : 0;
-		bool xlo_excl = nh ? hi_excl || hi == 0 : true;
-		if (positive_decimals(&b, xlo, xlo_excl, has_lo, has_lo ? -lo : 0, lo_excl, e) < 0)
+		/* |x| from |hi|, or from 0 excluded ("-0" is zero, which the other side writes) */
+		if (positive_decimals(&b, nh ? &h : &zero, nh ? hi_excl || hi == 0 : true, has_lo, &l, lo_excl, e) < 0)
 			goto fail;
 		if (b.n == n0)
 			b.n -= 4; /* no negatives after all */
@@ -215,7 +373,7 @@ int guide_num_range_regex(bool has_lo, long long lo, bool lo_excl, bool has_hi, 
 			put(&b, "|");
 		n0 = b.n;
 		bool xl = has_lo && lo >= 0;
-		if (positive_decimals(&b, xl ? lo : 0, xl && lo_excl, has_hi, hi, hi_excl, e) < 0)
+		if (positive_decimals(&b, xl ? &l : &zero, xl && lo_excl, has_hi, &h, hi_excl, e) < 0)
 			goto fail;
 		if (b.n == n0)
 			b.n = before;

@@ -92,6 +92,13 @@ function meets(s, v, at = '$') {
     case 'boolean':
       assert.equal(typeof v, 'boolean', `${at}: not a boolean`);
       return;
+    case 'number':
+      assert.equal(typeof v, 'number', `${at}: not a number`);
+      if (s.minimum !== undefined) assert.ok(v >= s.minimum, `${at}: ${v} < ${s.minimum}`);
+      if (s.exclusiveMinimum !== undefined) assert.ok(v > s.exclusiveMinimum, `${at}: ${v} <= ${s.exclusiveMinimum}`);
+      if (s.maximum !== undefined) assert.ok(v <= s.maximum, `${at}: ${v} > ${s.maximum}`);
+      if (s.exclusiveMaximum !== undefined) assert.ok(v < s.exclusiveMaximum, `${at}: ${v} >= ${s.exclusiveMaximum}`);
+      return;
     default:
       throw new Error(`schema type ${s.type} not handled by the test`);
   }
@@ -146,6 +153,26 @@ describe('structured outputs', () => {
       }
     }
     assert.ok(finished >= total / 2, `only ${finished} of ${total} outputs finished`);
+  });
+
+  test('json_schema with fractional bounds on numbers: outputs within them', async () => {
+    const schema = {
+      type: 'object',
+      properties: { score: { type: 'number', exclusiveMinimum: 0.5, maximum: 2.25 }, t: { type: 'number', minimum: -0.75, exclusiveMaximum: 0.1 } },
+      required: ['score', 't'],
+      additionalProperties: false,
+    };
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 60, temperature: 1, seed: 4, n: 6,
+      response_format: { type: 'json_schema', json_schema: { name: 'bounds', schema } },
+    });
+    let finished = 0;
+    for (const c of r.choices) {
+      if (c.finish_reason !== 'stop') continue;
+      meets(schema, JSON.parse(c.message.content));
+      finished++;
+    }
+    assert.ok(finished >= 1, 'no output finished');
   });
 
   test('guided_json as JSON text on /v1/completions', async () => {
@@ -410,9 +437,9 @@ number: "1 " | "2 "  // a comment`;
     await isBadRequest(
       client.chat.completions.create({
         model: MODEL, messages: MSG, max_tokens: 4,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0.5 } } },
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 1e-20 } } },
       }),
-      /whole numbers/,
+      /more than 18 decimals/,
     );
     await isBadRequest(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 4, guided_json: '{"type": ' }), /guided_json/);
     await isBadRequest(

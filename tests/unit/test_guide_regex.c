@@ -5,6 +5,7 @@
  * regexes and as JSON values. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,6 +374,82 @@ static void test_num_range_regex(void)
 	EXPECT(guide_num_range_regex(true, 3, false, true, 2, false, &re, &e) < 0 && !re);
 }
 
+/* fractional bounds: every pair of bounds from a list (one-sided too, each end inclusive or
+ * not) against every plain decimal [-]I[.F] with |I| <= 4 and up to 3 decimals, compared
+ * exactly in thousandths; "-0" forms never */
+static void test_frac_range_regex(void)
+{
+	static const double B[] = {-2.5, -1.25, -1, -0.5, -0.05, 0, 0.05, 0.1, 0.25, 0.5, 0.999, 1, 1.5, 2.125, 3};
+	const int nb = (int)(sizeof B / sizeof *B);
+	static char texts[2 * 5 * 1111][16];
+	static long milli[2 * 5 * 1111];
+	int nt = 0;
+	for (int sign = 0; sign < 2; sign++)
+		for (int ip = 0; ip <= 4; ip++)
+			for (int len = 0; len <= 3; len++)
+				for (int f = 0; f < (len ? (int)(len == 1 ? 10 : len == 2 ? 100 : 1000) : 1); f++) {
+					if (len)
+						snprintf(texts[nt], 16, "%s%d.%0*d", sign ? "-" : "", ip, len, f);
+					else
+						snprintf(texts[nt], 16, "%s%d", sign ? "-" : "", ip);
+					long scale = len == 0 ? 0 : len == 1 ? 100 : len == 2 ? 10 : 1;
+					milli[nt] = (sign ? -1 : 1) * (ip * 1000L + f * scale);
+					nt++;
+				}
+	int bad = 0, cases = 0;
+	for (int i = -1; i < nb && bad < 3; i++)
+		for (int j = -1; j < nb && bad < 3; j++)
+			for (int x = 0; x < 4 && bad < 3; x++) {
+				bool hl = i >= 0, hh = j >= 0, lx = x & 1, hx = x & 2;
+				double lo = hl ? B[i] : 0, hi = hh ? B[j] : 0;
+				if ((!hl && lx) || (!hh && hx) || (!hl && !hh))
+					continue;
+				char *re = NULL;
+				struct err e = {0};
+				bool empty = hl && hh && (lo > hi || (lo == hi && (lx || hx)));
+				int rc = guide_num_range_regex(hl, lo, lx, hh, hi, hx, &re, &e);
+				if (empty || rc < 0) {
+					EXPECTF(empty == (rc < 0), "[%g, %g] (%d): %s", lo, hi, x, rc < 0 ? e.msg : "taken though empty");
+					bad += empty != (rc < 0);
+					continue;
+				}
+				struct guide_dfa *d;
+				if (guide_dfa_compile(re, strlen(re), &d, &e) < 0) {
+					harness_fail(__FILE__, __LINE__, "[%g, %g]: %s: %s", lo, hi, re, e.msg);
+					bad++;
+					free(re);
+					continue;
+				}
+				cases++;
+				long l = hl ? lround(lo * 1000) : 0, h = hh ? lround(hi * 1000) : 0;
+				for (int t = 0; t < nt; t++) {
+					long v = milli[t];
+					bool neg_zero = texts[t][0] == '-' && v == 0;
+					bool want = !neg_zero && (!hl || (lx ? v > l : v >= l)) && (!hh || (hx ? v < h : v <= h));
+					if (dfa_match(d, texts[t], strlen(texts[t])) != want) {
+						harness_fail(__FILE__, __LINE__, "%s%g, %g%s (%s): '%s' %s", lx ? "(" : "[", lo, hi,
+							     hx ? ")" : "]", re, texts[t], want ? "refused" : "accepted");
+						bad++;
+						break;
+					}
+				}
+				guide_dfa_free(d);
+				free(re);
+			}
+	EXPECTF(cases > 400, "%d ranges", cases);
+	char *re = NULL;
+	struct err e = {0};
+	EXPECT(guide_num_range_regex(true, 1e-20, false, false, 0, false, &re, &e) < 0 && !re && strstr(e.msg, "decimals"));
+	/* 0.1 is the decimal 0.1, not its double's expansion */
+	struct guide_dfa *d = NULL;
+	EXPECT(guide_num_range_regex(true, 0.1, false, true, 0.3, false, &re, &e) == 0 &&
+	       guide_dfa_compile(re, strlen(re), &d, &e) == 0);
+	EXPECT(d && dfa_match(d, "0.1", 3) && dfa_match(d, "0.3", 3) && dfa_match(d, "0.30000", 7) &&
+	       !dfa_match(d, "0.30001", 7) && !dfa_match(d, "0.09999999999", 13));
+	guide_dfa_free(d);
+	free(re);
+}
+
 /* bounded integers as JSON values: inside arrays and objects they end before ',' ']' '}' */
 static void test_bounded_integers_in_json(void)
 {
@@ -420,7 +497,7 @@ static void test_bounded_integers_in_json(void)
 	EXPECT(jm_feed(&st, g, '0') && jm_complete(&st, g) && jm_finished(&st, g));
 	EXPECT(!jm_feed(&st, g, '0') && !jm_feed(&st, g, ','));
 	guide_unref(g);
-	/* numbers between whole bounds, as plain decimals; fractional bounds refused */
+	/* numbers between whole bounds, as plain decimals */
 	s = json_loads("{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}}", 0, NULL);
 	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
 	json_decref(s);
@@ -508,10 +585,24 @@ static void test_bounded_integers_in_json(void)
 	jm_init(&st, g);
 	EXPECT(!jm_feed_bytes(&st, g, (const uint8_t *)"{\"p\":4}", 7));
 	guide_unref(g);
-	s = json_loads("{\"type\":\"number\",\"maximum\":1.5}", 0, NULL);
+	/* a fractional bound on a number, inside an object */
+	s = json_loads("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"number\",\"exclusiveMinimum\":0.5,"
+		       "\"maximum\":1.5}},\"required\":[\"p\"]}",
+		       0, NULL);
 	g = NULL;
-	EXPECT(guide_from_schema(s, "schema", &g, &e) < 0 && !g && strstr(e.msg, "whole"));
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
 	json_decref(s);
+	static const struct {
+		const char *t;
+		bool ok;
+	} fr[] = {{"{\"p\":0.75}", true}, {"{\"p\":1.5}", true}, {"{\"p\":1}", true},	 {"{\"p\":0.5}", false},
+		  {"{\"p\":1.51}", false}, {"{\"p\":0.50001}", true}, {"{\"p\":2}", false}, {"{\"p\":0}", false}};
+	for (size_t k = 0; g && k < sizeof fr / sizeof *fr; k++) {
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)fr[k].t, strlen(fr[k].t)) && jm_complete(&st, g);
+		EXPECTF(ok == fr[k].ok, "%s: %d", fr[k].t, ok);
+	}
+	guide_unref(g);
 }
 
 /* A regex or choice that matches the empty text lets the output end before its first byte
@@ -550,5 +641,5 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))

@@ -225,8 +225,8 @@ static void test_unsupported_keyword(void)
 {
 	expect_400("{\"guided_json\":{\"type\":\"string\",\"pattern\":\"(a\"}}", false, "guided_json", "pattern");
 	expect_400("{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
-		   "\"properties\":{\"age\":{\"type\":\"number\",\"minimum\":0.5}}}}}}",
-		   true, "response_format.json_schema.schema", "whole");
+		   "\"properties\":{\"age\":{\"type\":\"number\",\"minimum\":1e-30}}}}}}",
+		   true, "response_format.json_schema.schema", "properties.age: a bound has more than 18 decimals");
 	expect_400("{\"structured_outputs\":{\"json\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
 		   "structured_outputs.json", "'uniqueItems'");
 	expect_400("{\"tools\":[" FN("f", ",\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
