@@ -68,9 +68,10 @@ static void schema_mode(const uint8_t *p, size_t n)
 	size_t on = (size_t)(p + n - out);
 	if (feed(g, out, on) && jm_complete(&st, g)) {
 		json_error_t je;
-		/* integers as reals: JSON allows any length, jansson's integers stop at 64 bits */
+		/* integers as reals: JSON allows any length, jansson's integers stop at 64 bits; and
+		 * any exponent (15e9999), where jansson refuses what a double cannot hold */
 		json_t *v = json_loadb((const char *)out, on, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-		FUZZ_CHECK(v);
+		FUZZ_CHECK(v || strstr(je.text, "overflow"));
 		json_decref(v);
 	}
 	guide_unref(g);
