@@ -6,36 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
+
 #define MAX_DIGITS 20
-
-struct buf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void put(struct buf *b, const char *s)
-{
-	size_t k = strlen(s);
-	if (b->oom)
-		return;
-	if (b->n + k + 1 > b->cap) {
-		size_t cap = 2 * (b->n + k + 1) + 64;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, k + 1);
-	b->n += k;
-}
 
 /* alternatives for the strings of length len between x and y (same length, x <= y), digit by
  * digit: "x0 rest-of-x..9s | (x0+1..y0-1) any | y0 0s..rest-of-y" */
-static void same_len(struct buf *b, const char *x, const char *y, int len)
+static void same_len(struct strbuf *b, const char *x, const char *y, int len)
 {
 	char t[64];
 	if (len == 0)
@@ -47,20 +24,20 @@ static void same_len(struct buf *b, const char *x, const char *y, int len)
 	}
 	if (x[0] == y[0]) {
 		snprintf(t, sizeof t, "%c", x[0]);
-		put(b, t);
+		strbuf_puts(b, t);
 		if (len > 1) {
-			put(b, "(?:");
+			strbuf_puts(b, "(?:");
 			same_len(b, x + 1, y + 1, len - 1);
-			put(b, ")");
+			strbuf_puts(b, ")");
 		}
 		return;
 	}
 	if (x_low && y_high) { /* one class then any digits */
 		snprintf(t, sizeof t, "[%c-%c]", x[0], y[0]);
-		put(b, t);
+		strbuf_puts(b, t);
 		if (len > 1) {
 			snprintf(t, sizeof t, "\\d{%d}", len - 1);
-			put(b, t);
+			strbuf_puts(b, t);
 		}
 		return;
 	}
@@ -68,33 +45,33 @@ static void same_len(struct buf *b, const char *x, const char *y, int len)
 	memset(nines, '9', sizeof nines);
 	memset(zeros, '0', sizeof zeros);
 	int lo = x[0], hi = y[0];
-	put(b, "(?:");
+	strbuf_puts(b, "(?:");
 	if (!x_low) { /* x0 then [x's tail, 9..9] */
 		snprintf(t, sizeof t, "%c(?:", x[0]);
-		put(b, t);
+		strbuf_puts(b, t);
 		same_len(b, x + 1, nines, len - 1);
-		put(b, ")|");
+		strbuf_puts(b, ")|");
 		lo++;
 	}
 	if (!y_high)
 		hi--;
 	if (lo <= hi) { /* the whole digits between */
 		snprintf(t, sizeof t, "[%c-%c]", lo, hi);
-		put(b, t);
+		strbuf_puts(b, t);
 		if (len > 1) {
 			snprintf(t, sizeof t, "\\d{%d}", len - 1);
-			put(b, t);
+			strbuf_puts(b, t);
 		}
-		put(b, "|");
+		strbuf_puts(b, "|");
 	}
 	if (!y_high) { /* y0 then [0..0, y's tail] */
 		snprintf(t, sizeof t, "%c(?:", y[0]);
-		put(b, t);
+		strbuf_puts(b, t);
 		same_len(b, zeros, y + 1, len - 1);
-		put(b, ")|");
+		strbuf_puts(b, ")|");
 	}
 	b->n--; /* the last "|" */
-	put(b, ")");
+	strbuf_puts(b, ")");
 }
 
 static int digits(uint64_t v)
@@ -106,7 +83,7 @@ static int digits(uint64_t v)
 }
 
 /* the non-negative integers in [a, hi] */
-static void non_negative(struct buf *b, uint64_t a, uint64_t hi)
+static void non_negative(struct strbuf *b, uint64_t a, uint64_t hi)
 {
 	int da = digits(a), db = digits(hi);
 	uint64_t p = 1;
@@ -121,9 +98,9 @@ static void non_negative(struct buf *b, uint64_t a, uint64_t hi)
 		char x[32], y[32];
 		snprintf(x, sizeof x, "%llu", (unsigned long long)lo);
 		snprintf(y, sizeof y, "%llu", (unsigned long long)up);
-		put(b, first ? "(?:" : "|(?:");
+		strbuf_puts(b, first ? "(?:" : "|(?:");
 		same_len(b, x, y, d);
-		put(b, ")");
+		strbuf_puts(b, ")");
 		first = false;
 	}
 }
@@ -133,20 +110,20 @@ int guide_int_range_regex(bool has_lo, long long lo, bool has_hi, long long hi, 
 	*out = NULL;
 	if (has_lo && has_hi && lo > hi)
 		return err_set(e, "the integer range [%lld, %lld] is empty", lo, hi);
-	struct buf b = {0};
+	struct strbuf b = {0};
 	bool any = false;
 	if (!has_lo || lo < 0) { /* negatives: "-" then their absolute values */
 		long long nh = has_hi && hi < -1 ? hi : -1;
 		uint64_t amin = (uint64_t)(-(nh + 1)) + 1, amax = has_lo ? (uint64_t)(-(lo + 1)) + 1 : (uint64_t)1 << 63;
-		put(&b, "-(?:");
+		strbuf_puts(&b, "-(?:");
 		non_negative(&b, amin, amax);
-		put(&b, ")");
+		strbuf_puts(&b, ")");
 		any = true;
 	}
 	if (!has_hi || hi >= 0) {
 		uint64_t a = has_lo && lo > 0 ? (uint64_t)lo : 0, z = has_hi ? (uint64_t)hi : (uint64_t)INT64_MAX;
 		if (any)
-			put(&b, "|");
+			strbuf_puts(&b, "|");
 		non_negative(&b, a, z);
 	}
 	if (b.oom) {
@@ -232,9 +209,9 @@ static bool all_zero(const char *s, int n)
 	return true;
 }
 
-static void alt(struct buf *b, bool *first)
+static void alt(struct strbuf *b, bool *first)
 {
-	put(b, *first ? "" : "|");
+	strbuf_puts(b, *first ? "" : "|");
 	*first = false;
 }
 
@@ -243,7 +220,7 @@ static void alt(struct buf *b, bool *first)
  * "?" when the integer part alone fits too. lo and hi are digit strings. Returns whether
  * anything fits. By the fraction's length m against K, the bounds' longest: shorter ones are
  * compared as if padded with zeros; longer ones by their first K digits D, then the rest. */
-static bool frac_part(struct buf *b, const char *lo, bool lo_x, bool up, const char *hi, bool hi_x)
+static bool frac_part(struct strbuf *b, const char *lo, bool lo_x, bool up, const char *hi, bool hi_x)
 {
 	int kl = (int)strlen(lo), kh = up ? (int)strlen(hi) : 0, K = kl > kh ? kl : kh;
 	char Lp[MAX_FRAC + 1], Hp[MAX_FRAC + 1], x[MAX_FRAC + 1], y[MAX_FRAC + 1], t[64];
@@ -252,7 +229,7 @@ static bool frac_part(struct buf *b, const char *lo, bool lo_x, bool up, const c
 	memcpy(Lp, lo, (size_t)kl);
 	memcpy(Hp, up ? hi : "", (size_t)kh);
 	bool zero_ok = !kl && !lo_x && (!up || kh || !hi_x);
-	struct buf a = {0};
+	struct strbuf a = {0};
 	bool first = true;
 	for (int m = 1; m < K; m++) { /* shorter than the bounds */
 		memcpy(x, Lp, (size_t)m);
@@ -270,37 +247,37 @@ static bool frac_part(struct buf *b, const char *lo, bool lo_x, bool up, const c
 	if (!K) {
 		if (!up || (!lo_x && !hi_x)) {
 			alt(&a, &first);
-			put(&a, !up ? (lo_x ? "\\d*[1-9]\\d*" : "\\d+") : "0+");
+			strbuf_puts(&a, !up ? (lo_x ? "\\d*[1-9]\\d*" : "\\d+") : "0+");
 		}
 	} else if (up && !memcmp(Lp, Hp, (size_t)K)) {
 		if (!lo_x && !hi_x) {
 			alt(&a, &first);
 			snprintf(t, sizeof t, "%.*s0*", K, Lp);
-			put(&a, t);
+			strbuf_puts(&a, t);
 		}
 	} else {
 		memcpy(x, Lp, (size_t)K);
 		memcpy(y, Hp, (size_t)K);
 		if (step(x, K, 1) && (!up || step(y, K, -1)) && memcmp(x, y, (size_t)K) <= 0) {
 			alt(&a, &first); /* D strictly between: any rest */
-			put(&a, "(?:");
+			strbuf_puts(&a, "(?:");
 			same_len(&a, x, y, K);
-			put(&a, ")\\d*");
+			strbuf_puts(&a, ")\\d*");
 		}
 		alt(&a, &first);
 		snprintf(t, sizeof t, "%.*s", K, Lp);
-		put(&a, t);
-		put(&a, tail_lo);
+		strbuf_puts(&a, t);
+		strbuf_puts(&a, tail_lo);
 		if (up && !hi_x) { /* D = Hp: only zeros after */
 			alt(&a, &first);
 			snprintf(t, sizeof t, "%.*s0*", K, Hp);
-			put(&a, t);
+			strbuf_puts(&a, t);
 		}
 	}
 	if (!first) {
-		put(b, "(?:\\.(?:");
-		put(b, a.p);
-		put(b, zero_ok ? "))?" : "))");
+		strbuf_puts(b, "(?:\\.(?:");
+		strbuf_puts(b, a.p ? a.p : "");
+		strbuf_puts(b, zero_ok ? "))?" : "))");
 	}
 	b->oom |= a.oom;
 	free(a.p);
@@ -309,7 +286,7 @@ static bool frac_part(struct buf *b, const char *lo, bool lo_x, bool up, const c
 
 /* x >= 0 between lo and hi (magnitudes, lo <= hi unless the range is empty): integer parts
  * strictly between with any fraction, then lo's and hi's own integer parts */
-static int positive_decimals(struct buf *b, const struct dec *lo, bool lo_x, bool has_hi, const struct dec *hi,
+static int positive_decimals(struct strbuf *b, const struct dec *lo, bool lo_x, bool has_hi, const struct dec *hi,
 			     bool hi_x, struct err *e)
 {
 	if (has_hi && (dec_cmp(hi, lo) < 0 || (!dec_cmp(hi, lo) && (lo_x || hi_x))))
@@ -319,23 +296,23 @@ static int positive_decimals(struct buf *b, const struct dec *lo, bool lo_x, boo
 	if (!has_hi || hi->ip >= lo->ip + 2) {
 		if (guide_int_range_regex(true, (long long)lo->ip + 1, has_hi, has_hi ? (long long)hi->ip - 1 : 0, &r, e) < 0)
 			return -1;
-		put(b, "(?:");
-		put(b, r);
-		put(b, ")(?:\\.\\d+)?");
+		strbuf_puts(b, "(?:");
+		strbuf_puts(b, r);
+		strbuf_puts(b, ")(?:\\.\\d+)?");
 		free(r);
 		first = false;
 	}
 	for (int side = 0; side < 2; side++) { /* lo's integer part, then hi's */
 		if (side == 1 && (!has_hi || hi->ip == lo->ip))
 			break;
-		struct buf f = {0};
+		struct strbuf f = {0};
 		bool same = has_hi && hi->ip == lo->ip;
 		bool fits = side == 0 ? frac_part(&f, lo->fr, lo_x, same, same ? hi->fr : "", hi_x)
 				      : frac_part(&f, "", false, true, hi->fr, hi_x);
 		if (fits) {
 			snprintf(t, sizeof t, "%s%llu", first ? "" : "|", (unsigned long long)(side ? hi->ip : lo->ip));
-			put(b, t);
-			put(b, f.p ? f.p : "");
+			strbuf_puts(b, t);
+			strbuf_puts(b, f.p ? f.p : "");
 			first = false;
 		}
 		b->oom |= f.oom;
@@ -353,11 +330,11 @@ int guide_num_range_regex(bool has_lo, double lo, bool lo_excl, bool has_hi, dou
 		return err_set(e, "a bound has more than %d decimals", MAX_FRAC);
 	if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_excl || hi_excl))))
 		return err_set(e, "the number range is empty");
-	struct buf b = {0};
+	struct strbuf b = {0};
 	size_t n0;
 	if (!has_lo || lo < 0) { /* negatives: "-" then |x| between |hi| (or 0) and |lo| */
 		bool nh = has_hi && hi <= 0;
-		put(&b, "-(?:");
+		strbuf_puts(&b, "-(?:");
 		n0 = b.n;
 		/* |x| from |hi|, or from 0 excluded ("-0" is zero, which the other side writes) */
 		if (positive_decimals(&b, nh ? &h : &zero, nh ? hi_excl || hi == 0 : true, has_lo, &l, lo_excl, e) < 0)
@@ -365,12 +342,12 @@ int guide_num_range_regex(bool has_lo, double lo, bool lo_excl, bool has_hi, dou
 		if (b.n == n0)
 			b.n -= 4; /* no negatives after all */
 		else
-			put(&b, ")");
+			strbuf_puts(&b, ")");
 	}
 	if (!has_hi || hi >= 0) {
 		size_t before = b.n;
 		if (b.n)
-			put(&b, "|");
+			strbuf_puts(&b, "|");
 		n0 = b.n;
 		bool xl = has_lo && lo >= 0;
 		if (positive_decimals(&b, xl ? &l : &zero, xl && lo_excl, has_hi, &h, hi_excl, e) < 0)

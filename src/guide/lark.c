@@ -6,34 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
+
 #define IGNORE_RULE "__lark_ignore"
-
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void put(struct sbuf *s, const char *t, size_t n)
-{
-	if (s->oom)
-		return;
-	if (s->n + n + 1 > s->cap) {
-		size_t cap = 2 * s->cap + n + 256;
-		char *q = realloc(s->p, cap);
-		if (!q) {
-			s->oom = true;
-			return;
-		}
-		s->p = q;
-		s->cap = cap;
-	}
-	memcpy(s->p + s->n, t, n);
-	s->n += n;
-	s->p[s->n] = 0;
-}
-
-static void puts_(struct sbuf *s, const char *t) { put(s, t, strlen(t)); }
 
 /* Lark's common.lark terminals, written in this EBNF */
 static const struct {
@@ -68,8 +43,8 @@ static const struct {
 struct lark {
 	const char *src, *end;
 	struct err *e;
-	struct sbuf out, tail; /* tail: definitions appended after the last line */
-	struct sbuf ignore;    /* the %ignore alternatives */
+	struct strbuf out, tail; /* tail: definitions appended after the last line */
+	struct strbuf ignore;    /* the %ignore alternatives */
 	int line;
 	bool failed, ignoring, in_rule; /* in_rule: a lowercase rule's body (tokens may be ignored before) */
 	char first[64], start[64];
@@ -147,14 +122,14 @@ static const char *quoted_end(const char *p, const char *end, char q)
 	return NULL;
 }
 
-static void token_start(struct lark *l, struct sbuf *o)
+static void token_start(struct lark *l, struct strbuf *o)
 {
 	if (l->ignoring && l->in_rule && o == &l->out)
-		puts_(o, IGNORE_RULE "* ");
+		strbuf_puts(o, IGNORE_RULE "* ");
 }
 
 /* One character of a "a".."z" range bound (the text between the quotes), for a class */
-static int range_char(struct lark *l, struct sbuf *o, const char *p, const char *q)
+static int range_char(struct lark *l, struct strbuf *o, const char *p, const char *q)
 {
 	size_t n = (size_t)(q - p);
 	bool one = false;
@@ -169,32 +144,32 @@ static int range_char(struct lark *l, struct sbuf *o, const char *p, const char 
 	if (!one)
 		return fail(l, "a range \"a\"..\"z\" needs one character on each side", NULL);
 	if (n == 1 && strchr("]-^[", *p))
-		put(o, "\\", 1);
-	put(o, p, n);
+		strbuf_put(o, "\\", 1);
+	strbuf_put(o, p, n);
 	return 0;
 }
 
 /* "text"i: ASCII letters as [xX] classes, the other bytes as strings */
-static int folded_string(struct lark *l, struct sbuf *o, const char *p, const char *q)
+static int folded_string(struct lark *l, struct strbuf *o, const char *p, const char *q)
 {
 	if (memchr(p, '\\', (size_t)(q - p)))
 		return fail(l, "case-insensitive strings (\"...\"i) with escapes are not supported", NULL);
-	puts_(o, "(");
+	strbuf_puts(o, "(");
 	while (p < q) {
 		char lo = *p | 0x20;
 		if (lo >= 'a' && lo <= 'z') {
 			char b[8];
 			snprintf(b, sizeof b, " [%c%c]", lo, lo - 32);
-			puts_(o, b);
+			strbuf_puts(o, b);
 			p++;
 			continue;
 		}
-		puts_(o, " \"");
+		strbuf_puts(o, " \"");
 		for (; p < q && !((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z'); p++)
-			put(o, *p == '"' ? "\\\"" : p, *p == '"' ? 2 : 1);
-		puts_(o, "\"");
+			strbuf_put(o, *p == '"' ? "\\\"" : p, *p == '"' ? 2 : 1);
+		strbuf_puts(o, "\"");
 	}
-	puts_(o, " )");
+	strbuf_puts(o, " )");
 	return 0;
 }
 
@@ -212,7 +187,7 @@ static long count(const char **p, const char *end)
 }
 
 /* A string token at p (its quote), translated into o; returns what follows it */
-static const char *string_token(struct lark *l, struct sbuf *o, const char *p, const char *end)
+static const char *string_token(struct lark *l, struct strbuf *o, const char *p, const char *end)
 {
 	char quote = *p;
 	const char *q = quoted_end(p + 1, end, quote);
@@ -226,13 +201,13 @@ static const char *string_token(struct lark *l, struct sbuf *o, const char *p, c
 		const char *q2 = r < end && (*r == '"' || *r == '\'') ? quoted_end(r + 1, end, *r) : NULL;
 		if (!q2)
 			return fail(l, "a range \"a\"..\"z\" needs a string after ..", NULL), NULL;
-		puts_(o, "[");
+		strbuf_puts(o, "[");
 		if (range_char(l, o, p + 1, q) < 0)
 			return NULL;
-		puts_(o, "-");
+		strbuf_puts(o, "-");
 		if (range_char(l, o, r + 1, q2) < 0)
 			return NULL;
-		puts_(o, "]");
+		strbuf_puts(o, "]");
 		return q2 + 1;
 	}
 	if (after < end && *after == 'i') {
@@ -240,31 +215,31 @@ static const char *string_token(struct lark *l, struct sbuf *o, const char *p, c
 			return NULL;
 		return after + 1;
 	}
-	put(o, "\"", 1);
+	strbuf_put(o, "\"", 1);
 	for (const char *s = p + 1; s < q; s++) {
 		if (quote == '\'' && *s == '"') {
-			put(o, "\\\"", 2);
+			strbuf_put(o, "\\\"", 2);
 		} else if (*s == '\\' && s + 1 < q && s[1] == '\'') {
-			put(o, "'", 1);
+			strbuf_put(o, "'", 1);
 			s++;
 		} else if (*s == '\\' && s + 1 < q) {
-			put(o, s, 2);
+			strbuf_put(o, s, 2);
 			s++;
 		} else {
-			put(o, s, 1);
+			strbuf_put(o, s, 1);
 		}
 	}
-	put(o, "\"", 1);
+	strbuf_put(o, "\"", 1);
 	return after;
 }
 
 /* The body of a definition (or a part of one on a later line), from p to the line's end */
-static int body(struct lark *l, struct sbuf *o, const char *p, const char *end)
+static int body(struct lark *l, struct strbuf *o, const char *p, const char *end)
 {
 	while (p < end && !l->failed) {
 		char c = *p;
 		if (c == ' ' || c == '\t' || c == '\r') {
-			put(o, " ", 1);
+			strbuf_put(o, " ", 1);
 			p++;
 		} else if (c == '#' || (c == '/' && p + 1 < end && p[1] == '/')) {
 			break;
@@ -277,16 +252,16 @@ static int body(struct lark *l, struct sbuf *o, const char *p, const char *end)
 			if (q + 1 < end && q[1] && strchr("imslux", q[1]))
 				return fail(l, "regex flags are not supported: /.../", (char[]){q[1], 0});
 			token_start(l, o);
-			put(o, p, (size_t)(q + 1 - p));
+			strbuf_put(o, p, (size_t)(q + 1 - p));
 			p = q + 1;
 		} else if (c == '[') {
-			put(o, "(", 1);
+			strbuf_put(o, "(", 1);
 			p++;
 		} else if (c == ']') {
-			put(o, ")?", 2);
+			strbuf_put(o, ")?", 2);
 			p++;
 		} else if (strchr("()|*+?", c)) {
-			put(o, p, 1);
+			strbuf_put(o, p, 1);
 			p++;
 		} else if (c == '~') {
 			p = skip_blank(p + 1, end);
@@ -299,7 +274,7 @@ static int body(struct lark *l, struct sbuf *o, const char *p, const char *end)
 				return fail(l, "~ needs counts up to 1000: x~n or x~n..m with n <= m", NULL);
 			char b[48];
 			snprintf(b, sizeof b, lo == hi ? "{%ld}" : "{%ld,%ld}", lo, hi);
-			puts_(o, b);
+			strbuf_puts(o, b);
 		} else if (c == '-' && p + 1 < end && p[1] == '>') {
 			p = skip_blank(p + 2, end);
 			size_t n = name_len(p, end);
@@ -312,7 +287,7 @@ static int body(struct lark *l, struct sbuf *o, const char *p, const char *end)
 				return fail(l, "a rule named root is not supported (rename it)", NULL);
 			if (is_terminal(p, n))
 				token_start(l, o);
-			put(o, p, n);
+			strbuf_put(o, p, n);
 			p += n;
 		} else if (c == '{') {
 			return fail(l, "templates (name{...}) are not supported", NULL);
@@ -363,10 +338,10 @@ static int import_line(struct lark *l, const char *p, const char *end)
 			snprintf(nm, sizeof nm, "%.*s", (int)(n < 60 ? n : 60), name);
 			return fail(l, "not one of Lark's common terminals that are supported: ", nm);
 		}
-		put(&l->tail, alias, an);
-		puts_(&l->tail, " ::= ");
-		puts_(&l->tail, common[k].body);
-		puts_(&l->tail, "\n");
+		strbuf_put(&l->tail, alias, an);
+		strbuf_puts(&l->tail, " ::= ");
+		strbuf_puts(&l->tail, common[k].body);
+		strbuf_puts(&l->tail, "\n");
 		p = skip_blank(p, end);
 		if (!list)
 			break;
@@ -393,13 +368,13 @@ static int directive(struct lark *l, const char *p, const char *end)
 		return import_line(l, p + 7, end);
 	if (n == 6 && !memcmp(p + 1, "ignore", 6)) {
 		if (l->ignore.n)
-			puts_(&l->ignore, " |");
-		puts_(&l->ignore, " (");
+			strbuf_puts(&l->ignore, " |");
+		strbuf_puts(&l->ignore, " (");
 		bool was = l->in_rule;
 		l->in_rule = false;
 		int rc = body(l, &l->ignore, p + 7, end);
 		l->in_rule = was;
-		puts_(&l->ignore, " )");
+		strbuf_puts(&l->ignore, " )");
 		return rc;
 	}
 	char nm[32];
@@ -467,15 +442,15 @@ int lark_translate(const char *src, size_t len, char **out, size_t *out_len, str
 				set_name(l.first, name, n);
 			if (n == 5 && !memcmp(name, "start", 5))
 				set_name(l.start, name, n);
-			put(&l.out, name, n);
-			puts_(&l.out, " ::=");
+			strbuf_put(&l.out, name, n);
+			strbuf_puts(&l.out, " ::=");
 			body(&l, &l.out, b, le);
 		} else if (have_def) {
 			body(&l, &l.out, q, le);
 		} else {
 			fail(&l, "expected a definition \"name: ...\"", NULL);
 		}
-		puts_(&l.out, "\n");
+		strbuf_puts(&l.out, "\n");
 		p = le + 1;
 	}
 	if (!l.failed && !l.first[0] && !l.start[0]) {
@@ -483,15 +458,15 @@ int lark_translate(const char *src, size_t len, char **out, size_t *out_len, str
 		fail(&l, "no rule (a lowercase name) to start from", NULL);
 	}
 	if (!l.failed) {
-		put(&l.out, l.tail.p ? l.tail.p : "", l.tail.n);
+		strbuf_put(&l.out, l.tail.p ? l.tail.p : "", l.tail.n);
 		if (l.ignoring) {
-			puts_(&l.out, IGNORE_RULE " ::=");
-			put(&l.out, l.ignore.p ? l.ignore.p : "", l.ignore.n);
-			puts_(&l.out, "\n");
+			strbuf_puts(&l.out, IGNORE_RULE " ::=");
+			strbuf_put(&l.out, l.ignore.p ? l.ignore.p : "", l.ignore.n);
+			strbuf_puts(&l.out, "\n");
 		}
-		puts_(&l.out, "root ::= ");
-		puts_(&l.out, l.start[0] ? l.start : l.first);
-		puts_(&l.out, l.ignoring ? " " IGNORE_RULE "*\n" : "\n");
+		strbuf_puts(&l.out, "root ::= ");
+		strbuf_puts(&l.out, l.start[0] ? l.start : l.first);
+		strbuf_puts(&l.out, l.ignoring ? " " IGNORE_RULE "*\n" : "\n");
 	}
 	free(l.tail.p);
 	free(l.ignore.p);
