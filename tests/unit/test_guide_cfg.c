@@ -233,6 +233,44 @@ static void test_non_regular(void)
 		EXPECTF(verdict(g, arith[i].t, strlen(arith[i].t)) == arith[i].v, "'%s': %d, expected %d", arith[i].t,
 			verdict(g, arith[i].t, strlen(arith[i].t)), arith[i].v);
 	guide_unref(g);
+	/* every common terminal that %import takes, with a text it matches and one it does not */
+	static const struct {
+		const char *name, *yes, *no;
+	} common[] = {{"DIGIT", "7", "a"},
+		      {"HEXDIGIT", "F", "g"},
+		      {"INT", "0042", "4.2"},
+		      {"SIGNED_INT", "-12", "+-1"},
+		      {"DECIMAL", ".5", "5"},
+		      {"FLOAT", "1e-3", "12"},
+		      {"SIGNED_FLOAT", "+2.5E7", "2e"},
+		      {"NUMBER", "12.5e+3", "1..2"},
+		      {"SIGNED_NUMBER", "-7", "--7"},
+		      {"ESCAPED_STRING", "\"a\\\"b\"", "\"a\nb\""},
+		      {"LCASE_LETTER", "q", "Q"},
+		      {"UCASE_LETTER", "Q", "q"},
+		      {"LETTER", "z", "1"},
+		      {"WORD", "Hello", "he llo"},
+		      {"CNAME", "_x9", "9x"},
+		      {"WS_INLINE", " \t ", "\n"},
+		      {"WS", " \r\n\t", "x"},
+		      {"CR", "\r", "\n"},
+		      {"LF", "\n", "\r"},
+		      {"NEWLINE", "\r\n\n", "\r"},
+		      {"SH_COMMENT", "# hi", "// hi"},
+		      {"CPP_COMMENT", "// hi", "/ hi"},
+		      {"SQL_COMMENT", "-- hi", "- hi"},
+		      {"C_COMMENT", "/* a * b **/", "/* a */ b */"}};
+	for (size_t i = 0; i < sizeof common / sizeof *common; i++) {
+		char src[128];
+		snprintf(src, sizeof src, "start: %s\n%%import common.%s", common[i].name, common[i].name);
+		if (!(g = compile(src)))
+			continue;
+		EXPECTF(verdict(g, common[i].yes, strlen(common[i].yes)) == 1 &&
+				verdict(g, common[i].no, strlen(common[i].no)) != 1,
+			"%s: '%s' %d, '%s' %d", common[i].name, common[i].yes, verdict(g, common[i].yes, strlen(common[i].yes)),
+			common[i].no, verdict(g, common[i].no, strlen(common[i].no)));
+		guide_unref(g);
+	}
 	/* Lark's own JSON example: aliases, [optional], common terminals, %ignore WS */
 	g = compile("?start: value\n"
 		    "?value: object\n"
