@@ -175,6 +175,29 @@ describe('structured outputs', () => {
     assert.ok(finished >= 1, 'no output finished');
   });
 
+  test('json_schema string formats: dates and UUIDs as pydantic writes them', async () => {
+    const schema = {
+      type: 'object',
+      properties: { when: { type: 'string', format: 'date' }, id: { type: 'string', format: 'uuid' } },
+      required: ['when', 'id'],
+    };
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 300, temperature: 1, seed: 2, n: 4,
+      response_format: { type: 'json_schema', json_schema: { name: 'event', schema } },
+    });
+    let finished = 0;
+    for (const c of r.choices) {
+      if (c.finish_reason !== 'stop') continue;
+      const v = JSON.parse(c.message.content);
+      assert.match(v.when, /^\d{4}-\d{2}-\d{2}$/);
+      const d = new Date(`${v.when}T00:00:00Z`);
+      assert.equal(d.toISOString().slice(0, 10), v.when, `${v.when} is not a calendar date`);
+      assert.match(v.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+      finished++;
+    }
+    assert.ok(finished >= 1, 'no output finished');
+  });
+
   test('guided_json as JSON text on /v1/completions', async () => {
     const schema = { type: 'array', items: { type: 'boolean' }, maxItems: 3 };
     const r = await client.completions.create({

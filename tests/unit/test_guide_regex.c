@@ -198,6 +198,54 @@ static void test_pattern_in_json(void)
 	guide_unref(g);
 }
 
+/* string formats with a regular language are enforced (date with month lengths and leap
+ * years, time with an offset, date-time, email, uuid, ipv4, hostname); others stay
+ * annotations; a pattern wins over a format */
+static void test_formats(void)
+{
+	static const struct {
+		const char *format, *text;
+		bool ok;
+	} cases[] = {
+		{"date", "2024-02-29", true},	   {"date", "2023-02-29", false},	  {"date", "2000-02-29", true},
+		{"date", "1900-02-29", false},	   {"date", "2023-04-31", false},	  {"date", "2023-12-31", true},
+		{"date", "2023-13-01", false},	   {"date", "23-01-01", false},		  {"time", "23:59:60Z", true},
+		{"time", "12:30:00.250+05:30", true}, {"time", "12:30:00", false},	  {"time", "24:00:00Z", false},
+		{"date-time", "2024-05-01T08:00:00Z", true}, {"date-time", "2024-05-01 08:00:00Z", false},
+		{"email", "first.last+x@mail.example.org", true}, {"email", "a@b", false}, {"email", "a..b@c.de", false},
+		{"email", "@c.de", false},	   {"uuid", "123e4567-e89b-12d3-a456-426614174000", true},
+		{"uuid", "123e4567e89b12d3a456426614174000", false}, {"ipv4", "192.168.0.255", true},
+		{"ipv4", "192.168.0.256", false},  {"ipv4", "01.2.3.4", false},	  {"hostname", "a-b.example", true},
+		{"hostname", "-ab.example", false}, {"uri", "any text at all", true}, /* an annotation */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char schema[128], out[128];
+		snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", cases[i].format);
+		snprintf(out, sizeof out, "\"%s\"", cases[i].text);
+		json_t *s = json_loads(schema, 0, NULL);
+		struct guide_grammar *g = NULL;
+		struct err e;
+		EXPECTF(s && guide_from_schema(s, "schema", &g, &e) == 0, "%s: %s", schema, e.msg);
+		json_decref(s);
+		if (!g)
+			continue;
+		struct jm_state st;
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g);
+		EXPECTF(ok == cases[i].ok, "%s %s: %s", cases[i].format, out, ok ? "accepted" : "refused");
+		guide_unref(g);
+	}
+	json_t *s = json_loads("{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"x+\"}", 0, NULL);
+	struct guide_grammar *g = NULL;
+	struct err e;
+	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
+	json_decref(s);
+	struct jm_state st;
+	jm_init(&st, g);
+	EXPECT(g && jm_feed_bytes(&st, g, (const uint8_t *)"\"xx\"", 4) && jm_complete(&st, g));
+	guide_unref(g);
+}
+
 /* the mask of regex grammars, pattern strings and bounded integers equals feeding every token */
 static void test_regex_mask(void)
 {
@@ -641,5 +689,5 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))
