@@ -381,9 +381,9 @@ static int bounded_dfa(const json_t *s, const char *path, bool integer, struct g
 }
 
 /* The string formats whose texts are a regular language, as xgrammar generates them (RFC 3339
- * dates with their month lengths and leap years, times with an offset, RFC 5322 dot-atom
- * addresses with a dotted domain, RFC 4122 UUIDs, dotted-quad IPv4, RFC 1123 host names); other
- * formats stay annotations, as JSON Schema defines them. NULL: no such format. */
+ * dates with their month lengths and leap years, times with an offset, durations, RFC 5322
+ * dot-atom addresses with a dotted domain, RFC 4122 UUIDs, dotted-quad IPv4, RFC 1123 host
+ * names); other formats stay annotations, as JSON Schema defines them. NULL: no such format. */
 #define RE_DATE                                                                                                       \
 	"(?:\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|02-(?:0[1-9]|1\\d|2[0-8]))" \
 	"|(?:\\d\\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
@@ -391,6 +391,11 @@ static int bounded_dfa(const json_t *s, const char *path, bool integer, struct g
 #define RE_OCTET "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
 #define RE_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 #define RE_ATOM "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+/* RFC 3339 appendix A: P then a date part (days, months or years, each with what follows it)
+ * and maybe a time part, or a time part alone, or weeks */
+#define RE_DUR_TIME "T(?:\\d+H(?:\\d+M(?:\\d+S)?)?|\\d+M(?:\\d+S)?|\\d+S)"
+#define RE_DURATION                                                                                                   \
+	"P(?:(?:\\d+D|\\d+M(?:\\d+D)?|\\d+Y(?:\\d+M(?:\\d+D)?)?)(?:" RE_DUR_TIME ")?|" RE_DUR_TIME "|\\d+W)"
 static const char *format_regex(const char *format)
 {
 	static const struct {
@@ -399,6 +404,7 @@ static const char *format_regex(const char *format)
 		{"date", RE_DATE},
 		{"time", RE_TIME},
 		{"date-time", "(?:" RE_DATE ")[Tt]" RE_TIME},
+		{"duration", RE_DURATION},
 		{"email", RE_ATOM "(?:\\." RE_ATOM ")*@(?:" RE_LABEL "\\.)+" RE_LABEL},
 		{"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
 		{"ipv4", "(?:" RE_OCTET "\\.){3}" RE_OCTET},

@@ -217,6 +217,9 @@ static void test_formats(void)
 		{"uuid", "123e4567e89b12d3a456426614174000", false}, {"ipv4", "192.168.0.255", true},
 		{"ipv4", "192.168.0.256", false},  {"ipv4", "01.2.3.4", false},	  {"hostname", "a-b.example", true},
 		{"hostname", "-ab.example", false}, {"uri", "any text at all", true}, /* an annotation */
+		{"duration", "P1DT2H", true},	   {"duration", "P3Y6M4DT12H30M5S", true}, {"duration", "PT36H", true},
+		{"duration", "P2W", true},	   {"duration", "P", false},		   {"duration", "P1DT", false},
+		{"duration", "PT1H5S", false},	   {"duration", "P1W2D", false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char schema[128], out[128];
