@@ -11,6 +11,10 @@
 #define IGNORE_RULE "__lark_ignore"
 
 /* Lark's common.lark terminals, written in this EBNF */
+#define EXP "[eE] [+\\-]? [0-9]+"
+#define DECIMAL_BODY "[0-9]+ \".\" [0-9]* | \".\" [0-9]+"
+#define FLOAT_BODY "[0-9]+ " EXP " | (" DECIMAL_BODY ") (" EXP ")?"
+#define NUMBER_BODY "[0-9]+ (" EXP ")? | (" DECIMAL_BODY ") (" EXP ")?"
 static const struct {
 	const char *name, *body;
 } common[] = {
@@ -18,11 +22,11 @@ static const struct {
 	{"HEXDIGIT", "[a-fA-F0-9]"},
 	{"INT", "[0-9]+"},
 	{"SIGNED_INT", "[+\\-]? [0-9]+"},
-	{"DECIMAL", "[0-9]+ \".\" [0-9]* | \".\" [0-9]+"},
-	{"FLOAT", "[0-9]+ [eE] [+\\-]? [0-9]+ | ([0-9]+ \".\" [0-9]* | \".\" [0-9]+) ([eE] [+\\-]? [0-9]+)?"},
-	{"SIGNED_FLOAT", "[+\\-]? ([0-9]+ [eE] [+\\-]? [0-9]+ | ([0-9]+ \".\" [0-9]* | \".\" [0-9]+) ([eE] [+\\-]? [0-9]+)?)"},
-	{"NUMBER", "[0-9]+ ([eE] [+\\-]? [0-9]+)? | ([0-9]+ \".\" [0-9]* | \".\" [0-9]+) ([eE] [+\\-]? [0-9]+)?"},
-	{"SIGNED_NUMBER", "[+\\-]? ([0-9]+ ([eE] [+\\-]? [0-9]+)? | ([0-9]+ \".\" [0-9]* | \".\" [0-9]+) ([eE] [+\\-]? [0-9]+)?)"},
+	{"DECIMAL", DECIMAL_BODY},
+	{"FLOAT", FLOAT_BODY},
+	{"SIGNED_FLOAT", "[+\\-]? (" FLOAT_BODY ")"},
+	{"NUMBER", NUMBER_BODY},
+	{"SIGNED_NUMBER", "[+\\-]? (" NUMBER_BODY ")"},
 	{"ESCAPED_STRING", "\"\\\"\" ([^\"\\\\\\n] | \"\\\\\" [^\\n])* \"\\\"\""},
 	{"LCASE_LETTER", "[a-z]"},
 	{"UCASE_LETTER", "[A-Z]"},
