@@ -8,8 +8,8 @@
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
  *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength,
  *   maxLength, pattern (guide/regex_dfa.h's syntax, matched by the whole string, which then
- *   holds no escapes), format (date, time, date-time, duration, email, uuid, ipv4, hostname
- *   as patterns; a pattern beside it wins; other formats are annotations), minimum, maximum,
+ *   holds no escapes), format (date, time, date-time, duration, email, uuid, ipv4, ipv6,
+ *   hostname, uri as patterns; a pattern beside it wins; other formats are annotations), minimum, maximum,
  *   exclusiveMinimum, exclusiveMaximum (numbers then written as plain decimals, compared
  *   exactly with the bounds' shortest decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
  *   alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref), $ref to

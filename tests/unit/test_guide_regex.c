@@ -216,7 +216,13 @@ static void test_formats(void)
 		{"email", "@c.de", false},	   {"uuid", "123e4567-e89b-12d3-a456-426614174000", true},
 		{"uuid", "123e4567e89b12d3a456426614174000", false}, {"ipv4", "192.168.0.255", true},
 		{"ipv4", "192.168.0.256", false},  {"ipv4", "01.2.3.4", false},	  {"hostname", "a-b.example", true},
-		{"hostname", "-ab.example", false}, {"uri", "any text at all", true}, /* an annotation */
+		{"hostname", "-ab.example", false}, {"uri-template", "any text at all", true}, /* an annotation */
+		{"ipv6", "2001:db8::8a2e:370:7334", true}, {"ipv6", "::1", true},	   {"ipv6", "::", true},
+		{"ipv6", "::ffff:192.168.0.1", true}, {"ipv6", "1:2:3:4:5:6:7:8", true}, {"ipv6", "1::2::3", false},
+		{"ipv6", "1:2:3:4:5:6:7:8:9", false}, {"ipv6", "12345::", false},
+		{"uri", "https://example.com/a/b?x=1&y=%20z#top", true}, {"uri", "mailto:someone@example.org", true},
+		{"uri", "http://[::1]:8080/", true}, {"uri", "urn:isbn:0451450523", true}, {"uri", "no scheme", false},
+		{"uri", "http://a b", false},	   {"uri", "http://x/%zz", false},	   {"uri", "1http://x", false},
 		{"duration", "P1DT2H", true},	   {"duration", "P3Y6M4DT12H30M5S", true}, {"duration", "PT36H", true},
 		{"duration", "P2W", true},	   {"duration", "P", false},		   {"duration", "P1DT", false},
 		{"duration", "PT1H5S", false},	   {"duration", "P1W2D", false},
