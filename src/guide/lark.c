@@ -442,8 +442,13 @@ int lark_translate(const char *src, size_t len, char **out, size_t *out_len, str
 			}
 			have_def = true;
 			l.in_rule = !is_terminal(name, n);
-			if (!l.first[0] && l.in_rule)
+			if (!l.first[0] && l.in_rule) {
+				if (n >= sizeof l.first) {
+					fail(&l, "the first rule's name is longer than 63 bytes", NULL);
+					break;
+				}
 				set_name(l.first, name, n);
+			}
 			if (n == 5 && !memcmp(name, "start", 5))
 				set_name(l.start, name, n);
 			strbuf_put(&l.out, name, n);

@@ -343,6 +343,7 @@ static void test_errors(void)
 		{"start: \"ab\"..\"z\"", "one character on each side"},
 		{"start: /(a|)/", "must not match the empty string"},
 		{"start: \"a\"~1001", "~ needs counts up to 1000"},
+		{"a_rule_whose_name_is_much_longer_than_sixty_three_bytes_in_all_of_it: \"x\"", "longer than 63"},
 		{"start: \"a\" undefined_rule", "line 1: undefined rule undefined_rule"},
 		{"start: \"a\"\n  | /abc", "line 2: unterminated regex"},
 		{"foo bar", "expected a rule \"name ::= ...\" (GBNF / EBNF) or \"name: ...\" (Lark)"},
