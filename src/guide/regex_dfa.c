@@ -361,6 +361,9 @@ int guide_dfa_compile(const char *re, size_t len, struct guide_dfa **out, struct
 	*out = NULL;
 	if (len > GUIDE_REGEX_MAX_LEN)
 		return err_set(e, "regex: longer than %d bytes", GUIDE_REGEX_MAX_LEN);
+	int la = regex_lookahead_compile(re, len, out, e);
+	if (la <= 0)
+		return la;
 	struct anode *tree = NULL;
 	int n_nodes = 0, root = regex_parse(re, len, &tree, &n_nodes, e);
 	struct nfa m = {.e = e};

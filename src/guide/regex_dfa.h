@@ -8,9 +8,10 @@
  * above inside), groups ( ) and (?: ) and named groups (?P<name> ) / (?<name> ), "|",
  * and the quantifiers * + ? {m} {m,} {m,n} {,n} (lazy and possessive forms match the same
  * texts). \d, \w and \s are ASCII; "." is any character but "\n"; negated classes and "."
- * take any Unicode scalar value, so the DFA accepts only valid UTF-8. Backreferences,
- * lookaround, anchors inside the expression and flags are refused with a message naming
- * them. */
+ * take any Unicode scalar value, so the DFA accepts only valid UTF-8. A lookahead (?=X) or
+ * (?!X) at the start holds for a prefix of the text (for the whole text when X ends in "$")
+ * (regex_lookahead.c). Backreferences, other lookaround, anchors inside the expression and
+ * flags are refused with a message naming them. */
 #ifndef MLA_GUIDE_REGEX_DFA_H
 #define MLA_GUIDE_REGEX_DFA_H
 

@@ -29,4 +29,10 @@ struct anode {
 int regex_parse(const char *re, size_t len, struct anode **nodes, int *n_nodes, struct err *e);
 void regex_nodes_free(struct anode *nodes, int n_nodes);
 
+/* regex_lookahead.c: a regex that starts with (?=X) or (?!X) compiled as the product of
+ * X's automaton and the rest's; 1 when it does not start with one (nothing done), 0 with
+ * *out, or -1 with e set */
+struct guide_dfa;
+int regex_lookahead_compile(const char *re, size_t len, struct guide_dfa **out, struct err *e);
+
 #endif

@@ -50,6 +50,14 @@ static const char *const PATTERNS[] = {
 	"\\(\\[\\{\\*\\+\\?\\.\\|\\^\\$\\\\",
 	"[a-]+[-b]",
 	"\\D\\W",
+	/* a leading lookahead: pydantic's Decimal, prefix and whole-text forms, both signs */
+	"^(?!^[-+.]*$)[+-]?0*\\d*\\.?\\d*$",
+	"(?=a)[a-c]+",
+	"(?!ab)[a-c]{0,3}",
+	"(?=[a-z]*\\d)[a-z0-9]{2,6}",
+	"(?!.*--)[a-z-]+",
+	"(?=.*b$)[ab]*",
+	"(?!(a|b\\)))(?=[^x])[ab)x]{1,3}",
 };
 
 /* random texts over the pattern's characters and a few others */
@@ -91,6 +99,29 @@ static size_t walk_text(const struct guide_dfa *d, uint64_t *seed, char *out, si
 	return n;
 }
 
+/* every edge leads to a state from which a match can still be finished: the matcher never
+ * lets an output start down a dead end (a lookahead's product is trimmed for this) */
+static bool edges_all_useful(const struct guide_dfa *d)
+{
+	bool *useful = calloc((size_t)d->n_states, sizeof *useful);
+	for (int s = 0; useful && s < d->n_states; s++)
+		useful[s] = d->accept[s];
+	for (bool changed = true; useful && changed;) {
+		changed = false;
+		for (int s = 0; s < d->n_states; s++)
+			for (int c = 0; c < 256 && !useful[s]; c++) {
+				int32_t t = d->next[(size_t)s * 256 + (size_t)c];
+				if (t >= 0 && useful[t])
+					useful[s] = changed = true;
+			}
+	}
+	bool ok = useful != NULL;
+	for (size_t i = 0; ok && i < (size_t)d->n_states * 256; i++)
+		ok = d->next[i] < 0 || useful[d->next[i]];
+	free(useful);
+	return ok;
+}
+
 static void test_dfa_equals_pcre2(void)
 {
 	uint64_t seed = 0x5eed;
@@ -102,6 +133,7 @@ static void test_dfa_equals_pcre2(void)
 			harness_fail(__FILE__, __LINE__, "%s: %s", pat, e.msg);
 			continue;
 		}
+		EXPECTF(edges_all_useful(d), "%s: an edge leads to a dead end", pat);
 		int ec;
 		PCRE2_SIZE eo;
 		/* PCRE2 reads "x{,3}" as literal text before 10.43; Python and we read {0,3} */
@@ -144,6 +176,7 @@ static void test_refused_syntax(void)
 		const char *re, *msg;
 	} bad[] = {
 		{"(a", "missing )"},	       {"a)", "unbalanced"},	    {"a(?=b)", "lookaround"},
+		{"(?!a)a", "no text matches"}, {"(?=a", "lookaround"},
 		{"(?i)a", "flags"},	       {"(a)\\1", "backreference"}, {"\\bword", "anchor"},
 		{"a^b", "anchor"},	       {"*a", "nothing to repeat"}, {"a{5,2}", "repeat count"},
 		{"a{1001}", "repeat count"},   {"[z-a]", "out of order"},   {"[abc", "unterminated"},
@@ -190,6 +223,30 @@ static void test_pattern_in_json(void)
 		{"{\"id\":\"A\\u0042-1\"}", false}, {"{\"id\":\"AB-1\\\"\"}", false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct jm_state st;
+		jm_init(&st, g);
+		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)cases[i].out, strlen(cases[i].out)) && jm_complete(&st, g);
+		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
+	}
+	guide_unref(g);
+}
+
+/* pydantic's Decimal field: a number, or a string of digits with a leading lookahead */
+static void test_pydantic_decimal(void)
+{
+	json_t *s = json_loads("{\"anyOf\":[{\"type\":\"number\"},{\"type\":\"string\",\"pattern\":"
+			       "\"^(?!^[-+.]*$)[+-]?0*\\\\d*\\\\.?\\\\d*$\"}]}",
+			       0, NULL);
+	struct guide_grammar *g = NULL;
+	struct err e;
+	EXPECTF(s && guide_from_schema(s, "schema", &g, &e) == 0, "%s", e.msg);
+	json_decref(s);
+	static const struct {
+		const char *out;
+		bool ok;
+	} cases[] = {{"12.5", true},  {"\"12.50\"", true}, {"\"-0.5\"", true}, {"\".5\"", true},
+		     {"\"+.\"", false}, {"\"\"", false},	  {"\"1e5\"", false}, {"\"--1\"", false}};
+	for (size_t i = 0; g && i < sizeof cases / sizeof *cases; i++) {
 		struct jm_state st;
 		jm_init(&st, g);
 		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)cases[i].out, strlen(cases[i].out)) && jm_complete(&st, g);
@@ -698,5 +755,5 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))
