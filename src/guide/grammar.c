@@ -3,8 +3,10 @@
 
 #include "base/grow.h"
 #include "guide/cfg.h"
+#include "guide/dfa_ops.h"
 #include "guide/int_range.h"
 #include "guide/lark.h"
+#include "guide/num_multiple.h"
 #include "guide/regex_dfa.h"
 
 #include <math.h>
@@ -131,7 +133,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
 					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
 					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", NULL};
+					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", "multipleOf", NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -380,6 +382,33 @@ static int bounded_dfa(const json_t *s, const char *path, bool integer, struct g
 	return rc < 0 ? err_prefix(e, "%s", path) : 0;
 }
 
+/* bounded_dfa's automaton, restricted to the multiples of multipleOf when there is one */
+static int number_dfa(const json_t *s, const char *path, bool integer, struct guide_dfa **dfa, struct err *e)
+{
+	if (bounded_dfa(s, path, integer, dfa, e) < 0)
+		return -1;
+	const json_t *mo = json_object_get(s, "multipleOf");
+	if (!mo)
+		return 0;
+	struct guide_dfa *mult = NULL, *both = NULL;
+	if (!json_is_number(mo) || guide_dfa_multiple(json_number_value(mo), integer, &mult, e) < 0) {
+		if (!json_is_number(mo))
+			err_set(e, "multipleOf must be a number");
+		guide_dfa_free(*dfa);
+		*dfa = NULL;
+		return err_prefix(e, "%s", path);
+	}
+	if (!*dfa) {
+		*dfa = mult;
+		return 0;
+	}
+	int rc = guide_dfa_intersect(*dfa, mult, "no number in the bounds is a multiple of multipleOf", &both, e);
+	guide_dfa_free(*dfa);
+	guide_dfa_free(mult);
+	*dfa = both;
+	return rc < 0 ? err_prefix(e, "%s", path) : 0;
+}
+
 /* The string formats whose texts are a regular language, as xgrammar generates them (RFC 3339
  * dates with their month lengths and leap years, times with an offset, durations, RFC 5322
  * dot-atom addresses with a dotted domain, RFC 4122 UUIDs, dotted-quad IPv4, RFC 3986 IPv6
@@ -519,7 +548,7 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 	if (!strcmp(type, "number") || !strcmp(type, "integer")) {
 		bool integer = !strcmp(type, "integer");
 		struct guide_dfa *dfa;
-		if (bounded_dfa(s, path, integer, &dfa, e) < 0)
+		if (number_dfa(s, path, integer, &dfa, e) < 0)
 			return -1;
 		int i = node_new(c->g, dfa ? GUIDE_REGEX : integer ? GUIDE_INTEGER : GUIDE_NUMBER, e);
 		if (i < 0) {

@@ -11,7 +11,7 @@
  *   holds no escapes), format (date, time, date-time, duration, email, uuid, ipv4, ipv6,
  *   hostname, uri as patterns; a pattern beside it wins; other formats are annotations), minimum, maximum,
  *   exclusiveMinimum, exclusiveMaximum (numbers then written as plain decimals, compared
- *   exactly with the bounds' shortest decimals), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
+ *   exactly with the bounds' shortest decimals), multipleOf (guide/num_multiple.h), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
  *   alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref), $ref to
  *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
  *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,

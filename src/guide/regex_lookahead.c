@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guide/dfa_ops.h"
 #include "guide/regex_dfa.h"
 
 /* Where the leading lookahead's text lies: re[*x0, *x1) inside "(?=" / "(?!" ... ")", the rest
@@ -97,59 +98,6 @@ static int32_t intern(struct product *p, int32_t y, int32_t x, int seen)
 	return s;
 }
 
-/* States from which an accepting one can be reached; the others lose their incoming edges */
-static int trim(struct guide_dfa *d, struct err *e)
-{
-	int n = d->n_states;
-	uint8_t *useful = calloc((size_t)n, 1);
-	int32_t *queue = malloc(sizeof *queue * (size_t)n), *cnt = calloc((size_t)n + 1, sizeof *cnt);
-	int32_t *from = NULL;
-	int rc = -1;
-	if (!useful || !queue || !cnt)
-		goto out;
-	size_t edges = 0;
-	for (size_t i = 0; i < (size_t)n * 256; i++)
-		if (d->next[i] >= 0)
-			cnt[d->next[i] + 1]++, edges++;
-	for (int s = 0; s < n; s++)
-		cnt[s + 1] += cnt[s];
-	if (!(from = malloc(sizeof *from * (edges ? edges : 1))))
-		goto out;
-	int32_t *fill = queue; /* borrowed as the fill cursor per state first */
-	memcpy(fill, cnt, sizeof *fill * (size_t)n);
-	for (size_t i = 0; i < (size_t)n * 256; i++)
-		if (d->next[i] >= 0)
-			from[fill[d->next[i]]++] = (int32_t)(i / 256);
-	int head = 0, tail = 0;
-	for (int s = 0; s < n; s++)
-		if (d->accept[s])
-			useful[s] = 1, queue[tail++] = s;
-	while (head < tail) {
-		int t = queue[head++];
-		for (int k = cnt[t]; k < cnt[t + 1]; k++)
-			if (!useful[from[k]])
-				useful[from[k]] = 1, queue[tail++] = from[k];
-	}
-	for (int s = 0; s < n; s++) {
-		d->live[s] = 0;
-		for (int c = 0; c < 256; c++) {
-			int32_t *t = &d->next[(size_t)s * 256 + (size_t)c];
-			if (*t >= 0 && !useful[*t])
-				*t = -1;
-			d->live[s] |= *t >= 0;
-		}
-	}
-	rc = useful[0] ? 0 : err_set(e, "regex: no text matches it (its lookahead excludes every match)");
-out:
-	if (rc < 0 && (!useful || !queue || !cnt || !from))
-		err_set(e, "regex: out of memory");
-	free(useful);
-	free(queue);
-	free(cnt);
-	free(from);
-	return rc;
-}
-
 static int product(const struct guide_dfa *y, const struct guide_dfa *x, bool neg, bool whole, struct guide_dfa **out,
 		   struct err *e)
 {
@@ -181,7 +129,7 @@ static int product(const struct guide_dfa *y, const struct guide_dfa *x, bool ne
 		}
 		memcpy(d->next + (size_t)s * 256, row, sizeof row);
 	}
-	rc = trim(d, e);
+	rc = guide_dfa_trim(d, "regex: no text matches it (its lookahead excludes every match)", e);
 out:
 	free(p.keys);
 	free(p.vals);

@@ -564,6 +564,83 @@ static void test_frac_range_regex(void)
 	free(re);
 }
 
+/* multipleOf, alone and with bounds, on numbers and integers: every plain decimal with |I| <= 12
+ * and up to 3 decimals against exact arithmetic in thousandths; "-0" forms never */
+static void test_multiple_of(void)
+{
+	static const double steps[] = {3, 5, 0.5, 0.25, 0.01, 0.3, 7, 12.5, 1};
+	static const char *const bounds[] = {"", ",\"minimum\":-2.5,\"maximum\":3", ",\"exclusiveMinimum\":0,\"maximum\":10"};
+	static char texts[2 * 13 * 1111][16];
+	static long milli[2 * 13 * 1111];
+	static bool has_dot[2 * 13 * 1111];
+	int nt = 0;
+	for (int sign = 0; sign < 2; sign++)
+		for (int ip = 0; ip <= 12; ip++)
+			for (int len = 0; len <= 3; len++)
+				for (int f = 0; f < (len ? (len == 1 ? 10 : len == 2 ? 100 : 1000) : 1); f++) {
+					if (len)
+						snprintf(texts[nt], 16, "%s%d.%0*d", sign ? "-" : "", ip, len, f);
+					else
+						snprintf(texts[nt], 16, "%s%d", sign ? "-" : "", ip);
+					long scale = len == 0 ? 0 : len == 1 ? 100 : len == 2 ? 10 : 1;
+					milli[nt] = (sign ? -1 : 1) * (ip * 1000L + f * scale);
+					has_dot[nt++] = len > 0;
+				}
+	int bad = 0;
+	for (size_t m = 0; m < sizeof steps / sizeof *steps && bad < 3; m++)
+		for (int integer = 0; integer < 2 && bad < 3; integer++)
+			for (size_t bd = 0; bd < sizeof bounds / sizeof *bounds && bad < 3; bd++) {
+				char schema[160];
+				snprintf(schema, sizeof schema, "{\"type\":\"%s\",\"multipleOf\":%g%s}",
+					 integer ? "integer" : "number", steps[m], bounds[bd]);
+				json_t *js = json_loads(schema, 0, NULL);
+				struct guide_grammar *g = NULL;
+				struct err e;
+				long step = lround(steps[m] * 1000), lo = bd == 1 ? -2500 : 1, hi = bd == 1 ? 3000 : 10000;
+				bool some = bd == 0;
+				for (long v = lo; v <= hi && !some; v++)
+					some = v % step == 0 && (!integer || v % 1000 == 0);
+				int rc = js ? guide_from_schema(js, "schema", &g, &e) : -1;
+				json_decref(js);
+				if (rc < 0 || !some) {
+					EXPECTF(rc < 0 && !some && strstr(e.msg, "no number in the bounds"), "%s: %s", schema,
+						rc < 0 ? e.msg : "taken, though no number fits");
+					guide_unref(g);
+					continue;
+				}
+				for (int t = 0; t < nt; t++) {
+					long v = milli[t];
+					bool in = bd == 0 || (bd == 1 ? v >= -2500 && v <= 3000 : v > 0 && v <= 10000);
+					bool want = v % step == 0 && in && !(texts[t][0] == '-' && v == 0) && !(integer && has_dot[t]);
+					struct jm_state st;
+					jm_init(&st, g);
+					bool got = jm_feed_bytes(&st, g, (const uint8_t *)texts[t], strlen(texts[t])) && jm_complete(&st, g);
+					if (got != want) {
+						harness_fail(__FILE__, __LINE__, "%s: '%s' %s", schema, texts[t], want ? "refused" : "accepted");
+						bad++;
+						break;
+					}
+				}
+				guide_unref(g);
+			}
+	/* refusals: a step too fine, none in the bounds, a step that is not a positive number */
+	static const struct {
+		const char *schema, *msg;
+	} no[] = {{"{\"type\":\"number\",\"multipleOf\":0.0000001}", "multipleOf must be a positive number"},
+		  {"{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":1,\"maximum\":6}", "no number in the bounds"},
+		  {"{\"type\":\"number\",\"multipleOf\":-2}", "positive"},
+		  {"{\"type\":\"number\",\"multipleOf\":\"2\"}", "must be a number"},
+		  {"{\"type\":\"number\",\"multipleOf\":0.001234}", "too fine"}};
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+		json_t *js = json_loads(no[i].schema, 0, NULL);
+		struct guide_grammar *g = NULL;
+		struct err e = {0};
+		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && !g && strstr(e.msg, no[i].msg), "%s: '%s'",
+			no[i].schema, e.msg);
+		json_decref(js);
+	}
+}
+
 /* bounded integers as JSON values: inside arrays and objects they end before ',' ']' '}' */
 static void test_bounded_integers_in_json(void)
 {
@@ -755,5 +832,5 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_multiple_of), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))

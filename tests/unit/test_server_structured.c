@@ -234,7 +234,7 @@ static void test_unsupported_keyword(void)
 		   true, "tool_choice", "'not'");
 	/* and the path to it */
 	expect_400("{\"guided_json\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"string\",\"format\":\"date\","
-		   "\"multipleOf\":2}}}}",
+		   "\"uniqueItems\":true}}}}",
 		   false, "guided_json", "deep");
 }
 
