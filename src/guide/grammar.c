@@ -119,6 +119,8 @@ void guide_unref(struct guide_grammar *g)
 		free(n->alts);
 		free(n->prefix);
 		guide_dfa_free(n->dfa);
+		free(n->lit);
+		free(n->reach);
 		cfg_free(n->cfg);
 	}
 	free(g->nodes);
@@ -134,7 +136,7 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
 					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
 					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", "multipleOf", NULL};
+					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", "multipleOf", "uniqueItems", NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -238,13 +240,47 @@ static int enum_node(struct guide_grammar *g, const json_t *en, const char *path
 		err_set(e, "out of memory");
 	else if (guide_dfa_literals((const char *const *)t, len, n, &dfa, e) < 0)
 		err_prefix(e, "%s.enum", path);
-	else
-		rc = dfa_node(g, dfa, e);
+	else if ((rc = dfa_node(g, dfa, e)) >= 0)
+		g->nodes[rc].enum_values = n;
 	for (int i = 0; t && i < n; i++)
 		free(t[i]);
 	free(t);
 	free(len);
 	return rc;
+}
+
+/* For uniqueItems: the number of distinct values of the enum that node k is (through $ref
+ * forwards), with its lit and reach tables built; -1 when k is not an enum of at most 64 */
+static int unique_values(struct guide_grammar *g, int k)
+{
+	while (k >= 0 && g->nodes[k].kind == GUIDE_ANYOF && g->nodes[k].n_alts == 1)
+		k = g->nodes[k].alts[0];
+	struct guide_node *n = k >= 0 ? &g->nodes[k] : NULL;
+	if (!n || n->kind != GUIDE_REGEX || !n->enum_values)
+		return -1;
+	const struct guide_dfa *d = n->dfa;
+	int values = 0;
+	for (int s = 0; s < d->n_states; s++)
+		values += d->accept[s];
+	if (values > 64)
+		return -1;
+	if (n->reach)
+		return values;
+	n->lit = malloc((size_t)d->n_states);
+	n->reach = calloc((size_t)d->n_states, sizeof *n->reach);
+	if (!n->lit || !n->reach)
+		return -1;
+	for (int s = 0, v = 0; s < d->n_states; s++)
+		n->lit[s] = (int8_t)(d->accept[s] ? v++ : -1);
+	for (int s = d->n_states - 1; s >= 0; s--) { /* a trie: every child after its parent */
+		n->reach[s] = n->lit[s] >= 0 ? (uint64_t)1 << n->lit[s] : 0;
+		for (int c = 0; c < 256; c++) {
+			int32_t t = d->next[(size_t)s * 256 + (size_t)c];
+			if (t > s)
+				n->reach[s] |= n->reach[t];
+		}
+	}
+	return values;
 }
 
 static int compile_literal_json(struct compile *c, const json_t *v, struct err *e)
@@ -454,11 +490,28 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 			free(prefix);
 			return err_set(e, "%s: items false leaves %d items, fewer than minItems %d", path, mx, mn);
 		}
+		/* uniqueItems: over an enum's values (pydantic's set of an Enum or Literal), the
+		 * items then at most that many; trivially with at most one item */
+		const json_t *uq = json_object_get(s, "uniqueItems");
+		bool unique = json_is_true(uq) && (mx < 0 || mx > 1);
+		int values = unique && !np ? unique_values(c->g, it) : -1;
+		if ((uq && !json_is_boolean(uq)) || (unique && values < 0) || (unique && mn > values)) {
+			free(prefix);
+			return uq && !json_is_boolean(uq) ? err_set(e, "%s.uniqueItems must be a boolean", path)
+			       : values < 0	  ? err_set(e, "%s.uniqueItems: supported when items is an enum of at most 64 "
+							       "values, without prefixItems (or when maxItems is 1)",
+							       path)
+						  : err_set(e, "%s: uniqueItems with minItems %d, but items has %d values", path, mn,
+							    values);
+		}
+		if (unique && (mx < 0 || mx > values))
+			mx = values;
 		int i = node_new(c->g, GUIDE_ARRAY, e);
 		if (i < 0) {
 			free(prefix);
 			return -1;
 		}
+		c->g->nodes[i].unique = unique;
 		c->g->nodes[i].items = it;
 		c->g->nodes[i].min_items = mn;
 		c->g->nodes[i].max_items = mx;

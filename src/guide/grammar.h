@@ -6,7 +6,8 @@
  * The JSON Schema subset (any other keyword is refused with a message naming it, so an output
  * always validates against the schema; within it, outputs may be a subset, as below):
  *   type (a name or a list), properties, required, additionalProperties (false, true or a
- *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, minLength,
+ *   schema), items (a schema, true or false), prefixItems, minItems, maxItems, uniqueItems
+ *   (over an enum's values), minLength,
  *   maxLength, pattern (guide/regex_dfa.h's syntax, matched by the whole string, which then
  *   holds no escapes), format (date, time, date-time, duration, email, uuid, ipv4, ipv6,
  *   hostname, uri as patterns; a pattern beside it wins; other formats are annotations), minimum, maximum,
@@ -27,6 +28,7 @@
 #define MLA_GUIDE_GRAMMAR_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,11 +70,18 @@ struct guide_node {
 	int items, min_items, max_items; /* max -1: none */
 	int n_prefix;
 	int *prefix;
+	bool unique; /* uniqueItems over an enum's values: the matcher keeps the used ones */
 	/* GUIDE_STRING: length in characters (code points) */
 	int min_len, max_len;	/* max -1: none */
 	/* GUIDE_REGEX, or GUIDE_STRING with a "pattern" (its characters then go to the DFA
 	 * unescaped: no backslash and no quote inside such a string) */
 	struct guide_dfa *dfa;
+	/* GUIDE_REGEX of an enum (a trie of its values' texts): enum_values, or 0 when not an
+	 * enum; lit[state] the value that ends at that state (-1: none); reach[state] the values
+	 * still reachable from it, one bit each (built for uniqueItems, up to 64 values) */
+	int enum_values;
+	int8_t *lit;
+	uint64_t *reach;
 	/* GUIDE_LITERAL */
 	char *text;
 	size_t len;

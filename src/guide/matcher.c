@@ -264,6 +264,16 @@ static void cfg_start(const struct guide_grammar *g, const struct jm_stack *s, i
 	o->cut |= so.cut;
 }
 
+/* uniqueItems: may the enum item at the top of t still become a value its array has not had
+ * (the array frame's cand holds the used ones)? */
+static bool unique_ok(const struct guide_grammar *g, const struct jm_stack *t)
+{
+	const struct jm_frame *f = &t->f[t->depth - 1], *p = &t->f[t->depth - 2];
+	if (t->depth < 3 || p->kind != F_ARR || !g->nodes[p->node].unique)
+		return true;
+	return (g->nodes[f->node].reach[f->n] & ~p->cand) != 0;
+}
+
 /* A value of node k starts with byte b on stack s (its parent already waits for it): one
  * output stack per alternative that takes b. */
 static void start_value(const struct guide_grammar *g, const struct jm_stack *s, int k, uint8_t b, struct outs *o,
@@ -303,6 +313,8 @@ static void start_value(const struct guide_grammar *g, const struct jm_stack *s,
 		if (!(f = push(&t, k, F_RE, 0)))
 			return;
 		f->n = (uint32_t)n->dfa->next[b];
+		if (!unique_ok(g, &t))
+			return;
 		break;
 	case GUIDE_CFG:
 		cfg_start(g, &t, k, b, o);
@@ -364,13 +376,21 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			int32_t nx = n->dfa->next[(size_t)f->n * 256 + b];
 			if (nx >= 0) { /* greedy, as numbers: a value goes on while it can */
 				f->n = (uint32_t)nx;
-				emit(o, &t);
+				if (unique_ok(g, &t))
+					emit(o, &t);
 				return;
 			}
 			/* raw text at the top ends with the output; a JSON value (an integer range)
 			 * ends before a byte it cannot take, which goes to its container */
 			if (t.depth == 2 || !n->dfa->accept[f->n])
 				return;
+			struct jm_frame *p = &t.f[t.depth - 2];
+			if (p->kind == F_ARR && g->nodes[p->node].unique) { /* "1" may end where "12" goes on */
+				uint64_t bit = (uint64_t)1 << n->lit[f->n];
+				if (p->cand & bit)
+					return;
+				p->cand |= bit;
+			}
 			child_done(&t);
 			continue;
 		}

@@ -198,6 +198,28 @@ describe('structured outputs', () => {
     assert.ok(finished >= 1, 'no output finished');
   });
 
+  test('uniqueItems over an enum (pydantic set[Color]): no value twice', async () => {
+    const schema = {
+      $defs: { Color: { enum: ['red', 'green', 'blue', 'cyan'], type: 'string' } },
+      type: 'object',
+      properties: { colors: { type: 'array', items: { $ref: '#/$defs/Color' }, uniqueItems: true } },
+      required: ['colors'],
+    };
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: MSG, max_tokens: 150, temperature: 1, seed: 6, n: 6,
+      response_format: { type: 'json_schema', json_schema: { name: 'palette', schema } },
+    });
+    let finished = 0;
+    for (const c of r.choices) {
+      if (c.finish_reason !== 'stop') continue;
+      const { colors } = JSON.parse(c.message.content);
+      assert.equal(new Set(colors).size, colors.length, `repeated: ${JSON.stringify(colors)}`);
+      for (const x of colors) assert.ok(['red', 'green', 'blue', 'cyan'].includes(x));
+      finished++;
+    }
+    assert.ok(finished >= 1, 'no output finished');
+  });
+
   test('guided_json as JSON text on /v1/completions', async () => {
     const schema = { type: 'array', items: { type: 'boolean' }, maxItems: 3 };
     const r = await client.completions.create({

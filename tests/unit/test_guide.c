@@ -301,7 +301,7 @@ static void test_schema_errors(void)
 		{"{'allOf':[{'type':'string'},{'maxLength':2}]}", "allOf", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
 		{"{'type':'array','uniqueItems':true}", "uniqueItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','not':{}}}}", "inner", "'not'"},
-		{"{'items':{'type':'string','uniqueItems':true}}", "items", "uniqueItems"},
+		{"{'items':{'type':'string','not':{}}}", "items", "'not'"},
 		{"{'$ref':'#/$defs/nope','$defs':{'a':{}}}", "$ref", "nope"},
 		{"{'anyOf':[{'type':'string'}],'type':'string'}", "anyOf", "type"},
 		{"{'type':'object','properties':{'a':{}},'required':['a','b']}", "required", NULL},

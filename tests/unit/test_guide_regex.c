@@ -641,6 +641,89 @@ static void test_multiple_of(void)
 	}
 }
 
+/* uniqueItems over enum values (pydantic's set of an Enum): every array of up to 4 items of
+ * values that share prefixes ("a" / "ab", 1 / 12), with whitespace, is whole exactly when
+ * its items differ, and its prefixes are kept while some unused value can still come */
+static void test_unique_items(void)
+{
+	static const char *const schemas[] = {
+		"{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"ab\",\"b\",1,12,2]},\"uniqueItems\":true}",
+		"{\"$defs\":{\"E\":{\"enum\":[\"a\",\"ab\",\"b\",1,12,2],\"type\":[\"string\",\"integer\"]}},"
+		"\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/E\"},\"uniqueItems\":true}"};
+	static const char *const vals[] = {"\"a\"", "\"ab\"", "\"b\"", "1", "12", "2"};
+	for (size_t sc = 0; sc < sizeof schemas / sizeof *schemas; sc++) {
+		json_t *js = json_loads(schemas[sc], 0, NULL);
+		struct guide_grammar *g = NULL;
+		struct err e;
+		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) == 0, "%s: %s", schemas[sc], e.msg);
+		json_decref(js);
+		if (!g)
+			continue;
+		int bad = 0;
+		for (int len = 0; len <= 4 && bad < 3; len++) {
+			int idx[4] = {0}, total = 1;
+			for (int i = 0; i < len; i++)
+				total *= 6;
+			for (int c = 0; c < total && bad < 3; c++) {
+				char text[64] = "[";
+				bool distinct = true;
+				for (int i = 0, x = c; i < len; i++, x /= 6) {
+					idx[i] = x % 6;
+					for (int j = 0; j < i; j++)
+						distinct &= idx[j] != idx[i];
+					strcat(text, i ? (i % 2 ? ", " : ",") : "");
+					strcat(text, vals[idx[i]]);
+				}
+				strcat(text, "]");
+				struct jm_state st;
+				jm_init(&st, g);
+				bool whole = jm_feed_bytes(&st, g, (const uint8_t *)text, strlen(text)) && jm_complete(&st, g);
+				if (whole != distinct) {
+					harness_fail(__FILE__, __LINE__, "%s: %s %s", schemas[sc], text, whole ? "accepted" : "refused");
+					bad++;
+				}
+				/* a prefix of a whole output is never refused */
+				size_t n = strlen(text) - 1;
+				jm_init(&st, g);
+				if (distinct && !jm_feed_bytes(&st, g, (const uint8_t *)text, n)) {
+					harness_fail(__FILE__, __LINE__, "%s: prefix %.*s refused", schemas[sc], (int)n, text);
+					bad++;
+				}
+			}
+		}
+		/* all six used: no comma; a started duplicate dies at its first byte that only it
+		 * can follow */
+		struct jm_state st;
+		jm_init(&st, g);
+		static const char all6[] = "[\"a\",\"ab\",\"b\",1,12,2";
+		EXPECT(jm_feed_bytes(&st, g, (const uint8_t *)all6, strlen(all6)) && !jm_feed(&st, g, ','));
+		jm_init(&st, g);
+		EXPECT(jm_feed_bytes(&st, g, (const uint8_t *)"[\"b\",\"", 6) && !jm_feed(&st, g, 'b'));
+		guide_unref(g);
+	}
+	static const struct {
+		const char *schema, *msg;
+	} no[] = {{"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "an enum of at most 64"},
+		  {"{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
+		   "minItems 3, but items has 2 values"},
+		  {"{\"type\":\"array\",\"uniqueItems\":\"yes\"}", "must be a boolean"}};
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+		json_t *js = json_loads(no[i].schema, 0, NULL);
+		struct guide_grammar *g = NULL;
+		struct err e = {0};
+		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && strstr(e.msg, no[i].msg), "%s: '%s'", no[i].schema,
+			e.msg);
+		json_decref(js);
+	}
+	/* with at most one item, or false, any items */
+	json_t *js = json_loads("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true,\"maxItems\":1}", 0, NULL);
+	struct guide_grammar *g = NULL;
+	struct err e;
+	EXPECT(js && guide_from_schema(js, "schema", &g, &e) == 0);
+	guide_unref(g);
+	json_decref(js);
+}
+
 /* bounded integers as JSON values: inside arrays and objects they end before ',' ']' '}' */
 static void test_bounded_integers_in_json(void)
 {
@@ -832,5 +915,5 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_multiple_of), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_multiple_of), T(test_unique_items), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
       T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))

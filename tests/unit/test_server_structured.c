@@ -228,13 +228,13 @@ static void test_unsupported_keyword(void)
 		   "\"properties\":{\"age\":{\"type\":\"number\",\"minimum\":1e-30}}}}}}",
 		   true, "response_format.json_schema.schema", "properties.age: a bound has more than 18 decimals");
 	expect_400("{\"structured_outputs\":{\"json\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
-		   "structured_outputs.json", "'uniqueItems'");
+		   "structured_outputs.json", "uniqueItems: supported when items is an enum");
 	expect_400("{\"tools\":[" FN("f", ",\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
 					  "\"format\":\"email\",\"not\":{}}}}") "],\"tool_choice\":\"required\"}",
 		   true, "tool_choice", "'not'");
 	/* and the path to it */
 	expect_400("{\"guided_json\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"string\",\"format\":\"date\","
-		   "\"uniqueItems\":true}}}}",
+		   "\"not\":{}}}}}",
 		   false, "guided_json", "deep");
 }
 
