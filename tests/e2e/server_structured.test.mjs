@@ -104,6 +104,22 @@ function meets(s, v, at = '$') {
   }
 }
 
+// A json_schema chat request with n seeded choices: check(value) on each finished output, at
+// least one of which must finish (the tiny model may run out of tokens on the others).
+async function eachFinished(schema, opts, check) {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: MSG, temperature: 1, ...opts,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+  });
+  let finished = 0;
+  for (const c of r.choices) {
+    if (c.finish_reason !== 'stop') continue;
+    check(JSON.parse(c.message.content));
+    finished++;
+  }
+  assert.ok(finished >= 1, 'no output finished');
+}
+
 // JSON text re-written as Python's json.dumps(v, ensure_ascii=False) writes it: ", " and ": "
 // separators, no other whitespace, strings in their canonical escaping (JSON.stringify's is
 // Python's), number literals kept as they are (integers only in these schemas).
@@ -162,17 +178,7 @@ describe('structured outputs', () => {
       required: ['score', 't'],
       additionalProperties: false,
     };
-    const r = await client.chat.completions.create({
-      model: MODEL, messages: MSG, max_tokens: 60, temperature: 1, seed: 4, n: 6,
-      response_format: { type: 'json_schema', json_schema: { name: 'bounds', schema } },
-    });
-    let finished = 0;
-    for (const c of r.choices) {
-      if (c.finish_reason !== 'stop') continue;
-      meets(schema, JSON.parse(c.message.content));
-      finished++;
-    }
-    assert.ok(finished >= 1, 'no output finished');
+    await eachFinished(schema, { max_tokens: 60, seed: 4, n: 6 }, (v) => meets(schema, v));
   });
 
   test('json_schema string formats: dates and UUIDs as pydantic writes them', async () => {
@@ -181,21 +187,12 @@ describe('structured outputs', () => {
       properties: { when: { type: 'string', format: 'date' }, id: { type: 'string', format: 'uuid' } },
       required: ['when', 'id'],
     };
-    const r = await client.chat.completions.create({
-      model: MODEL, messages: MSG, max_tokens: 300, temperature: 1, seed: 2, n: 4,
-      response_format: { type: 'json_schema', json_schema: { name: 'event', schema } },
-    });
-    let finished = 0;
-    for (const c of r.choices) {
-      if (c.finish_reason !== 'stop') continue;
-      const v = JSON.parse(c.message.content);
+    await eachFinished(schema, { max_tokens: 300, seed: 2, n: 4 }, (v) => {
       assert.match(v.when, /^\d{4}-\d{2}-\d{2}$/);
       const d = new Date(`${v.when}T00:00:00Z`);
       assert.equal(d.toISOString().slice(0, 10), v.when, `${v.when} is not a calendar date`);
       assert.match(v.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
-      finished++;
-    }
-    assert.ok(finished >= 1, 'no output finished');
+    });
   });
 
   test('uniqueItems over an enum (pydantic set[Color]): no value twice', async () => {
@@ -205,19 +202,10 @@ describe('structured outputs', () => {
       properties: { colors: { type: 'array', items: { $ref: '#/$defs/Color' }, uniqueItems: true } },
       required: ['colors'],
     };
-    const r = await client.chat.completions.create({
-      model: MODEL, messages: MSG, max_tokens: 150, temperature: 1, seed: 6, n: 6,
-      response_format: { type: 'json_schema', json_schema: { name: 'palette', schema } },
-    });
-    let finished = 0;
-    for (const c of r.choices) {
-      if (c.finish_reason !== 'stop') continue;
-      const { colors } = JSON.parse(c.message.content);
+    await eachFinished(schema, { max_tokens: 150, seed: 6, n: 6 }, ({ colors }) => {
       assert.equal(new Set(colors).size, colors.length, `repeated: ${JSON.stringify(colors)}`);
       for (const x of colors) assert.ok(['red', 'green', 'blue', 'cyan'].includes(x));
-      finished++;
-    }
-    assert.ok(finished >= 1, 'no output finished');
+    });
   });
 
   test('guided_json as JSON text on /v1/completions', async () => {
