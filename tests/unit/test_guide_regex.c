@@ -26,6 +26,14 @@ static bool dfa_match(const struct guide_dfa *d, const char *s, size_t n)
 	return st >= 0 && d->accept[st];
 }
 
+/* Is out a whole output of g? */
+static bool whole(const struct guide_grammar *g, const char *out)
+{
+	struct jm_state st;
+	jm_init(&st, g);
+	return jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g);
+}
+
 static bool pcre_match(pcre2_code *re, pcre2_match_data *md, const char *s, size_t n)
 {
 	return pcre2_match(re, (PCRE2_SPTR)s, n, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL) >= 0;
@@ -223,9 +231,7 @@ static void test_pattern_in_json(void)
 		{"{\"id\":\"A\\u0042-1\"}", false}, {"{\"id\":\"AB-1\\\"\"}", false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		struct jm_state st;
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)cases[i].out, strlen(cases[i].out)) && jm_complete(&st, g);
+		bool ok = whole(g, cases[i].out);
 		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
@@ -247,9 +253,7 @@ static void test_pydantic_decimal(void)
 	} cases[] = {{"12.5", true},  {"\"12.50\"", true}, {"\"-0.5\"", true}, {"\".5\"", true},
 		     {"\"+.\"", false}, {"\"\"", false},	  {"\"1e5\"", false}, {"\"--1\"", false}};
 	for (size_t i = 0; g && i < sizeof cases / sizeof *cases; i++) {
-		struct jm_state st;
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)cases[i].out, strlen(cases[i].out)) && jm_complete(&st, g);
+		bool ok = whole(g, cases[i].out);
 		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
@@ -295,9 +299,7 @@ static void test_formats(void)
 		json_decref(s);
 		if (!g)
 			continue;
-		struct jm_state st;
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g);
+		bool ok = whole(g, out);
 		EXPECTF(ok == cases[i].ok, "%s %s: %s", cases[i].format, out, ok ? "accepted" : "refused");
 		guide_unref(g);
 	}
@@ -612,9 +614,7 @@ static void test_multiple_of(void)
 					long v = milli[t];
 					bool in = bd == 0 || (bd == 1 ? v >= -2500 && v <= 3000 : v > 0 && v <= 10000);
 					bool want = v % step == 0 && in && !(texts[t][0] == '-' && v == 0) && !(integer && has_dot[t]);
-					struct jm_state st;
-					jm_init(&st, g);
-					bool got = jm_feed_bytes(&st, g, (const uint8_t *)texts[t], strlen(texts[t])) && jm_complete(&st, g);
+					bool got = whole(g, texts[t]);
 					if (got != want) {
 						harness_fail(__FILE__, __LINE__, "%s: '%s' %s", schema, texts[t], want ? "refused" : "accepted");
 						bad++;
@@ -675,15 +675,14 @@ static void test_unique_items(void)
 					strcat(text, vals[idx[i]]);
 				}
 				strcat(text, "]");
-				struct jm_state st;
-				jm_init(&st, g);
-				bool whole = jm_feed_bytes(&st, g, (const uint8_t *)text, strlen(text)) && jm_complete(&st, g);
-				if (whole != distinct) {
-					harness_fail(__FILE__, __LINE__, "%s: %s %s", schemas[sc], text, whole ? "accepted" : "refused");
+				bool ok = whole(g, text);
+				if (ok != distinct) {
+					harness_fail(__FILE__, __LINE__, "%s: %s %s", schemas[sc], text, ok ? "accepted" : "refused");
 					bad++;
 				}
 				/* a prefix of a whole output is never refused */
 				size_t n = strlen(text) - 1;
+				struct jm_state st;
 				jm_init(&st, g);
 				if (distinct && !jm_feed_bytes(&st, g, (const uint8_t *)text, n)) {
 					harness_fail(__FILE__, __LINE__, "%s: prefix %.*s refused", schemas[sc], (int)n, text);
@@ -750,9 +749,7 @@ static void test_bounded_integers_in_json(void)
 		for (long long v = -20; v <= 20; v++) {
 			char out[64];
 			snprintf(out, sizeof out, "[%lld, %lld]", v, v);
-			struct jm_state st;
-			jm_init(&st, g);
-			bool ok = jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g);
+			bool ok = whole(g, out);
 			EXPECTF(ok == (v >= cases[c].lo && v <= cases[c].hi), "%s: %s %s", cases[c].schema, out,
 				ok ? "accepted" : "refused");
 		}
@@ -781,8 +778,7 @@ static void test_bounded_integers_in_json(void)
 	} nums[] = {{"[0.5, 1]", true}, {"[1.0,0]", true}, {"[0.25]", true}, {"[1.5]", false}, {"[-0.1]", false},
 		    {"[1e-1]", false}, {"[2]", false},	     {"[0.999]", true}};
 	for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)nums[k].out, strlen(nums[k].out)) && jm_complete(&st, g);
+		bool ok = whole(g, nums[k].out);
 		EXPECTF(ok == nums[k].ok, "%s %s", nums[k].out, ok ? "accepted" : "refused");
 	}
 	guide_unref(g);
@@ -810,8 +806,7 @@ static void test_bounded_integers_in_json(void)
 			continue;
 		}
 		json_decref(s);
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)tup[k].out, strlen(tup[k].out)) && jm_complete(&st, g);
+		bool ok = whole(g, tup[k].out);
 		EXPECTF(ok == tup[k].ok, "%s: %s %s", tup[k].schema, tup[k].out, ok ? "accepted" : "refused");
 		guide_unref(g);
 	}
@@ -872,8 +867,7 @@ static void test_bounded_integers_in_json(void)
 	} fr[] = {{"{\"p\":0.75}", true}, {"{\"p\":1.5}", true}, {"{\"p\":1}", true},	 {"{\"p\":0.5}", false},
 		  {"{\"p\":1.51}", false}, {"{\"p\":0.50001}", true}, {"{\"p\":2}", false}, {"{\"p\":0}", false}};
 	for (size_t k = 0; g && k < sizeof fr / sizeof *fr; k++) {
-		jm_init(&st, g);
-		bool ok = jm_feed_bytes(&st, g, (const uint8_t *)fr[k].t, strlen(fr[k].t)) && jm_complete(&st, g);
+		bool ok = whole(g, fr[k].t);
 		EXPECTF(ok == fr[k].ok, "%s: %d", fr[k].t, ok);
 	}
 	guide_unref(g);
