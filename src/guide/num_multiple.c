@@ -147,7 +147,8 @@ int guide_dfa_multiple(double m, bool integer, struct guide_dfa **out, struct er
 		b.k = 0;
 	}
 	if ((size_t)b.A * (size_t)(b.k + 1) > GUIDE_DFA_MAX_STATES / 4)
-		return err_set(e, "multipleOf: the step %g is too fine for the automaton (%ld steps of 10^-%d)", m, b.A, b.k);
+		return err_set(e, "multipleOf %g: its automaton would need more than %d states (%ld residues, %d decimals)", m,
+			       GUIDE_DFA_MAX_STATES, b.A, b.k);
 	size_t n_keys = 7 * (size_t)b.A * (size_t)(b.k + 1) * 4;
 	b.index = calloc(n_keys, sizeof *b.index);
 	struct guide_dfa *d = b.d = calloc(1, sizeof *d);

@@ -623,14 +623,15 @@ static void test_multiple_of(void)
 				}
 				guide_unref(g);
 			}
-	/* refusals: a step too fine, none in the bounds, a step that is not a positive number */
+	/* refusals: a step with too many residues, none in the bounds, a step that is not a positive number */
 	static const struct {
 		const char *schema, *msg;
 	} no[] = {{"{\"type\":\"number\",\"multipleOf\":0.0000001}", "multipleOf must be a positive number"},
 		  {"{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":1,\"maximum\":6}", "no number in the bounds"},
 		  {"{\"type\":\"number\",\"multipleOf\":-2}", "positive"},
 		  {"{\"type\":\"number\",\"multipleOf\":\"2\"}", "must be a number"},
-		  {"{\"type\":\"number\",\"multipleOf\":0.001234}", "too fine"}};
+		  {"{\"type\":\"number\",\"multipleOf\":0.001234}", "automaton would need more than"},
+		  {"{\"type\":\"integer\",\"multipleOf\":20000}", "automaton would need more than"}};
 	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
 		json_t *js = json_loads(no[i].schema, 0, NULL);
 		struct guide_grammar *g = NULL;
