@@ -144,29 +144,33 @@ struct dec {
 	char fr[MAX_FRAC + 1];
 };
 
-/* |x| as the shortest plain decimal that reads back as x (a bound written 0.1 is 0.1, not
- * the double's expansion); -1 past MAX_FRAC decimals */
-static int to_dec(double x, struct dec *d)
+int guide_shortest_decimal(double a, int max_places, char *out, size_t cap)
 {
-	double a = x < 0 ? -x : x;
-	char s[64];
-	for (int p = 0; p <= MAX_FRAC; p++) {
-		snprintf(s, sizeof s, "%.*f", p, a);
-		if (strtod(s, NULL) != a)
-			continue;
-		char *dot = strchr(s, '.');
-		d->ip = strtoull(s, NULL, 10);
-		d->fr[0] = 0;
-		if (dot) {
-			size_t n = strlen(dot + 1);
-			while (n && dot[n] == '0')
-				n--;
-			memcpy(d->fr, dot + 1, n);
-			d->fr[n] = 0;
-		}
-		return 0;
+	for (int p = 0; p <= max_places; p++) {
+		snprintf(out, cap, "%.*f", p, a);
+		if (strtod(out, NULL) == a)
+			return p;
 	}
 	return -1;
+}
+
+/* |x| as its shortest decimal; -1 past MAX_FRAC decimals */
+static int to_dec(double x, struct dec *d)
+{
+	char s[64];
+	if (guide_shortest_decimal(x < 0 ? -x : x, MAX_FRAC, s, sizeof s) < 0)
+		return -1;
+	char *dot = strchr(s, '.');
+	d->ip = strtoull(s, NULL, 10);
+	d->fr[0] = 0;
+	if (dot) {
+		size_t n = strlen(dot + 1);
+		while (n && dot[n] == '0')
+			n--;
+		memcpy(d->fr, dot + 1, n);
+		d->fr[n] = 0;
+	}
+	return 0;
 }
 
 static int dec_cmp(const struct dec *a, const struct dec *b)

@@ -1,12 +1,12 @@
 /* JSON Schema's multipleOf as a DFA over plain decimals (guide/num_multiple.h). */
 #include "guide/num_multiple.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "guide/dfa_ops.h"
+#include "guide/int_range.h"
 
 #define MAX_DECIMALS 6
 #define MAX_STEPS 100000 /* A, the step in units of its last decimal */
@@ -108,24 +108,22 @@ static int32_t step(struct builder *b, struct mstate m, int c)
 	return t < 0 ? -2 : t;
 }
 
-/* m as A / 10^k with A a whole number: the shortest decimal that reads back as m */
+/* m as A / 10^k with A a whole number, from m's shortest decimal (0.01 is 1 / 10^2) */
 static int as_steps(double m, long *A, int *k)
 {
-	if (!(m > 0) || m > 1e15)
+	char s[64], digits[64];
+	if (!(m > 0) || m > 1e15 || (*k = guide_shortest_decimal(m, MAX_DECIMALS, s, sizeof s)) < 0)
 		return -1;
-	for (int p = 0; p <= MAX_DECIMALS; p++) {
-		char s[64];
-		snprintf(s, sizeof s, "%.*f", p, m);
-		if (strtod(s, NULL) != m)
-			continue;
-		double a = m * pow(10, p);
-		if (round(a) < 1 || round(a) > MAX_STEPS)
-			return -1;
-		*A = (long)llround(a);
-		*k = p;
-		return 0;
-	}
-	return -1;
+	size_t n = 0;
+	for (const char *c = s; *c; c++)
+		if (*c != '.')
+			digits[n++] = *c;
+	digits[n] = 0;
+	long long a = strtoll(digits, NULL, 10);
+	if (a < 1 || a > MAX_STEPS)
+		return -1;
+	*A = (long)a;
+	return 0;
 }
 
 int guide_dfa_multiple(double m, bool integer, struct guide_dfa **out, struct err *e)
