@@ -106,7 +106,7 @@ int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, co
 					i = (i + 1) & (h.cap - 1);
 				if (!h.vals[i]) {
 					if (d->n_states >= GUIDE_DFA_MAX_STATES) {
-						err_set(e, "%s: the automaton is too large (more than %d states)", what,
+						err_set(e, "the intersection of two automata is too large (more than %d states)",
 							GUIDE_DFA_MAX_STATES);
 						goto out;
 					}

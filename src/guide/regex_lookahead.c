@@ -1,7 +1,7 @@
-/* A regex that starts with a lookahead, (?=X) or (?!X), as one DFA: the product of the rest's
- * automaton and X's, which follows X along the same bytes. pydantic writes Decimal fields so:
- * ^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$ (a number, but not only signs and dots). X ending in "$"
- * must match the whole text (or not); otherwise some prefix of it. */
+/* A regex that starts with a lookahead, (?=X) or (?!X), as one DFA: the rest's automaton
+ * intersected with the texts the lookahead lets through (guide/dfa_ops.h). pydantic writes
+ * Decimal fields so: ^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$ (a number, but not only signs and dots).
+ * X ending in "$" must match the whole text (or not); otherwise some prefix of it. */
 #include "guide/regex_internal.h"
 
 #include <stdbool.h>
@@ -45,100 +45,29 @@ static bool split(const char *re, size_t len, size_t *x0, size_t *x1, size_t *re
 	return false;
 }
 
-struct product {
-	const struct guide_dfa *y, *x;
-	bool neg, whole;
-	struct guide_dfa *d;
-	int cap;
-	int64_t *keys; /* hash of (y, x, seen) → state + 1 in vals */
-	int32_t *vals;
-	size_t hcap;
-	struct err *e;
-};
-
-/* The state of (y, x, seen): x -1 when X can no longer match; seen: X matched a prefix.
- * Returns its number (a new one is appended), or -1 out of memory or past the bound. */
-static int32_t intern(struct product *p, int32_t y, int32_t x, int seen)
+/* The texts the lookahead lets through, as a complete DFA over all bytes (X's states, then a
+ * dead one and a matched one): with whole, those X matches (or, neg, does not); else those
+ * with a prefix X matches (or none): once X matches, the rest is free. */
+static struct guide_dfa *condition(const struct guide_dfa *x, bool whole, bool neg)
 {
-	int64_t key = ((int64_t)y * (p->x->n_states + 1) + (x + 1)) * 2 + seen;
-	size_t h = (size_t)((uint64_t)key * 0x9e3779b97f4a7c15ull) & (p->hcap - 1);
-	for (; p->vals[h]; h = (h + 1) & (p->hcap - 1))
-		if (p->keys[h] == key)
-			return p->vals[h] - 1;
-	struct guide_dfa *d = p->d;
-	if (d->n_states >= GUIDE_DFA_MAX_STATES || (size_t)d->n_states * 2 >= p->hcap) {
-		err_set(p->e, "regex: the lookahead makes the automaton too large (more than %d states)",
-			GUIDE_DFA_MAX_STATES);
-		return -1;
+	int n = x->n_states, dead = n, hit = n + 1, total = n + 2;
+	struct guide_dfa *c = calloc(1, sizeof *c);
+	if (!c || !(c->next = malloc(sizeof *c->next * 256 * (size_t)total)) || !(c->accept = calloc((size_t)total, 1)) ||
+	    !(c->live = malloc((size_t)total))) {
+		guide_dfa_free(c);
+		return NULL;
 	}
-	if (d->n_states == p->cap) {
-		int cap = p->cap * 2;
-		int32_t *n = realloc(d->next, sizeof *n * 256 * (size_t)cap);
-		uint8_t *a = n ? realloc(d->accept, (size_t)cap) : NULL;
-		uint8_t *l = a ? realloc(d->live, (size_t)cap) : NULL;
-		d->next = n ? n : d->next;
-		d->accept = a ? a : d->accept;
-		d->live = l ? l : d->live;
-		if (!l) {
-			err_set(p->e, "regex: out of memory");
-			return -1;
+	c->n_states = total;
+	for (int s = 0; s < total; s++) {
+		bool matched = s == hit || (!whole && s < n && x->accept[s]);
+		for (int ch = 0; ch < 256; ch++) {
+			int32_t t = s < n ? x->next[(size_t)s * 256 + (size_t)ch] : -1;
+			c->next[(size_t)s * 256 + (size_t)ch] = matched ? hit : s == dead || t < 0 ? dead : t;
 		}
-		p->cap = cap;
+		c->accept[s] = (bool)(s == hit || (s < n && x->accept[s])) != neg;
+		c->live[s] = 1;
 	}
-	int32_t s = d->n_states++;
-	bool x_whole = x >= 0 && p->x->accept[x];
-	bool holds = p->whole ? x_whole != p->neg : (bool)seen != p->neg;
-	d->accept[s] = p->y->accept[y] && holds;
-	p->keys[h] = key;
-	p->vals[h] = s + 1;
-	/* y, x and seen of state s, kept in its own next row until it is filled */
-	d->next[(size_t)s * 256] = y;
-	d->next[(size_t)s * 256 + 1] = x;
-	d->next[(size_t)s * 256 + 2] = seen;
-	return s;
-}
-
-static int product(const struct guide_dfa *y, const struct guide_dfa *x, bool neg, bool whole, struct guide_dfa **out,
-		   struct err *e)
-{
-	struct product p = {.y = y, .x = x, .neg = neg, .whole = whole, .cap = 64, .hcap = 1, .e = e};
-	while (p.hcap < 4 * (size_t)GUIDE_DFA_MAX_STATES)
-		p.hcap *= 2;
-	p.keys = malloc(sizeof *p.keys * p.hcap);
-	p.vals = calloc(p.hcap, sizeof *p.vals);
-	struct guide_dfa *d = p.d = calloc(1, sizeof *d);
-	int rc = -1;
-	if (!p.keys || !p.vals || !d || !(d->next = malloc(sizeof *d->next * 256 * 64)) || !(d->accept = malloc(64)) ||
-	    !(d->live = malloc(64))) {
-		err_set(e, "regex: out of memory");
-		goto out;
-	}
-	/* a prefix match of X counts from the empty prefix on */
-	if (intern(&p, 0, 0, !whole && x->accept[0]) < 0)
-		goto out;
-	for (int s = 0; s < d->n_states; s++) { /* the table grows as new states are met */
-		int32_t ys = d->next[(size_t)s * 256], xs = d->next[(size_t)s * 256 + 1];
-		int seen = d->next[(size_t)s * 256 + 2];
-		int32_t row[256];
-		for (int c = 0; c < 256; c++) {
-			int32_t y2 = y->next[(size_t)ys * 256 + (size_t)c];
-			int32_t x2 = xs >= 0 ? x->next[(size_t)xs * 256 + (size_t)c] : -1;
-			row[c] = y2 < 0 ? -1 : intern(&p, y2, x2, seen || (!whole && x2 >= 0 && x->accept[x2]));
-			if (y2 >= 0 && row[c] < 0)
-				goto out;
-		}
-		memcpy(d->next + (size_t)s * 256, row, sizeof row);
-	}
-	rc = guide_dfa_trim(d, "regex: no text matches it (its lookahead excludes every match)", e);
-out:
-	free(p.keys);
-	free(p.vals);
-	if (rc < 0) {
-		guide_dfa_free(d);
-		return -1;
-	}
-	*out = d;
-	return 0;
+	return c;
 }
 
 int regex_lookahead_compile(const char *re, size_t len, struct guide_dfa **out, struct err *e)
@@ -155,12 +84,18 @@ int regex_lookahead_compile(const char *re, size_t len, struct guide_dfa **out, 
 	while (x1 - bs > x0 + 1 && re[x1 - 2 - bs] == '\\')
 		bs++;
 	bool whole = x1 > x0 && re[x1 - 1] == '$' && bs % 2 == 0;
-	struct guide_dfa *y = NULL, *x = NULL;
+	struct guide_dfa *y = NULL, *x = NULL, *c = NULL;
 	int rc = -1;
 	if (guide_dfa_compile(re + rest, len - rest, &y, e) == 0 &&
-	    guide_dfa_compile(re + x0, x1 - x0 - (whole ? 1 : 0), &x, e) == 0)
-		rc = product(y, x, neg, whole, out, e);
+	    guide_dfa_compile(re + x0, x1 - x0 - (whole ? 1 : 0), &x, e) == 0) {
+		if (!(c = condition(x, whole, neg)))
+			err_set(e, "regex: out of memory");
+		else
+			rc = guide_dfa_intersect(y, c, "regex: no text matches it (its lookahead excludes every match)", out,
+						 e);
+	}
 	guide_dfa_free(y);
 	guide_dfa_free(x);
+	guide_dfa_free(c);
 	return rc;
 }
