@@ -45,7 +45,7 @@ static const struct {
 };
 
 struct lark {
-	const char *src, *end;
+	const char *end;
 	struct err *e;
 	struct strbuf out, tail; /* tail: definitions appended after the last line */
 	struct strbuf ignore;    /* the %ignore alternatives */
@@ -412,7 +412,7 @@ int lark_translate(const char *src, size_t len, char **out, size_t *out_len, str
 {
 	*out = NULL;
 	*out_len = 0;
-	struct lark l = {.src = src, .end = src + len, .e = e};
+	struct lark l = {.end = src + len, .e = e};
 	if (memchr(src, 0, len)) {
 		l.line = 1;
 		return fail(&l, "the grammar holds a NUL byte", NULL);
