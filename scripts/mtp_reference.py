@@ -154,7 +154,10 @@ class Model:
             out[2 * i], out[2 * i + 1] = a * co - b * si, b * co + a * si
         return out
 
-    def layer(self, li, hs, positions):
+    def layer(self, li, hs, positions):  # one decoder layer over a sequence's rows
+        return self.ffn(li, self.attn(li, hs, positions))
+
+    def attn(self, li, hs, positions):  # hs + MLA(input_layernorm(hs)), causal over the rows
         c, w, eps = self.c, self.w, self.c['rms_norm_eps']
         P = 'model.layers.%d.' % li
         H, dn, dr, dv, Lkv = c['num_attention_heads'], c['qk_nope_head_dim'], c['qk_rope_head_dim'], c['v_head_dim'], c['kv_lora_rank']
@@ -182,7 +185,11 @@ class Model:
                 z = sum(e)
                 o += [sum(e[s] / z * vs[s][h][i] for s in range(t + 1)) for i in range(dv)]
             out.append([a + b for a, b in zip(hs[t], mv(w.get(P + 'self_attn.o_proj.weight'), o))])
-        hs = out
+        return out
+
+    def ffn(self, li, hs):  # hs + MLP or MoE(post_attention_layernorm(hs))
+        c, w, eps = self.c, self.w, self.c['rms_norm_eps']
+        P = 'model.layers.%d.' % li
         moe = c.get('n_routed_experts') and li >= c['first_k_dense_replace'] and li % c.get('moe_layer_freq', 1) == 0
         res = []
         for h in hs:
@@ -214,70 +221,93 @@ class Model:
         return res
 
 
+def forward(m, toks):  # the model over one sequence at positions 0..n-1: final-normed hidden states, logits
+    c, w = m.c, m.w
+    emb = w.get('model.embed_tokens.weight')
+    hs = [list(emb[t]) for t in toks]
+    pos = list(range(len(toks)))
+    for li in range(c['num_hidden_layers']):
+        hs = m.layer(li, hs, pos)
+    fin = [rmsnorm(h, w.get('model.norm.weight'), c['rms_norm_eps']) for h in hs]
+    return fin, [mv(w.get('lm_head.weight'), x) for x in fin]
+
+
+class MTP:  # the MTP module model.layers.{L}.* (L = num_hidden_layers) of model m
+    def __init__(self, m):
+        c, w = m.c, m.w
+        self.m, self.L, self.eps = m, c['num_hidden_layers'], c['rms_norm_eps']
+        self.P = P = 'model.layers.%d.' % self.L
+        self.emb = w.get(P + 'embed_tokens.weight') if P + 'embed_tokens.weight' in w else w.get('model.embed_tokens.weight')
+        self.head = w.get(P + 'shared_head.head.weight') if P + 'shared_head.head.weight' in w else w.get('lm_head.weight')
+
+    def input(self, e, h):  # eh_proj([enorm(embedding) | hnorm(hidden state)])
+        w, P, eps = self.m.w, self.P, self.eps
+        return mv(w.get(P + 'eh_proj.weight'), rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(h, w.get(P + 'hnorm.weight'), eps))
+
+    def logits(self, h):
+        return mv(self.head, rmsnorm(h, self.m.w.get(self.P + 'shared_head.norm.weight'), self.eps))
+
+    def first(self, toks, fin):  # row p: the module at position p, fed token p + 1 and fin[p]
+        mi = []
+        for p in range(len(toks) - 1):  # MTP at position p: token p + 1 and the hidden state of p
+            e = [0.0] * self.m.c['hidden_size'] if p == 0 else list(self.emb[toks[p + 1]])
+            mi.append(self.input(e, fin[p]))
+        mh = self.m.layer(self.L, mi, list(range(len(toks) - 1)))
+        return mi, mh, [self.logits(h) for h in mh]
+
+    def chain(self, toks, mi, mh, d):
+        # Chained passes (num_speculative_tokens > 1, as vLLM's MTP proposer): the module at
+        # position p + d, fed the token at p + d + 1 and its own output at p + d - 1 (before the
+        # head's norm), attending to its rows of positions 0..p from the first pass and to the
+        # chained rows before it. Depth d's row p predicts the token at p + d + 2.
+        rows = []
+        for p in range(len(toks) - 1 - d):
+            ins, prev = list(mi[:p + 1]), mh[p]
+            for j in range(1, d + 1):
+                ins.append(self.input(list(self.emb[toks[p + j + 1]]), prev))
+                prev = self.m.layer(self.L, ins, list(range(p + j + 1)))[-1]
+            rows.append(self.logits(prev))
+        return rows
+
+
+def write_f32(path, rows):
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<%df' % sum(len(r) for r in rows), *[v for row in rows for v in row]))
+
+
 def main():
     q = sys.argv[1] == '--quantize-fp8'
     if q:
         del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m, eps = Model(model_dir, q), None
-    c, w = m.c, m.w
-    eps = c['rms_norm_eps']
+    m = Model(model_dir, q)
     d = json.load(open(prompts))
     pr = next(p for p in d['prompts'] if p['name'] == name)
     toks = pr['tokens']
-    n, V = len(toks), c['vocab_size']
-    pos = list(range(n))
-    emb = w.get('model.embed_tokens.weight')
-    hs = [list(emb[t]) for t in toks]
-    for li in range(c['num_hidden_layers']):
-        hs = m.layer(li, hs, pos)
-    fin = [rmsnorm(h, w.get('model.norm.weight'), eps) for h in hs]
-    logits = [mv(w.get('lm_head.weight'), x) for x in fin]
+    n, V = len(toks), m.c['vocab_size']
+    fin, logits = forward(m, toks)
     gold = open(os.path.join(os.path.dirname(prompts), pr['logits_file']), 'rb').read()
     g = struct.unpack('<%df' % (n * V), gold)
     diff = max(abs(logits[i][j] - g[i * V + j]) for i in range(n) for j in range(V))
     print('%s: max |logit - golden| over %d x %d: %.3g%s' % (name, n, V, diff, ' (unquantized golden)' if q else ''))
     if q:
-        with open(sys.argv[4], 'wb') as f:
-            f.write(struct.pack('<%df' % (n * V), *[v for row in logits for v in row]))
+        write_f32(sys.argv[4], logits)
         print('wrote %s: logits [%d, %d] of the fp8-quantized model' % (sys.argv[4], n, V))
         return
     if len(sys.argv) < 5:
         return
-    L = c['num_hidden_layers']
-    P = 'model.layers.%d.' % L
-    memb = w.get(P + 'embed_tokens.weight') if P + 'embed_tokens.weight' in w else emb
-    mi = []
-    for p in range(n - 1):  # MTP at position p: token p + 1 and the hidden state of p
-        e = [0.0] * c['hidden_size'] if p == 0 else list(memb[toks[p + 1]])
-        x = rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(fin[p], w.get(P + 'hnorm.weight'), eps)
-        mi.append(mv(w.get(P + 'eh_proj.weight'), x))
-    mh = m.layer(L, mi, list(range(n - 1)))
-    head = w.get(P + 'shared_head.head.weight') if P + 'shared_head.head.weight' in w else w.get('lm_head.weight')
-    out = [mv(head, rmsnorm(h, w.get(P + 'shared_head.norm.weight'), eps)) for h in mh]
-    with open(sys.argv[4], 'wb') as f:
-        f.write(struct.pack('<%df' % ((n - 1) * V), *[v for row in out for v in row]))
+    mtp = MTP(m)
+    mi, mh, out = mtp.first(toks, fin)
+    write_f32(sys.argv[4], out)
     print('wrote %s: MTP logits [%d, %d]' % (sys.argv[4], n - 1, V))
     if len(sys.argv) < 6:
         return
-    # Chained passes (num_speculative_tokens > 1, as vLLM's MTP proposer): the module at
-    # position p + d, fed the token at p + d + 1 and its own output at p + d - 1 (before the
-    # head's norm), attending to its rows of positions 0..p from the first pass and to the
-    # chained rows before it. Depth d's row p predicts the token at p + d + 2.
     for d in (1, 2):
-        rows = []
-        for p in range(n - 1 - d):
-            ins, prev = list(mi[:p + 1]), mh[p]
-            for j in range(1, d + 1):
-                e = list(memb[toks[p + j + 1]])
-                x = rmsnorm(e, w.get(P + 'enorm.weight'), eps) + rmsnorm(prev, w.get(P + 'hnorm.weight'), eps)
-                ins.append(mv(w.get(P + 'eh_proj.weight'), x))
-                prev = m.layer(L, ins, list(range(p + j + 1)))[-1]
-            rows.append(mv(head, rmsnorm(prev, w.get(P + 'shared_head.norm.weight'), eps)))
+        rows = mtp.chain(toks, mi, mh, d)
         out_d = sys.argv[5].replace('DEPTH', str(d))
-        with open(out_d, 'wb') as f:
-            f.write(struct.pack('<%df' % (len(rows) * V), *[v for row in rows for v in row]))
+        write_f32(out_d, rows)
         print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (out_d, d, len(rows), V))
 
 
-main()
+if __name__ == '__main__':
+    main()
