@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""A slow, plain float64 DeepSeek-V3.2 forward (DeepSeek Sparse Attention), standard library only.
+
+Written from tests/fixtures/tiny-v32/golden/README.md and DeepSeek's reference
+inference/model.py + kernel.py (deepseek-ai/DeepSeek-V3.2-Exp, the 2025-11-17 version with the
+non-interleaved indexer RoPE), not from our C code. Everything V3.2 shares with V3 (MLA, MoE,
+YaRN, the MTP module, fp8 weights) is scripts/mtp_reference.py's; this file adds the lightning
+indexer and attends to the keys it selects.
+
+  v32_reference.py MODEL_DIR PROMPTS_JSON NAME [options]
+
+Runs prompt NAME of PROMPTS_JSON through the model. Where the prompt's golden files exist next to
+PROMPTS_JSON it prints the largest |logit - golden| and the number of (layer, position) index sets
+that differ from <name>.topk.i32 (the check that this reference is right). It always prints the
+fragile points of the selection: for every query with more keys than index_topk, the gap between
+its k-th and (k+1)-th index score relative to the row's largest |score|.
+
+  --out F           the model's logits [n, vocab], raw LE float32
+  --topk-out F      the selected key positions [n_layers, n, index_topk] int32, ascending, -1 padded
+  --mtp-out F       MTP logits [n - 1, vocab] (mtp_reference.py's meaning: row p is the module at
+                    position p fed the final-normed hidden state of p and the token at p + 1)
+  --mtp-topk-out F  the MTP layer's selected positions [1, n - 1, index_topk]
+  --chain-out F     (F holding DEPTH) chained MTP passes of depths 1 and 2 [n - 1 - d, vocab]
+  --json F          the numbers printed, machine-readable
+  --perturb REL     also rerun the model TRIALS times (--trials, default 4) with every indexer q/k
+                    element multiplied by (1 + REL * u), u uniform in [-1, 1), and count the
+                    (layer, position) sets that change: how far rounding noise is from a flip
+
+Numerics (README K1-K6): activations float64; weights as stored (BF16 widened, F8_E4M3 times the
+128x128 block's weight_scale_inv); the indexer's q/k go through fp8 e4m3 with ue8m0 scales as
+the official act_quant does (float32 scale arithmetic, round-to-nearest-even codes); index-score
+ties go to the lower position."""
+import json, math, os, random, struct, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mtp_reference as R  # noqa: E402
+
+FP8_MAX = 448.0
+FP8_MAX_INV = R.f32(1 / FP8_MAX)  # fp8_max_inv = 1 / fp8_max, a float32 in the kernel
+
+
+def ue8m0_scale(amax):
+    """act_quant's scale with scale_fmt set: fast_round_scale(max(amax, 1e-4), fp8_max_inv), i.e.
+    the float32 product amax * fl32(1/448) rounded UP to a power of two (exponent + 1 unless the
+    mantissa bits are zero)."""
+    s = R.f32(R.f32(max(amax, 1e-4)) * FP8_MAX_INV)
+    m, e = math.frexp(s)  # s = m * 2^e, 0.5 <= m < 1
+    return s if m == 0.5 else math.ldexp(1.0, e)
+
+
+def e4m3_midpoint_dist(v):  # |v| 's distance to the nearest e4m3 rounding midpoint, in units of its ulp
+    a = min(abs(v), FP8_MAX)
+    lo, hi = 0, 126
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if R.FP8[mid] <= a else (lo, mid)
+    ulp = R.FP8[hi] - R.FP8[lo]
+    return abs(a - (R.FP8[lo] + R.FP8[hi]) / 2) / ulp
+
+
+class Fp8Stats:
+    def __init__(self):
+        self.n, self.near4, self.near3 = 0, 0, 0
+
+    def add(self, y):
+        d = e4m3_midpoint_dist(y)
+        self.n += 1
+        self.near4 += d < 1e-4
+        self.near3 += d < 1e-3
+
+
+def act_quant(x, group, stats=None):
+    """Quantize-dequantize: per group of `group` elements, scale = ue8m0_scale(amax), code = the
+    e4m3 value nearest to clamp(x / scale, +-448) (ties to even), value = code * scale (exact)."""
+    out = []
+    for g0 in range(0, len(x), group):
+        blk = x[g0:g0 + group]
+        s = ue8m0_scale(max(abs(v) for v in blk))
+        for v in blk:
+            y = min(max(v / s, -FP8_MAX), FP8_MAX)  # exact: s is a power of two
+            if stats:
+                stats.add(y)
+            out.append(R.e4m3_nearest(y) * s)
+    return out
+
+
+def hadamard(x):
+    """fast_hadamard_transform.hadamard_transform(x, scale=d^-0.5): x @ H_d (Sylvester order,
+    H[i][j] = (-1)^popcount(i & j)) times d^-0.5; d a power of two."""
+    y, n, h = list(x), len(x), 1
+    while h < n:
+        for i in range(0, n, 2 * h):
+            for j in range(i, i + h):
+                a, b = y[j], y[j + h]
+                y[j], y[j + h] = a + b, a - b
+        h *= 2
+    sc = n ** -0.5
+    return [v * sc for v in y]
+
+
+def layernorm(x, w, b, eps=1e-6):  # F.layer_norm: biased variance
+    mu = sum(x) / len(x)
+    var = sum((v - mu) ** 2 for v in x) / len(x)
+    r = 1 / math.sqrt(var + eps)
+    return [(v - mu) * r * g + c for v, g, c in zip(x, w, b)]
+
+
+class V32Model(R.Model):
+    def __init__(self, dirname):
+        super().__init__(dirname)
+        c = self.c
+        self.nh, self.hd, self.topk = c['index_n_heads'], c['index_head_dim'], c['index_topk']
+        self.group = min(128, self.hd)  # act_quant block: one scale per 128 (here: per head vector)
+        self.stats = {}  # layer -> {'sel': [sorted positions per row], 'gap': [rel gap or None], 'abs': [...]}
+        self.fp8 = Fp8Stats()
+        self.perturb = None  # (rel, random.Random) while a noise trial runs
+
+    def rope_neox(self, x, p):  # the indexer's RoPE: NOT interleaved, pairs (x_i, x_{i + r/2})
+        out, half = list(x), len(self.freqs)
+        for i, fi in enumerate(self.freqs):
+            co, si = math.cos(p * fi) * self.cs_mul, math.sin(p * fi) * self.cs_mul
+            a, b = x[i], x[i + half]
+            out[i], out[i + half] = a * co - b * si, b * co + a * si
+        return out
+
+    def noise(self, v):
+        if not self.perturb:
+            return v
+        rel, rng = self.perturb
+        return [a * (1 + rel * (2 * rng.random() - 1)) for a in v]
+
+    def indexer(self, li, xs, qrs, positions):
+        """README K1-K5: the key positions each row attends to (rows are the sequence's positions in
+        order, causal by row), and per row the relative gap at the selection boundary."""
+        w, P = self.w, 'model.layers.%d.self_attn.indexer.' % li
+        nh, hd, dr = self.nh, self.hd, self.c['qk_rope_head_dim']
+        iq, ik, wt = [], [], []
+        for x, qr, p in zip(xs, qrs, positions):
+            q = R.mv(w.get(P + 'wq_b.weight'), qr)
+            heads = []
+            for h in range(nh):
+                v = q[h * hd:(h + 1) * hd]
+                v = hadamard(self.rope_neox(v[:dr], p) + v[dr:])
+                heads.append(act_quant(self.noise(v), self.group, self.fp8))
+            iq.append(heads)
+            k = layernorm(R.mv(w.get(P + 'wk.weight'), x), w.get(P + 'k_norm.weight'), w.get(P + 'k_norm.bias'))
+            k = hadamard(self.rope_neox(k[:dr], p) + k[dr:])
+            ik.append(act_quant(self.noise(k), self.group, self.fp8))
+            wt.append([v * nh ** -0.5 * hd ** -0.5 for v in R.mv(w.get(P + 'weights_proj.weight'), x)])
+        sel, gap, gabs = [], [], []
+        for t in range(len(xs)):
+            sc = [sum(wt[t][h] * max(sum(a * b for a, b in zip(iq[t][h], ik[s])), 0.0) for h in range(nh))
+                  for s in range(t + 1)]
+            if t + 1 <= self.topk:  # every causal key
+                sel.append(list(range(t + 1)))
+                gap.append(None)
+                gabs.append(None)
+                continue
+            order = sorted(range(t + 1), key=lambda s: (-sc[s], s))  # ties: the lower position first
+            sel.append(sorted(order[:self.topk]))
+            g = sc[order[self.topk - 1]] - sc[order[self.topk]]
+            mx = max(abs(v) for v in sc)
+            gap.append(g / mx if mx else 0.0)
+            gabs.append(g)
+        return sel, gap, gabs
+
+    def attn(self, li, hs, positions):  # hs + MLA over the indexer's keys (README K1-K5)
+        c, w, eps = self.c, self.w, self.c['rms_norm_eps']
+        P = 'model.layers.%d.' % li
+        H, dn, dr, dv, Lkv = c['num_attention_heads'], c['qk_nope_head_dim'], c['qk_rope_head_dim'], c['v_head_dim'], c['kv_lora_rank']
+        xs = [R.rmsnorm(h, w.get(P + 'input_layernorm.weight'), eps) for h in hs]
+        qs, ks, vs, qrs = [], [], [], []
+        for x, p in zip(xs, positions):
+            qr = R.rmsnorm(R.mv(w.get(P + 'self_attn.q_a_proj.weight'), x), w.get(P + 'self_attn.q_a_layernorm.weight'), eps)
+            qrs.append(qr)
+            q = R.mv(w.get(P + 'self_attn.q_b_proj.weight'), qr)
+            heads = [q[h * (dn + dr):(h + 1) * (dn + dr)] for h in range(H)]
+            qs.append([hq[:dn] + self.rope(hq[dn:], p) for hq in heads])  # MLA RoPE: interleaved
+            kv = R.mv(w.get(P + 'self_attn.kv_a_proj_with_mqa.weight'), x)
+            kvc, kpe = R.rmsnorm(kv[:Lkv], w.get(P + 'self_attn.kv_a_layernorm.weight'), eps), self.rope(kv[Lkv:], p)
+            up = R.mv(w.get(P + 'self_attn.kv_b_proj.weight'), kvc)
+            ks.append([up[h * (dn + dv):h * (dn + dv) + dn] + kpe for h in range(H)])
+            vs.append([up[h * (dn + dv) + dn:(h + 1) * (dn + dv)] for h in range(H)])
+        sel, gap, gabs = self.indexer(li, xs, qrs, positions)
+        self.stats[li] = {'sel': sel, 'gap': gap, 'abs': gabs}
+        out = []
+        for t in range(len(hs)):  # softmax over the selected keys only, one set for all heads
+            o = []
+            for h in range(H):
+                sc = [sum(a * b for a, b in zip(qs[t][h], ks[s][h])) * self.scale for s in sel[t]]
+                mx = max(sc)
+                e = [math.exp(v - mx) for v in sc]
+                z = sum(e)
+                o += [sum(e[j] / z * vs[s][h][i] for j, s in enumerate(sel[t])) for i in range(dv)]
+            out.append([a + b for a, b in zip(hs[t], R.mv(w.get(P + 'self_attn.o_proj.weight'), o))])
+        return out
+
+
+def forward(m, toks):  # as R.forward, also returning each layer's index sets and gaps
+    c, w = m.c, m.w
+    emb = w.get('model.embed_tokens.weight')
+    hs, pos, per_layer = [list(emb[t]) for t in toks], list(range(len(toks))), []
+    for li in range(c['num_hidden_layers']):
+        hs = m.layer(li, hs, pos)
+        per_layer.append(m.stats[li])
+    fin = [R.rmsnorm(h, w.get('model.norm.weight'), c['rms_norm_eps']) for h in hs]
+    return fin, [R.mv(w.get('lm_head.weight'), x) for x in fin], per_layer
+
+
+def write_i32(path, layers, n, k):
+    vals = []
+    for st in layers:
+        for t in range(n):
+            s = st['sel'][t] if t < len(st['sel']) else []
+            vals += s + [-1] * (k - len(s)) if len(s) < k else s
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<%di' % len(vals), *vals))
+
+
+def read_sets(path, L, n, k):
+    b = open(path, 'rb').read()
+    v = struct.unpack('<%di' % (L * n * k), b)
+    return [[frozenset(x for x in v[(l * n + t) * k:(l * n + t + 1) * k] if x >= 0) for t in range(n)] for l in range(L)]
+
+
+def gap_summary(rows):  # rows: (label, rel, abs) for every boundary query
+    rels = [r for _, r, _ in rows]
+    out = {'boundary_rows': len(rows), 'exact_ties': sum(1 for _, _, a in rows if a == 0)}
+    for e in (2, 3, 4, 5):
+        out['rel_gap_lt_1e-%d' % e] = sum(1 for r in rels if r < 10 ** -e)
+    out['min_rel_gap'] = min(rels) if rels else None
+    out['smallest'] = [[lab, r] for lab, r, _ in sorted(rows, key=lambda x: x[1])[:5]]
+    return out
+
+
+def main():
+    args, opt = [], {}
+    it = iter(sys.argv[1:])
+    for a in it:
+        if a.startswith('--'):
+            opt[a[2:]] = next(it)
+        else:
+            args.append(a)
+    model_dir, prompts, name = args
+    m = V32Model(model_dir)
+    c = m.c
+    pr = next(p for p in json.load(open(prompts))['prompts'] if p['name'] == name)
+    toks, gdir = pr['tokens'], os.path.dirname(prompts)
+    n, V, L, K = len(toks), c['vocab_size'], c['num_hidden_layers'], m.topk
+    fin, logits, per_layer = forward(m, toks)
+    rep = {'prompt': name, 'n': n}
+    gf = os.path.join(gdir, pr.get('logits_file', name + '.logits.f32'))
+    if os.path.exists(gf):
+        g = struct.unpack('<%df' % (n * V), open(gf, 'rb').read())
+        rep['max_abs_vs_golden'] = max(abs(logits[i][j] - g[i * V + j]) for i in range(n) for j in range(V))
+        print('%s: max |logit - golden| over %d x %d: %.3g' % (name, n, V, rep['max_abs_vs_golden']))
+    tf = os.path.join(gdir, pr.get('topk_file', name + '.topk.i32'))
+    if os.path.exists(tf):
+        gold = read_sets(tf, L, n, K)
+        bad = [(l, t) for l in range(L) for t in range(n) if frozenset(per_layer[l]['sel'][t]) != gold[l][t]]
+        rep['sets_differing'] = len(bad)
+        print('%s: (layer, position) index sets differing from %s: %d of %d%s' % (
+            name, os.path.basename(tf), len(bad), L * n, ' first %s' % (bad[0],) if bad else ''))
+    rows = [('%s/%d/%d' % (name, l, t), st['gap'][t], st['abs'][t]) for l, st in enumerate(per_layer)
+            for t in range(n) if st['gap'][t] is not None]
+    if 'out' in opt:
+        R.write_f32(opt['out'], logits)
+        print('wrote %s: logits [%d, %d]' % (opt['out'], n, V))
+    if 'topk-out' in opt:
+        write_i32(opt['topk-out'], per_layer, n, K)
+        print('wrote %s: index sets [%d, %d, %d]' % (opt['topk-out'], L, n, K))
+    if 'mtp-out' in opt or 'mtp-topk-out' in opt or 'chain-out' in opt:
+        mtp = R.MTP(m)
+        mi, mh, out = mtp.first(toks, fin)
+        mst = m.stats[L]
+        rows += [('%s/mtp/%d' % (name, t), mst['gap'][t], mst['abs'][t]) for t in range(n - 1) if mst['gap'][t] is not None]
+        if 'mtp-out' in opt:
+            R.write_f32(opt['mtp-out'], out)
+            print('wrote %s: MTP logits [%d, %d]' % (opt['mtp-out'], n - 1, V))
+        if 'mtp-topk-out' in opt:
+            write_i32(opt['mtp-topk-out'], [mst], n - 1, K)
+            print('wrote %s: MTP index sets [1, %d, %d]' % (opt['mtp-topk-out'], n - 1, K))
+        if 'chain-out' in opt:
+            for d in (1, 2):
+                crow = []
+                orig_layer = m.layer
+
+                def layer(li, hs, positions):  # each chained row's own boundary gap
+                    r = orig_layer(li, hs, positions)
+                    st, t = m.stats[li], len(hs) - 1
+                    if st['gap'][t] is not None:
+                        crow.append(('%s/chain%d/%d' % (name, d, t), st['gap'][t], st['abs'][t]))
+                    return r
+                m.layer = layer
+                cr = mtp.chain(toks, mi, mh, d)
+                m.layer = orig_layer
+                rows += crow
+                p = opt['chain-out'].replace('DEPTH', str(d))
+                R.write_f32(p, cr)
+                print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (p, d, len(cr), V))
+    rep['fragility'] = gap_summary(rows)
+    rep['fp8'] = {'elements': m.fp8.n, 'within_1e-4_ulp_of_midpoint': m.fp8.near4, 'within_1e-3_ulp_of_midpoint': m.fp8.near3}
+    f = rep['fragility']
+    print('%s: %d boundary rows (queries with more than %d keys; MTP rows included when run), exact ties %d, '
+          'min relative k/k+1 gap %s, below 1e-2/1e-3/1e-4/1e-5: %d/%d/%d/%d; smallest: %s' % (
+              name, f['boundary_rows'], K, f['exact_ties'], '%.3g' % f['min_rel_gap'] if rows else '-',
+              f['rel_gap_lt_1e-2'], f['rel_gap_lt_1e-3'], f['rel_gap_lt_1e-4'], f['rel_gap_lt_1e-5'],
+              ', '.join('%s %.3g' % (a, b) for a, b in f['smallest'])))
+    print('%s: fp8 elements %d, within 1e-4 / 1e-3 ulp of a rounding midpoint: %d / %d' % (
+        name, m.fp8.n, m.fp8.near4, m.fp8.near3))
+    if 'perturb' in opt:
+        rel, trials = float(opt['perturb']), int(opt.get('trials', 4))
+        base = [[frozenset(s) for s in st['sel']] for st in per_layer]
+        rep['perturb'] = {'rel': rel, 'sets_changed_per_trial': [], 'logits_max_abs': 0.0}
+        for tr in range(trials):
+            m.perturb = (rel, random.Random(1000 + tr))
+            _, lg, pl = forward(m, toks)
+            m.perturb = None
+            ch = sum(1 for l in range(L) for t in range(n) if frozenset(pl[l]['sel'][t]) != base[l][t])
+            rep['perturb']['sets_changed_per_trial'].append(ch)
+            rep['perturb']['logits_max_abs'] = max(rep['perturb']['logits_max_abs'],
+                                                   max(abs(a - b) for r1, r2 in zip(lg, logits) for a, b in zip(r1, r2)))
+        print('%s: relative noise %g on indexer q/k, sets changed per trial: %s, logits moved up to %.3g' % (
+            name, rel, rep['perturb']['sets_changed_per_trial'], rep['perturb']['logits_max_abs']))
+    if 'json' in opt:
+        with open(opt['json'], 'w') as fp:
+            json.dump(rep, fp, indent=1)
+            fp.write('\n')
+
+
+if __name__ == '__main__':
+    main()
