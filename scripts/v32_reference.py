@@ -13,7 +13,8 @@ Runs prompt NAME of PROMPTS_JSON through the model. Where the prompt's golden fi
 PROMPTS_JSON it prints the largest |logit - golden| and the number of (layer, position) index sets
 that differ from <name>.topk.i32 (the check that this reference is right). It always prints the
 fragile points of the selection: for every query with more keys than index_topk, the gap between
-its k-th and (k+1)-th index score relative to the row's largest |score|.
+its k-th and (k+1)-th index score relative to the row's largest |score|, and the smallest MoE
+routing margin (the score gap that decides a row's expert groups or experts).
 
   --out F           the model's logits [n, vocab], raw LE float32
   --topk-out F      the selected key positions [n_layers, n, index_topk] int32, ascending, -1 padded
@@ -113,6 +114,7 @@ class V32Model(R.Model):
         self.group = min(128, self.hd)  # act_quant block: one scale per 128 (here: per head vector)
         self.stats = {}  # layer -> {'sel': [sorted positions per row], 'gap': [rel gap or None], 'abs': [...]}
         self.fp8 = Fp8Stats()
+        self.route_margin = {}  # MoE layer -> per row: the smallest score gap that decides its experts
         self.perturb = None  # (rel, random.Random) while a noise trial runs
 
     def rope_neox(self, x, p):  # the indexer's RoPE: NOT interleaved, pairs (x_i, x_{i + r/2})
@@ -164,6 +166,23 @@ class V32Model(R.Model):
             gabs.append(g)
         return sel, gap, gabs
 
+    def ffn(self, li, hs):  # R.Model.ffn, noting how close each MoE row's routing is to a flip
+        c, w = self.c, self.w
+        P = 'model.layers.%d.' % li
+        if c.get('n_routed_experts') and li >= c['first_k_dense_replace'] and P + 'mlp.gate.e_score_correction_bias' in w \
+                and c.get('scoring_func') == 'sigmoid':
+            E, k, G, kg = c['n_routed_experts'], c['num_experts_per_tok'], c.get('n_group') or 1, c.get('topk_group') or 1
+            gs, m = E // G, []
+            for h in hs:
+                x = R.rmsnorm(h, w.get(P + 'post_attention_layernorm.weight'), c['rms_norm_eps'])
+                ch = [1 / (1 + math.exp(-v)) + b for v, b in zip(R.mv(w.get(P + 'mlp.gate.weight'), x), w.get(P + 'mlp.gate.e_score_correction_bias'))]
+                gsc = sorted((sum(sorted(ch[j * gs:(j + 1) * gs], reverse=True)[:2]) for j in range(G)), reverse=True)
+                keep = sorted(range(G), key=lambda j: -sum(sorted(ch[j * gs:(j + 1) * gs], reverse=True)[:2]))[:kg]
+                kept = sorted((v for i, v in enumerate(ch) if i // gs in keep), reverse=True)
+                m.append(min(gsc[kg - 1] - gsc[kg] if kg < G else math.inf, kept[k - 1] - kept[k] if k < len(kept) else math.inf))
+            self.route_margin[li] = m
+        return super().ffn(li, hs)
+
     def attn(self, li, hs, positions):  # hs + MLA over the indexer's keys (README K1-K5)
         c, w, eps = self.c, self.w, self.c['rms_norm_eps']
         P = 'model.layers.%d.' % li
@@ -202,7 +221,7 @@ def forward(m, toks):  # as R.forward, also returning each layer's index sets an
     hs, pos, per_layer = [list(emb[t]) for t in toks], list(range(len(toks))), []
     for li in range(c['num_hidden_layers']):
         hs = m.layer(li, hs, pos)
-        per_layer.append(m.stats[li])
+        per_layer.append(dict(m.stats[li], route=m.route_margin.get(li)))
     fin = [R.rmsnorm(h, w.get('model.norm.weight'), c['rms_norm_eps']) for h in hs]
     return fin, [R.mv(w.get('lm_head.weight'), x) for x in fin], per_layer
 
@@ -248,6 +267,7 @@ def main():
     toks, gdir = pr['tokens'], os.path.dirname(prompts)
     n, V, L, K = len(toks), c['vocab_size'], c['num_hidden_layers'], m.topk
     fin, logits, per_layer = forward(m, toks)
+    fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3)  # the chained passes recompute the same elements
     rep = {'prompt': name, 'n': n}
     gf = os.path.join(gdir, pr.get('logits_file', name + '.logits.f32'))
     if os.path.exists(gf):
@@ -263,6 +283,7 @@ def main():
             name, os.path.basename(tf), len(bad), L * n, ' first %s' % (bad[0],) if bad else ''))
     rows = [('%s/%d/%d' % (name, l, t), st['gap'][t], st['abs'][t]) for l, st in enumerate(per_layer)
             for t in range(n) if st['gap'][t] is not None]
+    routes = [('%s/%d' % (name, l), st['route']) for l, st in enumerate(per_layer)]
     if 'out' in opt:
         R.write_f32(opt['out'], logits)
         print('wrote %s: logits [%d, %d]' % (opt['out'], n, V))
@@ -273,6 +294,7 @@ def main():
         mtp = R.MTP(m)
         mi, mh, out = mtp.first(toks, fin)
         mst = m.stats[L]
+        routes.append(('%s/mtp' % name, m.route_margin.get(L)))
         rows += [('%s/mtp/%d' % (name, t), mst['gap'][t], mst['abs'][t]) for t in range(n - 1) if mst['gap'][t] is not None]
         if 'mtp-out' in opt:
             R.write_f32(opt['mtp-out'], out)
@@ -280,34 +302,38 @@ def main():
         if 'mtp-topk-out' in opt:
             write_i32(opt['mtp-topk-out'], [mst], n - 1, K)
             print('wrote %s: MTP index sets [1, %d, %d]' % (opt['mtp-topk-out'], n - 1, K))
-        if 'chain-out' in opt:
+        fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3)
+        if 'chain-out' in opt:  # mtp_reference's chained passes, noting each new row's gap and routing
             for d in (1, 2):
-                crow = []
-                orig_layer = m.layer
-
-                def layer(li, hs, positions):  # each chained row's own boundary gap
-                    r = orig_layer(li, hs, positions)
-                    st, t = m.stats[li], len(hs) - 1
+                cr = []
+                for p in range(n - 1 - d):
+                    ins, prev = list(mi[:p + 1]), mh[p]
+                    for j in range(1, d + 1):
+                        ins.append(mtp.input(list(mtp.emb[toks[p + j + 1]]), prev))
+                        prev = m.layer(L, ins, list(range(p + j + 1)))[-1]
+                    st, t = m.stats[L], p + d  # the row of position p + d (depth d), new in this pass
                     if st['gap'][t] is not None:
-                        crow.append(('%s/chain%d/%d' % (name, d, t), st['gap'][t], st['abs'][t]))
-                    return r
-                m.layer = layer
-                cr = mtp.chain(toks, mi, mh, d)
-                m.layer = orig_layer
-                rows += crow
-                p = opt['chain-out'].replace('DEPTH', str(d))
-                R.write_f32(p, cr)
-                print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (p, d, len(cr), V))
+                        rows.append(('%s/chain%d/%d' % (name, d, t), st['gap'][t], st['abs'][t]))
+                    if m.route_margin.get(L):
+                        routes.append(('%s/chain%d/%d' % (name, d, t), [m.route_margin[L][t]]))
+                    cr.append(mtp.logits(prev))
+                path = opt['chain-out'].replace('DEPTH', str(d))
+                R.write_f32(path, cr)
+                print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (path, d, len(cr), V))
     rep['fragility'] = gap_summary(rows)
-    rep['fp8'] = {'elements': m.fp8.n, 'within_1e-4_ulp_of_midpoint': m.fp8.near4, 'within_1e-3_ulp_of_midpoint': m.fp8.near3}
+    rep['fp8'] = dict(zip(('elements', 'within_1e-4_ulp_of_midpoint', 'within_1e-3_ulp_of_midpoint'), fp8_first))
     f = rep['fragility']
     print('%s: %d boundary rows (queries with more than %d keys; MTP rows included when run), exact ties %d, '
           'min relative k/k+1 gap %s, below 1e-2/1e-3/1e-4/1e-5: %d/%d/%d/%d; smallest: %s' % (
               name, f['boundary_rows'], K, f['exact_ties'], '%.3g' % f['min_rel_gap'] if rows else '-',
               f['rel_gap_lt_1e-2'], f['rel_gap_lt_1e-3'], f['rel_gap_lt_1e-4'], f['rel_gap_lt_1e-5'],
               ', '.join('%s %.3g' % (a, b) for a, b in f['smallest'])))
-    print('%s: fp8 elements %d, within 1e-4 / 1e-3 ulp of a rounding midpoint: %d / %d' % (
-        name, m.fp8.n, m.fp8.near4, m.fp8.near3))
+    rm = [(min(r), lab + ('/%d' % r.index(min(r)) if len(r) > 1 else '')) for lab, r in routes if r]
+    if rm:
+        rep['min_routing_margin'] = min(rm)
+        print('%s: smallest MoE routing margin (group or expert choice score gap): %.3g at %s' % ((name,) + min(rm)))
+    print('%s: indexer fp8 elements %d (model and MTP first pass), within 1e-4 / 1e-3 ulp of a rounding midpoint: %d / %d' % (
+        (name,) + fp8_first))
     if 'perturb' in opt:
         rel, trials = float(opt['perturb']), int(opt.get('trials', 4))
         base = [[frozenset(s) for s in st['sel']] for st in per_layer]
