@@ -11,7 +11,7 @@ build to catch memory errors in the server layer:
   python3 scripts/http_fuzz.py --port 8123 --seconds 300
 
 Prints a summary; exits 1 when a check failed (the failing request is printed)."""
-import argparse, json, os, random, socket, sys, time
+import argparse, json, os, random, re, socket, sys, time
 
 ROUTES = [("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("POST", "/v1/responses"),
           ("GET", "/v1/models"), ("GET", "/health"), ("GET", "/metrics"), ("GET", "/version"),
@@ -91,7 +91,9 @@ def check_response(data, why, req):
         raise Fail("no status line (%s) for %r" % (why, req[:300]))
     status = int(data[9:12])
     head, _, body = data.partition(b"\r\n\r\n")
-    if status >= 400 and b"application/json" in head.lower() and b"chunked" not in head.lower():
+    if status >= 400 and b"chunked" not in head.lower():
+        if b"application/json" not in head.lower():
+            raise Fail("a %d error that is not JSON: %r for %r" % (status, data[:300], req[:200]))
         try:
             j = json.loads(body)
             if "error" not in j and "detail" not in j:
@@ -108,7 +110,9 @@ def one(rng, port, bodies, stats):
         body = rng.choice(bodies)[1]
     if rng.random() < 0.7:
         body = mutate(rng, body)
-    kind = rng.randrange(10)
+    kind = rng.randrange(12)
+    if kind >= 10:  # a framing error: a 4xx/5xx JSON error at once, one answer, then the close
+        return one_framing(rng, port, method, path, body, stats)
     headers = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
                "Connection: close"]
     if kind == 0:  # chunked
@@ -164,6 +168,193 @@ def one(rng, port, bodies, stats):
         s.close()
 
 
+# Heads that RFC 9112 requires a server to refuse (each a 4xx/5xx, then the connection closes),
+# as (name, extra header lines, body, expected status): the cases of --cases, and what
+# one_framing mixes into random requests.
+FRAMING = [
+    ("Content-Length -1", ["Content-Length: -1"], b"", 400),
+    ("Content-Length abc", ["Content-Length: abc"], b"", 400),
+    ("Content-Length empty", ["Content-Length:"], b"", 400),
+    ("Content-Length 1e3", ["Content-Length: 1e3"], b"", 400),
+    ("Content-Length +5", ["Content-Length: +5"], b"", 400),
+    ("Content-Length too large", ["Content-Length: 99999999999999999999999"], b"", 413),
+    ("two conflicting Content-Length", ["Content-Length: 2", "Content-Length: 40"], b"{}", 400),
+    ("a Content-Length list that differs", ["Content-Length: 2, 40"], b"{}", 400),
+    ("Transfer-Encoding gzip", ["Transfer-Encoding: gzip"], b"", 501),
+    ("Transfer-Encoding gzip, chunked", ["Transfer-Encoding: gzip, chunked"], b"0\r\n\r\n", 501),
+    ("Transfer-Encoding chunked twice", ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"],
+     b"0\r\n\r\n", 400),
+    ("Transfer-Encoding and Content-Length", ["Transfer-Encoding: chunked", "Content-Length: 5"],
+     b"0\r\n\r\n", 400),
+    ("a header line without a colon", ["Foo bar"], b"", 400),
+    ("a space before the colon", ["Foo : bar"], b"", 400),
+    ("obsolete line folding", ["Foo: bar", " baz"], b"", 400),
+    ("a control character in a value", ["Foo: b\x01r"], b"", 400),
+    ("a bare CR in a value", ["Foo: b\rr"], b"", 400),
+    ("two Host headers", ["Host: other"], b"", 400),
+    ("a 1 MB header", ["X-Big: " + "a" * (1 << 20)], b"", 431),
+    ("a bad chunk size", ["Transfer-Encoding: chunked"], b"zz\r\n", 400),
+    ("a negative chunk size", ["Transfer-Encoding: chunked"], b"-1\r\n", 400),
+    ("a chunk longer than its size", ["Transfer-Encoding: chunked"], b"2\r\n{}}\r\n0\r\n\r\n", 400),
+    ("a malformed trailer", ["Transfer-Encoding: chunked"], b"2\r\n{}\r\n0\r\nbad\r\n\r\n", 400),
+]
+REQUEST_LINES = [  # (name, request line, expected status)
+    ("HTTP/9.9", "GET /health HTTP/9.9", 505),
+    ("HTTP/2.0 in an HTTP/1 request line", "GET /health HTTP/2.0", 505),
+    ("a lower-case version", "GET /health http/1.1", 400),
+    ("no version", "GET /health", 400),
+    ("two spaces", "GET  /health HTTP/1.1", 400),
+    ("a control character in the target", "GET /he\x01alth HTTP/1.1", 400),
+    ("a 64 KB request target", "GET /" + "a" * 65536 + " HTTP/1.1", 414),
+]
+
+
+def exchange(port, req, timeout=10):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(req)
+    except OSError:
+        pass  # the server may answer and close before a large request is sent whole
+    data, why = recv_all(s, timeout=timeout)
+    s.close()
+    return data, why
+
+
+def check_framing(port, req, want, timeout=10):
+    """One answer with status want (or any 4xx/5xx when want is None), a JSON error body,
+    and the connection closed after it (nothing behind the error runs), in time."""
+    t0 = time.time()
+    data, why = exchange(port, req, timeout)
+    if why not in ("closed", "reset") or time.time() - t0 > timeout - 1:
+        raise Fail("no close after the answer (%s, %.1f s): %r for %r" % (why, time.time() - t0, data[:300], req[:300]))
+    st = check_response(data, why, req)
+    if want is not None and st != want or not 400 <= st < 600:
+        raise Fail("status %d, expected %s: %r for %r" % (st, want, data[:300], req[:300]))
+    n = len(re.findall(rb"HTTP/1\.[01] \d\d\d ", data))
+    if n != 1:
+        raise Fail("%d status lines: %r for %r" % (n, data[:600], req[:300]))
+    head = data.partition(b"\r\n\r\n")[0].lower()
+    if b"connection: close" not in head:
+        raise Fail("no 'Connection: close' with the error: %r" % data[:300])
+    return st
+
+
+def one_framing(rng, port, method, path, body, stats):
+    """A request with a framing error somewhere, then a valid request behind it on the same
+    connection: the error is answered, the request behind it never runs."""
+    pre = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    if rng.random() < 0.25:
+        _, line, want = rng.choice(REQUEST_LINES)
+        pre = line + "\r\nHost: 127.0.0.1\r\n"
+        extra, payload = [], b""
+    else:
+        _, extra, payload, want = rng.choice(FRAMING)
+        if rng.random() < 0.5 and "Transfer-Encoding: chunked" not in extra:
+            payload = body
+    if rng.random() < 0.3:  # a valid request before it, on the same connection
+        pre = (f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") + pre
+        want = None
+    head = pre + "".join(h + "\r\n" for h in extra) + "\r\n"
+    tail = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    req = head.encode("latin-1") + payload + tail
+    data, why = exchange(port, req, 10)
+    if b'"object":"list"' in data:
+        raise Fail("the request behind a framing error ran: %r for %r" % (data[-300:], req[:300]))
+    if why not in ("closed", "reset"):
+        raise Fail("no close after a framing error (%s): %r for %r" % (why, data[:300], req[:300]))
+    starts = [m.start() for m in re.finditer(rb"HTTP/1\.[01] \d\d\d ", data)]
+    last = starts[-1] if starts else -1
+    if last < 0:
+        raise Fail("no answer to a framing error: %r" % req[:300])
+    st = check_response(data[last:], why, req)
+    if not 400 <= st < 600:
+        raise Fail("status %d for a framing error: %r for %r" % (st, data[:300], req[:300]))
+    stats["framing"] = stats.get("framing", 0) + 1
+
+
+def cases(port):
+    """The framing cases one by one (ok/not ok lines), then keep-alive and pipelining that
+    must work. Returns the number of failures."""
+    failed = 0
+
+    def run(name, fn):
+        nonlocal failed
+        try:
+            fn()
+            print("ok - framing: %s" % name)
+        except (Fail, OSError, ValueError) as e:
+            failed += 1
+            print("not ok - framing: %s: %s" % (name, e))
+
+    for name, extra, payload, want in FRAMING:
+        req = ("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+               "".join(h + "\r\n" for h in extra) + "\r\n").encode("latin-1") + payload
+        # a valid request behind it must not run
+        req += b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        run(name, lambda req=req, want=want: check_framing(port, req, want))
+    for name, line, want in REQUEST_LINES:
+        req = (line + "\r\nHost: 127.0.0.1\r\n\r\n").encode("latin-1")
+        run(name, lambda req=req, want=want: check_framing(port, req, want))
+
+    body = b'{"prompt": "hi", "max_tokens": 2}'
+
+    def pipelined():
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7]) for i in range(0, len(body), 7))
+        req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body) +
+               b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n" + chunked + b"0\r\nX-Trailer: 1\r\n\r\n" +
+               b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data, why = exchange(port, req)
+        n = data.count(b"HTTP/1.1 200 ")
+        if n != 3 or why != "closed":
+            raise Fail("%d 200s (%s): %r" % (n, why, data[:600]))
+
+    def keep_alive():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            for i in range(3):  # byte by byte, then whole, on one connection
+                req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                if i == 0:
+                    for b in range(len(req)):
+                        s.sendall(req[b:b + 1])
+                else:
+                    s.sendall(req)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += s.recv(65536)
+                head, _, rest = data.partition(b"\r\n\r\n")
+                n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1])
+                while len(rest) < n:
+                    rest += s.recv(65536)
+                if not head.startswith(b"HTTP/1.1 200 "):
+                    raise Fail("request %d on the connection: %r" % (i, head))
+        finally:
+            s.close()
+
+    def http10():
+        data, why = exchange(port, b"GET /health HTTP/1.0\r\n\r\n")
+        if not data.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")) or why != "closed":
+            raise Fail("%r (%s)" % (data[:200], why))
+
+    def half_close():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        data, why = recv_all(s, timeout=10)
+        s.close()
+        # a half-closed client may get its answer or a close, never a hang
+        if why not in ("closed", "reset"):
+            raise Fail("%r (%s)" % (data[:200], why))
+
+    run("pipelined requests with a length, chunked with a trailer, and a close", pipelined)
+    run("keep-alive: three requests on one connection, the first byte by byte", keep_alive)
+    run("an HTTP/1.0 request", http10)
+    run("a half-close after a request ends the connection", half_close)
+    return failed
+
+
 def health(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -177,7 +368,10 @@ def main():
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cases", action="store_true", help="run the framing cases (ok/not ok lines) instead")
     a = ap.parse_args()
+    if a.cases:
+        return 1 if cases(a.port) else 0
     rng = random.Random(a.seed)
     bodies = corpus()
     stats = {"dropped": 0, "short": 0}

@@ -29,6 +29,10 @@ const char *api_error_type(int status)
 	case 404: return "NotFoundError";
 	case 405: return "MethodNotAllowedError";
 	case 413: return "RequestEntityTooLargeError";
+	case 414: return "URITooLongError";
+	case 431: return "RequestHeaderFieldsTooLargeError";
+	case 501: return "NotImplementedError";
+	case 505: return "HTTPVersionNotSupportedError";
 	case 503: return "ServiceUnavailableError";
 	default: return status >= 500 ? "InternalServerError" : "BadRequestError";
 	}

@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/mono.h"
+#include "server/framing.h"
 #include "server/state.h"
 
 /* Access log: one line per request when its last reference goes. */
@@ -56,6 +58,8 @@ static enum MHD_Result queue(struct hreq *r, int status, struct MHD_Response *re
 	}
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (r->close_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	r->status = status;
 	r->answered = true;
 	enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -175,6 +179,63 @@ enum MHD_Result http_reply_stream(struct hreq *r, const struct http_stream_ops *
 	return queue(r, 200, resp, "text/event-stream; charset=utf-8");
 }
 
+/* ---- framing ---- */
+
+/* The relay's marker (server/framing.h) in a head or a chunked body's trailer: its error. */
+static bool relay_error(struct hreq *r, enum MHD_ValueKind kind, struct api_error *ae)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, kind, HFRAME_MARK);
+	int status;
+	const char *msg;
+	if (!v || !r->s->relay_on || !hframe_mark_parse(v, r->s->framing_secret, &status, &msg))
+		return false;
+	api_error_set(ae, status, NULL, "%s", msg);
+	return true;
+}
+
+struct framing_count {
+	int n_cl, n_te, n_host;
+	const char *cl, *te;
+	bool cl_differ;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	struct framing_count *fc = cls;
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+		if (fc->n_cl++ && strcmp(fc->cl, value))
+			fc->cl_differ = true;
+		fc->cl = value;
+	} else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		fc->n_te++;
+		fc->te = value;
+	} else if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
+		fc->n_host++;
+	}
+	return MHD_YES;
+}
+
+/* What libmicrohttpd lets through but RFC 9112 does not (the relay refuses these before,
+ * this is for connections without it: TLS): conflicting Content-Length headers (it takes
+ * the first, and the rest of the bytes would run as another request), a transfer coding
+ * other than chunked (it would wait for the connection's end), both framings, two Hosts. */
+static int framing_check(struct hreq *r, struct api_error *ae)
+{
+	struct framing_count fc = {0};
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &fc);
+	if (fc.cl_differ)
+		return api_error_set(ae, 400, NULL, "conflicting Content-Length values");
+	if (fc.n_te && (fc.n_te > 1 || strcasecmp(fc.te, "chunked")))
+		return api_error_set(ae, 501, NULL, "Transfer-Encoding '%.40s' is not supported (only chunked is)",
+				     fc.te);
+	if (fc.n_te && fc.n_cl)
+		return api_error_set(ae, 400, NULL, "both Transfer-Encoding and Content-Length");
+	if (fc.n_host > 1)
+		return api_error_set(ae, 400, NULL, "more than one Host header");
+	return 0;
+}
+
 /* ---- the access handler ---- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -199,6 +260,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			 url);
 		*req_cls = r;
 		atomic_fetch_add(&s->n_requests, 1);
+		struct api_error fe;
+		if (relay_error(r, MHD_HEADER_KIND, &fe) || framing_check(r, &fe) < 0) {
+			r->close_after = true;
+			return http_reply_error(r, &fe);
+		}
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl) {
@@ -241,6 +307,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		*upload_size = 0;
 		return MHD_YES;
+	}
+	struct api_error fe;
+	if (relay_error(r, MHD_FOOTER_KIND, &fe)) {
+		r->close_after = true;
+		return http_reply_error(r, &fe);
 	}
 	if (r->too_large) {
 		struct api_error ae;
@@ -286,27 +357,45 @@ int http_start(struct server *s, struct err *e)
 		return err_set(e, "--host %s: %s", host, gai_strerror(gai));
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_USE_ITC | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-	if (ai->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
 	bool tls = s->cfg.tls_key_pem && s->cfg.tls_cert_pem;
+	if (!tls)
+		flags |= MHD_USE_NO_LISTEN_SOCKET; /* relay.c listens and hands connections over */
+	else if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
 	struct MHD_OptionItem tls_opts[] = {
 		{tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)s->cfg.tls_key_pem},
 		{MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)s->cfg.tls_cert_pem},
 		{MHD_OPTION_END, 0, NULL}};
 	if (tls)
 		flags |= MHD_USE_TLS;
+	struct MHD_OptionItem listen_opts[] = {
+		{tls ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, 0, ai->ai_addr},
+		{tls ? MHD_OPTION_LISTENING_ADDRESS_REUSE : MHD_OPTION_END, 1, NULL},
+		{MHD_OPTION_END, 0, NULL}};
 	s->daemon = MHD_start_daemon(
-		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-		ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
+		flags, tls ? (uint16_t)s->cfg.port : 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY,
+		listen_opts, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_THREAD_STACK_SIZE,
 		(size_t)2 << 20, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 << 10,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-		MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
-	freeaddrinfo(ai);
-	if (!s->daemon)
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+	if (!s->daemon) {
+		freeaddrinfo(ai);
 		return err_set(e, "cannot listen on %s:%d (address in use or not available%s)", host,
 			       s->cfg.port, tls ? ", or TLS refused the key and certificate" : "");
+	}
+	if (!tls) {
+		struct err le;
+		int rc = relay_start(s, ai->ai_addr, ai->ai_addrlen, &le);
+		freeaddrinfo(ai);
+		if (rc < 0) {
+			MHD_stop_daemon(s->daemon);
+			s->daemon = NULL;
+			return err_set(e, "cannot listen on %s:%d (%s)", host, s->cfg.port, le.msg);
+		}
+		return 0;
+	}
+	freeaddrinfo(ai);
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : s->cfg.port;
 	return 0;
@@ -317,7 +406,11 @@ void http_stop(struct server *s)
 	if (!s->daemon)
 		return;
 	/* stop accepting first: the listening socket closes, live connections go on */
-	MHD_socket fd = MHD_quiesce_daemon(s->daemon); /* ours to close after the stop */
+	MHD_socket fd = MHD_INVALID_SOCKET;
+	if (s->relay_on)
+		relay_stop_accepting(s);
+	else
+		fd = MHD_quiesce_daemon(s->daemon); /* ours to close after the stop */
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
 	gen_cancel_all_locked(s);
@@ -336,4 +429,7 @@ void http_stop(struct server *s)
 	s->daemon = NULL;
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
+	/* each relay ends once its libmicrohttpd end is closed (and a short linger) */
+	if (s->relay_on && !relay_wait_all(s, 2 * 2.0 + 1))
+		LOG_W("http", "connection relays still running at stop");
 }

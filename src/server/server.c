@@ -45,7 +45,9 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->gens_empty, &ca);
+	pthread_cond_init(&s->relays_done, &ca);
 	pthread_condattr_destroy(&ca);
+	s->listen_fd = -1;
 	atomic_init(&s->n_requests, 0);
 	atomic_init(&s->n_errors, 0);
 	s->store = resp_store_new(c->responses_store_size);
@@ -54,6 +56,7 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 			err_set(e, "server: out of memory");
 		resp_store_free(s->store);
 		pthread_cond_destroy(&s->gens_empty);
+		pthread_cond_destroy(&s->relays_done);
 		pthread_mutex_destroy(&s->mu);
 		free(s);
 		return -1;
@@ -72,8 +75,14 @@ void server_stop(struct server *s)
 	if (!s)
 		return;
 	http_stop(s);
+	pthread_mutex_lock(&s->mu);
+	int left = s->n_relays;
+	pthread_mutex_unlock(&s->mu);
+	if (left)
+		return; /* a relay thread still holds s (it said so): left to the process's end */
 	resp_store_free(s->store);
 	pthread_cond_destroy(&s->gens_empty);
+	pthread_cond_destroy(&s->relays_done);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "server/errors.h"
 #include "server/request.h"
@@ -29,6 +30,14 @@ struct server {
 	pthread_cond_t gens_empty; /* signalled when the last generation leaves */
 	atomic_ullong n_requests, n_errors;
 	struct resp_store *store;  /* stored Responses (server/resp_store.h) */
+	/* plain HTTP: our listening socket and the framing relays in front of libmicrohttpd
+	 * (server/relay.c); under TLS libmicrohttpd listens itself */
+	bool relay_on;
+	int listen_fd, wake[2];
+	pthread_t accept_thread;
+	int n_relays;		   /* live relay threads, under mu */
+	pthread_cond_t relays_done;
+	char framing_secret[33];   /* the framing marker's secret (server/framing.h) */
 };
 
 /* One HTTP request; reference counted because a streaming response outlives the access
@@ -42,6 +51,7 @@ struct hreq {
 	struct sbuf body;
 	unsigned long long body_seen; /* bytes received, kept or not */
 	bool too_large, answered;
+	bool close_after;	/* the reply says Connection: close (a framing error) */
 	double t_start;		/* monotonic seconds */
 	int status;
 	char id[64];		/* chatcmpl-/cmpl- id for the access log */
@@ -71,6 +81,11 @@ const char *http_header(struct hreq *r, const char *name);
 
 int http_start(struct server *s, struct err *e);
 void http_stop(struct server *s);
+
+/* relay.c: the plain-HTTP listener; each connection's bytes go through server/framing.h */
+int relay_start(struct server *s, const struct sockaddr *addr, socklen_t alen, struct err *e);
+void relay_stop_accepting(struct server *s);
+bool relay_wait_all(struct server *s, double timeout_s); /* false: relays still running */
 
 /* routes.c */
 enum MHD_Result routes_dispatch(struct hreq *r);

@@ -3,6 +3,8 @@
 # HTTP/1.1: wrong lengths, chunked bodies, slow and half-closed clients, streams dropped
 # midway) against `mlaserve serve tests/fixtures/tiny-v3` on a free loopback port: every whole
 # request gets a status line, error bodies are JSON errors, and the server is healthy after;
+# the framing cases of scripts/http_fuzz.py --cases (malformed lengths and codings, header
+# syntax, sizes, versions: a JSON error and a close; pipelining and keep-alive still work);
 # then it stops on SIGTERM with status 0 (under `make asan`: without a sanitizer report).
 # HTTP_FUZZ_SECONDS sets the length of each of the two runs (default 10). Prints ok/not ok lines.
 set -u
@@ -28,6 +30,10 @@ if [ -z "$PORT" ]; then
 	tail -15 "$WORK/server.log" | sed 's/^/    /'
 	exit 1
 fi
+
+# the framing cases (RFC 9112: each a JSON error at once, then the close; keep-alive and
+# pipelining go on working), one ok/not ok line each
+python3 scripts/http_fuzz.py --port "$PORT" --cases 2>&1 | sed 's/^Traceback/not ok - framing cases: &/'
 
 for seed in 1 2; do
 	if python3 scripts/http_fuzz.py --port "$PORT" --seconds "$SECS" --seed "$seed" >"$WORK/out" 2>&1; then
