@@ -1,7 +1,8 @@
 /* mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]
  *                            [--chat-template FILE.jinja] [--kwargs JSON]
  * Prints the rendered prompt (no trailing newline added). The template and the bos/eos
- * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja); FILE.json is a
+ * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja; a DeepSeek-V3.2
+ * checkpoint without one gets DeepSeek's own encoder, tok/chat_dsv32.h); FILE.json is a
  * messages array, or an object {"messages": [...], other keys passed to the template, e.g.
  * "tools"}. */
 #include <stdio.h>
@@ -17,7 +18,8 @@
 static const char usage_text[] =
 	"usage: mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]\n"
 	"                              [--chat-template FILE.jinja] [--kwargs JSON]\n"
-	"prints the prompt rendered with DIR's chat template (tokenizer_config.json)\n";
+	"prints the prompt rendered with DIR's chat template (tokenizer_config.json; for a\n"
+	"DeepSeek-V3.2 checkpoint without one, its own encoder: --kwargs '{\"thinking\": true}')\n";
 
 int cmd_chat_template(int argc, char **argv)
 {
@@ -59,12 +61,12 @@ int cmd_chat_template(int argc, char **argv)
 	if (tpl_path && file_read_all(tpl_path, &src, NULL, &e))
 		goto done;
 	const char *text = src ? src : cfg.chat_template;
-	if (!text) {
-		err_set(&e, "%s: no chat_template in tokenizer_config.json (use --chat-template FILE)", dir);
+	if (chat_template_open(text, dir, &tpl, &e) < 0) {
+		err_prefix(&e, "%s", tpl_path ? tpl_path : dir);
 		goto done;
 	}
-	if (chat_template_compile(text, &tpl, &e) < 0) {
-		err_prefix(&e, "%s", tpl_path ? tpl_path : dir);
+	if (!tpl) {
+		err_set(&e, "%s: no chat_template in tokenizer_config.json (use --chat-template FILE)", dir);
 		goto done;
 	}
 	json_error_t je;

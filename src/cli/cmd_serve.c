@@ -257,9 +257,10 @@ static int resolve_opts(struct serve_opts *o, char *model_dir, size_t n, struct 
 	return 0;
 }
 
-/* --chat-template (a file, else the template text itself), else the model's own; *tpl stays
- * NULL when there is none. *tpl_text (free()) holds the file's text. */
-static int open_chat_template(const struct serve_opts *o, const struct engine_runtime *rt,
+/* --chat-template (a file, else the template text itself), else the model's own, else for a
+ * DeepSeek-V3.2 checkpoint its native encoder (tok/chat_dsv32.h); *tpl stays NULL when there
+ * is none. *tpl_text (free()) holds the file's text. */
+static int open_chat_template(const struct serve_opts *o, const struct engine_runtime *rt, const char *model_dir,
 			      struct chat_template **tpl, char **tpl_text, struct err *e)
 {
 	const char *src = rt->hf.chat_template;
@@ -269,8 +270,10 @@ static int open_chat_template(const struct serve_opts *o, const struct engine_ru
 			*tpl_text = NULL;
 		src = *tpl_text ? *tpl_text : o->chat_template;
 	}
-	if (src && chat_template_compile(src, tpl, e) < 0)
+	if (chat_template_open(src, model_dir, tpl, e) < 0)
 		return err_prefix(e, "%s", o->chat_template ? "--chat-template" : "tokenizer_config.json");
+	if (chat_template_native(*tpl))
+		LOG_I(MOD, "no chat template: prompts are rendered by the %s encoder", chat_template_native(*tpl));
 	if (!*tpl)
 		LOG_W(MOD, "the model has no chat template: /v1/chat/completions will answer 400");
 	return 0;
@@ -338,7 +341,7 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
 		goto out;
 	}
-	if (open_chat_template(o, &rt, &tpl, &tpl_text, e) < 0)
+	if (open_chat_template(o, &rt, model_dir, &tpl, &tpl_text, e) < 0)
 		goto out;
 	const struct model_config *mc = model_config(rt.model);
 

@@ -4,11 +4,13 @@
 #include <string.h>
 
 #include "tok/chat_template.h"
+#include "tok/chat_dsv32.h"
 #include "tok/jinja.h"
 
 struct chat_template {
 	struct jpool pool;
 	struct jnode *root;
+	const char *native; /* NULL: Jinja (root); else the native encoder's name */
 };
 
 int chat_template_compile(const char *source, struct chat_template **out, struct err *e)
@@ -29,6 +31,24 @@ int chat_template_compile(const char *source, struct chat_template **out, struct
 	*out = t;
 	return 0;
 }
+
+int chat_template_open(const char *source, const char *model_dir, struct chat_template **out, struct err *e)
+{
+	*out = NULL;
+	if (source)
+		return chat_template_compile(source, out, e);
+	if (!model_dir || !chat_dsv32_for_model(model_dir))
+		return 0;
+	struct chat_template *t = calloc(1, sizeof *t);
+	if (!t)
+		return err_set(e, "chat template: out of memory");
+	jpool_init(&t->pool, 0);
+	t->native = "deepseek_v32";
+	*out = t;
+	return 0;
+}
+
+const char *chat_template_native(const struct chat_template *tpl) { return tpl ? tpl->native : NULL; }
 
 void chat_template_free(struct chat_template *tpl)
 {
@@ -122,6 +142,25 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 	return 0;
 }
 
+/* DeepSeek-V3.2's encoder with vLLM's switches: the kwargs' `tools`, and thinking mode when
+ * `thinking` or `enable_thinking` is true (Python's bool()) */
+static int native_render(struct jctx *c, struct jval *msgs, const json_t *kwargs)
+{
+	struct jval tools = jv_none(), v;
+	bool thinking = false;
+	const json_t *j = json_object_get(kwargs, "tools");
+	if (j && from_json(c, j, 0, &tools) < 0)
+		return -1;
+	static const char *const keys[] = {"thinking", "enable_thinking"};
+	for (int i = 0; i < 2; i++) {
+		j = json_object_get(kwargs, keys[i]);
+		if (j && from_json(c, j, 0, &v) < 0)
+			return -1;
+		thinking = thinking || (j && jv_truthy(&v));
+	}
+	return chat_dsv32_encode(c, msgs, &tools, thinking);
+}
+
 int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
 			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
 			 struct err *e)
@@ -168,7 +207,7 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 		err_set(e, "chat template: out of memory");
 		goto done;
 	}
-	if (jinja_exec(&c, tpl->root) < 0)
+	if (tpl->native ? native_render(&c, &msgs, kwargs) < 0 : jinja_exec(&c, tpl->root) < 0)
 		goto done;
 	if (out.over) {
 		err_set(e, "chat template: output size limit exceeded");
