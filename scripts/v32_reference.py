@@ -11,7 +11,8 @@ indexer and attends to the keys it selects.
 
 Runs prompt NAME of PROMPTS_JSON through the model. Where the prompt's golden files exist next to
 PROMPTS_JSON it prints the largest |logit - golden| and the number of (layer, position) index sets
-that differ from <name>.topk.i32 (the check that this reference is right). It always prints the
+that differ from <name>.topk.i32 (the check that this reference is right); with an MTP module, the
+same for <name>.mtp.f32, <name>.mtp.topk.i32 and <name>.chain{1,2}.f32 where they exist. It always prints the
 fragile points of the selection: for every query with more keys than index_topk, the gap between
 its k-th and (k+1)-th index score relative to the row's largest |score|, and the smallest MoE
 routing margin (the score gap that decides a row's expert groups or experts).
@@ -22,6 +23,12 @@ routing margin (the score gap that decides a row's expert groups or experts).
                     position p fed the final-normed hidden state of p and the token at p + 1)
   --mtp-topk-out F  the MTP layer's selected positions [1, n - 1, index_topk]
   --chain-out F     (F holding DEPTH) chained MTP passes of depths 1 and 2 [n - 1 - d, vocab]
+  --greedy-out F    N (--greedy-n, default 16) greedy tokens after the prompt, as JSON {name, tokens,
+                    margins (top-1 minus top-2 logit), top1_logits}: step k's logits are the last row
+                    of a forward over the prompt and the k tokens before (causal, so the same as an
+                    incremental decode); each decode row's boundary gap joins the fragile points
+  --dense           also run the same weights with dense MLA (no indexer) and report how far the
+                    rows with more than index_topk keys move: the proof that selection matters
   --json F          the numbers printed, machine-readable
   --perturb REL     also rerun the model TRIALS times (--trials, default 4) with every indexer q/k
                     element multiplied by (1 + REL * u), u uniform in [-1, 1), and count the
@@ -226,6 +233,28 @@ def forward(m, toks):  # as R.forward, also returning each layer's index sets an
     return fin, [R.mv(w.get('lm_head.weight'), x) for x in fin], per_layer
 
 
+def greedy(m, toks, logits, n_new, name, rows, routes):
+    """n_new greedy tokens after toks (logits: the prompt's forward); ties go to the lower id.
+    Appends each decode row's boundary gap to rows and its routing margins to routes."""
+    seq, last, out = list(toks), logits[-1], {'name': name, 'tokens': [], 'margins': [], 'top1_logits': []}
+    for k in range(n_new):
+        a = max(range(len(last)), key=lambda j: (last[j], -j))
+        out['tokens'].append(a)
+        out['margins'].append(last[a] - max(v for j, v in enumerate(last) if j != a))
+        out['top1_logits'].append(last[a])
+        if k == n_new - 1:
+            break
+        seq.append(a)
+        _, lg, pl = forward(m, seq)
+        last, t = lg[-1], len(seq) - 1
+        for l, st in enumerate(pl):
+            if st['gap'][t] is not None:
+                rows.append(('%s/greedy%d/%d/%d' % (name, k + 1, l, t), st['gap'][t], st['abs'][t]))
+            if st['route']:
+                routes.append(('%s/greedy%d/%d/%d' % (name, k + 1, l, t), [st['route'][t]]))
+    return out
+
+
 def write_i32(path, layers, n, k):
     vals = []
     for st in layers:
@@ -234,6 +263,11 @@ def write_i32(path, layers, n, k):
             vals += s + [-1] * (k - len(s)) if len(s) < k else s
     with open(path, 'wb') as f:
         f.write(struct.pack('<%di' % len(vals), *vals))
+
+
+def max_abs_vs(path, rows):  # the largest |rows - the float32 file's values|, of the same shape
+    g = struct.unpack('<%df' % (len(rows) * len(rows[0])), open(path, 'rb').read())
+    return max(abs(v - g[i * len(r) + j]) for i, r in enumerate(rows) for j, v in enumerate(r))
 
 
 def read_sets(path, L, n, k):
@@ -257,7 +291,7 @@ def main():
     it = iter(sys.argv[1:])
     for a in it:
         if a.startswith('--'):
-            opt[a[2:]] = next(it)
+            opt[a[2:]] = True if a == '--dense' else next(it)
         else:
             args.append(a)
     model_dir, prompts, name = args
@@ -271,8 +305,7 @@ def main():
     rep = {'prompt': name, 'n': n}
     gf = os.path.join(gdir, pr.get('logits_file', name + '.logits.f32'))
     if os.path.exists(gf):
-        g = struct.unpack('<%df' % (n * V), open(gf, 'rb').read())
-        rep['max_abs_vs_golden'] = max(abs(logits[i][j] - g[i * V + j]) for i in range(n) for j in range(V))
+        rep['max_abs_vs_golden'] = max_abs_vs(gf, logits)
         print('%s: max |logit - golden| over %d x %d: %.3g' % (name, n, V, rep['max_abs_vs_golden']))
     tf = os.path.join(gdir, pr.get('topk_file', name + '.topk.i32'))
     if os.path.exists(tf):
@@ -290,12 +323,24 @@ def main():
     if 'topk-out' in opt:
         write_i32(opt['topk-out'], per_layer, n, K)
         print('wrote %s: index sets [%d, %d, %d]' % (opt['topk-out'], L, n, K))
-    if 'mtp-out' in opt or 'mtp-topk-out' in opt or 'chain-out' in opt:
+    gold_mtp, gold_chain = os.path.join(gdir, name + '.mtp.f32'), os.path.join(gdir, name + '.chainDEPTH.f32')
+    check_mtp = c.get('num_nextn_predict_layers') and os.path.exists(gold_mtp)
+    check_chain = check_mtp and os.path.exists(gold_chain.replace('DEPTH', '1'))
+    if 'mtp-out' in opt or 'mtp-topk-out' in opt or 'chain-out' in opt or check_mtp:
         mtp = R.MTP(m)
         mi, mh, out = mtp.first(toks, fin)
         mst = m.stats[L]
         routes.append(('%s/mtp' % name, m.route_margin.get(L)))
         rows += [('%s/mtp/%d' % (name, t), mst['gap'][t], mst['abs'][t]) for t in range(n - 1) if mst['gap'][t] is not None]
+        if check_mtp:
+            rep['mtp_max_abs_vs_golden'] = max_abs_vs(gold_mtp, out)
+            print('%s: max |MTP logit - golden| over %d x %d: %.3g' % (name, n - 1, V, rep['mtp_max_abs_vs_golden']))
+            mtf = os.path.join(gdir, name + '.mtp.topk.i32')
+            if os.path.exists(mtf):
+                gold = read_sets(mtf, 1, n - 1, K)[0]
+                rep['mtp_sets_differing'] = sum(1 for t in range(n - 1) if frozenset(mst['sel'][t]) != gold[t])
+                print('%s: MTP index sets differing from %s: %d of %d' % (
+                    name, os.path.basename(mtf), rep['mtp_sets_differing'], n - 1))
         if 'mtp-out' in opt:
             R.write_f32(opt['mtp-out'], out)
             print('wrote %s: MTP logits [%d, %d]' % (opt['mtp-out'], n - 1, V))
@@ -303,7 +348,7 @@ def main():
             write_i32(opt['mtp-topk-out'], [mst], n - 1, K)
             print('wrote %s: MTP index sets [1, %d, %d]' % (opt['mtp-topk-out'], n - 1, K))
         fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3)
-        if 'chain-out' in opt:  # mtp_reference's chained passes, noting each new row's gap and routing
+        if 'chain-out' in opt or check_chain:  # mtp_reference's chained passes, noting each new row's gap and routing
             for d in (1, 2):
                 cr = []
                 for p in range(n - 1 - d):
@@ -317,9 +362,36 @@ def main():
                     if m.route_margin.get(L):
                         routes.append(('%s/chain%d/%d' % (name, d, t), [m.route_margin[L][t]]))
                     cr.append(mtp.logits(prev))
-                path = opt['chain-out'].replace('DEPTH', str(d))
-                R.write_f32(path, cr)
-                print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (path, d, len(cr), V))
+                gp = gold_chain.replace('DEPTH', str(d))
+                if check_chain and os.path.exists(gp):
+                    rep['chain%d_max_abs_vs_golden' % d] = max_abs_vs(gp, cr)
+                    print('%s: max |chained MTP logit - golden|, depth %d, over %d x %d: %.3g' % (
+                        name, d, len(cr), V, rep['chain%d_max_abs_vs_golden' % d]))
+                if 'chain-out' in opt:
+                    path = opt['chain-out'].replace('DEPTH', str(d))
+                    R.write_f32(path, cr)
+                    print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (path, d, len(cr), V))
+    if 'greedy-out' in opt:
+        n_rows = len(rows)
+        g = greedy(m, toks, logits, int(opt.get('greedy-n', 16)), name, rows, routes)
+        rep['greedy'] = dict(g, boundary_rows=len(rows) - n_rows,
+                             min_rel_gap=min((r for _, r, _ in rows[n_rows:]), default=None))
+        with open(opt['greedy-out'], 'w') as fp:
+            json.dump(g, fp)
+            fp.write('\n')
+        print('wrote %s: %d greedy tokens %s, smallest margin %.3g; %d decode boundary rows, min relative gap %s' % (
+            opt['greedy-out'], len(g['tokens']), g['tokens'], min(g['margins']), len(rows) - n_rows,
+            '%.3g' % rep['greedy']['min_rel_gap'] if len(rows) > n_rows else '-'))
+    if 'dense' in opt:
+        _, dl = R.forward(R.Model(model_dir), toks)
+        sp = [max(abs(a - b) for a, b in zip(logits[t], dl[t])) for t in range(K, n)]
+        dn = max(abs(a - b) for t in range(min(K, n)) for a, b in zip(logits[t], dl[t]))
+        am = sum(1 for t in range(K, n) if max(range(V), key=lambda j: logits[t][j]) != max(range(V), key=lambda j: dl[t][j]))
+        rep['sparse_vs_dense'] = {'rows_dense_region_max_abs': dn, 'rows_sparse_region_max_abs': max(sp) if sp else None,
+                                  'rows_sparse_region_median': sorted(sp)[len(sp) // 2] if sp else None,
+                                  'argmax_changed_rows': am}
+        print('%s: dense MLA vs sparse: rows < %d differ by %.3g; rows >= %d by up to %s (median %s), argmax changed in %d' % (
+            name, K, dn, K, '%.3g' % max(sp) if sp else '-', '%.3g' % sorted(sp)[len(sp) // 2] if sp else '-', am))
     rep['fragility'] = gap_summary(rows)
     rep['fp8'] = dict(zip(('elements', 'within_1e-4_ulp_of_midpoint', 'within_1e-3_ulp_of_midpoint'), fp8_first))
     f = rep['fragility']
