@@ -15,18 +15,31 @@
 struct pool;
 
 /* Paged latent cache: one row [kv_c (kv_lora_rank) | k_pe (rope_dim)] per token per layer.
- * Block 0 is the null block; slot = block * block_size + offset. */
+ * Block 0 is the null block; slot = block * block_size + offset. A DeepSeek Sparse Attention
+ * model (V3.2) also keeps its indexer's key of every token at the same slot: index_dim e4m3
+ * codes and one fp32 scale per group of min(128, index_dim), so a block holds both caches of
+ * its tokens and both are allocated, prefix-shared, preempted and freed as one. */
 struct kv_cache {
 	int n_layers, n_blocks, block_size;
 	int kv_lora_rank, rope_dim, row; /* row = kv_lora_rank + rope_dim (576 for real models) */
 	enum dtype dtype;		 /* DT_F32 or DT_BF16 */
 	void *data;			 /* [n_layers][n_blocks * block_size][row] */
+	int index_dim, index_groups;	 /* 0: no indexer cache */
+	uint8_t *index_codes;		 /* [n_layers][n_blocks * block_size][index_dim] e4m3 */
+	float *index_scales;		 /* [n_layers][n_blocks * block_size][index_groups] */
 };
 
+/* index_dim 0: the latent cache alone (V2/V3); else with the indexer cache (V3.2). */
 int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size,
 		  int kv_lora_rank, int rope_dim, enum dtype dtype, struct err *e);
+int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int block_size, int kv_lora_rank,
+			  int rope_dim, enum dtype dtype, int index_dim, struct err *e);
 void kv_cache_fini(struct kv_cache *kv);
 size_t kv_cache_bytes_per_block(int n_layers, int block_size, int row, enum dtype dtype);
+/* The indexer cache's bytes of one block (0 for index_dim 0). */
+size_t kv_cache_index_bytes_per_block(int n_layers, int block_size, int index_dim);
+/* Elements of one fp8 scale group of the indexer key (DeepSeek's act_quant block, 128). */
+static inline int kv_cache_index_group(int index_dim) { return index_dim < 128 ? index_dim : 128; }
 
 /* Per-step metadata, built once by the runner and read by every layer. Sequences are in
  * reordered order: the first n_decodes run the backend's decode path, the rest the shared
@@ -64,6 +77,27 @@ struct attn_decode_args {
 	bool p_bf16;	       /* P·V may run in bf16: see mqa_job */
 };
 
+/* Sparse attention (DeepSeek Sparse Attention, V3.2) over the latent cache: every token of
+ * the step, prefill or decode, attends through the absorbed queries to the keys the indexer
+ * selected for it (attn/indexer.h), the same set for all its heads; causality is in the
+ * selection. Tokens [tok0, tok0 + n_tok) of the step run in one call. */
+struct attn_sparse_args {
+	const struct attn_meta *meta;
+	const struct kv_cache *kv;
+	int layer;
+	int n_heads;		   /* heads attended here (W*H under DCP after the q all-gather) */
+	float scale;
+	int tok0, n_tok;
+	const int32_t *sel_start;  /* [n_tokens + 1] of the step: token t attends this rank's local */
+	const int32_t *sel;	   /* keys sel[sel_start[t] .. sel_start[t + 1]) (ascending) */
+	const float *q;		   /* [n_tok, n_heads, row] absorbed query [q_abs | q_pe] */
+	float *out;		   /* [n_tok, n_heads, kv_lora_rank] */
+	float *lse;		   /* [n_tok, n_heads]; -inf, output 0 where no key is selected here */
+	struct pool *pool;
+	struct arena *scratch;
+	bool q_bf16, p_bf16;	   /* as attn_decode_args */
+};
+
 struct attn_backend {
 	const char *name;
 	int reorder_batch_threshold;	   /* largest q_len that is still a "decode" */
@@ -77,11 +111,17 @@ struct attn_backend {
 	 * the backend needs none. Allocates from `scratch`; sets meta->plan. */
 	int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e);
 	void (*decode)(const struct attn_decode_args *a);
+	/* Sparse backends (V3.2's models need one, other models a dense one): NULL when dense */
+	void (*sparse)(const struct attn_sparse_args *a);
 };
 
 /* Registry: every backend compiled in, in preference order. */
 int attn_backend_count(void);
 const struct attn_backend *attn_backend_at(int i);
 const struct attn_backend *attn_backend_by_name(const char *name); /* NULL if unknown */
+/* The first backend of the kind a model needs: sparse (DeepSeek Sparse Attention) or dense. */
+const struct attn_backend *attn_backend_default(bool sparse);
+/* Whether backend b can serve a model of that kind; else fills e naming the backends that can. */
+int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e);
 
 #endif

@@ -14,6 +14,13 @@ extern const struct attn_backend attn_backend_flashmla;
 /* FLASH_ATTN_MLA: VARLEN q_len, threshold 512, q_len > 1 under DCP only at interleave 1. */
 extern const struct attn_backend attn_backend_flash_attn_mla;
 
+/* FLASHMLA_SPARSE: DeepSeek Sparse Attention (V3.2): every token attends the keys its
+ * indexer selected through the shared MQA kernel, one job per (token, head group); VARLEN,
+ * any DCP interleave (the selection is of local keys). Dense models cannot use it. */
+extern const struct attn_backend attn_backend_flashmla_sparse;
+/* Bytes of the step arena one call of the sparse backend takes at most. */
+size_t attn_sparse_scratch_bytes(int n_threads, int n_tok, int n_heads, int topk, int kv_lora_rank, int rope_dim);
+
 /* Upper bound of the bytes the decode path of any backend takes from the per-step scratch
  * arena in one step (plan + per-thread work buffers + split-KV partials), for arena sizing:
  * n_threads of the pool, max_seqs / max_decode_tokens per step, n_heads attended (W*H under

@@ -11,8 +11,22 @@ size_t kv_cache_bytes_per_block(int n_layers, int block_size, int row, enum dtyp
 	return (size_t)n_layers * (size_t)block_size * (size_t)row * dtype_size(dtype);
 }
 
+size_t kv_cache_index_bytes_per_block(int n_layers, int block_size, int index_dim)
+{
+	if (index_dim <= 0)
+		return 0;
+	int groups = index_dim / kv_cache_index_group(index_dim);
+	return (size_t)n_layers * (size_t)block_size * ((size_t)index_dim + sizeof(float) * (size_t)groups);
+}
+
 int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size,
 		  int kv_lora_rank, int rope_dim, enum dtype dtype, struct err *e)
+{
+	return kv_cache_init_indexed(kv, n_layers, n_blocks, block_size, kv_lora_rank, rope_dim, dtype, 0, e);
+}
+
+int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int block_size, int kv_lora_rank,
+			  int rope_dim, enum dtype dtype, int index_dim, struct err *e)
 {
 	memset(kv, 0, sizeof *kv);
 	if (n_layers <= 0 || n_blocks <= 0 || block_size <= 0)
@@ -33,6 +47,26 @@ int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_siz
 	if (!kv->data)
 		return err_set(e, "kv cache: out of memory for %d blocks of %zu bytes", n_blocks,
 			       per_block);
+	if (index_dim < 0 || (index_dim > 0 && index_dim % kv_cache_index_group(index_dim))) {
+		free(kv->data);
+		kv->data = NULL;
+		return err_set(e, "kv cache: bad indexer key width %d", index_dim);
+	}
+	if (index_dim > 0) {
+		size_t slots = (size_t)n_layers * (size_t)n_blocks * (size_t)block_size;
+		int groups = index_dim / kv_cache_index_group(index_dim);
+		kv->index_codes = calloc(slots, (size_t)index_dim);
+		kv->index_scales = calloc(slots * (size_t)groups, sizeof(float));
+		if (!kv->index_codes || !kv->index_scales) {
+			free(kv->data);
+			free(kv->index_codes);
+			free(kv->index_scales);
+			memset(kv, 0, sizeof *kv);
+			return err_set(e, "kv cache: out of memory for the indexer cache of %d blocks", n_blocks);
+		}
+		kv->index_dim = index_dim;
+		kv->index_groups = groups;
+	}
 	kv->n_layers = n_layers;
 	kv->n_blocks = n_blocks;
 	kv->block_size = block_size;
@@ -46,6 +80,8 @@ int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_siz
 void kv_cache_fini(struct kv_cache *kv)
 {
 	free(kv->data);
+	free(kv->index_codes);
+	free(kv->index_scales);
 	memset(kv, 0, sizeof *kv);
 }
 
@@ -95,4 +131,21 @@ void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const 
 		    const float *k_pe, int n)
 {
 	kv_cache_write_strided(kv, layer, slots, kv_c, kv->kv_lora_rank, k_pe, kv->rope_dim, n);
+}
+
+void kv_cache_index_write(struct kv_cache *kv, int layer, const int64_t *slots, const uint8_t *codes,
+			  const float *scales, int n)
+{
+	int64_t n_slots = kv_cache_n_slots(kv);
+	CHECK(kv->index_dim > 0 && layer >= 0 && layer < kv->n_layers);
+	for (int i = 0; i < n; i++) {
+		if (slots[i] < 0)
+			continue;
+		CHECK(slots[i] < n_slots);
+		size_t at = (size_t)layer * (size_t)n_slots + (size_t)slots[i];
+		memcpy(kv->index_codes + at * (size_t)kv->index_dim, codes + (size_t)i * kv->index_dim,
+		       (size_t)kv->index_dim);
+		memcpy(kv->index_scales + at * (size_t)kv->index_groups, scales + (size_t)i * kv->index_groups,
+		       sizeof(float) * (size_t)kv->index_groups);
+	}
 }

@@ -35,4 +35,19 @@ void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const 
 void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots,
 			    const float *kv_c, int ld_c, const float *k_pe, int ld_pe, int n);
 
+/* The indexer cache (V3.2): writes n tokens' keys, codes [n, index_dim] (e4m3) and scales
+ * [n, index_groups], at slots[i] (< 0 skipped). */
+void kv_cache_index_write(struct kv_cache *kv, int layer, const int64_t *slots, const uint8_t *codes,
+			  const float *scales, int n);
+/* Row `slot` of `layer` of the indexer cache: index_dim codes, and its index_groups scales. */
+static inline const uint8_t *kv_cache_index_codes(const struct kv_cache *kv, int layer, int64_t slot)
+{
+	return kv->index_codes + ((size_t)layer * (size_t)kv_cache_n_slots(kv) + (size_t)slot) * (size_t)kv->index_dim;
+}
+static inline const float *kv_cache_index_scales(const struct kv_cache *kv, int layer, int64_t slot)
+{
+	return kv->index_scales +
+	       ((size_t)layer * (size_t)kv_cache_n_slots(kv) + (size_t)slot) * (size_t)kv->index_groups;
+}
+
 #endif

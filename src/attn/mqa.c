@@ -293,6 +293,14 @@ static void key_rows(const struct mqa_job *jb, const unsigned char *base, size_t
 {
 	int bs = jb->kv->block_size, b = k0 / bs, o = k0 % bs;
 	int64_t n_slots = kv_cache_n_slots(jb->kv);
+	if (jb->slots) {
+		for (int j = 0; j < n; j++) {
+			int64_t slot = jb->slots[k0 + j];
+			CHECK(slot >= 0 && slot < n_slots);
+			dst[j] = base + (size_t)slot * rb;
+		}
+		return;
+	}
 	for (int j = 0; j < n; j++) {
 		int64_t slot = (int64_t)jb->bt[b] * bs + o;
 		CHECK(slot >= 0 && slot < n_slots);

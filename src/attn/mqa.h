@@ -22,6 +22,7 @@ struct mqa_job {
 	const struct kv_cache *kv;
 	int layer;
 	const int32_t *bt;     /* block table row of the sequence */
+	const int64_t *slots;  /* NULL, or sparse attention: key k is row slots[k] (bt unused) */
 	float scale;
 	const float *q;	       /* [n_tok, n_heads, row] */
 	int n_tok, n_heads;

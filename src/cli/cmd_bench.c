@@ -309,8 +309,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	int64_t *slots = NULL;
 	float *logits = NULL;
 	struct decode_result res[MAX_BATCHES];
-	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : attn_backend_at(0);
-	if (!be)
+	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : NULL;
+	if (o->backend && !be)
 		return err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
 	if (pool_new(o->threads, &pool, e))
 		return -1;
@@ -330,11 +330,15 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		goto out;
 	t_load = mono_now_s() - t_load;
 	const struct model_config *c = model_config(m);
+	if (!be)
+		be = model_default_backend(m);
+	if (model_check_backend(m, be, e))
+		goto out;
 	int bs = 16 * (be->block_size_multiple > 0 ? be->block_size_multiple : 1);
 	int mb = (I + O + bs - 1) / bs;
 	/* the KV cache follows the activations, as the server's --kv-cache-dtype auto does */
 	enum dtype kvd = model_act_dtype(m) == DT_BF16 ? DT_BF16 : DT_F32;
-	if (kv_cache_init(&kv, c->num_hidden_layers, 1 + Bmax * mb, bs, c->kv_lora_rank, c->qk_rope_head_dim, kvd, e))
+	if (model_kv_cache_init(m, &kv, 1 + Bmax * mb, bs, kvd, e))
 		goto out;
 	bt = malloc(sizeof(int32_t) * (size_t)Bmax * mb);
 	tok = malloc(sizeof(int32_t) * (size_t)I);

@@ -52,8 +52,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	if (cli_ids_parse("--tokens", o->tokens, false, &tok, &n_tok, e))
 		return -1;
 	n = (int)n_tok;
-	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : attn_backend_at(0);
-	if (!be) {
+	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : NULL;
+	if (o->backend && !be) {
 		err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
 		goto out;
 	}
@@ -75,6 +75,10 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;
 	const struct model_config *cfg = model_config(m);
+	if (!be)
+		be = model_default_backend(m);
+	if (model_check_backend(m, be, e))
+		goto out;
 	for (int i = 0; i < n; i++)
 		if (tok[i] >= cfg->vocab_size) {
 			err_set(e, "--tokens: token %d outside the vocabulary (%d)", tok[i], cfg->vocab_size);
@@ -94,7 +98,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	int thr = attn_threshold_resolve(bl, 1, W, I, 0, why, sizeof why);
 	/* the cache dtype follows the activations: float32 runs are exact */
 	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16 : DT_F32;
-	if (kv_cache_init(&kv, cfg->num_hidden_layers, nb + 1, bs, cfg->kv_lora_rank, cfg->qk_rope_head_dim, kvd, e))
+	if (model_kv_cache_init(m, &kv, nb + 1, bs, kvd, e))
 		goto out;
 	logits = malloc(sizeof(float) * (size_t)n * (size_t)cfg->vocab_size);
 	bt = malloc(sizeof(int32_t) * (size_t)nb);

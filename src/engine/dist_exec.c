@@ -122,13 +122,13 @@ int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
 	return comm_plan_send(d->comm, &s, sizeof s, e);
 }
 
-static int default_block_size(const struct engine_args *a, const struct attn_backend **be,
+static int default_block_size(const struct engine_args *a, bool sparse, const struct attn_backend **be,
 			      struct err *e)
 {
 	const char *name = a->attention_backend;
 	if (!name || !*name)
 		name = getenv("MLASERVE_ATTENTION_BACKEND");
-	*be = name && *name ? attn_backend_by_name(name) : attn_backend_at(0);
+	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default(sparse);
 	if (!*be)
 		return err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", name);
 	int mult = (*be)->block_size_multiple > 0 ? (*be)->block_size_multiple : 1;
@@ -145,7 +145,7 @@ int dist_exec_check_args(const struct engine_args *a, struct err *e)
 		return err_set(e, "no model directory");
 	if (config_load(a->model_dir, &cfg, e) < 0)
 		return -1;
-	int bs = default_block_size(a, &be, e);
+	int bs = default_block_size(a, config_is_sparse(&cfg), &be, e);
 	if (bs < 0)
 		return -1;
 	if (comm_config_check(a->tp_size, a->dcp_size, cfg.num_attention_heads, a->dcp_interleave,
@@ -179,7 +179,6 @@ int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err
 	enum dtype kvd;
 	if (engine_args_open_model(a, &pool, &model, &kvd, e) < 0)
 		goto fatal;
-	const struct model_config *cfg = model_config(model);
 	int r = comm_plan_recv(c, &d.msg, e);
 	if (r < 0)
 		goto fatal;
@@ -196,8 +195,7 @@ int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err
 			s.n_blocks, s.block_size);
 		goto fatal;
 	}
-	if (kv_cache_init(&kv, model_kv_layers(model), s.n_blocks, s.block_size, cfg->kv_lora_rank,
-			  cfg->qk_rope_head_dim, (enum dtype)s.kv_dtype, e) < 0)
+	if (model_kv_cache_init(model, &kv, s.n_blocks, s.block_size, (enum dtype)s.kv_dtype, e) < 0)
 		goto fatal;
 	d.model = model;
 	d.backend = attn_backend_at(s.backend);

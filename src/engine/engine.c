@@ -238,22 +238,18 @@ static void *engine_main(void *arg)
 
 /* ---- lifecycle ---- */
 
+/* --attention-backend, else MLASERVE_ATTENTION_BACKEND, else the model's kind's first */
 static const struct attn_backend *pick_backend(const struct engine_options *o, struct err *e)
 {
-	if (o->backend)
-		return o->backend;
+	const struct attn_backend *b = o->backend;
 	const char *env = getenv("MLASERVE_ATTENTION_BACKEND");
-	if (env && *env) {
-		const struct attn_backend *b = attn_backend_by_name(env);
-		if (!b)
-			err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", env);
-		return b;
-	}
-	if (attn_backend_count() < 1) {
-		err_set(e, "no attention backend compiled in");
+	if (!b && env && *env && !(b = attn_backend_by_name(env))) {
+		err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", env);
 		return NULL;
 	}
-	return attn_backend_at(0);
+	if (!b)
+		b = model_default_backend(o->model);
+	return model_check_backend(o->model, b, e) ? NULL : b;
 }
 
 int engine_new(const struct engine_options *o, struct engine **out, struct err *e)
@@ -307,8 +303,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	/* KV pool: the byte budget, but never more blocks than max_num_seqs full sequences use */
-	int row = eng->cfg->kv_lora_rank + eng->cfg->qk_rope_head_dim;
-	size_t per_block = kv_cache_bytes_per_block(model_kv_layers(o->model), bs, row, o->kv_dtype);
+	size_t per_block = model_kv_bytes_per_block(o->model, bs, o->kv_dtype);
 	size_t budget = o->kv_cache_memory;
 	if (budget == 0) {
 		budget = bigmem_available() / 4;
@@ -327,8 +322,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	eng->n_blocks = (int)nb + 1; /* + the null block */
-	if (kv_cache_init(&eng->kv, model_kv_layers(o->model), eng->n_blocks, bs,
-			  eng->cfg->kv_lora_rank, eng->cfg->qk_rope_head_dim, o->kv_dtype, e) < 0)
+	if (model_kv_cache_init(o->model, &eng->kv, eng->n_blocks, bs, o->kv_dtype, e) < 0)
 		goto fail;
 	sample_rng_seed(&eng->rng, o->seed);
 	uint64_t hash_key = sample_rng_next(&eng->rng) ^ (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)eng;

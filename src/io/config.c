@@ -97,9 +97,11 @@ static int check_architectures(struct src s)
 	const json_t *v;
 	json_array_foreach(a, i, v) {
 		const char *n = json_string_value(v);
-		if (!n || (strcmp(n, "DeepseekV2ForCausalLM") && strcmp(n, "DeepseekV3ForCausalLM")))
+		if (!n || (strcmp(n, "DeepseekV2ForCausalLM") && strcmp(n, "DeepseekV3ForCausalLM") &&
+			   strcmp(n, "DeepseekV32ForCausalLM")))
 			return json_util_bad(s.e, s.what, "architectures", v, "unsupported",
-					     "expected DeepseekV2ForCausalLM or DeepseekV3ForCausalLM");
+					     "expected DeepseekV2ForCausalLM, DeepseekV3ForCausalLM or "
+					     "DeepseekV32ForCausalLM");
 	}
 	return 0;
 }
@@ -280,10 +282,30 @@ static int parse_quant(struct src root, struct model_config *c)
 	return 0;
 }
 
+/* DeepSeek Sparse Attention's indexer (deepseek_v32; vLLM reads the same keys) */
+static int parse_indexer(struct src s, struct model_config *c)
+{
+	if (get_int(s, "index_n_heads", true, 0, 1, &c->index_n_heads) ||
+	    get_int(s, "index_head_dim", true, 0, 2, &c->index_head_dim) ||
+	    get_int(s, "index_topk", true, 0, 1, &c->index_topk) ||
+	    json_util_bool(s.o, s.what, "indexer_rope_interleave", false, &c->indexer_rope_interleave, s.e) < 0)
+		return -1;
+	int d = c->index_head_dim;
+	if ((d & (d - 1)) || d > 1024)
+		return json_util_bad(s.e, s.what, "index_head_dim", json_util_get(s.o, "index_head_dim"), "invalid",
+				     "expected a power of two <= 1024 (the indexer's Hadamard rotation)");
+	if (d < c->qk_rope_head_dim)
+		return json_util_bad(s.e, s.what, "index_head_dim", json_util_get(s.o, "index_head_dim"), "invalid",
+				     "expected >= qk_rope_head_dim %d (rope covers its first dims)", c->qk_rope_head_dim);
+	if (c->q_lora_rank <= 0)
+		return err_set(s.e, "%s: deepseek_v32 needs q_lora_rank > 0 (the indexer reads the q latent)", s.what);
+	return 0;
+}
+
 static int parse_root(const json_t *root, const char *what, struct model_config *c,
 		      struct err *e)
 {
-	static const char *const types[] = {"deepseek_v2", "deepseek_v3"};
+	static const char *const types[] = {"deepseek_v2", "deepseek_v3", "deepseek_v32"};
 	static const char *const acts[] = {"silu"};
 	static const char *const dtypes[] = {"bfloat16", "float16", "float32"};
 	struct src s = {root, what, e};
@@ -294,11 +316,11 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 		return err_set(e, "%s: expected a JSON object, got %s", what,
 			       json_util_show(root, buf, sizeof buf));
 	}
-	if (get_enum(s, "model_type", NULL, types, 2, "deepseek_v2 or deepseek_v3", &mt) ||
+	if (get_enum(s, "model_type", NULL, types, 3, "deepseek_v2, deepseek_v3 or deepseek_v32", &mt) ||
 	    check_architectures(s) ||
 	    get_enum(s, "hidden_act", "silu", acts, 1, "silu", &act))
 		return -1;
-	bool v3 = mt == 1;
+	bool v3 = mt >= 1; /* V3.2 is V3 plus the indexer */
 	snprintf(c->model_type, sizeof c->model_type, "%s", types[mt]);
 	const char *dkey = json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype";
 	if (parse_dims(s, v3, c) || parse_moe(s, v3, c) ||
@@ -307,7 +329,7 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 	    parse_rope(s, c) || parse_quant(s, c) ||
 	    json_util_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings, e) < 0 ||
 	    get_token_id(s, "bos_token_id", &c->bos_token_id) ||
-	    get_token_id(s, "eos_token_id", &c->eos_token_id))
+	    get_token_id(s, "eos_token_id", &c->eos_token_id) || (mt == 2 && parse_indexer(s, c)))
 		return -1;
 	const json_t *dv = json_object_get(root, dkey);
 	if (dv && !json_is_null(dv)) {

@@ -10,7 +10,7 @@ enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED_GREEDY, TOPK_NOAUX_TC };
 enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 
 struct model_config {
-	char model_type[32];	    /* "deepseek_v2" | "deepseek_v3" */
+	char model_type[32];	    /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" */
 	int vocab_size;
 	int hidden_size;	    /* D */
 	int intermediate_size;	    /* dense MLP width */
@@ -50,7 +50,15 @@ struct model_config {
 	int fp8_block_rows, fp8_block_cols; /* weight_block_size, 128x128 */
 	bool fp8_scale_ue8m0;	      /* scale_fmt "ue8m0" */
 	char torch_dtype[16];	      /* "bfloat16", "float32", ... as written */
+	/* DeepSeek Sparse Attention (deepseek_v32): the lightning indexer of every layer scores
+	 * the past tokens with index_n_heads heads of index_head_dim and MLA attends to the
+	 * index_topk best; index_topk 0 = dense MLA (V2/V3) */
+	int index_n_heads, index_head_dim, index_topk;
+	bool indexer_rope_interleave; /* vLLM's key; false (DeepSeek's): NeoX halves */
 };
+
+/* The model uses DeepSeek Sparse Attention (V3.2). */
+static inline bool config_is_sparse(const struct model_config *c) { return c->index_topk > 0; }
 
 /* Reads and validates DIR/config.json. Unsupported values: error naming the key and value. */
 int config_load(const char *dir, struct model_config *cfg, struct err *e);

@@ -14,17 +14,10 @@
 
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
 
-/* Roofline accounting: weights read by this step. */
-static void used(struct model *m, const struct wmat *w)
-{
-	m->step_weight_bytes += wmat_bytes(w);
-}
-
-static bool act_bf16(const struct model *m) { return m->opt.act_dtype == DT_BF16; }
 
 static void act_round(const struct model *m, float *x, size_t n)
 {
-	if (act_bf16(m))
+	if (model_act_bf16(m))
 		ops_round_bf16(x, (int64_t)n);
 }
 
@@ -32,17 +25,11 @@ static void act_round(const struct model *m, float *x, size_t n)
  * multiplied, which is the contract that lets the kernels run bf16 dot products. An output
  * that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 = act_bf16),
  * in the threads that computed it rather than in a serial pass afterwards. */
-static void gemm_run(const struct model *m, int n_jobs, struct gemm_job *j)
-{
-	for (int i = 0; i < n_jobs; i++)
-		j[i].x_bf16 = m->opt.act_dtype == DT_BF16;
-	ops_gemm_multi(m->opt.pool, n_jobs, j);
-}
 
 static void gemm1(const struct model *m, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
 {
 	struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .n = n, .y = y, .ldy = ldy};
-	gemm_run(m, 1, &j);
+	model_gemm_run(m, 1, &j);
 }
 
 /* ---- elementwise work spread over the pool (the step's serial fraction) ---- */
@@ -56,10 +43,9 @@ struct ew_ctx {
 	const int *slot_of, *ids;
 	const float *tw;
 	int k;
-	/* MLA q / latent rows; qd: the decode tokens' absorbed queries [td, H, Lkv+dr] */
+	/* MLA q / latent rows */
 	const int32_t *pos;
-	float *qd;
-	int H, dn, dr, Lkv, td;
+	int H, dn, dr, Lkv;
 };
 
 #define EW_CHUNK 8192
@@ -86,7 +72,7 @@ static void round_range(void *arg, int begin, int end, int tid)
 /* act_round over the pool: for the large ones (batch x heads x latent) */
 static void par_act_round(struct model *m, float *x, size_t n)
 {
-	if (!act_bf16(m) || n == 0)
+	if (!model_act_bf16(m) || n == 0)
 		return;
 	if (n <= EW_CHUNK) {
 		ops_round_bf16(x, (int64_t)n);
@@ -152,8 +138,7 @@ static void combine_range(void *arg, int begin, int end, int tid)
 }
 
 /* per token: the latent norm on kv_c, RoPE on q_pe (every head) and k_pe, then q and the
- * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]); a
- * decode token's q_pe also goes to its absorbed queries qd */
+ * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]) */
 static void qk_range(void *arg, int begin, int end, int tid)
 {
 	const struct ew_ctx *c = arg;
@@ -164,15 +149,10 @@ static void qk_range(void *arg, int begin, int end, int tid)
 		ops_rmsnorm(kv, row, kv, row, c->w, 1, c->Lkv, c->eps);
 		ops_rope_apply(&m->rope, q + c->dn, c->H, c->dn + c->dr, c->pos[t]);
 		ops_rope_apply(&m->rope, kv + c->Lkv, 1, row, c->pos[t]);
-		if (act_bf16(m)) {
+		if (model_act_bf16(m)) {
 			ops_round_bf16(q, qw);
 			ops_round_bf16(kv, row);
 		}
-		if (t >= c->td)
-			continue;
-		for (int hh = 0; hh < c->H; hh++)
-			memcpy(c->qd + ((size_t)t * c->H + hh) * row + c->Lkv, q + (size_t)hh * (c->dn + c->dr) + c->dn,
-			       sizeof(float) * (size_t)c->dr);
 	}
 }
 
@@ -197,8 +177,15 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 	if (a->n_decodes < 0 || a->n_decodes > a->n_seqs || a->n_decode_tokens != a->query_start[a->n_decodes])
 		return err_set(e, "forward: n_decodes %d / n_decode_tokens %d inconsistent with query_start", a->n_decodes,
 			       a->n_decode_tokens);
-	if (a->n_decodes > 0 && (!backend || !backend->decode))
-		return err_set(e, "forward: %d decode sequences but no attention backend", a->n_decodes);
+	if (config_is_sparse(c)) {
+		if (attn_backend_check(backend, true, e))
+			return err_prefix(e, "forward");
+		if (kv->index_dim != c->index_head_dim)
+			return err_set(e, "forward: the kv cache has no indexer cache of width %d (sparse attention)",
+				       c->index_head_dim);
+	} else if (a->n_decodes > 0 && (!backend || !backend->decode)) {
+		return err_set(e, "forward: %d decode sequences but no attention backend for them", a->n_decodes);
+	}
 	for (int t = 0; t < b->n_tokens; t++) {
 		if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
 			return err_set(e, "forward: token %d at row %d outside the vocabulary (%d)", b->tokens[t], t, c->vocab_size);
@@ -249,6 +236,86 @@ static int dcp_gather(void *ctx, const float *send, size_t n, float *recv, struc
 	return comm_dcp_allgather(ctx, send, n, recv, e);
 }
 
+/* Sparse attention runs its tokens through the absorbed path this many at a time (bounds
+ * the [tokens, heads, 576] buffers whatever the batch) */
+#define SPARSE_CHUNK 256
+
+/* The absorbed path (mla-dcp-spec §2.6) of the step's tokens [t0, t0 + nt) (q: the step's
+ * [n, H, dn+dr], o: [n, H, dv]): q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; [q_abs | q_pe] attends
+ * the latent cache (under DCP the group's heads attend this rank's shard, partial outputs
+ * merged by their LSE); o[t,h] = W_UV[h] · o_lat[t,h]. sel_start / sel: sparse attention's
+ * selection (the backend's sparse call); NULL: the dense decode path (tokens [0, td)). */
+static int absorbed(struct model *m, int li, const struct attn_meta *meta, struct kv_cache *kv,
+		    const struct attn_backend *backend, const float *q, int t0, int nt, const int32_t *sel_start,
+		    const int32_t *sel, float *o, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	const struct layer_weights *l = &m->layers[li];
+	int H = m->n_heads_local, dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+	int Lkv = c->kv_lora_rank, qw = H * (dn + dr), row = Lkv + dr;
+	int W = meta->dcp_size > 1 ? meta->dcp_size : 1, Hg = W * H; /* heads attended */
+	bool bf = model_act_bf16(m);
+	float *qd = ALLOC(m, float, (size_t)nt * H * row);    /* [nt, H, Lkv+dr] */
+	float *olat = ALLOC(m, float, (size_t)nt * H * Lkv); /* [nt, H, Lkv] */
+	float *lse = ALLOC(m, float, (size_t)nt * H);	      /* [nt, H] */
+	struct wmat *wv = ALLOC(m, struct wmat, H);
+	struct gemm_job *j = ALLOC(m, struct gemm_job, H);
+	const float *qt = q + (size_t)t0 * qw;
+	for (int t = 0; t < nt; t++) /* q_pe, with its RoPE (qk_range) */
+		for (int hh = 0; hh < H; hh++)
+			memcpy(qd + ((size_t)t * H + hh) * row + Lkv, qt + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
+			       sizeof(float) * (size_t)dr);
+	for (int hh = 0; hh < H; hh++) {
+		j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = qt + (size_t)hh * (dn + dr), .ldx = qw,
+					  .y = qd + (size_t)hh * row, .ldy = H * row, .n = nt, .round_bf16 = bf};
+		if (t0 == 0)
+			model_used(m, &l->uk_t[hh]);
+	}
+	model_gemm_run(m, H, j);
+	/* qd [nt, H, :Lkv] = q_abs */
+	const float *qa = qd;
+	float *oa = olat, *la = lse;
+	struct comm *cm = m->opt.comm;
+	if (W > 1) { /* DCP (mla-dcp-spec §4.4-4.5) */
+		float *qg = ALLOC(m, float, (size_t)nt * Hg * row); /* [nt, W*H, Lkv+dr] */
+		oa = ALLOC(m, float, (size_t)nt * Hg * Lkv);	     /* [nt, W*H, Lkv] */
+		la = ALLOC(m, float, (size_t)nt * Hg);		     /* [nt, W*H] */
+		if (comm_dcp_allgather_inner(cm, qd, (size_t)nt, (size_t)H * row, qg, e))
+			return err_prefix(e, "layer %d: dcp q all-gather", li);
+		qa = qg;
+	}
+	if (sel) {
+		struct attn_sparse_args sa = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
+					      .tok0 = t0, .n_tok = nt, .sel_start = sel_start, .sel = sel, .q = qa,
+					      .out = oa, .lse = la, .pool = m->opt.pool, .scratch = &m->arena,
+					      .q_bf16 = bf, .p_bf16 = bf};
+		backend->sparse(&sa);
+	} else {
+		struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
+					      .q = qa, .out = oa, .lse = la, .pool = m->opt.pool, .scratch = &m->arena,
+					      .q_bf16 = bf, .p_bf16 = bf};
+		backend->decode(&da);
+	}
+	if (W > 1) {
+		float *lses = ALLOC(m, float, (size_t)W * nt * Hg); /* [W, nt, W*H] */
+		if (comm_dcp_allgather(cm, la, (size_t)nt * Hg, lses, e))
+			return err_prefix(e, "layer %d: dcp lse all-gather", li);
+		dcp_lse_correct(lses, W, nt, Hg, meta->dcp_rank, oa, Lkv, NULL);
+		if (comm_dcp_reduce_scatter_inner(cm, oa, (size_t)nt, (size_t)H * Lkv, olat, e))
+			return err_prefix(e, "layer %d: dcp reduce-scatter", li);
+	}
+	par_act_round(m, olat, (size_t)nt * H * Lkv);
+	for (int hh = 0; hh < H; hh++) {
+		wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
+		j[hh] = (struct gemm_job){.w = &wv[hh], .x = olat + (size_t)hh * Lkv, .ldx = H * Lkv,
+					  .y = o + ((size_t)t0 * H + hh) * dv, .ldy = H * dv, .n = nt, .round_bf16 = bf};
+		if (t0 == 0)
+			model_used(m, &wv[hh]);
+	}
+	model_gemm_run(m, H, j);
+	return 0;
+}
+
 static int attention(struct model *m, int li, const struct batch *b, const struct attn_meta *meta,
 		     struct kv_cache *kv, const struct attn_backend *backend, const float *xn, float *h,
 		     struct err *e)
@@ -260,115 +327,79 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	int n = b->n_tokens, D = c->hidden_size, H = m->n_heads_local, dn = c->qk_nope_head_dim;
 	int dr = c->qk_rope_head_dim, dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
 	int qw = H * (dn + dr), row = Lkv + dr;
-	int W = meta->dcp_size > 1 ? meta->dcp_size : 1, Hg = W * H; /* heads attended in decode */
+	bool sparse = config_is_sparse(c);
 	float *q = ALLOC(m, float, (size_t)n * qw);	 /* [n, H, dn+dr] */
 	float *kvr = ALLOC(m, float, (size_t)n * row);	 /* [n, Lkv+dr] */
+	float *cq = NULL;				 /* [n, Lq] */
 	if (Lq > 0) {
-		float *cq = ALLOC(m, float, (size_t)n * Lq); /* [n, Lq] */
+		cq = ALLOC(m, float, (size_t)n * Lq);
 		struct gemm_job j[2] = {
-			{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n, .round_bf16 = act_bf16(m)},
-			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = act_bf16(m)}};
-		gemm_run(m, 2, j);
+			{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n, .round_bf16 = model_act_bf16(m)},
+			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = model_act_bf16(m)}};
+		model_gemm_run(m, 2, j);
 		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
 		act_round(m, cq, (size_t)n * Lq);
 		gemm1(m, &l->q_b, cq, Lq, n, q, qw);
-		used(m, &l->q_a);
-		used(m, &l->q_b);
+		model_used(m, &l->q_a);
+		model_used(m, &l->q_b);
 	} else {
-		used(m, &l->q_proj);
+		model_used(m, &l->q_proj);
 		/* q is rounded after RoPE only */
 		struct gemm_job j[2] = {
 			{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
-			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = act_bf16(m)}};
-		gemm_run(m, 2, j);
+			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = model_act_bf16(m)}};
+		model_gemm_run(m, 2, j);
 	}
-	used(m, &l->kv_a);
-	used(m, &l->o_proj);
-	int td = meta->n_decode_tokens;
-	float *qd = td > 0 ? ALLOC(m, float, (size_t)td * H * row) : NULL; /* [td, H, Lkv+dr] */
+	model_used(m, &l->kv_a);
+	model_used(m, &l->o_proj);
 	struct ew_ctx qk = {.m = m, .out = q, .y = kvr, .w = l->kv_a_norm, .eps = c->rms_norm_eps, .pos = b->positions,
-			    .qd = qd, .H = H, .dn = dn, .dr = dr, .Lkv = Lkv, .td = td};
+			    .H = H, .dn = dn, .dr = dr, .Lkv = Lkv};
 	pool_for(pool, n, 4, qk_range, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
 	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
 
 	float *o = ALLOC(m, float, (size_t)n * H * dv); /* [n, H, dv] */
-	if (meta->n_decodes < meta->n_seqs) {
-		struct attn_prefill_args pa = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .nope_dim = dn,
-					       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
-					       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
-					       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena,
-					       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm,
-					       .bf16 = m->opt.act_dtype == DT_BF16};
-		if (attn_prefill(&pa, e))
-			return err_prefix(e, "layer %d", li);
-		used(m, &l->kv_b);
+	if (sparse) { /* every token: the indexer's top-k, then the absorbed path over them */
+		int32_t *sel_start = ALLOC(m, int32_t, n + 1), *sel = NULL;
+		if (model_indexer(m, li, b, meta, kv, xn, cq, sel_start, &sel, e))
+			return -1;
+		for (int t0 = 0; t0 < n; t0 += SPARSE_CHUNK) {
+			size_t mark = m->arena.used;
+			if (absorbed(m, li, meta, kv, backend, q, t0, n - t0 < SPARSE_CHUNK ? n - t0 : SPARSE_CHUNK,
+				     sel_start, sel, o, e))
+				return -1;
+			m->arena.used = mark;
+		}
+	} else {
+		if (meta->n_decodes < meta->n_seqs) {
+			struct attn_prefill_args pa = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .nope_dim = dn,
+						       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
+						       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
+						       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena,
+						       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm,
+						       .bf16 = m->opt.act_dtype == DT_BF16};
+			if (attn_prefill(&pa, e))
+				return err_prefix(e, "layer %d", li);
+			model_used(m, &l->kv_b);
+		}
+		int td = meta->n_decode_tokens;
+		if (td > 0 && absorbed(m, li, meta, kv, backend, q, 0, td, NULL, NULL, o, e))
+			return -1;
+		/* the prefill rows (the decode rows: rounded by W_UV) */
+		act_round(m, o + (size_t)td * H * dv, (size_t)(n - td) * H * dv);
 	}
-	if (td > 0) {
-		/* absorbed path: q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; q576 = [q_abs | q_pe] */
-		float *olat = ALLOC(m, float, (size_t)td * H * Lkv); /* [td, H, Lkv] */
-		float *lse = ALLOC(m, float, (size_t)td * H);	      /* [td, H] */
-		struct wmat *wv = ALLOC(m, struct wmat, H);
-		struct gemm_job *j = ALLOC(m, struct gemm_job, H);
-		for (int hh = 0; hh < H; hh++) {
-			j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = q + (size_t)hh * (dn + dr), .ldx = qw,
-						  .y = qd + (size_t)hh * row, .ldy = H * row, .n = td,
-						  .round_bf16 = act_bf16(m)};
-		}
-		gemm_run(m, H, j);
-		for (int hh = 0; hh < H; hh++)
-			used(m, &l->uk_t[hh]);
-		/* qd [td, H, :Lkv] = q_abs; its q_pe columns came with RoPE (qk_range) */
-		if (W == 1) {
-			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .scale = m->scale,
-						      .q = qd, .out = olat, .lse = lse, .pool = pool, .scratch = &m->arena,
-						      .q_bf16 = m->opt.act_dtype == DT_BF16, .p_bf16 = m->opt.act_dtype == DT_BF16};
-			backend->decode(&da);
-		} else {
-			/* DCP (mla-dcp-spec §4.4-4.5): the group's heads attend this rank's KV shard,
-			 * partial outputs are rescaled by their LSE share and summed back per head */
-			float *qg = ALLOC(m, float, (size_t)td * Hg * row);	 /* [td, W*H, Lkv+dr] */
-			float *og = ALLOC(m, float, (size_t)td * Hg * Lkv);	 /* [td, W*H, Lkv] */
-			float *lg = ALLOC(m, float, (size_t)td * Hg);		 /* [td, W*H] */
-			float *lses = ALLOC(m, float, (size_t)W * td * Hg);	 /* [W, td, W*H] */
-			struct comm *cm = m->opt.comm;
-			if (comm_dcp_allgather_inner(cm, qd, (size_t)td, (size_t)H * row, qg, e))
-				return err_prefix(e, "layer %d: dcp q all-gather", li);
-			struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
-						      .q = qg, .out = og, .lse = lg, .pool = pool, .scratch = &m->arena,
-						      .q_bf16 = m->opt.act_dtype == DT_BF16, .p_bf16 = m->opt.act_dtype == DT_BF16};
-			backend->decode(&da);
-			if (comm_dcp_allgather(cm, lg, (size_t)td * Hg, lses, e))
-				return err_prefix(e, "layer %d: dcp lse all-gather", li);
-			dcp_lse_correct(lses, W, td, Hg, meta->dcp_rank, og, Lkv, NULL);
-			if (comm_dcp_reduce_scatter_inner(cm, og, (size_t)td, (size_t)H * Lkv, olat, e))
-				return err_prefix(e, "layer %d: dcp reduce-scatter", li);
-		}
-		par_act_round(m, olat, (size_t)td * H * Lkv);
-		/* o[t,h] = W_UV[h] · o_lat[t,h] */
-		for (int hh = 0; hh < H; hh++) {
-			wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
-			j[hh] = (struct gemm_job){.w = &wv[hh], .x = olat + (size_t)hh * Lkv, .ldx = H * Lkv,
-						  .y = o + (size_t)hh * dv, .ldy = H * dv, .n = td,
-						  .round_bf16 = act_bf16(m)};
-			used(m, &wv[hh]);
-		}
-		gemm_run(m, H, j);
-	}
-	/* the prefill rows (the decode rows: rounded by W_UV) */
-	act_round(m, o + (size_t)td * H * dv, (size_t)(n - td) * H * dv);
 	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
 		float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] */
 		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
-		gemm_run(m, 1, &jo);
+		model_gemm_run(m, 1, &jo);
 		if (tp_sum(m, y, (size_t)n * D, e))
 			return err_prefix(e, "layer %d: o_proj all-reduce", li);
 		residual_add(m, h, y, (size_t)n * D);
 		return 0;
 	}
 	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1,
-			      .round_bf16 = act_bf16(m)};
-	gemm_run(m, 1, &jo);
+			      .round_bf16 = model_act_bf16(m)};
+	model_gemm_run(m, 1, &jo);
 	return 0;
 }
 
@@ -385,25 +416,25 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		int I = l->gate.rows;
 		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
 		struct gemm_job j[2] = {
-			{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n, .round_bf16 = act_bf16(m)},
-			{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n, .round_bf16 = act_bf16(m)}};
-		gemm_run(m, 2, j);
-		used(m, &l->gate);
-		used(m, &l->up);
-		used(m, &l->down);
+			{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)},
+			{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)}};
+		model_gemm_run(m, 2, j);
+		model_used(m, &l->gate);
+		model_used(m, &l->up);
+		model_used(m, &l->down);
 		par_silu_mul(m, g, g, u, (size_t)n * I);
 		if (tp) {
 			float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] partial */
 			struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = y, .ldy = D, .n = n};
-			gemm_run(m, 1, &jd);
+			model_gemm_run(m, 1, &jd);
 			if (tp_sum(m, y, (size_t)n * D, e))
 				return err_prefix(e, "layer %d: mlp all-reduce", li);
 			residual_add(m, h, y, (size_t)n * D);
 			return 0;
 		}
 		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1,
-				      .round_bf16 = act_bf16(m)};
-		gemm_run(m, 1, &jd);
+				      .round_bf16 = model_act_bf16(m)};
+		model_gemm_run(m, 1, &jd);
 		return 0;
 	}
 	/* the router is replicated: every rank picks the same experts and runs its slice of each */
@@ -411,9 +442,9 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	int Is = l->has_shared ? l->gate.rows : 0;
 	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
 	/* the router is a bf16 linear in bf16 engines: its logits are rounded */
-	struct gemm_job jr = {.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = act_bf16(m)};
-	gemm_run(m, 1, &jr);
-	used(m, &l->router);
+	struct gemm_job jr = {.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = model_act_bf16(m)};
+	model_gemm_run(m, 1, &jr);
+	model_used(m, &l->router);
 	int *ids = ALLOC(m, int, (size_t)n * k);	 /* [n, k] */
 	float *wts = ALLOC(m, float, (size_t)n * k);	 /* [n, k] */
 	struct route_params rp = {.n_experts = E, .top_k = k, .n_group = c->n_group, .topk_group = c->topk_group,
@@ -451,28 +482,28 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	for (int x = 0; x < E; x++) {
 		if (!count[x])
 			continue;
-		used(m, &l->e_gate[x]);
-		used(m, &l->e_up[x]);
-		used(m, &l->e_down[x]);
+		model_used(m, &l->e_gate[x]);
+		model_used(m, &l->e_up[x]);
+		model_used(m, &l->e_down[x]);
 		j[nj++] = (struct gemm_job){.w = &l->e_gate[x], .x = xg + (size_t)off[x] * D, .ldx = D,
 					    .y = gg + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
-					    .round_bf16 = act_bf16(m)};
+					    .round_bf16 = model_act_bf16(m)};
 		j[nj++] = (struct gemm_job){.w = &l->e_up[x], .x = xg + (size_t)off[x] * D, .ldx = D,
 					    .y = uu + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
-					    .round_bf16 = act_bf16(m)};
+					    .round_bf16 = model_act_bf16(m)};
 	}
 	if (l->has_shared) {
 		sg = ALLOC(m, float, (size_t)n * Is);
 		su = ALLOC(m, float, (size_t)n * Is);
-		used(m, &l->gate);
-		used(m, &l->up);
-		used(m, &l->down);
+		model_used(m, &l->gate);
+		model_used(m, &l->up);
+		model_used(m, &l->down);
 		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n,
-					    .round_bf16 = act_bf16(m)};
+					    .round_bf16 = model_act_bf16(m)};
 		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n,
-					    .round_bf16 = act_bf16(m)};
+					    .round_bf16 = model_act_bf16(m)};
 	}
-	gemm_run(m, nj, j);
+	model_gemm_run(m, nj, j);
 	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
 	if (l->has_shared)
 		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
@@ -490,7 +521,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	if (l->has_shared)
 		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n,
 					    .accumulate = !tp};
-	gemm_run(m, nj, j);
+	model_gemm_run(m, nj, j);
 	struct ew_ctx cc = {.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of,
 			    .tw = tw};
 	pool_for(pool, n, 4, combine_range, &cc);
@@ -547,7 +578,7 @@ static int head_logits(struct model *m, const struct wmat *head, const float *x,
 {
 	const struct model_config *c = &m->cfg;
 	int D = c->hidden_size;
-	used(m, head);
+	model_used(m, head);
 	if (m->tp_size <= 1) {
 		gemm1(m, head, x, D, n, logits, c->vocab_size);
 		return 0;
@@ -624,9 +655,9 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 	}
 	par_rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
 	par_rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
-	struct gemm_job j = {.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = act_bf16(m)};
-	gemm_run(m, 1, &j);
-	used(m, &t->eh_proj);
+	struct gemm_job j = {.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = model_act_bf16(m)};
+	model_gemm_run(m, 1, &j);
+	model_used(m, &t->eh_proj);
 	size_t mark = m->arena.used;
 	if (layer_forward(m, c->num_hidden_layers, b, &meta, kv, backend, xn, h, mark, e))
 		return -1;

@@ -255,14 +255,14 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 	return 0;
 }
 
-static int mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
+int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
 	       struct err *e)
 {
 	return mat_region(m, name, rows, cols, quantizable, 0, rows, 0, cols, w, e);
 }
 
 /* A 1-D (cols == 0) or small 2-D float tensor as an owned fp32 array. */
-static int vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e)
+int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e)
 {
 	float *v = own(m, sizeof(float) * (size_t)n);
 	if (!v)
@@ -438,7 +438,8 @@ static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *
 	for (int i = 0; i < m->n_layers; i++) {
 		struct layer_weights *l = &m->layers[i];
 		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
-				     &l->gate, &l->up, &l->down, &l->router};
+				     &l->gate, &l->up, &l->down, &l->router, &l->ix_wq_b, &l->ix_wk,
+				     &l->ix_weights_proj};
 		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
 			if (prepack(m, ws[k], bytes, count, ws[k] == &l->kv_b, e))
 				return -1;
@@ -490,20 +491,20 @@ static int load_layer(struct model *m, int i, struct err *e)
 	int h0 = m->head0, Hl = m->n_heads_local;
 	struct wmat kv_b_full;
 	size_t before_kvb;
-	if (vec_f32(m, NAME("input_layernorm.weight"), D, 1.0f, &l->attn_norm, e) ||
-	    vec_f32(m, NAME("post_attention_layernorm.weight"), D, 1.0f, &l->ffn_norm, e) ||
-	    vec_f32(m, NAME("self_attn.kv_a_layernorm.weight"), Lkv, 1.0f, &l->kv_a_norm, e) ||
-	    mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, true, &l->kv_a, e) ||
+	if (model_vec_f32(m, NAME("input_layernorm.weight"), D, 1.0f, &l->attn_norm, e) ||
+	    model_vec_f32(m, NAME("post_attention_layernorm.weight"), D, 1.0f, &l->ffn_norm, e) ||
+	    model_vec_f32(m, NAME("self_attn.kv_a_layernorm.weight"), Lkv, 1.0f, &l->kv_a_norm, e) ||
+	    model_mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, true, &l->kv_a, e) ||
 	    mat_part(m, NAME("self_attn.o_proj.weight"), D, H * dv, true, SPLIT_COLS, h0 * dv, Hl * dv, &l->o_proj, e))
 		return -1;
 	before_kvb = m->weight_bytes;
-	if (mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &kv_b_full, e))
+	if (model_mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &kv_b_full, e))
 		return -1;
 	l->kv_b = m->tp_size > 1 ? wmat_view(&kv_b_full, h0 * (dn + dv), Hl * (dn + dv), 0, Lkv) : kv_b_full;
 	m->weight_bytes = before_kvb + wmat_bytes(&l->kv_b);
 	if (Lq > 0) {
-		if (mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, true, &l->q_a, e) ||
-		    vec_f32(m, NAME("self_attn.q_a_layernorm.weight"), Lq, 1.0f, &l->q_a_norm, e) ||
+		if (model_mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, true, &l->q_a, e) ||
+		    model_vec_f32(m, NAME("self_attn.q_a_layernorm.weight"), Lq, 1.0f, &l->q_a_norm, e) ||
 		    mat_part(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, true, SPLIT_ROWS, h0 * (dn + dr),
 			     Hl * (dn + dr), &l->q_b, e))
 			return -1;
@@ -511,16 +512,16 @@ static int load_layer(struct model *m, int i, struct err *e)
 			    Hl * (dn + dr), &l->q_proj, e)) {
 		return -1;
 	}
-	if (build_uk_t(m, l, &kv_b_full, h0, Hl, dn, dv, e))
+	if (build_uk_t(m, l, &kv_b_full, h0, Hl, dn, dv, e) || (config_is_sparse(c) && model_load_indexer(m, i, l, e)))
 		return -1;
 	l->moe = config_layer_is_moe(c, i);
 	if (!l->moe)
 		return mlp_part(m, NAME("mlp.gate_proj.weight"), NAME2("mlp.up_proj.weight"), NAME3("mlp.down_proj.weight"),
 				c->intermediate_size, &l->gate, &l->up, &l->down, e);
 	int E = c->n_routed_experts, Im = c->moe_intermediate_size;
-	if (mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
+	if (model_mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
 		return -1;
-	if (c->topk_method == TOPK_NOAUX_TC && vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
+	if (c->topk_method == TOPK_NOAUX_TC && model_vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
 		return -1;
 	l->e_gate = own(m, sizeof(struct wmat) * (size_t)E);
 	l->e_up = own(m, sizeof(struct wmat) * (size_t)E);
@@ -559,7 +560,7 @@ static int mtp_shared_mat(struct model *m, const char *name, const char *model_n
 	if (split)
 		return mat_part(m, name, c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0, m->vocab_cols[m->tp_rank],
 				w, e);
-	return mat(m, name, c->vocab_size, c->hidden_size, false, w, e);
+	return model_mat(m, name, c->vocab_size, c->hidden_size, false, w, e);
 }
 
 static int load_mtp(struct model *m, struct err *e)
@@ -569,10 +570,10 @@ static int load_mtp(struct model *m, struct err *e)
 	struct mtp_weights *t = &m->mtp;
 	char n[256];
 #define MNAME(s) (snprintf(n, sizeof n, "model.layers.%d.%s", L, s), n)
-	if (vec_f32(m, MNAME("enorm.weight"), D, 1.0f, &t->enorm, e) ||
-	    vec_f32(m, MNAME("hnorm.weight"), D, 1.0f, &t->hnorm, e) ||
-	    vec_f32(m, MNAME("shared_head.norm.weight"), D, 1.0f, &t->head_norm, e) ||
-	    mat(m, MNAME("eh_proj.weight"), D, 2 * D, true, &t->eh_proj, e) ||
+	if (model_vec_f32(m, MNAME("enorm.weight"), D, 1.0f, &t->enorm, e) ||
+	    model_vec_f32(m, MNAME("hnorm.weight"), D, 1.0f, &t->hnorm, e) ||
+	    model_vec_f32(m, MNAME("shared_head.norm.weight"), D, 1.0f, &t->head_norm, e) ||
+	    model_mat(m, MNAME("eh_proj.weight"), D, 2 * D, true, &t->eh_proj, e) ||
 	    mtp_shared_mat(m, MNAME("embed_tokens.weight"), "model.embed_tokens.weight", false, &m->embed, &t->embed,
 			   &t->own_embed, e) ||
 	    mtp_shared_mat(m, MNAME("shared_head.head.weight"),
@@ -609,6 +610,10 @@ static size_t scratch_bytes(const struct model *m)
 	size_t dense = 4 * 2 * n * (size_t)c->intermediate_size;
 	size_t moe = 4 * (n * E + 2 * nk + 3 * (E + 1) + 2 * nk + nk * D + 2 * nk * Im + 2 * n * Is + nk * D + n * D) +
 		     (2 * E + 2) * sizeof(struct gemm_job);
+	if (config_is_sparse(c)) /* the indexer, then the absorbed path in chunks of 256 tokens */
+		attn += model_indexer_scratch_bytes(m) + 4 * (n + 1) + 64 +
+			attn_sparse_scratch_bytes(m->n_threads, n < 256 ? (int)n : 256, (int)H, c->index_topk, (int)Lkv,
+						  (int)dr);
 	size_t logits = n * D * 4;
 	/* TP / DCP: the all-reduce temporaries [2, n, D], lm_head's column slice [n, V/T], the
 	 * decode q all-gather [n, W*H, row], partial outputs and LSEs [W, n, W*H], the local
@@ -703,8 +708,8 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		goto fail;
 	}
 	int tty = isatty(2);
-	if (mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, false, &m->embed, e) ||
-	    vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
+	if (model_mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, false, &m->embed, e) ||
+	    model_vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
 		goto fail;
 	if (c->tie_word_embeddings) {
 		m->lm_head = m->tp_size > 1 ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
@@ -776,6 +781,31 @@ enum dtype model_act_dtype(const struct model *m) { return m->opt.act_dtype; }
 size_t model_step_weight_bytes(const struct model *m) { return m->step_weight_bytes; }
 int model_kv_layers(const struct model *m) { return m->n_layers; }
 bool model_has_mtp(const struct model *m) { return m->n_layers > m->cfg.num_hidden_layers; }
+
+static int index_dim(const struct model *m) { return config_is_sparse(&m->cfg) ? m->cfg.index_head_dim : 0; }
+
+size_t model_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
+{
+	return kv_cache_bytes_per_block(m->n_layers, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim, kv_dtype) +
+	       kv_cache_index_bytes_per_block(m->n_layers, block_size, index_dim(m));
+}
+
+int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size, enum dtype kv_dtype,
+			struct err *e)
+{
+	return kv_cache_init_indexed(kv, m->n_layers, n_blocks, block_size, m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim,
+				     kv_dtype, index_dim(m), e);
+}
+
+const struct attn_backend *model_default_backend(const struct model *m)
+{
+	return attn_backend_default(config_is_sparse(&m->cfg));
+}
+
+int model_check_backend(const struct model *m, const struct attn_backend *b, struct err *e)
+{
+	return attn_backend_check(b, config_is_sparse(&m->cfg), e);
+}
 
 void model_set_prefill_chunk(struct model *m, int ws_rows)
 {

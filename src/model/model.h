@@ -51,6 +51,16 @@ size_t model_step_weight_bytes(const struct model *m);
  * it was loaded (model_options.load_mtp). */
 int model_kv_layers(const struct model *m);
 bool model_has_mtp(const struct model *m);
+/* The KV cache this model needs: the latent cache of its model_kv_layers, and for DeepSeek
+ * Sparse Attention (V3.2) the indexer's key cache beside it; its bytes per block of
+ * block_size tokens (the budget's divisor), and its allocation. */
+size_t model_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype);
+int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
+			enum dtype kv_dtype, struct err *e);
+/* The attention backend this model runs by default (sparse for V3.2, else the first dense
+ * one), and whether `b` can run it (e filled naming the backends that can). */
+const struct attn_backend *model_default_backend(const struct model *m);
+int model_check_backend(const struct model *m, const struct attn_backend *b, struct err *e);
 
 /* One step's input. Rows are in the runner's reordered order (decodes first). */
 struct batch {

@@ -20,6 +20,11 @@ struct layer_weights {
 	struct wmat kv_b;		/* [H*(dn+dv), Lkv]: per head dn rows W_UK, dv rows W_UV */
 	struct wmat *uk_t;		/* [H] W_UK[h]ᵀ, each [Lkv, dn] */
 	struct wmat o_proj;		/* [D, H*dv] */
+	/* DeepSeek Sparse Attention's lightning indexer (V3.2; Hi heads of di), on every TP rank */
+	struct wmat ix_wq_b;		/* [Hi*di, Lq] */
+	struct wmat ix_wk;		/* [di, D] */
+	float *ix_k_norm_w, *ix_k_norm_b; /* [di] the LayerNorm of k */
+	struct wmat ix_weights_proj;	/* [Hi, D] the per-head weights */
 	bool moe;
 	struct wmat gate, up, down;	/* dense MLP, or the shared experts on MoE layers */
 	bool has_shared;
@@ -73,6 +78,33 @@ struct model {
 	struct owned *qbufs;		/* --quantization fp8's bytes, one buffer per weight (model.c) */
 	int n_qbufs, cap_qbufs;
 };
+
+/* A checkpoint matrix [rows, cols] (fp8 with its block scales where quantizable and the
+ * checkpoint has them) and a 1-D float tensor as owned fp32 (dummy_value under dummy
+ * weights); errors name the file and tensor (model.c). */
+int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
+	      struct err *e);
+int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
+
+/* The lightning indexer (model/indexer.c): layer i's weights; one step's selection for the
+ * batch (xn [n, D] the layer's normed input, cq [n, Lq] the normed q latent): writes the
+ * step's index keys to the indexer cache, then fills sel_start [n + 1] and *sel (scratch) as
+ * attn_index_select does; the scratch bytes of one layer's selection. */
+int model_load_indexer(struct model *m, int i, struct layer_weights *l, struct err *e);
+int model_indexer(struct model *m, int li, const struct batch *b, const struct attn_meta *meta, struct kv_cache *kv,
+		  const float *xn, const float *cq, int32_t *sel_start, int32_t **sel, struct err *e);
+size_t model_indexer_scratch_bytes(const struct model *m);
+
+/* Shared by forward.c and indexer.c: the step's GEMMs (bf16 activations: x rounded, see
+ * forward.c), the weight-bytes accounting, the activation rounding. */
+static inline bool model_act_bf16(const struct model *m) { return m->opt.act_dtype == DT_BF16; }
+static inline void model_gemm_run(const struct model *m, int n_jobs, struct gemm_job *j)
+{
+	for (int i = 0; i < n_jobs; i++)
+		j[i].x_bf16 = model_act_bf16(m);
+	ops_gemm_multi(m->opt.pool, n_jobs, j);
+}
+static inline void model_used(struct model *m, const struct wmat *w) { m->step_weight_bytes += wmat_bytes(w); }
 
 /* Test hook (used by test_mla_paths): the prefill workspace rows; values < 1 are clamped. */
 void model_set_prefill_chunk(struct model *m, int ws_rows);

@@ -74,3 +74,22 @@ void ops_rope_apply(const struct rope *r, float *x, int n, int stride, int pos)
 		}
 	}
 }
+
+void ops_rope_apply_neox(const struct rope *r, float *x, int n, int stride, int pos)
+{
+	int half = r->dim / 2;
+	float c[ROPE_MAX_PAIRS], s[ROPE_MAX_PAIRS];
+	for (int i = 0; i < half; i++) {
+		float ang = (float)pos * r->inv_freq[i];
+		c[i] = (float)cos(ang) * r->mscale;
+		s[i] = (float)sin(ang) * r->mscale;
+	}
+	for (int v = 0; v < n; v++) {
+		float *p = x + (size_t)v * (size_t)stride;
+		for (int i = 0; i < half; i++) {
+			float a = p[i], b = p[i + half];
+			p[i] = a * c[i] - b * s[i];
+			p[i + half] = b * c[i] + a * s[i];
+		}
+	}
+}

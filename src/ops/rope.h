@@ -31,5 +31,7 @@ float ops_yarn_mscale(float scale, float m);
 float ops_mla_softmax_scale(int qk_head_dim, const struct rope_params *p);
 /* Rotates n vectors of r->dim values at x, x + stride, ... for position pos. */
 void ops_rope_apply(const struct rope *r, float *x, int n, int stride, int pos);
+/* The same rotation on NeoX halves (x[i], x[i + dim/2]): the V3.2 indexer's layout. */
+void ops_rope_apply_neox(const struct rope *r, float *x, int n, int stride, int pos);
 
 #endif

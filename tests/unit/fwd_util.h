@@ -30,7 +30,8 @@ static inline int fwd_seq_init_layers(struct fwd_seq *s, const struct model_conf
 	/* scatter the blocks so that the paged lookup is really exercised */
 	for (int i = 0; i < s->max_blocks; i++)
 		s->bt[i] = s->max_blocks - i;
-	return kv_cache_init(&s->kv, n_layers, s->max_blocks + 1, FWD_BS, c->kv_lora_rank, c->qk_rope_head_dim, kvd, e);
+	return kv_cache_init_indexed(&s->kv, n_layers, s->max_blocks + 1, FWD_BS, c->kv_lora_rank, c->qk_rope_head_dim,
+				     kvd, config_is_sparse(c) ? c->index_head_dim : 0, e);
 }
 
 static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd, struct err *e)

@@ -511,12 +511,26 @@ static void test_dcp_naive_local_mask_is_wrong(void)
 
 static void test_capabilities(void)
 {
-	EXPECT_EQ_INT(attn_backend_count(), 3);
+	EXPECT_EQ_INT(attn_backend_count(), 4);
 	EXPECT(attn_backend_by_name("FLASHMLA") == &attn_backend_flashmla);
 	EXPECT(attn_backend_by_name("FLASH_ATTN_MLA") == &attn_backend_flash_attn_mla);
 	EXPECT(attn_backend_by_name("REFERENCE_MLA") == &attn_backend_reference_mla);
 	EXPECT(attn_backend_by_name("nope") == NULL && attn_backend_by_name(NULL) == NULL);
-	EXPECT(attn_backend_at(3) == NULL && attn_backend_at(-1) == NULL);
+	EXPECT(attn_backend_by_name("FLASHMLA_SPARSE") == &attn_backend_flashmla_sparse);
+	EXPECT(attn_backend_at(4) == NULL && attn_backend_at(-1) == NULL);
+	/* the dense backends, and the one sparse one (V3.2); each kind's default is its first */
+	for (int i = 0; i < attn_backend_count(); i++)
+		EXPECT((attn_backend_at(i)->sparse != NULL) == (attn_backend_at(i) == &attn_backend_flashmla_sparse) &&
+		       (attn_backend_at(i)->decode != NULL) != (attn_backend_at(i)->sparse != NULL));
+	EXPECT(attn_backend_default(false) == &attn_backend_flashmla);
+	EXPECT(attn_backend_default(true) == &attn_backend_flashmla_sparse);
+	struct err e;
+	EXPECT(attn_backend_check(&attn_backend_flashmla, false, &e) == 0);
+	EXPECT(attn_backend_check(&attn_backend_flashmla_sparse, true, &e) == 0);
+	EXPECT(attn_backend_check(&attn_backend_flashmla, true, &e) < 0 && strstr(e.msg, "FLASHMLA_SPARSE"));
+	EXPECT(attn_backend_check(&attn_backend_flashmla_sparse, false, &e) < 0 && strstr(e.msg, "REFERENCE_MLA"));
+	EXPECT(attn_backend_flashmla_sparse.supports_dcp_multi_token(1) &&
+	       attn_backend_flashmla_sparse.supports_dcp_multi_token(64));
 	EXPECT(attn_backend_reference_mla.query_len_support == QLEN_SINGLE_ONLY);
 	EXPECT(attn_backend_reference_mla.reorder_batch_threshold == 1);
 	EXPECT(attn_backend_reference_mla.supports_dcp_multi_token == NULL);
