@@ -20,14 +20,19 @@ int reasoning_parser_from_name(const char *name)
 	return -1;
 }
 
+static bool py_truthy(const json_t *t) /* Python's bool() of a kwarg (absent: false) */
+{
+	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_number(t) && json_number_value(t) == 0) &&
+	       !(json_is_string(t) && !json_string_length(t)) && !(json_is_array(t) && !json_array_size(t)) &&
+	       !(json_is_object(t) && !json_object_size(t));
+}
+
 bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 {
 	if (parser != REASONING_DEEPSEEK_V3)
 		return parser == REASONING_DEEPSEEK_R1;
-	const json_t *t = json_object_get(chat_template_kwargs, "thinking"); /* Python's bool() of it */
-	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_number(t) && json_number_value(t) == 0) &&
-	       !(json_is_string(t) && !json_string_length(t)) && !(json_is_array(t) && !json_array_size(t)) &&
-	       !(json_is_object(t) && !json_object_size(t));
+	return py_truthy(json_object_get(chat_template_kwargs, "thinking")) ||
+	       py_truthy(json_object_get(chat_template_kwargs, "enable_thinking"));
 }
 
 /* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */

@@ -11,8 +11,9 @@
  * ASCII, so the pieces given out stay whole UTF-8 sequences.
  *
  * deepseek_v3 (V3.1, V3.2: one model, thinking or not): the deepseek_r1 split for requests
- * whose chat_template_kwargs set "thinking" (their template then opens the thinking), else
- * none: all of the output is content and reasoning_content stays null, as in vLLM. */
+ * whose chat_template_kwargs set "thinking" or "enable_thinking" (vLLM reads both; their
+ * template, or V3.2's encoder, then opens the thinking), else none: all of the output is
+ * content and reasoning_content stays null, as in vLLM. */
 #ifndef MLA_SERVER_REASONING_H
 #define MLA_SERVER_REASONING_H
 

@@ -7,11 +7,17 @@
 #include "server/openai_json.h"
 #include "server/pyjson.h"
 #include "server/tags.h"
+#include "server/utf8.h"
 
 static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] = "<｜tool▁call▁begin｜>",
 		  CALL_END[] = "<｜tool▁call▁end｜>", SEP[] = "<｜tool▁sep｜>", JSON_OPEN[] = "\n```json\n",
 		  JSON_CLOSE[] = "\n```";
 #define LEN(s) (sizeof(s) - 1)
+
+#define DSML "｜DSML｜"
+static const char DSML_CALLS[] = "<" DSML "function_calls>", DSML_NL_CALLS[] = "\n\n<" DSML "function_calls>",
+		  DSML_INVOKE[] = "<" DSML "invoke", DSML_INVOKE_END[] = "</" DSML "invoke>",
+		  DSML_PARAM[] = "<" DSML "parameter", DSML_PARAM_END[] = "</" DSML "parameter>";
 
 int tool_parser_from_name(const char *name)
 {
@@ -19,6 +25,8 @@ int tool_parser_from_name(const char *name)
 		return TOOL_PARSER_DEEPSEEK_V3;
 	if (!strcmp(name, "deepseek_v31"))
 		return TOOL_PARSER_DEEPSEEK_V31;
+	if (!strcmp(name, "deepseek_v32"))
+		return TOOL_PARSER_DEEPSEEK_V32;
 	return -1;
 }
 
@@ -61,11 +69,148 @@ static json_t *one_call(int parser, const char *p, const char *end, bool *oom)
 	return call;
 }
 
+static json_t *call_json(const char *name, size_t name_len, json_t *args)
+{
+	char id[64];
+	oj_make_id(id, sizeof id, "chatcmpl-tool-");
+	return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", id, "type", "function", "function", "name",
+			 oj_string(name, name_len), "arguments", args);
+}
+
+/* ---- DSML (deepseek_v32) ---- */
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+static const char *skip_space(const char *p, const char *end)
+{
+	while (p < end && is_space(*p))
+		p++;
+	return p;
+}
+
+/* at p: whitespace (at least one char), KEY="VALUE" with a VALUE of at least one char and no
+ * quote; the end of it, or NULL */
+static const char *dsml_attr(const char *p, const char *end, const char *key, const char **v, size_t *vn)
+{
+	const char *q = skip_space(p, end);
+	size_t kl = strlen(key);
+	if (q == p || (size_t)(end - q) < kl + 2 || memcmp(q, key, kl) || q[kl] != '=' || q[kl + 1] != '"')
+		return NULL;
+	q += kl + 2;
+	const char *close = memchr(q, '"', (size_t)(end - q));
+	if (!close || close == q)
+		return NULL;
+	*v = q;
+	*vn = (size_t)(close - q);
+	return close + 1;
+}
+
+/* at p: optional whitespace, then ">"; the end of it, or NULL */
+static const char *dsml_gt(const char *p, const char *end)
+{
+	p = p ? skip_space(p, end) : NULL;
+	return p && p < end && *p == '>' ? p + 1 : NULL;
+}
+
+/* One parameter's value as JSON: string="true" a string as written, else the JSON it is (a
+ * string as written when it is not JSON). */
+static json_t *dsml_value(const char *v, size_t n, bool is_string)
+{
+	json_t *j = is_string ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	return j ? j : oj_string(v, n);
+}
+
+/* The parameters in [p, end) (an invoke's body) into args, later ones of a name replacing the
+ * earlier value (a Python dict). 0, -1 out of memory. */
+static int dsml_params(const char *p, const char *end, json_t *args)
+{
+	for (const char *at; (at = find(p, end, DSML_PARAM, LEN(DSML_PARAM)));) {
+		const char *name, *flag, *q;
+		size_t name_len, flag_len;
+		p = at + 1; /* where the search goes on when this one does not match */
+		q = dsml_attr(at + LEN(DSML_PARAM), end, "name", &name, &name_len);
+		q = q ? dsml_attr(q, end, "string", &flag, &flag_len) : NULL;
+		if (!q || !((flag_len == 4 && !memcmp(flag, "true", 4)) || (flag_len == 5 && !memcmp(flag, "false", 5))) ||
+		    !(q = dsml_gt(q, end)))
+			continue;
+		const char *close = find(q, end, DSML_PARAM_END, LEN(DSML_PARAM_END));
+		if (!close)
+			continue;
+		p = close + LEN(DSML_PARAM_END);
+		if (!utf8_valid(name, name_len)) /* not a key JSON can hold: the parameter is dropped */
+			continue;
+		json_t *v = dsml_value(q, (size_t)(close - q), flag_len == 4);
+		if (!v || json_object_setn_new(args, name, name_len, v) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Every whole <｜DSML｜invoke name="NAME">...</｜DSML｜invoke> from p on, as calls whose
+ * arguments are the parameters as json.dumps writes them. 0, -1 out of memory. */
+static int dsml_invokes(const char *p, const char *end, json_t *calls)
+{
+	for (const char *at; (at = find(p, end, DSML_INVOKE, LEN(DSML_INVOKE)));) {
+		const char *name, *body;
+		size_t name_len;
+		p = at + 1;
+		body = dsml_gt(dsml_attr(at + LEN(DSML_INVOKE), end, "name", &name, &name_len), end);
+		const char *close = body ? find(body, end, DSML_INVOKE_END, LEN(DSML_INVOKE_END)) : NULL;
+		if (!close)
+			continue;
+		p = close + LEN(DSML_INVOKE_END);
+		json_t *args = json_object();
+		struct sbuf text = {0};
+		json_t *call = !args || dsml_params(body, close, args) < 0 || pyjson_dump(args, &text) < 0
+				       ? NULL
+				       : call_json(name, name_len, oj_string(text.data ? text.data : "", text.len));
+		json_decref(args);
+		sbuf_fini(&text);
+		if (!call || json_array_append_new(calls, call) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Where the calls begin in [k, k + n) (NULL: not yet), and where the content ends: before the
+ * "\n\n" that the encoder puts between content and calls. */
+static const char *calls_begin(int parser, const char *k, size_t n, const char **content_end)
+{
+	const char *b = k ? find(k, k + n, parser == TOOL_PARSER_DEEPSEEK_V32 ? DSML_CALLS : CALLS_BEGIN,
+				 parser == TOOL_PARSER_DEEPSEEK_V32 ? LEN(DSML_CALLS) : LEN(CALLS_BEGIN))
+			  : NULL;
+	*content_end = b;
+	if (b && parser == TOOL_PARSER_DEEPSEEK_V32 && b - k >= 2 && !memcmp(b - 2, "\n\n", 2))
+		*content_end = b - 2;
+	return b;
+}
+
+/* How many bytes at the end of [k, k + n) may begin the calls */
+static size_t calls_partial(int parser, const char *k, size_t n)
+{
+	if (parser != TOOL_PARSER_DEEPSEEK_V32)
+		return tag_partial_tail(k, n, CALLS_BEGIN, LEN(CALLS_BEGIN));
+	size_t a = tag_partial_tail(k, n, DSML_CALLS, LEN(DSML_CALLS)),
+	       b = tag_partial_tail(k, n, DSML_NL_CALLS, LEN(DSML_NL_CALLS));
+	return a > b ? a : b;
+}
+
 int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len)
 {
 	*content_len = len;
 	if (!(*calls = json_array()))
 		return -1;
+	if (parser == TOOL_PARSER_DEEPSEEK_V32) {
+		const char *cend, *b = calls_begin(parser, text, len, &cend);
+		if (b && dsml_invokes(b + LEN(DSML_CALLS), text + len, *calls) < 0) {
+			json_decref(*calls);
+			*calls = NULL;
+			return -1;
+		}
+		if (json_array_size(*calls))
+			*content_len = (size_t)(cend - text);
+		return 0;
+	}
 	const char *end = text + len, *begin = text ? find(text, end, CALLS_BEGIN, LEN(CALLS_BEGIN)) : NULL;
 	if (!begin)
 		return 0;
@@ -95,8 +240,8 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 	if (len && sbuf_append(&s->kept, text, len) < 0)
 		return -1;
 	if (!s->in_calls) {
-		const char *k = s->kept.data, *begin = k ? find(k, k + s->kept.len, CALLS_BEGIN, LEN(CALLS_BEGIN)) : NULL;
-		size_t out = begin ? (size_t)(begin - k) : last ? s->kept.len : s->kept.len - tag_partial_tail(k, s->kept.len, CALLS_BEGIN, LEN(CALLS_BEGIN));
+		const char *k = s->kept.data, *cend, *begin = calls_begin(parser, k, s->kept.len, &cend);
+		size_t out = begin ? (size_t)(cend - k) : last ? s->kept.len : s->kept.len - calls_partial(parser, k, s->kept.len);
 		if (out && sbuf_append(content, k, out) < 0)
 			return -1;
 		if (out) {
@@ -119,14 +264,6 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 }
 
 void tool_split_fini(struct tool_split *s) { sbuf_fini(&s->kept); }
-
-static json_t *call_json(const char *name, size_t name_len, json_t *args)
-{
-	char id[64];
-	oj_make_id(id, sizeof id, "chatcmpl-tool-");
-	return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", id, "type", "function", "function", "name",
-			 oj_string(name, name_len), "arguments", args);
-}
 
 int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls)
 {

@@ -8,10 +8,24 @@
  * deepseek_v31 (V3.1):
  *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGUMENTS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
  *
+ * deepseek_v32 (V3.2, its DSML markup, as its encoder writes it: tok/chat_dsv32.h):
+ *   CONTENT\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="NAME">\n
+ *   <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>\n ... </｜DSML｜invoke>\n
+ *   (more invokes) </｜DSML｜function_calls>
+ *   Each whole invoke is a call (vLLM's deepseek_v32 parser; the closing function_calls tag
+ *   is not needed, as the other parsers need no closing tag). Its arguments are the JSON
+ *   object of its parameters, written as Python's json.dumps: a string="true" VALUE is a
+ *   string as written, a string="false" one the JSON value it is (a string as written when it
+ *   is not JSON), as DeepSeek's own decoder reads them; a repeated KEY keeps the last value.
+ *   The content is the text before "<｜DSML｜function_calls>" without the "\n\n" that
+ *   separates them (DeepSeek's parse_message_from_completion_text; vLLM keeps it), so that the
+ *   message sent back renders to the same prompt.
+ *
  * A call that does not have its parser's shape is skipped; when no call parses at all, the
  * whole output stays content (vLLM would drop it). While streaming, content goes out up to
- * the first "<｜tool▁calls▁begin｜>" (a possible start of it is held back); everything from
- * there is kept and parsed when the output ends, and the calls go out in the last chunk. */
+ * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>"; a possible
+ * start of it is held back); everything from there is kept and parsed when the output ends,
+ * and the calls go out in the last chunk, the same calls and content as the whole output's. */
 #ifndef MLA_SERVER_TOOL_CALLS_H
 #define MLA_SERVER_TOOL_CALLS_H
 
@@ -25,11 +39,12 @@ enum tool_parser {
 	TOOL_PARSER_NONE = 0,
 	TOOL_PARSER_DEEPSEEK_V3,
 	TOOL_PARSER_DEEPSEEK_V31,
+	TOOL_PARSER_DEEPSEEK_V32,
 };
 
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int tool_parser_from_name(const char *name);
-#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31"
+#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32"
 
 /* Parses a whole output: *calls gets a new array of {"id", "type", "function": {"name",
  * "arguments"}} (empty when there are none) and *content_len how much of text is content.

@@ -4,7 +4,8 @@
  * are written out from the encoder's rules: thinking on and off, earlier turns' reasoning
  * dropped, empty and null content, several tool calls and their results, argument values of
  * every JSON type, tools with and without a system message, errors. Plus the dispatch: a
- * deepseek_v32 config.json with no template gets the encoder, a template text still wins. */
+ * deepseek_v32 config.json with no template gets the encoder, a template text still wins; and
+ * --reasoning-parser deepseek_v3 splits exactly the requests the encoder opens thinking for. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "base/file.h"
 #include "harness.h"
+#include "server/reasoning.h"
 #include "tok/chat_template.h"
 
 #define BOS "<｜begin▁of▁sentence｜>"
@@ -310,7 +312,27 @@ static void test_dispatch(void)
 	}
 }
 
+/* --reasoning-parser deepseek_v3 splits exactly the requests whose prompt the encoder ends
+ * inside the thinking */
+static void test_reasoning_switch_agrees(void)
+{
+	static const char *const kw[] = {NULL, "{}", "{\"thinking\": true}", "{\"thinking\": false}", "{\"enable_thinking\": true}",
+					 "{\"enable_thinking\": 0}", "{\"thinking\": 0, \"enable_thinking\": \"y\"}", "{\"thinking\": []}",
+					 "{\"thinking\": {\"a\": 1}}"};
+	for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
+		struct err e = {{0}};
+		char *p = render("[{\"role\": \"user\", \"content\": \"q\"}]", kw[i], &e);
+		json_t *k = kw[i] ? json_loads(kw[i], 0, NULL) : NULL;
+		bool opens = p && strlen(p) >= 7 && !strcmp(p + strlen(p) - 7, "<think>");
+		EXPECTF(p && opens == reasoning_applies(REASONING_DEEPSEEK_V3, k), "kwargs %s: prompt %s, split %d",
+			kw[i] ? kw[i] : "(none)", p ? p : e.msg, reasoning_applies(REASONING_DEEPSEEK_V3, k));
+		json_decref(k);
+		free(p);
+	}
+}
+
 static void test_cleanup(void) { chat_template_free(tpl); }
 
 TESTS(T(test_published_examples), T(test_thinking_switch), T(test_multi_turn), T(test_empty_content),
-      T(test_tool_calls_and_results), T(test_tools_placement), T(test_errors), T(test_dispatch), T(test_cleanup))
+      T(test_tool_calls_and_results), T(test_tools_placement), T(test_errors), T(test_dispatch),
+      T(test_reasoning_switch_agrees), T(test_cleanup))

@@ -99,7 +99,9 @@ static void test_v3_thinking_switch(void)
 		     {"{\"thinking\": {\"a\": 1}}", true},
 		     {"{\"thinking\": \"yes\"}", true},
 		     {"{\"thinking\": \"\"}", false},
-		     {"{\"enable_thinking\": true}", false}};
+		     /* vLLM reads enable_thinking too (V3.2's encoder does) */
+		     {"{\"enable_thinking\": true}", true},
+		     {"{\"enable_thinking\": 0, \"thinking\": false}", false}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		json_t *k = cases[i].kwargs ? json_loads(cases[i].kwargs, 0, NULL) : NULL;
 		EXPECTF(reasoning_applies(REASONING_DEEPSEEK_V3, k) == cases[i].v3, "%s", cases[i].kwargs);

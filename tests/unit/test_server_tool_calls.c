@@ -1,5 +1,6 @@
-/* DeepSeek tool-call parsers (src/server/tool_calls.c): whole outputs, and the streaming
- * split cut into three pieces at every pair of positions. */
+/* DeepSeek tool-call parsers (src/server/tool_calls.c): deepseek_v3, deepseek_v31 and
+ * deepseek_v32 (DSML) on whole outputs, and the streaming split cut into three pieces at every
+ * pair of positions, which must give the same content and calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,13 @@
 #define CE "<｜tool▁call▁end｜>"
 #define CS "<｜tool▁calls▁end｜>"
 #define SEP "<｜tool▁sep｜>"
+
+#define DS "｜DSML｜"
+#define FC "<" DS "function_calls>\n"
+#define FCE "</" DS "function_calls>"
+#define INV(name) "<" DS "invoke name=\"" name "\">\n"
+#define INVE "</" DS "invoke>\n"
+#define PAR(name, str, v) "<" DS "parameter name=\"" name "\" string=\"" str "\">" v "</" DS "parameter>\n"
 
 struct tcase {
 	int parser;
@@ -37,6 +45,41 @@ static const struct tcase cases[] = {
 	{TOOL_PARSER_DEEPSEEK_V31, "ok" CB C1 "search" SEP "{\"q\": \"mla\"}" CE CS, "ok", 1, "search", "{\"q\": \"mla\"}", NULL,
 	 NULL},
 	{TOOL_PARSER_DEEPSEEK_V31, CB C1 SEP "{}" CE CS, CB C1 SEP "{}" CE CS, 0, NULL, NULL, NULL, NULL}, /* no name */
+	/* deepseek_v32 (DSML): the encoder's own shape */
+	{TOOL_PARSER_DEEPSEEK_V32,
+	 "Let me check.\n\n" FC INV("get_weather") PAR("location", "true", "杭州") PAR("date", "true", "2024-01-16") INVE FCE,
+	 "Let me check.", 1, "get_weather", "{\"location\": \"杭州\", \"date\": \"2024-01-16\"}", NULL, NULL},
+	/* values of every type; an invoke without parameters; thinking already split off */
+	{TOOL_PARSER_DEEPSEEK_V32,
+	 "\n\n" FC INV("f") PAR("n", "false", "3") PAR("x", "false", "1.50") PAR("l", "false", "[1,2]")
+	 PAR("o", "false", "{\"a\":null}") PAR("b", "false", "true") PAR("s", "true", "x \"q\"\n") PAR("t", "true", "12")
+	 PAR("w", "false", "not json") INVE INV("g") "\n" INVE FCE,
+	 "", 2, "f",
+	 "{\"n\": 3, \"x\": 1.5, \"l\": [1, 2], \"o\": {\"a\": null}, \"b\": true, \"s\": \"x \\\"q\\\"\\n\", \"t\": \"12\", "
+	 "\"w\": \"not json\"}",
+	 "g", "{}"},
+	{TOOL_PARSER_DEEPSEEK_V32, "no tools here", "no tools here", 0, NULL, NULL, NULL, NULL},
+	/* cut by max_tokens inside the first invoke: nothing parses, all content */
+	{TOOL_PARSER_DEEPSEEK_V32, "x\n\n" FC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab",
+	 "x\n\n" FC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab", 0, NULL, NULL, NULL, NULL},
+	/* the closing function_calls tag is not needed; a repeated parameter keeps its place, last value */
+	{TOOL_PARSER_DEEPSEEK_V32, "x" FC INV("a") PAR("p", "true", "1") PAR("q", "true", "2") PAR("p", "false", "3") INVE,
+	 "x", 1, "a", "{\"p\": 3, \"q\": \"2\"}", NULL, NULL},
+	/* only one "\n\n" separates content and calls */
+	{TOOL_PARSER_DEEPSEEK_V32, "x\n\n\n" FC INV("a") INVE FCE, "x\n", 1, "a", "{}", NULL, NULL},
+	/* a malformed invoke (no quotes) and a malformed parameter (string="yes") are skipped;
+	 * whitespace inside tags as vLLM's patterns allow */
+	{TOOL_PARSER_DEEPSEEK_V32,
+	 FC "<" DS "invoke name=bad>\n" INVE "<" DS "invoke\n name=\"ok\" >\n<" DS "parameter name=\"k\" string=\"yes\">1</" DS
+	 "parameter>\n<" DS "parameter  name=\"v\"\tstring=\"false\" >[]</" DS "parameter>\n" INVE FCE,
+	 "", 1, "ok", "{\"v\": []}", NULL, NULL},
+	/* no whole invoke: all content */
+	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n" FC FCE, "a\n\n" FC FCE, 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n<" DS "func", "a\n\n<" DS "func", 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V32, "a\n\nb <" DS "x", "a\n\nb <" DS "x", 0, NULL, NULL, NULL, NULL},
+	/* the V3 markers mean nothing to it */
+	{TOOL_PARSER_DEEPSEEK_V32, "ok" CB C1 "search" SEP "{}" CE CS, "ok" CB C1 "search" SEP "{}" CE CS, 0, NULL, NULL, NULL,
+	 NULL},
 };
 
 static int check_calls(const struct tcase *t, const json_t *calls, char *why, size_t cap)
@@ -105,6 +148,7 @@ static void test_parser_names(void)
 {
 	EXPECT(tool_parser_from_name("deepseek_v3") == TOOL_PARSER_DEEPSEEK_V3);
 	EXPECT(tool_parser_from_name("deepseek_v31") == TOOL_PARSER_DEEPSEEK_V31);
+	EXPECT(tool_parser_from_name("deepseek_v32") == TOOL_PARSER_DEEPSEEK_V32);
 	EXPECT(tool_parser_from_name("hermes") == -1);
 }
 
