@@ -19,6 +19,7 @@
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "model/model.h"
+#include "server/cors.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "server/server.h"
@@ -68,6 +69,10 @@ static void serve_usage(FILE *f)
 		"                                  deepseek_v3: the same when chat_template_kwargs\n"
 		"                                  has \"thinking\" (or \"enable_thinking\"): true, as\n"
 		"                                  V3.1 / V3.2 use it)\n"
+		"  --allowed-origins JSON          CORS: origins allowed, a JSON list (default '[\"*\"]')\n"
+		"  --allowed-methods JSON          CORS: methods allowed (default '[\"*\"]')\n"
+		"  --allowed-headers JSON          CORS: request headers allowed (default '[\"*\"]')\n"
+		"  --allow-credentials             CORS: Access-Control-Allow-Credentials: true\n"
 		"  --disable-log-requests          no access-log line per request\n"
 		"  --disable-log-stats             no periodic throughput line\n"
 		"  --enable-prompt-tokens-details  usage.prompt_tokens_details.cached_tokens: the\n"
@@ -154,6 +159,14 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		} else if (FLAG("--max-connections", NULL)) {
 			if (cli_int_parse("--max-connections", v, 4, 65536, &o->sc.max_connections, e) < 0)
 				return -1;
+		} else if (FLAG("--allowed-origins", NULL)) {
+			o->sc.allowed_origins = v;
+		} else if (FLAG("--allowed-methods", NULL)) {
+			o->sc.allowed_methods = v;
+		} else if (FLAG("--allowed-headers", NULL)) {
+			o->sc.allowed_headers = v;
+		} else if (!strcmp(a, "--allow-credentials")) {
+			o->sc.allow_credentials = true;
 		} else if (!strcmp(a, "--enable-auto-tool-choice")) {
 			o->sc.auto_tool_choice = true;
 		} else if (FLAG("--tool-call-parser", NULL)) {
@@ -184,6 +197,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 	if (!o->ssl_keyfile != !o->ssl_certfile)
 		return err_set(e, "%s needs %s too", o->ssl_keyfile ? "--ssl-keyfile" : "--ssl-certfile",
 			       o->ssl_keyfile ? "--ssl-certfile" : "--ssl-keyfile");
+	struct cors cors; /* the lists are read again at the server's start; checked here before the model loads */
+	if (cors_init(&cors, o->sc.allowed_origins, o->sc.allowed_methods, o->sc.allowed_headers, false, e) < 0)
+		return -1;
+	cors_fini(&cors);
 	if (o->sc.auto_tool_choice && !o->sc.tool_parser)
 		return err_set(e, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)", TOOL_PARSER_NAMES);
 	if (o->ea.tp_size % o->ea.dcp_size)

@@ -97,10 +97,17 @@ int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generatio
 				     "does not define one.");
 	char *text = NULL;
 	struct err e;
-	if (chat_template_render(s->deps.tpl, messages, add_generation_prompt, s->deps.bos_token,
-				 s->deps.eos_token, kwargs, &text, &e) < 0)
+	char sentinel[NUL_SENTINEL_MAX];
+	bool failed;
+	json_t *hidden = nul_hide(messages, sentinel, &failed); /* U+0000 through a C string */
+	if (failed)
+		return api_error_set(ae, 400, "messages", "cannot render the messages' U+0000 characters");
+	int rrc = chat_template_render(s->deps.tpl, hidden ? hidden : messages, add_generation_prompt,
+				       s->deps.bos_token, s->deps.eos_token, kwargs, &text, &e);
+	json_decref(hidden);
+	if (rrc < 0)
 		return api_error_set(ae, 400, "messages", "%s", e.msg);
-	size_t len = strlen(text);
+	size_t len = hidden ? nul_restore(text, sentinel) : strlen(text);
 	if (continue_final_message) {
 		long cut = srv_continue_final_cut(messages, text, len, ae);
 		if (cut < 0) {

@@ -159,14 +159,17 @@ static int stream_start(struct gen *g, struct sbuf *out)
 		return resp_stream_start(g->resp, out, g->id, g->created, g->model);
 	if (g->api != SRV_API_CHAT)
 		return 0;
+	/* vLLM: with continuous_usage_stats these carry usage too (completion_tokens 0) */
+	bool cu = g->req.include_usage && g->req.continuous_usage;
+	struct oj_usage u = gen_usage(g);
 	for (int i = 0; i < g->n_choices; i++) {
 		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, NULL,
-				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+				       ENGINE_FINISH_NONE, -1, NULL, cu ? oj_usage_json(&u, false) : NULL)) < 0)
 			return -1;
 		if (g->echo[0] &&
 		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL,
 				       &(struct oj_delta){.text = g->echo[0], .len = g->echo_len[0]}, NULL,
-				       ENGINE_FINISH_NONE, -1, NULL, NULL)) < 0)
+				       ENGINE_FINISH_NONE, -1, NULL, cu ? oj_usage_json(&u, false) : NULL)) < 0)
 			return -1;
 	}
 	return 0;

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/mono.h"
+#include "server/cors.h"
 #include "server/framing.h"
 #include "server/state.h"
 
@@ -40,8 +41,7 @@ const char *http_header(struct hreq *r, const char *name)
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-static enum MHD_Result queue(struct hreq *r, int status, struct MHD_Response *resp,
-			     const char *ctype)
+enum MHD_Result http_queue(struct hreq *r, int status, struct MHD_Response *resp, const char *ctype)
 {
 	if (!resp)
 		return MHD_NO; /* out of memory: MHD closes the connection */
@@ -60,6 +60,7 @@ static enum MHD_Result queue(struct hreq *r, int status, struct MHD_Response *re
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (r->close_after)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	cors_add_headers(&r->s->cors, r, resp);
 	r->status = status;
 	r->answered = true;
 	enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -72,7 +73,7 @@ enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, c
 {
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
-	return queue(r, status, resp, ctype);
+	return http_queue(r, status, resp, ctype);
 }
 
 enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json)
@@ -88,7 +89,7 @@ enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json)
 		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
 	if (!resp)
 		free(body);
-	return queue(r, status, resp, "application/json");
+	return http_queue(r, status, resp, "application/json");
 }
 
 enum MHD_Result http_reply_error(struct hreq *r, const struct api_error *ae)
@@ -102,7 +103,7 @@ enum MHD_Result http_reply_error(struct hreq *r, const struct api_error *ae)
 		free(body);
 	if (ae->status >= 500)
 		LOG_W("http", "%s %s: %d %s", r->method, r->path, ae->status, ae->message);
-	return queue(r, ae->status, resp, "application/json");
+	return http_queue(r, ae->status, resp, "application/json");
 }
 
 bool http_client_alive(struct hreq *r)
@@ -176,7 +177,7 @@ enum MHD_Result http_reply_stream(struct hreq *r, const struct http_stream_ops *
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	return queue(r, 200, resp, "text/event-stream; charset=utf-8");
+	return http_queue(r, 200, resp, "text/event-stream; charset=utf-8");
 }
 
 /* ---- framing ---- */

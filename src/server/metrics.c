@@ -56,7 +56,7 @@ struct ctx {
 
 static void head(struct ctx *c, const char *name, const char *type, const char *help)
 {
-	c->rc |= sbuf_printf(c->out, "# HELP mlaserve:%s %s\n# TYPE mlaserve:%s %s\n", name, help,
+	c->rc |= sbuf_printf(c->out, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help,
 			     name, type);
 }
 
@@ -64,7 +64,7 @@ static void sample(struct ctx *c, const char *name, const char *extra, double v)
 {
 	char num[40];
 	fmt_double(v, num, sizeof num);
-	c->rc |= sbuf_printf(c->out, "mlaserve:%s{%s%s} %s\n", name, c->labels, extra ? extra : "",
+	c->rc |= sbuf_printf(c->out, "vllm:%s{%s%s} %s\n", name, c->labels, extra ? extra : "",
 			     num);
 }
 

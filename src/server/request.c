@@ -86,6 +86,60 @@ static int reject_unsupported(const json_t *body, enum srv_api api, const struct
 	return 0;
 }
 
+/* tools as vLLM's ChatCompletionToolsParam validates them, whatever the tool_choice:
+ * {"type": "function" (the default), "function": {"name": str, "description": str|null,
+ * "parameters": object|null, "strict": bool|null}}. */
+static int tool_bad_type(struct api_error *ae, const char *at, const char *what, const json_t *v)
+{
+	int rc = req_bad_type(ae, at, what, v);
+	snprintf(ae->param, sizeof ae->param, "tools");
+	return rc;
+}
+
+static int check_tools(const json_t *body, struct api_error *ae)
+{
+	const json_t *tools = json_object_get(body, "tools");
+	if (!tools || json_is_null(tools))
+		return 0;
+	if (!json_is_array(tools))
+		return req_bad_type(ae, "tools", "a valid list", tools);
+	size_t i;
+	const json_t *t;
+	char at[64];
+	json_array_foreach(tools, i, t) {
+		snprintf(at, sizeof at, "tools[%zu]", i);
+		if (!json_is_object(t))
+			return tool_bad_type(ae, at, "a valid dictionary", t);
+		const json_t *type = json_object_get(t, "type");
+		if (type && !(json_is_string(type) && !strcmp(json_string_value(type), "function")))
+			return api_error_set(ae, 400, "tools", "'%s.type': input should be 'function'", at);
+		const json_t *f = json_object_get(t, "function");
+		snprintf(at, sizeof at, "tools[%zu].function", i);
+		if (!f)
+			return api_error_set(ae, 400, "tools", "'%s': field required", at);
+		if (!json_is_object(f))
+			return tool_bad_type(ae, at, "a valid dictionary", f);
+		const json_t *name = json_object_get(f, "name");
+		snprintf(at, sizeof at, "tools[%zu].function.name", i);
+		if (!name)
+			return api_error_set(ae, 400, "tools", "'%s': field required", at);
+		if (!json_is_string(name))
+			return tool_bad_type(ae, at, "a valid string", name);
+		const json_t *d = json_object_get(f, "description"), *p = json_object_get(f, "parameters");
+		const json_t *st = json_object_get(f, "strict");
+		snprintf(at, sizeof at, "tools[%zu].function.description", i);
+		if (d && !json_is_null(d) && !json_is_string(d))
+			return tool_bad_type(ae, at, "a valid string", d);
+		snprintf(at, sizeof at, "tools[%zu].function.parameters", i);
+		if (p && !json_is_null(p) && !json_is_object(p))
+			return tool_bad_type(ae, at, "a valid dictionary", p);
+		snprintf(at, sizeof at, "tools[%zu].function.strict", i);
+		if (st && !json_is_null(st) && !json_is_boolean(st))
+			return tool_bad_type(ae, at, "a valid boolean", st);
+	}
+	return 0;
+}
+
 static int parse_messages(const json_t *body, struct srv_request *r, struct api_error *ae)
 {
 	const json_t *m = json_object_get(body, "messages");
@@ -97,7 +151,7 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 		return api_error_set(ae, 400, "messages", "'messages' must contain at least one message");
 	static const char *const roles[] = {"system", "user", "assistant", "tool", "developer",
 					    "function", NULL};
-	size_t idx;
+	size_t idx, n_empty = 0;
 	const json_t *msg;
 	json_array_foreach(m, idx, msg) {
 		if (!json_is_object(msg))
@@ -109,6 +163,8 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 					     "'messages[%zu].role': expected one of system, user, "
 					     "assistant, tool, developer", idx);
 		const json_t *c = json_object_get(msg, "content");
+		if (!c || json_is_null(c))
+			n_empty++;
 		if (!c || json_is_null(c) || json_is_string(c))
 			continue;
 		if (!json_is_array(c))
@@ -128,7 +184,20 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 						     "supported", idx, j);
 		}
 	}
-	r->messages = json_incref((json_t *)m);
+	/* vLLM: a message without content (an assistant's with only tool_calls) or with null
+	 * content reaches the template with content "" */
+	r->messages = n_empty ? json_copy((json_t *)m) : json_incref((json_t *)m);
+	if (!r->messages)
+		return api_error_set(ae, 500, NULL, "out of memory");
+	json_array_foreach(r->messages, idx, msg) {
+		const json_t *c = json_object_get(msg, "content");
+		if (c && !json_is_null(c))
+			continue;
+		json_t *cp = json_copy((json_t *)msg);
+		if (!cp || json_object_set_new(cp, "content", json_string("")) < 0 ||
+		    json_array_set_new(r->messages, idx, cp) < 0)
+			return api_error_set(ae, 500, NULL, "out of memory");
+	}
 	r->add_generation_prompt = true;
 	if (req_get_bool(body, "add_generation_prompt", &r->add_generation_prompt, ae) < 0 ||
 	    req_get_bool(body, "continue_final_message", &r->continue_final_message, ae) < 0)
@@ -270,7 +339,7 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	if (reject_unsupported(body, api, lim, ae) < 0)
 		goto fail;
 	if (api == SRV_API_CHAT) {
-		if (parse_messages(body, r, ae) < 0)
+		if (check_tools(body, ae) < 0 || parse_messages(body, r, ae) < 0)
 			goto fail;
 		r->add_special_tokens = false; /* the template renders BOS */
 		/* vLLM: tools without a tool_choice mean "auto" (reject_unsupported let only

@@ -67,7 +67,7 @@ static json_t *parse_body(struct hreq *r, struct api_error *ae)
 		api_error_set(ae, 400, NULL, "Invalid JSON: the request body is empty");
 		return NULL;
 	}
-	json_t *j = json_loadb(r->body.data, r->body.len, JSON_DECODE_ANY, &je);
+	json_t *j = json_loadb(r->body.data, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	if (!j)
 		api_error_set(ae, 400, NULL, "Invalid JSON: %s at line %d column %d", je.text,
 			      je.line, je.column);
@@ -366,6 +366,9 @@ static enum MHD_Result stored_response(struct hreq *r, const char *id)
 
 enum MHD_Result routes_dispatch(struct hreq *r)
 {
+	int rc;
+	if (cors_preflight(&r->s->cors, r, &rc)) /* before authentication, as vLLM */
+		return (enum MHD_Result)rc;
 	if (!authorized(r)) {
 		struct api_error ae;
 		api_error_set(&ae, 401, NULL, "Unauthorized");

@@ -51,9 +51,14 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	atomic_init(&s->n_requests, 0);
 	atomic_init(&s->n_errors, 0);
 	s->store = resp_store_new(c->responses_store_size);
-	if (!s->store || http_start(s, e) < 0) {
+	bool cors = false;
+	if (!s->store || !(cors = cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers,
+					    c->allow_credentials, e) == 0) ||
+	    http_start(s, e) < 0) {
 		if (!s->store)
 			err_set(e, "server: out of memory");
+		if (cors)
+			cors_fini(&s->cors);
 		resp_store_free(s->store);
 		pthread_cond_destroy(&s->gens_empty);
 		pthread_cond_destroy(&s->relays_done);
@@ -81,6 +86,7 @@ void server_stop(struct server *s)
 	if (left)
 		return; /* a relay thread still holds s (it said so): left to the process's end */
 	resp_store_free(s->store);
+	cors_fini(&s->cors);
 	pthread_cond_destroy(&s->gens_empty);
 	pthread_cond_destroy(&s->relays_done);
 	pthread_mutex_destroy(&s->mu);

@@ -35,6 +35,9 @@ struct server_config {
 	bool prompt_tokens_details;	/* --enable-prompt-tokens-details: usage reports cached tokens */
 	const char *tls_key_pem, *tls_cert_pem; /* HTTPS (server/tls.h); NULL: plain HTTP */
 	int responses_store_size;	/* stored Responses kept (server/resp_store.h); 0: none */
+	/* CORS (server/cors.h): JSON lists, NULL = ["*"] */
+	const char *allowed_origins, *allowed_methods, *allowed_headers;
+	bool allow_credentials;
 };
 
 void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 1024, n <= 128, log */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#include "server/cors.h"
 #include "server/errors.h"
 #include "server/request.h"
 #include "server/server.h"
@@ -38,6 +39,7 @@ struct server {
 	int n_relays;		   /* live relay threads, under mu */
 	pthread_cond_t relays_done;
 	char framing_secret[33];   /* the framing marker's secret (server/framing.h) */
+	struct cors cors;	   /* server/cors.h */
 };
 
 /* One HTTP request; reference counted because a streaming response outlives the access
@@ -52,6 +54,7 @@ struct hreq {
 	unsigned long long body_seen; /* bytes received, kept or not */
 	bool too_large, answered;
 	bool close_after;	/* the reply says Connection: close (a framing error) */
+	bool preflight;		/* a CORS preflight (server/cors.h) */
 	double t_start;		/* monotonic seconds */
 	int status;
 	char id[64];		/* chatcmpl-/cmpl- id for the access log */
@@ -70,6 +73,8 @@ struct http_stream_ops {
 };
 
 /* Replies (the access handler's return value). json is stolen. */
+/* Queues resp (consumed) with its content type and the headers every answer gets. */
+enum MHD_Result http_queue(struct hreq *r, int status, struct MHD_Response *resp, const char *ctype);
 enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json);
 enum MHD_Result http_reply_error(struct hreq *r, const struct api_error *ae);
 enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text,

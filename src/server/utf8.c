@@ -1,5 +1,6 @@
 #include "server/utf8.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,4 +92,100 @@ char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
 	if (out_len)
 		*out_len = o;
 	return out;
+}
+
+/* whether any string in v holds needle (NULL: a NUL byte) */
+static bool any_string_has(const json_t *v, const char *needle)
+{
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		size_t n = json_string_length(v);
+		return needle ? memmem(s, n, needle, strlen(needle)) != NULL : memchr(s, 0, n) != NULL;
+	}
+	size_t i;
+	const char *k;
+	json_t *x;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (any_string_has(x, needle))
+				return true;
+	} else if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, k, x)
+			if (any_string_has(x, needle))
+				return true;
+	}
+	return false;
+}
+
+static json_t *hide(const json_t *v, const char *sentinel)
+{
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		size_t n = json_string_length(v), m = strlen(sentinel), k = 0;
+		char *b = malloc(n * m + 1);
+		if (!b)
+			return NULL;
+		for (size_t i = 0; i < n; i++) {
+			if (s[i]) {
+				b[k++] = s[i];
+			} else {
+				memcpy(b + k, sentinel, m);
+				k += m;
+			}
+		}
+		json_t *o = json_stringn_nocheck(b, k);
+		free(b);
+		return o;
+	}
+	size_t i;
+	const char *key;
+	json_t *x;
+	json_t *o = json_is_array(v) ? json_array() : json_is_object(v) ? json_object() : json_copy((json_t *)v);
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (!o || json_array_append_new(o, hide(x, sentinel)) < 0)
+				goto fail;
+	} else if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, key, x)
+			if (!o || json_object_set_new(o, key, hide(x, sentinel)) < 0)
+				goto fail;
+	}
+	return o;
+fail:
+	json_decref(o);
+	return NULL;
+}
+
+json_t *nul_hide(const json_t *v, char sentinel[NUL_SENTINEL_MAX], bool *failed)
+{
+	*failed = false;
+	if (!any_string_has(v, NULL))
+		return NULL;
+	/* noncharacters, which no text should hold; the first that none of the strings does */
+	static const char *const cand[] = {"\xef\xbf\xbf", "\xef\xbf\xbe", "\xf4\x8f\xbf\xbf", "\xf0\x9f\xbf\xbf"};
+	for (size_t c = 0; c < sizeof cand / sizeof *cand; c++) {
+		if (any_string_has(v, cand[c]))
+			continue;
+		snprintf(sentinel, NUL_SENTINEL_MAX, "%s", cand[c]);
+		json_t *o = hide(v, sentinel);
+		*failed = !o;
+		return o;
+	}
+	*failed = true;
+	return NULL;
+}
+
+size_t nul_restore(char *text, const char *sentinel)
+{
+	size_t m = strlen(sentinel), k = 0;
+	for (const char *p = text; *p;) {
+		if (!strncmp(p, sentinel, m)) {
+			text[k++] = 0;
+			p += m;
+		} else {
+			text[k++] = *p++;
+		}
+	}
+	text[k] = 0;
+	return k;
 }

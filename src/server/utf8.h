@@ -6,6 +6,7 @@
 #define MLA_SERVER_UTF8_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <stddef.h>
 
 bool utf8_valid(const char *s, size_t n);
@@ -15,5 +16,13 @@ size_t utf8_complete_prefix(const char *s, size_t n);
 /* Copy of s[0..n) with every maximal invalid subpart replaced by U+FFFD; malloc'd and
  * NUL-terminated (NULL only when out of memory). *out_len (optional) gets its length. */
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len);
+
+/* U+0000 through the chat template, which renders into a C string: nul_hide gives a copy of v
+ * with each NUL byte of its strings replaced by a sentinel that none of them holds (NULL when
+ * no string holds a NUL or out of memory: *failed tells them apart), nul_restore puts the NULs
+ * back into the rendered text in place and returns its length. */
+#define NUL_SENTINEL_MAX 8
+json_t *nul_hide(const json_t *v, char sentinel[NUL_SENTINEL_MAX], bool *failed);
+size_t nul_restore(char *text, const char *sentinel);
 
 #endif

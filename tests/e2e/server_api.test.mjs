@@ -407,14 +407,14 @@ describe('metrics', () => {
     const v = await waitIdle(srv.base);
     const { text } = await metrics(srv.base);
     for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc', 'prefix_cache_queries_total', 'prefix_cache_hits_total', 'num_preemptions_total', 'prompt_tokens_total', 'generation_tokens_total', 'request_success_total'])
-      assert.match(text, new RegExp(`# TYPE mlaserve:${name} (gauge|counter)\\n`));
+      assert.match(text, new RegExp(`# TYPE vllm:${name} (gauge|counter)\\n`));
     for (const name of ['time_to_first_token_seconds', 'inter_token_latency_seconds', 'e2e_request_latency_seconds']) {
-      assert.match(text, new RegExp(`# TYPE mlaserve:${name} histogram\\n`));
-      assert.match(text, new RegExp(`mlaserve:${name}_bucket\\{[^}]*le="\\+Inf"\\} `));
-      assert.ok(metric(v, `mlaserve:${name}_count`) > 0, name);
+      assert.match(text, new RegExp(`# TYPE vllm:${name} histogram\\n`));
+      assert.match(text, new RegExp(`vllm:${name}_bucket\\{[^}]*le="\\+Inf"\\} `));
+      assert.ok(metric(v, `vllm:${name}_count`) > 0, name);
     }
-    assert.ok(metric(v, 'mlaserve:generation_tokens_total') > 100);
-    assert.ok(metric(v, 'mlaserve:request_success_total', 'finished_reason="length"') > 5);
-    assert.ok(metric(v, 'mlaserve:prefix_cache_hits_total') > 0, 'repeated prompts hit the prefix cache');
+    assert.ok(metric(v, 'vllm:generation_tokens_total') > 100);
+    assert.ok(metric(v, 'vllm:request_success_total', 'finished_reason="length"') > 5);
+    assert.ok(metric(v, 'vllm:prefix_cache_hits_total') > 0, 'repeated prompts hit the prefix cache');
   });
 });

@@ -83,9 +83,9 @@ export async function waitIdle(base, timeoutMs = 5000) {
   let v;
   for (;;) {
     ({ values: v } = await metrics(base));
-    const running = metric(v, 'mlaserve:num_requests_running');
-    const waiting = metric(v, 'mlaserve:num_requests_waiting');
-    const kv = metric(v, 'mlaserve:kv_cache_usage_perc');
+    const running = metric(v, 'vllm:num_requests_running');
+    const waiting = metric(v, 'vllm:num_requests_waiting');
+    const kv = metric(v, 'vllm:kv_cache_usage_perc');
     if (running === 0 && waiting === 0 && kv === 0) return v;
     if (Date.now() - t0 > timeoutMs)
       throw new Error(`not idle after ${timeoutMs} ms: running ${running}, waiting ${waiting}, kv ${kv}`);

@@ -77,7 +77,7 @@ test('return_tokens_as_token_ids names tokens by id', async () => {
 
 test('cache_salt: prefix-cache hits only under the same salt', async () => {
   const prompt = idPrompt(31, 70); // four full blocks of 16
-  const hits = async () => metric(await waitIdle(srv.base), 'mlaserve:prefix_cache_hits_total');
+  const hits = async () => metric(await waitIdle(srv.base), 'vllm:prefix_cache_hits_total');
   // two tokens, so each request spans two engine steps: /metrics is updated after a step, and
   // a one-step request can answer before the counters that waitIdle reads have moved
   const ask = (salt) => client.completions.create({ model: MODEL, prompt, max_tokens: 2, ...(salt ? { cache_salt: salt } : {}) });

@@ -100,15 +100,15 @@ describe('speculative decoding', () => {
   test('/metrics counts drafts and kept drafts', async () => {
     for (const s of [spec, mtp]) {
       const v = await waitIdle(s.base);
-      const drafts = metric(v, 'mlaserve:spec_decode_num_draft_tokens_total');
-      const kept = metric(v, 'mlaserve:spec_decode_num_accepted_tokens_total');
+      const drafts = metric(v, 'vllm:spec_decode_num_draft_tokens_total');
+      const kept = metric(v, 'vllm:spec_decode_num_accepted_tokens_total');
       assert.ok(drafts > 0 && kept > 0 && kept < drafts, `${kept} of ${drafts}`);
     }
     // a chained MTP draft (the second of a step) is kept now and then
-    const second = metric(await waitIdle(mtp.base), 'mlaserve:spec_decode_num_accepted_tokens_per_pos_total', 'position="1"');
+    const second = metric(await waitIdle(mtp.base), 'vllm:spec_decode_num_accepted_tokens_per_pos_total', 'position="1"');
     assert.ok(second > 0, `second drafts kept: ${second}`);
     const v = await waitIdle(spec.base);
-    assert.ok(metric(v, 'mlaserve:spec_decode_num_accepted_tokens_per_pos_total', 'position="2"') >= 0);
+    assert.ok(metric(v, 'vllm:spec_decode_num_accepted_tokens_per_pos_total', 'position="2"') >= 0);
     const { text } = await metrics(plain.base);
     assert.ok(!text.includes('spec_decode'), 'no spec_decode family without drafts');
   });

@@ -292,12 +292,13 @@ describe('structured outputs', () => {
       });
       for (const c of r.choices) {
         const m = c.message;
-        if (c.finish_reason === 'length') { // cut: no calls, the text stays content
-          assert.deepEqual(m.tool_calls ?? [], []);
+        // at the limit, as vLLM: a list that closed exactly there is parsed into calls (the
+        // finish stays "length"); a cut one has no calls and its text stays content
+        if (c.finish_reason === 'length' && !(m.tool_calls ?? []).length) {
           assert.ok(m.content.startsWith('['), JSON.stringify(m.content));
           continue;
         }
-        assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(m));
+        if (c.finish_reason !== 'length') assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(m));
         assert.ok(m.tool_calls.length >= 1);
         assert.equal(m.content, null);
         const ids = new Set();
@@ -314,7 +315,7 @@ describe('structured outputs', () => {
         called++;
       }
     }
-    assert.ok(called > 0, 'no "required" output finished');
+    assert.ok(called > 0, 'no "required" output closed its list');
   });
 
   test('tool_choice named: one call of that function, its arguments meet its parameters', async () => {

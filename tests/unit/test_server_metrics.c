@@ -104,7 +104,7 @@ static void test_exposition_rules(void)
 		char name[160];
 		size_t nl = strcspn(line, "{ ");
 		snprintf(name, sizeof name, "%.*s", (int)nl, line);
-		EXPECTF(!strncmp(name, "mlaserve:", 9), "name %s", name);
+		EXPECTF(!strncmp(name, "vllm:", 5), "name %s", name);
 		char fam[160];
 		family_of(name, type, fam, sizeof fam);
 		EXPECTF(!strcmp(fam, type_name), "sample %s outside its family %s", name, type_name);
@@ -126,15 +126,15 @@ static void test_exposition_rules(void)
 	EXPECT(n_families >= 14);
 	EXPECT(n_samples > 4 * 20);
 	/* spot values, formatted as the Python client does */
-	EXPECT(strstr(out.data, "mlaserve:num_requests_running{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.data, "vllm:num_requests_running{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\"} 3.0\n"));
-	EXPECT(strstr(out.data, "mlaserve:kv_cache_usage_perc{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.data, "vllm:kv_cache_usage_perc{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\"} 0.25\n"));
-	EXPECT(strstr(out.data, "mlaserve:request_success_total{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.data, "vllm:request_success_total{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\",finished_reason=\"length\"} 4.0\n"));
-	EXPECT(strstr(out.data, "mlaserve:time_to_first_token_seconds_bucket{model_name=\"tiny "
+	EXPECT(strstr(out.data, "vllm:time_to_first_token_seconds_bucket{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\",le=\"0.001\"} 0.0\n"));
-	EXPECT(strstr(out.data, "mlaserve:time_to_first_token_seconds_count{model_name=\"tiny "
+	EXPECT(strstr(out.data, "vllm:time_to_first_token_seconds_count{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\"} 23.0\n"));
 	static const char *const required[] = {
 		"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
@@ -144,12 +144,12 @@ static void test_exposition_rules(void)
 		"request_success_total"};
 	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
 		char want[128];
-		snprintf(want, sizeof want, "# TYPE mlaserve:%s ", required[i]);
+		snprintf(want, sizeof want, "# TYPE vllm:%s ", required[i]);
 		EXPECTF(strstr(out.data, want) != NULL, "missing %s", required[i]);
 	}
-	EXPECT(strstr(out.data, "mlaserve:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
+	EXPECT(strstr(out.data, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\",position=\"1\"} 3.0\n"));
-	EXPECT(strstr(out.data, "mlaserve:spec_decode_num_draft_tokens_total{model_name=\"tiny "
+	EXPECT(strstr(out.data, "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\"} 21.0\n"));
 	free(text);
 	sbuf_fini(&out);

@@ -206,6 +206,51 @@ static void test_tools_reach_the_template(void)
 		   "tools");
 }
 
+/* Malformed tools are a 400 whatever the tool_choice, as vLLM's pydantic model has them;
+ * well-formed ones pass with or without type, description, parameters. */
+static void test_tools_validated(void)
+{
+#define U "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+	static const char *const bad[] = {
+		"[{}]", "[1]", "[{\"type\":\"function\"}]", "[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]",
+		"[{\"function\":{}}]", "[{\"function\":{\"name\":3}}]", "[{\"function\":[]}]",
+		"[{\"function\":{\"name\":\"f\",\"parameters\":[]}}]",
+		"[{\"function\":{\"name\":\"f\",\"description\":1}}]",
+		"[{\"function\":{\"name\":\"f\",\"strict\":\"yes\"}}]", "\"f\""};
+	static const char *const choices[] = {"", ",\"tool_choice\":\"none\""};
+	char b[512];
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		for (int c = 0; c < 2; c++) {
+			snprintf(b, sizeof b, "{" U ",\"tools\":%s%s}", bad[i], choices[c]);
+			expect_400(b, SRV_API_CHAT, "tools");
+		}
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{" U ",\"tools\":[{\"function\":{\"name\":\"f\",\"description\":null,"
+			    "\"parameters\":null,\"strict\":true}},{\"type\":\"function\",\"function\":"
+			    "{\"name\":\"g\",\"parameters\":{}}}]}", SRV_API_CHAT, &r, &ae), 0);
+	srv_request_fini(&r);
+#undef U
+}
+
+/* vLLM: a message without content (an assistant's with only tool_calls) or with null content
+ * reaches the template with content "". */
+static void test_missing_content_is_empty(void)
+{
+	struct srv_request r;
+	struct api_error ae;
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+			    "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+			    "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"content\":null,\"tool_call_id\":\"c\"}]}",
+			    SRV_API_CHAT, &r, &ae), 0);
+	EXPECT_EQ_INT(json_array_size(r.messages), 3);
+	for (size_t i = 0; i < json_array_size(r.messages); i++)
+		EXPECT(json_is_string(json_object_get(json_array_get(r.messages, i), "content")));
+	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 1), "content")), ""));
+	EXPECT(json_object_get(json_array_get(r.messages, 1), "tool_calls") != NULL);
+	srv_request_fini(&r);
+}
+
 /* Which requests get their tool calls parsed: tools with tool_choice "auto" or unset, when
  * the server runs --enable-auto-tool-choice --tool-call-parser; "required" and named choices
  * are guided (a grammar; a name not in tools is a 400). */
@@ -430,6 +475,6 @@ static void test_extras(void)
 	lim.priority = false;
 }
 
-TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tool_choice), T(test_nulls_are_unset),
+TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tools_validated), T(test_missing_content_is_empty), T(test_tool_choice), T(test_nulls_are_unset),
       T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
       T(test_error_body))
