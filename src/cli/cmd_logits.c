@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "io/config.h"
 #include "engine/dist_exec.h"
 #include "model/model.h"
 #include "ops/pool.h"
@@ -57,6 +58,9 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
 		goto out;
 	}
+	struct model_config mc; /* a backend of the wrong kind is refused before the weights load */
+	if (be && (config_load(o->dir, &mc, e) || attn_backend_check(be, config_is_sparse(&mc), e)))
+		goto out;
 	if (pool_new(o->threads, &pool, e))
 		goto out;
 	int chunk = o->chunk > 0 && o->chunk < n ? o->chunk : n;

@@ -407,6 +407,11 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		      eng->n_blocks - 1, bs, (long long)(eng->n_blocks - 1) * bs,
 		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
 		      o->enable_prefix_caching ? "on" : "off");
+	if (eng->kv.index_dim > 0)
+		LOG_I(MOD, "kv cache: with the sparse-attention indexer's keys (%d fp8 values + %d fp32 scales a token "
+			   "and layer: %.1f MiB of it)", eng->kv.index_dim, eng->kv.index_groups,
+		      (double)kv_cache_index_bytes_per_block(eng->kv.n_layers, bs, eng->kv.index_dim) * eng->n_blocks /
+			      (1 << 20));
 	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
 	      o->max_num_seqs, o->max_num_batched_tokens);
 	if (o->spec.method == SPEC_MTP)

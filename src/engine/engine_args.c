@@ -375,6 +375,12 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	if (config_load(a->model_dir, &cfg, e) < 0)
 		return -1;
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
+	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
+									: getenv("MLASERVE_ATTENTION_BACKEND");
+	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
+	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
+		return err_prefix(e, "%s", a->model_dir);
 	if (pool_new(a->threads, pool, e) < 0)
 		return -1;
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,

@@ -197,6 +197,29 @@ check "MTP: a checkpoint without the module" "$M/config.json: speculative method
 	"num_nextn_predict_layers is 0"
 MTP_RUN=
 
+# DeepSeek-V3.2's indexer tensors (tiny-v32): missing, misshapen, of a wrong dtype; bad config
+v32_fresh() {
+	rm -rf "$WORK/m"
+	cp -r "$ROOT/tests/fixtures/tiny-v32" "$WORK/m"
+	M=$WORK/m
+	ST=$M/model.safetensors
+}
+IX=model.layers.1.self_attn.indexer
+v32_fresh; st_edit "$ST" del $IX.wk.weight
+check "V3.2: missing indexer wk" "$M: missing tensor $IX.wk.weight"
+v32_fresh; st_edit "$ST" set $IX.wq_b.weight shape '[96, 512]'
+check "V3.2: wrong-shape indexer wq_b" "$ST: tensor $IX.wq_b.weight: shape [96, 512], expected [512, 96]"
+v32_fresh; st_edit "$ST" set $IX.k_norm.bias dtype '"I32"'
+check "V3.2: wrong-dtype indexer k_norm.bias" "$ST: tensor $IX.k_norm.bias:" "dtype I32"
+v32_fresh; st_edit "$ST" del $IX.weights_proj.weight
+check "V3.2: missing indexer weights_proj" "$M: missing tensor $IX.weights_proj.weight"
+v32_fresh; cfg_set index_head_dim 48
+check "V3.2 config: index_head_dim not a power of two" "$M/config.json: key \"index_head_dim\""
+v32_fresh; CHECK_ARGS="--attention-backend FLASHMLA" check "V3.2: a dense attention backend is refused" \
+	"attention backend FLASHMLA serves dense MLA attention and the model needs sparse" "FLASHMLA_SPARSE"
+fresh; CHECK_ARGS="--attention-backend FLASHMLA_SPARSE" check "a dense model refuses the sparse backend" \
+	"attention backend FLASHMLA_SPARSE serves sparse"
+
 # Accepted variants must give the very same logits as the fixture itself.
 same() {
 	local name=$1 why=""

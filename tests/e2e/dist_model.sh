@@ -6,6 +6,7 @@
 #   prefill path with the cached context gathered across the DCP group (REFERENCE_MLA, and
 #   FLASH_ATTN_MLA downgraded to threshold 1 at I > 1), fp8 slices inside scale blocks
 #   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
+# - tiny-v32 (sparse attention) logits under TP/DCP within 1e-3 of its goldens;
 # - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
 #   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
 # - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
@@ -98,6 +99,12 @@ GOLD=len17.fp8q.f32 logits "tiny-v2 --quantization fp8 -tp 2, one forward" tiny-
 logits "tiny-r1 (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunk 4" tiny-r1 len17 8 8 1 --chunk 4
 logits "tiny-r1 -tp 8 -dcp 8 I=16, REFERENCE_MLA chunk 9" tiny-r1 len17 8 8 16 --chunk 9 \
 	--attention-backend REFERENCE_MLA
+# DeepSeek-V3.2 (sparse attention, index_topk 16): the indexer's top-k merged across the DCP
+# group, each rank attending its own selected keys
+logits "tiny-v32 -tp 2, one forward of 300 tokens" tiny-v32 len300 2 1 1
+logits "tiny-v32 -tp 2 -dcp 2 I=1, chunks of 5" tiny-v32 len300 2 2 1 --chunk 5
+logits "tiny-v32 -tp 4 -dcp 4 I=4, chunks of 9" tiny-v32 len300 4 4 4 --chunk 9
+logits "tiny-v32 -tp 4 -dcp 2 I=16, decode path (chunk 1)" tiny-v32 len64 4 2 16 --chunk 1
 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
 	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
 # started under mpirun: the given ranks are used (no second launch)
@@ -162,7 +169,7 @@ with open(sys.argv[1], "w") as f:
 EOF
 # gen T D I BACKEND: prints the token ids of every prompt, one line each
 gen() {
-	MLASERVE_ATTENTION_BACKEND=$4 timeout 120 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 \
+	MLASERVE_ATTENTION_BACKEND=$4 timeout 120 "$BIN" generate "tests/fixtures/${GEN_MODEL:-tiny-v3}" --dtype float32 \
 		--prompts-file "$tmp/prompts.jsonl" --max-tokens 6 --ignore-eos --max-num-batched-tokens 40 \
 		-tp "$1" -dcp "$2" --dcp-kv-cache-interleave-size "$3" --output "$tmp/gen.jsonl" >"$out" 2>&1 &&
 		python3 -c 'import json,sys;[print(json.loads(l)["token_ids"]) for l in open(sys.argv[1])]' "$tmp/gen.jsonl"
@@ -177,6 +184,18 @@ for be in FLASHMLA FLASH_ATTN_MLA REFERENCE_MLA; do
 		if [ "$got" = "$want" ]; then ok "$name"
 		else notok "$name" "got [$(echo $got)] want [$(echo $want)]"; fi
 	done
+done
+
+# V3.2: the same mixed batch (prefix-cache hit, chunked 300-token prefill: sparse selection)
+want=$(GEN_MODEL=tiny-v32 gen 1 1 1 FLASHMLA_SPARSE)
+if [ -z "$want" ]; then notok "generate tiny-v32 single process" "no output"; fi
+for cfg in "2 2 1" "4 4 16" "4 2 4"; do
+	[ -z "$want" ] && break
+	set -- $cfg
+	got=$(GEN_MODEL=tiny-v32 gen "$1" "$2" "$3" FLASHMLA_SPARSE)
+	name="generate tiny-v32 mixed batch, FLASHMLA_SPARSE, -tp $1 -dcp $2 I=$3, same greedy tokens as one process"
+	if [ "$got" = "$want" ]; then ok "$name"
+	else notok "$name" "got [$(echo $got)] want [$(echo $want)]"; fi
 done
 
 # ---- speculative decoding under DCP: drafts (multi-token decode queries, the case behind
