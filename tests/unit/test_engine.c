@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "attn/kv_cache.h"
 #include "base/log.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
@@ -671,6 +672,53 @@ static void test_priority_scheduling(void)
 	engine_free(eng);
 }
 
+/* DeepSeek-V3.2 (tiny-v32: sparse attention, index_topk 16, its default backend): batched
+ * runs with and without prefix caching, at token budgets 7 and 1024, and in a pool small
+ * enough to preempt (the indexer cache counted in its blocks) equal each prompt alone */
+static void test_v32_invariance(void)
+{
+	if (load_model("tiny-v32") < 0)
+		return;
+	struct run_cfg lone = {.backend = NULL, .prefix_caching = false, .budget = 512};
+	for (int i = 0; i < N_PROMPTS; i++) {
+		int one[1] = {i};
+		int32_t out[1][N_NEW];
+		float m[1][N_NEW];
+		if (run_engine(&lone, one, 1, out, m, NULL) < 0)
+			return;
+		memcpy(g_ref[i], out[0], sizeof out[0]);
+		memcpy(g_ref_margin[i], m[0], sizeof m[0]);
+	}
+	int all[N_PROMPTS];
+	for (int i = 0; i < N_PROMPTS; i++)
+		all[i] = i;
+	size_t per_block = model_kv_bytes_per_block(g_model, 16, DT_F32);
+	EXPECT(per_block > kv_cache_bytes_per_block(model_kv_layers(g_model), 16,
+						    model_config(g_model)->kv_lora_rank +
+							    model_config(g_model)->qk_rope_head_dim,
+						    DT_F32));
+	static const struct {
+		int budget, pc;
+		size_t blocks;
+	} runs[] = {{7, 0, 0}, {7, 1, 0}, {1024, 0, 0}, {1024, 1, 0}, {64, 0, 26}, {64, 1, 26}};
+	for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+		struct run_cfg rc = {.backend = NULL, .prefix_caching = runs[k].pc, .budget = runs[k].budget,
+				     .kv_bytes = per_block * runs[k].blocks};
+		int32_t out[N_PROMPTS][N_NEW];
+		struct engine_stats st;
+		if (run_engine(&rc, all, N_PROMPTS, out, NULL, &st) < 0)
+			return;
+		char what[128];
+		snprintf(what, sizeof what, "tiny-v32 prefix %s budget %d%s", runs[k].pc ? "on" : "off", runs[k].budget,
+			 runs[k].blocks ? " small pool" : "");
+		expect_same(what, all, N_PROMPTS, out);
+		if (runs[k].pc)
+			EXPECTF(st.prefix_hits > 0, "%s: no prefix hit", what);
+		if (runs[k].blocks)
+			EXPECTF(st.preemptions > 0, "%s: no preemption", what);
+	}
+}
+
 static void test_teardown(void)
 {
 	model_free(g_model);
@@ -681,5 +729,5 @@ static void test_teardown(void)
 
 TESTS(T(test_alone_matches_golden), T(test_batched_equals_alone), T(test_preemption_invariance),
       T(test_seed_and_n), T(test_stop_and_cancel), T(test_queue_bound_and_shutdown),
-      T(test_stats_during_a_step), T(test_priority_scheduling),
+      T(test_stats_during_a_step), T(test_priority_scheduling), T(test_v32_invariance),
       T(test_teardown))
