@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rank clean-up and idle CPU of a self-launched job (`mlaserve dist-check -tp 3 --hold`):
-# whichever way rank 0 or the launcher ends (SIGTERM, SIGINT, SIGKILL), no rank is left, and
-# ranks idle in the plan wait use ~0% CPU. Prints ok/not ok lines.
+# whichever way rank 0 or the launcher ends (SIGTERM, SIGINT, SIGKILL), no rank is left, within
+# a bound (no wait here is unbounded), an mpirun that hangs after a SIGTERM is killed after
+# MLASERVE_MPIRUN_GRACE, and ranks idle in the plan wait use ~0% CPU. Prints ok/not ok lines.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
@@ -40,16 +41,24 @@ ends() {
 		echo "not ok - $name: ranks did not start"; sed 's/^/    /' "$out" | tail -5; return
 	fi
 	kill "-$sig" "$target"
-	local rc left
-	# the launcher is our child: wait for it (bounded by the 60 s hold)
-	for _ in $(seq 100); do kill -0 "$LAUNCHER" 2>/dev/null || break; sleep 0.1; done
+	local rc left t0=$SECONDS
+	# the launcher is our child: wait for it, bounded (never an unbounded wait: mpirun once
+	# hung after a SIGTERM; the launcher now kills it MLASERVE_MPIRUN_GRACE (20) s after one)
+	for _ in $(seq 400); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
+	if [ -n "$(alive "$LAUNCHER")" ]; then
+		echo "not ok - $name: the launched process did not end in 40 s"
+		ps -o pid,ppid,stat,wchan:24,cmd --ppid "$LAUNCHER" 2>/dev/null | sed 's/^/    /'
+		kill -KILL "$LAUNCHER" $PIDS 2>/dev/null
+		wait "$LAUNCHER" 2>/dev/null
+		return
+	fi
 	wait "$LAUNCHER" 2>/dev/null; rc=$?
 	for _ in $(seq 100); do left=$(alive $PIDS); [ -z "$left" ] && break; sleep 0.1; done
 	if [ -n "$left" ]; then echo "not ok - $name: ranks left behind: $left"
 	elif [ "$want" = 0 ] && [ "$rc" -ne 0 ]; then
 		echo "not ok - $name: exit status $rc, expected 0"; sed 's/^/    /' "$out" | tail -5
 	elif [ "$want" != 0 ] && [ "$rc" -eq 0 ]; then echo "not ok - $name: exit status 0"
-	else echo "ok - $name (exit $rc)"; fi
+	else echo "ok - $name (exit $rc, $((SECONDS - t0)) s)"; fi
 }
 
 # Idle CPU: ranks waiting for a plan must sleep, not spin (MPI's blocking wait spins).
@@ -72,4 +81,28 @@ start 3; ends "SIGINT to rank 0 stops every rank cleanly" 0 INT "$RANK0"
 start 3; ends "SIGKILL of rank 0 takes the other ranks down" nonzero KILL "$RANK0"
 start 3; ends "SIGTERM to the launched process ends every rank" nonzero TERM "$LAUNCHER"
 start 3; ends "SIGKILL of the launched process (mpirun) ends every rank" nonzero KILL "$LAUNCHER"
+
+# An mpirun that does not end after the stop signal is killed once MLASERVE_MPIRUN_GRACE has
+# passed (a stand-in that ignores SIGTERM, as the hung one did).
+fake=$(mktemp)
+printf '#!/bin/sh\ntrap "" TERM INT\nexec sleep 120\n' >"$fake"; chmod +x "$fake"
+MLASERVE_MPIRUN=$fake MLASERVE_MPIRUN_GRACE=2 "$BIN" dist-check -tp 3 --hold 60 >"$out" 2>&1 &
+LAUNCHER=$!; all_pids="$all_pids $LAUNCHER"
+sleep 0.5
+kid=$(pgrep -P "$LAUNCHER" | head -1)
+t0=$SECONDS
+kill -TERM "$LAUNCHER"
+for _ in $(seq 200); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
+if [ -n "$(alive "$LAUNCHER")" ]; then
+	echo "not ok - a hung mpirun is killed after the grace: still running after 20 s"; kill -KILL "$LAUNCHER" $kid
+else
+	wait "$LAUNCHER"; rc=$?
+	if [ -n "$kid" ] && [ -z "$(alive $kid)" ] && [ "$rc" -ne 0 ] && grep -q "did not end 2 s after the stop signal" "$out"; then
+		echo "ok - a hung mpirun is killed after the grace (exit $rc, $((SECONDS - t0)) s)"
+	else
+		echo "not ok - a hung mpirun is killed after the grace: exit $rc, stand-in ${kid:-not found} $(alive $kid)"
+		sed 's/^/    /' "$out" | tail -3
+	fi
+fi
+rm -f "$fake"
 exit 0
