@@ -134,8 +134,8 @@ static int dsml_params(const char *p, const char *end, json_t *args)
 		    !(q = dsml_gt(q, end)))
 			continue;
 		const char *close = find(q, end, DSML_PARAM_END, LEN(DSML_PARAM_END));
-		if (!close)
-			continue;
+		if (!close) /* nor can a later one end */
+			break;
 		p = close + LEN(DSML_PARAM_END);
 		if (!utf8_valid(name, name_len)) /* not a key JSON can hold: the parameter is dropped */
 			continue;
@@ -155,9 +155,11 @@ static int dsml_invokes(const char *p, const char *end, json_t *calls)
 		size_t name_len;
 		p = at + 1;
 		body = dsml_gt(dsml_attr(at + LEN(DSML_INVOKE), end, "name", &name, &name_len), end);
-		const char *close = body ? find(body, end, DSML_INVOKE_END, LEN(DSML_INVOKE_END)) : NULL;
-		if (!close)
+		if (!body)
 			continue;
+		const char *close = find(body, end, DSML_INVOKE_END, LEN(DSML_INVOKE_END));
+		if (!close) /* nor can a later one end */
+			break;
 		p = close + LEN(DSML_INVOKE_END);
 		json_t *args = json_object();
 		struct sbuf text = {0};

@@ -52,8 +52,12 @@ struct enc {
 	struct jctx *c;
 	const struct jlist *m; /* the messages */
 	long last_user;	       /* index of the last user or developer message, -1 */
+	size_t shift;	       /* 1 when a system message for the request's tools was put in front */
 	bool thinking;
 };
+
+/* the index of messages[i] in the caller's list, for errors */
+static size_t ix(const struct enc *x, size_t i) { return i - x->shift; }
 
 static struct jval *field(const struct jval *d, const char *k)
 {
@@ -145,14 +149,14 @@ static int call_arguments(struct enc *x, size_t i, size_t k, const struct jval *
 		return 0;
 	}
 	if (!args || args->k != JV_STR)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a JSON string", i, k);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a JSON string", ix(x, i), k);
 	json_error_t je;
 	json_t *j = json_loadb(args->u.s.p, args->u.s.n, JSON_ALLOW_NUL, &je);
 	if (!j)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments: %s", i, k, je.text);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments: %s", ix(x, i), k, je.text);
 	int r = json_is_object(j) ? from_json(x, j, 0, out)
 				  : err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a "
-						     "JSON object", i, k);
+						     "JSON object", ix(x, i), k);
 	json_decref(j);
 	return r;
 }
@@ -163,13 +167,13 @@ static int call_arguments(struct enc *x, size_t i, size_t k, const struct jval *
 static int put_tools(struct enc *x, size_t i, const struct jval *tools)
 {
 	if (tools->k != JV_LIST)
-		return err_set(x->c->e, PFX "messages[%zu].tools must be a list", i);
+		return err_set(x->c->e, PFX "messages[%zu].tools must be a list", ix(x, i));
 	if (put(x, TOOLS_HEAD) < 0)
 		return oom(x);
 	for (size_t t = 0; t < tools->u.l->n; t++) {
 		const struct jval *fn = field(&tools->u.l->v[t], "function");
 		if (!fn)
-			return err_set(x->c->e, PFX "messages[%zu].tools[%zu] has no \"function\"", i, t);
+			return err_set(x->c->e, PFX "messages[%zu].tools[%zu] has no \"function\"", ix(x, i), t);
 		if ((t && put(x, "\n") < 0) || put_json(x, fn) < 0)
 			return -1;
 	}
@@ -195,7 +199,7 @@ static int put_user(struct enc *x, size_t i, const struct jval *msg, bool develo
 		return -1;
 	if (developer) {
 		if (!content || !jv_truthy(content))
-			return err_set(x->c->e, PFX "messages[%zu]: a developer message needs content", i);
+			return err_set(x->c->e, PFX "messages[%zu]: a developer message needs content", ix(x, i));
 		if (put_extras(x, i, msg) < 0 || put(x, "\n\n# The user's message is: ") < 0)
 			return -1;
 	}
@@ -209,7 +213,7 @@ static int put_invoke(struct enc *x, size_t i, size_t k, const struct jval *call
 {
 	const struct jval *fn = field(call, "function"), *name = fn ? field(fn, "name") : NULL;
 	if (!name)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu] has no function.name", i, k);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu] has no function.name", ix(x, i), k);
 	struct jval args;
 	if (call_arguments(x, i, k, field(fn, "arguments"), &args) < 0)
 		return -1;
@@ -235,11 +239,11 @@ static int put_assistant(struct enc *x, size_t i, const struct jval *msg)
 	const struct jval *reasoning = has(msg, "reasoning") ? field(msg, "reasoning") : field(msg, "reasoning_content");
 	bool any_calls = calls && jv_truthy(calls);
 	if (any_calls && calls->k != JV_LIST)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls must be a list", i);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls must be a list", ix(x, i));
 	if (x->thinking && (long)i > x->last_user) {
 		if (!any_calls && !(reasoning && jv_truthy(reasoning)))
 			return err_set(x->c->e, PFX "messages[%zu]: in thinking mode an assistant message after the last "
-						    "user message needs reasoning_content or tool_calls", i);
+						    "user message needs reasoning_content or tool_calls", ix(x, i));
 		if ((reasoning && jv_truthy(reasoning) && put_text(x, reasoning) < 0) || put(x, UNTHINK) < 0)
 			return -1;
 	}
@@ -268,9 +272,9 @@ static int put_tool(struct enc *x, size_t i, const struct jval *msg)
 	size_t order = i - a + 1, n_calls = calls && calls->k == JV_LIST ? calls->u.l->n : 0;
 	if (!n_calls)
 		return err_set(x->c->e, PFX "messages[%zu]: a tool message must follow an assistant message with "
-					    "tool_calls", i);
+					    "tool_calls", ix(x, i));
 	if (order > n_calls)
-		return err_set(x->c->e, PFX "messages[%zu]: %zu tool results for %zu tool_calls", i, order, n_calls);
+		return err_set(x->c->e, PFX "messages[%zu]: %zu tool results for %zu tool_calls", ix(x, i), order, n_calls);
 	if ((order == 1 && put(x, "\n\n<function_results>") < 0) || put(x, "\n<result>") < 0 ||
 	    put_text(x, field(msg, "content")) < 0 || put(x, "</result>") < 0)
 		return -1;
@@ -285,9 +289,9 @@ static int put_message(struct enc *x, size_t i)
 {
 	const struct jval *msg = &x->m->v[i], *role = field(msg, "role");
 	if (msg->k != JV_DICT)
-		return err_set(x->c->e, PFX "messages[%zu] must be an object", i);
+		return err_set(x->c->e, PFX "messages[%zu] must be an object", ix(x, i));
 	if (!role || role->k != JV_STR)
-		return err_set(x->c->e, PFX "messages[%zu] has no role", i);
+		return err_set(x->c->e, PFX "messages[%zu] has no role", ix(x, i));
 	const char *r = role->u.s.p;
 	if (!strcmp(r, "system")) {
 		const struct jval *content = field(msg, "content");
@@ -301,7 +305,7 @@ static int put_message(struct enc *x, size_t i)
 		return put_assistant(x, i, msg);
 	if (!strcmp(r, "tool"))
 		return put_tool(x, i, msg);
-	return err_set(x->c->e, PFX "messages[%zu]: unknown role '%s'", i, r);
+	return err_set(x->c->e, PFX "messages[%zu]: unknown role '%s'", ix(x, i), r);
 }
 
 /* The request's tools go on the first message when it is a system message, else on an empty
@@ -337,6 +341,7 @@ static int attach_tools(struct enc *x, struct jval *messages, const struct jval 
 		memcpy(copy.u.l->v + 1, l->v, l->n * sizeof *l->v);
 	copy.u.l->n = l->n + 1;
 	*messages = copy;
+	x->shift = 1;
 	return 0;
 }
 
@@ -349,6 +354,9 @@ int chat_dsv32_encode(struct jctx *c, struct jval *messages, const struct jval *
 	if (tools && tools->k != JV_NONE && tools->k != JV_UNDEF) {
 		if (tools->k != JV_LIST)
 			return err_set(c->e, PFX "tools must be a list");
+		for (size_t t = 0; t < tools->u.l->n; t++)
+			if (!field(&tools->u.l->v[t], "function"))
+				return err_set(c->e, PFX "tools[%zu] has no \"function\"", t);
 		if (tools->u.l->n && attach_tools(&x, &msgs, tools) < 0)
 			return -1;
 	}

@@ -278,6 +278,11 @@ static void test_errors(void)
 		     "{\"thinking\": true}", "messages[1]: in thinking mode");
 	expect_error("tools not a list", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": 3}", "tools must be a list");
 	expect_error("tool without function", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": [{\"type\": \"x\"}]}",
+		     "prompt: tools[0] has no \"function\"");
+	/* errors name the request's own indices, with a system message put in front for the tools */
+	expect_error("index with tools", "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"bot\"}]",
+		     "{\"tools\": " TOOLS_JSON "}", "messages[1]: unknown role 'bot'");
+	expect_error("a message's own tools", "[{\"role\": \"system\", \"tools\": [{}]}]", NULL,
 		     "messages[0].tools[0] has no \"function\"");
 }
 
