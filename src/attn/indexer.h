@@ -40,8 +40,9 @@ int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32
 float attn_index_score(const float *q, const float *w, int n_heads, int dim, int group, const uint8_t *codes,
 		       const float *scales);
 
-/* Arena bytes attn_index_select needs at most: n_tokens tokens, keys seen per token at most
- * max_keys, the pool's n_threads, dcp_size ranks. */
-size_t attn_index_scratch_bytes(int n_tokens, int topk, int max_keys, int n_threads, int dcp_size);
+/* Arena bytes attn_index_select needs at most: n_tokens tokens of n_heads x dim queries, keys
+ * seen per token at most max_keys, the pool's n_threads, dcp_size ranks. */
+size_t attn_index_scratch_bytes(int n_tokens, int n_heads, int dim, int topk, int max_keys, int n_threads,
+				int dcp_size);
 
 #endif

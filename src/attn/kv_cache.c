@@ -55,7 +55,8 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 	if (index_dim > 0) {
 		size_t slots = (size_t)n_layers * (size_t)n_blocks * (size_t)block_size;
 		int groups = index_dim / kv_cache_index_group(index_dim);
-		kv->index_codes = calloc(slots, (size_t)index_dim);
+		/* + 64: vector gathers read up to 3 bytes past a row (attn/indexer.c) */
+		kv->index_codes = calloc(slots * (size_t)index_dim + 64, 1);
 		kv->index_scales = calloc(slots * (size_t)groups, sizeof(float));
 		if (!kv->index_codes || !kv->index_scales) {
 			free(kv->data);

@@ -601,6 +601,7 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 	if (step_begin(m, b, kv, backend, &meta, e))
 		return -1;
 	m->step_weight_bytes = 0;
+	m->step_index_s = 0;
 	int n = b->n_tokens, D = c->hidden_size;
 	float *h = ALLOC(m, float, (size_t)n * D);  /* [n, D] residual stream */
 	float *xn = ALLOC(m, float, (size_t)n * D); /* [n, D] normed input of a block */

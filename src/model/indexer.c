@@ -15,6 +15,7 @@
 
 #include "attn/indexer.h"
 #include "attn/kv_cache.h"
+#include "base/mono.h"
 #include "model/model_internal.h"
 #include "ops/pool.h"
 #include "ops/vec.h"
@@ -155,6 +156,7 @@ int model_indexer(struct model *m, int li, const struct batch *b, const struct a
 	int n = b->n_tokens, D = c->hidden_size, Lq = c->q_lora_rank, Hi = c->index_n_heads, di = c->index_head_dim;
 	int g = kv_cache_index_group(di);
 	struct arena *a = &m->arena;
+	double t0 = mono_now_s();
 	struct ix_ctx x = {.m = m, .l = l, .pos = b->positions};
 	x.q = arena_alloc(a, sizeof(float) * (size_t)n * Hi * di);
 	x.k = arena_alloc(a, sizeof(float) * (size_t)n * di);
@@ -176,6 +178,7 @@ int model_indexer(struct model *m, int li, const struct batch *b, const struct a
 				     .dcp_allgather = dcp_gather_bytes, .dcp_ctx = m->opt.comm};
 	if (attn_index_select(&ia, sel_start, sel, e))
 		return err_prefix(e, "layer %d", li);
+	m->step_index_s += mono_now_s() - t0;
 	return 0;
 }
 
@@ -189,5 +192,5 @@ size_t model_indexer_scratch_bytes(const struct model *m)
 	size_t own = 4 * (n * Hi * di + n * di + n * Hi + n * di) + n * di + 6 * 64;
 	/* a token sees at most max_model_len keys (its shard's under DCP) */
 	int max_keys = m->opt.max_model_len > 0 ? (m->opt.max_model_len + W - 1) / W + 1 : (int)n;
-	return own + attn_index_scratch_bytes((int)n, c->index_topk, max_keys, m->n_threads, W);
+	return own + attn_index_scratch_bytes((int)n, (int)Hi, (int)di, c->index_topk, max_keys, m->n_threads, W);
 }

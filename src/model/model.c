@@ -779,6 +779,8 @@ const struct model_config *model_config(const struct model *m) { return &m->cfg;
 size_t model_weight_bytes(const struct model *m) { return m->weight_bytes; }
 enum dtype model_act_dtype(const struct model *m) { return m->opt.act_dtype; }
 size_t model_step_weight_bytes(const struct model *m) { return m->step_weight_bytes; }
+double model_step_index_seconds(const struct model *m) { return m->step_index_s; }
+
 int model_kv_layers(const struct model *m) { return m->n_layers; }
 bool model_has_mtp(const struct model *m) { return m->n_layers > m->cfg.num_hidden_layers; }
 

@@ -47,6 +47,9 @@ enum dtype model_act_dtype(const struct model *m); /* resolved activation dtype 
  * the numerator of the decode roofline (routed experts count only when some token chose
  * them). */
 size_t model_step_weight_bytes(const struct model *m);
+/* Seconds the last forward spent in DeepSeek Sparse Attention's indexer (V3.2; 0 otherwise):
+ * its projections, the key cache write and the top-k selection (benchmarks report its share). */
+double model_step_index_seconds(const struct model *m);
 /* Layers of the latent KV cache this model writes: the main ones, plus the MTP layer when
  * it was loaded (model_options.load_mtp). */
 int model_kv_layers(const struct model *m);

@@ -72,6 +72,7 @@ struct model {
 	size_t quant_src_bytes;		/* --quantization fp8: the float bytes quantized */
 	double quant_s;			/* and the seconds it took */
 	size_t step_weight_bytes;	/* weights read by the last forward */
+	double step_index_s;		/* seconds the last forward spent in the sparse-attention indexer */
 	struct arena arena;		/* per-step scratch */
 	struct owned *owned;		/* buffers to free (model.c) */
 	int n_owned, cap_owned;

@@ -17,7 +17,7 @@
 #define DIM 32
 #define HEADS 4
 #define BS 4
-#define MAXLEN 96
+#define MAXLEN 2600
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
@@ -62,6 +62,15 @@ struct step {
 	struct keys keys[4];
 };
 
+static const float *g_sc;
+static int by_score(const void *x, const void *y)
+{
+	int a = *(const int *)x, b = *(const int *)y;
+	if (g_sc[a] != g_sc[b])
+		return g_sc[a] > g_sc[b] ? -1 : 1;
+	return (a > b) - (a < b);
+}
+
 /* brute force: token t (sequence i, position p) selects the topk best of positions [0, p] */
 static int brute(const struct step *s, int t, int topk, int32_t *out)
 {
@@ -70,19 +79,14 @@ static int brute(const struct step *s, int t, int topk, int32_t *out)
 		i++;
 	int p = s->L[i] - (s->qs[i + 1] - s->qs[i]) + (t - s->qs[i]);
 	int n = p + 1, k = n < topk ? n : topk;
-	float sc[MAXLEN];
-	int ord[MAXLEN];
+	static float sc[MAXLEN];
+	static int ord[MAXLEN];
 	for (int j = 0; j < n; j++) {
 		sc[j] = attn_index_score(s->q[t], s->w[t], HEADS, DIM, DIM, s->keys[i].codes[j], &s->keys[i].scale[j]);
 		ord[j] = j;
 	}
-	for (int a = 1; a < n; a++) /* insertion sort: score desc, position asc */
-		for (int b = a; b > 0 && (sc[ord[b]] > sc[ord[b - 1]] ||
-					  (sc[ord[b]] == sc[ord[b - 1]] && ord[b] < ord[b - 1])); b--) {
-			int x = ord[b];
-			ord[b] = ord[b - 1];
-			ord[b - 1] = x;
-		}
+	g_sc = sc;
+	qsort(ord, (size_t)n, sizeof *ord, by_score); /* score desc, position asc */
 	for (int j = 0; j < k; j++)
 		out[j] = ord[j];
 	for (int a = 1; a < k; a++)
@@ -137,7 +141,7 @@ static void rank_setup(struct rank *k, const struct step *s, int W, int r, int I
 	CHECK(kv_cache_init_indexed(&k->kv, 1, 4 * per + 1, BS, 8, 2, DT_F32, DIM, &e) == 0);
 	for (int i = 0; i < s->n_seqs; i++) {
 		for (int b = 0; b < per; b++) /* scattered pages */
-			k->bt[i][b] = 1 + (b * 7 + i * 3) % per + i * per;
+			k->bt[i][b] = 1 + (b * 11 + i * 3) % per + i * per; /* 11: prime to per = 651 */
 		k->local[i] = W > 1 ? dcp_local_seq_len(s->L[i], W, r, I) : s->L[i];
 		for (int j = 0; j < k->local[i]; j++) {
 			int64_t g = W > 1 ? dcp_global_pos(j, W, r, I) : j;
@@ -149,7 +153,7 @@ static void rank_setup(struct rank *k, const struct step *s, int W, int r, int I
 				     .seq_lens = s->L, .block_table = &k->bt[0][0], .max_blocks = per,
 				     .slots = k->slots, .dcp_size = W, .dcp_rank = r, .dcp_interleave = I,
 				     .local_seq_lens = k->local};
-	CHECK(arena_init(&k->arena, attn_index_scratch_bytes(s->n_tok, topk, MAXLEN, 2, W) + 4096) == 0);
+	CHECK(arena_init(&k->arena, attn_index_scratch_bytes(s->n_tok, HEADS, DIM, topk, MAXLEN, 2, W) + 4096) == 0);
 	CHECK(pool_new(2, &k->pool, &e) == 0);
 }
 
@@ -198,7 +202,7 @@ static void check_step(const struct step *s, int W, int I, int topk, const char 
 {
 	struct rank *k = calloc((size_t)W, sizeof *k);
 	pthread_t th[8];
-	g_max = attn_index_scratch_bytes(s->n_tok, topk, MAXLEN, 2, W);
+	g_max = attn_index_scratch_bytes(s->n_tok, HEADS, DIM, topk, MAXLEN, 2, W);
 	g_buf = malloc(g_max * (size_t)W);
 	pthread_barrier_init(&bar, NULL, (unsigned)W);
 	for (int r = 0; r < W; r++)
@@ -209,7 +213,7 @@ static void check_step(const struct step *s, int W, int I, int topk, const char 
 		pthread_join(th[r], NULL);
 	int bad = 0;
 	for (int t = 0; t < s->n_tok && !bad; t++) {
-		int32_t want[MAXLEN], got[MAXLEN];
+		static int32_t want[MAXLEN], got[MAXLEN];
 		int nw = brute(s, t, topk, want), ng = 0;
 		for (int r = 0; r < W; r++) {
 			EXPECTF(k[r].rc == 0, "%s: %s", what, k[r].e.msg);
@@ -237,9 +241,10 @@ static void check_step(const struct step *s, int W, int I, int topk, const char 
 	free(k);
 }
 
+static struct step s; /* large: static */
+
 static void test_select_matches_brute_force(void)
 {
-	struct step s;
 	static const int L[] = {90, 7, 40, 17}, q[] = {1, 7, 12, 3};
 	make_step(&s, 4, L, q);
 	check_step(&s, 1, 1, 16, "W=1 k=16");
@@ -249,7 +254,6 @@ static void test_select_matches_brute_force(void)
 
 static void test_dcp_merge_is_exact(void)
 {
-	struct step s;
 	/* rank shards with fewer keys than k (L 7 over 4 ranks), long ones, a decode */
 	static const int L[] = {90, 7, 40, 17}, q[] = {1, 7, 12, 3};
 	make_step(&s, 4, L, q);
@@ -260,4 +264,18 @@ static void test_dcp_merge_is_exact(void)
 	check_step(&s, 4, 4, 3, "W=4 I=4 k=3");
 }
 
-TESTS(T(test_select_matches_brute_force), T(test_dcp_merge_is_exact))
+/* decode batches: fewer token groups than twice the threads, so their keys are split across
+ * the threads in chunks of 1024 (the long contexts cross chunk boundaries) */
+static void test_few_tokens_split_keys(void)
+{
+	static const int L1[] = {2600}, q1[] = {1}, L2[] = {2600, 1500}, q2[] = {2, 1};
+	make_step(&s, 1, L1, q1);
+	check_step(&s, 1, 1, 16, "decode W=1");
+	check_step(&s, 2, 1, 16, "decode W=2");
+	check_step(&s, 4, 2, 40, "decode W=4 I=2");
+	make_step(&s, 2, L2, q2);
+	check_step(&s, 1, 1, 16, "two seqs W=1");
+	check_step(&s, 2, 4, 16, "two seqs W=2 I=4");
+}
+
+TESTS(T(test_select_matches_brute_force), T(test_dcp_merge_is_exact), T(test_few_tokens_split_keys))
