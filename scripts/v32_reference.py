@@ -15,7 +15,9 @@ that differ from <name>.topk.i32 (the check that this reference is right); with 
 same for <name>.mtp.f32, <name>.mtp.topk.i32 and <name>.chain{1,2}.f32 where they exist. It always prints the
 fragile points of the selection: for every query with more keys than index_topk, the gap between
 its k-th and (k+1)-th index score relative to the row's largest |score|, and the smallest MoE
-routing margin (the score gap that decides a row's expert groups or experts).
+routing margin (the score gap that decides a row's expert groups or experts), and the rows whose
+index set would change if one indexer fp8 code within 1e-4 ulp of a rounding midpoint went the
+other way (float32 noise moves q/k by about 1e-5 ulp), with that code's distance.
 
   --out F           the model's logits [n, vocab], raw LE float32
   --topk-out F      the selected key positions [n_layers, n, index_topk] int32, ascending, -1 padded
@@ -31,8 +33,9 @@ routing margin (the score gap that decides a row's expert groups or experts).
                     rows with more than index_topk keys move: the proof that selection matters
   --json F          the numbers printed, machine-readable
   --perturb REL     also rerun the model TRIALS times (--trials, default 4) with every indexer q/k
-                    element multiplied by (1 + REL * u), u uniform in [-1, 1), and count the
-                    (layer, position) sets that change: how far rounding noise is from a flip
+                    element (before its fp8 rounding) and every head weight multiplied by
+                    (1 + REL * u), u uniform in [-1, 1), and count the (layer, position) sets that
+                    change: how far rounding noise is from a flip
 
 Numerics (README K1-K6): activations float64; weights as stored (BF16 widened, F8_E4M3 times the
 128x128 block's weight_scale_inv); the indexer's q/k go through fp8 e4m3 with ue8m0 scales as
@@ -68,7 +71,13 @@ def e4m3_midpoint_dist(v):  # |v| 's distance to the nearest e4m3 rounding midpo
 
 class Fp8Stats:
     def __init__(self):
-        self.n, self.near4, self.near3 = 0, 0, 0
+        self.n, self.near4, self.near3, self.groups, self.scale_near = 0, 0, 0, 0, 0
+
+    def scale(self, amax):  # a group whose ue8m0 rounding is within 1e-5 (relative) of going the other way
+        s = R.f32(max(amax, 1e-4)) * FP8_MAX_INV
+        m, _ = math.frexp(s)
+        self.groups += 1
+        self.scale_near += m < 0.5 * (1 + 1e-5) or m > 1 - 0.5e-5
 
     def add(self, y):
         d = e4m3_midpoint_dist(y)
@@ -77,17 +86,36 @@ class Fp8Stats:
         self.near3 += d < 1e-3
 
 
-def act_quant(x, group, stats=None):
+def e4m3_second(v):  # the e4m3 value second nearest to v (the other side of the rounding decision)
+    a = min(abs(v), FP8_MAX)
+    lo, hi = 0, 126
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if R.FP8[mid] <= a else (lo, mid)
+    b = lo if abs(R.e4m3_nearest(a) - R.FP8[hi]) < abs(R.e4m3_nearest(a) - R.FP8[lo]) else hi
+    return -R.FP8[b] if v < 0 else R.FP8[b]
+
+
+FLIP_ULP = 1e-4  # near a rounding midpoint: within this many ulp (f32 noise is ~1e-5 ulp)
+
+
+def act_quant(x, group, stats=None, near=None):
     """Quantize-dequantize: per group of `group` elements, scale = ue8m0_scale(amax), code = the
-    e4m3 value nearest to clamp(x / scale, +-448) (ties to even), value = code * scale (exact)."""
+    e4m3 value nearest to clamp(x / scale, +-448) (ties to even), value = code * scale (exact).
+    With near (a list), appends (index, the other code's value) for each element within FLIP_ULP
+    of a rounding midpoint."""
     out = []
     for g0 in range(0, len(x), group):
         blk = x[g0:g0 + group]
         s = ue8m0_scale(max(abs(v) for v in blk))
-        for v in blk:
+        if stats:
+            stats.scale(max(abs(v) for v in blk))
+        for i, v in enumerate(blk):
             y = min(max(v / s, -FP8_MAX), FP8_MAX)  # exact: s is a power of two
             if stats:
                 stats.add(y)
+            if near is not None and e4m3_midpoint_dist(y) < FLIP_ULP:
+                near.append((g0 + i, e4m3_second(y) * s, e4m3_midpoint_dist(y)))
             out.append(R.e4m3_nearest(y) * s)
     return out
 
@@ -143,34 +171,61 @@ class V32Model(R.Model):
         order, causal by row), and per row the relative gap at the selection boundary."""
         w, P = self.w, 'model.layers.%d.self_attn.indexer.' % li
         nh, hd, dr = self.nh, self.hd, self.c['qk_rope_head_dim']
-        iq, ik, wt = [], [], []
+        iq, ik, wt, nq, nk = [], [], [], [], []
         for x, qr, p in zip(xs, qrs, positions):
             q = R.mv(w.get(P + 'wq_b.weight'), qr)
-            heads = []
+            heads, nq_t = [], []
             for h in range(nh):
                 v = q[h * hd:(h + 1) * hd]
                 v = hadamard(self.rope_neox(v[:dr], p) + v[dr:])
-                heads.append(act_quant(self.noise(v), self.group, self.fp8))
+                near = []
+                heads.append(act_quant(self.noise(v), self.group, self.fp8, near))
+                nq_t += [(h, j, alt, dist) for j, alt, dist in near]
             iq.append(heads)
+            nq.append(nq_t)
             k = layernorm(R.mv(w.get(P + 'wk.weight'), x), w.get(P + 'k_norm.weight'), w.get(P + 'k_norm.bias'))
             k = hadamard(self.rope_neox(k[:dr], p) + k[dr:])
-            ik.append(act_quant(self.noise(k), self.group, self.fp8))
-            wt.append([v * nh ** -0.5 * hd ** -0.5 for v in R.mv(w.get(P + 'weights_proj.weight'), x)])
-        sel, gap, gabs = [], [], []
+            near = []
+            ik.append(act_quant(self.noise(k), self.group, self.fp8, near))
+            nk.append(near)
+            wt.append(self.noise([v * nh ** -0.5 * hd ** -0.5 for v in R.mv(w.get(P + 'weights_proj.weight'), x)]))
+        sel, gap, gabs, scs, keys, K = [], [], [], [], [], self.topk
+        dot = lambda t, h, s: sum(a * b for a, b in zip(iq[t][h], ik[s]))  # noqa: E731
         for t in range(len(xs)):
-            sc = [sum(wt[t][h] * max(sum(a * b for a, b in zip(iq[t][h], ik[s])), 0.0) for h in range(nh))
-                  for s in range(t + 1)]
-            if t + 1 <= self.topk:  # every causal key
+            sc = [sum(wt[t][h] * max(dot(t, h, s), 0.0) for h in range(nh)) for s in range(t + 1)]
+            scs.append(sc)
+            if t + 1 <= K:  # every causal key
                 sel.append(list(range(t + 1)))
                 gap.append(None)
                 gabs.append(None)
+                keys.append(None)
                 continue
             order = sorted(range(t + 1), key=lambda s: (-sc[s], s))  # ties: the lower position first
-            sel.append(sorted(order[:self.topk]))
-            g = sc[order[self.topk - 1]] - sc[order[self.topk]]
+            sel.append(sorted(order[:K]))
+            keys.append(((-sc[order[K - 1]], order[K - 1]), (-sc[order[K]], order[K])))
+            g = sc[order[K - 1]] - sc[order[K]]
             mx = max(abs(v) for v in sc)
             gap.append(g / mx if mx else 0.0)
             gabs.append(g)
+        # Which rows' sets would change if one fp8 code within FLIP_ULP of a rounding midpoint went
+        # the other way (as float32 noise may make it do): key codes touch every later row, query
+        # codes their own row.
+        flip = {}  # row -> the smallest distance (ulp) of a code that would change its set
+        for s, near in enumerate(nk):
+            for j, alt, dist in near:
+                d = alt - ik[s][j]
+                for t in range(max(s, K), len(xs)):
+                    new = (-sum(wt[t][h] * max(dot(t, h, s) + iq[t][h][j] * d, 0.0) for h in range(nh)), s)
+                    last, nxt = keys[t]
+                    if (new > nxt) if s in sel[t] else (new < last):
+                        flip[t] = min(dist, flip.get(t, 1))
+        for t, near in enumerate(nq):
+            for h, j, alt, dist in near if t >= K else ():
+                d = alt - iq[t][h][j]
+                sc = [v + wt[t][h] * (max(dot(t, h, s) + d * ik[s][j], 0.0) - max(dot(t, h, s), 0.0)) for s, v in enumerate(scs[t])]
+                if sorted(sorted(range(t + 1), key=lambda s: (-sc[s], s))[:K]) != sel[t]:
+                    flip[t] = min(dist, flip.get(t, 1))
+        self.last_flip = flip
         return sel, gap, gabs
 
     def ffn(self, li, hs):  # R.Model.ffn, noting how close each MoE row's routing is to a flip
@@ -208,7 +263,7 @@ class V32Model(R.Model):
             ks.append([up[h * (dn + dv):h * (dn + dv) + dn] + kpe for h in range(H)])
             vs.append([up[h * (dn + dv) + dn:(h + 1) * (dn + dv)] for h in range(H)])
         sel, gap, gabs = self.indexer(li, xs, qrs, positions)
-        self.stats[li] = {'sel': sel, 'gap': gap, 'abs': gabs}
+        self.stats[li] = {'sel': sel, 'gap': gap, 'abs': gabs, 'flip': self.last_flip}
         out = []
         for t in range(len(hs)):  # softmax over the selected keys only, one set for all heads
             o = []
@@ -233,7 +288,7 @@ def forward(m, toks):  # as R.forward, also returning each layer's index sets an
     return fin, [R.mv(w.get('lm_head.weight'), x) for x in fin], per_layer
 
 
-def greedy(m, toks, logits, n_new, name, rows, routes):
+def greedy(m, toks, logits, n_new, name, rows, routes, flips):
     """n_new greedy tokens after toks (logits: the prompt's forward); ties go to the lower id.
     Appends each decode row's boundary gap to rows and its routing margins to routes."""
     seq, last, out = list(toks), logits[-1], {'name': name, 'tokens': [], 'margins': [], 'top1_logits': []}
@@ -252,6 +307,8 @@ def greedy(m, toks, logits, n_new, name, rows, routes):
                 rows.append(('%s/greedy%d/%d/%d' % (name, k + 1, l, t), st['gap'][t], st['abs'][t]))
             if st['route']:
                 routes.append(('%s/greedy%d/%d/%d' % (name, k + 1, l, t), [st['route'][t]]))
+            if t in st['flip']:
+                flips.append(('%s/greedy%d/%d/%d' % (name, k + 1, l, t), st['flip'][t]))
     return out
 
 
@@ -301,7 +358,7 @@ def main():
     toks, gdir = pr['tokens'], os.path.dirname(prompts)
     n, V, L, K = len(toks), c['vocab_size'], c['num_hidden_layers'], m.topk
     fin, logits, per_layer = forward(m, toks)
-    fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3)  # the chained passes recompute the same elements
+    fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3, m.fp8.groups, m.fp8.scale_near)  # the chained passes recompute the same elements
     rep = {'prompt': name, 'n': n}
     gf = os.path.join(gdir, pr.get('logits_file', name + '.logits.f32'))
     if os.path.exists(gf):
@@ -317,12 +374,14 @@ def main():
     rows = [('%s/%d/%d' % (name, l, t), st['gap'][t], st['abs'][t]) for l, st in enumerate(per_layer)
             for t in range(n) if st['gap'][t] is not None]
     routes = [('%s/%d' % (name, l), st['route']) for l, st in enumerate(per_layer)]
+    flips = [('%s/%d/%d' % (name, l, t), st['flip'][t]) for l, st in enumerate(per_layer) for t in sorted(st['flip'])]
     if 'out' in opt:
         R.write_f32(opt['out'], logits)
         print('wrote %s: logits [%d, %d]' % (opt['out'], n, V))
     if 'topk-out' in opt:
         write_i32(opt['topk-out'], per_layer, n, K)
         print('wrote %s: index sets [%d, %d, %d]' % (opt['topk-out'], L, n, K))
+    mtp_base = None
     gold_mtp, gold_chain = os.path.join(gdir, name + '.mtp.f32'), os.path.join(gdir, name + '.chainDEPTH.f32')
     check_mtp = c.get('num_nextn_predict_layers') and os.path.exists(gold_mtp)
     check_chain = check_mtp and os.path.exists(gold_chain.replace('DEPTH', '1'))
@@ -330,8 +389,10 @@ def main():
         mtp = R.MTP(m)
         mi, mh, out = mtp.first(toks, fin)
         mst = m.stats[L]
+        mtp_base = [frozenset(x) for x in mst['sel']]
         routes.append(('%s/mtp' % name, m.route_margin.get(L)))
         rows += [('%s/mtp/%d' % (name, t), mst['gap'][t], mst['abs'][t]) for t in range(n - 1) if mst['gap'][t] is not None]
+        flips += [('%s/mtp/%d' % (name, t), mst['flip'][t]) for t in sorted(mst['flip'])]
         if check_mtp:
             rep['mtp_max_abs_vs_golden'] = max_abs_vs(gold_mtp, out)
             print('%s: max |MTP logit - golden| over %d x %d: %.3g' % (name, n - 1, V, rep['mtp_max_abs_vs_golden']))
@@ -347,7 +408,7 @@ def main():
         if 'mtp-topk-out' in opt:
             write_i32(opt['mtp-topk-out'], [mst], n - 1, K)
             print('wrote %s: MTP index sets [1, %d, %d]' % (opt['mtp-topk-out'], n - 1, K))
-        fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3)
+        fp8_first = (m.fp8.n, m.fp8.near4, m.fp8.near3, m.fp8.groups, m.fp8.scale_near)
         if 'chain-out' in opt or check_chain:  # mtp_reference's chained passes, noting each new row's gap and routing
             for d in (1, 2):
                 cr = []
@@ -361,6 +422,8 @@ def main():
                         rows.append(('%s/chain%d/%d' % (name, d, t), st['gap'][t], st['abs'][t]))
                     if m.route_margin.get(L):
                         routes.append(('%s/chain%d/%d' % (name, d, t), [m.route_margin[L][t]]))
+                    if t in st['flip']:
+                        flips.append(('%s/chain%d/%d' % (name, d, t), st['flip'][t]))
                     cr.append(mtp.logits(prev))
                 gp = gold_chain.replace('DEPTH', str(d))
                 if check_chain and os.path.exists(gp):
@@ -373,7 +436,7 @@ def main():
                     print('wrote %s: chained MTP logits, depth %d [%d, %d]' % (path, d, len(cr), V))
     if 'greedy-out' in opt:
         n_rows = len(rows)
-        g = greedy(m, toks, logits, int(opt.get('greedy-n', 16)), name, rows, routes)
+        g = greedy(m, toks, logits, int(opt.get('greedy-n', 16)), name, rows, routes, flips)
         rep['greedy'] = dict(g, boundary_rows=len(rows) - n_rows,
                              min_rel_gap=min((r for _, r, _ in rows[n_rows:]), default=None))
         with open(opt['greedy-out'], 'w') as fp:
@@ -393,7 +456,10 @@ def main():
         print('%s: dense MLA vs sparse: rows < %d differ by %.3g; rows >= %d by up to %s (median %s), argmax changed in %d' % (
             name, K, dn, K, '%.3g' % max(sp) if sp else '-', '%.3g' % sorted(sp)[len(sp) // 2] if sp else '-', am))
     rep['fragility'] = gap_summary(rows)
-    rep['fp8'] = dict(zip(('elements', 'within_1e-4_ulp_of_midpoint', 'within_1e-3_ulp_of_midpoint'), fp8_first))
+    rep['fp8'] = dict(zip(('elements', 'within_1e-4_ulp_of_midpoint', 'within_1e-3_ulp_of_midpoint', 'groups',
+                           'scale_within_1e-5_of_other_power_of_two'), fp8_first))
+    flips.sort(key=lambda f: f[1])
+    rep['fp8_flip_rows'] = [[lab, d] for lab, d in flips]
     f = rep['fragility']
     print('%s: %d boundary rows (queries with more than %d keys; MTP rows included when run), exact ties %d, '
           'min relative k/k+1 gap %s, below 1e-2/1e-3/1e-4/1e-5: %d/%d/%d/%d; smallest: %s' % (
@@ -404,22 +470,30 @@ def main():
     if rm:
         rep['min_routing_margin'] = min(rm)
         print('%s: smallest MoE routing margin (group or expert choice score gap): %.3g at %s' % ((name,) + min(rm)))
-    print('%s: indexer fp8 elements %d (model and MTP first pass), within 1e-4 / 1e-3 ulp of a rounding midpoint: %d / %d' % (
-        (name,) + fp8_first))
+    print('%s: indexer fp8 elements %d (model and MTP first pass), within 1e-4 / 1e-3 ulp of a rounding midpoint: %d / %d; '
+          'groups %d, ue8m0 scales within 1e-5 of rounding the other way: %d' % ((name,) + fp8_first))
+    print('%s: rows whose index set one of those codes within 1e-4 ulp would change by going the other way: %d%s' % (
+        name, len(flips), ' (row: the nearest such code\'s ulp distance: %s)' % ', '.join('%s %.2g' % f for f in flips[:8]) if flips else ''))
     if 'perturb' in opt:
         rel, trials = float(opt['perturb']), int(opt.get('trials', 4))
         base = [[frozenset(s) for s in st['sel']] for st in per_layer]
         rep['perturb'] = {'rel': rel, 'sets_changed_per_trial': [], 'logits_max_abs': 0.0}
         for tr in range(trials):
             m.perturb = (rel, random.Random(1000 + tr))
-            _, lg, pl = forward(m, toks)
+            fn, lg, pl = forward(m, toks)
+            if mtp_base:  # the MTP module's first pass too, with the same noise
+                mtp.first(toks, fn)
+                rep['perturb'].setdefault('mtp_sets_changed_per_trial', []).append(
+                    sum(1 for t in range(n - 1) if frozenset(m.stats[L]['sel'][t]) != mtp_base[t]))
             m.perturb = None
             ch = sum(1 for l in range(L) for t in range(n) if frozenset(pl[l]['sel'][t]) != base[l][t])
             rep['perturb']['sets_changed_per_trial'].append(ch)
             rep['perturb']['logits_max_abs'] = max(rep['perturb']['logits_max_abs'],
                                                    max(abs(a - b) for r1, r2 in zip(lg, logits) for a, b in zip(r1, r2)))
-        print('%s: relative noise %g on indexer q/k, sets changed per trial: %s, logits moved up to %.3g' % (
-            name, rel, rep['perturb']['sets_changed_per_trial'], rep['perturb']['logits_max_abs']))
+        print('%s: relative noise %g on indexer q/k and head weights, sets changed per trial: %s%s, logits moved up to %.3g' % (
+            name, rel, rep['perturb']['sets_changed_per_trial'],
+            ' (MTP first pass: %s)' % rep['perturb']['mtp_sets_changed_per_trial'] if mtp_base else '',
+            rep['perturb']['logits_max_abs']))
     if 'json' in opt:
         with open(opt['json'], 'w') as fp:
             json.dump(rep, fp, indent=1)
