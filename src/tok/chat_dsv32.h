@@ -23,7 +23,9 @@
  *
  * Differences, all where Python would write something no prompt means: a null or absent
  * content is "" (not "None", as sglang normalizes it), and a tool result without an assistant
- * message with enough tool_calls before it is an error. */
+ * message with enough tool_calls before it is an error. Python's own assertion failures
+ * (a developer message without content, an assistant message after the last user message in
+ * thinking mode with neither reasoning nor tool calls) are errors too, as they are in vLLM. */
 #ifndef MLA_TOK_CHAT_DSV32_H
 #define MLA_TOK_CHAT_DSV32_H
 
@@ -36,9 +38,11 @@ struct jval;
  * text, as chat_template.c converts them) to c->out. `tools` (may be NULL or None): the
  * request's tools in OpenAI form [{"type": "function", "function": {...}}]; when non-empty
  * they go on the first message if it is a system message, else on an empty system message put
- * in front (as sglang does, which reproduces the encoder's own example), replacing a system
- * message's own "tools". Messages may also carry "tools" and "response_format" themselves, as
- * the encoder reads them. Errors: -1 with c->e set, e.g.
+ * in front (as sglang does, which reproduces the encoder's own example; vLLM always puts one in
+ * front, so that a system prompt would follow the tools block with no separator), replacing a
+ * system message's own "tools". Messages may also carry "tools" and "response_format"
+ * themselves, as the encoder reads them. The request's response_format is not given to it (as
+ * in vLLM). Errors (indices are the caller's): -1 with c->e set, e.g.
  *   "deepseek_v32 prompt: messages[2]: unknown role 'bot'". */
 int chat_dsv32_encode(struct jctx *c, struct jval *messages, const struct jval *tools, bool thinking);
 
