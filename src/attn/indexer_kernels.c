@@ -4,10 +4,10 @@
 #include "attn/indexer_kernels.h"
 
 #include <immintrin.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "base/dtype.h"
+#include "ops/fp8_512.h"
 
 /* s[j] = sum_h w[h] * relu(q[h] . kt[:, j]) for the IX_KB keys of kt [dim][IX_KB] (decoded keys,
  * transposed): each key in its own lane, its dot product summed over d in order, then over
@@ -181,41 +181,54 @@ AVX2_FN static void decode_avx2(const uint8_t *base, const int32_t *off, const f
 }
 
 /* ---- bf16 pairs (AVX512_BF16): kt [dim/2][IX_KB] 32-bit words (k[2p] | k[2p+1] << 16) ---- */
-#define BF16_FN __attribute__((target("avx512f,avx512bw,avx512bf16,fma")))
+#define BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
-static uint32_t *pair_table; /* [65536]: two e4m3 codes (lo byte first) -> their bf16 values */
-static pthread_once_t pair_once = PTHREAD_ONCE_INIT;
-
-static uint16_t e4m3_bf16(uint8_t b) { return (uint16_t)(((b & 0x80) << 8) | fp8_e4m3_bf16_bits[b & 0x7f]); }
-
-static void pair_init(void)
+/* 16 rows of 16 32-bit lanes transposed in place (r[i] lane j <-> r[j] lane i) */
+static inline __attribute__((always_inline)) BF16_FN void transpose16(__m512i r[16])
 {
-	static uint32_t t[65536];
-	for (uint32_t v = 0; v < 65536; v++)
-		t[v] = e4m3_bf16((uint8_t)v) | (uint32_t)e4m3_bf16((uint8_t)(v >> 8)) << 16;
-	pair_table = t;
+	__m512i t[16], u[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	/* u[4k + m] holds, in each 128-bit chunk c, lanes 4c..4c+3 of column m of rows 4k..4k+3 */
+	for (int i = 0; i < 4; i++) {
+		__m512i a = _mm512_shuffle_i32x4(u[i], u[4 + i], 0x88), b = _mm512_shuffle_i32x4(u[i], u[4 + i], 0xdd);
+		__m512i c = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x88), d = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xdd);
+		r[i] = _mm512_shuffle_i32x4(a, c, 0x88);
+		r[i + 8] = _mm512_shuffle_i32x4(a, c, 0xdd);
+		r[i + 4] = _mm512_shuffle_i32x4(b, d, 0x88);
+		r[i + 12] = _mm512_shuffle_i32x4(b, d, 0xdd);
+	}
 }
 
+/* each key's row decoded 32 values at a time (fp8_512_decode: bf16 bits, so that a 32-bit
+ * lane is a pair), then 16 keys x 16 pairs at a time transposed into kt [dim/2][IX_KB] */
 BF16_FN static void decode_pairs(const uint8_t *base, const int32_t *off, const float *const *sc, int n, int dim,
 				 int group, void *ktv)
 {
 	uint32_t *kt = ktv;
-	for (int v = 0; v < IX_KB / 16; v++) {
-		int32_t o[16];
-		__mmask16 live = 0;
-		for (int j = 0; j < 16; j++) {
-			bool in = v * 16 + j < n;
-			o[j] = in ? off[v * 16 + j] : 0;
-			live |= (__mmask16)(in << j);
+	__m512i sub = fp8_512_table(), zero = _mm512_setzero_si512();
+	for (int v = 0; v < IX_KB / 16; v++)
+		for (int p0 = 0; p0 < dim / 2; p0 += 16) { /* 16 pairs = 32 values of each key */
+			__m512i r[16];
+			for (int j = 0; j < 16; j++) {
+				int key = v * 16 + j;
+				r[j] = key < n ? fp8_512_decode(_mm512_cvtepu8_epi16(_mm256_loadu_si256(
+									(const __m256i *)(base + off[key] + 2 * p0))),
+								sub)
+					       : zero;
+			}
+			transpose16(r);
+			for (int p = 0; p < 16; p++)
+				_mm512_store_si512(kt + (size_t)(p0 + p) * IX_KB + v * 16, r[p]);
 		}
-		__m512i ov = _mm512_loadu_si512(o), lo = _mm512_set1_epi32(0xffff);
-		for (int p = 0; p < dim / 2; p++) {
-			__m512i c = _mm512_and_si512(
-				_mm512_i32gather_epi32(_mm512_add_epi32(ov, _mm512_set1_epi32(2 * p)), (const void *)base, 1), lo);
-			__m512i x = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, c, (const void *)pair_table, 4);
-			_mm512_store_si512(kt + (size_t)p * IX_KB + v * 16, x);
-		}
-	}
 }
 
 BF16_FN static void dots_pairs(const float *q, const uint16_t *qb, const float *w, int H, int dim, const void *ktv,
@@ -283,10 +296,8 @@ void ix_q_to_bf16(const float *q, int n, uint16_t *out)
 
 struct ix_kernels ix_kernels_for(enum ops_level l, int dim, int group)
 {
-	if (l >= OPS_AVX512_BF16 && group == dim && dim % 2 == 0) {
-		pthread_once(&pair_once, pair_init);
+	if (l >= OPS_AVX512_BF16 && group == dim && dim % 32 == 0)
 		return (struct ix_kernels){decode_pairs, dots_pairs, true};
-	}
 	if (l >= OPS_AVX512)
 		return (struct ix_kernels){decode_avx512, dots_avx512, false};
 	if (l >= OPS_AVX2)

@@ -9,9 +9,11 @@
 
 #include "attn/dcp.h"
 #include "attn/indexer.h"
+#include "attn/indexer_kernels.h"
 #include "attn/kv_cache.h"
 #include "base/dtype.h"
 #include "harness.h"
+#include "ops/cpu.h"
 #include "ops/pool.h"
 
 #define DIM 32
@@ -278,4 +280,68 @@ static void test_few_tokens_split_keys(void)
 	check_step(&s, 2, 4, 16, "two seqs W=2 I=4");
 }
 
-TESTS(T(test_select_matches_brute_force), T(test_dcp_merge_is_exact), T(test_few_tokens_split_keys))
+/* Every level's kernels (decode a block of keys, then score one token) against a double
+ * computation: the scores agree to fp32 rounding, blocks full and partial, one scale group
+ * per key and several (the bf16-pair kernels take only the first) */
+static void test_kernels_match_double(void)
+{
+	static const int shapes[][3] = {{32, 32, 4}, {128, 128, 64}, {64, 32, 8}, {16, 16, 3}};
+	static uint8_t base[IX_KB * 128 + 64];
+	static float q[64 * 128];
+	_Alignas(64) static unsigned char kt[IX_KT_BYTES];
+	static uint16_t qb[64 * 128];
+	for (int l = OPS_PORTABLE; l <= (int)ops_level_best(); l++)
+		for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
+			int dim = shapes[sh][0], group = shapes[sh][1], H = shapes[sh][2], G = dim / group;
+			struct ix_kernels k = ix_kernels_for((enum ops_level)l, dim, group);
+			float w[64], scale[IX_KB][8];
+			const float *sc[IX_KB];
+			int32_t off[IX_KB];
+			for (int j = 0; j < IX_KB; j++) {
+				off[j] = ((j * 7) % IX_KB) * dim; /* rows out of order */
+				for (int g = 0; g < G; g++)
+					scale[j][g] = ldexpf(1.0f, -(int)(rnd() % 8));
+				sc[j] = scale[j];
+			}
+			for (int i = 0; i < IX_KB * dim; i++) {
+				uint8_t c = (uint8_t)rnd();
+				base[i] = (c & 0x7f) == 0x7f ? (uint8_t)(c ^ 1) : c;
+			}
+			for (int i = 0; i < H * dim; i++) {
+				uint8_t c = (uint8_t)rnd();
+				q[i] = fp8_e4m3_to_f32((c & 0x7f) == 0x7f ? (uint8_t)(c ^ 1) : c) * 0.125f;
+			}
+			for (int h = 0; h < H; h++)
+				w[h] = frand();
+			ix_q_to_bf16(q, H * dim, qb);
+			for (int n = IX_KB; n >= 13; n -= 19) {
+				float s[IX_KB];
+				k.decode(base, off, sc, n, dim, group, kt);
+				k.dots(q, qb, w, H, dim, kt, s);
+				int bad = -1;
+				double worst = 0;
+				for (int j = 0; j < n; j++) {
+					double ref = 0, mag = 0;
+					for (int h = 0; h < H; h++) {
+						double dot = 0, am = 0;
+						for (int d = 0; d < dim; d++) {
+							double x = (double)q[h * dim + d] *
+								   fp8_e4m3_to_f32(base[off[j] + d]) * scale[j][d / group];
+							dot += x;
+							am += fabs(x);
+						}
+						ref += dot > 0 ? w[h] * dot : 0;
+						mag += fabs(w[h]) * am;
+					}
+					double got = k.unscaled ? (double)s[j] * scale[j][0] : s[j];
+					double err = fabs(got - ref) / (mag + 1e-30);
+					if (err > worst)
+						worst = err, bad = err > 1e-5 ? j : bad;
+				}
+				EXPECTF(bad < 0, "%s dim %d group %d heads %d, %d keys: key %d off by %g (relative)",
+					ops_level_name((enum ops_level)l), dim, group, H, n, bad, worst);
+			}
+		}
+}
+
+TESTS(T(test_kernels_match_double), T(test_select_matches_brute_force), T(test_dcp_merge_is_exact), T(test_few_tokens_split_keys))
