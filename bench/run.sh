@@ -3,7 +3,7 @@
 # prints its numbers. `make bench` runs this after building everything (the quick version of
 # every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
 # directory. Run one section with: bash bench/run.sh tokenizer. Sections: guide tokenizer forward
-# gemm throughput scaling paths threshold blocksize prefix serve dcp spec. BENCH_FULL=1 runs the sizes
+# gemm throughput scaling paths threshold blocksize prefix serve dcp spec v32. BENCH_FULL=1 runs the sizes
 # docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
@@ -226,6 +226,18 @@ if want spec; then
 			bench/configs/bench-v3moe-fp8-3L "1 4" 2 | tee "$OUT/spec-mtp.txt"
 		note "spec mtp: $(awk 'NR > 1 {printf "%s b%s %s; ", $1, $2, $6}' "$OUT/spec-mtp.txt")"
 	fi
+fi
+
+# DeepSeek-V3.2 (sparse attention) against its dense twin, the same weights, per decode step
+# at contexts up to 32K, alternating (bench/v32_decode.c).
+if want v32; then
+	echo "== v32 (sparse attention vs dense MLA at decode)"
+	bench_build v32_decode
+	ctx=1024,4096,16384,32768 reps=3
+	[ "$full" = 1 ] && reps=7
+	"$BUILD/bench/v32_decode" bench/configs/bench-v32-attn-1L bench/configs/bench-v32-attn-1L-dense \
+		--ctx $ctx --batch 1,8 --reps $reps --json "$OUT/v32.json" | tee "$OUT/v32.txt"
+	note "v32: $(awk '$1 ~ /^[0-9]+$/ && $2 == 32768 {printf "b%s 32K %s; ", $1, $7}' "$OUT/v32.txt")"
 fi
 
 if [ -s "$summary" ]; then
