@@ -168,7 +168,8 @@ static void *accept_main(void *arg)
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, (size_t)256 << 10);
+	/* the default stack size: static thread-local buffers elsewhere (hundreds of KB) are
+	 * carved out of each thread's stack, and a small fixed size makes pthread_create fail */
 	for (;;) {
 		struct pollfd p[2] = {{.fd = s->listen_fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
 		if (poll(p, 2, -1) < 0) {
@@ -213,9 +214,12 @@ static void *accept_main(void *arg)
 		 * neither side moves after libmicrohttpd has let go */
 		c->idle_ms = (s->cfg.conn_timeout_s > 0 ? s->cfg.conn_timeout_s : 3600) * 1000 + 5000;
 		/* on failure libmicrohttpd closes sp[1]: the relay then just closes the client */
-		MHD_add_connection(s->daemon, sp[1], (struct sockaddr *)&addr, alen);
+		if (MHD_add_connection(s->daemon, sp[1], (struct sockaddr *)&addr, alen) != MHD_YES)
+			LOG_W("http", "libmicrohttpd refused a connection: %s", strerror(errno));
 		pthread_t th;
-		if (pthread_create(&th, &at, relay_main, c)) {
+		int er = pthread_create(&th, &at, relay_main, c);
+		if (er) {
+			LOG_W("http", "cannot start a connection relay thread: %s", strerror(er));
 			close(sp[0]);
 			close(cfd);
 			free(c);
