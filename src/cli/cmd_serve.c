@@ -16,6 +16,7 @@
 #include "base/mono.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "dist/launch.h"
 #include "engine/dist_exec.h"
 #include "engine/engine_args.h"
 #include "model/model.h"
@@ -298,6 +299,32 @@ static int open_chat_template(const struct serve_opts *o, const struct engine_ru
 	return 0;
 }
 
+#define DIST_WATCH_MAX 64
+
+/* A rank of the job has died (mpirun then SIGTERMs the others and kills them shortly
+ * after): which one and how is logged, each open stream gets an error event, each waiting
+ * request a 500 JSON error, and the process exits with status 1 at once (the engine may be
+ * stuck in a collective with the dead rank, so there is no orderly stop). Returns when
+ * every rank is alive. */
+static void rank_died(struct server *srv, const pid_t *ranks, int n, int sig)
+{
+	char how[96];
+	for (int r = 1; r < n; r++) {
+		if (!ranks[r] || !dist_rank_ended(ranks[r], how, sizeof how))
+			continue;
+		LOG_E(MOD, "rank %d of %d (pid %d) %s%s: failing the open requests and exiting", r, n, (int)ranks[r], how,
+		      sig == SIGTERM ? " (then mpirun sent SIGTERM)" : "");
+		server_fail(srv, "rank %d of the %d-rank job %s; the server is exiting", r, n, how);
+		/* within mpirun's odls_base_sigkill_timeout (3 s, dist/launch.c) after its SIGTERM */
+		if (!server_wait_idle(srv, 1.5))
+			LOG_W(MOD, "requests still being answered at the exit");
+		struct timespec flush = {0, 100000000L}; /* the relays pass the last bytes on */
+		nanosleep(&flush, NULL);
+		fflush(NULL);
+		_exit(1);
+	}
+}
+
 static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 {
 	char model_dir[PATH_MAX];
@@ -389,16 +416,28 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	struct engine_stats prev;
 	engine_stats_get(rt.engine, &prev);
 	double t_prev = mono_now_s();
+	/* the ranks on this machine, watched: one that dies fails the requests (rank_died) */
+	pid_t ranks[DIST_WATCH_MAX] = {0};
+	int n_watch = dist && comm.world_size <= DIST_WATCH_MAX ? comm.world_size : 0;
+	if (n_watch) {
+		dist_local_ranks(ranks, n_watch);
+		dist_rank_watch(ranks + 1, n_watch - 1);
+	}
 	for (;;) {
-		struct timespec wait = {.tv_sec = 10};
+		struct timespec wait = {.tv_sec = n_watch ? 0 : 10, .tv_nsec = n_watch ? 200000000L : 0};
 		int sig = sigtimedwait(&set, NULL, &wait);
+		rank_died(srv, ranks, n_watch, sig); /* does not return when one did */
 		if (sig == SIGINT || sig == SIGTERM) {
 			LOG_I(MOD, "%s: shutting down (aborting in-flight requests)",
 			      sig == SIGINT ? "SIGINT" : "SIGTERM");
 			break;
 		}
+		if (mono_now_s() - t_prev < 10)
+			continue;
 		if (o->log_stats)
 			log_throughput(rt.engine, &prev, &t_prev);
+		else
+			t_prev = mono_now_s();
 		if (!engine_alive(rt.engine))
 			LOG_E(MOD, "the engine stopped after an error; /health answers 503");
 	}

@@ -518,6 +518,11 @@ static enum MHD_Result gen_collect(struct gen *g)
 			int rc = engine_next_event(g->h[k], &ev, 50);
 			if (rc == ENGINE_EV_END)
 				break;
+			if (atomic_load(&g->s->failed)) { /* server_fail: the engine can go on no more */
+				g->failed = true;
+				snprintf(g->error, sizeof g->error, "%s", g->s->fatal_msg);
+				return reply_collected(g);
+			}
 			if (rc == ENGINE_EV_OK && collect_event(g, k, &ev) < 0)
 				return MHD_NO;
 			if (!gone && mono_now_s() >= next_check) {

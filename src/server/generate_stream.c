@@ -1,5 +1,6 @@
 /* The streamed answer of generate.c (SSE, spec C.4): a chunk per engine event, in the shapes of
  * the request's API (chat, completions, or the Responses API's typed events). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/mono.h"
@@ -175,11 +176,36 @@ static int stream_start(struct gen *g, struct sbuf *out)
 	return 0;
 }
 
+/* After server_fail: the error as the engine's own failures come (OpenAI's error object in
+ * a data event), then [DONE]; a Responses stream ends with response.failed. */
+static int stream_fail(struct gen *g, struct sbuf *out)
+{
+	for (int k = 0; k < g->n_handles; k++)
+		g->h_ended[k] = true;
+	struct oj_usage u = gen_usage(g);
+	g->r->completion_tokens = u.completion_tokens;
+	if (g->resp) {
+		if (g->resp_ended)
+			return 1;
+		g->resp_ended = true;
+		return resp_stream_end(g->resp, out, ENGINE_FINISH_ABORT, &u, g->s->fatal_msg) < 0 ? -1 : 1;
+	}
+	struct api_error ae;
+	api_error_set(&ae, 500, NULL, "the engine failed: %s", g->s->fatal_msg);
+	size_t len;
+	char *body = api_error_body(&ae, &len);
+	int rc = body ? sbuf_printf(out, "data: %s\n\n", body) : -1;
+	free(body);
+	return rc < 0 || sse_done(out) < 0 ? -1 : 1;
+}
+
 static int stream_pump(void *ctx, struct sbuf *out, int timeout_ms)
 {
 	struct gen *g = ctx;
 	if (!g->started)
 		return stream_start(g, out);
+	if (atomic_load(&g->s->failed)) /* server_fail: an error event, then the end */
+		return stream_fail(g, out);
 	int active = 0, first = -1;
 	for (int k = 0; k < g->n_handles; k++)
 		if (!g->h_ended[k])

@@ -2,6 +2,9 @@
 #include "server/server.h"
 #include "server/resp_store.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,6 +53,7 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	s->listen_fd = -1;
 	atomic_init(&s->n_requests, 0);
 	atomic_init(&s->n_errors, 0);
+	atomic_init(&s->failed, false);
 	s->store = resp_store_new(c->responses_store_size);
 	bool cors = false;
 	if (!s->store || !(cors = cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers,
@@ -97,4 +101,37 @@ void server_counters_get(struct server *s, struct server_counters *c)
 {
 	c->requests = atomic_load(&s->n_requests);
 	c->errors = atomic_load(&s->n_errors);
+}
+
+void server_fail(struct server *s, const char *fmt, ...)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (!atomic_load(&s->failed)) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(s->fatal_msg, sizeof s->fatal_msg, fmt, ap);
+		va_end(ap);
+		s->stopping = true; /* new requests: 503 */
+		atomic_store(&s->failed, true);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool server_wait_idle(struct server *s, double timeout_s)
+{
+	if (!s)
+		return true;
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	long long ns = dl.tv_nsec + (long long)(timeout_s * 1e9);
+	dl.tv_sec += (time_t)(ns / 1000000000LL);
+	dl.tv_nsec = (long)(ns % 1000000000LL);
+	pthread_mutex_lock(&s->mu);
+	while (s->gens && pthread_cond_timedwait(&s->gens_empty, &s->mu, &dl) != ETIMEDOUT)
+		;
+	bool idle = !s->gens;
+	pthread_mutex_unlock(&s->mu);
+	return idle;
 }

@@ -61,6 +61,13 @@ int server_port(const struct server *s); /* the bound port */
  * "abort" and [DONE]), wait for connection threads, free. Call before engine_free. */
 void server_stop(struct server *s);
 
+/* The engine can go on no more (a rank died): every open stream gets an error event and
+ * [DONE], every request waiting for its answer a 500 JSON error, new ones a 503; then
+ * server_wait_idle waits (up to timeout_s) until each of them has been answered. The caller
+ * exits without server_stop (the engine may be stuck in a collective with the dead rank). */
+void server_fail(struct server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool server_wait_idle(struct server *s, double timeout_s);
+
 /* Totals for the periodic throughput log line. */
 struct server_counters {
 	unsigned long long requests, errors;

@@ -40,6 +40,8 @@ struct server {
 	pthread_cond_t relays_done;
 	char framing_secret[33];   /* the framing marker's secret (server/framing.h) */
 	struct cors cors;	   /* server/cors.h */
+	atomic_bool failed;	   /* server_fail: every generation ends with fatal_msg */
+	char fatal_msg[256];	   /* written once before failed is set */
 };
 
 /* One HTTP request; reference counted because a streaming response outlives the access

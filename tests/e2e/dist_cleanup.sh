@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Rank clean-up and idle CPU of a self-launched job (`mlaserve dist-check -tp 3 --hold`):
 # whichever way rank 0 or the launcher ends (SIGTERM, SIGINT, SIGKILL), no rank is left, within
-# a bound (no wait here is unbounded), an mpirun that hangs after a SIGTERM is killed after
-# MLASERVE_MPIRUN_GRACE, and ranks idle in the plan wait use ~0% CPU. Prints ok/not ok lines.
+# a bound (no wait here is unbounded), an mpirun that outlives its ranks is killed after
+# MLASERVE_MPIRUN_GRACE, ranks idle in the plan wait use ~0% CPU, and a worker rank of
+# `serve -tp 2` that dies fails the open requests (an error event, a 500) before the job ends
+# non-zero. Prints ok/not ok lines.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
@@ -43,7 +45,8 @@ ends() {
 	kill "-$sig" "$target"
 	local rc left t0=$SECONDS
 	# the launcher is our child: wait for it, bounded (never an unbounded wait: mpirun once
-	# hung after a SIGTERM; the launcher now kills it MLASERVE_MPIRUN_GRACE (20) s after one)
+	# hung after a SIGTERM; a watchdog now kills it MLASERVE_MPIRUN_GRACE (10) s after its
+	# last rank ended)
 	for _ in $(seq 400); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
 	if [ -n "$(alive "$LAUNCHER")" ]; then
 		echo "not ok - $name: the launched process did not end in 40 s"
@@ -82,27 +85,75 @@ start 3; ends "SIGKILL of rank 0 takes the other ranks down" nonzero KILL "$RANK
 start 3; ends "SIGTERM to the launched process ends every rank" nonzero TERM "$LAUNCHER"
 start 3; ends "SIGKILL of the launched process (mpirun) ends every rank" nonzero KILL "$LAUNCHER"
 
-# An mpirun that does not end after the stop signal is killed once MLASERVE_MPIRUN_GRACE has
-# passed (a stand-in that ignores SIGTERM, as the hung one did).
+# An mpirun that does not end after its ranks did is killed once MLASERVE_MPIRUN_GRACE has
+# passed (a stand-in that ignores SIGTERM and outlives its one "rank", as the hung one did).
 fake=$(mktemp)
-printf '#!/bin/sh\ntrap "" TERM INT\nexec sleep 120\n' >"$fake"; chmod +x "$fake"
+printf '#!/bin/sh\ntrap "" TERM INT\nOMPI_COMM_WORLD_RANK=0 sleep 1 &\nexec sleep 120\n' >"$fake"; chmod +x "$fake"
 MLASERVE_MPIRUN=$fake MLASERVE_MPIRUN_GRACE=2 "$BIN" dist-check -tp 3 --hold 60 >"$out" 2>&1 &
 LAUNCHER=$!; all_pids="$all_pids $LAUNCHER"
 sleep 0.5
-kid=$(pgrep -P "$LAUNCHER" | head -1)
+
 t0=$SECONDS
 kill -TERM "$LAUNCHER"
 for _ in $(seq 200); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
 if [ -n "$(alive "$LAUNCHER")" ]; then
-	echo "not ok - a hung mpirun is killed after the grace: still running after 20 s"; kill -KILL "$LAUNCHER" $kid
+	echo "not ok - a hung mpirun is killed after the grace: still running after 20 s"; kill -KILL "$LAUNCHER"
 else
 	wait "$LAUNCHER"; rc=$?
-	if [ -n "$kid" ] && [ -z "$(alive $kid)" ] && [ "$rc" -ne 0 ] && grep -q "did not end 2 s after the stop signal" "$out"; then
+	if [ "$rc" -ne 0 ] && grep -q "did not end 2 s after its last rank did" "$out"; then
 		echo "ok - a hung mpirun is killed after the grace (exit $rc, $((SECONDS - t0)) s)"
 	else
-		echo "not ok - a hung mpirun is killed after the grace: exit $rc, stand-in ${kid:-not found} $(alive $kid)"
+		echo "not ok - a hung mpirun is killed after the grace: exit $rc"
 		sed 's/^/    /' "$out" | tail -3
 	fi
 fi
 rm -f "$fake"
+
+# A worker rank of `serve -tp 2` killed mid-request: rank 0 logs which rank ended and how,
+# the open stream gets an error event and [DONE], the request waiting for its whole answer a
+# 500 JSON error, the job exits non-zero and leaves no rank behind.
+srv_log=$(mktemp); s_out=$(mktemp); w_out=$(mktemp)
+"$BIN" serve tests/fixtures/tiny-v3 -tp 2 --host 127.0.0.1 --port 0 --disable-log-requests >"$srv_log" 2>&1 &
+LAUNCHER=$!; all_pids="$all_pids $LAUNCHER"
+port=
+for _ in $(seq 600); do
+	port=$(sed -n 's|.* on http://127\.0\.0\.1:\([0-9]*\)/v1.*|\1|p' "$srv_log" | head -1)
+	[ -n "$port" ] && break; sleep 0.1
+done
+ranks=$(for p in $(pgrep -P "$LAUNCHER"); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && echo "$p"; done | tr '\n' ' ')
+victim=$(for p in $ranks; do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$p"; done)
+all_pids="$all_pids $ranks"
+if [ -z "$port" ] || [ -z "$victim" ]; then
+	echo "not ok - a dead worker rank fails the open requests: the server did not start"; tail -5 "$srv_log" | sed 's/^/    /'
+else
+	body='{"prompt": "hi", "max_tokens": 500, "n": 32, "ignore_eos": true'
+	curl -sN -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body, \"stream\": true}" >"$s_out" 2>&1 &
+	c1=$!
+	for _ in $(seq 300); do grep -q '^data: {' "$s_out" && break; sleep 0.05; done
+	curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body}" >"$w_out" 2>&1 &
+	c2=$!
+	sleep 0.3
+	t0=$SECONDS
+	kill -KILL "$victim"
+	for _ in $(seq 400); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
+	if [ -n "$(alive "$LAUNCHER")" ]; then
+		echo "not ok - a dead worker rank fails the open requests: the server did not exit in 40 s"
+		kill -KILL "$LAUNCHER" $ranks 2>/dev/null
+	else
+		wait "$LAUNCHER"; rc=$?
+		wait $c1 $c2
+		left=$(alive $ranks)
+		why=
+		grep -q "rank 1 of 2 (pid $victim) \(was killed by signal 9\|ended\)" "$srv_log" || why="$why; rank 0 did not log the dead rank"
+		grep -q "SIGTERM: shutting down" "$srv_log" && why="$why; rank 0 logged a SIGTERM shutdown"
+		grep -q '^data: {"error":{"message":"the engine failed: rank 1 of the 2-rank job' "$s_out" || why="$why; the stream got no error event"
+		[ "$(grep '^data: ' "$s_out" | tail -1)" = "data: [DONE]" ] || why="$why; the stream did not end with [DONE]"
+		grep -q '"code":500' "$w_out" || why="$why; the waiting request got no 500: $(head -c 200 "$w_out")"
+		[ "$rc" -ne 0 ] || why="$why; exit status 0"
+		[ -z "$left" ] || why="$why; ranks left: $left"
+		if [ -z "$why" ]; then echo "ok - a dead worker rank fails the open requests and ends the job (exit $rc, $((SECONDS - t0)) s)"
+		else echo "not ok - a dead worker rank fails the open requests${why}"; grep -E 'ERROR|WARN' "$srv_log" | sed 's/^/    /' | tail -5; fi
+	fi
+fi
+rm -f "$srv_log" "$s_out" "$w_out"
 exit 0
