@@ -105,6 +105,7 @@ logits "tiny-v32 -tp 2, one forward of 300 tokens" tiny-v32 len300 2 1 1
 logits "tiny-v32 -tp 2 -dcp 2 I=1, chunks of 5" tiny-v32 len300 2 2 1 --chunk 5
 logits "tiny-v32 -tp 4 -dcp 4 I=4, chunks of 9" tiny-v32 len300 4 4 4 --chunk 9
 logits "tiny-v32 -tp 4 -dcp 2 I=16, decode path (chunk 1)" tiny-v32 len64 4 2 16 --chunk 1
+logits "tiny-v32-mtp (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunks of 7" tiny-v32-mtp len300 8 8 1 --chunk 7
 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
 	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
 # started under mpirun: the given ranks are used (no second launch)
@@ -243,6 +244,25 @@ for k in 1 3; do
 				notok "$name" "$kept drafts kept, $kept1 in one process"
 			else ok "$name ($kept drafts kept, as in one process)"; fi
 		done
+	done
+done
+
+# V3.2's MTP layer (with its own indexer) under -tp 2 -dcp 2: the tokens without drafts, and
+# the drafts kept in one process
+for k in 1 3; do
+	MTP="{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": $k}"
+	V=tests/fixtures/tiny-v32-mtp
+	one=$(SPEC_MODEL=$V SPEC_TP="-tp 1" spec_gen FLASHMLA_SPARSE 1 --speculative-config "$MTP")
+	kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+	for i in 1 4; do
+		name="generate tiny-v32-mtp -tp 2 -dcp 2 I=$i, deepseek_mtp k=$k: the tokens without drafts"
+		want=$(SPEC_MODEL=$V spec_gen FLASHMLA_SPARSE $i)
+		got=$(SPEC_MODEL=$V spec_gen FLASHMLA_SPARSE $i --speculative-config "$MTP")
+		kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+		if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
+			notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
+		elif [ "$kept" != "$kept1" ]; then notok "$name" "$kept drafts kept, $kept1 in one process"
+		else ok "$name (${kept:-0} drafts kept, as in one process)"; fi
 	done
 done
 

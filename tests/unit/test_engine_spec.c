@@ -560,6 +560,53 @@ static void test_engine_stop_strings_and_guides(void)
 	guide_unref(g);
 }
 
+/* DeepSeek-V3.2 (tiny-v32-mtp: sparse attention, fp8, an MTP layer with its own indexer):
+ * the outputs with n-gram drafts and with the MTP module's (one, and three chained) equal
+ * those without, with prefix caching on and off and in a pool small enough to preempt */
+static void test_engine_v32_same_outputs(void)
+{
+	if (!g_model && setup() < 0)
+		return;
+	struct err e;
+	struct model *v32 = NULL;
+	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32,
+				   .max_model_len = 512, .pool = g_pool, .load_mtp = true};
+	if (model_load(fixture_path("tiny-v32-mtp"), &mo, &v32, &e) < 0) {
+		harness_fail(__FILE__, __LINE__, "load: %s", e.msg);
+		return;
+	}
+	struct model *keep_model = g_model, *keep_mtp = g_mtp;
+	g_model = g_mtp = v32;
+	size_t per_block = model_kv_bytes_per_block(v32, 16, DT_F32);
+	static struct choice_out base[N_REQ * 2], got[N_REQ * 2];
+	struct spec_run ref = {.backend = NULL, .prefix_caching = true, .budget = 512};
+	struct engine_stats st;
+	if (run(&ref, base, &st) == 0) {
+		const struct spec_run runs[] = {
+			{NULL, true, 512, 0, 3, 0, false},
+			{NULL, true, 512, 0, 1, 0, true},
+			{NULL, false, 7, 0, 1, 0, true},
+			{NULL, true, 512, 0, 3, 0, true},
+			{NULL, true, 64, per_block * 12, 3, 0, true}, /* 3 cache layers: 64 tokens each */
+		};
+		for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+			if (run(&runs[k], got, &st) < 0)
+				break;
+			char what[160];
+			snprintf(what, sizeof what, "tiny-v32-mtp, %d %s drafts, prefix caching %s, budget %d%s", runs[k].k,
+				 runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off", runs[k].budget,
+				 runs[k].kv_bytes ? ", small pool" : "");
+			expect_same_outputs(what, base, got);
+			EXPECTF(st.spec_draft_tokens > 0, "%s: no drafts", what);
+			if (runs[k].kv_bytes)
+				EXPECTF(st.preemptions > 0, "%s: no preemption", what);
+		}
+	}
+	g_model = keep_model;
+	g_mtp = keep_mtp;
+	model_free(v32);
+}
+
 static void test_teardown(void)
 {
 	model_free(g_model);
@@ -572,4 +619,4 @@ static void test_teardown(void)
 }
 
 TESTS(T(test_ngram_propose), T(test_spec_config), T(test_sched_drafts), T(test_engine_same_outputs),
-      T(test_engine_stop_strings_and_guides), T(test_teardown))
+      T(test_engine_stop_strings_and_guides), T(test_engine_v32_same_outputs), T(test_teardown))

@@ -192,6 +192,8 @@ static void check_greedy(const char *model, const char *backend_name)
 static void test_golden_v3_f32(void) { check_prompts("tiny-v3", DT_F32); }
 /* DeepSeek-V3.2: index_topk 16, so 17, 64 and 300 tokens really select (README K1-K6) */
 static void test_golden_v32_f32(void) { check_prompts("tiny-v32", DT_F32); }
+/* DeepSeek's fp8 form of V3.2 (the indexer's wq_b and wk fp8 too), 8 heads, index_topk 12 */
+static void test_golden_v32_fp8_f32(void) { check_prompts("tiny-v32-mtp", DT_F32); }
 /* bf16 activations against the f32 golden: this fixture has no bf16 oracle, and bf16 q/k
  * flip fp8 codes and so index sets (its README), and even its dense rows move by several
  * units in bf16; so argmax agreement on the rows with a golden margin above 0.5, prompts up
@@ -251,6 +253,7 @@ static void test_greedy_v2(void) { check_greedy("tiny-v2", "REFERENCE_MLA"); }
 static void test_greedy_v3_fp8(void) { check_greedy("tiny-v3-fp8", "REFERENCE_MLA"); }
 static void test_greedy_r1(void) { check_greedy("tiny-r1", "REFERENCE_MLA"); }
 static void test_greedy_v32(void) { check_greedy("tiny-v32", "FLASHMLA_SPARSE"); }
+static void test_greedy_v32_fp8(void) { check_greedy("tiny-v32-mtp", "FLASHMLA_SPARSE"); }
 
 /* A checkpoint missing a tensor: one-line error naming the file/dir and the tensor. */
 static void test_missing_tensor_error(void)
@@ -444,7 +447,8 @@ int main(int argc, char **argv)
 		T(test_golden_v3_f32), T(test_golden_v2_f32), T(test_golden_v3_fp8_f32), T(test_golden_r1_f32),
 		T(test_golden_v3_bf16), T(test_golden_v2_bf16), T(test_golden_v3_fp8_bf16), T(test_golden_r1_bf16),
 		T(test_greedy_v3), T(test_greedy_v2), T(test_greedy_v3_fp8), T(test_greedy_r1),
-		T(test_golden_v32_f32), T(test_golden_v32_bf16), T(test_greedy_v32),
+		T(test_golden_v32_f32), T(test_golden_v32_bf16), T(test_greedy_v32), T(test_golden_v32_fp8_f32),
+		T(test_greedy_v32_fp8),
 		T(test_missing_tensor_error), T(test_dummy_deterministic), T(test_forward_rejects_bad_batch), T(test_cmd_logits),
 		T(test_prepack_skipped_when_memory_is_short),
 	};

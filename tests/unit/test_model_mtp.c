@@ -155,6 +155,17 @@ static void test_mtp_whole_and_chunked(void)
 	}
 }
 
+/* DeepSeek-V3.2's MTP layer has its own indexer (tiny-v32-mtp: fp8, index_topk 12, so the
+ * module's attention selects at 17 and 64 tokens): whole, chunked and token by token */
+static void test_mtp_v32(void)
+{
+	const struct attn_backend *be = &attn_backend_flashmla_sparse;
+	check("tiny-v32-mtp", "tiny-v32-mtp", "len17", 17, 17, be);
+	check("tiny-v32-mtp", "tiny-v32-mtp", "len64", 64, 64, be);
+	check("tiny-v32-mtp", "tiny-v32-mtp", "len64", 7, 7, be);
+	check("tiny-v32-mtp", "tiny-v32-mtp", "len17", 5, 1, be);
+}
+
 static void test_mtp_decodes_every_backend(void)
 {
 	for (int b = 0; b < attn_backend_count(); b++) {
@@ -226,7 +237,7 @@ int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
 		T(test_mtp_whole_and_chunked), T(test_mtp_decodes_every_backend), T(test_main_logits_unchanged),
-		T(test_load_errors),
+		T(test_load_errors), T(test_mtp_v32),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
