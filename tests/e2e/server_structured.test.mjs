@@ -8,7 +8,8 @@
 // "required", the generated object for a named one), streamed too (a named call's arguments
 // piece by piece), regexes and patterns match whole, guided_grammar outputs are derivations
 // of their grammar (streamed too), and the refused forms are 400s. The request parsing and the grammars are unit-tested in
-// tests/unit/test_server_structured.c.
+// tests/unit/test_server_structured.c. They run twice: at this machine's kernel level and at
+// a second one (the outcomes differ; what is asserted must hold for any).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { APIError } from 'openai';
@@ -143,7 +144,7 @@ async function isBadRequest(promise, re) {
   });
 }
 
-describe('structured outputs', () => {
+const structuredTests = () => {
   test('response_format json_schema: a finished output parses and meets the schema', async () => {
     // choice i of a seeded request samples with seed + i: eight seeds in one request
     let finished = 0, total = 0;
@@ -488,4 +489,27 @@ number: "1 " | "2 "  // a comment`;
     const ok = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 8, guided_choice: ['a', 'b'] });
     assert.ok(['a', 'b'].includes(ok.choices[0].text));
   });
+};
+
+describe('structured outputs', structuredTests);
+
+// A cheap guard for other machines: the same tests once more at a second kernel level
+// (avx2, or portable where avx2 is this machine's own), whose sampled outcomes differ: each
+// assertion must hold for any outcome, not for the one this machine's kernels happen to draw.
+describe('structured outputs at a second kernel level', () => {
+  let first;
+  before(async () => {
+    first = srv;
+    const own = first.log().match(/, (\w+) kernels/)?.[1];
+    const level = own === 'avx2' || own === 'portable' ? 'portable' : 'avx2';
+    srv = await startServer(['--served-model-name', MODEL], { env: { MLASERVE_CPU_LEVEL: level } });
+    assert.match(srv.log(), new RegExp(`, ${level} kernels`));
+    client = srv.client();
+  });
+  after(async () => {
+    const r = await srv.stop();
+    [srv, client] = [first, first.client()];
+    assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}`);
+  });
+  structuredTests();
 });
