@@ -207,6 +207,7 @@ REQUEST_LINES = [  # (name, request line, expected status)
     ("a control character in the target", "GET /he\x01alth HTTP/1.1", 400),
     ("a 64 KB request target", "GET /" + "a" * 65536 + " HTTP/1.1", 414),
 ]
+NO_HOST = ("an HTTP/1.1 request without Host", b"GET /health HTTP/1.1\r\nAccept: */*\r\n\r\n", 400)
 
 
 def exchange(port, req, timeout=10):
@@ -296,6 +297,7 @@ def cases(port):
         req = (line + "\r\nHost: 127.0.0.1\r\n\r\n").encode("latin-1")
         run(name, lambda req=req, want=want: check_framing(port, req, want))
 
+    run(NO_HOST[0], lambda: check_framing(port, NO_HOST[1], NO_HOST[2]))
     body = b'{"prompt": "hi", "max_tokens": 2}'
 
     def pipelined():

@@ -208,6 +208,8 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 		return fail(msg, msg_size, 400, "bytes after the end of the request head");
 	if (n_host > 1)
 		return fail(msg, msg_size, 400, "more than one Host header");
+	if (!n_host && !h->http10) /* RFC 9112 3.2: a MUST, as h11 (vLLM's uvicorn) has it */
+		return fail(msg, msg_size, 400, "an HTTP/1.1 request without a Host header");
 	if (n_te) {
 		if (h->http10)
 			return fail(msg, msg_size, 400, "Transfer-Encoding in an HTTP/1.0 request");

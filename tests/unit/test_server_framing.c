@@ -71,30 +71,30 @@ static void framing_canonical_heads(void)
 			     "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"), "%s", out);
 	free(out);
 	/* equal repeated lengths are one */
-	f = feed_both("POST / HTTP/1.1\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nab", &out);
-	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab"), "%s", out);
+	f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nab", &out);
+	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nab"), "%s", out);
 	free(out);
 	/* a marker sent by the client is dropped */
-	f = feed_both("GET / HTTP/1.1\r\n" HFRAME_MARK ": x 400 y\r\n\r\n", &out);
-	EXPECTF(!strcmp(out, "GET / HTTP/1.1\r\n\r\n"), "%s", out);
+	f = feed_both("GET / HTTP/1.0\r\n" HFRAME_MARK ": x 400 y\r\n\r\n", &out);
+	EXPECTF(!strcmp(out, "GET / HTTP/1.0\r\n\r\n"), "%s", out);
 	free(out);
 }
 
 static void framing_chunked(void)
 {
 	char *out;
-	struct hframe f = feed_both("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"
+	struct hframe f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"
 				    "3;ext=1\r\nabc\r\n0\r\nX-T: 1\r\nContent-Length: 9\r\n\r\n"
-				    "GET / HTTP/1.1\r\n\r\n", &out);
+				    "GET / HTTP/1.0\r\n\r\n", &out);
 	EXPECT_EQ_INT(f.st, HF_HEAD);
 	EXPECT_EQ_INT(f.n_requests, 2);
-	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n"
-			     "GET / HTTP/1.1\r\n\r\n"), "%s", out);
+	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n"
+			     "GET / HTTP/1.0\r\n\r\n"), "%s", out);
 	free(out);
 	/* an error inside the body ends it with the marker in a trailer */
-	f = feed_both("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", &out);
+	f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", &out);
 	EXPECT_EQ_INT(f.status, 400);
-	EXPECTF(!strncmp(out + strlen("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	EXPECTF(!strncmp(out + strlen("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"),
 			 "3\r\nabc\r\n0\r\n" HFRAME_MARK ": ", 10 + sizeof HFRAME_MARK), "%s", out);
 	free(out);
 }
@@ -127,6 +127,7 @@ static void framing_errors(void)
 	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", 400);
 	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n11111111111111111\r\n", 400);
 	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nbad trailer\r\n\r\n", 400);
+	expect_error("GET / HTTP/1.1\r\nX: y\r\n\r\n", 400); /* HTTP/1.1 without Host */
 	expect_error("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n", 400);
 	char *big = malloc(HFRAME_HEAD_MAX + 64);
 	strcpy(big, "GET / HTTP/1.1\r\nX: ");
@@ -144,7 +145,7 @@ static void framing_errors(void)
 static void framing_nothing_after_an_error(void)
 {
 	char *out;
-	struct hframe f = feed_both("GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 1\r\n"
+	struct hframe f = feed_both("GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 1\r\n"
 				    "Content-Length: 30\r\n\r\nGET /c HTTP/1.1\r\n\r\n", &out);
 	EXPECT_EQ_INT(f.n_requests, 1);
 	EXPECT(strstr(out, "/c") == NULL);
