@@ -102,8 +102,11 @@ static void *relay_main(void *arg)
 			break;
 		double now = mono_now_s();
 		if (rc <= 0) {
-			if ((now - last) * 1000 > c->idle_ms)
-				break; /* nobody moved: libmicrohttpd's own timeout closes its end */
+			/* while libmicrohttpd holds its end, it alone times the connection out (a
+			 * long request moves no bytes for as long as it runs); after it let go, a
+			 * client that reads nothing of what is left is dropped after this bound */
+			if (m_eof && (now - last) * 1000 > c->idle_ms)
+				break;
 			continue;
 		}
 		last = now;
@@ -210,8 +213,8 @@ static void *accept_main(void *arg)
 		c->s = s;
 		c->cfd = cfd;
 		c->mfd = sp[0];
-		/* libmicrohttpd times the connection out; this bound only catches a relay that
-		 * neither side moves after libmicrohttpd has let go */
+		/* libmicrohttpd times the connection out; this bound only ends a relay that the
+		 * client does not move after libmicrohttpd has let go */
 		c->idle_ms = (s->cfg.conn_timeout_s > 0 ? s->cfg.conn_timeout_s : 3600) * 1000 + 5000;
 		/* on failure libmicrohttpd closes sp[1]: the relay then just closes the client */
 		if (MHD_add_connection(s->daemon, sp[1], (struct sockaddr *)&addr, alen) != MHD_YES)
