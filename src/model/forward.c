@@ -14,18 +14,16 @@
 
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
 
-
 static void act_round(const struct model *m, float *x, size_t n)
 {
 	if (model_act_bf16(m))
 		ops_round_bf16(x, (int64_t)n);
 }
 
-/* The model's GEMMs. Under bf16 activations every x is rounded (act_round) before it is
- * multiplied, which is the contract that lets the kernels run bf16 dot products. An output
- * that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 = act_bf16),
- * in the threads that computed it rather than in a serial pass afterwards. */
-
+/* The model's GEMMs (model_gemm_run). Under bf16 activations every x is rounded (act_round)
+ * before it is multiplied, which is the contract that lets the kernels run bf16 dot products.
+ * An output that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 =
+ * model_act_bf16), in the threads that computed it rather than in a serial pass afterwards. */
 static void gemm1(const struct model *m, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
 {
 	struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .n = n, .y = y, .ldy = ldy};
