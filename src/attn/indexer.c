@@ -115,6 +115,7 @@ struct sel_ctx {
 	struct cand *tbuf;	/* few-token: [n_sel_tokens, max_vis]; group: [n_threads, GT, max_vis] */
 	size_t max_vis;
 	struct cand *merge_buf; /* [n_threads, W * topk] */
+	int32_t *idx_buf;	/* [n_threads, topk] a token's selected candidates */
 	unsigned char *kt_buf;	/* [n_threads] decoded key blocks */
 };
 
@@ -179,26 +180,67 @@ static void score_block_range(struct sel_ctx *c, const struct group *g, int k0, 
 }
 
 /* token t's top-k of its scored keys: its selection (one process) or its candidates (DCP) */
-static void finish_token(struct sel_ctx *c, int t)
+/* the score's bits in an order-preserving unsigned form (higher score, larger key) */
+static inline uint32_t order_key(float s)
+{
+	uint32_t u;
+	s += 0.0f; /* -0 is +0, as the comparison has it */
+	memcpy(&u, &s, 4);
+	return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* The k best (1 <= k <= n) of candidates c[0, n) that are in ascending position order, as
+ * indices into c, ascending, into idx: a radix select of the k-th largest score key (three
+ * passes of 11, 11 and 10 bits), then every key above it and the first of those equal to it
+ * (the lower positions: the selection's total order). Linear, and the output needs no sort. */
+static void select_sorted(const struct cand *c, int n, int k, int32_t *idx)
+{
+	static const int shift[3] = {21, 10, 0}, bits[3] = {11, 11, 10};
+	uint32_t prefix = 0, pmask = 0;
+	int need = k; /* of the keys matching prefix, how many are still to take from the top */
+	for (int pass = 0; pass < 3; pass++) {
+		int32_t hist[2048] = {0};
+		uint32_t dmask = (1u << bits[pass]) - 1;
+		for (int j = 0; j < n; j++) {
+			uint32_t key = order_key(c[j].s);
+			if ((key & pmask) == prefix)
+				hist[(key >> shift[pass]) & dmask]++;
+		}
+		int d = (int)dmask;
+		while (hist[d] < need) /* the digit holding the need-th largest */
+			need -= hist[d--];
+		prefix |= (uint32_t)d << shift[pass];
+		pmask |= dmask << shift[pass];
+	}
+	/* prefix is the k-th largest key; `need` of those equal to it are taken */
+	int o = 0;
+	for (int j = 0; j < n && o < k; j++) {
+		uint32_t key = order_key(c[j].s);
+		if (key > prefix || (key == prefix && need-- > 0))
+			idx[o++] = j;
+	}
+}
+
+/* token t's top-k of its scored keys: its selection (one process) or its candidates (DCP) */
+static void finish_token(struct sel_ctx *c, int t, int32_t *idx)
 {
 	const struct attn_meta *m = c->a->meta;
 	int K = c->a->topk, i, p, nvis;
 	token_view(m, c->seq_of, t, &i, &p, &nvis);
-	struct cand *buf = c->scores[t];
+	const struct cand *buf = c->scores[t];
 	int k = nvis < K ? nvis : K;
 	if (k > 0)
-		select_best(buf, nvis, k);
+		select_sorted(buf, nvis, k, idx);
 	if (m->dcp_size <= 1) {
 		int32_t *out = c->sel + (size_t)t * K;
 		for (int j = 0; j < k; j++)
-			out[j] = buf[j].pos;
-		qsort(out, (size_t)k, sizeof *out, cmp_i32);
+			out[j] = buf[idx[j]].pos;
 		c->count[t] = k;
 		return;
 	}
 	struct cand *row = c->send + (size_t)c->row_of[t] * K;
 	for (int j = 0; j < K; j++)
-		row[j] = j < k ? buf[j] : (struct cand){-INFINITY, -1};
+		row[j] = j < k ? buf[idx[j]] : (struct cand){-INFINITY, -1};
 }
 
 /* group mode: a thread scores a whole group into its own buffers and finishes its tokens */
@@ -211,7 +253,7 @@ static void group_range(void *vctx, int begin, int end, int tid)
 			c->scores[g->t0 + u] = c->tbuf + ((size_t)tid * GT + (size_t)u) * c->max_vis;
 		score_block_range(c, g, 0, g->nvis_max, tid);
 		for (int u = 0; u < g->n; u++)
-			finish_token(c, g->t0 + u);
+			finish_token(c, g->t0 + u, c->idx_buf + (size_t)tid * c->a->topk);
 	}
 }
 
@@ -239,7 +281,7 @@ static void finish_range(void *vctx, int begin, int end, int tid)
 	struct sel_ctx *c = vctx;
 	for (int gi = begin; gi < end; gi++)
 		for (int u = 0; u < c->groups[gi].n; u++)
-			finish_token(c, c->groups[gi].t0 + u);
+			finish_token(c, c->groups[gi].t0 + u, c->idx_buf + (size_t)tid * c->a->topk);
 }
 
 /* DCP: the ranks' candidates of each selecting token merged into the global top-k, of which
@@ -334,6 +376,7 @@ int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32
 		c.qb = qb;
 	}
 	c.merge_buf = arena_alloc(ar, sizeof(struct cand) * (size_t)W * K * (size_t)nt);
+	c.idx_buf = arena_alloc(ar, sizeof(int32_t) * (size_t)K * (size_t)nt);
 	if (W > 1 && n_rows > 0)
 		c.send = arena_alloc(ar, sizeof(struct cand) * (size_t)n_rows * K);
 	if (ng > 0 && few_tokens(ng, nt)) {
@@ -381,7 +424,7 @@ size_t attn_index_scratch_bytes(int n_tokens, int n_heads, int dim, int topk, in
 	size_t few = 2 * nt * GT < n ? 2 * nt * GT : n, bufs = (nt * GT > few ? nt * GT : few) * vis;
 	size_t bytes = 3 * (4 * n + 64) + 4 * n * K + 64 + (sizeof(struct group) + sizeof(void *)) * n + 128 +
 		       sizeof(struct cand) * bufs + 64 + kt_bytes() * nt + 64 + sizeof(struct cand) * W * K * nt + 64 +
-		       4 * (n + 1) + 64 + 2 * n * (size_t)n_heads * (size_t)dim + 64;
+		       4 * (n + 1) + 64 + 2 * n * (size_t)n_heads * (size_t)dim + 64 + 4 * K * nt + 64;
 	if (W > 1)
 		bytes += sizeof(struct cand) * n * K * (1 + W) + 128;
 	return bytes;
