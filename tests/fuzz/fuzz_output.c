@@ -1,7 +1,7 @@
 /* Fuzz target "output": what the server makes of a model's output text, whole and streamed.
  * Byte 0 picks the parser; byte 1 seeds where the text is cut into streaming pieces; the rest
  * is the output text.
- *   tool calls (deepseek_v3, deepseek_v31): streamed, the content and the calls equal those
+ *   tool calls (deepseek_v3, deepseek_v31, deepseek_v32's DSML): streamed, the content and the calls equal those
  *     of the whole text (call ids aside: they are random);
  *   forced tool_choice ("required", named): the same;
  *   reasoning (deepseek_r1): streamed, reasoning and content equal those of the whole text,
@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 2;
 	if (!tok_utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
-	switch (data[0] % 5) {
+	switch (data[0] % 6) {
 	case 0:
 		tools(TOOL_PARSER_DEEPSEEK_V3, seed, text, n);
 		break;
@@ -176,6 +176,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 3:
 		forced(false, seed, text, n);
+		break;
+	case 5:
+		tools(TOOL_PARSER_DEEPSEEK_V32, seed, text, n);
 		break;
 	default:
 		reasoning(seed, text, n);

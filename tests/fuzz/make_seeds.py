@@ -151,7 +151,7 @@ for gsrc, text in grammars:
     put("guide", i, b"\3" + gsrc.encode() + b"\0" + text.encode())
     i += 1
 
-# ---- output: byte 0 % 5 parser (0 v3 tools, 1 v31 tools, 2 required, 3 named, 4 r1), byte 1 seed ----
+# ---- output: byte 0 % 6 parser (0 v3 tools, 1 v31 tools, 2 required, 3 named, 4 r1, 5 v32 DSML), byte 1 seed ----
 CB, C1, CE, CS, SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁sep｜>"
 outputs = [
     (0, "Let me check." + CB + C1 + "function" + SEP + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + CE + CS),
@@ -161,6 +161,13 @@ outputs = [
     (2, '[{"name":"get_weather","parameters":{"city":"Paris"}}]'), (2, '[{"name":"a","parameters":{}},{"name":"b"'),
     (2, "[]"), (3, '{"city":"Rome"}'), (3, ""),
     (4, "<think>\nhm, let me see</think>\n\nThe answer."), (4, "thinking only"), (4, "a</thi"), (4, "x</think>y</think>z"),
+    (5, "Let me look.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+        "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+        "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+        "</｜DSML｜function_calls>"),
+    (5, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"a\">\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"b\">\n"
+        "<｜DSML｜parameter name=\"x\" string=\"false\">[1, {\"y\": null}]</｜DSML｜parameter>\n</｜DSML｜invoke>"),
+    (5, "cut <｜DSML｜function_calls>\n<｜DSML｜invoke name=\"a\">\n<｜DSML｜parameter name=\"q\" string=\"tr"),
 ]
 for k, (p, text) in enumerate(outputs):
     put("output", k, bytes([p, k * 37 % 256]) + text.encode())
