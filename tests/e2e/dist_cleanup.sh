@@ -126,13 +126,13 @@ all_pids="$all_pids $ranks"
 if [ -z "$port" ] || [ -z "$victim" ]; then
 	echo "not ok - a dead worker rank fails the open requests: the server did not start"; tail -5 "$srv_log" | sed 's/^/    /'
 else
-	body='{"prompt": "hi", "max_tokens": 500, "n": 32, "ignore_eos": true'
+	body='{"prompt": "hi", "max_tokens": 500, "n": 128, "ignore_eos": true'
 	curl -sN -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body, \"stream\": true}" >"$s_out" 2>&1 &
 	c1=$!
 	for _ in $(seq 300); do grep -q '^data: {' "$s_out" && break; sleep 0.05; done
 	curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body}" >"$w_out" 2>&1 &
 	c2=$!
-	sleep 0.3
+	sleep 0.2
 	t0=$SECONDS
 	kill -KILL "$victim"
 	for _ in $(seq 400); do [ -z "$(alive "$LAUNCHER")" ] && break; sleep 0.1; done
