@@ -73,19 +73,24 @@ float attn_index_score(const float *q, const float *w, int n_heads, int dim, int
 		       const float *scales)
 {
 	struct ix_kernels k = ix_kernels_for(ops_level_best(), dim, group);
-	static _Thread_local _Alignas(64) unsigned char kt[IX_KT_BYTES];
-	static _Thread_local uint16_t qb[64 * IX_MAX_DIM];
-	uint8_t pad[IX_MAX_DIM + 4] = {0}; /* the gathers read past the row */
-	float s[KB];
+	/* heap, not static or thread-local storage: every thread would pay for it */
+	unsigned char *kt = aligned_alloc(64, IX_KT_BYTES);
+	uint16_t *qb = malloc(sizeof(uint16_t) * (size_t)n_heads * (size_t)dim);
+	uint8_t *pad = calloc((size_t)dim + 4, 1); /* the gathers read past the row */
+	float s[KB] = {0}, r = NAN;
 	int32_t off = 0;
-	if (k.unscaled && n_heads * dim > 64 * IX_MAX_DIM)
-		k = ix_kernels_for(OPS_AVX512, dim, group);
-	memcpy(pad, codes, (size_t)dim);
-	if (k.unscaled)
-		ix_q_to_bf16(q, n_heads * dim, qb);
-	k.decode(pad, &off, &scales, 1, dim, group, kt);
-	k.dots(q, qb, w, n_heads, dim, kt, s);
-	return clean(k.unscaled ? s[0] * scales[0] : s[0]);
+	if (kt && qb && pad) {
+		memcpy(pad, codes, (size_t)dim);
+		if (k.unscaled)
+			ix_q_to_bf16(q, n_heads * dim, qb);
+		k.decode(pad, &off, &scales, 1, dim, group, kt);
+		k.dots(q, qb, w, n_heads, dim, kt, s);
+		r = clean(k.unscaled ? s[0] * scales[0] : s[0]);
+	}
+	free(kt);
+	free(qb);
+	free(pad);
+	return r;
 }
 
 #define GT 8	     /* tokens of one sequence scored together (each key block decoded once) */

@@ -36,7 +36,8 @@ struct attn_index_args {
 int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32_t **sel, struct err *e);
 
 /* One key's score for one query: sum_h w[h] * relu(q[h] . k) over the key's codes and scales
- * (kv_cache_index_codes / _scales); the same arithmetic on every rank and path. */
+ * (kv_cache_index_codes / _scales); the same arithmetic as the selection's at this CPU's
+ * kernel level (tests compare against it). NaN if out of memory. */
 float attn_index_score(const float *q, const float *w, int n_heads, int dim, int group, const uint8_t *codes,
 		       const float *scales);
 
