@@ -33,6 +33,16 @@ static void dots_portable(const float *q, const uint16_t *qb, const float *w, in
 #define AVX2_FN __attribute__((target("avx2,fma")))
 #define AVX512_FN __attribute__((target("avx512f,fma")))
 
+/* s0 / s1 += w * relu(a0 / a1): one head's dot products of the block's two key vectors into
+ * the scores (every 512-bit kernel) */
+static inline __attribute__((always_inline)) AVX512_FN void relu_acc(float w, __m512 a0, __m512 a1, __m512 *s0,
+								       __m512 *s1)
+{
+	__m512 wv = _mm512_set1_ps(w), z = _mm512_setzero_ps();
+	*s0 = _mm512_fmadd_ps(wv, _mm512_max_ps(a0, z), *s0);
+	*s1 = _mm512_fmadd_ps(wv, _mm512_max_ps(a1, z), *s1);
+}
+
 /* the same with fused multiply-adds, 4 heads at a time (8 independent accumulators, named so
  * that they stay in registers) */
 AVX512_FN static void dots_avx512(const float *q, const uint16_t *qb, const float *w, int H, int dim, const void *ktv,
@@ -58,16 +68,10 @@ AVX512_FN static void dots_avx512(const float *q, const uint16_t *qb, const floa
 			a30 = _mm512_fmadd_ps(b3, k0, a30);
 			a31 = _mm512_fmadd_ps(b3, k1, a31);
 		}
-		__m512 w0 = _mm512_set1_ps(w[h]), w1 = _mm512_set1_ps(w[h + 1]);
-		__m512 w2 = _mm512_set1_ps(w[h + 2]), w3 = _mm512_set1_ps(w[h + 3]);
-		s0 = _mm512_fmadd_ps(w0, _mm512_max_ps(a00, z), s0);
-		s1 = _mm512_fmadd_ps(w0, _mm512_max_ps(a01, z), s1);
-		s0 = _mm512_fmadd_ps(w1, _mm512_max_ps(a10, z), s0);
-		s1 = _mm512_fmadd_ps(w1, _mm512_max_ps(a11, z), s1);
-		s0 = _mm512_fmadd_ps(w2, _mm512_max_ps(a20, z), s0);
-		s1 = _mm512_fmadd_ps(w2, _mm512_max_ps(a21, z), s1);
-		s0 = _mm512_fmadd_ps(w3, _mm512_max_ps(a30, z), s0);
-		s1 = _mm512_fmadd_ps(w3, _mm512_max_ps(a31, z), s1);
+		relu_acc(w[h], a00, a01, &s0, &s1);
+		relu_acc(w[h + 1], a10, a11, &s0, &s1);
+		relu_acc(w[h + 2], a20, a21, &s0, &s1);
+		relu_acc(w[h + 3], a30, a31, &s0, &s1);
 	}
 	for (; h < H; h++) {
 		__m512 a0 = z, a1 = z;
@@ -77,9 +81,7 @@ AVX512_FN static void dots_avx512(const float *q, const uint16_t *qb, const floa
 			a0 = _mm512_fmadd_ps(b, _mm512_load_ps(kt + d * IX_KB), a0);
 			a1 = _mm512_fmadd_ps(b, _mm512_load_ps(kt + d * IX_KB + 16), a1);
 		}
-		__m512 wv = _mm512_set1_ps(w[h]);
-		s0 = _mm512_fmadd_ps(wv, _mm512_max_ps(a0, z), s0);
-		s1 = _mm512_fmadd_ps(wv, _mm512_max_ps(a1, z), s1);
+		relu_acc(w[h], a0, a1, &s0, &s1);
 	}
 	_mm512_storeu_ps(s, s0);
 	_mm512_storeu_ps(s + 16, s1);
@@ -256,16 +258,10 @@ BF16_FN static void dots_pairs(const float *q, const uint16_t *qb, const float *
 			DP(a30, b3, k0);
 			DP(a31, b3, k1);
 		}
-		__m512 w0 = _mm512_set1_ps(w[h]), w1 = _mm512_set1_ps(w[h + 1]);
-		__m512 w2 = _mm512_set1_ps(w[h + 2]), w3 = _mm512_set1_ps(w[h + 3]);
-		s0 = _mm512_fmadd_ps(w0, _mm512_max_ps(a00, z), s0);
-		s1 = _mm512_fmadd_ps(w0, _mm512_max_ps(a01, z), s1);
-		s0 = _mm512_fmadd_ps(w1, _mm512_max_ps(a10, z), s0);
-		s1 = _mm512_fmadd_ps(w1, _mm512_max_ps(a11, z), s1);
-		s0 = _mm512_fmadd_ps(w2, _mm512_max_ps(a20, z), s0);
-		s1 = _mm512_fmadd_ps(w2, _mm512_max_ps(a21, z), s1);
-		s0 = _mm512_fmadd_ps(w3, _mm512_max_ps(a30, z), s0);
-		s1 = _mm512_fmadd_ps(w3, _mm512_max_ps(a31, z), s1);
+		relu_acc(w[h], a00, a01, &s0, &s1);
+		relu_acc(w[h + 1], a10, a11, &s0, &s1);
+		relu_acc(w[h + 2], a20, a21, &s0, &s1);
+		relu_acc(w[h + 3], a30, a31, &s0, &s1);
 	}
 	for (; h < H; h++) {
 		__m512 a0 = z, a1 = z;
@@ -275,9 +271,7 @@ BF16_FN static void dots_pairs(const float *q, const uint16_t *qb, const float *
 			DP(a0, b, _mm512_load_si512(kt + (size_t)p * IX_KB));
 			DP(a1, b, _mm512_load_si512(kt + (size_t)p * IX_KB + 16));
 		}
-		__m512 wv = _mm512_set1_ps(w[h]);
-		s0 = _mm512_fmadd_ps(wv, _mm512_max_ps(a0, z), s0);
-		s1 = _mm512_fmadd_ps(wv, _mm512_max_ps(a1, z), s1);
+		relu_acc(w[h], a0, a1, &s0, &s1);
 	}
 #undef DP
 	(void)q;

@@ -56,7 +56,9 @@ float ops_mla_softmax_scale(int qk_head_dim, const struct rope_params *p)
 	return s;
 }
 
-void ops_rope_apply(const struct rope *r, float *x, int n, int stride, int pos)
+/* Rotates pair i = (x[i * step], x[i * step + partner]) of each vector by angle pos * inv_freq[i]:
+ * interleaved pairs (step 2, partner 1) or NeoX halves (step 1, partner dim / 2). */
+static void rotate(const struct rope *r, float *x, int n, int stride, int pos, int step, int partner)
 {
 	int half = r->dim / 2;
 	float c[ROPE_MAX_PAIRS], s[ROPE_MAX_PAIRS];
@@ -68,28 +70,16 @@ void ops_rope_apply(const struct rope *r, float *x, int n, int stride, int pos)
 	for (int v = 0; v < n; v++) {
 		float *p = x + (size_t)v * (size_t)stride;
 		for (int i = 0; i < half; i++) {
-			float a = p[2 * i], b = p[2 * i + 1];
-			p[2 * i] = a * c[i] - b * s[i];
-			p[2 * i + 1] = b * c[i] + a * s[i];
+			float a = p[i * step], b = p[i * step + partner];
+			p[i * step] = a * c[i] - b * s[i];
+			p[i * step + partner] = b * c[i] + a * s[i];
 		}
 	}
 }
 
+void ops_rope_apply(const struct rope *r, float *x, int n, int stride, int pos) { rotate(r, x, n, stride, pos, 2, 1); }
+
 void ops_rope_apply_neox(const struct rope *r, float *x, int n, int stride, int pos)
 {
-	int half = r->dim / 2;
-	float c[ROPE_MAX_PAIRS], s[ROPE_MAX_PAIRS];
-	for (int i = 0; i < half; i++) {
-		float ang = (float)pos * r->inv_freq[i];
-		c[i] = (float)cos(ang) * r->mscale;
-		s[i] = (float)sin(ang) * r->mscale;
-	}
-	for (int v = 0; v < n; v++) {
-		float *p = x + (size_t)v * (size_t)stride;
-		for (int i = 0; i < half; i++) {
-			float a = p[i], b = p[i + half];
-			p[i] = a * c[i] - b * s[i];
-			p[i + half] = b * c[i] + a * s[i];
-		}
-	}
+	rotate(r, x, n, stride, pos, 1, r->dim / 2);
 }
