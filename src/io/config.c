@@ -290,6 +290,12 @@ static int parse_indexer(struct src s, struct model_config *c)
 	    get_int(s, "index_topk", true, 0, 1, &c->index_topk) ||
 	    json_util_bool(s.o, s.what, "indexer_rope_interleave", false, &c->indexer_rope_interleave, s.e) < 0)
 		return -1;
+	if (c->index_n_heads > 1024)
+		return json_util_bad(s.e, s.what, "index_n_heads", json_util_get(s.o, "index_n_heads"), "invalid",
+				     "expected at most 1024");
+	if (c->index_topk > (1 << 20))
+		return json_util_bad(s.e, s.what, "index_topk", json_util_get(s.o, "index_topk"), "invalid",
+				     "expected at most 1048576");
 	int d = c->index_head_dim;
 	if ((d & (d - 1)) || d > 1024)
 		return json_util_bad(s.e, s.what, "index_head_dim", json_util_get(s.o, "index_head_dim"), "invalid",

@@ -215,6 +215,10 @@ v32_fresh; st_edit "$ST" del $IX.weights_proj.weight
 check "V3.2: missing indexer weights_proj" "$M: missing tensor $IX.weights_proj.weight"
 v32_fresh; cfg_set index_head_dim 48
 check "V3.2 config: index_head_dim not a power of two" "$M/config.json: key \"index_head_dim\""
+v32_fresh; cfg_set index_topk 2000000000
+check "V3.2 config: index_topk out of range" "$M/config.json: key \"index_topk\"" "at most 1048576"
+v32_fresh; cfg_set index_n_heads 0
+check "V3.2 config: index_n_heads 0" "$M/config.json: key \"index_n_heads\""
 v32_fresh; CHECK_ARGS="--attention-backend FLASHMLA" check "V3.2: a dense attention backend is refused" \
 	"attention backend FLASHMLA serves dense MLA attention and the model needs sparse" "FLASHMLA_SPARSE"
 fresh; CHECK_ARGS="--attention-backend FLASHMLA_SPARSE" check "a dense model refuses the sparse backend" \
