@@ -21,15 +21,9 @@
 #define BS 4
 #define MAXLEN 2600
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 11);
-}
-static float frand(void) { return (float)(rnd() % 20001) / 10000.0f - 1.0f; }
+static uint64_t rng = 0x9e3779b97f4a7c15ull; /* the harness's generator */
+static uint32_t rnd(void) { return test_rand(&rng); }
+static float frand(void) { return test_frand(&rng); }
 
 /* keys of one sequence: codes [MAXLEN][DIM], one scale each (group = DIM); every 5th key
  * repeats an earlier one so that scores tie exactly */

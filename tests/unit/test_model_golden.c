@@ -51,6 +51,18 @@ static int32_t *json_tokens(json_t *arr, int *n)
 	return t;
 }
 
+/* A row's top-1 minus top-2 logit; *arg its argmax */
+static float top_margin(const float *g, int V, int *arg)
+{
+	int a = fwd_argmax(g, V);
+	float second = -INFINITY;
+	for (int i = 0; i < V; i++)
+		if (i != a && g[i] > second)
+			second = g[i];
+	*arg = a;
+	return g[a] - second;
+}
+
 /* Every row of every prompt: f32 within 1e-3 of the golden logits; bf16 by the README's rule. */
 static void check_prompts(const char *model, enum dtype act)
 {
@@ -88,14 +100,8 @@ static void check_prompts(const char *model, enum dtype act)
 				float d = fwd_max_abs_diff(out + (size_t)r * V, gold + (size_t)r * V, (size_t)V);
 				worst = d > worst ? d : worst;
 				within += d <= 0.43f;
-				/* the golden top-1/top-2 margin of this row */
-				const float *g = gold + (size_t)r * V;
-				int a = fwd_argmax(g, V);
-				float second = -INFINITY;
-				for (int i = 0; i < V; i++)
-					if (i != a && g[i] > second)
-						second = g[i];
-				if (g[a] - second > 0.5f) {
+				int a;
+				if (top_margin(gold + (size_t)r * V, V, &a) > 0.5f) {
 					big_margin++;
 					agree += fwd_argmax(out + (size_t)r * V, V) == a;
 				}
@@ -222,13 +228,8 @@ static void test_golden_v32_bf16(void)
 				break;
 			}
 		for (int r = 0; gold && r < n; r++) {
-			const float *g = gold + (size_t)r * V;
-			int a = fwd_argmax(g, V);
-			float second = -INFINITY;
-			for (int i = 0; i < V; i++)
-				if (i != a && g[i] > second)
-					second = g[i];
-			if (g[a] - second > 0.5f) {
+			int a;
+			if (top_margin(gold + (size_t)r * V, V, &a) > 0.5f) {
 				big++;
 				agree += fwd_argmax(out + (size_t)r * V, V) == a;
 			}
