@@ -93,53 +93,6 @@ static int put_json(struct enc *x, const struct jval *v)
 
 static int oom(struct enc *x) { return err_set(x->c->e, PFX "out of memory"); }
 
-/* ---- json.loads of a tool call's arguments, onto pool values (keys in their order) ---- */
-
-static int from_json(struct enc *x, const json_t *j, int depth, struct jval *out)
-{
-	if (depth > 4 * JINJA_MAX_DEPTH)
-		return err_set(x->c->e, PFX "tool call arguments nested too deeply");
-	switch (json_typeof(j)) {
-	case JSON_NULL: *out = jv_none(); return 0;
-	case JSON_TRUE: *out = jv_bool(true); return 0;
-	case JSON_FALSE: *out = jv_bool(false); return 0;
-	case JSON_INTEGER: *out = jv_int((long long)json_integer_value(j)); return 0;
-	case JSON_REAL: *out = jv_float(json_real_value(j)); return 0;
-	case JSON_STRING: {
-		char *s = jpool_strdup(x->c->pool, json_string_value(j), json_string_length(j));
-		*out = jv_str(s, json_string_length(j));
-		return s ? 0 : oom(x);
-	}
-	case JSON_ARRAY:
-		*out = jv_list(x->c->pool, json_array_size(j));
-		if (out->k != JV_LIST)
-			return oom(x);
-		for (size_t i = 0; i < json_array_size(j); i++)
-			if (from_json(x, json_array_get(j, i), depth + 1, &out->u.l->v[out->u.l->n++]) < 0)
-				return -1;
-		return 0;
-	case JSON_OBJECT: {
-		*out = jv_dict(x->c->pool, json_object_size(j));
-		if (out->k != JV_DICT)
-			return oom(x);
-		const char *k;
-		json_t *v;
-		json_object_foreach((json_t *)j, k, v) {
-			char *ks = jpool_strdup(x->c->pool, k, strlen(k));
-			struct jval jv;
-			if (!ks)
-				return oom(x);
-			if (from_json(x, v, depth + 1, &jv) < 0)
-				return -1;
-			if (jdict_set(x->c->pool, out->u.d, jv_str(ks, strlen(ks)), jv) < 0)
-				return oom(x);
-		}
-		return 0;
-	}
-	}
-	return err_set(x->c->e, PFX "unsupported JSON value in tool call arguments");
-}
-
 /* The arguments of tool_calls[k] of messages[i] as a dict: a JSON text (OpenAI's form, what
  * the encoder json.loads) or already an object. */
 static int call_arguments(struct enc *x, size_t i, size_t k, const struct jval *args, struct jval *out)
@@ -154,7 +107,7 @@ static int call_arguments(struct enc *x, size_t i, size_t k, const struct jval *
 	json_t *j = json_loadb(args->u.s.p, args->u.s.n, JSON_ALLOW_NUL, &je);
 	if (!j)
 		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments: %s", ix(x, i), k, je.text);
-	int r = json_is_object(j) ? from_json(x, j, 0, out)
+	int r = json_is_object(j) ? jinja_from_json(x->c, j, out)
 				  : err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a "
 						     "JSON object", ix(x, i), k);
 	json_decref(j);

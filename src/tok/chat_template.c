@@ -108,6 +108,8 @@ static int from_json(struct jctx *c, const json_t *j, int depth, struct jval *ou
 	return jerr(c, "unsupported JSON value");
 }
 
+int jinja_from_json(struct jctx *c, const struct json_t *j, struct jval *out) { return from_json(c, j, 0, out); }
+
 /* messages -> list of dicts; content given as [{type:"text", text}] parts is flattened. */
 static int convert_messages(struct jctx *c, const json_t *messages, struct jval *out)
 {

@@ -161,6 +161,10 @@ struct jctx {
 };
 
 int jinja_exec(struct jctx *c, const struct jnode *body);
+/* A JSON value (jansson's) as a template value on c's pool, object keys in their order; -1
+ * with c's error set when too deep or out of memory (chat_template.c). */
+struct json_t;
+int jinja_from_json(struct jctx *c, const struct json_t *j, struct jval *out);
 int jinja_eval(struct jctx *c, const struct jnode *x, struct jval *out);
 void jscope_set(struct jctx *c, struct jscope *s, const char *name, struct jval v);
 struct jscope *jscope_new(struct jctx *c, struct jscope *parent);
