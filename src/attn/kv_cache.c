@@ -1,6 +1,7 @@
 /* The paged latent KV cache: allocation and row read/write (mla-dcp-spec §2.2). */
 #include "attn/kv_cache.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,13 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 	if (dtype != DT_F32 && dtype != DT_BF16)
 		return err_set(e, "kv cache: unsupported dtype %s (want F32 or BF16)",
 			       dtype_name(dtype));
+	if (index_dim < 0 || (index_dim > 0 && index_dim % kv_cache_index_group(index_dim)))
+		return err_set(e, "kv cache: bad indexer key width %d", index_dim);
+	/* the indexer addresses a layer's keys with 32-bit byte offsets (attn/indexer.c) */
+	if (index_dim > 0 && (int64_t)n_blocks * block_size * index_dim >= INT32_MAX)
+		return err_set(e, "kv cache: %d blocks of %d tokens are more than the indexer cache addresses (%lld tokens "
+				  "of %d-byte keys); lower --kv-cache-memory", n_blocks, block_size,
+			       (long long)(INT32_MAX / index_dim), index_dim);
 	int row = kv_lora_rank + rope_dim;
 	size_t per_block = kv_cache_bytes_per_block(n_layers, block_size, row, dtype);
 	if (per_block == 0 || (size_t)n_blocks > SIZE_MAX / per_block)
@@ -47,11 +55,6 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 	if (!kv->data)
 		return err_set(e, "kv cache: out of memory for %d blocks of %zu bytes", n_blocks,
 			       per_block);
-	if (index_dim < 0 || (index_dim > 0 && index_dim % kv_cache_index_group(index_dim))) {
-		free(kv->data);
-		kv->data = NULL;
-		return err_set(e, "kv cache: bad indexer key width %d", index_dim);
-	}
 	if (index_dim > 0) {
 		size_t slots = (size_t)n_layers * (size_t)n_blocks * (size_t)block_size;
 		int groups = index_dim / kv_cache_index_group(index_dim);

@@ -420,6 +420,13 @@ static void test_slot_minus_one_skipped(void)
 	struct err e;
 	EXPECT(kv_cache_init(&kv, 1, 4, 16, 512, 64, DT_F8_E4M3, &e) < 0);
 	EXPECT(kv_cache_init(&kv, 1, 0, 16, 512, 64, DT_F32, &e) < 0);
+	/* the indexer cache: a key width not a whole number of scale groups, more keys than it addresses */
+	EXPECT(kv_cache_init_indexed(&kv, 1, 4, 16, 512, 64, DT_F32, 192, &e) < 0);
+	EXPECT(kv_cache_init_indexed(&kv, 1, 1 << 20, 16, 512, 64, DT_F32, 128, &e) < 0 &&
+	       strstr(e.msg, "--kv-cache-memory"));
+	EXPECT(kv_cache_init_indexed(&kv, 2, 4, 16, 512, 64, DT_BF16, 32, &e) == 0 && kv.index_groups == 1);
+	EXPECT_EQ_INT(kv_cache_index_bytes_per_block(2, 16, 32), 2 * 16 * (32 + 4));
+	kv_cache_fini(&kv);
 	EXPECT_EQ_INT(kv_cache_bytes_per_block(3, 16, 576, DT_BF16), 3 * 16 * 576 * 2);
 }
 
