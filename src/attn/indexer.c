@@ -15,57 +15,12 @@
 
 #define KB IX_KB
 #define MAX_DIM IX_MAX_DIM
+#define DCP_MAX 256 /* ranks of a DCP group the merge takes */
 
 struct cand {
 	float s;
 	int32_t pos; /* global position; -1: padding, worse than any key */
 };
-
-/* the strict total order of the selection: higher score, then lower position */
-static inline bool better(struct cand a, struct cand b)
-{
-	if (a.pos < 0 || b.pos < 0)
-		return a.pos >= 0 && b.pos < 0;
-	return a.s > b.s || (a.s == b.s && a.pos < b.pos);
-}
-
-/* reorders c[0, n) so that c[0, k) are its k best (any order), 1 <= k <= n */
-static void select_best(struct cand *c, int n, int k)
-{
-	int lo = 0, hi = n - 1;
-	while (lo < hi) {
-		struct cand a = c[lo], b = c[lo + (hi - lo) / 2], d = c[hi], pv;
-		/* the median of three as the pivot */
-		if (better(a, b))
-			pv = better(b, d) ? b : (better(a, d) ? d : a);
-		else
-			pv = better(a, d) ? a : (better(b, d) ? d : b);
-		int i = lo, j = hi;
-		while (i <= j) {
-			while (better(c[i], pv))
-				i++;
-			while (better(pv, c[j]))
-				j--;
-			if (i <= j) {
-				struct cand t = c[i];
-				c[i++] = c[j];
-				c[j--] = t;
-			}
-		}
-		if (k - 1 <= j)
-			hi = j;
-		else if (k - 1 >= i)
-			lo = i;
-		else
-			break;
-	}
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-	return (x > y) - (x < y);
-}
 
 static float clean(float s) { return isnan(s) ? -INFINITY : s; } /* NaN (never from act_quant): the worst */
 
@@ -289,36 +244,46 @@ static void finish_range(void *vctx, int begin, int end, int tid)
 			finish_token(c, c->groups[gi].t0 + u, c->idx_buf + (size_t)tid * c->a->topk);
 }
 
-/* DCP: the ranks' candidates of each selecting token merged into the global top-k, of which
- * this rank keeps its own keys as local indices */
+/* DCP: the ranks' candidates of each selecting token (each rank's in ascending position,
+ * padded with -1) merged by position into one ascending list, its global top-k taken as one
+ * process takes it (select_sorted), and of those this rank keeps the keys it stores, as
+ * local indices (ascending: a rank's local index grows with the global position) */
 static void merge_range(void *vctx, int begin, int end, int tid)
 {
 	struct sel_ctx *c = vctx;
 	const struct attn_meta *m = c->a->meta;
 	int K = c->a->topk, W = m->dcp_size, r = m->dcp_rank, I = m->dcp_interleave;
 	struct cand *buf = c->merge_buf + (size_t)tid * W * K;
+	int32_t *idx = c->idx_buf + (size_t)tid * K;
 	for (int t = begin; t < end; t++) {
 		int row = c->row_of[t];
 		if (row < 0)
 			continue;
-		int n = 0;
-		for (int k = 0; k < W; k++) {
-			const struct cand *src = c->all + ((size_t)k * c->n_rows + (size_t)row) * K;
-			for (int j = 0; j < K; j++)
-				if (src[j].pos >= 0)
-					buf[n++] = src[j];
+		int n = 0, head[DCP_MAX];
+		for (int k = 0; k < W; k++)
+			head[k] = 0;
+		for (;;) { /* W-way merge by position */
+			const struct cand *best = NULL;
+			int from = -1;
+			for (int k = 0; k < W; k++) {
+				const struct cand *x = c->all + ((size_t)k * c->n_rows + (size_t)row) * K + head[k];
+				if (head[k] < K && x->pos >= 0 && (!best || x->pos < best->pos))
+					best = x, from = k;
+			}
+			if (!best)
+				break;
+			buf[n++] = *best;
+			head[from]++;
 		}
-		int k = n < K ? n : K;
+		int k = n < K ? n : K, own = 0;
 		if (k > 0)
-			select_best(buf, n, k);
+			select_sorted(buf, n, k, idx);
 		int32_t *out = c->sel + (size_t)t * K;
-		int own = 0;
 		for (int j = 0; j < k; j++) {
-			int64_t g = buf[j].pos;
+			int64_t g = buf[idx[j]].pos;
 			if ((g / I) % W == r)
 				out[own++] = (int32_t)((g / ((int64_t)W * I)) * I + g % I);
 		}
-		qsort(out, (size_t)own, sizeof *out, cmp_i32);
 		c->count[t] = own;
 	}
 }
@@ -331,6 +296,8 @@ int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32
 {
 	const struct attn_meta *m = a->meta;
 	int n = m->n_tokens, K = a->topk, W = m->dcp_size > 1 ? m->dcp_size : 1;
+	if (W > DCP_MAX)
+		return err_set(e, "indexer: a DCP group of %d ranks (at most %d)", W, DCP_MAX);
 	if (!a->kv->index_codes || a->kv->index_dim > MAX_DIM || K < 1 ||
 	    kv_cache_n_slots(a->kv) * a->kv->index_dim >= INT32_MAX)
 		return err_set(e, "indexer: no indexer cache (or key width %d, top-k %d, %lld slots)", a->kv->index_dim, K,
