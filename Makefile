@@ -1,5 +1,5 @@
 # mlaserve — one GNU Makefile. Targets: all (build/mlaserve), test, asan, bench, clean.
-# Every src/**/*.c except src/cli/main.c is library code linked into the binary and every
+# Every src/**/*.c except src/app/main.c is library code linked into the binary and every
 # test; tests/unit/test_*.c each become one test binary; tests/fuzz/fuzz_*.c each become a
 # test binary that replays its corpus (test_fuzz_*) and, with `make fuzz`, a libFuzzer one.
 
@@ -17,7 +17,7 @@ MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 CFLAGS    += $(MPI_CFLAGS)
 LDLIBS    += $(MPI_LIBS)
 
-LIB_SRC   := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
+LIB_SRC   := $(filter-out src/app/main.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -28,7 +28,7 @@ FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz_%)
 
 all: $(BUILD)/mlaserve $(TEST_BIN) $(FUZZ_TEST)
 
-$(BUILD)/mlaserve: $(BUILD)/src/cli/main.o $(BUILD)/libmlaserve.a
+$(BUILD)/mlaserve: $(BUILD)/src/app/main.o $(BUILD)/libmlaserve.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libmlaserve.a: $(LIB_OBJ)

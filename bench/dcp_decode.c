@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "attn/attn.h"
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "attn/dcp.h"
 #include "attn/kv_cache.h"
 #include "base/arena.h"
@@ -36,6 +36,7 @@
 #include "base/err.h"
 #include "dist/comm.h"
 #include "engine/dist_exec.h"
+#include "setup/ranks.h"
 #include "ops/pool.h"
 
 #include "bench_util.h"
@@ -365,7 +366,7 @@ int main(int argc, char **argv)
 	if (comm_config_check(b.W, b.W, H, I, bs, &e))
 		goto fail;
 	b.Hl = H / b.W;
-	b.threads = dist_exec_threads(threads, &c);
+	b.threads = ranks_threads(threads, &c);
 	int bmax = 1;
 	for (int i = 0; i < nb; i++)
 		bmax = bv[i] > bmax ? bv[i] : bmax;

@@ -15,7 +15,7 @@
 
 #include "attn/attn.h"
 #include "attn/kv_cache.h"
-#include "attn/mqa.h"
+#include "attn/kernels/mqa.h"
 #include "base/dtype.h"
 #include "base/err.h"
 #include "base/mono.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "attn/dcp.h"
-#include "attn/indexer_kernels.h"
+#include "attn/kernels/indexer_kernels.h"
 #include "attn/kv_cache.h"
 #include "base/dtype.h"
 #include "ops/cpu.h"

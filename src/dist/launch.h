@@ -18,7 +18,7 @@
 #define DIST_GRACE_ENV "MLASERVE_MPIRUN_GRACE"
 
 /* Call early, before threads or files are opened, with the sub-command's argc/argv as
- * cli/commands.h passes them (argv[0] = the command name, e.g. "serve"). Returns 0 when the
+ * app/commands.h passes them (argv[0] = the command name, e.g. "serve"). Returns 0 when the
  * caller should go on in this process (n_ranks <= 1, or already under a launcher).
  * Otherwise replaces the process with
  * `mpirun -np n_ranks --allow-run-as-root --oversubscribe --bind-to none

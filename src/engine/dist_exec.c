@@ -1,15 +1,11 @@
 /* Distributed step execution (dist_exec.h). */
 #include "engine/dist_exec.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "attn/dcp.h"
 #include "base/log.h"
-#include "dist/launch.h"
-#include "io/config.h"
 #include "model/model.h"
 #include "ops/pool.h"
 
@@ -122,117 +118,31 @@ int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
 	return comm_plan_send(d->comm, &s, sizeof s, e);
 }
 
-static int default_block_size(const struct engine_args *a, bool sparse, const struct attn_backend **be,
-			      struct err *e)
+int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv,
+		    struct err *e)
 {
-	const char *name = a->attention_backend;
-	if (!name || !*name)
-		name = getenv("MLASERVE_ATTENTION_BACKEND");
-	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default(sparse);
-	if (!*be)
-		return err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", name);
-	int mult = (*be)->block_size_multiple > 0 ? (*be)->block_size_multiple : 1;
-	return a->block_size > 0 ? a->block_size : ((16 + mult - 1) / mult) * mult;
-}
-
-int dist_exec_check_args(const struct engine_args *a, struct err *e)
-{
-	if (a->tp_size <= 1 && a->dcp_size <= 1)
-		return 0;
-	struct model_config cfg;
-	const struct attn_backend *be;
-	if (!a->model_dir)
-		return err_set(e, "no model directory");
-	if (config_load(a->model_dir, &cfg, e) < 0)
-		return -1;
-	int bs = default_block_size(a, config_is_sparse(&cfg), &be, e);
-	if (bs < 0)
-		return -1;
-	if (comm_config_check(a->tp_size, a->dcp_size, cfg.num_attention_heads, a->dcp_interleave,
-			      bs, e))
-		return err_prefix(e, "%s", a->model_dir);
-	return 0;
-}
-
-int dist_exec_threads(int threads_flag, const struct comm *c)
-{
-	if (threads_flag > 0)
-		return threads_flag;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int per = (int)(cpus > 0 ? cpus : 1) / (c && c->local_size > 0 ? c->local_size : 1);
-	return per > 0 ? per : 1;
-}
-
-int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err *e)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	struct pool *pool = NULL;
-	struct model *model = NULL;
-	struct kv_cache kv = {0};
-	struct dist_exec d;
-	dist_exec_init(&d, c, NULL, &kv, NULL, a->dcp_interleave);
-	int rc = -1;
-	enum dtype kvd;
-	if (engine_args_open_model(a, &pool, &model, &kvd, e) < 0)
-		goto fatal;
-	int r = comm_plan_recv(c, &d.msg, e);
-	if (r < 0)
-		goto fatal;
-	if (r == 0) { /* rank 0 stopped before the engine started */
-		rc = 0;
-		goto out;
-	}
+	int r = comm_plan_recv(d->comm, &d->msg, e);
+	if (r <= 0) /* 0: rank 0 stopped before the engine started */
+		return r;
 	struct dist_setup s;
-	if (comm_msg_get(&d.msg, &s, sizeof s, e))
-		goto fatal;
+	if (comm_msg_get(&d->msg, &s, sizeof s, e))
+		return -1;
 	if (s.magic != SETUP_MAGIC || s.n_blocks < 1 || s.block_size < 1 ||
-	    !attn_backend_at(s.backend) || (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16)) {
-		err_set(e, "dist: bad setup message (magic 0x%x, %d blocks of %d)", (unsigned)s.magic,
-			s.n_blocks, s.block_size);
-		goto fatal;
-	}
-	if (model_kv_cache_init(model, &kv, s.n_blocks, s.block_size, (enum dtype)s.kv_dtype, e) < 0)
-		goto fatal;
-	d.model = model;
-	d.backend = attn_backend_at(s.backend);
+	    !attn_backend_at(s.backend) || (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16))
+		return err_set(e, "dist: bad setup message (magic 0x%x, %d blocks of %d)",
+			       (unsigned)s.magic, s.n_blocks, s.block_size);
+	if (model_kv_cache_init(model, kv, s.n_blocks, s.block_size, (enum dtype)s.kv_dtype, e) < 0)
+		return -1;
+	d->model = model;
+	d->kv = kv;
+	d->backend = attn_backend_at(s.backend);
 	for (;;) {
-		r = comm_plan_recv(c, &d.msg, e);
-		if (r < 0)
-			goto fatal;
-		if (r == 0)
-			break;
+		r = comm_plan_recv(d->comm, &d->msg, e);
+		if (r <= 0)
+			return r;
 		struct step_plan p;
 		/* the logits are gathered to TP rank 0 only: a worker needs no buffer */
-		if (step_plan_unpack(d.msg.data, d.msg.len, &p, e) || dist_exec_forward(&d, &p, NULL, e))
-			goto fatal;
+		if (step_plan_unpack(d->msg.data, d->msg.len, &p, e) || dist_exec_forward(d, &p, NULL, e))
+			return -1;
 	}
-	rc = 0;
-	goto out;
-fatal:
-	/* rank 0 and the others may wait for this rank inside a collective: end the job */
-	LOG_E(MOD, "rank %d: %s; ending every rank", c->world_rank, e->msg);
-	comm_abort(c, 1);
-out:
-	dist_exec_fini(&d);
-	if (kv.data)
-		kv_cache_fini(&kv);
-	model_free(model);
-	pool_free(pool);
-	return rc;
-}
-
-int dist_exec_start(int argc, char **argv, struct engine_args *a, struct comm *c, struct err *e)
-{
-	if (dist_exec_check_args(a, e) || dist_maybe_relaunch(argc, argv, a->tp_size, e) ||
-	    comm_init(c, a->tp_size, a->dcp_size, e))
-		return -1;
-	log_set_rank(c->world_rank);
-	a->comm = c;
-	a->tp_rank = c->tp_rank;
-	a->threads = dist_exec_threads(a->threads, c);
-	return 0;
 }

@@ -18,7 +18,6 @@
 #include "attn/attn.h"
 #include "base/err.h"
 #include "dist/comm.h"
-#include "engine/engine_args.h"
 #include "engine/plan.h"
 
 struct model;
@@ -54,24 +53,10 @@ int dist_exec_hook(void *ctx, const struct step_plan *p, float *logits, struct e
 int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
 			 const struct attn_backend *backend, struct err *e);
 
-/* Checks -tp/-dcp/interleave against the model before any rank starts: tp divides the
- * heads, dcp divides tp, the interleave divides the block size (the --block-size flag or the
- * backend's default). Reads only config.json. */
-int dist_exec_check_args(const struct engine_args *a, struct err *e);
-
-/* A sub-command's start with a->tp_size > 1, before any thread exists: checks the flags
- * against the model, re-executes the process as tp_size ranks under mpirun when not started
- * by a launcher (does not return then), joins the world (c) and sets a->comm, a->tp_rank and
- * a->threads for this rank. argv as the sub-command got it (argv[0] = its name). */
-int dist_exec_start(int argc, char **argv, struct engine_args *a, struct comm *c, struct err *e);
-
-/* A worker rank (world rank > 0) of `generate`/`serve`: loads its model shard from a, waits
- * for the setup, allocates its KV shard and runs plans until rank 0's stop. SIGINT/SIGTERM
- * are blocked (rank 0 decides when the job ends). Returns 0 after the stop. */
-int dist_exec_worker_run(const struct engine_args *a, struct comm *c, struct err *e);
-
-/* Threads for one rank's pool: the --threads value, else the CPUs shared by the ranks on
- * this host (at least 1). */
-int dist_exec_threads(int threads_flag, const struct comm *c);
+/* A worker rank's loop (world rank > 0, after loading its model shard): receives the setup,
+ * allocates kv (the rank's shard, owned by the caller) and runs plans until rank 0's stop.
+ * Returns 0 after the stop, -1 on an error (the caller ends the job). */
+int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv,
+		    struct err *e);
 
 #endif

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "attn/prefill.h"
 #include "base/bigmem.h"
 #include "base/log.h"

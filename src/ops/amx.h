@@ -1,4 +1,4 @@
-/* The AMX tile configuration shared by the tile kernels (ops/gemm_amx.c, attn/mqa_amx.c).
+/* The AMX tile configuration shared by the tile kernels (ops/gemm_amx.c, attn/kernels/mqa_amx.c).
  * It is per-thread state: a kernel call loads its own and releases the tiles before it
  * returns (_tile_release), so tile users never interleave on a thread. */
 #ifndef MLA_OPS_AMX_H

@@ -1,6 +1,6 @@
 /* Server lifecycle: configuration defaults, start (bind, limits), graceful stop. */
 #include "server/server.h"
-#include "server/resp_store.h"
+#include "server/openai/resp_store.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -28,14 +28,14 @@ struct server_config {
 	int max_connections;		/* bound on connection threads */
 	int max_n;			/* cap on choices per request */
 	bool log_requests;		/* one access-log line per request */
-	int reasoning_parser;		/* enum reasoning_parser (server/reasoning.h); 0: none */
-	int tool_parser;		/* enum tool_parser (server/tool_calls.h); 0: none */
+	int reasoning_parser;		/* enum reasoning_parser (server/parsers/reasoning.h); 0: none */
+	int tool_parser;		/* enum tool_parser (server/parsers/tool_calls.h); 0: none */
 	bool auto_tool_choice;		/* parse tool calls when a request's tool_choice is "auto" */
 	int max_logprobs;		/* --max-logprobs: cap on logprobs / top_logprobs (0: ENGINE_MAX_LOGPROBS) */
 	bool prompt_tokens_details;	/* --enable-prompt-tokens-details: usage reports cached tokens */
-	const char *tls_key_pem, *tls_cert_pem; /* HTTPS (server/tls.h); NULL: plain HTTP */
-	int responses_store_size;	/* stored Responses kept (server/resp_store.h); 0: none */
-	/* CORS (server/cors.h): JSON lists, NULL = ["*"] */
+	const char *tls_key_pem, *tls_cert_pem; /* HTTPS (server/http/tls.h); NULL: plain HTTP */
+	int responses_store_size;	/* stored Responses kept (server/openai/resp_store.h); 0: none */
+	/* CORS (server/http/cors.h): JSON lists, NULL = ["*"] */
 	const char *allowed_origins, *allowed_methods, *allowed_headers;
 	bool allow_credentials;
 };

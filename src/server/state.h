@@ -9,11 +9,11 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
-#include "server/cors.h"
-#include "server/errors.h"
-#include "server/request.h"
+#include "server/http/cors.h"
+#include "server/openai/errors.h"
+#include "server/openai/request.h"
 #include "server/server.h"
-#include "server/sse.h"
+#include "server/http/sse.h"
 
 struct gen;
 
@@ -30,16 +30,16 @@ struct server {
 	struct gen *gens;	   /* in-flight generations (cancelled on stop) */
 	pthread_cond_t gens_empty; /* signalled when the last generation leaves */
 	atomic_ullong n_requests, n_errors;
-	struct resp_store *store;  /* stored Responses (server/resp_store.h) */
+	struct resp_store *store;  /* stored Responses (server/openai/resp_store.h) */
 	/* plain HTTP: our listening socket and the framing relays in front of libmicrohttpd
-	 * (server/relay.c); under TLS libmicrohttpd listens itself */
+	 * (server/http/relay.c); under TLS libmicrohttpd listens itself */
 	bool relay_on;
 	int listen_fd, wake[2];
 	pthread_t accept_thread;
 	int n_relays;		   /* live relay threads, under mu */
 	pthread_cond_t relays_done;
-	char framing_secret[33];   /* the framing marker's secret (server/framing.h) */
-	struct cors cors;	   /* server/cors.h */
+	char framing_secret[33];   /* the framing marker's secret (server/http/framing.h) */
+	struct cors cors;	   /* server/http/cors.h */
 	atomic_bool failed;	   /* server_fail: every generation ends with fatal_msg */
 	char fatal_msg[256];	   /* written once before failed is set */
 };
@@ -56,7 +56,7 @@ struct hreq {
 	unsigned long long body_seen; /* bytes received, kept or not */
 	bool too_large, answered;
 	bool close_after;	/* the reply says Connection: close (a framing error) */
-	bool preflight;		/* a CORS preflight (server/cors.h) */
+	bool preflight;		/* a CORS preflight (server/http/cors.h) */
 	double t_start;		/* monotonic seconds */
 	int status;
 	char id[64];		/* chatcmpl-/cmpl- id for the access log */
@@ -89,7 +89,7 @@ const char *http_header(struct hreq *r, const char *name);
 int http_start(struct server *s, struct err *e);
 void http_stop(struct server *s);
 
-/* relay.c: the plain-HTTP listener; each connection's bytes go through server/framing.h */
+/* relay.c: the plain-HTTP listener; each connection's bytes go through server/http/framing.h */
 int relay_start(struct server *s, const struct sockaddr *addr, socklen_t alen, struct err *e);
 void relay_stop_accepting(struct server *s);
 bool relay_wait_all(struct server *s, double timeout_s); /* false: relays still running */
@@ -101,7 +101,7 @@ const char *routes_model_name(struct server *s);
 
 /* generate.c */
 enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body);
-/* POST /v1/responses (server/responses.h); takes body */
+/* POST /v1/responses (server/openai/responses.h); takes body */
 enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body);
 /* Renders the chat template and tokenizes (for chat requests and /tokenize). */
 int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,

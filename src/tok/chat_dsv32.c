@@ -1,5 +1,5 @@
 /* DeepSeek-V3.2's prompt encoder (chat_dsv32.h): encoding_dsv32.py's encode_messages, message
- * by message, on the Jinja interpreter's values (tok/jinja.h) so that str() and json.dumps come
+ * by message, on the Jinja interpreter's values (jinja/jinja.h) so that str() and json.dumps come
  * out as Python writes them. */
 #include "tok/chat_dsv32.h"
 
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tok/jinja.h"
+#include "jinja/jinja.h"
 
 #define DSML "｜DSML｜"
 static const char BOS[] = "<｜begin▁of▁sentence｜>", EOS[] = "<｜end▁of▁sentence｜>", THINK[] = "<think>",

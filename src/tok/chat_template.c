@@ -5,7 +5,7 @@
 
 #include "tok/chat_template.h"
 #include "tok/chat_dsv32.h"
-#include "tok/jinja.h"
+#include "jinja/jinja.h"
 
 struct chat_template {
 	struct jpool pool;

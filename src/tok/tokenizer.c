@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "io/json_util.h"
-#include "tok/hf_config.h"
+#include "io/hf_config.h"
 #include "tok/tok_internal.h"
 
 /* Scratch of one encode call, pooled in the tokenizer. */

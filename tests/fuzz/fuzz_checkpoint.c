@@ -12,7 +12,7 @@
 #include "fuzz/fuzz.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "tok/hf_config.h"
+#include "io/hf_config.h"
 #include "tok/tokenizer.h"
 
 const char fuzz_name[] = "checkpoint";

@@ -12,9 +12,9 @@
 #include <jansson.h>
 
 #include "fuzz/fuzz.h"
-#include "server/reasoning.h"
-#include "server/sse.h"
-#include "server/tool_calls.h"
+#include "server/parsers/reasoning.h"
+#include "server/http/sse.h"
+#include "server/parsers/tool_calls.h"
 #include "tok/tokenizer.h"
 
 const char fuzz_name[] = "output";

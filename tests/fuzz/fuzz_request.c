@@ -1,6 +1,6 @@
 /* Fuzz target "request": any bytes as the body of /v1/chat/completions, /v1/completions or
  * /v1/responses (first byte: which), through what the server does before the engine:
- * parsing and validation (server/request.c, structured.c), the Responses translation, the
+ * parsing and validation (server/openai/request.c, structured.c), the Responses translation, the
  * chat template (tiny-v3's), tokenization, bad_words, the length checks, and the guided
  * decoding grammar fed the input's tail as output bytes.
  * Properties: a refused request is a 4xx with a message; nothing leaks or crashes. */
@@ -9,10 +9,10 @@
 #include "engine/engine.h"
 #include "fuzz/fuzz.h"
 #include "guide/matcher.h"
-#include "server/request.h"
-#include "server/responses.h"
+#include "server/openai/request.h"
+#include "server/openai/responses.h"
 #include "tok/chat_template.h"
-#include "tok/hf_config.h"
+#include "io/hf_config.h"
 #include "tok/tokenizer.h"
 
 const char fuzz_name[] = "request";

@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "attn/attn.h"
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "attn/dcp.h"
-#include "attn/flashmla_sched.h"
+#include "attn/backends/flashmla_sched.h"
 #include "attn/kv_cache.h"
-#include "attn/mqa.h"
+#include "attn/kernels/mqa.h"
 #include "harness.h"
 #include "ops/vec.h"
 #include "ops/pool.h"

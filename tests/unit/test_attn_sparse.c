@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "attn/kv_cache.h"
 #include "harness.h"
 #include "ops/pool.h"

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/dataset.h"
-#include "bench/stats.h"
-#include "bench/stream.h"
+#include "tools/load/dataset.h"
+#include "tools/load/stats.h"
+#include "tools/load/stream.h"
 #include "harness.h"
 #include "tok/tokenizer.h"
 

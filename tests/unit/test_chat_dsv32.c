@@ -13,7 +13,7 @@
 
 #include "base/file.h"
 #include "harness.h"
-#include "server/reasoning.h"
+#include "server/parsers/reasoning.h"
 #include "tok/chat_template.h"
 
 #define BOS "<｜begin▁of▁sentence｜>"

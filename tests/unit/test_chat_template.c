@@ -11,7 +11,7 @@
 
 #include "harness.h"
 #include "tok/chat_template.h"
-#include "tok/hf_config.h"
+#include "io/hf_config.h"
 
 static const char BOS[] = "<｜begin▁of▁sentence｜>", EOS[] = "<｜end▁of▁sentence｜>";
 

@@ -1,4 +1,4 @@
-/* The engine flags (src/engine/engine_args.c): values, both spellings, errors, the vLLM
+/* The engine flags (src/setup/engine_args.c): values, both spellings, errors, the vLLM
  * flags that are taken without effect so that a vLLM command line starts, and where the
  * sampling defaults come from (--generation-config, --override-generation-config). */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine_args.h"
+#include "setup/engine_args.h"
 #include "harness.h"
 
 /* parses every argument of argv (NULL-terminated) as an engine flag; 0 ok, -1 error (e->msg),

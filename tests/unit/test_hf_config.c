@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "tok/hf_config.h"
+#include "io/hf_config.h"
 #include "tok/tokenizer.h"
 
 static const char BOS[] = "<｜begin▁of▁sentence｜>", EOS[] = "<｜end▁of▁sentence｜>";

@@ -9,7 +9,7 @@
 
 #include "attn/dcp.h"
 #include "attn/indexer.h"
-#include "attn/indexer_kernels.h"
+#include "attn/kernels/indexer_kernels.h"
 #include "attn/kv_cache.h"
 #include "base/dtype.h"
 #include "harness.h"

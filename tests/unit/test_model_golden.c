@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/backends.h"
-#include "cli/commands.h"
+#include "attn/backends/backends.h"
+#include "app/commands.h"
 #include "fwd_util.h"
 #include "harness.h"
 #include "model/model.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "fwd_util.h"
 #include "harness.h"
 #include "model/model.h"

@@ -1,4 +1,4 @@
-/* The AMX-BF16 MQA kernels (attn/mqa_amx.c) through mqa_run_at: level amx against
+/* The AMX-BF16 MQA kernels (attn/kernels/mqa_amx.c) through mqa_run_at: level amx against
  * avx512_bf16 (the vdpbf16ps kernels) and the portable fp32 level on random bf16 caches with
  * scattered pages, many head counts and tokens, partial key blocks and ranges, P·V in bf16
  * or not. Skipped, with a note, on a CPU without AMX (or under MLASERVE_CPU_LEVEL below amx). */
@@ -10,8 +10,8 @@
 
 #include "attn/attn.h"
 #include "attn/kv_cache.h"
-#include "attn/mqa.h"
-#include "attn/mqa_amx.h"
+#include "attn/kernels/mqa.h"
+#include "attn/kernels/mqa_amx.h"
 #include "base/dtype.h"
 #include "harness.h"
 #include "ops/cpu.h"

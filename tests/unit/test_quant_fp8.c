@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "base/dtype.h"
 #include "fwd_util.h"
 #include "harness.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/backends.h"
+#include "attn/backends/backends.h"
 #include "attn/threshold.h"
 #include "engine/reorder.h"
 #include "harness.h"

@@ -1,10 +1,10 @@
-/* Strict HTTP/1.1 request framing (src/server/framing.c): what goes on to libmicrohttpd, in
+/* Strict HTTP/1.1 request framing (src/server/http/framing.c): what goes on to libmicrohttpd, in
  * one piece and fed a byte at a time, and where the error marker lands. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
-#include "server/framing.h"
+#include "server/http/framing.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
 

@@ -1,12 +1,12 @@
-/* Response shapes (src/server/openai_json.c), SSE framing (sse.c) and UTF-8 hygiene
+/* Response shapes (src/server/openai/openai_json.c), SSE framing (sse.c) and UTF-8 hygiene
  * (utf8.c): what OpenAI clients parse. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
-#include "server/openai_json.h"
-#include "server/sse.h"
-#include "server/utf8.h"
+#include "server/openai/openai_json.h"
+#include "server/http/sse.h"
+#include "base/utf8.h"
 
 static char *dump(const json_t *j)
 {

@@ -1,10 +1,10 @@
-/* /metrics exposition (src/server/metrics.c): checks the rules `promtool check metrics`
+/* /metrics exposition (src/server/openai/metrics.c): checks the rules `promtool check metrics`
  * applies to the text format, on a populated engine_stats. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
-#include "server/metrics.h"
+#include "server/openai/metrics.h"
 
 static void fill_hist(struct engine_hist *h, int n_bounds, const double *bounds)
 {

@@ -1,4 +1,4 @@
-/* The deepseek_r1 reasoning split (src/server/reasoning.c): every output below, fed whole and
+/* The deepseek_r1 reasoning split (src/server/parsers/reasoning.c): every output below, fed whole and
  * cut into three pieces at every pair of positions, must split as vLLM's
  * DeepSeekR1ReasoningParser splits the whole text, except that "<think>" counts only at the
  * very start (vLLM drops whatever precedes a first "<think>" anywhere in a whole output). */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "server/reasoning.h"
+#include "server/parsers/reasoning.h"
 
 struct want {
 	const char *out, *reasoning, *content; /* content NULL: null (nothing after "</think>") */

@@ -1,11 +1,11 @@
-/* Request parsing and validation of the OpenAI endpoints (src/server/request.c) and the
- * error bodies clients see (src/server/errors.c). */
+/* Request parsing and validation of the OpenAI endpoints (src/server/openai/request.c) and the
+ * error bodies clients see (src/server/openai/errors.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
-#include "server/errors.h"
-#include "server/request.h"
+#include "server/openai/errors.h"
+#include "server/openai/request.h"
 
 static struct sampling_params base;
 static struct srv_limits lim = {.vocab_size = 1024, .max_n = 128, .max_prompts = 16};

@@ -1,5 +1,5 @@
 /* The Responses API's translation to a chat request and its answer's shapes
- * (src/server/responses.c): messages from instructions and input items, the fields a Response
+ * (src/server/openai/responses.c): messages from instructions and input items, the fields a Response
  * repeats, the 400s, and the order of the streamed events with the text they carry. The
  * whole path through HTTP is tests/e2e/server_responses.test.mjs. */
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "server/resp_store.h"
-#include "server/responses.h"
+#include "server/openai/resp_store.h"
+#include "server/openai/responses.h"
 
 static json_t *translate(const char *body, struct resp_state **rs, struct api_error *ae)
 {

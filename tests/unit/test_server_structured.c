@@ -1,19 +1,19 @@
-/* Structured outputs in requests (src/server/structured.c): every request field form becomes
+/* Structured outputs in requests (src/server/openai/structured.c): every request field form becomes
  * a guide grammar (checked by feeding outputs to the byte matcher, src/guide/matcher.c), the
  * refused forms and conflicts are 400s naming the field, forced tool choices ("required",
- * named) build vLLM's grammars; through srv_request_parse (src/server/request.c) the grammar
+ * named) build vLLM's grammars; through srv_request_parse (src/server/openai/request.c) the grammar
  * reaches sp.guide and is released by srv_request_fini; and the forced tool-call output
- * becomes message.tool_calls (src/server/tool_calls.c: tool_calls_forced, tool_forced_feed). */
+ * becomes message.tool_calls (src/server/parsers/tool_calls.c: tool_calls_forced, tool_forced_feed). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "guide/matcher.h"
 #include "harness.h"
-#include "server/errors.h"
-#include "server/request.h"
-#include "server/pyjson.h"
-#include "server/structured.h"
-#include "server/tool_calls.h"
+#include "server/openai/errors.h"
+#include "server/openai/request.h"
+#include "server/parsers/pyjson.h"
+#include "server/openai/structured.h"
+#include "server/parsers/tool_calls.h"
 
 /* ---- helpers ---- */
 

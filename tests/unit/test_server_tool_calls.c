@@ -1,4 +1,4 @@
-/* DeepSeek tool-call parsers (src/server/tool_calls.c): deepseek_v3, deepseek_v31 and
+/* DeepSeek tool-call parsers (src/server/parsers/tool_calls.c): deepseek_v3, deepseek_v31 and
  * deepseek_v32 (DSML) on whole outputs, and the streaming split cut into three pieces at every
  * pair of positions, which must give the same content and calls. */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "server/tool_calls.h"
+#include "server/parsers/tool_calls.h"
 
 #define CB "<｜tool▁calls▁begin｜>"
 #define C1 "<｜tool▁call▁begin｜>"

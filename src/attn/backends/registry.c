@@ -1,0 +1,56 @@
+/* The backends compiled in, in preference order (best first). */
+#include <stdio.h>
+#include <string.h>
+
+#include "attn/backends/backends.h"
+
+static const struct attn_backend *const backends[] = {
+	&attn_backend_flashmla,
+	&attn_backend_flash_attn_mla,
+	&attn_backend_reference_mla,
+	&attn_backend_flashmla_sparse,
+};
+
+int attn_backend_count(void)
+{
+	return (int)(sizeof backends / sizeof backends[0]);
+}
+
+const struct attn_backend *attn_backend_at(int i)
+{
+	return i >= 0 && i < attn_backend_count() ? backends[i] : NULL;
+}
+
+const struct attn_backend *attn_backend_by_name(const char *name)
+{
+	for (int i = 0; name && i < attn_backend_count(); i++)
+		if (strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+const struct attn_backend *attn_backend_default(bool sparse)
+{
+	for (int i = 0; i < attn_backend_count(); i++)
+		if ((backends[i]->sparse != NULL) == sparse)
+			return backends[i];
+	return NULL;
+}
+
+int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
+{
+	if (b && (b->sparse != NULL) == sparse)
+		return 0;
+	char names[256] = "";
+	for (int i = 0; i < attn_backend_count(); i++)
+		if ((backends[i]->sparse != NULL) == sparse) {
+			if (*names)
+				strncat(names, ", ", sizeof names - strlen(names) - 1);
+			strncat(names, backends[i]->name, sizeof names - strlen(names) - 1);
+		}
+	const char *kind[2] = {"dense MLA", "sparse (DeepSeek Sparse Attention)"};
+	if (!b)
+		return err_set(e, "no attention backend for %s attention", kind[sparse]);
+	return err_set(e, "attention backend %s serves %s attention and the model needs %s: use %s", b->name,
+		       kind[b->sparse != NULL], kind[sparse], *names ? names : "(none compiled in)");
+}

@@ -1,0 +1,100 @@
+/* DeepSeek-R1's reasoning split (reasoning.h). */
+#include "server/parsers/reasoning.h"
+
+#include <string.h>
+
+#include "server/parsers/tags.h"
+
+static const char OPEN[] = "<think>", CLOSE[] = REASONING_END;
+#define OPEN_LEN (sizeof OPEN - 1)
+#define CLOSE_LEN (sizeof CLOSE - 1)
+
+enum { AT_START, IN_REASONING, IN_CONTENT };
+
+int reasoning_parser_from_name(const char *name)
+{
+	if (!strcmp(name, "deepseek_r1"))
+		return REASONING_DEEPSEEK_R1;
+	if (!strcmp(name, "deepseek_v3"))
+		return REASONING_DEEPSEEK_V3;
+	return -1;
+}
+
+static bool py_truthy(const json_t *t) /* Python's bool() of a kwarg (absent: false) */
+{
+	return t && !json_is_false(t) && !json_is_null(t) && !(json_is_number(t) && json_number_value(t) == 0) &&
+	       !(json_is_string(t) && !json_string_length(t)) && !(json_is_array(t) && !json_array_size(t)) &&
+	       !(json_is_object(t) && !json_object_size(t));
+}
+
+bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
+{
+	if (parser != REASONING_DEEPSEEK_V3)
+		return parser == REASONING_DEEPSEEK_R1;
+	return py_truthy(json_object_get(chat_template_kwargs, "thinking")) ||
+	       py_truthy(json_object_get(chat_template_kwargs, "enable_thinking"));
+}
+
+/* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */
+static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct sbuf *reasoning,
+			  struct sbuf *content)
+{
+	const char *close = memmem(p, n, CLOSE, CLOSE_LEN);
+	if (close) {
+		s->state = IN_CONTENT;
+		size_t after = (size_t)(close - p) + CLOSE_LEN;
+		if (sbuf_append(reasoning, p, (size_t)(close - p)) < 0)
+			return -1;
+		return n > after ? sbuf_append(content, p + after, n - after) : 0;
+	}
+	size_t keep = last ? 0 : tag_partial_tail(p, n, CLOSE, CLOSE_LEN);
+	if (sbuf_append(reasoning, p, n - keep) < 0)
+		return -1;
+	memcpy(s->hold, p + n - keep, keep);
+	s->n_hold = keep;
+	return 0;
+}
+
+int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
+		   struct sbuf *reasoning, struct sbuf *content)
+{
+	if (s->state == IN_CONTENT)
+		return len ? sbuf_append(content, text, len) : 0;
+	/* the held bytes (at most 7) go in front of the new text */
+	char small[256];
+	struct sbuf joined = {0};
+	const char *p = text;
+	size_t n = len;
+	if (s->n_hold) {
+		n = s->n_hold + len;
+		char *buf = small;
+		if (n > sizeof small) {
+			if (sbuf_append(&joined, s->hold, s->n_hold) < 0 || sbuf_append(&joined, text, len) < 0) {
+				sbuf_fini(&joined);
+				return -1;
+			}
+			buf = joined.data;
+		} else {
+			memcpy(small, s->hold, s->n_hold);
+			if (len)
+				memcpy(small + s->n_hold, text, len);
+		}
+		p = buf;
+		s->n_hold = 0;
+	}
+	int rc = 0;
+	if (s->state == AT_START) {
+		if (n < OPEN_LEN && !last && !memcmp(p, OPEN, n)) { /* still maybe "<think>" */
+			memcpy(s->hold, p, n);
+			s->n_hold = n;
+			sbuf_fini(&joined);
+			return 0;
+		}
+		s->state = IN_REASONING;
+		if (n >= OPEN_LEN && !memcmp(p, OPEN, OPEN_LEN))
+			p += OPEN_LEN, n -= OPEN_LEN;
+	}
+	rc = reasoning_text(s, p, n, last, reasoning, content);
+	sbuf_fini(&joined);
+	return rc;
+}

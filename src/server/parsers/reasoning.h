@@ -1,0 +1,53 @@
+/* Reasoning parsers (vLLM's `--reasoning-parser`): split a chat completion's output text into
+ * `reasoning_content` (DeepSeek's API's name; also sent as `reasoning`, vLLM's 2026 name) and
+ * `content`.
+ *
+ * deepseek_r1: DeepSeek-R1's chat template ends the prompt with "<think>\n", so the output
+ * starts inside the reasoning (an output that opens with "<think>" anyway has it dropped) and
+ * the first "</think>" ends it; the text after it is the content. Without "</think>" all of
+ * the output is reasoning and the content is null, as in vLLM. The split works on text as it
+ * streams: the tail that may be the start of a tag is held back until the next piece (or the
+ * end) decides it, so a tag split across tokens or events is still found. The held bytes are
+ * ASCII, so the pieces given out stay whole UTF-8 sequences.
+ *
+ * deepseek_v3 (V3.1, V3.2: one model, thinking or not): the deepseek_r1 split for requests
+ * whose chat_template_kwargs set "thinking" or "enable_thinking" (vLLM reads both; their
+ * template, or V3.2's encoder, then opens the thinking), else none: all of the output is
+ * content and reasoning_content stays null, as in vLLM. */
+#ifndef MLA_SERVER_REASONING_H
+#define MLA_SERVER_REASONING_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/http/sse.h"
+
+enum reasoning_parser {
+	REASONING_NONE = 0,
+	REASONING_DEEPSEEK_R1,
+	REASONING_DEEPSEEK_V3,
+};
+
+/* The parser called `name` (vLLM's names); -1 when unknown. */
+int reasoning_parser_from_name(const char *name);
+#define REASONING_PARSER_NAMES "deepseek_r1, deepseek_v3"
+#define REASONING_END "</think>" /* the tag that ends the reasoning (one token in DeepSeek's tokenizers) */
+
+/* Whether `parser` splits the output of a chat request with these chat_template_kwargs
+ * (NULL: none given). */
+bool reasoning_applies(int parser, const json_t *chat_template_kwargs);
+
+/* One choice's split, zero-initialized to start. */
+struct reasoning_split {
+	int state;	 /* where the output is (reasoning.c) */
+	char hold[16];	 /* bytes that may begin a tag */
+	size_t n_hold;
+};
+
+/* Feeds the next piece of output text; appends to *reasoning and *content what is decided.
+ * last: the output ends here (the held bytes are given out). 0 ok, -1 out of memory. */
+int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
+		   struct sbuf *reasoning, struct sbuf *content);
+
+#endif

@@ -1,0 +1,81 @@
+/* Tool-call parsers (vLLM's `--enable-auto-tool-choice --tool-call-parser NAME`): find the
+ * tool calls a DeepSeek model wrote in its chat output and return them as OpenAI
+ * `tool_calls`; the text before them stays the content.
+ *
+ * deepseek_v3 (V3, R1-0528):
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>
+ *   (more calls, "\n" between them) <｜tool▁calls▁end｜>
+ * deepseek_v31 (V3.1):
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGUMENTS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+ *
+ * deepseek_v32 (V3.2, its DSML markup, as its encoder writes it: tok/chat_dsv32.h):
+ *   CONTENT\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="NAME">\n
+ *   <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>\n ... </｜DSML｜invoke>\n
+ *   (more invokes) </｜DSML｜function_calls>
+ *   Each whole invoke is a call (vLLM's deepseek_v32 parser; the closing function_calls tag
+ *   is not needed, as the other parsers need no closing tag). Its arguments are the JSON
+ *   object of its parameters, written as Python's json.dumps: a string="true" VALUE is a
+ *   string as written, a string="false" one the JSON value it is (a string as written when it
+ *   is not JSON), as DeepSeek's own decoder reads them; a repeated KEY keeps the last value.
+ *   The content is the text before "<｜DSML｜function_calls>" without the "\n\n" that
+ *   separates them (DeepSeek's parse_message_from_completion_text; vLLM keeps it), so that the
+ *   message sent back renders to the same prompt.
+ *
+ * A call that does not have its parser's shape is skipped; when no call parses at all, the
+ * whole output stays content (vLLM would drop it). While streaming, content goes out up to
+ * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>"; a possible
+ * start of it is held back); everything from there is kept and parsed when the output ends,
+ * and the calls go out in the last chunk, the same calls and content as the whole output's. */
+#ifndef MLA_SERVER_TOOL_CALLS_H
+#define MLA_SERVER_TOOL_CALLS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/http/sse.h"
+
+enum tool_parser {
+	TOOL_PARSER_NONE = 0,
+	TOOL_PARSER_DEEPSEEK_V3,
+	TOOL_PARSER_DEEPSEEK_V31,
+	TOOL_PARSER_DEEPSEEK_V32,
+};
+
+/* The parser called `name` (vLLM's names); -1 when unknown. */
+int tool_parser_from_name(const char *name);
+#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32"
+
+/* Parses a whole output: *calls gets a new array of {"id", "type", "function": {"name",
+ * "arguments"}} (empty when there are none) and *content_len how much of text is content.
+ * 0 ok, -1 out of memory. */
+int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len);
+
+/* One streaming choice, zero-initialized to start. */
+struct tool_split {
+	bool in_calls;	   /* the calls have begun: text is being kept */
+	struct sbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
+};
+
+/* Feeds the next piece of content; appends to *content what is decided to be content. At the
+ * end (last), *calls gets the parsed calls (NULL when there are none; new reference). */
+int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
+		    json_t **calls);
+void tool_split_fini(struct tool_split *s);
+
+/* The output of a forced tool_choice (server/openai/structured.h), which guided decoding kept to
+ * its grammar: "required" (required true) is [{"name", "parameters"}, ...] and each element
+ * becomes a call whose arguments are the parameters as vLLM writes them (Python's
+ * json.dumps, server/parsers/pyjson.h); a named choice is one call of `name`
+ * with the whole output as its arguments. *calls is NULL when a "required" output is not
+ * whole JSON (cut by max_tokens or a stop string; or a number jansson cannot hold, like
+ * an integer past 64 bits): it then stays content. 0, or -1 out of memory. */
+int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls);
+/* Streaming. Named: each piece is a tool_calls delta, the first with the call's id, type and
+ * name, the next ones only more "arguments" (clients join them, as for vLLM's). "required":
+ * nothing is content until the end (last), when *calls gets the calls or, when there are
+ * none, *content gets the whole output. */
+int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
+		     bool last, struct sbuf *content, json_t **calls);
+
+#endif

@@ -1,0 +1,506 @@
+/* Shared engine flags and start-up of the whole stack (engine_args.h). */
+#include "setup/engine_args.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attn/attn.h"
+#include "base/log.h"
+#include "io/config.h"
+#include "model/model.h"
+#include "ops/pool.h"
+#include "tok/tokenizer.h"
+
+#define MOD "engine"
+
+void engine_args_init(struct engine_args *a, bool serving)
+{
+	memset(a, 0, sizeof *a);
+	a->dtype = "auto";
+	a->kv_cache_dtype = "auto";
+	a->enable_prefix_caching = true;
+	a->max_num_seqs = 256;
+	a->max_num_batched_tokens = serving ? 2048 : 8192;
+	a->max_waiting = 4096;
+	a->tp_size = 1;
+	a->dcp_size = 1;
+	a->dcp_interleave = 1;
+	a->generation_config = "auto";
+}
+
+void engine_args_usage(FILE *f)
+{
+	fprintf(f,
+		"engine options:\n"
+		"  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
+		"  --load-format auto|dummy          dummy: random weights from config.json\n"
+		"  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
+		"                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
+		"  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"
+		"                                    FLASH_ATTN_MLA or REFERENCE_MLA for dense MLA;\n"
+		"                                    FLASHMLA_SPARSE for V3.2 (sparse attention);\n"
+		"                                    default: the first of the model's kind\n"
+		"  --block-size N                    tokens per KV block (default: backend's)\n"
+		"  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
+		"                                    the backend's; still 1 under DCP if unsupported)\n"
+		"  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
+		"  --kv-cache-dtype auto|bfloat16|float32\n"
+		"  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
+		"  --max-num-seqs N                  running requests per step (256)\n"
+		"  --max-num-batched-tokens N        token budget per step\n"
+		"  --max-model-len N                 context length (default: config)\n"
+		"  --max-waiting-requests N          queue bound before 503 (4096)\n"
+		"  --scheduling-policy fcfs|priority priority: requests' \"priority\" (lower first) orders\n"
+		"                                    the queue and picks who is preempted (default fcfs)\n"
+		"  --seed N                          engine seed (default 0)\n"
+		"  --threads N                       compute threads (default: all CPUs)\n"
+		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		"  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
+		"                                    generation_config.json (auto), none (vllm), or DIR's\n"
+		"  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
+		"  --speculative-config JSON         speculative decoding: prompt lookup, e.g.\n"
+		"                                    '{\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
+		"                                    \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}', or the\n"
+		"                                    checkpoint's MTP layer: '{\"method\": \"deepseek_mtp\"}'\n"
+		"                                    (\"num_speculative_tokens\": k > 1 chains it, as vLLM)\n"
+		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
+		"   --gpu-memory-utilization are taken and have no effect)\n"
+		"parallelism (ranks self-launched with mpirun unless started under it):\n"
+		"  --tensor-parallel-size, -tp N     tensor-parallel ranks; divides the heads (1)\n"
+		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (1)\n"
+		"  --dcp-kv-cache-interleave-size N  tokens per DCP shard run; divides the block size (1)\n");
+}
+
+int engine_args_parse_bytes(const char *s, size_t *out)
+{
+	errno = 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || errno || !(v >= 0))
+		return -1;
+	double mul = 1;
+	if (!*end || !strcmp(end, "B"))
+		mul = 1;
+	else if (!strcasecmp(end, "K") || !strcasecmp(end, "KB") || !strcasecmp(end, "KiB"))
+		mul = 1024.0;
+	else if (!strcasecmp(end, "M") || !strcasecmp(end, "MB") || !strcasecmp(end, "MiB"))
+		mul = 1024.0 * 1024;
+	else if (!strcasecmp(end, "G") || !strcasecmp(end, "GB") || !strcasecmp(end, "GiB"))
+		mul = 1024.0 * 1024 * 1024;
+	else
+		return -1;
+	v *= mul;
+	if (v > 1e18)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int *out, struct err *e)
+{
+	errno = 0;
+	char *end;
+	long x = strtol(v, &end, 10);
+	if (end == v || *end || errno || x < lo || x > INT_MAX)
+		return err_set(e, "%s: invalid value '%s' (an integer >= %d)", flag, v, lo);
+	*out = (int)x;
+	return 0;
+}
+
+/* --override-generation-config: generation_config.json's sampling keys, as vLLM maps them */
+static int apply_generation_override(struct sampling_defaults *d, const char *text, struct err *e)
+{
+	json_error_t je;
+	json_t *o = json_loads(text, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return err_set(e, "--override-generation-config: not a JSON object (%s)", o ? "" : je.text);
+	}
+	const char *key;
+	json_t *v;
+	int rc = 0;
+	json_object_foreach(o, key, v) {
+		bool num = json_is_number(v), integer = json_is_integer(v);
+		double x = num ? json_number_value(v) : 0;
+		if (!strcmp(key, "temperature") && num)
+			d->temperature = (float)x;
+		else if (!strcmp(key, "top_p") && num)
+			d->top_p = (float)x;
+		else if (!strcmp(key, "top_k") && integer)
+			d->top_k = (int)x;
+		else if (!strcmp(key, "min_p") && num)
+			d->min_p = (float)x;
+		else if (!strcmp(key, "repetition_penalty") && num)
+			d->repetition_penalty = (float)x;
+		else if (!strcmp(key, "presence_penalty") && num)
+			d->presence_penalty = (float)x;
+		else if (!strcmp(key, "frequency_penalty") && num)
+			d->frequency_penalty = (float)x;
+		else if ((!strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) && integer && x >= 1)
+			d->max_tokens = (int)x;
+		else if (!strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "top_k") ||
+			 !strcmp(key, "min_p") || !strcmp(key, "repetition_penalty") || !strcmp(key, "presence_penalty") ||
+			 !strcmp(key, "frequency_penalty") || !strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) {
+			rc = err_set(e, "--override-generation-config: \"%s\" has the wrong type or range", key);
+			break;
+		} else {
+			LOG_W("args", "--override-generation-config: \"%s\" is not a sampling default; ignored", key);
+		}
+	}
+	json_decref(o);
+	return rc;
+}
+
+/* sampling defaults: generation_config.json's (whose, per --generation-config) under the
+ * override */
+static void apply_generation_config(const struct hf_config *h, struct sampling_defaults *d)
+{
+	if (h->has_temperature)
+		d->temperature = (float)h->temperature;
+	if (h->has_top_p)
+		d->top_p = (float)h->top_p;
+	if (h->has_top_k)
+		d->top_k = h->top_k;
+	if (h->has_min_p)
+		d->min_p = (float)h->min_p;
+	if (h->has_repetition_penalty)
+		d->repetition_penalty = (float)h->repetition_penalty;
+	if (h->has_max_new_tokens)
+		d->max_tokens = h->max_new_tokens;
+}
+
+/* --generation-config DIR: DIR/generation_config.json's fields replace the model's */
+static int load_generation_config_dir(const char *dir, struct hf_config *h, struct err *e)
+{
+	struct hf_config g;
+	if (hf_config_load(dir, &g, e) < 0)
+		return err_prefix(e, "--generation-config");
+	if (!g.has_generation_config) {
+		hf_config_free(&g);
+		return err_set(e, "--generation-config: %s/generation_config.json not found", dir);
+	}
+	h->has_generation_config = true;
+	h->gen_bos_token_id = g.gen_bos_token_id;
+	memcpy(h->gen_eos_token_ids, g.gen_eos_token_ids, sizeof g.gen_eos_token_ids);
+	h->n_gen_eos = g.n_gen_eos;
+	h->gen_pad_token_id = g.gen_pad_token_id;
+	h->has_do_sample = g.has_do_sample, h->do_sample = g.do_sample;
+	h->has_temperature = g.has_temperature, h->temperature = g.temperature;
+	h->has_top_p = g.has_top_p, h->top_p = g.top_p;
+	h->has_top_k = g.has_top_k, h->top_k = g.top_k;
+	h->has_min_p = g.has_min_p, h->min_p = g.min_p;
+	h->has_repetition_penalty = g.has_repetition_penalty, h->repetition_penalty = g.repetition_penalty;
+	h->has_max_new_tokens = g.has_max_new_tokens, h->max_new_tokens = g.max_new_tokens;
+	hf_config_free(&g);
+	return 0;
+}
+
+int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, struct err *e)
+{
+	const char *arg = argv[*i];
+	/* parallelism: vLLM's short aliases have one dash */
+	static const char *const par[][2] = {{"--tensor-parallel-size", "-tp"},
+					     {"--decode-context-parallel-size", "-dcp"},
+					     {"--dcp-kv-cache-interleave-size", "--cp-kv-cache-interleave-size"}};
+	for (int k = 0; k < 3; k++)
+		for (int al = 0; al < 2; al++) {
+			const char *f = par[k][al];
+			size_t fl = strlen(f);
+			if (strncmp(arg, f, fl) || (arg[fl] && arg[fl] != '='))
+				continue;
+			const char *v = arg[fl] == '=' ? arg + fl + 1 : NULL;
+			if (!v) {
+				if (*i + 1 >= argc)
+					return err_set(e, "%s needs a value", par[k][0]);
+				v = argv[*i + 1];
+			}
+			int *dst = k == 0 ? &a->tp_size : k == 1 ? &a->dcp_size : &a->dcp_interleave;
+			if (parse_int(par[k][0], v, 1, dst, e) < 0)
+				return -1;
+			*i += arg[fl] == '=' ? 1 : 2;
+			return 1;
+		}
+	if (strncmp(arg, "--", 2) && strcmp(arg, "-q") && strncmp(arg, "-q=", 3)) /* vLLM's -q: --quantization */
+		return 0;
+	/* flags without a value */
+	if (!strcmp(arg, "--enable-prefix-caching")) {
+		a->enable_prefix_caching = true;
+		(*i)++;
+		return 1;
+	}
+	if (!strcmp(arg, "--no-enable-prefix-caching")) {
+		a->enable_prefix_caching = false;
+		(*i)++;
+		return 1;
+	}
+	/* vLLM flags that have nothing to do here: taken, so that a vLLM command line starts */
+	static const char *const noop[][2] = {{"--trust-remote-code", "no remote code is ever run"},
+					      {"--enforce-eager", "there are no CUDA graphs"},
+					      {"--enable-chunked-prefill", "chunked prefill is always on"}};
+	for (size_t k = 0; k < sizeof noop / sizeof *noop; k++)
+		if (!strcmp(arg, noop[k][0])) {
+			LOG_I("args", "%s has no effect here: %s", arg, noop[k][1]);
+			(*i)++;
+			return 1;
+		}
+	static const char *const with_value[] = {
+		"--dtype", "--load-format", "--quantization", "-q", "--attention-backend", "--block-size",
+		"--reorder-batch-threshold", "--kv-cache-memory",
+		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
+		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
+		"--generation-config", "--override-generation-config", "--speculative-config", "--scheduling-policy"};
+	size_t flen = strcspn(arg, "=");
+	const char *flag = NULL;
+	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+		if (strlen(with_value[k]) == flen && !strncmp(arg, with_value[k], flen))
+			flag = with_value[k];
+	if (!flag)
+		return 0;
+	const char *v;
+	int used;
+	if (arg[flen] == '=') {
+		v = arg + flen + 1;
+		used = 1;
+	} else {
+		if (*i + 1 >= argc)
+			return err_set(e, "%s needs a value", flag);
+		v = argv[*i + 1];
+		used = 2;
+	}
+	int rc = 0;
+	if (!strcmp(flag, "--dtype")) {
+		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
+			return err_set(e, "--dtype: invalid value '%s' (auto, float32 or bfloat16)", v);
+		a->dtype = v;
+	} else if (!strcmp(flag, "--load-format")) {
+		if (strcmp(v, "auto") && strcmp(v, "dummy") && strcmp(v, "safetensors"))
+			return err_set(e, "--load-format: invalid value '%s' (auto or dummy)", v);
+		a->load_dummy = !strcmp(v, "dummy");
+	} else if (!strcmp(flag, "--quantization") || !strcmp(flag, "-q")) {
+		rc = engine_args_quantization(v, &a->quantize_fp8, e);
+	} else if (!strcmp(flag, "--attention-backend")) {
+		if (!attn_backend_by_name(v)) {
+			char names[256] = "";
+			for (int k = 0; k < attn_backend_count(); k++) {
+				strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);
+				strncat(names, attn_backend_at(k)->name, sizeof names - strlen(names) - 1);
+			}
+			return err_set(e, "--attention-backend: unknown backend '%s' (%s)", v, names);
+		}
+		a->attention_backend = v;
+	} else if (!strcmp(flag, "--block-size")) {
+		rc = parse_int(flag, v, 1, &a->block_size, e);
+	} else if (!strcmp(flag, "--reorder-batch-threshold")) {
+		rc = parse_int(flag, v, 1, &a->reorder_batch_threshold, e);
+	} else if (!strcmp(flag, "--kv-cache-memory")) {
+		if (engine_args_parse_bytes(v, &a->kv_cache_memory) < 0 || a->kv_cache_memory == 0)
+			return err_set(e, "--kv-cache-memory: invalid size '%s' (e.g. 1073741824, 512MiB, 2G)", v);
+	} else if (!strcmp(flag, "--kv-cache-dtype")) {
+		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
+			return err_set(e, "--kv-cache-dtype: invalid value '%s' (auto, bfloat16 or float32)", v);
+		a->kv_cache_dtype = v;
+	} else if (!strcmp(flag, "--max-num-seqs")) {
+		rc = parse_int(flag, v, 1, &a->max_num_seqs, e);
+	} else if (!strcmp(flag, "--max-num-batched-tokens")) {
+		rc = parse_int(flag, v, 1, &a->max_num_batched_tokens, e);
+	} else if (!strcmp(flag, "--max-model-len")) {
+		rc = parse_int(flag, v, 2, &a->max_model_len, e);
+	} else if (!strcmp(flag, "--max-waiting-requests")) {
+		rc = parse_int(flag, v, 1, &a->max_waiting, e);
+	} else if (!strcmp(flag, "--gpu-memory-utilization")) {
+		char *end;
+		double u = strtod(v, &end);
+		if (end == v || *end || !(u > 0.0 && u <= 1.0))
+			return err_set(e, "--gpu-memory-utilization: invalid value '%s' (a fraction in (0, 1])", v);
+		LOG_W("args", "--gpu-memory-utilization has no effect on the CPU: the KV cache takes "
+			      "--kv-cache-memory (default: from the free memory)");
+	} else if (!strcmp(flag, "--seed")) {
+		errno = 0;
+		char *end;
+		unsigned long long s = strtoull(v, &end, 10);
+		if (end == v || *end || errno || *v == '-')
+			return err_set(e, "--seed: invalid value '%s'", v);
+		a->seed = s;
+	} else if (!strcmp(flag, "--threads")) {
+		rc = parse_int(flag, v, 0, &a->threads, e);
+	} else if (!strcmp(flag, "--generation-config")) {
+		a->generation_config = v;
+	} else if (!strcmp(flag, "--override-generation-config")) {
+		struct sampling_defaults d;
+		sampling_defaults_init(&d);
+		if (apply_generation_override(&d, v, e) < 0)
+			return -1;
+		a->override_generation_config = v;
+	} else if (!strcmp(flag, "--speculative-config")) {
+		rc = spec_config_parse(v, &a->spec, e);
+	} else if (!strcmp(flag, "--scheduling-policy")) {
+		if (strcmp(v, "fcfs") && strcmp(v, "priority"))
+			return err_set(e, "--scheduling-policy: invalid value '%s' (fcfs or priority)", v);
+		a->priority_scheduling = !strcmp(v, "priority");
+	} else if (!strcmp(flag, "--tokenizer")) {
+		a->tokenizer = v;
+	}
+	if (rc < 0)
+		return -1;
+	*i += used;
+	return 1;
+}
+
+int engine_args_quantization(const char *v, bool *fp8, struct err *e)
+{
+	if (strcmp(v, "fp8"))
+		return err_set(e, "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load; "
+				  "fp8 checkpoints are read as they are)", v);
+	*fp8 = true;
+	return 0;
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+	char p[4096];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model,
+			   enum dtype *kv_dtype, struct err *e)
+{
+	*pool = NULL;
+	*model = NULL;
+	if (!a->model_dir)
+		return err_set(e, "no model directory");
+	struct model_config cfg;
+	if (config_load(a->model_dir, &cfg, e) < 0)
+		return -1;
+	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
+	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
+									: getenv("MLASERVE_ATTENTION_BACKEND");
+	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
+	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
+		return err_prefix(e, "%s", a->model_dir);
+	if (pool_new(a->threads, pool, e) < 0)
+		return -1;
+	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
+				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
+				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
+				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
+				   .comm = a->comm, .dcp_interleave = a->dcp_interleave,
+				   .load_mtp = a->spec.method == SPEC_MTP, .quantize_fp8 = a->quantize_fp8};
+	if (!strcmp(a->dtype, "auto"))
+		mo.act_dtype_auto = true;
+	else if (!strcmp(a->dtype, "bfloat16"))
+		mo.act_dtype = DT_BF16;
+	if (model_load(a->model_dir, &mo, model, e) < 0) {
+		pool_free(*pool);
+		*pool = NULL;
+		return -1;
+	}
+	/* the KV cache follows the activations unless told: float32 runs stay exact */
+	if (!strcmp(a->kv_cache_dtype, "float32"))
+		*kv_dtype = DT_F32;
+	else if (!strcmp(a->kv_cache_dtype, "bfloat16"))
+		*kv_dtype = DT_BF16;
+	else if (mo.act_dtype_auto)
+		*kv_dtype = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
+	else
+		*kv_dtype = mo.act_dtype == DT_F32 ? DT_F32 : DT_BF16;
+	return 0;
+}
+
+int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,
+			struct engine_runtime *rt, struct err *e)
+{
+	memset(rt, 0, sizeof *rt);
+	if (!a->model_dir)
+		return err_set(e, "no model directory");
+	struct model_config cfg;
+	if (config_load(a->model_dir, &cfg, e) < 0)
+		return -1;
+	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	enum dtype kvd;
+	if (engine_args_open_model(a, &rt->pool, &rt->model, &kvd, e) < 0)
+		goto fail;
+
+	const char *tdir = a->tokenizer ? a->tokenizer : a->model_dir;
+	if (a->tokenizer || file_exists(a->model_dir, "tokenizer.json")) {
+		if (tok_load(tdir, &rt->tok, e) < 0)
+			goto fail;
+	} else {
+		LOG_W(MOD, "%s has no tokenizer.json: token ids only, no text or stop strings",
+		      a->model_dir);
+	}
+	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
+		goto fail;
+	if (rt->tok)
+		hf_config_resolve_ids(&rt->hf, rt->tok);
+
+	const char *gc = a->generation_config ? a->generation_config : "auto";
+	if (strcmp(gc, "auto") && strcmp(gc, "vllm") && load_generation_config_dir(gc, &rt->hf, e) < 0)
+		goto fail;
+	sampling_defaults_init(&rt->defaults);
+	const struct hf_config *h = &rt->hf;
+	if (strcmp(gc, "vllm")) /* vllm: the OpenAI defaults (EOS ids still from the model's) */
+		apply_generation_config(h, &rt->defaults);
+	if (a->override_generation_config &&
+	    apply_generation_override(&rt->defaults, a->override_generation_config, e) < 0)
+		goto fail;
+
+	struct engine_options *o = &rt->opts;
+	engine_options_init(o);
+	o->model = rt->model;
+	o->tok = rt->tok;
+	if (a->attention_backend)
+		o->backend = attn_backend_by_name(a->attention_backend);
+	o->block_size = a->block_size;
+	o->reorder_batch_threshold = a->reorder_batch_threshold;
+	o->kv_cache_memory = a->kv_cache_memory;
+	o->kv_dtype = kvd;
+	o->enable_prefix_caching = a->enable_prefix_caching;
+	o->max_num_seqs = a->max_num_seqs;
+	o->max_num_batched_tokens = a->max_num_batched_tokens;
+	o->max_model_len = max_model_len;
+	o->max_waiting = a->max_waiting;
+	o->seed = a->seed;
+	o->dcp_size = a->dcp_size;
+	o->dcp_interleave = a->dcp_interleave;
+	o->spec = a->spec;
+	o->priority_scheduling = a->priority_scheduling;
+	if (hook)
+		o->hook = *hook;
+	/* EOS: the model's, then generation_config's others (deduplicated) */
+	int32_t primary = cfg.eos_token_id >= 0 ? cfg.eos_token_id
+			  : h->n_gen_eos > 0	? h->gen_eos_token_ids[0]
+						: h->eos_token_id;
+	if (primary >= 0)
+		o->eos_ids[o->n_eos_ids++] = primary;
+	for (int k = 0; k < h->n_gen_eos && o->n_eos_ids < 8; k++) {
+		bool dup = false;
+		for (int j = 0; j < o->n_eos_ids; j++)
+			dup |= o->eos_ids[j] == h->gen_eos_token_ids[k];
+		if (!dup)
+			o->eos_ids[o->n_eos_ids++] = h->gen_eos_token_ids[k];
+	}
+	if (engine_new(o, &rt->engine, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	engine_runtime_close(rt);
+	return -1;
+}
+
+void engine_runtime_close(struct engine_runtime *rt)
+{
+	engine_free(rt->engine);
+	hf_config_free(&rt->hf);
+	if (rt->tok)
+		tok_free(rt->tok);
+	model_free(rt->model);
+	pool_free(rt->pool);
+	memset(rt, 0, sizeof *rt);
+}
