@@ -1,4 +1,5 @@
-# mlaserve — one GNU Makefile. Targets: all (build/mlaserve), test, asan, bench, clean.
+# mlaserve — one GNU Makefile. Targets: all (build/mlaserve), test, asan, bench, check-layers,
+# clean.
 # Every src/**/*.c except src/app/main.c is library code linked into the binary and every
 # test; tests/unit/test_*.c each become one test binary; tests/fuzz/fuzz_*.c each become a
 # test binary that replays its corpus (test_fuzz_*) and, with `make fuzz`, a libFuzzer one.
@@ -74,9 +75,13 @@ fuzz-bins: $(FUZZ_BIN)
 bench: all
 	bash bench/run.sh
 
+# Every #include of src/ against the dependency list of docs/DESIGN.md (the suite runs it).
+check-layers:
+	@bash scripts/check_layers.sh docs/DESIGN.md src
+
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all test asan fuzz fuzz-bins bench clean
+.PHONY: all test asan fuzz fuzz-bins bench check-layers clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

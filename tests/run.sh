@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 pass=0; fail=0
 log=$(mktemp)
+# The layering check, and the check itself refusing a planted upward include.
+bash tests/layers_test.sh >"$log" 2>&1
+p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log")
+grep -A3 '^not ok - ' "$log" | sed 's/^/[check-layers] /'
+echo "check-layers: $p passed, $f failed"
+pass=$((pass + p)); fail=$((fail + f))
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "tools/tools.h"
 
 #include "base/version.h"
 

@@ -17,7 +17,7 @@
 #include "tools/load/bench_serve.h"
 #include "tools/throughput.h"
 #include "setup/engine_args.h"
-#include "app/commands.h"
+#include "tools/tools.h"
 #include "model/model.h"
 #include "ops/cpu.h"
 #include "ops/gemm.h"

@@ -12,7 +12,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "setup/cli_util.h"
-#include "app/commands.h"
+#include "tools/tools.h"
 #include "io/config.h"
 #include "engine/dist_exec.h"
 #include "setup/ranks.h"

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "attn/backends/backends.h"
-#include "app/commands.h"
+#include "tools/tools.h"
 #include "fwd_util.h"
 #include "harness.h"
 #include "model/model.h"
