@@ -158,7 +158,7 @@ if want threshold; then
 		done
 		note "$line"
 	else
-		echo "skipped: this build has no --reorder-batch-threshold (see docs/PERFORMANCE.md section 4)"
+		echo "skipped: this build has no --reorder-batch-threshold (see the FLASHMLA threshold section of docs/PERFORMANCE.md)"
 		note "threshold: skipped (no --reorder-batch-threshold flag)"
 	fi
 fi
