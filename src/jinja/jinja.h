@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "base/utf8.h"
 
 /* ---- memory pool: chunked bump allocator, freed all at once ---- */
 struct jpool {
@@ -195,8 +196,6 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char 
 	       const char *item_sep, const char *key_sep, bool sort_keys, int level);
 /* str(v) as a pool string */
 int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out);
-size_t utf8_len(const char *s, size_t n);           /* code points */
-size_t utf8_offset(const char *s, size_t n, size_t k); /* byte offset of code point k */
 int jv_compare(struct jctx *c, const struct jval *a, const struct jval *b, int *cmp);
 int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needle, bool *res);
 /* Iterate: lists/tuples -> items; dicts -> keys; strings -> characters; undefined -> none. */

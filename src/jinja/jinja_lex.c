@@ -264,11 +264,7 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 				return err_set(L->e, "chat template line %d: bad escape in string literal", line);
 			}
 			char u[4];
-			int m;
-			if (cp < 0x80) { u[0] = (char)cp; m = 1; }
-			else if (cp < 0x800) { u[0] = (char)(0xc0 | cp >> 6); u[1] = (char)(0x80 | (cp & 63)); m = 2; }
-			else if (cp < 0x10000) { u[0] = (char)(0xe0 | cp >> 12); u[1] = (char)(0x80 | (cp >> 6 & 63)); u[2] = (char)(0x80 | (cp & 63)); m = 3; }
-			else { u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | (cp >> 12 & 63)); u[2] = (char)(0x80 | (cp >> 6 & 63)); u[3] = (char)(0x80 | (cp & 63)); m = 4; }
+			int m = utf8_encode((uint32_t)cp, u);
 			jbuf_put(&b, u, (size_t)m);
 		}
 	}

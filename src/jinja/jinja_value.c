@@ -227,27 +227,6 @@ int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needl
 	}
 }
 
-size_t utf8_len(const char *s, size_t n)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		k += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return k;
-}
-
-size_t utf8_offset(const char *s, size_t n, size_t k)
-{
-	size_t i = 0;
-	for (; i < n; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80) {
-			if (k == 0)
-				return i;
-			k--;
-		}
-	}
-	return n;
-}
-
 int jv_iter_list(struct jctx *c, const struct jval *v, struct jval *out)
 {
 	if (v->k == JV_LIST) {

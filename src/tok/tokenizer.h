@@ -96,8 +96,4 @@ int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *
 void tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len);
 void tok_detok_free(struct tok_detok *d);
 
-/* Helpers shared with the server: true if text[0..len) is valid UTF-8; else *bad_at is the
- * offset of the first invalid byte (bad_at may be NULL). */
-bool tok_utf8_valid(const char *text, size_t len, size_t *bad_at);
-
 #endif

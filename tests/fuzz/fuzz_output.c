@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "fuzz/fuzz.h"
+#include "base/utf8.h"
 #include "server/parsers/reasoning.h"
 #include "server/http/sse.h"
 #include "server/parsers/tool_calls.h"
@@ -162,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t seed = data[1];
 	const char *text = (const char *)data + 2;
 	size_t n = size - 2;
-	if (!tok_utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
+	if (!utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
 	switch (data[0] % 6) {
 	case 0:

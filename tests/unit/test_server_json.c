@@ -47,20 +47,10 @@ static void test_utf8_sanitize(void)
 		if (i == 8)
 			want = 3;
 		EXPECTF(n == want && !memcmp(s, cases[i].out, n), "case %zu: got %zu bytes", i, n);
-		EXPECT(utf8_valid(s, n));
-		EXPECT_EQ_INT(utf8_valid(cases[i].in, cases[i].n), !strcmp(cases[i].in, cases[i].out) || i == 8);
+		EXPECT(utf8_valid(s, n, NULL));
+		EXPECT_EQ_INT(utf8_valid(cases[i].in, cases[i].n, NULL), !strcmp(cases[i].in, cases[i].out) || i == 8);
 		free(s);
 	}
-}
-
-static void test_utf8_complete_prefix(void)
-{
-	EXPECT_EQ_INT(utf8_complete_prefix("abc", 3), 3);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82", 4), 2);	/* hold back 2 bytes */
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xf0", 3), 2);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82\xac", 5), 5);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xff", 3), 3);		/* invalid: not held */
-	EXPECT_EQ_INT(utf8_complete_prefix("\xe2\x28", 2), 2);
 }
 
 static void test_sse_framing(void)
@@ -277,5 +267,5 @@ static void test_usage_details(void)
 	json_decref(o);
 }
 
-TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_utf8_complete_prefix), T(test_sse_framing),
+TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_sse_framing),
       T(test_chat_chunks), T(test_full_responses), T(test_logprobs), T(test_models_and_ids))

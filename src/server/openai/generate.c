@@ -306,7 +306,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		}
 		if (g->echo[i] && g->api == SRV_API_COMPLETION)
 			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
-				g->ch[i * g->n + c].text_offset = oj_count_chars(g->echo[i], g->echo_len[i]);
+				g->ch[i * g->n + c].text_offset = utf8_len(g->echo[i], g->echo_len[i]);
 	}
 
 	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */

@@ -27,7 +27,7 @@ void oj_make_id(char *buf, size_t n, const char *prefix)
 
 json_t *oj_string(const char *s, size_t n)
 {
-	if (utf8_valid(s, n))
+	if (utf8_valid(s, n, NULL))
 		return json_stringn(s, n);
 	size_t m;
 	char *t = utf8_sanitize(s, n, &m);
@@ -81,14 +81,6 @@ static json_t *chat_token_entry(const struct tok *tok, int32_t id, float lp)
 	return o;
 }
 
-size_t oj_count_chars(const char *s, size_t n)
-{
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return c;
-}
-
 json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp,
 		    int n, size_t *text_offset)
 {
@@ -126,7 +118,7 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 			return NULL;
 		}
 		json_array_append_new(offs, json_integer((json_int_t)*text_offset));
-		*text_offset += oj_count_chars(clean, m);
+		*text_offset += utf8_len(clean, m);
 		json_array_append_new(lps, json_real(clamp_lp(lp[i].logprob)));
 		json_t *top = json_object();
 		json_object_set_new(top, clean, json_real(clamp_lp(lp[i].logprob)));
@@ -156,7 +148,7 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 		return NULL;
 	json_t *o = json_pack("{s:[i], s:[n], s:[s%], s:[n]}", "text_offset", 0, "token_logprobs",
 			      "tokens", clean, m, "top_logprobs");
-	size_t off = oj_count_chars(clean, m);
+	size_t off = utf8_len(clean, m);
 	free(clean);
 	if (o && n > 1) {
 		json_t *rest = oj_logprobs(SRV_API_COMPLETION, tok, lp + 1, n - 1, &off);

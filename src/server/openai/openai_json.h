@@ -65,8 +65,6 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n);
 /* One such entry: {"id": {"logprob", "rank", "decoded_token"}} for x's token and top-N. */
 json_t *oj_logprob_entry_vllm(const struct tok *tok, const struct engine_logprob *x);
-/* Characters (UTF-8 lead bytes) of s[n]. */
-size_t oj_count_chars(const char *s, size_t n);
 
 /* Appends the arrays of `part` (same api shape) to *acc (creating it). 0 ok, -1 no memory. */
 int oj_logprobs_merge(json_t **acc, json_t *part);

@@ -137,7 +137,7 @@ static int dsml_params(const char *p, const char *end, json_t *args)
 		if (!close) /* nor can a later one end */
 			break;
 		p = close + LEN(DSML_PARAM_END);
-		if (!utf8_valid(name, name_len)) /* not a key JSON can hold: the parameter is dropped */
+		if (!utf8_valid(name, name_len, NULL)) /* not a key JSON can hold: the parameter is dropped */
 			continue;
 		json_t *v = dsml_value(q, (size_t)(close - q), flag_len == 4);
 		if (!v || json_object_setn_new(args, name, name_len, v) < 0)
