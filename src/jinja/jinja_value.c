@@ -322,14 +322,14 @@ static void float_repr(double f, char *out, size_t cap)
 #undef PUT
 }
 
-static int put_num(struct jbuf *b, const struct jval *v)
+static int put_num(struct strbuf *b, const struct jval *v)
 {
 	char tmp[64];
 	if (v->k == JV_INT)
 		snprintf(tmp, sizeof tmp, "%lld", v->u.i);
 	else
 		float_repr(v->u.f, tmp, sizeof tmp);
-	return jbuf_puts(b, tmp);
+	return strbuf_puts(b, tmp);
 }
 
 /* Decode the UTF-8 character at s; true if Python's str.isprintable() is false for it
@@ -349,41 +349,41 @@ static bool nonprintable(const char *s, size_t n, unsigned long *cp, size_t *len
 	       (v >= 0x2028 && v <= 0x202f) || (v >= 0x205f && v <= 0x206f) || v == 0x3000 || v == 0xfeff;
 }
 
-static int repr_str(struct jbuf *b, const char *s, size_t n)
+static int repr_str(struct strbuf *b, const char *s, size_t n)
 {
 	bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
 	char q = sq && !dq ? '"' : '\'';
-	jbuf_putc(b, q);
+	strbuf_putc(b, q);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		char tmp[16];
 		unsigned long cp;
 		size_t len;
 		if (ch == '\\' || ch == (unsigned char)q) {
-			jbuf_putc(b, '\\');
-			jbuf_putc(b, (char)ch);
+			strbuf_putc(b, '\\');
+			strbuf_putc(b, (char)ch);
 		} else if (ch == '\n') {
-			jbuf_puts(b, "\\n");
+			strbuf_puts(b, "\\n");
 		} else if (ch == '\r') {
-			jbuf_puts(b, "\\r");
+			strbuf_puts(b, "\\r");
 		} else if (ch == '\t') {
-			jbuf_puts(b, "\\t");
+			strbuf_puts(b, "\\t");
 		} else if (ch < 0x20 || ch == 0x7f) {
 			snprintf(tmp, sizeof tmp, "\\x%02x", ch);
-			jbuf_puts(b, tmp);
+			strbuf_puts(b, tmp);
 		} else if (ch >= 0xc2 && i + 1 < n && nonprintable(s + i, n - i, &cp, &len)) {
 			/* Python escapes non-printable code points (separators, format chars) */
 			snprintf(tmp, sizeof tmp, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
-			jbuf_puts(b, tmp);
+			strbuf_puts(b, tmp);
 			i += len - 1;
 		} else {
-			jbuf_putc(b, (char)ch);
+			strbuf_putc(b, (char)ch);
 		}
 	}
-	return jbuf_putc(b, q);
+	return strbuf_putc(b, q);
 }
 
-int jv_repr(struct jctx *c, const struct jval *v, struct jbuf *b)
+int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b)
 {
 	if (++c->depth > JINJA_MAX_DEPTH * 4)
 		return jerr(c, "value nested too deeply");
@@ -393,56 +393,56 @@ int jv_repr(struct jctx *c, const struct jval *v, struct jbuf *b)
 		r = repr_str(b, v->u.s.p, v->u.s.n);
 		break;
 	case JV_UNDEF:
-		r = jbuf_puts(b, "Undefined");
+		r = strbuf_puts(b, "Undefined");
 		break;
 	case JV_LIST:
-		jbuf_putc(b, v->u.l->tuple ? '(' : '[');
+		strbuf_putc(b, v->u.l->tuple ? '(' : '[');
 		for (size_t i = 0; i < v->u.l->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, ", ");
+				strbuf_puts(b, ", ");
 			r = jv_repr(c, &v->u.l->v[i], b);
 		}
 		if (v->u.l->tuple && v->u.l->n == 1)
-			jbuf_putc(b, ',');
-		jbuf_putc(b, v->u.l->tuple ? ')' : ']');
+			strbuf_putc(b, ',');
+		strbuf_putc(b, v->u.l->tuple ? ')' : ']');
 		break;
 	case JV_DICT: case JV_NS:
 		if (v->k == JV_NS)
-			jbuf_puts(b, "<Namespace ");
-		jbuf_putc(b, '{');
+			strbuf_puts(b, "<Namespace ");
+		strbuf_putc(b, '{');
 		for (size_t i = 0; i < v->u.d->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, ", ");
+				strbuf_puts(b, ", ");
 			r = jv_repr(c, &v->u.d->keys[i], b);
-			jbuf_puts(b, ": ");
+			strbuf_puts(b, ": ");
 			if (r == 0)
 				r = jv_repr(c, &v->u.d->vals[i], b);
 		}
-		jbuf_putc(b, '}');
+		strbuf_putc(b, '}');
 		if (v->k == JV_NS)
-			jbuf_putc(b, '>');
+			strbuf_putc(b, '>');
 		break;
 	default:
 		r = jv_to_str(c, v, b);
 	}
 	c->depth--;
-	if (r == 0 && b->over)
+	if (r == 0 && b->oom)
 		return jerr(c, "output size limit exceeded");
 	return r;
 }
 
-int jv_to_str(struct jctx *c, const struct jval *v, struct jbuf *b)
+int jv_to_str(struct jctx *c, const struct jval *v, struct strbuf *b)
 {
 	int r = 0;
 	switch (v->k) {
 	case JV_UNDEF: break;
-	case JV_NONE: r = jbuf_puts(b, "None"); break;
-	case JV_BOOL: r = jbuf_puts(b, v->u.b ? "True" : "False"); break;
+	case JV_NONE: r = strbuf_puts(b, "None"); break;
+	case JV_BOOL: r = strbuf_puts(b, v->u.b ? "True" : "False"); break;
 	case JV_INT: case JV_FLOAT: r = put_num(b, v); break;
-	case JV_STR: r = jbuf_put(b, v->u.s.p, v->u.s.n); break;
+	case JV_STR: r = strbuf_put(b, v->u.s.p, v->u.s.n); break;
 	case JV_LIST: case JV_DICT: case JV_NS: return jv_repr(c, v, b);
-	case JV_MACRO: r = jbuf_puts(b, "<Macro>"); break;
-	default: r = jbuf_puts(b, "<built-in function>"); break;
+	case JV_MACRO: r = strbuf_puts(b, "<Macro>"); break;
+	default: r = strbuf_puts(b, "<built-in function>"); break;
 	}
 	return r < 0 ? jerr(c, "output size limit exceeded") : 0;
 }
@@ -453,7 +453,7 @@ int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out)
 		*out = *v;
 		return 0;
 	}
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	if (jv_to_str(c, v, &b) < 0) {
 		free(b.p);
 		return -1;
@@ -467,79 +467,79 @@ int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out)
 	return 0;
 }
 
-static int json_str(struct jbuf *b, const char *s, size_t n)
+static int json_str(struct strbuf *b, const char *s, size_t n)
 {
-	jbuf_putc(b, '"');
+	strbuf_putc(b, '"');
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		char tmp[8];
 		switch (ch) {
-		case '"': jbuf_puts(b, "\\\""); break;
-		case '\\': jbuf_puts(b, "\\\\"); break;
-		case '\n': jbuf_puts(b, "\\n"); break;
-		case '\r': jbuf_puts(b, "\\r"); break;
-		case '\t': jbuf_puts(b, "\\t"); break;
-		case '\b': jbuf_puts(b, "\\b"); break;
-		case '\f': jbuf_puts(b, "\\f"); break;
+		case '"': strbuf_puts(b, "\\\""); break;
+		case '\\': strbuf_puts(b, "\\\\"); break;
+		case '\n': strbuf_puts(b, "\\n"); break;
+		case '\r': strbuf_puts(b, "\\r"); break;
+		case '\t': strbuf_puts(b, "\\t"); break;
+		case '\b': strbuf_puts(b, "\\b"); break;
+		case '\f': strbuf_puts(b, "\\f"); break;
 		default:
 			if (ch < 0x20) {
 				snprintf(tmp, sizeof tmp, "\\u%04x", ch);
-				jbuf_puts(b, tmp);
+				strbuf_puts(b, tmp);
 			} else {
-				jbuf_putc(b, (char)ch);
+				strbuf_putc(b, (char)ch);
 			}
 		}
 	}
-	return jbuf_putc(b, '"');
+	return strbuf_putc(b, '"');
 }
 
-static void newline_indent(struct jbuf *b, const char *indent, int level)
+static void newline_indent(struct strbuf *b, const char *indent, int level)
 {
-	jbuf_putc(b, '\n');
+	strbuf_putc(b, '\n');
 	for (int i = 0; i < level; i++)
-		jbuf_puts(b, indent);
+		strbuf_puts(b, indent);
 }
 
-int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char *indent,
+int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const char *indent,
 	       const char *item_sep, const char *key_sep, bool sort_keys, int level)
 {
 	if (level > JINJA_MAX_DEPTH * 4)
 		return jerr(c, "value nested too deeply for tojson");
 	int r = 0;
 	switch (v->k) {
-	case JV_NONE: jbuf_puts(b, "null"); break;
-	case JV_BOOL: jbuf_puts(b, v->u.b ? "true" : "false"); break;
+	case JV_NONE: strbuf_puts(b, "null"); break;
+	case JV_BOOL: strbuf_puts(b, v->u.b ? "true" : "false"); break;
 	case JV_INT: put_num(b, v); break;
 	case JV_FLOAT:
 		if (isnan(v->u.f))
-			jbuf_puts(b, "NaN");
+			strbuf_puts(b, "NaN");
 		else if (isinf(v->u.f))
-			jbuf_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
+			strbuf_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
 		else
 			put_num(b, v);
 		break;
 	case JV_STR: json_str(b, v->u.s.p, v->u.s.n); break;
 	case JV_LIST:
 		if (!v->u.l->n) {
-			jbuf_puts(b, "[]");
+			strbuf_puts(b, "[]");
 			break;
 		}
-		jbuf_putc(b, '[');
+		strbuf_putc(b, '[');
 		for (size_t i = 0; i < v->u.l->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, item_sep);
+				strbuf_puts(b, item_sep);
 			if (indent)
 				newline_indent(b, indent, level + 1);
 			r = jv_to_json(c, &v->u.l->v[i], b, indent, item_sep, key_sep, sort_keys, level + 1);
 		}
 		if (indent)
 			newline_indent(b, indent, level);
-		jbuf_putc(b, ']');
+		strbuf_putc(b, ']');
 		break;
 	case JV_DICT: {
 		const struct jdict *d = v->u.d;
 		if (!d->n) {
-			jbuf_puts(b, "{}");
+			strbuf_puts(b, "{}");
 			break;
 		}
 		size_t *ord = jpool_alloc(c->pool, d->n * sizeof *ord);
@@ -561,25 +561,25 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char 
 					ord[j] = ord[j - 1];
 					ord[j - 1] = t;
 				}
-		jbuf_putc(b, '{');
+		strbuf_putc(b, '{');
 		for (size_t i = 0; i < d->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, item_sep);
+				strbuf_puts(b, item_sep);
 			if (indent)
 				newline_indent(b, indent, level + 1);
 			json_str(b, d->keys[ord[i]].u.s.p, d->keys[ord[i]].u.s.n);
-			jbuf_puts(b, key_sep);
+			strbuf_puts(b, key_sep);
 			r = jv_to_json(c, &d->vals[ord[i]], b, indent, item_sep, key_sep, sort_keys, level + 1);
 		}
 		if (indent)
 			newline_indent(b, indent, level);
-		jbuf_putc(b, '}');
+		strbuf_putc(b, '}');
 		break;
 	}
 	default:
 		return jerr(c, "Object of type %s is not JSON serializable", jv_typename(v));
 	}
-	if (r == 0 && b->over)
+	if (r == 0 && b->oom)
 		return jerr(c, "output size limit exceeded");
 	return r;
 }

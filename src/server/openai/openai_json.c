@@ -234,8 +234,8 @@ void oj_choice_finish(struct oj_choice *c, const struct engine_event *ev)
 
 void oj_choice_fini(struct oj_choice *c)
 {
-	sbuf_fini(&c->text);
-	sbuf_fini(&c->reasoning);
+	strbuf_fini(&c->text);
+	strbuf_fini(&c->reasoning);
 	json_decref(c->tool_calls);
 	json_decref(c->logprobs);
 	json_decref(c->prompt_logprobs);
@@ -306,8 +306,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		const struct oj_choice *c = &choices[i];
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
-		json_t *content = parsed && !c->text.len ? json_null() : oj_string(c->text.data ? c->text.data : "", c->text.len);
-		json_t *reasoning = c->split ? oj_string(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
+		json_t *content = parsed && !c->text.n ? json_null() : oj_string(c->text.p ? c->text.p : "", c->text.n);
+		json_t *reasoning = c->split ? oj_string(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n) : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
@@ -343,7 +343,7 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
-				       oj_string(c->text.data ? c->text.data : "", c->text.len),
+				       oj_string(c->text.p ? c->text.p : "", c->text.n),
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));

@@ -20,7 +20,7 @@ struct tok;
 /* What one choice produced (accumulated for non-streaming responses). */
 struct oj_choice {
 	int index;
-	struct sbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
+	struct strbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
 	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
 	json_t *prompt_logprobs;  /* vLLM's prompt_logprobs list, or NULL (null) */
 	bool prompt_lp_sent;	  /* streaming: they went out with a chunk */
@@ -33,7 +33,7 @@ struct oj_choice {
 	char *stop_str;		  /* malloc'd or NULL */
 	int n_tokens;
 	bool split;		  /* chat under a reasoning parser: text is the content only, */
-	struct sbuf reasoning;	  /* ... and this the reasoning (server/parsers/reasoning.h) */
+	struct strbuf reasoning;	  /* ... and this the reasoning (server/parsers/reasoning.h) */
 	json_t *tool_calls;	  /* parsed tool calls (server/parsers/tool_calls.h; text: the content before them) or NULL */
 };
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int put(struct sbuf *o, const char *s) { return sbuf_append(o, s, strlen(s)); }
+static int put(struct strbuf *o, const char *s) { return strbuf_put(o, s, strlen(s)); }
 
-static int dump_string(const char *s, size_t n, struct sbuf *o)
+static int dump_string(const char *s, size_t n, struct strbuf *o)
 {
 	if (put(o, "\"") < 0)
 		return -1;
@@ -27,14 +27,14 @@ static int dump_string(const char *s, size_t n, struct sbuf *o)
 			if (c < 0x20)
 				snprintf(esc, sizeof esc, "\\u%04x", c);
 		}
-		if (esc[0] ? put(o, esc) < 0 : sbuf_append(o, s + i, 1) < 0)
+		if (esc[0] ? put(o, esc) < 0 : strbuf_put(o, s + i, 1) < 0)
 			return -1;
 	}
 	return put(o, "\"");
 }
 
 /* Python's repr of a finite double */
-static int dump_real(double x, struct sbuf *o)
+static int dump_real(double x, struct strbuf *o)
 {
 	char e[40];
 	for (int p = 1; p <= 17; p++) { /* the shortest round trip */
@@ -85,7 +85,7 @@ static int dump_real(double x, struct sbuf *o)
 	return put(o, out);
 }
 
-int pyjson_dump(const json_t *v, struct sbuf *o)
+int pyjson_dump(const json_t *v, struct strbuf *o)
 {
 	char num[32];
 	switch (json_typeof(v)) {

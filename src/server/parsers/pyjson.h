@@ -10,6 +10,6 @@
 #include "server/http/sse.h"
 
 /* Appends the text of v to out; 0, or -1 out of memory. */
-int pyjson_dump(const json_t *v, struct sbuf *out);
+int pyjson_dump(const json_t *v, struct strbuf *out);
 
 #endif
