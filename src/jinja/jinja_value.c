@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
+#include "base/pyjson.h"
 #include "jinja/jinja.h"
 
 struct jval jv_undef(const char *hint) { struct jval v = {.k = JV_UNDEF}; v.u.s.p = hint; return v; }
@@ -263,63 +265,15 @@ int jv_iter_list(struct jctx *c, const struct jval *v, struct jval *out)
 	return jerr(c, "'%s' object is not iterable", jv_typename(v));
 }
 
-/* Python repr(float): shortest digits that round-trip; fixed notation for 1e-4 <= |x| < 1e16. */
+/* Python str(float): repr, and nan / inf / -inf */
 static void float_repr(double f, char *out, size_t cap)
 {
-	if (isnan(f)) {
+	if (isnan(f))
 		snprintf(out, cap, "nan");
-		return;
-	}
-	if (isinf(f)) {
+	else if (isinf(f))
 		snprintf(out, cap, f < 0 ? "-inf" : "inf");
-		return;
-	}
-	char buf[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*e", prec - 1, f);
-		if (strtod(buf, NULL) == f)
-			break;
-	}
-	char digs[24];
-	int nd = 0;
-	const char *p = buf;
-	bool neg = *p == '-';
-	if (neg)
-		p++;
-	for (; *p && *p != 'e'; p++)
-		if (*p >= '0' && *p <= '9')
-			digs[nd++] = *p;
-	int ex = atoi(p + 1);
-	while (nd > 1 && digs[nd - 1] == '0')
-		nd--;
-	digs[nd] = 0;
-	char *o = out;
-	size_t left = cap;
-#define PUT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ > 0 && (size_t)w_ < left) { o += w_; left -= (size_t)w_; } } while (0)
-	if (neg)
-		PUT("-");
-	if (ex >= -4 && ex < 16) {
-		if (ex >= 0) {
-			for (int i = 0; i <= ex; i++)
-				PUT("%c", i < nd ? digs[i] : '0');
-			PUT(".");
-			if (nd > ex + 1)
-				PUT("%s", digs + ex + 1);
-			else
-				PUT("0");
-		} else {
-			PUT("0.");
-			for (int i = 0; i < -ex - 1; i++)
-				PUT("0");
-			PUT("%s", digs);
-		}
-	} else {
-		PUT("%c", digs[0]);
-		if (nd > 1)
-			PUT(".%s", digs + 1);
-		PUT("e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
-	}
-#undef PUT
+	else
+		fmt_double_repr(f, out, cap);
 }
 
 static int put_num(struct strbuf *b, const struct jval *v)
@@ -467,32 +421,6 @@ int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out)
 	return 0;
 }
 
-static int json_str(struct strbuf *b, const char *s, size_t n)
-{
-	strbuf_putc(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		char tmp[8];
-		switch (ch) {
-		case '"': strbuf_puts(b, "\\\""); break;
-		case '\\': strbuf_puts(b, "\\\\"); break;
-		case '\n': strbuf_puts(b, "\\n"); break;
-		case '\r': strbuf_puts(b, "\\r"); break;
-		case '\t': strbuf_puts(b, "\\t"); break;
-		case '\b': strbuf_puts(b, "\\b"); break;
-		case '\f': strbuf_puts(b, "\\f"); break;
-		default:
-			if (ch < 0x20) {
-				snprintf(tmp, sizeof tmp, "\\u%04x", ch);
-				strbuf_puts(b, tmp);
-			} else {
-				strbuf_putc(b, (char)ch);
-			}
-		}
-	}
-	return strbuf_putc(b, '"');
-}
-
 static void newline_indent(struct strbuf *b, const char *indent, int level)
 {
 	strbuf_putc(b, '\n');
@@ -510,15 +438,8 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const cha
 	case JV_NONE: strbuf_puts(b, "null"); break;
 	case JV_BOOL: strbuf_puts(b, v->u.b ? "true" : "false"); break;
 	case JV_INT: put_num(b, v); break;
-	case JV_FLOAT:
-		if (isnan(v->u.f))
-			strbuf_puts(b, "NaN");
-		else if (isinf(v->u.f))
-			strbuf_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
-		else
-			put_num(b, v);
-		break;
-	case JV_STR: json_str(b, v->u.s.p, v->u.s.n); break;
+	case JV_FLOAT: pyjson_put_real(b, v->u.f); break;
+	case JV_STR: pyjson_put_string(b, v->u.s.p, v->u.s.n); break;
 	case JV_LIST:
 		if (!v->u.l->n) {
 			strbuf_puts(b, "[]");
@@ -567,7 +488,7 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const cha
 				strbuf_puts(b, item_sep);
 			if (indent)
 				newline_indent(b, indent, level + 1);
-			json_str(b, d->keys[ord[i]].u.s.p, d->keys[ord[i]].u.s.n);
+			pyjson_put_string(b, d->keys[ord[i]].u.s.p, d->keys[ord[i]].u.s.n);
 			strbuf_puts(b, key_sep);
 			r = jv_to_json(c, &d->vals[ord[i]], b, indent, item_sep, key_sep, sort_keys, level + 1);
 		}

@@ -11,7 +11,7 @@
 #include "harness.h"
 #include "server/openai/errors.h"
 #include "server/openai/request.h"
-#include "server/parsers/pyjson.h"
+#include "base/pyjson.h"
 #include "server/openai/structured.h"
 #include "server/parsers/tool_calls.h"
 

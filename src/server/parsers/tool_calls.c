@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "server/openai/openai_json.h"
-#include "server/parsers/pyjson.h"
+#include "base/pyjson.h"
 #include "server/parsers/tags.h"
 #include "base/utf8.h"
 

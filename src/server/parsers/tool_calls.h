@@ -66,7 +66,7 @@ void tool_split_fini(struct tool_split *s);
 /* The output of a forced tool_choice (server/openai/structured.h), which guided decoding kept to
  * its grammar: "required" (required true) is [{"name", "parameters"}, ...] and each element
  * becomes a call whose arguments are the parameters as vLLM writes them (Python's
- * json.dumps, server/parsers/pyjson.h); a named choice is one call of `name`
+ * json.dumps, base/pyjson.h); a named choice is one call of `name`
  * with the whole output as its arguments. *calls is NULL when a "required" output is not
  * whole JSON (cut by max_tokens or a stop string; or a number jansson cannot hold, like
  * an integer past 64 bits): it then stays content. 0, or -1 out of memory. */
