@@ -442,7 +442,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
 		goto fail;
 	if (rt->tok)
-		hf_config_resolve_ids(&rt->hf, rt->tok);
+		tok_resolve_special_ids(rt->tok, &rt->hf);
 
 	const char *gc = a->generation_config ? a->generation_config : "auto";
 	if (strcmp(gc, "auto") && strcmp(gc, "vllm") && load_generation_config_dir(gc, &rt->hf, e) < 0)

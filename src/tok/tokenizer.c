@@ -456,3 +456,17 @@ int32_t tok_eos_id(const struct tok *t)
 {
 	return t->suffix.n ? t->suffix.v[t->suffix.n - 1] : -1;
 }
+
+void tok_resolve_special_ids(const struct tok *t, struct hf_config *cfg)
+{
+	struct {
+		const char *tok;
+		int32_t *id;
+	} m[4] = {{cfg->bos_token, &cfg->bos_token_id},
+		  {cfg->eos_token, &cfg->eos_token_id},
+		  {cfg->pad_token, &cfg->pad_token_id},
+		  {cfg->unk_token, &cfg->unk_token_id}};
+	for (int i = 0; i < 4; i++)
+		if (m[i].tok && *m[i].id < 0)
+			*m[i].id = tok_token_to_id(t, m[i].tok);
+}
