@@ -128,10 +128,8 @@ int main(int argc, char **argv)
 		goto fail;
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = true, .dummy_seed = 1, .max_batch_tokens = qmax,
 				   .max_seqs = 1, .max_model_len = lmax, .pool = pool};
-	if (!strcmp(dtype, "auto"))
-		mo.act_dtype_auto = true;
-	else if (!strcmp(dtype, "bfloat16"))
-		mo.act_dtype = DT_BF16;
+	if (dtype_parse_flag("--dtype", dtype, &mo.act_dtype, &mo.act_dtype_auto, &e) < 0)
+		goto fail;
 	if (model_load(dir, &mo, &s.m, &e))
 		goto fail;
 	const struct model_config *c = model_config(s.m);

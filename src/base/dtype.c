@@ -20,6 +20,18 @@ const char *dtype_name(enum dtype dt)
 	return dtype_info[dt].name;
 }
 
+int dtype_parse_flag(const char *flag, const char *s, enum dtype *out, bool *is_auto, struct err *e)
+{
+	*is_auto = !strcmp(s, "auto");
+	if (*is_auto || !strcmp(s, "float32"))
+		*out = DT_F32;
+	else if (!strcmp(s, "bfloat16"))
+		*out = DT_BF16;
+	else
+		return err_set(e, "%s: invalid value '%s' (auto, float32 or bfloat16)", flag, s);
+	return 0;
+}
+
 int dtype_from_name(const char *name, enum dtype *out)
 {
 	for (int i = 0; i < DT_COUNT; i++)

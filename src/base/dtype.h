@@ -2,15 +2,21 @@
 #ifndef MLA_BASE_DTYPE_H
 #define MLA_BASE_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "base/err.h"
 
 enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_COUNT };
 
 size_t dtype_size(enum dtype dt);
 const char *dtype_name(enum dtype dt);                 /* safetensors spelling: "BF16" ... */
 int dtype_from_name(const char *name, enum dtype *out); /* 0 ok, -1 unknown */
+/* The value of a dtype flag (--dtype, --kv-cache-dtype): "float32" (DT_F32), "bfloat16"
+ * (DT_BF16) or "auto" (*is_auto, *out DT_F32: the caller resolves it); flag names it in e. */
+int dtype_parse_flag(const char *flag, const char *s, enum dtype *out, bool *is_auto, struct err *e);
 
 static inline float bf16_to_f32(uint16_t h)
 {

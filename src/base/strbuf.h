@@ -1,38 +1,31 @@
-/* A growing NUL-terminated text whose appends never fail one by one: out of memory is
- * remembered (oom) and checked once at the end, which keeps text generators (regexes built
- * from bounds, grammars translated) free of an error path per append. */
+/* The growing byte buffer: NUL-terminated text (bytes may hold NULs too), with one
+ * out-of-memory policy: an append that fails (out of memory, or past an optional size limit)
+ * returns -1 and sets the sticky `oom`, after which every append does nothing. So a caller
+ * checks each append, or appends freely and checks `oom` once at the end (text generators:
+ * regexes built from bounds, grammars translated, JSON written). A streaming reader takes
+ * bytes from the front (strbuf_take). */
 #ifndef MLA_BASE_STRBUF_H
 #define MLA_BASE_STRBUF_H
 
 #include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stddef.h>
 
 struct strbuf {
 	char *p; /* NULL until the first append */
 	size_t n, cap;
-	bool oom;
+	size_t limit; /* 0: none; an append past limit bytes fails as out of memory does */
+	size_t off;   /* bytes already taken by a streaming reader */
+	bool oom;     /* sticky: an append failed */
 };
 
-static inline void strbuf_put(struct strbuf *b, const char *s, size_t k)
-{
-	if (b->oom)
-		return;
-	if (b->n + k + 1 > b->cap) {
-		size_t cap = 2 * (b->n + k + 1) + 64;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, k);
-	b->n += k;
-	b->p[b->n] = 0;
-}
-
-static inline void strbuf_puts(struct strbuf *b, const char *s) { strbuf_put(b, s, strlen(s)); }
+int strbuf_put(struct strbuf *b, const void *s, size_t k); /* 0, or -1 (oom set) */
+int strbuf_putc(struct strbuf *b, char c);
+int strbuf_puts(struct strbuf *b, const char *s);
+int strbuf_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Bytes appended and not yet taken; strbuf_take moves up to max of them to dst and returns
+ * how many (the buffer starts over when drained). */
+size_t strbuf_unread(const struct strbuf *b);
+size_t strbuf_take(struct strbuf *b, char *dst, size_t max);
+void strbuf_fini(struct strbuf *b);
 
 #endif

@@ -41,57 +41,142 @@ static int seq_len(const unsigned char *s, size_t n)
 	return need + 1;
 }
 
-bool utf8_valid(const char *s, size_t n)
+size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	for (size_t i = 0; i < n;) {
-		int k = seq_len(p + i, n - i);
-		if (k <= 0)
+	if (!n)
+		return 0;
+	int k = seq_len(s, n);
+	if (k <= 0)
+		return 0;
+	uint32_t c = k == 1 ? s[0] : s[0] & (0x7Fu >> k);
+	for (int i = 1; i < k; i++)
+		c = (c << 6) | (s[i] & 0x3F);
+	*cp = c;
+	return (size_t)k;
+}
+
+int utf8_encode(uint32_t cp, char out[4])
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xC0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xE0 | (cp >> 12));
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | (cp >> 18));
+	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+bool utf8_valid(const char *text, size_t n, size_t *bad_at)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t i = 0;
+	while (i < n) {
+		/* ASCII fast path, 8 bytes at a time */
+		if (i + 8 <= n) {
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if (!(w & 0x8080808080808080ULL)) {
+				i += 8;
+				continue;
+			}
+		}
+		int k = seq_len(s + i, n - i);
+		if (k <= 0) {
+			if (bad_at)
+				*bad_at = i;
 			return false;
+		}
 		i += (size_t)k;
 	}
 	return true;
 }
 
-size_t utf8_complete_prefix(const char *s, size_t n)
+size_t utf8_incomplete_tail(const unsigned char *s, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-	while (i < n) {
-		int k = seq_len(p + i, n - i);
-		if (k == 0)
-			return i; /* a character still forming at the end */
-		i += (size_t)(k > 0 ? k : -k);
+	/* only the last lead byte can start a character that the end cuts: a lead byte is never a
+	 * continuation, so the characters before it end before it */
+	for (size_t k = 1; k <= 3 && k <= n; k++) {
+		if (s[n - k] < 0xC0)
+			continue; /* ASCII or continuation: not a lead */
+		return seq_len(s + n - k, k) == 0 ? k : 0;
 	}
-	return n;
+	return 0;
 }
 
-char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
+size_t utf8_lossy(const char *s, size_t n, char *out)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	/* each invalid byte grows to at most 3 bytes */
-	char *out = malloc(n * 3 + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < n;) {
+	size_t o = 0, run = 0; /* p[run..i) is valid and not yet copied */
+	size_t i = 0;
+	if (!n)
+		return 0;
+	while (i < n) {
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
 		int k = seq_len(p + i, n - i);
 		if (k > 0) {
-			memcpy(out + o, p + i, (size_t)k);
-			o += (size_t)k;
 			i += (size_t)k;
 			continue;
 		}
 		/* invalid subpart, or an incomplete sequence cut by the end of the text */
-		size_t skip = k < 0 ? (size_t)-k : n - i;
+		memcpy(out + o, p + run, i - run);
+		o += i - run;
 		memcpy(out + o, "\xef\xbf\xbd", 3);
 		o += 3;
-		i += skip;
+		i += k < 0 ? (size_t)-k : n - i;
+		run = i;
 	}
+	memcpy(out + o, p + run, n - run);
+	return o + n - run;
+}
+
+char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
+{
+	/* each invalid byte grows to at most 3 bytes */
+	char *out = malloc(n * 3 + 1);
+	if (!out)
+		return NULL;
+	size_t o = utf8_lossy(s, n, out);
 	out[o] = 0;
 	if (out_len)
 		*out_len = o;
 	return out;
+}
+
+size_t utf8_len(const char *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return k;
+}
+
+size_t utf8_offset(const char *s, size_t n, size_t k)
+{
+	size_t i = 0;
+	for (; i < n; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80) {
+			if (k == 0)
+				return i;
+			k--;
+		}
+	}
+	return n;
 }
 
 /* whether any string in v holds needle (NULL: a NUL byte) */

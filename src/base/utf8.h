@@ -2,20 +2,35 @@
  * split a character across tokens, a random model can emit any byte), and jansson refuses
  * invalid strings. Streaming holds back an incomplete trailing character; whatever is still
  * invalid at the end becomes U+FFFD (Python's errors="replace", maximal-subpart rule). */
-#ifndef MLA_SERVER_UTF8_H
-#define MLA_SERVER_UTF8_H
+#ifndef MLA_BASE_UTF8_H
+#define MLA_BASE_UTF8_H
 
 #include <stdbool.h>
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
-bool utf8_valid(const char *s, size_t n);
-/* Length of the longest prefix of s[0..n) that does not end inside a character that could
- * still be completed by more bytes (0..3 bytes are held back). Invalid bytes are not held. */
-size_t utf8_complete_prefix(const char *s, size_t n);
-/* Copy of s[0..n) with every maximal invalid subpart replaced by U+FFFD; malloc'd and
- * NUL-terminated (NULL only when out of memory). *out_len (optional) gets its length. */
+/* Length (1..4) of the valid, shortest-form, non-surrogate character at s[0..n) with its code
+ * point in *cp, or 0 (invalid, or cut by the end of s). */
+size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* Encodes cp (at most 0x10FFFF; surrogates are encoded as they are); returns 1..4. */
+int utf8_encode(uint32_t cp, char out[4]);
+/* Whether s[0..n) is valid UTF-8; if not, *bad_at (optional) gets the offset of the first
+ * character that is not. */
+bool utf8_valid(const char *s, size_t n, size_t *bad_at);
+/* Number of bytes (0..3) of a not-yet-invalid but incomplete character at the end of s[0..n)
+ * (what a streaming decoder holds back). Invalid bytes are not held. */
+size_t utf8_incomplete_tail(const unsigned char *s, size_t n);
+/* Writes s[0..n) to out (room for 3 * n bytes) with every maximal invalid subpart replaced
+ * by U+FFFD; returns the length written. */
+size_t utf8_lossy(const char *s, size_t n, char *out);
+/* utf8_lossy into a malloc'd, NUL-terminated copy (NULL only when out of memory); *out_len
+ * (optional) gets its length. */
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/* Code points of s[0..n) (bytes that are not continuation bytes: what Python's len() and
+ * OpenAI's character offsets count), and the byte offset of code point k (n past the end). */
+size_t utf8_len(const char *s, size_t n);
+size_t utf8_offset(const char *s, size_t n, size_t k);
 
 /* U+0000 through the chat template, which renders into a C string: nul_hide gives a copy of v
  * with each NUL byte of its strings replaced by a sentinel that none of them holds (NULL when

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/grow.h"
+#include "base/utf8.h"
 #include "guide/cfg_unleft.h"
 
 #define CFG_MAX_REPEAT 1000
@@ -179,30 +180,6 @@ static int add_alt(struct builder *b, int r, struct seqbuf *s)
 
 /* ---- terminals: code points → our regex syntax → a byte DFA ---- */
 
-static int put_utf8(char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | cp >> 6);
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | cp >> 12);
-		o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | cp >> 18);
-	o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-	o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 /* one code point as regex text, literal wherever it stands (in a class too) */
 static int put_regex_char(char *o, uint32_t cp)
 {
@@ -213,7 +190,7 @@ static int put_regex_char(char *o, uint32_t cp)
 		o[1] = (char)cp;
 		return 2;
 	}
-	return put_utf8(o, cp);
+	return utf8_encode(cp, o);
 }
 
 static int term_slot(struct builder *b)
@@ -317,18 +294,9 @@ static int read_char(struct builder *b, uint32_t *cp)
 		return fail_at(b, at, "unknown escape \\", (char[]){x, 0});
 	}
 	/* a UTF-8 sequence */
-	int n = ch < 0x80 ? 1 : (ch & 0xE0) == 0xC0 ? 2 : (ch & 0xF0) == 0xE0 ? 3 : (ch & 0xF8) == 0xF0 ? 4 : 0;
-	if (!n || b->p + n > b->end)
-		return fail_at(b, at, "invalid UTF-8", NULL);
-	uint32_t v = n == 1 ? ch : ch & (0x7F >> n);
-	for (int i = 1; i < n; i++) {
-		uint8_t cc = (uint8_t)b->p[i];
-		if ((cc & 0xC0) != 0x80)
-			return fail_at(b, at, "invalid UTF-8", NULL);
-		v = v << 6 | (cc & 0x3F);
-	}
-	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-	if (v < min[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+	uint32_t v;
+	size_t n = utf8_decode((const unsigned char *)b->p, (size_t)(b->end - b->p), &v);
+	if (!n)
 		return fail_at(b, at, "invalid UTF-8", NULL);
 	b->p += n;
 	*cp = v;
@@ -354,7 +322,7 @@ static int parse_string(struct builder *b)
 			}
 			lit = r;
 		}
-		n += (size_t)put_utf8(lit + n, cp);
+		n += (size_t)utf8_encode(cp, lit + n);
 	}
 	if (b->p >= b->end) {
 		fail_at(b, at, "unterminated string", NULL);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/strbuf.h"
 
 #define MAX_DIGITS 20
@@ -144,21 +145,11 @@ struct dec {
 	char fr[MAX_FRAC + 1];
 };
 
-int guide_shortest_decimal(double a, int max_places, char *out, size_t cap)
-{
-	for (int p = 0; p <= max_places; p++) {
-		snprintf(out, cap, "%.*f", p, a);
-		if (strtod(out, NULL) == a)
-			return p;
-	}
-	return -1;
-}
-
 /* |x| as its shortest decimal; -1 past MAX_FRAC decimals */
 static int to_dec(double x, struct dec *d)
 {
 	char s[64];
-	if (guide_shortest_decimal(x < 0 ? -x : x, MAX_FRAC, s, sizeof s) < 0)
+	if (fmt_double_fixed(x < 0 ? -x : x, MAX_FRAC, s, sizeof s) < 0)
 		return -1;
 	char *dot = strchr(s, '.');
 	d->ip = strtoull(s, NULL, 10);

@@ -19,9 +19,4 @@ int guide_int_range_regex(bool has_lo, long long lo, bool has_hi, long long hi, 
 int guide_num_range_regex(bool has_lo, double lo, bool lo_excl, bool has_hi, double hi, bool hi_excl, char **out,
 			  struct err *e);
 
-/* The shortest plain decimal "%.<p>f" of a >= 0 that reads back as the same double, with p at
- * most max_places (a bound or a step written 0.1 is 0.1, not the double's expansion): its p,
- * the text in out, or -1 when none is that short */
-int guide_shortest_decimal(double a, int max_places, char *out, size_t cap);
-
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "guide/dfa_ops.h"
 #include "guide/int_range.h"
 
@@ -112,7 +113,7 @@ static int32_t step(struct builder *b, struct mstate m, int c)
 static int as_steps(double m, long *A, int *k)
 {
 	char s[64], digits[64];
-	if (!(m > 0) || m > 1e15 || (*k = guide_shortest_decimal(m, MAX_DECIMALS, s, sizeof s)) < 0)
+	if (!(m > 0) || m > 1e15 || (*k = fmt_double_fixed(m, MAX_DECIMALS, s, sizeof s)) < 0)
 		return -1;
 	size_t n = 0;
 	for (const char *c = s; *c; c++)

@@ -8,14 +8,26 @@
 
 #include "base/file.h"
 #include "io/json_util.h"
-#include "tok/tok_util.h"
-#include "tok/tokenizer.h"
 
 static void cfg_init(struct hf_config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->bos_token_id = c->eos_token_id = c->pad_token_id = c->unk_token_id = -1;
 	c->gen_bos_token_id = c->gen_pad_token_id = -1;
+}
+
+/* A malloc'd copy of the JSON string v (its bytes, NULs included); -1 with e set when out of
+ * memory. */
+static int dup_string(const json_t *v, const char *what, char **out, struct err *e)
+{
+	size_t n = json_string_length(v);
+	char *p = malloc(n + 1);
+	if (!p)
+		return err_set(e, "%s: out of memory", what);
+	memcpy(p, json_string_value(v), n);
+	p[n] = 0;
+	*out = p;
+	return 0;
 }
 
 /* A special token: "text", {"content": "text", ...} (AddedToken), or null. */
@@ -29,8 +41,7 @@ static int token_str(const json_t *o, const char *what, const char *key, char **
 	if (!json_is_string(v))
 		return json_util_bad(e, what, key, json_object_get(o, key), "bad",
 				     "expected a string or an AddedToken object");
-	*out = tok_xstrndup(json_string_value(v), json_string_length(v));
-	return 0;
+	return dup_string(v, what, out, e);
 }
 
 static int id_value(const json_t *v, int32_t *out) { return json_util_id(v, out) ? 0 : -1; }
@@ -41,8 +52,7 @@ static int chat_template(const json_t *o, const char *what, struct hf_config *c,
 	if (!v || json_is_null(v))
 		return 0;
 	if (json_is_string(v)) {
-		c->chat_template = tok_xstrndup(json_string_value(v), json_string_length(v));
-		return 0;
+		return dup_string(v, what, &c->chat_template, e);
 	}
 	if (!json_is_array(v))
 		return json_util_bad(e, what, "chat_template", v, "bad",
@@ -61,8 +71,8 @@ static int chat_template(const json_t *o, const char *what, struct hf_config *c,
 			     : !strcmp(json_string_value(name), "tool_use")
 				 ? &c->chat_template_tool_use
 				 : NULL;
-		if (dst && !*dst)
-			*dst = tok_xstrndup(json_string_value(tpl), json_string_length(tpl));
+		if (dst && !*dst && dup_string(tpl, what, dst, e) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -97,8 +107,8 @@ static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_c
 	const char *cls;
 	if (json_util_str(o, what, "tokenizer_class", NULL, &cls, e) < 0)
 		return -1;
-	if (cls)
-		c->tokenizer_class = tok_xstrndup(cls, strlen(cls));
+	if (cls && !(c->tokenizer_class = strdup(cls)))
+		return err_set(e, "%s: out of memory", what);
 	/* "added_tokens_decoder": {"100000": {"content": "<｜begin▁of▁sentence｜>", ...}} */
 	const json_t *atd = json_object_get(o, "added_tokens_decoder");
 	const char *k;
@@ -273,20 +283,6 @@ int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e)
 fail:
 	hf_config_free(cfg);
 	return -1;
-}
-
-void hf_config_resolve_ids(struct hf_config *cfg, const struct tok *t)
-{
-	struct {
-		const char *tok;
-		int32_t *id;
-	} m[4] = {{cfg->bos_token, &cfg->bos_token_id},
-		  {cfg->eos_token, &cfg->eos_token_id},
-		  {cfg->pad_token, &cfg->pad_token_id},
-		  {cfg->unk_token, &cfg->unk_token_id}};
-	for (int i = 0; i < 4; i++)
-		if (m[i].tok && *m[i].id < 0)
-			*m[i].id = tok_token_to_id(t, m[i].tok);
 }
 
 void hf_config_free(struct hf_config *cfg)

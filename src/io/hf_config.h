@@ -4,15 +4,13 @@
  * Both files are optional: a missing file leaves its fields absent (has_* false, strings
  * NULL, ids -1). A file that exists but is not valid JSON, or a field of the wrong type, is
  * an error naming the file and the key. */
-#ifndef MLA_TOK_HF_CONFIG_H
-#define MLA_TOK_HF_CONFIG_H
+#ifndef MLA_IO_HF_CONFIG_H
+#define MLA_IO_HF_CONFIG_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "base/err.h"
-
-struct tok;
 
 #define HF_MAX_EOS 16
 
@@ -24,7 +22,7 @@ struct hf_config {
 	 * {"content": ...} in the file. NULL when absent or null. */
 	char *bos_token, *eos_token, *pad_token, *unk_token;
 	/* Their ids: from tokenizer_config.json "added_tokens_decoder" when it lists them,
-	 * else filled by hf_config_resolve_ids; -1 when unknown. */
+	 * else filled by tok_resolve_special_ids (tok/tokenizer.h); -1 when unknown. */
 	int32_t bos_token_id, eos_token_id, pad_token_id, unk_token_id;
 	/* The template text: "chat_template" as a string, or from a list of {name, template}
 	 * the one named "default"; if the key is absent, DIR/chat_template.jinja when present.
@@ -66,9 +64,6 @@ int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e);
 /* Same from JSON texts (tests); either may be NULL (file absent). */
 int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json,
 		    struct hf_config *cfg, struct err *e);
-/* Fills bos/eos/pad/unk_token_id that are still -1 by looking their strings up in the
- * tokenizer. */
-void hf_config_resolve_ids(struct hf_config *cfg, const struct tok *t);
 void hf_config_free(struct hf_config *cfg);
 
 #endif

@@ -8,6 +8,8 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "base/strbuf.h"
+#include "base/utf8.h"
 
 /* ---- memory pool: chunked bump allocator, freed all at once ---- */
 struct jpool {
@@ -67,17 +69,6 @@ struct jmethod {
 	struct jval self;
 	const char *name;
 };
-
-/* ---- growable byte buffer (malloc'd) ---- */
-struct jbuf {
-	char *p;
-	size_t n, cap;
-	size_t limit; /* 0 = none */
-	bool over;
-};
-int jbuf_put(struct jbuf *b, const char *s, size_t n); /* -1 on OOM / over limit */
-int jbuf_putc(struct jbuf *b, char c);
-int jbuf_puts(struct jbuf *b, const char *s);
 
 /* ---- lexer ---- */
 enum jtok {
@@ -150,7 +141,7 @@ struct jscope;
 
 struct jctx {
 	struct jpool *pool;   /* per-render values */
-	struct jbuf *out;     /* current output (block set swaps it) */
+	struct strbuf *out;     /* current output (block set swaps it) */
 	struct jscope *root, *cur;
 	struct err *e;
 	int line;             /* line of the node being evaluated (for errors) */
@@ -189,14 +180,12 @@ bool jv_truthy(const struct jval *v);
 bool jv_equal(const struct jval *a, const struct jval *b);
 const char *jv_typename(const struct jval *v); /* Python type name: 'str', 'NoneType' */
 /* Python str() / repr(); to_json is HF tojson (json.dumps ensure_ascii=False). */
-int jv_to_str(struct jctx *c, const struct jval *v, struct jbuf *b);
-int jv_repr(struct jctx *c, const struct jval *v, struct jbuf *b);
-int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char *indent,
+int jv_to_str(struct jctx *c, const struct jval *v, struct strbuf *b);
+int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b);
+int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const char *indent,
 	       const char *item_sep, const char *key_sep, bool sort_keys, int level);
 /* str(v) as a pool string */
 int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out);
-size_t utf8_len(const char *s, size_t n);           /* code points */
-size_t utf8_offset(const char *s, size_t n, size_t k); /* byte offset of code point k */
 int jv_compare(struct jctx *c, const struct jval *a, const struct jval *b, int *cmp);
 int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needle, bool *res);
 /* Iterate: lists/tuples -> items; dicts -> keys; strings -> characters; undefined -> none. */
@@ -228,7 +217,7 @@ int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, 
 		  long long count, struct jval *out);
 int jinja_join(struct jctx *c, const struct jval *seq, const struct jval *sep, const char *attr,
 	       struct jval *out);
-int jinja_pool_str(struct jctx *c, struct jbuf *b, struct jval *out); /* frees b->p */
+int jinja_pool_str(struct jctx *c, struct strbuf *b, struct jval *out); /* frees b->p */
 
 /* limits */
 #define JINJA_MAX_DEPTH 64          /* macro call / parser nesting depth */

@@ -74,9 +74,9 @@ static int need_str(struct jctx *c, const struct jval *v, const char *what)
 	return 0;
 }
 
-int jinja_pool_str(struct jctx *c, struct jbuf *b, struct jval *out)
+int jinja_pool_str(struct jctx *c, struct strbuf *b, struct jval *out)
 {
-	if (b->over) {
+	if (b->oom) {
 		free(b->p);
 		return oom(c);
 	}
@@ -160,19 +160,19 @@ int jinja_change_case(struct jctx *c, const struct jval *s, int mode, struct jva
 int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, const struct jval *new,
 		       long long count, struct jval *out)
 {
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	const char *p = s->u.s.p, *end = p + s->u.s.n;
 	long long done = 0;
 	if (old->u.s.n == 0) { /* Python inserts `new` between characters */
 		for (size_t i = 0; i <= s->u.s.n; ) {
 			if (count < 0 || done < count) {
-				jbuf_put(&b, new->u.s.p, new->u.s.n);
+				strbuf_put(&b, new->u.s.p, new->u.s.n);
 				done++;
 			}
 			if (i == s->u.s.n)
 				break;
 			size_t k = char_len(p, s->u.s.n, i);
-			jbuf_put(&b, p + i, k);
+			strbuf_put(&b, p + i, k);
 			i += k;
 		}
 		return jinja_pool_str(c, &b, out);
@@ -180,11 +180,11 @@ int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, 
 	while (p < end) {
 		const char *q = (count < 0 || done < count) ? memmem(p, (size_t)(end - p), old->u.s.p, old->u.s.n) : NULL;
 		if (!q) {
-			jbuf_put(&b, p, (size_t)(end - p));
+			strbuf_put(&b, p, (size_t)(end - p));
 			break;
 		}
-		jbuf_put(&b, p, (size_t)(q - p));
-		jbuf_put(&b, new->u.s.p, new->u.s.n);
+		strbuf_put(&b, p, (size_t)(q - p));
+		strbuf_put(&b, new->u.s.p, new->u.s.n);
 		p = q + old->u.s.n;
 		done++;
 	}
@@ -290,11 +290,11 @@ int jinja_join(struct jctx *c, const struct jval *seq, const struct jval *sep, c
 	struct jval items;
 	if (jv_iter_list(c, seq, &items) < 0)
 		return -1;
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	for (size_t i = 0; i < items.u.l->n; i++) {
 		struct jval v = items.u.l->v[i];
 		if (i && sep)
-			jbuf_put(&b, sep->u.s.p, sep->u.s.n);
+			strbuf_put(&b, sep->u.s.p, sep->u.s.n);
 		if (attr && jinja_getattr(c, &items.u.l->v[i], attr, &v) < 0) {
 			free(b.p);
 			return -1;

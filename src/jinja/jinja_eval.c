@@ -119,7 +119,7 @@ static int seq_repeat(struct jctx *c, const struct jval *s, long long k, struct 
 static int binop(struct jctx *c, int op, const struct jval *a, const struct jval *b, struct jval *out)
 {
 	if (op == OP_TILDE) {
-		struct jbuf buf = {.limit = JINJA_MAX_OUT};
+		struct strbuf buf = {.limit = JINJA_MAX_OUT};
 		int r = jv_to_str(c, a, &buf);
 		if (r == 0)
 			r = jv_to_str(c, b, &buf);
@@ -274,9 +274,9 @@ static int do_slice(struct jctx *c, const struct jval *obj, const struct jval *s
 		struct jval chars;
 		if (jv_iter_list(c, obj, &chars) < 0)
 			return -1;
-		struct jbuf buf = {0};
+		struct strbuf buf = {0};
 		for (long long i = a; step > 0 ? i < b : i > b; i += step)
-			jbuf_put(&buf, chars.u.l->v[i].u.s.p, chars.u.l->v[i].u.s.n);
+			strbuf_put(&buf, chars.u.l->v[i].u.s.p, chars.u.l->v[i].u.s.n);
 		char *s = jpool_strdup(c->pool, buf.p ? buf.p : "", buf.n);
 		size_t bn = buf.n;
 		free(buf.p);
@@ -621,7 +621,7 @@ static int exec_for(struct jctx *c, const struct jnode *x)
 
 static int capture(struct jctx *c, struct jnode *const *list, int n, struct jval *out)
 {
-	struct jbuf buf = {.limit = JINJA_MAX_OUT}, *saved = c->out;
+	struct strbuf buf = {.limit = JINJA_MAX_OUT}, *saved = c->out;
 	c->out = &buf;
 	int r = exec_list(c, list, n);
 	c->out = saved;
@@ -706,7 +706,7 @@ static int exec_inner(struct jctx *c, const struct jnode *x)
 	c->line = x->line;
 	switch (x->kind) {
 	case N_DATA:
-		if (jbuf_put(c->out, x->name, x->name_n) < 0)
+		if (strbuf_put(c->out, x->name, x->name_n) < 0)
 			return jerr(c, "output size limit exceeded");
 		return 0;
 	case N_OUTPUT:

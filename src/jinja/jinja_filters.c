@@ -55,7 +55,7 @@ static int tojson(struct jctx *c, const struct jval *v, const struct jval *args,
 		if (!item_sep || !key_sep)
 			return oom(c);
 	}
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	if (jv_to_json(c, v, &b, indent, item_sep, key_sep, sk && jv_truthy(sk), 0) < 0) {
 		free(b.p);
 		return -1;
@@ -80,7 +80,7 @@ static int indent_filter(struct jctx *c, const struct jval *s, const struct jval
 		memset(p, ' ', (size_t)w);
 		ind = jv_str(p, (size_t)w);
 	}
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	const char *p = s->u.s.p, *end = p + s->u.s.n;
 	bool first_line = true;
 	/* Jinja: (s + "\n").splitlines(), i.e. the pieces of s split at "\n" */
@@ -88,10 +88,10 @@ static int indent_filter(struct jctx *c, const struct jval *s, const struct jval
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
 		if (!first_line)
-			jbuf_putc(&b, '\n');
+			strbuf_putc(&b, '\n');
 		if (first_line ? first : (blank || le > p))
-			jbuf_put(&b, ind.u.s.p, ind.u.s.n);
-		jbuf_put(&b, p, (size_t)(le - p));
+			strbuf_put(&b, ind.u.s.p, ind.u.s.n);
+		strbuf_put(&b, p, (size_t)(le - p));
 		first_line = false;
 		if (!nl)
 			break;
@@ -237,9 +237,9 @@ static int seq_filter(struct jctx *c, const char *name, const struct jval *v, co
 	}
 	if (!strcmp(name, "reverse")) {
 		if (v->k == JV_STR) {
-			struct jbuf b = {0};
+			struct strbuf b = {0};
 			for (size_t i = l->n; i-- > 0;)
-				jbuf_put(&b, l->v[i].u.s.p, l->v[i].u.s.n);
+				strbuf_put(&b, l->v[i].u.s.p, l->v[i].u.s.n);
 			return jinja_pool_str(c, &b, out);
 		}
 		*out = jv_list(c->pool, l->n);

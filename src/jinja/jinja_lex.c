@@ -72,36 +72,6 @@ char *jpool_strdup(struct jpool *p, const char *s, size_t n)
 	return r;
 }
 
-int jbuf_put(struct jbuf *b, const char *s, size_t n)
-{
-	if (b->over)
-		return -1;
-	if (b->limit && b->n + n > b->limit) {
-		b->over = true;
-		return -1;
-	}
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *q = realloc(b->p, cap);
-		if (!q) {
-			b->over = true;
-			return -1;
-		}
-		b->p = q;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return 0;
-}
-
-int jbuf_putc(struct jbuf *b, char c) { return jbuf_put(b, &c, 1); }
-int jbuf_puts(struct jbuf *b, const char *s) { return jbuf_put(b, s, strlen(s)); }
-
 /* ---- lexer ---- */
 
 struct lexer {
@@ -202,7 +172,7 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 	const char *s = L->s;
 	char q = s[*pos];
 	size_t i = *pos + 1;
-	struct jbuf b = {0};
+	struct strbuf b = {0};
 	for (;;) {
 		if (i >= L->n) {
 			free(b.p);
@@ -212,7 +182,7 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 		if (c == q)
 			break;
 		if (c != '\\' || i + 1 >= L->n) {
-			jbuf_putc(&b, c);
+			strbuf_putc(&b, c);
 			i++;
 			continue;
 		}
@@ -221,16 +191,16 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 		unsigned long cp = 0;
 		int nhex = 0;
 		switch (x) {
-		case 'n': jbuf_putc(&b, '\n'); break;
-		case 't': jbuf_putc(&b, '\t'); break;
-		case 'r': jbuf_putc(&b, '\r'); break;
-		case 'a': jbuf_putc(&b, '\a'); break;
-		case 'b': jbuf_putc(&b, '\b'); break;
-		case 'f': jbuf_putc(&b, '\f'); break;
-		case 'v': jbuf_putc(&b, '\v'); break;
-		case '\\': jbuf_putc(&b, '\\'); break;
-		case '\'': jbuf_putc(&b, '\''); break;
-		case '"': jbuf_putc(&b, '"'); break;
+		case 'n': strbuf_putc(&b, '\n'); break;
+		case 't': strbuf_putc(&b, '\t'); break;
+		case 'r': strbuf_putc(&b, '\r'); break;
+		case 'a': strbuf_putc(&b, '\a'); break;
+		case 'b': strbuf_putc(&b, '\b'); break;
+		case 'f': strbuf_putc(&b, '\f'); break;
+		case 'v': strbuf_putc(&b, '\v'); break;
+		case '\\': strbuf_putc(&b, '\\'); break;
+		case '\'': strbuf_putc(&b, '\''); break;
+		case '"': strbuf_putc(&b, '"'); break;
 		case '\n': break; /* line continuation */
 		case 'x': nhex = 2; break;
 		case 'u': nhex = 4; break;
@@ -242,8 +212,8 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 					cp = cp * 8 + (unsigned long)(s[i++] - '0');
 				nhex = -1;
 			} else {
-				jbuf_putc(&b, '\\'); /* unknown escapes stay as written */
-				jbuf_putc(&b, x);
+				strbuf_putc(&b, '\\'); /* unknown escapes stay as written */
+				strbuf_putc(&b, x);
 			}
 		}
 		if (nhex > 0) {
@@ -264,15 +234,11 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 				return err_set(L->e, "chat template line %d: bad escape in string literal", line);
 			}
 			char u[4];
-			int m;
-			if (cp < 0x80) { u[0] = (char)cp; m = 1; }
-			else if (cp < 0x800) { u[0] = (char)(0xc0 | cp >> 6); u[1] = (char)(0x80 | (cp & 63)); m = 2; }
-			else if (cp < 0x10000) { u[0] = (char)(0xe0 | cp >> 12); u[1] = (char)(0x80 | (cp >> 6 & 63)); u[2] = (char)(0x80 | (cp & 63)); m = 3; }
-			else { u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | (cp >> 12 & 63)); u[2] = (char)(0x80 | (cp >> 6 & 63)); u[3] = (char)(0x80 | (cp & 63)); m = 4; }
-			jbuf_put(&b, u, (size_t)m);
+			int m = utf8_encode((uint32_t)cp, u);
+			strbuf_put(&b, u, (size_t)m);
 		}
 	}
-	if (b.over) {
+	if (b.oom) {
 		free(b.p);
 		return err_set(L->e, "chat template: out of memory");
 	}

@@ -159,9 +159,9 @@ static struct jnode *parse_primary(struct parser *P)
 		x = jp_node(P, E_CONST, k->line);
 		if (!x)
 			return NULL;
-		struct jbuf b = {0};
+		struct strbuf b = {0};
 		while (cur(P)->t == TK_STRING) { /* adjacent literals concatenate */
-			jbuf_put(&b, cur(P)->s, cur(P)->n);
+			strbuf_put(&b, cur(P)->s, cur(P)->n);
 			adv(P);
 		}
 		char *s = jpool_strdup(P->pool, b.p ? b.p : "", b.n);

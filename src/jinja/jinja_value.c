@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
+#include "base/pyjson.h"
 #include "jinja/jinja.h"
 
 struct jval jv_undef(const char *hint) { struct jval v = {.k = JV_UNDEF}; v.u.s.p = hint; return v; }
@@ -227,27 +229,6 @@ int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needl
 	}
 }
 
-size_t utf8_len(const char *s, size_t n)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		k += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return k;
-}
-
-size_t utf8_offset(const char *s, size_t n, size_t k)
-{
-	size_t i = 0;
-	for (; i < n; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80) {
-			if (k == 0)
-				return i;
-			k--;
-		}
-	}
-	return n;
-}
-
 int jv_iter_list(struct jctx *c, const struct jval *v, struct jval *out)
 {
 	if (v->k == JV_LIST) {
@@ -284,73 +265,25 @@ int jv_iter_list(struct jctx *c, const struct jval *v, struct jval *out)
 	return jerr(c, "'%s' object is not iterable", jv_typename(v));
 }
 
-/* Python repr(float): shortest digits that round-trip; fixed notation for 1e-4 <= |x| < 1e16. */
+/* Python str(float): repr, and nan / inf / -inf */
 static void float_repr(double f, char *out, size_t cap)
 {
-	if (isnan(f)) {
+	if (isnan(f))
 		snprintf(out, cap, "nan");
-		return;
-	}
-	if (isinf(f)) {
+	else if (isinf(f))
 		snprintf(out, cap, f < 0 ? "-inf" : "inf");
-		return;
-	}
-	char buf[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*e", prec - 1, f);
-		if (strtod(buf, NULL) == f)
-			break;
-	}
-	char digs[24];
-	int nd = 0;
-	const char *p = buf;
-	bool neg = *p == '-';
-	if (neg)
-		p++;
-	for (; *p && *p != 'e'; p++)
-		if (*p >= '0' && *p <= '9')
-			digs[nd++] = *p;
-	int ex = atoi(p + 1);
-	while (nd > 1 && digs[nd - 1] == '0')
-		nd--;
-	digs[nd] = 0;
-	char *o = out;
-	size_t left = cap;
-#define PUT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ > 0 && (size_t)w_ < left) { o += w_; left -= (size_t)w_; } } while (0)
-	if (neg)
-		PUT("-");
-	if (ex >= -4 && ex < 16) {
-		if (ex >= 0) {
-			for (int i = 0; i <= ex; i++)
-				PUT("%c", i < nd ? digs[i] : '0');
-			PUT(".");
-			if (nd > ex + 1)
-				PUT("%s", digs + ex + 1);
-			else
-				PUT("0");
-		} else {
-			PUT("0.");
-			for (int i = 0; i < -ex - 1; i++)
-				PUT("0");
-			PUT("%s", digs);
-		}
-	} else {
-		PUT("%c", digs[0]);
-		if (nd > 1)
-			PUT(".%s", digs + 1);
-		PUT("e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
-	}
-#undef PUT
+	else
+		fmt_double_repr(f, out, cap);
 }
 
-static int put_num(struct jbuf *b, const struct jval *v)
+static int put_num(struct strbuf *b, const struct jval *v)
 {
 	char tmp[64];
 	if (v->k == JV_INT)
 		snprintf(tmp, sizeof tmp, "%lld", v->u.i);
 	else
 		float_repr(v->u.f, tmp, sizeof tmp);
-	return jbuf_puts(b, tmp);
+	return strbuf_puts(b, tmp);
 }
 
 /* Decode the UTF-8 character at s; true if Python's str.isprintable() is false for it
@@ -370,41 +303,41 @@ static bool nonprintable(const char *s, size_t n, unsigned long *cp, size_t *len
 	       (v >= 0x2028 && v <= 0x202f) || (v >= 0x205f && v <= 0x206f) || v == 0x3000 || v == 0xfeff;
 }
 
-static int repr_str(struct jbuf *b, const char *s, size_t n)
+static int repr_str(struct strbuf *b, const char *s, size_t n)
 {
 	bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
 	char q = sq && !dq ? '"' : '\'';
-	jbuf_putc(b, q);
+	strbuf_putc(b, q);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		char tmp[16];
 		unsigned long cp;
 		size_t len;
 		if (ch == '\\' || ch == (unsigned char)q) {
-			jbuf_putc(b, '\\');
-			jbuf_putc(b, (char)ch);
+			strbuf_putc(b, '\\');
+			strbuf_putc(b, (char)ch);
 		} else if (ch == '\n') {
-			jbuf_puts(b, "\\n");
+			strbuf_puts(b, "\\n");
 		} else if (ch == '\r') {
-			jbuf_puts(b, "\\r");
+			strbuf_puts(b, "\\r");
 		} else if (ch == '\t') {
-			jbuf_puts(b, "\\t");
+			strbuf_puts(b, "\\t");
 		} else if (ch < 0x20 || ch == 0x7f) {
 			snprintf(tmp, sizeof tmp, "\\x%02x", ch);
-			jbuf_puts(b, tmp);
+			strbuf_puts(b, tmp);
 		} else if (ch >= 0xc2 && i + 1 < n && nonprintable(s + i, n - i, &cp, &len)) {
 			/* Python escapes non-printable code points (separators, format chars) */
 			snprintf(tmp, sizeof tmp, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
-			jbuf_puts(b, tmp);
+			strbuf_puts(b, tmp);
 			i += len - 1;
 		} else {
-			jbuf_putc(b, (char)ch);
+			strbuf_putc(b, (char)ch);
 		}
 	}
-	return jbuf_putc(b, q);
+	return strbuf_putc(b, q);
 }
 
-int jv_repr(struct jctx *c, const struct jval *v, struct jbuf *b)
+int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b)
 {
 	if (++c->depth > JINJA_MAX_DEPTH * 4)
 		return jerr(c, "value nested too deeply");
@@ -414,56 +347,56 @@ int jv_repr(struct jctx *c, const struct jval *v, struct jbuf *b)
 		r = repr_str(b, v->u.s.p, v->u.s.n);
 		break;
 	case JV_UNDEF:
-		r = jbuf_puts(b, "Undefined");
+		r = strbuf_puts(b, "Undefined");
 		break;
 	case JV_LIST:
-		jbuf_putc(b, v->u.l->tuple ? '(' : '[');
+		strbuf_putc(b, v->u.l->tuple ? '(' : '[');
 		for (size_t i = 0; i < v->u.l->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, ", ");
+				strbuf_puts(b, ", ");
 			r = jv_repr(c, &v->u.l->v[i], b);
 		}
 		if (v->u.l->tuple && v->u.l->n == 1)
-			jbuf_putc(b, ',');
-		jbuf_putc(b, v->u.l->tuple ? ')' : ']');
+			strbuf_putc(b, ',');
+		strbuf_putc(b, v->u.l->tuple ? ')' : ']');
 		break;
 	case JV_DICT: case JV_NS:
 		if (v->k == JV_NS)
-			jbuf_puts(b, "<Namespace ");
-		jbuf_putc(b, '{');
+			strbuf_puts(b, "<Namespace ");
+		strbuf_putc(b, '{');
 		for (size_t i = 0; i < v->u.d->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, ", ");
+				strbuf_puts(b, ", ");
 			r = jv_repr(c, &v->u.d->keys[i], b);
-			jbuf_puts(b, ": ");
+			strbuf_puts(b, ": ");
 			if (r == 0)
 				r = jv_repr(c, &v->u.d->vals[i], b);
 		}
-		jbuf_putc(b, '}');
+		strbuf_putc(b, '}');
 		if (v->k == JV_NS)
-			jbuf_putc(b, '>');
+			strbuf_putc(b, '>');
 		break;
 	default:
 		r = jv_to_str(c, v, b);
 	}
 	c->depth--;
-	if (r == 0 && b->over)
+	if (r == 0 && b->oom)
 		return jerr(c, "output size limit exceeded");
 	return r;
 }
 
-int jv_to_str(struct jctx *c, const struct jval *v, struct jbuf *b)
+int jv_to_str(struct jctx *c, const struct jval *v, struct strbuf *b)
 {
 	int r = 0;
 	switch (v->k) {
 	case JV_UNDEF: break;
-	case JV_NONE: r = jbuf_puts(b, "None"); break;
-	case JV_BOOL: r = jbuf_puts(b, v->u.b ? "True" : "False"); break;
+	case JV_NONE: r = strbuf_puts(b, "None"); break;
+	case JV_BOOL: r = strbuf_puts(b, v->u.b ? "True" : "False"); break;
 	case JV_INT: case JV_FLOAT: r = put_num(b, v); break;
-	case JV_STR: r = jbuf_put(b, v->u.s.p, v->u.s.n); break;
+	case JV_STR: r = strbuf_put(b, v->u.s.p, v->u.s.n); break;
 	case JV_LIST: case JV_DICT: case JV_NS: return jv_repr(c, v, b);
-	case JV_MACRO: r = jbuf_puts(b, "<Macro>"); break;
-	default: r = jbuf_puts(b, "<built-in function>"); break;
+	case JV_MACRO: r = strbuf_puts(b, "<Macro>"); break;
+	default: r = strbuf_puts(b, "<built-in function>"); break;
 	}
 	return r < 0 ? jerr(c, "output size limit exceeded") : 0;
 }
@@ -474,7 +407,7 @@ int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out)
 		*out = *v;
 		return 0;
 	}
-	struct jbuf b = {.limit = JINJA_MAX_OUT};
+	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	if (jv_to_str(c, v, &b) < 0) {
 		free(b.p);
 		return -1;
@@ -488,79 +421,46 @@ int jv_stringify(struct jctx *c, const struct jval *v, struct jval *out)
 	return 0;
 }
 
-static int json_str(struct jbuf *b, const char *s, size_t n)
+static void newline_indent(struct strbuf *b, const char *indent, int level)
 {
-	jbuf_putc(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		char tmp[8];
-		switch (ch) {
-		case '"': jbuf_puts(b, "\\\""); break;
-		case '\\': jbuf_puts(b, "\\\\"); break;
-		case '\n': jbuf_puts(b, "\\n"); break;
-		case '\r': jbuf_puts(b, "\\r"); break;
-		case '\t': jbuf_puts(b, "\\t"); break;
-		case '\b': jbuf_puts(b, "\\b"); break;
-		case '\f': jbuf_puts(b, "\\f"); break;
-		default:
-			if (ch < 0x20) {
-				snprintf(tmp, sizeof tmp, "\\u%04x", ch);
-				jbuf_puts(b, tmp);
-			} else {
-				jbuf_putc(b, (char)ch);
-			}
-		}
-	}
-	return jbuf_putc(b, '"');
-}
-
-static void newline_indent(struct jbuf *b, const char *indent, int level)
-{
-	jbuf_putc(b, '\n');
+	strbuf_putc(b, '\n');
 	for (int i = 0; i < level; i++)
-		jbuf_puts(b, indent);
+		strbuf_puts(b, indent);
 }
 
-int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char *indent,
+int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const char *indent,
 	       const char *item_sep, const char *key_sep, bool sort_keys, int level)
 {
 	if (level > JINJA_MAX_DEPTH * 4)
 		return jerr(c, "value nested too deeply for tojson");
 	int r = 0;
 	switch (v->k) {
-	case JV_NONE: jbuf_puts(b, "null"); break;
-	case JV_BOOL: jbuf_puts(b, v->u.b ? "true" : "false"); break;
+	case JV_NONE: strbuf_puts(b, "null"); break;
+	case JV_BOOL: strbuf_puts(b, v->u.b ? "true" : "false"); break;
 	case JV_INT: put_num(b, v); break;
-	case JV_FLOAT:
-		if (isnan(v->u.f))
-			jbuf_puts(b, "NaN");
-		else if (isinf(v->u.f))
-			jbuf_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
-		else
-			put_num(b, v);
-		break;
-	case JV_STR: json_str(b, v->u.s.p, v->u.s.n); break;
+	case JV_FLOAT: pyjson_put_real(b, v->u.f); break;
+	case JV_STR: pyjson_put_string(b, v->u.s.p, v->u.s.n); break;
 	case JV_LIST:
 		if (!v->u.l->n) {
-			jbuf_puts(b, "[]");
+			strbuf_puts(b, "[]");
 			break;
 		}
-		jbuf_putc(b, '[');
+		strbuf_putc(b, '[');
 		for (size_t i = 0; i < v->u.l->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, item_sep);
+				strbuf_puts(b, item_sep);
 			if (indent)
 				newline_indent(b, indent, level + 1);
 			r = jv_to_json(c, &v->u.l->v[i], b, indent, item_sep, key_sep, sort_keys, level + 1);
 		}
 		if (indent)
 			newline_indent(b, indent, level);
-		jbuf_putc(b, ']');
+		strbuf_putc(b, ']');
 		break;
 	case JV_DICT: {
 		const struct jdict *d = v->u.d;
 		if (!d->n) {
-			jbuf_puts(b, "{}");
+			strbuf_puts(b, "{}");
 			break;
 		}
 		size_t *ord = jpool_alloc(c->pool, d->n * sizeof *ord);
@@ -582,25 +482,25 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct jbuf *b, const char 
 					ord[j] = ord[j - 1];
 					ord[j - 1] = t;
 				}
-		jbuf_putc(b, '{');
+		strbuf_putc(b, '{');
 		for (size_t i = 0; i < d->n && r == 0; i++) {
 			if (i)
-				jbuf_puts(b, item_sep);
+				strbuf_puts(b, item_sep);
 			if (indent)
 				newline_indent(b, indent, level + 1);
-			json_str(b, d->keys[ord[i]].u.s.p, d->keys[ord[i]].u.s.n);
-			jbuf_puts(b, key_sep);
+			pyjson_put_string(b, d->keys[ord[i]].u.s.p, d->keys[ord[i]].u.s.n);
+			strbuf_puts(b, key_sep);
 			r = jv_to_json(c, &d->vals[ord[i]], b, indent, item_sep, key_sep, sort_keys, level + 1);
 		}
 		if (indent)
 			newline_indent(b, indent, level);
-		jbuf_putc(b, '}');
+		strbuf_putc(b, '}');
 		break;
 	}
 	default:
 		return jerr(c, "Object of type %s is not JSON serializable", jv_typename(v));
 	}
-	if (r == 0 && b->over)
+	if (r == 0 && b->oom)
 		return jerr(c, "output size limit exceeded");
 	return r;
 }

@@ -52,7 +52,7 @@ struct hreq {
 	struct MHD_Connection *conn;
 	char method[16];
 	char path[128];
-	struct sbuf body;
+	struct strbuf body;
 	unsigned long long body_seen; /* bytes received, kept or not */
 	bool too_large, answered;
 	bool close_after;	/* the reply says Connection: close (a framing error) */
@@ -70,7 +70,7 @@ void hreq_unref(struct hreq *r);
  * sending what accumulates; close runs once at the end (completed false when the client
  * went away or the connection failed). */
 struct http_stream_ops {
-	int (*pump)(void *ctx, struct sbuf *out, int timeout_ms);
+	int (*pump)(void *ctx, struct strbuf *out, int timeout_ms);
 	void (*close)(void *ctx, bool completed);
 };
 

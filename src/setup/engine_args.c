@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "attn/attn.h"
+#include "base/dtype.h"
 #include "base/log.h"
 #include "io/config.h"
 #include "model/model.h"
@@ -272,9 +273,11 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		used = 2;
 	}
 	int rc = 0;
+	enum dtype dt;
+	bool dt_auto;
 	if (!strcmp(flag, "--dtype")) {
-		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
-			return err_set(e, "--dtype: invalid value '%s' (auto, float32 or bfloat16)", v);
+		if (dtype_parse_flag(flag, v, &dt, &dt_auto, e) < 0)
+			return -1;
 		a->dtype = v;
 	} else if (!strcmp(flag, "--load-format")) {
 		if (strcmp(v, "auto") && strcmp(v, "dummy") && strcmp(v, "safetensors"))
@@ -300,8 +303,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		if (engine_args_parse_bytes(v, &a->kv_cache_memory) < 0 || a->kv_cache_memory == 0)
 			return err_set(e, "--kv-cache-memory: invalid size '%s' (e.g. 1073741824, 512MiB, 2G)", v);
 	} else if (!strcmp(flag, "--kv-cache-dtype")) {
-		if (strcmp(v, "auto") && strcmp(v, "float32") && strcmp(v, "bfloat16"))
-			return err_set(e, "--kv-cache-dtype: invalid value '%s' (auto, bfloat16 or float32)", v);
+		if (dtype_parse_flag(flag, v, &dt, &dt_auto, e) < 0)
+			return -1;
 		a->kv_cache_dtype = v;
 	} else if (!strcmp(flag, "--max-num-seqs")) {
 		rc = parse_int(flag, v, 1, &a->max_num_seqs, e);
@@ -384,6 +387,11 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
 	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
 		return err_prefix(e, "%s", a->model_dir);
+	enum dtype act_dtype, kvd;
+	bool act_auto, kv_auto;
+	if (dtype_parse_flag("--dtype", a->dtype, &act_dtype, &act_auto, e) < 0 ||
+	    dtype_parse_flag("--kv-cache-dtype", a->kv_cache_dtype, &kvd, &kv_auto, e) < 0)
+		return -1;
 	if (pool_new(a->threads, pool, e) < 0)
 		return -1;
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
@@ -392,20 +400,16 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
 				   .comm = a->comm, .dcp_interleave = a->dcp_interleave,
 				   .load_mtp = a->spec.method == SPEC_MTP, .quantize_fp8 = a->quantize_fp8};
-	if (!strcmp(a->dtype, "auto"))
-		mo.act_dtype_auto = true;
-	else if (!strcmp(a->dtype, "bfloat16"))
-		mo.act_dtype = DT_BF16;
+	mo.act_dtype = act_dtype;
+	mo.act_dtype_auto = act_auto;
 	if (model_load(a->model_dir, &mo, model, e) < 0) {
 		pool_free(*pool);
 		*pool = NULL;
 		return -1;
 	}
 	/* the KV cache follows the activations unless told: float32 runs stay exact */
-	if (!strcmp(a->kv_cache_dtype, "float32"))
-		*kv_dtype = DT_F32;
-	else if (!strcmp(a->kv_cache_dtype, "bfloat16"))
-		*kv_dtype = DT_BF16;
+	if (!kv_auto)
+		*kv_dtype = kvd;
 	else if (mo.act_dtype_auto)
 		*kv_dtype = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
 	else
@@ -438,7 +442,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
 		goto fail;
 	if (rt->tok)
-		hf_config_resolve_ids(&rt->hf, rt->tok);
+		tok_resolve_special_ids(rt->tok, &rt->hf);
 
 	const char *gc = a->generation_config ? a->generation_config : "auto";
 	if (strcmp(gc, "auto") && strcmp(gc, "vllm") && load_generation_config_dir(gc, &rt->hf, e) < 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unicode/uchar.h>
 
+#include "base/utf8.h"
 #include "io/json_util.h"
 #include "tok/tok_util.h"
 
@@ -129,7 +130,7 @@ static uint32_t cp_before(const char *s, size_t end)
 	if (i > 0)
 		i--;
 	uint32_t cp = 0;
-	tok_utf8_char((const unsigned char *)s + i, end - i, &cp);
+	utf8_decode((const unsigned char *)s + i, end - i, &cp);
 	return cp;
 }
 
@@ -197,7 +198,7 @@ void added_split(const struct added_set *a, bool normalized, const char *s, size
 			uint32_t next = 0;
 			bool stop_space =
 			    stop == n ||
-			    (tok_utf8_char((const unsigned char *)s + stop, n - stop, &next),
+			    (utf8_decode((const unsigned char *)s + stop, n - stop, &next),
 			     !is_word_cp(next));
 			if (!start_space || !stop_space)
 				continue;
@@ -212,7 +213,7 @@ void added_split(const struct added_set *a, bool normalized, const char *s, size
 			while (stop < n) {
 				uint32_t cp;
 				size_t cl =
-				    tok_utf8_char((const unsigned char *)s + stop, n - stop, &cp);
+				    utf8_decode((const unsigned char *)s + stop, n - stop, &cp);
 				if (!cl || !is_space_cp(cp))
 					break;
 				stop += cl;

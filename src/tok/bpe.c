@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "io/json_util.h"
 
 struct bpe_sym {
@@ -220,7 +221,7 @@ void bpe_set_byte_level(struct bpe *b)
 	b->byte_level = true;
 	for (int i = 0; i < 256; i++) {
 		char c[4];
-		int n = tok_utf8_put(tok_byte_to_cp((unsigned char)i), c);
+		int n = utf8_encode(tok_byte_to_cp((unsigned char)i), c);
 		b->byte_id[i] = token_id(b, c, (size_t)n);
 	}
 }
@@ -309,7 +310,7 @@ static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct
 	size_t i = 0;
 	while (i < n) {
 		uint32_t cp;
-		size_t cl = tok_utf8_char((const unsigned char *)w + i, n - i, &cp);
+		size_t cl = utf8_decode((const unsigned char *)w + i, n - i, &cp);
 		if (!cl)
 			cl = 1; /* not reached: input is validated */
 		const char *ks = w + i;
@@ -411,7 +412,7 @@ static void encode_uncached(const struct bpe *b, const char *w, size_t n, struct
 			s->word.n = 0;
 			for (size_t i = 0; i < n; i++) {
 				char c[4];
-				int k = tok_utf8_put(tok_byte_to_cp((unsigned char)w[i]), c);
+				int k = utf8_encode(tok_byte_to_cp((unsigned char)w[i]), c);
 				tok_buf_add(&s->word, c, (size_t)k);
 			}
 			w = s->word.p, n = s->word.n;

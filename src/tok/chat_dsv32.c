@@ -76,7 +76,7 @@ static bool role_is(const struct jval *msg, const char *role)
 	return r && r->k == JV_STR && !strcmp(r->u.s.p, role);
 }
 
-static int put(struct enc *x, const char *s) { return jbuf_puts(x->c->out, s) < 0 ? -1 : 0; }
+static int put(struct enc *x, const char *s) { return strbuf_puts(x->c->out, s) < 0 ? -1 : 0; }
 
 /* str(v) into the prompt; None (and absent) is "" (Python would write "None") */
 static int put_text(struct enc *x, const struct jval *v)
@@ -326,8 +326,8 @@ int chat_dsv32_encode(struct jctx *c, struct jval *messages, const struct jval *
 		return oom(&x);
 	for (size_t i = 0; i < x.m->n; i++)
 		if (put_message(&x, i) < 0)
-			return c->out->over ? err_set(c->e, PFX "output size limit exceeded") : -1;
-	return c->out->over ? err_set(c->e, PFX "output size limit exceeded") : 0;
+			return c->out->oom ? err_set(c->e, PFX "output size limit exceeded") : -1;
+	return c->out->oom ? err_set(c->e, PFX "output size limit exceeded") : 0;
 }
 
 bool chat_dsv32_for_model(const char *model_dir)

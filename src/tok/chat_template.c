@@ -124,7 +124,7 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 		struct jval *content = jdict_get(m->u.d, "content", 7);
 		if (!content || content->k != JV_LIST)
 			continue;
-		struct jbuf b = {.limit = JINJA_MAX_OUT};
+		struct strbuf b = {.limit = JINJA_MAX_OUT};
 		for (size_t k = 0; k < content->u.l->n; k++) {
 			struct jval *part = &content->u.l->v[k];
 			struct jval *type = part->k == JV_DICT ? jdict_get(part->u.d, "type", 4) : NULL;
@@ -135,8 +135,8 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 					       "\"text\": ...} parts are supported", i, k);
 			}
 			if (k)
-				jbuf_putc(&b, '\n');
-			jbuf_put(&b, text->u.s.p, text->u.s.n);
+				strbuf_putc(&b, '\n');
+			strbuf_put(&b, text->u.s.p, text->u.s.n);
 		}
 		if (jinja_pool_str(c, &b, content) < 0)
 			return -1;
@@ -172,7 +172,7 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 		return err_set(e, "chat template: kwargs must be an object");
 	struct jpool pool;
 	jpool_init(&pool, JINJA_MAX_POOL);
-	struct jbuf out = {.limit = JINJA_MAX_OUT};
+	struct strbuf out = {.limit = JINJA_MAX_OUT};
 	struct jctx c = {.pool = &pool, .out = &out, .e = e, .line = 0};
 	int r = -1;
 	struct jval msgs;
@@ -211,7 +211,7 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 	}
 	if (tpl->native ? native_render(&c, &msgs, kwargs) < 0 : jinja_exec(&c, tpl->root) < 0)
 		goto done;
-	if (out.over) {
+	if (out.oom) {
 		err_set(e, "chat template: output size limit exceeded");
 		goto done;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/json_util.h"
+#include "base/utf8.h"
 #include "tok/regex.h"
 #include "tok/tok_internal.h"
 
@@ -53,7 +54,7 @@ static int one_char(const char *s, const char *what, const char *key, struct err
 {
 	uint32_t cp;
 	size_t n = strlen(s);
-	if (!n || tok_utf8_char((const unsigned char *)s, n, &cp) != n)
+	if (!n || utf8_decode((const unsigned char *)s, n, &cp) != n)
 		return err_set(e, "%s: decoder.%s: expected one character, got '%s'", what, key, s);
 	return 0;
 }
@@ -170,7 +171,7 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 			for (size_t i = 0; i < a->n && all;) {
 				uint32_t cp;
 				size_t l =
-				    tok_utf8_char((const unsigned char *)a->p + i, a->n - i, &cp);
+				    utf8_decode((const unsigned char *)a->p + i, a->n - i, &cp);
 				int byte = l ? tok_cp_to_byte(cp) : -1;
 				if (byte < 0)
 					all = false;
@@ -336,7 +337,8 @@ static void emit(struct tok_detok *d, size_t n, struct tok_buf *dst)
 {
 	const struct tok *t = d->t;
 	d->conv.n = 0;
-	tok_utf8_lossy(&d->conv, d->pend.p, n);
+	tok_buf_reserve(&d->conv, 3 * n); /* U+FFFD for each invalid byte at worst */
+	d->conv.n = utf8_lossy(d->pend.p, n, d->conv.p);
 	memmove(d->pend.p, d->pend.p + n, d->pend.n - n);
 	d->pend.n -= n;
 	size_t pos = 0;
@@ -375,7 +377,7 @@ static void feed(struct tok_detok *d, int32_t id, struct tok_buf *dst)
 		tok_buf_addc(&d->pend, ' ');
 	d->n_tokens++;
 	tok_buf_add(&d->pend, tb->bytes.p + tb->off[id], tb->off[id + 1] - tb->off[id]);
-	size_t hold = tok_utf8_incomplete_tail((const unsigned char *)d->pend.p, d->pend.n);
+	size_t hold = utf8_incomplete_tail((const unsigned char *)d->pend.p, d->pend.n);
 	if (d->pend.n > hold)
 		emit(d, d->pend.n - hold, dst);
 }

@@ -8,6 +8,7 @@
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 
+#include "base/utf8.h"
 #include "io/json_util.h"
 
 int norm_load(struct norm *n, const json_t *j, const char *what, const char *path, struct err *e)
@@ -167,7 +168,7 @@ static int icu_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tm
 static bool space_at(const char *p, size_t n, size_t *len)
 {
 	uint32_t cp;
-	size_t l = tok_utf8_char((const unsigned char *)p, n, &cp);
+	size_t l = utf8_decode((const unsigned char *)p, n, &cp);
 	*len = l;
 	return l && (cp < 0x80 ? (cp == ' ' || (cp >= 9 && cp <= 13))
 			       : u_hasBinaryProperty((UChar32)cp, UCHAR_WHITE_SPACE));
@@ -192,7 +193,7 @@ int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
 		tmp->n = 0;
 		for (size_t i = 0; i < s->n;) {
 			uint32_t cp;
-			size_t l = tok_utf8_char((const unsigned char *)s->p + i, s->n - i, &cp);
+			size_t l = utf8_decode((const unsigned char *)s->p + i, s->n - i, &cp);
 			if (!l)
 				l = 1, cp = 0xFFFD;
 			if (u_charType((UChar32)cp) != U_NON_SPACING_MARK)

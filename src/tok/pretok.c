@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "io/json_util.h"
 
 /* GPT-2's pattern, what ByteLevel uses when use_regex is true */
@@ -127,7 +128,7 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 			return -1;
 		uint32_t cp;
 		size_t rl = strlen(r);
-		if (!rl || tok_utf8_char((const unsigned char *)r, rl, &cp) != rl)
+		if (!rl || utf8_decode((const unsigned char *)r, rl, &cp) != rl)
 			return err_set(e, "%s: %s.replacement: expected one character", what, path);
 		memcpy(p->repl, r, rl);
 		p->repl_len = rl;
@@ -242,7 +243,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 					break;
 				}
 				uint32_t cp;
-				size_t cl = tok_utf8_char(
+				size_t cl = utf8_decode(
 				    (const unsigned char *)w->buf.p + pc.off + ms, n - ms, &cp);
 				pos = ms + (cl ? cl : 1);
 				continue;
@@ -313,7 +314,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 			if (me >= n)
 				break;
 			uint32_t cp;
-			size_t cl = tok_utf8_char((const unsigned char *)w->buf.p + pc.off + me,
+			size_t cl = utf8_decode((const unsigned char *)w->buf.p + pc.off + me,
 						  n - me, &cp);
 			pos = me + (cl ? cl : 1);
 		} else {

@@ -1,5 +1,5 @@
-/* Small helpers of the tokenizer: a growable byte buffer, UTF-8 decoding / validation /
- * lossy conversion, the GPT-2 byte-level alphabet, and a string → id hash map. */
+/* Small helpers of the tokenizer: a growable byte buffer, the GPT-2 byte-level alphabet, and a
+ * string → id hash map. */
 #ifndef MLA_TOK_TOK_UTIL_H
 #define MLA_TOK_TOK_UTIL_H
 
@@ -33,18 +33,6 @@ struct tok_ids {
 };
 void tok_ids_push(struct tok_ids *a, int32_t id);
 void tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n);
-
-/* ---- UTF-8 ---- */
-/* Length (1..4) of the valid, shortest-form, non-surrogate character at s[0..n), or 0. */
-size_t tok_utf8_char(const unsigned char *s, size_t n, uint32_t *cp);
-/* Number of bytes (0..4) of a not-yet-invalid but incomplete character at the end of
- * s[0..n) (what a streaming decoder must hold back). */
-size_t tok_utf8_incomplete_tail(const unsigned char *s, size_t n);
-/* Appends s[0..n) to out with each maximal invalid subpart replaced by U+FFFD (the
- * "substitution of maximal subparts" practice of Python / Rust from_utf8_lossy). */
-void tok_utf8_lossy(struct tok_buf *out, const char *s, size_t n);
-/* Encodes cp; returns 1..4. */
-int tok_utf8_put(uint32_t cp, char out[4]);
 
 /* ---- GPT-2 byte-level alphabet ---- */
 /* byte → code point of its printable stand-in (e.g. ' ' → U+0120 'Ġ'). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/utf8.h"
 #include "io/json_util.h"
 #include "io/hf_config.h"
 #include "tok/tok_internal.h"
@@ -22,36 +23,6 @@ struct tok_ctx {
 	struct added_piece *seg, *sub;
 	size_t n_seg, cap_seg, n_sub, cap_sub;
 };
-
-bool tok_utf8_valid(const char *text, size_t len, size_t *bad_at)
-{
-	const unsigned char *s = (const unsigned char *)text;
-	size_t i = 0;
-	while (i < len) {
-		/* ASCII fast path, 8 bytes at a time */
-		if (i + 8 <= len) {
-			uint64_t w;
-			memcpy(&w, s + i, 8);
-			if (!(w & 0x8080808080808080ULL)) {
-				i += 8;
-				continue;
-			}
-		}
-		if (s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		uint32_t cp;
-		size_t l = tok_utf8_char(s + i, len - i, &cp);
-		if (!l) {
-			if (bad_at)
-				*bad_at = i;
-			return false;
-		}
-		i += l;
-	}
-	return true;
-}
 
 /* ---- post-processor ---- */
 
@@ -424,7 +395,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
 	size_t bad;
 	if (len && !text)
 		return err_set(e, "tokenize: text is NULL");
-	if (!tok_utf8_valid(text, len, &bad))
+	if (!utf8_valid(text, len, &bad))
 		return err_set(e, "invalid utf-8 at byte %zu of the text", bad);
 	struct tok_ids out = {0};
 	if (add_special_tokens)
@@ -484,4 +455,18 @@ int32_t tok_bos_id(const struct tok *t)
 int32_t tok_eos_id(const struct tok *t)
 {
 	return t->suffix.n ? t->suffix.v[t->suffix.n - 1] : -1;
+}
+
+void tok_resolve_special_ids(const struct tok *t, struct hf_config *cfg)
+{
+	struct {
+		const char *tok;
+		int32_t *id;
+	} m[4] = {{cfg->bos_token, &cfg->bos_token_id},
+		  {cfg->eos_token, &cfg->eos_token_id},
+		  {cfg->pad_token, &cfg->pad_token_id},
+		  {cfg->unk_token, &cfg->unk_token_id}};
+	for (int i = 0; i < 4; i++)
+		if (m[i].tok && *m[i].id < 0)
+			*m[i].id = tok_token_to_id(t, m[i].tok);
 }

@@ -18,6 +18,7 @@
 #include "base/err.h"
 
 struct tok;
+struct hf_config;
 
 /* Loads a tokenizer. `path` is either a directory (reads DIR/tokenizer.json and, if present,
  * DIR/tokenizer_config.json and DIR/generation_config.json through hf_config_load) or the
@@ -54,6 +55,8 @@ int32_t tok_vocab_size(const struct tok *t);
 /* Id of a token by its exact vocab string (added tokens included; byte-level vocab strings
  * as written in tokenizer.json, e.g. "Ġthe"), or -1. */
 int32_t tok_token_to_id(const struct tok *t, const char *token);
+/* Fills cfg's bos/eos/pad/unk_token_id that are still -1 by looking their strings up. */
+void tok_resolve_special_ids(const struct tok *t, struct hf_config *cfg);
 /* The vocab string of an id (as written in tokenizer.json), or NULL when the id is unused or
  * out of range. Valid as long as the tokenizer. */
 const char *tok_id_to_token(const struct tok *t, int32_t id);
@@ -95,9 +98,5 @@ int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *
  * afterwards. */
 void tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len);
 void tok_detok_free(struct tok_detok *d);
-
-/* Helpers shared with the server: true if text[0..len) is valid UTF-8; else *bad_at is the
- * offset of the first invalid byte (bad_at may be NULL). */
-bool tok_utf8_valid(const char *text, size_t len, size_t *bad_at);
 
 #endif

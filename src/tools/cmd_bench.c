@@ -13,6 +13,7 @@
 
 #include "attn/kv_cache.h"
 #include "base/mono.h"
+#include "base/dtype.h"
 #include "base/err.h"
 #include "tools/load/bench_serve.h"
 #include "tools/throughput.h"
@@ -317,14 +318,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 1,
 				   .max_batch_tokens = I > Bmax ? I : Bmax, .max_seqs = Bmax, .max_model_len = I + O,
 				   .pool = pool, .quantize_fp8 = o->quantize_fp8};
-	if (!strcmp(o->dtype, "bfloat16"))
-		mo.act_dtype = DT_BF16;
-	else if (!strcmp(o->dtype, "auto"))
-		mo.act_dtype_auto = true;
-	else if (strcmp(o->dtype, "float32")) {
-		err_set(e, "--dtype: invalid value '%s' (float32, bfloat16 or auto)", o->dtype);
+	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
-	}
 	double t_load = mono_now_s();
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;

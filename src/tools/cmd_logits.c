@@ -9,6 +9,7 @@
 #include "attn/attn.h"
 #include "attn/kv_cache.h"
 #include "attn/threshold.h"
+#include "base/dtype.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "setup/cli_util.h"
@@ -69,14 +70,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .max_batch_tokens = chunk, .max_seqs = 1, .max_model_len = n, .pool = pool,
 				   .tp_size = c ? c->tp_size : 1, .tp_rank = c ? c->tp_rank : 0, .comm = c,
 				   .dcp_interleave = o->interleave, .quantize_fp8 = o->quantize_fp8};
-	if (!strcmp(o->dtype, "auto"))
-		mo.act_dtype_auto = true;
-	else if (!strcmp(o->dtype, "bfloat16"))
-		mo.act_dtype = DT_BF16;
-	else if (strcmp(o->dtype, "float32")) {
-		err_set(e, "--dtype: invalid value '%s' (float32, bfloat16 or auto)", o->dtype);
+	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
-	}
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;
 	const struct model_config *cfg = model_config(m);

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "fuzz/fuzz.h"
+#include "base/utf8.h"
 #include "guide/grammar.h"
 #include "guide/matcher.h"
 #include "tok/tokenizer.h"
@@ -110,8 +111,8 @@ static void regex_mode(const uint8_t *p, size_t n)
 	}
 	bool ours = feed(g, text, tn) && jm_complete(&st, g);
 	if (ours)
-		FUZZ_CHECK(tok_utf8_valid((const char *)text, tn, NULL));
-	if (pcre_comparable(re, rn) && tok_utf8_valid(re, rn, NULL) && tok_utf8_valid((const char *)text, tn, NULL)) {
+		FUZZ_CHECK(utf8_valid((const char *)text, tn, NULL));
+	if (pcre_comparable(re, rn) && utf8_valid(re, rn, NULL) && utf8_valid((const char *)text, tn, NULL)) {
 		int code;
 		PCRE2_SIZE off;
 		pcre2_code *pc = pcre2_compile((PCRE2_SPTR)re, rn,

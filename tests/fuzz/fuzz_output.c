@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "fuzz/fuzz.h"
+#include "base/utf8.h"
 #include "server/parsers/reasoning.h"
 #include "server/http/sse.h"
 #include "server/parsers/tool_calls.h"
@@ -57,7 +58,7 @@ static void tools(int parser, uint32_t seed, const char *text, size_t n)
 	FUZZ_CHECK(tool_calls_parse(parser, text, n, &whole, &content_len) == 0);
 	FUZZ_CHECK(content_len <= n);
 	struct tool_split s = {0};
-	struct sbuf content = {0};
+	struct strbuf content = {0};
 	json_t *calls = NULL;
 	size_t at = 0;
 	do {
@@ -67,14 +68,14 @@ static void tools(int parser, uint32_t seed, const char *text, size_t n)
 	} while (at < n);
 	/* with calls the content is what precedes them; without, all of the text */
 	if (whole && json_array_size(whole)) {
-		FUZZ_CHECK(content.len == content_len && (!content_len || !memcmp(content.data, text, content_len)));
+		FUZZ_CHECK(content.n == content_len && (!content_len || !memcmp(content.p, text, content_len)));
 	} else {
-		FUZZ_CHECK(content.len == n && (n == 0 || !memcmp(content.data, text, n)));
+		FUZZ_CHECK(content.n == n && (n == 0 || !memcmp(content.p, text, n)));
 	}
 	FUZZ_CHECK(same_calls(whole, calls));
 	json_decref(whole);
 	json_decref(calls);
-	sbuf_fini(&content);
+	strbuf_fini(&content);
 	tool_split_fini(&s);
 }
 
@@ -83,7 +84,7 @@ static void forced(bool required, uint32_t seed, const char *text, size_t n)
 	json_t *whole = NULL;
 	FUZZ_CHECK(tool_calls_forced(required, "get_weather", text, n, &whole) == 0);
 	struct tool_split s = {0};
-	struct sbuf content = {0};
+	struct strbuf content = {0};
 	json_t *calls = NULL, *joined = NULL;
 	size_t at = 0;
 	do {
@@ -123,21 +124,21 @@ static void forced(bool required, uint32_t seed, const char *text, size_t n)
 	} else {
 		FUZZ_CHECK(same_calls(whole, calls));
 		if (!whole)
-			FUZZ_CHECK(content.len == n && (n == 0 || !memcmp(content.data, text, n)));
+			FUZZ_CHECK(content.n == n && (n == 0 || !memcmp(content.p, text, n)));
 		else
-			FUZZ_CHECK(content.len == 0);
+			FUZZ_CHECK(content.n == 0);
 	}
 	json_decref(whole);
 	json_decref(calls);
 	json_decref(joined);
-	sbuf_fini(&content);
+	strbuf_fini(&content);
 	tool_split_fini(&s);
 }
 
 static void reasoning(uint32_t seed, const char *text, size_t n)
 {
 	struct reasoning_split a = {0}, b = {0};
-	struct sbuf ra = {0}, ca = {0}, rb = {0}, cb = {0};
+	struct strbuf ra = {0}, ca = {0}, rb = {0}, cb = {0};
 	FUZZ_CHECK(reasoning_feed(&a, text, n, true, &ra, &ca) == 0);
 	size_t at = 0;
 	do {
@@ -145,14 +146,14 @@ static void reasoning(uint32_t seed, const char *text, size_t n)
 		FUZZ_CHECK(reasoning_feed(&b, text + at, k, at + k == n, &rb, &cb) == 0);
 		at += k;
 	} while (at < n);
-	FUZZ_CHECK(ra.len == rb.len && (!ra.len || !memcmp(ra.data, rb.data, ra.len)));
-	FUZZ_CHECK(ca.len == cb.len && (!ca.len || !memcmp(ca.data, cb.data, ca.len)));
+	FUZZ_CHECK(ra.n == rb.n && (!ra.n || !memcmp(ra.p, rb.p, ra.n)));
+	FUZZ_CHECK(ca.n == cb.n && (!ca.n || !memcmp(ca.p, cb.p, ca.n)));
 	/* "<think>" at the start and the first "</think>" are all that may go */
-	FUZZ_CHECK(ra.len + ca.len <= n && ra.len + ca.len + strlen("<think>") + strlen(REASONING_END) >= n);
-	sbuf_fini(&ra);
-	sbuf_fini(&ca);
-	sbuf_fini(&rb);
-	sbuf_fini(&cb);
+	FUZZ_CHECK(ra.n + ca.n <= n && ra.n + ca.n + strlen("<think>") + strlen(REASONING_END) >= n);
+	strbuf_fini(&ra);
+	strbuf_fini(&ca);
+	strbuf_fini(&rb);
+	strbuf_fini(&cb);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -162,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t seed = data[1];
 	const char *text = (const char *)data + 2;
 	size_t n = size - 2;
-	if (!tok_utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
+	if (!utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
 	switch (data[0] % 6) {
 	case 0:

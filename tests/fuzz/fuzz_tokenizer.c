@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fuzz/fuzz.h"
+#include "base/utf8.h"
 #include "tok/tokenizer.h"
 
 const char fuzz_name[] = "tokenizer";
@@ -24,7 +25,7 @@ static void setup(void)
 static void text_mode(const struct tok *t, const char *p, size_t n, bool add_special)
 {
 	size_t bad_at;
-	bool valid = tok_utf8_valid(p, n, &bad_at);
+	bool valid = utf8_valid(p, n, &bad_at);
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
 	struct err e;
@@ -71,7 +72,7 @@ static void ids_mode(const struct tok *t, const uint8_t *p, size_t n, bool skip_
 	size_t whole_len = 0;
 	struct err e;
 	FUZZ_CHECK(tok_decode(t, ids, n_ids, skip_special, &whole, &whole_len, &e) == 0);
-	FUZZ_CHECK(tok_utf8_valid(whole, whole_len, NULL));
+	FUZZ_CHECK(utf8_valid(whole, whole_len, NULL));
 	FUZZ_CHECK(strlen(whole) == whole_len || memchr(whole, 0, whole_len)); /* NUL-terminated */
 	struct tok_detok *d = NULL;
 	/* the first id (when there are several) as the prompt, as the server gives it */
@@ -87,7 +88,7 @@ static void ids_mode(const struct tok *t, const uint8_t *p, size_t n, bool skip_
 		const char *delta;
 		size_t dl;
 		FUZZ_CHECK(tok_detok_push(d, ids[i], &delta, &dl, &e) == 0);
-		FUZZ_CHECK(tok_utf8_valid(delta, dl, NULL));
+		FUZZ_CHECK(utf8_valid(delta, dl, NULL));
 		FUZZ_CHECK(s_len + dl <= rest_len + 32);
 		memcpy(streamed + s_len, delta, dl);
 		s_len += dl;

@@ -37,6 +37,18 @@ static void test_fp8_table(void)
 	EXPECT(fp8_e4m3_to_f32(0x3c) == 1.5f);
 }
 
+static void test_dtype_flag(void)
+{
+	struct err e;
+	enum dtype dt = DT_I32;
+	bool au = true;
+	EXPECT(dtype_parse_flag("--dtype", "bfloat16", &dt, &au, &e) == 0 && dt == DT_BF16 && !au);
+	EXPECT(dtype_parse_flag("--dtype", "float32", &dt, &au, &e) == 0 && dt == DT_F32 && !au);
+	EXPECT(dtype_parse_flag("--dtype", "auto", &dt, &au, &e) == 0 && dt == DT_F32 && au);
+	EXPECT(dtype_parse_flag("--kv-cache-dtype", "bf16", &dt, &au, &e) < 0);
+	EXPECT(!strcmp(e.msg, "--kv-cache-dtype: invalid value 'bf16' (auto, float32 or bfloat16)"));
+}
+
 static void test_f16(void)
 {
 	EXPECT(f16_to_f32(0x3c00) == 1.0f);
@@ -111,5 +123,5 @@ static void test_bigmem(void)
 	unsetenv("MLASERVE_MEM_AVAILABLE");
 }
 
-TESTS(T(test_err_prefix), T(test_bf16_round_trip), T(test_fp8_table), T(test_f16), T(test_arena),
+TESTS(T(test_err_prefix), T(test_dtype_flag), T(test_bf16_round_trip), T(test_fp8_table), T(test_f16), T(test_arena),
       T(test_pool_covers_range_once), T(test_bigmem))

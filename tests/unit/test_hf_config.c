@@ -40,7 +40,7 @@ static void test_fixture_tiny_dirs(void)
 		EXPECT_EQ_INT(c.bos_token_id, -1);
 		struct tok *t;
 		if (tok_load(fixture_path(dirs[i]), &t, &e) == 0) {
-			hf_config_resolve_ids(&c, t);
+			tok_resolve_special_ids(t, &c);
 			EXPECT_EQ_INT(c.bos_token_id, 0);
 			EXPECT_EQ_INT(c.eos_token_id, 1);
 			EXPECT_EQ_INT(c.pad_token_id, 1);

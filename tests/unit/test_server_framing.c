@@ -13,14 +13,14 @@ static struct hframe feed(const char *in, size_t step, char **out)
 {
 	struct hframe f;
 	hframe_init(&f, SECRET);
-	struct sbuf o = {0};
+	struct strbuf o = {0};
 	size_t n = strlen(in);
 	if (!step)
 		step = n ? n : 1;
 	for (size_t i = 0; i < n; i += step)
 		EXPECT(hframe_feed(&f, in + i, i + step < n ? step : n - i, &o) == 0);
-	sbuf_append(&o, "", 1);
-	*out = o.data ? o.data : strdup("");
+	strbuf_put(&o, "", 1);
+	*out = o.p ? o.p : strdup("");
 	hframe_fini(&f);
 	return f;
 }

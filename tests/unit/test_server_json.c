@@ -47,42 +47,32 @@ static void test_utf8_sanitize(void)
 		if (i == 8)
 			want = 3;
 		EXPECTF(n == want && !memcmp(s, cases[i].out, n), "case %zu: got %zu bytes", i, n);
-		EXPECT(utf8_valid(s, n));
-		EXPECT_EQ_INT(utf8_valid(cases[i].in, cases[i].n), !strcmp(cases[i].in, cases[i].out) || i == 8);
+		EXPECT(utf8_valid(s, n, NULL));
+		EXPECT_EQ_INT(utf8_valid(cases[i].in, cases[i].n, NULL), !strcmp(cases[i].in, cases[i].out) || i == 8);
 		free(s);
 	}
 }
 
-static void test_utf8_complete_prefix(void)
-{
-	EXPECT_EQ_INT(utf8_complete_prefix("abc", 3), 3);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82", 4), 2);	/* hold back 2 bytes */
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xf0", 3), 2);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xe2\x82\xac", 5), 5);
-	EXPECT_EQ_INT(utf8_complete_prefix("ab\xff", 3), 3);		/* invalid: not held */
-	EXPECT_EQ_INT(utf8_complete_prefix("\xe2\x28", 2), 2);
-}
-
 static void test_sse_framing(void)
 {
-	struct sbuf b = {0};
+	struct strbuf b = {0};
 	json_t *o = json_pack("{s:s, s:i}", "a", "x\ny", "b", 1);
 	EXPECT_EQ_INT(sse_event(&b, o), 0);
 	EXPECT_EQ_INT(sse_done(&b), 0);
 	json_decref(o);
 	const char *want = "data: {\"a\":\"x\\ny\",\"b\":1}\n\ndata: [DONE]\n\n";
-	EXPECTF(b.len == strlen(want) && !strcmp(b.data, want), "%s", b.data);
+	EXPECTF(b.n == strlen(want) && !strcmp(b.p, want), "%s", b.p);
 	char buf[8];
-	size_t n = sbuf_take(&b, buf, sizeof buf);
+	size_t n = strbuf_take(&b, buf, sizeof buf);
 	EXPECT_EQ_INT(n, 8);
 	EXPECT(!memcmp(buf, "data: {\"", 8));
-	EXPECT_EQ_INT(sbuf_unread(&b), strlen(want) - 8);
+	EXPECT_EQ_INT(strbuf_unread(&b), strlen(want) - 8);
 	char rest[128];
-	n = sbuf_take(&b, rest, sizeof rest);
+	n = strbuf_take(&b, rest, sizeof rest);
 	EXPECT_EQ_INT(n, strlen(want) - 8);
-	EXPECT_EQ_INT(sbuf_unread(&b), 0);
-	EXPECT_EQ_INT(b.len, 0); /* compacted */
-	sbuf_fini(&b);
+	EXPECT_EQ_INT(strbuf_unread(&b), 0);
+	EXPECT_EQ_INT(b.n, 0); /* compacted */
+	strbuf_fini(&b);
 }
 
 static void test_chat_chunks(void)
@@ -146,7 +136,7 @@ static void test_full_responses(void)
 	struct oj_choice c[2];
 	memset(c, 0, sizeof c);
 	c[0].index = 0;
-	sbuf_append(&c[0].text, "ok\xf0\x9f", 4); /* broken at the end -> U+FFFD */
+	strbuf_put(&c[0].text, "ok\xf0\x9f", 4); /* broken at the end -> U+FFFD */
 	c[0].finish = ENGINE_FINISH_STOP;
 	c[0].stop_token = 7;
 	c[0].n_tokens = 2;
@@ -172,11 +162,11 @@ static void test_full_responses(void)
 		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
 		    "\"kv_transfer_params\":null}");
 	/* under a reasoning parser: reasoning_content a string, content null when empty */
-	sbuf_fini(&c[0].text);
-	c[0].text = (struct sbuf){0};
-	sbuf_append(&c[0].reasoning, "hm", 2);
+	strbuf_fini(&c[0].text);
+	c[0].text = (struct strbuf){0};
+	strbuf_put(&c[0].reasoning, "hm", 2);
 	c[0].split = c[1].split = true;
-	sbuf_append(&c[1].text, "Yes", 3);
+	strbuf_put(&c[1].text, "Yes", 3);
 	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
 		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
@@ -202,8 +192,8 @@ static void test_full_responses(void)
 	json_decref(resp);
 	/* calls without a reasoning parser: reasoning null, content null when nothing preceded them */
 	c[0].split = c[1].split = false;
-	sbuf_fini(&c[1].text);
-	c[1].text = (struct sbuf){0};
+	strbuf_fini(&c[1].text);
+	c[1].text = (struct strbuf){0};
 	resp = oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u);
 	json_t *m1 = json_object_get(json_array_get(json_object_get(resp, "choices"), 1), "message");
 	EXPECT(json_is_null(json_object_get(m1, "reasoning_content")) && !json_object_get(m1, "reasoning"));
@@ -277,5 +267,5 @@ static void test_usage_details(void)
 	json_decref(o);
 }
 
-TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_utf8_complete_prefix), T(test_sse_framing),
+TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_sse_framing),
       T(test_chat_chunks), T(test_full_responses), T(test_logprobs), T(test_models_and_ids))

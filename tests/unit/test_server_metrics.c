@@ -72,9 +72,9 @@ static void test_exposition_rules(void)
 {
 	struct engine_stats st;
 	make_stats(&st);
-	struct sbuf out = {0};
+	struct strbuf out = {0};
 	EXPECT_EQ_INT(metrics_render(&st, "tiny \"v3\"", &out), 0);
-	char *text = strdup(out.data);
+	char *text = strdup(out.p);
 	char help[128] = "", type_name[128] = "", type[32] = "";
 	int n_samples = 0, n_families = 0;
 	double last_bucket = -1, inf_bucket = -1;
@@ -126,15 +126,15 @@ static void test_exposition_rules(void)
 	EXPECT(n_families >= 14);
 	EXPECT(n_samples > 4 * 20);
 	/* spot values, formatted as the Python client does */
-	EXPECT(strstr(out.data, "vllm:num_requests_running{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.p, "vllm:num_requests_running{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\"} 3.0\n"));
-	EXPECT(strstr(out.data, "vllm:kv_cache_usage_perc{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.p, "vllm:kv_cache_usage_perc{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\"} 0.25\n"));
-	EXPECT(strstr(out.data, "vllm:request_success_total{model_name=\"tiny \\\"v3\\\"\","
+	EXPECT(strstr(out.p, "vllm:request_success_total{model_name=\"tiny \\\"v3\\\"\","
 				"engine=\"0\",finished_reason=\"length\"} 4.0\n"));
-	EXPECT(strstr(out.data, "vllm:time_to_first_token_seconds_bucket{model_name=\"tiny "
+	EXPECT(strstr(out.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\",le=\"0.001\"} 0.0\n"));
-	EXPECT(strstr(out.data, "vllm:time_to_first_token_seconds_count{model_name=\"tiny "
+	EXPECT(strstr(out.p, "vllm:time_to_first_token_seconds_count{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\"} 23.0\n"));
 	static const char *const required[] = {
 		"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
@@ -145,20 +145,20 @@ static void test_exposition_rules(void)
 	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
 		char want[128];
 		snprintf(want, sizeof want, "# TYPE vllm:%s ", required[i]);
-		EXPECTF(strstr(out.data, want) != NULL, "missing %s", required[i]);
+		EXPECTF(strstr(out.p, want) != NULL, "missing %s", required[i]);
 	}
-	EXPECT(strstr(out.data, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
+	EXPECT(strstr(out.p, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\",position=\"1\"} 3.0\n"));
-	EXPECT(strstr(out.data, "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny "
+	EXPECT(strstr(out.p, "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny "
 				"\\\"v3\\\"\",engine=\"0\"} 21.0\n"));
 	free(text);
-	sbuf_fini(&out);
+	strbuf_fini(&out);
 	/* without speculative decoding the family is absent, as in vLLM */
 	st.spec_k = 0;
-	struct sbuf out2 = {0};
+	struct strbuf out2 = {0};
 	EXPECT_EQ_INT(metrics_render(&st, "m", &out2), 0);
-	EXPECT(strstr(out2.data, "spec_decode") == NULL);
-	sbuf_fini(&out2);
+	EXPECT(strstr(out2.p, "spec_decode") == NULL);
+	strbuf_fini(&out2);
 }
 
 TESTS(T(test_exposition_rules))

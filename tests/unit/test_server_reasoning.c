@@ -35,17 +35,17 @@ static int split_differs(const struct want *w, size_t i, size_t j, char *got, si
 {
 	size_t n = strlen(w->out);
 	struct reasoning_split s = {0};
-	struct sbuf r = {0}, c = {0};
+	struct strbuf r = {0}, c = {0};
 	size_t cut[4] = {0, i, j, n};
 	for (int k = 0; k < 3; k++)
 		if (reasoning_feed(&s, w->out + cut[k], cut[k + 1] - cut[k], k == 2, &r, &c) < 0)
 			return -1;
-	int bad = r.len != strlen(w->reasoning) || (r.len && memcmp(r.data, w->reasoning, r.len)) ||
-		  (w->content ? c.len != strlen(w->content) || memcmp(c.data, w->content, c.len) : c.len != 0);
-	snprintf(got, cap, "reasoning '%.*s', content '%.*s'", (int)r.len, r.data ? r.data : "", (int)c.len,
-		 c.data ? c.data : "");
-	sbuf_fini(&r);
-	sbuf_fini(&c);
+	int bad = r.n != strlen(w->reasoning) || (r.n && memcmp(r.p, w->reasoning, r.n)) ||
+		  (w->content ? c.n != strlen(w->content) || memcmp(c.p, w->content, c.n) : c.n != 0);
+	snprintf(got, cap, "reasoning '%.*s', content '%.*s'", (int)r.n, r.p ? r.p : "", (int)c.n,
+		 c.p ? c.p : "");
+	strbuf_fini(&r);
+	strbuf_fini(&c);
 	return bad;
 }
 
@@ -66,18 +66,18 @@ static void test_r1_split_every_cut(void)
 static void test_r1_long_piece(void)
 {
 	struct reasoning_split s = {0};
-	struct sbuf r = {0}, c = {0};
+	struct strbuf r = {0}, c = {0};
 	size_t n = 5000;
 	char *big = malloc(n + 1);
 	memset(big, 'x', n);
 	memcpy(big + 100, "ink>", 4); /* "</th" + "ink>" */
 	big[n] = 0;
 	EXPECT(reasoning_feed(&s, "ab</th", 6, false, &r, &c) == 0);
-	EXPECT(r.len == 2 && c.len == 0);
+	EXPECT(r.n == 2 && c.n == 0);
 	EXPECT(reasoning_feed(&s, big + 100, n - 100, true, &r, &c) == 0);
-	EXPECT(r.len == 2 && c.len == n - 104);
-	sbuf_fini(&r);
-	sbuf_fini(&c);
+	EXPECT(r.n == 2 && c.n == n - 104);
+	strbuf_fini(&r);
+	strbuf_fini(&c);
 	free(big);
 }
 

@@ -60,7 +60,7 @@ static void test_messages(void)
 	resp_state_free(rs);
 }
 
-static void event_types(const struct sbuf *b, char *types, size_t n, bool *in_order);
+static void event_types(const struct strbuf *b, char *types, size_t n, bool *in_order);
 
 /* function tools: the chat tools; calls in the input, calls in the answer */
 static void test_tools(void)
@@ -98,7 +98,7 @@ static void test_tools(void)
 	EXPECT(json_array_size(json_object_get(r, "tools")) == 1);
 	json_decref(r);
 	/* streamed: a named call as chat deltas (the id and name first, then more arguments) */
-	struct sbuf b = {0};
+	struct strbuf b = {0};
 	json_t *d1 = json_loads("[{\"index\": 0, \"id\": \"call_7\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
 				"\"arguments\": \"{\\\"x\\\"\"}}]", 0, NULL);
 	json_t *d2 = json_loads("[{\"index\": 0, \"function\": {\"arguments\": \": 3}\"}}]", 0, NULL);
@@ -114,9 +114,9 @@ static void test_tools(void)
 			       "response.function_call_arguments.done response.output_item.done response.completed"),
 		"%s", types);
 	EXPECT(ordered);
-	const char *done = strstr(b.data, "event: response.completed");
+	const char *done = strstr(b.p, "event: response.completed");
 	EXPECT(done && strstr(done, "\"arguments\":\"{\\\"x\\\": 3}\"") && !strstr(done, "\"type\":\"message\""));
-	sbuf_fini(&b);
+	strbuf_fini(&b);
 	json_decref(d1);
 	json_decref(d2);
 	json_decref(calls);
@@ -161,12 +161,12 @@ static void test_errors(void)
 
 /* the "event: TYPE" lines of a stream, joined by spaces, and whether every data line's
  * sequence_number follows the last */
-static void event_types(const struct sbuf *b, char *types, size_t n, bool *in_order)
+static void event_types(const struct strbuf *b, char *types, size_t n, bool *in_order)
 {
 	types[0] = 0;
 	*in_order = true;
 	long want = 0;
-	for (const char *p = b->data; p && (p = strstr(p, "event: ")); p++) {
+	for (const char *p = b->p; p && (p = strstr(p, "event: ")); p++) {
 		const char *e = strchr(p, '\n');
 		snprintf(types + strlen(types), n - strlen(types), "%s%.*s", types[0] ? " " : "", (int)(e - p - 7), p + 7);
 		const char *sq = strstr(e, "\"sequence_number\":");
@@ -180,7 +180,7 @@ static void test_stream(void)
 	struct api_error ae;
 	json_t *c = translate("{\"input\": \"x\"}", &rs, &ae);
 	EXPECT(c != NULL);
-	struct sbuf b = {0};
+	struct strbuf b = {0};
 	struct oj_usage u = {3, 4, 0, false};
 	EXPECT(resp_stream_start(rs, &b, "resp_2", 1, "m") == 0);
 	EXPECT(resp_stream_delta(rs, &b, "th", 2, NULL, 0, NULL, NULL) == 0);
@@ -198,9 +198,9 @@ static void test_stream(void)
 			       "response.output_item.done response.completed"),
 		"%s", types);
 	EXPECT(ordered);
-	EXPECT(strstr(b.data, "\"text\":\"think\"") && strstr(b.data, "\"text\":\"answer\""));
-	EXPECT(strstr(b.data, "data: [DONE]") == NULL);
-	sbuf_fini(&b);
+	EXPECT(strstr(b.p, "\"text\":\"think\"") && strstr(b.p, "\"text\":\"answer\""));
+	EXPECT(strstr(b.p, "data: [DONE]") == NULL);
+	strbuf_fini(&b);
 	resp_state_free(rs);
 	json_decref(c);
 	/* nothing generated: still one (empty) message; an engine error: response.failed */
@@ -208,13 +208,13 @@ static void test_stream(void)
 	EXPECT(resp_stream_start(rs, &b, "resp_3", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_LENGTH, &u, NULL) == 0);
 	event_types(&b, types, sizeof types, &ordered);
 	EXPECTF(strstr(types, "response.output_item.added") && strstr(types, "response.incomplete"), "%s", types);
-	sbuf_fini(&b);
+	strbuf_fini(&b);
 	resp_state_free(rs);
 	json_decref(c);
 	c = translate("{\"input\": \"x\"}", &rs, &ae);
 	EXPECT(resp_stream_start(rs, &b, "resp_4", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_ABORT, &u, "boom") == 0);
-	EXPECT(strstr(b.data, "event: response.failed") && strstr(b.data, "\"message\":\"boom\""));
-	sbuf_fini(&b);
+	EXPECT(strstr(b.p, "event: response.failed") && strstr(b.p, "\"message\":\"boom\""));
+	strbuf_fini(&b);
 	resp_state_free(rs);
 	json_decref(c);
 }
@@ -231,18 +231,18 @@ static void test_stream_logprobs(void)
 		return;
 	json_t *l1 = json_loads("{\"content\": [{\"token\": \"a\", \"logprob\": -1, \"bytes\": [97], \"top_logprobs\": []}]}", 0, NULL);
 	json_t *l2 = json_loads("{\"content\": [{\"token\": \"b\", \"logprob\": -2, \"bytes\": [98], \"top_logprobs\": []}]}", 0, NULL);
-	struct sbuf b = {0};
+	struct strbuf b = {0};
 	struct oj_usage u = {1, 2, 0, false};
 	EXPECT(resp_stream_start(rs, &b, "resp_7", 1, "m") == 0);
 	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, NULL, l1) == 0); /* held back: no text yet */
 	EXPECT(resp_stream_delta(rs, &b, NULL, 0, "ab", 2, NULL, l2) == 0);
 	EXPECT(resp_stream_end(rs, &b, ENGINE_FINISH_STOP, &u, NULL) == 0);
-	const char *delta = strstr(b.data, "event: response.output_text.delta\n");
-	const char *done = strstr(b.data, "event: response.output_text.done\n");
+	const char *delta = strstr(b.p, "event: response.output_text.delta\n");
+	const char *done = strstr(b.p, "event: response.output_text.done\n");
 	EXPECT(delta && strstr(delta, "\"token\":\"a\"") && strstr(delta, "\"token\":\"b\""));
 	EXPECT(delta && strstr(delta, "\"token\":\"a\"") < strstr(delta, "\"token\":\"b\""));
 	EXPECT(done && strstr(done, "\"token\":\"a\"") && strstr(done, "\"token\":\"b\""));
-	sbuf_fini(&b);
+	strbuf_fini(&b);
 	json_decref(l1);
 	json_decref(l2);
 	json_decref(c);

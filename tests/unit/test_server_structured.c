@@ -11,7 +11,7 @@
 #include "harness.h"
 #include "server/openai/errors.h"
 #include "server/openai/request.h"
-#include "server/parsers/pyjson.h"
+#include "base/pyjson.h"
 #include "server/openai/structured.h"
 #include "server/parsers/tool_calls.h"
 
@@ -668,7 +668,7 @@ static void test_forced_feed(void)
 		for (size_t i = 0; i <= n && !bad; i++)
 			for (size_t j = i; j <= n && !bad; j++) {
 				struct tool_split s = {0};
-				struct sbuf content = {0};
+				struct strbuf content = {0};
 				json_t *calls = NULL;
 				size_t cuts[4] = {0, i, j, n};
 				for (int k = 0; k < 3 && !bad; k++) {
@@ -676,11 +676,11 @@ static void test_forced_feed(void)
 					if (tool_forced_feed(&s, cases[ci].required, cases[ci].name, t + cuts[k], cuts[k + 1] - cuts[k],
 							     last, &content, &calls) < 0)
 						bad = 1;
-					else if (!last && (content.len || calls))
+					else if (!last && (content.n || calls))
 						bad = 2; /* nothing before the last piece */
 				}
 				if (!bad && cases[ci].n) {
-					bad = content.len ? 3 : !calls || (int)json_array_size(calls) != cases[ci].n ? 4 : 0;
+					bad = content.n ? 3 : !calls || (int)json_array_size(calls) != cases[ci].n ? 4 : 0;
 					for (int c = 0; !bad && c < cases[ci].n; c++) {
 						const json_t *f = json_object_get(json_array_get(calls, (size_t)c), "function");
 						const char *nm = json_string_value(json_object_get(f, "name"));
@@ -690,16 +690,16 @@ static void test_forced_feed(void)
 					}
 				} else if (!bad) {
 					bad = calls ? 6
-					      : content.len != strlen(cases[ci].content) ||
-							memcmp(content.data, cases[ci].content, content.len)
+					      : content.n != strlen(cases[ci].content) ||
+							memcmp(content.p, cases[ci].content, content.n)
 						  ? 7
 						  : 0;
 				}
 				EXPECTF(!bad, "case %zu cut at %zu, %zu: failure %d, content '%.*s', %d calls", ci, i, j, bad,
-					(int)content.len, content.data ? content.data : "",
+					(int)content.n, content.p ? content.p : "",
 					calls ? (int)json_array_size(calls) : -1);
 				json_decref(calls);
-				sbuf_fini(&content);
+				strbuf_fini(&content);
 				tool_split_fini(&s);
 			}
 	}
@@ -714,7 +714,7 @@ static void test_forced_feed(void)
 				if ((i < n && (t[i] & 0xC0) == 0x80) || (j < n && (t[j] & 0xC0) == 0x80))
 					continue;
 				struct tool_split s = {0};
-				struct sbuf content = {0}, args = {0};
+				struct strbuf content = {0}, args = {0};
 				size_t cuts[4] = {0, i, j, n};
 				int deltas = 0, names = 0, bad = 0;
 				for (int k = 0; k < 3 && !bad; k++) {
@@ -737,22 +737,22 @@ static void test_forced_feed(void)
 						if (json_array_size(calls) != 1 || !json_is_string(a))
 							bad = 3;
 						else
-							sbuf_append(&args, json_string_value(a), json_string_length(a));
+							strbuf_put(&args, json_string_value(a), json_string_length(a));
 					}
 					json_decref(calls);
 				}
-				EXPECTF(!bad && names == 1 && !content.len && args.len == n && !memcmp(args.data ? args.data : "", t, n),
+				EXPECTF(!bad && names == 1 && !content.n && args.n == n && !memcmp(args.p ? args.p : "", t, n),
 					"named '%s' cut at %zu, %zu: failure %d, %d names, %d deltas, arguments '%.*s'", t, i, j, bad,
-					names, deltas, (int)args.len, args.data ? args.data : "");
-				sbuf_fini(&content);
-				sbuf_fini(&args);
+					names, deltas, (int)args.n, args.p ? args.p : "");
+				strbuf_fini(&content);
+				strbuf_fini(&args);
 				tool_split_fini(&s);
 			}
 	}
 	/* the last event may carry no text (and no buffer): its delta still comes, so that the
 	 * chunk finishes "tool_calls" */
 	struct tool_split s = {0};
-	struct sbuf content = {0};
+	struct strbuf content = {0};
 	json_t *calls = NULL;
 	EXPECT(tool_forced_feed(&s, false, "f", "{}", 2, false, &content, &calls) == 0 && calls);
 	json_decref(calls);
@@ -760,7 +760,7 @@ static void test_forced_feed(void)
 	EXPECT(tool_forced_feed(&s, false, "f", NULL, 0, true, &content, &calls) == 0 && json_array_size(calls) == 1);
 	json_decref(calls);
 	tool_split_fini(&s);
-	sbuf_fini(&content);
+	strbuf_fini(&content);
 }
 
 /* pyjson_dump writes what Python's json.dumps(v, ensure_ascii=False) writes */
@@ -778,10 +778,10 @@ static void test_pyjson(void)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		json_t *v = json_loads(cases[i].in, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-		struct sbuf o = {0};
-		EXPECTF(v && pyjson_dump(v, &o) == 0 && o.len == strlen(cases[i].want) && !memcmp(o.data, cases[i].want, o.len),
-			"%s: got '%.*s', want '%s'", cases[i].in, (int)o.len, o.data ? o.data : "", cases[i].want);
-		sbuf_fini(&o);
+		struct strbuf o = {0};
+		EXPECTF(v && pyjson_dump(v, &o) == 0 && o.n == strlen(cases[i].want) && !memcmp(o.p, cases[i].want, o.n),
+			"%s: got '%.*s', want '%s'", cases[i].in, (int)o.n, o.p ? o.p : "", cases[i].want);
+		strbuf_fini(&o);
 		json_decref(v);
 	}
 }

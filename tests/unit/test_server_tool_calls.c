@@ -125,7 +125,7 @@ static void test_split_every_cut(void)
 		for (size_t i = 0; i <= n && !bad; i++)
 			for (size_t j = i; j <= n && !bad; j++) {
 				struct tool_split s = {0};
-				struct sbuf content = {0};
+				struct strbuf content = {0};
 				json_t *calls = NULL;
 				size_t cut[4] = {0, i, j, n};
 				for (int k = 0; k < 3 && !bad; k++) {
@@ -133,12 +133,12 @@ static void test_split_every_cut(void)
 					bad = tool_split_feed(&s, t->parser, t->out + cut[k], cut[k + 1] - cut[k], k == 2, &content,
 							      &calls) < 0;
 				}
-				bad = bad || content.len != strlen(t->content) || memcmp(content.data ? content.data : "", t->content, content.len) ||
+				bad = bad || content.n != strlen(t->content) || memcmp(content.p ? content.p : "", t->content, content.n) ||
 				      check_calls(t, calls, why, sizeof why);
-				EXPECTF(!bad, "case %zu cut at %zu, %zu: content '%.*s'; %s", ci, i, j, (int)content.len,
-					content.data ? content.data : "", why);
+				EXPECTF(!bad, "case %zu cut at %zu, %zu: content '%.*s'; %s", ci, i, j, (int)content.n,
+					content.p ? content.p : "", why);
 				json_decref(calls);
-				sbuf_fini(&content);
+				strbuf_fini(&content);
 				tool_split_fini(&s);
 			}
 	}

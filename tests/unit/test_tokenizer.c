@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "base/utf8.h"
 #include "tok_test_util.h"
 #include "tok/tok_util.h"
 #include "tok/tokenizer.h"
@@ -61,7 +62,7 @@ static bool incremental_matches(const struct tok *t, const int32_t *ids, size_t 
 		     m + dl <= want_len * 2 + 60 && delta[dl] == 0;
 		if (ok) {
 			/* a delta never ends inside a character */
-			ok = tok_utf8_valid(delta, dl, NULL);
+			ok = utf8_valid(delta, dl, NULL);
 			memcpy(acc + m, delta, dl);
 			m += dl;
 		}
@@ -368,9 +369,9 @@ static void test_invalid_utf8(void)
 	size_t n;
 	EXPECT_EQ_INT(tok_encode(t, "a\0b", 3, false, &ids, &n, &e), 0);
 	free(ids);
-	EXPECT(tok_utf8_valid("\xF4\x8F\xBF\xBF", 4, NULL));
+	EXPECT(utf8_valid("\xF4\x8F\xBF\xBF", 4, NULL));
 	size_t at = 99;
-	EXPECT(!tok_utf8_valid("abcdefghij\xC3", 11, &at) && at == 10);
+	EXPECT(!utf8_valid("abcdefghij\xC3", 11, &at) && at == 10);
 	tok_free(t);
 }
 
@@ -451,7 +452,7 @@ static void fuzz_ids(const struct tok *t, int rounds)
 			size_t len;
 			struct err e;
 			EXPECT_EQ_INT(tok_decode(t, ids, n, skip, &txt, &len, &e), 0);
-			EXPECT(tok_utf8_valid(txt, len, NULL));
+			EXPECT(utf8_valid(txt, len, NULL));
 			EXPECTF(incremental_matches(t, ids, n, skip, txt, len), "round %d", r);
 			free(txt);
 		}
@@ -702,7 +703,7 @@ static void fuzz_one(const char *dir, int n_texts)
 		for (int i = 0; i < 16; i++)
 			rnd[i] = (int32_t)(rng_next(&seed) % (uint64_t)(tok_vocab_size(t) + 50));
 		EXPECT_EQ_INT(tok_decode(t, rnd, 16, false, &back, &bl, &e), 0);
-		EXPECT(tok_utf8_valid(back, bl, NULL));
+		EXPECT(utf8_valid(back, bl, NULL));
 		EXPECT(incremental_matches(t, rnd, 16, false, back, bl));
 		free(back);
 	}

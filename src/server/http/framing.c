@@ -78,7 +78,7 @@ static bool next_element(const char **p, const char *end, const char **el, size_
 	return false;
 }
 
-static int head_check(const char *head, size_t n, struct hframe_head *h, struct sbuf *out,
+static int head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
 		      char *msg, size_t msg_size)
 {
 	snprintf(h->method, sizeof h->method, "-");
@@ -113,7 +113,7 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 	if (ver[5] != '1' || (ver[7] != '0' && ver[7] != '1'))
 		return fail(msg, msg_size, 505, "HTTP version %.8s is not supported (HTTP/1.0 and HTTP/1.1 are)", ver);
 	h->http10 = ver[7] == '0';
-	if (sbuf_append(out, line, (size_t)len) < 0 || sbuf_append(out, "\r\n", 2) < 0)
+	if (strbuf_put(out, line, (size_t)len) < 0 || strbuf_put(out, "\r\n", 2) < 0)
 		return fail(msg, msg_size, 500, "out of memory");
 	p = next;
 
@@ -200,8 +200,8 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 		if (NAME_IS("Host"))
 			n_host++;
 #undef NAME_IS
-		if (sbuf_append(out, line, name_n) < 0 || sbuf_append(out, ": ", 2) < 0 ||
-		    sbuf_append(out, val, val_n) < 0 || sbuf_append(out, "\r\n", 2) < 0)
+		if (strbuf_put(out, line, name_n) < 0 || strbuf_put(out, ": ", 2) < 0 ||
+		    strbuf_put(out, val, val_n) < 0 || strbuf_put(out, "\r\n", 2) < 0)
 			return fail(msg, msg_size, 500, "out of memory");
 	}
 	if (p != end)
@@ -219,27 +219,27 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 		if (n_cl)
 			return fail(msg, msg_size, 400, "both Transfer-Encoding and Content-Length");
 		h->body = HFRAME_BODY_CHUNKED;
-		if (sbuf_printf(out, "Transfer-Encoding: chunked\r\n") < 0)
+		if (strbuf_printf(out, "Transfer-Encoding: chunked\r\n") < 0)
 			return fail(msg, msg_size, 500, "out of memory");
 	} else if (n_cl) {
 		h->body = cl ? HFRAME_BODY_LENGTH : HFRAME_BODY_NONE;
 		h->length = cl;
-		if (sbuf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)cl) < 0)
+		if (strbuf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)cl) < 0)
 			return fail(msg, msg_size, 500, "out of memory");
 	}
-	if (sbuf_append(out, "\r\n", 2) < 0)
+	if (strbuf_put(out, "\r\n", 2) < 0)
 		return fail(msg, msg_size, 500, "out of memory");
 	return 0;
 }
 
-int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct sbuf *out,
+int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
 		      char *msg, size_t msg_size)
 {
 	memset(h, 0, sizeof *h);
-	size_t was = out->len;
+	size_t was = out->n;
 	int st = head_check(head, n, h, out, msg, msg_size);
 	if (st)
-		out->len = was; /* nothing of a refused head goes out */
+		out->n = was; /* nothing of a refused head goes out */
 	return st;
 }
 
@@ -262,18 +262,18 @@ bool hframe_idle(const struct hframe *f)
 }
 
 /* The marker's value, sanitized: it goes in a header line. */
-static int put_mark(struct hframe *f, struct sbuf *out)
+static int put_mark(struct hframe *f, struct strbuf *out)
 {
 	char m[sizeof f->msg];
 	size_t k = 0;
 	for (const char *c = f->msg; *c && k + 1 < sizeof m; c++)
 		m[k++] = (*c >= 0x20 && *c < 0x7f) ? *c : '?';
 	m[k] = 0;
-	return sbuf_printf(out, "%s: %s %d %s\r\n", HFRAME_MARK, f->secret, f->status, m);
+	return strbuf_printf(out, "%s: %s %d %s\r\n", HFRAME_MARK, f->secret, f->status, m);
 }
 
 /* Stops at an error: the marker goes out in the place where the server can read it. */
-static int set_failed(struct hframe *f, struct sbuf *out, int status)
+static int set_failed(struct hframe *f, struct strbuf *out, int status)
 {
 	enum hframe_state was = f->st;
 	f->st = HF_FAILED;
@@ -282,25 +282,25 @@ static int set_failed(struct hframe *f, struct sbuf *out, int status)
 	switch (was) {
 	case HF_HEAD:
 		/* a request of our own, named as the client's where its request line was read */
-		rc = sbuf_printf(out, "%s %s HTTP/1.1\r\nHost: mlaserve\r\n", f->head.method[0] ? f->head.method : "-",
+		rc = strbuf_printf(out, "%s %s HTTP/1.1\r\nHost: mlaserve\r\n", f->head.method[0] ? f->head.method : "-",
 				 f->head.target[0] ? f->head.target : "-");
 		if (!rc)
 			rc = put_mark(f, out);
 		if (!rc)
-			rc = sbuf_append(out, "\r\n", 2);
+			rc = strbuf_put(out, "\r\n", 2);
 		break;
 	case HF_CHUNK_CRLF:
-		rc = sbuf_append(out, "\r\n", 2);
+		rc = strbuf_put(out, "\r\n", 2);
 		/* fall through */
 	case HF_CHUNK_SIZE:
 		if (!rc)
-			rc = sbuf_append(out, "0\r\n", 3);
+			rc = strbuf_put(out, "0\r\n", 3);
 		/* fall through */
 	case HF_TRAILER:
 		if (!rc)
 			rc = put_mark(f, out);
 		if (!rc)
-			rc = sbuf_append(out, "\r\n", 2);
+			rc = strbuf_put(out, "\r\n", 2);
 		break;
 	default:
 		break; /* no error is possible inside a body's bytes */
@@ -325,7 +325,7 @@ static int grow(struct hframe *f, size_t need)
 }
 
 /* One byte of a head; 1 when the head is complete. */
-static int head_byte(struct hframe *f, char c, struct sbuf *out)
+static int head_byte(struct hframe *f, char c, struct strbuf *out)
 {
 	if (f->len >= HFRAME_HEAD_MAX) {
 		snprintf(f->msg, sizeof f->msg, "the request head is larger than %d bytes", HFRAME_HEAD_MAX);
@@ -364,7 +364,7 @@ static int head_byte(struct hframe *f, char c, struct sbuf *out)
 	return 0;
 }
 
-static int trailer_done(struct hframe *f, struct sbuf *out)
+static int trailer_done(struct hframe *f, struct strbuf *out)
 {
 	/* the trailer section: fields as in a head, forwarded but for framing ones */
 	const char *p = f->buf, *end = f->buf + f->len, *next;
@@ -392,14 +392,14 @@ static int trailer_done(struct hframe *f, struct sbuf *out)
 		bool skip = (nn == sizeof HFRAME_MARK - 1 && !strncasecmp(p, HFRAME_MARK, nn)) ||
 			    (nn == 14 && !strncasecmp(p, "Content-Length", nn)) ||
 			    (nn == 17 && !strncasecmp(p, "Transfer-Encoding", nn));
-		if (!skip && (sbuf_append(out, p, (size_t)len) < 0 || sbuf_append(out, "\r\n", 2) < 0))
+		if (!skip && (strbuf_put(out, p, (size_t)len) < 0 || strbuf_put(out, "\r\n", 2) < 0))
 			return -1;
 		p = next;
 	}
-	return sbuf_append(out, "\r\n", 2) < 0 ? -1 : 0;
+	return strbuf_put(out, "\r\n", 2) < 0 ? -1 : 0;
 }
 
-int hframe_feed(struct hframe *f, const char *in, size_t n, struct sbuf *out)
+int hframe_feed(struct hframe *f, const char *in, size_t n, struct strbuf *out)
 {
 	size_t i = 0;
 	while (i < n) {
@@ -430,7 +430,7 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct sbuf *out)
 		case HF_BODY:
 		case HF_CHUNK_DATA: {
 			size_t k = n - i < f->left ? n - i : (size_t)f->left;
-			if (sbuf_append(out, in + i, k) < 0)
+			if (strbuf_put(out, in + i, k) < 0)
 				return -1;
 			i += k;
 			f->left -= k;
@@ -445,7 +445,7 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct sbuf *out)
 			if (c == '\r' && !f->cr) {
 				f->cr = true;
 			} else if (c == '\n') {
-				if (sbuf_append(out, "\r\n", 2) < 0)
+				if (strbuf_put(out, "\r\n", 2) < 0)
 					return -1;
 				f->st = HF_CHUNK_SIZE;
 			} else {
@@ -492,7 +492,7 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct sbuf *out)
 					return -1;
 				break;
 			}
-			if (sbuf_printf(out, "%llx\r\n", (unsigned long long)v) < 0)
+			if (strbuf_printf(out, "%llx\r\n", (unsigned long long)v) < 0)
 				return -1;
 			f->left = v;
 			f->st = v ? HF_CHUNK_DATA : HF_TRAILER;

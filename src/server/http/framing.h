@@ -41,7 +41,7 @@ struct hframe_head {
 /* Checks one complete request head (from the request line to the empty line, included;
  * lines end in CRLF or LF) and appends its canonical form to out. Returns 0, or the HTTP
  * status of the error (400, 413, 414, 431, 501, 505) with msg filled. */
-int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct sbuf *out,
+int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
 		      char *msg, size_t msg_size);
 
 enum hframe_state {
@@ -69,7 +69,7 @@ void hframe_fini(struct hframe *f);
 /* Feeds n client bytes; what is to be forwarded is appended to out. After an error
  * (f->st == HF_FAILED) the error's marker has been appended once and every later byte is
  * dropped. Returns 0, -1 out of memory. */
-int hframe_feed(struct hframe *f, const char *in, size_t n, struct sbuf *out);
+int hframe_feed(struct hframe *f, const char *in, size_t n, struct strbuf *out);
 /* Whether the parser is between requests (nothing of a request pending). */
 bool hframe_idle(const struct hframe *f);
 

@@ -32,7 +32,7 @@ void hreq_unref(struct hreq *r)
 		      r->completion_tokens, ttft, total);
 	if (r->status >= 400)
 		atomic_fetch_add(&r->s->n_errors, 1);
-	sbuf_fini(&r->body);
+	strbuf_fini(&r->body);
 	free(r);
 }
 
@@ -127,7 +127,7 @@ struct hstream {
 	struct hreq *r;
 	const struct http_stream_ops *ops;
 	void *ctx;
-	struct sbuf out;
+	struct strbuf out;
 	bool complete;
 };
 
@@ -135,8 +135,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hstream *st = cls;
 	for (;;) {
-		if (sbuf_unread(&st->out))
-			return (ssize_t)sbuf_take(&st->out, buf, max);
+		if (strbuf_unread(&st->out))
+			return (ssize_t)strbuf_take(&st->out, buf, max);
 		if (st->complete)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		int rc = st->ops->pump(st->ctx, &st->out, 200);
@@ -144,7 +144,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (rc == 1)
 			st->complete = true;
-		else if (!sbuf_unread(&st->out) && !http_client_alive(st->r))
+		else if (!strbuf_unread(&st->out) && !http_client_alive(st->r))
 			return MHD_CONTENT_READER_END_WITH_ERROR; /* client gone: close() cancels */
 	}
 }
@@ -152,8 +152,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	struct hstream *st = cls;
-	st->ops->close(st->ctx, st->complete && !sbuf_unread(&st->out));
-	sbuf_fini(&st->out);
+	st->ops->close(st->ctx, st->complete && !strbuf_unread(&st->out));
+	strbuf_fini(&st->out);
 	hreq_unref(st->r);
 	free(st);
 }
@@ -300,11 +300,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				      s->cfg.max_body_bytes);
 			return http_reply_error(r, &ae);
 		}
-		if (!r->too_large && r->body.len + *upload_size > s->cfg.max_body_bytes) {
+		if (!r->too_large && r->body.n + *upload_size > s->cfg.max_body_bytes) {
 			r->too_large = true;
-			sbuf_fini(&r->body);
+			strbuf_fini(&r->body);
 		}
-		if (!r->too_large && sbuf_append(&r->body, upload, *upload_size) < 0)
+		if (!r->too_large && strbuf_put(&r->body, upload, *upload_size) < 0)
 			return MHD_NO;
 		*upload_size = 0;
 		return MHD_YES;

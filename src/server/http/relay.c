@@ -74,7 +74,7 @@ static void *relay_main(void *arg)
 	struct server *s = c->s;
 	struct hframe hf;
 	hframe_init(&hf, s->framing_secret);
-	struct sbuf up = {0};		/* to libmicrohttpd */
+	struct strbuf up = {0};		/* to libmicrohttpd */
 	char *down = malloc(65536);	/* to the client */
 	char *in = malloc(16384);
 	size_t d_off = 0, d_len = 0;
@@ -84,13 +84,13 @@ static void *relay_main(void *arg)
 		if (m_eof && d_off == d_len)
 			break; /* libmicrohttpd is done and all of it went out */
 		struct pollfd p[2] = {{.fd = c->cfd}, {.fd = c->mfd}};
-		if (!c_eof && !sbuf_unread(&up))
+		if (!c_eof && !strbuf_unread(&up))
 			p[0].events |= POLLIN;
 		if (d_off < d_len)
 			p[0].events |= POLLOUT;
 		if (!m_eof && d_off == d_len)
 			p[1].events |= POLLIN;
-		if (sbuf_unread(&up))
+		if (strbuf_unread(&up))
 			p[1].events |= POLLOUT;
 		/* a side nothing is asked of is left out: POLLHUP (a closed end) is reported
 		 * whatever the events, and would spin the loop */
@@ -121,18 +121,18 @@ static void *relay_main(void *arg)
 				c_broken = true; /* reset: libmicrohttpd sees its end close */
 			}
 		}
-		if (sbuf_unread(&up) && p[1].revents & (POLLOUT | POLLHUP | POLLERR)) {
-			ssize_t n = send(c->mfd, up.data + up.off, up.len - up.off, MSG_NOSIGNAL);
+		if (strbuf_unread(&up) && p[1].revents & (POLLOUT | POLLHUP | POLLERR)) {
+			ssize_t n = send(c->mfd, up.p + up.off, up.n - up.off, MSG_NOSIGNAL);
 			if (n > 0) {
 				up.off += (size_t)n;
-				if (up.off == up.len)
-					up.off = up.len = 0;
+				if (up.off == up.n)
+					up.off = up.n = 0;
 			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-				up.off = up.len = 0; /* libmicrohttpd closed: what it sent still goes out */
+				up.off = up.n = 0; /* libmicrohttpd closed: what it sent still goes out */
 				m_eof = true;
 			}
 		}
-		if (c_eof && !sbuf_unread(&up) && !up_shut) {
+		if (c_eof && !strbuf_unread(&up) && !up_shut) {
 			shutdown(c->mfd, SHUT_WR); /* the client's half-close, passed on */
 			up_shut = true;
 		}
@@ -157,7 +157,7 @@ static void *relay_main(void *arg)
 	else
 		linger_close(c->cfd);
 	hframe_fini(&hf);
-	sbuf_fini(&up);
+	strbuf_fini(&up);
 	free(down);
 	free(in);
 	free(c);

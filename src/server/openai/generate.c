@@ -306,7 +306,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		}
 		if (g->echo[i] && g->api == SRV_API_COMPLETION)
 			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
-				g->ch[i * g->n + c].text_offset = oj_count_chars(g->echo[i], g->echo_len[i]);
+				g->ch[i * g->n + c].text_offset = utf8_len(g->echo[i], g->echo_len[i]);
 	}
 
 	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */
@@ -374,7 +374,7 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	struct oj_choice *c = &g->ch[k * g->n + ev->index];
 	gen_note_first_token(g, ev);
 	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
-	if (!drop && ev->text_len && sbuf_append(&c->text, ev->text, ev->text_len) < 0)
+	if (!drop && ev->text_len && strbuf_put(&c->text, ev->text, ev->text_len) < 0)
 		return -1;
 	json_t *lp = drop ? NULL : gen_event_logprobs(g, c, ev);
 	if (lp) {
@@ -451,13 +451,13 @@ static enum MHD_Result reply_collected(struct gen *g)
 			return MHD_NO;
 		for (int i = 0; g->rs && i < g->n_choices; i++) { /* the reasoning parser: whole text */
 			struct reasoning_split rs = {0};
-			struct sbuf content = {0};
-			if (reasoning_feed(&rs, g->ch[i].text.data, g->ch[i].text.len, true, &g->ch[i].reasoning,
+			struct strbuf content = {0};
+			if (reasoning_feed(&rs, g->ch[i].text.p, g->ch[i].text.n, true, &g->ch[i].reasoning,
 					   &content) < 0) {
-				sbuf_fini(&content);
+				strbuf_fini(&content);
 				return MHD_NO;
 			}
-			sbuf_fini(&g->ch[i].text);
+			strbuf_fini(&g->ch[i].text);
 			g->ch[i].text = content;
 			g->ch[i].split = true;
 		}
@@ -466,15 +466,15 @@ static enum MHD_Result reply_collected(struct gen *g)
 			size_t content_len = 0;
 			if (g->req.structured.forced) {
 				if (tool_calls_forced(g->req.structured.forced == SRV_TOOLS_REQUIRED,
-						      g->req.structured.forced_name, c->text.data, c->text.len,
+						      g->req.structured.forced_name, c->text.p, c->text.n,
 						      &c->tool_calls) < 0)
 					return MHD_NO;
-			} else if (tool_calls_parse(gen_tool_parser(g), c->text.data, c->text.len, &c->tool_calls,
+			} else if (tool_calls_parse(gen_tool_parser(g), c->text.p, c->text.n, &c->tool_calls,
 						    &content_len) < 0) {
 				return MHD_NO;
 			}
 			if (json_array_size(c->tool_calls)) {
-				c->text.len = content_len;
+				c->text.n = content_len;
 			} else {
 				json_decref(c->tool_calls);
 				c->tool_calls = NULL;
@@ -484,18 +484,18 @@ static enum MHD_Result reply_collected(struct gen *g)
 			const char *echo = g->echo[i / g->n];
 			if (!echo)
 				continue;
-			struct sbuf t = {0};
-			if (sbuf_append(&t, echo, g->echo_len[i / g->n]) < 0 ||
-			    sbuf_append(&t, g->ch[i].text.data, g->ch[i].text.len) < 0) {
-				sbuf_fini(&t);
+			struct strbuf t = {0};
+			if (strbuf_put(&t, echo, g->echo_len[i / g->n]) < 0 ||
+			    strbuf_put(&t, g->ch[i].text.p, g->ch[i].text.n) < 0) {
+				strbuf_fini(&t);
 				return MHD_NO;
 			}
-			sbuf_fini(&g->ch[i].text);
+			strbuf_fini(&g->ch[i].text);
 			g->ch[i].text = t;
 		}
 		const struct oj_choice *c = &g->ch[0];
-		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.data,
-						     c->reasoning.len, c->text.data, c->text.len, c->tool_calls, c->logprobs, c->finish,
+		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.p,
+						     c->reasoning.n, c->text.p, c->text.n, c->tool_calls, c->logprobs, c->finish,
 						     &u)
 			       : g->api == SRV_API_CHAT
 				       ? oj_chat_response(g->id, g->created, g->model, g->ch, g->n_choices, &u)

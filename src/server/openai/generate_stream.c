@@ -8,14 +8,14 @@
 
 /* ---- streaming ---- */
 
-static int emit(struct sbuf *out, json_t *obj)
+static int emit(struct strbuf *out, json_t *obj)
 {
 	int rc = obj ? sse_event(out, obj) : -1;
 	json_decref(obj);
 	return rc;
 }
 
-static int stream_event(struct gen *g, int k, const struct engine_event *ev, struct sbuf *out)
+static int stream_event(struct gen *g, int k, const struct engine_event *ev, struct strbuf *out)
 {
 	if (ev->index < 0 || ev->index >= g->n)
 		return 0;
@@ -40,46 +40,46 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		api_error_set(&ae, 500, NULL, "the engine failed: %s", ev->error);
 		size_t len;
 		char *body = api_error_body(&ae, &len);
-		int rc = body ? sbuf_printf(out, "data: %s\n\n", body) : -1;
+		int rc = body ? strbuf_printf(out, "data: %s\n\n", body) : -1;
 		free(body);
 		return rc;
 	}
 	/* completions echo: the prompt text (and with logprobs its logprobs, complete by any
 	 * token event) leads the first chunk of each choice */
-	struct sbuf text = {0};
+	struct strbuf text = {0};
 	json_t *echo_lp = NULL;
 	if (g->api == SRV_API_COMPLETION && g->echo[k] && !g->echo_sent[ci]) {
 		g->echo_sent[ci] = true;
-		if (sbuf_append(&text, g->echo[k], g->echo_len[k]) < 0 ||
+		if (strbuf_put(&text, g->echo[k], g->echo_len[k]) < 0 ||
 		    (g->req.echo_logprobs && gen_lead_with_prompt_logprobs(g, k, &echo_lp) < 0)) {
-			sbuf_fini(&text);
+			strbuf_fini(&text);
 			return -1;
 		}
 	}
-	struct sbuf reasoning = {0};
+	struct strbuf reasoning = {0};
 	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
 				   &text) < 0
-		  : !drop && ev->text_len && sbuf_append(&text, ev->text, ev->text_len) < 0) {
-		sbuf_fini(&text);
-		sbuf_fini(&reasoning);
+		  : !drop && ev->text_len && strbuf_put(&text, ev->text, ev->text_len) < 0) {
+		strbuf_fini(&text);
+		strbuf_fini(&reasoning);
 		json_decref(echo_lp);
 		return -1;
 	}
 	json_t *calls = NULL;
 	if (g->ts) { /* the content so far goes through the tool-call split */
-		struct sbuf content = {0};
+		struct strbuf content = {0};
 		bool last = ev->finish != ENGINE_FINISH_NONE;
 		const struct srv_structured *st = &g->req.structured;
-		if (st->forced ? tool_forced_feed(&g->ts[ci], st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.data,
-						  text.len, last, &content, &calls) < 0
-			       : tool_split_feed(&g->ts[ci], gen_tool_parser(g), text.data, text.len, last, &content,
+		if (st->forced ? tool_forced_feed(&g->ts[ci], st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.p,
+						  text.n, last, &content, &calls) < 0
+			       : tool_split_feed(&g->ts[ci], gen_tool_parser(g), text.p, text.n, last, &content,
 						 &calls) < 0) {
-			sbuf_fini(&text);
-			sbuf_fini(&reasoning);
-			sbuf_fini(&content);
+			strbuf_fini(&text);
+			strbuf_fini(&reasoning);
+			strbuf_fini(&content);
 			return -1;
 		}
-		sbuf_fini(&text);
+		strbuf_fini(&text);
 		text = content;
 	}
 	json_t *lp = drop ? NULL : gen_event_logprobs(g, c, ev);
@@ -87,24 +87,24 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		if (lp && oj_logprobs_merge(&echo_lp, lp) < 0) {
 			json_decref(echo_lp);
 			json_decref(lp);
-			sbuf_fini(&text);
-			sbuf_fini(&reasoning);
+			strbuf_fini(&text);
+			strbuf_fini(&reasoning);
 			json_decref(calls);
 			return -1;
 		}
 		json_decref(lp);
 		lp = echo_lp;
 	}
-	if (!text.len && !reasoning.len && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
-		sbuf_fini(&text);
-		sbuf_fini(&reasoning);
+	if (!text.n && !reasoning.n && !calls && !lp && ev->finish == ENGINE_FINISH_NONE) {
+		strbuf_fini(&text);
+		strbuf_fini(&reasoning);
 		return 0; /* vLLM suppresses empty deltas */
 	}
 	if (g->resp) {
-		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.data, reasoning.len, text.data, text.len,
+		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.p, reasoning.n, text.p, text.n,
 										 calls, lp);
-		sbuf_fini(&text);
-		sbuf_fini(&reasoning);
+		strbuf_fini(&text);
+		strbuf_fini(&reasoning);
 		json_decref(lp);
 		json_decref(calls);
 		return rc;
@@ -114,7 +114,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		struct oj_usage u = gen_usage(g);
 		usage = oj_usage_json(&u, false);
 	}
-	struct oj_delta d = {text.data, text.len, reasoning.data, reasoning.len, calls};
+	struct oj_delta d = {text.p, text.n, reasoning.p, reasoning.n, calls};
 	json_t *chunk = oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
 				 ev->stop_token, ev->stop_str, usage);
 	int n_plp;
@@ -147,13 +147,13 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		c->prompt_ids_sent = true;
 	}
 	int rc = emit(out, chunk);
-	sbuf_fini(&text);
-	sbuf_fini(&reasoning);
+	strbuf_fini(&text);
+	strbuf_fini(&reasoning);
 	json_decref(calls);
 	return rc;
 }
 
-static int stream_start(struct gen *g, struct sbuf *out)
+static int stream_start(struct gen *g, struct strbuf *out)
 {
 	g->started = true;
 	if (g->resp)
@@ -178,7 +178,7 @@ static int stream_start(struct gen *g, struct sbuf *out)
 
 /* After server_fail: the error as the engine's own failures come (OpenAI's error object in
  * a data event), then [DONE]; a Responses stream ends with response.failed. */
-static int stream_fail(struct gen *g, struct sbuf *out)
+static int stream_fail(struct gen *g, struct strbuf *out)
 {
 	for (int k = 0; k < g->n_handles; k++)
 		g->h_ended[k] = true;
@@ -194,12 +194,12 @@ static int stream_fail(struct gen *g, struct sbuf *out)
 	api_error_set(&ae, 500, NULL, "the engine failed: %s", g->s->fatal_msg);
 	size_t len;
 	char *body = api_error_body(&ae, &len);
-	int rc = body ? sbuf_printf(out, "data: %s\n\n", body) : -1;
+	int rc = body ? strbuf_printf(out, "data: %s\n\n", body) : -1;
 	free(body);
 	return rc < 0 || sse_done(out) < 0 ? -1 : 1;
 }
 
-static int stream_pump(void *ctx, struct sbuf *out, int timeout_ms)
+static int stream_pump(void *ctx, struct strbuf *out, int timeout_ms)
 {
 	struct gen *g = ctx;
 	if (!g->started)

@@ -49,14 +49,14 @@ static void escape_label(const char *s, char *buf, size_t n)
 }
 
 struct ctx {
-	struct sbuf *out;
+	struct strbuf *out;
 	char labels[600]; /* model_name="...",engine="0" */
 	int rc;
 };
 
 static void head(struct ctx *c, const char *name, const char *type, const char *help)
 {
-	c->rc |= sbuf_printf(c->out, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help,
+	c->rc |= strbuf_printf(c->out, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help,
 			     name, type);
 }
 
@@ -64,7 +64,7 @@ static void sample(struct ctx *c, const char *name, const char *extra, double v)
 {
 	char num[40];
 	fmt_double(v, num, sizeof num);
-	c->rc |= sbuf_printf(c->out, "vllm:%s{%s%s} %s\n", name, c->labels, extra ? extra : "",
+	c->rc |= strbuf_printf(c->out, "vllm:%s{%s%s} %s\n", name, c->labels, extra ? extra : "",
 			     num);
 }
 
@@ -103,7 +103,7 @@ static void histogram(struct ctx *c, const char *name, const char *help,
 	sample(c, bucket, NULL, (double)cum);
 }
 
-int metrics_render(const struct engine_stats *s, const char *model_name, struct sbuf *out)
+int metrics_render(const struct engine_stats *s, const char *model_name, struct strbuf *out)
 {
 	struct ctx c = {.out = out};
 	char esc[512];

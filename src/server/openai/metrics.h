@@ -9,6 +9,6 @@
 #include "engine/engine.h"
 #include "server/http/sse.h"
 
-int metrics_render(const struct engine_stats *s, const char *model_name, struct sbuf *out);
+int metrics_render(const struct engine_stats *s, const char *model_name, struct strbuf *out);
 
 #endif

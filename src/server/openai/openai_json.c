@@ -27,7 +27,7 @@ void oj_make_id(char *buf, size_t n, const char *prefix)
 
 json_t *oj_string(const char *s, size_t n)
 {
-	if (utf8_valid(s, n))
+	if (utf8_valid(s, n, NULL))
 		return json_stringn(s, n);
 	size_t m;
 	char *t = utf8_sanitize(s, n, &m);
@@ -81,14 +81,6 @@ static json_t *chat_token_entry(const struct tok *tok, int32_t id, float lp)
 	return o;
 }
 
-size_t oj_count_chars(const char *s, size_t n)
-{
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return c;
-}
-
 json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp,
 		    int n, size_t *text_offset)
 {
@@ -126,7 +118,7 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 			return NULL;
 		}
 		json_array_append_new(offs, json_integer((json_int_t)*text_offset));
-		*text_offset += oj_count_chars(clean, m);
+		*text_offset += utf8_len(clean, m);
 		json_array_append_new(lps, json_real(clamp_lp(lp[i].logprob)));
 		json_t *top = json_object();
 		json_object_set_new(top, clean, json_real(clamp_lp(lp[i].logprob)));
@@ -156,7 +148,7 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 		return NULL;
 	json_t *o = json_pack("{s:[i], s:[n], s:[s%], s:[n]}", "text_offset", 0, "token_logprobs",
 			      "tokens", clean, m, "top_logprobs");
-	size_t off = oj_count_chars(clean, m);
+	size_t off = utf8_len(clean, m);
 	free(clean);
 	if (o && n > 1) {
 		json_t *rest = oj_logprobs(SRV_API_COMPLETION, tok, lp + 1, n - 1, &off);
@@ -242,8 +234,8 @@ void oj_choice_finish(struct oj_choice *c, const struct engine_event *ev)
 
 void oj_choice_fini(struct oj_choice *c)
 {
-	sbuf_fini(&c->text);
-	sbuf_fini(&c->reasoning);
+	strbuf_fini(&c->text);
+	strbuf_fini(&c->reasoning);
 	json_decref(c->tool_calls);
 	json_decref(c->logprobs);
 	json_decref(c->prompt_logprobs);
@@ -314,8 +306,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		const struct oj_choice *c = &choices[i];
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
-		json_t *content = parsed && !c->text.len ? json_null() : oj_string(c->text.data ? c->text.data : "", c->text.len);
-		json_t *reasoning = c->split ? oj_string(c->reasoning.data ? c->reasoning.data : "", c->reasoning.len) : json_null();
+		json_t *content = parsed && !c->text.n ? json_null() : oj_string(c->text.p ? c->text.p : "", c->text.n);
+		json_t *reasoning = c->split ? oj_string(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n) : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
@@ -351,7 +343,7 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = &choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
-				       oj_string(c->text.data ? c->text.data : "", c->text.len),
+				       oj_string(c->text.p ? c->text.p : "", c->text.n),
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));

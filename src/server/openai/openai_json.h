@@ -20,7 +20,7 @@ struct tok;
 /* What one choice produced (accumulated for non-streaming responses). */
 struct oj_choice {
 	int index;
-	struct sbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
+	struct strbuf text;	  /* the output text (raw bytes; sanitized when serialized) */
 	json_t *logprobs;	  /* accumulated logprobs object, or NULL when not requested */
 	json_t *prompt_logprobs;  /* vLLM's prompt_logprobs list, or NULL (null) */
 	bool prompt_lp_sent;	  /* streaming: they went out with a chunk */
@@ -33,7 +33,7 @@ struct oj_choice {
 	char *stop_str;		  /* malloc'd or NULL */
 	int n_tokens;
 	bool split;		  /* chat under a reasoning parser: text is the content only, */
-	struct sbuf reasoning;	  /* ... and this the reasoning (server/parsers/reasoning.h) */
+	struct strbuf reasoning;	  /* ... and this the reasoning (server/parsers/reasoning.h) */
 	json_t *tool_calls;	  /* parsed tool calls (server/parsers/tool_calls.h; text: the content before them) or NULL */
 };
 
@@ -65,8 +65,6 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 json_t *oj_prompt_logprobs_vllm(const struct tok *tok, const struct engine_logprob *lp, int n);
 /* One such entry: {"id": {"logprob", "rank", "decoded_token"}} for x's token and top-N. */
 json_t *oj_logprob_entry_vllm(const struct tok *tok, const struct engine_logprob *x);
-/* Characters (UTF-8 lead bytes) of s[n]. */
-size_t oj_count_chars(const char *s, size_t n);
 
 /* Appends the arrays of `part` (same api shape) to *acc (creating it). 0 ok, -1 no memory. */
 int oj_logprobs_merge(json_t **acc, json_t *part);

@@ -15,14 +15,14 @@ struct resp_state {
 	long seq;		/* streaming: the next sequence_number */
 	enum phase phase;
 	int n_items;		/* output items opened so far */
-	struct sbuf reasoning, text; /* streamed so far */
+	struct strbuf reasoning, text; /* streamed so far */
 	json_t *done_items;	/* the items closed so far, in order (the final output) */
 	bool enc;		/* include "reasoning.encrypted_content": reasoning items say null */
 	bool want_lp;		/* include "message.output_text.logprobs" */
 	json_t *lp, *lp_pending; /* streaming: every token's logprobs; those not yet sent with text */
 	/* the function call being streamed */
 	char fc_id[64], call_id[128], call_name[256];
-	struct sbuf call_args;
+	struct strbuf call_args;
 	/* storage (server/openai/resp_store.h) */
 	bool store;		/* "store" (default true) and the server stores */
 	char prev_id[RESP_ID_MAX]; /* previous_response_id, or "" */
@@ -40,19 +40,19 @@ void resp_state_free(struct resp_state *rs)
 	json_decref(rs->lp_pending);
 	json_decref(rs->items);
 	json_decref(rs->final);
-	sbuf_fini(&rs->reasoning);
-	sbuf_fini(&rs->text);
-	sbuf_fini(&rs->call_args);
+	strbuf_fini(&rs->reasoning);
+	strbuf_fini(&rs->text);
+	strbuf_fini(&rs->call_args);
 	free(rs);
 }
 
 /* ---- the request ---- */
 
 /* an input message's text: a string, or input_text / output_text parts joined */
-static int message_text(const json_t *content, size_t item, struct sbuf *out, struct api_error *ae)
+static int message_text(const json_t *content, size_t item, struct strbuf *out, struct api_error *ae)
 {
 	if (json_is_string(content))
-		return sbuf_append(out, json_string_value(content), json_string_length(content)) < 0
+		return strbuf_put(out, json_string_value(content), json_string_length(content)) < 0
 			       ? api_error_set(ae, 500, NULL, "out of memory")
 			       : 0;
 	if (!json_is_array(content))
@@ -68,7 +68,7 @@ static int message_text(const json_t *content, size_t item, struct sbuf *out, st
 					     item, i, type ? type : "(missing)");
 		if (!json_is_string(text))
 			return api_error_set(ae, 400, "input", "input[%zu].content[%zu].text must be a string", item, i);
-		if (sbuf_append(out, json_string_value(text), json_string_length(text)) < 0)
+		if (strbuf_put(out, json_string_value(text), json_string_length(text)) < 0)
 			return api_error_set(ae, 500, NULL, "out of memory");
 	}
 	return 0;
@@ -179,11 +179,11 @@ static int input_messages(const json_t *input, json_t *messages, struct api_erro
 		if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
 			      strcmp(role, "developer")))
 			return api_error_set(ae, 400, "input", "input[%zu].role must be user, assistant, system or developer", i);
-		struct sbuf t = {0};
+		struct strbuf t = {0};
 		int rc = message_text(json_object_get(item, "content"), i, &t, ae);
-		if (rc == 0 && push_message(messages, strcmp(role, "developer") ? role : "system", t.data, t.len) < 0)
+		if (rc == 0 && push_message(messages, strcmp(role, "developer") ? role : "system", t.p, t.n) < 0)
 			rc = api_error_set(ae, 500, NULL, "out of memory");
-		sbuf_fini(&t);
+		strbuf_fini(&t);
 		if (rc < 0)
 			return -1;
 	}
@@ -522,20 +522,20 @@ int resp_stored(const struct resp_state *rs, json_t **response, json_t **items)
 }
 
 /* one "event: TYPE\ndata: {...}\n\n" frame; obj gets its type and sequence_number (stolen) */
-static int frame(struct resp_state *rs, struct sbuf *out, const char *type, json_t *obj)
+static int frame(struct resp_state *rs, struct strbuf *out, const char *type, json_t *obj)
 {
 	int rc = -1;
 	if (obj && json_object_set_new(obj, "type", json_string(type)) == 0 &&
 	    json_object_set_new(obj, "sequence_number", json_integer(rs->seq++)) == 0) {
 		char *s = json_dumps(obj, JSON_COMPACT);
-		rc = s ? sbuf_printf(out, "event: %s\ndata: %s\n\n", type, s) : -1;
+		rc = s ? strbuf_printf(out, "event: %s\ndata: %s\n\n", type, s) : -1;
 		free(s);
 	}
 	json_decref(obj);
 	return rc;
 }
 
-int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
+int resp_stream_start(struct resp_state *rs, struct strbuf *out, const char *id, long long created,
 		      const char *model)
 {
 	set_ids(rs, id, created, model);
@@ -548,7 +548,7 @@ int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, l
 }
 
 /* the events that open / close the current item (its index: n_items - 1) */
-static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
+static int open_item(struct resp_state *rs, struct strbuf *out, enum phase ph)
 {
 	int idx = rs->n_items++;
 	rs->phase = ph;
@@ -563,40 +563,40 @@ static int open_item(struct resp_state *rs, struct sbuf *out, enum phase ph)
 		       : 0;
 }
 
-static int close_call(struct resp_state *rs, struct sbuf *out)
+static int close_call(struct resp_state *rs, struct strbuf *out)
 {
 	int idx = rs->n_items - 1;
 	rs->phase = PH_NONE;
-	json_t *item = call_item(rs->fc_id, rs->call_id, rs->call_name, rs->call_args.data, rs->call_args.len, true);
+	json_t *item = call_item(rs->fc_id, rs->call_id, rs->call_name, rs->call_args.p, rs->call_args.n, true);
 	if (!item || json_array_append(rs->done_items, item) < 0) {
 		json_decref(item);
 		return -1;
 	}
 	return frame(rs, out, "response.function_call_arguments.done",
 		     json_pack("{s:s, s:i, s:o}", "item_id", rs->fc_id, "output_index", idx, "arguments",
-			       str(rs->call_args.data, rs->call_args.len))) < 0 ||
+			       str(rs->call_args.p, rs->call_args.n))) < 0 ||
 			       frame(rs, out, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", idx, "item", item)) < 0
 		       ? -1
 		       : 0;
 }
 
-static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
+static int close_item(struct resp_state *rs, struct strbuf *out, bool cut)
 {
 	if (rs->phase == PH_CALL)
 		return close_call(rs, out);
 	int idx = rs->n_items - 1;
 	bool r = rs->phase == PH_REASONING;
-	const struct sbuf *t = r ? &rs->reasoning : &rs->text;
+	const struct strbuf *t = r ? &rs->reasoning : &rs->text;
 	const char *iid = r ? rs->rs_id : rs->msg_id;
 	rs->phase = PH_NONE;
 	const json_t *lp = r ? NULL : rs->lp;
-	json_t *part = r ? json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(t->data, t->len))
-			 : text_part(t->data, t->len, lp);
+	json_t *part = r ? json_pack("{s:s, s:o}", "type", "reasoning_text", "text", str(t->p, t->n))
+			 : text_part(t->p, t->n, lp);
 	json_t *done = r ? json_pack("{s:s, s:i, s:i, s:o}", "item_id", iid, "output_index", idx, "content_index", 0, "text",
-				     str(t->data, t->len))
+				     str(t->p, t->n))
 			 : json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", iid, "output_index", idx, "content_index", 0,
-				     "text", str(t->data, t->len), "logprobs", lp ? json_deep_copy(lp) : json_array());
-	json_t *item = r ? reasoning_item(rs, t->data, t->len, true) : message_item(rs, t->data, t->len, lp, true, cut);
+				     "text", str(t->p, t->n), "logprobs", lp ? json_deep_copy(lp) : json_array());
+	json_t *item = r ? reasoning_item(rs, t->p, t->n, true) : message_item(rs, t->p, t->n, lp, true, cut);
 	if (!item || json_array_append(rs->done_items, item) < 0) {
 		json_decref(item);
 		json_decref(part);
@@ -614,7 +614,7 @@ static int close_item(struct resp_state *rs, struct sbuf *out, bool cut)
 
 /* chat tool-call deltas: an entry with an "id" starts a call (its name and first arguments),
  * one without adds arguments to the current call */
-static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *calls)
+static int stream_calls(struct resp_state *rs, struct strbuf *out, const json_t *calls)
 {
 	size_t i;
 	const json_t *c;
@@ -629,7 +629,7 @@ static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *c
 			snprintf(rs->call_id, sizeof rs->call_id, "%s", id);
 			snprintf(rs->call_name, sizeof rs->call_name, "%s", name ? name : "");
 			oj_make_id(rs->fc_id, sizeof rs->fc_id, "fc_");
-			rs->call_args.len = 0;
+			rs->call_args.n = 0;
 			int idx = rs->n_items++;
 			rs->phase = PH_CALL;
 			if (frame(rs, out, "response.output_item.added",
@@ -639,7 +639,7 @@ static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *c
 		}
 		if (rs->phase != PH_CALL || !json_string_length(args))
 			continue;
-		if (sbuf_append(&rs->call_args, json_string_value(args), json_string_length(args)) < 0 ||
+		if (strbuf_put(&rs->call_args, json_string_value(args), json_string_length(args)) < 0 ||
 		    frame(rs, out, "response.function_call_arguments.delta",
 			  json_pack("{s:s, s:i, s:O}", "item_id", rs->fc_id, "output_index", rs->n_items - 1, "delta", args)) < 0)
 			return -1;
@@ -647,7 +647,7 @@ static int stream_calls(struct resp_state *rs, struct sbuf *out, const json_t *c
 	return 0;
 }
 
-int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
+int resp_stream_delta(struct resp_state *rs, struct strbuf *out, const char *reasoning, size_t rlen,
 		      const char *text, size_t len, const json_t *calls, const json_t *logprobs)
 {
 	/* the tokens' logprobs ride on the next text delta (all of them on the done events) */
@@ -659,7 +659,7 @@ int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reaso
 	if (rlen) {
 		if (rs->phase != PH_REASONING && open_item(rs, out, PH_REASONING) < 0)
 			return -1;
-		if (sbuf_append(&rs->reasoning, reasoning, rlen) < 0 ||
+		if (strbuf_put(&rs->reasoning, reasoning, rlen) < 0 ||
 		    frame(rs, out, "response.reasoning_text.delta",
 			  json_pack("{s:s, s:i, s:i, s:o}", "item_id", rs->rs_id, "output_index", rs->n_items - 1,
 				    "content_index", 0, "delta", str(reasoning, rlen))) < 0)
@@ -672,7 +672,7 @@ int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reaso
 			return -1;
 		json_t *lp = rs->lp_pending ? rs->lp_pending : json_array();
 		rs->lp_pending = NULL;
-		if (sbuf_append(&rs->text, text, len) < 0 ||
+		if (strbuf_put(&rs->text, text, len) < 0 ||
 		    frame(rs, out, "response.output_text.delta",
 			  json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", rs->msg_id, "output_index", rs->n_items - 1,
 				    "content_index", 0, "delta", str(text, len), "logprobs", lp)) < 0)
@@ -681,7 +681,7 @@ int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reaso
 	return stream_calls(rs, out, calls);
 }
 
-int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
+int resp_stream_end(struct resp_state *rs, struct strbuf *out, enum engine_finish finish,
 		    const struct oj_usage *u, const char *error)
 {
 	bool cut = finish == ENGINE_FINISH_LENGTH;

@@ -49,11 +49,11 @@ json_t *resp_object(struct resp_state *rs, const char *id, long long created, co
 /* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas,
  * the event's chat logprobs: any may be empty or NULL), then the closing events with the finish and usage (error: the engine's message, or
  * NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames to out; -1 on out of memory. */
-int resp_stream_start(struct resp_state *rs, struct sbuf *out, const char *id, long long created,
+int resp_stream_start(struct resp_state *rs, struct strbuf *out, const char *id, long long created,
 		      const char *model);
-int resp_stream_delta(struct resp_state *rs, struct sbuf *out, const char *reasoning, size_t rlen,
+int resp_stream_delta(struct resp_state *rs, struct strbuf *out, const char *reasoning, size_t rlen,
 		      const char *text, size_t len, const json_t *calls, const json_t *logprobs);
-int resp_stream_end(struct resp_state *rs, struct sbuf *out, enum engine_finish finish,
+int resp_stream_end(struct resp_state *rs, struct strbuf *out, enum engine_finish finish,
 		    const struct oj_usage *u, const char *error);
 
 #endif

@@ -63,11 +63,11 @@ static enum MHD_Result reply_err(struct hreq *r, int status, const char *param, 
 static json_t *parse_body(struct hreq *r, struct api_error *ae)
 {
 	json_error_t je;
-	if (!r->body.len) {
+	if (!r->body.n) {
 		api_error_set(ae, 400, NULL, "Invalid JSON: the request body is empty");
 		return NULL;
 	}
-	json_t *j = json_loadb(r->body.data, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+	json_t *j = json_loadb(r->body.p, r->body.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	if (!j)
 		api_error_set(ae, 400, NULL, "Invalid JSON: %s at line %d column %d", je.text,
 			      je.line, je.column);
@@ -98,14 +98,14 @@ static enum MHD_Result metrics(struct hreq *r)
 {
 	struct engine_stats st;
 	engine_stats_get(r->s->deps.eng, &st);
-	struct sbuf out = {0};
+	struct strbuf out = {0};
 	if (metrics_render(&st, routes_model_name(r->s), &out) < 0) {
-		sbuf_fini(&out);
+		strbuf_fini(&out);
 		return reply_err(r, 500, NULL, "out of memory rendering metrics");
 	}
 	enum MHD_Result rc = http_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-					     out.data, out.len);
-	sbuf_fini(&out);
+					     out.p, out.n);
+	strbuf_fini(&out);
 	return rc;
 }
 

@@ -36,19 +36,19 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 }
 
 /* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */
-static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct sbuf *reasoning,
-			  struct sbuf *content)
+static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct strbuf *reasoning,
+			  struct strbuf *content)
 {
 	const char *close = memmem(p, n, CLOSE, CLOSE_LEN);
 	if (close) {
 		s->state = IN_CONTENT;
 		size_t after = (size_t)(close - p) + CLOSE_LEN;
-		if (sbuf_append(reasoning, p, (size_t)(close - p)) < 0)
+		if (strbuf_put(reasoning, p, (size_t)(close - p)) < 0)
 			return -1;
-		return n > after ? sbuf_append(content, p + after, n - after) : 0;
+		return n > after ? strbuf_put(content, p + after, n - after) : 0;
 	}
 	size_t keep = last ? 0 : tag_partial_tail(p, n, CLOSE, CLOSE_LEN);
-	if (sbuf_append(reasoning, p, n - keep) < 0)
+	if (strbuf_put(reasoning, p, n - keep) < 0)
 		return -1;
 	memcpy(s->hold, p + n - keep, keep);
 	s->n_hold = keep;
@@ -56,24 +56,24 @@ static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bo
 }
 
 int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
-		   struct sbuf *reasoning, struct sbuf *content)
+		   struct strbuf *reasoning, struct strbuf *content)
 {
 	if (s->state == IN_CONTENT)
-		return len ? sbuf_append(content, text, len) : 0;
+		return len ? strbuf_put(content, text, len) : 0;
 	/* the held bytes (at most 7) go in front of the new text */
 	char small[256];
-	struct sbuf joined = {0};
+	struct strbuf joined = {0};
 	const char *p = text;
 	size_t n = len;
 	if (s->n_hold) {
 		n = s->n_hold + len;
 		char *buf = small;
 		if (n > sizeof small) {
-			if (sbuf_append(&joined, s->hold, s->n_hold) < 0 || sbuf_append(&joined, text, len) < 0) {
-				sbuf_fini(&joined);
+			if (strbuf_put(&joined, s->hold, s->n_hold) < 0 || strbuf_put(&joined, text, len) < 0) {
+				strbuf_fini(&joined);
 				return -1;
 			}
-			buf = joined.data;
+			buf = joined.p;
 		} else {
 			memcpy(small, s->hold, s->n_hold);
 			if (len)
@@ -87,7 +87,7 @@ int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool
 		if (n < OPEN_LEN && !last && !memcmp(p, OPEN, n)) { /* still maybe "<think>" */
 			memcpy(s->hold, p, n);
 			s->n_hold = n;
-			sbuf_fini(&joined);
+			strbuf_fini(&joined);
 			return 0;
 		}
 		s->state = IN_REASONING;
@@ -95,6 +95,6 @@ int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool
 			p += OPEN_LEN, n -= OPEN_LEN;
 	}
 	rc = reasoning_text(s, p, n, last, reasoning, content);
-	sbuf_fini(&joined);
+	strbuf_fini(&joined);
 	return rc;
 }

@@ -48,6 +48,6 @@ struct reasoning_split {
 /* Feeds the next piece of output text; appends to *reasoning and *content what is decided.
  * last: the output ends here (the held bytes are given out). 0 ok, -1 out of memory. */
 int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
-		   struct sbuf *reasoning, struct sbuf *content);
+		   struct strbuf *reasoning, struct strbuf *content);
 
 #endif

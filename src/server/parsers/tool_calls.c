@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "server/openai/openai_json.h"
-#include "server/parsers/pyjson.h"
+#include "base/pyjson.h"
 #include "server/parsers/tags.h"
 #include "base/utf8.h"
 
@@ -137,7 +137,7 @@ static int dsml_params(const char *p, const char *end, json_t *args)
 		if (!close) /* nor can a later one end */
 			break;
 		p = close + LEN(DSML_PARAM_END);
-		if (!utf8_valid(name, name_len)) /* not a key JSON can hold: the parameter is dropped */
+		if (!utf8_valid(name, name_len, NULL)) /* not a key JSON can hold: the parameter is dropped */
 			continue;
 		json_t *v = dsml_value(q, (size_t)(close - q), flag_len == 4);
 		if (!v || json_object_setn_new(args, name, name_len, v) < 0)
@@ -162,12 +162,12 @@ static int dsml_invokes(const char *p, const char *end, json_t *calls)
 			break;
 		p = close + LEN(DSML_INVOKE_END);
 		json_t *args = json_object();
-		struct sbuf text = {0};
+		struct strbuf text = {0};
 		json_t *call = !args || dsml_params(body, close, args) < 0 || pyjson_dump(args, &text) < 0
 				       ? NULL
-				       : call_json(name, name_len, oj_string(text.data ? text.data : "", text.len));
+				       : call_json(name, name_len, oj_string(text.p ? text.p : "", text.n));
 		json_decref(args);
-		sbuf_fini(&text);
+		strbuf_fini(&text);
 		if (!call || json_array_append_new(calls, call) < 0)
 			return -1;
 	}
@@ -235,37 +235,37 @@ int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, s
 	return 0;
 }
 
-int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
+int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct strbuf *content,
 		    json_t **calls)
 {
 	*calls = NULL;
-	if (len && sbuf_append(&s->kept, text, len) < 0)
+	if (len && strbuf_put(&s->kept, text, len) < 0)
 		return -1;
 	if (!s->in_calls) {
-		const char *k = s->kept.data, *cend, *begin = calls_begin(parser, k, s->kept.len, &cend);
-		size_t out = begin ? (size_t)(cend - k) : last ? s->kept.len : s->kept.len - calls_partial(parser, k, s->kept.len);
-		if (out && sbuf_append(content, k, out) < 0)
+		const char *k = s->kept.p, *cend, *begin = calls_begin(parser, k, s->kept.n, &cend);
+		size_t out = begin ? (size_t)(cend - k) : last ? s->kept.n : s->kept.n - calls_partial(parser, k, s->kept.n);
+		if (out && strbuf_put(content, k, out) < 0)
 			return -1;
 		if (out) {
-			memmove(s->kept.data, k + out, s->kept.len - out);
-			s->kept.len -= out;
+			memmove(s->kept.p, k + out, s->kept.n - out);
+			s->kept.n -= out;
 		}
 		s->in_calls = begin != NULL;
 	}
 	if (!last || !s->in_calls)
 		return 0;
 	size_t content_len;
-	if (tool_calls_parse(parser, s->kept.data, s->kept.len, calls, &content_len) < 0)
+	if (tool_calls_parse(parser, s->kept.p, s->kept.n, calls, &content_len) < 0)
 		return -1;
 	if (json_array_size(*calls) == 0) { /* nothing parsed: all of it is content */
 		json_decref(*calls);
 		*calls = NULL;
-		return sbuf_append(content, s->kept.data, s->kept.len);
+		return strbuf_put(content, s->kept.p, s->kept.n);
 	}
-	return content_len ? sbuf_append(content, s->kept.data, content_len) : 0;
+	return content_len ? strbuf_put(content, s->kept.p, content_len) : 0;
 }
 
-void tool_split_fini(struct tool_split *s) { sbuf_fini(&s->kept); }
+void tool_split_fini(struct tool_split *s) { strbuf_fini(&s->kept); }
 
 int tool_calls_forced(bool required, const char *name, const char *text, size_t len, json_t **calls)
 {
@@ -287,11 +287,11 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
 		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name"), *params = json_object_get(e, "parameters");
 		if (!json_is_string(n) || !params)
 			goto whole_not_calls;
-		struct sbuf args = {0};
+		struct strbuf args = {0};
 		json_t *c = pyjson_dump(params, &args) < 0
 				    ? NULL
-				    : call_json(json_string_value(n), json_string_length(n), oj_string(args.data, args.len));
-		sbuf_fini(&args);
+				    : call_json(json_string_value(n), json_string_length(n), oj_string(args.p, args.n));
+		strbuf_fini(&args);
 		if (!c || json_array_append_new(a, c) < 0) {
 			json_decref(v);
 			json_decref(a);
@@ -310,7 +310,7 @@ whole_not_calls:
 }
 
 int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
-		     bool last, struct sbuf *content, json_t **calls)
+		     bool last, struct strbuf *content, json_t **calls)
 {
 	*calls = NULL;
 	if (!required) { /* named: the arguments stream as they come, as vLLM streams them */
@@ -327,11 +327,11 @@ int tool_forced_feed(struct tool_split *s, bool required, const char *name, cons
 		s->in_calls = true;
 		return 0;
 	}
-	if (len && sbuf_append(&s->kept, text, len) < 0)
+	if (len && strbuf_put(&s->kept, text, len) < 0)
 		return -1;
 	if (!last)
 		return 0;
-	if (tool_calls_forced(required, name, s->kept.data, s->kept.len, calls) < 0)
+	if (tool_calls_forced(required, name, s->kept.p, s->kept.n, calls) < 0)
 		return -1;
-	return *calls ? 0 : sbuf_append(content, s->kept.data, s->kept.len);
+	return *calls ? 0 : strbuf_put(content, s->kept.p, s->kept.n);
 }

@@ -54,19 +54,19 @@ int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, s
 /* One streaming choice, zero-initialized to start. */
 struct tool_split {
 	bool in_calls;	   /* the calls have begun: text is being kept */
-	struct sbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
+	struct strbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
 };
 
 /* Feeds the next piece of content; appends to *content what is decided to be content. At the
  * end (last), *calls gets the parsed calls (NULL when there are none; new reference). */
-int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct sbuf *content,
+int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t len, bool last, struct strbuf *content,
 		    json_t **calls);
 void tool_split_fini(struct tool_split *s);
 
 /* The output of a forced tool_choice (server/openai/structured.h), which guided decoding kept to
  * its grammar: "required" (required true) is [{"name", "parameters"}, ...] and each element
  * becomes a call whose arguments are the parameters as vLLM writes them (Python's
- * json.dumps, server/parsers/pyjson.h); a named choice is one call of `name`
+ * json.dumps, base/pyjson.h); a named choice is one call of `name`
  * with the whole output as its arguments. *calls is NULL when a "required" output is not
  * whole JSON (cut by max_tokens or a stop string; or a number jansson cannot hold, like
  * an integer past 64 bits): it then stays content. 0, or -1 out of memory. */
@@ -76,6 +76,6 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
  * nothing is content until the end (last), when *calls gets the calls or, when there are
  * none, *content gets the whole output. */
 int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
-		     bool last, struct sbuf *content, json_t **calls);
+		     bool last, struct strbuf *content, json_t **calls);
 
 #endif
