@@ -274,10 +274,8 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		err_set(e, "max_model_len %d is too small", eng->max_model_len);
 		goto fail;
 	}
-	int mult = eng->backend->block_size_multiple > 0 ? eng->backend->block_size_multiple : 1;
-	int bs = o->block_size;
-	if (bs <= 0)
-		bs = ((16 + mult - 1) / mult) * mult;
+	int mult = attn_backend_block_multiple(eng->backend);
+	int bs = o->block_size > 0 ? o->block_size : attn_backend_default_block_size(eng->backend);
 	if (bs % mult) {
 		err_set(e, "block size %d: attention backend %s needs a multiple of %d", bs,
 			eng->backend->name, mult);
@@ -338,19 +336,6 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
-	/* An override replaces the declared value before the rule is applied, so DCP still
-	 * lowers it to 1 for backends that cannot run multi-token decodes there. */
-	struct attn_backend declared = *eng->backend;
-	if (o->reorder_batch_threshold > 0) {
-		if (o->reorder_batch_threshold > 1 && declared.query_len_support == QLEN_SINGLE_ONLY) {
-			err_set(e, "--reorder-batch-threshold %d: attention backend %s runs single-token "
-				   "decodes only", o->reorder_batch_threshold, declared.name);
-			goto fail;
-		}
-		declared.reorder_batch_threshold = o->reorder_batch_threshold;
-	}
-	const struct attn_backend *bl[1] = {&declared};
-	char why[256] = "";
 	eng->spec_k = o->spec.method != SPEC_NONE ? o->spec.k : 0;
 	if (o->spec.method == SPEC_MTP && !model_has_mtp(o->model)) {
 		err_set(e, "speculative method deepseek_mtp: the model was loaded without its MTP layer");
@@ -360,15 +345,16 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		err_set(e, "num_speculative_tokens %d outside [1, %d]", eng->spec_k, SPEC_MAX_TOKENS);
 		goto fail;
 	}
-	eng->threshold = attn_threshold_resolve(bl, 1, o->dcp_size > 0 ? o->dcp_size : 1,
-						o->dcp_interleave > 0 ? o->dcp_interleave : 1,
-						eng->spec_k, why, sizeof why);
+	struct attn_runner_rule rule;
+	if (attn_threshold_setup(eng->backend, o->reorder_batch_threshold, o->dcp_size, o->dcp_interleave,
+				 eng->spec_k, &rule, e) < 0)
+		goto fail;
+	eng->threshold = rule.threshold;
 	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
 				   .max_num_batched_tokens = o->max_num_batched_tokens,
 				   .max_model_len = eng->max_model_len, .block_size = vbs,
 				   .vocab = eng->vocab, .threshold = eng->threshold,
-				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN,
-				   .max_spec = eng->spec_k};
+				   .require_uniform = rule.require_uniform, .max_spec = eng->spec_k};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
 		goto fail;
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
@@ -395,7 +381,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->st.block_size = vbs;
 	eng->st.spec_k = eng->spec_k;
 	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
-	      eng->threshold, why);
+	      eng->threshold, rule.why);
 	if (W > 1)
 		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
 		      "rank and block; %.1f MiB per rank, %s), prefix caching %s",
