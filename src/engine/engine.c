@@ -18,8 +18,7 @@
 #include "engine/blocks.h"
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
-#include "guide/grammar.h"
-#include "guide/vocab.h"
+#include "guide/guide.h"
 #include "io/config.h"
 #include "model/model.h"
 
@@ -107,9 +106,8 @@ static void live_remove(struct engine *eng, struct eseq *s)
 
 static void eseq_free(struct eseq *s)
 {
-	free(s->guide);
+	guide_state_free(s->guide);
 	free(s->owned_ids);
-	guide_unref(s->p.guide);
 	sched_req_fini(&s->sr);
 	seq_text_fini(&s->text);
 	free(s);
@@ -370,8 +368,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->mtp_want = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_want);
 	eng->mtp_n_drafts = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n_drafts);
 	eng->mtp_tok = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_tok);
-	eng->mtp_guide = o->spec.method == SPEC_MTP && o->spec.k > 1 ? malloc(sizeof *eng->mtp_guide) : NULL;
-	if ((o->spec.method == SPEC_MTP && o->spec.k > 1 && !eng->mtp_guide) || !eng->mtp_n || !eng->mtp_want ||
+	if (o->spec.method == SPEC_MTP && o->spec.k > 1 && guide_state_new(NULL, &eng->mtp_guide, e) < 0)
+		goto fail;
+	if (!eng->mtp_n || !eng->mtp_want ||
 	    !eng->mtp_n_drafts || !eng->mtp_tok || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
 	    !eng->ban) {
 		err_set(e, "engine: out of memory");
@@ -451,7 +450,7 @@ void engine_free(struct engine *eng)
 	free(eng->mtp_want);
 	free(eng->mtp_n_drafts);
 	free(eng->mtp_tok);
-	free(eng->mtp_guide);
+	guide_state_free(eng->mtp_guide);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);
@@ -459,7 +458,7 @@ void engine_free(struct engine *eng)
 	blocks_free_pool(eng->pool);
 	if (eng->kv.data)
 		kv_cache_fini(&eng->kv);
-	guide_vocab_free(eng->guide_vocab);
+	guide_tokens_free(eng->guide_vocab);
 	free(eng->allow);
 	free(eng->ban);
 	pthread_mutex_destroy(&eng->guide_mu);
@@ -502,7 +501,7 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	if (!s)
 		return err_set(e, "request: out of memory");
 	s->p = *p;
-	s->p.guide = NULL; /* referenced below */
+	s->p.guide = NULL; /* the guide state holds it (below) */
 	/* the request's lists, owned by the choice */
 	int n_bad_tok = 0;
 	for (int i = 0; i < p->n_bad; i++)
@@ -567,12 +566,10 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		return -1;
 	}
 	if (p->guide) {
-		s->p.guide = guide_ref(p->guide); /* dropped by eseq_free */
-		if (!(s->guide = malloc(sizeof *s->guide))) {
+		if (guide_state_new(p->guide, &s->guide, e) < 0) { /* its own grammar reference */
 			eseq_free(s);
-			return err_set(e, "request: out of memory");
+			return -1;
 		}
-		jm_init(s->guide, p->guide);
 		s->guide_on = p->guide_after < 0;
 	}
 	if (p->prompt_logprobs >= 0 && n_prompt > 1) {
@@ -608,7 +605,7 @@ static int guide_vocab_ready(struct engine *eng, struct err *e)
 	if (!eng->guide_vocab) {
 		struct guide_vocab *v = NULL;
 		uint8_t *allow = malloc((size_t)eng->vocab);
-		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_vocab_new(eng->o.tok, eng->vocab, &v, e);
+		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
 		if (rc == 0) {
 			eng->allow = allow;
 			eng->guide_vocab = v;

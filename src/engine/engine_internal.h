@@ -17,7 +17,7 @@
 
 struct model_config;
 struct guide_vocab;
-struct jm_state;
+struct guide_state;
 
 /* One choice as the engine thread sees it. */
 struct eseq {
@@ -33,8 +33,8 @@ struct eseq {
 	int n_out;		  /* output tokens delivered */
 	double t_arrival, t_scheduled, t_first, t_last;
 	struct engine_logprob lp[SPEC_MAX_TOKENS + 1]; /* this step's, one per sampled token */
-	struct jm_state *guide;	  /* guided decoding: the output's matcher state (p.guide holds a
-				   * reference), else NULL */
+	struct guide_state *guide; /* guided decoding: the output's state, holding the grammar
+				    * (p.guide is NULL), else NULL */
 	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
 	int32_t *owned_ids;	  /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
 	struct eseq *inbox_next;
@@ -64,7 +64,7 @@ struct engine {
 	bool *mtp_want;		  /* [max_num_seqs] */
 	int *mtp_n_drafts;	  /* [max_num_seqs] */
 	int32_t *mtp_tok;	  /* [max_num_seqs] a chained pass's input token, -1: none */
-	struct jm_state *mtp_guide; /* a guided choice's state after its drafts so far */
+	struct guide_state *mtp_guide; /* scratch: a guided choice's state after its drafts so far */
 	struct sample_rng rng; /* seeds for unseeded requests */
 	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;

@@ -6,9 +6,7 @@
 #include "base/mono.h"
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
-#include "guide/grammar.h"
-#include "guide/matcher.h"
-#include "guide/vocab.h"
+#include "guide/guide.h"
 
 /* marker[] of a choice whose step ends after its sampled tokens */
 enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN, STEP_GUIDE_STUCK };
@@ -118,15 +116,15 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
 		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
-			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
+			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
 				eng->marker[i] = STEP_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				break;
 			}
-			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids,
-					     eng->o.n_eos_ids, eng->allow) == 0) {
+			if (guide_state_mask(eng->guide_vocab, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
+					     eng->allow) == 0) {
 				/* a whole match with no EOS id to end on; or no token continues a partial
 				 * one: the matcher cut its parses (a grammar nested past its stack) */
-				eng->marker[i] = jm_complete(s->guide, s->p.guide) ? STEP_GUIDE_ENDED : STEP_GUIDE_STUCK;
+				eng->marker[i] = guide_state_can_end(s->guide) ? STEP_GUIDE_ENDED : STEP_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -134,7 +132,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		int32_t t = sample_token(&in, &eng->ss, &s->lp[j]);
 		if (s->guide && !s->guide_on) {
 			s->guide_on = t == s->p.guide_after;
-		} else if (s->guide && !guide_vocab_advance(eng->guide_vocab, s->p.guide, s->guide, t)) {
+		} else if (s->guide && !guide_state_advance(eng->guide_vocab, s->guide, t)) {
 			eng->marker[i] = STEP_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
 			break;
 		}
@@ -176,7 +174,7 @@ static bool spec_disabled(const struct engine *eng)
 /* The grammar state of guided choice s after its first `depth` drafts (tokens[n_tokens,
  * + depth)) into eng->mtp_guide: NULL when the grammar does not apply yet after them; *dead
  * when a draft leaves the grammar (the mask allowed it, so only if the grammar ended). */
-static const struct jm_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
+static const struct guide_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
 {
 	*dead = false;
 	const struct sched_req *r = &s->sr;
@@ -184,13 +182,13 @@ static const struct jm_state *guide_after_drafts(struct engine *eng, const struc
 	if (on && depth == 0)
 		return s->guide;
 	if (on)
-		jm_copy(eng->mtp_guide, s->guide);
+		guide_state_copy(eng->mtp_guide, s->guide);
 	for (int j = 0; j < depth; j++) {
 		int32_t t = r->tokens[r->n_tokens + j];
 		if (!on) {
 			if ((on = t == s->p.guide_after))
-				jm_init(eng->mtp_guide, s->p.guide);
-		} else if (!guide_vocab_advance(eng->guide_vocab, s->p.guide, eng->mtp_guide, t)) {
+				guide_state_restart(eng->mtp_guide, s->guide);
+		} else if (!guide_state_advance(eng->guide_vocab, eng->mtp_guide, t)) {
 			*dead = true;
 			return NULL;
 		}
@@ -209,11 +207,11 @@ static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *
 	const uint8_t *allow = NULL;
 	if (s->guide) {
 		bool dead;
-		const struct jm_state *g = guide_after_drafts(eng, s, depth, &dead);
+		const struct guide_state *g = guide_after_drafts(eng, s, depth, &dead);
 		if (dead)
 			return -1;
 		if (g) {
-			if (guide_vocab_mask(eng->guide_vocab, p->guide, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
+			if (guide_state_mask(eng->guide_vocab, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
 				return -1;
 			allow = eng->allow;
 		}
