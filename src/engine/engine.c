@@ -113,12 +113,15 @@ static void eseq_free(struct eseq *s)
 	free(s);
 }
 
-/* A finished choice: deliver its last event, record stats, free it (engine thread). */
+/* A finished choice: out of the scheduler, deliver its last event, record stats, free it
+ * (engine thread). */
 void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
 		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		       const char *error)
 {
 	struct err e;
+	if (s->sr.status != SREQ_FINISHED) /* else the scheduler's finish_check ended it */
+		sched_finish(eng->sched, &s->sr, fin);
 	const char *d = "";
 	size_t n = 0;
 	if (fin != ENGINE_FINISH_ABORT) {
@@ -146,8 +149,6 @@ static void abort_handle(struct engine *eng, struct engine_req *h, const char *e
 		struct eseq *s = h->seqs[i];
 		if (!s)
 			continue;
-		if (s->sr.status != SREQ_FINISHED)
-			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
 		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
 	}
 	outbox_unref(h);

@@ -55,7 +55,7 @@ struct engine {
 	int spec_k;		  /* drafts per request and step (0: no speculation) */
 	int32_t *sampled;	  /* [max_num_seqs][spec_k + 1] this step's tokens */
 	int32_t *n_sampled;	  /* [max_num_seqs] */
-	int32_t *marker;	  /* [max_num_seqs] STEP_* end markers */
+	int32_t *marker;	  /* [max_num_seqs] the grammar's verdict (enum finish_guide) */
 	bool *alive;		  /* [max_num_seqs] still running after the step's outputs */
 	int32_t *n_before;	  /* [max_num_seqs] output tokens before the step */
 	/* deepseek_mtp: per choice of the step, its MTP positions, whether it drafts, its drafts
@@ -90,7 +90,8 @@ void engine_hist_observe(struct engine_hist *h, double v); /* eng->mu held */
 /* Posts one delivery of a choice. */
 void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		    const char *text, size_t text_len, enum engine_finish fin, const char *error);
-/* A finished choice: delivers its last event, records stats, frees it. */
+/* A finished choice (why: finish_check's verdict, or ABORT from outside): takes it out of the
+ * scheduler unless finish_check did there, delivers its last event, records stats, frees it. */
 void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
 		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		       const char *error);

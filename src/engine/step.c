@@ -8,14 +8,22 @@
 #include "engine/outbox.h"
 #include "guide/guide.h"
 
-/* marker[] of a choice whose step ends after its sampled tokens */
-enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN, STEP_GUIDE_STUCK };
-
-/* Output stage of a choice's j-th token this step (n_before: outputs before the step;
- * last: the step's last token, after which the scheduler's verdict applies). Returns false
- * when the choice finished and was freed. */
-static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, bool last, double t)
+/* Output stage of a choice's j-th token this step, of n_new appended (j == n_new: the step's
+ * end, where only the grammar's verdict, `guide`, is left): the one finish decision
+ * (finish_check, now with the token's text) and the token's delivery. Returns false when
+ * the choice finished and was freed. */
+static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int n_before,
+		       enum finish_guide guide, double t)
 {
+	struct err e;
+	if (j == n_new) {
+		struct finish_in in = {.tok = -1, .guide = guide};
+		struct finish_verdict v = finish_check(&in, &e);
+		if (v.why == ENGINE_FINISH_NONE)
+			return true;
+		engine_seq_finish(eng, s, v.why, NULL, 0, NULL, v.error);
+		return false;
+	}
 	int32_t tok = s->sr.tokens[s->sr.n_prompt + n_before + j];
 	const struct engine_logprob *lp = s->p.logprobs >= 0 ? &s->lp[j] : NULL;
 	pthread_mutex_lock(&eng->mu);
@@ -30,33 +38,14 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, 
 	pthread_mutex_unlock(&eng->mu);
 	s->t_last = t;
 	s->n_out = n_before + j + 1;
-	struct err e;
-	bool finished = last && s->sr.status == SREQ_FINISHED;
-	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS
-	 * or a stop token id) is not detokenized unless include_stop_str_in_output; stop
-	 * strings are not looked for in the text of the first min_tokens tokens */
-	int stop = 0;
-	if (!(finished && s->sr.finish == SFIN_STOP && !s->p.include_stop_str_in_output))
-		stop = seq_text_push(&s->text, tok, s->n_out > s->p.min_tokens, &e);
-	if (stop < 0) {
-		if (s->sr.status != SREQ_FINISHED)
-			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
-		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, &tok, 1, lp, e.msg);
-		return false;
-	}
-	if (finished) {
-		enum engine_finish f = s->sr.finish == SFIN_LENGTH ? ENGINE_FINISH_LENGTH
-								    : ENGINE_FINISH_STOP;
-		/* a stop string in the very token that hit EOS/length still wins the reason */
-		if (stop == 1)
-			f = ENGINE_FINISH_STOP;
-		engine_seq_finish(eng, s, f, &tok, 1, lp, NULL);
-		return false;
-	}
-	if (stop == 1) { /* stop string: the output stage finishes the request (and drops any
-			  * later token of this step) */
-		sched_finish(eng->sched, &s->sr, SFIN_STOP); /* no-op if a later token stopped it */
-		engine_seq_finish(eng, s, ENGINE_FINISH_STOP, &tok, 1, lp, NULL);
+	/* the scheduler's verdict on this token again (it appended up to it), plus its text:
+	 * a stop string finishes the choice here and drops any later token of this step */
+	struct finish_in in = sched_req_finish_in(eng->sched, &s->sr, s->n_out);
+	in.text = &s->text;
+	in.include_stop_str = s->p.include_stop_str_in_output;
+	struct finish_verdict v = finish_check(&in, &e);
+	if (v.why != ENGINE_FINISH_NONE) {
+		engine_seq_finish(eng, s, v.why, &tok, 1, lp, v.error);
 		return false;
 	}
 	const char *d;
@@ -107,7 +96,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 	const int32_t *draft = r->tokens + r->n_tokens;
 	int32_t *out = eng->sampled + (size_t)i * (size_t)(eng->spec_k + 1);
 	int n = 0, accepted = 0;
-	eng->marker[i] = STEP_GO_ON;
+	eng->marker[i] = FINISH_GUIDE_GO_ON;
 	for (int j = 0; j <= n_draft; j++) {
 		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab, .p = &s->p,
 					  .prompt = r->tokens, .n_prompt = r->n_prompt,
@@ -117,14 +106,14 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
 			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
-				eng->marker[i] = STEP_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+				eng->marker[i] = FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				break;
 			}
 			if (guide_state_mask(eng->guide_vocab, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
 					     eng->allow) == 0) {
 				/* a whole match with no EOS id to end on; or no token continues a partial
 				 * one: the matcher cut its parses (a grammar nested past its stack) */
-				eng->marker[i] = guide_state_can_end(s->guide) ? STEP_GUIDE_ENDED : STEP_GUIDE_STUCK;
+				eng->marker[i] = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED : FINISH_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -133,7 +122,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		if (s->guide && !s->guide_on) {
 			s->guide_on = t == s->p.guide_after;
 		} else if (s->guide && !guide_state_advance(eng->guide_vocab, s->guide, t)) {
-			eng->marker[i] = STEP_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
+			eng->marker[i] = FINISH_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
 			break;
 		}
 		out[n++] = t;
@@ -370,7 +359,6 @@ int engine_step(struct engine *eng, struct err *e)
 		struct sched_req *r = sched_waiting_head(eng->sched);
 		if (r) {
 			struct eseq *s = r->owner;
-			sched_finish(eng->sched, r, SFIN_ABORT);
 			engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
 					  "request does not fit in the kv cache");
 		}
@@ -395,7 +383,7 @@ int engine_step(struct engine *eng, struct err *e)
 		struct eseq *s = o.reqs[i]->owner;
 		n_before[i] = sched_req_n_output(&s->sr);
 		eng->n_sampled[i] = 0;
-		eng->marker[i] = STEP_GO_ON;
+		eng->marker[i] = FINISH_GUIDE_GO_ON;
 		if (eng->rows[i])
 			sample_choice(eng, i, s, eng->rows[i]);
 	}
@@ -405,21 +393,8 @@ int engine_step(struct engine *eng, struct err *e)
 		struct eseq *s = o.reqs[i]->owner;
 		int n_new = sched_req_n_output(&s->sr) - n_before[i]; /* appended, up to a stop */
 		bool alive = true;
-		for (int j = 0; j < n_new && alive; j++)
-			alive = seq_output(eng, s, j, n_before[i], j == n_new - 1, t1);
-		if (alive && eng->marker[i] != STEP_GO_ON) {
-			bool ended = eng->marker[i] == STEP_GUIDE_ENDED;
-			if (s->sr.status != SREQ_FINISHED)
-				sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
-			engine_seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
-					  ended ? NULL
-					  : eng->marker[i] == STEP_GUIDE_STUCK
-					      ? "guided decoding: no token continues the output within the grammar (it "
-						"nests deeper or is more ambiguous than the matcher follows: 31 levels, 32 "
-						"parses)"
-					      : "guided decoding: the sampled token does not fit the grammar");
-			alive = false;
-		}
+		for (int j = 0; j <= n_new && alive; j++)
+			alive = seq_output(eng, s, j, n_new, n_before[i], eng->marker[i], t1);
 		eng->alive[i] = alive;
 	}
 	if (eng->o.spec.method == SPEC_MTP && mtp_step(eng, &o, e) < 0)
