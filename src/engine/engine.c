@@ -358,22 +358,13 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
 		goto fail;
+	eng->slot = calloc((size_t)o->max_num_seqs, sizeof *eng->slot);
 	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
-	eng->sampled = calloc((size_t)o->max_num_seqs * (size_t)(eng->spec_k + 1), sizeof *eng->sampled);
-	eng->n_sampled = calloc((size_t)o->max_num_seqs, sizeof *eng->n_sampled);
-	eng->marker = calloc((size_t)o->max_num_seqs, sizeof *eng->marker);
-	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
-	eng->n_before = calloc((size_t)o->max_num_seqs, sizeof *eng->n_before);
+	eng->mtp = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp);
 	eng->ban = malloc((size_t)eng->vocab);
-	eng->mtp_n = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n);
-	eng->mtp_want = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_want);
-	eng->mtp_n_drafts = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n_drafts);
-	eng->mtp_tok = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_tok);
 	if (o->spec.method == SPEC_MTP && o->spec.k > 1 && guide_state_new(NULL, &eng->mtp_guide, e) < 0)
 		goto fail;
-	if (!eng->mtp_n || !eng->mtp_want ||
-	    !eng->mtp_n_drafts || !eng->mtp_tok || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
-	    !eng->ban) {
+	if (!eng->slot || !eng->rows || !eng->mtp || !eng->ban) {
 		err_set(e, "engine: out of memory");
 		goto fail;
 	}
@@ -441,16 +432,9 @@ void engine_free(struct engine *eng)
 		eng->cancels = h->cancel_next;
 		outbox_unref(h);
 	}
+	free(eng->slot);
 	free(eng->rows);
-	free(eng->sampled);
-	free(eng->n_sampled);
-	free(eng->marker);
-	free(eng->alive);
-	free(eng->n_before);
-	free(eng->mtp_n);
-	free(eng->mtp_want);
-	free(eng->mtp_n_drafts);
-	free(eng->mtp_tok);
+	free(eng->mtp);
 	guide_state_free(eng->mtp_guide);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)

@@ -373,16 +373,18 @@ int sched_update(struct sched *s, const struct sched_output *o, const int32_t *s
 	return n_finished;
 }
 
+bool sched_req_append(struct sched *s, struct sched_req *r, const int32_t *tok, int n)
+{
+	return r->status == SREQ_RUNNING && n > 0 && append_tokens(s, r, tok, n);
+}
+
 int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled,
 		   int stride, const int32_t *n_sampled)
 {
 	int n_finished = 0;
-	for (int k = 0; k < o->n; k++) {
-		struct sched_req *r = o->reqs[k];
-		if (r->status != SREQ_RUNNING || n_sampled[k] <= 0)
-			continue;
-		n_finished += append_tokens(s, r, sampled + (size_t)k * (size_t)stride, n_sampled[k]);
-	}
+	for (int k = 0; k < o->n; k++)
+		n_finished += sched_req_append(s, o->reqs[k], sampled + (size_t)k * (size_t)stride,
+					       n_sampled[k]);
 	return n_finished;
 }
 

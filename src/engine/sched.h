@@ -114,6 +114,9 @@ void sched_step(struct sched *s, struct sched_output *o);
  * still mid-prefill (no logits row). Appends tokens, applies the token stop conditions
  * (finish_check without text), and finishes (frees the blocks of) stopped requests. Returns the number of requests that finished. */
 int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled);
+/* One request's part of sched_update_n: appends its n tokens up to the first that ends it;
+ * true if it finished. Nothing for a request that is not running or for n <= 0. */
+bool sched_req_append(struct sched *s, struct sched_req *r, const int32_t *tok, int n);
 /* The same for steps with drafts: o->reqs[i] gets the n_sampled[i] tokens at
  * sampled[i * stride], in order, up to the first that stops it; drafts that were not kept
  * are uncomputed again (num_computed falls back to n_tokens - 1) and n_spec becomes 0. */

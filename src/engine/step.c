@@ -94,9 +94,9 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 	struct sched_req *r = &s->sr;
 	int n_draft = r->n_computed - r->n_tokens; /* scheduled drafts */
 	const int32_t *draft = r->tokens + r->n_tokens;
-	int32_t *out = eng->sampled + (size_t)i * (size_t)(eng->spec_k + 1);
+	int32_t *out = eng->slot[i].sampled;
 	int n = 0, accepted = 0;
-	eng->marker[i] = FINISH_GUIDE_GO_ON;
+	eng->slot[i].guide = FINISH_GUIDE_GO_ON;
 	for (int j = 0; j <= n_draft; j++) {
 		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab, .p = &s->p,
 					  .prompt = r->tokens, .n_prompt = r->n_prompt,
@@ -106,14 +106,14 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
 			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
-				eng->marker[i] = FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+				eng->slot[i].guide = FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				break;
 			}
 			if (guide_state_mask(eng->guide_vocab, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
 					     eng->allow) == 0) {
 				/* a whole match with no EOS id to end on; or no token continues a partial
 				 * one: the matcher cut its parses (a grammar nested past its stack) */
-				eng->marker[i] = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED : FINISH_GUIDE_STUCK;
+				eng->slot[i].guide = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED : FINISH_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -122,7 +122,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		if (s->guide && !s->guide_on) {
 			s->guide_on = t == s->p.guide_after;
 		} else if (s->guide && !guide_state_advance(eng->guide_vocab, s->guide, t)) {
-			eng->marker[i] = FINISH_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
+			eng->slot[i].guide = FINISH_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
 			break;
 		}
 		out[n++] = t;
@@ -130,7 +130,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 			break;
 		accepted++;
 	}
-	eng->n_sampled[i] = n;
+	eng->slot[i].n_sampled = n;
 	if (n_draft > 0) {
 		pthread_mutex_lock(&eng->mu);
 		eng->st.spec_drafts++;
@@ -151,7 +151,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 static bool decoding(const struct engine *eng, const struct sched_output *o, int i)
 {
 	const struct sched_req *r = o->reqs[i];
-	return eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
+	return eng->slot[i].alive && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
 }
 
 static bool spec_disabled(const struct engine *eng)
@@ -239,24 +239,24 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 	int any = 0;
 	for (int i = 0; i < o->n; i++) {
 		const struct sched_req *r = o->reqs[i];
-		eng->mtp_n[i] = 0;
-		eng->mtp_want[i] = false;
-		eng->mtp_n_drafts[i] = 0;
-		if (!eng->alive[i] || r->status != SREQ_RUNNING)
+		eng->mtp[i].n = 0;
+		eng->mtp[i].want = false;
+		eng->slot[i].mtp_n_drafts = 0;
+		if (!eng->slot[i].alive || r->status != SREQ_RUNNING)
 			continue;
 		int end = r->step_start + r->n_sched < r->n_tokens - 1 ? r->step_start + r->n_sched : r->n_tokens - 1;
-		eng->mtp_n[i] = end > r->step_start ? end - r->step_start : 0;
-		eng->mtp_want[i] = drafts && eng->mtp_n[i] > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
-		any += eng->mtp_n[i];
+		eng->mtp[i].n = end > r->step_start ? end - r->step_start : 0;
+		eng->mtp[i].want = drafts && eng->mtp[i].n > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
+		any += eng->mtp[i].n;
 	}
 	if (!any)
 		return 0;
-	if (runner_execute_mtp(&eng->runner, o, eng->mtp_n, eng->mtp_want, eng->rows, e) < 0)
+	if (runner_execute_mtp(&eng->runner, o, eng->mtp, eng->rows, e) < 0)
 		return -1;
 	for (int depth = 0;; depth++) {
 		int chained = 0;
 		for (int i = 0; i < o->n; i++) {
-			eng->mtp_tok[i] = -1;
+			eng->mtp[i].tok = -1;
 			if (!eng->rows[i])
 				continue;
 			struct sched_req *r = o->reqs[i];
@@ -264,15 +264,15 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 			if (d < 0)
 				continue;
 			r->tokens[r->n_tokens + depth] = d;
-			eng->mtp_n_drafts[i] = depth + 1;
+			eng->slot[i].mtp_n_drafts = depth + 1;
 			if (depth + 1 < draft_room(eng, r)) {
-				eng->mtp_tok[i] = d;
+				eng->mtp[i].tok = d;
 				chained++;
 			}
 		}
 		if (!chained)
 			return 0;
-		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp_tok, depth + 1, eng->rows, e) < 0)
+		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp, depth + 1, eng->rows, e) < 0)
 			return -1;
 	}
 }
@@ -281,7 +281,7 @@ static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
 	if (spec_disabled(eng))
-		return; /* every n_spec is 0 after sched_update */
+		return; /* every n_spec is 0 after sched_req_append */
 	int longest = 0, least_room = c->k;
 	for (int i = 0; i < o->n; i++) {
 		if (!decoding(eng, o, i))
@@ -290,7 +290,7 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
 		int k = draft_room(eng, r);
 		if (c->method == SPEC_MTP) {
-			r->n_spec = eng->mtp_n_drafts[i]; /* at tokens[n_tokens, ...) already, <= k */
+			r->n_spec = eng->slot[i].mtp_n_drafts; /* at tokens[n_tokens, ...) already, <= k */
 		} else {
 			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
 							      c->lookup_max, k, r->tokens + r->n_tokens)
@@ -376,26 +376,28 @@ int engine_step(struct engine *eng, struct err *e)
 	}
 	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
 		return -1;
-	int32_t *n_before = eng->n_before;
 	for (int i = 0; i < o.n; i++)
 		prompt_logprobs(eng, i, o.reqs[i]->owner);
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
-		n_before[i] = sched_req_n_output(&s->sr);
-		eng->n_sampled[i] = 0;
-		eng->marker[i] = FINISH_GUIDE_GO_ON;
+		struct step_slot *sl = &eng->slot[i];
+		sl->n_before = sched_req_n_output(&s->sr);
+		sl->n_sampled = 0;
+		sl->guide = FINISH_GUIDE_GO_ON;
 		if (eng->rows[i])
 			sample_choice(eng, i, s, eng->rows[i]);
 	}
-	sched_update_n(eng->sched, &o, eng->sampled, eng->spec_k + 1, eng->n_sampled);
+	for (int i = 0; i < o.n; i++) /* every choice's tokens before any output, as before */
+		sched_req_append(eng->sched, o.reqs[i], eng->slot[i].sampled, eng->slot[i].n_sampled);
 	double t1 = mono_now_s();
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
-		int n_new = sched_req_n_output(&s->sr) - n_before[i]; /* appended, up to a stop */
+		struct step_slot *sl = &eng->slot[i];
+		int n_new = sched_req_n_output(&s->sr) - sl->n_before; /* appended, up to a stop */
 		bool alive = true;
 		for (int j = 0; j <= n_new && alive; j++)
-			alive = seq_output(eng, s, j, n_new, n_before[i], eng->marker[i], t1);
-		eng->alive[i] = alive;
+			alive = seq_output(eng, s, j, n_new, sl->n_before, sl->guide, t1);
+		sl->alive = alive;
 	}
 	if (eng->o.spec.method == SPEC_MTP && mtp_step(eng, &o, e) < 0)
 		return -1;

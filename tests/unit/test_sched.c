@@ -493,8 +493,8 @@ static void test_runner_plan(void)
 		}
 	/* logits: a (decode) and b (prompt complete); c is mid-prefill */
 	EXPECT_EQ_INT(p.n_logits, 2);
-	EXPECT_EQ_INT(rn.logit_of_req[0], -1); /* c */
-	EXPECT(rn.logit_of_req[1] >= 0 && rn.logit_of_req[2] >= 0);
+	EXPECT_EQ_INT(rn.req[0].logit, -1); /* c */
+	EXPECT(rn.req[1].logit >= 0 && rn.req[2].logit >= 0);
 	for (int i = 0; i < p.n_logits; i++) {
 		int row = p.logits_rows[i];
 		EXPECT(row >= 0 && row < p.n_tokens);
