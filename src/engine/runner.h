@@ -18,7 +18,7 @@ struct runner_config {
 	int max_num_seqs, max_num_batched_tokens, max_model_len;
 	int block_size, vocab;
 	int threshold;	      /* resolved reorder_batch_threshold; 0 = no reordering */
-	bool require_uniform; /* backend query_len_support != VARLEN */
+	bool require_uniform; /* decodes share one q_len (attn_threshold_setup) */
 	int max_spec;	      /* speculative drafts per request (0 = none) */
 };
 
