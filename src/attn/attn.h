@@ -105,8 +105,11 @@ struct attn_backend {
 	/* Can run decode queries with q_len > 1 when the KV is sharded (DCP > 1) at this
 	 * interleave size (needs a global-position causal mask). NULL = never. */
 	bool (*supports_dcp_multi_token)(int dcp_interleave);
+	/* Returns the decode LSE: DCP merges the ranks' partial outputs by it (mla-dcp-spec
+	 * §4.5), so attn_threshold_setup refuses a backend without it under DCP > 1. */
 	bool returns_lse;
-	int block_size_multiple;	   /* required divisor of the block size (1 = any) */
+	int block_size_multiple;	   /* required divisor of the block size (0 or 1 = any):
+					    * read through attn_backend_block_multiple */
 	/* Per-step plan computed once from the metadata and reused by every layer; NULL if
 	 * the backend needs none. Allocates from `scratch`; sets meta->plan. */
 	int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e);
@@ -121,6 +124,10 @@ const struct attn_backend *attn_backend_at(int i);
 const struct attn_backend *attn_backend_by_name(const char *name); /* NULL if unknown */
 /* The first backend of the kind a model needs: sparse (DeepSeek Sparse Attention) or dense. */
 const struct attn_backend *attn_backend_default(bool sparse);
+/* The divisor backend b needs of the block size (1 when its table says 0: any). */
+int attn_backend_block_multiple(const struct attn_backend *b);
+/* The default block size for b: the smallest multiple of that divisor of at least 16 tokens. */
+int attn_backend_default_block_size(const struct attn_backend *b);
 /* Whether backend b can serve a model of that kind; else fills e naming the backends that can. */
 int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e);
 

@@ -18,8 +18,7 @@
 #include "engine/blocks.h"
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
-#include "guide/grammar.h"
-#include "guide/vocab.h"
+#include "guide/guide.h"
 #include "io/config.h"
 #include "model/model.h"
 
@@ -107,20 +106,22 @@ static void live_remove(struct engine *eng, struct eseq *s)
 
 static void eseq_free(struct eseq *s)
 {
-	free(s->guide);
+	guide_state_free(s->guide);
 	free(s->owned_ids);
-	guide_unref(s->p.guide);
 	sched_req_fini(&s->sr);
 	seq_text_fini(&s->text);
 	free(s);
 }
 
-/* A finished choice: deliver its last event, record stats, free it (engine thread). */
+/* A finished choice: out of the scheduler, deliver its last event, record stats, free it
+ * (engine thread). */
 void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
 		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		       const char *error)
 {
 	struct err e;
+	if (s->sr.status != SREQ_FINISHED) /* else the scheduler's finish_check ended it */
+		sched_finish(eng->sched, &s->sr, fin);
 	const char *d = "";
 	size_t n = 0;
 	if (fin != ENGINE_FINISH_ABORT) {
@@ -148,8 +149,6 @@ static void abort_handle(struct engine *eng, struct engine_req *h, const char *e
 		struct eseq *s = h->seqs[i];
 		if (!s)
 			continue;
-		if (s->sr.status != SREQ_FINISHED)
-			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
 		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
 	}
 	outbox_unref(h);
@@ -274,10 +273,8 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		err_set(e, "max_model_len %d is too small", eng->max_model_len);
 		goto fail;
 	}
-	int mult = eng->backend->block_size_multiple > 0 ? eng->backend->block_size_multiple : 1;
-	int bs = o->block_size;
-	if (bs <= 0)
-		bs = ((16 + mult - 1) / mult) * mult;
+	int mult = attn_backend_block_multiple(eng->backend);
+	int bs = o->block_size > 0 ? o->block_size : attn_backend_default_block_size(eng->backend);
 	if (bs % mult) {
 		err_set(e, "block size %d: attention backend %s needs a multiple of %d", bs,
 			eng->backend->name, mult);
@@ -338,19 +335,6 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
-	/* An override replaces the declared value before the rule is applied, so DCP still
-	 * lowers it to 1 for backends that cannot run multi-token decodes there. */
-	struct attn_backend declared = *eng->backend;
-	if (o->reorder_batch_threshold > 0) {
-		if (o->reorder_batch_threshold > 1 && declared.query_len_support == QLEN_SINGLE_ONLY) {
-			err_set(e, "--reorder-batch-threshold %d: attention backend %s runs single-token "
-				   "decodes only", o->reorder_batch_threshold, declared.name);
-			goto fail;
-		}
-		declared.reorder_batch_threshold = o->reorder_batch_threshold;
-	}
-	const struct attn_backend *bl[1] = {&declared};
-	char why[256] = "";
 	eng->spec_k = o->spec.method != SPEC_NONE ? o->spec.k : 0;
 	if (o->spec.method == SPEC_MTP && !model_has_mtp(o->model)) {
 		err_set(e, "speculative method deepseek_mtp: the model was loaded without its MTP layer");
@@ -360,34 +344,27 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		err_set(e, "num_speculative_tokens %d outside [1, %d]", eng->spec_k, SPEC_MAX_TOKENS);
 		goto fail;
 	}
-	eng->threshold = attn_threshold_resolve(bl, 1, o->dcp_size > 0 ? o->dcp_size : 1,
-						o->dcp_interleave > 0 ? o->dcp_interleave : 1,
-						eng->spec_k, why, sizeof why);
+	struct attn_runner_rule rule;
+	if (attn_threshold_setup(eng->backend, o->reorder_batch_threshold, o->dcp_size, o->dcp_interleave,
+				 eng->spec_k, &rule, e) < 0)
+		goto fail;
+	eng->threshold = rule.threshold;
 	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
 				   .max_num_batched_tokens = o->max_num_batched_tokens,
 				   .max_model_len = eng->max_model_len, .block_size = vbs,
 				   .vocab = eng->vocab, .threshold = eng->threshold,
-				   .require_uniform = eng->backend->query_len_support != QLEN_VARLEN,
-				   .max_spec = eng->spec_k};
+				   .require_uniform = rule.require_uniform, .max_spec = eng->spec_k};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
 		goto fail;
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
 		goto fail;
+	eng->slot = calloc((size_t)o->max_num_seqs, sizeof *eng->slot);
 	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
-	eng->sampled = calloc((size_t)o->max_num_seqs * (size_t)(eng->spec_k + 1), sizeof *eng->sampled);
-	eng->n_sampled = calloc((size_t)o->max_num_seqs, sizeof *eng->n_sampled);
-	eng->marker = calloc((size_t)o->max_num_seqs, sizeof *eng->marker);
-	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
-	eng->n_before = calloc((size_t)o->max_num_seqs, sizeof *eng->n_before);
+	eng->mtp = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp);
 	eng->ban = malloc((size_t)eng->vocab);
-	eng->mtp_n = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n);
-	eng->mtp_want = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_want);
-	eng->mtp_n_drafts = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_n_drafts);
-	eng->mtp_tok = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp_tok);
-	eng->mtp_guide = o->spec.method == SPEC_MTP && o->spec.k > 1 ? malloc(sizeof *eng->mtp_guide) : NULL;
-	if ((o->spec.method == SPEC_MTP && o->spec.k > 1 && !eng->mtp_guide) || !eng->mtp_n || !eng->mtp_want ||
-	    !eng->mtp_n_drafts || !eng->mtp_tok || !eng->rows || !eng->sampled || !eng->n_sampled || !eng->marker || !eng->alive || !eng->n_before ||
-	    !eng->ban) {
+	if (o->spec.method == SPEC_MTP && o->spec.k > 1 && guide_state_new(NULL, &eng->mtp_guide, e) < 0)
+		goto fail;
+	if (!eng->slot || !eng->rows || !eng->mtp || !eng->ban) {
 		err_set(e, "engine: out of memory");
 		goto fail;
 	}
@@ -395,7 +372,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->st.block_size = vbs;
 	eng->st.spec_k = eng->spec_k;
 	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
-	      eng->threshold, why);
+	      eng->threshold, rule.why);
 	if (W > 1)
 		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
 		      "rank and block; %.1f MiB per rank, %s), prefix caching %s",
@@ -455,17 +432,10 @@ void engine_free(struct engine *eng)
 		eng->cancels = h->cancel_next;
 		outbox_unref(h);
 	}
+	free(eng->slot);
 	free(eng->rows);
-	free(eng->sampled);
-	free(eng->n_sampled);
-	free(eng->marker);
-	free(eng->alive);
-	free(eng->n_before);
-	free(eng->mtp_n);
-	free(eng->mtp_want);
-	free(eng->mtp_n_drafts);
-	free(eng->mtp_tok);
-	free(eng->mtp_guide);
+	free(eng->mtp);
+	guide_state_free(eng->mtp_guide);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);
@@ -473,7 +443,7 @@ void engine_free(struct engine *eng)
 	blocks_free_pool(eng->pool);
 	if (eng->kv.data)
 		kv_cache_fini(&eng->kv);
-	guide_vocab_free(eng->guide_vocab);
+	guide_tokens_free(eng->guide_vocab);
 	free(eng->allow);
 	free(eng->ban);
 	pthread_mutex_destroy(&eng->guide_mu);
@@ -516,7 +486,7 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	if (!s)
 		return err_set(e, "request: out of memory");
 	s->p = *p;
-	s->p.guide = NULL; /* referenced below */
+	s->p.guide = NULL; /* the guide state holds it (below) */
 	/* the request's lists, owned by the choice */
 	int n_bad_tok = 0;
 	for (int i = 0; i < p->n_bad; i++)
@@ -581,12 +551,10 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		return -1;
 	}
 	if (p->guide) {
-		s->p.guide = guide_ref(p->guide); /* dropped by eseq_free */
-		if (!(s->guide = malloc(sizeof *s->guide))) {
+		if (guide_state_new(p->guide, &s->guide, e) < 0) { /* its own grammar reference */
 			eseq_free(s);
-			return err_set(e, "request: out of memory");
+			return -1;
 		}
-		jm_init(s->guide, p->guide);
 		s->guide_on = p->guide_after < 0;
 	}
 	if (p->prompt_logprobs >= 0 && n_prompt > 1) {
@@ -622,7 +590,7 @@ static int guide_vocab_ready(struct engine *eng, struct err *e)
 	if (!eng->guide_vocab) {
 		struct guide_vocab *v = NULL;
 		uint8_t *allow = malloc((size_t)eng->vocab);
-		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_vocab_new(eng->o.tok, eng->vocab, &v, e);
+		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
 		if (rc == 0) {
 			eng->allow = allow;
 			eng->guide_vocab = v;

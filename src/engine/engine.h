@@ -25,6 +25,7 @@
 
 #include "base/dtype.h"
 #include "base/err.h"
+#include "engine/finish.h"
 #include "engine/spec.h"
 
 struct model;
@@ -197,12 +198,7 @@ void engine_cancel(struct engine_req *r);
 /* Drops the caller's reference (cancels the request if it is still running). */
 void engine_release(struct engine_req *r);
 
-enum engine_finish {
-	ENGINE_FINISH_NONE = 0,
-	ENGINE_FINISH_STOP,   /* EOS, stop token id or stop string */
-	ENGINE_FINISH_LENGTH, /* max_tokens or max_model_len */
-	ENGINE_FINISH_ABORT,  /* cancelled, engine shut down, or engine error */
-};
+/* enum engine_finish (engine/finish.h): NONE, STOP, LENGTH, ABORT */
 const char *engine_finish_name(enum engine_finish f); /* "stop" "length" "abort" or NULL */
 
 struct engine_logprob {

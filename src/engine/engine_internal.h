@@ -17,9 +17,14 @@
 
 struct model_config;
 struct guide_vocab;
-struct jm_state;
+struct guide_state;
 
-/* One choice as the engine thread sees it. */
+/* One choice as the engine thread sees it: the one struct the engine follows a choice
+ * through. It embeds what it owns: its scheduler record (struct sched_req, with its tokens
+ * and its KV blocks' struct kv_seq), which stays a struct of its own because the scheduler
+ * must not see sampling, text or handles; and its output stage (struct seq_text). The
+ * request's handle (struct engine_req, shared by reference with the caller and holding the
+ * n choices' outboxes) is the only other struct of a request. */
 struct eseq {
 	struct sched_req sr;
 	struct sampling_params p;
@@ -33,12 +38,24 @@ struct eseq {
 	int n_out;		  /* output tokens delivered */
 	double t_arrival, t_scheduled, t_first, t_last;
 	struct engine_logprob lp[SPEC_MAX_TOKENS + 1]; /* this step's, one per sampled token */
-	struct jm_state *guide;	  /* guided decoding: the output's matcher state (p.guide holds a
-				   * reference), else NULL */
+	struct guide_state *guide; /* guided decoding: the output's state, holding the grammar
+				    * (p.guide is NULL), else NULL */
 	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
 	int32_t *owned_ids;	  /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
 	struct eseq *inbox_next;
 	struct eseq *live_prev, *live_next;
+};
+
+/* Choice i of the step (o.reqs[i]) after the forward: what it sampled and how its step
+ * ended. Indexed by step position rather than kept in struct eseq because the choice may be
+ * finished and freed during the step (alive says so). */
+struct step_slot {
+	int32_t sampled[SPEC_MAX_TOKENS + 1]; /* this step's tokens: the next, then one per kept draft */
+	int n_sampled;
+	int n_before;		  /* output tokens before the step */
+	enum finish_guide guide;  /* the grammar's verdict while sampling */
+	bool alive;		  /* still running after the step's outputs */
+	int mtp_n_drafts;	  /* deepseek_mtp: its drafts (the first pass's, then one per chained pass) */
 };
 
 struct engine {
@@ -51,20 +68,13 @@ struct engine {
 	struct sched *sched;
 	struct runner runner;
 	struct sample_scratch ss;
-	const float **rows;
 	int spec_k;		  /* drafts per request and step (0: no speculation) */
-	int32_t *sampled;	  /* [max_num_seqs][spec_k + 1] this step's tokens */
-	int32_t *n_sampled;	  /* [max_num_seqs] */
-	int32_t *marker;	  /* [max_num_seqs] STEP_* end markers */
-	bool *alive;		  /* [max_num_seqs] still running after the step's outputs */
-	int32_t *n_before;	  /* [max_num_seqs] output tokens before the step */
-	/* deepseek_mtp: per choice of the step, its MTP positions, whether it drafts, its drafts
-	 * (the first pass's, then one per chained pass) */
-	int *mtp_n;		  /* [max_num_seqs] */
-	bool *mtp_want;		  /* [max_num_seqs] */
-	int *mtp_n_drafts;	  /* [max_num_seqs] */
-	int32_t *mtp_tok;	  /* [max_num_seqs] a chained pass's input token, -1: none */
-	struct jm_state *mtp_guide; /* a guided choice's state after its drafts so far */
+	/* per choice of the step, [max_num_seqs] each, allocated together: the engine's own
+	 * slot, and the runner's interface (its logits rows out, the MTP passes' asks in) */
+	struct step_slot *slot;
+	const float **rows;
+	struct runner_mtp *mtp;
+	struct guide_state *mtp_guide; /* scratch: a guided choice's state after its drafts so far */
 	struct sample_rng rng; /* seeds for unseeded requests */
 	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;
@@ -90,7 +100,8 @@ void engine_hist_observe(struct engine_hist *h, double v); /* eng->mu held */
 /* Posts one delivery of a choice. */
 void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		    const char *text, size_t text_len, enum engine_finish fin, const char *error);
-/* A finished choice: delivers its last event, records stats, frees it. */
+/* A finished choice (why: finish_check's verdict, or ABORT from outside): takes it out of the
+ * scheduler unless finish_check did there, delivers its last event, records stats, frees it. */
 void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
 		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
 		       const char *error);

@@ -40,14 +40,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	rn->logits = malloc(sizeof *rn->logits * S * (size_t)c->vocab);
 	rn->logits_cap = (int)S;
 	rn->perm = malloc(sizeof *rn->perm * S);
-	rn->logit_of_req = malloc(sizeof *rn->logit_of_req * S);
-	rn->prow_of_req = malloc(sizeof *rn->prow_of_req * S);
-	rn->n_prow = malloc(sizeof *rn->n_prow * S);
-	rn->prow_pos = malloc(sizeof *rn->prow_pos * S);
-	rn->row_of_req = malloc(sizeof *rn->row_of_req * S);
-	rn->mtp_row_of_req = malloc(sizeof *rn->mtp_row_of_req * S);
-	if (!rn->mtp_row_of_req || !rn->logits || !rn->perm || !rn->logit_of_req || !rn->prow_of_req || !rn->n_prow ||
-	    !rn->prow_pos || !rn->row_of_req) {
+	rn->req = malloc(sizeof *rn->req * S);
+	if (!rn->logits || !rn->perm || !rn->req) {
 		runner_fini(rn);
 		return err_set(e, "runner: out of memory for logits [%zu, %d]", S, c->vocab);
 	}
@@ -59,12 +53,7 @@ void runner_fini(struct runner *rn)
 	arena_fini(&rn->arena);
 	free(rn->logits);
 	free(rn->perm);
-	free(rn->logit_of_req);
-	free(rn->prow_of_req);
-	free(rn->n_prow);
-	free(rn->prow_pos);
-	free(rn->row_of_req);
-	free(rn->mtp_row_of_req);
+	free(rn->req);
 	memset(rn, 0, sizeof *rn);
 }
 
@@ -139,9 +128,9 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 		/* prompt logprobs: positions p < n_prompt - 1 of this chunk */
 		int hi = r->step_start + r->n_sched < r->n_prompt - 1 ? r->step_start + r->n_sched
 								       : r->n_prompt - 1;
-		rn->n_prow[i] = r->prompt_rows && hi > r->step_start ? hi - r->step_start : 0;
-		rn->prow_pos[i] = r->step_start;
-		n_rows += rn->n_prow[i];
+		rn->req[i].n_prow = r->prompt_rows && hi > r->step_start ? hi - r->step_start : 0;
+		rn->req[i].prow_pos = r->step_start;
+		n_rows += rn->req[i].n_prow;
 	}
 	int32_t *rows = ALLOC(a, int32_t, n_rows + 1);
 	int t = 0, n_logits = 0;
@@ -159,18 +148,18 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 			slots[t] = kv_cache_slot(bt_row, bs, p_);
 		}
 		qs[k + 1] = t;
-		rn->row_of_req[i] = qs[k];
+		rn->req[i].row = qs[k];
 		seq_lens[k] = r->step_start + r->n_sched;
-		rn->prow_of_req[i] = rn->n_prow[i] > 0 ? n_logits : -1;
-		for (int j = 0; j < rn->n_prow[i]; j++)
+		rn->req[i].prow = rn->req[i].n_prow > 0 ? n_logits : -1;
+		for (int j = 0; j < rn->req[i].n_prow; j++)
 			rows[n_logits++] = qs[k] + j;
 		int nr = sched_req_n_rows(r);
 		if (nr > 0) {
-			rn->logit_of_req[i] = n_logits;
+			rn->req[i].logit = n_logits;
 			for (int j = 0; j < nr; j++)
 				rows[n_logits++] = t - nr + j;
 		} else {
-			rn->logit_of_req[i] = -1;
+			rn->req[i].logit = -1;
 		}
 	}
 	CHECK(t == T);
@@ -205,20 +194,20 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
 	if (plan_run(rn, &p, e) < 0)
 		return -1;
 	for (int i = 0; i < o->n; i++)
-		rows[i] = rn->logit_of_req[i] < 0
+		rows[i] = rn->req[i].logit < 0
 				  ? NULL
-				  : rn->logits + (size_t)rn->logit_of_req[i] * (size_t)rn->c.vocab;
+				  : rn->logits + (size_t)rn->req[i].logit * (size_t)rn->c.vocab;
 	return 0;
 }
 
 const float *runner_prompt_rows(const struct runner *rn, int i, int *pos0, int *n)
 {
-	*n = rn->n_prow[i];
-	*pos0 = rn->prow_pos[i];
-	return *n > 0 ? rn->logits + (size_t)rn->prow_of_req[i] * (size_t)rn->c.vocab : NULL;
+	*n = rn->req[i].n_prow;
+	*pos0 = rn->req[i].prow_pos;
+	return *n > 0 ? rn->logits + (size_t)rn->req[i].prow * (size_t)rn->c.vocab : NULL;
 }
 
-/* runs an MTP plan; logits row j belongs to o->reqs[req_of_row[j]] (rows[], mtp_row_of_req[]) */
+/* runs an MTP plan; logits row j belongs to o->reqs[req_of_row[j]] (rows[], req[].mtp_row) */
 static int mtp_plan_run(struct runner *rn, struct step_plan *p, const int32_t *req_of_row, const float **rows,
 			struct err *e)
 {
@@ -228,13 +217,13 @@ static int mtp_plan_run(struct runner *rn, struct step_plan *p, const int32_t *r
 		return -1;
 	for (int j = 0; j < p->n_logits; j++) {
 		rows[req_of_row[j]] = rn->logits + (size_t)j * (size_t)rn->c.vocab;
-		rn->mtp_row_of_req[req_of_row[j]] = j;
+		rn->req[req_of_row[j]].mtp_row = j;
 	}
 	return 0;
 }
 
-int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const int *n_mtp,
-		       const bool *want, const float **rows, struct err *e)
+int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m,
+		       const float **rows, struct err *e)
 {
 	struct arena *a = &rn->arena;
 	arena_reset(a);
@@ -243,15 +232,15 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 	int32_t *n_q = ALLOC(a, int32_t, o->n + 1), *n_comp = ALLOC(a, int32_t, o->n + 1);
 	for (int i = 0; i < o->n; i++) {
 		rows[i] = NULL;
-		rn->mtp_row_of_req[i] = -1;
-		if (n_mtp[i] <= 0)
+		rn->req[i].mtp_row = -1;
+		if (m[i].n <= 0)
 			continue;
 		const struct sched_req *r = o->reqs[i];
-		CHECK(n_mtp[i] <= r->n_sched && r->step_start + n_mtp[i] < r->n_tokens);
+		CHECK(m[i].n <= r->n_sched && r->step_start + m[i].n < r->n_tokens);
 		idx[n] = i;
-		n_q[n] = n_mtp[i];
+		n_q[n] = m[i].n;
 		n_comp[n++] = r->step_start;
-		T += n_mtp[i];
+		T += m[i].n;
 		if (r->kv.n_blocks > max_blocks)
 			max_blocks = r->kv.n_blocks;
 	}
@@ -272,16 +261,16 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 		const struct sched_req *r = o->reqs[i];
 		int32_t *bt_row = bt + (size_t)k * max_blocks;
 		plan_bt_row(bt_row, &r->kv, max_blocks);
-		for (int q = 0; q < n_mtp[i]; q++, t++) {
+		for (int q = 0; q < m[i].n; q++, t++) {
 			int p_ = r->step_start + q;
 			tokens[t] = r->tokens[p_ + 1]; /* the token that follows position p_ */
 			pos[t] = p_;
-			hid[t] = rn->row_of_req[i] + q;
+			hid[t] = rn->req[i].row + q;
 			slots[t] = kv_cache_slot(bt_row, bs, p_);
 		}
 		qs[k + 1] = t;
-		seq_lens[k] = r->step_start + n_mtp[i];
-		if (want[i]) {
+		seq_lens[k] = r->step_start + m[i].n;
+		if (m[i].want) {
 			lreq[n_logits] = i;
 			lrows[n_logits++] = t - 1;
 		}
@@ -293,8 +282,8 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const in
 	return mtp_plan_run(rn, &p, lreq, rows, e);
 }
 
-int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const int32_t *draft, int depth,
-			     const float **rows, struct err *e)
+int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m,
+			     int depth, const float **rows, struct err *e)
 {
 	struct arena *a = &rn->arena;
 	arena_reset(a);
@@ -303,9 +292,9 @@ int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, co
 	int32_t *hid = ALLOC(a, int32_t, o->n + 1); /* its row in the last MTP pass */
 	for (int i = 0; i < o->n; i++) {
 		rows[i] = NULL;
-		int prev = rn->mtp_row_of_req[i];
-		rn->mtp_row_of_req[i] = -1;
-		if (draft[i] < 0)
+		int prev = rn->req[i].mtp_row;
+		rn->req[i].mtp_row = -1;
+		if (m[i].tok < 0)
 			continue;
 		const struct sched_req *r = o->reqs[i];
 		int pos = r->n_tokens - 2 + depth;
@@ -328,7 +317,7 @@ int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, co
 		const struct sched_req *r = o->reqs[idx[k]];
 		int32_t *bt_row = bt + (size_t)k * max_blocks;
 		plan_bt_row(bt_row, &r->kv, max_blocks);
-		tokens[k] = draft[idx[k]];
+		tokens[k] = m[idx[k]].tok;
 		pos[k] = r->n_tokens - 2 + depth;
 		slots[k] = kv_cache_slot(bt_row, bs, pos[k]);
 		qs[k + 1] = k + 1;

@@ -154,7 +154,7 @@ void sched_add(struct sched *s, struct sched_req *r)
 		wait_insert_after(s, s->wait_tail, r);
 }
 
-void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why)
+void sched_finish(struct sched *s, struct sched_req *r, enum engine_finish why)
 {
 	if (r->status == SREQ_FINISHED)
 		return;
@@ -331,24 +331,13 @@ void sched_step(struct sched *s, struct sched_output *o)
 		s->cnt.steps++;
 }
 
-/* check_stop (B.6); length first so max_model_len is never exceeded. */
-static enum sched_finish check_stop(const struct sched *s, struct sched_req *r)
+struct finish_in sched_req_finish_in(const struct sched *s, const struct sched_req *r, int n_out)
 {
-	int n_out = sched_req_n_output(r);
-	if (r->n_tokens >= s->c.max_model_len || r->n_tokens >= r->max_len ||
-	    n_out >= r->max_tokens)
-		return SFIN_LENGTH;
-	if (n_out < r->min_tokens)
-		return SFIN_NONE;
-	int32_t t = r->tokens[r->n_tokens - 1];
-	if (!r->ignore_eos && r->eos >= 0 && t == r->eos)
-		return SFIN_STOP;
-	for (int i = 0; i < r->n_stop_ids; i++)
-		if (t == r->stop_ids[i]) {
-			r->stop_token = t;
-			return SFIN_STOP;
-		}
-	return SFIN_NONE;
+	return (struct finish_in){.tok = r->tokens[r->n_prompt + n_out - 1], .n_out = n_out,
+				  .n_tokens = r->n_prompt + n_out, .max_len = r->max_len,
+				  .max_model_len = s->c.max_model_len, .max_tokens = r->max_tokens,
+				  .min_tokens = r->min_tokens, .ignore_eos = r->ignore_eos, .eos = r->eos,
+				  .stop_ids = r->stop_ids, .n_stop_ids = r->n_stop_ids};
 }
 
 /* Appends n tokens to r up to the first that stops it; true if r finished. */
@@ -357,9 +346,11 @@ static bool append_tokens(struct sched *s, struct sched_req *r, const int32_t *t
 	for (int j = 0; j < n; j++) {
 		CHECK(r->n_tokens < r->max_len);
 		r->tokens[r->n_tokens++] = tok[j];
-		enum sched_finish f = check_stop(s, r);
-		if (f != SFIN_NONE) {
-			sched_finish(s, r, f);
+		struct finish_in in = sched_req_finish_in(s, r, sched_req_n_output(r));
+		struct finish_verdict v = finish_check(&in, NULL);
+		if (v.why != ENGINE_FINISH_NONE) {
+			r->stop_token = v.stop_token;
+			sched_finish(s, r, v.why);
 			return true;
 		}
 	}
@@ -382,16 +373,18 @@ int sched_update(struct sched *s, const struct sched_output *o, const int32_t *s
 	return n_finished;
 }
 
+bool sched_req_append(struct sched *s, struct sched_req *r, const int32_t *tok, int n)
+{
+	return r->status == SREQ_RUNNING && n > 0 && append_tokens(s, r, tok, n);
+}
+
 int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled,
 		   int stride, const int32_t *n_sampled)
 {
 	int n_finished = 0;
-	for (int k = 0; k < o->n; k++) {
-		struct sched_req *r = o->reqs[k];
-		if (r->status != SREQ_RUNNING || n_sampled[k] <= 0)
-			continue;
-		n_finished += append_tokens(s, r, sampled + (size_t)k * (size_t)stride, n_sampled[k]);
-	}
+	for (int k = 0; k < o->n; k++)
+		n_finished += sched_req_append(s, o->reqs[k], sampled + (size_t)k * (size_t)stride,
+					       n_sampled[k]);
 	return n_finished;
 }
 

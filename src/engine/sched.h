@@ -12,15 +12,9 @@
 
 #include "base/err.h"
 #include "engine/blocks.h"
+#include "engine/finish.h"
 
 enum sched_status { SREQ_WAITING, SREQ_RUNNING, SREQ_PREEMPTED, SREQ_FINISHED };
-
-enum sched_finish {
-	SFIN_NONE = 0,
-	SFIN_STOP,   /* EOS, stop token (stop_token >= 0) or a stop string (set by the caller) */
-	SFIN_LENGTH, /* max_tokens or max_model_len */
-	SFIN_ABORT,
-};
 
 struct sched_req {
 	uint64_t id;
@@ -36,14 +30,14 @@ struct sched_req {
 	int priority;		/* --scheduling-policy priority: lower runs first (vLLM's) */
 	uint64_t arrival;	/* set by sched_add: the tie-break, kept through preemption */
 	enum sched_status status;
-	/* stop conditions (B.6) */
+	/* stop conditions (B.6), applied by finish_check */
 	int max_tokens;		/* output tokens; already capped to max_model_len - prompt */
 	int min_tokens;
 	bool ignore_eos;
 	int32_t eos;		/* -1 = none */
 	int n_stop_ids;
 	const int32_t *stop_ids; /* not owned */
-	enum sched_finish finish;
+	enum engine_finish finish; /* why it finished (set by sched_finish) */
 	int32_t stop_token;	/* stop_reason for a stop token id, else -1 */
 	struct kv_seq kv;
 	bool no_prefix_hit;	/* computes its whole prompt (prompt logprobs need every row) */
@@ -110,13 +104,19 @@ struct sched_output {
 void sched_add(struct sched *s, struct sched_req *r);
 /* Removes r wherever it is, frees its blocks, marks it FINISHED with `why`. Do not call
  * between sched_step and sched_update for a request in that step's output. */
-void sched_finish(struct sched *s, struct sched_req *r, enum sched_finish why);
+void sched_finish(struct sched *s, struct sched_req *r, enum engine_finish why);
+/* The finish_check input of r's output token n_out (1-based; already appended), without
+ * the output stage's part (text NULL). */
+struct finish_in sched_req_finish_in(const struct sched *s, const struct sched_req *r, int n_out);
 /* Runs one scheduling decision and advances num_computed of every scheduled request. */
 void sched_step(struct sched *s, struct sched_output *o);
 /* After the forward: sampled[i] is the token for o->reqs[i], or -1 when that request is
- * still mid-prefill (no logits row). Appends tokens, applies the stop conditions, and
- * finishes (frees) stopped requests. Returns the number of requests that finished. */
+ * still mid-prefill (no logits row). Appends tokens, applies the token stop conditions
+ * (finish_check without text), and finishes (frees the blocks of) stopped requests. Returns the number of requests that finished. */
 int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled);
+/* One request's part of sched_update_n: appends its n tokens up to the first that ends it;
+ * true if it finished. Nothing for a request that is not running or for n <= 0. */
+bool sched_req_append(struct sched *s, struct sched_req *r, const int32_t *tok, int n);
 /* The same for steps with drafts: o->reqs[i] gets the n_sampled[i] tokens at
  * sampled[i * stride], in order, up to the first that stops it; drafts that were not kept
  * are uncomputed again (num_computed falls back to n_tokens - 1) and n_spec becomes 0. */

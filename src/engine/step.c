@@ -6,18 +6,24 @@
 #include "base/mono.h"
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
-#include "guide/grammar.h"
-#include "guide/matcher.h"
-#include "guide/vocab.h"
+#include "guide/guide.h"
 
-/* marker[] of a choice whose step ends after its sampled tokens */
-enum { STEP_GO_ON = 0, STEP_GUIDE_ENDED, STEP_GUIDE_BROKEN, STEP_GUIDE_STUCK };
-
-/* Output stage of a choice's j-th token this step (n_before: outputs before the step;
- * last: the step's last token, after which the scheduler's verdict applies). Returns false
- * when the choice finished and was freed. */
-static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, bool last, double t)
+/* Output stage of a choice's j-th token this step, of n_new appended (j == n_new: the step's
+ * end, where only the grammar's verdict, `guide`, is left): the one finish decision
+ * (finish_check, now with the token's text) and the token's delivery. Returns false when
+ * the choice finished and was freed. */
+static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int n_before,
+		       enum finish_guide guide, double t)
 {
+	struct err e;
+	if (j == n_new) {
+		struct finish_in in = {.tok = -1, .guide = guide};
+		struct finish_verdict v = finish_check(&in, &e);
+		if (v.why == ENGINE_FINISH_NONE)
+			return true;
+		engine_seq_finish(eng, s, v.why, NULL, 0, NULL, v.error);
+		return false;
+	}
 	int32_t tok = s->sr.tokens[s->sr.n_prompt + n_before + j];
 	const struct engine_logprob *lp = s->p.logprobs >= 0 ? &s->lp[j] : NULL;
 	pthread_mutex_lock(&eng->mu);
@@ -32,33 +38,14 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_before, 
 	pthread_mutex_unlock(&eng->mu);
 	s->t_last = t;
 	s->n_out = n_before + j + 1;
-	struct err e;
-	bool finished = last && s->sr.status == SREQ_FINISHED;
-	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS
-	 * or a stop token id) is not detokenized unless include_stop_str_in_output; stop
-	 * strings are not looked for in the text of the first min_tokens tokens */
-	int stop = 0;
-	if (!(finished && s->sr.finish == SFIN_STOP && !s->p.include_stop_str_in_output))
-		stop = seq_text_push(&s->text, tok, s->n_out > s->p.min_tokens, &e);
-	if (stop < 0) {
-		if (s->sr.status != SREQ_FINISHED)
-			sched_finish(eng->sched, &s->sr, SFIN_ABORT);
-		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, &tok, 1, lp, e.msg);
-		return false;
-	}
-	if (finished) {
-		enum engine_finish f = s->sr.finish == SFIN_LENGTH ? ENGINE_FINISH_LENGTH
-								    : ENGINE_FINISH_STOP;
-		/* a stop string in the very token that hit EOS/length still wins the reason */
-		if (stop == 1)
-			f = ENGINE_FINISH_STOP;
-		engine_seq_finish(eng, s, f, &tok, 1, lp, NULL);
-		return false;
-	}
-	if (stop == 1) { /* stop string: the output stage finishes the request (and drops any
-			  * later token of this step) */
-		sched_finish(eng->sched, &s->sr, SFIN_STOP); /* no-op if a later token stopped it */
-		engine_seq_finish(eng, s, ENGINE_FINISH_STOP, &tok, 1, lp, NULL);
+	/* the scheduler's verdict on this token again (it appended up to it), plus its text:
+	 * a stop string finishes the choice here and drops any later token of this step */
+	struct finish_in in = sched_req_finish_in(eng->sched, &s->sr, s->n_out);
+	in.text = &s->text;
+	in.include_stop_str = s->p.include_stop_str_in_output;
+	struct finish_verdict v = finish_check(&in, &e);
+	if (v.why != ENGINE_FINISH_NONE) {
+		engine_seq_finish(eng, s, v.why, &tok, 1, lp, v.error);
 		return false;
 	}
 	const char *d;
@@ -107,9 +94,9 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 	struct sched_req *r = &s->sr;
 	int n_draft = r->n_computed - r->n_tokens; /* scheduled drafts */
 	const int32_t *draft = r->tokens + r->n_tokens;
-	int32_t *out = eng->sampled + (size_t)i * (size_t)(eng->spec_k + 1);
+	int32_t *out = eng->slot[i].sampled;
 	int n = 0, accepted = 0;
-	eng->marker[i] = STEP_GO_ON;
+	eng->slot[i].guide = FINISH_GUIDE_GO_ON;
 	for (int j = 0; j <= n_draft; j++) {
 		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab, .p = &s->p,
 					  .prompt = r->tokens, .n_prompt = r->n_prompt,
@@ -118,15 +105,15 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
 		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
-			if (s->p.ignore_eos && jm_finished(s->guide, s->p.guide)) {
-				eng->marker[i] = STEP_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
+				eng->slot[i].guide = FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				break;
 			}
-			if (guide_vocab_mask(eng->guide_vocab, s->p.guide, s->guide, eng->o.eos_ids,
-					     eng->o.n_eos_ids, eng->allow) == 0) {
+			if (guide_state_mask(eng->guide_vocab, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
+					     eng->allow) == 0) {
 				/* a whole match with no EOS id to end on; or no token continues a partial
 				 * one: the matcher cut its parses (a grammar nested past its stack) */
-				eng->marker[i] = jm_complete(s->guide, s->p.guide) ? STEP_GUIDE_ENDED : STEP_GUIDE_STUCK;
+				eng->slot[i].guide = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED : FINISH_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -134,8 +121,8 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		int32_t t = sample_token(&in, &eng->ss, &s->lp[j]);
 		if (s->guide && !s->guide_on) {
 			s->guide_on = t == s->p.guide_after;
-		} else if (s->guide && !guide_vocab_advance(eng->guide_vocab, s->p.guide, s->guide, t)) {
-			eng->marker[i] = STEP_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
+		} else if (s->guide && !guide_state_advance(eng->guide_vocab, s->guide, t)) {
+			eng->slot[i].guide = FINISH_GUIDE_BROKEN; /* cannot happen: the mask allowed it */
 			break;
 		}
 		out[n++] = t;
@@ -143,7 +130,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 			break;
 		accepted++;
 	}
-	eng->n_sampled[i] = n;
+	eng->slot[i].n_sampled = n;
 	if (n_draft > 0) {
 		pthread_mutex_lock(&eng->mu);
 		eng->st.spec_drafts++;
@@ -164,7 +151,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 static bool decoding(const struct engine *eng, const struct sched_output *o, int i)
 {
 	const struct sched_req *r = o->reqs[i];
-	return eng->alive[i] && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
+	return eng->slot[i].alive && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
 }
 
 static bool spec_disabled(const struct engine *eng)
@@ -176,7 +163,7 @@ static bool spec_disabled(const struct engine *eng)
 /* The grammar state of guided choice s after its first `depth` drafts (tokens[n_tokens,
  * + depth)) into eng->mtp_guide: NULL when the grammar does not apply yet after them; *dead
  * when a draft leaves the grammar (the mask allowed it, so only if the grammar ended). */
-static const struct jm_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
+static const struct guide_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
 {
 	*dead = false;
 	const struct sched_req *r = &s->sr;
@@ -184,13 +171,13 @@ static const struct jm_state *guide_after_drafts(struct engine *eng, const struc
 	if (on && depth == 0)
 		return s->guide;
 	if (on)
-		jm_copy(eng->mtp_guide, s->guide);
+		guide_state_copy(eng->mtp_guide, s->guide);
 	for (int j = 0; j < depth; j++) {
 		int32_t t = r->tokens[r->n_tokens + j];
 		if (!on) {
 			if ((on = t == s->p.guide_after))
-				jm_init(eng->mtp_guide, s->p.guide);
-		} else if (!guide_vocab_advance(eng->guide_vocab, s->p.guide, eng->mtp_guide, t)) {
+				guide_state_restart(eng->mtp_guide, s->guide);
+		} else if (!guide_state_advance(eng->guide_vocab, eng->mtp_guide, t)) {
 			*dead = true;
 			return NULL;
 		}
@@ -209,11 +196,11 @@ static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *
 	const uint8_t *allow = NULL;
 	if (s->guide) {
 		bool dead;
-		const struct jm_state *g = guide_after_drafts(eng, s, depth, &dead);
+		const struct guide_state *g = guide_after_drafts(eng, s, depth, &dead);
 		if (dead)
 			return -1;
 		if (g) {
-			if (guide_vocab_mask(eng->guide_vocab, p->guide, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
+			if (guide_state_mask(eng->guide_vocab, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
 				return -1;
 			allow = eng->allow;
 		}
@@ -252,24 +239,24 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 	int any = 0;
 	for (int i = 0; i < o->n; i++) {
 		const struct sched_req *r = o->reqs[i];
-		eng->mtp_n[i] = 0;
-		eng->mtp_want[i] = false;
-		eng->mtp_n_drafts[i] = 0;
-		if (!eng->alive[i] || r->status != SREQ_RUNNING)
+		eng->mtp[i].n = 0;
+		eng->mtp[i].want = false;
+		eng->slot[i].mtp_n_drafts = 0;
+		if (!eng->slot[i].alive || r->status != SREQ_RUNNING)
 			continue;
 		int end = r->step_start + r->n_sched < r->n_tokens - 1 ? r->step_start + r->n_sched : r->n_tokens - 1;
-		eng->mtp_n[i] = end > r->step_start ? end - r->step_start : 0;
-		eng->mtp_want[i] = drafts && eng->mtp_n[i] > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
-		any += eng->mtp_n[i];
+		eng->mtp[i].n = end > r->step_start ? end - r->step_start : 0;
+		eng->mtp[i].want = drafts && eng->mtp[i].n > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
+		any += eng->mtp[i].n;
 	}
 	if (!any)
 		return 0;
-	if (runner_execute_mtp(&eng->runner, o, eng->mtp_n, eng->mtp_want, eng->rows, e) < 0)
+	if (runner_execute_mtp(&eng->runner, o, eng->mtp, eng->rows, e) < 0)
 		return -1;
 	for (int depth = 0;; depth++) {
 		int chained = 0;
 		for (int i = 0; i < o->n; i++) {
-			eng->mtp_tok[i] = -1;
+			eng->mtp[i].tok = -1;
 			if (!eng->rows[i])
 				continue;
 			struct sched_req *r = o->reqs[i];
@@ -277,15 +264,15 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 			if (d < 0)
 				continue;
 			r->tokens[r->n_tokens + depth] = d;
-			eng->mtp_n_drafts[i] = depth + 1;
+			eng->slot[i].mtp_n_drafts = depth + 1;
 			if (depth + 1 < draft_room(eng, r)) {
-				eng->mtp_tok[i] = d;
+				eng->mtp[i].tok = d;
 				chained++;
 			}
 		}
 		if (!chained)
 			return 0;
-		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp_tok, depth + 1, eng->rows, e) < 0)
+		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp, depth + 1, eng->rows, e) < 0)
 			return -1;
 	}
 }
@@ -294,7 +281,7 @@ static void propose(struct engine *eng, const struct sched_output *o)
 {
 	const struct spec_config *c = &eng->o.spec;
 	if (spec_disabled(eng))
-		return; /* every n_spec is 0 after sched_update */
+		return; /* every n_spec is 0 after sched_req_append */
 	int longest = 0, least_room = c->k;
 	for (int i = 0; i < o->n; i++) {
 		if (!decoding(eng, o, i))
@@ -303,7 +290,7 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
 		int k = draft_room(eng, r);
 		if (c->method == SPEC_MTP) {
-			r->n_spec = eng->mtp_n_drafts[i]; /* at tokens[n_tokens, ...) already, <= k */
+			r->n_spec = eng->slot[i].mtp_n_drafts; /* at tokens[n_tokens, ...) already, <= k */
 		} else {
 			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
 							      c->lookup_max, k, r->tokens + r->n_tokens)
@@ -372,7 +359,6 @@ int engine_step(struct engine *eng, struct err *e)
 		struct sched_req *r = sched_waiting_head(eng->sched);
 		if (r) {
 			struct eseq *s = r->owner;
-			sched_finish(eng->sched, r, SFIN_ABORT);
 			engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
 					  "request does not fit in the kv cache");
 		}
@@ -390,39 +376,28 @@ int engine_step(struct engine *eng, struct err *e)
 	}
 	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
 		return -1;
-	int32_t *n_before = eng->n_before;
 	for (int i = 0; i < o.n; i++)
 		prompt_logprobs(eng, i, o.reqs[i]->owner);
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
-		n_before[i] = sched_req_n_output(&s->sr);
-		eng->n_sampled[i] = 0;
-		eng->marker[i] = STEP_GO_ON;
+		struct step_slot *sl = &eng->slot[i];
+		sl->n_before = sched_req_n_output(&s->sr);
+		sl->n_sampled = 0;
+		sl->guide = FINISH_GUIDE_GO_ON;
 		if (eng->rows[i])
 			sample_choice(eng, i, s, eng->rows[i]);
 	}
-	sched_update_n(eng->sched, &o, eng->sampled, eng->spec_k + 1, eng->n_sampled);
+	for (int i = 0; i < o.n; i++) /* every choice's tokens before any output, as before */
+		sched_req_append(eng->sched, o.reqs[i], eng->slot[i].sampled, eng->slot[i].n_sampled);
 	double t1 = mono_now_s();
 	for (int i = 0; i < o.n; i++) {
 		struct eseq *s = o.reqs[i]->owner;
-		int n_new = sched_req_n_output(&s->sr) - n_before[i]; /* appended, up to a stop */
+		struct step_slot *sl = &eng->slot[i];
+		int n_new = sched_req_n_output(&s->sr) - sl->n_before; /* appended, up to a stop */
 		bool alive = true;
-		for (int j = 0; j < n_new && alive; j++)
-			alive = seq_output(eng, s, j, n_before[i], j == n_new - 1, t1);
-		if (alive && eng->marker[i] != STEP_GO_ON) {
-			bool ended = eng->marker[i] == STEP_GUIDE_ENDED;
-			if (s->sr.status != SREQ_FINISHED)
-				sched_finish(eng->sched, &s->sr, ended ? SFIN_STOP : SFIN_ABORT);
-			engine_seq_finish(eng, s, ended ? ENGINE_FINISH_STOP : ENGINE_FINISH_ABORT, NULL, 0, NULL,
-					  ended ? NULL
-					  : eng->marker[i] == STEP_GUIDE_STUCK
-					      ? "guided decoding: no token continues the output within the grammar (it "
-						"nests deeper or is more ambiguous than the matcher follows: 31 levels, 32 "
-						"parses)"
-					      : "guided decoding: the sampled token does not fit the grammar");
-			alive = false;
-		}
-		eng->alive[i] = alive;
+		for (int j = 0; j <= n_new && alive; j++)
+			alive = seq_output(eng, s, j, n_new, sl->n_before, sl->guide, t1);
+		sl->alive = alive;
 	}
 	if (eng->o.spec.method == SPEC_MTP && mtp_step(eng, &o, e) < 0)
 		return -1;

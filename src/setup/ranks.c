@@ -24,8 +24,7 @@ static int default_block_size(const struct engine_args *a, bool sparse, const st
 	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default(sparse);
 	if (!*be)
 		return err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", name);
-	int mult = (*be)->block_size_multiple > 0 ? (*be)->block_size_multiple : 1;
-	return a->block_size > 0 ? a->block_size : ((16 + mult - 1) / mult) * mult;
+	return a->block_size > 0 ? a->block_size : attn_backend_default_block_size(*be);
 }
 
 int ranks_check_args(const struct engine_args *a, struct err *e)

@@ -329,7 +329,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		be = model_default_backend(m);
 	if (model_check_backend(m, be, e))
 		goto out;
-	int bs = 16 * (be->block_size_multiple > 0 ? be->block_size_multiple : 1);
+	int bs = attn_backend_default_block_size(be);
 	int mb = (I + O + bs - 1) / bs;
 	/* the KV cache follows the activations, as the server's --kv-cache-dtype auto does */
 	enum dtype kvd = model_act_dtype(m) == DT_BF16 ? DT_BF16 : DT_F32;

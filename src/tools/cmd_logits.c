@@ -16,6 +16,7 @@
 #include "tools/tools.h"
 #include "io/config.h"
 #include "engine/dist_exec.h"
+#include "engine/reorder.h"
 #include "setup/ranks.h"
 #include "model/model.h"
 #include "ops/pool.h"
@@ -84,8 +85,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 			err_set(e, "--tokens: token %d outside the vocabulary (%d)", tok[i], cfg->vocab_size);
 			goto out;
 		}
-	int mult = be->block_size_multiple > 0 ? be->block_size_multiple : 1;
-	int bs = o->block_size > 0 ? o->block_size : 16 * mult;
+	int mult = attn_backend_block_multiple(be);
+	int bs = o->block_size > 0 ? o->block_size : attn_backend_default_block_size(be);
 	if (bs % mult) {
 		err_set(e, "--block-size %d: attention backend %s needs a multiple of %d", bs, be->name, mult);
 		goto out;
@@ -93,9 +94,9 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	/* under DCP the block table addresses virtual blocks of bs x W tokens (§4.1) */
 	int W = c ? c->dcp_size : 1, I = o->interleave > 0 ? o->interleave : 1;
 	int vbs = bs * W, nb = (n + vbs - 1) / vbs;
-	const struct attn_backend *bl[1] = {be};
-	char why[512];
-	int thr = attn_threshold_resolve(bl, 1, W, I, 0, why, sizeof why);
+	struct attn_runner_rule rule; /* the engine's threshold and decode split */
+	if (attn_threshold_setup(be, 0, W, I, 0, &rule, e))
+		goto out;
 	/* the cache dtype follows the activations: float32 runs are exact */
 	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16 : DT_F32;
 	if (model_kv_cache_init(m, &kv, nb + 1, bs, kvd, e))
@@ -118,9 +119,12 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	dist_exec_init(&dx, c, m, &kv, be, I);
 	for (int s = 0; s < n; s += chunk) {
 		int q = n - s < chunk ? n - s : chunk;
-		/* vLLM's split: a query within the (DCP-resolved) threshold runs the decode path */
-		bool dec = q == 1 || q <= thr;
 		int32_t qs[2] = {0, q}, sl[1] = {s + q};
+		/* the runner's split: a query within the (DCP-resolved) threshold decodes */
+		struct batch_split sp = {0, 1, 0, q};
+		if (rule.threshold > 0)
+			sp = split_decodes_and_prefills(qs, 1, rule.threshold, rule.require_uniform);
+		bool dec = sp.n_decodes == 1;
 		for (int i = 0; i < q; i++)
 			rows[i] = i;
 		struct step_plan p = {.n_tokens = q, .n_seqs = 1, .max_blocks = nb, .n_decodes = dec ? 1 : 0,

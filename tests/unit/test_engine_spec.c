@@ -128,7 +128,7 @@ static void test_sched_drafts(void)
 	EXPECT_EQ_INT(r.n_computed, 8); /* the stale row of position 8 gets recomputed */
 	EXPECT(r.n_spec == 0);
 	/* a budget of 2 keeps one draft of three */
-	sched_finish(s, &r, SFIN_ABORT);
+	sched_finish(s, &r, ENGINE_FINISH_ABORT);
 	EXPECT_EQ_INT(blocks_num_used(pool), 0);
 	sched_free(s);
 	sc.max_num_batched_tokens = 2;

@@ -204,6 +204,28 @@ static void test_threshold_min(void)
 	EXPECT(strlen(tiny) < sizeof tiny);
 }
 
+/* the start-up rule: the override is an input, DCP without the LSE and a multi-token
+ * override on a single-token backend are refused, uniformity comes from query_len_support */
+static void test_threshold_setup(void)
+{
+	struct attn_runner_rule r;
+	struct err e;
+	EXPECT_EQ_INT(attn_threshold_setup(&flashmla_like, 0, 1, 1, 0, &r, &e), 0);
+	EXPECT(r.threshold == 128 && r.require_uniform && strstr(r.why, "reorder_batch_threshold 128"));
+	EXPECT_EQ_INT(attn_threshold_setup(&famla_like, 64, 1, 1, 0, &r, &e), 0);
+	EXPECT(r.threshold == 64 && !r.require_uniform);
+	EXPECT_EQ_INT(attn_threshold_setup(&famla_like, 64, 2, 64, 0, &r, &e), 0);
+	EXPECT(r.threshold == 1 && strstr(r.why, "64 -> 1"));
+	EXPECT_EQ_INT(attn_threshold_setup(&single_only, 1, 1, 1, 0, &r, &e), 0);
+	EXPECT(attn_threshold_setup(&single_only, 2, 1, 1, 0, &r, &e) < 0 &&
+	       strstr(e.msg, "--reorder-batch-threshold 2: attention backend SINGLE runs single-token"));
+	EXPECT_EQ_INT(attn_threshold_setup(&no_reorder, 0, 1, 1, 0, &r, &e), 0); /* no LSE, no DCP */
+	EXPECT(attn_threshold_setup(&no_reorder, 0, 2, 1, 0, &r, &e) < 0 &&
+	       strstr(e.msg, "NONE does not return the softmax LSE"));
+	for (int i = 0; i < attn_backend_count(); i++)
+		EXPECT_EQ_INT(attn_threshold_setup(attn_backend_at(i), 0, 2, 1, 0, &r, &e), 0);
+}
+
 static void test_seed_regression_split(void)
 {
 	/* FlashMLA-like under DCP 2: threshold 1, the batch [1, 3, 1, 700] reorders and splits
@@ -221,4 +243,4 @@ static void test_seed_regression_split(void)
 
 TESTS(T(test_batch_reordering), T(test_mixed_interleaved_swaps_once), T(test_reorder_properties),
       T(test_split_decodes_and_prefills), T(test_threshold_table), T(test_threshold_min),
-      T(test_seed_regression_split))
+      T(test_threshold_setup), T(test_seed_regression_split))

@@ -92,7 +92,7 @@ static void test_chunked_prefill_alone(void)
 	EXPECT_EQ_INT(r->n_sched, 1);
 	fix_step(&f);
 	EXPECT_EQ_INT(r->status, SREQ_FINISHED);
-	EXPECT_EQ_INT(r->finish, SFIN_LENGTH);
+	EXPECT_EQ_INT(r->finish, ENGINE_FINISH_LENGTH);
 	EXPECT_EQ_INT(sched_req_n_output(r), 3);
 	fix_fini(&f);
 }
@@ -116,7 +116,7 @@ static void test_chunked_prefill_with_decode(void)
 		EXPECT(f.o.total_tokens <= 16);
 	}
 	EXPECT_EQ_INT(sched_req_n_output(b), 1);
-	sched_finish(f.s, a, SFIN_ABORT);
+	sched_finish(f.s, a, ENGINE_FINISH_ABORT);
 	fix_step(&f);
 	EXPECT_EQ_INT(b->status, SREQ_FINISHED);
 	fix_fini(&f);
@@ -203,8 +203,8 @@ static void test_self_preemption(void)
 	fix_step(&f); /* position 8 needs a 3rd block: a preempts itself */
 	EXPECT_EQ_INT(f.o.n_preempted, 1);
 	EXPECT_EQ_INT(a->status, SREQ_PREEMPTED);
-	sched_finish(f.s, a, SFIN_ABORT);
-	EXPECT_EQ_INT(a->finish, SFIN_ABORT);
+	sched_finish(f.s, a, ENGINE_FINISH_ABORT);
+	EXPECT_EQ_INT(a->finish, ENGINE_FINISH_ABORT);
 	fix_fini(&f);
 }
 
@@ -306,12 +306,12 @@ static void test_resume_hits_cache(void)
 	while (b->n_preemptions == 0 && guard++ < 20)
 		fix_step(&f);
 	EXPECT_EQ_INT(b->n_preemptions, 1);
-	sched_finish(f.s, a, SFIN_ABORT); /* make room */
+	sched_finish(f.s, a, ENGINE_FINISH_ABORT); /* make room */
 	fix_step(&f);
 	EXPECT_EQ_INT(b->status, SREQ_RUNNING);
 	EXPECT(b->step_start >= 8); /* resumed from cached blocks, not from 0 */
 	EXPECT_EQ_INT(b->n_cached, 0); /* recorded once, at first admission */
-	sched_finish(f.s, b, SFIN_ABORT);
+	sched_finish(f.s, b, ENGINE_FINISH_ABORT);
 	fix_fini(&f);
 }
 
@@ -337,14 +337,14 @@ static void test_stop_conditions(void)
 	d->ignore_eos = true;
 	for (int k = 0; k < 8; k++)
 		fix_step(&f);
-	EXPECT_EQ_INT(a->finish, SFIN_STOP);
+	EXPECT_EQ_INT(a->finish, ENGINE_FINISH_STOP);
 	EXPECT_EQ_INT(a->stop_token, -1);
 	EXPECT_EQ_INT(sched_req_n_output(a), 1);
-	EXPECT_EQ_INT(b->finish, SFIN_STOP);
+	EXPECT_EQ_INT(b->finish, ENGINE_FINISH_STOP);
 	EXPECT_EQ_INT(b->stop_token, 7);
-	EXPECT_EQ_INT(c->finish, SFIN_STOP);
+	EXPECT_EQ_INT(c->finish, ENGINE_FINISH_STOP);
 	EXPECT_EQ_INT(sched_req_n_output(c), 3);
-	EXPECT_EQ_INT(d->finish, SFIN_LENGTH);
+	EXPECT_EQ_INT(d->finish, ENGINE_FINISH_LENGTH);
 	EXPECT_EQ_INT(sched_req_n_output(d), 4);
 	fix_fini(&f);
 }
@@ -357,7 +357,7 @@ static void test_max_model_len(void)
 	struct sched_req *a = fix_add(&f, 6, 100, 4); /* max_len = 10 = max_model_len */
 	for (int k = 0; k < 10; k++)
 		fix_step(&f);
-	EXPECT_EQ_INT(a->finish, SFIN_LENGTH);
+	EXPECT_EQ_INT(a->finish, ENGINE_FINISH_LENGTH);
 	EXPECT_EQ_INT(a->n_tokens, 10);
 	fix_fini(&f);
 }
@@ -493,8 +493,8 @@ static void test_runner_plan(void)
 		}
 	/* logits: a (decode) and b (prompt complete); c is mid-prefill */
 	EXPECT_EQ_INT(p.n_logits, 2);
-	EXPECT_EQ_INT(rn.logit_of_req[0], -1); /* c */
-	EXPECT(rn.logit_of_req[1] >= 0 && rn.logit_of_req[2] >= 0);
+	EXPECT_EQ_INT(rn.req[0].logit, -1); /* c */
+	EXPECT(rn.req[1].logit >= 0 && rn.req[2].logit >= 0);
 	for (int i = 0; i < p.n_logits; i++) {
 		int row = p.logits_rows[i];
 		EXPECT(row >= 0 && row < p.n_tokens);
@@ -520,9 +520,9 @@ static void test_runner_plan(void)
 	for (int i = 0; i < f.o.n; i++)
 		f.sampled[i] = sched_req_wants_token(f.o.reqs[i]) ? 7 : -1;
 	sched_update(f.s, &f.o, f.sampled);
-	sched_finish(f.s, a, SFIN_ABORT);
-	sched_finish(f.s, b, SFIN_ABORT);
-	sched_finish(f.s, c, SFIN_ABORT);
+	sched_finish(f.s, a, ENGINE_FINISH_ABORT);
+	sched_finish(f.s, b, ENGINE_FINISH_ABORT);
+	sched_finish(f.s, c, ENGINE_FINISH_ABORT);
 	fix_fini(&f);
 }
 

@@ -37,6 +37,17 @@ const struct attn_backend *attn_backend_default(bool sparse)
 	return NULL;
 }
 
+int attn_backend_block_multiple(const struct attn_backend *b)
+{
+	return b->block_size_multiple > 0 ? b->block_size_multiple : 1;
+}
+
+int attn_backend_default_block_size(const struct attn_backend *b)
+{
+	int mult = attn_backend_block_multiple(b);
+	return ((16 + mult - 1) / mult) * mult;
+}
+
 int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
 {
 	if (b && (b->sparse != NULL) == sparse)
