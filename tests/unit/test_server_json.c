@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "server/openai/openai_json.h"
 #include "server/http/sse.h"
+#include "server/parsers/jstr.h"
 #include "base/utf8.h"
 
 static char *dump(const json_t *j)
@@ -260,8 +261,8 @@ static void test_models_and_ids(void)
 	EXPECT_EQ_INT(json_integer_value(json_object_get(d0, "created")), 100);
 	json_decref(m);
 	char a[64], b[64];
-	oj_make_id(a, sizeof a, "chatcmpl-");
-	oj_make_id(b, sizeof b, "chatcmpl-");
+	jstr_random_id(a, sizeof a, "chatcmpl-");
+	jstr_random_id(b, sizeof b, "chatcmpl-");
 	EXPECT_EQ_INT(strlen(a), 9 + 32);
 	EXPECT(!strncmp(a, "chatcmpl-", 9) && strcmp(a, b));
 }

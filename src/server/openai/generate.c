@@ -11,6 +11,7 @@
 #include "base/mono.h"
 #include "server/openai/generate_internal.h"
 #include "server/openai/resp_store.h"
+#include "server/parsers/jstr.h"
 #include "base/utf8.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
@@ -445,7 +446,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 		struct api_error ae;
 		api_error_set(&ae, 500, NULL, "the engine failed while generating this request: %s",
 			      g->error);
-		res = http_reply_error(r, &ae);
+		res = routes_reply_error(r, &ae);
 	} else {
 		if (add_prompt_logprobs(g) < 0)
 			return MHD_NO;
@@ -539,7 +540,7 @@ static enum MHD_Result gen_collect(struct gen *g)
 }
 
 
-static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, struct resp_state *rs)
+static enum MHD_Result gen_run(struct server *s, struct hreq *r, enum srv_api api, json_t *body, struct resp_state *rs)
 {
 	struct gen *g = calloc(1, sizeof *g);
 	if (!g) {
@@ -549,17 +550,17 @@ static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, s
 	}
 	g->resp = rs;
 	const char *prefix = rs ? "resp_" : api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-";
-	g->s = r->s;
+	g->s = s;
 	g->r = r;
 	atomic_fetch_add(&r->refs, 1);
 	g->api = api;
 	g->body = body;
 	g->created = (long long)time(NULL);
-	oj_make_id(g->id, sizeof g->id, prefix);
+	jstr_random_id(g->id, sizeof g->id, prefix);
 	snprintf(r->id, sizeof r->id, "%s", g->id);
 	struct api_error ae;
 	if (gen_prepare(g, &ae) < 0) {
-		enum MHD_Result res = http_reply_error(r, &ae);
+		enum MHD_Result res = routes_reply_error(r, &ae);
 		gen_free(g);
 		return res;
 	}
@@ -576,32 +577,32 @@ static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, s
 	return res;
 }
 
-enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
+enum MHD_Result gen_handle(struct server *s, struct hreq *r, enum srv_api api, json_t *body)
 {
-	return gen_run(r, api, body, NULL);
+	return gen_run(s, r, api, body, NULL);
 }
 
-enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body)
+enum MHD_Result gen_handle_responses(struct server *s, struct hreq *r, json_t *body)
 {
 	struct api_error ae;
 	json_t *chat, *prev_items = NULL;
 	struct resp_state *rs;
 	int rc = 0;
 	const json_t *prev = json_object_get(body, "previous_response_id");
-	bool can_store = resp_store_max(r->s->store) > 0;
-	if (json_is_string(prev) && can_store && resp_store_get(r->s->store, json_string_value(prev), NULL, &prev_items) < 0)
+	bool can_store = resp_store_max(s->store) > 0;
+	if (json_is_string(prev) && can_store && resp_store_get(s->store, json_string_value(prev), NULL, &prev_items) < 0)
 		rc = api_error_set(&ae, 404, "previous_response_id", "Previous response with id '%s' not found.",
 				   json_string_value(prev));
 	if (rc == 0)
 		rc = resp_translate(body, prev_items, can_store, &chat, &rs, &ae);
 	json_decref(prev_items);
 	json_decref(body);
-	return rc < 0 ? http_reply_error(r, &ae) : gen_run(r, SRV_API_CHAT, chat, rs);
+	return rc < 0 ? routes_reply_error(r, &ae) : gen_run(s, r, SRV_API_CHAT, chat, rs);
 }
 
 void gen_store_response(struct gen *g)
 {
 	json_t *resp, *items;
 	if (g->resp && resp_stored(g->resp, &resp, &items) == 0)
-		resp_store_put(g->r->s->store, g->id, resp, items);
+		resp_store_put(g->s->store, g->id, resp, items);
 }

@@ -6,7 +6,9 @@
 #include "server/openai/openai_json.h"
 #include "server/parsers/reasoning.h"
 #include "server/openai/responses.h"
-#include "server/state.h"
+#include "server/openai/generate.h"
+#include "server/openai/routes.h"
+#include "server/openai/state.h"
 #include "server/parsers/tool_calls.h"
 
 struct gen {

@@ -43,12 +43,6 @@ struct oj_usage {
 	bool details;		/* prompt_tokens_details: {"cached_tokens"} (else null) */
 };
 
-/* A JSON string from model bytes that may not be valid UTF-8 (broken sequences → U+FFFD). */
-json_t *oj_string(const char *s, size_t n);
-
-/* `prefix` "chatcmpl-" / "cmpl-" + 32 random hex digits into buf (>= 48 bytes). */
-void oj_make_id(char *buf, size_t n, const char *prefix);
-
 /* Logprobs of the tokens of one event (tok may be NULL: tokens are shown as "token_id:N").
  * Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
  * Completions: {text_offset, token_logprobs, tokens, top_logprobs}; *text_offset advances by
