@@ -208,8 +208,6 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		g->req.sp.bad_lens = g->bad_lens;
 	}
 	struct err e;
-	if (sampling_params_validate(&g->req.sp, s->lim.vocab_size, &e) < 0)
-		return api_error_set(ae, 400, NULL, "%s", e.msg);
 	g->n = g->req.sp.n;
 	g->n_handles = g->api == SRV_API_CHAT ? 1 : g->req.n_prompts;
 	g->n_choices = g->n_handles * g->n;
@@ -310,7 +308,13 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 				g->ch[i * g->n + c].text_offset = oj_count_chars(g->echo[i], g->echo_len[i]);
 	}
 
-	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */
+	/* the server's default max_tokens (generation_config) when the request gave none: the
+	 * engine caps it to the context where an explicit one was refused above */
+	if (g->req.sp.max_tokens < 0)
+		g->req.sp.max_tokens = s->deps.defaults.max_tokens;
+
+	/* submit under the lock, so a concurrent stop sees (and cancels) every handle; the
+	 * engine checks the parameters (sampling_params_validate) as it takes them */
 	pthread_mutex_lock(&s->mu);
 	if (s->stopping) {
 		pthread_mutex_unlock(&s->mu);

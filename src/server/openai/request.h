@@ -52,7 +52,6 @@ struct srv_request {
 	/* both */
 	bool add_special_tokens;
 	bool stream, include_usage, continuous_usage;
-	bool max_tokens_given;	/* max_tokens/max_completion_tokens explicit (or completions' 16) */
 	int top_logprobs;	/* chat: top_logprobs (0 if unset) */
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
 	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
@@ -66,7 +65,11 @@ struct srv_request {
 	const json_t *bad_words; /* borrowed from the body: strings the caller tokenizes into
 				  * sp.bad_words / bad_lens; NULL when none */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;
-				    * sp.guide is structured.guide */
+				    * sp.guide is structured.guide. sp.max_tokens is the request's
+				    * max_tokens / max_completion_tokens (completions: 16 when
+				    * absent), -1 when not given: an explicit one must fit the context
+				    * (srv_request_check_length), base's default is put in
+				    * at submission (generate.c) and only capped by the engine */
 	struct srv_structured structured; /* response_format, guided_*, forced tool_choice */
 };
 
