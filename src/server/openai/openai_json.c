@@ -280,11 +280,11 @@ static json_t *chat_finish(enum engine_finish f, const json_t *calls)
 }
 
 json_t *oj_chat_response(const char *id, long long created, const char *model,
-			 const struct oj_choice *choices, int n, const struct oj_usage *u)
+			 const struct oj_choice *const *choices, int n, const struct oj_usage *u)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
-		const struct oj_choice *c = &choices[i];
+		const struct oj_choice *c = choices[i];
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
 		json_t *content = parsed && !c->text.len ? json_null() : jstr_new(c->text.data ? c->text.data : "", c->text.len);
@@ -308,8 +308,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	if (!arr)
 		return NULL;
 	/* the request's prompt logprobs (vLLM's top-level field: one prompt per chat) */
-	json_t *plp = n > 0 && choices[0].prompt_logprobs ? json_incref(choices[0].prompt_logprobs) : json_null();
-	json_t *pids = n > 0 && choices[0].prompt_token_ids ? json_incref(choices[0].prompt_token_ids) : json_null();
+	json_t *plp = n > 0 && choices[0]->prompt_logprobs ? json_incref(choices[0]->prompt_logprobs) : json_null();
+	json_t *pids = n > 0 && choices[0]->prompt_token_ids ? json_incref(choices[0]->prompt_token_ids) : json_null();
 	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:n}", "id", id,
 			 "object", "chat.completion", "created", (json_int_t)created, "model", model,
 			 "choices", arr, "service_tier", "system_fingerprint", "usage",
@@ -318,11 +318,11 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 }
 
 json_t *oj_completion_response(const char *id, long long created, const char *model,
-			       const struct oj_choice *choices, int n, const struct oj_usage *u)
+			       const struct oj_choice *const *choices, int n, const struct oj_usage *u)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
-		const struct oj_choice *c = &choices[i];
+		const struct oj_choice *c = choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
 				       jstr_new(c->text.data ? c->text.data : "", c->text.len),
 				       "logprobs", choice_logprobs(c), "finish_reason",

@@ -74,10 +74,11 @@ json_t *oj_finish_reason(enum engine_finish f);
 json_t *oj_stop_reason(int32_t stop_token, const char *stop_str);
 json_t *oj_usage_json(const struct oj_usage *u, bool with_details);
 
+/* The whole answer of choices[0..n) (each a choice's own record, wherever it lives). */
 json_t *oj_chat_response(const char *id, long long created, const char *model,
-			 const struct oj_choice *choices, int n, const struct oj_usage *u);
+			 const struct oj_choice *const *choices, int n, const struct oj_usage *u);
 json_t *oj_completion_response(const char *id, long long created, const char *model,
-			       const struct oj_choice *choices, int n, const struct oj_usage *u);
+			       const struct oj_choice *const *choices, int n, const struct oj_usage *u);
 
 /* What one streaming chunk adds to a choice. */
 struct oj_delta {

@@ -382,6 +382,8 @@ fail:
 void srv_request_fini(struct srv_request *r)
 {
 	free(r->allowed);
+	free(r->bad_tok);
+	free(r->bad_lens);
 	srv_structured_fini(&r->structured);
 	json_decref(r->messages);
 	json_decref(r->chat_template_kwargs);

@@ -58,6 +58,8 @@ struct srv_request {
 	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
 	bool echo_only;		/* completions: echo with max_tokens 0: the prompt alone */
 	int32_t *allowed;	/* allowed_token_ids (owned; sp.allowed_ids points here) */
+	int32_t *bad_tok, *bad_lens; /* bad_words tokenized by the caller (srv_bad_words_tokenize;
+				      * owned; sp.bad_words / bad_lens point here) */
 	int truncate_prompt_tokens; /* keep the prompt's last N tokens (0: all; -1: max_model_len) */
 	bool tokens_as_ids;	/* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
 	bool return_token_ids;	/* vLLM's return_token_ids: token_ids / prompt_token_ids */
