@@ -228,21 +228,36 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
  * this is for connections without it: TLS): conflicting Content-Length headers (it takes
  * the first, and the rest of the bytes would run as another request), a transfer coding
  * other than chunked (it would wait for the connection's end), both framings, two Hosts. */
-static int framing_check(struct hreq *r, int *status, char *msg, size_t n)
+struct framing_err {
+	int status;
+	char msg[128];
+};
+
+static int framing_fail(struct framing_err *fe, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int framing_fail(struct framing_err *fe, int status, const char *fmt, ...)
+{
+	fe->status = status;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(fe->msg, sizeof fe->msg, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int framing_check(struct hreq *r, struct framing_err *fe)
 {
 	struct framing_count fc = {0};
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &fc);
-	*status = 400;
 	if (fc.cl_differ)
-		return snprintf(msg, n, "conflicting Content-Length values"), -1;
-	if (fc.n_te && (fc.n_te > 1 || strcasecmp(fc.te, "chunked"))) {
-		*status = 501;
-		return snprintf(msg, n, "Transfer-Encoding '%.40s' is not supported (only chunked is)", fc.te), -1;
-	}
+		return framing_fail(fe, 400, "conflicting Content-Length values");
+	if (fc.n_te && (fc.n_te > 1 || strcasecmp(fc.te, "chunked")))
+		return framing_fail(fe, 501, "Transfer-Encoding '%.40s' is not supported (only chunked is)",
+				    fc.te);
 	if (fc.n_te && fc.n_cl)
-		return snprintf(msg, n, "both Transfer-Encoding and Content-Length"), -1;
+		return framing_fail(fe, 400, "both Transfer-Encoding and Content-Length");
 	if (fc.n_host > 1)
-		return snprintf(msg, n, "more than one Host header"), -1;
+		return framing_fail(fe, 400, "more than one Host header");
 	return 0;
 }
 
@@ -272,11 +287,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_add(&s->n_requests, 1);
 		int fstatus;
 		const char *fmsg;
-		char fbuf[128];
-		if (relay_error(r, MHD_HEADER_KIND, &fstatus, &fmsg) ||
-		    (framing_check(r, &fstatus, fbuf, sizeof fbuf) < 0 && (fmsg = fbuf))) {
+		struct framing_err fe;
+		if (relay_error(r, MHD_HEADER_KIND, &fstatus, &fmsg)) {
 			r->close_after = true;
 			return http_reply_error(r, fstatus, "%s", fmsg);
+		}
+		if (framing_check(r, &fe) < 0) {
+			r->close_after = true;
+			return http_reply_error(r, fe.status, "%s", fe.msg);
 		}
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
