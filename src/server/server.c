@@ -1,6 +1,6 @@
-/* Server lifecycle: configuration defaults, start (bind, limits), graceful stop. */
+/* Server lifecycle: configuration defaults, start (the OpenAI state, then the transport with
+ * the routes as its handler), graceful stop. */
 #include "server/server.h"
-#include "server/openai/resp_store.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/state.h"
+#include "base/log.h"
+#include "server/http/http.h"
+#include "server/openai/generate.h"
+#include "server/openai/resp_store.h"
+#include "server/openai/routes.h"
+#include "server/openai/state.h"
 
 void server_config_init(struct server_config *c)
 {
@@ -21,6 +26,25 @@ void server_config_init(struct server_config *c)
 	c->max_n = 128;
 	c->log_requests = true;
 	c->responses_store_size = 1024;
+}
+
+/* http_handler.on_stop: abort the in-flight generations and let them finish their answers
+ * (streams send their finish chunk and [DONE]) before the connections are closed; a client
+ * that does not read is cut after a few seconds. */
+static void on_stop(void *server)
+{
+	struct server *s = server;
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	gen_cancel_all_locked(s);
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += 5;
+	while (s->gens && pthread_cond_timedwait(&s->gens_empty, &s->mu, &deadline) != ETIMEDOUT)
+		;
+	if (s->gens)
+		LOG_W("http", "stopping with requests still streaming to clients that do not read");
+	pthread_mutex_unlock(&s->mu);
 }
 
 int server_start(const struct server_config *c, const struct server_deps *d,
@@ -48,59 +72,56 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->gens_empty, &ca);
-	pthread_cond_init(&s->relays_done, &ca);
 	pthread_condattr_destroy(&ca);
-	s->listen_fd = -1;
-	atomic_init(&s->n_requests, 0);
-	atomic_init(&s->n_errors, 0);
 	atomic_init(&s->failed, false);
 	s->store = resp_store_new(c->responses_store_size);
-	bool cors = false;
-	if (!s->store || !(cors = cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers,
-					    c->allow_credentials, e) == 0) ||
-	    http_start(s, e) < 0) {
-		if (!s->store)
-			err_set(e, "server: out of memory");
-		if (cors)
-			cors_fini(&s->cors);
-		resp_store_free(s->store);
-		pthread_cond_destroy(&s->gens_empty);
-		pthread_cond_destroy(&s->relays_done);
-		pthread_mutex_destroy(&s->mu);
-		free(s);
-		return -1;
+	if (!s->store) {
+		err_set(e, "server: out of memory");
+		goto fail_store;
 	}
+	const struct http_config hc = {
+		.host = c->host, .port = c->port, .tls_key_pem = c->tls_key_pem,
+		.tls_cert_pem = c->tls_cert_pem, .max_body_bytes = c->max_body_bytes,
+		.conn_timeout_s = c->conn_timeout_s, .max_connections = c->max_connections,
+		.log_requests = c->log_requests, .allowed_origins = c->allowed_origins,
+		.allowed_methods = c->allowed_methods, .allowed_headers = c->allowed_headers,
+		.allow_credentials = c->allow_credentials};
+	const struct http_handler h = {.ctx = s, .on_request = routes_dispatch,
+				       .error_body = routes_error_body, .on_stop = on_stop};
+	if (http_start(&hc, &h, &s->http, e) < 0)
+		goto fail_http;
 	*out = s;
 	return 0;
+fail_http:
+	resp_store_free(s->store);
+fail_store:
+	pthread_cond_destroy(&s->gens_empty);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	return -1;
 }
 
 int server_port(const struct server *s)
 {
-	return s->port;
+	return http_port(s->http);
 }
 
 void server_stop(struct server *s)
 {
 	if (!s)
 		return;
-	http_stop(s);
-	pthread_mutex_lock(&s->mu);
-	int left = s->n_relays;
-	pthread_mutex_unlock(&s->mu);
-	if (left)
-		return; /* a relay thread still holds s (it said so): left to the process's end */
+	http_stop(s->http);
+	if (!http_free(s->http))
+		return; /* a relay thread still holds the transport: left to the process's end */
 	resp_store_free(s->store);
-	cors_fini(&s->cors);
 	pthread_cond_destroy(&s->gens_empty);
-	pthread_cond_destroy(&s->relays_done);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
 void server_counters_get(struct server *s, struct server_counters *c)
 {
-	c->requests = atomic_load(&s->n_requests);
-	c->errors = atomic_load(&s->n_errors);
+	http_counters_get(s->http, &c->requests, &c->errors);
 }
 
 void server_fail(struct server *s, const char *fmt, ...)

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "server/openai/openai_json.h"
 #include "server/http/sse.h"
+#include "server/parsers/jstr.h"
 #include "base/utf8.h"
 
 static char *dump(const json_t *j)
@@ -134,6 +135,7 @@ static void test_chat_chunks(void)
 static void test_full_responses(void)
 {
 	struct oj_choice c[2];
+	const struct oj_choice *cp[] = {&c[0], &c[1]};
 	memset(c, 0, sizeof c);
 	c[0].index = 0;
 	strbuf_put(&c[0].text, "ok\xf0\x9f", 4); /* broken at the end -> U+FFFD */
@@ -144,7 +146,7 @@ static void test_full_responses(void)
 	c[1].finish = ENGINE_FINISH_LENGTH;
 	c[1].stop_token = -1;
 	struct oj_usage u = {.prompt_tokens = 4, .completion_tokens = 2};
-	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
+	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u),
 		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
 		    "\"ok\xef\xbf\xbd\",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":null,"
@@ -154,7 +156,7 @@ static void test_full_responses(void)
 		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
 		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
 		    "\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
-	EXPECT_JSON(oj_completion_response("cmpl-x", 9, "m", c, 1, &u),
+	EXPECT_JSON(oj_completion_response("cmpl-x", 9, "m", cp, 1, &u),
 		    "{\"id\":\"cmpl-x\",\"object\":\"text_completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"text\":\"ok\xef\xbf\xbd\",\"logprobs\":null,"
 		    "\"finish_reason\":\"stop\",\"stop_reason\":7,\"prompt_logprobs\":null}],"
@@ -167,7 +169,7 @@ static void test_full_responses(void)
 	strbuf_put(&c[0].reasoning, "hm", 2);
 	c[0].split = c[1].split = true;
 	strbuf_put(&c[1].text, "Yes", 3);
-	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u),
+	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u),
 		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
 		    "\"reasoning_content\":\"hm\",\"tool_calls\":[],\"reasoning\":\"hm\"},\"logprobs\":null,"
@@ -181,7 +183,7 @@ static void test_full_responses(void)
 	c[1].tool_calls = json_loads("[{\"id\":\"t\",\"type\":\"function\",\"function\":{\"name\":\"g\","
 				     "\"arguments\":\"[]\"}}]", 0, NULL);
 	c[1].finish = ENGINE_FINISH_STOP;
-	json_t *resp = oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u);
+	json_t *resp = oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u);
 	json_t *c1 = json_array_get(json_object_get(resp, "choices"), 1);
 	EXPECT(!strcmp(json_string_value(json_object_get(c1, "finish_reason")), "tool_calls"));
 	json_t *tc = json_object_get(json_object_get(c1, "message"), "tool_calls");
@@ -194,7 +196,7 @@ static void test_full_responses(void)
 	c[0].split = c[1].split = false;
 	strbuf_fini(&c[1].text);
 	c[1].text = (struct strbuf){0};
-	resp = oj_chat_response("chatcmpl-x", 9, "m", c, 2, &u);
+	resp = oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u);
 	json_t *m1 = json_object_get(json_array_get(json_object_get(resp, "choices"), 1), "message");
 	EXPECT(json_is_null(json_object_get(m1, "reasoning_content")) && !json_object_get(m1, "reasoning"));
 	EXPECT(json_is_null(json_object_get(m1, "content")));
@@ -250,8 +252,8 @@ static void test_models_and_ids(void)
 	EXPECT_EQ_INT(json_integer_value(json_object_get(d0, "created")), 100);
 	json_decref(m);
 	char a[64], b[64];
-	oj_make_id(a, sizeof a, "chatcmpl-");
-	oj_make_id(b, sizeof b, "chatcmpl-");
+	jstr_random_id(a, sizeof a, "chatcmpl-");
+	jstr_random_id(b, sizeof b, "chatcmpl-");
 	EXPECT_EQ_INT(strlen(a), 9 + 32);
 	EXPECT(!strncmp(a, "chatcmpl-", 9) && strcmp(a, b));
 }

@@ -63,8 +63,7 @@ static void test_chat_defaults(void)
 	EXPECT(!strcmp(r.model, "m"));
 	EXPECT_NEAR(r.sp.temperature, 0.6, 1e-6); /* generation_config default */
 	EXPECT_NEAR(r.sp.top_p, 0.95, 1e-6);
-	EXPECT_EQ_INT(r.sp.max_tokens, -1);
-	EXPECT(!r.max_tokens_given);
+	EXPECT_EQ_INT(r.sp.max_tokens, -1); /* not given */
 	EXPECT_EQ_INT(r.sp.n, 1);
 	EXPECT_EQ_INT(r.sp.logprobs, -1);
 	EXPECT(!r.stream && !r.include_usage && !r.add_special_tokens && r.add_generation_prompt);
@@ -97,7 +96,6 @@ static void test_chat_fields(void)
 	EXPECT_NEAR(r.sp.top_p, 0.5, 1e-6);
 	EXPECT_EQ_INT(r.sp.top_k, 0);
 	EXPECT_EQ_INT(r.sp.max_tokens, 7); /* max_completion_tokens wins */
-	EXPECT(r.max_tokens_given);
 	EXPECT_EQ_INT(r.sp.n_stop, 1);
 	EXPECT(!strcmp(r.sp.stop[0], "x"));
 	EXPECT_EQ_INT(r.sp.n_stop_token_ids, 2);
@@ -309,7 +307,7 @@ static void test_nulls_are_unset(void)
 			    "\"stream_options\":null,\"logprobs\":null,\"top_k\":7.0}",
 			    SRV_API_CHAT, &r, &ae), 0);
 	EXPECT_NEAR(r.sp.temperature, 0.6, 1e-6);
-	EXPECT(!r.sp.has_seed && r.sp.n_stop == 0 && r.sp.n == 1 && !r.max_tokens_given);
+	EXPECT(!r.sp.has_seed && r.sp.n_stop == 0 && r.sp.n == 1 && r.sp.max_tokens == -1);
 	EXPECT_EQ_INT(r.sp.top_k, 7); /* integral reals are integers, as pydantic allows */
 	srv_request_fini(&r);
 }
@@ -323,7 +321,7 @@ static void test_completion_prompts(void)
 	EXPECT_EQ_INT(r.n_prompts, 1);
 	EXPECT(r.prompts[0].text && r.prompts[0].text_len == 5 && !r.prompts[0].ids);
 	EXPECT_EQ_INT(r.sp.max_tokens, 16); /* CompletionRequest default */
-	EXPECT(r.max_tokens_given && r.add_special_tokens);
+	EXPECT(r.add_special_tokens);
 	srv_request_fini(&r);
 
 	EXPECT_EQ_INT(parse("{\"prompt\":[1,2,3],\"logprobs\":2,\"echo\":true}", P, &r, &ae), 0);

@@ -3,11 +3,12 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "server/state.h"
+#include "server/http/http_internal.h"
 
 #define CORS_MAX_AGE "600"
 
@@ -180,10 +181,10 @@ bool cors_preflight(const struct cors *c, struct hreq *r, int *rc)
 		strcat(strcat(failures, *failures ? ", " : ""), "headers");
 	struct MHD_Response *resp;
 	if (*failures) {
-		struct api_error ae;
-		api_error_set(&ae, 400, NULL, "Disallowed CORS %s", failures);
-		size_t len;
-		char *body = api_error_body(&ae, &len);
+		char msg[96];
+		snprintf(msg, sizeof msg, "Disallowed CORS %s", failures);
+		size_t len = 0;
+		char *body = r->hs->h.error_body(r->hs->h.ctx, 400, msg, &len);
 		resp = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
 		if (!resp)
 			free(body);

@@ -1,7 +1,11 @@
 /* libmicrohttpd plumbing: the daemon (thread per connection, bounded), request bodies with a
- * size limit, replies, streaming through a blocking content reader, client liveness. */
+ * size limit, replies, streaming through a blocking content reader, client liveness; every
+ * complete request goes to the handler (server/http/http.h). */
+#include "server/http/http.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +19,7 @@
 #include "base/mono.h"
 #include "server/http/cors.h"
 #include "server/http/framing.h"
-#include "server/state.h"
+#include "server/http/http_internal.h"
 
 /* Access log: one line per request when its last reference goes. */
 void hreq_unref(struct hreq *r)
@@ -26,12 +30,12 @@ void hreq_unref(struct hreq *r)
 	char ttft[32] = "-";
 	if (r->ttft >= 0)
 		snprintf(ttft, sizeof ttft, "%.3fs", r->ttft);
-	if (r->s->cfg.log_requests)
+	if (r->hs->cfg.log_requests)
 		LOG_I("http", "%s %s %d id=%s prompt_tokens=%ld completion_tokens=%ld ttft=%s total=%.3fs",
 		      r->method, r->path, r->status, r->id[0] ? r->id : "-", r->prompt_tokens,
 		      r->completion_tokens, ttft, total);
 	if (r->status >= 400)
-		atomic_fetch_add(&r->s->n_errors, 1);
+		atomic_fetch_add(&r->hs->n_errors, 1);
 	strbuf_fini(&r->body);
 	free(r);
 }
@@ -41,26 +45,24 @@ const char *http_header(struct hreq *r, const char *name)
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+const char *http_query_arg(struct hreq *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
 enum MHD_Result http_queue(struct hreq *r, int status, struct MHD_Response *resp, const char *ctype)
 {
 	if (!resp)
 		return MHD_NO; /* out of memory: MHD closes the connection */
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-	if (status == 405) {
-		const char *allow = !strcmp(r->path, "/ping") ? "GET, POST"
-				    : (!strcmp(r->path, "/v1/chat/completions") ||
-				       !strcmp(r->path, "/v1/completions") || !strcmp(r->path, "/v1/responses") ||
-				       !strcmp(r->path, "/tokenize") || !strcmp(r->path, "/detokenize"))
-					    ? "POST"
-					    : "GET";
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-	}
+	if (status == 405)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow ? r->allow : "GET");
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (r->close_after)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-	cors_add_headers(&r->s->cors, r, resp);
+	cors_add_headers(&r->hs->cors, r, resp);
 	r->status = status;
 	r->answered = true;
 	enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -80,11 +82,8 @@ enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json)
 {
 	char *body = json ? json_dumps(json, JSON_COMPACT) : NULL;
 	json_decref(json);
-	if (!body) {
-		struct api_error ae;
-		api_error_set(&ae, 500, NULL, "out of memory building the response");
-		return http_reply_error(r, &ae);
-	}
+	if (!body)
+		return http_reply_error(r, 500, "out of memory building the response");
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
 	if (!resp)
@@ -92,18 +91,31 @@ enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json)
 	return http_queue(r, status, resp, "application/json");
 }
 
-enum MHD_Result http_reply_error(struct hreq *r, const struct api_error *ae)
+enum MHD_Result http_reply_json_body(struct hreq *r, int status, char *body, size_t len,
+				     const char *msg)
 {
-	size_t len;
-	char *body = api_error_body(ae, &len);
 	if (!body)
 		return MHD_NO;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!resp)
 		free(body);
-	if (ae->status >= 500)
-		LOG_W("http", "%s %s: %d %s", r->method, r->path, ae->status, ae->message);
-	return http_queue(r, ae->status, resp, "application/json");
+	if (status >= 500)
+		LOG_W("http", "%s %s: %d %s", r->method, r->path, status, msg);
+	return http_queue(r, status, resp, "application/json");
+}
+
+/* The message is cut as struct api_error cuts it (1023 bytes), so the body is the same
+ * whichever layer answers. */
+enum MHD_Result http_reply_error(struct hreq *r, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	size_t len = 0;
+	char *body = r->hs->h.error_body(r->hs->h.ctx, status, msg, &len);
+	return http_reply_json_body(r, status, body, len, msg);
 }
 
 bool http_client_alive(struct hreq *r)
@@ -183,15 +195,10 @@ enum MHD_Result http_reply_stream(struct hreq *r, const struct http_stream_ops *
 /* ---- framing ---- */
 
 /* The relay's marker (server/http/framing.h) in a head or a chunked body's trailer: its error. */
-static bool relay_error(struct hreq *r, enum MHD_ValueKind kind, struct api_error *ae)
+static bool relay_error(struct hreq *r, enum MHD_ValueKind kind, int *status, const char **msg)
 {
 	const char *v = MHD_lookup_connection_value(r->conn, kind, HFRAME_MARK);
-	int status;
-	const char *msg;
-	if (!v || !r->s->relay_on || !hframe_mark_parse(v, r->s->framing_secret, &status, &msg))
-		return false;
-	api_error_set(ae, status, NULL, "%s", msg);
-	return true;
+	return v && r->hs->relay_on && hframe_mark_parse(v, r->hs->framing_secret, status, msg);
 }
 
 struct framing_count {
@@ -221,19 +228,36 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
  * this is for connections without it: TLS): conflicting Content-Length headers (it takes
  * the first, and the rest of the bytes would run as another request), a transfer coding
  * other than chunked (it would wait for the connection's end), both framings, two Hosts. */
-static int framing_check(struct hreq *r, struct api_error *ae)
+struct framing_err {
+	int status;
+	char msg[128];
+};
+
+static int framing_fail(struct framing_err *fe, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int framing_fail(struct framing_err *fe, int status, const char *fmt, ...)
+{
+	fe->status = status;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(fe->msg, sizeof fe->msg, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int framing_check(struct hreq *r, struct framing_err *fe)
 {
 	struct framing_count fc = {0};
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &fc);
 	if (fc.cl_differ)
-		return api_error_set(ae, 400, NULL, "conflicting Content-Length values");
+		return framing_fail(fe, 400, "conflicting Content-Length values");
 	if (fc.n_te && (fc.n_te > 1 || strcasecmp(fc.te, "chunked")))
-		return api_error_set(ae, 501, NULL, "Transfer-Encoding '%.40s' is not supported (only chunked is)",
-				     fc.te);
+		return framing_fail(fe, 501, "Transfer-Encoding '%.40s' is not supported (only chunked is)",
+				    fc.te);
 	if (fc.n_te && fc.n_cl)
-		return api_error_set(ae, 400, NULL, "both Transfer-Encoding and Content-Length");
+		return framing_fail(fe, 400, "both Transfer-Encoding and Content-Length");
 	if (fc.n_host > 1)
-		return api_error_set(ae, 400, NULL, "more than one Host header");
+		return framing_fail(fe, 400, "more than one Host header");
 	return 0;
 }
 
@@ -243,14 +267,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **req_cls)
 {
-	struct server *s = cls;
+	struct http_server *s = cls;
 	struct hreq *r = *req_cls;
 	if (!r) {
 		r = calloc(1, sizeof *r);
 		if (!r)
 			return MHD_NO;
 		atomic_init(&r->refs, 1);
-		r->s = s;
+		r->hs = s;
 		r->conn = conn;
 		r->t_start = mono_now_s();
 		r->ttft = -1;
@@ -261,10 +285,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			 url);
 		*req_cls = r;
 		atomic_fetch_add(&s->n_requests, 1);
-		struct api_error fe;
-		if (relay_error(r, MHD_HEADER_KIND, &fe) || framing_check(r, &fe) < 0) {
+		int fstatus;
+		const char *fmsg;
+		struct framing_err fe;
+		if (relay_error(r, MHD_HEADER_KIND, &fstatus, &fmsg)) {
 			r->close_after = true;
-			return http_reply_error(r, &fe);
+			return http_reply_error(r, fstatus, "%s", fmsg);
+		}
+		if (framing_check(r, &fe) < 0) {
+			r->close_after = true;
+			return http_reply_error(r, fe.status, "%s", fe.msg);
 		}
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -275,13 +305,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				/* Far too large: answer now, MHD closes the connection after the
 				 * reply instead of reading the body. Moderately large bodies are
 				 * drained first so the client reliably reads the 413. */
-				if (len > 4 * (unsigned long long)s->cfg.max_body_bytes) {
-					struct api_error ae;
-					api_error_set(&ae, 413, NULL,
-						      "request body of %llu bytes exceeds the limit of "
-						      "%zu bytes", len, s->cfg.max_body_bytes);
-					return http_reply_error(r, &ae);
-				}
+				if (len > 4 * (unsigned long long)s->cfg.max_body_bytes)
+					return http_reply_error(r, 413,
+								"request body of %llu bytes exceeds the limit of "
+								"%zu bytes", len, s->cfg.max_body_bytes);
 			}
 		}
 		return MHD_YES;
@@ -295,10 +322,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (r->body_seen > 4 * (unsigned long long)s->cfg.max_body_bytes) {
 			/* an endless (chunked) body: stop draining, answer, close */
 			*upload_size = 0;
-			struct api_error ae;
-			api_error_set(&ae, 413, NULL, "request body exceeds the limit of %zu bytes",
-				      s->cfg.max_body_bytes);
-			return http_reply_error(r, &ae);
+			return http_reply_error(r, 413, "request body exceeds the limit of %zu bytes",
+						s->cfg.max_body_bytes);
 		}
 		if (!r->too_large && r->body.n + *upload_size > s->cfg.max_body_bytes) {
 			r->too_large = true;
@@ -309,18 +334,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	struct api_error fe;
-	if (relay_error(r, MHD_FOOTER_KIND, &fe)) {
+	int fstatus;
+	const char *fmsg;
+	if (relay_error(r, MHD_FOOTER_KIND, &fstatus, &fmsg)) {
 		r->close_after = true;
-		return http_reply_error(r, &fe);
+		return http_reply_error(r, fstatus, "%s", fmsg);
 	}
-	if (r->too_large) {
-		struct api_error ae;
-		api_error_set(&ae, 413, NULL, "request body exceeds the limit of %zu bytes",
-			      s->cfg.max_body_bytes);
-		return http_reply_error(r, &ae);
-	}
-	return routes_dispatch(r);
+	if (r->too_large)
+		return http_reply_error(r, 413, "request body exceeds the limit of %zu bytes",
+					s->cfg.max_body_bytes);
+	int rc;
+	if (cors_preflight(&s->cors, r, &rc)) /* before the handler's authentication, as vLLM */
+		return (enum MHD_Result)rc;
+	return s->h.on_request(s->h.ctx, r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -345,7 +371,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	LOG_D("http", "microhttpd: %s", buf);
 }
 
-int http_start(struct server *s, struct err *e)
+/* Listens (relay.c for plain HTTP, libmicrohttpd itself under TLS) and starts the daemon. */
+static int http_listen(struct http_server *s, struct err *e)
 {
 	const char *host = s->cfg.host && s->cfg.host[0] ? s->cfg.host : "0.0.0.0";
 	char port[16];
@@ -402,7 +429,52 @@ int http_start(struct server *s, struct err *e)
 	return 0;
 }
 
-void http_stop(struct server *s)
+int http_start(const struct http_config *c, const struct http_handler *h, struct http_server **out,
+	       struct err *e)
+{
+	struct http_server *s = calloc(1, sizeof *s);
+	if (!s)
+		return err_set(e, "server: out of memory");
+	s->cfg = *c;
+	s->h = *h;
+	s->listen_fd = -1;
+	atomic_init(&s->n_requests, 0);
+	atomic_init(&s->n_errors, 0);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->relays_done, &ca);
+	pthread_condattr_destroy(&ca);
+	if (cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers,
+		      c->allow_credentials, e) < 0)
+		goto fail_cors;
+	if (http_listen(s, e) < 0)
+		goto fail_listen;
+	*out = s;
+	return 0;
+fail_listen:
+	cors_fini(&s->cors);
+fail_cors:
+	pthread_cond_destroy(&s->relays_done);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	return -1;
+}
+
+int http_port(const struct http_server *hs)
+{
+	return hs->port;
+}
+
+void http_counters_get(struct http_server *hs, unsigned long long *requests,
+		       unsigned long long *errors)
+{
+	*requests = atomic_load(&hs->n_requests);
+	*errors = atomic_load(&hs->n_errors);
+}
+
+void http_stop(struct http_server *s)
 {
 	if (!s->daemon)
 		return;
@@ -412,20 +484,8 @@ void http_stop(struct server *s)
 		relay_stop_accepting(s);
 	else
 		fd = MHD_quiesce_daemon(s->daemon); /* ours to close after the stop */
-	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
-	gen_cancel_all_locked(s);
-	/* let the aborted requests finish their answers (streams send their finish chunk and
-	 * [DONE]) before the connections are closed; a client that does not read is cut after
-	 * a few seconds */
-	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += 5;
-	while (s->gens && pthread_cond_timedwait(&s->gens_empty, &s->mu, &deadline) != ETIMEDOUT)
-		;
-	if (s->gens)
-		LOG_W("http", "stopping with requests still streaming to clients that do not read");
-	pthread_mutex_unlock(&s->mu);
+	/* the aborted requests finish their answers before the connections close */
+	s->h.on_stop(s->h.ctx);
 	MHD_stop_daemon(s->daemon); /* joins every connection thread */
 	s->daemon = NULL;
 	if (fd != MHD_INVALID_SOCKET)
@@ -433,4 +493,18 @@ void http_stop(struct server *s)
 	/* each relay ends once its libmicrohttpd end is closed (and a short linger) */
 	if (s->relay_on && !relay_wait_all(s, 2 * 2.0 + 1))
 		LOG_W("http", "connection relays still running at stop");
+}
+
+bool http_free(struct http_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int left = s->n_relays;
+	pthread_mutex_unlock(&s->mu);
+	if (left)
+		return false; /* a relay thread still holds s (it said so): left to the process's end */
+	cors_fini(&s->cors);
+	pthread_cond_destroy(&s->relays_done);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	return true;
 }

@@ -22,12 +22,12 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "server/http/framing.h"
-#include "server/state.h"
+#include "server/http/http_internal.h"
 
 #define RELAY_LINGER_S 2.0
 
 struct relay_conn {
-	struct server *s;
+	struct http_server *s;
 	int cfd, mfd; /* the client's socket, our end of the pair */
 	int idle_ms;  /* give up after this long without progress */
 };
@@ -39,7 +39,7 @@ static void set_nonblock(int fd)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static void relay_exit(struct server *s)
+static void relay_exit(struct http_server *s)
 {
 	pthread_mutex_lock(&s->mu);
 	if (--s->n_relays == 0)
@@ -71,7 +71,7 @@ static void linger_close(int cfd)
 static void *relay_main(void *arg)
 {
 	struct relay_conn *c = arg;
-	struct server *s = c->s;
+	struct http_server *s = c->s;
 	struct hframe hf;
 	hframe_init(&hf, s->framing_secret);
 	struct strbuf up = {0};		/* to libmicrohttpd */
@@ -167,7 +167,7 @@ static void *relay_main(void *arg)
 
 static void *accept_main(void *arg)
 {
-	struct server *s = arg;
+	struct http_server *s = arg;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -233,7 +233,7 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-int relay_start(struct server *s, const struct sockaddr *addr, socklen_t alen, struct err *e)
+int relay_start(struct http_server *s, const struct sockaddr *addr, socklen_t alen, struct err *e)
 {
 	unsigned char rnd[HFRAME_SECRET_LEN / 2];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
@@ -265,7 +265,7 @@ int relay_start(struct server *s, const struct sockaddr *addr, socklen_t alen, s
 	return 0;
 }
 
-void relay_stop_accepting(struct server *s)
+void relay_stop_accepting(struct http_server *s)
 {
 	if (!s->relay_on || s->listen_fd < 0)
 		return;
@@ -278,7 +278,7 @@ void relay_stop_accepting(struct server *s)
 	s->listen_fd = -1;
 }
 
-bool relay_wait_all(struct server *s, double timeout_s)
+bool relay_wait_all(struct http_server *s, double timeout_s)
 {
 	struct timespec deadline;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);

@@ -1,5 +1,6 @@
 /* OpenAI-style API errors: {"error": {"message", "type", "param", "code"}} (spec C.6).
- * Request parsing and handlers fill a struct api_error; the HTTP layer turns it into a body. */
+ * Request parsing and handlers fill a struct api_error; routes_reply_error (routes.h) answers
+ * with its body, and the transport's own errors get the same body (routes_error_body). */
 #ifndef MLA_SERVER_ERRORS_H
 #define MLA_SERVER_ERRORS_H
 

@@ -11,6 +11,7 @@
 #include "base/mono.h"
 #include "server/openai/generate_internal.h"
 #include "server/openai/resp_store.h"
+#include "server/parsers/jstr.h"
 #include "base/utf8.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
@@ -29,8 +30,8 @@ void gen_cancel_all_locked(struct server *s)
 {
 	for (struct gen *g = s->gens; g; g = g->next)
 		for (int i = 0; i < g->n_handles; i++)
-			if (g->h[i])
-				engine_cancel(g->h[i]);
+			if (g->p[i].h)
+				engine_cancel(g->p[i].h);
 }
 
 static void unregister(struct gen *g)
@@ -54,28 +55,17 @@ void gen_free(struct gen *g)
 	if (!g)
 		return;
 	unregister(g);
-	for (int i = 0; i < g->n_handles; i++)
-		if (g->h[i])
-			engine_release(g->h[i]); /* cancels a request still running */
-	for (int i = 0; i < g->n_choices; i++)
-		oj_choice_fini(&g->ch[i]);
-	for (int i = 0; g->echo && i < g->n_handles; i++)
-		free(g->echo[i]);
-	free(g->echo);
-	free(g->echo_len);
-	free(g->echo_sent);
-	free(g->rs);
-	for (int i = 0; g->ts && i < g->n_choices; i++)
-		tool_split_fini(&g->ts[i]);
-	free(g->ts);
+	for (int i = 0; g->p && i < g->n_handles; i++) {
+		if (g->p[i].h)
+			engine_release(g->p[i].h); /* cancels a request still running */
+		free(g->p[i].echo);
+	}
+	for (int i = 0; g->ch && i < g->n_choices; i++) {
+		oj_choice_fini(&g->ch[i].out);
+		tool_split_fini(&g->ch[i].ts);
+	}
+	free(g->p);
 	free(g->ch);
-	free(g->h);
-	free(g->h_ended);
-	free(g->h_prompt_tokens);
-	free(g->h_first);
-	free(g->h_cached);
-	free(g->bad_tok);
-	free(g->bad_lens);
 	srv_request_fini(&g->req);
 	resp_state_free(g->resp);
 	json_decref(g->body);
@@ -134,12 +124,12 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 			       &e) < 0)
 			return api_error_set(ae, 400, "prompt", "%s", e.msg);
 		if (g->req.echo) {
-			g->echo[i] = malloc(p->text_len + 1);
-			if (!g->echo[i])
+			g->p[i].echo = malloc(p->text_len + 1);
+			if (!g->p[i].echo)
 				return api_error_set(ae, 500, NULL, "out of memory");
-			memcpy(g->echo[i], p->text, p->text_len);
-			g->echo[i][p->text_len] = 0;
-			g->echo_len[i] = p->text_len;
+			memcpy(g->p[i].echo, p->text, p->text_len);
+			g->p[i].echo[p->text_len] = 0;
+			g->p[i].echo_len = p->text_len;
 		}
 		return 0;
 	}
@@ -149,7 +139,7 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 	memcpy(*ids, p->ids, (size_t)p->n_ids * sizeof **ids);
 	*n = (size_t)p->n_ids;
 	if (g->req.echo &&
-	    tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false, &g->echo[i], &g->echo_len[i],
+	    tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false, &g->p[i].echo, &g->p[i].echo_len,
 		       &e) < 0)
 		return api_error_set(ae, 400, "prompt", "%s", e.msg);
 	return 0;
@@ -168,10 +158,10 @@ static int chat_echo(struct gen *g, struct api_error *ae)
 		c = json_object_get(json_array_get(c, json_array_size(c) - 1), "text");
 	if (!json_is_string(c))
 		return 0;
-	g->echo[0] = strdup(json_string_value(c));
-	if (!g->echo[0])
+	g->p[0].echo = strdup(json_string_value(c));
+	if (!g->p[0].echo)
 		return api_error_set(ae, 500, NULL, "out of memory");
-	g->echo_len[0] = json_string_length(c);
+	g->p[0].echo_len = json_string_length(c);
 	return 0;
 }
 
@@ -200,44 +190,30 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		return -1;
 	g->model = routes_model_name(s); /* vLLM answers with the first served name */
 	if (g->req.bad_words) {
-		if (srv_bad_words_tokenize(s->deps.tok, g->req.bad_words, &g->bad_tok, &g->bad_lens,
-					   &g->req.sp.n_bad, ae) < 0)
+		if (srv_bad_words_tokenize(s->deps.tok, g->req.bad_words, &g->req.bad_tok,
+					   &g->req.bad_lens, &g->req.sp.n_bad, ae) < 0)
 			return -1;
-		g->req.sp.bad_words = g->bad_tok;
-		g->req.sp.bad_lens = g->bad_lens;
+		g->req.sp.bad_words = g->req.bad_tok;
+		g->req.sp.bad_lens = g->req.bad_lens;
 	}
 	struct err e;
-	if (sampling_params_validate(&g->req.sp, s->lim.vocab_size, &e) < 0)
-		return api_error_set(ae, 400, NULL, "%s", e.msg);
 	g->n = g->req.sp.n;
 	g->n_handles = g->api == SRV_API_CHAT ? 1 : g->req.n_prompts;
 	g->n_choices = g->n_handles * g->n;
-	g->h = calloc((size_t)g->n_handles, sizeof *g->h);
-	g->h_ended = calloc((size_t)g->n_handles, sizeof *g->h_ended);
-	g->h_prompt_tokens = calloc((size_t)g->n_handles, sizeof *g->h_prompt_tokens);
-	g->h_first = calloc((size_t)g->n_handles, sizeof *g->h_first);
-	g->h_cached = calloc((size_t)g->n_handles, sizeof *g->h_cached);
-	g->echo = calloc((size_t)g->n_handles, sizeof *g->echo);
-	g->echo_len = calloc((size_t)g->n_handles, sizeof *g->echo_len);
-	g->echo_sent = calloc((size_t)g->n_choices, sizeof *g->echo_sent);
+	g->p = calloc((size_t)g->n_handles, sizeof *g->p);
 	g->ch = calloc((size_t)g->n_choices, sizeof *g->ch);
-	if (g->api == SRV_API_CHAT && reasoning_applies(s->cfg.reasoning_parser, g->req.chat_template_kwargs)) {
-		if (!(g->rs = calloc((size_t)g->n_choices, sizeof *g->rs)))
-			return api_error_set(ae, 500, NULL, "out of memory");
-		/* structured output constrains the answer, not the thinking (vLLM): from the token
-		 * after "</think>" when the tokenizer has it as one token */
-		if (g->req.sp.guide)
-			g->req.sp.guide_after = tok_token_to_id(s->deps.tok, REASONING_END);
-	}
-	if (g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced) &&
-	    !(g->ts = calloc((size_t)g->n_choices, sizeof *g->ts)))
+	if (!g->p || !g->ch)
 		return api_error_set(ae, 500, NULL, "out of memory");
-	if (!g->h || !g->h_ended || !g->h_prompt_tokens || !g->h_first || !g->h_cached || !g->echo || !g->echo_len ||
-	    !g->echo_sent || !g->ch)
-		return api_error_set(ae, 500, NULL, "out of memory");
+	g->reasoning = g->api == SRV_API_CHAT &&
+		       reasoning_applies(s->cfg.reasoning_parser, g->req.chat_template_kwargs);
+	/* structured output constrains the answer, not the thinking (vLLM): from the token
+	 * after "</think>" when the tokenizer has it as one token */
+	if (g->reasoning && g->req.sp.guide)
+		g->req.sp.guide_after = tok_token_to_id(s->deps.tok, REASONING_END);
+	g->tools = g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced);
 	for (int i = 0; i < g->n_choices; i++) {
-		g->ch[i].index = i;
-		g->ch[i].stop_token = -1;
+		g->ch[i].out.index = i;
+		g->ch[i].out.stop_token = -1;
 	}
 	if (g->api == SRV_API_CHAT && g->req.echo && chat_echo(g, ae) < 0)
 		return -1;
@@ -276,10 +252,10 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 			if (n_ids[i] > (size_t)keep) {
 				memmove(ids[i], ids[i] + (n_ids[i] - (size_t)keep), sizeof *ids[i] * (size_t)keep);
 				n_ids[i] = (size_t)keep;
-				if (g->echo[i] && g->api == SRV_API_COMPLETION) { /* echo what was run */
-					free(g->echo[i]);
-					g->echo[i] = NULL;
-					if (tok_decode(s->deps.tok, ids[i], n_ids[i], false, &g->echo[i], &g->echo_len[i], &e) < 0) {
+				if (g->p[i].echo && g->api == SRV_API_COMPLETION) { /* echo what was run */
+					free(g->p[i].echo);
+					g->p[i].echo = NULL;
+					if (tok_decode(s->deps.tok, ids[i], n_ids[i], false, &g->p[i].echo, &g->p[i].echo_len, &e) < 0) {
 						api_error_set(ae, 400, "prompt", "%s", e.msg);
 						goto out;
 					}
@@ -288,15 +264,15 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		}
 		if (srv_request_check_length(&g->req, (int)n_ids[i], s->max_model_len, ae) < 0)
 			goto out;
-		g->h_prompt_tokens[i] = (int)n_ids[i];
-		g->h_first[i] = ids[i][0];
+		g->p[i].n_tokens = (int)n_ids[i];
+		g->p[i].first = ids[i][0];
 		if (g->req.return_token_ids) { /* vLLM's return_token_ids: the prompt's ids */
 			json_t *a = json_array();
 			for (size_t t = 0; a && t < n_ids[i]; t++)
 				json_array_append_new(a, json_integer(ids[i][t]));
 			for (int c = 0; a && c < g->n; c++) {
-				g->ch[i * g->n + c].prompt_token_ids = json_incref(a);
-				g->ch[i * g->n + c].token_ids = json_array();
+				g->ch[i * g->n + c].out.prompt_token_ids = json_incref(a);
+				g->ch[i * g->n + c].out.token_ids = json_array();
 			}
 			json_decref(a);
 			if (!a) {
@@ -304,12 +280,18 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 				goto out;
 			}
 		}
-		if (g->echo[i] && g->api == SRV_API_COMPLETION)
+		if (g->p[i].echo && g->api == SRV_API_COMPLETION)
 			for (int c = 0; c < g->n; c++) /* logprob offsets start after the echo */
-				g->ch[i * g->n + c].text_offset = utf8_len(g->echo[i], g->echo_len[i]);
+				g->ch[i * g->n + c].out.text_offset = utf8_len(g->p[i].echo, g->p[i].echo_len);
 	}
 
-	/* submit under the lock, so a concurrent stop sees (and cancels) every handle */
+	/* the server's default max_tokens (generation_config) when the request gave none: the
+	 * engine caps it to the context where an explicit one was refused above */
+	if (g->req.sp.max_tokens < 0)
+		g->req.sp.max_tokens = s->deps.defaults.max_tokens;
+
+	/* submit under the lock, so a concurrent stop sees (and cancels) every handle; the
+	 * engine checks the parameters (sampling_params_validate) as it takes them */
 	pthread_mutex_lock(&s->mu);
 	if (s->stopping) {
 		pthread_mutex_unlock(&s->mu);
@@ -317,9 +299,9 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		goto out;
 	}
 	for (int i = 0; i < g->n_handles; i++) {
-		int src = engine_submit(s->deps.eng, ids[i], (int)n_ids[i], &g->req.sp, &g->h[i], &e);
+		int src = engine_submit(s->deps.eng, ids[i], (int)n_ids[i], &g->req.sp, &g->p[i].h, &e);
 		if (src < 0) {
-			g->h[i] = NULL;
+			g->p[i].h = NULL;
 			pthread_mutex_unlock(&s->mu);
 			submit_error(src, &e, ae);
 			goto out; /* gen_free releases (and so cancels) the earlier handles */
@@ -358,11 +340,11 @@ struct oj_usage gen_usage(const struct gen *g)
 {
 	struct oj_usage u = {0, 0, 0, g->s->cfg.prompt_tokens_details};
 	for (int i = 0; i < g->n_handles; i++) {
-		u.prompt_tokens += g->h_prompt_tokens[i];
-		u.cached_tokens += g->h_cached[i];
+		u.prompt_tokens += g->p[i].n_tokens;
+		u.cached_tokens += g->p[i].cached;
 	}
 	for (int i = 0; i < g->n_choices; i++)
-		u.completion_tokens += g->ch[i].n_tokens;
+		u.completion_tokens += g->ch[i].out.n_tokens;
 	return u;
 }
 
@@ -371,7 +353,7 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 {
 	if (ev->index < 0 || ev->index >= g->n)
 		return 0;
-	struct oj_choice *c = &g->ch[k * g->n + ev->index];
+	struct oj_choice *c = &g->ch[k * g->n + ev->index].out;
 	gen_note_first_token(g, ev);
 	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
 	if (!drop && ev->text_len && strbuf_put(&c->text, ev->text, ev->text_len) < 0)
@@ -387,9 +369,9 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 	}
 	c->n_tokens = drop ? 0 : ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
-		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+		g->p[k].n_tokens = ev->n_prompt_tokens;
 	if (ev->index == 0)
-		g->h_cached[k] = ev->n_cached_tokens;
+		g->p[k].cached = ev->n_cached_tokens;
 	for (int t = 0; c->token_ids && !drop && t < ev->n_tokens; t++)
 		if (json_array_append_new(c->token_ids, json_integer(ev->token_ids[t])) < 0)
 			return -1;
@@ -407,10 +389,10 @@ static int collect_event(struct gen *g, int k, const struct engine_event *ev)
 int gen_lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
 {
 	int n;
-	const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
+	const struct engine_logprob *lp = engine_prompt_logprobs(g->p[k].h, &n);
 	if (!lp)
 		return 0;
-	json_t *part = oj_prompt_logprobs_echo(gen_lp_tok(g), g->h_first[k], lp, n);
+	json_t *part = oj_prompt_logprobs_echo(gen_lp_tok(g), g->p[k].first, lp, n);
 	if (!part || (*logprobs && oj_logprobs_merge(&part, *logprobs) < 0)) {
 		json_decref(part);
 		return -1;
@@ -424,11 +406,11 @@ int gen_lead_with_prompt_logprobs(struct gen *g, int k, json_t **logprobs)
 static int add_prompt_logprobs(struct gen *g)
 {
 	for (int i = 0; i < g->n_choices; i++) {
-		struct oj_choice *c = &g->ch[i];
+		struct oj_choice *c = &g->ch[i].out;
 		int k = i / g->n, n;
 		if (g->req.echo_logprobs && gen_lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
 			return -1;
-		const struct engine_logprob *lp = engine_prompt_logprobs(g->h[k], &n);
+		const struct engine_logprob *lp = engine_prompt_logprobs(g->p[k].h, &n);
 		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(gen_lp_tok(g), lp, n)))
 			return -1;
 	}
@@ -445,24 +427,24 @@ static enum MHD_Result reply_collected(struct gen *g)
 		struct api_error ae;
 		api_error_set(&ae, 500, NULL, "the engine failed while generating this request: %s",
 			      g->error);
-		res = http_reply_error(r, &ae);
+		res = routes_reply_error(r, &ae);
 	} else {
 		if (add_prompt_logprobs(g) < 0)
 			return MHD_NO;
-		for (int i = 0; g->rs && i < g->n_choices; i++) { /* the reasoning parser: whole text */
+		for (int i = 0; g->reasoning && i < g->n_choices; i++) { /* the reasoning parser: whole text */
 			struct reasoning_split rs = {0};
 			struct strbuf content = {0};
-			if (reasoning_feed(&rs, g->ch[i].text.p, g->ch[i].text.n, true, &g->ch[i].reasoning,
+			if (reasoning_feed(&rs, g->ch[i].out.text.p, g->ch[i].out.text.n, true, &g->ch[i].out.reasoning,
 					   &content) < 0) {
 				strbuf_fini(&content);
 				return MHD_NO;
 			}
-			strbuf_fini(&g->ch[i].text);
-			g->ch[i].text = content;
-			g->ch[i].split = true;
+			strbuf_fini(&g->ch[i].out.text);
+			g->ch[i].out.text = content;
+			g->ch[i].out.split = true;
 		}
-		for (int i = 0; g->ts && i < g->n_choices; i++) { /* the tool-call parser: the content */
-			struct oj_choice *c = &g->ch[i];
+		for (int i = 0; g->tools && i < g->n_choices; i++) { /* the tool-call parser: the content */
+			struct oj_choice *c = &g->ch[i].out;
 			size_t content_len = 0;
 			if (g->req.structured.forced) {
 				if (tool_calls_forced(g->req.structured.forced == SRV_TOOLS_REQUIRED,
@@ -481,25 +463,31 @@ static enum MHD_Result reply_collected(struct gen *g)
 			}
 		}
 		for (int i = 0; i < g->n_choices; i++) { /* echo goes in front of the text (content) */
-			const char *echo = g->echo[i / g->n];
+			const char *echo = g->p[i / g->n].echo;
 			if (!echo)
 				continue;
 			struct strbuf t = {0};
-			if (strbuf_put(&t, echo, g->echo_len[i / g->n]) < 0 ||
-			    strbuf_put(&t, g->ch[i].text.p, g->ch[i].text.n) < 0) {
+			if (strbuf_put(&t, echo, g->p[i / g->n].echo_len) < 0 ||
+			    strbuf_put(&t, g->ch[i].out.text.p, g->ch[i].out.text.n) < 0) {
 				strbuf_fini(&t);
 				return MHD_NO;
 			}
-			strbuf_fini(&g->ch[i].text);
-			g->ch[i].text = t;
+			strbuf_fini(&g->ch[i].out.text);
+			g->ch[i].out.text = t;
 		}
-		const struct oj_choice *c = &g->ch[0];
+		const struct oj_choice *c = &g->ch[0].out;
+		const struct oj_choice **outs = malloc((size_t)g->n_choices * sizeof *outs);
+		if (!outs)
+			return MHD_NO;
+		for (int i = 0; i < g->n_choices; i++)
+			outs[i] = &g->ch[i].out;
 		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.p,
 						     c->reasoning.n, c->text.p, c->text.n, c->tool_calls, c->logprobs, c->finish,
 						     &u)
 			       : g->api == SRV_API_CHAT
-				       ? oj_chat_response(g->id, g->created, g->model, g->ch, g->n_choices, &u)
-				       : oj_completion_response(g->id, g->created, g->model, g->ch, g->n_choices, &u);
+				       ? oj_chat_response(g->id, g->created, g->model, outs, g->n_choices, &u)
+				       : oj_completion_response(g->id, g->created, g->model, outs, g->n_choices, &u);
+		free(outs);
 		gen_store_response(g);
 		res = http_reply_json(r, 200, resp);
 	}
@@ -515,7 +503,7 @@ static enum MHD_Result gen_collect(struct gen *g)
 	for (int k = 0; k < g->n_handles; k++) {
 		for (;;) {
 			struct engine_event ev;
-			int rc = engine_next_event(g->h[k], &ev, 50);
+			int rc = engine_next_event(g->p[k].h, &ev, 50);
 			if (rc == ENGINE_EV_END)
 				break;
 			if (atomic_load(&g->s->failed)) { /* server_fail: the engine can go on no more */
@@ -530,7 +518,7 @@ static enum MHD_Result gen_collect(struct gen *g)
 				if (!http_client_alive(g->r)) {
 					gone = true;
 					for (int i = 0; i < g->n_handles; i++)
-						engine_cancel(g->h[i]);
+						engine_cancel(g->p[i].h);
 				}
 			}
 		}
@@ -539,7 +527,7 @@ static enum MHD_Result gen_collect(struct gen *g)
 }
 
 
-static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, struct resp_state *rs)
+static enum MHD_Result gen_run(struct server *s, struct hreq *r, enum srv_api api, json_t *body, struct resp_state *rs)
 {
 	struct gen *g = calloc(1, sizeof *g);
 	if (!g) {
@@ -549,17 +537,17 @@ static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, s
 	}
 	g->resp = rs;
 	const char *prefix = rs ? "resp_" : api == SRV_API_CHAT ? "chatcmpl-" : "cmpl-";
-	g->s = r->s;
+	g->s = s;
 	g->r = r;
 	atomic_fetch_add(&r->refs, 1);
 	g->api = api;
 	g->body = body;
 	g->created = (long long)time(NULL);
-	oj_make_id(g->id, sizeof g->id, prefix);
+	jstr_random_id(g->id, sizeof g->id, prefix);
 	snprintf(r->id, sizeof r->id, "%s", g->id);
 	struct api_error ae;
 	if (gen_prepare(g, &ae) < 0) {
-		enum MHD_Result res = http_reply_error(r, &ae);
+		enum MHD_Result res = routes_reply_error(r, &ae);
 		gen_free(g);
 		return res;
 	}
@@ -576,32 +564,32 @@ static enum MHD_Result gen_run(struct hreq *r, enum srv_api api, json_t *body, s
 	return res;
 }
 
-enum MHD_Result gen_handle(struct hreq *r, enum srv_api api, json_t *body)
+enum MHD_Result gen_handle(struct server *s, struct hreq *r, enum srv_api api, json_t *body)
 {
-	return gen_run(r, api, body, NULL);
+	return gen_run(s, r, api, body, NULL);
 }
 
-enum MHD_Result gen_handle_responses(struct hreq *r, json_t *body)
+enum MHD_Result gen_handle_responses(struct server *s, struct hreq *r, json_t *body)
 {
 	struct api_error ae;
 	json_t *chat, *prev_items = NULL;
 	struct resp_state *rs;
 	int rc = 0;
 	const json_t *prev = json_object_get(body, "previous_response_id");
-	bool can_store = resp_store_max(r->s->store) > 0;
-	if (json_is_string(prev) && can_store && resp_store_get(r->s->store, json_string_value(prev), NULL, &prev_items) < 0)
+	bool can_store = resp_store_max(s->store) > 0;
+	if (json_is_string(prev) && can_store && resp_store_get(s->store, json_string_value(prev), NULL, &prev_items) < 0)
 		rc = api_error_set(&ae, 404, "previous_response_id", "Previous response with id '%s' not found.",
 				   json_string_value(prev));
 	if (rc == 0)
 		rc = resp_translate(body, prev_items, can_store, &chat, &rs, &ae);
 	json_decref(prev_items);
 	json_decref(body);
-	return rc < 0 ? http_reply_error(r, &ae) : gen_run(r, SRV_API_CHAT, chat, rs);
+	return rc < 0 ? routes_reply_error(r, &ae) : gen_run(s, r, SRV_API_CHAT, chat, rs);
 }
 
 void gen_store_response(struct gen *g)
 {
 	json_t *resp, *items;
 	if (g->resp && resp_stored(g->resp, &resp, &items) == 0)
-		resp_store_put(g->r->s->store, g->id, resp, items);
+		resp_store_put(g->s->store, g->id, resp, items);
 }

@@ -6,9 +6,36 @@
 #include "server/openai/openai_json.h"
 #include "server/parsers/reasoning.h"
 #include "server/openai/responses.h"
-#include "server/state.h"
+#include "server/openai/generate.h"
+#include "server/openai/routes.h"
+#include "server/openai/state.h"
 #include "server/parsers/tool_calls.h"
 
+/* One prompt of a request: one engine request (its n choices). */
+struct gen_prompt {
+	struct engine_req *h;	/* owned (engine_release); NULL before submission */
+	bool ended;		/* streaming: its last event was read */
+	int n_tokens;		/* its tokens (the engine's count once it ran) */
+	int32_t first;		/* its first token (echoed logprobs name it) */
+	int cached;		/* its tokens read from the prefix cache (choice 0's) */
+	char *echo;		/* text to prepend (completions echo, chat's final assistant
+				 * message), malloc'd, or NULL */
+	size_t echo_len;
+};
+
+/* One choice on the server side: the answer record the JSON builders read, and the
+ * streaming state of the parsers that split its text. */
+struct gen_choice {
+	struct oj_choice out;	/* text, reasoning, tool calls, logprobs, finish, token count */
+	bool echo_sent;		/* streaming: the prompt's echo went out */
+	struct reasoning_split rs; /* streaming, under gen.reasoning */
+	struct tool_split ts;	/* streaming, under gen.tools */
+};
+
+/* One generation request, from its parsed body to its last answer byte. Owns the body, the
+ * parsed request (req, which points into the body), its prompts (each holding its engine
+ * request) and its choices; holds a reference on its HTTP request. Choice i belongs to
+ * prompt i / n. */
 struct gen {
 	struct server *s;
 	struct hreq *r;		/* one reference held */
@@ -18,21 +45,13 @@ struct gen {
 	char id[64];
 	long long created;
 	const char *model;	/* name used in responses: the first served name */
-	int n_handles;		/* one per prompt */
-	struct engine_req **h;
-	bool *h_ended;
-	int *h_prompt_tokens;
-	int32_t *h_first;	/* per prompt: its first token (echoed logprobs name it) */
-	int *h_cached;		/* per prompt: its tokens read from the prefix cache (choice 0's) */
-	int32_t *bad_tok, *bad_lens; /* bad_words tokenized (req.sp points here) */
+	int n_handles;		/* prompts: 1 for chat */
+	struct gen_prompt *p;	/* [n_handles] */
 	int n;			/* choices per prompt */
 	int n_choices;		/* n_handles * n */
-	struct oj_choice *ch;
-	char **echo;		/* per prompt: text to prepend (completions echo), or NULL */
-	size_t *echo_len;
-	bool *echo_sent;	/* per choice (streaming) */
-	struct reasoning_split *rs; /* per choice: chat under a reasoning parser (streaming); else NULL */
-	struct tool_split *ts;	/* per choice: chat whose tool calls are parsed (streaming); else NULL */
+	struct gen_choice *ch;	/* [n_choices] */
+	bool reasoning;		/* chat under a reasoning parser: choices' text is split */
+	bool tools;		/* chat whose tool calls are parsed (or forced) */
 	struct resp_state *resp; /* /v1/responses: its answer's shapes; else NULL */
 	bool resp_ended;	/* streaming: its closing events went out */
 	bool streaming, started, failed;

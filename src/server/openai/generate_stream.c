@@ -20,14 +20,14 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	if (ev->index < 0 || ev->index >= g->n)
 		return 0;
 	int ci = k * g->n + ev->index;
-	struct oj_choice *c = &g->ch[ci];
+	struct oj_choice *c = &g->ch[ci].out;
 	gen_note_first_token(g, ev);
 	bool drop = g->req.echo_only; /* the token that ran the prompt is not the answer */
 	c->n_tokens = drop ? 0 : ev->n_output_tokens;
 	if (ev->n_prompt_tokens > 0)
-		g->h_prompt_tokens[k] = ev->n_prompt_tokens;
+		g->p[k].n_tokens = ev->n_prompt_tokens;
 	if (ev->index == 0)
-		g->h_cached[k] = ev->n_cached_tokens;
+		g->p[k].cached = ev->n_cached_tokens;
 	if (ev->finish != ENGINE_FINISH_NONE)
 		c->finish = ev->finish;
 	if (ev->error && g->resp) {
@@ -48,16 +48,16 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 	 * token event) leads the first chunk of each choice */
 	struct strbuf text = {0};
 	json_t *echo_lp = NULL;
-	if (g->api == SRV_API_COMPLETION && g->echo[k] && !g->echo_sent[ci]) {
-		g->echo_sent[ci] = true;
-		if (strbuf_put(&text, g->echo[k], g->echo_len[k]) < 0 ||
+	if (g->api == SRV_API_COMPLETION && g->p[k].echo && !g->ch[ci].echo_sent) {
+		g->ch[ci].echo_sent = true;
+		if (strbuf_put(&text, g->p[k].echo, g->p[k].echo_len) < 0 ||
 		    (g->req.echo_logprobs && gen_lead_with_prompt_logprobs(g, k, &echo_lp) < 0)) {
 			strbuf_fini(&text);
 			return -1;
 		}
 	}
 	struct strbuf reasoning = {0};
-	if (g->rs ? reasoning_feed(&g->rs[ci], ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
+	if (g->reasoning ? reasoning_feed(&g->ch[ci].rs, ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
 				   &text) < 0
 		  : !drop && ev->text_len && strbuf_put(&text, ev->text, ev->text_len) < 0) {
 		strbuf_fini(&text);
@@ -66,13 +66,13 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		return -1;
 	}
 	json_t *calls = NULL;
-	if (g->ts) { /* the content so far goes through the tool-call split */
+	if (g->tools) { /* the content so far goes through the tool-call split */
 		struct strbuf content = {0};
 		bool last = ev->finish != ENGINE_FINISH_NONE;
 		const struct srv_structured *st = &g->req.structured;
-		if (st->forced ? tool_forced_feed(&g->ts[ci], st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.p,
+		if (st->forced ? tool_forced_feed(&g->ch[ci].ts, st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.p,
 						  text.n, last, &content, &calls) < 0
-			       : tool_split_feed(&g->ts[ci], gen_tool_parser(g), text.p, text.n, last, &content,
+			       : tool_split_feed(&g->ch[ci].ts, gen_tool_parser(g), text.p, text.n, last, &content,
 						 &calls) < 0) {
 			strbuf_fini(&text);
 			strbuf_fini(&reasoning);
@@ -119,7 +119,7 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 				 ev->stop_token, ev->stop_str, usage);
 	int n_plp;
 	const struct engine_logprob *plp = g->req.prompt_logprobs && !c->prompt_lp_sent
-						   ? engine_prompt_logprobs(g->h[k], &n_plp) : NULL;
+						   ? engine_prompt_logprobs(g->p[k].h, &n_plp) : NULL;
 	if (chunk && plp) { /* vLLM's prompt_logprobs ride on a choice's first chunk */
 		c->prompt_lp_sent = true;
 		json_t *v = oj_prompt_logprobs_vllm(gen_lp_tok(g), plp, n_plp);
@@ -167,9 +167,9 @@ static int stream_start(struct gen *g, struct strbuf *out)
 		if (emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, "assistant", NULL, NULL,
 				       ENGINE_FINISH_NONE, -1, NULL, cu ? oj_usage_json(&u, false) : NULL)) < 0)
 			return -1;
-		if (g->echo[0] &&
+		if (g->p[0].echo &&
 		    emit(out, oj_chunk(g->api, g->id, g->created, g->model, i, NULL,
-				       &(struct oj_delta){.text = g->echo[0], .len = g->echo_len[0]}, NULL,
+				       &(struct oj_delta){.text = g->p[0].echo, .len = g->p[0].echo_len}, NULL,
 				       ENGINE_FINISH_NONE, -1, NULL, cu ? oj_usage_json(&u, false) : NULL)) < 0)
 			return -1;
 	}
@@ -181,7 +181,7 @@ static int stream_start(struct gen *g, struct strbuf *out)
 static int stream_fail(struct gen *g, struct strbuf *out)
 {
 	for (int k = 0; k < g->n_handles; k++)
-		g->h_ended[k] = true;
+		g->p[k].ended = true;
 	struct oj_usage u = gen_usage(g);
 	g->r->completion_tokens = u.completion_tokens;
 	if (g->resp) {
@@ -208,7 +208,7 @@ static int stream_pump(void *ctx, struct strbuf *out, int timeout_ms)
 		return stream_fail(g, out);
 	int active = 0, first = -1;
 	for (int k = 0; k < g->n_handles; k++)
-		if (!g->h_ended[k])
+		if (!g->p[k].ended)
 			active++, first = first < 0 ? k : first;
 	if (active == 0 && g->resp) { /* no [DONE]: the Responses stream ends with its last event */
 		struct oj_usage u = gen_usage(g);
@@ -216,7 +216,7 @@ static int stream_pump(void *ctx, struct strbuf *out, int timeout_ms)
 		if (g->resp_ended)
 			return 1;
 		g->resp_ended = true;
-		if (resp_stream_end(g->resp, out, g->ch[0].finish, &u, NULL) < 0)
+		if (resp_stream_end(g->resp, out, g->ch[0].out.finish, &u, NULL) < 0)
 			return -1;
 		gen_store_response(g);
 		return 1;
@@ -235,21 +235,21 @@ static int stream_pump(void *ctx, struct strbuf *out, int timeout_ms)
 	/* one handle: block on it; several: poll each, then wait briefly on the first */
 	bool got = false;
 	for (int k = first; k < g->n_handles && (active > 1 || !got); k++) {
-		if (g->h_ended[k])
+		if (g->p[k].ended)
 			continue;
 		struct engine_event ev;
-		int rc = engine_next_event(g->h[k], &ev, active == 1 ? timeout_ms : 0);
+		int rc = engine_next_event(g->p[k].h, &ev, active == 1 ? timeout_ms : 0);
 		if (rc == ENGINE_EV_END)
-			g->h_ended[k] = true;
+			g->p[k].ended = true;
 		else if (rc == ENGINE_EV_OK && stream_event(g, k, &ev, out) < 0)
 			return -1;
 		got |= rc != ENGINE_EV_TIMEOUT;
 	}
 	if (!got && active > 1) {
 		struct engine_event ev;
-		int rc = engine_next_event(g->h[first], &ev, 20);
+		int rc = engine_next_event(g->p[first].h, &ev, 20);
 		if (rc == ENGINE_EV_END)
-			g->h_ended[first] = true;
+			g->p[first].ended = true;
 		else if (rc == ENGINE_EV_OK && stream_event(g, first, &ev, out) < 0)
 			return -1;
 	}
@@ -261,8 +261,8 @@ static void stream_close(void *ctx, bool completed)
 	struct gen *g = ctx;
 	if (!completed)
 		for (int i = 0; i < g->n_handles; i++)
-			if (g->h[i])
-				engine_cancel(g->h[i]); /* the client went away */
+			if (g->p[i].h)
+				engine_cancel(g->p[i].h); /* the client went away */
 	g->r->completion_tokens = gen_usage(g).completion_tokens;
 	gen_free(g);
 }

@@ -4,37 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "base/utf8.h"
+#include "server/parsers/jstr.h"
 #include "tok/tokenizer.h"
-
-void oj_make_id(char *buf, size_t n, const char *prefix)
-{
-	unsigned char r[16];
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-		/* never expected; fall back to a clock-derived id (ids need not be secret) */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		for (size_t i = 0; i < sizeof r; i++)
-			r[i] = (unsigned char)((uint64_t)ts.tv_nsec >> (i % 8 * 8)) ^ (unsigned char)i;
-	}
-	int w = snprintf(buf, n, "%s", prefix);
-	for (size_t i = 0; i < sizeof r && w >= 0 && (size_t)w + 2 < n; i++)
-		w += snprintf(buf + w, n - (size_t)w, "%02x", r[i]);
-}
-
-json_t *oj_string(const char *s, size_t n)
-{
-	if (utf8_valid(s, n, NULL))
-		return json_stringn(s, n);
-	size_t m;
-	char *t = utf8_sanitize(s, n, &m);
-	json_t *j = t ? json_stringn(t, m) : NULL;
-	free(t);
-	return j;
-}
 
 /* Text of one token as vLLM shows it in logprobs: decode([id]) (lossy), or "token_id:N". */
 static char *token_text(const struct tok *tok, int32_t id, size_t *len)
@@ -254,7 +227,7 @@ json_t *oj_finish_reason(enum engine_finish f)
 json_t *oj_stop_reason(int32_t stop_token, const char *stop_str)
 {
 	if (stop_str)
-		return oj_string(stop_str, strlen(stop_str));
+		return jstr_new(stop_str, strlen(stop_str));
 	if (stop_token >= 0)
 		return json_integer(stop_token);
 	return json_null();
@@ -299,15 +272,15 @@ static json_t *chat_finish(enum engine_finish f, const json_t *calls)
 }
 
 json_t *oj_chat_response(const char *id, long long created, const char *model,
-			 const struct oj_choice *choices, int n, const struct oj_usage *u)
+			 const struct oj_choice *const *choices, int n, const struct oj_usage *u)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
-		const struct oj_choice *c = &choices[i];
+		const struct oj_choice *c = choices[i];
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
-		json_t *content = parsed && !c->text.n ? json_null() : oj_string(c->text.p ? c->text.p : "", c->text.n);
-		json_t *reasoning = c->split ? oj_string(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n) : json_null();
+		json_t *content = parsed && !c->text.n ? json_null() : jstr_new(c->text.p ? c->text.p : "", c->text.n);
+		json_t *reasoning = c->split ? jstr_new(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n) : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
@@ -327,8 +300,8 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	if (!arr)
 		return NULL;
 	/* the request's prompt logprobs (vLLM's top-level field: one prompt per chat) */
-	json_t *plp = n > 0 && choices[0].prompt_logprobs ? json_incref(choices[0].prompt_logprobs) : json_null();
-	json_t *pids = n > 0 && choices[0].prompt_token_ids ? json_incref(choices[0].prompt_token_ids) : json_null();
+	json_t *plp = n > 0 && choices[0]->prompt_logprobs ? json_incref(choices[0]->prompt_logprobs) : json_null();
+	json_t *pids = n > 0 && choices[0]->prompt_token_ids ? json_incref(choices[0]->prompt_token_ids) : json_null();
 	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:n}", "id", id,
 			 "object", "chat.completion", "created", (json_int_t)created, "model", model,
 			 "choices", arr, "service_tier", "system_fingerprint", "usage",
@@ -337,13 +310,13 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 }
 
 json_t *oj_completion_response(const char *id, long long created, const char *model,
-			       const struct oj_choice *choices, int n, const struct oj_usage *u)
+			       const struct oj_choice *const *choices, int n, const struct oj_usage *u)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
-		const struct oj_choice *c = &choices[i];
+		const struct oj_choice *c = choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
-				       oj_string(c->text.p ? c->text.p : "", c->text.n),
+				       jstr_new(c->text.p ? c->text.p : "", c->text.n),
 				       "logprobs", choice_logprobs(c), "finish_reason",
 				       oj_finish_reason(c->finish), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));
@@ -380,12 +353,12 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 		bool calls = json_array_size(d->tool_calls) > 0;
 		json_t *delta = role ? json_pack("{s:s, s:s}", "role", role, "content", "") : json_object();
 		if (delta && !role && d->rlen) { /* both names, as in the message */
-			json_t *r = oj_string(d->reasoning, d->rlen);
+			json_t *r = jstr_new(d->reasoning, d->rlen);
 			json_object_set(delta, "reasoning_content", r);
 			json_object_set_new(delta, "reasoning", r);
 		}
 		if (delta && !role && (d->len || (!d->rlen && !calls)))
-			json_object_set_new(delta, "content", oj_string(text, d->len));
+			json_object_set_new(delta, "content", jstr_new(text, d->len));
 		if (delta && !role && calls)
 			json_object_set_new(delta, "tool_calls", indexed_calls(d->tool_calls));
 		ch = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs",
@@ -394,7 +367,7 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 		if (ch && finish != ENGINE_FINISH_NONE)
 			json_object_set_new(ch, "stop_reason", oj_stop_reason(stop_token, stop_str));
 	} else {
-		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", oj_string(text, d->len),
+		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr_new(text, d->len),
 			       "logprobs", logprobs ? logprobs : json_null(), "finish_reason",
 			       oj_finish_reason(finish), "stop_reason",
 			       oj_stop_reason(stop_token, stop_str));
@@ -425,7 +398,7 @@ json_t *oj_models(const char *const *names, int n_names, const char *root, long 
 	json_t *data = json_array();
 	for (int i = 0; data && i < n_names; i++) {
 		char perm_id[64];
-		oj_make_id(perm_id, sizeof perm_id, "modelperm-");
+		jstr_random_id(perm_id, sizeof perm_id, "modelperm-");
 		json_t *perm = json_pack(
 			"{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:s, s:n, s:b}", "id", perm_id,
 			"object", "model_permission", "created", (json_int_t)created,

@@ -43,12 +43,6 @@ struct oj_usage {
 	bool details;		/* prompt_tokens_details: {"cached_tokens"} (else null) */
 };
 
-/* A JSON string from model bytes that may not be valid UTF-8 (broken sequences → U+FFFD). */
-json_t *oj_string(const char *s, size_t n);
-
-/* `prefix` "chatcmpl-" / "cmpl-" + 32 random hex digits into buf (>= 48 bytes). */
-void oj_make_id(char *buf, size_t n, const char *prefix);
-
 /* Logprobs of the tokens of one event (tok may be NULL: tokens are shown as "token_id:N").
  * Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
  * Completions: {text_offset, token_logprobs, tokens, top_logprobs}; *text_offset advances by
@@ -78,10 +72,11 @@ json_t *oj_finish_reason(enum engine_finish f);
 json_t *oj_stop_reason(int32_t stop_token, const char *stop_str);
 json_t *oj_usage_json(const struct oj_usage *u, bool with_details);
 
+/* The whole answer of choices[0..n) (each a choice's own record, wherever it lives). */
 json_t *oj_chat_response(const char *id, long long created, const char *model,
-			 const struct oj_choice *choices, int n, const struct oj_usage *u);
+			 const struct oj_choice *const *choices, int n, const struct oj_usage *u);
 json_t *oj_completion_response(const char *id, long long created, const char *model,
-			       const struct oj_choice *choices, int n, const struct oj_usage *u);
+			       const struct oj_choice *const *choices, int n, const struct oj_usage *u);
 
 /* What one streaming chunk adds to a choice. */
 struct oj_delta {

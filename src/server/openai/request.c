@@ -324,6 +324,7 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	memset(r, 0, sizeof *r);
 	r->api = api;
 	r->sp = *base;
+	r->sp.max_tokens = -1; /* the request's own only: see srv_request.sp */
 	r->sp.n_stop = 0;
 	r->sp.n_stop_token_ids = 0;
 	r->sp.n_logit_bias = 0;
@@ -356,7 +357,7 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	if (req_get_bool(body, "add_special_tokens", &r->add_special_tokens, ae) < 0 ||
 	    req_get_bool(body, "echo", &r->echo, ae) < 0)
 		goto fail;
-	if (req_parse_sampling(body, api, lim, r, ae) < 0)
+	if (req_parse_sampling(body, api, base, lim, r, ae) < 0)
 		goto fail;
 	if (srv_structured_parse(body, api == SRV_API_CHAT, &r->structured, ae) < 0)
 		goto fail;
@@ -381,6 +382,8 @@ fail:
 void srv_request_fini(struct srv_request *r)
 {
 	free(r->allowed);
+	free(r->bad_tok);
+	free(r->bad_lens);
 	srv_structured_fini(&r->structured);
 	json_decref(r->messages);
 	json_decref(r->chat_template_kwargs);
@@ -398,7 +401,7 @@ int srv_request_check_length(const struct srv_request *r, int n_prompt, int max_
 				     "This model's maximum context length is %d tokens. However, "
 				     "your request has %d input tokens. Please reduce the length of "
 				     "the input messages.", max_model_len, n_prompt);
-	if (r->max_tokens_given && (long)n_prompt + r->sp.max_tokens > max_model_len)
+	if (r->sp.max_tokens > 0 && (long)n_prompt + r->sp.max_tokens > max_model_len)
 		return api_error_set(ae, 400, "max_tokens",
 				     "'max_tokens' or 'max_completion_tokens' is too large: %d. This "
 				     "model's maximum context length is %d tokens and your request "

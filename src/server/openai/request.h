@@ -52,13 +52,14 @@ struct srv_request {
 	/* both */
 	bool add_special_tokens;
 	bool stream, include_usage, continuous_usage;
-	bool max_tokens_given;	/* max_tokens/max_completion_tokens explicit (or completions' 16) */
 	int top_logprobs;	/* chat: top_logprobs (0 if unset) */
 	bool want_logprobs;	/* chat: logprobs: true / completions: logprobs != null */
 	bool prompt_logprobs;	/* vLLM's prompt_logprobs given (the response's field) */
 	bool echo_logprobs;	/* completions: echo with logprobs (the prompt's lead them) */
 	bool echo_only;		/* completions: echo with max_tokens 0: the prompt alone */
 	int32_t *allowed;	/* allowed_token_ids (owned; sp.allowed_ids points here) */
+	int32_t *bad_tok, *bad_lens; /* bad_words tokenized by the caller (srv_bad_words_tokenize;
+				      * owned; sp.bad_words / bad_lens point here) */
 	int truncate_prompt_tokens; /* keep the prompt's last N tokens (0: all; -1: max_model_len) */
 	bool tokens_as_ids;	/* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
 	bool return_token_ids;	/* vLLM's return_token_ids: token_ids / prompt_token_ids */
@@ -66,7 +67,11 @@ struct srv_request {
 	const json_t *bad_words; /* borrowed from the body: strings the caller tokenizes into
 				  * sp.bad_words / bad_lens; NULL when none */
 	struct sampling_params sp; /* defaults from `base`, then the request's fields;
-				    * sp.guide is structured.guide */
+				    * sp.guide is structured.guide. sp.max_tokens is the request's
+				    * max_tokens / max_completion_tokens (completions: 16 when
+				    * absent), -1 when not given: an explicit one must fit the context
+				    * (srv_request_check_length), base's default is put in
+				    * at submission (generate.c) and only capped by the engine */
 	struct srv_structured structured; /* response_format, guided_*, forced tool_choice */
 };
 

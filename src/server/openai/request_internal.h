@@ -23,7 +23,7 @@ int req_parse_token_list(const json_t *v, const char *key, int vocab, int max, i
 			 struct api_error *ae);
 
 /* The sampling fields of both endpoints into r->sp (and r's logprobs / extras). */
-int req_parse_sampling(const json_t *body, enum srv_api api, const struct srv_limits *lim,
-		       struct srv_request *r, struct api_error *ae);
+int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampling_params *base,
+		       const struct srv_limits *lim, struct srv_request *r, struct api_error *ae);
 
 #endif

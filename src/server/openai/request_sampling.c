@@ -221,7 +221,8 @@ static int parse_stream(const json_t *body, struct srv_request *r, struct api_er
 }
 
 /* Sampling fields shared by both endpoints. */
-int req_parse_sampling(const json_t *body, enum srv_api api, const struct srv_limits *lim,
+int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampling_params *base,
+		       const struct srv_limits *lim,
 			  struct srv_request *r, struct api_error *ae)
 {
 	struct sampling_params *sp = &r->sp;
@@ -300,17 +301,17 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct srv_li
 			return api_error_set(ae, 400, mt_key, "%s must be at least 1, got %lld.", mt_key,
 					     i);
 		sp->max_tokens = i > 1 << 30 ? 1 << 30 : (int)i;
-		r->max_tokens_given = true;
 	}
+	int max_tokens = sp->max_tokens > 0 ? sp->max_tokens : base->max_tokens; /* what will run */
 	if ((rc = req_get_int(body, "min_tokens", &i, ae)) < 0)
 		return -1;
 	if (rc) {
 		if (i < 0)
 			return req_range_err(ae, "min_tokens", "greater than or equal to 0", (double)i);
-		if (sp->max_tokens >= 0 && i > sp->max_tokens)
+		if (max_tokens >= 0 && i > max_tokens)
 			return api_error_set(ae, 400, "min_tokens",
 					     "min_tokens must be less than or equal to max_tokens=%d, "
-					     "got %lld.", sp->max_tokens, i);
+					     "got %lld.", max_tokens, i);
 		sp->min_tokens = i > 1 << 30 ? 1 << 30 : (int)i;
 	}
 	if ((rc = req_get_int(body, "n", &i, ae)) < 0)

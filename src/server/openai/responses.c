@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/parsers/jstr.h"
+
 enum phase { PH_NONE, PH_REASONING, PH_MESSAGE, PH_CALL };
 
 struct resp_state {
@@ -207,7 +209,7 @@ static json_t *stored_item(const json_t *item)
 							    "text", text));
 	if (!json_is_string(json_object_get(c, "id"))) {
 		char id[64];
-		oj_make_id(id, sizeof id, !type ? "item_" : !strcmp(type, "message") ? "msg_" : !strcmp(type, "function_call") ? "fc_"
+		jstr_random_id(id, sizeof id, !type ? "item_" : !strcmp(type, "message") ? "msg_" : !strcmp(type, "function_call") ? "fc_"
 					  : !strcmp(type, "function_call_output") ? "fco_" : !strcmp(type, "reasoning") ? "rs_" : "item_");
 		json_object_set_new(c, "id", json_string(id));
 	}
@@ -391,7 +393,7 @@ int resp_translate(const json_t *body, const json_t *prev_items, bool can_store,
 /* ---- the answer ---- */
 
 /* model text (NULL when empty) as a JSON string */
-static json_t *str(const char *s, size_t n) { return oj_string(s ? s : "", s ? n : 0); }
+static json_t *str(const char *s, size_t n) { return jstr_new(s ? s : "", s ? n : 0); }
 
 static json_t *usage_json(const struct oj_usage *u)
 {
@@ -472,8 +474,8 @@ static void set_ids(struct resp_state *rs, const char *id, long long created, co
 	snprintf(rs->id, sizeof rs->id, "%s", id);
 	rs->created = created;
 	snprintf(rs->model, sizeof rs->model, "%s", model);
-	oj_make_id(rs->rs_id, sizeof rs->rs_id, "rs_");
-	oj_make_id(rs->msg_id, sizeof rs->msg_id, "msg_");
+	jstr_random_id(rs->rs_id, sizeof rs->rs_id, "rs_");
+	jstr_random_id(rs->msg_id, sizeof rs->msg_id, "msg_");
 }
 
 json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
@@ -493,7 +495,7 @@ json_t *resp_object(struct resp_state *rs, const char *id, long long created, co
 		const json_t *fn = json_object_get(c, "function");
 		const json_t *args = json_object_get(fn, "arguments");
 		char fc[64];
-		oj_make_id(fc, sizeof fc, "fc_");
+		jstr_random_id(fc, sizeof fc, "fc_");
 		if (output)
 			json_array_append_new(output, call_item(fc, json_string_value(json_object_get(c, "id")),
 								json_string_value(json_object_get(fn, "name")),
@@ -628,7 +630,7 @@ static int stream_calls(struct resp_state *rs, struct strbuf *out, const json_t 
 			const char *name = json_string_value(json_object_get(fn, "name"));
 			snprintf(rs->call_id, sizeof rs->call_id, "%s", id);
 			snprintf(rs->call_name, sizeof rs->call_name, "%s", name ? name : "");
-			oj_make_id(rs->fc_id, sizeof rs->fc_id, "fc_");
+			jstr_random_id(rs->fc_id, sizeof rs->fc_id, "fc_");
 			rs->call_args.n = 0;
 			int idx = rs->n_items++;
 			rs->phase = PH_CALL;

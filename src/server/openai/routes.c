@@ -1,6 +1,10 @@
 /* Routing, the API key check, and the small endpoints: /health /ping /version /v1/models
  * /metrics /tokenize /detokenize. Generation endpoints are in generate.c. */
+#include "server/openai/routes.h"
+
+#include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -8,7 +12,8 @@
 #include "server/openai/openai_json.h"
 #include "server/openai/resp_store.h"
 #include "server/openai/responses.h"
-#include "server/state.h"
+#include "server/openai/generate.h"
+#include "server/openai/state.h"
 #include "base/utf8.h"
 #include "tok/tokenizer.h"
 
@@ -30,6 +35,20 @@ int routes_check_model(struct server *s, const char *model, struct api_error *ae
 	return api_error_set(ae, 404, "model", "The model `%s` does not exist.", model);
 }
 
+enum MHD_Result routes_reply_error(struct hreq *r, const struct api_error *ae)
+{
+	size_t len = 0;
+	char *body = api_error_body(ae, &len);
+	return http_reply_json_body(r, ae->status, body, len, ae->message);
+}
+
+char *routes_error_body(void *server, int status, const char *msg, size_t *len)
+{
+	struct api_error ae;
+	api_error_set(&ae, status, NULL, "%s", msg);
+	return api_error_body(&ae, len);
+}
+
 /* Constant-time comparison (no early exit on the first differing byte). */
 static bool key_matches(const char *given, size_t n, const char *key)
 {
@@ -40,9 +59,9 @@ static bool key_matches(const char *given, size_t n, const char *key)
 	return diff == 0 && m > 0;
 }
 
-static bool authorized(struct hreq *r)
+static bool authorized(struct server *s, struct hreq *r)
 {
-	const char *key = r->s->cfg.api_key;
+	const char *key = s->cfg.api_key;
 	if (!key || !key[0] || strncmp(r->path, "/v1", 3) || !strcmp(r->method, "OPTIONS"))
 		return true;
 	const char *h = http_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -56,7 +75,7 @@ static enum MHD_Result reply_err(struct hreq *r, int status, const char *param, 
 {
 	struct api_error ae;
 	api_error_set(&ae, status, param, "%s", msg);
-	return http_reply_error(r, &ae);
+	return routes_reply_error(r, &ae);
 }
 
 /* Parses the body as a JSON value; 400 with jansson's message otherwise. */
@@ -74,32 +93,31 @@ static json_t *parse_body(struct hreq *r, struct api_error *ae)
 	return j;
 }
 
-static enum MHD_Result health(struct hreq *r)
+static enum MHD_Result health(struct server *s, struct hreq *r)
 {
-	if (!engine_alive(r->s->deps.eng))
+	if (!engine_alive(s->deps.eng))
 		return reply_err(r, 503, NULL, "the engine is not running");
 	return http_reply_text(r, 200, NULL, "", 0);
 }
 
-static enum MHD_Result version(struct hreq *r)
+static enum MHD_Result version(struct server *s, struct hreq *r)
 {
 	return http_reply_json(r, 200, json_pack("{s:s}", "version", SERVER_VERSION));
 }
 
-static enum MHD_Result models(struct hreq *r)
+static enum MHD_Result models(struct server *s, struct hreq *r)
 {
-	struct server *s = r->s;
 	return http_reply_json(r, 200,
 			       oj_models(s->cfg.served_names, s->cfg.n_served_names,
 					 s->cfg.model_root, s->started_at, s->max_model_len));
 }
 
-static enum MHD_Result metrics(struct hreq *r)
+static enum MHD_Result metrics(struct server *s, struct hreq *r)
 {
 	struct engine_stats st;
-	engine_stats_get(r->s->deps.eng, &st);
+	engine_stats_get(s->deps.eng, &st);
 	struct strbuf out = {0};
-	if (metrics_render(&st, routes_model_name(r->s), &out) < 0) {
+	if (metrics_render(&st, routes_model_name(s), &out) < 0) {
 		strbuf_fini(&out);
 		return reply_err(r, 500, NULL, "out of memory rendering metrics");
 	}
@@ -122,15 +140,14 @@ static int check_body_model(struct server *s, const json_t *body, struct api_err
 	return routes_check_model(s, json_string_value(model), ae);
 }
 
-static enum MHD_Result tokenize(struct hreq *r)
+static enum MHD_Result tokenize(struct server *s, struct hreq *r)
 {
-	struct server *s = r->s;
 	struct api_error ae;
 	json_t *body = parse_body(r, &ae);
 	int32_t *ids = NULL;
 	size_t n = 0;
 	if (!body)
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	enum MHD_Result res;
 	const json_t *prompt = json_object_get(body, "prompt");
 	const json_t *messages = json_object_get(body, "messages");
@@ -189,16 +206,15 @@ static enum MHD_Result tokenize(struct hreq *r)
 fail:
 	free(ids);
 	json_decref(body);
-	return http_reply_error(r, &ae);
+	return routes_reply_error(r, &ae);
 }
 
-static enum MHD_Result detokenize(struct hreq *r)
+static enum MHD_Result detokenize(struct server *s, struct hreq *r)
 {
-	struct server *s = r->s;
 	struct api_error ae;
 	json_t *body = parse_body(r, &ae);
 	if (!body)
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	const json_t *toks = json_object_get(body, "tokens");
 	int32_t *ids = NULL;
 	char *text = NULL;
@@ -241,33 +257,33 @@ static enum MHD_Result detokenize(struct hreq *r)
 fail:
 	free(ids);
 	json_decref(body);
-	return http_reply_error(r, &ae);
+	return routes_reply_error(r, &ae);
 }
 
-static enum MHD_Result chat(struct hreq *r)
+static enum MHD_Result chat(struct server *s, struct hreq *r)
 {
 	struct api_error ae;
 	json_t *body = parse_body(r, &ae);
-	return body ? gen_handle(r, SRV_API_CHAT, body) : http_reply_error(r, &ae);
+	return body ? gen_handle(s, r, SRV_API_CHAT, body) : routes_reply_error(r, &ae);
 }
 
-static enum MHD_Result completions(struct hreq *r)
+static enum MHD_Result completions(struct server *s, struct hreq *r)
 {
 	struct api_error ae;
 	json_t *body = parse_body(r, &ae);
-	return body ? gen_handle(r, SRV_API_COMPLETION, body) : http_reply_error(r, &ae);
+	return body ? gen_handle(s, r, SRV_API_COMPLETION, body) : routes_reply_error(r, &ae);
 }
 
-static enum MHD_Result responses(struct hreq *r)
+static enum MHD_Result responses(struct server *s, struct hreq *r)
 {
 	struct api_error ae;
 	json_t *body = parse_body(r, &ae);
-	return body ? gen_handle_responses(r, body) : http_reply_error(r, &ae);
+	return body ? gen_handle_responses(s, r, body) : routes_reply_error(r, &ae);
 }
 
 static const struct route {
 	const char *method, *path;
-	enum MHD_Result (*fn)(struct hreq *r);
+	enum MHD_Result (*fn)(struct server *s, struct hreq *r);
 } routes[] = {
 	{"GET", "/health", health},
 	{"GET", "/ping", health},
@@ -285,19 +301,19 @@ static const struct route {
 /* GET /v1/responses/{id}/input_items: the stored conversation's input items (those of its
  * previous responses included), newest first unless order=asc, limit (1-100, default 20)
  * after the item id `after`, as OpenAI's list */
-static enum MHD_Result input_items(struct hreq *r, const char *id)
+static enum MHD_Result input_items(struct server *s, struct hreq *r, const char *id)
 {
 	struct api_error ae;
 	json_t *resp = NULL, *items = NULL;
-	if (resp_store_get(r->s->store, id, &resp, &items) < 0) {
+	if (resp_store_get(s->store, id, &resp, &items) < 0) {
 		api_error_set(&ae, 404, NULL, "Response with id '%s' not found.", id);
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	}
 	size_t n = json_array_size(items) - json_array_size(json_object_get(resp, "output"));
 	json_decref(resp);
-	const char *lim = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit");
-	const char *order = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "order");
-	const char *after = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after");
+	const char *lim = http_query_arg(r, "limit");
+	const char *order = http_query_arg(r, "order");
+	const char *after = http_query_arg(r, "after");
 	char *end = NULL;
 	long limit = lim ? strtol(lim, &end, 10) : 20;
 	int rc = 0;
@@ -324,7 +340,7 @@ static enum MHD_Result input_items(struct hreq *r, const char *id)
 	json_decref(items);
 	if (rc < 0) {
 		json_decref(data);
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	}
 	size_t m = json_array_size(data);
 	json_t *list = json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id",
@@ -335,15 +351,15 @@ static enum MHD_Result input_items(struct hreq *r, const char *id)
 
 /* /v1/responses/{id}: GET the stored Response, DELETE it; GET {id}/input_items lists its
  * input; {id}/cancel is refused (no background responses to cancel) */
-static enum MHD_Result stored_response(struct hreq *r, const char *id)
+static enum MHD_Result stored_response(struct server *s, struct hreq *r, const char *id)
 {
 	struct api_error ae;
 	const char *slash = strchr(id, '/');
 	if (slash && !strcmp(slash, "/input_items") && (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")) &&
-	    resp_store_max(r->s->store) > 0) {
+	    resp_store_max(s->store) > 0) {
 		char rid[RESP_ID_MAX];
 		snprintf(rid, sizeof rid, "%.*s", (int)(slash - id), id);
-		return input_items(r, rid);
+		return input_items(s, r, rid);
 	}
 	if (slash)
 		return reply_err(r, 404, NULL, strstr(id, "/cancel") ? "only background responses can be cancelled, and "
@@ -352,27 +368,38 @@ static enum MHD_Result stored_response(struct hreq *r, const char *id)
 	bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"), del = !strcmp(r->method, "DELETE");
 	if (!get && !del)
 		return reply_err(r, 405, NULL, "Method Not Allowed");
-	if (resp_store_max(r->s->store) == 0)
+	if (resp_store_max(s->store) == 0)
 		return reply_err(r, 404, NULL, "responses are not stored by this server (--responses-store-size 0)");
 	json_t *resp = NULL;
-	if (get ? resp_store_get(r->s->store, id, &resp, NULL) < 0 : resp_store_delete(r->s->store, id) < 0) {
+	if (get ? resp_store_get(s->store, id, &resp, NULL) < 0 : resp_store_delete(s->store, id) < 0) {
 		api_error_set(&ae, 404, NULL, "Response with id '%s' not found.", id);
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	}
 	if (del)
 		resp = json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1);
 	return resp ? http_reply_json(r, 200, resp) : reply_err(r, 500, NULL, "out of memory");
 }
 
-enum MHD_Result routes_dispatch(struct hreq *r)
+/* A 405's Allow header: the methods the route table has for the path. */
+static const char *allowed_methods(const char *path)
 {
-	int rc;
-	if (cors_preflight(&r->s->cors, r, &rc)) /* before authentication, as vLLM */
-		return (enum MHD_Result)rc;
-	if (!authorized(r)) {
+	bool get = false, post = false;
+	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+		if (!strcmp(routes[i].path, path)) {
+			get |= !strcmp(routes[i].method, "GET");
+			post |= !strcmp(routes[i].method, "POST");
+		}
+	return get && post ? "GET, POST" : post ? "POST" : "GET";
+}
+
+/* The CORS preflight is answered before this, by the transport (server/http/cors.h). */
+enum MHD_Result routes_dispatch(void *server, struct hreq *r)
+{
+	struct server *s = server;
+	if (!authorized(s, r)) {
 		struct api_error ae;
 		api_error_set(&ae, 401, NULL, "Unauthorized");
-		return http_reply_error(r, &ae);
+		return routes_reply_error(r, &ae);
 	}
 	bool path_known = false;
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -381,11 +408,13 @@ enum MHD_Result routes_dispatch(struct hreq *r)
 		path_known = true;
 		if (!strcmp(routes[i].method, r->method) ||
 		    (!strcmp(r->method, "HEAD") && !strcmp(routes[i].method, "GET")))
-			return routes[i].fn(r);
+			return routes[i].fn(s, r);
 	}
-	if (path_known)
+	if (path_known) {
+		r->allow = allowed_methods(r->path);
 		return reply_err(r, 405, NULL, "Method Not Allowed");
+	}
 	if (!strncmp(r->path, "/v1/responses/", 14))
-		return stored_response(r, r->path + 14);
+		return stored_response(s, r, r->path + 14);
 	return reply_err(r, 404, NULL, "Not Found");
 }

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/http/sse.h"
+#include "base/strbuf.h"
 
 enum reasoning_parser {
 	REASONING_NONE = 0,

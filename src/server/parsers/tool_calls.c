@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/openai/openai_json.h"
+#include "server/parsers/jstr.h"
 #include "base/pyjson.h"
 #include "server/parsers/tags.h"
 #include "base/utf8.h"
@@ -60,10 +60,10 @@ static json_t *one_call(int parser, const char *p, const char *end, bool *oom)
 	if (name_end == name || memchr(name, '\n', (size_t)(name_end - name)))
 		return NULL;
 	char id[64];
-	oj_make_id(id, sizeof id, "chatcmpl-tool-");
-	json_t *call = json_pack("{s:s, s:o, s:{s:o, s:o}}", "id", id, "type", oj_string(type, type_len), "function",
-				 "name", oj_string(name, (size_t)(name_end - name)), "arguments",
-				 oj_string(args, (size_t)(args_end - args)));
+	jstr_random_id(id, sizeof id, "chatcmpl-tool-");
+	json_t *call = json_pack("{s:s, s:o, s:{s:o, s:o}}", "id", id, "type", jstr_new(type, type_len), "function",
+				 "name", jstr_new(name, (size_t)(name_end - name)), "arguments",
+				 jstr_new(args, (size_t)(args_end - args)));
 	if (!call)
 		*oom = true;
 	return call;
@@ -72,9 +72,9 @@ static json_t *one_call(int parser, const char *p, const char *end, bool *oom)
 static json_t *call_json(const char *name, size_t name_len, json_t *args)
 {
 	char id[64];
-	oj_make_id(id, sizeof id, "chatcmpl-tool-");
+	jstr_random_id(id, sizeof id, "chatcmpl-tool-");
 	return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", id, "type", "function", "function", "name",
-			 oj_string(name, name_len), "arguments", args);
+			 jstr_new(name, name_len), "arguments", args);
 }
 
 /* ---- DSML (deepseek_v32) ---- */
@@ -117,7 +117,7 @@ static const char *dsml_gt(const char *p, const char *end)
 static json_t *dsml_value(const char *v, size_t n, bool is_string)
 {
 	json_t *j = is_string ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	return j ? j : oj_string(v, n);
+	return j ? j : jstr_new(v, n);
 }
 
 /* The parameters in [p, end) (an invoke's body) into args, later ones of a name replacing the
@@ -165,7 +165,7 @@ static int dsml_invokes(const char *p, const char *end, json_t *calls)
 		struct strbuf text = {0};
 		json_t *call = !args || dsml_params(body, close, args) < 0 || pyjson_dump(args, &text) < 0
 				       ? NULL
-				       : call_json(name, name_len, oj_string(text.p ? text.p : "", text.n));
+				       : call_json(name, name_len, jstr_new(text.p ? text.p : "", text.n));
 		json_decref(args);
 		strbuf_fini(&text);
 		if (!call || json_array_append_new(calls, call) < 0)
@@ -274,7 +274,7 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
 	if (!a)
 		return -1;
 	if (!required) {
-		json_t *c = call_json(name, strlen(name), oj_string(text, len));
+		json_t *c = call_json(name, strlen(name), jstr_new(text, len));
 		if (!c || json_array_append_new(a, c) < 0) {
 			json_decref(a);
 			return -1;
@@ -290,7 +290,7 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
 		struct strbuf args = {0};
 		json_t *c = pyjson_dump(params, &args) < 0
 				    ? NULL
-				    : call_json(json_string_value(n), json_string_length(n), oj_string(args.p, args.n));
+				    : call_json(json_string_value(n), json_string_length(n), jstr_new(args.p, args.n));
 		strbuf_fini(&args);
 		if (!c || json_array_append_new(a, c) < 0) {
 			json_decref(v);
@@ -317,8 +317,8 @@ int tool_forced_feed(struct tool_split *s, bool required, const char *name, cons
 		if (!len && !last) /* the last delta always comes: its chunk finishes "tool_calls" */
 			return 0;
 		const char *tx = text ? text : ""; /* an empty piece may come without a buffer */
-		json_t *c = s->in_calls ? json_pack("{s:{s:o}}", "function", "arguments", oj_string(tx, len))
-					: call_json(name, strlen(name), oj_string(tx, len));
+		json_t *c = s->in_calls ? json_pack("{s:{s:o}}", "function", "arguments", jstr_new(tx, len))
+					: call_json(name, strlen(name), jstr_new(tx, len));
 		if (!c || !(*calls = json_array()) || json_array_append_new(*calls, c) < 0) {
 			json_decref(*calls);
 			*calls = NULL;

@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/http/sse.h"
+#include "base/strbuf.h"
 
 enum tool_parser {
 	TOOL_PARSER_NONE = 0,
