@@ -2,15 +2,16 @@
 #include "base/strbuf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int strbuf_put(struct strbuf *b, const void *s, size_t k)
+int strbuf_reserve(struct strbuf *b, size_t k)
 {
 	if (b->oom)
 		return -1;
-	if (b->limit && b->n + k > b->limit) {
+	if ((b->limit && b->n + k > b->limit) || k > SIZE_MAX / 2 - b->n) {
 		b->oom = true;
 		return -1;
 	}
@@ -26,14 +27,19 @@ int strbuf_put(struct strbuf *b, const void *s, size_t k)
 		b->p = p;
 		b->cap = cap;
 	}
+	return 0;
+}
+
+int strbuf_put(struct strbuf *b, const void *s, size_t k)
+{
+	if (strbuf_reserve(b, k))
+		return -1;
 	if (k)
 		memcpy(b->p + b->n, s, k);
 	b->n += k;
 	b->p[b->n] = 0;
 	return 0;
 }
-
-int strbuf_putc(struct strbuf *b, char c) { return strbuf_put(b, &c, 1); }
 
 int strbuf_puts(struct strbuf *b, const char *s) { return strbuf_put(b, s, strlen(s)); }
 

@@ -110,8 +110,9 @@ int seq_text_finish(struct seq_text *st, struct err *e)
 		return 0;
 	const char *d;
 	size_t n;
-	tok_detok_finish(st->detok, &d, &n);
 	st->done = true;
+	if (tok_detok_finish(st->detok, &d, &n, e) < 0)
+		return -1;
 	size_t old = st->len;
 	if (n && append(st, d, n, e) < 0)
 		return -1;

@@ -17,20 +17,25 @@ struct added_node {
 	unsigned char byte;
 };
 
+/* The index of a new node, or -1 out of memory. */
 static int32_t trie_node(struct added_trie *t, unsigned char byte)
 {
 	if (t->n == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 64;
-		t->node = tok_xrealloc(t->node, t->cap * sizeof *t->node);
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct added_node *v = realloc(t->node, cap * sizeof *v);
+		if (!v)
+			return -1;
+		t->node = v;
+		t->cap = cap;
 	}
 	t->node[t->n] = (struct added_node){-1, -1, -1, byte};
 	return (int32_t)t->n++;
 }
 
-static void trie_add(struct added_trie *t, const char *s, size_t n, int32_t tok)
+static int trie_add(struct added_trie *t, const char *s, size_t n, int32_t tok)
 {
-	if (!t->n)
-		trie_node(t, 0);
+	if (!t->n && trie_node(t, 0) < 0)
+		return -1;
 	int32_t cur = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -38,7 +43,8 @@ static void trie_add(struct added_trie *t, const char *s, size_t n, int32_t tok)
 		while (k >= 0 && t->node[k].byte != c)
 			k = t->node[k].sibling;
 		if (k < 0) {
-			k = trie_node(t, c);
+			if ((k = trie_node(t, c)) < 0)
+				return -1;
 			t->node[k].sibling = t->node[cur].child;
 			t->node[cur].child = k;
 		}
@@ -48,6 +54,7 @@ static void trie_add(struct added_trie *t, const char *s, size_t n, int32_t tok)
 	if (t->node[cur].tok < 0)
 		t->node[cur].tok = tok;
 	t->first[(unsigned char)s[0]] = true;
+	return 0;
 }
 
 /* Longest token matching at s[0..n): its index, and *len; -1 when none. */
@@ -76,7 +83,8 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 	if (!json_is_array(arr))
 		return err_set(e, "%s: added_tokens: expected an array", what);
 	a->tok = calloc(json_array_size(arr) + 1, sizeof *a->tok);
-	CHECK(a->tok != NULL);
+	if (!a->tok)
+		return tok_oom(e);
 	size_t i;
 	json_t *o;
 	json_array_foreach (arr, i, o) {
@@ -91,7 +99,11 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 				       what, key);
 		}
 		struct added_token *t = &a->tok[a->n];
-		t->content = tok_xstrndup(json_string_value(c), json_string_length(c));
+		t->content = tok_strndup(json_string_value(c), json_string_length(c));
+		if (!t->content) {
+			added_free(a);
+			return tok_oom(e);
+		}
 		t->len = json_string_length(c);
 		t->id = id;
 		a->n++;
@@ -106,7 +118,10 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 	}
 	for (i = 0; i < a->n; i++) {
 		struct added_token *t = &a->tok[i];
-		trie_add(t->normalized ? &a->norm : &a->raw, t->content, t->len, (int32_t)i);
+		if (trie_add(t->normalized ? &a->norm : &a->raw, t->content, t->len, (int32_t)i)) {
+			added_free(a);
+			return tok_oom(e);
+		}
 	}
 	return 0;
 }
@@ -162,19 +177,24 @@ static bool is_space_cp(uint32_t c)
 	return u_hasBinaryProperty((UChar32)c, UCHAR_WHITE_SPACE);
 }
 
-static void piece_add(struct added_piece **out, size_t *n, size_t *cap, size_t off, size_t len,
-		      int32_t id)
+static int piece_add(struct added_piece **out, size_t *n, size_t *cap, size_t off, size_t len,
+		     int32_t id)
 {
 	if (!len && id < 0)
-		return;
+		return 0;
 	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 16;
-		*out = tok_xrealloc(*out, *cap * sizeof **out);
+		size_t c = *cap ? *cap * 2 : 16;
+		struct added_piece *v = realloc(*out, c * sizeof *v);
+		if (!v)
+			return -1;
+		*out = v;
+		*cap = c;
 	}
 	(*out)[(*n)++] = (struct added_piece){off, len, id};
+	return 0;
 }
 
-void added_split(const struct added_set *a, bool normalized, const char *s, size_t n,
+int added_split(const struct added_set *a, bool normalized, const char *s, size_t n,
 		 struct added_piece **out, size_t *n_out, size_t *cap_out)
 {
 	const struct added_trie *t = normalized ? &a->norm : &a->raw;
@@ -220,9 +240,10 @@ void added_split(const struct added_set *a, bool normalized, const char *s, size
 			}
 			pos = stop;
 		}
-		piece_add(out, n_out, cap_out, start_offset, start - start_offset, -1);
-		piece_add(out, n_out, cap_out, start, stop - start, tok->id);
+		if (piece_add(out, n_out, cap_out, start_offset, start - start_offset, -1) ||
+		    piece_add(out, n_out, cap_out, start, stop - start, tok->id))
+			return -1;
 		start_offset = stop;
 	}
-	piece_add(out, n_out, cap_out, start_offset, n - start_offset, -1);
+	return piece_add(out, n_out, cap_out, start_offset, n - start_offset, -1);
 }

@@ -78,14 +78,17 @@ static int load_vocab(struct bpe *b, const json_t *vocab, const char *what, stru
 		    json_integer_value(v) >= INT32_MAX)
 			return err_set(e, "%s: model.vocab: token '%s' has a bad id", what, k);
 		int64_t id = json_integer_value(v);
-		tok_strmap_put(&b->vocab, k, strlen(k), (int32_t)id);
+		if (tok_strmap_put(&b->vocab, k, strlen(k), (int32_t)id))
+			return tok_oom(e);
 		if (id > max_id)
 			max_id = id;
 	}
 	if (max_id > 16 * 1024 * 1024)
 		return err_set(e, "%s: model.vocab: id %lld is too large", what, (long long)max_id);
 	b->n_ids = (int32_t)(max_id + 1);
-	b->entry_of_id = tok_xmalloc((size_t)(b->n_ids ? b->n_ids : 1) * sizeof(int32_t));
+	b->entry_of_id = malloc((size_t)(b->n_ids ? b->n_ids : 1) * sizeof(int32_t));
+	if (!b->entry_of_id)
+		return tok_oom(e);
 	for (int32_t i = 0; i < b->n_ids; i++)
 		b->entry_of_id[i] = -1;
 	for (size_t i = 0; i < b->vocab.n; i++)
@@ -129,11 +132,13 @@ static int load_merges(struct bpe *b, const json_t *merges, const char *what, st
 	while (cap < n * 2)
 		cap *= 2;
 	b->merges_cap = cap;
-	b->merges = tok_xmalloc(cap * sizeof *b->merges);
+	b->merges = malloc(cap * sizeof *b->merges);
+	if (!b->merges)
+		return tok_oom(e);
 	for (size_t i = 0; i < cap; i++)
 		b->merges[i].key = UINT64_MAX;
 	size_t plen = b->prefix ? strlen(b->prefix) : 0;
-	struct tok_buf cat = {0};
+	struct strbuf cat = {0};
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const char *l = NULL, *r = NULL;
@@ -149,8 +154,12 @@ static int load_merges(struct bpe *b, const json_t *merges, const char *what, st
 		/* the merged token drops the right part's continuing-subword prefix */
 		size_t skip = (plen && nr >= plen && !memcmp(r, b->prefix, plen)) ? plen : 0;
 		cat.n = 0;
-		tok_buf_add(&cat, l, nl);
-		tok_buf_add(&cat, r + skip, nr - skip);
+		strbuf_put(&cat, l, nl);
+		strbuf_put(&cat, r + skip, nr - skip);
+		if (cat.oom) {
+			rc = tok_oom(e);
+			break;
+		}
 		int32_t im = token_id(b, cat.p, cat.n);
 		if (im < 0) {
 			rc = err_set(
@@ -160,7 +169,7 @@ static int load_merges(struct bpe *b, const json_t *merges, const char *what, st
 		}
 		merge_put(b, il, ir, (uint32_t)i, im);
 	}
-	tok_buf_free(&cat);
+	strbuf_fini(&cat);
 	return rc;
 }
 
@@ -176,12 +185,16 @@ int bpe_load(struct bpe *b, const json_t *model, const char *what, struct err *e
 		goto fail;
 	if ((rc = json_util_str(model, what, "model.continuing_subword_prefix", NULL, &s, e)) < 0)
 		goto fail;
-	if (s && *s)
-		b->prefix = tok_xstrndup(s, strlen(s));
+	if (s && *s && !(b->prefix = tok_strndup(s, strlen(s)))) {
+		rc = tok_oom(e);
+		goto fail;
+	}
 	if ((rc = json_util_str(model, what, "model.end_of_word_suffix", NULL, &s, e)) < 0)
 		goto fail;
-	if (s && *s)
-		b->suffix = tok_xstrndup(s, strlen(s));
+	if (s && *s && !(b->suffix = tok_strndup(s, strlen(s)))) {
+		rc = tok_oom(e);
+		goto fail;
+	}
 	if ((rc = json_util_bool(model, what, "model.fuse_unk", false, &b->fuse_unk, e)) < 0 ||
 	    (rc = json_util_bool(model, what, "model.byte_fallback", false, &b->byte_fallback, e)) <
 		0 ||
@@ -256,8 +269,14 @@ static inline bool cand_less(const struct bpe_cand *x, const struct bpe_cand *y)
 static void heap_push(struct bpe_scratch *s, size_t *n, struct bpe_cand c)
 {
 	if (*n == s->heap_cap) {
-		s->heap_cap = s->heap_cap ? s->heap_cap * 2 : 64;
-		s->heap = tok_xrealloc(s->heap, s->heap_cap * sizeof *s->heap);
+		size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
+		struct bpe_cand *h = realloc(s->heap, cap * sizeof *h);
+		if (!h) {
+			s->oom = true; /* checked once per word */
+			return;
+		}
+		s->heap = h;
+		s->heap_cap = cap;
 	}
 	size_t i = (*n)++;
 	while (i > 0) {
@@ -293,8 +312,14 @@ static struct bpe_cand heap_pop(struct bpe_scratch *s, size_t *n)
 static void sym_add(struct bpe_scratch *s, size_t *n, int32_t id)
 {
 	if (*n == s->sym_cap) {
-		s->sym_cap = s->sym_cap ? s->sym_cap * 2 : 64;
-		s->sym = tok_xrealloc(s->sym, s->sym_cap * sizeof *s->sym);
+		size_t cap = s->sym_cap ? s->sym_cap * 2 : 64;
+		struct bpe_sym *v = realloc(s->sym, cap * sizeof *v);
+		if (!v) {
+			s->oom = true; /* checked once per word */
+			return;
+		}
+		s->sym = v;
+		s->sym_cap = cap;
 	}
 	s->sym[*n] = (struct bpe_sym){id, (int32_t)*n - 1, (int32_t)*n + 1, false};
 	(*n)++;
@@ -305,7 +330,7 @@ static void sym_add(struct bpe_scratch *s, size_t *n, int32_t id)
 static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
 			    size_t *n_sym)
 {
-	struct tok_buf key = {0};
+	struct strbuf key = {0};
 	int32_t unk_pending = -1; /* fused unk waiting to be added */
 	size_t i = 0;
 	while (i < n) {
@@ -318,10 +343,14 @@ static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct
 		if ((i > 0 && b->prefix) || (i + cl >= n && b->suffix)) {
 			key.n = 0;
 			if (i > 0 && b->prefix)
-				tok_buf_add(&key, b->prefix, strlen(b->prefix));
-			tok_buf_add(&key, w + i, cl);
+				strbuf_puts(&key, b->prefix);
+			strbuf_put(&key, w + i, cl);
 			if (i + cl >= n && b->suffix)
-				tok_buf_add(&key, b->suffix, strlen(b->suffix));
+				strbuf_puts(&key, b->suffix);
+			if (key.oom) {
+				s->oom = true;
+				break;
+			}
 			ks = key.p, kn = key.n;
 		}
 		int32_t id = token_id(b, ks, kn);
@@ -355,7 +384,7 @@ static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct
 	}
 	if (unk_pending >= 0)
 		sym_add(s, n_sym, unk_pending);
-	tok_buf_free(&key);
+	strbuf_fini(&key);
 }
 
 static void merge_all(const struct bpe *b, struct bpe_scratch *s, size_t n_sym)
@@ -396,10 +425,11 @@ static void merge_all(const struct bpe *b, struct bpe_scratch *s, size_t n_sym)
 	}
 }
 
-static void encode_uncached(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-			    struct tok_ids *out)
+static int encode_uncached(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
+			   struct tok_ids *out)
 {
 	size_t n_sym = 0;
+	s->oom = false;
 	bool fast = b->byte_level && !b->prefix && !b->suffix && !b->ignore_merges;
 	if (fast)
 		for (size_t i = 0; i < n && fast; i++)
@@ -413,41 +443,44 @@ static void encode_uncached(const struct bpe *b, const char *w, size_t n, struct
 			for (size_t i = 0; i < n; i++) {
 				char c[4];
 				int k = utf8_encode(tok_byte_to_cp((unsigned char)w[i]), c);
-				tok_buf_add(&s->word, c, (size_t)k);
+				strbuf_put(&s->word, c, (size_t)k);
 			}
+			if (s->word.oom)
+				return -1;
 			w = s->word.p, n = s->word.n;
 		}
 		if (b->ignore_merges) {
 			int32_t id = token_id(b, w, n);
-			if (id >= 0) {
-				tok_ids_push(out, id);
-				return;
-			}
+			if (id >= 0)
+				return tok_ids_push(out, id);
 		}
 		initial_symbols(b, w, n, s, &n_sym);
 	}
+	if (s->oom)
+		return -1;
 	merge_all(b, s, n_sym);
+	if (s->oom)
+		return -1;
 	for (size_t i = 0; i < n_sym; i++)
 		if (!s->sym[i].gone)
 			tok_ids_push(out, s->sym[i].id);
+	return out->oom ? -1 : 0;
 }
 
-void bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-		     struct tok_ids *out)
+int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
+		    struct tok_ids *out)
 {
 	if (!n)
-		return;
-	if (n == 1 && b->byte_level && b->byte_id[(unsigned char)w[0]] >= 0) {
-		tok_ids_push(out, b->byte_id[(unsigned char)w[0]]);
-		return;
-	}
-	encode_uncached(b, w, n, s, out);
+		return 0;
+	if (n == 1 && b->byte_level && b->byte_id[(unsigned char)w[0]] >= 0)
+		return tok_ids_push(out, b->byte_id[(unsigned char)w[0]]);
+	return encode_uncached(b, w, n, s, out);
 }
 
 void bpe_scratch_free(struct bpe_scratch *s)
 {
 	free(s->sym);
 	free(s->heap);
-	tok_buf_free(&s->word);
+	strbuf_fini(&s->word);
 	memset(s, 0, sizeof *s);
 }

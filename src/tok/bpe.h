@@ -40,7 +40,8 @@ struct bpe_scratch {
 	size_t sym_cap;
 	struct bpe_cand *heap;
 	size_t heap_cap;
-	struct tok_buf word;
+	struct strbuf word;
+	bool oom; /* a symbol or candidate could not be added to this word */
 };
 
 /* Loads model; `what` names the file in messages ("DIR/tokenizer.json"). */
@@ -49,8 +50,9 @@ int bpe_load(struct bpe *b, const json_t *model, const char *what, struct err *e
 void bpe_set_byte_level(struct bpe *b);
 void bpe_free(struct bpe *b);
 
-/* Appends the ids of one word (a pre-token, raw bytes, valid UTF-8 in char mode). */
-void bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
+/* Appends the ids of one word (a pre-token, raw bytes, valid UTF-8 in char mode). 0, or -1
+ * out of memory. */
+int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
 		     struct tok_ids *out);
 void bpe_scratch_free(struct bpe_scratch *s);
 

@@ -42,8 +42,12 @@ static void steps_free(struct dec_steps *s)
 static struct dec_step *step_new(struct dec_steps *s, enum step_kind k)
 {
 	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 8;
-		s->v = tok_xrealloc(s->v, s->cap * sizeof *s->v);
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct dec_step *v = realloc(s->v, cap * sizeof *v);
+		if (!v)
+			return NULL;
+		s->v = v;
+		s->cap = cap;
 	}
 	memset(&s->v[s->n], 0, sizeof s->v[s->n]);
 	s->v[s->n].kind = k;
@@ -99,21 +103,18 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 			return 0;
 		}
 		struct dec_step *st = step_new(s, ST_STRIP);
-		st->content = tok_xstrndup(c, strlen(c));
+		if (!st || !(st->content = tok_strndup(c, strlen(c))))
+			return tok_oom(e);
 		st->content_len = strlen(c);
 		st->start = (int)start, st->stop = (int)stop;
 		return 0;
 	}
 	if (s->fused)
 		return err_set(e, "%s: decoder: '%s' after Fuse is not supported", w, type);
-	if (!strcmp(type, "ByteLevel")) {
-		step_new(s, ST_BYTE_LEVEL);
-		return 0;
-	}
-	if (!strcmp(type, "ByteFallback")) {
-		step_new(s, ST_BYTE_FALLBACK);
-		return 0;
-	}
+	if (!strcmp(type, "ByteLevel"))
+		return step_new(s, ST_BYTE_LEVEL) ? 0 : tok_oom(e);
+	if (!strcmp(type, "ByteFallback"))
+		return step_new(s, ST_BYTE_FALLBACK) ? 0 : tok_oom(e);
 	if (!strcmp(type, "Replace")) {
 		const json_t *pat = json_object_get(d, "pattern"),
 			     *c = json_object_get(d, "content");
@@ -123,8 +124,10 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 			return err_set(e, "%s: decoder: Replace needs a pattern and a content", w);
 		struct dec_step *st = step_new(s, ST_REPLACE);
 		const json_t *p = rs ? rs : ss;
-		st->content = tok_xstrndup(json_string_value(c), json_string_length(c));
-		st->content_len = json_string_length(c);
+		size_t cn = json_string_length(c);
+		if (!st || !(st->content = tok_strndup(json_string_value(c), cn)))
+			return tok_oom(e);
+		st->content_len = cn;
 		char what[300];
 		snprintf(what, sizeof what, "%s: decoder.pattern", w);
 		return tok_regex_compile(&st->re, json_string_value(p), json_string_length(p), !rs,
@@ -139,7 +142,8 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 		    json_util_str(d, w, "decoder.prepend_scheme", NULL, &scheme, e) < 0)
 			return -1;
 		struct dec_step *st = step_new(s, ST_METASPACE);
-		st->content = tok_xstrndup(r, strlen(r));
+		if (!st || !(st->content = tok_strndup(r, strlen(r))))
+			return tok_oom(e);
 		st->content_len = strlen(r);
 		st->first_strip = scheme ? strcmp(scheme, "never") != 0 : legacy;
 		return 0;
@@ -155,12 +159,13 @@ static int hexval(char c)
 				      : -1;
 }
 
-/* Applies the per-token steps to one token string (first: it is the first token). */
-static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bool first,
-			struct tok_buf *a, struct tok_buf *b, struct tok_regex_ctx *rx)
+/* Applies the per-token steps to one token string (first: it is the first token). 0, or -1
+ * out of memory. */
+static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, bool first,
+		       struct strbuf *a, struct strbuf *b, struct tok_regex_ctx *rx)
 {
 	a->n = 0;
-	tok_buf_add(a, tok, n);
+	strbuf_put(a, tok, n);
 	for (size_t k = 0; k < s->n; k++) {
 		const struct dec_step *st = &s->v[k];
 		b->n = 0;
@@ -176,7 +181,7 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 				if (byte < 0)
 					all = false;
 				else
-					tok_buf_addc(b, (char)byte);
+					strbuf_putc(b, (char)byte);
 				i += l ? l : 1;
 			}
 			if (!all)
@@ -188,7 +193,7 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 			int hi = a->n == 6 ? hexval(a->p[3]) : -1,
 			    lo = a->n == 6 ? hexval(a->p[4]) : -1;
 			if (hi >= 0 && lo >= 0 && !memcmp(a->p, "<0x", 3) && a->p[5] == '>') {
-				tok_buf_addc(b, (char)(hi * 16 + lo));
+				strbuf_putc(b, (char)(hi * 16 + lo));
 				break;
 			}
 			continue;
@@ -201,11 +206,11 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 					pos = ms + 1;
 					continue;
 				}
-				tok_buf_add(b, a->p + last, ms - last);
-				tok_buf_add(b, st->content, st->content_len);
+				strbuf_put(b, a->p + last, ms - last);
+				strbuf_put(b, st->content, st->content_len);
 				last = pos = me;
 			}
-			tok_buf_add(b, a->p + last, a->n - last);
+			strbuf_put(b, a->p + last, a->n - last);
 			break;
 		}
 		case ST_METASPACE:
@@ -213,10 +218,10 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 				if (a->n - i >= st->content_len &&
 				    !memcmp(a->p + i, st->content, st->content_len)) {
 					if (!(first && st->first_strip))
-						tok_buf_addc(b, ' ');
+						strbuf_putc(b, ' ');
 					i += st->content_len;
 				} else {
-					tok_buf_addc(b, a->p[i++]);
+					strbuf_putc(b, a->p[i++]);
 				}
 			}
 			break;
@@ -230,35 +235,42 @@ static void apply_steps(const struct dec_steps *s, const char *tok, size_t n, bo
 					!memcmp(a->p + hi - cl, st->content, cl);
 			     i++)
 				hi -= cl;
-			tok_buf_add(b, a->p + lo, hi - lo);
+			strbuf_put(b, a->p + lo, hi - lo);
 			break;
 		}
 		}
-		struct tok_buf x = *a;
+		if (b->oom)
+			return -1;
+		struct strbuf x = *a;
 		*a = *b, *b = x;
 	}
+	return a->oom ? -1 : 0;
 }
 
-static void table_build(struct tok *t, const struct dec_steps *s, bool first,
-			struct tok_dec_table *tb, struct tok_regex_ctx *rx)
+static int table_build(struct tok *t, const struct dec_steps *s, bool first,
+		       struct tok_dec_table *tb, struct tok_regex_ctx *rx)
 {
-	struct tok_buf a = {0}, b = {0};
-	tb->off = tok_xmalloc(((size_t)t->n_ids + 1) * sizeof *tb->off);
-	for (int32_t id = 0; id < t->n_ids; id++) {
+	struct strbuf a = {0}, b = {0};
+	int rc = 0;
+	tb->off = malloc(((size_t)t->n_ids + 1) * sizeof *tb->off);
+	if (!tb->off)
+		return -1;
+	for (int32_t id = 0; id < t->n_ids && !rc; id++) {
 		tb->off[id] = (uint32_t)tb->bytes.n;
 		const char *str = t->id_str[id];
 		if (!str)
 			continue;
 		if (t->flags[id] & TOKF_ADDED) { /* added tokens are emitted verbatim */
-			tok_buf_add(&tb->bytes, str, strlen(str));
+			rc = strbuf_puts(&tb->bytes, str);
 			continue;
 		}
-		apply_steps(s, str, strlen(str), first, &a, &b, rx);
-		tok_buf_add(&tb->bytes, a.p, a.n);
+		rc = apply_steps(s, str, strlen(str), first, &a, &b, rx) ||
+		     strbuf_put(&tb->bytes, a.p, a.n);
 	}
 	tb->off[t->n_ids] = (uint32_t)tb->bytes.n;
-	tok_buf_free(&a);
-	tok_buf_free(&b);
+	strbuf_fini(&a);
+	strbuf_fini(&b);
+	return rc ? -1 : 0;
 }
 
 int tok_decoder_load(struct tok *t, const json_t *dec, struct err *e)
@@ -271,19 +283,23 @@ int tok_decoder_load(struct tok *t, const json_t *dec, struct err *e)
 		return -1;
 	}
 	struct tok_regex_ctx rx;
-	tok_regex_ctx_init(&rx);
-	table_build(t, &s, false, &t->dec, &rx);
+	if (tok_regex_ctx_init(&rx)) {
+		steps_free(&s);
+		return tok_oom(e);
+	}
+	int rc = table_build(t, &s, false, &t->dec, &rx);
 	bool first_differs = false;
 	for (size_t i = 0; i < s.n; i++)
 		first_differs =
 		    first_differs || (s.v[i].kind == ST_METASPACE && s.v[i].first_strip);
-	if (first_differs) {
+	if (!rc && first_differs) {
 		t->dec_first = calloc(1, sizeof *t->dec_first);
-		CHECK(t->dec_first != NULL);
-		table_build(t, &s, true, t->dec_first, &rx);
+		rc = !t->dec_first || table_build(t, &s, true, t->dec_first, &rx);
 	}
 	tok_regex_ctx_fini(&rx);
 	steps_free(&s);
+	if (rc) /* the tables are freed with the tokenizer */
+		return tok_oom(e);
 	if (t->dec.bytes.n > UINT32_MAX / 2)
 		return err_set(e, "%s: decoder: vocab too large", t->what);
 	return 0;
@@ -291,7 +307,7 @@ int tok_decoder_load(struct tok *t, const json_t *dec, struct err *e)
 
 static void table_free(struct tok_dec_table *tb)
 {
-	tok_buf_free(&tb->bytes);
+	strbuf_fini(&tb->bytes);
 	free(tb->off);
 }
 
@@ -310,9 +326,9 @@ struct tok_detok {
 	const struct tok *t;
 	bool skip_special;
 	size_t n_tokens;     /* tokens decoded so far (prompt context counts as one) */
-	struct tok_buf pend; /* bytes of an incomplete character */
-	struct tok_buf out;  /* the last delta */
-	struct tok_buf conv; /* scratch */
+	struct strbuf pend; /* bytes of an incomplete character */
+	struct strbuf out;  /* the last delta */
+	struct strbuf conv; /* scratch */
 	int stripped;        /* leading strip_char removed so far */
 	bool started;        /* text other than stripped characters was emitted */
 	bool finished;
@@ -327,17 +343,19 @@ static void detok_init(struct tok_detok *d, const struct tok *t, bool skip)
 
 static void detok_fini(struct tok_detok *d)
 {
-	tok_buf_free(&d->pend);
-	tok_buf_free(&d->out);
-	tok_buf_free(&d->conv);
+	strbuf_fini(&d->pend);
+	strbuf_fini(&d->out);
+	strbuf_fini(&d->conv);
 }
 
-/* Converts n bytes of d->pend (complete or final) and appends the text to dst. */
-static void emit(struct tok_detok *d, size_t n, struct tok_buf *dst)
+/* Converts n bytes of d->pend (complete or final) and appends the text to dst. 0, or -1
+ * out of memory. */
+static int emit(struct tok_detok *d, size_t n, struct strbuf *dst)
 {
 	const struct tok *t = d->t;
 	d->conv.n = 0;
-	tok_buf_reserve(&d->conv, 3 * n); /* U+FFFD for each invalid byte at worst */
+	if (strbuf_reserve(&d->conv, 3 * n)) /* U+FFFD for each invalid byte at worst */
+		return -1;
 	d->conv.n = utf8_lossy(d->pend.p, n, d->conv.p);
 	memmove(d->pend.p, d->pend.p + n, d->pend.n - n);
 	d->pend.n -= n;
@@ -351,7 +369,7 @@ static void emit(struct tok_detok *d, size_t n, struct tok_buf *dst)
 			d->started = true;
 		}
 	}
-	tok_buf_add(dst, d->conv.p + pos, d->conv.n - pos);
+	return strbuf_put(dst, d->conv.p + pos, d->conv.n - pos);
 }
 
 const char *tok_id_bytes(const struct tok *t, int32_t id, size_t *len)
@@ -364,29 +382,34 @@ const char *tok_id_bytes(const struct tok *t, int32_t id, size_t *len)
 
 bool tok_decode_concatenates(const struct tok *t) { return !t->dec_first && !t->join_space && !t->strip_leading; }
 
-static void feed(struct tok_detok *d, int32_t id, struct tok_buf *dst)
+/* 0, or -1 out of memory. */
+static int feed(struct tok_detok *d, int32_t id, struct strbuf *dst)
 {
 	const struct tok *t = d->t;
 	if (id >= t->n_ids || !(t->flags[id] & TOKF_VALID))
-		return; /* unused id (e.g. a padding row of the model's vocab): no text */
+		return 0; /* unused id (e.g. a padding row of the model's vocab): no text */
 	if (d->skip_special && (t->flags[id] & TOKF_SPECIAL))
-		return;
+		return 0;
 	const struct tok_dec_table *tb =
 	    (d->n_tokens == 0 && t->dec_first) ? t->dec_first : &t->dec;
 	if (t->join_space && d->n_tokens > 0)
-		tok_buf_addc(&d->pend, ' ');
+		strbuf_putc(&d->pend, ' ');
 	d->n_tokens++;
-	tok_buf_add(&d->pend, tb->bytes.p + tb->off[id], tb->off[id + 1] - tb->off[id]);
+	if (strbuf_put(&d->pend, tb->bytes.p + tb->off[id], tb->off[id + 1] - tb->off[id]))
+		return -1; /* also when the space above failed: oom is sticky */
 	size_t hold = utf8_incomplete_tail((const unsigned char *)d->pend.p, d->pend.n);
 	if (d->pend.n > hold)
-		emit(d, d->pend.n - hold, dst);
+		return emit(d, d->pend.n - hold, dst);
+	return 0;
 }
 
 int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *prompt_ids,
 		  size_t n_prompt, struct tok_detok **out, struct err *e)
 {
 	*out = NULL;
-	struct tok_detok *d = tok_xmalloc(sizeof *d);
+	struct tok_detok *d = malloc(sizeof *d);
+	if (!d)
+		return tok_oom(e);
 	detok_init(d, t, skip_special_tokens);
 	for (size_t i = 0; i < n_prompt; i++) {
 		int32_t id = prompt_ids[i];
@@ -413,25 +436,31 @@ int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *
 		rc = err_set(e, "detokenize: bad token id %d", id);
 	else if (d->finished)
 		rc = err_set(e, "detokenize: push after finish");
-	else
-		feed(d, id, &d->out);
-	tok_buf_addc(&d->out, 0);
-	*delta = d->out.p;
+	else if (feed(d, id, &d->out))
+		rc = tok_oom(e);
+	if (rc)
+		d->out.n = 0;
+	/* strbuf keeps p[n] == 0 after an append; an empty delta is "" */
+	*delta = d->out.n ? d->out.p : "";
 	if (delta_len)
-		*delta_len = d->out.n - 1;
+		*delta_len = d->out.n;
 	return rc;
 }
 
-void tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len)
+int tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len, struct err *e)
 {
 	d->out.n = 0;
-	if (!d->finished && d->pend.n)
-		emit(d, d->pend.n, &d->out); /* an incomplete character becomes U+FFFD */
+	int rc = 0;
+	/* an incomplete character becomes U+FFFD */
+	if (!d->finished && d->pend.n && emit(d, d->pend.n, &d->out))
+		rc = tok_oom(e);
 	d->finished = true;
-	tok_buf_addc(&d->out, 0);
-	*delta = d->out.p;
+	if (rc)
+		d->out.n = 0;
+	*delta = d->out.n ? d->out.p : "";
 	if (delta_len)
-		*delta_len = d->out.n - 1;
+		*delta_len = d->out.n;
+	return rc;
 }
 
 void tok_detok_free(struct tok_detok *d)
@@ -451,15 +480,21 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool skip_spec
 			return err_set(e, "detokenize: bad token id %d at position %zu", ids[i], i);
 	struct tok_detok d;
 	detok_init(&d, t, skip_special_tokens);
-	struct tok_buf out = {0};
-	for (size_t i = 0; i < n; i++)
-		feed(&d, ids[i], &out);
-	if (d.pend.n)
-		emit(&d, d.pend.n, &out);
+	struct strbuf out = {0};
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = feed(&d, ids[i], &out);
+	if (!rc && d.pend.n)
+		rc = emit(&d, d.pend.n, &out);
 	detok_fini(&d);
-	tok_buf_addc(&out, 0);
+	if (!rc && !out.p) /* an empty text is still a malloc'd "" */
+		rc = strbuf_put(&out, "", 0);
+	if (rc) {
+		strbuf_fini(&out);
+		return tok_oom(e);
+	}
 	*text = out.p;
 	if (len)
-		*len = out.n - 1;
+		*len = out.n;
 	return 0;
 }

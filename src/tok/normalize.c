@@ -40,7 +40,10 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 			return err_set(e, "%s: %s.normalizers: expected an array", what, path);
 		n->n_sub = json_array_size(arr);
 		n->sub = calloc(n->n_sub + 1, sizeof *n->sub);
-		CHECK(n->sub != NULL);
+		if (!n->sub) {
+			n->n_sub = 0;
+			return tok_oom(e);
+		}
 		for (size_t i = 0; i < n->n_sub; i++) {
 			char sub[256];
 			snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
@@ -68,8 +71,12 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 		if (tok_regex_compile(&n->re, json_string_value(s), json_string_length(s), !rs, sub,
 				      e))
 			return -1;
+		n->content = tok_strndup(json_string_value(c), json_string_length(c));
+		if (!n->content) {
+			tok_regex_free(&n->re);
+			return tok_oom(e);
+		}
 		n->kind = NM_REPLACE;
-		n->content = tok_xstrndup(json_string_value(c), json_string_length(c));
 		n->content_len = json_string_length(c);
 		return 0;
 	}
@@ -78,7 +85,9 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 		if (!json_is_string(c))
 			return err_set(e, "%s: %s.prepend: expected a string", what, path);
 		n->kind = NM_PREPEND;
-		n->content = tok_xstrndup(json_string_value(c), json_string_length(c));
+		n->content = tok_strndup(json_string_value(c), json_string_length(c));
+		if (!n->content)
+			return tok_oom(e);
 		n->content_len = json_string_length(c);
 		return 0;
 	}
@@ -114,7 +123,7 @@ bool norm_is_identity(const struct norm *n)
 }
 
 /* UTF-8 → UTF-16 → f → UTF-8, through malloc'd UTF-16 buffers. */
-static int icu_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp, struct err *e)
+static int icu_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp, struct err *e)
 {
 	UErrorCode st = U_ZERO_ERROR;
 	int32_t n16 = 0;
@@ -123,12 +132,20 @@ static int icu_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tm
 	u_strFromUTF8(NULL, 0, &n16, s->p, (int32_t)s->n, &st);
 	if (st != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(st))
 		return err_set(e, "normalizer: %s", u_errorName(st));
-	UChar *a = tok_xmalloc(((size_t)n16 + 1) * sizeof(UChar)), *b = NULL;
+	UChar *a = malloc(((size_t)n16 + 1) * sizeof(UChar)), *b = NULL;
+	if (!a)
+		return tok_oom(e);
 	st = U_ZERO_ERROR;
 	u_strFromUTF8(a, n16 + 1, NULL, s->p, (int32_t)s->n, &st);
 	int32_t cap = n16 * 4 + 16, nb = 0; /* NFKD/lowercase can grow; retry on overflow */
 	for (int attempt = 0; attempt < 2; attempt++) {
-		b = tok_xrealloc(b, (size_t)cap * sizeof(UChar));
+		UChar *nb2 = realloc(b, (size_t)cap * sizeof(UChar));
+		if (!nb2) {
+			free(a);
+			free(b);
+			return tok_oom(e);
+		}
+		b = nb2;
 		st = U_ZERO_ERROR;
 		if (n->kind == NM_LOWERCASE) {
 			nb = u_strToLower(b, cap, a, n16, "", &st);
@@ -153,14 +170,17 @@ static int icu_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tm
 	st = U_ZERO_ERROR;
 	u_strToUTF8(NULL, 0, &n8, b, nb, &st);
 	tmp->n = 0;
-	tok_buf_reserve(tmp, (size_t)n8 + 1);
+	if (strbuf_reserve(tmp, (size_t)n8 + 1)) {
+		free(b);
+		return tok_oom(e);
+	}
 	st = U_ZERO_ERROR;
 	u_strToUTF8(tmp->p, n8 + 1, NULL, b, nb, &st);
 	free(b);
 	if (U_FAILURE(st))
 		return err_set(e, "normalizer: %s", u_errorName(st));
 	tmp->n = (size_t)n8;
-	struct tok_buf t = *s;
+	struct strbuf t = *s;
 	*s = *tmp, *tmp = t;
 	return 0;
 }
@@ -174,14 +194,16 @@ static bool space_at(const char *p, size_t n, size_t *len)
 			       : u_hasBinaryProperty((UChar32)cp, UCHAR_WHITE_SPACE));
 }
 
-int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
+int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp,
 	       struct tok_regex_ctx *rx, struct err *e)
 {
 	switch (n->kind) {
 	case NM_SEQUENCE:
-		for (size_t i = 0; i < n->n_sub; i++)
-			if (norm_apply(&n->sub[i], s, tmp, rx, e))
-				return -1;
+		for (size_t i = 0; i < n->n_sub; i++) {
+			int rc = norm_apply(&n->sub[i], s, tmp, rx, e);
+			if (rc)
+				return rc;
+		}
 		return 0;
 	case NM_NFC:
 	case NM_NFD:
@@ -197,7 +219,7 @@ int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
 			if (!l)
 				l = 1, cp = 0xFFFD;
 			if (u_charType((UChar32)cp) != U_NON_SPACING_MARK)
-				tok_buf_add(tmp, s->p + i, l);
+				strbuf_put(tmp, s->p + i, l);
 			i += l;
 		}
 		break;
@@ -218,19 +240,19 @@ int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
 				pos = ms + (l ? l : 1);
 				continue;
 			}
-			tok_buf_add(tmp, s->p + last, ms - last);
-			tok_buf_add(tmp, n->content, n->content_len);
+			strbuf_put(tmp, s->p + last, ms - last);
+			strbuf_put(tmp, n->content, n->content_len);
 			last = pos = me;
 		}
-		tok_buf_add(tmp, s->p + last, s->n - last);
+		strbuf_put(tmp, s->p + last, s->n - last);
 		break;
 	}
 	case NM_PREPEND:
 		if (!s->n)
 			return 0;
 		tmp->n = 0;
-		tok_buf_add(tmp, n->content, n->content_len);
-		tok_buf_add(tmp, s->p, s->n);
+		strbuf_put(tmp, n->content, n->content_len);
+		strbuf_put(tmp, s->p, s->n);
 		break;
 	case NM_STRIP: {
 		size_t a = 0, b = s->n, l;
@@ -245,11 +267,13 @@ int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
 			b = k;
 		}
 		tmp->n = 0;
-		tok_buf_add(tmp, s->p + a, b - a);
+		strbuf_put(tmp, s->p + a, b - a);
 		break;
 	}
 	}
-	struct tok_buf t = *s;
+	if (tmp->oom)
+		return tok_oom(e);
+	struct strbuf t = *s;
 	*s = *tmp, *tmp = t;
 	return 0;
 }

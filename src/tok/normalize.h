@@ -40,8 +40,9 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 void norm_free(struct norm *n);
 /* True when n does nothing (no normalizer, or empty sequences only). */
 bool norm_is_identity(const struct norm *n);
-/* Normalizes s in place (tmp is scratch). */
-int norm_apply(const struct norm *n, struct tok_buf *s, struct tok_buf *tmp,
+/* Normalizes s in place (tmp is scratch). Errors: out of memory (s or tmp then keeps its
+ * sticky oom), a regex failure. */
+int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp,
 	       struct tok_regex_ctx *rx, struct err *e);
 
 #endif

@@ -58,7 +58,10 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 			return err_set(e, "%s: %s.pretokenizers: expected an array", what, path);
 		p->n_sub = json_array_size(arr);
 		p->sub = calloc(p->n_sub + 1, sizeof *p->sub);
-		CHECK(p->sub != NULL);
+		if (!p->sub) {
+			p->n_sub = 0;
+			return tok_oom(e);
+		}
 		for (size_t i = 0; i < p->n_sub; i++) {
 			snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
 			if (pretok_load(&p->sub[i], json_array_get(arr, i), what, sub, e)) {
@@ -192,25 +195,33 @@ int pretok_byte_level(const struct pretok *p, bool *byte_level, const char *what
 
 /* ---- running ---- */
 
+/* A failure sets the sticky l->oom, checked once per piece. */
 static void list_add(struct pretok_list *l, size_t off, size_t len, bool at_start)
 {
-	if (!len)
+	if (!len || l->oom)
 		return; /* empty pieces are dropped */
 	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 64;
-		l->v = tok_xrealloc(l->v, l->cap * sizeof *l->v);
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct pretok_piece *v = realloc(l->v, cap * sizeof *v);
+		if (!v) {
+			l->oom = true;
+			return;
+		}
+		l->v = v;
+		l->cap = cap;
 	}
 	l->v[l->n++] = (struct pretok_piece){off, len, at_start};
 }
 
-void pretok_begin(struct pretok_work *w, const char *s, size_t n, bool at_start)
+int pretok_begin(struct pretok_work *w, const char *s, size_t n, bool at_start, struct err *e)
 {
-	if (!w->rx.md)
-		tok_regex_ctx_init(&w->rx);
+	if (!w->rx.md && tok_regex_ctx_init(&w->rx))
+		return tok_oom(e);
 	w->buf.n = 0;
-	tok_buf_add(&w->buf, s, n);
+	strbuf_put(&w->buf, s, n);
 	w->pieces.n = 0;
 	list_add(&w->pieces, 0, n, at_start);
+	return w->buf.oom || w->pieces.oom ? tok_oom(e) : 0;
 }
 
 /* Splits one piece by p's pattern and behaviour, appending to out. */
@@ -325,28 +336,31 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 	}
 	if (cur)
 		list_add(out, pc.off + cur_s, cur_e - cur_s, pc.at_start && cur_s == 0);
-	return 0;
+	return out->oom ? tok_oom(e) : 0;
 }
 
-/* Appends a modified copy of a piece to the buffer and returns it. */
-static struct pretok_piece metaspace_piece(const struct pretok *p, struct pretok_work *w,
-					   struct pretok_piece pc)
+/* Appends a modified copy of *pc to the buffer and points *pc at it. */
+static int metaspace_piece(const struct pretok *p, struct pretok_work *w, struct pretok_piece *pcp)
 {
-	tok_buf_reserve(&w->buf, p->repl_len * (pc.len + 1)); /* copies from buf itself */
+	struct pretok_piece pc = *pcp;
+	if (strbuf_reserve(&w->buf, p->repl_len * (pc.len + 1))) /* copies from buf itself */
+		return -1;
 	size_t off = w->buf.n;
 	bool starts = pc.len >= p->repl_len && !memcmp(w->buf.p + pc.off, p->repl, p->repl_len);
 	bool starts_space = pc.len && w->buf.p[pc.off] == ' ';
 	/* spaces become the replacement first, so a leading space counts as "starts with" */
 	if (!starts && !starts_space && (p->prepend == 2 || (p->prepend == 1 && pc.at_start)))
-		tok_buf_add(&w->buf, p->repl, p->repl_len);
+		strbuf_put(&w->buf, p->repl, p->repl_len);
+	/* the reserve holds every append: no failure below */
 	for (size_t i = 0; i < pc.len; i++) {
 		char c = w->buf.p[pc.off + i];
 		if (c == ' ')
-			tok_buf_add(&w->buf, p->repl, p->repl_len);
+			strbuf_put(&w->buf, p->repl, p->repl_len);
 		else
-			tok_buf_addc(&w->buf, c);
+			strbuf_putc(&w->buf, c);
 	}
-	return (struct pretok_piece){off, w->buf.n - off, pc.at_start};
+	*pcp = (struct pretok_piece){off, w->buf.n - off, pc.at_start};
+	return 0;
 }
 
 int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc,
@@ -357,33 +371,37 @@ int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_pi
 		list_add(&cur, pc.off, pc.len, pc.at_start);
 		for (size_t i = 0; i < p->n_sub; i++) {
 			next.n = 0;
-			for (size_t k = 0; k < cur.n; k++)
-				if (pretok_apply(&p->sub[i], w, cur.v[k], &next, e)) {
+			for (size_t k = 0; k < cur.n; k++) {
+				int rc = pretok_apply(&p->sub[i], w, cur.v[k], &next, e);
+				if (rc) {
 					free(cur.v);
 					free(next.v);
-					return -1;
+					return rc;
 				}
+			}
 			struct pretok_list t = cur;
 			cur = next, next = t;
 		}
 		for (size_t k = 0; k < cur.n; k++)
 			list_add(out, cur.v[k].off, cur.v[k].len, cur.v[k].at_start);
+		bool oom = cur.oom || out->oom;
 		free(cur.v);
 		free(next.v);
-		return 0;
+		return oom ? tok_oom(e) : 0;
 	}
 	if (p->kind == PT_BYTE_LEVEL && p->add_prefix_space && w->buf.p[pc.off] != ' ') {
 		size_t off = w->buf.n;
-		tok_buf_reserve(&w->buf, pc.len + 1); /* the copy reads from buf itself */
-		tok_buf_addc(&w->buf, ' ');
-		tok_buf_add(&w->buf, w->buf.p + pc.off, pc.len);
+		if (strbuf_reserve(&w->buf, pc.len + 1)) /* the copy reads from buf itself */
+			return tok_oom(e);
+		strbuf_putc(&w->buf, ' ');
+		strbuf_put(&w->buf, w->buf.p + pc.off, pc.len);
 		pc.off = off, pc.len++;
 	}
-	if (p->kind == PT_METASPACE)
-		pc = metaspace_piece(p, w, pc);
+	if (p->kind == PT_METASPACE && metaspace_piece(p, w, &pc))
+		return tok_oom(e);
 	if (!p->has_re || (!p->invert && !tok_regex_may_match(&p->re, w->buf.p + pc.off, pc.len))) {
 		list_add(out, pc.off, pc.len, pc.at_start); /* no match: the piece stays whole */
-		return 0;
+		return out->oom ? tok_oom(e) : 0;
 	}
 	return split_piece(p, w, pc, out, e);
 }
@@ -393,43 +411,57 @@ int pretok_run(const struct pretok *p, struct pretok_work *w, struct err *e)
 	if (!p || !w->pieces.n)
 		return 0;
 	struct pretok_list out = {0};
-	for (size_t i = 0; i < w->pieces.n; i++)
-		if (pretok_apply(p, w, w->pieces.v[i], &out, e)) {
+	for (size_t i = 0; i < w->pieces.n; i++) {
+		int rc = pretok_apply(p, w, w->pieces.v[i], &out, e);
+		if (rc) {
 			free(out.v);
-			return -1;
+			return rc;
 		}
+	}
 	free(w->pieces.v);
 	w->pieces = out;
 	return 0;
 }
 
-static void flatten(const struct pretok *p, const struct pretok ***v, size_t *n, size_t *cap)
+static int flatten(const struct pretok *p, const struct pretok ***v, size_t *n, size_t *cap)
 {
 	if (p->kind == PT_SEQUENCE) {
 		for (size_t i = 0; i < p->n_sub; i++)
-			flatten(&p->sub[i], v, n, cap);
-		return;
+			if (flatten(&p->sub[i], v, n, cap))
+				return -1;
+		return 0;
 	}
 	if (p->kind == PT_BYTE_LEVEL && !p->add_prefix_space && !p->has_re)
-		return; /* changes nothing: the model reads raw bytes */
+		return 0; /* changes nothing: the model reads raw bytes */
 	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 8;
-		*v = tok_xrealloc(*v, *cap * sizeof **v);
+		size_t c = *cap ? *cap * 2 : 8;
+		const struct pretok **nv = realloc(*v, c * sizeof *nv);
+		if (!nv)
+			return -1;
+		*v = nv;
+		*cap = c;
 	}
 	(*v)[(*n)++] = p;
+	return 0;
 }
 
-void pretok_flatten(const struct pretok *p, const struct pretok ***stages, size_t *n)
+int pretok_flatten(const struct pretok *p, const struct pretok ***stages, size_t *n)
 {
 	size_t cap = 0;
 	*stages = NULL;
 	*n = 0;
-	flatten(p, stages, n, &cap);
+	if (flatten(p, stages, n, &cap)) {
+		free(*stages);
+		*stages = NULL;
+		*n = 0;
+		return -1;
+	}
+	return 0;
 }
 
 void pretok_work_free(struct pretok_work *w)
 {
-	tok_buf_free(&w->buf);
+	strbuf_fini(&w->buf);
 	free(w->pieces.v);
 	if (w->rx.md)
 		tok_regex_ctx_fini(&w->rx);

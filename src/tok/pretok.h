@@ -45,11 +45,12 @@ struct pretok_piece {
 struct pretok_list {
 	struct pretok_piece *v;
 	size_t n, cap;
+	bool oom; /* sticky: a piece could not be added */
 };
 
 /* Scratch of one encode call: the text and every modified copy of a piece live in buf. */
 struct pretok_work {
-	struct tok_buf buf;
+	struct strbuf buf;
 	struct pretok_list pieces; /* pretok_begin / pretok_run */
 	struct tok_regex_ctx rx;
 };
@@ -64,21 +65,22 @@ int pretok_byte_level(const struct pretok *p, bool *byte_level, const char *what
 
 /* The leaf pre-tokenizers of p in order (Sequences flattened); *stages is malloc'd and
  * points into p. Every leaf works on each piece independently, which lets the tokenizer
- * run them depth first and cache the result of a short piece. */
-void pretok_flatten(const struct pretok *p, const struct pretok ***stages, size_t *n);
+ * run them depth first and cache the result of a short piece. 0, or -1 out of memory. */
+int pretok_flatten(const struct pretok *p, const struct pretok ***stages, size_t *n);
 /* True when leaf p certainly leaves the piece s[0..n) as it is (a Split whose pattern
  * can not match in it), so a caller may skip it. */
 static inline bool pretok_passes(const struct pretok *p, const char *s, size_t n)
 {
 	return p->kind == PT_SPLIT && !p->invert && !tok_regex_may_match(&p->re, s, n);
 }
-/* Applies p to one piece (of w->buf), appending the resulting pieces to out. */
+/* Applies p to one piece (of w->buf), appending the resulting pieces to out. Errors: out of
+ * memory (w->buf or out then keeps its sticky oom), a regex failure. */
 int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc,
 		 struct pretok_list *out, struct err *e);
 
 /* Breadth-first convenience (tests): pretok_begin puts s[0..n) in the buffer as one piece,
  * pretok_run replaces w->pieces by the pieces p makes of them (p NULL: no-op). */
-void pretok_begin(struct pretok_work *w, const char *s, size_t n, bool at_start);
+int pretok_begin(struct pretok_work *w, const char *s, size_t n, bool at_start, struct err *e);
 int pretok_run(const struct pretok *p, struct pretok_work *w, struct err *e);
 void pretok_work_free(struct pretok_work *w);
 

@@ -48,14 +48,19 @@ void tok_regex_free(struct tok_regex *r)
 	r->code = NULL;
 }
 
-void tok_regex_ctx_init(struct tok_regex_ctx *c)
+int tok_regex_ctx_init(struct tok_regex_ctx *c)
 {
 	c->md = pcre2_match_data_create(1, NULL);
 	c->mctx = pcre2_match_context_create(NULL);
 	c->jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
-	CHECK(c->md && c->mctx);
+	if (!c->md || !c->mctx) {
+		tok_regex_ctx_fini(c);
+		return -1;
+	}
+	/* without a JIT stack of its own, PCRE2 uses a small default one */
 	if (c->jit)
 		pcre2_jit_stack_assign(c->mctx, NULL, c->jit);
+	return 0;
 }
 
 void tok_regex_ctx_fini(struct tok_regex_ctx *c)

@@ -34,7 +34,8 @@ int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool lit
 		      const char *what, struct err *e);
 void tok_regex_free(struct tok_regex *r);
 
-void tok_regex_ctx_init(struct tok_regex_ctx *c);
+/* 0, or -1 out of memory (c then empty). */
+int tok_regex_ctx_init(struct tok_regex_ctx *c);
 void tok_regex_ctx_fini(struct tok_regex_ctx *c);
 
 /* Finds the first match in s[0..n) starting at or after `from` (the subject is the whole

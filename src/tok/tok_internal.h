@@ -17,7 +17,7 @@ enum { TOKF_VALID = 1, TOKF_ADDED = 2, TOKF_SPECIAL = 4 };
 
 /* Decoding of one id → bytes: dec.p[dec_off[id] .. dec_off[id + 1]) */
 struct tok_dec_table {
-	struct tok_buf bytes;
+	struct strbuf bytes;
 	uint32_t *off; /* n_ids + 1 entries */
 };
 

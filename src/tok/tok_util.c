@@ -1,81 +1,48 @@
-/* Tokenizer helpers: buffers, byte-level alphabet, string map. */
+/* Tokenizer helpers: id array, byte-level alphabet, string map, piece cache. */
 #include "tok/tok_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "tok/tokenizer.h"
 
-void *tok_xmalloc(size_t n)
+char *tok_strndup(const char *s, size_t n)
 {
-	void *p = malloc(n ? n : 1);
-	CHECK(p != NULL); /* out of memory */
-	return p;
-}
-
-void *tok_xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	CHECK(p != NULL);
-	return p;
-}
-
-char *tok_xstrndup(const char *s, size_t n)
-{
-	char *p = tok_xmalloc(n + 1);
+	char *p = malloc(n + 1);
+	if (!p)
+		return NULL;
 	memcpy(p, s, n);
 	p[n] = 0;
 	return p;
 }
 
-void tok_buf_reserve(struct tok_buf *b, size_t extra)
+int tok_oom(struct err *e)
 {
-	if (b->n + extra <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 64;
-	while (cap < b->n + extra)
-		cap *= 2;
-	b->p = tok_xrealloc(b->p, cap);
-	b->cap = cap;
+	err_set(e, "out of memory");
+	return TOK_ENOMEM;
 }
 
-void tok_buf_add(struct tok_buf *b, const void *s, size_t n)
+int tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n)
 {
-	if (!n)
-		return;
-	tok_buf_reserve(b, n);
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-}
-
-void tok_buf_free(struct tok_buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->n = b->cap = 0;
-}
-
-void tok_ids_push(struct tok_ids *a, int32_t id)
-{
-	if (a->n == a->cap) {
-		a->cap = a->cap ? a->cap * 2 : 64;
-		a->v = tok_xrealloc(a->v, a->cap * sizeof *a->v);
-	}
-	a->v[a->n++] = id;
-}
-
-void tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n)
-{
+	if (a->oom)
+		return -1;
 	if (a->n + n > a->cap) {
 		size_t cap = a->cap ? a->cap : 64;
 		while (cap < a->n + n)
 			cap *= 2;
-		a->v = tok_xrealloc(a->v, cap * sizeof *a->v);
+		int32_t *v = cap <= SIZE_MAX / sizeof *v ? realloc(a->v, cap * sizeof *v) : NULL;
+		if (!v) {
+			a->oom = true;
+			return -1;
+		}
+		a->v = v;
 		a->cap = cap;
 	}
 	if (n)
 		memcpy(a->v + a->n, ids, n * sizeof *ids);
 	a->n += n;
+	return 0;
 }
 
 /* ---- byte-level alphabet (GPT-2 bytes_to_unicode) ---- */
@@ -130,11 +97,12 @@ uint64_t tok_hash(const void *p, size_t n)
 	return h;
 }
 
-static void strmap_grow(struct tok_strmap *m)
+static int strmap_grow(struct tok_strmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 64;
 	uint32_t *slot = calloc(cap, sizeof *slot);
-	CHECK(slot != NULL);
+	if (!slot)
+		return -1;
 	for (size_t i = 0; i < m->n; i++) {
 		size_t h = tok_hash(m->blob.p + m->koff[i], m->klen[i]) & (cap - 1);
 		while (slot[h])
@@ -144,33 +112,54 @@ static void strmap_grow(struct tok_strmap *m)
 	free(m->slot);
 	m->slot = slot;
 	m->cap = cap;
+	return 0;
 }
 
-void tok_strmap_put(struct tok_strmap *m, const char *k, size_t n, int32_t v)
+/* Room for one more entry in koff / klen / val. */
+static int strmap_grow_entries(struct tok_strmap *m)
 {
-	if ((m->n + 1) * 2 > m->cap)
-		strmap_grow(m);
+	size_t cap = m->ecap ? m->ecap * 2 : 64;
+	size_t *koff = realloc(m->koff, cap * sizeof *koff);
+	if (koff)
+		m->koff = koff;
+	uint32_t *klen = realloc(m->klen, cap * sizeof *klen);
+	if (klen)
+		m->klen = klen;
+	int32_t *val = realloc(m->val, cap * sizeof *val);
+	if (val)
+		m->val = val;
+	if (!koff || !klen || !val)
+		return -1; /* the grown ones are merely larger than ecap says */
+	m->ecap = cap;
+	return 0;
+}
+
+int tok_strmap_put(struct tok_strmap *m, const char *k, size_t n, int32_t v)
+{
+	if ((m->n + 1) * 2 > m->cap && strmap_grow(m))
+		return -1;
 	size_t h = tok_hash(k, n) & (m->cap - 1);
 	while (m->slot[h]) {
 		size_t i = m->slot[h] - 1;
 		if (m->klen[i] == n && !memcmp(m->blob.p + m->koff[i], k, n)) {
 			m->val[i] = v;
-			return;
+			return 0;
 		}
 		h = (h + 1) & (m->cap - 1);
 	}
-	if (m->n == m->ecap) {
-		m->ecap = m->ecap ? m->ecap * 2 : 64;
-		m->koff = tok_xrealloc(m->koff, m->ecap * sizeof *m->koff);
-		m->klen = tok_xrealloc(m->klen, m->ecap * sizeof *m->klen);
-		m->val = tok_xrealloc(m->val, m->ecap * sizeof *m->val);
-	}
-	m->koff[m->n] = m->blob.n;
+	if (m->n == m->ecap && strmap_grow_entries(m))
+		return -1;
+	size_t off = m->blob.n;
+	/* keys are NUL-terminated in the blob (one reserve: both appends or neither) */
+	if (strbuf_reserve(&m->blob, n + 1))
+		return -1;
+	strbuf_put(&m->blob, k, n);
+	strbuf_putc(&m->blob, 0);
+	m->koff[m->n] = off;
 	m->klen[m->n] = (uint32_t)n;
 	m->val[m->n] = v;
-	tok_buf_add(&m->blob, k, n);
-	tok_buf_addc(&m->blob, 0); /* keys are NUL-terminated in the blob */
 	m->slot[h] = (uint32_t)(++m->n);
+	return 0;
 }
 
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *k, size_t n)
@@ -193,7 +182,7 @@ void tok_strmap_free(struct tok_strmap *m)
 	free(m->koff);
 	free(m->klen);
 	free(m->val);
-	tok_buf_free(&m->blob);
+	strbuf_fini(&m->blob);
 	memset(m, 0, sizeof *m);
 }
 
@@ -229,13 +218,14 @@ bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_
 	return false;
 }
 
-void tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
-		   size_t n_ids)
+int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
+		  size_t n_ids)
 {
 	if (!c->slot) {
+		c->slot = calloc(CACHE_SLOTS, sizeof *c->slot);
+		if (!c->slot)
+			return -1;
 		c->cap = CACHE_SLOTS;
-		c->slot = calloc(c->cap, sizeof *c->slot);
-		CHECK(c->slot != NULL);
 	}
 	if (c->n * 2 >= c->cap || c->keys.n > (2u << 20) || c->ids.n > (512u << 10)) {
 		/* full: start over (cheaper than LRU, and text keeps re-filling it) */
@@ -248,21 +238,24 @@ void tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, c
 	size_t i = h & (c->cap - 1);
 	while (c->slot[i].hash) {
 		if (cache_slot_eq(c, &c->slot[i], h, tag, s, n))
-			return;
+			return 0;
 		i = (i + 1) & (c->cap - 1);
 	}
-	c->slot[i] = (struct tok_cache_slot){h, (uint32_t)c->keys.n, (uint32_t)(n + 4),
-					     (uint32_t)c->ids.n, (uint32_t)n_ids};
-	tok_buf_add(&c->keys, &tag, 4);
-	tok_buf_add(&c->keys, s, n);
-	tok_ids_add(&c->ids, ids, n_ids);
+	struct tok_cache_slot sl = {h, (uint32_t)c->keys.n, (uint32_t)(n + 4), (uint32_t)c->ids.n,
+				    (uint32_t)n_ids};
+	if (strbuf_reserve(&c->keys, n + 4) || tok_ids_add(&c->ids, ids, n_ids))
+		return -1; /* sticky: the owner drops the cache with its context */
+	strbuf_put(&c->keys, &tag, 4);
+	strbuf_put(&c->keys, s, n);
+	c->slot[i] = sl;
 	c->n++;
+	return 0;
 }
 
 void tok_cache_free(struct tok_cache *c)
 {
 	free(c->slot);
-	tok_buf_free(&c->keys);
+	strbuf_fini(&c->keys);
 	free(c->ids.v);
 	memset(c, 0, sizeof *c);
 }

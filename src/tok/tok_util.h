@@ -1,5 +1,6 @@
-/* Small helpers of the tokenizer: a growable byte buffer, the GPT-2 byte-level alphabet, and a
- * string → id hash map. */
+/* Small helpers of the tokenizer: a growable id array, the GPT-2 byte-level alphabet, a
+ * string → id hash map and the piece cache. Bytes go in base/strbuf. Out of memory is an
+ * error like any other: the functions that allocate return -1 (sticky for the id array). */
 #ifndef MLA_TOK_TOK_UTIL_H
 #define MLA_TOK_TOK_UTIL_H
 
@@ -7,32 +8,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- growable buffer (aborts on out-of-memory, like every allocation in tok/) ---- */
-struct tok_buf {
-	char *p;
-	size_t n, cap;
-};
+#include "base/err.h"
+#include "base/strbuf.h"
 
-void *tok_xmalloc(size_t n);
-void *tok_xrealloc(void *p, size_t n);
-char *tok_xstrndup(const char *s, size_t n);
-void tok_buf_reserve(struct tok_buf *b, size_t extra);
-void tok_buf_add(struct tok_buf *b, const void *s, size_t n);
-static inline void tok_buf_addc(struct tok_buf *b, char c)
-{
-	if (b->n + 1 > b->cap)
-		tok_buf_reserve(b, 1);
-	b->p[b->n++] = c;
-}
-void tok_buf_free(struct tok_buf *b);
+/* Copy of s[0..n) with a NUL, or NULL when out of memory. */
+char *tok_strndup(const char *s, size_t n);
+/* Sets "out of memory" in e and returns TOK_ENOMEM (tok/tokenizer.h). */
+int tok_oom(struct err *e);
 
-/* growable int32 array */
+/* growable int32 array; like strbuf, a failed append sets the sticky oom and later appends
+ * do nothing, so an encoder checks oom once per piece */
 struct tok_ids {
 	int32_t *v;
 	size_t n, cap;
+	bool oom;
 };
-void tok_ids_push(struct tok_ids *a, int32_t id);
-void tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n);
+int tok_ids_add(struct tok_ids *a, const int32_t *ids, size_t n); /* 0, or -1 (oom set) */
+/* Inline: one call per token of the encoder otherwise. */
+static inline int tok_ids_push(struct tok_ids *a, int32_t id)
+{
+	if (a->n < a->cap && !a->oom) {
+		a->v[a->n++] = id;
+		return 0;
+	}
+	return tok_ids_add(a, &id, 1);
+}
 
 /* ---- GPT-2 byte-level alphabet ---- */
 /* byte → code point of its printable stand-in (e.g. ' ' → U+0120 'Ġ'). */
@@ -48,12 +48,13 @@ struct tok_strmap {
 	size_t *koff;   /* entry → offset of its key in blob */
 	uint32_t *klen; /* entry → key length */
 	int32_t *val;   /* entry → value */
-	struct tok_buf blob;
+	struct strbuf blob;
 };
 
 uint64_t tok_hash(const void *s, size_t n);
-/* Inserts or overwrites. Keys are stored NUL-terminated at blob.p + koff[i]. */
-void tok_strmap_put(struct tok_strmap *m, const char *k, size_t n, int32_t v);
+/* Inserts or overwrites. Keys are stored NUL-terminated at blob.p + koff[i]. 0, or -1 out
+ * of memory (the map unchanged). */
+int tok_strmap_put(struct tok_strmap *m, const char *k, size_t n, int32_t v);
 /* Value of k, or -1. */
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *k, size_t n);
 void tok_strmap_free(struct tok_strmap *m);
@@ -67,15 +68,16 @@ struct tok_cache_slot {
 struct tok_cache {
 	struct tok_cache_slot *slot;
 	size_t cap, n;
-	struct tok_buf keys;
+	struct strbuf keys;
 	struct tok_ids ids;
 };
 
 /* A key is (tag, bytes): the tag separates the levels that share the cache. On a hit the
- * ids are appended to out and true is returned. */
+ * ids are appended to out (which may then be out->oom) and true is returned. */
 bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n,
 		   struct tok_ids *out);
-void tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
+/* 0, or -1 out of memory (the cache then takes no more: its owner frees it). */
+int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
 		   size_t n_ids);
 void tok_cache_free(struct tok_cache *c);
 

@@ -19,7 +19,7 @@ struct tok_ctx {
 	struct pretok_list *lists; /* one per pre-tokenizer stage */
 	struct bpe_scratch bs;
 	struct tok_cache words, pieces;
-	struct tok_buf norm, tmp;
+	struct strbuf norm, tmp;
 	struct added_piece *seg, *sub;
 	size_t n_seg, cap_seg, n_sub, cap_sub;
 };
@@ -41,7 +41,8 @@ static int special_ids(struct tok *t, const json_t *specials, const char *name, 
 		if (!json_util_id(v, &id))
 			return err_set(e, "%s: post_processor: special token '%s': bad id", t->what,
 				       name);
-		tok_ids_push(out, id);
+		if (tok_ids_push(out, id))
+			return tok_oom(e);
 	}
 	return 0;
 }
@@ -53,8 +54,7 @@ static int named_id(struct tok *t, const json_t *pair, const char *key, struct t
 	int32_t id;
 	if (!json_is_array(pair) || !json_util_id(json_array_get(pair, 1), &id))
 		return err_set(e, "%s: post_processor.%s: expected [token, id]", t->what, key);
-	tok_ids_push(out, id);
-	return 0;
+	return tok_ids_push(out, id) ? tok_oom(e) : 0;
 }
 
 static int post_load(struct tok *t, const json_t *pp, struct err *e)
@@ -139,8 +139,8 @@ static int config_override(struct tok *t, const char *dir, struct err *e)
 					    dir, rule[i].name, rule[i].name, rule[i].tok ? "'" : "",
 					    rule[i].tok ? rule[i].tok : "is missing",
 					    rule[i].tok ? "' is not in the vocab" : "");
-			else
-				tok_ids_push(rule[i].dst, id);
+			else if (tok_ids_push(rule[i].dst, id))
+				rc = tok_oom(e);
 		}
 	}
 	hf_config_free(&c);
@@ -160,7 +160,8 @@ static int build_id_tables(struct tok *t, struct err *e)
 	t->n_ids = n;
 	t->id_str = calloc((size_t)n + 1, sizeof *t->id_str);
 	t->flags = calloc((size_t)n + 1, 1);
-	CHECK(t->id_str && t->flags);
+	if (!t->id_str || !t->flags)
+		return tok_oom(e); /* freed with the tokenizer */
 	for (int32_t id = 0; id < t->bpe.n_ids; id++)
 		if ((t->id_str[id] = bpe_id_to_token(&t->bpe, id, NULL)))
 			t->flags[id] = TOKF_VALID;
@@ -168,7 +169,8 @@ static int build_id_tables(struct tok *t, struct err *e)
 		const struct added_token *a = &t->added.tok[i];
 		t->id_str[a->id] = a->content;
 		t->flags[a->id] = TOKF_VALID | TOKF_ADDED | (a->special ? TOKF_SPECIAL : 0);
-		tok_strmap_put(&t->added_map, a->content, a->len, a->id);
+		if (tok_strmap_put(&t->added_map, a->content, a->len, a->id))
+			return tok_oom(e);
 	}
 	return 0;
 }
@@ -202,7 +204,8 @@ static int load_json(struct tok *t, const json_t *root, struct err *e)
 		return -1;
 	if (t->byte_level)
 		bpe_set_byte_level(&t->bpe);
-	pretok_flatten(&t->pretok, &t->stages, &t->n_stages);
+	if (pretok_flatten(&t->pretok, &t->stages, &t->n_stages))
+		return tok_oom(e);
 	if (build_id_tables(t, e) || post_load(t, json_object_get(root, "post_processor"), e))
 		return -1;
 	return tok_decoder_load(t, json_object_get(root, "decoder"), e);
@@ -216,10 +219,15 @@ int tok_load(const char *path, struct tok **out, struct err *e)
 		return err_set(e, "%s: cannot open: %s", path, strerror(errno));
 	bool is_dir = S_ISDIR(st.st_mode);
 	struct tok *t = calloc(1, sizeof *t);
-	CHECK(t != NULL);
+	if (!t)
+		return err_set(e, "%s: out of memory", path);
 	pthread_mutex_init(&t->mu, NULL);
 	size_t n = strlen(path) + 32;
-	t->what = tok_xmalloc(n);
+	t->what = malloc(n);
+	if (!t->what) {
+		tok_free(t);
+		return err_set(e, "%s: out of memory", path);
+	}
 	snprintf(t->what, n, is_dir ? "%s/tokenizer.json" : "%s", path);
 	json_t *root = NULL;
 	int rc = json_util_load(t->what, &root, e);
@@ -246,8 +254,8 @@ static void ctx_free(struct tok_ctx *c)
 	bpe_scratch_free(&c->bs);
 	tok_cache_free(&c->words);
 	tok_cache_free(&c->pieces);
-	tok_buf_free(&c->norm);
-	tok_buf_free(&c->tmp);
+	strbuf_fini(&c->norm);
+	strbuf_fini(&c->tmp);
 	free(c->seg);
 	free(c->sub);
 	free(c);
@@ -278,6 +286,7 @@ void tok_free(struct tok *t)
 
 /* ---- encode ---- */
 
+/* A pooled or new context, or NULL when out of memory. */
 static struct tok_ctx *ctx_get(const struct tok *ct)
 {
 	struct tok *t = (struct tok *)ct; /* the pool is the one mutable part, under mu */
@@ -286,22 +295,24 @@ static struct tok_ctx *ctx_get(const struct tok *ct)
 	if (t->n_pool)
 		c = t->pool[--t->n_pool];
 	pthread_mutex_unlock(&t->mu);
-	if (!c) {
+	if (!c)
 		c = calloc(1, sizeof *c);
-		CHECK(c != NULL);
-	}
 	return c;
 }
 
-static void ctx_put(const struct tok *ct, struct tok_ctx *c)
+/* failed: the call failed, and c may hold a sticky out-of-memory buffer; it is freed. */
+static void ctx_put(const struct tok *ct, struct tok_ctx *c, bool failed)
 {
 	struct tok *t = (struct tok *)ct;
 	pthread_mutex_lock(&t->mu);
-	if (t->n_pool < 16) { /* more idle contexts than that are freed */
-		if (t->n_pool == t->cap_pool) {
-			t->cap_pool = t->cap_pool ? t->cap_pool * 2 : 8;
-			t->pool = tok_xrealloc(t->pool, t->cap_pool * sizeof *t->pool);
-		}
+	if (t->n_pool == t->cap_pool && t->n_pool < 16) {
+		size_t cap = t->cap_pool ? t->cap_pool * 2 : 8;
+		struct tok_ctx **p = realloc(t->pool, cap * sizeof *p);
+		if (p)
+			t->pool = p, t->cap_pool = cap;
+	}
+	/* more idle contexts than 16 are freed, and one that finds no room */
+	if (!failed && t->n_pool < 16 && t->n_pool < t->cap_pool) {
 		t->pool[t->n_pool++] = c;
 		c = NULL;
 	}
@@ -332,23 +343,24 @@ static int encode_piece(const struct tok *t, struct tok_ctx *c, size_t depth,
 	struct tok_cache *cache = final ? &c->words : &c->pieces;
 	uint32_t tag = (uint32_t)depth * 2 + pc.at_start;
 	if (use_cache && tok_cache_get(cache, tag, s, pc.len, out))
-		return 0;
+		return out->oom ? tok_oom(e) : 0;
 	size_t before = out->n;
 	if (final) {
-		bpe_encode_word(&t->bpe, s, pc.len, &c->bs, out);
+		if (bpe_encode_word(&t->bpe, s, pc.len, &c->bs, out))
+			return tok_oom(e);
 	} else {
 		struct pretok_list *l = &c->lists[depth];
 		l->n = 0;
-		if (pretok_apply(t->stages[depth], &c->pw, pc, l, e))
-			return -1;
-		for (size_t i = 0; i < l->n; i++)
-			if (encode_piece(t, c, depth + 1, l->v[i], cached_above || use_cache, out,
-					 e))
-				return -1;
+		int rc = pretok_apply(t->stages[depth], &c->pw, pc, l, e);
+		for (size_t i = 0; i < l->n && !rc; i++)
+			rc = encode_piece(t, c, depth + 1, l->v[i], cached_above || use_cache, out,
+					  e);
+		if (rc)
+			return rc;
 	}
-	if (use_cache)
-		tok_cache_put(cache, tag, c->pw.buf.p + pc.off, pc.len, out->v + before,
-			      out->n - before);
+	if (use_cache && tok_cache_put(cache, tag, c->pw.buf.p + pc.off, pc.len, out->v + before,
+				       out->n - before))
+		return tok_oom(e);
 	return 0;
 }
 
@@ -356,33 +368,40 @@ static int encode_piece(const struct tok *t, struct tok_ctx *c, size_t depth,
 static int encode_text(const struct tok *t, struct tok_ctx *c, const char *s, size_t n,
 		       bool at_start, struct tok_ids *out, struct err *e)
 {
-	if (!c->pw.rx.md)
-		tok_regex_ctx_init(&c->pw.rx);
+	if (!c->pw.rx.md && tok_regex_ctx_init(&c->pw.rx))
+		return tok_oom(e);
 	if (!c->lists) { /* the extra entry marks the end for ctx_free */
 		c->lists = calloc(t->n_stages + 1, sizeof *c->lists);
-		CHECK(c->lists != NULL);
+		if (!c->lists)
+			return tok_oom(e);
 		c->lists[t->n_stages].cap = SIZE_MAX;
 	}
 	if (!t->norm_identity) {
 		c->norm.n = 0;
-		tok_buf_add(&c->norm, s, n);
-		if (norm_apply(&t->norm, &c->norm, &c->tmp, &c->pw.rx, e))
-			return -1;
+		if (strbuf_put(&c->norm, s, n))
+			return tok_oom(e);
+		int rc = norm_apply(&t->norm, &c->norm, &c->tmp, &c->pw.rx, e);
+		if (rc)
+			return rc;
 		s = c->norm.p, n = c->norm.n;
 	}
 	c->n_sub = 0;
-	added_split(&t->added, true, s, n, &c->sub, &c->n_sub, &c->cap_sub);
+	if (added_split(&t->added, true, s, n, &c->sub, &c->n_sub, &c->cap_sub))
+		return tok_oom(e);
 	for (size_t i = 0; i < c->n_sub; i++) {
 		struct added_piece sp = c->sub[i];
 		if (sp.id >= 0) {
-			tok_ids_push(out, sp.id);
+			if (tok_ids_push(out, sp.id))
+				return tok_oom(e);
 			continue;
 		}
 		c->pw.buf.n = 0;
-		tok_buf_add(&c->pw.buf, s + sp.off, sp.len);
+		if (strbuf_put(&c->pw.buf, s + sp.off, sp.len))
+			return tok_oom(e);
 		struct pretok_piece pc = {0, sp.len, at_start && sp.off == 0};
-		if (encode_piece(t, c, 0, pc, false, out, e))
-			return -1;
+		int rc = encode_piece(t, c, 0, pc, false, out, e);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -398,26 +417,31 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
 	if (!utf8_valid(text, len, &bad))
 		return err_set(e, "invalid utf-8 at byte %zu of the text", bad);
 	struct tok_ids out = {0};
-	if (add_special_tokens)
-		tok_ids_add(&out, t->prefix.v, t->prefix.n);
+	if (add_special_tokens && tok_ids_add(&out, t->prefix.v, t->prefix.n))
+		return tok_oom(e);
 	struct tok_ctx *c = ctx_get(t);
+	if (!c) {
+		free(out.v);
+		return tok_oom(e);
+	}
 	c->n_seg = 0;
-	added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg);
-	int rc = 0;
+	int rc = added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg)
+		     ? tok_oom(e)
+		     : 0;
 	for (size_t i = 0; i < c->n_seg && !rc; i++) {
 		struct added_piece sg = c->seg[i];
 		if (sg.id >= 0)
-			tok_ids_push(&out, sg.id);
+			rc = tok_ids_push(&out, sg.id) ? tok_oom(e) : 0;
 		else
 			rc = encode_text(t, c, text + sg.off, sg.len, sg.off == 0, &out, e);
 	}
-	ctx_put(t, c);
+	ctx_put(t, c, rc != 0);
+	if (!rc && add_special_tokens && tok_ids_add(&out, t->suffix.v, t->suffix.n))
+		rc = tok_oom(e);
 	if (rc) {
 		free(out.v);
-		return -1;
+		return rc;
 	}
-	if (add_special_tokens)
-		tok_ids_add(&out, t->suffix.v, t->suffix.n);
 	*ids = out.v;
 	*n = out.n;
 	return 0;

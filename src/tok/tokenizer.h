@@ -20,6 +20,10 @@
 struct tok;
 struct hf_config;
 
+/* What tok_encode, tok_decode and the detokenizer return when out of memory (their other
+ * errors return -1; both fill the struct err): a server answers it with 500, not 400. */
+#define TOK_ENOMEM (-2)
+
 /* Loads a tokenizer. `path` is either a directory (reads DIR/tokenizer.json and, if present,
  * DIR/tokenizer_config.json and DIR/generation_config.json through hf_config_load) or the
  * path of a tokenizer.json file (then only that file is read). A directory with tokenizer
@@ -34,8 +38,9 @@ void tok_free(struct tok *t);
  * BOS of TemplateProcessing; when tokenizer_config.json has add_bos_token / add_eos_token,
  * those decide instead, as transformers' update_post_processor does) — true for
  * /v1/completions prompts, false for rendered chat templates (which already contain BOS).
- * Invalid UTF-8 → error "invalid utf-8 at byte N of the text" (nothing allocated). On
- * success *ids is malloc'd (may be NULL when *n == 0). Thread-safe. */
+ * Invalid UTF-8 → error "invalid utf-8 at byte N of the text" (nothing allocated); out of
+ * memory → error "out of memory". On success *ids is malloc'd (may be NULL when *n == 0).
+ * Thread-safe. */
 int tok_encode(const struct tok *t, const char *text, size_t len, bool add_special_tokens,
 	       int32_t **ids, size_t *n, struct err *e);
 
@@ -90,13 +95,14 @@ int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *
 		  size_t n_prompt, struct tok_detok **out, struct err *e);
 /* Pushes one id. *delta points to the new complete text (NUL-terminated; may be "" while a
  * multi-byte character is incomplete), valid until the next call on d. Unknown ids give no
- * text (as in tok_decode); a negative id → error, state unchanged. */
+ * text (as in tok_decode); a negative id → error, state unchanged; out of memory → error
+ * (*delta ""; the detokenizer is then unusable). */
 int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *delta_len,
 		   struct err *e);
 /* Flushes what is left at the end of generation: bytes of a character that never completed
  * become one U+FFFD. Same lifetime rule for *delta. The detokenizer can not be pushed to
- * afterwards. */
-void tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len);
+ * afterwards. Error (out of memory): *delta is "" and the text left is lost. */
+int tok_detok_finish(struct tok_detok *d, const char **delta, size_t *delta_len, struct err *e);
 void tok_detok_free(struct tok_detok *d);
 
 #endif

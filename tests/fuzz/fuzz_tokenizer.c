@@ -95,7 +95,7 @@ static void ids_mode(const struct tok *t, const uint8_t *p, size_t n, bool skip_
 	}
 	const char *delta;
 	size_t dl;
-	tok_detok_finish(d, &delta, &dl);
+	FUZZ_CHECK(tok_detok_finish(d, &delta, &dl, &e) == 0);
 	FUZZ_CHECK(s_len + dl <= rest_len + 32);
 	memcpy(streamed + s_len, delta, dl);
 	s_len += dl;

@@ -39,8 +39,7 @@ static void pieces(const char *pj, const char *text, char *out, size_t cap)
 	}
 	json_decref(j);
 	struct pretok_work w = {0};
-	pretok_begin(&w, text, strlen(text), true);
-	if (pretok_run(&pt, &w, &e)) {
+	if (pretok_begin(&w, text, strlen(text), true, &e) || pretok_run(&pt, &w, &e)) {
 		snprintf(out, cap, "ERROR %s", e.msg);
 	} else {
 		size_t o = 0;
@@ -142,16 +141,16 @@ static void norm_case(const char *nj, const char *in, const char *want)
 		return;
 	}
 	json_decref(j);
-	struct tok_buf s = {0}, tmp = {0};
+	struct strbuf s = {0}, tmp = {0};
 	struct tok_regex_ctx rx;
-	tok_regex_ctx_init(&rx);
-	tok_buf_add(&s, in, strlen(in));
+	EXPECT_EQ_INT(tok_regex_ctx_init(&rx), 0);
+	EXPECT_EQ_INT(strbuf_puts(&s, in), 0);
 	EXPECT_EQ_INT(norm_apply(&n, &s, &tmp, &rx, &e), 0);
 	EXPECTF(s.n == strlen(want) && (!s.n || !memcmp(s.p, want, s.n)), "%s on '%s': '%.*s'", nj,
 		in, (int)s.n, s.n ? s.p : "");
 	tok_regex_ctx_fini(&rx);
-	tok_buf_free(&s);
-	tok_buf_free(&tmp);
+	strbuf_fini(&s);
+	strbuf_fini(&tmp);
 	norm_free(&n);
 }
 

@@ -70,8 +70,7 @@ static bool incremental_matches(const struct tok *t, const int32_t *ids, size_t 
 	if (ok) {
 		const char *delta;
 		size_t dl;
-		tok_detok_finish(d, &delta, &dl);
-		ok = m + dl <= want_len * 2 + 60;
+		ok = tok_detok_finish(d, &delta, &dl, &e) == 0 && m + dl <= want_len * 2 + 60;
 		if (ok)
 			memcpy(acc + m, delta, dl), m += dl;
 	}
@@ -314,7 +313,7 @@ static void test_incremental_utf8(void)
 	EXPECT_EQ_INT(tok_detok_push(d, ids[2], &delta, &dl, &e), 0);
 	EXPECTF(!strcmp(delta, "🦙"), "'%s'", delta);
 	EXPECT_EQ_INT(tok_detok_push(d, -1, &delta, &dl, &e), -1);
-	tok_detok_finish(d, &delta, &dl);
+	EXPECT_EQ_INT(tok_detok_finish(d, &delta, &dl, &e), 0);
 	EXPECT_EQ_INT(dl, 0);
 	tok_detok_free(d);
 
@@ -323,7 +322,7 @@ static void test_incremental_utf8(void)
 	EXPECT_EQ_INT(tok_detok_push(d, ids[0], &delta, &dl, &e), 0);
 	EXPECT_EQ_INT(tok_detok_push(d, ids[1], &delta, &dl, &e), 0);
 	EXPECT_EQ_INT(dl, 0);
-	tok_detok_finish(d, &delta, &dl);
+	EXPECT_EQ_INT(tok_detok_finish(d, &delta, &dl, &e), 0);
 	EXPECT(!strcmp(delta, "\xEF\xBF\xBD"));
 	tok_detok_free(d);
 	char *txt;

@@ -108,6 +108,8 @@ int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generatio
 	}
 	int rc = tok_encode(s->deps.tok, text, len, add_special_tokens, ids, n_ids, &e);
 	free(text);
+	if (rc == TOK_ENOMEM)
+		return api_error_set(ae, 500, NULL, "out of memory");
 	if (rc < 0)
 		return api_error_set(ae, 400, "messages", "%s", e.msg);
 	return 0;
@@ -120,8 +122,11 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 	const struct srv_prompt *p = &g->req.prompts[i];
 	struct err e;
 	if (p->text) {
-		if (tok_encode(s->deps.tok, p->text, p->text_len, g->req.add_special_tokens, ids, n,
-			       &e) < 0)
+		int rc = tok_encode(s->deps.tok, p->text, p->text_len, g->req.add_special_tokens,
+				    ids, n, &e);
+		if (rc == TOK_ENOMEM)
+			return api_error_set(ae, 500, NULL, "out of memory");
+		if (rc < 0)
 			return api_error_set(ae, 400, "prompt", "%s", e.msg);
 		if (g->req.echo) {
 			g->p[i].echo = malloc(p->text_len + 1);
@@ -138,9 +143,12 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 		return api_error_set(ae, 500, NULL, "out of memory");
 	memcpy(*ids, p->ids, (size_t)p->n_ids * sizeof **ids);
 	*n = (size_t)p->n_ids;
-	if (g->req.echo &&
-	    tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false, &g->p[i].echo, &g->p[i].echo_len,
-		       &e) < 0)
+	int rc = g->req.echo ? tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false,
+					   &g->p[i].echo, &g->p[i].echo_len, &e)
+			     : 0;
+	if (rc == TOK_ENOMEM)
+		return api_error_set(ae, 500, NULL, "out of memory");
+	if (rc < 0)
 		return api_error_set(ae, 400, "prompt", "%s", e.msg);
 	return 0;
 }
@@ -255,8 +263,13 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 				if (g->p[i].echo && g->api == SRV_API_COMPLETION) { /* echo what was run */
 					free(g->p[i].echo);
 					g->p[i].echo = NULL;
-					if (tok_decode(s->deps.tok, ids[i], n_ids[i], false, &g->p[i].echo, &g->p[i].echo_len, &e) < 0) {
-						api_error_set(ae, 400, "prompt", "%s", e.msg);
+					int drc = tok_decode(s->deps.tok, ids[i], n_ids[i], false, &g->p[i].echo,
+							     &g->p[i].echo_len, &e);
+					if (drc < 0) {
+						if (drc == TOK_ENOMEM)
+							api_error_set(ae, 500, NULL, "out of memory");
+						else
+							api_error_set(ae, 400, "prompt", "%s", e.msg);
 						goto out;
 					}
 				}

@@ -392,6 +392,8 @@ int srv_bad_words_tokenize(const struct tok *tok, const json_t *words, int32_t *
 				free(first);
 				free(all);
 				free(lens);
+				if (rc == TOK_ENOMEM)
+					return api_error_set(ae, 500, NULL, "out of memory");
 				return api_error_set(ae, 400, "bad_words", "bad_words[%zu]: %s", k, e.msg);
 			}
 			bool keep = n > 0 && (!spaced || (n_first == n && first && first[0] != ids[0]));

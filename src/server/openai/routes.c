@@ -162,9 +162,13 @@ static enum MHD_Result tokenize(struct server *s, struct hreq *r)
 	if (json_is_string(prompt)) {
 		bool add = ats && !json_is_null(ats) ? json_is_true(ats) : true;
 		struct err e;
-		if (tok_encode(s->deps.tok, json_string_value(prompt), json_string_length(prompt), add,
-			       &ids, &n, &e) < 0) {
-			api_error_set(&ae, 400, "prompt", "%s", e.msg);
+		int rc = tok_encode(s->deps.tok, json_string_value(prompt),
+				    json_string_length(prompt), add, &ids, &n, &e);
+		if (rc < 0) {
+			if (rc == TOK_ENOMEM)
+				api_error_set(&ae, 500, NULL, "out of memory");
+			else
+				api_error_set(&ae, 400, "prompt", "%s", e.msg);
 			goto fail;
 		}
 	} else if (messages) {
@@ -242,8 +246,12 @@ static enum MHD_Result detokenize(struct server *s, struct hreq *r)
 		ids[i] = (int32_t)json_integer_value(t);
 	}
 	struct err e;
-	if (tok_decode(s->deps.tok, ids, n, false, &text, &len, &e) < 0) {
-		api_error_set(&ae, 400, "tokens", "%s", e.msg);
+	int rc = tok_decode(s->deps.tok, ids, n, false, &text, &len, &e);
+	if (rc < 0) {
+		if (rc == TOK_ENOMEM)
+			api_error_set(&ae, 500, NULL, "out of memory");
+		else
+			api_error_set(&ae, 400, "tokens", "%s", e.msg);
 		goto fail;
 	}
 	size_t m;
