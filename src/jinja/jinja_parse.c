@@ -2,6 +2,7 @@
  * (condexpr < or < and < not < compare < + - < ~ < * / // % < ** < unary < postfix/filter/test).
  * Unsupported statements, filters and tests are compile errors naming the construct and
  * its line. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,23 +331,32 @@ static const char *dotted_name(struct parser *P)
 	return name;
 }
 
+/* The (dotted) name of a filter or test at the cursor, refused when `known` does not know it. */
+static const char *known_name(struct parser *P, const char *what, bool (*known)(const char *), int line)
+{
+	if (cur(P)->t != TK_NAME) {
+		char expect[16];
+		snprintf(expect, sizeof expect, "a %s name", what);
+		jp_fail_unexpected(P, expect);
+		return NULL;
+	}
+	const char *name = dotted_name(P);
+	if (name && !known(name)) {
+		err_set(P->e, "chat template line %d: unsupported %s \"%s\"", line, what, name);
+		return NULL;
+	}
+	return name;
+}
+
 static struct jnode *parse_filter_expr(struct parser *P, struct jnode *x)
 {
 	while (x) {
 		int line = cur(P)->line;
 		if (is_op(P, OP_PIPE)) {
 			adv(P);
-			if (cur(P)->t != TK_NAME) {
-				jp_fail_unexpected(P, "a filter name");
-				return NULL;
-			}
-			const char *name = dotted_name(P);
+			const char *name = known_name(P, "filter", jinja_filter_known, line);
 			if (!name)
 				return NULL;
-			if (!jinja_filter_known(name)) {
-				err_set(P->e, "chat template line %d: unsupported filter \"%s\"", line, name);
-				return NULL;
-			}
 			struct jnode *f = jp_node(P, E_FILTER, line);
 			if (!f)
 				return NULL;
@@ -367,17 +377,9 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *x)
 				t->op = 1;
 				adv(P);
 			}
-			if (cur(P)->t != TK_NAME) {
-				jp_fail_unexpected(P, "a test name");
-				return NULL;
-			}
-			const char *name = dotted_name(P);
+			const char *name = known_name(P, "test", jinja_test_known, line);
 			if (!name)
 				return NULL;
-			if (!jinja_test_known(name)) {
-				err_set(P->e, "chat template line %d: unsupported test \"%s\"", line, name);
-				return NULL;
-			}
 			t->a = x;
 			t->name = name;
 			const struct jtoken *k = cur(P);

@@ -95,12 +95,7 @@ static void famla_decode(const struct attn_decode_args *a)
 	const struct attn_meta *m = a->meta;
 	if (m->n_decodes <= 0)
 		return;
-	struct famla_plan *p = m->plan;
-	if (!p) { /* the runner did not plan: plan for this call only */
-		struct attn_meta tmp = *m;
-		CHECK(famla_plan(&tmp, a->n_heads, a->scratch, NULL) == 0);
-		p = tmp.plan;
-	}
+	struct famla_plan *p = attn_decode_plan_get(a, famla_plan);
 	CHECK(p->n_heads == a->n_heads && p->n_decodes == m->n_decodes);
 	struct famla_ctx c = {a, p, mqa_scratch_bytes(p->tile_tok * a->n_heads, a->kv->row)};
 	mqa_workspace_reserve(&p->ws, a->scratch, pool_size(a->pool),

@@ -169,12 +169,7 @@ static void fmla_decode(const struct attn_decode_args *a)
 	const struct attn_meta *m = a->meta;
 	if (m->n_decodes <= 0)
 		return;
-	struct fmla_plan *p = m->plan;
-	if (!p) { /* the runner did not plan: plan for this call only */
-		struct attn_meta tmp = *m;
-		CHECK(fmla_plan(&tmp, a->n_heads, a->scratch, NULL) == 0);
-		p = tmp.plan;
-	}
+	struct fmla_plan *p = attn_decode_plan_get(a, fmla_plan);
 	CHECK(p->n_heads == a->n_heads && p->n_decodes == m->n_decodes);
 	int nthr = pool_size(a->pool);
 	struct fmla_ctx c = {a, p, mqa_scratch_bytes(p->tile_tok * a->n_heads, a->kv->row)};

@@ -22,6 +22,11 @@ extern const struct attn_backend attn_backend_flashmla_sparse;
 /* Bytes of the step arena one call of the sparse backend takes at most. */
 size_t attn_sparse_scratch_bytes(int n_threads, int n_tok, int n_heads, int topk, int kv_lora_rank, int rope_dim);
 
+/* The split-KV plan of a decode call: the runner's (a->meta->plan), or one made by plan for
+ * this call only (a caller that runs a backend without planning, as tests do). */
+void *attn_decode_plan_get(const struct attn_decode_args *a,
+			   int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e));
+
 /* Upper bound of the bytes the decode path of any backend takes from the per-step scratch
  * arena in one step (plan + per-thread work buffers + split-KV partials), for arena sizing:
  * n_threads of the pool, max_seqs / max_decode_tokens per step, n_heads attended (W*H under

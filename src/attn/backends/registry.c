@@ -65,3 +65,13 @@ int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
 	return err_set(e, "attention backend %s serves %s attention and the model needs %s: use %s", b->name,
 		       kind[b->sparse != NULL], kind[sparse], *names ? names : "(none compiled in)");
 }
+
+void *attn_decode_plan_get(const struct attn_decode_args *a,
+			   int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e))
+{
+	if (a->meta->plan)
+		return a->meta->plan;
+	struct attn_meta tmp = *a->meta;
+	CHECK(plan(&tmp, a->n_heads, a->scratch, NULL) == 0);
+	return tmp.plan;
+}
