@@ -36,14 +36,10 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 		}
 	if (!strcmp(type, "Sequence")) {
 		const json_t *arr = json_object_get(j, "normalizers");
-		if (!json_is_array(arr))
-			return err_set(e, "%s: %s.normalizers: expected an array", what, path);
-		n->n_sub = json_array_size(arr);
-		n->sub = calloc(n->n_sub + 1, sizeof *n->sub);
-		if (!n->sub) {
-			n->n_sub = 0;
-			return tok_oom(e);
-		}
+		void *sub_v;
+		if (tok_seq_alloc(j, "normalizers", what, path, sizeof *n->sub, &sub_v, &n->n_sub, e))
+			return -1;
+		n->sub = sub_v;
 		for (size_t i = 0; i < n->n_sub; i++) {
 			char sub[256];
 			snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);

@@ -54,14 +54,10 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 	char sub[256];
 	if (!strcmp(type, "Sequence")) {
 		const json_t *arr = json_object_get(j, "pretokenizers");
-		if (!json_is_array(arr))
-			return err_set(e, "%s: %s.pretokenizers: expected an array", what, path);
-		p->n_sub = json_array_size(arr);
-		p->sub = calloc(p->n_sub + 1, sizeof *p->sub);
-		if (!p->sub) {
-			p->n_sub = 0;
-			return tok_oom(e);
-		}
+		void *sub_v;
+		if (tok_seq_alloc(j, "pretokenizers", what, path, sizeof *p->sub, &sub_v, &p->n_sub, e))
+			return -1;
+		p->sub = sub_v;
 		for (size_t i = 0; i < p->n_sub; i++) {
 			snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
 			if (pretok_load(&p->sub[i], json_array_get(arr, i), what, sub, e)) {

@@ -259,3 +259,18 @@ void tok_cache_free(struct tok_cache *c)
 	free(c->ids.v);
 	memset(c, 0, sizeof *c);
 }
+
+int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path,
+		  size_t elem_size, void **out, size_t *n, struct err *e)
+{
+	const json_t *arr = json_object_get(j, key);
+	*out = NULL;
+	*n = 0;
+	if (!json_is_array(arr))
+		return err_set(e, "%s: %s.%s: expected an array", what, path, key);
+	*out = calloc(json_array_size(arr) + 1, elem_size);
+	if (!*out)
+		return tok_oom(e);
+	*n = json_array_size(arr);
+	return 0;
+}

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/err.h"
 #include "base/strbuf.h"
 
@@ -15,6 +17,11 @@
 char *tok_strndup(const char *s, size_t n);
 /* Sets "out of memory" in e and returns TOK_ENOMEM (tok/tokenizer.h). */
 int tok_oom(struct err *e);
+/* A "Sequence" component's list j[key] (normalizers, pretokenizers): *out = calloc'd
+ * (count + 1) elements of elem_size, *n = count. 0, or -1 with e set ("WHAT: PATH.KEY:
+ * expected an array", or out of memory). */
+int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path,
+		  size_t elem_size, void **out, size_t *n, struct err *e);
 
 /* growable int32 array; like strbuf, a failed append sets the sticky oom and later appends
  * do nothing, so an encoder checks oom once per piece */
