@@ -68,6 +68,9 @@ bool prepack_wanted(const struct wmat *w, bool act_bf16);
  * threads and sets w->packed = dst, w->packed_pairs = P (fp8: and w->packed_scale), and
  * w->packed_kind: fp8 below the AVX512_BF16 level takes the AVX2 layout. */
 void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p);
+/* The same in a given layout (PREPACK_KIND_FP8_AVX2: fp8 only), whatever the CPU's level: for
+ * tests of the AVX2 kernel on a newer CPU */
+void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind);
 
 /* 32-bit words per pair step of a block (bf16 32, fp8 16) and fp8 scale segments per block */
 static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }
