@@ -150,7 +150,7 @@ static A2 void decode_seg(const uint8_t *wp, int k0, int k1, float *dec)
  * weight loads and six broadcasts per twelve FMAs, all in registers (32 rows x 3 tokens
  * left no register for the weights: every FMA reloaded its weight, 15 loads per 12 FMAs). */
 A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
-		      int h, const int nt)
+		      const uint8_t *pf, int h, const int nt)
 {
 	__m256 a0[TT], a1[TT];
 #pragma GCC unroll 6
@@ -158,6 +158,8 @@ A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, cons
 		a0[t] = a1[t] = _mm256_setzero_ps();
 	const float *d = dec + 16 * h;
 	for (int c = 0; c < nc; c++) {
+		if (pf && !(c & 1)) /* a line of the next segment per two columns */
+			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(pf + 32 * (size_t)c)));
 		__m256 w0 = _mm256_load_ps(d + (size_t)c * SR), w1 = _mm256_load_ps(d + (size_t)c * SR + 8);
 #pragma GCC unroll 6
 		for (int t = 0; t < nt; t++) {
@@ -176,10 +178,11 @@ A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, cons
 	}
 }
 
-static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v, int nt)
+static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
+		   const uint8_t *pf, int nt)
 {
 	for (int h = 0; h < 2; h++) {
-#define T(N) tile_t(dec, nc, x, ldx, sc, first, v, h, N)
+#define T(N) tile_t(dec, nc, x, ldx, sc, first, v, h ? NULL : pf, h, N)
 		switch (nt) {
 		case 1: T(1); break;
 		case 2: T(2); break;
@@ -192,7 +195,9 @@ static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const 
 	}
 }
 
-/* more than TD tokens: per block, each segment decoded once, then every token tile over it
+/* more than TD tokens: per block, each segment decoded once, then every token tile over it,
+ * the first tile prefetching the next segment into L2 (without, DRAM idled while the tiles
+ * ran and each decode waited on its misses)
  * (tot [n][32]: the block's sums of every token). The same order of sums as block_stream_t,
  * so a token's result does not depend on its batch. */
 static void block_tiles(const uint8_t *wp, const float *sc, int cols, int seg, const struct gemm_job *j, float *tot,
@@ -205,7 +210,7 @@ static void block_tiles(const uint8_t *wp, const float *sc, int cols, int seg, c
 		for (int t0 = 0; t0 < j->n; t0 += TT) {
 			int nt = j->n - t0 < TT ? j->n - t0 : TT;
 			tile(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx, sc + (size_t)g * SR,
-			     g == 0, tot + (size_t)t0 * SR, nt);
+			     g == 0, tot + (size_t)t0 * SR, t0 ? NULL : wp + (size_t)k1 * STEP, nt);
 		}
 	}
 }
