@@ -116,6 +116,10 @@ int main(int argc, char **argv)
 		{OPS_AVX512_BF16, 1, 1, "prepacked dp"}, {OPS_AMX, 1, 1, "prepacked amx"}};
 	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
 		 : best >= OPS_AVX512 ? 2 : 1;
+	if (best == OPS_AVX2 && wp[0].packed) { /* fp8 in the AVX2 layout (MLASERVE_CPU_LEVEL=avx2) */
+		var[1].lvl = OPS_AVX2, var[1].packed = 1, var[1].name = "prepacked avx2";
+		nv = 2;
+	}
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
 	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
 	       dtype_name(dt), rows, cols, n_jobs > 1 ? " in calls of several jobs" : "", threads, ncopy, reps,

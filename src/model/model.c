@@ -472,8 +472,8 @@ static int prepack_all(struct model *m, struct err *e)
 	if (prepack_each(m, &bytes, false, e))
 		return -1;
 	if (bytes)
-		LOG_I("model", "packed %.2f GB of weights for the bf16 dot-product kernels in %.1f s", bytes / 1e9,
-		      mono_now_s() - t0);
+		LOG_I("model", "packed %.2f GB of weights for the %s kernels in %.1f s", bytes / 1e9,
+		      ops_level_best() >= OPS_AVX512_BF16 ? "bf16 dot-product" : "AVX2 fp8", mono_now_s() - t0);
 	return 0;
 }
 

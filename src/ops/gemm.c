@@ -422,6 +422,10 @@ static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const u
 static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
+	if (j->w->packed && j->w->packed_kind == PREPACK_KIND_FP8_AVX2 && g->lvl >= OPS_AVX2 && j->w->cols > 0) {
+		gemm_panel_fp8_avx2(j, r0, r1);
+		return 0;
+	}
 	if (g->xb[ji])
 		return panel_prepacked(g->lvl, j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {
@@ -513,7 +517,7 @@ static int job_panel(enum ops_level lvl, const struct gemm_job *j)
 	/* prepacked: a chunk is reused across token tiles whatever the item size, so items only
 	 * set how often a thread's stream jumps (a cold start each time): 256 rows measured
 	 * 1.05-1.1x 64 at 6-12 tokens (MoE experts at batch 64), no worse elsewhere */
-	if (lvl >= OPS_AVX512_BF16 && j->w->packed && j->x_bf16)
+	if (lvl >= OPS_AVX512_BF16 && j->w->packed && j->w->packed_kind == PREPACK_KIND_DP && j->x_bf16)
 		return 4 * PANEL;
 	return j->n <= 3 ? 4 * PANEL : PANEL;
 }
@@ -587,7 +591,8 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 		const struct gemm_job *j = &g->jobs[i];
 		g->xb[i] = NULL;
 		off[i] = SIZE_MAX;
-		if (g->lvl < OPS_AVX512_BF16 || !j->w->packed || !j->x_bf16 || j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
+		if (g->lvl < OPS_AVX512_BF16 || !j->w->packed || j->w->packed_kind != PREPACK_KIND_DP || !j->x_bf16 ||
+		    j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
 			continue;
 		/* the previous job's x (the MoE gate and up, listed together): converted already;
 		 * only the neighbour is compared, as a call can hold hundreds of jobs */

@@ -30,6 +30,7 @@ struct wmat {
 	 * column 0 */
 	const uint32_t *packed;
 	int packed_pairs;
+	int packed_kind; /* prepack.h: PREPACK_KIND_DP, or PREPACK_KIND_FP8_AVX2 (fp8 at the AVX2 level) */
 	const float *packed_scale;
 };
 

@@ -53,13 +53,23 @@ bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
 	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
 		      w->col0 % w->blk_c == 0;
-	return act_bf16 && (w->dtype == DT_BF16 || fp8_ok) && w->rows > 0 && w->cols > 0 &&
-	       ops_level_best() >= OPS_AVX512_BF16 && prepack_enabled();
+	if (w->rows <= 0 || w->cols <= 0 || !prepack_enabled())
+		return false;
+	if (fp8_ok && ops_level_best() == OPS_AVX2) /* the AVX2 layout: fp32 FMAs, any activations */
+		return true;
+	return act_bf16 && (w->dtype == DT_BF16 || fp8_ok) && ops_level_best() >= OPS_AVX512_BF16;
+}
+
+/* the layout prepack_weights gives w */
+static int kind_of(const struct wmat *w)
+{
+	return w->dtype == DT_F8_E4M3 && ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP;
 }
 
 struct pack_ctx {
 	const struct wmat *w;
 	uint32_t *dst;
+	int kind; /* PREPACK_KIND_* */
 };
 
 /* AVX-512: 16 rows x 16 pairs at a time, loaded as 16 rows of 32 bf16 (zero past the
@@ -123,6 +133,7 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 	const struct wmat *w = c->w;
 	size_t PP = (size_t)prepack_pairs(w->cols), S = segments_of(w);
 	float *scale = (float *)(void *)((char *)c->dst + value_bytes(w));
+	size_t (*byte)(int, int) = c->kind == PREPACK_KIND_FP8_AVX2 ? prepack_fp8_avx2_byte : prepack_fp8_byte;
 	for (int b = b0; b < b1; b++) {
 		uint8_t *d = (uint8_t *)c->dst + (size_t)b * PP * 2 * PREPACK_ROWS;
 		memset(d, 0, PP * 2 * PREPACK_ROWS);
@@ -135,20 +146,24 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 				continue;
 			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
 			for (int col = 0; col < w->cols; col++)
-				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + prepack_fp8_byte(r, col & 1)] = src[col];
+				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + byte(r, col & 1)] = src[col];
 		}
 	}
 }
 
-void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
+void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p) { prepack_weights_kind(w, dst, p, kind_of(w)); }
+
+void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind)
 {
 	bool fp8 = w->dtype == DT_F8_E4M3;
 	CHECK((w->dtype == DT_BF16 || (fp8 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
-					w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0);
-	struct pack_ctx c = {w, dst};
+					w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0 &&
+	      (kind == PREPACK_KIND_DP || fp8));
+	struct pack_ctx c = {w, dst, kind};
 	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
 	w->packed = dst;
 	w->packed_pairs = prepack_pairs(w->cols);
+	w->packed_kind = kind;
 	w->packed_scale = fp8 ? (const float *)(const void *)((const char *)dst + value_bytes(w)) : NULL;
 }
 

@@ -18,6 +18,12 @@
  * column segment g (S = ceil(cols / blk_c)): the kernel decodes a step to bf16 pairs through
  * a table and scales each segment's partial sums per row. Half the bytes of bf16.
  *
+ * fp8 at the AVX2 level (PREPACK_KIND_FP8_AVX2, w->packed_kind): the same blocks, steps and
+ * scales, the bytes of a step ordered for ops/gemm_fp8_avx2.c instead, rows 0-15 in the first
+ * 32 bytes, rows 16-31 in the second, and in each half column 2p in bytes 0-15, 2p + 1 in
+ * 16-31 (prepack_fp8_avx2_byte): vpunpck{l,h}bw against zero then put each 8 rows of one
+ * column in one 128-bit lane, ready for vcvtph2ps, with no shuffle across lanes.
+ *
  * A packed wmat keeps its `data` (the checkpoint's mapping): the other kernels, wmat_get and
  * views that cut a block or columns still use it. */
 #ifndef MLA_OPS_PREPACK_H
@@ -36,6 +42,12 @@
 /* byte of a packed fp8 step holding row r (0-31), column i (0-1) of the pair */
 static inline size_t prepack_fp8_byte(int r, int i) { return (size_t)(2 * (2 * (r % 16) + i) + r / 16); }
 
+/* the same in the AVX2 fp8 layout */
+static inline size_t prepack_fp8_avx2_byte(int r, int i) { return (size_t)(32 * (r / 16) + 16 * i + r % 16); }
+
+#define PREPACK_KIND_DP 0	/* the dot-product kernels' layout (AVX512_BF16, AMX) */
+#define PREPACK_KIND_FP8_AVX2 1 /* fp8 bytes for the AVX2 kernel (ops/gemm_fp8_avx2.c) */
+
 /* pairs per block of a packed matrix with `cols` columns */
 static inline int prepack_pairs(int cols)
 {
@@ -48,12 +60,17 @@ struct pool;
 size_t prepack_bytes(const struct wmat *w);
 
 /* Whether packing w pays: bf16 weights (or fp8 ones whose columns start on a scale block), a
- * CPU with bf16 dot products, bf16 activations. */
+ * CPU with bf16 dot products, bf16 activations; or fp8 weights (columns on a scale block, any
+ * activations) at the AVX2 level, packed in the AVX2 layout. */
 bool prepack_wanted(const struct wmat *w, bool act_bf16);
 
 /* Packs the view w (bf16 or fp8) into dst (prepack_bytes(w), 64-byte aligned) over the pool's
- * threads and sets w->packed = dst, w->packed_pairs = P (fp8: and w->packed_scale). */
+ * threads and sets w->packed = dst, w->packed_pairs = P (fp8: and w->packed_scale), and
+ * w->packed_kind: fp8 below the AVX512_BF16 level takes the AVX2 layout. */
 void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p);
+/* The same in a given layout (PREPACK_KIND_FP8_AVX2: fp8 only), whatever the CPU's level: for
+ * tests of the AVX2 kernel on a newer CPU */
+void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind);
 
 /* 32-bit words per pair step of a block (bf16 32, fp8 16) and fp8 scale segments per block */
 static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }

@@ -424,9 +424,12 @@ static void test_fp8(void)
 	int ns[] = {1, 3, 8, 9, 17, 40, 100, 200, 600}; /* 200, 600: AMX groups of blocks, one and two token groups */
 	for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
 		struct wmat v = wmat_view(&full, vs[vi].r0, vs[vi].nr, vs[vi].c0, vs[vi].nc);
-		EXPECT(prepack_wanted(&v, true) == (ops_level_best() >= OPS_AVX512_BF16));
+		/* at the AVX2 level in the AVX2 kernel's byte order (gemm_fp8_avx2.c) */
+		bool avx2 = ops_level_best() == OPS_AVX2;
+		EXPECT(prepack_wanted(&v, true) == (ops_level_best() >= OPS_AVX512_BF16 || avx2));
 		uint32_t *pk = pk_alloc(prepack_bytes(&v));
 		prepack_weights(&v, pk, vi & 1 ? g_pool : NULL);
+		EXPECT(v.packed_kind == (ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP));
 		/* layout */
 		const uint8_t *b8 = (const uint8_t *)pk;
 		int P = prepack_pairs(v.cols), S = (v.cols + 127) / 128, bad = 0;
@@ -435,7 +438,8 @@ static void test_fp8(void)
 				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c] : 0;
 				/* rows 0-15 of the block at even bytes, 16-31 at odd ones (ops/prepack.h) */
 				size_t q = 2 * (size_t)(r % 16) + (size_t)(c & 1), half = (size_t)(r % 32) / 16;
-				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + 2 * q + half] != want;
+				size_t at = v.packed_kind == PREPACK_KIND_FP8_AVX2 ? 32 * half + 16 * (size_t)(c & 1) + (size_t)(r % 16) : 2 * q + half;
+				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + at] != want;
 			}
 			for (int g = 0; g < S; g++) {
 				float want = r < v.rows ? scale[(size_t)((v.row0 + r) / 128) * sc + (size_t)((v.col0 + g * 128) / 128)] : 0.0f;
@@ -459,7 +463,7 @@ static void test_fp8(void)
 				big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
 			}
 			EXPECTF(worst / big < 2e-6, "fp8 view %zu n=%d: rel err %g", vi, n, worst / big);
-			if (ops_level_best() >= OPS_AVX512_BF16) { /* the last token alone, bit for bit */
+			if (ops_level_best() >= OPS_AVX512_BF16 || avx2) { /* the last token alone, bit for bit */
 				struct gemm_job j1 = {.w = &v, .x = x + (size_t)(n - 1) * (v.cols + 1), .ldx = v.cols + 1, .y = y1,
 						      .ldy = v.rows, .n = 1, .x_bf16 = 1};
 				ops_gemm_multi(NULL, 1, &j1);
@@ -498,6 +502,7 @@ static void test_fp8(void)
 	}
 	struct wmat off = wmat_view(&full, 0, 64, 100, 200); /* columns start inside a scale block */
 	EXPECT(!prepack_wanted(&off, true));
+	EXPECT(!prepack_wanted(&off, false));
 	free(d), free(scale);
 }
 

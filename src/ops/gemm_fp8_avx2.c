@@ -1,0 +1,244 @@
+/* fp8 e4m3 GEMM on weights packed at load in the AVX2 layout (ops/prepack.h,
+ * PREPACK_KIND_FP8_AVX2), for any token count, fp32 x and fp32 sums.
+ *
+ * Why a layout of its own: the row-major kernels of gemm.c spent ~10 operations per 8 weights
+ * (a byte load and zero-extension, two shifts, two masks, an or, the conversion, the FMA),
+ * plus per 128-column segment and row a horizontal sum and a block-scale lookup with two
+ * integer divisions: 1/3 of the bandwidth bound at one token. Here a thread streams its
+ * 32-row blocks k-major (one sequential stream), and a 64-byte step (32 rows x 2 columns)
+ * decodes with two vpunpck{l,h}bw against zero (each byte becomes the high byte of a word),
+ * vpsraw 1 and a mask (e4m3's sign, exponent and mantissa in f16's fields, 2^-8 too small)
+ * and four vcvtph2ps per 32 bytes; rows sit in the lanes, so x is one broadcast per column,
+ * the segment's block scale (x 2^8) one vector per 8 rows, and no horizontal sum is left.
+ * Few tokens decode in the loop; more decode each segment once into an L1 buffer of fp32
+ * that the token tiles share (prefill). Decoding is exact (f16 holds every e4m3 value). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "ops/gemm_internal.h"
+#include "ops/prepack.h"
+
+#define A2 __attribute__((target("avx2,fma,f16c")))
+#define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define SR PREPACK_ROWS /* rows per block */
+#define STEP 64		/* bytes per pair step of a block */
+#define TD 2		/* tokens decoded in the loop at most (8 accumulators) */
+#define TT 6		/* tokens per tile on the decoded buffer (12 accumulators) */
+#define PF 1024		/* prefetch distance in the streaming kernel, bytes */
+
+/* 16 rows x 2 columns (32 bytes) → w[0], w[1]: column 0, rows 0-7 and 8-15; w[2], w[3]:
+ * column 1 */
+A2_INLINE void dec16(const uint8_t *p, __m256 w[4])
+{
+	__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p), z = _mm256_setzero_si256();
+	__m256i m = _mm256_set1_epi16((short)0xbfff); /* bit 14: the sign's copy */
+	__m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(z, v), 1), m);
+	__m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(z, v), 1), m);
+	w[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+	w[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
+	w[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+	w[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+}
+
+/* the block's scales of segment g for its 32 rows, times 2^8 (the decode's bias) */
+A2_INLINE void seg_scale(const float *sc, __m256 s[4])
+{
+	#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		s[q] = _mm256_mul_ps(_mm256_loadu_ps(sc + 8 * q), _mm256_set1_ps(256.0f));
+}
+
+/* y[t][0..nr) = (add ? y : 0) + v[t][0..nr) */
+static void store_rows(float *y, size_t ldy, const float *v, int nt, int nr, int add)
+{
+	#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++) {
+		float *yt = y + (size_t)t * ldy;
+		const float *vt = v + (size_t)t * SR;
+		for (int r = 0; r < nr; r++)
+			yt[r] = add ? yt[r] + vt[r] : vt[r];
+	}
+}
+
+/* One block, nt <= TD tokens, decoding in the loop: tot[t][0..32) = Σ over the columns.
+ * Pairs [0, np2) are whole; an odd last column (cols odd) is a half pair with x 0. */
+A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int seg, const float *x, size_t ldx,
+			      float *tot, const int nt)
+{
+	__m256 t8[TD][4];
+	#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++)
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++)
+			t8[t][q] = _mm256_setzero_ps();
+	int P = (cols + 1) / 2, full = cols / 2;
+	for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+		int k1 = P - k0 < seg ? P : k0 + seg, kf = k1 < full ? k1 : full;
+		__m256 a[TD][4];
+		#pragma GCC unroll 4
+		for (int t = 0; t < nt; t++)
+			#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++)
+				a[t][q] = _mm256_setzero_ps();
+		for (int p = k0; p < k1; p++) {
+			const uint8_t *s = wp + (size_t)p * STEP;
+			/* into L2 ahead of the stream: the DRAM trip overlaps the decode */
+			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(s + PF)));
+			__m256 x0[TD], x1[TD];
+			#pragma GCC unroll 4
+			for (int t = 0; t < nt; t++) {
+				x0[t] = _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p);
+				x1[t] = p < kf ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1) : _mm256_setzero_ps();
+			}
+			#pragma GCC unroll 4
+			for (int h = 0; h < 2; h++) {
+				__m256 w[4];
+				dec16(s + 32 * h, w);
+				#pragma GCC unroll 4
+				for (int t = 0; t < nt; t++) {
+					a[t][2 * h] = _mm256_fmadd_ps(w[0], x0[t], a[t][2 * h]);
+					a[t][2 * h + 1] = _mm256_fmadd_ps(w[1], x0[t], a[t][2 * h + 1]);
+					a[t][2 * h] = _mm256_fmadd_ps(w[2], x1[t], a[t][2 * h]);
+					a[t][2 * h + 1] = _mm256_fmadd_ps(w[3], x1[t], a[t][2 * h + 1]);
+				}
+			}
+		}
+		__m256 s[4];
+		seg_scale(sc + (size_t)g * SR, s);
+		#pragma GCC unroll 4
+		for (int t = 0; t < nt; t++)
+			#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++)
+				t8[t][q] = _mm256_fmadd_ps(a[t][q], s[q], t8[t][q]);
+	}
+	#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++)
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++)
+			_mm256_storeu_ps(tot + (size_t)t * SR + 8 * q, t8[t][q]);
+}
+
+static A2 void block_stream(const uint8_t *wp, const float *sc, int cols, int seg, const float *x, size_t ldx,
+			    float *tot, int nt)
+{
+	if (nt == 1)
+		block_stream_t(wp, sc, cols, seg, x, ldx, tot, 1);
+	else
+		block_stream_t(wp, sc, cols, seg, x, ldx, tot, 2);
+}
+
+/* pairs [k0, k1) of a block → dec[c][32 rows] fp32 (2^-8 too small), c = 2 (p - k0) + i */
+static A2 void decode_seg(const uint8_t *wp, int k0, int k1, float *dec)
+{
+	for (int p = k0; p < k1; p++) {
+		float *d = dec + (size_t)(p - k0) * 2 * SR;
+		#pragma GCC unroll 4
+		for (int h = 0; h < 2; h++) {
+			__m256 w[4];
+			dec16(wp + (size_t)p * STEP + 32 * h, w);
+			_mm256_store_ps(d + 16 * h, w[0]);
+			_mm256_store_ps(d + 16 * h + 8, w[1]);
+			_mm256_store_ps(d + SR + 16 * h, w[2]);
+			_mm256_store_ps(d + SR + 16 * h + 8, w[3]);
+		}
+	}
+}
+
+/* tokens [0, nt) of a tile, rows [16 h, 16 h + 16) of the block:
+ * v[t][row] (+)= sc[row] 2^8 · Σ_{c < nc} dec[c][row] x[t][c]. 16 rows x 6 tokens: two
+ * weight loads and six broadcasts per twelve FMAs, all in registers (32 rows x 3 tokens
+ * left no register for the weights: every FMA reloaded its weight, 15 loads per 12 FMAs). */
+A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
+		      const uint8_t *pf, int h, const int nt)
+{
+	__m256 a0[TT], a1[TT];
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++)
+		a0[t] = a1[t] = _mm256_setzero_ps();
+	const float *d = dec + 16 * h;
+	for (int c = 0; c < nc; c++) {
+		if (pf && !(c & 1)) /* a line of the next segment per two columns */
+			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(pf + 32 * (size_t)c)));
+		__m256 w0 = _mm256_load_ps(d + (size_t)c * SR), w1 = _mm256_load_ps(d + (size_t)c * SR + 8);
+#pragma GCC unroll 6
+		for (int t = 0; t < nt; t++) {
+			__m256 xb = _mm256_broadcast_ss(x + (size_t)t * ldx + (size_t)c);
+			a0[t] = _mm256_fmadd_ps(w0, xb, a0[t]);
+			a1[t] = _mm256_fmadd_ps(w1, xb, a1[t]);
+		}
+	}
+	__m256 k = _mm256_set1_ps(256.0f);
+	__m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h), k), s1 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h + 8), k);
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++) {
+		float *v0 = v + (size_t)t * SR + 16 * h, *v1 = v0 + 8;
+		_mm256_storeu_ps(v0, first ? _mm256_mul_ps(a0[t], s0) : _mm256_fmadd_ps(a0[t], s0, _mm256_loadu_ps(v0)));
+		_mm256_storeu_ps(v1, first ? _mm256_mul_ps(a1[t], s1) : _mm256_fmadd_ps(a1[t], s1, _mm256_loadu_ps(v1)));
+	}
+}
+
+static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
+		   const uint8_t *pf, int nt)
+{
+	for (int h = 0; h < 2; h++) {
+#define T(N) tile_t(dec, nc, x, ldx, sc, first, v, h ? NULL : pf, h, N)
+		switch (nt) {
+		case 1: T(1); break;
+		case 2: T(2); break;
+		case 3: T(3); break;
+		case 4: T(4); break;
+		case 5: T(5); break;
+		default: T(6); break;
+		}
+#undef T
+	}
+}
+
+/* more than TD tokens: per block, each segment decoded once, then every token tile over it,
+ * the first tile prefetching the next segment into L2 (without, DRAM idled while the tiles
+ * ran and each decode waited on its misses)
+ * (tot [n][32]: the block's sums of every token). The same order of sums as block_stream_t,
+ * so a token's result does not depend on its batch. */
+static void block_tiles(const uint8_t *wp, const float *sc, int cols, int seg, const struct gemm_job *j, float *tot,
+			float *dec)
+{
+	int P = (cols + 1) / 2;
+	for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+		int k1 = P - k0 < seg ? P : k0 + seg, nc = (2 * k1 < cols ? 2 * k1 : cols) - 2 * k0;
+		decode_seg(wp, k0, k1, dec);
+		for (int t0 = 0; t0 < j->n; t0 += TT) {
+			int nt = j->n - t0 < TT ? j->n - t0 : TT;
+			tile(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx, sc + (size_t)g * SR,
+			     g == 0, tot + (size_t)t0 * SR, t0 ? NULL : wp + (size_t)k1 * STEP, nt);
+		}
+	}
+}
+
+#define TOK_CHUNK 128 /* tokens per pass over a block: tot stays 16 KB of stack */
+
+void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1)
+{
+	const struct wmat *w = j->w;
+	CHECK(r0 % SR == 0 && w->packed_kind == PREPACK_KIND_FP8_AVX2 && w->blk_c % 2 == 0 &&
+	      w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS);
+	int seg = w->blk_c / 2, S = prepack_segments(w);
+	_Alignas(32) float tot[TOK_CHUNK * SR];
+	_Alignas(32) float dec[2 * PREPACK_FP8_SEG_PAIRS * SR]; /* 16 KB */
+	for (int rb = r0; rb < r1; rb += SR) {
+		int nr = r1 - rb < SR ? r1 - rb : SR;
+		const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)w->packed_pairs * STEP;
+		const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
+		for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
+			int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
+			struct gemm_job jc = *j;
+			jc.x = j->x + (size_t)t0 * (size_t)j->ldx;
+			jc.n = n;
+			if (n <= TD)
+				block_stream(wp, sc, w->cols, seg, jc.x, (size_t)j->ldx, tot, n);
+			else
+				block_tiles(wp, sc, w->cols, seg, &jc, tot, dec);
+			store_rows(j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, tot, n, nr, j->accumulate);
+		}
+	}
+}
