@@ -5,12 +5,10 @@
 #include "guide/cfg.h"
 #include "guide/dfa_ops.h"
 #include "guide/formats.h"
-#include "guide/int_range.h"
 #include "guide/lark.h"
-#include "guide/num_multiple.h"
+#include "guide/number_dfa.h"
 #include "guide/regex_dfa.h"
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,13 +128,34 @@ void guide_unref(struct guide_grammar *g)
 
 /* ---- the schema subset ---- */
 
-static const char *const annotations[] = {"title", "description", "default", "examples", "$schema", "$id",
-					  "$comment", "deprecated", "readOnly", "writeOnly", "format",
-					  "contentMediaType", "contentEncoding", "$defs", "definitions", NULL};
-static const char *const constraints[] = {"type", "properties", "required", "additionalProperties", "items",
-					  "minItems", "maxItems", "minLength", "maxLength", "pattern", "enum", "const",
-					  "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-					  "anyOf", "oneOf", "allOf", "$ref", "prefixItems", "multipleOf", "uniqueItems", NULL};
+static const char *const annotations[] = {"title",           "description", "default",     "examples",
+					  "$schema",         "$id",         "$comment",    "deprecated",
+					  "readOnly",        "writeOnly",   "format",      "contentMediaType",
+					  "contentEncoding", "$defs",       "definitions", NULL};
+static const char *const constraints[] = {"type",
+					  "properties",
+					  "required",
+					  "additionalProperties",
+					  "items",
+					  "minItems",
+					  "maxItems",
+					  "minLength",
+					  "maxLength",
+					  "pattern",
+					  "enum",
+					  "const",
+					  "minimum",
+					  "maximum",
+					  "exclusiveMinimum",
+					  "exclusiveMaximum",
+					  "anyOf",
+					  "oneOf",
+					  "allOf",
+					  "$ref",
+					  "prefixItems",
+					  "multipleOf",
+					  "uniqueItems",
+					  NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -190,7 +209,8 @@ static int compile_ref(struct compile *c, const char *ref, const char *path, str
 {
 	const json_t *t = resolve_ref(c->root, ref);
 	if (!t)
-		return err_set(e, "%s.$ref: cannot resolve '%s' (only local references like '#/$defs/Name')", path, ref);
+		return err_set(e, "%s.$ref: cannot resolve '%s' (only local references like '#/$defs/Name')", path,
+			       ref);
 	for (int i = 0; i < c->n_memo; i++)
 		if (c->memo[i].target == t)
 			return c->memo[i].node;
@@ -305,7 +325,8 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 		return err_set(e, "%s.additionalProperties must be a boolean or a schema", path);
 	int np = props ? (int)json_object_size(props) : 0;
 	if (np > GUIDE_MAX_PROPS)
-		return err_set(e, "%s.properties: at most %d properties are supported, got %d", path, GUIDE_MAX_PROPS, np);
+		return err_set(e, "%s.properties: at most %d properties are supported, got %d", path, GUIDE_MAX_PROPS,
+			       np);
 	int i = node_new(c->g, GUIDE_OBJECT, e);
 	if (i < 0)
 		return -1;
@@ -333,7 +354,8 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 	const char *key;
 	const json_t *v;
 	int k = 0;
-	json_object_foreach((json_t *)props, key, v) {
+	json_object_foreach((json_t *)props, key, v)
+	{
 		json_t *ks = json_string(key);
 		keys[k] = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
 		json_decref(ks);
@@ -352,7 +374,8 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 		const json_t *name = json_array_get(req, r);
 		int found = -1;
 		k = 0;
-		json_object_foreach((json_t *)props, key, v) {
+		json_object_foreach((json_t *)props, key, v)
+		{
 			if (json_is_string(name) && !strcmp(key, json_string_value(name)))
 				found = k;
 			k++;
@@ -363,87 +386,6 @@ static int compile_object(struct compile *c, const json_t *s, const char *path, 
 	}
 	c->g->nodes[i].required = required;
 	return i;
-}
-
-/* the strictest of minimum / exclusiveMinimum and of maximum / exclusiveMaximum (each a
- * number, or draft 4's boolean beside minimum / maximum) */
-struct bounds {
-	bool has_lo, lo_excl, has_hi, hi_excl;
-	double lo, hi;
-};
-
-static int read_bounds(const json_t *s, const char *path, struct bounds *b, struct err *e)
-{
-	static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
-	memset(b, 0, sizeof *b);
-	for (int k = 0; k < 4; k++) {
-		const json_t *v = json_object_get(s, keys[k]);
-		if (!v || (k % 2 && json_is_boolean(v)))
-			continue;
-		if (!json_is_number(v))
-			return err_set(e, "%s.%s must be a number", path, keys[k]);
-		double x = json_number_value(v);
-		if (!(x > -9.2e18 && x < 9.2e18))
-			return err_set(e, "%s.%s is out of the int64 range", path, keys[k]);
-		bool excl = k % 2 || json_is_true(json_object_get(s, keys[k + 1]));
-		if (k < 2 && (!b->has_lo || x > b->lo || (x == b->lo && excl)))
-			b->has_lo = true, b->lo = x, b->lo_excl = excl;
-		if (k >= 2 && (!b->has_hi || x < b->hi || (x == b->hi && excl)))
-			b->has_hi = true, b->hi = x, b->hi_excl = excl;
-	}
-	return 0;
-}
-
-/* a bounded integer or number as a DFA (guide/int_range.h); *dfa NULL when unbounded */
-static int bounded_dfa(const json_t *s, const char *path, bool integer, struct guide_dfa **dfa, struct err *e)
-{
-	struct bounds b;
-	*dfa = NULL;
-	if (read_bounds(s, path, &b, e) < 0)
-		return -1;
-	if (!b.has_lo && !b.has_hi)
-		return 0;
-	char *re;
-	int rc;
-	if (integer) {
-		long long lo = b.lo_excl ? (long long)floor(b.lo) + 1 : (long long)ceil(b.lo);
-		long long hi = b.hi_excl ? (long long)ceil(b.hi) - 1 : (long long)floor(b.hi);
-		rc = guide_int_range_regex(b.has_lo, lo, b.has_hi, hi, &re, e);
-	} else {
-		rc = guide_num_range_regex(b.has_lo, b.lo, b.lo_excl, b.has_hi, b.hi, b.hi_excl, &re, e);
-	}
-	if (rc < 0)
-		return err_prefix(e, "%s", path);
-	rc = guide_dfa_compile(re, strlen(re), dfa, e);
-	free(re);
-	return rc < 0 ? err_prefix(e, "%s", path) : 0;
-}
-
-/* bounded_dfa's automaton, restricted to the multiples of multipleOf when there is one */
-static int number_dfa(const json_t *s, const char *path, bool integer, struct guide_dfa **dfa, struct err *e)
-{
-	if (bounded_dfa(s, path, integer, dfa, e) < 0)
-		return -1;
-	const json_t *mo = json_object_get(s, "multipleOf");
-	if (!mo)
-		return 0;
-	struct guide_dfa *mult = NULL, *both = NULL;
-	if (!json_is_number(mo) || guide_dfa_multiple(json_number_value(mo), integer, &mult, e) < 0) {
-		if (!json_is_number(mo))
-			err_set(e, "multipleOf must be a number");
-		guide_dfa_free(*dfa);
-		*dfa = NULL;
-		return err_prefix(e, "%s", path);
-	}
-	if (!*dfa) {
-		*dfa = mult;
-		return 0;
-	}
-	int rc = guide_dfa_intersect(*dfa, mult, "no number in the bounds is a multiple of multipleOf", &both, e);
-	guide_dfa_free(*dfa);
-	guide_dfa_free(mult);
-	*dfa = both;
-	return rc < 0 ? err_prefix(e, "%s", path) : 0;
 }
 
 static int compile_type(struct compile *c, const json_t *s, const char *type, const char *path, struct err *e)
@@ -472,7 +414,9 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 			snprintf(sub, sizeof sub, "%.140s.items", path);
 			if (!json_is_object(items) || (it = compile(c, items, sub, e)) < 0) {
 				free(prefix);
-				return json_is_object(items) ? -1 : err_set(e, "%s.items must be a schema or a boolean", path);
+				return json_is_object(items)
+					       ? -1
+					       : err_set(e, "%s.items must be a schema or a boolean", path);
 			}
 		}
 		int mn = 0, mx = -1;
@@ -497,12 +441,15 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 		int values = unique && !np ? unique_values(c->g, it) : -1;
 		if ((uq && !json_is_boolean(uq)) || (unique && values < 0) || (unique && mn > values)) {
 			free(prefix);
-			return uq && !json_is_boolean(uq) ? err_set(e, "%s.uniqueItems must be a boolean", path)
-			       : values < 0	  ? err_set(e, "%s.uniqueItems: supported when items is an enum of at most 64 "
-							       "values, without prefixItems (or when maxItems is 1)",
-							       path)
-						  : err_set(e, "%s: uniqueItems with minItems %d, but items has %d values", path, mn,
-							    values);
+			if (uq && !json_is_boolean(uq))
+				return err_set(e, "%s.uniqueItems must be a boolean", path);
+			if (values < 0)
+				return err_set(e,
+					       "%s.uniqueItems: supported when items is an enum of at most 64 values, "
+					       "without prefixItems (or when maxItems is 1)",
+					       path);
+			return err_set(e, "%s: uniqueItems with minItems %d, but items has %d values", path, mn,
+				       values);
 		}
 		if (unique && (mx < 0 || mx > values))
 			mx = values;
@@ -547,7 +494,7 @@ static int compile_type(struct compile *c, const json_t *s, const char *type, co
 	if (!strcmp(type, "number") || !strcmp(type, "integer")) {
 		bool integer = !strcmp(type, "integer");
 		struct guide_dfa *dfa;
-		if (number_dfa(s, path, integer, &dfa, e) < 0)
+		if (guide_number_dfa(s, path, integer, &dfa, e) < 0)
 			return -1;
 		int i = node_new(c->g, dfa ? GUIDE_REGEX : integer ? GUIDE_INTEGER : GUIDE_NUMBER, e);
 		if (i < 0) {
@@ -584,7 +531,8 @@ static int compile(struct compile *c, const json_t *s, const char *path, struct 
 	int r = -1;
 	const char *key;
 	const json_t *v;
-	json_object_foreach((json_t *)s, key, v) {
+	json_object_foreach((json_t *)s, key, v)
+	{
 		if (!in_list(annotations, key) && !in_list(constraints, key)) {
 			err_set(e, "%s: keyword '%s' is not supported", path, key);
 			goto out;
@@ -596,11 +544,15 @@ static int compile(struct compile *c, const json_t *s, const char *path, struct 
 	if (!any)
 		any = json_object_get(s, "oneOf");
 	const json_t *all = json_object_get(s, "allOf");
-	const char *alone = ref ? "$ref" : any ? (json_object_get(s, "anyOf") ? "anyOf" : "oneOf") : all ? "allOf" : NULL;
-	json_object_foreach((json_t *)s, key, v) {
+	const char *alone = ref   ? "$ref"
+			    : any ? (json_object_get(s, "anyOf") ? "anyOf" : "oneOf")
+			    : all ? "allOf"
+				  : NULL;
+	json_object_foreach((json_t *)s, key, v)
+	{
 		if (alone && strcmp(key, alone) && in_list(constraints, key)) {
-			err_set(e, "%s: '%s' together with '%s' is not supported (move it into the alternatives)", path,
-				alone, key);
+			err_set(e, "%s: '%s' together with '%s' is not supported (move it into the alternatives)",
+				path, alone, key);
 			goto out;
 		}
 	}

@@ -10,10 +10,12 @@
  *   (over an enum's values), minLength,
  *   maxLength, pattern (guide/regex_dfa.h's syntax, matched by the whole string, which then
  *   holds no escapes), format (date, time, date-time, duration, email, uuid, ipv4, ipv6,
- *   hostname, uri as patterns; a pattern beside it wins; other formats are annotations), minimum, maximum,
- *   exclusiveMinimum, exclusiveMaximum (numbers then written as plain decimals, compared
- *   exactly with the bounds' shortest decimals), multipleOf (guide/num_multiple.h), enum, const, anyOf, oneOf (generated as anyOf: an output matching two
- *   alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref), $ref to
+ *   hostname, uri as patterns; a pattern beside it wins; other formats are annotations),
+ *   minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers then written as plain
+ *   decimals, compared exactly with the bounds' shortest decimals), multipleOf
+ *   (guide/number_dfa.h), enum, const, anyOf, oneOf (generated as anyOf: an output matching
+ *   two alternatives is not refused), allOf of a single schema (pydantic's wrapper of a $ref),
+ *   $ref to
  *   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), and the annotations
  *   title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
  *   writeOnly.
@@ -43,17 +45,17 @@ struct guide_cfg;
 #define GUIDE_MAX_NODES 4096 /* nodes of one grammar */
 
 enum guide_kind {
-		GUIDE_OBJECT,
+	GUIDE_OBJECT,
 	GUIDE_ARRAY,
 	GUIDE_STRING,
 	GUIDE_NUMBER,
 	GUIDE_INTEGER,
 	GUIDE_LITERAL, /* these exact bytes: true, false, null, a const value */
 	GUIDE_ANYOF,
-	GUIDE_REGEX,   /* text matching dfa: raw at the top (guided_regex, guided_choice), else a
+	GUIDE_REGEX, /* text matching dfa: raw at the top (guided_regex, guided_choice), else a
 			* JSON value that ends before a byte the DFA refuses (an enum, a bounded
 			* integer or number) */
-	GUIDE_CFG,     /* raw text that the context-free grammar cfg derives (guided_grammar);
+	GUIDE_CFG,   /* raw text that the context-free grammar cfg derives (guided_grammar);
 			* only at the top */
 };
 
@@ -61,18 +63,18 @@ struct guide_node {
 	enum guide_kind kind;
 	/* GUIDE_OBJECT */
 	int n_props;
-	char **keys;	     /* [n_props] each key as its JSON string, quotes included */
+	char **keys; /* [n_props] each key as its JSON string, quotes included */
 	size_t *key_len;
-	int *prop;	     /* [n_props] value node of each key */
-	uint64_t required;   /* bit i: key i must appear */
-	int additional;	     /* without properties: node of every value (keys any string) */
+	int *prop;         /* [n_props] value node of each key */
+	uint64_t required; /* bit i: key i must appear */
+	int additional;    /* without properties: node of every value (keys any string) */
 	/* GUIDE_ARRAY: item k's node is prefix[k] for k < n_prefix (prefixItems), else items */
 	int items, min_items, max_items; /* max -1: none */
 	int n_prefix;
 	int *prefix;
 	bool unique; /* uniqueItems over an enum's values: the matcher keeps the used ones */
 	/* GUIDE_STRING: length in characters (code points) */
-	int min_len, max_len;	/* max -1: none */
+	int min_len, max_len; /* max -1: none */
 	/* GUIDE_REGEX, or GUIDE_STRING with a "pattern" (its characters then go to the DFA
 	 * unescaped: no backslash and no quote inside such a string) */
 	struct guide_dfa *dfa;

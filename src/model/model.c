@@ -16,17 +16,11 @@
 #include "base/mono.h"
 #include "ops/cpu.h"
 #include "ops/pool.h"
-#include "ops/prepack.h"
 #include "ops/quant_fp8.h"
 #include "ops/route.h"
 
 #define BLK 128
 
-/* Buffers the model owns (base/bigmem.h: huge pages for the large ones) */
-struct owned {
-	void *p;
-	size_t bytes;
-};
 
 /* a buffer in the list *o of *n (capacity *cap) */
 static void *own_in(struct owned **o, int *n, int *cap, size_t bytes)
@@ -45,7 +39,7 @@ static void *own_in(struct owned **o, int *n, int *cap, size_t bytes)
 	return p;
 }
 
-static void *own(struct model *m, size_t bytes) { return own_in(&m->owned, &m->n_owned, &m->cap_owned, bytes); }
+void *model_own(struct model *m, size_t bytes) { return own_in(&m->owned, &m->n_owned, &m->cap_owned, bytes); }
 
 /* ---- deterministic dummy weights ---- */
 static uint64_t splitmix(uint64_t *s)
@@ -127,15 +121,16 @@ static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
 static int dummy_fp8(struct model *m, const char *name, int rows, int cols, struct wmat *w, struct err *e)
 {
 	size_t n = (size_t)rows * (size_t)cols;
-	int br = m->cfg.fp8_block_rows, bc = m->cfg.fp8_block_cols, sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
-	uint8_t *d = own(m, n);
-	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	int br = m->cfg.fp8_block_rows, bc = m->cfg.fp8_block_cols, sr = (rows + br - 1) / br,
+	    sc = (cols + bc - 1) / bc;
+	uint8_t *d = model_own(m, n);
+	float *scale = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
 	if (!d || !scale)
 		return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n);
 	struct dummy_ctx c = {(uint16_t *)(void *)d, n, name_hash(name, m->opt.dummy_seed), 0};
 	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill_fp8, &c);
 	float s = 0.85f / sqrtf((float)cols); /* amp / 2 of the bf16 dummies */
-	if (m->cfg.fp8_scale_ue8m0) { /* powers of two, as such checkpoints store */
+	if (m->cfg.fp8_scale_ue8m0) {         /* powers of two, as such checkpoints store */
 		int ex;
 		frexpf(s, &ex);
 		s = ldexpf(1.0f, ex - 1);
@@ -169,15 +164,26 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 	int sr = (src->rows + BLK - 1) / BLK, sc = (src->cols + BLK - 1) / BLK;
 	size_t n = (size_t)(R1 - R0) * (size_t)(C1 - C0);
 	uint8_t *q = own_in(&m->qbufs, &m->n_qbufs, &m->cap_qbufs, n); /* freed once packed */
-	float *scale = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	float *scale = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
 	if (!q || !scale)
 		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
 	int br = 0, bc = 0;
 	if (quant_fp8_blocks(m->opt.pool, src, R0, R1 - R0, C0, C1 - C0, BLK, q, scale, &br, &bc))
-		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); --quantization fp8 cannot scale its block",
-			       file, name, br, bc, wmat_get(src, br, bc));
-	*w = (struct wmat){.dtype = DT_F8_E4M3, .data = q, .rows = R1 - R0, .cols = C1 - C0, .ld = C1 - C0,
-			   .scale = scale, .scale_ld = sc, .row0 = R0, .col0 = C0, .blk_r = BLK, .blk_c = BLK};
+		return err_set(
+			e,
+			"%s: tensor %s: weight [%d, %d] is not finite (%g); --quantization fp8 cannot scale its block",
+			file, name, br, bc, wmat_get(src, br, bc));
+	*w = (struct wmat){.dtype = DT_F8_E4M3,
+			   .data = q,
+			   .rows = R1 - R0,
+			   .cols = C1 - C0,
+			   .ld = C1 - C0,
+			   .scale = scale,
+			   .scale_ld = sc,
+			   .row0 = R0,
+			   .col0 = C0,
+			   .blk_r = BLK,
+			   .blk_c = BLK};
 	m->weight_bytes += n + sizeof(float) * (size_t)sr * (size_t)sc;
 	m->quant_src_bytes += (size_t)(R1 - R0) * (size_t)(C1 - C0) * dtype_size(src->dtype);
 	m->quant_s += mono_now_s() - t0;
@@ -199,7 +205,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 	bool quantize = quantizable && m->opt.quantize_fp8;
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
-		uint16_t *d = quantize ? malloc(n * 2) : own(m, n * 2);
+		uint16_t *d = quantize ? malloc(n * 2) : model_own(m, n * 2);
 		if (!d)
 			return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
 		dummy_bf16(m, name, d, n, 1.7f / sqrtf((float)cols));
@@ -222,7 +228,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 	w->data = t->data;
 	size_t esz = dtype_size(t->dtype);
 	if ((uintptr_t)t->data % esz) { /* unaligned inside the file: one aligned copy */
-		void *c = own(m, t->nbytes);
+		void *c = model_own(m, t->nbytes);
 		if (!c)
 			return err_set(e, "%s: tensor %s: out of memory", t->file, name);
 		memcpy(c, t->data, t->nbytes);
@@ -242,7 +248,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 		const struct st_tensor *s;
 		if (st_expect(m->st, sname, ST_DT(DT_F32), sr, sc, &s, e))
 			return -1;
-		float *sc_copy = own(m, s->nbytes);
+		float *sc_copy = model_own(m, s->nbytes);
 		if (!sc_copy)
 			return err_set(e, "%s: tensor %s: out of memory", s->file, sname);
 		memcpy(sc_copy, s->data, s->nbytes);
@@ -255,8 +261,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 	return 0;
 }
 
-int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
-	       struct err *e)
+int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w, struct err *e)
 {
 	return mat_region(m, name, rows, cols, quantizable, 0, rows, 0, cols, w, e);
 }
@@ -264,7 +269,7 @@ int model_mat(struct model *m, const char *name, int rows, int cols, bool quanti
 /* A 1-D (cols == 0) or small 2-D float tensor as an owned fp32 array. */
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e)
 {
-	float *v = own(m, sizeof(float) * (size_t)n);
+	float *v = model_own(m, sizeof(float) * (size_t)n);
 	if (!v)
 		return err_set(e, "%s: out of memory", name);
 	if (m->opt.load_dummy) {
@@ -317,7 +322,8 @@ static int mat_part(struct model *m, const char *name, int rows, int cols, bool 
 		*w = full;
 		return 0;
 	}
-	*w = by_rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols) : wmat_view(&full, 0, full.rows, lo - full.col0, n);
+	*w = by_rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols)
+		     : wmat_view(&full, 0, full.rows, lo - full.col0, n);
 	m->weight_bytes = before + wmat_bytes(w);
 	return 0;
 }
@@ -330,8 +336,10 @@ static int mlp_part(struct model *m, const char *gate, const char *up, const cha
 	int D = m->cfg.hidden_size, lo, n;
 	tp_part(m, I, &lo, &n);
 	return mat_part(m, gate, I, D, true, SPLIT_ROWS, lo, n, g, e) ||
-	       mat_part(m, up, I, D, true, SPLIT_ROWS, lo, n, u, e) ||
-	       mat_part(m, down, D, I, true, SPLIT_COLS, lo, n, d, e) ? -1 : 0;
+			       mat_part(m, up, I, D, true, SPLIT_ROWS, lo, n, u, e) ||
+			       mat_part(m, down, D, I, true, SPLIT_COLS, lo, n, d, e)
+		       ? -1
+		       : 0;
 }
 
 /* W_UKᵀ of every head, built once at load in the weight's own dtype: uk_t[h] is [Lkv, dn]
@@ -343,22 +351,24 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 {
 	int L = w->cols;
 	size_t esz = dtype_size(w->dtype);
-	char *d = own(m, (size_t)H * (size_t)L * (size_t)dn * esz);
-	l->uk_t = own(m, sizeof(struct wmat) * (size_t)H);
+	char *d = model_own(m, (size_t)H * (size_t)L * (size_t)dn * esz);
+	l->uk_t = model_own(m, sizeof(struct wmat) * (size_t)H);
 	if (!d || !l->uk_t)
 		return err_set(e, "kv_b_proj: out of memory for W_UK transposed");
 	for (int h = 0; h < H; h++)
 		for (int p = 0; p < dn; p++)
 			for (int c = 0; c < L; c++)
 				memcpy(d + (((size_t)h * L + (size_t)c) * (size_t)dn + (size_t)p) * esz,
-				       (const char *)w->data + ((size_t)((h0 + h) * (dn + dv) + p) * (size_t)w->ld + (size_t)c) * esz, esz);
+				       (const char *)w->data +
+					       ((size_t)((h0 + h) * (dn + dv) + p) * (size_t)w->ld + (size_t)c) * esz,
+				       esz);
 	m->weight_bytes += (size_t)H * (size_t)L * (size_t)dn * esz;
 	float *st = NULL;
 	int sr = 0;
 	if (w->dtype == DT_F8_E4M3) {
 		sr = (w->rows + w->blk_r - 1) / w->blk_r;
 		int sc = w->scale_ld;
-		st = own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+		st = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
 		if (!st)
 			return err_set(e, "kv_b_proj: out of memory for W_UK transposed");
 		for (int i = 0; i < sr; i++)
@@ -366,114 +376,17 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 				st[(size_t)j * (size_t)sr + (size_t)i] = w->scale[(size_t)i * (size_t)sc + (size_t)j];
 	}
 	for (int h = 0; h < H; h++)
-		l->uk_t[h] = (struct wmat){.dtype = w->dtype, .data = d + (size_t)h * L * (size_t)dn * esz, .rows = L,
-					   .cols = dn, .ld = dn, .scale = st, .scale_ld = sr, .row0 = 0,
-					   .col0 = (h0 + h) * (dn + dv), .blk_r = w->blk_c, .blk_c = w->blk_r};
-	return 0;
-}
-
-static int by_address(const void *a, const void *b)
-{
-	uintptr_t x = (uintptr_t)((const struct owned *)a)->p, y = (uintptr_t)((const struct owned *)b)->p;
-	return (x > y) - (x < y);
-}
-
-/* The --quantization fp8 buffer (m->qbufs, sorted by address) holding w's bytes, if w may
- * lose them once packed: every GEMM on a packed weight reads the packed copy under bf16
- * activations, except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
- * boundaries; -1 otherwise */
-static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_b)
-{
-	const char *d = w->data;
-	int lo = 0, hi = is_kv_b ? -1 : m->n_qbufs - 1, at = -1;
-	while (lo <= hi) { /* the last buffer that starts at or below d */
-		int mid = lo + (hi - lo) / 2;
-		if ((const char *)m->qbufs[mid].p <= d)
-			at = mid, lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return at >= 0 && d < (const char *)m->qbufs[at].p + m->qbufs[at].bytes ? at : -1; /* freed: 0 bytes */
-}
-
-/* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
- * buffer. w->data stays valid (the mapping, or the dummy buffer) for the other paths, except
- * --quantization fp8's own bytes, which are dropped (data NULL): the packed copy replaces them,
- * so a quantized model does not hold its weights twice. With count set it only adds the
- * bytes that packing would add to the memory in use. */
-static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, bool is_kv_b, struct err *e)
-{
-	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
-		return 0;
-	int qb = quant_buffer(m, w, is_kv_b);
-	size_t add = prepack_bytes(w), drop = count && qb >= 0 ? m->qbufs[qb].bytes : 0;
-	*bytes += add > drop ? add - drop : 0;
-	if (count)
-		return 0;
-	uint32_t *d = own(m, prepack_bytes(w));
-	if (!d)
-		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows, w->cols);
-	prepack_weights(w, d, m->opt.pool);
-	if (qb >= 0) { /* the entry stays, empty, so that the list stays sorted */
-		bigmem_free(m->qbufs[qb].p, m->qbufs[qb].bytes);
-		m->qbufs[qb].bytes = 0;
-		w->data = NULL;
-	}
-	return 0;
-}
-
-/* Every GEMM weight of the step (not the embedding table, which is indexed by row) */
-static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *e)
-{
-	if (prepack(m, &m->lm_head, bytes, count, false, e))
-		return -1;
-	if (m->mtp.own_head && prepack(m, &m->mtp.head, bytes, count, false, e))
-		return -1;
-	if (m->n_layers > m->cfg.num_hidden_layers) {
-		if (!m->mtp.own_head && !count)
-			m->mtp.head = m->lm_head; /* its packed copy too */
-		if (prepack(m, &m->mtp.eh_proj, bytes, count, false, e))
-			return -1;
-	}
-	for (int i = 0; i < m->n_layers; i++) {
-		struct layer_weights *l = &m->layers[i];
-		struct wmat *ws[] = {&l->q_proj, &l->q_a, &l->q_b, &l->kv_a, &l->kv_b, &l->o_proj,
-				     &l->gate, &l->up, &l->down, &l->router, &l->ix_wq_b, &l->ix_wk,
-				     &l->ix_weights_proj};
-		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-			if (prepack(m, ws[k], bytes, count, ws[k] == &l->kv_b, e))
-				return -1;
-		for (int h = 0; h < m->n_heads_local; h++)
-			if (prepack(m, &l->uk_t[h], bytes, count, false, e))
-				return -1;
-		for (int x = 0; l->moe && x < m->cfg.n_routed_experts; x++)
-			if (prepack(m, &l->e_gate[x], bytes, count, false, e) ||
-			    prepack(m, &l->e_up[x], bytes, count, false, e) || prepack(m, &l->e_down[x], bytes, count, false, e))
-				return -1;
-	}
-	return 0;
-}
-
-/* The packed copy when it fits the memory left (base/bigmem.h: cgroup limits included) with
- * a tenth to spare; else the weights are served as loaded (slower, never an OOM kill) */
-static int prepack_all(struct model *m, struct err *e)
-{
-	size_t need = 0, bytes = 0, avail = bigmem_available();
-	if (m->n_qbufs)
-		qsort(m->qbufs, (size_t)m->n_qbufs, sizeof *m->qbufs, by_address);
-	prepack_each(m, &need, true, e);
-	if (need > avail / 10 * 9) {
-		LOG_W("model", "packing the weights for the tile kernels needs %.2f GB and %.2f GB of memory is left: "
-			       "serving them as loaded instead (slower; -q fp8 halves a bf16 checkpoint)", need / 1e9,
-		      avail / 1e9);
-		return 0;
-	}
-	double t0 = mono_now_s();
-	if (prepack_each(m, &bytes, false, e))
-		return -1;
-	if (bytes)
-		LOG_I("model", "packed %.2f GB of weights for the %s kernels in %.1f s", bytes / 1e9,
-		      ops_level_best() >= OPS_AVX512_BF16 ? "bf16 dot-product" : "AVX2 fp8", mono_now_s() - t0);
+		l->uk_t[h] = (struct wmat){.dtype = w->dtype,
+					   .data = d + (size_t)h * L * (size_t)dn * esz,
+					   .rows = L,
+					   .cols = dn,
+					   .ld = dn,
+					   .scale = st,
+					   .scale_ld = sr,
+					   .row0 = 0,
+					   .col0 = (h0 + h) * (dn + dv),
+					   .blk_r = w->blk_c,
+					   .blk_c = w->blk_r};
 	return 0;
 }
 
@@ -516,26 +429,29 @@ static int load_layer(struct model *m, int i, struct err *e)
 		return -1;
 	l->moe = config_layer_is_moe(c, i);
 	if (!l->moe)
-		return mlp_part(m, NAME("mlp.gate_proj.weight"), NAME2("mlp.up_proj.weight"), NAME3("mlp.down_proj.weight"),
-				c->intermediate_size, &l->gate, &l->up, &l->down, e);
+		return mlp_part(m, NAME("mlp.gate_proj.weight"), NAME2("mlp.up_proj.weight"),
+				NAME3("mlp.down_proj.weight"), c->intermediate_size, &l->gate, &l->up, &l->down, e);
 	int E = c->n_routed_experts, Im = c->moe_intermediate_size;
 	if (model_mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
 		return -1;
-	if (c->topk_method == TOPK_NOAUX_TC && model_vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
+	if (c->topk_method == TOPK_NOAUX_TC &&
+	    model_vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
 		return -1;
-	l->e_gate = own(m, sizeof(struct wmat) * (size_t)E);
-	l->e_up = own(m, sizeof(struct wmat) * (size_t)E);
-	l->e_down = own(m, sizeof(struct wmat) * (size_t)E);
+	l->e_gate = model_own(m, sizeof(struct wmat) * (size_t)E);
+	l->e_up = model_own(m, sizeof(struct wmat) * (size_t)E);
+	l->e_down = model_own(m, sizeof(struct wmat) * (size_t)E);
 	if (!l->e_gate || !l->e_up || !l->e_down)
 		return err_set(e, "layer %d: out of memory", i);
 	for (int x = 0; x < E; x++)
 		if (mlp_part(m, NAME("mlp.experts.%d.gate_proj.weight", x), NAME2("mlp.experts.%d.up_proj.weight", x),
-			     NAME3("mlp.experts.%d.down_proj.weight", x), Im, &l->e_gate[x], &l->e_up[x], &l->e_down[x], e))
+			     NAME3("mlp.experts.%d.down_proj.weight", x), Im, &l->e_gate[x], &l->e_up[x],
+			     &l->e_down[x], e))
 			return -1;
 	l->has_shared = c->n_shared_experts > 0;
 	if (l->has_shared &&
 	    mlp_part(m, NAME("mlp.shared_experts.gate_proj.weight"), NAME2("mlp.shared_experts.up_proj.weight"),
-		     NAME3("mlp.shared_experts.down_proj.weight"), c->n_shared_experts * Im, &l->gate, &l->up, &l->down, e))
+		     NAME3("mlp.shared_experts.down_proj.weight"), c->n_shared_experts * Im, &l->gate, &l->up,
+		     &l->down, e))
 		return -1;
 #undef NAME3
 #undef NAME2
@@ -545,8 +461,8 @@ static int load_layer(struct model *m, int i, struct err *e)
 
 /* The MTP module's embedding or head: its own tensor, unless the checkpoint has none or a
  * byte-equal copy of the model's (DeepSeek's V3/R1 carry copies: 1.9 GB each) */
-static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool split, const struct wmat *model_w,
-			  struct wmat *w, bool *own, struct err *e)
+static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool split,
+			  const struct wmat *model_w, struct wmat *w, bool *own, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	*own = false;
@@ -558,8 +474,8 @@ static int mtp_shared_mat(struct model *m, const char *name, const char *model_n
 		return 0;
 	*own = true;
 	if (split)
-		return mat_part(m, name, c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0, m->vocab_cols[m->tp_rank],
-				w, e);
+		return mat_part(m, name, c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0,
+				m->vocab_cols[m->tp_rank], w, e);
 	return model_mat(m, name, c->vocab_size, c->hidden_size, false, w, e);
 }
 
@@ -583,8 +499,8 @@ static int load_mtp(struct model *m, struct err *e)
 		return -1;
 #undef MNAME
 	m->n_layers = L + 1;
-	m->hidden = own(m, sizeof(float) * (size_t)m->opt.max_batch_tokens * (size_t)D);
-	m->mtp_hidden = own(m, sizeof(float) * (size_t)m->opt.max_seqs * (size_t)D);
+	m->hidden = model_own(m, sizeof(float) * (size_t)m->opt.max_batch_tokens * (size_t)D);
+	m->mtp_hidden = model_own(m, sizeof(float) * (size_t)m->opt.max_seqs * (size_t)D);
 	if (!m->hidden || !m->mtp_hidden)
 		return err_set(e, "model: out of memory for the MTP hidden states");
 	return 0;
@@ -602,7 +518,8 @@ static size_t scratch_bytes(const struct model *m)
 	size_t k = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0), E = (size_t)c->n_routed_experts;
 	size_t Im = (size_t)c->moe_intermediate_size, Is = (size_t)c->n_shared_experts * Im, nk = n * k;
 	size_t dec = attn_decode_scratch_bytes(m->n_threads, m->opt.max_seqs, (int)n, (int)H, (int)Lkv, (int)dr);
-	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows, m->n_threads);
+	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows,
+						m->n_threads);
 	/* h, xn, the backend plan; MTP: its [n, 2D] input */
 	size_t persistent = (m->opt.load_mtp ? 4 : 2) * n * D * 4 + dec;
 	size_t attn = 4 * (n * H * (dn + dr) + n * row + n * Lq + n * H * dv + n * H * row + n * H * Lkv + n * H) +
@@ -612,8 +529,8 @@ static size_t scratch_bytes(const struct model *m)
 		     (2 * E + 2) * sizeof(struct gemm_job);
 	if (config_is_sparse(c)) /* the indexer, then the absorbed path in chunks of 256 tokens */
 		attn += model_indexer_scratch_bytes(m) + 4 * (n + 1) + 64 +
-			attn_sparse_scratch_bytes(m->n_threads, n < 256 ? (int)n : 256, (int)H, c->index_topk, (int)Lkv,
-						  (int)dr);
+			attn_sparse_scratch_bytes(m->n_threads, n < 256 ? (int)n : 256, (int)H, c->index_topk,
+						  (int)Lkv, (int)dr);
 	size_t logits = n * D * 4;
 	/* TP / DCP: the all-reduce temporaries [2, n, D], lm_head's column slice [n, V/T], the
 	 * decode q all-gather [n, W*H, row], partial outputs and LSEs [W, n, W*H], the local
@@ -628,14 +545,17 @@ static size_t scratch_bytes(const struct model *m)
 static int check_config(const struct model_config *c, struct err *e)
 {
 	if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim / 2 > ROPE_MAX_PAIRS)
-		return err_set(e, "config: qk_rope_head_dim %d unsupported (even, <= %d)", c->qk_rope_head_dim, 2 * ROPE_MAX_PAIRS);
+		return err_set(e, "config: qk_rope_head_dim %d unsupported (even, <= %d)", c->qk_rope_head_dim,
+			       2 * ROPE_MAX_PAIRS);
 	if (c->n_routed_experts > ROUTE_MAX_EXPERTS)
-		return err_set(e, "config: n_routed_experts %d unsupported (<= %d)", c->n_routed_experts, ROUTE_MAX_EXPERTS);
+		return err_set(e, "config: n_routed_experts %d unsupported (<= %d)", c->n_routed_experts,
+			       ROUTE_MAX_EXPERTS);
 	if (c->n_routed_experts > 0 && (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->n_routed_experts ||
 					c->num_experts_per_tok > ROUTE_MAX_TOPK))
 		return err_set(e, "config: num_experts_per_tok %d unsupported", c->num_experts_per_tok);
 	if (c->n_group > 1 && c->n_routed_experts % c->n_group)
-		return err_set(e, "config: n_routed_experts %d is not a multiple of n_group %d", c->n_routed_experts, c->n_group);
+		return err_set(e, "config: n_routed_experts %d is not a multiple of n_group %d", c->n_routed_experts,
+			       c->n_group);
 	return 0;
 }
 
@@ -673,12 +593,14 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		goto fail;
 	}
 	for (int k = 0; k < m->tp_size; k++)
-		m->vocab_cols[k] = (int)((int64_t)c->vocab_size * (k + 1) / m->tp_size - (int64_t)c->vocab_size * k / m->tp_size);
+		m->vocab_cols[k] = (int)((int64_t)c->vocab_size * (k + 1) / m->tp_size -
+					 (int64_t)c->vocab_size * k / m->tp_size);
 	m->vocab0 = (int)((int64_t)c->vocab_size * m->tp_rank / m->tp_size);
 	if (m->opt.act_dtype_auto)
 		m->opt.act_dtype = !strcmp(c->torch_dtype, "float32") ? DT_F32 : DT_BF16;
 	if (m->opt.act_dtype != DT_F32 && m->opt.act_dtype != DT_BF16) {
-		err_set(e, "model: activation dtype %s unsupported (float32 or bfloat16)", dtype_name(m->opt.act_dtype));
+		err_set(e, "model: activation dtype %s unsupported (float32 or bfloat16)",
+			dtype_name(m->opt.act_dtype));
 		goto fail;
 	}
 	m->n_threads = m->opt.pool ? pool_size(m->opt.pool) : 1;
@@ -688,15 +610,22 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		int wi = W * (m->opt.dcp_interleave > 0 ? m->opt.dcp_interleave : 1);
 		m->ws_rows = (m->ws_rows + wi - 1) / wi * wi;
 	}
-	struct rope_params rp = {.dim = c->qk_rope_head_dim, .theta = c->rope_theta, .yarn = c->rope_yarn,
-				 .factor = c->yarn_factor, .original_max_position = c->yarn_original_max_position,
-				 .beta_fast = c->yarn_beta_fast, .beta_slow = c->yarn_beta_slow,
-				 .mscale = c->yarn_mscale, .mscale_all_dim = c->yarn_mscale_all_dim};
+	struct rope_params rp = {.dim = c->qk_rope_head_dim,
+				 .theta = c->rope_theta,
+				 .yarn = c->rope_yarn,
+				 .factor = c->yarn_factor,
+				 .original_max_position = c->yarn_original_max_position,
+				 .beta_fast = c->yarn_beta_fast,
+				 .beta_slow = c->yarn_beta_slow,
+				 .mscale = c->yarn_mscale,
+				 .mscale_all_dim = c->yarn_mscale_all_dim};
 	ops_rope_init(&m->rope, &rp);
 	m->scale = ops_mla_softmax_scale(c->qk_nope_head_dim + c->qk_rope_head_dim, &rp);
 	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1) {
-		err_set(e, "%s/config.json: speculative method deepseek_mtp needs the checkpoint's MTP layer, and "
-			   "num_nextn_predict_layers is 0", dir);
+		err_set(e,
+			"%s/config.json: speculative method deepseek_mtp needs the checkpoint's MTP layer, and "
+			"num_nextn_predict_layers is 0",
+			dir);
 		goto fail;
 	}
 	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers + (m->opt.load_mtp ? 1 : 0), &m->st, e))
@@ -712,8 +641,9 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	    model_vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
 		goto fail;
 	if (c->tie_word_embeddings) {
-		m->lm_head = m->tp_size > 1 ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
-					    : m->embed;
+		m->lm_head = m->tp_size > 1
+				     ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
+				     : m->embed;
 	} else if (mat_part(m, "lm_head.weight", c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0,
 			    m->vocab_cols[m->tp_rank], &m->lm_head, e)) {
 		goto fail;
@@ -722,14 +652,15 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		if (load_layer(m, i, e))
 			goto fail;
 		if (tty)
-			fprintf(stderr, "\rloading %s: layer %d/%d, %.2f GB", m->opt.load_dummy ? "dummy weights" : dir, i + 1,
-				c->num_hidden_layers, m->weight_bytes / 1e9);
+			fprintf(stderr, "\rloading %s: layer %d/%d, %.2f GB",
+				m->opt.load_dummy ? "dummy weights" : dir, i + 1, c->num_hidden_layers,
+				m->weight_bytes / 1e9);
 	}
 	if (m->opt.load_mtp && load_mtp(m, e))
 		goto fail;
 	if (tty)
 		fprintf(stderr, "\n");
-	if (prepack_all(m, e))
+	if (model_prepack_all(m, e))
 		goto fail;
 	if (arena_init(&m->arena, scratch_bytes(m))) {
 		err_set(e, "model: out of memory for the %zu-byte step scratch", scratch_bytes(m));
@@ -738,8 +669,10 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
 	if (m->quant_src_bytes)
-		LOG_I("model", "--quantization fp8: %.2f GB of linear-layer weights quantized to fp8 in 128x128 blocks in "
-			       "%.1f s", m->quant_src_bytes / 1e9, m->quant_s);
+		LOG_I("model",
+		      "--quantization fp8: %.2f GB of linear-layer weights quantized to fp8 in 128x128 blocks in "
+		      "%.1f s",
+		      m->quant_src_bytes / 1e9, m->quant_s);
 	else if (m->opt.quantize_fp8)
 		LOG_I("model", "--quantization fp8: the checkpoint's linear layers are fp8 already");
 	if (model_has_mtp(m))

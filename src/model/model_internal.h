@@ -10,81 +10,86 @@
 #include "ops/gemm.h"
 #include "ops/rope.h"
 
+/* Buffers the model owns (base/bigmem.h: huge pages for the large ones) */
+struct owned {
+	void *p;
+	size_t bytes;
+};
+
 struct layer_weights {
-	float *attn_norm, *ffn_norm;	/* [D] */
-	float *q_a_norm;		/* [Lq] (q_lora only) */
-	float *kv_a_norm;		/* [Lkv] */
-	struct wmat q_proj;		/* [H*(dn+dr), D] when q_lora_rank == 0 */
-	struct wmat q_a, q_b;		/* [Lq, D], [H*(dn+dr), Lq] */
-	struct wmat kv_a;		/* [Lkv+dr, D] */
-	struct wmat kv_b;		/* [H*(dn+dv), Lkv]: per head dn rows W_UK, dv rows W_UV */
-	struct wmat *uk_t;		/* [H] W_UK[h]ᵀ, each [Lkv, dn] */
-	struct wmat o_proj;		/* [D, H*dv] */
+	float *attn_norm, *ffn_norm; /* [D] */
+	float *q_a_norm;             /* [Lq] (q_lora only) */
+	float *kv_a_norm;            /* [Lkv] */
+	struct wmat q_proj;          /* [H*(dn+dr), D] when q_lora_rank == 0 */
+	struct wmat q_a, q_b;        /* [Lq, D], [H*(dn+dr), Lq] */
+	struct wmat kv_a;            /* [Lkv+dr, D] */
+	struct wmat kv_b;            /* [H*(dn+dv), Lkv]: per head dn rows W_UK, dv rows W_UV */
+	struct wmat *uk_t;           /* [H] W_UK[h]ᵀ, each [Lkv, dn] */
+	struct wmat o_proj;          /* [D, H*dv] */
 	/* DeepSeek Sparse Attention's lightning indexer (V3.2; Hi heads of di), on every TP rank */
-	struct wmat ix_wq_b;		/* [Hi*di, Lq] */
-	struct wmat ix_wk;		/* [di, D] */
+	struct wmat ix_wq_b;              /* [Hi*di, Lq] */
+	struct wmat ix_wk;                /* [di, D] */
 	float *ix_k_norm_w, *ix_k_norm_b; /* [di] the LayerNorm of k */
-	struct wmat ix_weights_proj;	/* [Hi, D] the per-head weights */
+	struct wmat ix_weights_proj;      /* [Hi, D] the per-head weights */
 	bool moe;
-	struct wmat gate, up, down;	/* dense MLP, or the shared experts on MoE layers */
+	struct wmat gate, up, down; /* dense MLP, or the shared experts on MoE layers */
 	bool has_shared;
-	struct wmat router;		/* [E, D] */
-	float *bias;			/* [E] e_score_correction_bias or NULL */
+	struct wmat router;                  /* [E, D] */
+	float *bias;                         /* [E] e_score_correction_bias or NULL */
 	struct wmat *e_gate, *e_up, *e_down; /* [E] each */
 };
 
 /* DeepSeek-V3's multi-token prediction module, model.layers.{L} with L = num_hidden_layers
  * (its decoder layer is layers[L]): the draft model of --speculative-config deepseek_mtp */
 struct mtp_weights {
-	float *enorm, *hnorm;		/* [D] */
-	struct wmat eh_proj;		/* [D, 2D] over [enorm(embed(next token)) | hnorm(hidden)] */
-	float *head_norm;		/* [D] shared_head.norm */
-	struct wmat embed;		/* [vocab, D] its embed_tokens, or the model's when equal */
-	struct wmat head;		/* [vocab (this rank's rows), D] shared_head.head, or lm_head */
-	bool own_embed, own_head;	/* false: the model's own (not loaded twice) */
+	float *enorm, *hnorm;     /* [D] */
+	struct wmat eh_proj;      /* [D, 2D] over [enorm(embed(next token)) | hnorm(hidden)] */
+	float *head_norm;         /* [D] shared_head.norm */
+	struct wmat embed;        /* [vocab, D] its embed_tokens, or the model's when equal */
+	struct wmat head;         /* [vocab (this rank's rows), D] shared_head.head, or lm_head */
+	bool own_embed, own_head; /* false: the model's own (not loaded twice) */
 };
 
 struct model {
 	struct model_config cfg;
 	struct model_options opt;
 	struct st_set *st;
-	struct wmat embed;		/* [vocab, D] */
-	struct wmat lm_head;		/* [vocab, D] */
-	float *final_norm;		/* [D] */
-	struct layer_weights *layers;	/* [n_layers]: the main layers, then the MTP layer if loaded */
-	int n_layers;			/* = the latent cache's layers */
-	struct mtp_weights mtp;		/* when n_layers > num_hidden_layers */
-	float *hidden;			/* [max_batch_tokens, D] with MTP: the last model_forward's final-normed rows */
-	int n_hidden;			/* rows of it that the last model_forward wrote */
-	float *mtp_hidden;		/* [max_seqs, D] with MTP: the last model_mtp_forward's output rows
+	struct wmat embed;            /* [vocab, D] */
+	struct wmat lm_head;          /* [vocab, D] */
+	float *final_norm;            /* [D] */
+	struct layer_weights *layers; /* [n_layers]: the main layers, then the MTP layer if loaded */
+	int n_layers;                 /* = the latent cache's layers */
+	struct mtp_weights mtp;       /* when n_layers > num_hidden_layers */
+	float *hidden;                /* [max_batch_tokens, D] with MTP: the last model_forward's final-normed rows */
+	int n_hidden;                 /* rows of it that the last model_forward wrote */
+	float *mtp_hidden;            /* [max_seqs, D] with MTP: the last model_mtp_forward's output rows
 					 * (before its head's norm) of its logits rows: a chained pass's input */
-	int n_mtp_hidden;		/* rows of it that the last model_mtp_forward wrote (0 when it had
+	int n_mtp_hidden;             /* rows of it that the last model_mtp_forward wrote (0 when it had
 					 * more logits rows than max_seqs) */
-	int tp_size, tp_rank;		/* 1, 0 without TP */
-	int n_heads_local, head0;	/* this rank's heads [head0, head0 + n_heads_local) */
-	int *vocab_cols;		/* [tp_size] lm_head rows (logit columns) per rank */
-	int vocab0;			/* this rank's first vocabulary row */
+	int tp_size, tp_rank;         /* 1, 0 without TP */
+	int n_heads_local, head0;     /* this rank's heads [head0, head0 + n_heads_local) */
+	int *vocab_cols;              /* [tp_size] lm_head rows (logit columns) per rank */
+	int vocab0;                   /* this rank's first vocabulary row */
 	struct rope rope;
-	float scale;			/* MLA softmax scale */
-	int ws_rows;			/* prefill context chunk rows */
+	float scale; /* MLA softmax scale */
+	int ws_rows; /* prefill context chunk rows */
 	int n_threads;
 	size_t weight_bytes;
-	size_t quant_src_bytes;		/* --quantization fp8: the float bytes quantized */
-	double quant_s;			/* and the seconds it took */
-	size_t step_weight_bytes;	/* weights read by the last forward */
-	double step_index_s;		/* seconds the last forward spent in the sparse-attention indexer */
-	struct arena arena;		/* per-step scratch */
-	struct owned *owned;		/* buffers to free (model.c) */
+	size_t quant_src_bytes;   /* --quantization fp8: the float bytes quantized */
+	double quant_s;           /* and the seconds it took */
+	size_t step_weight_bytes; /* weights read by the last forward */
+	double step_index_s;      /* seconds the last forward spent in the sparse-attention indexer */
+	struct arena arena;       /* per-step scratch */
+	struct owned *owned;      /* buffers to free (model.c) */
 	int n_owned, cap_owned;
-	struct owned *qbufs;		/* --quantization fp8's bytes, one buffer per weight (model.c) */
+	struct owned *qbufs; /* --quantization fp8's bytes, one buffer per weight (model.c) */
 	int n_qbufs, cap_qbufs;
 };
 
 /* A checkpoint matrix [rows, cols] (fp8 with its block scales where quantizable and the
  * checkpoint has them) and a 1-D float tensor as owned fp32 (dummy_value under dummy
  * weights); errors name the file and tensor (model.c). */
-int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w,
-	      struct err *e);
+int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w, struct err *e);
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
 
 /* The lightning indexer (model/indexer.c): layer i's weights; one step's selection for the
@@ -109,5 +114,11 @@ static inline void model_used(struct model *m, const struct wmat *w) { m->step_w
 
 /* Test hook (used by test_mla_paths): the prefill workspace rows; values < 1 are clamped. */
 void model_set_prefill_chunk(struct model *m, int ws_rows);
+
+/* A buffer the model owns until model_free (model.c); NULL when out of memory. */
+void *model_own(struct model *m, size_t bytes);
+/* Packs every weight the CPU's kernels want packed (model_pack.c), or leaves them as loaded
+ * when the memory left is short (logged). */
+int model_prepack_all(struct model *m, struct err *e);
 
 #endif
