@@ -48,8 +48,8 @@
 
 /* timed pieces of one rep on one rank */
 enum { T_Q, T_ATTN, T_CPU, T_LSE, T_CORR, T_RS, NT };
-static const char *const tname[NT] = {"q_allgather", "attn_wall", "attn_cpu", "lse_allgather",
-				      "lse_correct", "reduce_scatter"};
+static const char *const tname[NT] = {"q_allgather",   "attn_wall",   "attn_cpu",
+				      "lse_allgather", "lse_correct", "reduce_scatter"};
 
 
 static float rnd(uint64_t *s)
@@ -104,8 +104,8 @@ static int point_init(struct bench *b, struct point *p, int L, int B, struct err
 	p->lse = malloc(sizeof(float) * (size_t)B * b->H);
 	p->lses = malloc(sizeof(float) * (size_t)b->W * B * b->H);
 	p->mine = malloc(sizeof(float) * (size_t)B * b->Hl * LORA);
-	if (!p->bt || !p->qs || !p->sl || !p->ll || !p->slots || !p->ql || !p->qg || !p->out ||
-	    !p->lse || !p->lses || !p->mine)
+	if (!p->bt || !p->qs || !p->sl || !p->ll || !p->slots || !p->ql || !p->qg || !p->out || !p->lse || !p->lses ||
+	    !p->mine)
 		return err_set(e, "out of memory for %d sequences of %d tokens", B, L);
 	/* pages in reverse order, as after churn */
 	for (int i = 0; i < B * p->mb; i++)
@@ -194,18 +194,34 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 
 	if (comm_barrier(c, e))
 		return -1;
-	struct attn_meta m = {.n_seqs = B, .n_tokens = B, .query_start = p->qs, .seq_lens = p->sl,
-			      .block_table = p->bt, .max_blocks = p->mb, .slots = p->slots,
-			      .n_decodes = B, .n_decode_tokens = B, .dcp_size = b->W,
-			      .dcp_rank = b->r, .dcp_interleave = b->I, .local_seq_lens = p->ll};
+	struct attn_meta m = {.n_seqs = B,
+			      .n_tokens = B,
+			      .query_start = p->qs,
+			      .seq_lens = p->sl,
+			      .block_table = p->bt,
+			      .max_blocks = p->mb,
+			      .slots = p->slots,
+			      .n_decodes = B,
+			      .n_decode_tokens = B,
+			      .dcp_size = b->W,
+			      .dcp_rank = b->r,
+			      .dcp_interleave = b->I,
+			      .local_seq_lens = p->ll};
 	t0 = mono_now_s();
 	c0 = proc_cpu_s();
 	arena_reset(&b->scratch);
 	if (b->be->plan && b->be->plan(&m, b->H, &b->scratch, e))
 		return -1;
-	struct attn_decode_args a = {.meta = &m, .kv = &p->kv, .layer = 0, .n_heads = b->H,
-				     .scale = 1.0f / sqrtf(192.0f), .q = p->qg, .out = p->out,
-				     .lse = p->lse, .pool = b->pool, .scratch = &b->scratch};
+	struct attn_decode_args a = {.meta = &m,
+				     .kv = &p->kv,
+				     .layer = 0,
+				     .n_heads = b->H,
+				     .scale = 1.0f / sqrtf(192.0f),
+				     .q = p->qg,
+				     .out = p->out,
+				     .lse = p->lse,
+				     .pool = b->pool,
+				     .scratch = &b->scratch};
 	b->be->decode(&a);
 	t[T_ATTN] = mono_now_s() - t0;
 	t[T_CPU] = proc_cpu_s() - c0;
@@ -248,8 +264,7 @@ static void summarize(double *v, int n, double out[3])
  * alone; gathers every rank's times; rank 0 fills res[NT][3] (ms: median, min, max over the
  * repeats of the max over ranks; CPU: of the mean over ranks). The collectives' statistics
  * cover the steps' and the extra rounds' calls. */
-static int measure(struct bench *b, struct point *p, int B, int reps, int creps,
-		   double res[NT][3], struct err *e)
+static int measure(struct bench *b, struct point *p, int B, int reps, int creps, double res[NT][3], struct err *e)
 {
 	double t[NT];
 	if (step(b, p, B, t, e))
@@ -330,8 +345,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--kv-dtype")) {
 			kvdt = v;
 			bad = strcmp(v, "bfloat16") && strcmp(v, "float32");
-		}
-		else if (!strcmp(a, "--attention-backend"))
+		} else if (!strcmp(a, "--attention-backend"))
 			backend = v;
 		else if (!strcmp(a, "--json"))
 			json = v;
@@ -354,7 +368,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dcp_decode: %s\n", W < 1 ? "bad world size" : e.msg);
 		return 1;
 	}
-	struct bench b = {.c = &c, .W = c.dcp_size, .r = c.dcp_rank, .I = I, .bs = bs, .H = H,
+	struct bench b = {.c = &c,
+			  .W = c.dcp_size,
+			  .r = c.dcp_rank,
+			  .I = I,
+			  .bs = bs,
+			  .H = H,
 			  .kvd = strcmp(kvdt, "float32") ? DT_BF16 : DT_F32};
 	json_t *rows = json_array();
 	int rc = 1;
@@ -372,8 +391,8 @@ int main(int argc, char **argv)
 		bmax = bv[i] > bmax ? bv[i] : bmax;
 	if (pool_new(b.threads, &b.pool, &e))
 		goto fail;
-	if (arena_init(&b.scratch, attn_decode_scratch_bytes(b.threads, bmax, bmax, H, LORA, ROPE) +
-					   ((size_t)1 << 20))) {
+	if (arena_init(&b.scratch,
+		       attn_decode_scratch_bytes(b.threads, bmax, bmax, H, LORA, ROPE) + ((size_t)1 << 20))) {
 		err_set(&e, "out of memory for the attention scratch");
 		goto fail;
 	}
@@ -381,11 +400,9 @@ int main(int argc, char **argv)
 		printf("dcp_decode: D = %d ranks (tp = dcp = %d), %d heads (%d per rank), backend %s, %s KV, "
 		       "block %d, interleave %d, %d threads per rank; ms, median [min..max] of %d steps "
 		       "(collectives: + %d rounds alone)\n",
-		       b.W, b.W, H, b.Hl, b.be->name, dtype_name(b.kvd), bs, I, b.threads, reps,
-		       b.W > 1 ? creps : 0);
-		printf("%2s %6s %3s %8s | %22s %9s | %20s %20s %20s | %9s\n", "D", "ctx", "B", "local",
-		       "attn wall", "attn cpu", "q all-gather", "lse all-gather", "reduce-scatter",
-		       "comm sum");
+		       b.W, b.W, H, b.Hl, b.be->name, dtype_name(b.kvd), bs, I, b.threads, reps, b.W > 1 ? creps : 0);
+		printf("%2s %6s %3s %8s | %22s %9s | %20s %20s %20s | %9s\n", "D", "ctx", "B", "local", "attn wall",
+		       "attn cpu", "q all-gather", "lse all-gather", "reduce-scatter", "comm sum");
 		fflush(stdout);
 	}
 	for (int ci = 0; ci < nc; ci++)
@@ -411,14 +428,14 @@ int main(int argc, char **argv)
 				       res[T_LSE][2], res[T_RS][0], res[T_RS][1], res[T_RS][2], comm);
 			fflush(stdout);
 			json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "D", b.W, "ctx", L,
-					      "batch", B, "heads", H, "threads_per_rank", b.threads,
-					      "local_len_rank0", dcp_local_seq_len(L, b.W, 0, I), "reps", reps,
-					      "comm_reps", b.W > 1 ? reps + creps : 0,
-					      "backend", b.be->name, "kv_dtype", dtype_name(b.kvd));
+					      "batch", B, "heads", H, "threads_per_rank", b.threads, "local_len_rank0",
+					      dcp_local_seq_len(L, b.W, 0, I), "reps", reps, "comm_reps",
+					      b.W > 1 ? reps + creps : 0, "backend", b.be->name, "kv_dtype",
+					      dtype_name(b.kvd));
 			for (int j = 0; j < NT; j++)
 				json_object_set_new(o, tname[j],
-						    json_pack("{s:f, s:f, s:f}", "median_ms", res[j][0],
-							      "min_ms", res[j][1], "max_ms", res[j][2]));
+						    json_pack("{s:f, s:f, s:f}", "median_ms", res[j][0], "min_ms",
+							      res[j][1], "max_ms", res[j][2]));
 			json_object_set_new(o, "q_bytes", json_integer((json_int_t)B * H * ROW * 4));
 			json_object_set_new(o, "out_bytes", json_integer((json_int_t)B * H * LORA * 4));
 			json_array_append_new(rows, o);

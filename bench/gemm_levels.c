@@ -52,20 +52,30 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: missing value\n", a);
 			return 2;
 		}
-		if (!strcmp(a, "--dtype")) dtn = v;
-		else if (!strcmp(a, "--rows")) rows = atoi(v);
-		else if (!strcmp(a, "--cols")) cols = atoi(v);
-		else if (!strcmp(a, "--n")) nlist = v;
-		else if (!strcmp(a, "--reps")) reps = atoi(v);
-		else if (!strcmp(a, "--threads")) threads = atoi(v);
-		else if (!strcmp(a, "--jobs")) n_jobs = atoi(v);
+		if (!strcmp(a, "--dtype"))
+			dtn = v;
+		else if (!strcmp(a, "--rows"))
+			rows = atoi(v);
+		else if (!strcmp(a, "--cols"))
+			cols = atoi(v);
+		else if (!strcmp(a, "--n"))
+			nlist = v;
+		else if (!strcmp(a, "--reps"))
+			reps = atoi(v);
+		else if (!strcmp(a, "--threads"))
+			threads = atoi(v);
+		else if (!strcmp(a, "--jobs"))
+			n_jobs = atoi(v);
 		else {
 			fprintf(stderr, "unknown option %s\n", a);
 			return 2;
 		}
 		i++;
 	}
-	enum dtype dt = !strcmp(dtn, "fp8") ? DT_F8_E4M3 : !strcmp(dtn, "f16") ? DT_F16 : !strcmp(dtn, "f32") ? DT_F32 : DT_BF16;
+	enum dtype dt = !strcmp(dtn, "fp8")   ? DT_F8_E4M3
+			: !strcmp(dtn, "f16") ? DT_F16
+			: !strcmp(dtn, "f32") ? DT_F32
+					      : DT_BF16;
 	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 || n_jobs < 1 || n_jobs > 512 ||
 	    bench_list_parse(nlist, ns, &nn, MAX_N, 1 << 16)) {
 		fprintf(stderr, "bad arguments\n");
@@ -81,7 +91,8 @@ int main(int argc, char **argv)
 	/* weights: random bytes, exponents kept small (fp8: no NaN); fp8 scales per 128x128 */
 	size_t wb = (size_t)rows * (size_t)cols * dtype_size(dt);
 	/* a VM may report its host's L3 (480 MB seen): MLASERVE_BENCH_COPY_MB sets the total */
-	size_t copy_bytes = getenv("MLASERVE_BENCH_COPY_MB") ? (size_t)atol(getenv("MLASERVE_BENCH_COPY_MB")) << 20 : COPY_BYTES;
+	size_t copy_bytes = getenv("MLASERVE_BENCH_COPY_MB") ? (size_t)atol(getenv("MLASERVE_BENCH_COPY_MB")) << 20
+							     : COPY_BYTES;
 	int ncopy = (int)(copy_bytes / wb) + 1;
 	if (ncopy > 16384) /* small matrices (--jobs): still more than the L3 in all */
 		ncopy = 16384;
@@ -94,8 +105,15 @@ int main(int argc, char **argv)
 		uint8_t *d = malloc(wb);
 		for (size_t i = 0; i < wb; i++)
 			d[i] = (uint8_t)(next_rand() & 0x3f);
-		w[m] = (struct wmat){.dtype = dt, .data = d, .rows = rows, .cols = cols, .ld = cols, .scale = scale,
-				     .scale_ld = sc, .blk_r = 128, .blk_c = 128};
+		w[m] = (struct wmat){.dtype = dt,
+				     .data = d,
+				     .rows = rows,
+				     .cols = cols,
+				     .ld = cols,
+				     .scale = scale,
+				     .scale_ld = sc,
+				     .blk_r = 128,
+				     .blk_c = 128};
 		wp[m] = w[m];
 		if (prepack_wanted(&wp[m], true))
 			prepack_weights(&wp[m], aligned_alloc(64, (prepack_bytes(&wp[m]) + 63) / 64 * 64), pool);
@@ -111,11 +129,19 @@ int main(int argc, char **argv)
 
 	/* variants: level, x_bf16 */
 	enum ops_level best = ops_level_best();
-	struct { enum ops_level lvl; int xb, packed; const char *name; } var[5] = {
-		{OPS_AVX2, 0, 0, "avx2"}, {OPS_AVX512, 0, 0, "avx512"}, {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp"},
-		{OPS_AVX512_BF16, 1, 1, "prepacked dp"}, {OPS_AMX, 1, 1, "prepacked amx"}};
-	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3) ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
-		 : best >= OPS_AVX512 ? 2 : 1;
+	struct {
+		enum ops_level lvl;
+		int xb, packed;
+		const char *name;
+	} var[5] = {{OPS_AVX2, 0, 0, "avx2"},
+		    {OPS_AVX512, 0, 0, "avx512"},
+		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp"},
+		    {OPS_AVX512_BF16, 1, 1, "prepacked dp"},
+		    {OPS_AMX, 1, 1, "prepacked amx"}};
+	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3)
+			 ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
+		 : best >= OPS_AVX512 ? 2
+				      : 1;
 	if (best == OPS_AVX2 && wp[0].packed) { /* fp8 in the AVX2 layout (MLASERVE_CPU_LEVEL=avx2) */
 		var[1].lvl = OPS_AVX2, var[1].packed = 1, var[1].name = "prepacked avx2";
 		nv = 2;
@@ -140,9 +166,13 @@ int main(int argc, char **argv)
 				for (int m = 0; m < ncopy || done < n_jobs; m += n_jobs) {
 					for (int k = 0; k < n_jobs; k++) {
 						int c = (m + k) % ncopy;
-						jobs[k] = (struct gemm_job){.w = var[v].packed ? &wp[c] : &w[c], .x = x + (size_t)k * cols,
-									    .ldx = cols * n_jobs, .y = y + (size_t)k * rows,
-									    .ldy = rows * n_jobs, .n = n, .x_bf16 = var[v].xb};
+						jobs[k] = (struct gemm_job){.w = var[v].packed ? &wp[c] : &w[c],
+									    .x = x + (size_t)k * cols,
+									    .ldx = cols * n_jobs,
+									    .y = y + (size_t)k * rows,
+									    .ldy = rows * n_jobs,
+									    .n = n,
+									    .x_bf16 = var[v].xb};
 					}
 					ops_gemm_multi_at(var[v].lvl, pool, n_jobs, jobs);
 					done += n_jobs;

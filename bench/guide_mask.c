@@ -16,10 +16,11 @@
 #include "guide/vocab.h"
 #include "tok/tokenizer.h"
 
-static const char SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
-			     "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-			     "\"address\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}},"
-			     "\"required\":[\"name\",\"age\"]}";
+static const char SCHEMA[] =
+	"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+	"\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+	"\"address\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}},"
+	"\"required\":[\"name\",\"age\"]}";
 static const char OUTPUT[] = "{\"name\": \"Ada Lovelace, née Byron\", \"age\": 36, \"tags\": [\"math\", \"poetry\"], "
 			     "\"address\": {\"city\": \"London\"}}";
 
@@ -54,8 +55,8 @@ static int free_text_steps(struct guide_vocab *v, int vocab)
 		"number ::= \"-\"? [0-9]+ (\".\" [0-9]+)?\nws ::= [ \\n]*"};
 	static const char *const names[2] = {"SQL grammar, inside '...'", "JSON grammar, inside a string"};
 	static const char *const prefixes[2] = {"SELECT a, b FROM t WHERE x = '", "{\"a\": [1, {\"b\": \""};
-	static const char *const words[] = {"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
-					    " dog", ".", " It", " was", " a", " sunny", " day"};
+	static const char *const words[] = {"The",  " quick", " brown", " fox", " jumps", " over",  " the", " lazy",
+					    " dog", ".",      " It",    " was", " a",     " sunny", " day"};
 	struct err e;
 	for (int k = 0; k < 2; k++) {
 		struct guide_grammar *g;
@@ -107,11 +108,12 @@ static int free_text_steps(struct guide_vocab *v, int vocab)
  * repetition: each step's mask with the kept masks cleared, and whether the masks agree. */
 static int left_recursive_steps(struct guide_vocab *v, int vocab)
 {
-	static const char *const grammars[2] = {
-		"root ::= expr\nexpr ::= expr (\" + \" | \" - \") term | term\nterm ::= term (\" * \" | \" / \") factor | factor\n"
-		"factor ::= [0-9]+ | \"(\" expr \")\"",
-		"root ::= expr\nexpr ::= term ((\" + \" | \" - \") term)*\nterm ::= factor ((\" * \" | \" / \") factor)*\n"
-		"factor ::= [0-9]+ | \"(\" expr \")\""};
+	static const char *const grammars[2] = {"root ::= expr\nexpr ::= expr (\" + \" | \" - \") term | term\nterm "
+						"::= term (\" * \" | \" / \") factor | factor\n"
+						"factor ::= [0-9]+ | \"(\" expr \")\"",
+						"root ::= expr\nexpr ::= term ((\" + \" | \" - \") term)*\nterm ::= "
+						"factor ((\" * \" | \" / \") factor)*\n"
+						"factor ::= [0-9]+ | \"(\" expr \")\""};
 	static const char *const text = "(12 + 3) * 4 - (5 / (6 - 7)) + 8";
 	struct guide_grammar *g[2] = {NULL, NULL};
 	struct jm_state *s[2] = {malloc(sizeof **s), malloc(sizeof **s)};
@@ -155,7 +157,12 @@ static void regex_compiles(void)
 	static const char *const res[] = {
 		"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}",
 		"\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})",
-		"\\d{1,1000}", "[^\\n]{0,500}", ".{0,1000}", "(\\w*\\d*\\s*){200}", "(.?){1000}", "(.{0,50}){0,50}x"};
+		"\\d{1,1000}",
+		"[^\\n]{0,500}",
+		".{0,1000}",
+		"(\\w*\\d*\\s*){200}",
+		"(.?){1000}",
+		"(.{0,50}){0,50}x"};
 	for (size_t i = 0; i < sizeof res / sizeof *res; i++) {
 		struct guide_grammar *g = NULL;
 		struct err e;
@@ -223,8 +230,8 @@ int main(int argc, char **argv)
 	static const char *const what[2] = {"outside strings", "inside strings"};
 	for (int k = 0; k < 2; k++)
 		if (cnt[k])
-			printf("%-16s %3d states: mask %.3f ms, every token fed %.3f ms: %.0fx faster\n", what[k], cnt[k],
-			       sum[k][0] / cnt[k] * 1e3, sum[k][1] / cnt[k] * 1e3, sum[k][1] / sum[k][0]);
+			printf("%-16s %3d states: mask %.3f ms, every token fed %.3f ms: %.0fx faster\n", what[k],
+			       cnt[k], sum[k][0] / cnt[k] * 1e3, sum[k][1] / cnt[k] * 1e3, sum[k][1] / sum[k][0]);
 	printf("masks equal to every-token-fed: %s\n", bad ? "NO" : "yes");
 	bad += free_text_steps(v, vocab);
 	bad += left_recursive_steps(v, vocab);

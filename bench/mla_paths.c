@@ -52,9 +52,16 @@ static int one(struct sweep *s, int q, int L, int dec, double *t, double *cpu, s
 	}
 	int32_t qs[2] = {0, q}, sl[1] = {L}, row[1] = {q - 1};
 	struct batch b = {.n_tokens = q, .tokens = s->tok, .positions = s->pos, .n_logits = 1, .logits_rows = row};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl,
-				    .block_table = s->bt, .max_blocks = s->mb, .slots = s->slots,
-				    .n_decodes = dec, .n_decode_tokens = dec ? q : 0, .dcp_size = 1,
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = q,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->mb,
+				    .slots = s->slots,
+				    .n_decodes = dec,
+				    .n_decode_tokens = dec ? q : 0,
+				    .dcp_size = 1,
 				    .local_seq_lens = sl};
 	double t0 = mono_now_s(), c0 = proc_cpu_s();
 	int rc = model_forward(s->m, &b, s->kv, s->be, s->logits[dec], e);
@@ -105,8 +112,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!dir) {
-		fprintf(stderr, "usage: mla_paths CONFIG_DIR [--q 1,16,..] [--ctx 1024,4096] [--reps N] [--block-size N]\n"
-				"       [--dtype auto|float32|bfloat16] [--attention-backend NAME] [--threads N] [--json FILE]\n");
+		fprintf(stderr,
+			"usage: mla_paths CONFIG_DIR [--q 1,16,..] [--ctx 1024,4096] [--reps N] [--block-size N]\n"
+			"       [--dtype auto|float32|bfloat16] [--attention-backend NAME] [--threads N] [--json "
+			"FILE]\n");
 		return 2;
 	}
 	int qmax = 1, lmax = 1;
@@ -126,8 +135,13 @@ int main(int argc, char **argv)
 	int rc = 1;
 	if (pool_new(threads, &pool, &e))
 		goto fail;
-	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = true, .dummy_seed = 1, .max_batch_tokens = qmax,
-				   .max_seqs = 1, .max_model_len = lmax, .pool = pool};
+	struct model_options mo = {.act_dtype = DT_F32,
+				   .load_dummy = true,
+				   .dummy_seed = 1,
+				   .max_batch_tokens = qmax,
+				   .max_seqs = 1,
+				   .max_model_len = lmax,
+				   .pool = pool};
 	if (dtype_parse_flag("--dtype", dtype, &mo.act_dtype, &mo.act_dtype_auto, &e) < 0)
 		goto fail;
 	if (model_load(dir, &mo, &s.m, &e))
@@ -168,8 +182,8 @@ int main(int argc, char **argv)
 					((uint16_t *)row)[k] = f32_to_bf16(x);
 			}
 		}
-	printf("mla_paths %s: %d layers, %d heads, kv_lora_rank %d, backend %s, block size %d, %d threads, %s KV\n", dir,
-	       c->num_hidden_layers, c->num_attention_heads, c->kv_lora_rank, be->name, bs, pool_size(pool),
+	printf("mla_paths %s: %d layers, %d heads, kv_lora_rank %d, backend %s, block size %d, %d threads, %s KV\n",
+	       dir, c->num_hidden_layers, c->num_attention_heads, c->kv_lora_rank, be->name, bs, pool_size(pool),
 	       dtype_name(kvd));
 	printf("%6s %6s %10s %10s %8s %8s %9s %9s %8s %10s\n", "q", "ctx", "decode_ms", "prefill_ms", "dec/pre",
 	       "spread%", "dec_cpu", "pre_cpu", "cpu d/p", "max|dlogit|");
@@ -207,11 +221,11 @@ int main(int argc, char **argv)
 			double md = td[reps / 2], mp = tp[reps / 2];
 			/* spread: (max - min) / median over both paths' repetitions, the larger */
 			double sp = fmax((td[reps - 1] - td[0]) / md, (tp[reps - 1] - tp[0]) / mp);
-			printf("%6d %6d %10.2f %10.2f %8.3f %8.1f %9.2f %9.2f %8.3f %10.2e\n", q, L, md * 1e3, mp * 1e3,
-			       md / mp, 100 * sp, cd * 1e3, cp * 1e3, cd / cp, diff);
+			printf("%6d %6d %10.2f %10.2f %8.3f %8.1f %9.2f %9.2f %8.3f %10.2e\n", q, L, md * 1e3,
+			       mp * 1e3, md / mp, 100 * sp, cd * 1e3, cp * 1e3, cd / cp, diff);
 			fflush(stdout);
-			json_array_append_new(rows, json_pack("{s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "q_len", q,
-							      "ctx", L, "block_size", bs, "decode_ms", md * 1e3,
+			json_array_append_new(rows, json_pack("{s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "q_len",
+							      q, "ctx", L, "block_size", bs, "decode_ms", md * 1e3,
 							      "prefill_ms", mp * 1e3, "decode_min_ms", td[0] * 1e3,
 							      "prefill_min_ms", tp[0] * 1e3, "decode_cpu_ms", cd * 1e3,
 							      "prefill_cpu_ms", cp * 1e3, "spread", sp,

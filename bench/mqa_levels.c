@@ -74,9 +74,20 @@ static double pass(const struct batch *b, const float *q, int H, int nt, enum op
 		vis[t] = b->ctx - nt + t + 1;
 	double t0 = mono_now_s();
 	for (int s = 0; s < b->seqs; s++) {
-		struct mqa_job j = {.kv = &b->kv, .layer = 0, .bt = b->bt + (size_t)s * b->mb, .scale = 0.07f,
-				    .q = q + (size_t)s * nt * H * 576, .n_tok = nt, .n_heads = H, .vis = vis,
-				    .k_begin = 0, .k_end = b->ctx, .out = out, .lse = lse, .q_bf16 = true, .p_bf16 = true};
+		struct mqa_job j = {.kv = &b->kv,
+				    .layer = 0,
+				    .bt = b->bt + (size_t)s * b->mb,
+				    .scale = 0.07f,
+				    .q = q + (size_t)s * nt * H * 576,
+				    .n_tok = nt,
+				    .n_heads = H,
+				    .vis = vis,
+				    .k_begin = 0,
+				    .k_end = b->ctx,
+				    .out = out,
+				    .lse = lse,
+				    .q_bf16 = true,
+				    .p_bf16 = true};
 		mqa_run_at(&j, ws, lv);
 	}
 	return (mono_now_s() - t0) / b->seqs;
@@ -104,8 +115,9 @@ int main(int argc, char **argv)
 		else
 			ok = 0;
 		if (!ok) {
-			fprintf(stderr, "usage: mqa_levels [--heads 16,128] [--ctx 512,4096] [--seqs 32] [--tok 1] [--reps 9] "
-					"[--block-size 64]\n");
+			fprintf(stderr,
+				"usage: mqa_levels [--heads 16,128] [--ctx 512,4096] [--seqs 32] [--tok 1] [--reps 9] "
+				"[--block-size 64]\n");
 			return 2;
 		}
 		i++;
@@ -129,7 +141,8 @@ int main(int argc, char **argv)
 			for (size_t k = 0; k < (size_t)seqs * nr * 576; k++)
 				q[k] = bf16_to_f32(f32_to_bf16(2.0f * frand()));
 			void *ws = aligned_alloc(64, (mqa_scratch_bytes(nr, 576) + 63) & ~(size_t)63);
-			float *out = aligned_alloc(64, sizeof(float) * (size_t)nr * 512), *lse = malloc(sizeof(float) * (size_t)nr);
+			float *out = aligned_alloc(64, sizeof(float) * (size_t)nr * 512),
+			      *lse = malloc(sizeof(float) * (size_t)nr);
 			double ta[MAXREPS], td[MAXREPS], rat[MAXREPS];
 			pass(&b, q, H, nt, OPS_AMX, ws, out, lse); /* warm up: pages, caches */
 			pass(&b, q, H, nt, OPS_AVX512_BF16, ws, out, lse);
@@ -147,8 +160,9 @@ int main(int argc, char **argv)
 			qsort(td, (size_t)reps, sizeof(double), bench_cmp_double);
 			qsort(rat, (size_t)reps, sizeof(double), bench_cmp_double);
 			double flop = 2.0 * nr * ctx * (576 + 512);
-			printf("%5d %6d %5d %4d | %10.1f %10.1f | %8.1f %8.1f | %6.2f\n", H, ctx, seqs, nt, ta[reps / 2] * 1e6,
-			       td[reps / 2] * 1e6, flop / ta[reps / 2] * 1e-9, flop / td[reps / 2] * 1e-9, rat[reps / 2]);
+			printf("%5d %6d %5d %4d | %10.1f %10.1f | %8.1f %8.1f | %6.2f\n", H, ctx, seqs, nt,
+			       ta[reps / 2] * 1e6, td[reps / 2] * 1e6, flop / ta[reps / 2] * 1e-9,
+			       flop / td[reps / 2] * 1e-9, rat[reps / 2]);
 			fflush(stdout);
 			free(q), free(ws), free(out), free(lse);
 			free(b.bt);

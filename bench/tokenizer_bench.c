@@ -64,8 +64,7 @@ static void add_comments(struct corpus *c, const char *s, size_t n)
 		if (!end)
 			break;
 		for (const char *p = s + i + 2; p < end; p++) {
-			if (*p == '*' &&
-			    (p == s + i + 2 || p[-1] == ' ' || p[-1] == '\n' || p[-1] == '\t'))
+			if (*p == '*' && (p == s + i + 2 || p[-1] == ' ' || p[-1] == '\n' || p[-1] == '\t'))
 				continue; /* the " * " margin */
 			if (*p == '\t' || (*p == ' ' && p[-1] == '\n'))
 				continue;
@@ -169,8 +168,8 @@ static void bench_encode(const char *dir, const char *name, const struct corpus 
 	}
 	double inc = now() - t0;
 	tok_detok_free(d);
-	printf("decode %-6s one-shot %7.1f MB/s   incremental %6.2f M tokens/s (%zu bytes)\n", name,
-	       mb / dec, n / inc / 1e6, out);
+	printf("decode %-6s one-shot %7.1f MB/s   incremental %6.2f M tokens/s (%zu bytes)\n", name, mb / dec,
+	       n / inc / 1e6, out);
 	free(ids);
 	tok_free(t);
 }
@@ -206,8 +205,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		size_t len = strlen(argv[i]);
-		bool is_c = len > 2 &&
-			    (!strcmp(argv[i] + len - 2, ".c") || !strcmp(argv[i] + len - 2, ".h"));
+		bool is_c = len > 2 && (!strcmp(argv[i] + len - 2, ".c") || !strcmp(argv[i] + len - 2, ".h"));
 		if (mode == 1 && is_c)
 			add_comments(&prose, s, n);
 		else if (mode == 1 || mode == 2)
@@ -221,8 +219,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", e.msg);
 		return 1;
 	}
-	printf("tokenizer %s: vocab %d, load %.0f ms\n", dir, tok_vocab_size(t),
-	       (now() - t0) * 1e3);
+	printf("tokenizer %s: vocab %d, load %.0f ms\n", dir, tok_vocab_size(t), (now() - t0) * 1e3);
 	tok_free(t);
 	if (prose.n)
 		bench_encode(dir, "prose", &prose, min_s);

@@ -49,7 +49,8 @@ static void fill_cache(struct kv_cache *kv, int B, int C, const int32_t *bt, int
 	for (int l = 0; l < kv->n_layers; l++)
 		for (int s = 0; s < B; s++)
 			for (int p0 = 0; p0 < C; p0 += 256) {
-				int n = C - p0 < 256 ? C - p0 : 256, off = (p0 / 256 * 256 + s * 97 + l * 31) % (POOL_ROWS - 256);
+				int n = C - p0 < 256 ? C - p0 : 256,
+				    off = (p0 / 256 * 256 + s * 97 + l * 31) % (POOL_ROWS - 256);
 				for (int j = 0; j < n; j++)
 					slots[j] = kv_cache_slot(bt + (size_t)s * mb, BS, p0 + j);
 				kv_cache_write_strided(kv, l, slots, rows + (size_t)off * kv->row, kv->row,
@@ -113,11 +114,19 @@ static int runner_step(struct runner *r, int k, double *step_s, double *index_s,
 		r->slots[s] = kv_cache_slot(r->bt + (size_t)s * r->mb, BS, p);
 	}
 	r->qs[r->B] = r->B;
-	struct batch d = {.n_tokens = r->B, .tokens = r->tok, .positions = r->pos, .n_logits = r->B,
-			  .logits_rows = r->lrow};
-	d.attn = (struct attn_meta){.n_seqs = r->B, .n_tokens = r->B, .query_start = r->qs, .seq_lens = r->sl,
-				    .block_table = r->bt, .max_blocks = r->mb, .slots = r->slots, .n_decodes = r->B,
-				    .n_decode_tokens = r->B, .dcp_size = 1, .local_seq_lens = r->sl};
+	struct batch d = {
+		.n_tokens = r->B, .tokens = r->tok, .positions = r->pos, .n_logits = r->B, .logits_rows = r->lrow};
+	d.attn = (struct attn_meta){.n_seqs = r->B,
+				    .n_tokens = r->B,
+				    .query_start = r->qs,
+				    .seq_lens = r->sl,
+				    .block_table = r->bt,
+				    .max_blocks = r->mb,
+				    .slots = r->slots,
+				    .n_decodes = r->B,
+				    .n_decode_tokens = r->B,
+				    .dcp_size = 1,
+				    .local_seq_lens = r->sl};
 	double t0 = mono_now_s();
 	if (model_forward(r->m, &d, &r->kv, r->be, r->logits, e))
 		return -1;
@@ -179,8 +188,9 @@ int main(int argc, char **argv)
 		else if (a[0] != '-' && nd < 2)
 			dirs[nd++] = a;
 		else {
-			fprintf(stderr, "usage: v32_decode SPARSE_DIR DENSE_DIR [--ctx 1024,4096,16384,32768] [--batch 1,8] "
-					"[--reps 3] [--threads N] [--json FILE]\n");
+			fprintf(stderr,
+				"usage: v32_decode SPARSE_DIR DENSE_DIR [--ctx 1024,4096,16384,32768] [--batch 1,8] "
+				"[--reps 3] [--threads N] [--json FILE]\n");
 			return 2;
 		}
 	}
@@ -215,15 +225,20 @@ int main(int argc, char **argv)
 	json_t *out = json_array();
 	struct model *m[2] = {NULL, NULL};
 	for (int k = 0; k < 2; k++) {
-		struct model_options mo = {.act_dtype = DT_BF16, .load_dummy = true, .dummy_seed = 1,
-					   .max_batch_tokens = max_b, .max_seqs = max_b, .max_model_len = max_c + reps + 2,
+		struct model_options mo = {.act_dtype = DT_BF16,
+					   .load_dummy = true,
+					   .dummy_seed = 1,
+					   .max_batch_tokens = max_b,
+					   .max_seqs = max_b,
+					   .max_model_len = max_c + reps + 2,
 					   .pool = pool};
 		if (model_load(dirs[k], &mo, &m[k], &e)) {
 			fprintf(stderr, "v32_decode: %s\n", e.msg);
 			return 1;
 		}
 		if (config_is_sparse(model_config(m[k])) != (k == 0)) {
-			fprintf(stderr, "v32_decode: %s is %s; the first directory is the V3.2 one, the second dense\n",
+			fprintf(stderr,
+				"v32_decode: %s is %s; the first directory is the V3.2 one, the second dense\n",
 				dirs[k], k ? "sparse" : "dense");
 			return 1;
 		}
@@ -239,8 +254,8 @@ int main(int argc, char **argv)
 			}
 			r[0][bi][ci] = pr[0];
 			r[1][bi][ci] = pr[1];
-			printf("  batch %d, context %6d: v3.2 %8.2f ms (indexer %7.2f ms), dense %8.2f ms\n", batch[bi], ctx[ci],
-			       pr[0].step_ms, pr[0].index_ms, pr[1].step_ms);
+			printf("  batch %d, context %6d: v3.2 %8.2f ms (indexer %7.2f ms), dense %8.2f ms\n",
+			       batch[bi], ctx[ci], pr[0].step_ms, pr[0].index_ms, pr[1].step_ms);
 			fflush(stdout);
 		}
 	model_free(m[0]);
@@ -250,11 +265,12 @@ int main(int argc, char **argv)
 	for (int bi = 0; bi < nb; bi++)
 		for (int ci = 0; ci < nc; ci++) {
 			struct res *s = &r[0][bi][ci], *d = &r[1][bi][ci];
-			printf("%-6d %-8d %10.2f %12.2f %9.0f%% %10.2f %11.2fx\n", batch[bi], ctx[ci], s->step_ms, s->index_ms,
-			       100 * s->index_ms / s->step_ms, d->step_ms, d->step_ms / s->step_ms);
-			json_array_append_new(out, json_pack("{s:i, s:i, s:f, s:f, s:f}", "batch", batch[bi], "context",
-							     ctx[ci], "v32_step_ms", s->step_ms, "v32_indexer_ms",
-							     s->index_ms, "dense_step_ms", d->step_ms));
+			printf("%-6d %-8d %10.2f %12.2f %9.0f%% %10.2f %11.2fx\n", batch[bi], ctx[ci], s->step_ms,
+			       s->index_ms, 100 * s->index_ms / s->step_ms, d->step_ms, d->step_ms / s->step_ms);
+			json_array_append_new(out,
+					      json_pack("{s:i, s:i, s:f, s:f, s:f}", "batch", batch[bi], "context",
+							ctx[ci], "v32_step_ms", s->step_ms, "v32_indexer_ms",
+							s->index_ms, "dense_step_ms", d->step_ms));
 		}
 	if (json_path && json_dump_file(out, json_path, JSON_INDENT(1)))
 		fprintf(stderr, "v32_decode: cannot write %s\n", json_path);

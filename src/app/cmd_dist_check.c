@@ -23,10 +23,7 @@
 
 static volatile sig_atomic_t stop_signal; /* set by the SIGTERM/SIGINT handler (rank 0) */
 
-static void on_stop_signal(int sig)
-{
-	stop_signal = sig;
-}
+static void on_stop_signal(int sig) { stop_signal = sig; }
 
 /* Deterministic value in [-1, 1) from three keys (every rank can compute every rank's). */
 static float hval(uint32_t a, uint32_t b, uint32_t c)
@@ -192,8 +189,8 @@ static void check_gathers(struct check *k)
 			for (int j = 0; j < W; j++)
 				want += exact_val(base + j, (o * W + c->dcp_rank) * NI + i, 3);
 			if (out[o * NI + i] != want) {
-				snprintf(why, sizeof why, "row %d col %d: %g, expected %g", o, i,
-					 out[o * NI + i], want);
+				snprintf(why, sizeof why, "row %d col %d: %g, expected %g", o, i, out[o * NI + i],
+					 want);
 				bad = 1;
 				break;
 			}
@@ -239,14 +236,15 @@ static void check_parallel_linear(struct check *k, bool to_all)
 			for (int i = 0; i < K; i++)
 				s += x[r * K + i] * hval(8, (uint32_t)i, (uint32_t)n);
 			if (full[r * N + n] != s) { /* same operation order: bit-exact */
-				snprintf(why, sizeof why, "logit [%d, %d]: %g, expected %g", r, n,
-					 full[r * N + n], s);
+				snprintf(why, sizeof why, "logit [%d, %d]: %g, expected %g", r, n, full[r * N + n], s);
 				bad = 1;
 				break;
 			}
 		}
-	report(k, to_all ? "tp gather of uneven column slices (to all ranks)"
-			 : "tp gather of uneven column slices (to rank 0)", bad, why);
+	report(k,
+	       to_all ? "tp gather of uneven column slices (to all ranks)"
+		      : "tp gather of uneven column slices (to rank 0)",
+	       bad, why);
 	if (to_all)
 		return;
 	/* row-parallel: rank j holds rows [j*K/T...) of the weight; all-reduce the partials */
@@ -269,8 +267,7 @@ static void check_parallel_linear(struct check *k, bool to_all)
 			for (int i = 0; i < K; i++)
 				s += (double)x[r * K + i] * hval(8, (uint32_t)i, (uint32_t)n);
 			if (fabs(part[r * N + n] - s) > 1e-5 * (1 + fabs(s))) {
-				snprintf(why, sizeof why, "out [%d, %d]: %g, expected %g", r, n,
-					 part[r * N + n], s);
+				snprintf(why, sizeof why, "out [%d, %d]: %g, expected %g", r, n, part[r * N + n], s);
 				bad = 1;
 				break;
 			}
@@ -327,8 +324,8 @@ static void check_plans(struct check *k)
 
 /* Reference attention of one (sequence, head) over the keys listed by pos[n]: the MQA decode
  * path of mla-dcp-spec §2.6 (score = q . row, value = the first D of the row). */
-static void attend(const float *q, int row, int D, float scale, int n, const int *pos,
-		   const float *kv, float *out, float *lse)
+static void attend(const float *q, int row, int D, float scale, int n, const int *pos, const float *kv, float *out,
+		   float *lse)
 {
 	double m = -INFINITY, s = 0;
 	for (int j = 0; j < n; j++) {
@@ -367,13 +364,13 @@ static void check_dcp_decode(struct check *k, int interleave)
 	int Hg = W * H;
 	float scale = 1.0f / sqrtf((float)ROW);
 	/* every rank builds the full inputs; rank r owns q heads [r*H, (r+1)*H) of its group */
-	float *kv = malloc((size_t)B * LMAX * ROW * sizeof *kv);	/* [B, LMAX, ROW] */
+	float *kv = malloc((size_t)B * LMAX * ROW * sizeof *kv);    /* [B, LMAX, ROW] */
 	float *qmine = malloc((size_t)B * H * ROW * sizeof *qmine); /* [B, H, ROW] */
-	float *q = malloc((size_t)B * Hg * ROW * sizeof *q);	/* [B, Hg, ROW] */
-	float *out = malloc((size_t)B * Hg * D * sizeof *out);	/* [B, Hg, D] */
-	float *lse = malloc((size_t)B * Hg * sizeof *lse);		/* [B, Hg] */
-	float *lses = malloc((size_t)W * B * Hg * sizeof *lses);	/* [W, B, Hg] */
-	float *mine = malloc((size_t)B * H * D * sizeof *mine);	/* [B, H, D] */
+	float *q = malloc((size_t)B * Hg * ROW * sizeof *q);        /* [B, Hg, ROW] */
+	float *out = malloc((size_t)B * Hg * D * sizeof *out);      /* [B, Hg, D] */
+	float *lse = malloc((size_t)B * Hg * sizeof *lse);          /* [B, Hg] */
+	float *lses = malloc((size_t)W * B * Hg * sizeof *lses);    /* [W, B, Hg] */
+	float *mine = malloc((size_t)B * H * D * sizeof *mine);     /* [B, H, D] */
 	int *pos = malloc(LMAX * sizeof *pos);
 	if (!kv || !qmine || !q || !out || !lse || !lses || !mine || !pos) {
 		bad = 1;
@@ -385,8 +382,9 @@ static void check_dcp_decode(struct check *k, int interleave)
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			for (int i = 0; i < ROW; i++)
-				qmine[(b * H + h) * ROW + i] =
-					hval(12, (uint32_t)((b * Hg + r * H + h) * ROW + i), 0) * 2;
+				qmine[(b * H + h) * ROW + i] = hval(12, (uint32_t)((b * Hg + r * H + h) * ROW + i),
+								    0) *
+							       2;
 	if (comm_dcp_allgather_inner(c, qmine, B, (size_t)H * ROW, q, &e))
 		goto mpi_fail;
 	for (int b = 0; b < B && !bad; b++)
@@ -416,13 +414,13 @@ static void check_dcp_decode(struct check *k, int interleave)
 			pos[j] = j;
 		for (int h = 0; h < H && !bad; h++) {
 			float ref[D], l;
-			attend(q + (b * Hg + r * H + h) * ROW, ROW, D, scale, L[b], pos,
-			       kv + (size_t)b * LMAX * ROW, ref, &l);
+			attend(q + (b * Hg + r * H + h) * ROW, ROW, D, scale, L[b], pos, kv + (size_t)b * LMAX * ROW,
+			       ref, &l);
 			for (int i = 0; i < D; i++) {
 				float got = mine[(b * H + h) * D + i];
 				if (!(fabsf(got - ref[i]) <= 2e-5f * (1 + fabsf(ref[i])))) {
-					snprintf(why, sizeof why, "seq %d (len %d) head %d dim %d: %g, expected %g",
-						 b, L[b], r * H + h, i, got, ref[i]);
+					snprintf(why, sizeof why, "seq %d (len %d) head %d dim %d: %g, expected %g", b,
+						 L[b], r * H + h, i, got, ref[i]);
 					bad = 1;
 					break;
 				}
@@ -484,13 +482,14 @@ int cmd_dist_check(int argc, char **argv)
 			rc = cli_int_parse(a, v, 1, 64, &tp, &e);
 		else if (!strcmp(a, "-dcp") || !strcmp(a, "--decode-context-parallel-size"))
 			rc = cli_int_parse(a, v, 1, 64, &dcp, &e);
-		else if (!strcmp(a, "--dcp-kv-cache-interleave-size") ||
-			 !strcmp(a, "--cp-kv-cache-interleave-size"))
+		else if (!strcmp(a, "--dcp-kv-cache-interleave-size") || !strcmp(a, "--cp-kv-cache-interleave-size"))
 			rc = cli_int_parse(a, v, 1, 1024, &interleave, &e);
 		else if (!strcmp(a, "--hold"))
 			rc = cli_int_parse(a, v, 0, 3600, &hold_s, &e);
 		else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			printf("usage: mlaserve dist-check [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--hold SECONDS]\n"
+			printf("usage: mlaserve dist-check [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] "
+			       "[--hold "
+			       "SECONDS]\n"
 			       "Checks groups, collectives, plan broadcast and DCP decode attention on T ranks\n"
 			       "(self-launched with mpirun unless already under it). --hold: then idle until\n"
 			       "rank 0 gets SIGTERM/SIGINT or SECONDS pass.\n");
@@ -523,9 +522,8 @@ int cmd_dist_check(int argc, char **argv)
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGINT, &sa, NULL);
 	}
-	printf("dist-check: rank %d pid %d: tp %d/%d dcp %d/%d host-local %d/%d mpi %s\n", c.world_rank,
-	       (int)getpid(), c.tp_rank, c.tp_size, c.dcp_rank, c.dcp_size, c.local_rank, c.local_size,
-	       c.mpi ? "yes" : "no");
+	printf("dist-check: rank %d pid %d: tp %d/%d dcp %d/%d host-local %d/%d mpi %s\n", c.world_rank, (int)getpid(),
+	       c.tp_rank, c.tp_size, c.dcp_rank, c.dcp_size, c.local_rank, c.local_size, c.mpi ? "yes" : "no");
 	fflush(stdout);
 	struct check k = {.c = &c};
 	check_layout(&k);
@@ -543,8 +541,8 @@ int cmd_dist_check(int argc, char **argv)
 		check_dcp_decode(&k, interleave);
 	int rc = k.n_fail ? 1 : 0;
 	if (c.world_rank == 0) {
-		printf("dist-check: %d passed, %d failed on %d ranks (tp %d, dcp %d)\n", k.n_pass,
-		       k.n_fail, c.world_size, c.tp_size, c.dcp_size);
+		printf("dist-check: %d passed, %d failed on %d ranks (tp %d, dcp %d)\n", k.n_pass, k.n_fail,
+		       c.world_size, c.tp_size, c.dcp_size);
 		fflush(stdout);
 	}
 	if (hold_s >= 0 && hold(&c, hold_s, &e)) {

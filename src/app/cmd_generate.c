@@ -53,9 +53,9 @@ struct gen_opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: mlaserve generate MODEL_DIR (--prompts-file FILE.jsonl | --prompt TEXT | --prompt-ids 0,5,9)...\n"
-		"         [--max-tokens N] [--temperature T] [--ignore-eos] [--output FILE.jsonl]\n");
+	fprintf(f, "usage: mlaserve generate MODEL_DIR (--prompts-file FILE.jsonl | --prompt TEXT | --prompt-ids "
+		   "0,5,9)...\n"
+		   "         [--max-tokens N] [--temperature T] [--ignore-eos] [--output FILE.jsonl]\n");
 	engine_args_usage(f);
 }
 
@@ -84,15 +84,15 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 {
 	double v;
 	int r;
-#define NUM(key, dst, conv)                                                                \
-	if ((r = num_field(o, key, &v, line, e)) < 0)                                      \
-		return -1;                                                                 \
-	if (r)                                                                             \
+#define NUM(key, dst, conv)                           \
+	if ((r = num_field(o, key, &v, line, e)) < 0) \
+		return -1;                            \
+	if (r)                                        \
 		dst = (conv)v;
-#define INT(key, dst)                                                                      \
-	if ((r = int_field(o, key, INT_MIN, INT_MAX, &v, line, e)) < 0)                    \
-		return -1;                                                                 \
-	if (r)                                                                             \
+#define INT(key, dst)                                                   \
+	if ((r = int_field(o, key, INT_MIN, INT_MAX, &v, line, e)) < 0) \
+		return -1;                                              \
+	if (r)                                                          \
 		dst = (int)v;
 	INT("max_tokens", p->max_tokens)
 	INT("min_tokens", p->min_tokens)
@@ -128,7 +128,8 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 	} else if (json_is_array(x)) {
 		size_t i;
 		json_t *s;
-		json_array_foreach(x, i, s) {
+		json_array_foreach(x, i, s)
+		{
 			if (!json_is_string(s) || i >= ENGINE_MAX_STOP_STRS)
 				return err_set(e, "line %d: \"stop\" must be up to %d strings", line,
 					       ENGINE_MAX_STOP_STRS);
@@ -140,7 +141,8 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 	if (json_is_array(x)) {
 		size_t i;
 		json_t *s;
-		json_array_foreach(x, i, s) {
+		json_array_foreach(x, i, s)
+		{
 			if (i >= ENGINE_MAX_STOP_IDS - 8 || !json_util_id(s, &p->stop_token_ids[i]))
 				return err_set(e, "line %d: bad \"stop_token_ids\"", line);
 			p->n_stop_token_ids = (int)i + 1;
@@ -153,7 +155,8 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 		if (!json_is_object(x) || json_object_size(x) > ENGINE_MAX_LOGIT_BIAS)
 			return err_set(e, "line %d: \"logit_bias\" must be an object of up to %d token ids", line,
 				       ENGINE_MAX_LOGIT_BIAS);
-		json_object_foreach(x, key, b) {
+		json_object_foreach(x, key, b)
+		{
 			char *end;
 			long id = strtol(key, &end, 10);
 			if (end == key || *end || id < 0 || id > INT32_MAX || !json_is_number(b))
@@ -173,8 +176,8 @@ static int line_params(json_t *o, int line, struct sampling_params *p, struct er
 }
 
 /* Appends a zeroed item with sampling parameters def; NULL when out of memory. */
-static struct gen_item *add_item(struct gen_item **items, int *n, int *cap,
-				 const struct sampling_params *def, struct err *e)
+static struct gen_item *add_item(struct gen_item **items, int *n, int *cap, const struct sampling_params *def,
+				 struct err *e)
 {
 	if (*n == *cap) {
 		int c = *cap ? *cap * 2 : 16;
@@ -231,7 +234,8 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 			for (int k = 0; it->ids && k < it->n; k++) {
 				json_t *v = json_array_get(ids, (size_t)k);
 				if (!json_is_integer(v)) {
-					rc = err_set(e, "%s:%d: prompt_token_ids[%d] is not an integer", path, lineno, k);
+					rc = err_set(e, "%s:%d: prompt_token_ids[%d] is not an integer", path, lineno,
+						     k);
 					break;
 				}
 				/* a plain int32 cast would turn 2^32 + 5 into the valid id 5 */
@@ -246,13 +250,14 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 				rc = err_set(e, "%s:%d: a text prompt needs a tokenizer", path, lineno);
 			else {
 				size_t n = 0;
-				if (tok_encode(t, json_string_value(txt), json_string_length(txt), true,
-					       &it->ids, &n, e) < 0)
+				if (tok_encode(t, json_string_value(txt), json_string_length(txt), true, &it->ids, &n,
+					       e) < 0)
 					rc = err_prefix(e, "%s:%d", path, lineno);
 				it->n = (int)n;
 			}
 		} else {
-			rc = err_set(e, "%s:%d: needs \"prompt\" (string) or \"prompt_token_ids\" (array)", path, lineno);
+			rc = err_set(e, "%s:%d: needs \"prompt\" (string) or \"prompt_token_ids\" (array)", path,
+				     lineno);
 		}
 		if (rc == 0 && line_params(o, lineno, &it->p, e) < 0)
 			rc = err_prefix(e, "%s", path);
@@ -266,8 +271,7 @@ static int read_prompts_file(const char *path, struct tok *t, const struct sampl
 }
 
 /* Collects one item's choices and prints them. Returns generated tokens, or -1. */
-static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *out, bool ids_mode,
-		   struct err *e)
+static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *out, bool ids_mode, struct err *e)
 {
 	int n = it->p.n;
 	json_t **ids = calloc((size_t)n, sizeof *ids);
@@ -277,7 +281,11 @@ static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *
 	const char **fin = calloc((size_t)n, sizeof *fin);
 	int total = 0;
 	if (!ids || !lps || !text || !tl || !fin) {
-		free(ids); free(lps); free(text); free(tl); free(fin);
+		free(ids);
+		free(lps);
+		free(text);
+		free(tl);
+		free(fin);
 		return err_set(e, "out of memory");
 	}
 	for (int c = 0; c < n; c++) {
@@ -322,7 +330,8 @@ static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *
 		int n_plp;
 		const struct engine_logprob *plp = engine_prompt_logprobs(it->h, &n_plp);
 		if (it->p.prompt_logprobs >= 0)
-			json_object_set_new(o, "prompt_logprobs", plp ? oj_prompt_logprobs_vllm(tok, plp, n_plp) : json_null());
+			json_object_set_new(o, "prompt_logprobs",
+					    plp ? oj_prompt_logprobs_vllm(tok, plp, n_plp) : json_null());
 		if (ids_mode) { /* --prompt-ids alone: just the generated ids */
 			json_t *a = json_object_get(o, "token_ids");
 			size_t k;
@@ -339,7 +348,11 @@ static int collect(struct gen_item *it, int index, const struct tok *tok, FILE *
 		json_decref(o);
 		free(text[c]);
 	}
-	free(ids); free(lps); free(text); free(tl); free(fin);
+	free(ids);
+	free(lps);
+	free(text);
+	free(tl);
+	free(fin);
 	return total;
 }
 
@@ -417,8 +430,8 @@ static int parse_args(int argc, char **argv, struct gen_opts *o)
 }
 
 /* One item per --prompt-ids, then per --prompt, then per line of --prompts-file. */
-static int build_items(const struct gen_opts *o, const struct engine_runtime *rt,
-		       struct gen_item **items, int *n_items, struct err *e)
+static int build_items(const struct gen_opts *o, const struct engine_runtime *rt, struct gen_item **items,
+		       int *n_items, struct err *e)
 {
 	int cap = 0;
 	struct sampling_params def;
@@ -446,15 +459,14 @@ static int build_items(const struct gen_opts *o, const struct engine_runtime *rt
 			return -1;
 		it->n = (int)n;
 	}
-	if (o->prompts_file &&
-	    read_prompts_file(o->prompts_file, rt->tok, &def, items, n_items, &cap, e) < 0)
+	if (o->prompts_file && read_prompts_file(o->prompts_file, rt->tok, &def, items, n_items, &cap, e) < 0)
 		return -1;
 	return 0;
 }
 
 /* Submits every item together, writes the results, and the summary line on stderr. */
-static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct gen_item *items,
-		     int n_items, double t_load, struct err *e)
+static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct gen_item *items, int n_items,
+		     double t_load, struct err *e)
 {
 	FILE *out = stdout;
 	if (o->output && !(out = fopen(o->output, "w")))
@@ -487,16 +499,19 @@ static int run_items(const struct gen_opts *o, struct engine_runtime *rt, struct
 	engine_stats_get(rt->engine, &st);
 	fprintf(stderr,
 		"generate: %d prompts, %lld prompt + %lld generated tokens in %.3f s (load %.2f s): "
-		"%.1f tok/s generated, %.1f tok/s total; %llu steps, %llu preemptions, prefix cache %llu/%llu tokens hit\n",
+		"%.1f tok/s generated, %.1f tok/s total; %llu steps, %llu preemptions, prefix cache %llu/%llu tokens "
+		"hit\n",
 		n_items, prompt_tokens, gen_tokens, dt, t_load, dt > 0 ? gen_tokens / dt : 0.0,
 		dt > 0 ? (prompt_tokens + gen_tokens) / dt : 0.0, (unsigned long long)st.steps,
 		(unsigned long long)st.preemptions, (unsigned long long)st.prefix_hits,
 		(unsigned long long)st.prefix_queries);
 	if (st.spec_k > 0)
-		fprintf(stderr, "generate: speculative decoding: %llu of %llu draft tokens accepted (%.1f%%), "
+		fprintf(stderr,
+			"generate: speculative decoding: %llu of %llu draft tokens accepted (%.1f%%), "
 			"%.2f tokens per choice and step with drafts\n",
 			(unsigned long long)st.spec_accepted_tokens, (unsigned long long)st.spec_draft_tokens,
-			st.spec_draft_tokens ? 100.0 * (double)st.spec_accepted_tokens / (double)st.spec_draft_tokens : 0.0,
+			st.spec_draft_tokens ? 100.0 * (double)st.spec_accepted_tokens / (double)st.spec_draft_tokens
+					     : 0.0,
 			st.spec_drafts ? 1.0 + (double)st.spec_accepted_tokens / (double)st.spec_drafts : 0.0);
 	return 0;
 }
@@ -549,8 +564,7 @@ int cmd_generate(int argc, char **argv)
 			goto fail;
 	}
 	t_load = mono_now_s() - t_load;
-	if (build_items(&o, &rt, &items, &n_items, &e) < 0 ||
-	    run_items(&o, &rt, items, n_items, t_load, &e) < 0)
+	if (build_items(&o, &rt, &items, &n_items, &e) < 0 || run_items(&o, &rt, items, n_items, t_load, &e) < 0)
 		goto fail;
 	rc = 0;
 	engine_runtime_close(&rt);

@@ -35,8 +35,8 @@
 struct serve_opts {
 	struct engine_args ea;
 	struct server_config sc;
-	const char *model_arg;	    /* as given (default served name) */
-	const char *chat_template;  /* --chat-template FILE or inline text */
+	const char *model_arg;                  /* as given (default served name) */
+	const char *chat_template;              /* --chat-template FILE or inline text */
 	const char *ssl_keyfile, *ssl_certfile; /* HTTPS (server/http/tls.h) */
 	bool log_requests, log_stats;
 };
@@ -83,8 +83,7 @@ static void serve_usage(FILE *f)
 }
 
 /* "--flag VALUE" or "--flag=VALUE"; returns the value or NULL when argv[*i] is not flag. */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag, const char *alias,
-			      bool *missing)
+static const char *flag_value(int argc, char **argv, int *i, const char *flag, const char *alias, bool *missing)
 {
 	const char *a = argv[*i];
 	for (int k = 0; k < 2; k++) {
@@ -134,8 +133,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		} else if (FLAG("--ssl-certfile", NULL)) {
 			o->ssl_certfile = v;
 		} else if (FLAG("--ssl-ca-certs", NULL) || FLAG("--ssl-cert-reqs", NULL)) {
-			return err_set(e, "%s: client certificates are not supported (--ssl-keyfile and "
-					  "--ssl-certfile serve HTTPS)", a);
+			return err_set(e,
+				       "%s: client certificates are not supported (--ssl-keyfile and "
+				       "--ssl-certfile serve HTTPS)",
+				       a);
 		} else if (FLAG("--served-model-name", NULL)) {
 			if (v) { /* without one, "missing value" below */
 				o->sc.n_served_names = 0;
@@ -145,10 +146,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 					o->sc.served_names[o->sc.n_served_names++] = argv[++i];
 			}
 		} else if (FLAG("--max-request-body-bytes", NULL)) {
-			if (!v || engine_args_parse_bytes(v, &o->sc.max_body_bytes) < 0 ||
-			    o->sc.max_body_bytes < 1024)
-				return err_set(e, "--max-request-body-bytes: invalid value '%s'",
-					       v ? v : "");
+			if (!v || engine_args_parse_bytes(v, &o->sc.max_body_bytes) < 0 || o->sc.max_body_bytes < 1024)
+				return err_set(e, "--max-request-body-bytes: invalid value '%s'", v ? v : "");
 		} else if (FLAG("--http-timeout", NULL)) {
 			if (cli_int_parse("--http-timeout", v, 1, 86400, &o->sc.conn_timeout_s, e) < 0)
 				return -1;
@@ -204,10 +203,13 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 		return -1;
 	cors_fini(&cors);
 	if (o->sc.auto_tool_choice && !o->sc.tool_parser)
-		return err_set(e, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)", TOOL_PARSER_NAMES);
+		return err_set(e, "--enable-auto-tool-choice needs --tool-call-parser (supported: %s)",
+			       TOOL_PARSER_NAMES);
 	if (o->ea.tp_size % o->ea.dcp_size)
-		return err_set(e, "--tensor-parallel-size %d must be divisible by "
-			       "--decode-context-parallel-size %d", o->ea.tp_size, o->ea.dcp_size);
+		return err_set(e,
+			       "--tensor-parallel-size %d must be divisible by "
+			       "--decode-context-parallel-size %d",
+			       o->ea.tp_size, o->ea.dcp_size);
 	return 0;
 }
 
@@ -230,7 +232,7 @@ static int default_model_dir(char *buf, size_t n, struct err *e)
 	if (access(buf, R_OK) == 0)
 		return 0;
 	return err_set(e, "no MODEL_DIR given and the bundled model tests/fixtures/tiny-v3 was "
-		       "not found next to the binary");
+			  "not found next to the binary");
 }
 
 /* vLLM's periodic line: throughput since the last one, queue sizes, KV usage. */
@@ -248,8 +250,8 @@ static void log_throughput(struct engine *eng, struct engine_stats *prev, double
 		      "avg prompt throughput: %.1f tokens/s, avg generation throughput: %.1f "
 		      "tokens/s, running: %d reqs, waiting: %d reqs, KV cache usage: %.1f%%, prefix "
 		      "cache hit rate: %.1f%%",
-		      (double)dp / dt, (double)dg / dt, st.n_running, st.n_waiting,
-		      st.kv_usage * 100.0, dq ? 100.0 * (double)dh / (double)dq : 0.0);
+		      (double)dp / dt, (double)dg / dt, st.n_running, st.n_waiting, st.kv_usage * 100.0,
+		      dq ? 100.0 * (double)dh / (double)dq : 0.0);
 	*prev = st;
 	*t_prev = t;
 }
@@ -313,8 +315,8 @@ static void rank_died(struct server *srv, const pid_t *ranks, int n, int sig)
 	for (int r = 1; r < n; r++) {
 		if (!ranks[r] || !dist_rank_ended(ranks[r], how, sizeof how))
 			continue;
-		LOG_E(MOD, "rank %d of %d (pid %d) %s%s: failing the open requests and exiting", r, n, (int)ranks[r], how,
-		      sig == SIGTERM ? " (then mpirun sent SIGTERM)" : "");
+		LOG_E(MOD, "rank %d of %d (pid %d) %s%s: failing the open requests and exiting", r, n, (int)ranks[r],
+		      how, sig == SIGTERM ? " (then mpirun sent SIGTERM)" : "");
 		server_fail(srv, "rank %d of the %d-rank job %s; the server is exiting", r, n, how);
 		/* within mpirun's odls_base_sigkill_timeout (3 s, dist/launch.c) after its SIGTERM */
 		if (!server_wait_idle(srv, 1.5))
@@ -380,9 +382,10 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 			       o->ea.dcp_interleave);
 		if (dist_exec_send_setup(&dx, engine_kv_cache(rt.engine), engine_backend(rt.engine), e) < 0)
 			goto out;
-		LOG_I(MOD, "%d ranks: tensor-parallel-size %d, decode-context-parallel-size %d, "
-		      "interleave %d", comm.world_size, o->ea.tp_size, o->ea.dcp_size,
-		      o->ea.dcp_interleave);
+		LOG_I(MOD,
+		      "%d ranks: tensor-parallel-size %d, decode-context-parallel-size %d, "
+		      "interleave %d",
+		      comm.world_size, o->ea.tp_size, o->ea.dcp_size, o->ea.dcp_interleave);
 	}
 	if (!rt.tok) {
 		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
@@ -392,17 +395,20 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 		goto out;
 	const struct model_config *mc = model_config(rt.model);
 
-	struct server_deps d = {.eng = rt.engine, .tok = rt.tok, .tpl = tpl,
-				.bos_token = rt.hf.bos_token, .eos_token = rt.hf.eos_token,
+	struct server_deps d = {.eng = rt.engine,
+				.tok = rt.tok,
+				.tpl = tpl,
+				.bos_token = rt.hf.bos_token,
+				.eos_token = rt.hf.eos_token,
 				.vocab_size = mc->vocab_size};
 	sampling_params_init(&d.defaults, &rt.defaults);
 	LOG_I(MOD,
 	      "model %s (%s): %d layers, hidden %d, %d heads, kv_lora_rank %d, rope dim %d, "
 	      "%d routed experts (top %d) + %d shared, vocab %d, checkpoint dtype %s%s, --dtype %s",
-	      model_dir, mc->model_type, mc->num_hidden_layers, mc->hidden_size,
-	      mc->num_attention_heads, mc->kv_lora_rank, mc->qk_rope_head_dim, mc->n_routed_experts,
-	      mc->num_experts_per_tok, mc->n_shared_experts, mc->vocab_size, mc->torch_dtype,
-	      mc->fp8 ? " (fp8 block-quantized)" : "", o->ea.dtype ? o->ea.dtype : "auto");
+	      model_dir, mc->model_type, mc->num_hidden_layers, mc->hidden_size, mc->num_attention_heads,
+	      mc->kv_lora_rank, mc->qk_rope_head_dim, mc->n_routed_experts, mc->num_experts_per_tok,
+	      mc->n_shared_experts, mc->vocab_size, mc->torch_dtype, mc->fp8 ? " (fp8 block-quantized)" : "",
+	      o->ea.dtype ? o->ea.dtype : "auto");
 	LOG_I(MOD, "default sampling: temperature %g, top_p %g, top_k %d (generation_config.json%s)",
 	      (double)d.defaults.temperature, (double)d.defaults.top_p, d.defaults.top_k,
 	      rt.hf.has_generation_config ? "" : " absent: OpenAI defaults");
@@ -411,8 +417,8 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	const char *host = o->sc.host && o->sc.host[0] ? o->sc.host : "0.0.0.0";
 	bool v6 = strchr(host, ':') != NULL;
 	LOG_I(MOD, "serving \"%s\" (max_model_len %d) on %s://%s%s%s:%d/v1%s", o->sc.served_names[0],
-	      engine_max_model_len(rt.engine), key_pem ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", server_port(srv),
-	      o->sc.api_key ? " (API key required)" : "");
+	      engine_max_model_len(rt.engine), key_pem ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "",
+	      server_port(srv), o->sc.api_key ? " (API key required)" : "");
 
 	struct engine_stats prev;
 	engine_stats_get(rt.engine, &prev);

@@ -79,9 +79,8 @@ int cmd_detokenize(int argc, char **argv)
 		else if (!strcmp(argv[i], "--skip-special-tokens"))
 			skip = true;
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf(
-			    "usage: mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens]\n"
-			    "prints the decoded text\n");
+			printf("usage: mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens]\n"
+			       "prints the decoded text\n");
 			return 0;
 		} else if (argv[i][0] != '-' && !dir)
 			dir = argv[i];
@@ -91,8 +90,7 @@ int cmd_detokenize(int argc, char **argv)
 		}
 	}
 	if (!dir || !ids_arg) {
-		fprintf(stderr,
-			"usage: mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens]\n");
+		fprintf(stderr, "usage: mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens]\n");
 		return 2;
 	}
 	struct err e;

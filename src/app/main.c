@@ -18,11 +18,16 @@ static const struct command commands[] = {
 	{"version", "print the version", cmd_version},
 	{"dist-check", "check MPI ranks, TP/DCP groups and collectives (-tp T -dcp D)", cmd_dist_check},
 	{"logits", "write the logits of a token sequence as raw float32 (--tokens, --out)", cmd_logits},
-	{"generate", "offline batch generation through the engine (MODEL_DIR --prompts-file F.jsonl | --prompt T | --prompt-ids 0,5,9)", cmd_generate},
+	{"generate",
+	 "offline batch generation through the engine (MODEL_DIR --prompts-file F.jsonl | --prompt T | --prompt-ids "
+	 "0,5,9)",
+	 cmd_generate},
 	{"tokenize", "print the token ids of a text as a JSON array (DIR --text T)", cmd_tokenize},
 	{"detokenize", "print the text of token ids (DIR --ids 1,2,3)", cmd_detokenize},
-	{"chat-template", "print the prompt rendered by DIR's chat template (DIR --messages F.json)", cmd_chat_template},
-	{"serve", "serve the OpenAI-compatible HTTP API (vLLM flags; default model tests/fixtures/tiny-v3)", cmd_serve},
+	{"chat-template", "print the prompt rendered by DIR's chat template (DIR --messages F.json)",
+	 cmd_chat_template},
+	{"serve", "serve the OpenAI-compatible HTTP API (vLLM flags; default model tests/fixtures/tiny-v3)",
+	 cmd_serve},
 	{"bench", "benchmarks: bench latency MODEL_DIR --batch-size B --input-len I --output-len O", cmd_bench},
 };
 

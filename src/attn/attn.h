@@ -22,16 +22,16 @@ struct pool;
 struct kv_cache {
 	int n_layers, n_blocks, block_size;
 	int kv_lora_rank, rope_dim, row; /* row = kv_lora_rank + rope_dim (576 for real models) */
-	enum dtype dtype;		 /* DT_F32 or DT_BF16 */
-	void *data;			 /* [n_layers][n_blocks * block_size][row] */
-	int index_dim, index_groups;	 /* 0: no indexer cache */
-	uint8_t *index_codes;		 /* [n_layers][n_blocks * block_size][index_dim] e4m3 */
-	float *index_scales;		 /* [n_layers][n_blocks * block_size][index_groups] */
+	enum dtype dtype;                /* DT_F32 or DT_BF16 */
+	void *data;                      /* [n_layers][n_blocks * block_size][row] */
+	int index_dim, index_groups;     /* 0: no indexer cache */
+	uint8_t *index_codes;            /* [n_layers][n_blocks * block_size][index_dim] e4m3 */
+	float *index_scales;             /* [n_layers][n_blocks * block_size][index_groups] */
 };
 
 /* index_dim 0: the latent cache alone (V2/V3); else with the indexer cache (V3.2). */
-int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size,
-		  int kv_lora_rank, int rope_dim, enum dtype dtype, struct err *e);
+int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size, int kv_lora_rank, int rope_dim,
+		  enum dtype dtype, struct err *e);
 int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int block_size, int kv_lora_rank,
 			  int rope_dim, enum dtype dtype, int index_dim, struct err *e);
 void kv_cache_fini(struct kv_cache *kv);
@@ -46,16 +46,16 @@ static inline int kv_cache_index_group(int index_dim) { return index_dim < 128 ?
  * prefill path. Token rows of sequence i are [query_start[i], query_start[i+1]). */
 struct attn_meta {
 	int n_seqs, n_tokens;
-	const int32_t *query_start;   /* [n_seqs + 1] */
-	const int32_t *seq_lens;      /* [n_seqs] global context length including this step */
-	const int32_t *block_table;   /* [n_seqs][max_blocks] */
+	const int32_t *query_start; /* [n_seqs + 1] */
+	const int32_t *seq_lens;    /* [n_seqs] global context length including this step */
+	const int32_t *block_table; /* [n_seqs][max_blocks] */
 	int max_blocks;
-	const int64_t *slots;	      /* [n_tokens]; -1 = not written (padding, other DCP rank) */
+	const int64_t *slots; /* [n_tokens]; -1 = not written (padding, other DCP rank) */
 	int n_decodes, n_decode_tokens;
 	/* decode context parallelism; dcp_size 1 = off */
 	int dcp_size, dcp_rank, dcp_interleave;
 	const int32_t *local_seq_lens; /* [n_seqs] tokens stored on this rank (= seq_lens if off) */
-	void *plan;		       /* the backend's per-step plan (see attn_backend.plan) */
+	void *plan;                    /* the backend's per-step plan (see attn_backend.plan) */
 };
 
 enum query_len_support { QLEN_SINGLE_ONLY, QLEN_UNIFORM, QLEN_VARLEN };
@@ -66,15 +66,15 @@ struct attn_decode_args {
 	const struct attn_meta *meta;
 	const struct kv_cache *kv;
 	int layer;
-	int n_heads;	  /* heads attended here (W*H under DCP after the q all-gather) */
-	float scale;	  /* the model's qk softmax scale */
-	const float *q;	  /* [n_decode_tokens, n_heads, row] absorbed query [q_abs | q_pe] */
-	float *out;	  /* [n_decode_tokens, n_heads, kv_lora_rank] */
-	float *lse;	  /* [n_decode_tokens, n_heads], natural log; -inf for an empty shard */
+	int n_heads;    /* heads attended here (W*H under DCP after the q all-gather) */
+	float scale;    /* the model's qk softmax scale */
+	const float *q; /* [n_decode_tokens, n_heads, row] absorbed query [q_abs | q_pe] */
+	float *out;     /* [n_decode_tokens, n_heads, kv_lora_rank] */
+	float *lse;     /* [n_decode_tokens, n_heads], natural log; -inf for an empty shard */
 	struct pool *pool;
 	struct arena *scratch; /* per-step arena for temporaries */
-	bool q_bf16;	       /* every q value is a bf16 (bf16 activations): see mqa_job */
-	bool p_bf16;	       /* P·V may run in bf16: see mqa_job */
+	bool q_bf16;           /* every q value is a bf16 (bf16 activations): see mqa_job */
+	bool p_bf16;           /* P·V may run in bf16: see mqa_job */
 };
 
 /* Sparse attention (DeepSeek Sparse Attention, V3.2) over the latent cache: every token of
@@ -85,22 +85,22 @@ struct attn_sparse_args {
 	const struct attn_meta *meta;
 	const struct kv_cache *kv;
 	int layer;
-	int n_heads;		   /* heads attended here (W*H under DCP after the q all-gather) */
+	int n_heads; /* heads attended here (W*H under DCP after the q all-gather) */
 	float scale;
 	int tok0, n_tok;
-	const int32_t *sel_start;  /* [n_tokens + 1] of the step: token t attends this rank's local */
-	const int32_t *sel;	   /* keys sel[sel_start[t] .. sel_start[t + 1]) (ascending) */
-	const float *q;		   /* [n_tok, n_heads, row] absorbed query [q_abs | q_pe] */
-	float *out;		   /* [n_tok, n_heads, kv_lora_rank] */
-	float *lse;		   /* [n_tok, n_heads]; -inf, output 0 where no key is selected here */
+	const int32_t *sel_start; /* [n_tokens + 1] of the step: token t attends this rank's local */
+	const int32_t *sel;       /* keys sel[sel_start[t] .. sel_start[t + 1]) (ascending) */
+	const float *q;           /* [n_tok, n_heads, row] absorbed query [q_abs | q_pe] */
+	float *out;               /* [n_tok, n_heads, kv_lora_rank] */
+	float *lse;               /* [n_tok, n_heads]; -inf, output 0 where no key is selected here */
 	struct pool *pool;
 	struct arena *scratch;
-	bool q_bf16, p_bf16;	   /* as attn_decode_args */
+	bool q_bf16, p_bf16; /* as attn_decode_args */
 };
 
 struct attn_backend {
 	const char *name;
-	int reorder_batch_threshold;	   /* largest q_len that is still a "decode" */
+	int reorder_batch_threshold; /* largest q_len that is still a "decode" */
 	enum query_len_support query_len_support;
 	/* Can run decode queries with q_len > 1 when the KV is sharded (DCP > 1) at this
 	 * interleave size (needs a global-position causal mask). NULL = never. */
@@ -108,7 +108,7 @@ struct attn_backend {
 	/* Returns the decode LSE: DCP merges the ranks' partial outputs by it (mla-dcp-spec
 	 * §4.5), so attn_threshold_setup refuses a backend without it under DCP > 1. */
 	bool returns_lse;
-	int block_size_multiple;	   /* required divisor of the block size (0 or 1 = any):
+	int block_size_multiple; /* required divisor of the block size (0 or 1 = any):
 					    * read through attn_backend_block_multiple */
 	/* Per-step plan computed once from the metadata and reused by every layer; NULL if
 	 * the backend needs none. Allocates from `scratch`; sets meta->plan. */

@@ -7,12 +7,10 @@
 int dcp_config_check(int tp_size, int dcp_size, int interleave, int block_size, struct err *e)
 {
 	if (dcp_size < 1 || tp_size < 1 || tp_size % dcp_size != 0)
-		return err_set(e, "decode context parallel size %d must divide tensor parallel size %d",
-			       dcp_size, tp_size);
-	if (interleave < 1 || block_size < 1 || interleave > block_size ||
-	    block_size % interleave != 0)
-		return err_set(e, "kv cache interleave size %d must divide block size %d",
-			       interleave, block_size);
+		return err_set(e, "decode context parallel size %d must divide tensor parallel size %d", dcp_size,
+			       tp_size);
+	if (interleave < 1 || block_size < 1 || interleave > block_size || block_size % interleave != 0)
+		return err_set(e, "kv cache interleave size %d must divide block size %d", interleave, block_size);
 	return 0;
 }
 
@@ -48,13 +46,9 @@ int64_t dcp_slot(const int32_t *bt_row, int block_size, int W, int r, int I, int
 	return (int64_t)bt_row[p / vb] * block_size + local_off;
 }
 
-static float sanitize(float x)
-{
-	return (isnan(x) || x == INFINITY) ? -INFINITY : x;
-}
+static float sanitize(float x) { return (isnan(x) || x == INFINITY) ? -INFINITY : x; }
 
-void dcp_lse_correct(const float *lses, int W, int B, int Hg, int rank, float *out, int D,
-		     float *lse_g)
+void dcp_lse_correct(const float *lses, int W, int B, int Hg, int rank, float *out, int D, float *lse_g)
 {
 	size_t plane = (size_t)B * Hg;
 	for (size_t bh = 0; bh < plane; bh++) {

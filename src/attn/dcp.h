@@ -38,8 +38,7 @@ int64_t dcp_slot(const int32_t *bt_row, int block_size, int W, int r, int I, int
  * exp(lse_own - lse_global) (0 for an empty shard; an all-empty row becomes 0). lse_g, if
  * not NULL, receives [B, Hg] the global LSE (-inf when every shard is empty). After this,
  * summing `out` over ranks gives attention over the union of the shards. */
-void dcp_lse_correct(const float *lses, int W, int B, int Hg, int rank, float *out, int D,
-		     float *lse_g);
+void dcp_lse_correct(const float *lses, int W, int B, int Hg, int rank, float *out, int D, float *lse_g);
 
 /* Prefill-context chunking under DCP (§4.6), in local coordinates. The global chunk is
  * rounded up to a multiple of W * I; returns the local chunk length C_loc = chunk / W. */

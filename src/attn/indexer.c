@@ -48,8 +48,8 @@ float attn_index_score(const float *q, const float *w, int n_heads, int dim, int
 	return r;
 }
 
-#define GT 8	     /* tokens of one sequence scored together (each key block decoded once) */
-#define CHUNK 1024   /* keys of one work item when few tokens score (a multiple of KB) */
+#define GT 8       /* tokens of one sequence scored together (each key block decoded once) */
+#define CHUNK 1024 /* keys of one work item when few tokens score (a multiple of KB) */
 
 /* A group: consecutive selecting tokens [t0, t0 + n) of one sequence (which sees at most
  * nvis_max local keys); the few-token mode splits it into items of CHUNK keys. */
@@ -60,23 +60,23 @@ struct group {
 struct sel_ctx {
 	const struct attn_index_args *a;
 	struct ix_kernels k;
-	const uint16_t *qb;	/* [n_tokens, n_heads, dim] q in bf16 (the bf16 kernels) */
-	const int32_t *seq_of;	/* [n_tokens] */
-	int32_t *sel, *count;	/* [n_tokens, topk], [n_tokens] */
-	const int32_t *row_of;	/* [n_tokens] candidate row (DCP), -1 none */
-	struct cand *send;	/* [n_rows, topk] (DCP) */
+	const uint16_t *qb;     /* [n_tokens, n_heads, dim] q in bf16 (the bf16 kernels) */
+	const int32_t *seq_of;  /* [n_tokens] */
+	int32_t *sel, *count;   /* [n_tokens, topk], [n_tokens] */
+	const int32_t *row_of;  /* [n_tokens] candidate row (DCP), -1 none */
+	struct cand *send;      /* [n_rows, topk] (DCP) */
 	const struct cand *all; /* [W, n_rows, topk] (DCP) */
 	int n_rows;
 	const struct group *groups;
 	int n_groups;
-	const int32_t *item0;	/* few-token mode: [n_groups + 1] first item of each group */
-	struct cand **scores;	/* [n_tokens] a selecting token's candidates: its own row of
+	const int32_t *item0; /* few-token mode: [n_groups + 1] first item of each group */
+	struct cand **scores; /* [n_tokens] a selecting token's candidates: its own row of
 				 * tbuf (few-token mode) or its thread's (group mode) */
-	struct cand *tbuf;	/* few-token: [n_sel_tokens, max_vis]; group: [n_threads, GT, max_vis] */
+	struct cand *tbuf;    /* few-token: [n_sel_tokens, max_vis]; group: [n_threads, GT, max_vis] */
 	size_t max_vis;
 	struct cand *merge_buf; /* [n_threads, W * topk] */
-	int32_t *idx_buf;	/* [n_threads, topk] a token's selected candidates */
-	unsigned char *kt_buf;	/* [n_threads] decoded key blocks */
+	int32_t *idx_buf;       /* [n_threads, topk] a token's selected candidates */
+	unsigned char *kt_buf;  /* [n_threads] decoded key blocks */
 };
 
 /* token t's sequence, query length, position and the local keys it sees */
@@ -126,15 +126,16 @@ static void score_block_range(struct sel_ctx *c, const struct group *g, int k0, 
 				continue;
 			int t = g->t0 + u;
 			float s[KB];
-			c->k.dots(a->q + (size_t)t * H * dim, c->qb ? c->qb + (size_t)t * H * dim : NULL, a->w + (size_t)t * H,
-				  H, dim, kt, s);
+			c->k.dots(a->q + (size_t)t * H * dim, c->qb ? c->qb + (size_t)t * H * dim : NULL,
+				  a->w + (size_t)t * H, H, dim, kt, s);
 			struct cand *out = c->scores[t];
 			int n = nvis[u] - j0 < nk ? nvis[u] - j0 : nk;
 			if (c->k.unscaled) /* one power-of-two scale a key: exact */
 				for (int j = 0; j < n; j++)
 					s[j] *= sc[j][0];
 			for (int j = 0; j < n; j++)
-				out[j0 + j] = (struct cand){clean(s[j]), (int32_t)(W > 1 ? dcp_global_pos(j0 + j, W, r, I) : j0 + j)};
+				out[j0 + j] = (struct cand){
+					clean(s[j]), (int32_t)(W > 1 ? dcp_global_pos(j0 + j, W, r, I) : j0 + j)};
 		}
 	}
 }
@@ -300,8 +301,8 @@ int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32
 		return err_set(e, "indexer: a DCP group of %d ranks (at most %d)", W, DCP_MAX);
 	if (!a->kv->index_codes || a->kv->index_dim > MAX_DIM || K < 1 ||
 	    kv_cache_n_slots(a->kv) * a->kv->index_dim >= INT32_MAX)
-		return err_set(e, "indexer: no indexer cache (or key width %d, top-k %d, %lld slots)", a->kv->index_dim, K,
-			       (long long)kv_cache_n_slots(a->kv));
+		return err_set(e, "indexer: no indexer cache (or key width %d, top-k %d, %lld slots)",
+			       a->kv->index_dim, K, (long long)kv_cache_n_slots(a->kv));
 	struct arena *ar = a->scratch;
 	int32_t *seq_of = arena_alloc(ar, sizeof(int32_t) * (size_t)n);
 	int32_t *row_of = arena_alloc(ar, sizeof(int32_t) * (size_t)n);
@@ -337,9 +338,16 @@ int attn_index_select(const struct attn_index_args *a, int32_t *sel_start, int32
 	}
 	int nt = pool_size(a->pool) > 0 ? pool_size(a->pool) : 1;
 	int dim = a->kv->index_dim;
-	struct sel_ctx c = {.a = a, .k = ix_kernels_for(ops_level_best(), dim, kv_cache_index_group(dim)),
-			    .seq_of = seq_of, .sel = s, .count = count,
-			    .row_of = row_of, .n_rows = n_rows, .groups = groups, .n_groups = ng, .scores = scores,
+	struct sel_ctx c = {.a = a,
+			    .k = ix_kernels_for(ops_level_best(), dim, kv_cache_index_group(dim)),
+			    .seq_of = seq_of,
+			    .sel = s,
+			    .count = count,
+			    .row_of = row_of,
+			    .n_rows = n_rows,
+			    .groups = groups,
+			    .n_groups = ng,
+			    .scores = scores,
 			    .max_vis = (size_t)max_vis};
 	c.kt_buf = arena_alloc(ar, kt_bytes() * (size_t)nt);
 	if (c.k.unscaled && ng > 0) {

@@ -19,9 +19,9 @@ struct attn_index_args {
 	const struct attn_meta *meta;
 	const struct kv_cache *kv; /* with its indexer cache (kv->index_dim > 0) */
 	int layer;
-	int n_heads, topk;	   /* index_n_heads, index_topk */
-	const float *q;		   /* [n_tokens, n_heads, index_dim] the dequantized fp8 index queries */
-	const float *w;		   /* [n_tokens, n_heads] the head weights */
+	int n_heads, topk; /* index_n_heads, index_topk */
+	const float *q;    /* [n_tokens, n_heads, index_dim] the dequantized fp8 index queries */
+	const float *w;    /* [n_tokens, n_heads] the head weights */
 	struct pool *pool;
 	struct arena *scratch;
 	/* DCP (meta->dcp_size > 1): gathers nbytes of every rank of the group into recv

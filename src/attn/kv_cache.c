@@ -20,8 +20,8 @@ size_t kv_cache_index_bytes_per_block(int n_layers, int block_size, int index_di
 	return (size_t)n_layers * (size_t)block_size * ((size_t)index_dim + sizeof(float) * (size_t)groups);
 }
 
-int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size,
-		  int kv_lora_rank, int rope_dim, enum dtype dtype, struct err *e)
+int kv_cache_init(struct kv_cache *kv, int n_layers, int n_blocks, int block_size, int kv_lora_rank, int rope_dim,
+		  enum dtype dtype, struct err *e)
 {
 	return kv_cache_init_indexed(kv, n_layers, n_blocks, block_size, kv_lora_rank, rope_dim, dtype, 0, e);
 }
@@ -31,21 +31,21 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 {
 	memset(kv, 0, sizeof *kv);
 	if (n_layers <= 0 || n_blocks <= 0 || block_size <= 0)
-		return err_set(e, "kv cache: bad geometry: %d layers, %d blocks, block size %d",
-			       n_layers, n_blocks, block_size);
+		return err_set(e, "kv cache: bad geometry: %d layers, %d blocks, block size %d", n_layers, n_blocks,
+			       block_size);
 	if (kv_lora_rank <= 0 || rope_dim < 0)
-		return err_set(e, "kv cache: bad row: kv_lora_rank %d, rope dim %d", kv_lora_rank,
-			       rope_dim);
+		return err_set(e, "kv cache: bad row: kv_lora_rank %d, rope dim %d", kv_lora_rank, rope_dim);
 	if (dtype != DT_F32 && dtype != DT_BF16)
-		return err_set(e, "kv cache: unsupported dtype %s (want F32 or BF16)",
-			       dtype_name(dtype));
+		return err_set(e, "kv cache: unsupported dtype %s (want F32 or BF16)", dtype_name(dtype));
 	if (index_dim < 0 || (index_dim > 0 && index_dim % kv_cache_index_group(index_dim)))
 		return err_set(e, "kv cache: bad indexer key width %d", index_dim);
 	/* the indexer addresses a layer's keys with 32-bit byte offsets (attn/indexer.c) */
 	if (index_dim > 0 && (int64_t)n_blocks * block_size * index_dim >= INT32_MAX)
-		return err_set(e, "kv cache: %d blocks of %d tokens are more than the indexer cache addresses (%lld tokens "
-				  "of %d-byte keys); lower --kv-cache-memory", n_blocks, block_size,
-			       (long long)(INT32_MAX / index_dim), index_dim);
+		return err_set(
+			e,
+			"kv cache: %d blocks of %d tokens are more than the indexer cache addresses (%lld tokens "
+			"of %d-byte keys); lower --kv-cache-memory",
+			n_blocks, block_size, (long long)(INT32_MAX / index_dim), index_dim);
 	int row = kv_lora_rank + rope_dim;
 	size_t per_block = kv_cache_bytes_per_block(n_layers, block_size, row, dtype);
 	if (per_block == 0 || (size_t)n_blocks > SIZE_MAX / per_block)
@@ -53,8 +53,7 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 	/* calloc: pages of a large cache stay untouched (and zero) until first written */
 	kv->data = calloc((size_t)n_blocks, per_block);
 	if (!kv->data)
-		return err_set(e, "kv cache: out of memory for %d blocks of %zu bytes", n_blocks,
-			       per_block);
+		return err_set(e, "kv cache: out of memory for %d blocks of %zu bytes", n_blocks, per_block);
 	if (index_dim > 0) {
 		size_t slots = (size_t)n_layers * (size_t)n_blocks * (size_t)block_size;
 		int groups = index_dim / kv_cache_index_group(index_dim);
@@ -119,8 +118,8 @@ static void put(const struct kv_cache *kv, void *dst, int off, const float *src,
 		h[i] = f32_to_bf16(src[i]);
 }
 
-void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots,
-			    const float *kv_c, int ld_c, const float *k_pe, int ld_pe, int n)
+void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, int ld_c,
+			    const float *k_pe, int ld_pe, int n)
 {
 	for (int i = 0; i < n; i++) {
 		if (slots[i] < 0)
@@ -131,8 +130,7 @@ void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots
 	}
 }
 
-void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c,
-		    const float *k_pe, int n)
+void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, const float *k_pe, int n)
 {
 	kv_cache_write_strided(kv, layer, slots, kv_c, kv->kv_lora_rank, k_pe, kv->rope_dim, n);
 }

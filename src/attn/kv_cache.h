@@ -8,10 +8,7 @@
 #include "attn/attn.h"
 
 /* Total rows (slots) per layer: n_blocks * block_size. */
-static inline int64_t kv_cache_n_slots(const struct kv_cache *kv)
-{
-	return (int64_t)kv->n_blocks * kv->block_size;
-}
+static inline int64_t kv_cache_n_slots(const struct kv_cache *kv) { return (int64_t)kv->n_blocks * kv->block_size; }
 
 /* Slot of local key index k of a sequence whose pages are `bt_row` (mla-dcp-spec §2.2). */
 static inline int64_t kv_cache_slot(const int32_t *bt_row, int block_size, int64_t k)
@@ -29,11 +26,10 @@ const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot
 /* Writes n tokens: row slots[i] = [kv_c[i] (kv_lora_rank) | k_pe[i] (rope_dim)], converting
  * to the cache dtype. slots[i] < 0 (padding, or a position owned by another DCP rank) is
  * skipped. kv_c: [n, kv_lora_rank], k_pe: [n, rope_dim], both contiguous. */
-void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c,
-		    const float *k_pe, int n);
+void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, const float *k_pe, int n);
 /* Same with row strides (in floats) for kv_c and k_pe, e.g. both inside one [n, 576] buffer. */
-void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots,
-			    const float *kv_c, int ld_c, const float *k_pe, int ld_pe, int n);
+void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, int ld_c,
+			    const float *k_pe, int ld_pe, int n);
 
 /* The indexer cache (V3.2): writes n tokens' keys, codes [n, index_dim] (e4m3) and scales
  * [n, index_groups], at slots[i] (< 0 skipped). */

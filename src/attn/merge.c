@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stddef.h>
 
-void attn_merge_states(int n, int n_heads, int dv, const float *o_p, const float *lse_p,
-		       const float *o_s, const float *lse_s, float *out, float *lse_out)
+void attn_merge_states(int n, int n_heads, int dv, const float *o_p, const float *lse_p, const float *o_s,
+		       const float *lse_s, float *out, float *lse_out)
 {
 	for (size_t i = 0; i < (size_t)n * (size_t)n_heads; i++) {
 		float lp = lse_p[i], ls = lse_s[i];

@@ -7,7 +7,7 @@
  * ws = exp(ls - m); out = (wp·op + ws·os)/(wp + ws); lse_out = log(wp + ws) + m. Both -inf:
  * out = 0, lse_out = -inf. Layouts: o [n, n_heads, dv], lse [n, n_heads]. out / lse_out may
  * alias the prefix or the suffix arrays. */
-void attn_merge_states(int n, int n_heads, int dv, const float *o_p, const float *lse_p,
-		       const float *o_s, const float *lse_s, float *out, float *lse_out);
+void attn_merge_states(int n, int n_heads, int dv, const float *o_p, const float *lse_p, const float *o_s,
+		       const float *lse_s, float *out, float *lse_out);
 
 #endif

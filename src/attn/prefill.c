@@ -22,13 +22,18 @@
 struct mha_ctx {
 	int n_heads, dn, dr, dv;
 	float scale;
-	const float *q; int ldq;	  /* [nq, H*(dn+dr)] */
-	const float *kvb; int ldkvb;	  /* [nk, H*(dn+dv)] */
-	const float *kpe; int ldkpe;	  /* [nk, >= dr] */
+	const float *q;
+	int ldq; /* [nq, H*(dn+dr)] */
+	const float *kvb;
+	int ldkvb; /* [nk, H*(dn+dv)] */
+	const float *kpe;
+	int ldkpe; /* [nk, >= dr] */
 	int nq, nk, causal;
-	float *o; int ldo;		  /* [nq, H*dv] */
-	float *lse;			  /* [nq, H] */
-	float *work; size_t work_ld;	  /* per thread: K, Vᵀ, S (fp32), or packed K, Vᵀ, S, x */
+	float *o;
+	int ldo;    /* [nq, H*dv] */
+	float *lse; /* [nq, H] */
+	float *work;
+	size_t work_ld; /* per thread: K, Vᵀ, S (fp32), or packed K, Vᵀ, S, x */
 	int max_keys;
 	bool bf16;
 };
@@ -63,15 +68,19 @@ static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
 	uint32_t *Vp = Kp + pk_k_words(c->nk, dk);
 	float *S = (float *)(Vp + pk_v_words(c->nk, c->dv));
 	uint16_t *xb = (uint16_t *)(S + (size_t)QB * (size_t)c->nk);
-	struct wmat kf = {.dtype = DT_BF16, .rows = c->nk, .cols = dk, .ld = dk, .packed = Kp,
-			  .packed_pairs = prepack_pairs(dk)};
-	struct wmat vf = {.dtype = DT_BF16, .rows = c->dv, .cols = c->nk, .ld = c->nk, .packed = Vp,
+	struct wmat kf = {
+		.dtype = DT_BF16, .rows = c->nk, .cols = dk, .ld = dk, .packed = Kp, .packed_pairs = prepack_pairs(dk)};
+	struct wmat vf = {.dtype = DT_BF16,
+			  .rows = c->dv,
+			  .cols = c->nk,
+			  .ld = c->nk,
+			  .packed = Vp,
 			  .packed_pairs = prepack_pairs(c->nk)};
 	int cur_h = -1;
 	for (int it = begin; it < end; it++) {
 		int h = it / nqb, a0 = (it % nqb) * QB, a1 = a0 + QB < c->nq ? a0 + QB : c->nq;
 		int nk = c->causal ? a1 : c->nk; /* keys any query of the block can see */
-		if (h != cur_h) { /* every key of the head, once: blocks take prefixes */
+		if (h != cur_h) {                /* every key of the head, once: blocks take prefixes */
 			const float *kv = c->kvb + (size_t)h * (size_t)hd;
 			prepack_f32(Kp, c->nk, dk, 0, c->dn, kv, (size_t)c->ldkvb, 1);
 			prepack_f32(Kp, c->nk, dk, c->dn, c->dr, c->kpe, (size_t)c->ldkpe, 1);
@@ -79,17 +88,26 @@ static void mha_items_bf16(const struct mha_ctx *c, int begin, int end, int tid)
 			cur_h = h;
 		}
 		struct wmat kw = wmat_view(&kf, 0, nk, 0, dk), vw = wmat_view(&vf, 0, c->dv, 0, nk);
-		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
-				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0, .x_bf16 = 1};
+		struct gemm_job js = {.w = &kw,
+				      .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
+				      .ldx = c->ldq,
+				      .y = S,
+				      .ldy = nk,
+				      .n = a1 - a0,
+				      .x_bf16 = 1};
 		prepack_gemm_1t(&js, xb);
 		/* the probabilities go straight into xb as P·V's bf16 rows (the bits of rounding them
 		 * in S and converting) */
 		int ldxb = prepack_x_ld(nk);
 		for (int a = a0; a < a1; a++)
 			c->lse[(size_t)a * (size_t)c->n_heads + (size_t)h] = ops_softmax_scaled_to_bf16(
-				S + (size_t)(a - a0) * (size_t)nk, c->causal ? a + 1 : nk, c->scale, xb + (size_t)(a - a0) * (size_t)ldxb, ldxb);
-		struct gemm_job jo = {.w = &vw, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
-				      .ldy = c->ldo, .n = a1 - a0, .x_bf16 = 1};
+				S + (size_t)(a - a0) * (size_t)nk, c->causal ? a + 1 : nk, c->scale,
+				xb + (size_t)(a - a0) * (size_t)ldxb, ldxb);
+		struct gemm_job jo = {.w = &vw,
+				      .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
+				      .ldy = c->ldo,
+				      .n = a1 - a0,
+				      .x_bf16 = 1};
 		prepack_gemm_1t_xb(&jo, xb);
 	}
 }
@@ -102,9 +120,9 @@ static void mha_items(void *arg, int begin, int end, int tid)
 		return;
 	}
 	int dk = c->dn + c->dr, hd = c->dn + c->dv, nqb = (c->nq + QB - 1) / QB;
-	float *K = c->work + (size_t)tid * c->work_ld;		/* [nk, dk] */
-	float *Vt = K + (size_t)c->max_keys * (size_t)dk;	/* [dv, nk] */
-	float *S = Vt + (size_t)c->dv * (size_t)c->max_keys;	/* [QB, nk] */
+	float *K = c->work + (size_t)tid * c->work_ld;       /* [nk, dk] */
+	float *Vt = K + (size_t)c->max_keys * (size_t)dk;    /* [dv, nk] */
+	float *S = Vt + (size_t)c->dv * (size_t)c->max_keys; /* [QB, nk] */
 	int cur_h = -1, cur_nk = 0;
 	for (int it = begin; it < end; it++) {
 		int h = it / nqb, a0 = (it % nqb) * QB, a1 = a0 + QB < c->nq ? a0 + QB : c->nq;
@@ -113,7 +131,8 @@ static void mha_items(void *arg, int begin, int end, int tid)
 			for (int b = 0; b < nk; b++) {
 				const float *kv = c->kvb + (size_t)b * (size_t)c->ldkvb + (size_t)h * (size_t)hd;
 				memcpy(K + (size_t)b * dk, kv, sizeof(float) * (size_t)c->dn);
-				memcpy(K + (size_t)b * dk + c->dn, c->kpe + (size_t)b * (size_t)c->ldkpe, sizeof(float) * (size_t)c->dr);
+				memcpy(K + (size_t)b * dk + c->dn, c->kpe + (size_t)b * (size_t)c->ldkpe,
+				       sizeof(float) * (size_t)c->dr);
 				for (int v = 0; v < c->dv; v++)
 					Vt[(size_t)v * (size_t)c->max_keys + (size_t)b] = kv[c->dn + v];
 			}
@@ -121,13 +140,21 @@ static void mha_items(void *arg, int begin, int end, int tid)
 			cur_nk = nk;
 		}
 		struct wmat kw = {.dtype = DT_F32, .data = K, .rows = nk, .cols = dk, .ld = dk};
-		struct gemm_job js = {.w = &kw, .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
-				      .ldx = c->ldq, .y = S, .ldy = nk, .n = a1 - a0};
+		struct gemm_job js = {.w = &kw,
+				      .x = c->q + (size_t)a0 * (size_t)c->ldq + (size_t)h * (size_t)dk,
+				      .ldx = c->ldq,
+				      .y = S,
+				      .ldy = nk,
+				      .n = a1 - a0};
 		ops_gemm_multi(NULL, 1, &js);
 		probabilities(c, S, a0, a1, h, nk);
 		struct wmat vw = {.dtype = DT_F32, .data = Vt, .rows = c->dv, .cols = nk, .ld = c->max_keys};
-		struct gemm_job jo = {.w = &vw, .x = S, .ldx = nk, .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
-				      .ldy = c->ldo, .n = a1 - a0};
+		struct gemm_job jo = {.w = &vw,
+				      .x = S,
+				      .ldx = nk,
+				      .y = c->o + (size_t)a0 * (size_t)c->ldo + (size_t)h * (size_t)c->dv,
+				      .ldy = c->ldo,
+				      .n = a1 - a0};
 		ops_gemm_multi(NULL, 1, &jo);
 	}
 }
@@ -141,16 +168,16 @@ static size_t work_floats(int keys, int dk, int dv)
 	return f32 > b ? f32 : b;
 }
 
-size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
-				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads)
+size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim, int v_dim, int kv_lora_rank,
+				  int ws_rows, int n_threads)
 {
 	size_t H = (size_t)n_heads, n = (size_t)n_tokens, w = (size_t)ws_rows;
 	size_t f = 0;
-	f += n * H * (size_t)(nope_dim + v_dim);		/* kvb of new tokens */
-	f += n * H;						/* lse new */
-	f += w * (size_t)(kv_lora_rank + rope_dim);		/* workspace rows */
-	f += w * H * (size_t)(nope_dim + v_dim);		/* kvb of a context chunk */
-	f += 2 * (n * H * (size_t)v_dim + n * H);		/* chunk and accumulated (o, lse) */
+	f += n * H * (size_t)(nope_dim + v_dim);    /* kvb of new tokens */
+	f += n * H;                                 /* lse new */
+	f += w * (size_t)(kv_lora_rank + rope_dim); /* workspace rows */
+	f += w * H * (size_t)(nope_dim + v_dim);    /* kvb of a context chunk */
+	f += 2 * (n * H * (size_t)v_dim + n * H);   /* chunk and accumulated (o, lse) */
 	int keys = max_i(n_tokens, ws_rows);
 	f += (size_t)n_threads * work_floats(keys, nope_dim + rope_dim, v_dim); /* K, Vᵀ, S (+ bf16 x) */
 	return f * sizeof(float) + 16 * 64;
@@ -178,7 +205,8 @@ static int read_ctx_rows(const struct attn_prefill_args *a, int i, int k0, int n
 				       (long long)pos, i, m->max_blocks);
 		int64_t slot = kv_cache_slot(bt, a->kv->block_size, pos);
 		if (slot < 0 || slot >= kv_cache_n_slots(a->kv))
-			return err_set(e, "prefill: slot %lld of sequence %d is outside the kv cache", (long long)slot, i);
+			return err_set(e, "prefill: slot %lld of sequence %d is outside the kv cache", (long long)slot,
+				       i);
 		float *d = dst + (size_t)r * (size_t)row;
 		const float *src = kv_cache_row_f32(a->kv, a->layer, slot, d);
 		if (src != d)
@@ -229,8 +257,9 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 		if (!a->dcp_allgather)
 			return err_set(e, "prefill: dcp_size %d without a context all-gather", W);
 		if (a->ws_rows < W * I || a->ws_rows % (W * I))
-			return err_set(e, "prefill: context workspace of %d rows is not a multiple of dcp %d x interleave %d",
-				       a->ws_rows, W, I);
+			return err_set(
+				e, "prefill: context workspace of %d rows is not a multiple of dcp %d x interleave %d",
+				a->ws_rows, W, I);
 	}
 	int H = a->n_heads, dn = a->nope_dim, dr = a->rope_dim, dv = a->v_dim, L = a->kv_lora_rank;
 	int hd = H * (dn + dv), row = L + dr;
@@ -240,8 +269,8 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 		return 0;
 	int nthr = a->pool ? pool_size(a->pool) : 1;
 	int ws = a->ws_rows > 0 ? a->ws_rows : 1;
-	float *kvb = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)hd);	/* [np, H*(dn+dv)] */
-	float *lse_new = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);	/* [np, H] */
+	float *kvb = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)hd);    /* [np, H*(dn+dv)] */
+	float *lse_new = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H); /* [np, H] */
 	int max_keys = max_i(np, ws);
 	size_t work_ld = (work_floats(max_keys, dn + dr, dv) + 15) & ~(size_t)15; /* 64-byte aligned */
 	float *work = arena_alloc(a->scratch, sizeof(float) * (size_t)nthr * work_ld);
@@ -250,8 +279,13 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 
 	/* up-project the new latents once for all prefill sequences (bf16: rounded like every
 	 * activation, which the bf16 core needs) */
-	struct gemm_job up = {.w = a->kv_b, .x = a->kv_c + (size_t)t_begin * (size_t)a->ld_kv, .ldx = a->ld_kv,
-			      .y = kvb, .ldy = hd, .n = np, .x_bf16 = a->bf16};
+	struct gemm_job up = {.w = a->kv_b,
+			      .x = a->kv_c + (size_t)t_begin * (size_t)a->ld_kv,
+			      .ldx = a->ld_kv,
+			      .y = kvb,
+			      .ldy = hd,
+			      .n = np,
+			      .x_bf16 = a->bf16};
 	ops_gemm_multi(a->pool, 1, &up);
 	if (a->bf16)
 		ops_round_bf16(kvb, (int64_t)np * hd);
@@ -263,22 +297,39 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 			continue;
 		int ctx = m->seq_lens[i] - ql;
 		if (ctx < 0)
-			return err_set(e, "prefill: sequence %d has seq_len %d < query length %d", i, m->seq_lens[i], ql);
+			return err_set(e, "prefill: sequence %d has seq_len %d < query length %d", i, m->seq_lens[i],
+				       ql);
 		float *out = a->out + (size_t)qs * (size_t)H * (size_t)dv;
 		float *lse = lse_new + (size_t)(qs - t_begin) * (size_t)H;
-		struct mha_ctx c = {.n_heads = H, .dn = dn, .dr = dr, .dv = dv, .scale = a->scale,
-				    .q = a->q + (size_t)qs * (size_t)H * (size_t)(dn + dr), .ldq = H * (dn + dr),
-				    .kvb = kvb + (size_t)(qs - t_begin) * (size_t)hd, .ldkvb = hd,
-				    .kpe = a->k_pe + (size_t)qs * (size_t)a->ld_kv, .ldkpe = a->ld_kv,
-				    .nq = ql, .nk = ql, .causal = 1, .o = out, .ldo = H * dv, .lse = lse,
-				    .work = work, .work_ld = work_ld, .max_keys = max_keys, .bf16 = core_bf16};
+		struct mha_ctx c = {.n_heads = H,
+				    .dn = dn,
+				    .dr = dr,
+				    .dv = dv,
+				    .scale = a->scale,
+				    .q = a->q + (size_t)qs * (size_t)H * (size_t)(dn + dr),
+				    .ldq = H * (dn + dr),
+				    .kvb = kvb + (size_t)(qs - t_begin) * (size_t)hd,
+				    .ldkvb = hd,
+				    .kpe = a->k_pe + (size_t)qs * (size_t)a->ld_kv,
+				    .ldkpe = a->ld_kv,
+				    .nq = ql,
+				    .nk = ql,
+				    .causal = 1,
+				    .o = out,
+				    .ldo = H * dv,
+				    .lse = lse,
+				    .work = work,
+				    .work_ld = work_ld,
+				    .max_keys = max_keys,
+				    .bf16 = core_bf16};
 		int items = H * ((ql + QB - 1) / QB);
 		pool_for(a->pool, items, 1, mha_items, &c);
 		if (ctx == 0)
 			continue;
 		if (!wsb) {
-			wsb = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row);	 /* [ws, L+dr] */
-			kvb_ctx = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)hd);	 /* [ws, H*(dn+dv)] */
+			wsb = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row); /* [ws, L+dr] */
+			kvb_ctx = arena_alloc(a->scratch,
+					      sizeof(float) * (size_t)ws * (size_t)hd); /* [ws, H*(dn+dv)] */
 			o_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
 			lse_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
 			o_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
@@ -289,8 +340,10 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 		int span = W > 1 ? dcp_local_seq_len(ctx, W, 0, m->dcp_interleave) : ctx;
 		int step = ws / W;
 		if (W > 1 && (!dcp_loc || !dcp_gat)) {
-			dcp_loc = arena_alloc(a->scratch, sizeof(float) * (size_t)step * (size_t)row); /* [ws/W, row] */
-			dcp_gat = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row);   /* [W, ws/W, row] */
+			dcp_loc = arena_alloc(a->scratch,
+					      sizeof(float) * (size_t)step * (size_t)row); /* [ws/W, row] */
+			dcp_gat = arena_alloc(a->scratch,
+					      sizeof(float) * (size_t)ws * (size_t)row); /* [W, ws/W, row] */
 		}
 		for (int start = 0; start < span; start += step) {
 			int len;
@@ -303,7 +356,12 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 				if (read_ctx_rows(a, i, start, len, wsb, e))
 					return -1;
 			}
-			struct gemm_job upc = {.w = a->kv_b, .x = wsb, .ldx = row, .y = kvb_ctx, .ldy = hd, .n = len,
+			struct gemm_job upc = {.w = a->kv_b,
+					       .x = wsb,
+					       .ldx = row,
+					       .y = kvb_ctx,
+					       .ldy = hd,
+					       .n = len,
 					       .x_bf16 = a->bf16};
 			ops_gemm_multi(a->pool, 1, &upc);
 			if (a->bf16)

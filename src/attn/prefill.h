@@ -18,12 +18,12 @@ struct attn_prefill_args {
 	int n_heads, nope_dim, rope_dim, v_dim, kv_lora_rank;
 	float scale;
 	const struct wmat *kv_b; /* [n_heads*(nope_dim+v_dim), kv_lora_rank] */
-	const float *q;	  /* [n_tokens, n_heads, nope_dim+rope_dim] (rope part rotated) */
-	const float *kv_c;	  /* [n_tokens, ld_kv] normed latent at column 0 */
-	const float *k_pe;	  /* [n_tokens, ld_kv] rotated k_pe */
+	const float *q;          /* [n_tokens, n_heads, nope_dim+rope_dim] (rope part rotated) */
+	const float *kv_c;       /* [n_tokens, ld_kv] normed latent at column 0 */
+	const float *k_pe;       /* [n_tokens, ld_kv] rotated k_pe */
 	int ld_kv;
-	float *out;		  /* [n_tokens, n_heads, v_dim]: the prefill rows are written */
-	int ws_rows;		  /* context rows per chunk (the bounded workspace); under DCP a
+	float *out;  /* [n_tokens, n_heads, v_dim]: the prefill rows are written */
+	int ws_rows; /* context rows per chunk (the bounded workspace); under DCP a
 				   * multiple of dcp_size x dcp_interleave */
 	struct pool *pool;
 	struct arena *scratch;
@@ -40,8 +40,8 @@ struct attn_prefill_args {
 
 int attn_prefill(const struct attn_prefill_args *a, struct err *e);
 /* Arena bytes attn_prefill needs at most for n_tokens prefill tokens. */
-size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim,
-				  int v_dim, int kv_lora_rank, int ws_rows, int n_threads);
+size_t attn_prefill_scratch_bytes(int n_tokens, int n_heads, int nope_dim, int rope_dim, int v_dim, int kv_lora_rank,
+				  int ws_rows, int n_threads);
 /* Additional arena bytes of the DCP context gather (0 when dcp_size <= 1). */
 size_t attn_prefill_dcp_scratch_bytes(int ws_rows, int dcp_size, int kv_lora_rank, int rope_dim);
 

@@ -8,13 +8,12 @@
 
 static bool downgraded_by_dcp(const struct attn_backend *be, int t, int dcp_size, int I)
 {
-	return t > 1 && dcp_size > 1 &&
-	       !(be->supports_dcp_multi_token && be->supports_dcp_multi_token(I));
+	return t > 1 && dcp_size > 1 && !(be->supports_dcp_multi_token && be->supports_dcp_multi_token(I));
 }
 
 /* one backend's threshold from `t`, its declared value or the override */
-static int threshold_of(const struct attn_backend *be, int t, int dcp_size, int dcp_interleave,
-			int num_spec_tokens, char *why, size_t why_cap)
+static int threshold_of(const struct attn_backend *be, int t, int dcp_size, int dcp_interleave, int num_spec_tokens,
+			char *why, size_t why_cap)
 {
 	if (t <= 0) {
 		if (why)
@@ -39,11 +38,10 @@ static int threshold_of(const struct attn_backend *be, int t, int dcp_size, int 
 	return t;
 }
 
-int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave,
-			       int num_spec_tokens, char *why, size_t why_cap)
+int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave, int num_spec_tokens,
+			       char *why, size_t why_cap)
 {
-	return threshold_of(be, be->reorder_batch_threshold, dcp_size, dcp_interleave,
-			    num_spec_tokens, why, why_cap);
+	return threshold_of(be, be->reorder_batch_threshold, dcp_size, dcp_interleave, num_spec_tokens, why, why_cap);
 }
 
 int attn_threshold_min(const int *values, int n)
@@ -56,8 +54,8 @@ int attn_threshold_min(const int *values, int n)
 }
 
 /* attn_threshold_resolve with every backend's declared value replaced by override (> 0) */
-static int resolve(const struct attn_backend *const *backends, int n, int override, int dcp_size,
-		   int dcp_interleave, int num_spec_tokens, char *reason, size_t reason_cap)
+static int resolve(const struct attn_backend *const *backends, int n, int override, int dcp_size, int dcp_interleave,
+		   int num_spec_tokens, char *reason, size_t reason_cap)
 {
 	int best = ATTN_THRESHOLD_NONE;
 	size_t used = 0;
@@ -69,15 +67,13 @@ static int resolve(const struct attn_backend *const *backends, int n, int overri
 		if (!be)
 			continue;
 		int declared = override > 0 ? override : be->reorder_batch_threshold;
-		int t = threshold_of(be, declared, dcp_size, dcp_interleave, num_spec_tokens, buf,
-				     sizeof buf);
+		int t = threshold_of(be, declared, dcp_size, dcp_interleave, num_spec_tokens, buf, sizeof buf);
 		if (t == 1 && declared > 1 && downgraded_by_dcp(be, declared, dcp_size, dcp_interleave))
 			LOG_W("attn", "%s", buf);
 		if (t > 0 && (best == ATTN_THRESHOLD_NONE || t < best))
 			best = t;
 		if (reason && used < reason_cap)
-			used += (size_t)snprintf(reason + used, reason_cap - used, "%s%s",
-						 used ? "; " : "", buf);
+			used += (size_t)snprintf(reason + used, reason_cap - used, "%s%s", used ? "; " : "", buf);
 	}
 	if (reason && used < reason_cap) {
 		char head[64];
@@ -92,30 +88,31 @@ static int resolve(const struct attn_backend *const *backends, int n, int overri
 	return best;
 }
 
-int attn_threshold_resolve(const struct attn_backend *const *backends, int n, int dcp_size,
-			   int dcp_interleave, int num_spec_tokens, char *reason, size_t reason_cap)
+int attn_threshold_resolve(const struct attn_backend *const *backends, int n, int dcp_size, int dcp_interleave,
+			   int num_spec_tokens, char *reason, size_t reason_cap)
 {
 	return resolve(backends, n, 0, dcp_size, dcp_interleave, num_spec_tokens, reason, reason_cap);
 }
 
-int attn_threshold_setup(const struct attn_backend *be, int override, int dcp_size,
-			 int dcp_interleave, int num_spec_tokens, struct attn_runner_rule *out,
-			 struct err *e)
+int attn_threshold_setup(const struct attn_backend *be, int override, int dcp_size, int dcp_interleave,
+			 int num_spec_tokens, struct attn_runner_rule *out, struct err *e)
 {
 	memset(out, 0, sizeof *out);
 	if (override > 1 && be->query_len_support == QLEN_SINGLE_ONLY)
-		return err_set(e, "--reorder-batch-threshold %d: attention backend %s runs single-token "
-				  "decodes only", override, be->name);
+		return err_set(e,
+			       "--reorder-batch-threshold %d: attention backend %s runs single-token "
+			       "decodes only",
+			       override, be->name);
 	/* vLLM checks this in its runner ("DCP requires attention impls to return the softmax
 	 * lse for decode"); here it is refused before anything loads */
 	if (dcp_size > 1 && !be->returns_lse)
-		return err_set(e, "attention backend %s does not return the softmax LSE of its decode, "
-				  "which decode context parallelism (size %d) merges the ranks' outputs by",
+		return err_set(e,
+			       "attention backend %s does not return the softmax LSE of its decode, "
+			       "which decode context parallelism (size %d) merges the ranks' outputs by",
 			       be->name, dcp_size);
 	const struct attn_backend *bl[1] = {be};
-	out->threshold = resolve(bl, 1, override, dcp_size > 0 ? dcp_size : 1,
-				 dcp_interleave > 0 ? dcp_interleave : 1, num_spec_tokens, out->why,
-				 sizeof out->why);
+	out->threshold = resolve(bl, 1, override, dcp_size > 0 ? dcp_size : 1, dcp_interleave > 0 ? dcp_interleave : 1,
+				 num_spec_tokens, out->why, sizeof out->why);
 	out->require_uniform = be->query_len_support != QLEN_VARLEN;
 	return 0;
 }

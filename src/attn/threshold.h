@@ -18,8 +18,8 @@
 
 /* One backend's effective threshold (ATTN_THRESHOLD_NONE if it wants none). If `why` is not
  * NULL it receives a one-line explanation ("FLASHMLA: 128", or the downgrade reason). */
-int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave,
-			       int num_spec_tokens, char *why, size_t why_cap);
+int attn_threshold_for_backend(const struct attn_backend *be, int dcp_size, int dcp_interleave, int num_spec_tokens,
+			       char *why, size_t why_cap);
 
 /* Minimum ignoring ATTN_THRESHOLD_NONE; NONE if n == 0 or all are NONE. */
 int attn_threshold_min(const int *values, int n);
@@ -27,15 +27,15 @@ int attn_threshold_min(const int *values, int n);
 /* The runner's value over the backends in use (NULL entries are skipped). Logs one warning
  * per backend forced to 1 by DCP, naming the backend and the reason. `reason` (may be NULL)
  * receives a human-readable summary for the start-up log. */
-int attn_threshold_resolve(const struct attn_backend *const *backends, int n, int dcp_size,
-			   int dcp_interleave, int num_spec_tokens, char *reason, size_t reason_cap);
+int attn_threshold_resolve(const struct attn_backend *const *backends, int n, int dcp_size, int dcp_interleave,
+			   int num_spec_tokens, char *reason, size_t reason_cap);
 
 /* What the runner needs of its backend, resolved once at start-up. */
 struct attn_runner_rule {
-	int threshold;	      /* effective reorder_batch_threshold (ATTN_THRESHOLD_NONE: none) */
+	int threshold;        /* effective reorder_batch_threshold (ATTN_THRESHOLD_NONE: none) */
 	bool require_uniform; /* a step's decodes must share one q_len (query_len_support is not
 			       * VARLEN): the split and the draft padding follow it */
-	char why[512];	      /* for the start-up log */
+	char why[512];        /* for the start-up log */
 };
 
 /* The rule for backend `be` under DCP of dcp_size (1: off) with num_spec_tokens drafts.
@@ -43,8 +43,7 @@ struct attn_runner_rule {
  * so DCP still lowers it to 1 where the backend cannot run multi-token decodes there.
  * Refuses an override > 1 on a SINGLE_ONLY backend, and a backend that does not return the
  * LSE under DCP > 1 (the ranks' partial outputs are merged by it, mla-dcp-spec §4.5). */
-int attn_threshold_setup(const struct attn_backend *be, int override, int dcp_size,
-			 int dcp_interleave, int num_spec_tokens, struct attn_runner_rule *out,
-			 struct err *e);
+int attn_threshold_setup(const struct attn_backend *be, int override, int dcp_size, int dcp_interleave,
+			 int num_spec_tokens, struct attn_runner_rule *out, struct err *e);
 
 #endif

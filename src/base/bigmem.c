@@ -45,7 +45,10 @@ static size_t parse_size(const char *s)
 {
 	char *end;
 	unsigned long long v = strtoull(s, &end, 10);
-	int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+	int shift = *end == 'K' || *end == 'k'   ? 10
+		    : *end == 'M' || *end == 'm' ? 20
+		    : *end == 'G' || *end == 'g' ? 30
+						 : 0;
 	if (end == s || (shift && end[1]) || (!shift && *end))
 		return 0;
 	return (size_t)(v << shift);
@@ -89,7 +92,8 @@ static size_t cgroup_left(void)
 		const char *ctrl = a + 1, *path = b + 1;
 		if (!strcmp(path, "/"))
 			path = "";
-		if (strstr(ctrl, "memory") && (!strcmp(ctrl, "memory") || strstr(ctrl, "memory,") || strstr(ctrl, ",memory"))) {
+		if (strstr(ctrl, "memory") &&
+		    (!strcmp(ctrl, "memory") || strstr(ctrl, "memory,") || strstr(ctrl, ",memory"))) {
 			snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", path);
 			v1 = true;
 			break;

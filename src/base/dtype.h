@@ -12,7 +12,7 @@
 enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_COUNT };
 
 size_t dtype_size(enum dtype dt);
-const char *dtype_name(enum dtype dt);                 /* safetensors spelling: "BF16" ... */
+const char *dtype_name(enum dtype dt);                  /* safetensors spelling: "BF16" ... */
 int dtype_from_name(const char *name, enum dtype *out); /* 0 ok, -1 unknown */
 /* The value of a dtype flag (--dtype, --kv-cache-dtype): "float32" (DT_F32), "bfloat16"
  * (DT_BF16) or "auto" (*is_auto, *out DT_F32: the caller resolves it); flag names it in e. */
@@ -56,7 +56,7 @@ static inline uint8_t f32_to_fp8_e4m3(float f)
 		return sign | 0x7e;
 	if (a < 0x3c800000u) { /* below 2^-6: subnormals m x 2^-9, by the float's own rounding */
 		float m = f < 0 ? -f * 512.0f : f * 512.0f; /* exact; m + 2^23 rounds it to nearest even */
-		float r = (m + 8388608.0f) - 8388608.0f;   /* m = 8 is 2^-6, encoded 0x08 */
+		float r = (m + 8388608.0f) - 8388608.0f;    /* m = 8 is 2^-6, encoded 0x08 */
 		return sign | (uint8_t)r;
 	}
 	/* round the fp32 mantissa to 3 bits, nearest even; a carry moves into the exponent */

@@ -19,10 +19,10 @@ int err_vset(struct err *e, const char *fmt, va_list ap);
 int err_prefix(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Abort with file:line on a broken internal invariant (never for user input). */
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		if (!(cond))                                                              \
-			check_fail(__FILE__, __LINE__, #cond);                            \
+#define CHECK(cond)                                            \
+	do {                                                   \
+		if (!(cond))                                   \
+			check_fail(__FILE__, __LINE__, #cond); \
 	} while (0)
 _Noreturn void check_fail(const char *file, int line, const char *what);
 

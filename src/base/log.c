@@ -9,10 +9,7 @@
 enum log_level log_level = LOG_INFO;
 static int log_rank; /* set once at start-up, before any thread exists */
 
-void log_set_rank(int rank)
-{
-	log_rank = rank;
-}
+void log_set_rank(int rank) { log_rank = rank; }
 
 void log_msg(enum log_level lvl, const char *module, const char *fmt, ...)
 {

@@ -54,9 +54,10 @@ int pyjson_dump(const json_t *v, struct strbuf *o)
 		int first = 1;
 		if (put(o, "{") < 0)
 			return -1;
-		json_object_foreach((json_t *)v, key, x) {
-			if ((!first && put(o, ", ") < 0) || pyjson_put_string(o, key, strlen(key)) < 0 || put(o, ": ") < 0 ||
-			    pyjson_dump(x, o) < 0)
+		json_object_foreach((json_t *)v, key, x)
+		{
+			if ((!first && put(o, ", ") < 0) || pyjson_put_string(o, key, strlen(key)) < 0 ||
+			    put(o, ": ") < 0 || pyjson_dump(x, o) < 0)
 				return -1;
 			first = 0;
 		}
@@ -69,18 +70,13 @@ int pyjson_dump(const json_t *v, struct strbuf *o)
 			if ((i && put(o, ", ") < 0) || pyjson_dump(json_array_get(v, i), o) < 0)
 				return -1;
 		return put(o, "]");
-	case JSON_STRING:
-		return pyjson_put_string(o, json_string_value(v), json_string_length(v));
+	case JSON_STRING: return pyjson_put_string(o, json_string_value(v), json_string_length(v));
 	case JSON_INTEGER:
 		snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 		return put(o, num);
-	case JSON_REAL:
-		return pyjson_put_real(o, json_real_value(v));
-	case JSON_TRUE:
-		return put(o, "true");
-	case JSON_FALSE:
-		return put(o, "false");
-	default:
-		return put(o, "null");
+	case JSON_REAL: return pyjson_put_real(o, json_real_value(v));
+	case JSON_TRUE: return put(o, "true");
+	case JSON_FALSE: return put(o, "false");
+	default: return put(o, "null");
 	}
 }

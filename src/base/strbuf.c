@@ -67,10 +67,7 @@ int strbuf_printf(struct strbuf *b, const char *fmt, ...)
 	return rc;
 }
 
-size_t strbuf_unread(const struct strbuf *b)
-{
-	return b->n - b->off;
-}
+size_t strbuf_unread(const struct strbuf *b) { return b->n - b->off; }
 
 size_t strbuf_take(struct strbuf *b, char *dst, size_t max)
 {

@@ -191,13 +191,9 @@ static bool any_string_has(const json_t *v, const char *needle)
 	const char *k;
 	json_t *x;
 	if (json_is_array(v)) {
-		json_array_foreach(v, i, x)
-			if (any_string_has(x, needle))
-				return true;
+		json_array_foreach(v, i, x) if (any_string_has(x, needle)) return true;
 	} else if (json_is_object(v)) {
-		json_object_foreach((json_t *)v, k, x)
-			if (any_string_has(x, needle))
-				return true;
+		json_object_foreach((json_t *)v, k, x) if (any_string_has(x, needle)) return true;
 	}
 	return false;
 }
@@ -227,13 +223,10 @@ static json_t *hide(const json_t *v, const char *sentinel)
 	json_t *x;
 	json_t *o = json_is_array(v) ? json_array() : json_is_object(v) ? json_object() : json_copy((json_t *)v);
 	if (json_is_array(v)) {
-		json_array_foreach(v, i, x)
-			if (!o || json_array_append_new(o, hide(x, sentinel)) < 0)
-				goto fail;
+		json_array_foreach(v, i, x) if (!o || json_array_append_new(o, hide(x, sentinel)) < 0) goto fail;
 	} else if (json_is_object(v)) {
-		json_object_foreach((json_t *)v, key, x)
-			if (!o || json_object_set_new(o, key, hide(x, sentinel)) < 0)
-				goto fail;
+		json_object_foreach((json_t *)v, key,
+				    x) if (!o || json_object_set_new(o, key, hide(x, sentinel)) < 0) goto fail;
 	}
 	return o;
 fail:

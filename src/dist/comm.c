@@ -39,21 +39,18 @@ struct plan_hdr {
 #define PLAN_SLEEP_MIN_NS 50000L
 #define PLAN_SLEEP_MAX_NS 1000000L
 
-int comm_layout_compute(int world_size, int world_rank, int tp, int dcp, struct comm_layout *out,
-			struct err *e)
+int comm_layout_compute(int world_size, int world_rank, int tp, int dcp, struct comm_layout *out, struct err *e)
 {
 	if (tp < 1)
 		return err_set(e, "tensor-parallel-size %d: must be >= 1", tp);
 	if (dcp < 1)
 		return err_set(e, "decode-context-parallel-size %d: must be >= 1", dcp);
 	if (tp % dcp)
-		return err_set(e, "decode-context-parallel-size %d must divide tensor-parallel-size %d",
-			       dcp, tp);
+		return err_set(e, "decode-context-parallel-size %d must divide tensor-parallel-size %d", dcp, tp);
 	if (world_size < 1 || world_rank < 0 || world_rank >= world_size)
 		return err_set(e, "world rank %d of %d: out of range", world_rank, world_size);
 	if (world_size % tp)
-		return err_set(e, "world size %d: not a multiple of tensor-parallel-size %d",
-			       world_size, tp);
+		return err_set(e, "world size %d: not a multiple of tensor-parallel-size %d", world_size, tp);
 	out->world_rank = world_rank;
 	out->world_size = world_size;
 	out->tp_size = tp;
@@ -65,27 +62,21 @@ int comm_layout_compute(int world_size, int world_rank, int tp, int dcp, struct 
 	return 0;
 }
 
-int comm_config_check(int tp, int dcp, int n_heads, int interleave, int block_size,
-		      struct err *e)
+int comm_config_check(int tp, int dcp, int n_heads, int interleave, int block_size, struct err *e)
 {
 	struct comm_layout l;
 	if (comm_layout_compute(tp, 0, tp, dcp, &l, e))
 		return -1;
 	if (n_heads > 0 && n_heads % tp)
-		return err_set(e, "tensor-parallel-size %d must divide num_attention_heads %d", tp,
-			       n_heads);
+		return err_set(e, "tensor-parallel-size %d must divide num_attention_heads %d", tp, n_heads);
 	if (interleave < 1)
 		return err_set(e, "dcp-kv-cache-interleave-size %d: must be >= 1", interleave);
 	if (block_size > 0 && block_size % interleave)
-		return err_set(e, "dcp-kv-cache-interleave-size %d must divide block-size %d",
-			       interleave, block_size);
+		return err_set(e, "dcp-kv-cache-interleave-size %d must divide block-size %d", interleave, block_size);
 	return 0;
 }
 
-bool comm_under_launcher(void)
-{
-	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-}
+bool comm_under_launcher(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK"); }
 
 static int scratch_get(struct comm *c, size_t bytes, void **p, struct err *e)
 {
@@ -109,10 +100,7 @@ int comm_reserve(struct comm *c, size_t bytes, struct err *e)
 
 /* ---- comm_msg ---- */
 
-void comm_msg_reset(struct comm_msg *m)
-{
-	m->len = m->pos = 0;
-}
+void comm_msg_reset(struct comm_msg *m) { m->len = m->pos = 0; }
 
 void comm_msg_free(struct comm_msg *m)
 {
@@ -150,8 +138,7 @@ int comm_msg_put(struct comm_msg *m, const void *p, size_t n, struct err *e)
 int comm_msg_get(struct comm_msg *m, void *p, size_t n, struct err *e)
 {
 	if (m->pos > m->len || n > m->len - m->pos)
-		return err_set(e, "step plan truncated: %zu bytes wanted at offset %zu of %zu", n,
-			       m->pos, m->len);
+		return err_set(e, "step plan truncated: %zu bytes wanted at offset %zu of %zu", n, m->pos, m->len);
 	if (n)
 		memcpy(p, m->data + m->pos, n);
 	m->pos += n;
@@ -197,8 +184,7 @@ static bool cma_works(void)
 {
 	char src[8] = "mlaserv", dst[8] = "";
 	struct iovec l = {dst, sizeof dst}, r = {src, sizeof src};
-	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)sizeof src &&
-	       !memcmp(src, dst, sizeof src);
+	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)sizeof src && !memcmp(src, dst, sizeof src);
 }
 
 static int comm_init_mpi(struct comm *c, int tp, int dcp, struct err *e)
@@ -243,8 +229,8 @@ static int comm_init_mpi(struct comm *c, int tp, int dcp, struct err *e)
 	if ((rc = MPI_Comm_split(MPI_COMM_WORLD, l.tp_group, rank, &m->tp)) != MPI_SUCCESS ||
 	    (rc = MPI_Comm_split(MPI_COMM_WORLD, l.dcp_group, rank, &m->dcp)) != MPI_SUCCESS ||
 	    (rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->plan)) != MPI_SUCCESS ||
-	    (rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-				      &m->local)) != MPI_SUCCESS) {
+	    (rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &m->local)) !=
+		    MPI_SUCCESS) {
 		mpi_fail(e, rc, "mpi groups");
 		goto fail_groups;
 	}
@@ -292,11 +278,14 @@ int comm_init(struct comm *c, int tp, int dcp, struct err *e)
 		log_set_rank(c->world_rank);
 		return 0;
 #else
-		return err_set(e, "started by an mpi launcher but mlaserve was built without mpi (install libopenmpi-dev and rebuild)");
+		return err_set(e, "started by an mpi launcher but mlaserve was built without mpi (install "
+				  "libopenmpi-dev and rebuild)");
 #endif
 	}
 	if (tp != 1)
-		return err_set(e, "tensor-parallel-size %d needs %d ranks: start under mpirun -np %d or let the command relaunch itself",
+		return err_set(e,
+			       "tensor-parallel-size %d needs %d ranks: start under mpirun -np %d or let the command "
+			       "relaunch itself",
 			       tp, tp, tp);
 	c->world_size = c->tp_size = c->dcp_size = c->local_size = 1;
 	return 0;
@@ -357,8 +346,7 @@ int comm_tp_allreduce_sum(struct comm *c, float *buf, size_t n, struct err *e)
 #endif
 }
 
-int comm_dcp_allgather_bytes(struct comm *c, const void *send, size_t nbytes, void *recv,
-			     struct err *e)
+int comm_dcp_allgather_bytes(struct comm *c, const void *send, size_t nbytes, void *recv, struct err *e)
 {
 	if (c->dcp_size == 1) {
 		if (recv != send && nbytes)
@@ -384,8 +372,8 @@ int comm_dcp_allgather(struct comm *c, const float *send, size_t n, float *recv,
 	return comm_dcp_allgather_bytes(c, send, n * sizeof(float), recv, e);
 }
 
-int comm_dcp_allgather_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner,
-			     float *recv, struct err *e)
+int comm_dcp_allgather_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner, float *recv,
+			     struct err *e)
 {
 	size_t W = (size_t)c->dcp_size, n = n_outer * n_inner;
 	if (n_inner && n / n_inner != n_outer)
@@ -404,8 +392,8 @@ int comm_dcp_allgather_inner(struct comm *c, const float *send, size_t n_outer, 
 	return 0;
 }
 
-int comm_dcp_reduce_scatter_inner(struct comm *c, const float *send, size_t n_outer,
-				  size_t n_inner, float *recv, struct err *e)
+int comm_dcp_reduce_scatter_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner, float *recv,
+				  struct err *e)
 {
 	size_t W = (size_t)c->dcp_size, n = n_outer * n_inner;
 	if (n_inner && n / n_inner != n_outer)
@@ -434,8 +422,8 @@ int comm_dcp_reduce_scatter_inner(struct comm *c, const float *send, size_t n_ou
 #endif
 }
 
-int comm_tp_gather_cols(struct comm *c, const float *send, size_t n_rows, const int *cols,
-			float *recv, bool to_all, struct err *e)
+int comm_tp_gather_cols(struct comm *c, const float *send, size_t n_rows, const int *cols, float *recv, bool to_all,
+			struct err *e)
 {
 	int T = c->tp_size;
 	size_t total = 0;
@@ -596,8 +584,8 @@ int comm_plan_recv(struct comm *c, struct comm_msg *m, struct err *e)
 		return err_set(e, "step plan %llu: bad header (magic %#x kind %u)",
 			       (unsigned long long)(c->plan_seq + 1), h.magic, h.kind);
 	if (h.seq != c->plan_seq + 1)
-		return err_set(e, "step plan: got sequence %llu, expected %llu",
-			       (unsigned long long)h.seq, (unsigned long long)(c->plan_seq + 1));
+		return err_set(e, "step plan: got sequence %llu, expected %llu", (unsigned long long)h.seq,
+			       (unsigned long long)(c->plan_seq + 1));
 	c->plan_seq++;
 	if (h.kind == PLAN_KIND_STOP) {
 		c->plan_stopped = true;

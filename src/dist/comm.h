@@ -19,19 +19,17 @@
 /* Where one rank sits; pure arithmetic over (world_size, world_rank, tp, dcp). */
 struct comm_layout {
 	int world_rank, world_size;
-	int tp_rank, tp_size, tp_group;	   /* tp_group = world_rank / tp_size */
+	int tp_rank, tp_size, tp_group;    /* tp_group = world_rank / tp_size */
 	int dcp_rank, dcp_size, dcp_group; /* dcp_group = world_rank / dcp_size */
 };
 
 /* Validates tp >= 1, dcp >= 1, tp % dcp == 0, world_size % tp == 0 and fills out. */
-int comm_layout_compute(int world_size, int world_rank, int tp, int dcp, struct comm_layout *out,
-			struct err *e);
+int comm_layout_compute(int world_size, int world_rank, int tp, int dcp, struct comm_layout *out, struct err *e);
 
 /* Model-level checks, for the caller once config.json is read: tp divides n_heads, dcp
  * divides tp, interleave >= 1 divides block_size. n_heads <= 0 or block_size <= 0 skip
  * their checks. */
-int comm_config_check(int tp, int dcp, int n_heads, int interleave, int block_size,
-		      struct err *e);
+int comm_config_check(int tp, int dcp, int n_heads, int interleave, int block_size, struct err *e);
 
 struct comm_mpi; /* MPI handles; NULL in a world of one */
 
@@ -40,7 +38,7 @@ struct comm {
 	int tp_rank, tp_size, tp_group;
 	int dcp_rank, dcp_size, dcp_group;
 	int local_rank, local_size; /* ranks on this host (for sizing thread pools) */
-	bool mpi;		    /* MPI was initialised by comm_init */
+	bool mpi;                   /* MPI was initialised by comm_init */
 	struct comm_mpi *impl;
 	void *scratch; /* packing buffer for the collectives, grown to a high-water mark */
 	size_t scratch_bytes;
@@ -75,27 +73,26 @@ int comm_tp_allreduce_sum(struct comm *c, float *buf, size_t n, struct err *e);
  * (the LSE all-gather of §4.5: lse [B, Hg] -> lses [W, B, Hg]). */
 int comm_dcp_allgather(struct comm *c, const float *send, size_t n, float *recv, struct err *e);
 /* Same on raw bytes: send [nbytes] -> recv [dcp_size, nbytes] (latent rows in any dtype). */
-int comm_dcp_allgather_bytes(struct comm *c, const void *send, size_t nbytes, void *recv,
-			     struct err *e);
+int comm_dcp_allgather_bytes(struct comm *c, const void *send, size_t nbytes, void *recv, struct err *e);
 
 /* DCP all-gather along an inner dimension: send [n_outer, n_inner] -> recv [n_outer,
  * dcp_size, n_inner], rank-major (the q all-gather of §4.4: q [Td, H, 576] -> [Td, W*H, 576]
  * with n_outer = Td, n_inner = H * 576). */
-int comm_dcp_allgather_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner,
-			     float *recv, struct err *e);
+int comm_dcp_allgather_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner, float *recv,
+			     struct err *e);
 
 /* DCP reduce-scatter (sum) along an inner dimension: send [n_outer, dcp_size, n_inner] ->
  * recv [n_outer, n_inner] = sum over ranks of send[:, dcp_rank, :] (§4.5 step 3: out
  * [B, W*H, 512] -> [B, H, 512] with n_inner = H * 512). recv may not alias send unless
  * dcp_size is 1. */
-int comm_dcp_reduce_scatter_inner(struct comm *c, const float *send, size_t n_outer,
-				  size_t n_inner, float *recv, struct err *e);
+int comm_dcp_reduce_scatter_inner(struct comm *c, const float *send, size_t n_outer, size_t n_inner, float *recv,
+				  struct err *e);
 
 /* TP gather of column slices: rank k holds send [n_rows, cols[k]]; recv [n_rows, sum(cols)]
  * gets rank 0's columns first (vocab-parallel lm_head logits). to_all: every rank receives,
  * else only tp rank 0 (recv may be NULL elsewhere). cols: [tp_size], the same on every rank. */
-int comm_tp_gather_cols(struct comm *c, const float *send, size_t n_rows, const int *cols,
-			float *recv, bool to_all, struct err *e);
+int comm_tp_gather_cols(struct comm *c, const float *send, size_t n_rows, const int *cols, float *recv, bool to_all,
+			struct err *e);
 
 /* ---- step plans: rank 0 -> every rank of the world ---- */
 

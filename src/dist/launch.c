@@ -20,18 +20,23 @@
 
 #include "dist/comm.h"
 
-int dist_launch_argv(const char *mpirun, const char *exe, int argc, char **argv, int n_ranks,
-		     char *np_buf, int np_cap, char **out, int cap)
+int dist_launch_argv(const char *mpirun, const char *exe, int argc, char **argv, int n_ranks, char *np_buf, int np_cap,
+		     char **out, int cap)
 {
 	static const char *const fixed[] = {
 		"--allow-run-as-root", /* CI and containers run as root */
 		"--oversubscribe",     /* more ranks than cores is fine for tests */
-		"--bind-to", "none",   /* each rank runs its own thread pool */
+		"--bind-to",
+		"none", /* each rank runs its own thread pool */
 		/* the time a rank has between mpirun's SIGTERM and its SIGKILL (default 1 s):
 		 * rank 0 answers its open requests in it when another rank died */
-		"--mca", "odls_base_sigkill_timeout", "3",
-		"-x", "OMPI_MCA_mpi_yield_when_idle=1",
-		"-x", DIST_LAUNCH_ENV "=1",
+		"--mca",
+		"odls_base_sigkill_timeout",
+		"3",
+		"-x",
+		"OMPI_MCA_mpi_yield_when_idle=1",
+		"-x",
+		DIST_LAUNCH_ENV "=1",
 	};
 	int n_fixed = (int)(sizeof fixed / sizeof fixed[0]);
 	/* mpirun "-np" N + fixed + exe + argv[0..argc) + NULL */
@@ -144,7 +149,8 @@ static void watchdog(pid_t mpirun, const char *name)
 		if (none_since == 0)
 			none_since = now_s();
 		else if (now_s() - none_since > grace) {
-			fprintf(stderr, "mlaserve: %s did not end %.0f s after its last rank did: killing it\n", name, grace);
+			fprintf(stderr, "mlaserve: %s did not end %.0f s after its last rank did: killing it\n", name,
+				grace);
 			kill(mpirun, SIGKILL);
 			_exit(0);
 		}
@@ -156,7 +162,9 @@ int dist_maybe_relaunch(int argc, char **argv, int n_ranks, struct err *e)
 	if (n_ranks <= 1 || comm_under_launcher())
 		return 0;
 	if (getenv(DIST_LAUNCH_ENV))
-		return err_set(e, "self-launch of %d ranks: %s is set but no mpi launcher variables are (mpirun did not start the ranks)",
+		return err_set(e,
+			       "self-launch of %d ranks: %s is set but no mpi launcher variables are (mpirun did not "
+			       "start the ranks)",
 			       n_ranks, DIST_LAUNCH_ENV);
 	char exe[PATH_MAX];
 	ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -189,8 +197,9 @@ int dist_maybe_relaunch(int argc, char **argv, int n_ranks, struct err *e)
 		kill(dog, SIGKILL);
 		waitpid(dog, NULL, 0);
 	}
-	return err_set(e, "self-launch of %d ranks: cannot run %s: %s (install openmpi-bin, or start under mpirun -np %d)",
-		       n_ranks, mpirun, strerror(err), n_ranks);
+	return err_set(
+		e, "self-launch of %d ranks: cannot run %s: %s (install openmpi-bin, or start under mpirun -np %d)",
+		n_ranks, mpirun, strerror(err), n_ranks);
 }
 
 /* /proc/<pid>/stat: the state and, for a zombie, the exit code (fields 3, 4 and 52). */

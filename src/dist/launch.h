@@ -33,8 +33,8 @@ int dist_maybe_relaunch(int argc, char **argv, int n_ranks, struct err *e);
 /* Builds the mpirun argument vector into out[cap] (NULL-terminated) without executing it;
  * returns the number of arguments or -1 if cap is too small. exe is the program to run;
  * argv[0..argc) follow it. */
-int dist_launch_argv(const char *mpirun, const char *exe, int argc, char **argv, int n_ranks,
-		     char *np_buf, int np_cap, char **out, int cap);
+int dist_launch_argv(const char *mpirun, const char *exe, int argc, char **argv, int n_ranks, char *np_buf, int np_cap,
+		     char **out, int cap);
 
 /* The ranks of this job that run on this machine, as mpirun started them (its children,
  * each with OMPI_COMM_WORLD_RANK in its environment): pids[r] for r < n, 0 where rank r is

@@ -7,7 +7,7 @@
 struct blk {
 	int32_t ref;
 	int32_t prev, next; /* free queue links; -1 = none */
-	int32_t hnext;	    /* next block in the same hash bucket; -1 = none */
+	int32_t hnext;      /* next block in the same hash bucket; -1 = none */
 	bool in_free, hashed;
 	struct block_hash hash, parent;
 };
@@ -16,7 +16,7 @@ struct block_pool {
 	int n_blocks, block_size;
 	bool caching;
 	uint64_t k0, k1; /* SipHash key */
-	struct blk *b;	 /* [n_blocks] */
+	struct blk *b;   /* [n_blocks] */
 	int32_t *tokens; /* [n_blocks][block_size] contents of hashed blocks (hit check) */
 	int32_t head, tail;
 	int n_free;
@@ -28,16 +28,26 @@ struct block_pool {
  * crafted by a client who does not know the per-process key. ---- */
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                          \
-	do {                                                                              \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                 \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                    \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                    \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                 \
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
 	} while (0)
 
-static struct block_hash siphash128(uint64_t k0, uint64_t k1, const struct block_hash *parent,
-				    const int32_t *tok, int n_tok)
+static struct block_hash siphash128(uint64_t k0, uint64_t k1, const struct block_hash *parent, const int32_t *tok,
+				    int n_tok)
 {
 	uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
 	uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
@@ -68,19 +78,22 @@ static struct block_hash siphash128(uint64_t k0, uint64_t k1, const struct block
 	SIPROUND;
 	v0 ^= m;
 	v2 ^= 0xee;
-	SIPROUND; SIPROUND; SIPROUND; SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
 	struct block_hash h;
 	h.lo = v0 ^ v1 ^ v2 ^ v3;
 	v1 ^= 0xdd;
-	SIPROUND; SIPROUND; SIPROUND; SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
 	h.hi = v0 ^ v1 ^ v2 ^ v3;
 	return h;
 }
 
-static bool hash_eq(struct block_hash a, struct block_hash b)
-{
-	return a.lo == b.lo && a.hi == b.hi;
-}
+static bool hash_eq(struct block_hash a, struct block_hash b) { return a.lo == b.lo && a.hi == b.hi; }
 
 int kv_seq_init(struct kv_seq *s, int max_len, int block_size, struct err *e)
 {
@@ -163,14 +176,12 @@ static void map_remove(struct block_pool *p, int32_t id)
 }
 
 /* A cached block holding exactly these tokens after this parent, or -1. */
-static int32_t map_find(const struct block_pool *p, struct block_hash h, struct block_hash parent,
-			const int32_t *tok)
+static int32_t map_find(const struct block_pool *p, struct block_hash h, struct block_hash parent, const int32_t *tok)
 {
 	for (int32_t id = p->bucket[bucket_of(p, h)]; id >= 0; id = p->b[id].hnext) {
 		const struct blk *b = &p->b[id];
 		if (hash_eq(b->hash, h) && hash_eq(b->parent, parent) &&
-		    !memcmp(p->tokens + (size_t)id * p->block_size, tok,
-			    sizeof *tok * (size_t)p->block_size))
+		    !memcmp(p->tokens + (size_t)id * p->block_size, tok, sizeof *tok * (size_t)p->block_size))
 			return id;
 	}
 	return -1;
@@ -184,12 +195,10 @@ static void evict(struct block_pool *p, int32_t id)
 	p->b[id].hashed = false;
 }
 
-int blocks_new(int n_blocks, int block_size, bool caching, uint64_t hash_key,
-	       struct block_pool **out, struct err *e)
+int blocks_new(int n_blocks, int block_size, bool caching, uint64_t hash_key, struct block_pool **out, struct err *e)
 {
 	if (n_blocks < 2)
-		return err_set(e, "kv pool: %d blocks (need at least 2 including the null block)",
-			       n_blocks);
+		return err_set(e, "kv pool: %d blocks (need at least 2 including the null block)", n_blocks);
 	if (block_size < 1)
 		return err_set(e, "kv pool: bad block size %d", block_size);
 	struct block_pool *p = calloc(1, sizeof *p);
@@ -206,8 +215,7 @@ int blocks_new(int n_blocks, int block_size, bool caching, uint64_t hash_key,
 	p->bucket_mask = nb - 1;
 	p->b = calloc((size_t)n_blocks, sizeof *p->b);
 	p->bucket = malloc(sizeof *p->bucket * nb);
-	p->tokens = caching ? malloc(sizeof *p->tokens * (size_t)n_blocks * (size_t)block_size)
-			    : NULL;
+	p->tokens = caching ? malloc(sizeof *p->tokens * (size_t)n_blocks * (size_t)block_size) : NULL;
 	if (!p->b || !p->bucket || (caching && !p->tokens)) {
 		blocks_free_pool(p);
 		return err_set(e, "kv pool: out of memory for %d blocks", n_blocks);
@@ -242,20 +250,15 @@ int blocks_num_used(const struct block_pool *p) { return p->n_blocks - 1 - p->n_
 int blocks_ref(const struct block_pool *p, int block) { return p->b[block].ref; }
 bool blocks_is_cached(const struct block_pool *p, int block) { return p->b[block].hashed; }
 
-double blocks_usage(const struct block_pool *p)
-{
-	return 1.0 - (double)p->n_free / (double)(p->n_blocks - 1);
-}
+double blocks_usage(const struct block_pool *p) { return 1.0 - (double)p->n_free / (double)(p->n_blocks - 1); }
 
-void blocks_seq_hash(const struct block_pool *p, struct kv_seq *s, const int32_t *tokens,
-		     int n_tokens)
+void blocks_seq_hash(const struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_tokens)
 {
 	int full = n_tokens / p->block_size;
 	CHECK(full <= s->cap_blocks);
 	for (int j = s->n_hashes; j < full; j++) {
 		const struct block_hash *parent = j > 0 ? &s->hashes[j - 1] : &s->salt;
-		s->hashes[j] = siphash128(p->k0, p->k1, parent, tokens + (size_t)j * p->block_size,
-					  p->block_size);
+		s->hashes[j] = siphash128(p->k0, p->k1, parent, tokens + (size_t)j * p->block_size, p->block_size);
 	}
 	if (full > s->n_hashes)
 		s->n_hashes = full;
@@ -280,8 +283,7 @@ struct block_hash blocks_salt(const struct block_pool *p, const char *salt, size
 	return h;
 }
 
-int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *tokens,
-		       int n_tokens, int32_t *hit)
+int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_tokens, int32_t *hit)
 {
 	if (!p->caching || n_tokens < 1)
 		return 0;
@@ -299,8 +301,7 @@ int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *to
 }
 
 /* Registers blocks [s->n_registered, n_full) of s in the cache. */
-static void register_full(struct block_pool *p, struct kv_seq *s, const int32_t *tokens,
-			  int n_full)
+static void register_full(struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_full)
 {
 	if (n_full > s->n_blocks)
 		n_full = s->n_blocks;
@@ -314,15 +315,15 @@ static void register_full(struct block_pool *p, struct kv_seq *s, const int32_t 
 		b->hash = s->hashes[j];
 		b->parent = j > 0 ? s->hashes[j - 1] : s->salt;
 		b->hashed = true;
-		memcpy(p->tokens + (size_t)s->blocks[j] * p->block_size,
-		       tokens + (size_t)j * p->block_size, sizeof *tokens * (size_t)p->block_size);
+		memcpy(p->tokens + (size_t)s->blocks[j] * p->block_size, tokens + (size_t)j * p->block_size,
+		       sizeof *tokens * (size_t)p->block_size);
 		map_insert(p, s->blocks[j]);
 	}
 	s->n_registered = n_full;
 }
 
-int blocks_allocate(struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_tokens,
-		    int n_computed, int n_new, const int32_t *hit, int n_hit)
+int blocks_allocate(struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_tokens, int n_computed,
+		    int n_new, const int32_t *hit, int n_hit)
 {
 	CHECK(n_hit == 0 || s->n_blocks == 0);
 	int bs = p->block_size;

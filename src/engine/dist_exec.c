@@ -54,8 +54,7 @@ static int grow(struct dist_exec *d, int n_tokens, int n_seqs, struct err *e)
 	return 0;
 }
 
-int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *logits,
-		      struct err *e)
+int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *logits, struct err *e)
 {
 	struct batch b;
 	step_plan_to_batch(p, &b);
@@ -108,8 +107,8 @@ fatal:
 	return -1;
 }
 
-int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
-			 const struct attn_backend *backend, struct err *e)
+int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv, const struct attn_backend *backend,
+			 struct err *e)
 {
 	struct dist_setup s = {SETUP_MAGIC, kv->n_blocks, kv->block_size, (int32_t)kv->dtype, -1, 0};
 	for (int i = 0; i < attn_backend_count(); i++)
@@ -118,8 +117,7 @@ int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
 	return comm_plan_send(d->comm, &s, sizeof s, e);
 }
 
-int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv,
-		    struct err *e)
+int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv, struct err *e)
 {
 	int r = comm_plan_recv(d->comm, &d->msg, e);
 	if (r <= 0) /* 0: rank 0 stopped before the engine started */
@@ -127,10 +125,10 @@ int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *k
 	struct dist_setup s;
 	if (comm_msg_get(&d->msg, &s, sizeof s, e))
 		return -1;
-	if (s.magic != SETUP_MAGIC || s.n_blocks < 1 || s.block_size < 1 ||
-	    !attn_backend_at(s.backend) || (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16))
-		return err_set(e, "dist: bad setup message (magic 0x%x, %d blocks of %d)",
-			       (unsigned)s.magic, s.n_blocks, s.block_size);
+	if (s.magic != SETUP_MAGIC || s.n_blocks < 1 || s.block_size < 1 || !attn_backend_at(s.backend) ||
+	    (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16))
+		return err_set(e, "dist: bad setup message (magic 0x%x, %d blocks of %d)", (unsigned)s.magic,
+			       s.n_blocks, s.block_size);
 	if (model_kv_cache_init(model, kv, s.n_blocks, s.block_size, (enum dtype)s.kv_dtype, e) < 0)
 		return -1;
 	d->model = model;

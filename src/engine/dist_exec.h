@@ -25,12 +25,12 @@ struct model;
 struct dist_exec {
 	struct comm *comm;
 	struct model *model;
-	struct kv_cache *kv;			 /* this rank's shard of the paged cache */
+	struct kv_cache *kv; /* this rank's shard of the paged cache */
 	const struct attn_backend *backend;
 	int dcp_interleave;
-	struct comm_msg msg;			 /* packing (rank 0) / receiving (others) */
-	int64_t *slots;				 /* [cap_tokens] this rank's slots */
-	int32_t *local_lens;			 /* [cap_seqs] */
+	struct comm_msg msg; /* packing (rank 0) / receiving (others) */
+	int64_t *slots;      /* [cap_tokens] this rank's slots */
+	int32_t *local_lens; /* [cap_seqs] */
 	int cap_tokens, cap_seqs;
 };
 
@@ -41,8 +41,7 @@ void dist_exec_fini(struct dist_exec *d);
 
 /* Runs this rank's shard of plan p (collectives inside: every rank of the job must run the
  * same plans in the same order). logits [n_logits, vocab] is filled on world rank 0. */
-int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *logits,
-		      struct err *e);
+int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *logits, struct err *e);
 
 /* The engine_forward_hook of rank 0 (ctx = struct dist_exec): sends the plan, then runs the
  * forward. A failure in the middle of a step ends the whole job (comm_abort): the other
@@ -50,13 +49,12 @@ int dist_exec_forward(struct dist_exec *d, const struct step_plan *p, float *log
 int dist_exec_hook(void *ctx, const struct step_plan *p, float *logits, struct err *e);
 
 /* Rank 0, once the engine exists: tells every rank how to allocate its KV shard. */
-int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv,
-			 const struct attn_backend *backend, struct err *e);
+int dist_exec_send_setup(struct dist_exec *d, const struct kv_cache *kv, const struct attn_backend *backend,
+			 struct err *e);
 
 /* A worker rank's loop (world rank > 0, after loading its model shard): receives the setup,
  * allocates kv (the rank's shard, owned by the caller) and runs plans until rank 0's stop.
  * Returns 0 after the stop, -1 on an error (the caller ends the job). */
-int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv,
-		    struct err *e);
+int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *kv, struct err *e);
 
 #endif

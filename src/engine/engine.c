@@ -46,11 +46,11 @@ void engine_hist_observe(struct engine_hist *h, double v)
 static void stats_init(struct engine_stats *s)
 {
 	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-				      1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
+				      1,     2.5,   5,    7.5,  10,   20,   40,   80,  160,  640, 2560};
 	static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-				     0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
-	static const double lat[] = {0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
-				     120, 240, 480, 960, 1920, 7680};
+				     0.75, 1,     2.5,  5,     7.5, 10,   20,  40,  80};
+	static const double lat[] = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
+				     30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
 	memset(s, 0, sizeof *s);
 	hist_init(&s->ttft, ttft, (int)(sizeof ttft / sizeof *ttft));
 	hist_init(&s->itl, itl, (int)(sizeof itl / sizeof *itl));
@@ -81,13 +81,19 @@ void engine_release(struct engine_req *h)
 /* ---- engine thread ---- */
 
 /* Posts one step's output of a choice (engine thread). */
-void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
-		    const char *text, size_t text_len, enum engine_finish fin, const char *error)
+void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp, const char *text,
+		    size_t text_len, enum engine_finish fin, const char *error)
 {
-	struct outbox_post o = {.tok = tok, .n_tok = n_tok, .lp = lp, .text = text,
-				.text_len = text_len, .finish = fin, .stop_token = s->sr.stop_token,
+	struct outbox_post o = {.tok = tok,
+				.n_tok = n_tok,
+				.lp = lp,
+				.text = text,
+				.text_len = text_len,
+				.finish = fin,
+				.stop_token = s->sr.stop_token,
 				.stop_str = s->text.stop_idx >= 0 ? s->p.stop[s->text.stop_idx] : NULL,
-				.error = error, .n_prompt = s->sr.n_prompt,
+				.error = error,
+				.n_prompt = s->sr.n_prompt,
 				.n_cached = s->sr.n_cached < 0 ? 0 : s->sr.n_cached,
 				.n_output = s->n_out};
 	outbox_post(s->h, s->index, &o);
@@ -115,9 +121,8 @@ static void eseq_free(struct eseq *s)
 
 /* A finished choice: out of the scheduler, deliver its last event, record stats, free it
  * (engine thread). */
-void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
-		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
-		       const char *error)
+void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin, const int32_t *tok, int n_tok,
+		       const struct engine_logprob *lp, const char *error)
 {
 	struct err e;
 	if (s->sr.status != SREQ_FINISHED) /* else the scheduler's finish_check ended it */
@@ -276,8 +281,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	int mult = attn_backend_block_multiple(eng->backend);
 	int bs = o->block_size > 0 ? o->block_size : attn_backend_default_block_size(eng->backend);
 	if (bs % mult) {
-		err_set(e, "block size %d: attention backend %s needs a multiple of %d", bs,
-			eng->backend->name, mult);
+		err_set(e, "block size %d: attention backend %s needs a multiple of %d", bs, eng->backend->name, mult);
 		goto fail;
 	}
 	/* Under DCP the scheduler's block is virtual: bs x W tokens, of which each rank stores
@@ -314,7 +318,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	if (nb > (size_t)1 << 30)
 		nb = (size_t)1 << 30;
 	if (nb * (size_t)vbs < (size_t)eng->max_model_len) {
-		err_set(e, "kv cache of %zu bytes holds %zu tokens, less than max_model_len %d; raise --kv-cache-memory or lower --max-model-len",
+		err_set(e,
+			"kv cache of %zu bytes holds %zu tokens, less than max_model_len %d; raise --kv-cache-memory "
+			"or lower --max-model-len",
 			budget, nb * (size_t)vbs, eng->max_model_len);
 		goto fail;
 	}
@@ -330,7 +336,8 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .max_model_len = eng->max_model_len,
 				  /* prompt logprobs: their fp32 logits rows, all requests together */
 				  .chunk_budget = ENGINE_PROMPT_LOGPROBS_CHUNK,
-				  .drop_last_hit = o->spec.method == SPEC_MTP, .priority = o->priority_scheduling,
+				  .drop_last_hit = o->spec.method == SPEC_MTP,
+				  .priority = o->priority_scheduling,
 				  /* chained MTP passes write their latent rows past the step's tokens */
 				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
@@ -345,15 +352,18 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	struct attn_runner_rule rule;
-	if (attn_threshold_setup(eng->backend, o->reorder_batch_threshold, o->dcp_size, o->dcp_interleave,
-				 eng->spec_k, &rule, e) < 0)
+	if (attn_threshold_setup(eng->backend, o->reorder_batch_threshold, o->dcp_size, o->dcp_interleave, eng->spec_k,
+				 &rule, e) < 0)
 		goto fail;
 	eng->threshold = rule.threshold;
 	struct runner_config rc = {.max_num_seqs = o->max_num_seqs,
 				   .max_num_batched_tokens = o->max_num_batched_tokens,
-				   .max_model_len = eng->max_model_len, .block_size = vbs,
-				   .vocab = eng->vocab, .threshold = eng->threshold,
-				   .require_uniform = rule.require_uniform, .max_spec = eng->spec_k};
+				   .max_model_len = eng->max_model_len,
+				   .block_size = vbs,
+				   .vocab = eng->vocab,
+				   .threshold = eng->threshold,
+				   .require_uniform = rule.require_uniform,
+				   .max_spec = eng->spec_k};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
 		goto fail;
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
@@ -371,10 +381,10 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	eng->st.n_blocks = eng->n_blocks - 1;
 	eng->st.block_size = vbs;
 	eng->st.spec_k = eng->spec_k;
-	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name,
-	      eng->threshold, rule.why);
+	LOG_I(MOD, "attention backend %s, reorder threshold %d (%s)", eng->backend->name, eng->threshold, rule.why);
 	if (W > 1)
-		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
+		LOG_I(MOD,
+		      "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
 		      "rank and block; %.1f MiB per rank, %s), prefix caching %s",
 		      eng->n_blocks - 1, vbs, (long long)(eng->n_blocks - 1) * vbs, W, bs,
 		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
@@ -385,21 +395,28 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
 		      o->enable_prefix_caching ? "on" : "off");
 	if (eng->kv.index_dim > 0)
-		LOG_I(MOD, "kv cache: with the sparse-attention indexer's keys (%d fp8 values + %d fp32 scales a token "
-			   "and layer: %.1f MiB of it)", eng->kv.index_dim, eng->kv.index_groups,
+		LOG_I(MOD,
+		      "kv cache: with the sparse-attention indexer's keys (%d fp8 values + %d fp32 scales a token "
+		      "and layer: %.1f MiB of it)",
+		      eng->kv.index_dim, eng->kv.index_groups,
 		      (double)kv_cache_index_bytes_per_block(eng->kv.n_layers, bs, eng->kv.index_dim) * eng->n_blocks /
 			      (1 << 20));
-	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len,
-	      o->max_num_seqs, o->max_num_batched_tokens);
+	LOG_I(MOD, "max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d", eng->max_model_len, o->max_num_seqs,
+	      o->max_num_batched_tokens);
 	if (o->spec.method == SPEC_MTP)
-		LOG_I(MOD, "speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts %d token%s per "
-		      "step (its latent rows: one more cache layer%s)", o->spec.k, o->spec.k > 1 ? "s" : "",
+		LOG_I(MOD,
+		      "speculative decoding: deepseek_mtp, the checkpoint's MTP layer drafts %d token%s per "
+		      "step (its latent rows: one more cache layer%s)",
+		      o->spec.k, o->spec.k > 1 ? "s" : "",
 		      o->spec.k > 1 ? "; each draft after the first is a chained pass of the same layer" : "");
 	else if (eng->spec_k > 0)
-		LOG_I(MOD, "speculative decoding: ngram, %d draft tokens per step, n-grams of %d to %d "
-		      "tokens%s", eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
+		LOG_I(MOD,
+		      "speculative decoding: ngram, %d draft tokens per step, n-grams of %d to %d "
+		      "tokens%s",
+		      eng->spec_k, o->spec.lookup_min, o->spec.lookup_max,
 		      rc.require_uniform ? " (proposals padded to one length: the backend runs uniform "
-					   "decode queries)" : "");
+					   "decode queries)"
+					 : "");
 	if (eng->spec_k > 0 && o->spec.disable_by_batch_size > 0)
 		LOG_I(MOD, "speculative decoding: no drafts while more than %d requests run",
 		      o->spec.disable_by_batch_size);
@@ -478,9 +495,8 @@ void engine_stats_get(struct engine *eng, struct engine_stats *s)
 
 /* ---- submit ---- */
 
-static int seq_new(struct engine *eng, struct engine_req *h, int index, const int32_t *prompt,
-		   int n_prompt, const struct sampling_params *p, uint64_t unseeded, double t,
-		   struct eseq **out, struct err *e)
+static int seq_new(struct engine *eng, struct engine_req *h, int index, const int32_t *prompt, int n_prompt,
+		   const struct sampling_params *p, uint64_t unseeded, double t, struct eseq **out, struct err *e)
 {
 	struct eseq *s = calloc(1, sizeof *s);
 	if (!s)
@@ -590,7 +606,8 @@ static int guide_vocab_ready(struct engine *eng, struct err *e)
 	if (!eng->guide_vocab) {
 		struct guide_vocab *v = NULL;
 		uint8_t *allow = malloc((size_t)eng->vocab);
-		rc = !allow ? err_set(e, "guided decoding: out of memory") : guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
+		rc = !allow ? err_set(e, "guided decoding: out of memory")
+			    : guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
 		if (rc == 0) {
 			eng->allow = allow;
 			eng->guide_vocab = v;
@@ -602,8 +619,8 @@ static int guide_vocab_ready(struct engine *eng, struct err *e)
 	return rc;
 }
 
-int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
-		  const struct sampling_params *p, struct engine_req **out, struct err *e)
+int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len, const struct sampling_params *p,
+		  struct engine_req **out, struct err *e)
 {
 	*out = NULL;
 	if (prompt_len < 1) {
@@ -611,20 +628,23 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
 		return ENGINE_EINVAL;
 	}
 	if (prompt_len >= eng->max_model_len) {
-		err_set(e, "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+		err_set(e,
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. "
+			"Please reduce the length of the input messages.",
 			eng->max_model_len, prompt_len);
 		return ENGINE_EINVAL;
 	}
 	for (int i = 0; i < prompt_len; i++)
 		if (prompt[i] < 0 || prompt[i] >= eng->vocab) {
-			err_set(e, "prompt token %d at position %d is out of vocabulary (vocab %d)",
-				(int)prompt[i], i, eng->vocab);
+			err_set(e, "prompt token %d at position %d is out of vocabulary (vocab %d)", (int)prompt[i], i,
+				eng->vocab);
 			return ENGINE_EINVAL;
 		}
 	if (sampling_params_validate(p, eng->vocab, e) < 0)
 		return ENGINE_EINVAL;
 	if (p->priority != 0 && !eng->o.priority_scheduling) {
-		err_set(e, "priority %d needs --scheduling-policy priority (first come, first served here)", p->priority);
+		err_set(e, "priority %d needs --scheduling-policy priority (first come, first served here)",
+			p->priority);
 		return ENGINE_EINVAL;
 	}
 	if (p->n_stop > 0 && !eng->o.tok) {

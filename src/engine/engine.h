@@ -35,12 +35,13 @@ struct step_plan;
 struct kv_cache;
 struct guide_grammar;
 
-#define ENGINE_MAX_LOGPROBS 20	  /* --max-logprobs */
-#define ENGINE_MAX_STOP_IDS 64	  /* stop_token_ids + generation_config eos ids */
-#define ENGINE_MAX_STOP_STRS 16	  /* stop strings per request */
+#define ENGINE_MAX_LOGPROBS 20      /* --max-logprobs */
+#define ENGINE_MAX_STOP_IDS 64      /* stop_token_ids + generation_config eos ids */
+#define ENGINE_MAX_STOP_STRS 16     /* stop strings per request */
 #define ENGINE_MAX_STOP_STR_LEN 512 /* bytes per stop string */
 #define ENGINE_MAX_LOGIT_BIAS 300
-#define ENGINE_PROMPT_LOGPROBS_CHUNK 256 /* prompt tokens per step of the prompt_logprobs
+#define ENGINE_PROMPT_LOGPROBS_CHUNK \
+	256 /* prompt tokens per step of the prompt_logprobs
 					  * requests together: bounds their fp32 logits rows
 					  * [256, vocab] */
 
@@ -49,26 +50,26 @@ struct guide_grammar;
 /* Server-side defaults: generation_config.json values (or the OpenAI defaults when absent).
  * A request's explicit value wins over these (spec C.2 "sampling default precedence"). */
 struct sampling_defaults {
-	float temperature;	  /* 1.0 */
-	float top_p;		  /* 1.0 */
-	int top_k;		  /* 0 = off */
-	float min_p;		  /* 0 */
-	float repetition_penalty; /* 1.0 */
+	float temperature;                         /* 1.0 */
+	float top_p;                               /* 1.0 */
+	int top_k;                                 /* 0 = off */
+	float min_p;                               /* 0 */
+	float repetition_penalty;                  /* 1.0 */
 	float presence_penalty, frequency_penalty; /* 0 */
-	int max_tokens;		  /* -1 = none (up to max_model_len) */
+	int max_tokens;                            /* -1 = none (up to max_model_len) */
 };
 
 struct sampling_params {
-	float temperature;	  /* < 1e-5: greedy (top_p/top_k/min_p then ignored) */
-	float top_p;		  /* (0, 1] */
-	int top_k;		  /* 0 or -1 = off, else >= 1 */
-	float min_p;		  /* [0, 1] */
-	float presence_penalty;	  /* [-2, 2], over output tokens */
+	float temperature;        /* < 1e-5: greedy (top_p/top_k/min_p then ignored) */
+	float top_p;              /* (0, 1] */
+	int top_k;                /* 0 or -1 = off, else >= 1 */
+	float min_p;              /* [0, 1] */
+	float presence_penalty;   /* [-2, 2], over output tokens */
 	float frequency_penalty;  /* [-2, 2], over output tokens */
 	float repetition_penalty; /* > 0, 1 = off, over prompt + output tokens */
-	int max_tokens;		  /* -1 = until max_model_len; else >= 1 (capped by the engine
+	int max_tokens;           /* -1 = until max_model_len; else >= 1 (capped by the engine
 				   * at max_model_len - prompt_len) */
-	int min_tokens;		  /* EOS and stop ids are masked until this many outputs */
+	int min_tokens;           /* EOS and stop ids are masked until this many outputs */
 	bool ignore_eos;
 	int n_stop_token_ids;
 	int32_t stop_token_ids[ENGINE_MAX_STOP_IDS]; /* finish "stop", stop_reason = the id */
@@ -76,14 +77,14 @@ struct sampling_params {
 	char stop[ENGINE_MAX_STOP_STRS][ENGINE_MAX_STOP_STR_LEN]; /* NUL-terminated, non-empty */
 	bool include_stop_str_in_output;
 	bool has_seed;
-	uint64_t seed;		  /* per-request RNG: same seed -> same tokens, whatever the batch */
-	int logprobs;		  /* -1 none; 0..ENGINE_MAX_LOGPROBS = sampled token + top-N */
-	int prompt_logprobs;	  /* -1 none; 0..ENGINE_MAX_LOGPROBS: every prompt token's
+	uint64_t seed;                      /* per-request RNG: same seed -> same tokens, whatever the batch */
+	int logprobs;                       /* -1 none; 0..ENGINE_MAX_LOGPROBS = sampled token + top-N */
+	int prompt_logprobs;                /* -1 none; 0..ENGINE_MAX_LOGPROBS: every prompt token's
 				   * logprob after the first, + top-N (engine_prompt_logprobs) */
-	bool skip_special_tokens; /* detokenization (default true) */
+	bool skip_special_tokens;           /* detokenization (default true) */
 	bool spaces_between_special_tokens; /* default true */
-	int n;			  /* number of choices, >= 1; choice i uses seed + i when seeded */
-	int priority;		  /* lower runs first under --scheduling-policy priority (else 0) */
+	int n;                              /* number of choices, >= 1; choice i uses seed + i when seeded */
+	int priority;                       /* lower runs first under --scheduling-policy priority (else 0) */
 	int n_logit_bias;
 	int32_t logit_bias_ids[ENGINE_MAX_LOGIT_BIAS];
 	float logit_bias[ENGINE_MAX_LOGIT_BIAS]; /* added to the raw logit, clamped to [-100, 100] */
@@ -96,12 +97,12 @@ struct sampling_params {
 	 * sampled where the output ends with the rest of it). Borrowed: engine_submit copies. */
 	const int32_t *allowed_ids;
 	int n_allowed;
-	const char *cache_salt;	  /* vLLM's cache_salt (NULL: none; borrowed, read at submit):
+	const char *cache_salt; /* vLLM's cache_salt (NULL: none; borrowed, read at submit):
 				   * only requests with the same salt share prefix-cache blocks */
 	const int32_t *bad_words, *bad_lens;
 	int n_bad;
 	struct guide_grammar *guide;
-	int32_t guide_after;	  /* >= 0: the grammar applies from the token after this one
+	int32_t guide_after; /* >= 0: the grammar applies from the token after this one
 				   * (a reasoning model's "</think>", as vLLM does); -1: from the
 				   * first token (sampling_params_init) */
 };
@@ -124,22 +125,22 @@ struct engine_forward_hook {
 };
 
 struct engine_options {
-	struct model *model;		     /* loaded; not owned */
-	const struct attn_backend *backend;  /* NULL: MLASERVE_ATTENTION_BACKEND or the best */
-	struct tok *tok;		     /* not owned; NULL: no text, no stop strings */
-	int block_size;			     /* tokens per KV block; 0 = default */
-	int reorder_batch_threshold;	     /* overrides the backend's declared value; 0 = keep */
-	size_t kv_cache_memory;		     /* bytes for the KV pool; 0 = auto */
-	enum dtype kv_dtype;		     /* DT_F32 or DT_BF16 (engine_args resolves "auto") */
-	bool enable_prefix_caching;	     /* default true */
-	int max_num_seqs;		     /* running requests per step */
-	int max_num_batched_tokens;	     /* token budget per step */
-	int max_model_len;		     /* 0 = max_position_embeddings */
-	int max_waiting;		     /* bound on the waiting queue; submit -> ENGINE_EQUEUE_FULL */
-	uint64_t seed;			     /* engine RNG for unseeded requests */
-	int n_eos_ids;			     /* generation_config eos ids (+ config eos) */
+	struct model *model;                /* loaded; not owned */
+	const struct attn_backend *backend; /* NULL: MLASERVE_ATTENTION_BACKEND or the best */
+	struct tok *tok;                    /* not owned; NULL: no text, no stop strings */
+	int block_size;                     /* tokens per KV block; 0 = default */
+	int reorder_batch_threshold;        /* overrides the backend's declared value; 0 = keep */
+	size_t kv_cache_memory;             /* bytes for the KV pool; 0 = auto */
+	enum dtype kv_dtype;                /* DT_F32 or DT_BF16 (engine_args resolves "auto") */
+	bool enable_prefix_caching;         /* default true */
+	int max_num_seqs;                   /* running requests per step */
+	int max_num_batched_tokens;         /* token budget per step */
+	int max_model_len;                  /* 0 = max_position_embeddings */
+	int max_waiting;                    /* bound on the waiting queue; submit -> ENGINE_EQUEUE_FULL */
+	uint64_t seed;                      /* engine RNG for unseeded requests */
+	int n_eos_ids;                      /* generation_config eos ids (+ config eos) */
 	int32_t eos_ids[8];
-	struct engine_forward_hook hook;     /* forward == NULL: local model_forward */
+	struct engine_forward_hook hook; /* forward == NULL: local model_forward */
 	/* Decode context parallelism as seen by the scheduler/runner (1 = off): resolves the
 	 * reorder threshold (mla-dcp-spec §1.1) and makes the scheduler's block virtual,
 	 * block_size x dcp_size tokens, while the local KV cache keeps block_size (§4.1). */
@@ -169,8 +170,8 @@ void engine_free(struct engine *eng);
 bool engine_alive(const struct engine *eng); /* false after a fatal forward error */
 int engine_max_model_len(const struct engine *eng);
 bool engine_priority_scheduling(const struct engine *eng); /* --scheduling-policy priority */
-int engine_block_size(const struct engine *eng); /* the scheduler's (virtual under DCP) */
-int engine_num_blocks(const struct engine *eng); /* usable blocks (null block excluded) */
+int engine_block_size(const struct engine *eng);           /* the scheduler's (virtual under DCP) */
+int engine_num_blocks(const struct engine *eng);           /* usable blocks (null block excluded) */
 /* For a distributed forward hook on rank 0: the engine's paged KV cache (n_blocks + 1 blocks
  * including the null block) and its attention backend. hook.ctx may point to a struct the
  * caller completes after engine_new returns: the hook is never called before the first
@@ -181,17 +182,17 @@ const struct attn_backend *engine_backend(const struct engine *eng);
 /* ---- requests ---- */
 
 enum {
-	ENGINE_EINVAL = -1,	/* bad prompt or parameters (message in err) -> 400 */
+	ENGINE_EINVAL = -1,      /* bad prompt or parameters (message in err) -> 400 */
 	ENGINE_EQUEUE_FULL = -2, /* waiting queue at max_waiting -> 503 */
-	ENGINE_EDEAD = -3,	/* engine stopped or failed -> 503 */
+	ENGINE_EDEAD = -3,       /* engine stopped or failed -> 503 */
 };
 
 struct engine_req; /* a handle: reference counted, shared by the engine and the caller */
 
 /* Copies prompt and params. prompt_len must be in [1, max_model_len - 1]; max_tokens is
  * capped at max_model_len - prompt_len. On success *out holds one caller reference. */
-int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len,
-		  const struct sampling_params *p, struct engine_req **out, struct err *e);
+int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len, const struct sampling_params *p,
+		  struct engine_req **out, struct err *e);
 /* Client went away: the request finishes with ABORT, its blocks are freed at the next step.
  * Idempotent; harmless after the request finished. */
 void engine_cancel(struct engine_req *r);
@@ -202,10 +203,10 @@ void engine_release(struct engine_req *r);
 const char *engine_finish_name(enum engine_finish f); /* "stop" "length" "abort" or NULL */
 
 struct engine_logprob {
-	int32_t token;	 /* the sampled token */
-	float logprob;	 /* log-softmax of the raw logits (vLLM's default "raw_logprobs") */
-	int rank;	 /* 1 = most likely */
-	int n_top;	 /* = sampling_params.logprobs */
+	int32_t token; /* the sampled token */
+	float logprob; /* log-softmax of the raw logits (vLLM's default "raw_logprobs") */
+	int rank;      /* 1 = most likely */
+	int n_top;     /* = sampling_params.logprobs */
 	int32_t top_ids[ENGINE_MAX_LOGPROBS];
 	float top_logprobs[ENGINE_MAX_LOGPROBS]; /* descending */
 };
@@ -214,18 +215,18 @@ struct engine_logprob {
  * the reader is slower than the engine. Pointers stay valid until the next
  * engine_next_event on this handle or engine_release. */
 struct engine_event {
-	int index;		  /* choice index in [0, n) */
+	int index; /* choice index in [0, n) */
 	int n_tokens;
-	const int32_t *token_ids;  /* [n_tokens] new tokens (after a stop string: all tokens
+	const int32_t *token_ids;              /* [n_tokens] new tokens (after a stop string: all tokens
 				    * generated, including the one that completed it) */
 	const struct engine_logprob *logprobs; /* [n_tokens], NULL unless logprobs >= 0 */
-	const char *text;	  /* NUL-terminated UTF-8 delta, complete characters only,
+	const char *text;                      /* NUL-terminated UTF-8 delta, complete characters only,
 				   * truncated at a stop string; "" when no tokenizer */
 	size_t text_len;
 	enum engine_finish finish; /* != NONE on the choice's last event */
-	int32_t stop_token;	  /* stop_reason when a stop_token_id fired, else -1 */
-	const char *stop_str;	  /* stop_reason when a stop string fired, else NULL */
-	const char *error;	  /* engine error message for ABORT by failure, else NULL */
+	int32_t stop_token;        /* stop_reason when a stop_token_id fired, else -1 */
+	const char *stop_str;      /* stop_reason when a stop string fired, else NULL */
+	const char *error;         /* engine error message for ABORT by failure, else NULL */
 	/* cumulative counters of this choice */
 	int n_prompt_tokens, n_cached_tokens, n_output_tokens;
 };
@@ -252,7 +253,7 @@ const struct engine_logprob *engine_prompt_logprobs(struct engine_req *r, int *n
 #define ENGINE_HIST_MAX_BUCKETS 24
 struct engine_hist {
 	int n_bounds;
-	double bounds[ENGINE_HIST_MAX_BUCKETS];	   /* upper bounds (le), ascending */
+	double bounds[ENGINE_HIST_MAX_BUCKETS];       /* upper bounds (le), ascending */
 	uint64_t counts[ENGINE_HIST_MAX_BUCKETS + 1]; /* per bucket (NOT cumulative); last = +Inf */
 	double sum;
 	uint64_t count;
@@ -260,22 +261,22 @@ struct engine_hist {
 
 struct engine_stats {
 	int n_running, n_waiting;
-	double kv_usage;	   /* 1 - free / total, in [0, 1] */
+	double kv_usage; /* 1 - free / total, in [0, 1] */
 	int n_blocks, block_size;
 	uint64_t prefix_queries, prefix_hits; /* tokens */
 	uint64_t preemptions;
 	uint64_t prompt_tokens, generation_tokens;
-	uint64_t finished[4];	   /* indexed by enum engine_finish (STOP, LENGTH, ABORT) */
+	uint64_t finished[4]; /* indexed by enum engine_finish (STOP, LENGTH, ABORT) */
 	uint64_t steps;
 	/* speculative decoding (vLLM's spec_decode_* counters): steps of a choice with drafts,
 	 * drafts verified, drafts kept, and kept per draft position */
-	int spec_k;		   /* num_speculative_tokens, 0 = off */
+	int spec_k; /* num_speculative_tokens, 0 = off */
 	uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
 	uint64_t spec_accepted_per_pos[SPEC_MAX_TOKENS];
-	struct engine_hist ttft;   /* seconds: time_to_first_token */
-	struct engine_hist itl;	   /* seconds: inter_token_latency / time_per_output_token */
-	struct engine_hist e2e;	   /* seconds: e2e_request_latency */
-	struct engine_hist queue;  /* seconds: request_queue_time */
+	struct engine_hist ttft;  /* seconds: time_to_first_token */
+	struct engine_hist itl;   /* seconds: inter_token_latency / time_per_output_token */
+	struct engine_hist e2e;   /* seconds: e2e_request_latency */
+	struct engine_hist queue; /* seconds: request_queue_time */
 };
 
 void engine_stats_get(struct engine *eng, struct engine_stats *s);

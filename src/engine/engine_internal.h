@@ -28,20 +28,20 @@ struct guide_state;
 struct eseq {
 	struct sched_req sr;
 	struct sampling_params p;
-	int32_t stop_ids[ENGINE_MAX_STOP_IDS];	   /* sched: stop_token_ids (+ extra eos) */
+	int32_t stop_ids[ENGINE_MAX_STOP_IDS];     /* sched: stop_token_ids (+ extra eos) */
 	int32_t mask_ids[ENGINE_MAX_STOP_IDS + 8]; /* sampler min_tokens mask: eos + stop ids */
 	int n_mask;
 	struct sample_rng rng;
 	struct seq_text text;
 	struct engine_req *h;
 	int index;
-	int n_out;		  /* output tokens delivered */
+	int n_out; /* output tokens delivered */
 	double t_arrival, t_scheduled, t_first, t_last;
 	struct engine_logprob lp[SPEC_MAX_TOKENS + 1]; /* this step's, one per sampled token */
-	struct guide_state *guide; /* guided decoding: the output's state, holding the grammar
+	struct guide_state *guide;                     /* guided decoding: the output's state, holding the grammar
 				    * (p.guide is NULL), else NULL */
-	bool guide_on;		  /* the grammar applies (p.guide_after was sampled, or is -1) */
-	int32_t *owned_ids;	  /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
+	bool guide_on;                                 /* the grammar applies (p.guide_after was sampled, or is -1) */
+	int32_t *owned_ids;                            /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
 	struct eseq *inbox_next;
 	struct eseq *live_prev, *live_next;
 };
@@ -52,10 +52,10 @@ struct eseq {
 struct step_slot {
 	int32_t sampled[SPEC_MAX_TOKENS + 1]; /* this step's tokens: the next, then one per kept draft */
 	int n_sampled;
-	int n_before;		  /* output tokens before the step */
-	enum finish_guide guide;  /* the grammar's verdict while sampling */
-	bool alive;		  /* still running after the step's outputs */
-	int mtp_n_drafts;	  /* deepseek_mtp: its drafts (the first pass's, then one per chained pass) */
+	int n_before;            /* output tokens before the step */
+	enum finish_guide guide; /* the grammar's verdict while sampling */
+	bool alive;              /* still running after the step's outputs */
+	int mtp_n_drafts;        /* deepseek_mtp: its drafts (the first pass's, then one per chained pass) */
 };
 
 struct engine {
@@ -68,18 +68,18 @@ struct engine {
 	struct sched *sched;
 	struct runner runner;
 	struct sample_scratch ss;
-	int spec_k;		  /* drafts per request and step (0: no speculation) */
+	int spec_k; /* drafts per request and step (0: no speculation) */
 	/* per choice of the step, [max_num_seqs] each, allocated together: the engine's own
 	 * slot, and the runner's interface (its logits rows out, the MTP passes' asks in) */
 	struct step_slot *slot;
 	const float **rows;
 	struct runner_mtp *mtp;
 	struct guide_state *mtp_guide; /* scratch: a guided choice's state after its drafts so far */
-	struct sample_rng rng; /* seeds for unseeded requests */
-	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
+	struct sample_rng rng;         /* seeds for unseeded requests */
+	pthread_mutex_t guide_mu;      /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;
-	uint8_t *allow;		  /* [vocab] a guided choice's mask (engine thread) */
-	uint8_t *ban;		  /* [vocab] a choice's banned tokens this row (engine thread) */
+	uint8_t *allow; /* [vocab] a guided choice's mask (engine thread) */
+	uint8_t *ban;   /* [vocab] a choice's banned tokens this row (engine thread) */
 	uint64_t next_id;
 	pthread_t thread;
 	bool thread_started;
@@ -98,13 +98,12 @@ struct engine {
 /* engine.c */
 void engine_hist_observe(struct engine_hist *h, double v); /* eng->mu held */
 /* Posts one delivery of a choice. */
-void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp,
-		    const char *text, size_t text_len, enum engine_finish fin, const char *error);
+void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp, const char *text,
+		    size_t text_len, enum engine_finish fin, const char *error);
 /* A finished choice (why: finish_check's verdict, or ABORT from outside): takes it out of the
  * scheduler unless finish_check did there, delivers its last event, records stats, frees it. */
-void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin,
-		       const int32_t *tok, int n_tok, const struct engine_logprob *lp,
-		       const char *error);
+void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin, const int32_t *tok, int n_tok,
+		       const struct engine_logprob *lp, const char *error);
 
 /* step.c: one scheduling step and everything after the forward. */
 int engine_step(struct engine *eng, struct err *e);

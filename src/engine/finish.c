@@ -11,18 +11,15 @@ static struct finish_verdict verdict(enum engine_finish why, int32_t stop_token,
 static struct finish_verdict guide_verdict(enum finish_guide g)
 {
 	switch (g) {
-	case FINISH_GUIDE_GO_ON:
-		break;
-	case FINISH_GUIDE_ENDED:
-		return verdict(ENGINE_FINISH_STOP, -1, NULL);
+	case FINISH_GUIDE_GO_ON: break;
+	case FINISH_GUIDE_ENDED: return verdict(ENGINE_FINISH_STOP, -1, NULL);
 	case FINISH_GUIDE_STUCK:
 		return verdict(ENGINE_FINISH_ABORT, -1,
 			       "guided decoding: no token continues the output within the grammar (it "
 			       "nests deeper or is more ambiguous than the matcher follows: 31 levels, 32 "
 			       "parses)");
 	case FINISH_GUIDE_BROKEN:
-		return verdict(ENGINE_FINISH_ABORT, -1,
-			       "guided decoding: the sampled token does not fit the grammar");
+		return verdict(ENGINE_FINISH_ABORT, -1, "guided decoding: the sampled token does not fit the grammar");
 	}
 	return verdict(ENGINE_FINISH_NONE, -1, NULL);
 }
@@ -30,8 +27,7 @@ static struct finish_verdict guide_verdict(enum finish_guide g)
 /* the token rules: length first, then (past min_tokens) EOS and the stop ids */
 static struct finish_verdict token_verdict(const struct finish_in *in)
 {
-	if (in->n_tokens >= in->max_model_len || in->n_tokens >= in->max_len ||
-	    in->n_out >= in->max_tokens)
+	if (in->n_tokens >= in->max_model_len || in->n_tokens >= in->max_len || in->n_out >= in->max_tokens)
 		return verdict(ENGINE_FINISH_LENGTH, -1, NULL);
 	if (in->n_out < in->min_tokens)
 		return verdict(ENGINE_FINISH_NONE, -1, NULL);

@@ -32,14 +32,14 @@ enum finish_guide {
 };
 
 struct finish_in {
-	int32_t tok;	       /* the output token just appended; -1: the step's end (the
+	int32_t tok;         /* the output token just appended; -1: the step's end (the
 				* grammar's verdict only) */
-	int n_out, n_tokens;   /* outputs, and prompt + outputs, that token included */
-	int max_len;	       /* tokens the sequence may hold (its capacity) */
+	int n_out, n_tokens; /* outputs, and prompt + outputs, that token included */
+	int max_len;         /* tokens the sequence may hold (its capacity) */
 	int max_model_len;
 	int max_tokens, min_tokens;
 	bool ignore_eos;
-	int32_t eos;	       /* -1: none */
+	int32_t eos; /* -1: none */
 	const int32_t *stop_ids;
 	int n_stop_ids;
 	/* the output stage: the token's text is added (unless EOS or a stop id ended it and
@@ -52,8 +52,8 @@ struct finish_in {
 
 struct finish_verdict {
 	enum engine_finish why;
-	int32_t stop_token;	/* the stop token id that ended it, else -1 */
-	const char *error;	/* ABORT: the message (e's, or a static string) */
+	int32_t stop_token; /* the stop token id that ended it, else -1 */
+	const char *error;  /* ABORT: the message (e's, or a static string) */
 };
 
 struct finish_verdict finish_check(const struct finish_in *in, struct err *e);

@@ -141,7 +141,7 @@ int engine_next_event(struct engine_req *h, struct engine_event *ev, int timeout
 				ev->stop_token = c->stop_token;
 				ev->stop_str = c->stop_str;
 				ev->error = c->error;
-								h->n_finished_read++;
+				h->n_finished_read++;
 			}
 			ev->n_prompt_tokens = c->n_prompt;
 			ev->n_cached_tokens = c->n_cached;

@@ -28,7 +28,7 @@ struct outbox_choice {
 	bool has_pending;
 	enum engine_finish finish;
 	int32_t stop_token;
-	char *stop_str;	 /* copy of the stop string that fired */
+	char *stop_str; /* copy of the stop string that fired */
 	char *error;
 	int n_prompt, n_cached, n_output;
 };
@@ -36,11 +36,11 @@ struct outbox_choice {
 struct engine_req {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int refs;		     /* caller + engine (while any choice is alive) + queued cancel */
+	int refs; /* caller + engine (while any choice is alive) + queued cancel */
 	int n;
-	struct outbox_choice *ch;    /* [n] */
+	struct outbox_choice *ch; /* [n] */
 	int n_finished_read;
-	int rr;			     /* round robin over choices */
+	int rr; /* round robin over choices */
 	bool cancelled;
 	struct engine *eng;
 	/* prompt_logprobs: [n_prompt_lps], written by the engine thread until ready is set
@@ -49,7 +49,7 @@ struct engine_req {
 	int n_prompt_lps;
 	bool prompt_lps_ready;
 	/* engine-thread only */
-	struct eseq **seqs;	     /* [n]; NULL once freed */
+	struct eseq **seqs; /* [n]; NULL once freed */
 	int n_alive;
 	struct engine_req *cancel_next;
 };

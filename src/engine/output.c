@@ -6,8 +6,8 @@
 
 #include "tok/tokenizer.h"
 
-int seq_text_init(struct seq_text *st, const struct tok *t, const struct sampling_params *p,
-		  const int32_t *prompt, int n_prompt, struct err *e)
+int seq_text_init(struct seq_text *st, const struct tok *t, const struct sampling_params *p, const int32_t *prompt,
+		  int n_prompt, struct err *e)
 {
 	memset(st, 0, sizeof *st);
 	st->p = p;

@@ -17,17 +17,17 @@ struct tok;
 struct tok_detok;
 
 struct seq_text {
-	struct tok_detok *detok; /* NULL: no tokenizer (text stays empty) */
+	struct tok_detok *detok;         /* NULL: no tokenizer (text stays empty) */
 	const struct sampling_params *p; /* not owned */
-	char *buf;		 /* the choice's whole output text so far (after truncation) */
+	char *buf;                       /* the choice's whole output text so far (after truncation) */
 	size_t len, cap, emitted;
-	size_t hold;		 /* bytes held back for a possible stop string */
-	int stop_idx;		 /* index into p->stop of the stop string that fired, or -1 */
+	size_t hold;  /* bytes held back for a possible stop string */
+	int stop_idx; /* index into p->stop of the stop string that fired, or -1 */
 	bool done;
 };
 
-int seq_text_init(struct seq_text *st, const struct tok *t, const struct sampling_params *p,
-		  const int32_t *prompt, int n_prompt, struct err *e);
+int seq_text_init(struct seq_text *st, const struct tok *t, const struct sampling_params *p, const int32_t *prompt,
+		  int n_prompt, struct err *e);
 void seq_text_fini(struct seq_text *st);
 /* Appends the text of one generated token. Returns 1 when a stop string ending in that
  * token's text completed (the text is truncated; stop further pushes), 0 otherwise (also

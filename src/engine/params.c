@@ -61,8 +61,8 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 	if (p->min_tokens < 0)
 		return err_set(e, "min_tokens must be greater than or equal to 0, got %d", p->min_tokens);
 	if (p->max_tokens != -1 && p->min_tokens > p->max_tokens)
-		return err_set(e, "min_tokens must be less than or equal to max_tokens=%d, got %d",
-			       p->max_tokens, p->min_tokens);
+		return err_set(e, "min_tokens must be less than or equal to max_tokens=%d, got %d", p->max_tokens,
+			       p->min_tokens);
 	if (p->n < 1 || p->n > 128)
 		return err_set(e, "n must be in [1, 128], got %d", p->n);
 	if (p->logprobs < -1 || p->logprobs > ENGINE_MAX_LOGPROBS)
@@ -71,8 +71,7 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 		return err_set(e, "prompt_logprobs must be in [0, %d], got %d", ENGINE_MAX_LOGPROBS,
 			       p->prompt_logprobs);
 	if (p->n_stop_token_ids < 0 || p->n_stop_token_ids > ENGINE_MAX_STOP_IDS - 8)
-		return err_set(e, "stop_token_ids: %d ids (at most %d)", p->n_stop_token_ids,
-			       ENGINE_MAX_STOP_IDS - 8);
+		return err_set(e, "stop_token_ids: %d ids (at most %d)", p->n_stop_token_ids, ENGINE_MAX_STOP_IDS - 8);
 	for (int i = 0; i < p->n_stop_token_ids; i++)
 		if (p->stop_token_ids[i] < 0 || p->stop_token_ids[i] >= vocab_size)
 			return err_set(e, "stop_token_ids[%d]: %d is not a token id (vocab %d)", i,
@@ -87,8 +86,7 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 			return err_set(e, "stop[%d]: longer than %d bytes", i, ENGINE_MAX_STOP_STR_LEN - 1);
 	}
 	if (p->n_logit_bias < 0 || p->n_logit_bias > ENGINE_MAX_LOGIT_BIAS)
-		return err_set(e, "logit_bias: %d entries (at most %d)", p->n_logit_bias,
-			       ENGINE_MAX_LOGIT_BIAS);
+		return err_set(e, "logit_bias: %d entries (at most %d)", p->n_logit_bias, ENGINE_MAX_LOGIT_BIAS);
 	for (int i = 0; i < p->n_logit_bias; i++) {
 		if (p->logit_bias_ids[i] < 0 || p->logit_bias_ids[i] >= vocab_size)
 			return err_set(e, "logit_bias: token id %d out of vocabulary (vocab %d)",
@@ -109,7 +107,8 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 			return err_set(e, "bad_words[%d]: empty", i);
 		for (int j = 0; j < p->bad_lens[i]; j++, at++)
 			if (p->bad_words[at] < 0 || p->bad_words[at] >= vocab_size)
-				return err_set(e, "bad_words[%d]: token id %d out of vocabulary", i, (int)p->bad_words[at]);
+				return err_set(e, "bad_words[%d]: token id %d out of vocabulary", i,
+					       (int)p->bad_words[at]);
 	}
 	return 0;
 }

@@ -17,14 +17,13 @@ static size_t al8(size_t n) { return (n + 7) & ~(size_t)7; }
 static size_t arrays_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_logits, int32_t flags)
 {
 	return al8(4 * (size_t)n_tokens) * (flags & STEP_PLAN_MTP ? 3 : 2) + al8(4 * (size_t)(n_seqs + 1)) +
-	       al8(4 * (size_t)n_seqs) + al8(4 * (size_t)(n_seqs * max_blocks)) +
-	       8 * (size_t)n_tokens + al8(4 * (size_t)n_logits);
+	       al8(4 * (size_t)n_seqs) + al8(4 * (size_t)(n_seqs * max_blocks)) + 8 * (size_t)n_tokens +
+	       al8(4 * (size_t)n_logits);
 }
 
 size_t step_plan_packed_size(const struct step_plan *p)
 {
-	return sizeof(struct plan_header) +
-	       arrays_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_logits, p->flags);
+	return sizeof(struct plan_header) + arrays_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_logits, p->flags);
 }
 
 static unsigned char *put(unsigned char *o, const void *src, size_t n)
@@ -37,8 +36,8 @@ static unsigned char *put(unsigned char *o, const void *src, size_t n)
 
 void step_plan_pack(const struct step_plan *p, void *buf)
 {
-	struct plan_header h = {PLAN_MAGIC, p->n_tokens, p->n_seqs, p->max_blocks, p->n_decodes,
-				p->n_decode_tokens, p->n_logits, p->block_size, p->flags, 0};
+	struct plan_header h = {PLAN_MAGIC,         p->n_tokens, p->n_seqs,     p->max_blocks, p->n_decodes,
+				p->n_decode_tokens, p->n_logits, p->block_size, p->flags,      0};
 	unsigned char *o = buf;
 	memcpy(o, &h, sizeof h);
 	o += sizeof h;
@@ -61,11 +60,11 @@ int step_plan_unpack(const void *buf, size_t n, struct step_plan *p, struct err 
 	memcpy(&h, buf, sizeof h);
 	if (h.magic != PLAN_MAGIC)
 		return err_set(e, "step plan: bad magic 0x%x", (unsigned)h.magic);
-	if (h.n_tokens < 0 || h.n_seqs < 0 || h.max_blocks < 0 || h.n_logits < 0 ||
-	    h.n_decodes < 0 || h.n_decodes > h.n_seqs || h.n_decode_tokens < 0 ||
-	    h.n_decode_tokens > h.n_tokens || h.n_logits > h.n_tokens || h.block_size < 0)
-		return err_set(e, "step plan: bad counts (tokens %d, seqs %d, blocks %d, logits %d)",
-			       h.n_tokens, h.n_seqs, h.max_blocks, h.n_logits);
+	if (h.n_tokens < 0 || h.n_seqs < 0 || h.max_blocks < 0 || h.n_logits < 0 || h.n_decodes < 0 ||
+	    h.n_decodes > h.n_seqs || h.n_decode_tokens < 0 || h.n_decode_tokens > h.n_tokens ||
+	    h.n_logits > h.n_tokens || h.block_size < 0)
+		return err_set(e, "step plan: bad counts (tokens %d, seqs %d, blocks %d, logits %d)", h.n_tokens,
+			       h.n_seqs, h.max_blocks, h.n_logits);
 	if (n != sizeof h + arrays_size(h.n_tokens, h.n_seqs, h.max_blocks, h.n_logits, h.flags))
 		return err_set(e, "step plan: %zu bytes do not match its counts", n);
 	memset(p, 0, sizeof *p);

@@ -15,20 +15,20 @@ struct arena;
 struct step_plan {
 	int32_t n_tokens, n_seqs, max_blocks, n_decodes, n_decode_tokens, n_logits;
 	int32_t block_size;
-	int32_t flags;		    /* STEP_PLAN_* */
-	const int32_t *tokens;	    /* [n_tokens] */
+	int32_t flags;              /* STEP_PLAN_* */
+	const int32_t *tokens;      /* [n_tokens] */
 	const int32_t *positions;   /* [n_tokens] */
 	const int32_t *query_start; /* [n_seqs + 1] */
 	const int32_t *seq_lens;    /* [n_seqs] */
 	const int32_t *block_table; /* [n_seqs][max_blocks], global block ids */
-	const int64_t *slots;	    /* [n_tokens] slot = block_table[p / bs] * bs + p % bs */
+	const int64_t *slots;       /* [n_tokens] slot = block_table[p / bs] * bs + p % bs */
 	const int32_t *logits_rows; /* [n_logits] */
 	const int32_t *hidden_rows; /* [n_tokens] with STEP_PLAN_MTP (batch.hidden_rows), else NULL */
 };
 
 enum {
-	STEP_PLAN_SHUTDOWN = 1, /* the engine stops: other ranks leave their loop */
-	STEP_PLAN_MTP = 2,	/* the MTP module's step (model_mtp_forward) after the model's */
+	STEP_PLAN_SHUTDOWN = 1,  /* the engine stops: other ranks leave their loop */
+	STEP_PLAN_MTP = 2,       /* the MTP module's step (model_mtp_forward) after the model's */
 	STEP_PLAN_MTP_CHAIN = 4, /* with STEP_PLAN_MTP: a chained pass, fed the last MTP pass's
 				  * output rows (batch.hidden_from_mtp) */
 };

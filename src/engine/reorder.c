@@ -15,8 +15,8 @@ enum reorder_class reorder_classify(int n_sched, int n_computed, int threshold)
 /* Bounded stack buffers for the common case, heap beyond (the batch size is max_num_seqs). */
 #define REORDER_STACK 256
 
-bool reorder_batch_swaps(int n, const int32_t *n_sched, const int32_t *n_computed,
-			 int threshold, void (*swap)(void *ctx, int i, int j), void *ctx)
+bool reorder_batch_swaps(int n, const int32_t *n_sched, const int32_t *n_computed, int threshold,
+			 void (*swap)(void *ctx, int i, int j), void *ctx)
 {
 	if (n <= 0)
 		return false;
@@ -75,17 +75,15 @@ static void swap_perm(void *ctx, int i, int j)
 	perm[j] = t;
 }
 
-bool reorder_batch_to_split_decodes_and_prefills(int n, const int32_t *n_sched,
-						 const int32_t *n_computed, int threshold,
-						 int32_t *perm)
+bool reorder_batch_to_split_decodes_and_prefills(int n, const int32_t *n_sched, const int32_t *n_computed,
+						 int threshold, int32_t *perm)
 {
 	for (int i = 0; i < n; i++)
 		perm[i] = i;
 	return reorder_batch_swaps(n, n_sched, n_computed, threshold, swap_perm, perm);
 }
 
-struct batch_split split_decodes_and_prefills(const int32_t *query_start, int n, int threshold,
-					      bool require_uniform)
+struct batch_split split_decodes_and_prefills(const int32_t *query_start, int n, int threshold, bool require_uniform)
 {
 	struct batch_split r = {0, 0, 0, 0};
 	if (n <= 0)

@@ -10,14 +10,11 @@
 
 #define ALLOC(a, type, count) ((type *)arena_alloc((a), sizeof(type) * (size_t)(count)))
 
-static int max_blocks_per_seq(const struct runner_config *c)
-{
-	return c->max_model_len / c->block_size + 2;
-}
+static int max_blocks_per_seq(const struct runner_config *c) { return c->max_model_len / c->block_size + 2; }
 
 int runner_init(struct runner *rn, const struct runner_config *c, struct model *model,
-		const struct attn_backend *backend, struct kv_cache *kv,
-		const struct engine_forward_hook *hook, struct err *e)
+		const struct attn_backend *backend, struct kv_cache *kv, const struct engine_forward_hook *hook,
+		struct err *e)
 {
 	memset(rn, 0, sizeof *rn);
 	rn->c = *c;
@@ -31,8 +28,8 @@ int runner_init(struct runner *rn, const struct runner_config *c, struct model *
 	/* tokens, positions, slots, query_start, seq_lens, block table, logits rows, n_sched,
 	 * n_computed; + 64 bytes of alignment slack per array */
 	size_t R = S * (size_t)(1 + (c->max_spec > 0 ? c->max_spec : 0)); /* logits rows */
-	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 2 + 4 * R +
-		       4 * T + 64 * 12; /* 4 * T: prompt-logprob rows */
+	size_t bytes = 4 * T * 2 + 8 * T + 4 * (S + 1) + 4 * S + 4 * S * MB + 4 * S * 2 + 4 * R + 4 * T +
+		       64 * 12; /* 4 * T: prompt-logprob rows */
 	/* an MTP plan (runner_execute_mtp) instead: 3 x [S] more, [T] hidden rows */
 	bytes += 4 * 3 * (S + 1) + 4 * T + 64 * 4;
 	if (arena_init(&rn->arena, bytes) < 0)
@@ -126,8 +123,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 		const struct sched_req *r = o->reqs[i];
 		n_rows += sched_req_n_rows(r);
 		/* prompt logprobs: positions p < n_prompt - 1 of this chunk */
-		int hi = r->step_start + r->n_sched < r->n_prompt - 1 ? r->step_start + r->n_sched
-								       : r->n_prompt - 1;
+		int hi = r->step_start + r->n_sched < r->n_prompt - 1 ? r->step_start + r->n_sched : r->n_prompt - 1;
 		rn->req[i].n_prow = r->prompt_rows && hi > r->step_start ? hi - r->step_start : 0;
 		rn->req[i].prow_pos = r->step_start;
 		n_rows += rn->req[i].n_prow;
@@ -179,8 +175,7 @@ void runner_build_plan(struct runner *rn, const struct sched_output *o, struct s
 	plan_split(rn, p);
 }
 
-int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows,
-		   struct err *e)
+int runner_execute(struct runner *rn, const struct sched_output *o, const float **rows, struct err *e)
 {
 	struct step_plan p;
 	runner_build_plan(rn, o, &p);
@@ -194,9 +189,7 @@ int runner_execute(struct runner *rn, const struct sched_output *o, const float 
 	if (plan_run(rn, &p, e) < 0)
 		return -1;
 	for (int i = 0; i < o->n; i++)
-		rows[i] = rn->req[i].logit < 0
-				  ? NULL
-				  : rn->logits + (size_t)rn->req[i].logit * (size_t)rn->c.vocab;
+		rows[i] = rn->req[i].logit < 0 ? NULL : rn->logits + (size_t)rn->req[i].logit * (size_t)rn->c.vocab;
 	return 0;
 }
 
@@ -222,8 +215,8 @@ static int mtp_plan_run(struct runner *rn, struct step_plan *p, const int32_t *r
 	return 0;
 }
 
-int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m,
-		       const float **rows, struct err *e)
+int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m, const float **rows,
+		       struct err *e)
 {
 	struct arena *a = &rn->arena;
 	arena_reset(a);
@@ -275,15 +268,25 @@ int runner_execute_mtp(struct runner *rn, const struct sched_output *o, const st
 			lrows[n_logits++] = t - 1;
 		}
 	}
-	struct step_plan p = {.n_tokens = T, .n_seqs = n, .max_blocks = max_blocks, .block_size = bs,
-			      .flags = STEP_PLAN_MTP, .n_logits = n_logits, .tokens = tokens, .positions = pos,
-			      .query_start = qs, .seq_lens = seq_lens, .block_table = bt, .slots = slots,
-			      .logits_rows = lrows, .hidden_rows = hid};
+	struct step_plan p = {.n_tokens = T,
+			      .n_seqs = n,
+			      .max_blocks = max_blocks,
+			      .block_size = bs,
+			      .flags = STEP_PLAN_MTP,
+			      .n_logits = n_logits,
+			      .tokens = tokens,
+			      .positions = pos,
+			      .query_start = qs,
+			      .seq_lens = seq_lens,
+			      .block_table = bt,
+			      .slots = slots,
+			      .logits_rows = lrows,
+			      .hidden_rows = hid};
 	return mtp_plan_run(rn, &p, lreq, rows, e);
 }
 
-int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m,
-			     int depth, const float **rows, struct err *e)
+int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, const struct runner_mtp *m, int depth,
+			     const float **rows, struct err *e)
 {
 	struct arena *a = &rn->arena;
 	arena_reset(a);
@@ -324,9 +327,19 @@ int runner_execute_mtp_chain(struct runner *rn, const struct sched_output *o, co
 		seq_lens[k] = pos[k] + 1;
 		lrows[k] = k;
 	}
-	struct step_plan p = {.n_tokens = n, .n_seqs = n, .max_blocks = max_blocks, .block_size = bs,
-			      .flags = STEP_PLAN_MTP | STEP_PLAN_MTP_CHAIN, .n_logits = n, .tokens = tokens,
-			      .positions = pos, .query_start = qs, .seq_lens = seq_lens, .block_table = bt,
-			      .slots = slots, .logits_rows = lrows, .hidden_rows = hid};
+	struct step_plan p = {.n_tokens = n,
+			      .n_seqs = n,
+			      .max_blocks = max_blocks,
+			      .block_size = bs,
+			      .flags = STEP_PLAN_MTP | STEP_PLAN_MTP_CHAIN,
+			      .n_logits = n,
+			      .tokens = tokens,
+			      .positions = pos,
+			      .query_start = qs,
+			      .seq_lens = seq_lens,
+			      .block_table = bt,
+			      .slots = slots,
+			      .logits_rows = lrows,
+			      .hidden_rows = hid};
 	return mtp_plan_run(rn, &p, idx, rows, e);
 }

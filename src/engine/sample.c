@@ -90,9 +90,21 @@ static void select_top(int32_t *c, int n, int k, const float *x)
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
 		/* median of three to c[mid] */
-		if (cmp_desc(&c[mid], &c[lo], ctx) < 0) { int32_t t = c[mid]; c[mid] = c[lo]; c[lo] = t; }
-		if (cmp_desc(&c[hi], &c[lo], ctx) < 0) { int32_t t = c[hi]; c[hi] = c[lo]; c[lo] = t; }
-		if (cmp_desc(&c[hi], &c[mid], ctx) < 0) { int32_t t = c[hi]; c[hi] = c[mid]; c[mid] = t; }
+		if (cmp_desc(&c[mid], &c[lo], ctx) < 0) {
+			int32_t t = c[mid];
+			c[mid] = c[lo];
+			c[lo] = t;
+		}
+		if (cmp_desc(&c[hi], &c[lo], ctx) < 0) {
+			int32_t t = c[hi];
+			c[hi] = c[lo];
+			c[lo] = t;
+		}
+		if (cmp_desc(&c[hi], &c[mid], ctx) < 0) {
+			int32_t t = c[hi];
+			c[hi] = c[mid];
+			c[mid] = t;
+		}
 		int32_t pivot = c[mid];
 		int i = lo, j = hi;
 		while (i <= j) {
@@ -101,7 +113,9 @@ static void select_top(int32_t *c, int n, int k, const float *x)
 			while (cmp_desc(&c[j], &pivot, ctx) > 0)
 				j--;
 			if (i <= j) {
-				int32_t t = c[i]; c[i] = c[j]; c[j] = t;
+				int32_t t = c[i];
+				c[i] = c[j];
+				c[j] = t;
 				i++;
 				j--;
 			}
@@ -216,8 +230,7 @@ void sample_logit_bias(const struct sampling_params *p, float *x, int V)
 	}
 }
 
-int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
-		     struct engine_logprob *lp)
+int32_t sample_token(const struct sample_input *in, struct sample_scratch *s, struct engine_logprob *lp)
 {
 	const struct sampling_params *p = in->p;
 	int V = s->vocab;

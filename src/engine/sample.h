@@ -26,41 +26,39 @@ double sample_rng_uniform(struct sample_rng *r); /* [0, 1) with 53 bits */
 /* Work buffers for one vocabulary, reused for every row (no allocation per token). */
 struct sample_scratch {
 	int vocab;
-	float *x;	/* [vocab] processed logits */
-	int32_t *idx;	/* [vocab] candidate ids */
-	int32_t *cnt;	/* [vocab] output-token counts; all zero between calls */
-	uint8_t *seen;	/* [vocab] repetition marks; all zero between calls */
-	float *masked;	/* [vocab] raw logits under a guided-decoding mask */
+	float *x;      /* [vocab] processed logits */
+	int32_t *idx;  /* [vocab] candidate ids */
+	int32_t *cnt;  /* [vocab] output-token counts; all zero between calls */
+	uint8_t *seen; /* [vocab] repetition marks; all zero between calls */
+	float *masked; /* [vocab] raw logits under a guided-decoding mask */
 };
 int sample_scratch_init(struct sample_scratch *s, int vocab, struct err *e);
 void sample_scratch_fini(struct sample_scratch *s);
 
 struct sample_input {
-	const float *logits;	    /* [vocab] raw model logits, fp32 */
+	const float *logits; /* [vocab] raw model logits, fp32 */
 	const struct sampling_params *p;
-	const int32_t *prompt;	    /* [n_prompt] */
+	const int32_t *prompt; /* [n_prompt] */
 	int n_prompt;
-	const int32_t *output;	    /* [n_output] generated so far */
+	const int32_t *output; /* [n_output] generated so far */
 	int n_output;
-	const int32_t *stop_ids;    /* [n_stop_ids] masked while n_output < min_tokens (EOS +
+	const int32_t *stop_ids; /* [n_stop_ids] masked while n_output < min_tokens (EOS +
 				     * stop_token_ids) */
 	int n_stop_ids;
-	struct sample_rng *rng;	    /* the request's generator; advanced unless greedy */
-	const uint8_t *ban;	    /* [vocab] or NULL: tokens never sampled (allowed_token_ids,
+	struct sample_rng *rng; /* the request's generator; advanced unless greedy */
+	const uint8_t *ban;     /* [vocab] or NULL: tokens never sampled (allowed_token_ids,
 				     * bad_words), applied with the logit bias; raw logprobs stay */
-	const uint8_t *allow;	    /* [vocab] guided decoding: only tokens with allow[id] != 0
+	const uint8_t *allow;   /* [vocab] guided decoding: only tokens with allow[id] != 0
 				     * (never all zero); they replace the min_tokens mask, and
 				     * logprobs are those of the masked logits (as vLLM's bitmask) */
 };
 
 /* The raw logprob (log-softmax of logits[vocab]) of tok, its rank (1 = most likely) and the
  * n_top most likely tokens' (n_top capped at ENGINE_MAX_LOGPROBS). */
-void sample_logprob_of(const float *logits, int vocab, int32_t tok, int n_top,
-		       struct engine_logprob *lp);
+void sample_logprob_of(const float *logits, int vocab, int32_t tok, int n_top, struct engine_logprob *lp);
 
 /* Returns the sampled token; fills *lp when p->logprobs >= 0 (lp may be NULL otherwise). */
-int32_t sample_token(const struct sample_input *in, struct sample_scratch *s,
-		     struct engine_logprob *lp);
+int32_t sample_token(const struct sample_input *in, struct sample_scratch *s, struct engine_logprob *lp);
 /* x[vocab] += the request's logit_bias (each clamped to [-100, 100]), as sample_token does
  * first; also the MTP drafts' view of their logits */
 void sample_logit_bias(const struct sampling_params *p, float *x, int V);

@@ -11,19 +11,19 @@ struct sched {
 	int n_running;
 	struct sched_req *wait_head, *wait_tail;
 	int n_waiting;
-	struct sched_req **out;	    /* [max_num_seqs] this step's output */
-	int32_t *hit;		    /* [max_model_len / block_size + 1] */
+	struct sched_req **out; /* [max_num_seqs] this step's output */
+	int32_t *hit;           /* [max_model_len / block_size + 1] */
 	struct sched_counters cnt;
 	uint64_t n_arrivals;
 };
 
-int sched_req_init(struct sched_req *r, uint64_t id, const int32_t *prompt, int n_prompt,
-		   int max_len, int block_size, struct err *e)
+int sched_req_init(struct sched_req *r, uint64_t id, const int32_t *prompt, int n_prompt, int max_len, int block_size,
+		   struct err *e)
 {
 	memset(r, 0, sizeof *r);
 	if (n_prompt < 1 || n_prompt > max_len)
-		return err_set(e, "request %llu: prompt of %d tokens does not fit %d",
-			       (unsigned long long)id, n_prompt, max_len);
+		return err_set(e, "request %llu: prompt of %d tokens does not fit %d", (unsigned long long)id,
+			       n_prompt, max_len);
 	r->tokens = malloc(sizeof *r->tokens * (size_t)max_len);
 	if (!r->tokens)
 		return err_set(e, "request %llu: out of memory", (unsigned long long)id);
@@ -51,11 +51,11 @@ void sched_req_fini(struct sched_req *r)
 	r->tokens = NULL;
 }
 
-int sched_new(const struct sched_config *c, struct block_pool *pool, struct sched **out,
-	      struct err *e)
+int sched_new(const struct sched_config *c, struct block_pool *pool, struct sched **out, struct err *e)
 {
 	if (c->max_num_seqs < 1 || c->max_num_batched_tokens < 1 || c->max_model_len < 2)
-		return err_set(e, "scheduler: bad limits (max_num_seqs %d, max_num_batched_tokens %d, max_model_len %d)",
+		return err_set(e,
+			       "scheduler: bad limits (max_num_seqs %d, max_num_batched_tokens %d, max_model_len %d)",
 			       c->max_num_seqs, c->max_num_batched_tokens, c->max_model_len);
 	struct sched *s = calloc(1, sizeof *s);
 	if (!s)
@@ -333,11 +333,17 @@ void sched_step(struct sched *s, struct sched_output *o)
 
 struct finish_in sched_req_finish_in(const struct sched *s, const struct sched_req *r, int n_out)
 {
-	return (struct finish_in){.tok = r->tokens[r->n_prompt + n_out - 1], .n_out = n_out,
-				  .n_tokens = r->n_prompt + n_out, .max_len = r->max_len,
-				  .max_model_len = s->c.max_model_len, .max_tokens = r->max_tokens,
-				  .min_tokens = r->min_tokens, .ignore_eos = r->ignore_eos, .eos = r->eos,
-				  .stop_ids = r->stop_ids, .n_stop_ids = r->n_stop_ids};
+	return (struct finish_in){.tok = r->tokens[r->n_prompt + n_out - 1],
+				  .n_out = n_out,
+				  .n_tokens = r->n_prompt + n_out,
+				  .max_len = r->max_len,
+				  .max_model_len = s->c.max_model_len,
+				  .max_tokens = r->max_tokens,
+				  .min_tokens = r->min_tokens,
+				  .ignore_eos = r->ignore_eos,
+				  .eos = r->eos,
+				  .stop_ids = r->stop_ids,
+				  .n_stop_ids = r->n_stop_ids};
 }
 
 /* Appends n tokens to r up to the first that stops it; true if r finished. */
@@ -378,13 +384,12 @@ bool sched_req_append(struct sched *s, struct sched_req *r, const int32_t *tok, 
 	return r->status == SREQ_RUNNING && n > 0 && append_tokens(s, r, tok, n);
 }
 
-int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled,
-		   int stride, const int32_t *n_sampled)
+int sched_update_n(struct sched *s, const struct sched_output *o, const int32_t *sampled, int stride,
+		   const int32_t *n_sampled)
 {
 	int n_finished = 0;
 	for (int k = 0; k < o->n; k++)
-		n_finished += sched_req_append(s, o->reqs[k], sampled + (size_t)k * (size_t)stride,
-					       n_sampled[k]);
+		n_finished += sched_req_append(s, o->reqs[k], sampled + (size_t)k * (size_t)stride, n_sampled[k]);
 	return n_finished;
 }
 

@@ -5,8 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-int spec_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int k,
-		       int32_t *out)
+int spec_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int k, int32_t *out)
 {
 	if (n < lookup_min || k <= 0)
 		return 0;
@@ -60,25 +59,32 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 	const char *method = json_string_value(json_object_get(o, "method"));
 	const char *key;
 	json_t *v;
-	json_object_foreach(o, key, v) {
+	json_object_foreach(o, key, v)
+	{
 		static const char *const known[] = {"method", "num_speculative_tokens", "prompt_lookup_max",
 						    "prompt_lookup_min", "disable_by_batch_size"};
 		bool ok = false;
 		for (size_t i = 0; i < sizeof known / sizeof *known; i++)
 			ok |= !strcmp(key, known[i]);
 		if (!ok) {
-			rc = err_set(e, "--speculative-config: \"%s\" is not supported (method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)", key);
+			rc = err_set(e,
+				     "--speculative-config: \"%s\" is not supported (method, num_speculative_tokens, "
+				     "prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)",
+				     key);
 			goto out;
 		}
 	}
 	if (!method) {
-		rc = err_set(e, "--speculative-config: \"method\" (a string) is required: \"ngram\" or \"deepseek_mtp\"");
+		rc = err_set(e,
+			     "--speculative-config: \"method\" (a string) is required: \"ngram\" or \"deepseek_mtp\"");
 		goto out;
 	}
 	bool mtp = !strcmp(method, "deepseek_mtp") || !strcmp(method, "mtp");
 	if (strcmp(method, "ngram") && !mtp) {
-		rc = err_set(e, "--speculative-config: method \"%s\" is not supported here (\"ngram\" or "
-			     "\"deepseek_mtp\": separate draft models and EAGLE heads are not loaded)", method);
+		rc = err_set(e,
+			     "--speculative-config: method \"%s\" is not supported here (\"ngram\" or "
+			     "\"deepseek_mtp\": separate draft models and EAGLE heads are not loaded)",
+			     method);
 		goto out;
 	}
 	c->method = mtp ? SPEC_MTP : SPEC_NGRAM;
@@ -119,8 +125,8 @@ int spec_config_parse(const char *text, struct spec_config *c, struct err *e)
 		goto out;
 	}
 	if (c->lookup_min > c->lookup_max)
-		rc = err_set(e, "--speculative-config: prompt_lookup_min %d > prompt_lookup_max %d",
-			     c->lookup_min, c->lookup_max);
+		rc = err_set(e, "--speculative-config: prompt_lookup_min %d > prompt_lookup_max %d", c->lookup_min,
+			     c->lookup_max);
 out:
 	json_decref(o);
 	if (rc < 0)

@@ -23,9 +23,9 @@ enum spec_method {
 
 struct spec_config {
 	enum spec_method method;
-	int k;				/* num_speculative_tokens, 1..SPEC_MAX_TOKENS */
-	int lookup_min, lookup_max;	/* prompt_lookup_min / _max, 1 <= min <= max */
-	int disable_by_batch_size;	/* no drafts while more requests run (0: always draft);
+	int k;                      /* num_speculative_tokens, 1..SPEC_MAX_TOKENS */
+	int lookup_min, lookup_max; /* prompt_lookup_min / _max, 1 <= min <= max */
+	int disable_by_batch_size;  /* no drafts while more requests run (0: always draft);
 					 * a large batch is compute-bound and verifying costs */
 };
 
@@ -40,7 +40,6 @@ int spec_config_parse(const char *json, struct spec_config *c, struct err *e);
 
 /* Drafts for a request whose tokens are tokens[0, n): writes up to k tokens to out and
  * returns their count (0 when no n-gram of length >= lookup_min recurs). */
-int spec_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int k,
-		       int32_t *out);
+int spec_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int k, int32_t *out);
 
 #endif

@@ -12,8 +12,8 @@
  * end, where only the grammar's verdict, `guide`, is left): the one finish decision
  * (finish_check, now with the token's text) and the token's delivery. Returns false when
  * the choice finished and was freed. */
-static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int n_before,
-		       enum finish_guide guide, double t)
+static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int n_before, enum finish_guide guide,
+		       double t)
 {
 	struct err e;
 	if (j == n_new) {
@@ -98,22 +98,28 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 	int n = 0, accepted = 0;
 	eng->slot[i].guide = FINISH_GUIDE_GO_ON;
 	for (int j = 0; j <= n_draft; j++) {
-		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab, .p = &s->p,
-					  .prompt = r->tokens, .n_prompt = r->n_prompt,
+		struct sample_input in = {.logits = row0 + (size_t)j * (size_t)eng->vocab,
+					  .p = &s->p,
+					  .prompt = r->tokens,
+					  .n_prompt = r->n_prompt,
 					  .output = r->tokens + r->n_prompt,
 					  .n_output = sched_req_n_output(r) + j,
-					  .stop_ids = s->mask_ids, .n_stop_ids = s->n_mask, .rng = &s->rng};
+					  .stop_ids = s->mask_ids,
+					  .n_stop_ids = s->n_mask,
+					  .rng = &s->rng};
 		in.ban = banned(eng, s, in.n_output);
 		if (s->guide && s->guide_on) {
 			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
-				eng->slot[i].guide = FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
+				eng->slot[i].guide =
+					FINISH_GUIDE_ENDED; /* nothing may follow but EOS, which would not end it */
 				break;
 			}
 			if (guide_state_mask(eng->guide_vocab, s->guide, eng->o.eos_ids, eng->o.n_eos_ids,
 					     eng->allow) == 0) {
 				/* a whole match with no EOS id to end on; or no token continues a partial
 				 * one: the matcher cut its parses (a grammar nested past its stack) */
-				eng->slot[i].guide = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED : FINISH_GUIDE_STUCK;
+				eng->slot[i].guide = guide_state_can_end(s->guide) ? FINISH_GUIDE_ENDED
+										   : FINISH_GUIDE_STUCK;
 				break;
 			}
 			in.allow = eng->allow;
@@ -292,8 +298,8 @@ static void propose(struct engine *eng, const struct sched_output *o)
 		if (c->method == SPEC_MTP) {
 			r->n_spec = eng->slot[i].mtp_n_drafts; /* at tokens[n_tokens, ...) already, <= k */
 		} else {
-			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min,
-							      c->lookup_max, k, r->tokens + r->n_tokens)
+			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min, c->lookup_max, k,
+							       r->tokens + r->n_tokens)
 					  : 0;
 		}
 		if (r->n_spec > longest)

@@ -25,10 +25,7 @@ int cfgb_fail_at(struct builder *b, const char *at, const char *fmt, const char 
 	return -1;
 }
 
-int cfgb_oom(struct builder *b)
-{
-	return cfgb_fail_at(b, b->p, "out of memory", NULL);
-}
+int cfgb_oom(struct builder *b) { return cfgb_fail_at(b, b->p, "out of memory", NULL); }
 
 static int list_add(struct intlist *l, int32_t v)
 {
@@ -43,8 +40,10 @@ static int list_add(struct intlist *l, int32_t v)
 int cfgb_seq_add(struct builder *b, struct seqbuf *s, uint8_t kind, int32_t id)
 {
 	if (b->c->n_elems + s->n >= CFG_MAX_ELEMS)
-		return cfgb_fail_at(b, b->p, "the grammar is too large (more than 65536 elements once repetitions are "
-					"expanded)", NULL);
+		return cfgb_fail_at(b, b->p,
+				    "the grammar is too large (more than 65536 elements once repetitions are "
+				    "expanded)",
+				    NULL);
 	struct cfg_elem *n = grow_array(s->v, &s->cap, s->n + 1, sizeof *n);
 	if (!n)
 		return cfgb_oom(b);
@@ -252,7 +251,8 @@ static int finish(struct builder *b)
 	int root = -1;
 	for (int i = 0; i < c->n_rules; i++) {
 		if (c->names[i] && !b->defined_at[i])
-			return cfgb_fail_at(b, b->used_at[i] ? b->used_at[i] : b->start, "undefined rule ", c->names[i]);
+			return cfgb_fail_at(b, b->used_at[i] ? b->used_at[i] : b->start, "undefined rule ",
+					    c->names[i]);
 		if (c->names[i] && !strcmp(c->names[i], "root"))
 			root = i;
 	}
@@ -279,14 +279,16 @@ static int finish(struct builder *b)
 	if (u != 0 && u != CFG_UNLEFT_OOM) {
 		const char *why = u == CFG_UNLEFT_HIDDEN ? LEFT_HIDDEN
 				  : u == CFG_UNLEFT_CYCLE
-				      ? "left recursion whose other parts may all match nothing (a rule that derives itself), "
-					"through rule "
-				  : u == CFG_UNLEFT_NO_END ? "no output is whole: every alternative of the rule needs a rule "
-							     "that never ends, rule "
-							   : "the grammar is too large (more than 65536 elements) once the "
-							     "left recursion is rewritten, through rule ";
+					  ? "left recursion whose other parts may all match nothing (a "
+					    "rule that derives itself), "
+					    "through rule "
+				  : u == CFG_UNLEFT_NO_END
+					  ? "no output is whole: every alternative of the rule needs a rule "
+					    "that never ends, rule "
+					  : "the grammar is too large (more than 65536 elements) once the "
+					    "left recursion is rewritten, through rule ";
 		return cfgb_fail_at(b, b->defined_at[bad] ? b->defined_at[bad] : b->start, why,
-			       c->names[bad] ? c->names[bad] : "( ... )");
+				    c->names[bad] ? c->names[bad] : "( ... )");
 	}
 	const char **d = u ? NULL : realloc(b->defined_at, sizeof *d * (size_t)c->n_rules);
 	if (!d) {

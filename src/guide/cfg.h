@@ -29,8 +29,8 @@
 #include "base/err.h"
 #include "guide/regex_dfa.h"
 
-#define CFG_MAX_ELEMS 65536	   /* elements of all sequences: bounds what {m,n} can expand to */
-#define CFG_MAX_RULES 4096	   /* named rules */
+#define CFG_MAX_ELEMS 65536        /* elements of all sequences: bounds what {m,n} can expand to */
+#define CFG_MAX_RULES 4096         /* named rules */
 #define CFG_MAX_CLASS_STATES 16384 /* DFA states of all distinct character classes */
 #define CFG_MAX_SOURCE (256 * 1024)
 
@@ -64,10 +64,10 @@ struct guide_cfg {
 	struct cfg_elem *elems;
 	int32_t *alt_seq;
 	struct cfg_term *terms;
-	int root;		  /* the rule "root" */
-	bool root_nullable;	  /* the empty output is whole */
-	bool root_nonempty;	  /* some non-empty output is */
-	char **names;		  /* [n_rules] for messages (anonymous rules: NULL) */
+	int root;           /* the rule "root" */
+	bool root_nullable; /* the empty output is whole */
+	bool root_nonempty; /* some non-empty output is */
+	char **names;       /* [n_rules] for messages (anonymous rules: NULL) */
 };
 
 /* Compiles `len` bytes of grammar text. Errors name the line: "grammar line 3: ...". */

@@ -31,17 +31,17 @@ struct builder {
 	bool failed;
 	struct guide_cfg *c;
 	int cap_rules, cap_seqs, cap_elems, cap_terms;
-	struct intlist *alts;	   /* [n_rules] the alternatives' sequences of each rule */
-	const char **defined_at;   /* [n_rules] its first definition (NULL: only used) */
-	const char **used_at;	   /* [n_rules] its first use */
-	int32_t *hash;		   /* named rules by name: rule + 1, 0 empty; HASH_CAP slots */
+	struct intlist *alts;    /* [n_rules] the alternatives' sequences of each rule */
+	const char **defined_at; /* [n_rules] its first definition (NULL: only used) */
+	const char **used_at;    /* [n_rules] its first use */
+	int32_t *hash;           /* named rules by name: rule + 1, 0 empty; HASH_CAP slots */
 	int n_named;
-	char **class_re;	   /* [n_terms] a class terminal's regex text (NULL: a string) */
-	int32_t *class_hash;	   /* class terminals by regex text, to share DFAs: term + 1, 0
+	char **class_re;     /* [n_terms] a class terminal's regex text (NULL: a string) */
+	int32_t *class_hash; /* class terminals by regex text, to share DFAs: term + 1, 0
 				    * empty; CLASS_HASH_CAP slots */
 	int class_states;
 	int nest;
-	int n_parsed; /* rules from the text (b->alts, used_at); later ones come from cfg_unleft */
+	int n_parsed;     /* rules from the text (b->alts, used_at); later ones come from cfg_unleft */
 	bool regex_terms; /* CFG_REGEX_TERMS */
 };
 

@@ -13,7 +13,8 @@ static int put_regex_char(char *o, uint32_t cp)
 {
 	if (cp < 0x20 || cp == 0x7F)
 		return snprintf(o, 8, "\\x%02X", cp);
-	if (cp < 0x80 && !((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == ' ')) {
+	if (cp < 0x80 &&
+	    !((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == ' ')) {
 		o[0] = '\\';
 		o[1] = (char)cp;
 		return 2;
@@ -23,7 +24,10 @@ static int put_regex_char(char *o, uint32_t cp)
 
 static int hexval(char ch)
 {
-	return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+	return ch >= '0' && ch <= '9'   ? ch - '0'
+	       : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+	       : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+					: -1;
 }
 
 /* one character of a string or class at b->p (escapes decoded) into *cp */
@@ -53,9 +57,13 @@ static int read_char(struct builder *b, uint32_t *cp)
 		case 'n': *cp = '\n'; return 0;
 		case 'r': *cp = '\r'; return 0;
 		case 't': *cp = '\t'; return 0;
-		case '\\': case '"': case '\'': case '[': case ']': case '-': case '^':
-			*cp = (uint8_t)x;
-			return 0;
+		case '\\':
+		case '"':
+		case '\'':
+		case '[':
+		case ']':
+		case '-':
+		case '^': *cp = (uint8_t)x; return 0;
 		}
 		return cfgb_fail_at(b, at, "unknown escape \\", (char[]){x, 0});
 	}
@@ -234,8 +242,8 @@ static int add_repeat(struct builder *b, struct seqbuf *s, struct cfg_elem el, i
 	struct seqbuf t = {0};
 	int r;
 	if (max < 0) { /* R ::= el R | "" */
-		if ((r = cfgb_new_rule(b, NULL, 0)) < 0 || cfgb_seq_add(b, &t, el.kind, el.id) < 0 || cfgb_seq_add(b, &t, CFG_REF, r) < 0 ||
-		    cfgb_add_alt(b, r, &t) < 0)
+		if ((r = cfgb_new_rule(b, NULL, 0)) < 0 || cfgb_seq_add(b, &t, el.kind, el.id) < 0 ||
+		    cfgb_seq_add(b, &t, CFG_REF, r) < 0 || cfgb_add_alt(b, r, &t) < 0)
 			goto fail;
 		t.n = 0;
 		if (cfgb_add_alt(b, r, &t) < 0)
@@ -245,8 +253,8 @@ static int add_repeat(struct builder *b, struct seqbuf *s, struct cfg_elem el, i
 		for (int k = 1; k <= max - min; k++) {
 			int o = cfgb_new_rule(b, NULL, 0);
 			t.n = 0;
-			if (o < 0 || cfgb_seq_add(b, &t, el.kind, el.id) < 0 || (r >= 0 && cfgb_seq_add(b, &t, CFG_REF, r) < 0) ||
-			    cfgb_add_alt(b, o, &t) < 0)
+			if (o < 0 || cfgb_seq_add(b, &t, el.kind, el.id) < 0 ||
+			    (r >= 0 && cfgb_seq_add(b, &t, CFG_REF, r) < 0) || cfgb_add_alt(b, o, &t) < 0)
 				goto fail;
 			t.n = 0;
 			if (cfgb_add_alt(b, o, &t) < 0)
@@ -316,7 +324,8 @@ static int parse_sequence(struct builder *b, struct seqbuf *s)
 				else if (b->p < b->end && *b->p == '{' && read_counts(b, &m1, &m2) < 0)
 					return -1;
 				if (b->p < b->end && (*b->p == '*' || *b->p == '+' || *b->p == '?' || *b->p == '{'))
-					return cfgb_fail_at(b, b->p, "multiple repeat: group the repeated item with ( )", NULL);
+					return cfgb_fail_at(b, b->p,
+							    "multiple repeat: group the repeated item with ( )", NULL);
 				continue;
 			}
 			el.id = t;
@@ -400,7 +409,8 @@ void cfg_parse_rules(struct builder *b)
 		cfgb_fail_at(b, b->p, "empty grammar", NULL);
 	while (!b->failed && b->p < b->end) {
 		if (!rule_head(b, b->p)) {
-			cfgb_fail_at(b, b->p, "expected a rule \"name ::= ...\" (GBNF / EBNF) or \"name: ...\" (Lark)", NULL);
+			cfgb_fail_at(b, b->p, "expected a rule \"name ::= ...\" (GBNF / EBNF) or \"name: ...\" (Lark)",
+				     NULL);
 			break;
 		}
 		size_t n = name_len(b, b->p);

@@ -428,7 +428,8 @@ static int merge_unit_cycles(struct work *w)
 		for (int r = rep; r < n && !rc; r++)
 			for (int a = 0; comp[r] == id && a < w->alts[r].n && !rc; a++) {
 				const struct cfg_seq *q = &c->seqs[w->alts[r].v[a]];
-				if (q->len != 1 || c->elems[q->start].kind != CFG_REF || comp[c->elems[q->start].id] != id)
+				if (q->len != 1 || c->elems[q->start].kind != CFG_REF ||
+				    comp[c->elems[q->start].id] != id)
 					rc = push(&merged, w->alts[r].v[a]);
 			}
 		for (int r = rep + 1; r < n && !rc; r++) {
@@ -483,8 +484,8 @@ int cfg_unleft(struct guide_cfg *c, int32_t **origin, int *bad_rule)
 {
 	*origin = NULL;
 	*bad_rule = -1;
-	struct work w = {.c = c, .cap_rules = c->n_rules + 16, .cap_seqs = c->n_seqs, .cap_elems = c->n_elems,
-			 .bad_rule = -1};
+	struct work w = {
+		.c = c, .cap_rules = c->n_rules + 16, .cap_seqs = c->n_seqs, .cap_elems = c->n_elems, .bad_rule = -1};
 	int rc = CFG_UNLEFT_OOM;
 	w.alts = calloc((size_t)w.cap_rules, sizeof *w.alts);
 	w.origin = malloc(sizeof *w.origin * (size_t)w.cap_rules);

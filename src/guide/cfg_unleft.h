@@ -13,9 +13,9 @@
 enum {
 	CFG_UNLEFT_OOM = -1,
 	CFG_UNLEFT_TOO_LARGE = -2, /* the rewrite passed CFG_MAX_ELEMS */
-	CFG_UNLEFT_HIDDEN = -3,	   /* left recursion behind a part that may match nothing */
-	CFG_UNLEFT_CYCLE = -4,	   /* a rule derives itself beside parts that may match nothing */
-	CFG_UNLEFT_NO_END = -5,	   /* no output ends the root rule */
+	CFG_UNLEFT_HIDDEN = -3,    /* left recursion behind a part that may match nothing */
+	CFG_UNLEFT_CYCLE = -4,     /* a rule derives itself beside parts that may match nothing */
+	CFG_UNLEFT_NO_END = -5,    /* no output ends the root rule */
 };
 
 /* Drops the alternatives that can never end, then rewrites c's rules in place (new anonymous

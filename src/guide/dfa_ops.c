@@ -66,8 +66,8 @@ struct pairs {
 	size_t cap;
 };
 
-int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, const char *what,
-			struct guide_dfa **out, struct err *e)
+int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, const char *what, struct guide_dfa **out,
+			struct err *e)
 {
 	*out = NULL;
 	struct pairs h = {.cap = 1};
@@ -97,7 +97,8 @@ int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, co
 			d->next = n;
 		}
 		for (int c = 0; c < 256; c++) {
-			int32_t x = a->next[(size_t)pa[s] * 256 + (size_t)c], y = b->next[(size_t)pb[s] * 256 + (size_t)c];
+			int32_t x = a->next[(size_t)pa[s] * 256 + (size_t)c],
+				y = b->next[(size_t)pb[s] * 256 + (size_t)c];
 			int32_t t = -1;
 			if (x >= 0 && y >= 0) {
 				int64_t key = (int64_t)x * b->n_states + y;
@@ -106,7 +107,9 @@ int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, co
 					i = (i + 1) & (h.cap - 1);
 				if (!h.vals[i]) {
 					if (d->n_states >= GUIDE_DFA_MAX_STATES) {
-						err_set(e, "the intersection of two automata is too large (more than %d states)",
+						err_set(e,
+							"the intersection of two automata is too large (more than %d "
+							"states)",
 							GUIDE_DFA_MAX_STATES);
 						goto out;
 					}

@@ -13,7 +13,7 @@ int guide_dfa_trim(struct guide_dfa *d, const char *what, struct err *e);
 
 /* The texts both a and b accept, trimmed; -1 with e set past GUIDE_DFA_MAX_STATES, or when
  * there are none (e: what). */
-int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, const char *what,
-			struct guide_dfa **out, struct err *e);
+int guide_dfa_intersect(const struct guide_dfa *a, const struct guide_dfa *b, const char *what, struct guide_dfa **out,
+			struct err *e);
 
 #endif

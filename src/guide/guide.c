@@ -18,10 +18,7 @@ int guide_tokens_new(const struct tok *t, int vocab, struct guide_vocab **out, s
 	return guide_vocab_new(t, vocab, out, e);
 }
 
-void guide_tokens_free(struct guide_vocab *v)
-{
-	guide_vocab_free(v);
-}
+void guide_tokens_free(struct guide_vocab *v) { guide_vocab_free(v); }
 
 int guide_state_new(struct guide_grammar *g, struct guide_state **out, struct err *e)
 {
@@ -61,8 +58,7 @@ void guide_state_restart(struct guide_state *dst, const struct guide_state *src)
 	jm_init(&dst->jm, src->g);
 }
 
-int guide_state_mask(struct guide_vocab *v, const struct guide_state *s, const int32_t *eos,
-		     int n_eos, uint8_t *allow)
+int guide_state_mask(struct guide_vocab *v, const struct guide_state *s, const int32_t *eos, int n_eos, uint8_t *allow)
 {
 	return guide_vocab_mask(v, s->g, &s->jm, eos, n_eos, allow);
 }
@@ -72,12 +68,6 @@ bool guide_state_advance(const struct guide_vocab *v, struct guide_state *s, int
 	return guide_vocab_advance(v, s->g, &s->jm, id);
 }
 
-bool guide_state_can_end(const struct guide_state *s)
-{
-	return jm_complete(&s->jm, s->g);
-}
+bool guide_state_can_end(const struct guide_state *s) { return jm_complete(&s->jm, s->g); }
 
-bool guide_state_must_end(const struct guide_state *s)
-{
-	return jm_finished(&s->jm, s->g);
-}
+bool guide_state_must_end(const struct guide_state *s) { return jm_finished(&s->jm, s->g); }

@@ -34,8 +34,8 @@ void guide_state_restart(struct guide_state *dst, const struct guide_state *src)
 /* allow[0, vocab) ← 1 for each token that keeps the output within the grammar, and for
  * eos[0, n_eos) once it is a whole match; returns how many are allowed (one caller of v at
  * a time). */
-int guide_state_mask(struct guide_vocab *v, const struct guide_state *s, const int32_t *eos,
-		     int n_eos, uint8_t *allow);
+int guide_state_mask(struct guide_vocab *v, const struct guide_state *s, const int32_t *eos, int n_eos,
+		     uint8_t *allow);
 /* Advances s by token id; false when the grammar refuses it (s then undefined). */
 bool guide_state_advance(const struct guide_vocab *v, struct guide_state *s, int32_t id);
 /* The output so far is a whole match: it may end here. */

@@ -115,7 +115,8 @@ int guide_int_range_regex(bool has_lo, long long lo, bool has_hi, long long hi, 
 	bool any = false;
 	if (!has_lo || lo < 0) { /* negatives: "-" then their absolute values */
 		long long nh = has_hi && hi < -1 ? hi : -1;
-		uint64_t amin = (uint64_t)(-(nh + 1)) + 1, amax = has_lo ? (uint64_t)(-(lo + 1)) + 1 : (uint64_t)1 << 63;
+		uint64_t amin = (uint64_t)(-(nh + 1)) + 1,
+			 amax = has_lo ? (uint64_t)(-(lo + 1)) + 1 : (uint64_t)1 << 63;
 		strbuf_puts(&b, "-(?:");
 		non_negative(&b, amin, amax);
 		strbuf_puts(&b, ")");
@@ -289,7 +290,8 @@ static int positive_decimals(struct strbuf *b, const struct dec *lo, bool lo_x, 
 	char t[32], *r;
 	bool first = true;
 	if (!has_hi || hi->ip >= lo->ip + 2) {
-		if (guide_int_range_regex(true, (long long)lo->ip + 1, has_hi, has_hi ? (long long)hi->ip - 1 : 0, &r, e) < 0)
+		if (guide_int_range_regex(true, (long long)lo->ip + 1, has_hi, has_hi ? (long long)hi->ip - 1 : 0, &r,
+					  e) < 0)
 			return -1;
 		strbuf_puts(b, "(?:");
 		strbuf_puts(b, r);
@@ -305,7 +307,8 @@ static int positive_decimals(struct strbuf *b, const struct dec *lo, bool lo_x, 
 		bool fits = side == 0 ? frac_part(&f, lo->fr, lo_x, same, same ? hi->fr : "", hi_x)
 				      : frac_part(&f, "", false, true, hi->fr, hi_x);
 		if (fits) {
-			snprintf(t, sizeof t, "%s%llu", first ? "" : "|", (unsigned long long)(side ? hi->ip : lo->ip));
+			snprintf(t, sizeof t, "%s%llu", first ? "" : "|",
+				 (unsigned long long)(side ? hi->ip : lo->ip));
 			strbuf_puts(b, t);
 			strbuf_puts(b, f.p ? f.p : "");
 			first = false;

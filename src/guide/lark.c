@@ -139,7 +139,8 @@ static int range_char(struct lark *l, struct strbuf *o, const char *p, const cha
 	bool one = false;
 	if (n && *p == '\\') {
 		char x = n > 1 ? p[1] : 0;
-		one = (x == 'x' && n == 4) || (x == 'u' && n == 6) || (x == 'U' && n == 10) || (n == 2 && x && !strchr("xuU", x));
+		one = (x == 'x' && n == 4) || (x == 'u' && n == 6) || (x == 'U' && n == 10) ||
+		      (n == 2 && x && !strchr("xuU", x));
 	} else if (n) {
 		uint8_t c = (uint8_t)*p;
 		size_t want = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
@@ -335,7 +336,8 @@ static int import_line(struct lark *l, const char *p, const char *end)
 			p += an;
 		}
 		size_t k = 0;
-		while (k < sizeof common / sizeof *common && (strlen(common[k].name) != n || memcmp(common[k].name, name, n)))
+		while (k < sizeof common / sizeof *common &&
+		       (strlen(common[k].name) != n || memcmp(common[k].name, name, n)))
 			k++;
 		if (k == sizeof common / sizeof *common) {
 			char nm[64];
@@ -403,10 +405,7 @@ bool lark_likely(const char *src, size_t len)
 	return false;
 }
 
-static void set_name(char *dst, const char *p, size_t n)
-{
-	snprintf(dst, 64, "%.*s", (int)(n < 63 ? n : 63), p);
-}
+static void set_name(char *dst, const char *p, size_t n) { snprintf(dst, 64, "%.*s", (int)(n < 63 ? n : 63), p); }
 
 int lark_translate(const char *src, size_t len, char **out, size_t *out_len, struct err *e)
 {

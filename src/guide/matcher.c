@@ -58,21 +58,14 @@ static bool first_ok(const struct guide_grammar *g, int k, uint8_t b, int depth)
 {
 	const struct guide_node *n = &g->nodes[k];
 	switch (n->kind) {
-	case GUIDE_OBJECT:
-		return b == '{';
-	case GUIDE_ARRAY:
-		return b == '[';
-	case GUIDE_STRING:
-		return b == '"';
+	case GUIDE_OBJECT: return b == '{';
+	case GUIDE_ARRAY: return b == '[';
+	case GUIDE_STRING: return b == '"';
 	case GUIDE_NUMBER:
-	case GUIDE_INTEGER:
-		return b == '-' || is_digit(b);
-	case GUIDE_LITERAL:
-		return n->len > 0 && (uint8_t)n->text[0] == b;
-	case GUIDE_REGEX:
-		return n->dfa->next[b] >= 0;
-	case GUIDE_CFG: /* the rules decide */
-		return true;
+	case GUIDE_INTEGER: return b == '-' || is_digit(b);
+	case GUIDE_LITERAL: return n->len > 0 && (uint8_t)n->text[0] == b;
+	case GUIDE_REGEX: return n->dfa->next[b] >= 0;
+	case GUIDE_CFG: /* the rules decide */ return true;
 	case GUIDE_ANYOF:
 		if (depth > 16)
 			return false;
@@ -91,12 +84,8 @@ static void child_done(struct jm_stack *s)
 	struct jm_frame *p = &s->f[s->depth - 1];
 	p->ws = 0;
 	switch (p->kind) {
-	case F_ROOT:
-		p->st = R_DONE;
-		break;
-	case F_OBJ:
-		p->st = p->st == O_KEYSTR ? O_AFTER_KEY : O_AFTER_VALUE;
-		break;
+	case F_ROOT: p->st = R_DONE; break;
+	case F_OBJ: p->st = p->st == O_KEYSTR ? O_AFTER_KEY : O_AFTER_VALUE; break;
 	case F_ARR:
 		p->st = A_AFTER_VALUE;
 		p->n++;
@@ -316,9 +305,7 @@ static void start_value(const struct guide_grammar *g, const struct jm_stack *s,
 		if (!unique_ok(g, &t))
 			return;
 		break;
-	case GUIDE_CFG:
-		cfg_start(g, &t, k, b, o);
-		return;
+	case GUIDE_CFG: cfg_start(g, &t, k, b, o); return;
 	case GUIDE_LITERAL:
 		if (!(f = push(&t, k, F_LIT, 0)))
 			return;
@@ -326,8 +313,7 @@ static void start_value(const struct guide_grammar *g, const struct jm_stack *s,
 		if (n->len == 1)
 			child_done(&t);
 		break;
-	default:
-		return;
+	default: return;
 	}
 	emit(o, &t);
 }
@@ -362,9 +348,7 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			if (f->st == R_VALUE)
 				start_value(g, &t, f->node, b, o, 0);
 			return;
-		case F_CFG:
-			cfg_feed(n->cfg, &t, b, o);
-			return;
+		case F_CFG: cfg_feed(n->cfg, &t, b, o); return;
 		case F_LIT:
 			if ((uint8_t)n->text[f->n] != b)
 				return;
@@ -454,9 +438,7 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			bool integer = n->kind == GUIDE_INTEGER, d = is_digit(b);
 			int st = -1;
 			switch (f->st) {
-			case N_MINUS:
-				st = b == '0' ? N_ZERO : d ? N_INT : -1;
-				break;
+			case N_MINUS: st = b == '0' ? N_ZERO : d ? N_INT : -1; break;
 			case N_ZERO:
 			case N_INT:
 			case N_FRAC:
@@ -467,16 +449,10 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 				else if ((b == 'e' || b == 'E') && !integer)
 					st = N_E;
 				break;
-			case N_DOT:
-				st = d ? N_FRAC : -1;
-				break;
-			case N_E:
-				st = b == '+' || b == '-' ? N_ESIGN : d ? N_EXP : -1;
-				break;
+			case N_DOT: st = d ? N_FRAC : -1; break;
+			case N_E: st = b == '+' || b == '-' ? N_ESIGN : d ? N_EXP : -1; break;
 			case N_ESIGN:
-			case N_EXP:
-				st = d ? N_EXP : -1;
-				break;
+			case N_EXP: st = d ? N_EXP : -1; break;
 			}
 			if (st >= 0) {
 				if (f->n >= JM_MAX_NUM)
@@ -521,8 +497,8 @@ static void feed_stack(const struct guide_grammar *g, const struct jm_stack *in,
 			start_value(g, &t, (int)f->n < n->n_prefix ? n->prefix[f->n] : n->items, b, o, 0);
 			return;
 		case F_OBJ:
-			if (is_ws(b) && (f->st == O_OPEN || f->st == O_COMMA || f->st == O_AFTER_KEY || f->st == O_VALUE ||
-					 f->st == O_AFTER_VALUE)) {
+			if (is_ws(b) && (f->st == O_OPEN || f->st == O_COMMA || f->st == O_AFTER_KEY ||
+					 f->st == O_VALUE || f->st == O_AFTER_VALUE)) {
 				if (take_ws(f, b))
 					emit(o, &t);
 				return;
@@ -677,7 +653,8 @@ bool jm_finished(const struct jm_state *s, const struct guide_grammar *g)
 {
 	for (int i = 0; i < s->n; i++) {
 		const struct jm_stack *k = &s->s[i];
-		bool regex_end = k->depth == 2 && k->f[1].kind == F_RE && g->nodes[k->f[1].node].dfa->accept[k->f[1].n] &&
+		bool regex_end = k->depth == 2 && k->f[1].kind == F_RE &&
+				 g->nodes[k->f[1].node].dfa->accept[k->f[1].n] &&
 				 !g->nodes[k->f[1].node].dfa->live[k->f[1].n];
 		bool empty_end = root_empty_only(g, k);
 		if (!(k->depth == 1 && k->f[0].st == R_DONE) && !regex_end && !empty_end)

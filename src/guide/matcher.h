@@ -19,22 +19,23 @@
 #include "guide/grammar.h"
 
 #define JM_MAX_DEPTH 32
-#define JM_MAX_ALTS GUIDE_MAX_ALTS /* stacks kept (nested anyOfs may multiply them): past this the
+#define JM_MAX_ALTS \
+	GUIDE_MAX_ALTS /* stacks kept (nested anyOfs may multiply them): past this the
 					 * first ones, which never gives an invalid output */
 #define JM_MAX_WS 32
 #define JM_MAX_NUM 32
 
 struct jm_frame {
-	int32_t node;	/* grammar node */
-	uint8_t kind;	/* frame kind (matcher.c) */
-	uint8_t st;	/* its sub-state */
-	uint8_t ws;	/* whitespace bytes in the current gap */
-	uint8_t need;	/* string: UTF-8 continuation bytes still expected */
+	int32_t node;   /* grammar node */
+	uint8_t kind;   /* frame kind (matcher.c) */
+	uint8_t st;     /* its sub-state */
+	uint8_t ws;     /* whitespace bytes in the current gap */
+	uint8_t need;   /* string: UTF-8 continuation bytes still expected */
 	uint8_t lo, hi; /* string: range of the next continuation byte */
-	uint16_t key;	/* object: the key whose value comes */
-	uint32_t n;	/* string characters, array items, literal / number bytes, object: next key index */
-	uint32_t pos;	/* object: bytes of the key matched so far */
-	uint64_t cand;	/* object: keys the bytes so far can still be */
+	uint16_t key;   /* object: the key whose value comes */
+	uint32_t n;     /* string characters, array items, literal / number bytes, object: next key index */
+	uint32_t pos;   /* object: bytes of the key matched so far */
+	uint64_t cand;  /* object: keys the bytes so far can still be */
 };
 
 struct jm_stack {
@@ -43,7 +44,7 @@ struct jm_stack {
 };
 
 struct jm_state {
-	int n;	  /* alternatives alive */
+	int n;    /* alternatives alive */
 	bool cut; /* some parse was given up on the way (more than JM_MAX_ALTS stacks at once, rules
 		   * nested past JM_MAX_DEPTH, or a byte's expansion budget spent: an ambiguous grammar):
 		   * a refusal may then be the bound's, an acceptance never is */

@@ -35,7 +35,9 @@ struct builder {
 
 static size_t pack(const struct builder *b, struct mstate m)
 {
-	return ((((size_t)m.phase * (size_t)b->A + (size_t)m.r) * (size_t)(b->k + 1) + (size_t)m.j) * 2 + (size_t)m.neg) * 2 +
+	return ((((size_t)m.phase * (size_t)b->A + (size_t)m.r) * (size_t)(b->k + 1) + (size_t)m.j) * 2 +
+		(size_t)m.neg) *
+		       2 +
 	       (size_t)m.nz;
 }
 
@@ -132,8 +134,9 @@ int guide_dfa_multiple(double m, bool integer, struct guide_dfa **out, struct er
 	*out = NULL;
 	struct builder b = {.integer = integer, .e = e};
 	if (as_steps(m, &b.A, &b.k) < 0)
-		return err_set(e, "multipleOf must be a positive number of at most %d decimals and %d steps of its last one",
-			       MAX_DECIMALS, MAX_STEPS);
+		return err_set(
+			e, "multipleOf must be a positive number of at most %d decimals and %d steps of its last one",
+			MAX_DECIMALS, MAX_STEPS);
 	if (integer && b.k) { /* a whole multiple of a fractional step: multiples of A / gcd(A, 10^k) */
 		long p = 1, x, y;
 		for (int i = 0; i < b.k; i++)
@@ -146,8 +149,9 @@ int guide_dfa_multiple(double m, bool integer, struct guide_dfa **out, struct er
 		b.k = 0;
 	}
 	if ((size_t)b.A * (size_t)(b.k + 1) > GUIDE_DFA_MAX_STATES / 4)
-		return err_set(e, "multipleOf %g: its automaton would need more than %d states (%ld residues, %d decimals)", m,
-			       GUIDE_DFA_MAX_STATES, b.A, b.k);
+		return err_set(
+			e, "multipleOf %g: its automaton would need more than %d states (%ld residues, %d decimals)",
+			m, GUIDE_DFA_MAX_STATES, b.A, b.k);
 	size_t n_keys = 7 * (size_t)b.A * (size_t)(b.k + 1) * 4;
 	b.index = calloc(n_keys, sizeof *b.index);
 	struct guide_dfa *d = b.d = calloc(1, sizeof *d);

@@ -67,9 +67,13 @@ static int utf8_range(struct nfa *m, uint32_t lo, uint32_t hi, int s, int e)
 		uint32_t mask = (1u << (6 * i)) - 1;
 		if ((lo & ~mask) != (hi & ~mask)) {
 			if (lo & mask)
-				return utf8_range(m, lo, lo | mask, s, e) < 0 ? -1 : utf8_range(m, (lo | mask) + 1, hi, s, e);
+				return utf8_range(m, lo, lo | mask, s, e) < 0
+					       ? -1
+					       : utf8_range(m, (lo | mask) + 1, hi, s, e);
 			if ((hi & mask) != mask)
-				return utf8_range(m, lo, (hi & ~mask) - 1, s, e) < 0 ? -1 : utf8_range(m, hi & ~mask, hi, s, e);
+				return utf8_range(m, lo, (hi & ~mask) - 1, s, e) < 0
+					       ? -1
+					       : utf8_range(m, hi & ~mask, hi, s, e);
 		}
 	}
 	uint8_t a[4], b[4];
@@ -102,8 +106,7 @@ static int build(struct nfa *m, const struct anode *t, int i, int *s, int *e)
 	if ((*s = nstate(m, -1, -1)) < 0 || (*e = nstate(m, -1, -1)) < 0)
 		return -1;
 	switch (x->kind) {
-	case A_EMPTY:
-		return eps(m, *s, *e);
+	case A_EMPTY: return eps(m, *s, *e);
 	case A_SET:
 		for (int k = 0; k < x->set.n; k++)
 			if (utf8_range(m, x->set.r[k][0], x->set.r[k][1], *s, *e) < 0)
@@ -130,7 +133,8 @@ static int build(struct nfa *m, const struct anode *t, int i, int *s, int *e)
 		}
 		if (x->max < 0) { /* then any number more */
 			int as, ae;
-			if (build(m, t, x->a, &as, &ae) < 0 || eps(m, cur, as) < 0 || eps(m, ae, as) < 0 || eps(m, ae, *e) < 0)
+			if (build(m, t, x->a, &as, &ae) < 0 || eps(m, cur, as) < 0 || eps(m, ae, as) < 0 ||
+			    eps(m, ae, *e) < 0)
 				return -1;
 		}
 		return eps(m, cur, *e);
@@ -149,7 +153,7 @@ static int build(struct nfa *m, const struct anode *t, int i, int *s, int *e)
 
 struct dfa_build {
 	const struct nfa *m;
-	long work; /* NFA states visited by the closures so far */
+	long work;                   /* NFA states visited by the closures so far */
 	int32_t *eps_first, *eps_to; /* CSR of the epsilon edges */
 	int32_t *mark, stamp;
 	int32_t *stack;
@@ -181,8 +185,10 @@ static int closure(struct dfa_build *b, int32_t *set, int n, struct err *e)
 		int x = b->stack[--sp];
 		set[out++] = x;
 		if (++b->work > DFA_MAX_CLOSURE_WORK)
-			return err_set(e, "regex: the expression is too complex (its automaton takes more than %ld steps "
-					  "to build)", DFA_MAX_CLOSURE_WORK);
+			return err_set(e,
+				       "regex: the expression is too complex (its automaton takes more than %ld steps "
+				       "to build)",
+				       DFA_MAX_CLOSURE_WORK);
 		for (int k = b->eps_first[x]; k < b->eps_first[x + 1]; k++)
 			if (b->mark[b->eps_to[k]] != b->stamp) {
 				b->mark[b->eps_to[k]] = b->stamp;
@@ -225,10 +231,13 @@ static int intern(struct dfa_build *b, const int32_t *set, int n, struct err *e)
 		int d = b->hash[i] - 1;
 		if (d < 0) {
 			if (b->n_sets >= GUIDE_DFA_MAX_STATES)
-				return err_set(e, "regex: the automaton needs more than %d states", GUIDE_DFA_MAX_STATES);
+				return err_set(e, "regex: the automaton needs more than %d states",
+					       GUIDE_DFA_MAX_STATES);
 			if (b->len_sets + n > DFA_MAX_SET_ENTRIES)
-				return err_set(e, "regex: the expression is too complex (its automaton's states hold "
-						  "more than %d positions)", DFA_MAX_SET_ENTRIES);
+				return err_set(e,
+					       "regex: the expression is too complex (its automaton's states hold "
+					       "more than %d positions)",
+					       DFA_MAX_SET_ENTRIES);
 			if (b->len_sets + n > b->cap_len) {
 				int cap = 2 * (b->len_sets + n) + 64;
 				int32_t *p = realloc(b->sets, sizeof *p * (size_t)cap);
@@ -425,7 +434,8 @@ int guide_dfa_literals(const char *const *lits, const size_t *lens, int n, struc
 			if (*t < 0) {
 				if ((size_t)d->n_states >= states) {
 					guide_dfa_free(d);
-					return err_set(e, "the choices need more than %d automaton states", GUIDE_DFA_MAX_STATES);
+					return err_set(e, "the choices need more than %d automaton states",
+						       GUIDE_DFA_MAX_STATES);
 				}
 				memset(d->next + (size_t)d->n_states * 256, 0xff, sizeof *d->next * 256);
 				*t = d->n_states++;

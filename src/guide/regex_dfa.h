@@ -24,10 +24,10 @@
 #define GUIDE_REGEX_MAX_LEN 4096
 
 struct guide_dfa {
-	int n_states;	 /* state 0 is the start */
-	int32_t *next;	 /* [n_states][256]: the next state, -1 when the byte is refused */
+	int n_states;    /* state 0 is the start */
+	int32_t *next;   /* [n_states][256]: the next state, -1 when the byte is refused */
 	uint8_t *accept; /* [n_states]: the text so far is a match */
-	uint8_t *live;	 /* [n_states]: some byte is accepted */
+	uint8_t *live;   /* [n_states]: some byte is accepted */
 };
 
 int guide_dfa_compile(const char *re, size_t len, struct guide_dfa **out, struct err *e);

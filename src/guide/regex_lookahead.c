@@ -52,8 +52,8 @@ static struct guide_dfa *condition(const struct guide_dfa *x, bool whole, bool n
 {
 	int n = x->n_states, dead = n, hit = n + 1, total = n + 2;
 	struct guide_dfa *c = calloc(1, sizeof *c);
-	if (!c || !(c->next = malloc(sizeof *c->next * 256 * (size_t)total)) || !(c->accept = calloc((size_t)total, 1)) ||
-	    !(c->live = malloc((size_t)total))) {
+	if (!c || !(c->next = malloc(sizeof *c->next * 256 * (size_t)total)) ||
+	    !(c->accept = calloc((size_t)total, 1)) || !(c->live = malloc((size_t)total))) {
 		guide_dfa_free(c);
 		return NULL;
 	}
@@ -91,8 +91,8 @@ int regex_lookahead_compile(const char *re, size_t len, struct guide_dfa **out, 
 		if (!(c = condition(x, whole, neg)))
 			err_set(e, "regex: out of memory");
 		else
-			rc = guide_dfa_intersect(y, c, "regex: no text matches it (its lookahead excludes every match)", out,
-						 e);
+			rc = guide_dfa_intersect(
+				y, c, "regex: no text matches it (its lookahead excludes every match)", out, e);
 	}
 	guide_dfa_free(y);
 	guide_dfa_free(x);

@@ -127,7 +127,10 @@ static int hex(struct parser *ps, int digits)
 	int v = 0;
 	for (int i = 0; i < digits; i++, ps->p++) {
 		char c = ps->p < ps->end ? *ps->p : 0;
-		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		int d = c >= '0' && c <= '9'   ? c - '0'
+			: c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10
+					       : -1;
 		if (d < 0)
 			return fail(ps, "regex: bad hex escape%s at byte %d", "");
 		v = v * 16 + d;
@@ -145,7 +148,8 @@ static int escape(struct parser *ps, struct cset *s)
 	static const char values[] = {'\n', '\t', '\r', '\f', '\v', 0};
 	const char *k = strchr(single, c);
 	if (k && c)
-		return cset_add(s, (uint32_t)(unsigned char)values[k - single], (uint32_t)(unsigned char)values[k - single]);
+		return cset_add(s, (uint32_t)(unsigned char)values[k - single],
+				(uint32_t)(unsigned char)values[k - single]);
 	switch (c) {
 	case 'd':
 	case 'D':
@@ -158,7 +162,8 @@ static int escape(struct parser *ps, struct cset *s)
 		if (c == 'd' || c == 'D')
 			rc = cset_add(&t, '0', '9');
 		else if (c == 'w' || c == 'W')
-			rc = cset_add(&t, '0', '9') | cset_add(&t, 'A', 'Z') | cset_add(&t, 'a', 'z') | cset_add(&t, '_', '_');
+			rc = cset_add(&t, '0', '9') | cset_add(&t, 'A', 'Z') | cset_add(&t, 'a', 'z') |
+			     cset_add(&t, '_', '_');
 		else
 			rc = cset_add(&t, ' ', ' ') | cset_add(&t, '\t', '\r');
 		if (c >= 'A' && c <= 'Z')
@@ -174,10 +179,12 @@ static int escape(struct parser *ps, struct cset *s)
 		return v < 0 ? -1 : cset_add(s, (uint32_t)v, (uint32_t)v);
 	}
 	}
-	if ((c >= '0' && c <= '9') || c == 'b' || c == 'B' || c == 'A' || c == 'Z' || c == 'z' || c == 'G' || c == 'k' ||
-	    c == 'p' || c == 'P') {
+	if ((c >= '0' && c <= '9') || c == 'b' || c == 'B' || c == 'A' || c == 'Z' || c == 'z' || c == 'G' ||
+	    c == 'k' || c == 'p' || c == 'P') {
 		ps->p--;
-		return fail(ps, "regex: escape \\%.1s (backreference, anchor or property) is not supported, at byte %d", ps->p);
+		return fail(ps,
+			    "regex: escape \\%.1s (backreference, anchor or property) is not supported, at byte %d",
+			    ps->p);
 	}
 	if ((unsigned char)c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
 		ps->p--;
@@ -274,7 +281,10 @@ static int parse_atom(struct parser *ps)
 					return fail(ps, "regex: unterminated group name%s at byte %d", "");
 				ps->p = gt + 1;
 			} else {
-				return fail(ps, "regex: (?%s... (lookaround, flags, conditionals) is not supported, at byte %d", "");
+				return fail(ps,
+					    "regex: (?%s... (lookaround, flags, conditionals) is not supported, "
+					    "at byte %d",
+					    "");
 			}
 		}
 		int g = parse_alt(ps);
@@ -331,7 +341,8 @@ static int counts(struct parser *ps, int *min, int *max)
 {
 	const char *p = ps->p + 1;
 	long a = 0, b;
-	if (p >= ps->end || ((*p < '0' || *p > '9') && *p != ',') || (*p == ',' && (p + 1 >= ps->end || p[1] < '0' || p[1] > '9')))
+	if (p >= ps->end || ((*p < '0' || *p > '9') && *p != ',') ||
+	    (*p == ',' && (p + 1 >= ps->end || p[1] < '0' || p[1] > '9')))
 		return 0; /* {,n} is {0,n}, as in Python; "{" "{," "{,}" are literal text */
 	for (; p < ps->end && *p >= '0' && *p <= '9'; p++)
 		if ((a = a * 10 + (*p - '0')) > MAX_REPEAT)
@@ -373,8 +384,9 @@ static int parse_rep(struct parser *ps)
 		/* another quantifier right after is Python's "multiple repeat" error (and stacked
 		 * repeats would each double the automaton) */
 		int min2, max2;
-		if (ps->p < ps->end && (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' ||
-					(*ps->p == '{' && counts(&(struct parser){.p = ps->p, .end = ps->end}, &min2, &max2))))
+		if (ps->p < ps->end &&
+		    (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' ||
+		     (*ps->p == '{' && counts(&(struct parser){.p = ps->p, .end = ps->end}, &min2, &max2))))
 			return fail(ps, "regex: multiple repeat%s at byte %d", "");
 		int r = node(ps, A_REP, t, 0);
 		if (r < 0)

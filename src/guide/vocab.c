@@ -22,7 +22,7 @@ enum { STR_NEVER, STR_CONTENT, STR_QUOTE };
 struct mask_entry {
 	uint64_t gid, hash, used; /* used 0: empty */
 	size_t len;
-	uint8_t *key;	/* [KEY_MAX], the first len bytes used */
+	uint8_t *key;   /* [KEY_MAX], the first len bytes used */
 	uint8_t *allow; /* [vocab] */
 	int count;
 };
@@ -38,19 +38,19 @@ struct guide_vocab {
 	/* trie: node 0 is the root */
 	int n_nodes, cap_nodes;
 	struct trie_node *nodes;
-	int32_t *tok_next;		      /* [vocab] the next token ending at the same node */
+	int32_t *tok_next; /* [vocab] the next token ending at the same node */
 	int max_len;
 	/* Inside a JSON string (the top frame plain) most tokens are allowed and the walk would
 	 * visit the whole trie (~7.5 ms for 100K tokens): instead each token is classified once
 	 * from the state right after an opening quote: string content only (allowed while the
 	 * string's maxLength leaves room for its characters), refused there, or holding a
 	 * closing quote (run through the matcher). */
-	uint8_t *str_class;   /* [vocab] STR_* */
-	uint16_t *str_chars;  /* [vocab] characters of a STR_CONTENT token */
-	int32_t *quoted;      /* ids of the STR_QUOTE tokens */
+	uint8_t *str_class;  /* [vocab] STR_* */
+	uint16_t *str_chars; /* [vocab] characters of a STR_CONTENT token */
+	int32_t *quoted;     /* ids of the STR_QUOTE tokens */
 	int n_quoted;
 	struct jm_state *st; /* [max_len + 1] walk scratch */
-	uint8_t *allow;	     /* the caller's, during a walk */
+	uint8_t *allow;      /* the caller's, during a walk */
 	int count;
 	struct mask_entry cache[MASK_CACHE];
 	uint64_t clock;
@@ -209,8 +209,8 @@ static bool in_plain_string(const struct guide_grammar *g, const struct jm_state
 {
 	for (int i = 0; i < s->n; i++) {
 		const struct jm_frame *f = &s->s[i].f[s->s[i].depth - 1];
-		if (s->s[i].depth < 2 || g->nodes[f->node].kind != GUIDE_STRING || g->nodes[f->node].dfa || f->st != 0 ||
-		    f->need)
+		if (s->s[i].depth < 2 || g->nodes[f->node].kind != GUIDE_STRING || g->nodes[f->node].dfa ||
+		    f->st != 0 || f->need)
 			return false;
 	}
 	return s->n > 0;
@@ -322,8 +322,7 @@ int guide_vocab_mask(struct guide_vocab *v, const struct guide_grammar *g, const
 	return v->count;
 }
 
-bool guide_vocab_advance(const struct guide_vocab *v, const struct guide_grammar *g, struct jm_state *s,
-			 int32_t id)
+bool guide_vocab_advance(const struct guide_vocab *v, const struct guide_grammar *g, struct jm_state *s, int32_t id)
 {
 	size_t len = 0;
 	const char *p = id >= 0 && id < v->vocab ? tok_id_bytes(v->t, id, &len) : NULL;

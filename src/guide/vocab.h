@@ -31,7 +31,6 @@ void guide_vocab_cache_clear(struct guide_vocab *v);
 
 /* Advances s by the bytes of token id (an EOS or special token: no bytes); false when s
  * refuses them (s then undefined). */
-bool guide_vocab_advance(const struct guide_vocab *v, const struct guide_grammar *g, struct jm_state *s,
-			 int32_t id);
+bool guide_vocab_advance(const struct guide_vocab *v, const struct guide_grammar *g, struct jm_state *s, int32_t id);
 
 #endif

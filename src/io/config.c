@@ -17,8 +17,7 @@ struct src {
 };
 
 /* An int key in [lo, INT_MAX]; `required` rejects absent/null, else `def` is used. */
-static int get_int(struct src s, const char *key, bool required, long long def, long long lo,
-		   int *out)
+static int get_int(struct src s, const char *key, bool required, long long def, long long lo, int *out)
 {
 	long long v;
 	int r = json_util_int(s.o, s.what, key, def, &v, s.e);
@@ -34,8 +33,7 @@ static int get_int(struct src s, const char *key, bool required, long long def, 
 }
 
 /* A finite number > lo (open) or >= lo (closed). */
-static int get_num(struct src s, const char *key, bool required, double def, double lo,
-		   bool open, float *out)
+static int get_num(struct src s, const char *key, bool required, double def, double lo, bool open, float *out)
 {
 	double v;
 	int r = json_util_num(s.o, s.what, key, def, &v, s.e);
@@ -44,15 +42,15 @@ static int get_num(struct src s, const char *key, bool required, double def, dou
 	if (r == 1 && required)
 		return err_set(s.e, "%s: key \"%s\" is missing or null", s.what, key);
 	if (r == 0 && (!isfinite(v) || v < lo || (open && v == lo) || fabs(v) > 3e38))
-		return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "invalid",
-				     "expected a number %s %g", open ? ">" : ">=", lo);
+		return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "invalid", "expected a number %s %g",
+				     open ? ">" : ">=", lo);
 	*out = (float)v;
 	return 0;
 }
 
 /* A string among names[0..n); `expected` lists them for the message. */
-static int get_enum(struct src s, const char *key, const char *def, const char *const *names,
-		    int n, const char *expected, int *out)
+static int get_enum(struct src s, const char *key, const char *def, const char *const *names, int n,
+		    const char *expected, int *out)
 {
 	const char *v;
 	int r = json_util_str(s.o, s.what, key, def, &v, s.e);
@@ -65,8 +63,7 @@ static int get_enum(struct src s, const char *key, const char *def, const char *
 			*out = i;
 			return 0;
 		}
-	return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "unsupported",
-			     "expected %s", expected);
+	return json_util_bad(s.e, s.what, key, json_util_get(s.o, key), "unsupported", "expected %s", expected);
 }
 
 /* bos/eos: an id, a list of ids (the first is used), or absent/null => -1. */
@@ -95,7 +92,8 @@ static int check_architectures(struct src s)
 				     "expected a list of architecture names");
 	size_t i;
 	const json_t *v;
-	json_array_foreach(a, i, v) {
+	json_array_foreach(a, i, v)
+	{
 		const char *n = json_string_value(v);
 		if (!n || (strcmp(n, "DeepseekV2ForCausalLM") && strcmp(n, "DeepseekV3ForCausalLM") &&
 			   strcmp(n, "DeepseekV32ForCausalLM")))
@@ -119,13 +117,11 @@ static int parse_dims(struct src s, bool v3, struct model_config *c)
 	    get_int(s, "qk_nope_head_dim", true, 0, 1, &c->qk_nope_head_dim) ||
 	    get_int(s, "qk_rope_head_dim", true, 0, 2, &c->qk_rope_head_dim) ||
 	    get_int(s, "v_head_dim", true, 0, 1, &c->v_head_dim) ||
-	    get_int(s, "max_position_embeddings", false, v3 ? 4096 : 2048, 1,
-		    &c->max_position_embeddings))
+	    get_int(s, "max_position_embeddings", false, v3 ? 4096 : 2048, 1, &c->max_position_embeddings))
 		return -1;
 	if (c->qk_rope_head_dim % 2)
-		return json_util_bad(s.e, s.what, "qk_rope_head_dim",
-				     json_util_get(s.o, "qk_rope_head_dim"), "invalid",
-				     "expected an even number: rope rotates pairs");
+		return json_util_bad(s.e, s.what, "qk_rope_head_dim", json_util_get(s.o, "qk_rope_head_dim"),
+				     "invalid", "expected an even number: rope rotates pairs");
 	return 0;
 }
 
@@ -142,15 +138,12 @@ static int parse_moe(struct src s, bool v3, struct model_config *c)
 	    get_int(s, "n_shared_experts", false, 0, 0, &c->n_shared_experts) ||
 	    get_int(s, "first_k_dense_replace", false, 0, 0, &c->first_k_dense_replace) ||
 	    get_int(s, "moe_layer_freq", false, 1, 1, &c->moe_layer_freq) ||
-	    get_int(s, "n_group", false, 1, 1, &c->n_group) ||
-	    get_int(s, "topk_group", false, 1, 1, &c->topk_group) ||
-	    get_enum(s, "topk_method", v3 ? "noaux_tc" : "greedy", topk, 3,
-		     "greedy, group_limited_greedy or noaux_tc", &tm) ||
-	    get_enum(s, "scoring_func", v3 ? "sigmoid" : "softmax", scoring, 2,
-		     "softmax or sigmoid", &sf) ||
+	    get_int(s, "n_group", false, 1, 1, &c->n_group) || get_int(s, "topk_group", false, 1, 1, &c->topk_group) ||
+	    get_enum(s, "topk_method", v3 ? "noaux_tc" : "greedy", topk, 3, "greedy, group_limited_greedy or noaux_tc",
+		     &tm) ||
+	    get_enum(s, "scoring_func", v3 ? "sigmoid" : "softmax", scoring, 2, "softmax or sigmoid", &sf) ||
 	    json_util_bool(s.o, s.what, "norm_topk_prob", v3, &c->norm_topk_prob, s.e) < 0 ||
-	    get_num(s, "routed_scaling_factor", false, v3 ? 2.5 : 1.0, 0, true,
-		    &c->routed_scaling_factor))
+	    get_num(s, "routed_scaling_factor", false, v3 ? 2.5 : 1.0, 0, true, &c->routed_scaling_factor))
 		return -1;
 	c->topk_method = (enum topk_method)tm;
 	c->scoring_func = (enum scoring_func)sf;
@@ -160,25 +153,22 @@ static int parse_moe(struct src s, bool v3, struct model_config *c)
 	}
 	int e_n = c->n_routed_experts, g = c->n_group;
 	if (c->num_experts_per_tok > e_n)
-		return json_util_bad(s.e, s.what, "num_experts_per_tok",
-				     json_util_get(s.o, "num_experts_per_tok"), "invalid",
-				     "expected <= n_routed_experts %d", e_n);
+		return json_util_bad(s.e, s.what, "num_experts_per_tok", json_util_get(s.o, "num_experts_per_tok"),
+				     "invalid", "expected <= n_routed_experts %d", e_n);
 	if (e_n % g)
 		return json_util_bad(s.e, s.what, "n_group", json_util_get(s.o, "n_group"), "invalid",
 				     "expected a divisor of n_routed_experts %d", e_n);
 	if (c->topk_group > g)
-		return json_util_bad(s.e, s.what, "topk_group", json_util_get(s.o, "topk_group"),
-				     "invalid", "expected <= n_group %d", g);
+		return json_util_bad(s.e, s.what, "topk_group", json_util_get(s.o, "topk_group"), "invalid",
+				     "expected <= n_group %d", g);
 	if (c->topk_method != TOPK_GREEDY && c->num_experts_per_tok > c->topk_group * (e_n / g))
-		return json_util_bad(s.e, s.what, "num_experts_per_tok",
-				     json_util_get(s.o, "num_experts_per_tok"), "invalid",
-				     "expected <= topk_group x experts per group = %d",
+		return json_util_bad(s.e, s.what, "num_experts_per_tok", json_util_get(s.o, "num_experts_per_tok"),
+				     "invalid", "expected <= topk_group x experts per group = %d",
 				     c->topk_group * (e_n / g));
 	/* noaux_tc scores a group by the sum of its two best experts */
 	if (c->topk_method == TOPK_NOAUX_TC && e_n / g < 2)
 		return json_util_bad(s.e, s.what, "n_group", json_util_get(s.o, "n_group"), "invalid",
-				     "noaux_tc needs >= 2 experts per group, n_routed_experts is %d",
-				     e_n);
+				     "noaux_tc needs >= 2 experts per group, n_routed_experts is %d", e_n);
 	return 0;
 }
 
@@ -202,8 +192,7 @@ static int parse_rope(struct src root, struct model_config *c)
 	if (!r || json_is_null(r))
 		return 0;
 	if (!json_is_object(r))
-		return json_util_bad(root.e, root.what, rkey, r, "invalid",
-				     "expected an object or null");
+		return json_util_bad(root.e, root.what, rkey, r, "invalid", "expected an object or null");
 	struct src s = {r, root.what, root.e};
 	bool is_params = strcmp(rkey, "rope_parameters") == 0;
 	const json_t *rt = json_object_get(r, "rope_type");
@@ -214,8 +203,7 @@ static int parse_rope(struct src root, struct model_config *c)
 		return -1;
 	if (!type)
 		return err_set(root.e, "%s: key \"%s\" is missing or null", root.what, tkey);
-	if (is_params &&
-	    get_num(s, sub(k, rkey, "rope_theta"), false, c->rope_theta, 0, true, &c->rope_theta))
+	if (is_params && get_num(s, sub(k, rkey, "rope_theta"), false, c->rope_theta, 0, true, &c->rope_theta))
 		return -1;
 	if (strcmp(type, "default") == 0)
 		return 0;
@@ -224,18 +212,16 @@ static int parse_rope(struct src root, struct model_config *c)
 				     "expected yarn or default");
 	c->rope_yarn = true;
 	if (get_num(s, sub(k, rkey, "factor"), true, 0, 1, false, &c->yarn_factor) ||
-	    get_int(s, sub(k, rkey, "original_max_position_embeddings"), false,
-		    c->max_position_embeddings, 1, &c->yarn_original_max_position) ||
+	    get_int(s, sub(k, rkey, "original_max_position_embeddings"), false, c->max_position_embeddings, 1,
+		    &c->yarn_original_max_position) ||
 	    get_num(s, sub(k, rkey, "beta_fast"), false, 32, 0, true, &c->yarn_beta_fast) ||
 	    get_num(s, sub(k, rkey, "beta_slow"), false, 1, 0, true, &c->yarn_beta_slow) ||
 	    get_num(s, sub(k, rkey, "mscale"), false, 1, 0, false, &c->yarn_mscale) ||
-	    get_num(s, sub(k, rkey, "mscale_all_dim"), false, 0, 0, false,
-		    &c->yarn_mscale_all_dim))
+	    get_num(s, sub(k, rkey, "mscale_all_dim"), false, 0, 0, false, &c->yarn_mscale_all_dim))
 		return -1;
 	if (c->yarn_beta_fast < c->yarn_beta_slow)
-		return json_util_bad(root.e, root.what, sub(k, rkey, "beta_fast"),
-				     json_object_get(r, "beta_fast"), "invalid",
-				     "expected >= beta_slow %g", c->yarn_beta_slow);
+		return json_util_bad(root.e, root.what, sub(k, rkey, "beta_fast"), json_object_get(r, "beta_fast"),
+				     "invalid", "expected >= beta_slow %g", c->yarn_beta_slow);
 	return 0;
 }
 
@@ -256,26 +242,22 @@ static int parse_quant(struct src root, struct model_config *c)
 		return -1;
 	if (!method || !strstr(method, "fp8"))
 		return json_util_bad(s.e, s.what, "quantization_config.quant_method",
-				     json_object_get(q, "quant_method"), "unsupported",
-				     "expected fp8");
+				     json_object_get(q, "quant_method"), "unsupported", "expected fp8");
 	if (strcmp(fmt, "e4m3"))
-		return json_util_bad(s.e, s.what, "quantization_config.fmt",
-				     json_object_get(q, "fmt"), "unsupported", "expected e4m3");
+		return json_util_bad(s.e, s.what, "quantization_config.fmt", json_object_get(q, "fmt"), "unsupported",
+				     "expected e4m3");
 	if (!act || strcmp(act, "dynamic"))
 		return json_util_bad(s.e, s.what, "quantization_config.activation_scheme",
-				     json_object_get(q, "activation_scheme"), "unsupported",
-				     "expected dynamic");
+				     json_object_get(q, "activation_scheme"), "unsupported", "expected dynamic");
 	if (scale_fmt && strcmp(scale_fmt, "ue8m0"))
-		return json_util_bad(s.e, s.what, "quantization_config.scale_fmt",
-				     json_object_get(q, "scale_fmt"), "unsupported",
-				     "expected ue8m0 or null");
+		return json_util_bad(s.e, s.what, "quantization_config.scale_fmt", json_object_get(q, "scale_fmt"),
+				     "unsupported", "expected ue8m0 or null");
 	/* Only DeepSeek's 128x128 blocks: per-tensor fp8 would need other kernels. */
 	const json_t *b = json_object_get(q, "weight_block_size");
-	if (!json_is_array(b) || json_array_size(b) != 2 ||
-	    json_integer_value(json_array_get(b, 0)) != 128 ||
+	if (!json_is_array(b) || json_array_size(b) != 2 || json_integer_value(json_array_get(b, 0)) != 128 ||
 	    json_integer_value(json_array_get(b, 1)) != 128)
-		return json_util_bad(s.e, s.what, "quantization_config.weight_block_size", b,
-				     "unsupported", "expected [128, 128]");
+		return json_util_bad(s.e, s.what, "quantization_config.weight_block_size", b, "unsupported",
+				     "expected [128, 128]");
 	c->fp8 = true;
 	c->fp8_block_rows = c->fp8_block_cols = 128;
 	c->fp8_scale_ue8m0 = scale_fmt != NULL;
@@ -302,14 +284,14 @@ static int parse_indexer(struct src s, struct model_config *c)
 				     "expected a power of two <= 1024 (the indexer's Hadamard rotation)");
 	if (d < c->qk_rope_head_dim)
 		return json_util_bad(s.e, s.what, "index_head_dim", json_util_get(s.o, "index_head_dim"), "invalid",
-				     "expected >= qk_rope_head_dim %d (rope covers its first dims)", c->qk_rope_head_dim);
+				     "expected >= qk_rope_head_dim %d (rope covers its first dims)",
+				     c->qk_rope_head_dim);
 	if (c->q_lora_rank <= 0)
 		return err_set(s.e, "%s: deepseek_v32 needs q_lora_rank > 0 (the indexer reads the q latent)", s.what);
 	return 0;
 }
 
-static int parse_root(const json_t *root, const char *what, struct model_config *c,
-		      struct err *e)
+static int parse_root(const json_t *root, const char *what, struct model_config *c, struct err *e)
 {
 	static const char *const types[] = {"deepseek_v2", "deepseek_v3", "deepseek_v32"};
 	static const char *const acts[] = {"silu"};
@@ -319,23 +301,20 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 	memset(c, 0, sizeof *c);
 	if (!json_is_object(root)) {
 		char buf[64];
-		return err_set(e, "%s: expected a JSON object, got %s", what,
-			       json_util_show(root, buf, sizeof buf));
+		return err_set(e, "%s: expected a JSON object, got %s", what, json_util_show(root, buf, sizeof buf));
 	}
 	if (get_enum(s, "model_type", NULL, types, 3, "deepseek_v2, deepseek_v3 or deepseek_v32", &mt) ||
-	    check_architectures(s) ||
-	    get_enum(s, "hidden_act", "silu", acts, 1, "silu", &act))
+	    check_architectures(s) || get_enum(s, "hidden_act", "silu", acts, 1, "silu", &act))
 		return -1;
 	bool v3 = mt >= 1; /* V3.2 is V3 plus the indexer */
 	snprintf(c->model_type, sizeof c->model_type, "%s", types[mt]);
 	const char *dkey = json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype";
 	if (parse_dims(s, v3, c) || parse_moe(s, v3, c) ||
 	    get_num(s, "rms_norm_eps", false, 1e-6, 0, true, &c->rms_norm_eps) ||
-	    get_num(s, "rope_theta", false, 10000, 0, true, &c->rope_theta) ||
-	    parse_rope(s, c) || parse_quant(s, c) ||
+	    get_num(s, "rope_theta", false, 10000, 0, true, &c->rope_theta) || parse_rope(s, c) || parse_quant(s, c) ||
 	    json_util_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings, e) < 0 ||
-	    get_token_id(s, "bos_token_id", &c->bos_token_id) ||
-	    get_token_id(s, "eos_token_id", &c->eos_token_id) || (mt == 2 && parse_indexer(s, c)))
+	    get_token_id(s, "bos_token_id", &c->bos_token_id) || get_token_id(s, "eos_token_id", &c->eos_token_id) ||
+	    (mt == 2 && parse_indexer(s, c)))
 		return -1;
 	const json_t *dv = json_object_get(root, dkey);
 	if (dv && !json_is_null(dv)) {
@@ -370,6 +349,5 @@ int config_load(const char *dir, struct model_config *cfg, struct err *e)
 
 bool config_layer_is_moe(const struct model_config *cfg, int layer)
 {
-	return cfg->n_routed_experts > 0 && layer >= cfg->first_k_dense_replace &&
-	       layer % cfg->moe_layer_freq == 0;
+	return cfg->n_routed_experts > 0 && layer >= cfg->first_k_dense_replace && layer % cfg->moe_layer_freq == 0;
 }

@@ -10,19 +10,19 @@ enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED_GREEDY, TOPK_NOAUX_TC };
 enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 
 struct model_config {
-	char model_type[32];	    /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" */
+	char model_type[32]; /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" */
 	int vocab_size;
-	int hidden_size;	    /* D */
-	int intermediate_size;	    /* dense MLP width */
-	int moe_intermediate_size;  /* per routed expert */
+	int hidden_size;           /* D */
+	int intermediate_size;     /* dense MLP width */
+	int moe_intermediate_size; /* per routed expert */
 	int num_hidden_layers;
 	int num_nextn_predict_layers; /* MTP modules after the main layers (model.layers.{L..}); 0 if absent */
-	int num_attention_heads;    /* H */
-	int q_lora_rank;	    /* 0 = plain q_proj */
-	int kv_lora_rank;	    /* Lkv */
-	int qk_nope_head_dim;	    /* dn */
-	int qk_rope_head_dim;	    /* dr */
-	int v_head_dim;		    /* dv */
+	int num_attention_heads;      /* H */
+	int q_lora_rank;              /* 0 = plain q_proj */
+	int kv_lora_rank;             /* Lkv */
+	int qk_nope_head_dim;         /* dn */
+	int qk_rope_head_dim;         /* dr */
+	int v_head_dim;               /* dv */
 	/* MoE; n_routed_experts == 0 means every layer is dense */
 	int n_routed_experts;
 	int num_experts_per_tok;
@@ -46,10 +46,10 @@ struct model_config {
 	bool tie_word_embeddings;
 	int bos_token_id, eos_token_id; /* -1 when absent */
 	/* quantization_config */
-	bool fp8;		      /* quant_method fp8, fmt e4m3 */
+	bool fp8;                           /* quant_method fp8, fmt e4m3 */
 	int fp8_block_rows, fp8_block_cols; /* weight_block_size, 128x128 */
-	bool fp8_scale_ue8m0;	      /* scale_fmt "ue8m0" */
-	char torch_dtype[16];	      /* "bfloat16", "float32", ... as written */
+	bool fp8_scale_ue8m0;               /* scale_fmt "ue8m0" */
+	char torch_dtype[16];               /* "bfloat16", "float32", ... as written */
 	/* DeepSeek Sparse Attention (deepseek_v32): the lightning indexer of every layer scores
 	 * the past tokens with index_n_heads heads of index_head_dim and MLA attends to the
 	 * index_topk best; index_topk 0 = dense MLA (V2/V3) */

@@ -59,26 +59,24 @@ static int chat_template(const json_t *o, const char *what, struct hf_config *c,
 				     "expected a string or a list of {name, template}");
 	size_t i;
 	json_t *it;
-	json_array_foreach (v, i, it) {
-		const json_t *name = json_object_get(it, "name"),
-			     *tpl = json_object_get(it, "template");
+	json_array_foreach(v, i, it)
+	{
+		const json_t *name = json_object_get(it, "name"), *tpl = json_object_get(it, "template");
 		if (!json_is_string(name) || !json_is_string(tpl))
 			return err_set(e,
 				       "%s: key \"chat_template\"[%zu]: expected {\"name\": ..., "
 				       "\"template\": ...}",
 				       what, i);
-		char **dst = !strcmp(json_string_value(name), "default") ? &c->chat_template
-			     : !strcmp(json_string_value(name), "tool_use")
-				 ? &c->chat_template_tool_use
-				 : NULL;
+		char **dst = !strcmp(json_string_value(name), "default")    ? &c->chat_template
+			     : !strcmp(json_string_value(name), "tool_use") ? &c->chat_template_tool_use
+									    : NULL;
 		if (dst && !*dst && dup_string(tpl, what, dst, e) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_config *c,
-				  struct err *e)
+static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_config *c, struct err *e)
 {
 	if (!json_is_object(o))
 		return err_set(e, "%s: expected a JSON object", what);
@@ -89,10 +87,9 @@ static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_c
 	if ((r = json_util_bool(o, what, "add_eos_token", false, &c->add_eos_token, e)) < 0)
 		return -1;
 	c->has_add_eos_token = r == 0;
-	if (token_str(o, what, "bos_token", &c->bos_token, e) ||
-	    token_str(o, what, "eos_token", &c->eos_token, e) ||
-	    token_str(o, what, "pad_token", &c->pad_token, e) ||
-	    token_str(o, what, "unk_token", &c->unk_token, e) || chat_template(o, what, c, e))
+	if (token_str(o, what, "bos_token", &c->bos_token, e) || token_str(o, what, "eos_token", &c->eos_token, e) ||
+	    token_str(o, what, "pad_token", &c->pad_token, e) || token_str(o, what, "unk_token", &c->unk_token, e) ||
+	    chat_template(o, what, c, e))
 		return -1;
 	double mml;
 	if ((r = json_util_num(o, what, "model_max_length", 0, &mml, e)) < 0)
@@ -101,8 +98,7 @@ static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_c
 		c->has_model_max_length = true;
 		c->model_max_length = (long long)mml;
 	}
-	if (json_util_bool(o, what, "clean_up_tokenization_spaces", false,
-			   &c->clean_up_tokenization_spaces, e) < 0)
+	if (json_util_bool(o, what, "clean_up_tokenization_spaces", false, &c->clean_up_tokenization_spaces, e) < 0)
 		return -1;
 	const char *cls;
 	if (json_util_str(o, what, "tokenizer_class", NULL, &cls, e) < 0)
@@ -114,7 +110,8 @@ static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_c
 	const char *k;
 	json_t *v;
 	if (json_is_object(atd))
-		json_object_foreach ((json_t *)atd, k, v) {
+		json_object_foreach((json_t *)atd, k, v)
+		{
 			const json_t *content = json_object_get(v, "content");
 			char *end;
 			errno = 0;
@@ -136,8 +133,7 @@ static int parse_tokenizer_config(const json_t *o, const char *what, struct hf_c
 	return 0;
 }
 
-static int parse_generation_config(const json_t *o, const char *what, struct hf_config *c,
-				   struct err *e)
+static int parse_generation_config(const json_t *o, const char *what, struct hf_config *c, struct err *e)
 {
 	if (!json_is_object(o))
 		return err_set(e, "%s: expected a JSON object", what);
@@ -151,16 +147,13 @@ static int parse_generation_config(const json_t *o, const char *what, struct hf_
 	v = json_object_get(o, "eos_token_id");
 	if (json_is_array(v)) {
 		if (json_array_size(v) > HF_MAX_EOS)
-			return json_util_bad(e, what, "eos_token_id", v, "bad", "at most %d ids",
-					     HF_MAX_EOS);
+			return json_util_bad(e, what, "eos_token_id", v, "bad", "at most %d ids", HF_MAX_EOS);
 		for (size_t i = 0; i < json_array_size(v); i++)
 			if (id_value(json_array_get(v, i), &c->gen_eos_token_ids[c->n_gen_eos++]))
-				return json_util_bad(e, what, "eos_token_id", v, "bad",
-						     "expected token ids");
+				return json_util_bad(e, what, "eos_token_id", v, "bad", "expected token ids");
 	} else if (v && !json_is_null(v)) {
 		if (id_value(v, &c->gen_eos_token_ids[0]))
-			return json_util_bad(e, what, "eos_token_id", v, "bad",
-					     "expected a token id or a list");
+			return json_util_bad(e, what, "eos_token_id", v, "bad", "expected a token id or a list");
 		c->n_gen_eos = 1;
 	}
 	long long iv;
@@ -183,15 +176,14 @@ static int parse_generation_config(const json_t *o, const char *what, struct hf_
 	if ((r = json_util_int(o, what, "top_k", 0, &iv, e)) < 0)
 		return -1;
 	if (r == 0 && (iv < -1 || iv > INT32_MAX))
-		return json_util_bad(e, what, "top_k", json_object_get(o, "top_k"), "bad",
-				     "out of range");
+		return json_util_bad(e, what, "top_k", json_object_get(o, "top_k"), "bad", "out of range");
 	c->has_top_k = r == 0;
 	c->top_k = (int)iv;
 	if ((r = json_util_int(o, what, "max_new_tokens", 0, &iv, e)) < 0)
 		return -1;
 	if (r == 0 && (iv < 0 || iv > INT32_MAX))
-		return json_util_bad(e, what, "max_new_tokens",
-				     json_object_get(o, "max_new_tokens"), "bad", "out of range");
+		return json_util_bad(e, what, "max_new_tokens", json_object_get(o, "max_new_tokens"), "bad",
+				     "out of range");
 	c->has_max_new_tokens = r == 0;
 	c->max_new_tokens = (int)iv;
 	return 0;
@@ -200,8 +192,7 @@ static int parse_generation_config(const json_t *o, const char *what, struct hf_
 /* tokenizer_config.json often has "model_max_length": 1000000000000000019884624838656, which
  * jansson refuses as an integer: then read every number as a real (nothing else in this
  * file is an integer we need). */
-static int parse_tc_text(const char *text, size_t len, const char *what, json_t **out,
-			 struct err *e)
+static int parse_tc_text(const char *text, size_t len, const char *what, json_t **out, struct err *e)
 {
 	json_error_t je;
 	*out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
@@ -212,22 +203,22 @@ static int parse_tc_text(const char *text, size_t len, const char *what, json_t 
 	return 0;
 }
 
-int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json,
-		    struct hf_config *cfg, struct err *e)
+int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json, struct hf_config *cfg,
+		    struct err *e)
 {
 	cfg_init(cfg);
 	json_t *j = NULL;
 	int rc = 0;
 	if (tokenizer_config_json) {
-		rc = parse_tc_text(tokenizer_config_json, strlen(tokenizer_config_json),
-				   "tokenizer_config.json", &j, e);
+		rc = parse_tc_text(tokenizer_config_json, strlen(tokenizer_config_json), "tokenizer_config.json", &j,
+				   e);
 		if (!rc)
 			rc = parse_tokenizer_config(j, "tokenizer_config.json", cfg, e);
 		json_decref(j);
 	}
 	if (!rc && generation_config_json) {
-		rc = json_util_parse(generation_config_json, strlen(generation_config_json),
-				     "generation_config.json", &j, e);
+		rc = json_util_parse(generation_config_json, strlen(generation_config_json), "generation_config.json",
+				     &j, e);
 		if (!rc)
 			rc = parse_generation_config(j, "generation_config.json", cfg, e);
 		json_decref(j);

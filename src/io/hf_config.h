@@ -62,8 +62,8 @@ struct hf_config {
  * chat_template) and DIR/generation_config.json. On error nothing needs freeing. */
 int hf_config_load(const char *dir, struct hf_config *cfg, struct err *e);
 /* Same from JSON texts (tests); either may be NULL (file absent). */
-int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json,
-		    struct hf_config *cfg, struct err *e);
+int hf_config_parse(const char *tokenizer_config_json, const char *generation_config_json, struct hf_config *cfg,
+		    struct err *e);
 void hf_config_free(struct hf_config *cfg);
 
 #endif

@@ -65,16 +65,14 @@ const json_t *json_util_get(const json_t *obj, const char *key)
 	return json_object_get(obj, dot ? dot + 1 : key);
 }
 
-static int wrong_type(struct err *e, const char *what, const char *key, const json_t *v,
-		      const char *expected)
+static int wrong_type(struct err *e, const char *what, const char *key, const json_t *v, const char *expected)
 {
 	char buf[128];
 	return err_set(e, "%s: key \"%s\": expected %s, got %s", what, key, expected,
 		       json_util_show(v, buf, sizeof buf));
 }
 
-int json_util_int(const json_t *obj, const char *what, const char *key, long long def,
-		  long long *out, struct err *e)
+int json_util_int(const json_t *obj, const char *what, const char *key, long long def, long long *out, struct err *e)
 {
 	const json_t *v = json_util_get(obj, key);
 	*out = def;
@@ -86,8 +84,7 @@ int json_util_int(const json_t *obj, const char *what, const char *key, long lon
 	return 0;
 }
 
-int json_util_num(const json_t *obj, const char *what, const char *key, double def, double *out,
-		  struct err *e)
+int json_util_num(const json_t *obj, const char *what, const char *key, double def, double *out, struct err *e)
 {
 	const json_t *v = json_util_get(obj, key);
 	*out = def;
@@ -99,8 +96,7 @@ int json_util_num(const json_t *obj, const char *what, const char *key, double d
 	return 0;
 }
 
-int json_util_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out,
-		   struct err *e)
+int json_util_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out, struct err *e)
 {
 	const json_t *v = json_util_get(obj, key);
 	*out = def;
@@ -112,8 +108,8 @@ int json_util_bool(const json_t *obj, const char *what, const char *key, bool de
 	return 0;
 }
 
-int json_util_str(const json_t *obj, const char *what, const char *key, const char *def,
-		  const char **out, struct err *e)
+int json_util_str(const json_t *obj, const char *what, const char *key, const char *def, const char **out,
+		  struct err *e)
 {
 	const json_t *v = json_util_get(obj, key);
 	*out = def;
@@ -125,16 +121,15 @@ int json_util_str(const json_t *obj, const char *what, const char *key, const ch
 	return 0;
 }
 
-int json_util_bad(struct err *e, const char *what, const char *key, const json_t *v,
-		  const char *adj, const char *fmt, ...)
+int json_util_bad(struct err *e, const char *what, const char *key, const json_t *v, const char *adj, const char *fmt,
+		  ...)
 {
 	char val[128], why[256];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
-	return err_set(e, "%s: key \"%s\": %s value %s (%s)", what, key, adj,
-		       json_util_show(v, val, sizeof val), why);
+	return err_set(e, "%s: key \"%s\": %s value %s (%s)", what, key, adj, json_util_show(v, val, sizeof val), why);
 }
 
 bool json_util_id(const json_t *v, int32_t *out)

@@ -25,21 +25,19 @@ const json_t *json_util_get(const json_t *obj, const char *key);
  * ("rope_scaling.factor"): only the part after the last '.' is looked up in obj.
  * Return 0 when read, 1 when absent or null (*out = def), -1 on a wrong type with
  * "WHAT: key "KEY": expected an integer, got VALUE". */
-int json_util_int(const json_t *obj, const char *what, const char *key, long long def,
-		  long long *out, struct err *e);
+int json_util_int(const json_t *obj, const char *what, const char *key, long long def, long long *out, struct err *e);
 int json_util_num(const json_t *obj, const char *what, const char *key, double def, double *out,
 		  struct err *e); /* integer or real */
-int json_util_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out,
-		   struct err *e);
-int json_util_str(const json_t *obj, const char *what, const char *key, const char *def,
-		  const char **out, struct err *e); /* *out points into obj */
+int json_util_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out, struct err *e);
+int json_util_str(const json_t *obj, const char *what, const char *key, const char *def, const char **out,
+		  struct err *e); /* *out points into obj */
 
 /* A token id: an integer in [0, INT32_MAX). True and *out set when v is one. */
 bool json_util_id(const json_t *v, int32_t *out);
 
 /* Sets "WHAT: key "KEY": ADJ value VALUE (EXPECTED...)" and returns -1, e.g. adj "unsupported",
  * fmt "expected softmax or sigmoid". */
-int json_util_bad(struct err *e, const char *what, const char *key, const json_t *v,
-		  const char *adj, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+int json_util_bad(struct err *e, const char *what, const char *key, const json_t *v, const char *adj, const char *fmt,
+		  ...) __attribute__((format(printf, 6, 7)));
 
 #endif

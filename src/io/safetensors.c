@@ -24,7 +24,7 @@ struct shard {
 	size_t size;
 	const uint8_t *data; /* data section, data_len bytes */
 	size_t data_len;
-	json_t *header;	     /* kept during st_open only (index check) */
+	json_t *header; /* kept during st_open only (index check) */
 };
 
 struct st_set {
@@ -85,8 +85,8 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
 }
 
 /* Validates one header entry into t (data/file not yet set) and r. */
-static int parse_entry(const struct shard *sh, const char *name, const json_t *v,
-		       struct st_tensor *t, struct range *r, struct err *e)
+static int parse_entry(const struct shard *sh, const char *name, const json_t *v, struct st_tensor *t, struct range *r,
+		       struct err *e)
 {
 	char buf[128];
 	if (!json_is_object(v))
@@ -101,39 +101,41 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *v
 		return err_set(e, "%s: tensor %s: shape %s is not a list", sh->path, name,
 			       json_util_show(shape, buf, sizeof buf));
 	if (json_array_size(shape) > ST_MAX_DIMS)
-		return err_set(e, "%s: tensor %s: shape %s has more than %d dimensions", sh->path,
-			       name, json_util_show(shape, buf, sizeof buf), ST_MAX_DIMS);
+		return err_set(e, "%s: tensor %s: shape %s has more than %d dimensions", sh->path, name,
+			       json_util_show(shape, buf, sizeof buf), ST_MAX_DIMS);
 	t->ndim = (int)json_array_size(shape);
 	uint64_t count = 1, d;
 	for (int i = 0; i < t->ndim; i++) {
 		if (!get_u64(json_array_get(shape, (size_t)i), &d))
-			return err_set(e, "%s: tensor %s: shape %s is not a list of non-negative "
-				       "integers", sh->path, name,
-				       json_util_show(shape, buf, sizeof buf));
+			return err_set(e,
+				       "%s: tensor %s: shape %s is not a list of non-negative "
+				       "integers",
+				       sh->path, name, json_util_show(shape, buf, sizeof buf));
 		if (__builtin_mul_overflow(count, d, &count))
 			return err_set(e, "%s: tensor %s: shape %s overflows", sh->path, name,
 				       json_util_show(shape, buf, sizeof buf));
 		t->shape[i] = (int64_t)d;
 	}
 	const json_t *off = json_object_get(v, "data_offsets");
-	if (!json_is_array(off) || json_array_size(off) != 2 ||
-	    !get_u64(json_array_get(off, 0), &r->begin) || !get_u64(json_array_get(off, 1), &r->end))
-		return err_set(e, "%s: tensor %s: data_offsets %s is not [begin, end]", sh->path,
-			       name, json_util_show(off, buf, sizeof buf));
+	if (!json_is_array(off) || json_array_size(off) != 2 || !get_u64(json_array_get(off, 0), &r->begin) ||
+	    !get_u64(json_array_get(off, 1), &r->end))
+		return err_set(e, "%s: tensor %s: data_offsets %s is not [begin, end]", sh->path, name,
+			       json_util_show(off, buf, sizeof buf));
 	unsigned long long b = r->begin, en = r->end;
 	if (b > en)
-		return err_set(e, "%s: tensor %s: data_offsets [%llu, %llu]: begin > end", sh->path,
-			       name, b, en);
+		return err_set(e, "%s: tensor %s: data_offsets [%llu, %llu]: begin > end", sh->path, name, b, en);
 	if (en > sh->data_len)
-		return err_set(e, "%s: tensor %s: data_offsets [%llu, %llu] run past the data "
-			       "section (%zu bytes)", sh->path, name, b, en, sh->data_len);
+		return err_set(e,
+			       "%s: tensor %s: data_offsets [%llu, %llu] run past the data "
+			       "section (%zu bytes)",
+			       sh->path, name, b, en, sh->data_len);
 	uint64_t nbytes;
-	if (__builtin_mul_overflow(count, (uint64_t)dtype_size(t->dtype), &nbytes) ||
-	    nbytes != en - b) {
+	if (__builtin_mul_overflow(count, (uint64_t)dtype_size(t->dtype), &nbytes) || nbytes != en - b) {
 		fmt_shape(buf, sizeof buf, t->ndim, t->shape);
-		return err_set(e, "%s: tensor %s: data_offsets [%llu, %llu] span %llu bytes, but "
-			       "shape %s of %s needs %llu", sh->path, name, b, en, en - b, buf, dt,
-			       (unsigned long long)nbytes);
+		return err_set(e,
+			       "%s: tensor %s: data_offsets [%llu, %llu] span %llu bytes, but "
+			       "shape %s of %s needs %llu",
+			       sh->path, name, b, en, en - b, buf, dt, (unsigned long long)nbytes);
 	}
 	t->nbytes = (size_t)nbytes;
 	r->name = name;
@@ -167,7 +169,8 @@ static int parse_header(struct st_set *s, struct shard *sh, int keep, struct err
 	const char *name;
 	json_t *v;
 	int rc = 0;
-	json_object_foreach(sh->header, name, v) {
+	json_object_foreach(sh->header, name, v)
+	{
 		if (strcmp(name, "__metadata__") == 0)
 			continue;
 		struct st_tensor t = {.name = name, .file = sh->path};
@@ -184,10 +187,11 @@ static int parse_header(struct st_set *s, struct shard *sh, int keep, struct err
 		if (rs[i].begin == rs[i].end)
 			continue;
 		if (last && rs[i].begin < last->end) {
-			rc = err_set(e, "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s "
-				     "[%llu, %llu]", sh->path, rs[i].name,
-				     (unsigned long long)rs[i].begin, (unsigned long long)rs[i].end,
-				     last->name, (unsigned long long)last->begin,
+			rc = err_set(e,
+				     "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s "
+				     "[%llu, %llu]",
+				     sh->path, rs[i].name, (unsigned long long)rs[i].begin,
+				     (unsigned long long)rs[i].end, last->name, (unsigned long long)last->begin,
 				     (unsigned long long)last->end);
 			goto out;
 		}
@@ -216,8 +220,10 @@ static int open_shard(struct st_set *s, const char *path, int keep, struct err *
 		return -1;
 	if (st.st_size < 8) {
 		close(fd);
-		return err_set(e, "%s: header: file is %lld bytes, too short for the 8-byte header "
-			       "length", path, (long long)st.st_size);
+		return err_set(e,
+			       "%s: header: file is %lld bytes, too short for the 8-byte header "
+			       "length",
+			       path, (long long)st.st_size);
 	}
 	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
@@ -232,19 +238,19 @@ static int open_shard(struct st_set *s, const char *path, int keep, struct err *
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | sh->map[i];
 	if (hlen > ST_HEADER_MAX)
-		return err_set(e, "%s: header: length %llu exceeds the %u MB limit", path,
-			       (unsigned long long)hlen, ST_HEADER_MAX >> 20);
+		return err_set(e, "%s: header: length %llu exceeds the %u MB limit", path, (unsigned long long)hlen,
+			       ST_HEADER_MAX >> 20);
 	if (hlen > sh->size - 8)
-		return err_set(e, "%s: header: length %llu runs past the end of the file (%zu "
-			       "bytes)", path, (unsigned long long)hlen, sh->size);
+		return err_set(e,
+			       "%s: header: length %llu runs past the end of the file (%zu "
+			       "bytes)",
+			       path, (unsigned long long)hlen, sh->size);
 	sh->data = sh->map + 8 + hlen;
 	sh->data_len = sh->size - 8 - (size_t)hlen;
 	json_error_t je;
-	sh->header = json_loadb((const char *)sh->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES,
-				&je);
+	sh->header = json_loadb((const char *)sh->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
 	if (!sh->header)
-		return err_set(e, "%s: header: invalid JSON: %s (column %d)", path, je.text,
-			       je.column);
+		return err_set(e, "%s: header: invalid JSON: %s (column %d)", path, je.text, je.column);
 	if (!json_is_object(sh->header))
 		return err_set(e, "%s: header: not a JSON object", path);
 	return parse_header(s, sh, keep, e);
@@ -270,7 +276,8 @@ static int open_indexed(struct st_set *s, const char *index, int keep, struct er
 			     json_util_show(wm, buf, sizeof buf));
 		goto out;
 	}
-	json_object_foreach((json_t *)wm, name, v) {
+	json_object_foreach((json_t *)wm, name, v)
+	{
 		const char *f = json_string_value(v);
 		if (!f || !*f || strchr(f, '/') || !strcmp(f, "..") || !strcmp(f, ".")) {
 			rc = err_set(e, "%s: tensor %s: shard %s is not a file name", index, name,
@@ -286,12 +293,11 @@ static int open_indexed(struct st_set *s, const char *index, int keep, struct er
 		}
 		json_object_set_new(files, f, json_integer(s->n_shards - 1));
 	}
-	json_object_foreach((json_t *)wm, name, v) {
-		const struct shard *sh =
-			&s->shards[json_integer_value(json_object_get(files, json_string_value(v)))];
+	json_object_foreach((json_t *)wm, name, v)
+	{
+		const struct shard *sh = &s->shards[json_integer_value(json_object_get(files, json_string_value(v)))];
 		if (!json_object_get(sh->header, name)) {
-			rc = err_set(e, "%s: tensor %s: not found in its shard %s", index, name,
-				     sh->path);
+			rc = err_set(e, "%s: tensor %s: not found in its shard %s", index, name, sh->path);
 			goto out;
 		}
 	}
@@ -316,11 +322,12 @@ static int find_single(const char *dir, char *path, size_t n, struct err *e)
 	}
 	closedir(d);
 	if (found == 0)
-		return err_set(e, "%s: no model.safetensors, model.safetensors.index.json or "
-			       "*.safetensors file", dir);
+		return err_set(e,
+			       "%s: no model.safetensors, model.safetensors.index.json or "
+			       "*.safetensors file",
+			       dir);
 	if (found > 1)
-		return err_set(e, "%s: %d *.safetensors files but no model.safetensors.index.json",
-			       dir, found);
+		return err_set(e, "%s: %d *.safetensors files but no model.safetensors.index.json", dir, found);
 	return 0;
 }
 
@@ -352,8 +359,8 @@ int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err 
 		qsort(s->t, (size_t)s->n, sizeof *s->t, cmp_tensor);
 		for (int i = 1; i < s->n && rc == 0; i++)
 			if (strcmp(s->t[i - 1].name, s->t[i].name) == 0)
-				rc = err_set(e, "%s: tensor %s: also in %s", s->t[i].file,
-					     s->t[i].name, s->t[i - 1].file);
+				rc = err_set(e, "%s: tensor %s: also in %s", s->t[i].file, s->t[i].name,
+					     s->t[i - 1].file);
 	}
 	if (rc) {
 		st_close(s);
@@ -382,15 +389,9 @@ void st_close(struct st_set *s)
 	free(s);
 }
 
-int st_count(const struct st_set *s)
-{
-	return s->n;
-}
+int st_count(const struct st_set *s) { return s->n; }
 
-const struct st_tensor *st_at(const struct st_set *s, int i)
-{
-	return i >= 0 && i < s->n ? &s->t[i] : NULL;
-}
+const struct st_tensor *st_at(const struct st_set *s, int i) { return i >= 0 && i < s->n ? &s->t[i] : NULL; }
 
 const struct st_tensor *st_find(const struct st_set *s, const char *name)
 {
@@ -400,8 +401,8 @@ const struct st_tensor *st_find(const struct st_set *s, const char *name)
 	return bsearch(&key, s->t, (size_t)s->n, sizeof key, cmp_tensor);
 }
 
-int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int64_t rows,
-	      int64_t cols, const struct st_tensor **out, struct err *e)
+int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int64_t rows, int64_t cols,
+	      const struct st_tensor **out, struct err *e)
 {
 	const struct st_tensor *t = st_find(s, name);
 	if (out)
@@ -423,11 +424,12 @@ int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int
 			if (dtype_mask & ST_DT(d)) {
 				n++;
 				snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%s",
-					 n == 1 ? "" : n == total ? " or " : ", ",
+					 n == 1       ? ""
+					 : n == total ? " or "
+						      : ", ",
 					 dtype_name((enum dtype)d));
 			}
-		return err_set(e, "%s: tensor %s: dtype %s, expected %s", t->file, name,
-			       dtype_name(t->dtype), exp);
+		return err_set(e, "%s: tensor %s: dtype %s, expected %s", t->file, name, dtype_name(t->dtype), exp);
 	}
 	return 0;
 }

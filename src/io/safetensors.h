@@ -13,11 +13,11 @@
 
 struct st_tensor {
 	const char *name;
-	const char *file;	     /* path of the shard it lives in (for messages) */
+	const char *file; /* path of the shard it lives in (for messages) */
 	enum dtype dtype;
 	int ndim;
 	int64_t shape[ST_MAX_DIMS];
-	const void *data;	     /* inside the mmapped shard; not necessarily aligned */
+	const void *data; /* inside the mmapped shard; not necessarily aligned */
 	size_t nbytes;
 };
 
@@ -38,8 +38,8 @@ const struct st_tensor *st_find(const struct st_set *s, const char *name); /* NU
 /* Looks up `name` and checks it is 2-D [rows, cols] (or 1-D [rows] when cols == 0) with one
  * of the dtypes in `dtype_mask` (bit per enum dtype). Errors: "FILE: tensor NAME: ..." for a
  * wrong shape/dtype, "DIR: missing tensor NAME" when absent. */
-int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int64_t rows,
-	      int64_t cols, const struct st_tensor **out, struct err *e);
+int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int64_t rows, int64_t cols,
+	      const struct st_tensor **out, struct err *e);
 
 #define ST_DT(d) (1u << (d))
 #define ST_FLOATS (ST_DT(DT_F32) | ST_DT(DT_F16) | ST_DT(DT_BF16))

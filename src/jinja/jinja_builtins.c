@@ -11,8 +11,11 @@
 
 enum { F_RANGE = 1, F_NAMESPACE, F_DICT, F_RAISE, F_STRFTIME };
 
-static const struct { const char *name; int id; } globals[] = {
-	{"range", F_RANGE}, {"namespace", F_NAMESPACE}, {"dict", F_DICT},
+static const struct {
+	const char *name;
+	int id;
+} globals[] = {
+	{"range", F_RANGE},           {"namespace", F_NAMESPACE},   {"dict", F_DICT},
 	{"raise_exception", F_RAISE}, {"strftime_now", F_STRFTIME},
 };
 
@@ -28,15 +31,18 @@ bool jinja_global_lookup(const char *name, struct jval *out)
 }
 
 static const char *const filter_names[] = {
-	"abs", "attr", "capitalize", "count", "d", "default", "dictsort", "first", "float", "indent", "int",
-	"items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject",
-	"rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-	"string", "sum", "title", "tojson", "trim", "unique", "upper", NULL};
-static const char *const test_names[] = {
-	"boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even", "false",
-	"float", "ge", "greaterthan", "gt", "in", "integer", "iterable", "le", "lessthan", "lower",
-	"lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string", "true",
-	"undefined", "upper", "==", "!=", "<", "<=", ">", ">=", NULL};
+	"abs",    "attr",   "capitalize", "count",      "d",      "default",    "dictsort", "first",
+	"float",  "indent", "int",        "items",      "join",   "last",       "length",   "list",
+	"lower",  "map",    "max",        "min",        "reject", "rejectattr", "replace",  "reverse",
+	"round",  "safe",   "select",     "selectattr", "sort",   "string",     "sum",      "title",
+	"tojson", "trim",   "unique",     "upper",      NULL};
+static const char *const test_names[] = {"boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",
+					 "escaped", "even",     "false",    "float",       "ge",   "greaterthan",
+					 "gt",      "in",       "integer",  "iterable",    "le",   "lessthan",
+					 "lower",   "lt",       "mapping",  "ne",          "none", "number",
+					 "odd",     "sameas",   "sequence", "string",      "true", "undefined",
+					 "upper",   "==",       "!=",       "<",           "<=",   ">",
+					 ">=",      NULL};
 
 static bool in_names(const char *s, const char *const *l)
 {
@@ -55,8 +61,8 @@ static int undef_err(struct jctx *c, const struct jval *v)
 	return jerr(c, "%s", v->u.s.p ? v->u.s.p : "value is undefined");
 }
 
-const struct jval *jinja_arg(const struct jval *args, int nargs, const char **kwn,
-			     const struct jval *kw, int nkw, int i, const char *name)
+const struct jval *jinja_arg(const struct jval *args, int nargs, const char **kwn, const struct jval *kw, int nkw,
+			     int i, const char *name)
 {
 	if (i >= 0 && i < nargs)
 		return &args[i];
@@ -158,13 +164,13 @@ int jinja_change_case(struct jctx *c, const struct jval *s, int mode, struct jva
 }
 
 int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, const struct jval *new,
-		       long long count, struct jval *out)
+		  long long count, struct jval *out)
 {
 	struct strbuf b = {.limit = JINJA_MAX_OUT};
 	const char *p = s->u.s.p, *end = p + s->u.s.n;
 	long long done = 0;
 	if (old->u.s.n == 0) { /* Python inserts `new` between characters */
-		for (size_t i = 0; i <= s->u.s.n; ) {
+		for (size_t i = 0; i <= s->u.s.n;) {
 			if (count < 0 || done < count) {
 				strbuf_put(&b, new->u.s.p, new->u.s.n);
 				done++;
@@ -178,7 +184,8 @@ int jinja_replace(struct jctx *c, const struct jval *s, const struct jval *old, 
 		return jinja_pool_str(c, &b, out);
 	}
 	while (p < end) {
-		const char *q = (count < 0 || done < count) ? memmem(p, (size_t)(end - p), old->u.s.p, old->u.s.n) : NULL;
+		const char *q = (count < 0 || done < count) ? memmem(p, (size_t)(end - p), old->u.s.p, old->u.s.n)
+							    : NULL;
 		if (!q) {
 			strbuf_put(&b, p, (size_t)(end - p));
 			break;
@@ -307,8 +314,8 @@ int jinja_join(struct jctx *c, const struct jval *seq, const struct jval *sep, c
 	return jinja_pool_str(c, &b, out);
 }
 
-static int call_method(struct jctx *c, const struct jmethod *m, const struct jval *args, int nargs,
-		       const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+static int call_method(struct jctx *c, const struct jmethod *m, const struct jval *args, int nargs, const char **kwn,
+		       const struct jval *kw, int nkw, struct jval *out)
 {
 	const struct jval *s = &m->self;
 	const char *name = m->name;
@@ -376,8 +383,11 @@ static int call_method(struct jctx *c, const struct jmethod *m, const struct jva
 			return -1;
 		return jinja_replace(c, s, a0, a1, intarg(ARG(2, "count"), -1), out);
 	}
-	int mode = !strcmp(name, "lower") ? 0 : !strcmp(name, "upper") ? 1 : !strcmp(name, "capitalize") ? 2
-		: !strcmp(name, "title") ? 3 : -1;
+	int mode = !strcmp(name, "lower")        ? 0
+		   : !strcmp(name, "upper")      ? 1
+		   : !strcmp(name, "capitalize") ? 2
+		   : !strcmp(name, "title")      ? 3
+						 : -1;
 	if (mode >= 0)
 		return jinja_change_case(c, s, mode, out);
 	if (!strcmp(name, "find") || !strcmp(name, "count")) {
@@ -432,9 +442,9 @@ static int call_method(struct jctx *c, const struct jmethod *m, const struct jva
 	return jerr(c, "'%s' object has no method '%s'", jv_typename(s), name);
 }
 
-static const char *const str_methods[] = {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
-					  "endswith", "replace", "lower", "upper", "capitalize", "title", "find",
-					  "count", "join", "isdigit", "isspace", "isalpha", "isalnum", NULL};
+static const char *const str_methods[] = {
+	"strip",      "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "replace", "lower",   "upper",
+	"capitalize", "title",  "find",   "count", "join",   "isdigit",    "isspace",  "isalpha", "isalnum", NULL};
 static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
 
 int jinja_getattr(struct jctx *c, const struct jval *obj, const char *attr, struct jval *out)
@@ -490,16 +500,11 @@ int jinja_call(struct jctx *c, const struct jval *fn, const struct jval *args, i
 	       const struct jval *kw, int nkw, struct jval *out)
 {
 	switch (fn->k) {
-	case JV_UNDEF:
-		return undef_err(c, fn);
-	case JV_MACRO:
-		return jinja_call_macro(c, fn->u.macro, args, nargs, kwn, kw, nkw, out);
-	case JV_METHOD:
-		return call_method(c, fn->u.m, args, nargs, kwn, kw, nkw, out);
-	case JV_FUNC:
-		break;
-	default:
-		return jerr(c, "'%s' object is not callable", jv_typename(fn));
+	case JV_UNDEF: return undef_err(c, fn);
+	case JV_MACRO: return jinja_call_macro(c, fn->u.macro, args, nargs, kwn, kw, nkw, out);
+	case JV_METHOD: return call_method(c, fn->u.m, args, nargs, kwn, kw, nkw, out);
+	case JV_FUNC: break;
+	default: return jerr(c, "'%s' object is not callable", jv_typename(fn));
 	}
 	switch ((int)fn->u.i) {
 	case F_RAISE: {
@@ -522,10 +527,8 @@ int jinja_call(struct jctx *c, const struct jval *fn, const struct jval *args, i
 		*out = jv_str(s, n);
 		return 0;
 	}
-	case F_NAMESPACE:
-		return kw_dict(c, JV_NS, args, nargs, kwn, kw, nkw, out);
-	case F_DICT:
-		return kw_dict(c, JV_DICT, args, nargs, kwn, kw, nkw, out);
+	case F_NAMESPACE: return kw_dict(c, JV_NS, args, nargs, kwn, kw, nkw, out);
+	case F_DICT: return kw_dict(c, JV_DICT, args, nargs, kwn, kw, nkw, out);
 	case F_RANGE: {
 		long long a = 0, b = 0, st = 1;
 		for (int i = 0; i < nargs; i++)
@@ -562,21 +565,36 @@ int jinja_test(struct jctx *c, const char *name, const struct jval *v, const str
 {
 	const struct jval *a = nargs > 0 ? &args[0] : NULL;
 	enum jkind k = v->k;
-	if (!strcmp(name, "defined")) *out = k != JV_UNDEF;
-	else if (!strcmp(name, "undefined")) *out = k == JV_UNDEF;
-	else if (!strcmp(name, "none")) *out = k == JV_NONE;
-	else if (!strcmp(name, "string")) *out = k == JV_STR;
-	else if (!strcmp(name, "mapping")) *out = k == JV_DICT;
-	else if (!strcmp(name, "iterable")) *out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF;
-	else if (!strcmp(name, "sequence")) *out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF;
-	else if (!strcmp(name, "number")) *out = k == JV_INT || k == JV_FLOAT || k == JV_BOOL;
-	else if (!strcmp(name, "integer")) *out = k == JV_INT;
-	else if (!strcmp(name, "float")) *out = k == JV_FLOAT;
-	else if (!strcmp(name, "boolean")) *out = k == JV_BOOL;
-	else if (!strcmp(name, "true")) *out = k == JV_BOOL && v->u.b;
-	else if (!strcmp(name, "false")) *out = k == JV_BOOL && !v->u.b;
-	else if (!strcmp(name, "callable")) *out = k == JV_MACRO || k == JV_FUNC || k == JV_METHOD || k == JV_UNDEF;
-	else if (!strcmp(name, "escaped")) *out = false;
+	if (!strcmp(name, "defined"))
+		*out = k != JV_UNDEF;
+	else if (!strcmp(name, "undefined"))
+		*out = k == JV_UNDEF;
+	else if (!strcmp(name, "none"))
+		*out = k == JV_NONE;
+	else if (!strcmp(name, "string"))
+		*out = k == JV_STR;
+	else if (!strcmp(name, "mapping"))
+		*out = k == JV_DICT;
+	else if (!strcmp(name, "iterable"))
+		*out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF;
+	else if (!strcmp(name, "sequence"))
+		*out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF;
+	else if (!strcmp(name, "number"))
+		*out = k == JV_INT || k == JV_FLOAT || k == JV_BOOL;
+	else if (!strcmp(name, "integer"))
+		*out = k == JV_INT;
+	else if (!strcmp(name, "float"))
+		*out = k == JV_FLOAT;
+	else if (!strcmp(name, "boolean"))
+		*out = k == JV_BOOL;
+	else if (!strcmp(name, "true"))
+		*out = k == JV_BOOL && v->u.b;
+	else if (!strcmp(name, "false"))
+		*out = k == JV_BOOL && !v->u.b;
+	else if (!strcmp(name, "callable"))
+		*out = k == JV_MACRO || k == JV_FUNC || k == JV_METHOD || k == JV_UNDEF;
+	else if (!strcmp(name, "escaped"))
+		*out = false;
 	else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
 		struct jval s;
 		if (jv_stringify(c, v, &s) < 0)
@@ -584,8 +602,14 @@ int jinja_test(struct jctx *c, const char *name, const struct jval *v, const str
 		bool up = name[0] == 'u', cased = false, ok = true;
 		for (size_t i = 0; i < s.u.s.n; i++) {
 			char ch = s.u.s.p[i];
-			if (ch >= 'a' && ch <= 'z') { cased = true; ok &= !up; }
-			if (ch >= 'A' && ch <= 'Z') { cased = true; ok &= up; }
+			if (ch >= 'a' && ch <= 'z') {
+				cased = true;
+				ok &= !up;
+			}
+			if (ch >= 'A' && ch <= 'Z') {
+				cased = true;
+				ok &= up;
+			}
 		}
 		*out = cased && ok;
 	} else {
@@ -595,8 +619,10 @@ int jinja_test(struct jctx *c, const char *name, const struct jval *v, const str
 			if (k != JV_INT && k != JV_BOOL)
 				return jerr(c, "test \"%s\" needs an integer", name);
 			long long x = intarg(v, 0);
-			if (name[0] == 'o') *out = (x % 2) != 0;
-			else if (name[0] == 'e') *out = x % 2 == 0;
+			if (name[0] == 'o')
+				*out = (x % 2) != 0;
+			else if (name[0] == 'e')
+				*out = x % 2 == 0;
 			else {
 				long long d = intarg(a, 0);
 				if (d == 0)
@@ -605,18 +631,26 @@ int jinja_test(struct jctx *c, const char *name, const struct jval *v, const str
 			}
 			return 0;
 		}
-		if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) *out = jv_equal(v, a);
-		else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *out = !jv_equal(v, a);
-		else if (!strcmp(name, "sameas")) *out = jv_equal(v, a) && v->k == a->k;
-		else if (!strcmp(name, "in")) return jv_contains(c, a, v, out);
+		if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "=="))
+			*out = jv_equal(v, a);
+		else if (!strcmp(name, "ne") || !strcmp(name, "!="))
+			*out = !jv_equal(v, a);
+		else if (!strcmp(name, "sameas"))
+			*out = jv_equal(v, a) && v->k == a->k;
+		else if (!strcmp(name, "in"))
+			return jv_contains(c, a, v, out);
 		else {
 			int cmp;
 			if (jv_compare(c, v, a, &cmp) < 0)
 				return -1;
-			if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<")) *out = cmp < 0;
-			else if (!strcmp(name, "le") || !strcmp(name, "<=")) *out = cmp <= 0;
-			else if (!strcmp(name, "gt") || !strcmp(name, "greaterthan") || !strcmp(name, ">")) *out = cmp > 0;
-			else *out = cmp >= 0;
+			if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<"))
+				*out = cmp < 0;
+			else if (!strcmp(name, "le") || !strcmp(name, "<="))
+				*out = cmp <= 0;
+			else if (!strcmp(name, "gt") || !strcmp(name, "greaterthan") || !strcmp(name, ">"))
+				*out = cmp > 0;
+			else
+				*out = cmp >= 0;
 		}
 	}
 	return 0;

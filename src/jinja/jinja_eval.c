@@ -158,7 +158,8 @@ static int binop(struct jctx *c, int op, const struct jval *a, const struct jval
 			if (fy == 0)
 				return jerr(c, "division by zero");
 			return *out = jv_float(fx / fy), 0;
-		case OP_FLOORDIV: case OP_MOD:
+		case OP_FLOORDIV:
+		case OP_MOD:
 			if (ints) {
 				if (y == 0)
 					return jerr(c, "integer division or modulo by zero");
@@ -226,8 +227,8 @@ static int binop(struct jctx *c, int op, const struct jval *a, const struct jval
 }
 
 /* Python slice indices for a sequence of length n. */
-static void slice_indices(long long n, const struct jval *st, const struct jval *sp, long long step,
-			  long long *start, long long *stop)
+static void slice_indices(long long n, const struct jval *st, const struct jval *sp, long long step, long long *start,
+			  long long *stop)
 {
 	bool has_st = st && st->k != JV_NONE && st->k != JV_UNDEF;
 	bool has_sp = sp && sp->k != JV_NONE && sp->k != JV_UNDEF;
@@ -350,12 +351,8 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 {
 	struct jval a, b;
 	switch (x->kind) {
-	case E_CONST:
-		*out = x->val;
-		return 0;
-	case E_NAME:
-		*out = lookup(c, x->name);
-		return 0;
+	case E_CONST: *out = x->val; return 0;
+	case E_NAME: *out = lookup(c, x->name); return 0;
 	case E_GETATTR:
 		if (jinja_eval(c, x->a, &a) < 0)
 			return -1;
@@ -377,7 +374,9 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 		c->line = x->line;
 		return do_slice(c, &a, &p[0], &p[1], &p[2], out);
 	}
-	case E_CALL: case E_FILTER: case E_TEST: {
+	case E_CALL:
+	case E_FILTER:
+	case E_TEST: {
 		struct jval args[x->n + 1], kw[x->nnames + 1];
 		if (x->kind == E_CALL) {
 			if (jinja_eval(c, x->a, &a) < 0)
@@ -405,7 +404,8 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 		if (a.k == JV_UNDEF)
 			return undefined_error(c, &a);
 		if (!is_num(&a))
-			return jerr(c, "bad operand type for unary %s: '%s'", x->op == OP_NEG ? "-" : "+", jv_typename(&a));
+			return jerr(c, "bad operand type for unary %s: '%s'", x->op == OP_NEG ? "-" : "+",
+				    jv_typename(&a));
 		if (x->op == OP_POS)
 			*out = a.k == JV_BOOL ? jv_int(a.u.b) : a;
 		else
@@ -445,7 +445,8 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 		*out = jv_bool(true);
 		return 0;
 	}
-	case E_AND: case E_OR:
+	case E_AND:
+	case E_OR:
 		if (jinja_eval(c, x->a, &a) < 0)
 			return -1;
 		if (jv_truthy(&a) == (x->kind == E_OR)) {
@@ -467,7 +468,8 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 			return jinja_eval(c, x->c, out);
 		*out = jv_undef("the inline if-expression evaluated to false and no else section was defined");
 		return 0;
-	case E_LIST: case E_TUPLE:
+	case E_LIST:
+	case E_TUPLE:
 		*out = jv_list(c->pool, (size_t)x->n);
 		if (out->k != JV_LIST)
 			return oom(c);
@@ -491,9 +493,7 @@ static int eval_inner(struct jctx *c, const struct jnode *x, struct jval *out)
 				return oom(c);
 		}
 		return 0;
-	default:
-		c->line = x->line;
-		return jerr(c, "internal error: not an expression");
+	default: c->line = x->line; return jerr(c, "internal error: not an expression");
 	}
 }
 
@@ -538,8 +538,10 @@ static int bind_targets(struct jctx *c, struct jscope *s, const char **names, in
 		items = *v;
 	}
 	if (items.u.l->n != (size_t)n)
-		return jerr(c, items.u.l->n > (size_t)n ? "too many values to unpack (expected %d)"
-			    : "not enough values to unpack (expected %d)", n);
+		return jerr(c,
+			    items.u.l->n > (size_t)n ? "too many values to unpack (expected %d)"
+						     : "not enough values to unpack (expected %d)",
+			    n);
 	for (int i = 0; i < n; i++)
 		jscope_set(c, s, names[i], items.u.l->v[i]);
 	return 0;
@@ -576,8 +578,8 @@ static int exec_for(struct jctx *c, const struct jnode *x)
 		items = kept;
 	}
 	size_t n = items.u.l->n;
-	static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last",
-					   "length", "previtem", "nextitem", "depth", "depth0"};
+	static const char *const keys[] = {"index",  "index0",   "revindex", "revindex0", "first", "last",
+					   "length", "previtem", "nextitem", "depth",     "depth0"};
 	/* One scope and one loop object per loop, reset each iteration (equivalent to fresh ones:
 	 * nothing can hold a reference to a scope, and a saved `loop` is rare enough). */
 	struct jscope *s = jscope_new(c, outer);
@@ -589,11 +591,17 @@ static int exec_for(struct jctx *c, const struct jnode *x)
 			c->line = x->line;
 			return jerr(c, "loop iteration limit exceeded");
 		}
-		struct jval vals[] = {
-			jv_int((long long)i + 1), jv_int((long long)i), jv_int((long long)(n - i)),
-			jv_int((long long)(n - i - 1)), jv_bool(i == 0), jv_bool(i + 1 == n), jv_int((long long)n),
-			i > 0 ? items.u.l->v[i - 1] : jv_undef("there is no previous item"),
-			i + 1 < n ? items.u.l->v[i + 1] : jv_undef("there is no next item"), jv_int(1), jv_int(0)};
+		struct jval vals[] = {jv_int((long long)i + 1),
+				      jv_int((long long)i),
+				      jv_int((long long)(n - i)),
+				      jv_int((long long)(n - i - 1)),
+				      jv_bool(i == 0),
+				      jv_bool(i + 1 == n),
+				      jv_int((long long)n),
+				      i > 0 ? items.u.l->v[i - 1] : jv_undef("there is no previous item"),
+				      i + 1 < n ? items.u.l->v[i + 1] : jv_undef("there is no next item"),
+				      jv_int(1),
+				      jv_int(0)};
 		lv.u.d->n = 0;
 		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
 			lv.u.d->keys[k] = jv_cstr(keys[k]);
@@ -636,8 +644,8 @@ static int capture(struct jctx *c, struct jnode *const *list, int n, struct jval
 	return r;
 }
 
-int jinja_call_macro(struct jctx *c, const struct jnode *m, const struct jval *args, int nargs,
-		     const char **kwnames, const struct jval *kwargs, int nkw, struct jval *out)
+int jinja_call_macro(struct jctx *c, const struct jnode *m, const struct jval *args, int nargs, const char **kwnames,
+		     const struct jval *kwargs, int nkw, struct jval *out)
 {
 	if (c->depth >= JINJA_MAX_DEPTH || ++c->steps > JINJA_MAX_STEPS)
 		return jerr(c, "macro recursion limit exceeded");
@@ -660,7 +668,8 @@ int jinja_call_macro(struct jctx *c, const struct jnode *m, const struct jval *a
 			if (!strcmp(kwnames[k], m->names[i])) {
 				if (set) {
 					c->cur = saved;
-					return jerr(c, "macro '%s' got multiple values for argument '%s'", m->name, m->names[i]);
+					return jerr(c, "macro '%s' got multiple values for argument '%s'", m->name,
+						    m->names[i]);
 				}
 				v = kwargs[k];
 				set = true;
@@ -717,8 +726,7 @@ static int exec_inner(struct jctx *c, const struct jnode *x)
 		if (jinja_eval(c, x->a, &v) < 0)
 			return -1;
 		return jv_truthy(&v) ? exec_list(c, x->list, x->n) : exec_list(c, x->list2, x->n2);
-	case N_FOR:
-		return exec_for(c, x);
+	case N_FOR: return exec_for(c, x);
 	case N_SET:
 		if (jinja_eval(c, x->a, &v) < 0)
 			return -1;
@@ -745,15 +753,9 @@ static int exec_inner(struct jctx *c, const struct jnode *x)
 		v.u.macro = x;
 		jscope_set(c, c->cur, x->name, v);
 		return 0;
-	case N_BREAK:
-		c->loop_ctl = 1;
-		return 0;
-	case N_CONTINUE:
-		c->loop_ctl = 2;
-		return 0;
-	case N_BODY:
-		return exec_list(c, x->list, x->n);
-	default:
-		return jerr(c, "internal error: not a statement");
+	case N_BREAK: c->loop_ctl = 1; return 0;
+	case N_CONTINUE: c->loop_ctl = 2; return 0;
+	case N_BODY: return exec_list(c, x->list, x->n);
+	default: return jerr(c, "internal error: not a statement");
 	}
 }

@@ -20,7 +20,8 @@ static int length(struct jctx *c, const struct jval *v, long long *n)
 	case JV_UNDEF: *n = 0; return 0;
 	case JV_STR: *n = (long long)utf8_len(v->u.s.p, v->u.s.n); return 0;
 	case JV_LIST: *n = (long long)v->u.l->n; return 0;
-	case JV_DICT: case JV_NS: *n = (long long)v->u.d->n; return 0;
+	case JV_DICT:
+	case JV_NS: *n = (long long)v->u.d->n; return 0;
 	default: return jerr(c, "object of type '%s' has no len()", jv_typename(v));
 	}
 }
@@ -114,8 +115,7 @@ static int cmp_ci(struct jctx *c, const struct jval *a, const struct jval *b, bo
 
 /* The stable order of keys[0, n) (insertion sort: template lists are short), ascending
  * unless rev; strings compared case-insensitively unless cs. *ord is pool memory. */
-static int sort_order(struct jctx *c, const struct jval *keys, size_t n, bool cs, bool rev,
-		      size_t **ord)
+static int sort_order(struct jctx *c, const struct jval *keys, size_t n, bool cs, bool rev, size_t **ord)
 {
 	size_t *o = jpool_alloc(c->pool, (n + 1) * sizeof *o);
 	if (!o)
@@ -177,8 +177,8 @@ static int key_of(struct jctx *c, const struct jval *v, const struct jval *attr,
 	return 0;
 }
 
-static int select_filter(struct jctx *c, const char *fname, const struct jval *v, const struct jval *args,
-			 int nargs, const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+static int select_filter(struct jctx *c, const char *fname, const struct jval *v, const struct jval *args, int nargs,
+			 const char **kwn, const struct jval *kw, int nkw, struct jval *out)
 {
 	bool attr_mode = strstr(fname, "attr") != NULL, reject = fname[0] == 'r';
 	struct jval items;
@@ -213,8 +213,8 @@ static int select_filter(struct jctx *c, const char *fname, const struct jval *v
 }
 
 /* The filters on the items of a sequence (list, string characters, dict keys). */
-static int seq_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args,
-		      int nargs, const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+static int seq_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args, int nargs,
+		      const char **kwn, const struct jval *kw, int nkw, struct jval *out)
 {
 	struct jval items;
 	if (jv_iter_list(c, v, &items) < 0)
@@ -230,7 +230,8 @@ static int seq_filter(struct jctx *c, const char *name, const struct jval *v, co
 	}
 	if (!strcmp(name, "first") || !strcmp(name, "last")) {
 		if (!l->n)
-			*out = jv_undef(name[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+			*out = jv_undef(name[0] == 'f' ? "No first item, sequence was empty."
+						       : "No last item, sequence was empty.");
 		else
 			*out = l->v[name[0] == 'f' ? 0 : l->n - 1];
 		return 0;
@@ -339,12 +340,13 @@ static int seq_filter(struct jctx *c, const char *name, const struct jval *v, co
 			bool nums = ints || ((a.k == JV_INT || a.k == JV_FLOAT || a.k == JV_BOOL) &&
 					     (b.k == JV_INT || b.k == JV_FLOAT || b.k == JV_BOOL));
 			if (!nums)
-				return jerr(c, "sum: unsupported operand types '%s' and '%s'", jv_typename(&a), jv_typename(&b));
+				return jerr(c, "sum: unsupported operand types '%s' and '%s'", jv_typename(&a),
+					    jv_typename(&b));
 			double fa = a.k == JV_FLOAT ? a.u.f : (double)(a.k == JV_INT ? a.u.i : a.u.b);
 			double fb = b.k == JV_FLOAT ? b.u.f : (double)(b.k == JV_INT ? b.u.i : b.u.b);
 			long long r; /* an int sum that overflows goes to float, as + does */
-			if (ints && !__builtin_add_overflow(a.k == JV_INT ? a.u.i : a.u.b,
-							    b.k == JV_INT ? b.u.i : b.u.b, &r))
+			if (ints &&
+			    !__builtin_add_overflow(a.k == JV_INT ? a.u.i : a.u.b, b.k == JV_INT ? b.u.i : b.u.b, &r))
 				acc = jv_int(r);
 			else
 				acc = jv_float(fa + fb);
@@ -356,8 +358,8 @@ static int seq_filter(struct jctx *c, const char *name, const struct jval *v, co
 }
 
 /* abs, int, float, round */
-static int num_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args,
-		      int nargs, const char **kwn, const struct jval *kw, int nkw, struct jval *out)
+static int num_filter(struct jctx *c, const char *name, const struct jval *v, const struct jval *args, int nargs,
+		      const char **kwn, const struct jval *kw, int nkw, struct jval *out)
 {
 	if (!strcmp(name, "abs")) {
 		if (v->k == JV_INT && v->u.i == LLONG_MIN) /* llabs would overflow: a float, as + does */
@@ -412,7 +414,10 @@ static int num_filter(struct jctx *c, const char *name, const struct jval *v, co
 	}
 	if (!strcmp(name, "round")) {
 		const struct jval *pr = ARG(0, "precision"), *me = ARG(1, "method");
-		double f = v->k == JV_FLOAT ? v->u.f : v->k == JV_INT ? (double)v->u.i : v->k == JV_BOOL ? v->u.b : NAN;
+		double f = v->k == JV_FLOAT  ? v->u.f
+			   : v->k == JV_INT  ? (double)v->u.i
+			   : v->k == JV_BOOL ? v->u.b
+					     : NAN;
 		if (isnan(f) && v->k != JV_FLOAT)
 			return jerr(c, "round needs a number");
 		double m = pow(10, (double)(pr && pr->k == JV_INT ? pr->u.i : 0));
@@ -457,8 +462,11 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 		*out = jinja_strip(&s, present(ch) && ch->k == JV_STR ? ch : NULL, true, true);
 		return 0;
 	}
-	int mode = !strcmp(name, "lower") ? 0 : !strcmp(name, "upper") ? 1 : !strcmp(name, "capitalize") ? 2
-		: !strcmp(name, "title") ? 3 : -1;
+	int mode = !strcmp(name, "lower")        ? 0
+		   : !strcmp(name, "upper")      ? 1
+		   : !strcmp(name, "capitalize") ? 2
+		   : !strcmp(name, "title")      ? 3
+						 : -1;
 	if (mode >= 0)
 		return soft_str(c, v, &s) < 0 ? -1 : jinja_change_case(c, &s, mode, out);
 	if (!strcmp(name, "replace")) {
@@ -494,8 +502,7 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 			return jerr(c, "attr needs a name");
 		return jinja_getattr(c, v, jpool_strdup(c->pool, a->u.s.p, a->u.s.n), out);
 	}
-	if (!strcmp(name, "abs") || !strcmp(name, "int") || !strcmp(name, "float") ||
-	    !strcmp(name, "round"))
+	if (!strcmp(name, "abs") || !strcmp(name, "int") || !strcmp(name, "float") || !strcmp(name, "round"))
 		return num_filter(c, name, v, args, nargs, kwn, kw, nkw, out);
 	if (!strcmp(name, "items")) {
 		if (v->k == JV_UNDEF) {
@@ -516,8 +523,8 @@ int jinja_filter(struct jctx *c, const char *name, struct jval *v, const struct 
 		bool by_value = by && by->k == JV_STR && by->u.s.n == 5 && !memcmp(by->u.s.p, "value", 5);
 		const struct jdict *d = v->u.d;
 		size_t *ord;
-		if (sort_order(c, by_value ? d->vals : d->keys, d->n, csv && jv_truthy(csv),
-			       rev && jv_truthy(rev), &ord) < 0)
+		if (sort_order(c, by_value ? d->vals : d->keys, d->n, csv && jv_truthy(csv), rev && jv_truthy(rev),
+			       &ord) < 0)
 			return -1;
 		*out = jv_list(c->pool, d->n);
 		if (out->k != JV_LIST)

@@ -219,11 +219,15 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 		if (nhex > 0) {
 			for (int k = 0; k < nhex; k++, i++) {
 				char h = i < L->n ? s[i] : 0;
-				int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-					: h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+				int d = h >= '0' && h <= '9'   ? h - '0'
+					: h >= 'a' && h <= 'f' ? h - 'a' + 10
+					: h >= 'A' && h <= 'F' ? h - 'A' + 10
+							       : -1;
 				if (d < 0) {
 					free(b.p);
-					return err_set(L->e, "chat template line %d: bad \\%c escape in string literal", line, x);
+					return err_set(L->e,
+						       "chat template line %d: bad \\%c escape in string literal",
+						       line, x);
 				}
 				cp = cp * 16 + (unsigned long)d;
 			}
@@ -253,13 +257,16 @@ static int lex_string(struct lexer *L, size_t *pos, int line)
 	return 0;
 }
 
-static const struct { const char *s; int op; } ops[] = {
-	{"//", OP_FLOORDIV}, {"**", OP_POW}, {"==", OP_EQ}, {"!=", OP_NE}, {"<=", OP_LE},
-	{">=", OP_GE}, {"+", OP_ADD}, {"-", OP_SUB}, {"/", OP_DIV}, {"*", OP_MUL},
-	{"%", OP_MOD}, {"~", OP_TILDE}, {"[", OP_LBRACKET}, {"]", OP_RBRACKET},
-	{"(", OP_LPAREN}, {")", OP_RPAREN}, {"{", OP_LBRACE}, {"}", OP_RBRACE}, {"=", OP_ASSIGN},
-	{".", OP_DOT}, {":", OP_COLON}, {"|", OP_PIPE}, {",", OP_COMMA}, {";", OP_SEMI},
-	{"<", OP_LT}, {">", OP_GT},
+static const struct {
+	const char *s;
+	int op;
+} ops[] = {
+	{"//", OP_FLOORDIV}, {"**", OP_POW},   {"==", OP_EQ},      {"!=", OP_NE},      {"<=", OP_LE},
+	{">=", OP_GE},       {"+", OP_ADD},    {"-", OP_SUB},      {"/", OP_DIV},      {"*", OP_MUL},
+	{"%", OP_MOD},       {"~", OP_TILDE},  {"[", OP_LBRACKET}, {"]", OP_RBRACKET}, {"(", OP_LPAREN},
+	{")", OP_RPAREN},    {"{", OP_LBRACE}, {"}", OP_RBRACE},   {"=", OP_ASSIGN},   {".", OP_DOT},
+	{":", OP_COLON},     {"|", OP_PIPE},   {",", OP_COMMA},    {";", OP_SEMI},     {"<", OP_LT},
+	{">", OP_GT},
 };
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -268,7 +275,8 @@ static bool is_name0(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <
 /* Digits with optional single underscores between them ("1_000"). */
 static size_t digits(const char *s, size_t n, size_t i)
 {
-	while (i < n && (is_digit(s[i]) || (s[i] == '_' && i + 1 < n && is_digit(s[i + 1]) && i > 0 && is_digit(s[i - 1]))))
+	while (i < n &&
+	       (is_digit(s[i]) || (s[i] == '_' && i + 1 < n && is_digit(s[i + 1]) && i > 0 && is_digit(s[i - 1]))))
 		i++;
 	return i;
 }
@@ -280,7 +288,7 @@ static int lex_tag(struct lexer *L, size_t *pos, bool block, int open_line, bool
 {
 	const char *s = L->s;
 	size_t n = L->n, i = *pos;
-	int depth = 0; /* bracket balance: end delimiters inside brackets are operators */
+	int depth = 0;   /* bracket balance: end delimiters inside brackets are operators */
 	char stack[256]; /* expected closers */
 	char close = block ? '%' : '}';
 	for (;;) {
@@ -289,7 +297,8 @@ static int lex_tag(struct lexer *L, size_t *pos, bool block, int open_line, bool
 			return err_set(L->e, "chat template line %d: unbalanced brackets in \"%s\" tag", open_line,
 				       block ? "{%" : "{{");
 		if (i >= n)
-			return err_set(L->e, "chat template line %d: unclosed \"%s\" tag", open_line, block ? "{%" : "{{");
+			return err_set(L->e, "chat template line %d: unclosed \"%s\" tag", open_line,
+				       block ? "{%" : "{{");
 		if (depth == 0) {
 			if (s[i] == '-' && i + 2 < n && s[i + 1] == close && s[i + 2] == '}') {
 				if (!emit(L, block ? TK_BLOCK_END : TK_VAR_END, line))

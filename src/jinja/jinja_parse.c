@@ -109,7 +109,8 @@ static int parse_call_args(struct parser *P, struct jnode *x)
 				goto fail;
 		} else {
 			if (nk) {
-				err_set(P->e, "chat template line %d: positional argument after keyword argument", cur(P)->line);
+				err_set(P->e, "chat template line %d: positional argument after keyword argument",
+					cur(P)->line);
 				goto fail;
 			}
 			struct jnode *v = jp_parse_expr(P, true);
@@ -220,7 +221,7 @@ static struct jnode *parse_primary(struct parser *P)
 		x->n2 = vals.n;
 		x->list2 = jp_nvec_done(P, &vals);
 		return x;
-	fail:
+fail:
 		free(keys.v);
 		free(vals.v);
 		return NULL;
@@ -654,4 +655,3 @@ struct jnode *jp_parse_tuple(struct parser *P, bool condexpr, bool explicit_pare
 	t->list = jp_nvec_done(P, &items);
 	return t;
 }
-

@@ -29,12 +29,12 @@ static bool in_list(const char *s, const char *const *l)
 	return false;
 }
 
-static const char *const end_words[] = {"endif", "endfor", "else", "elif", "endset", "endmacro",
-					 "endraw", "endgeneration", NULL};
-static const char *const unsupported[] = {"block", "extends", "include", "import", "from", "with",
-					  "autoescape", "filter", "call", "do", "endblock", "endwith",
-					  "endfilter", "endcall", "endautoescape", "trans", "pluralize",
-					  "endtrans", NULL};
+static const char *const end_words[] = {"endif",    "endfor", "else",          "elif", "endset",
+					"endmacro", "endraw", "endgeneration", NULL};
+static const char *const unsupported[] = {"block",    "extends",    "include",   "import",  "from",
+					  "with",     "autoescape", "filter",    "call",    "do",
+					  "endblock", "endwith",    "endfilter", "endcall", "endautoescape",
+					  "trans",    "pluralize",  "endtrans",  NULL};
 
 static int parse_names(struct parser *P, const char ***names, int *n)
 {
@@ -319,7 +319,8 @@ static int parse_body(struct parser *P, const char *const *ends, const char *ope
 		if (k->t == TK_EOF) {
 			if (ends) {
 				free(v.v);
-				return err_set(P->e, "chat template line %d: unclosed \"%s\" block (opened on line %d)",
+				return err_set(P->e,
+					       "chat template line %d: unclosed \"%s\" block (opened on line %d)",
 					       k->line, opener, open_line);
 			}
 			break;

@@ -9,12 +9,38 @@
 #include "base/pyjson.h"
 #include "jinja/jinja.h"
 
-struct jval jv_undef(const char *hint) { struct jval v = {.k = JV_UNDEF}; v.u.s.p = hint; return v; }
+struct jval jv_undef(const char *hint)
+{
+	struct jval v = {.k = JV_UNDEF};
+	v.u.s.p = hint;
+	return v;
+}
 struct jval jv_none(void) { return (struct jval){.k = JV_NONE}; }
-struct jval jv_bool(bool b) { struct jval v = {.k = JV_BOOL}; v.u.b = b; return v; }
-struct jval jv_int(long long i) { struct jval v = {.k = JV_INT}; v.u.i = i; return v; }
-struct jval jv_float(double f) { struct jval v = {.k = JV_FLOAT}; v.u.f = f; return v; }
-struct jval jv_str(const char *p, size_t n) { struct jval v = {.k = JV_STR}; v.u.s.p = p; v.u.s.n = n; return v; }
+struct jval jv_bool(bool b)
+{
+	struct jval v = {.k = JV_BOOL};
+	v.u.b = b;
+	return v;
+}
+struct jval jv_int(long long i)
+{
+	struct jval v = {.k = JV_INT};
+	v.u.i = i;
+	return v;
+}
+struct jval jv_float(double f)
+{
+	struct jval v = {.k = JV_FLOAT};
+	v.u.f = f;
+	return v;
+}
+struct jval jv_str(const char *p, size_t n)
+{
+	struct jval v = {.k = JV_STR};
+	v.u.s.p = p;
+	v.u.s.n = n;
+	return v;
+}
 struct jval jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
 
 struct jval jv_list(struct jpool *p, size_t cap)
@@ -101,7 +127,8 @@ int jdict_set(struct jpool *p, struct jdict *d, struct jval key, struct jval v)
 bool jv_truthy(const struct jval *v)
 {
 	switch (v->k) {
-	case JV_UNDEF: case JV_NONE: return false;
+	case JV_UNDEF:
+	case JV_NONE: return false;
 	case JV_BOOL: return v->u.b;
 	case JV_INT: return v->u.i != 0;
 	case JV_FLOAT: return v->u.f != 0.0;
@@ -129,7 +156,8 @@ bool jv_equal(const struct jval *a, const struct jval *b)
 	if (a->k != b->k)
 		return false;
 	switch (a->k) {
-	case JV_UNDEF: case JV_NONE: return true;
+	case JV_UNDEF:
+	case JV_NONE: return true;
 	case JV_STR: return a->u.s.n == b->u.s.n && !memcmp(a->u.s.p, b->u.s.p, a->u.s.n);
 	case JV_LIST:
 		if (a->u.l->tuple != b->u.l->tuple || a->u.l->n != b->u.l->n)
@@ -199,10 +227,11 @@ int jv_compare(struct jctx *c, const struct jval *a, const struct jval *b, int *
 		return 0;
 	}
 	if (a->k == JV_UNDEF || b->k == JV_UNDEF)
-		return jerr(c, "%s is undefined", a->k == JV_UNDEF && a->u.s.p ? a->u.s.p
-				 : b->k == JV_UNDEF && b->u.s.p ? b->u.s.p : "value");
-	return jerr(c, "comparison not supported between instances of '%s' and '%s'", jv_typename(a),
-		    jv_typename(b));
+		return jerr(c, "%s is undefined",
+			    a->k == JV_UNDEF && a->u.s.p   ? a->u.s.p
+			    : b->k == JV_UNDEF && b->u.s.p ? b->u.s.p
+							   : "value");
+	return jerr(c, "comparison not supported between instances of '%s' and '%s'", jv_typename(a), jv_typename(b));
 }
 
 int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needle, bool *res)
@@ -218,14 +247,13 @@ int jv_contains(struct jctx *c, const struct jval *hay, const struct jval *needl
 		for (size_t i = 0; i < hay->u.l->n && !*res; i++)
 			*res = jv_equal(&hay->u.l->v[i], needle);
 		return 0;
-	case JV_DICT: case JV_NS:
+	case JV_DICT:
+	case JV_NS:
 		for (size_t i = 0; i < hay->u.d->n && !*res; i++)
 			*res = jv_equal(&hay->u.d->keys[i], needle);
 		return 0;
-	case JV_UNDEF:
-		return 0; /* iterating Undefined yields nothing */
-	default:
-		return jerr(c, "argument of type '%s' is not iterable", jv_typename(hay));
+	case JV_UNDEF: return 0; /* iterating Undefined yields nothing */
+	default: return jerr(c, "argument of type '%s' is not iterable", jv_typename(hay));
 	}
 }
 
@@ -343,12 +371,8 @@ int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b)
 		return jerr(c, "value nested too deeply");
 	int r = 0;
 	switch (v->k) {
-	case JV_STR:
-		r = repr_str(b, v->u.s.p, v->u.s.n);
-		break;
-	case JV_UNDEF:
-		r = strbuf_puts(b, "Undefined");
-		break;
+	case JV_STR: r = repr_str(b, v->u.s.p, v->u.s.n); break;
+	case JV_UNDEF: r = strbuf_puts(b, "Undefined"); break;
 	case JV_LIST:
 		strbuf_putc(b, v->u.l->tuple ? '(' : '[');
 		for (size_t i = 0; i < v->u.l->n && r == 0; i++) {
@@ -360,7 +384,8 @@ int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b)
 			strbuf_putc(b, ',');
 		strbuf_putc(b, v->u.l->tuple ? ')' : ']');
 		break;
-	case JV_DICT: case JV_NS:
+	case JV_DICT:
+	case JV_NS:
 		if (v->k == JV_NS)
 			strbuf_puts(b, "<Namespace ");
 		strbuf_putc(b, '{');
@@ -376,8 +401,7 @@ int jv_repr(struct jctx *c, const struct jval *v, struct strbuf *b)
 		if (v->k == JV_NS)
 			strbuf_putc(b, '>');
 		break;
-	default:
-		r = jv_to_str(c, v, b);
+	default: r = jv_to_str(c, v, b);
 	}
 	c->depth--;
 	if (r == 0 && b->oom)
@@ -392,9 +416,12 @@ int jv_to_str(struct jctx *c, const struct jval *v, struct strbuf *b)
 	case JV_UNDEF: break;
 	case JV_NONE: r = strbuf_puts(b, "None"); break;
 	case JV_BOOL: r = strbuf_puts(b, v->u.b ? "True" : "False"); break;
-	case JV_INT: case JV_FLOAT: r = put_num(b, v); break;
+	case JV_INT:
+	case JV_FLOAT: r = put_num(b, v); break;
 	case JV_STR: r = strbuf_put(b, v->u.s.p, v->u.s.n); break;
-	case JV_LIST: case JV_DICT: case JV_NS: return jv_repr(c, v, b);
+	case JV_LIST:
+	case JV_DICT:
+	case JV_NS: return jv_repr(c, v, b);
 	case JV_MACRO: r = strbuf_puts(b, "<Macro>"); break;
 	default: r = strbuf_puts(b, "<built-in function>"); break;
 	}
@@ -428,8 +455,8 @@ static void newline_indent(struct strbuf *b, const char *indent, int level)
 		strbuf_puts(b, indent);
 }
 
-int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const char *indent,
-	       const char *item_sep, const char *key_sep, bool sort_keys, int level)
+int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const char *indent, const char *item_sep,
+	       const char *key_sep, bool sort_keys, int level)
 {
 	if (level > JINJA_MAX_DEPTH * 4)
 		return jerr(c, "value nested too deeply for tojson");
@@ -497,8 +524,7 @@ int jv_to_json(struct jctx *c, const struct jval *v, struct strbuf *b, const cha
 		strbuf_putc(b, '}');
 		break;
 	}
-	default:
-		return jerr(c, "Object of type %s is not JSON serializable", jv_typename(v));
+	default: return jerr(c, "Object of type %s is not JSON serializable", jv_typename(v));
 	}
 	if (r == 0 && b->oom)
 		return jerr(c, "output size limit exceeded");

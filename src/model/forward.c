@@ -90,8 +90,8 @@ static void par_silu_mul(struct model *m, float *out, const float *g, const floa
 static void norm_range(void *arg, int begin, int end, int tid)
 {
 	const struct ew_ctx *c = arg;
-	ops_rmsnorm(c->y + (size_t)begin * c->ldy, c->ldy, c->a + (size_t)begin * c->lda, c->lda, c->w, end - begin, c->d,
-		    c->eps);
+	ops_rmsnorm(c->y + (size_t)begin * c->ldy, c->ldy, c->a + (size_t)begin * c->lda, c->lda, c->w, end - begin,
+		    c->d, c->eps);
 	if (c->m->opt.act_dtype == DT_BF16)
 		for (int t = begin; t < end; t++)
 			ops_round_bf16(c->y + (size_t)t * c->ldy, c->d);
@@ -109,7 +109,8 @@ static void gather_range(void *arg, int begin, int end, int tid)
 	const struct ew_ctx *c = arg;
 	for (int t = begin; t < end; t++)
 		for (int s = 0; s < c->k; s++)
-			memcpy(c->out + (size_t)c->slot_of[t * c->k + s] * c->d, c->a + (size_t)t * c->d, sizeof(float) * (size_t)c->d);
+			memcpy(c->out + (size_t)c->slot_of[t * c->k + s] * c->d, c->a + (size_t)t * c->d,
+			       sizeof(float) * (size_t)c->d);
 }
 
 /* h[t] += round(Σ_s tw[j] · dd[j]) over the token's slots j */
@@ -170,11 +171,12 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 	for (int i = 0; i < a->n_seqs; i++) {
 		int ql = a->query_start[i + 1] - a->query_start[i];
 		if (ql < 0 || a->seq_lens[i] < ql)
-			return err_set(e, "forward: sequence %d has query length %d and seq_len %d", i, ql, a->seq_lens[i]);
+			return err_set(e, "forward: sequence %d has query length %d and seq_len %d", i, ql,
+				       a->seq_lens[i]);
 	}
 	if (a->n_decodes < 0 || a->n_decodes > a->n_seqs || a->n_decode_tokens != a->query_start[a->n_decodes])
-		return err_set(e, "forward: n_decodes %d / n_decode_tokens %d inconsistent with query_start", a->n_decodes,
-			       a->n_decode_tokens);
+		return err_set(e, "forward: n_decodes %d / n_decode_tokens %d inconsistent with query_start",
+			       a->n_decodes, a->n_decode_tokens);
 	if (config_is_sparse(c)) {
 		if (attn_backend_check(backend, true, e))
 			return err_prefix(e, "forward");
@@ -186,11 +188,13 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 	}
 	for (int t = 0; t < b->n_tokens; t++) {
 		if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
-			return err_set(e, "forward: token %d at row %d outside the vocabulary (%d)", b->tokens[t], t, c->vocab_size);
+			return err_set(e, "forward: token %d at row %d outside the vocabulary (%d)", b->tokens[t], t,
+				       c->vocab_size);
 		if (b->positions[t] < 0)
 			return err_set(e, "forward: negative position %d at row %d", b->positions[t], t);
 		if (a->slots[t] >= kv_cache_n_slots(kv))
-			return err_set(e, "forward: slot %lld at row %d outside the kv cache", (long long)a->slots[t], t);
+			return err_set(e, "forward: slot %lld at row %d outside the kv cache", (long long)a->slots[t],
+				       t);
 	}
 	if (b->n_logits < 0 || b->n_logits > b->n_tokens)
 		return err_set(e, "forward: n_logits %d outside [0, %d]", b->n_logits, b->n_tokens);
@@ -198,7 +202,8 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 		if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
 			return err_set(e, "forward: logits row %d outside [0, %d)", b->logits_rows[i], b->n_tokens);
 	if (kv->n_layers != m->n_layers || kv->kv_lora_rank != c->kv_lora_rank || kv->rope_dim != c->qk_rope_head_dim)
-		return err_set(e, "forward: kv cache shape (%d layers, %d + %d) does not match the model (%d, %d + %d)",
+		return err_set(e,
+			       "forward: kv cache shape (%d layers, %d + %d) does not match the model (%d, %d + %d)",
 			       kv->n_layers, kv->kv_lora_rank, kv->rope_dim, m->n_layers, c->kv_lora_rank,
 			       c->qk_rope_head_dim);
 	return 0;
@@ -253,19 +258,24 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	int Lkv = c->kv_lora_rank, qw = H * (dn + dr), row = Lkv + dr;
 	int W = meta->dcp_size > 1 ? meta->dcp_size : 1, Hg = W * H; /* heads attended */
 	bool bf = model_act_bf16(m);
-	float *qd = ALLOC(m, float, (size_t)nt * H * row);    /* [nt, H, Lkv+dr] */
-	float *olat = ALLOC(m, float, (size_t)nt * H * Lkv); /* [nt, H, Lkv] */
-	float *lse = ALLOC(m, float, (size_t)nt * H);	      /* [nt, H] */
+	float *qd = ALLOC(m, float, (size_t)nt *H *row);   /* [nt, H, Lkv+dr] */
+	float *olat = ALLOC(m, float, (size_t)nt *H *Lkv); /* [nt, H, Lkv] */
+	float *lse = ALLOC(m, float, (size_t)nt *H);       /* [nt, H] */
 	struct wmat *wv = ALLOC(m, struct wmat, H);
 	struct gemm_job *j = ALLOC(m, struct gemm_job, H);
 	const float *qt = q + (size_t)t0 * qw;
 	for (int t = 0; t < nt; t++) /* q_pe, with its RoPE (qk_range) */
 		for (int hh = 0; hh < H; hh++)
-			memcpy(qd + ((size_t)t * H + hh) * row + Lkv, qt + (size_t)t * qw + (size_t)hh * (dn + dr) + dn,
-			       sizeof(float) * (size_t)dr);
+			memcpy(qd + ((size_t)t * H + hh) * row + Lkv,
+			       qt + (size_t)t * qw + (size_t)hh * (dn + dr) + dn, sizeof(float) * (size_t)dr);
 	for (int hh = 0; hh < H; hh++) {
-		j[hh] = (struct gemm_job){.w = &l->uk_t[hh], .x = qt + (size_t)hh * (dn + dr), .ldx = qw,
-					  .y = qd + (size_t)hh * row, .ldy = H * row, .n = nt, .round_bf16 = bf};
+		j[hh] = (struct gemm_job){.w = &l->uk_t[hh],
+					  .x = qt + (size_t)hh * (dn + dr),
+					  .ldx = qw,
+					  .y = qd + (size_t)hh * row,
+					  .ldy = H * row,
+					  .n = nt,
+					  .round_bf16 = bf};
 		if (t0 == 0)
 			model_used(m, &l->uk_t[hh]);
 	}
@@ -274,28 +284,49 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	const float *qa = qd;
 	float *oa = olat, *la = lse;
 	struct comm *cm = m->opt.comm;
-	if (W > 1) { /* DCP (mla-dcp-spec §4.4-4.5) */
-		float *qg = ALLOC(m, float, (size_t)nt * Hg * row); /* [nt, W*H, Lkv+dr] */
-		oa = ALLOC(m, float, (size_t)nt * Hg * Lkv);	     /* [nt, W*H, Lkv] */
-		la = ALLOC(m, float, (size_t)nt * Hg);		     /* [nt, W*H] */
+	if (W > 1) {                                              /* DCP (mla-dcp-spec §4.4-4.5) */
+		float *qg = ALLOC(m, float, (size_t)nt *Hg *row); /* [nt, W*H, Lkv+dr] */
+		oa = ALLOC(m, float, (size_t)nt *Hg *Lkv);        /* [nt, W*H, Lkv] */
+		la = ALLOC(m, float, (size_t)nt *Hg);             /* [nt, W*H] */
 		if (comm_dcp_allgather_inner(cm, qd, (size_t)nt, (size_t)H * row, qg, e))
 			return err_prefix(e, "layer %d: dcp q all-gather", li);
 		qa = qg;
 	}
 	if (sel) {
-		struct attn_sparse_args sa = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
-					      .tok0 = t0, .n_tok = nt, .sel_start = sel_start, .sel = sel, .q = qa,
-					      .out = oa, .lse = la, .pool = m->opt.pool, .scratch = &m->arena,
-					      .q_bf16 = bf, .p_bf16 = bf};
+		struct attn_sparse_args sa = {.meta = meta,
+					      .kv = kv,
+					      .layer = li,
+					      .n_heads = Hg,
+					      .scale = m->scale,
+					      .tok0 = t0,
+					      .n_tok = nt,
+					      .sel_start = sel_start,
+					      .sel = sel,
+					      .q = qa,
+					      .out = oa,
+					      .lse = la,
+					      .pool = m->opt.pool,
+					      .scratch = &m->arena,
+					      .q_bf16 = bf,
+					      .p_bf16 = bf};
 		backend->sparse(&sa);
 	} else {
-		struct attn_decode_args da = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hg, .scale = m->scale,
-					      .q = qa, .out = oa, .lse = la, .pool = m->opt.pool, .scratch = &m->arena,
-					      .q_bf16 = bf, .p_bf16 = bf};
+		struct attn_decode_args da = {.meta = meta,
+					      .kv = kv,
+					      .layer = li,
+					      .n_heads = Hg,
+					      .scale = m->scale,
+					      .q = qa,
+					      .out = oa,
+					      .lse = la,
+					      .pool = m->opt.pool,
+					      .scratch = &m->arena,
+					      .q_bf16 = bf,
+					      .p_bf16 = bf};
 		backend->decode(&da);
 	}
 	if (W > 1) {
-		float *lses = ALLOC(m, float, (size_t)W * nt * Hg); /* [W, nt, W*H] */
+		float *lses = ALLOC(m, float, (size_t)W *nt *Hg); /* [W, nt, W*H] */
 		if (comm_dcp_allgather(cm, la, (size_t)nt * Hg, lses, e))
 			return err_prefix(e, "layer %d: dcp lse all-gather", li);
 		dcp_lse_correct(lses, W, nt, Hg, meta->dcp_rank, oa, Lkv, NULL);
@@ -305,8 +336,13 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	par_act_round(m, olat, (size_t)nt * H * Lkv);
 	for (int hh = 0; hh < H; hh++) {
 		wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
-		j[hh] = (struct gemm_job){.w = &wv[hh], .x = olat + (size_t)hh * Lkv, .ldx = H * Lkv,
-					  .y = o + ((size_t)t0 * H + hh) * dv, .ldy = H * dv, .n = nt, .round_bf16 = bf};
+		j[hh] = (struct gemm_job){.w = &wv[hh],
+					  .x = olat + (size_t)hh * Lkv,
+					  .ldx = H * Lkv,
+					  .y = o + ((size_t)t0 * H + hh) * dv,
+					  .ldy = H * dv,
+					  .n = nt,
+					  .round_bf16 = bf};
 		if (t0 == 0)
 			model_used(m, &wv[hh]);
 	}
@@ -314,9 +350,8 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	return 0;
 }
 
-static int attention(struct model *m, int li, const struct batch *b, const struct attn_meta *meta,
-		     struct kv_cache *kv, const struct attn_backend *backend, const float *xn, float *h,
-		     struct err *e)
+static int attention(struct model *m, int li, const struct batch *b, const struct attn_meta *meta, struct kv_cache *kv,
+		     const struct attn_backend *backend, const float *xn, float *h, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	const struct layer_weights *l = &m->layers[li];
@@ -326,14 +361,20 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	int dr = c->qk_rope_head_dim, dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
 	int qw = H * (dn + dr), row = Lkv + dr;
 	bool sparse = config_is_sparse(c);
-	float *q = ALLOC(m, float, (size_t)n * qw);	 /* [n, H, dn+dr] */
-	float *kvr = ALLOC(m, float, (size_t)n * row);	 /* [n, Lkv+dr] */
-	float *cq = NULL;				 /* [n, Lq] */
+	float *q = ALLOC(m, float, (size_t)n *qw);    /* [n, H, dn+dr] */
+	float *kvr = ALLOC(m, float, (size_t)n *row); /* [n, Lkv+dr] */
+	float *cq = NULL;                             /* [n, Lq] */
 	if (Lq > 0) {
-		cq = ALLOC(m, float, (size_t)n * Lq);
+		cq = ALLOC(m, float, (size_t)n *Lq);
 		struct gemm_job j[2] = {
 			{.w = &l->q_a, .x = xn, .ldx = D, .y = cq, .ldy = Lq, .n = n, .round_bf16 = model_act_bf16(m)},
-			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = model_act_bf16(m)}};
+			{.w = &l->kv_a,
+			 .x = xn,
+			 .ldx = D,
+			 .y = kvr,
+			 .ldy = row,
+			 .n = n,
+			 .round_bf16 = model_act_bf16(m)}};
 		model_gemm_run(m, 2, j);
 		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
 		act_round(m, cq, (size_t)n * Lq);
@@ -343,20 +384,33 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	} else {
 		model_used(m, &l->q_proj);
 		/* q is rounded after RoPE only */
-		struct gemm_job j[2] = {
-			{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
-			{.w = &l->kv_a, .x = xn, .ldx = D, .y = kvr, .ldy = row, .n = n, .round_bf16 = model_act_bf16(m)}};
+		struct gemm_job j[2] = {{.w = &l->q_proj, .x = xn, .ldx = D, .y = q, .ldy = qw, .n = n},
+					{.w = &l->kv_a,
+					 .x = xn,
+					 .ldx = D,
+					 .y = kvr,
+					 .ldy = row,
+					 .n = n,
+					 .round_bf16 = model_act_bf16(m)}};
 		model_gemm_run(m, 2, j);
 	}
 	model_used(m, &l->kv_a);
 	model_used(m, &l->o_proj);
-	struct ew_ctx qk = {.m = m, .out = q, .y = kvr, .w = l->kv_a_norm, .eps = c->rms_norm_eps, .pos = b->positions,
-			    .H = H, .dn = dn, .dr = dr, .Lkv = Lkv};
+	struct ew_ctx qk = {.m = m,
+			    .out = q,
+			    .y = kvr,
+			    .w = l->kv_a_norm,
+			    .eps = c->rms_norm_eps,
+			    .pos = b->positions,
+			    .H = H,
+			    .dn = dn,
+			    .dr = dr,
+			    .Lkv = Lkv};
 	pool_for(pool, n, 4, qk_range, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
 	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
 
-	float *o = ALLOC(m, float, (size_t)n * H * dv); /* [n, H, dv] */
+	float *o = ALLOC(m, float, (size_t)n *H *dv); /* [n, H, dv] */
 	if (sparse) { /* every token: the indexer's top-k, then the absorbed path over them */
 		int32_t *sel_start = ALLOC(m, int32_t, n + 1), *sel = NULL;
 		if (model_indexer(m, li, b, meta, kv, xn, cq, sel_start, &sel, e))
@@ -370,11 +424,26 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		}
 	} else {
 		if (meta->n_decodes < meta->n_seqs) {
-			struct attn_prefill_args pa = {.meta = meta, .kv = kv, .layer = li, .n_heads = H, .nope_dim = dn,
-						       .rope_dim = dr, .v_dim = dv, .kv_lora_rank = Lkv, .scale = m->scale,
-						       .kv_b = &l->kv_b, .q = q, .kv_c = kvr, .k_pe = kvr + Lkv, .ld_kv = row,
-						       .out = o, .ws_rows = m->ws_rows, .pool = pool, .scratch = &m->arena,
-						       .dcp_allgather = dcp_gather, .dcp_ctx = m->opt.comm,
+			struct attn_prefill_args pa = {.meta = meta,
+						       .kv = kv,
+						       .layer = li,
+						       .n_heads = H,
+						       .nope_dim = dn,
+						       .rope_dim = dr,
+						       .v_dim = dv,
+						       .kv_lora_rank = Lkv,
+						       .scale = m->scale,
+						       .kv_b = &l->kv_b,
+						       .q = q,
+						       .kv_c = kvr,
+						       .k_pe = kvr + Lkv,
+						       .ld_kv = row,
+						       .out = o,
+						       .ws_rows = m->ws_rows,
+						       .pool = pool,
+						       .scratch = &m->arena,
+						       .dcp_allgather = dcp_gather,
+						       .dcp_ctx = m->opt.comm,
 						       .bf16 = m->opt.act_dtype == DT_BF16};
 			if (attn_prefill(&pa, e))
 				return err_prefix(e, "layer %d", li);
@@ -387,7 +456,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		act_round(m, o + (size_t)td * H * dv, (size_t)(n - td) * H * dv);
 	}
 	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
-		float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] */
+		float *y = ALLOC(m, float, (size_t)n *D); /* [n, D] */
 		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
 		model_gemm_run(m, 1, &jo);
 		if (tp_sum(m, y, (size_t)n * D, e))
@@ -395,7 +464,13 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		residual_add(m, h, y, (size_t)n * D);
 		return 0;
 	}
-	struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = h, .ldy = D, .n = n, .accumulate = 1,
+	struct gemm_job jo = {.w = &l->o_proj,
+			      .x = o,
+			      .ldx = H * dv,
+			      .y = h,
+			      .ldy = D,
+			      .n = n,
+			      .accumulate = 1,
 			      .round_bf16 = model_act_bf16(m)};
 	model_gemm_run(m, 1, &jo);
 	return 0;
@@ -412,7 +487,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	bool tp = m->tp_size > 1;
 	if (!l->moe) {
 		int I = l->gate.rows;
-		float *g = ALLOC(m, float, (size_t)n * I), *u = ALLOC(m, float, (size_t)n * I); /* [n, I] */
+		float *g = ALLOC(m, float, (size_t)n *I), *u = ALLOC(m, float, (size_t)n *I); /* [n, I] */
 		struct gemm_job j[2] = {
 			{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)},
 			{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)}};
@@ -422,7 +497,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		model_used(m, &l->down);
 		par_silu_mul(m, g, g, u, (size_t)n * I);
 		if (tp) {
-			float *y = ALLOC(m, float, (size_t)n * D); /* [n, D] partial */
+			float *y = ALLOC(m, float, (size_t)n *D); /* [n, D] partial */
 			struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = y, .ldy = D, .n = n};
 			model_gemm_run(m, 1, &jd);
 			if (tp_sum(m, y, (size_t)n * D, e))
@@ -430,7 +505,13 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 			residual_add(m, h, y, (size_t)n * D);
 			return 0;
 		}
-		struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = h, .ldy = D, .n = n, .accumulate = 1,
+		struct gemm_job jd = {.w = &l->down,
+				      .x = g,
+				      .ldx = I,
+				      .y = h,
+				      .ldy = D,
+				      .n = n,
+				      .accumulate = 1,
 				      .round_bf16 = model_act_bf16(m)};
 		model_gemm_run(m, 1, &jd);
 		return 0;
@@ -438,16 +519,22 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	/* the router is replicated: every rank picks the same experts and runs its slice of each */
 	int E = c->n_routed_experts, k = c->num_experts_per_tok, Im = l->e_gate[0].rows;
 	int Is = l->has_shared ? l->gate.rows : 0;
-	float *rl = ALLOC(m, float, (size_t)n * E); /* [n, E] router logits */
+	float *rl = ALLOC(m, float, (size_t)n *E); /* [n, E] router logits */
 	/* the router is a bf16 linear in bf16 engines: its logits are rounded */
-	struct gemm_job jr = {.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = model_act_bf16(m)};
+	struct gemm_job jr = {
+		.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = model_act_bf16(m)};
 	model_gemm_run(m, 1, &jr);
 	model_used(m, &l->router);
-	int *ids = ALLOC(m, int, (size_t)n * k);	 /* [n, k] */
-	float *wts = ALLOC(m, float, (size_t)n * k);	 /* [n, k] */
-	struct route_params rp = {.n_experts = E, .top_k = k, .n_group = c->n_group, .topk_group = c->topk_group,
-				  .sigmoid = c->scoring_func == SCORING_SIGMOID, .norm_topk_prob = c->norm_topk_prob,
-				  .routed_scaling_factor = c->routed_scaling_factor, .bias = l->bias};
+	int *ids = ALLOC(m, int, (size_t)n *k);     /* [n, k] */
+	float *wts = ALLOC(m, float, (size_t)n *k); /* [n, k] */
+	struct route_params rp = {.n_experts = E,
+				  .top_k = k,
+				  .n_group = c->n_group,
+				  .topk_group = c->topk_group,
+				  .sigmoid = c->scoring_func == SCORING_SIGMOID,
+				  .norm_topk_prob = c->norm_topk_prob,
+				  .routed_scaling_factor = c->routed_scaling_factor,
+				  .bias = l->bias};
 	int *count = ALLOC(m, int, E + 1), *off = ALLOC(m, int, E + 1);
 	memset(count, 0, sizeof(int) * (size_t)(E + 1));
 	for (int t = 0; t < n; t++) {
@@ -463,8 +550,8 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	int *fill = ALLOC(m, int, E);
 	float *tw = ALLOC(m, float, nk);
 	memcpy(fill, off, sizeof(int) * (size_t)E);
-	float *xg = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] */
-	int *slot_of = ALLOC(m, int, nk);	      /* [n, k] → row of xg / dd */
+	float *xg = ALLOC(m, float, (size_t)nk *D); /* [n*k, D] */
+	int *slot_of = ALLOC(m, int, nk);           /* [n, k] → row of xg / dd */
 	for (int t = 0; t < n; t++)
 		for (int s = 0; s < k; s++) {
 			int x = ids[(size_t)t * k + s], j = fill[x]++;
@@ -473,7 +560,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		}
 	struct ew_ctx gc = {.m = m, .out = xg, .a = xn, .d = D, .k = k, .slot_of = slot_of};
 	pool_for(pool, n, 4, gather_range, &gc);
-	float *gg = ALLOC(m, float, (size_t)nk * Im), *uu = ALLOC(m, float, (size_t)nk * Im); /* [n*k, Im] */
+	float *gg = ALLOC(m, float, (size_t)nk *Im), *uu = ALLOC(m, float, (size_t)nk *Im); /* [n*k, Im] */
 	float *sg = NULL, *su = NULL;
 	struct gemm_job *j = ALLOC(m, struct gemm_job, 2 * E + 2);
 	int nj = 0;
@@ -483,29 +570,37 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		model_used(m, &l->e_gate[x]);
 		model_used(m, &l->e_up[x]);
 		model_used(m, &l->e_down[x]);
-		j[nj++] = (struct gemm_job){.w = &l->e_gate[x], .x = xg + (size_t)off[x] * D, .ldx = D,
-					    .y = gg + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
+		j[nj++] = (struct gemm_job){.w = &l->e_gate[x],
+					    .x = xg + (size_t)off[x] * D,
+					    .ldx = D,
+					    .y = gg + (size_t)off[x] * Im,
+					    .ldy = Im,
+					    .n = count[x],
 					    .round_bf16 = model_act_bf16(m)};
-		j[nj++] = (struct gemm_job){.w = &l->e_up[x], .x = xg + (size_t)off[x] * D, .ldx = D,
-					    .y = uu + (size_t)off[x] * Im, .ldy = Im, .n = count[x],
+		j[nj++] = (struct gemm_job){.w = &l->e_up[x],
+					    .x = xg + (size_t)off[x] * D,
+					    .ldx = D,
+					    .y = uu + (size_t)off[x] * Im,
+					    .ldy = Im,
+					    .n = count[x],
 					    .round_bf16 = model_act_bf16(m)};
 	}
 	if (l->has_shared) {
-		sg = ALLOC(m, float, (size_t)n * Is);
-		su = ALLOC(m, float, (size_t)n * Is);
+		sg = ALLOC(m, float, (size_t)n *Is);
+		su = ALLOC(m, float, (size_t)n *Is);
 		model_used(m, &l->gate);
 		model_used(m, &l->up);
 		model_used(m, &l->down);
-		j[nj++] = (struct gemm_job){.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n,
-					    .round_bf16 = model_act_bf16(m)};
-		j[nj++] = (struct gemm_job){.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n,
-					    .round_bf16 = model_act_bf16(m)};
+		j[nj++] = (struct gemm_job){
+			.w = &l->gate, .x = xn, .ldx = D, .y = sg, .ldy = Is, .n = n, .round_bf16 = model_act_bf16(m)};
+		j[nj++] = (struct gemm_job){
+			.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n, .round_bf16 = model_act_bf16(m)};
 	}
 	model_gemm_run(m, nj, j);
 	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
 	if (l->has_shared)
 		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
-	float *dd = ALLOC(m, float, (size_t)nk * D); /* [n*k, D] expert outputs */
+	float *dd = ALLOC(m, float, (size_t)nk *D); /* [n*k, D] expert outputs */
 	/* [n, D] routed sum; under TP followed by [n, D] shared partial, all-reduced together */
 	float *routed = ALLOC(m, float, (size_t)(tp ? 2 : 1) * n * D);
 	float *shared = tp ? routed + (size_t)n * D : h;
@@ -514,14 +609,18 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	nj = 0;
 	for (int x = 0; x < E; x++)
 		if (count[x])
-			j[nj++] = (struct gemm_job){.w = &l->e_down[x], .x = gg + (size_t)off[x] * Im, .ldx = Im,
-						    .y = dd + (size_t)off[x] * D, .ldy = D, .n = count[x]};
+			j[nj++] = (struct gemm_job){.w = &l->e_down[x],
+						    .x = gg + (size_t)off[x] * Im,
+						    .ldx = Im,
+						    .y = dd + (size_t)off[x] * D,
+						    .ldy = D,
+						    .n = count[x]};
 	if (l->has_shared)
-		j[nj++] = (struct gemm_job){.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n,
-					    .accumulate = !tp};
+		j[nj++] = (struct gemm_job){
+			.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n, .accumulate = !tp};
 	model_gemm_run(m, nj, j);
-	struct ew_ctx cc = {.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of,
-			    .tw = tw};
+	struct ew_ctx cc = {
+		.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of, .tw = tw};
 	pool_for(pool, n, 4, combine_range, &cc);
 	if (!tp)
 		return 0;
@@ -545,9 +644,10 @@ static int step_begin(struct model *m, const struct batch *b, struct kv_cache *k
 	*meta = b->attn;
 	/* the decode path attends the DCP group's heads (W x this rank's) */
 	int Hg = m->n_heads_local * (meta->dcp_size > 1 ? meta->dcp_size : 1);
-	if (meta->dcp_size > 1 && (!m->opt.comm || meta->dcp_size != m->opt.comm->dcp_size ||
-				   meta->dcp_rank != m->opt.comm->dcp_rank))
-		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta->dcp_size, meta->dcp_rank);
+	if (meta->dcp_size > 1 &&
+	    (!m->opt.comm || meta->dcp_size != m->opt.comm->dcp_size || meta->dcp_rank != m->opt.comm->dcp_rank))
+		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta->dcp_size,
+			       meta->dcp_rank);
 	if (backend && backend->plan && backend->plan(meta, Hg, &m->arena, e))
 		return err_prefix(e, "attention plan");
 	return 0;
@@ -571,8 +671,7 @@ static int layer_forward(struct model *m, int li, const struct batch *b, const s
 
 /* logits [n, vocab] = head · x (x: [n, D] normed rows); vocab-parallel under TP: this rank's
  * logit columns, gathered to rank 0 */
-static int head_logits(struct model *m, const struct wmat *head, const float *x, int n, float *logits,
-		       struct err *e)
+static int head_logits(struct model *m, const struct wmat *head, const float *x, int n, float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	int D = c->hidden_size;
@@ -582,7 +681,7 @@ static int head_logits(struct model *m, const struct wmat *head, const float *x,
 		return 0;
 	}
 	int nv = m->vocab_cols[m->tp_rank];
-	float *part = ALLOC(m, float, (size_t)n * nv); /* [n, V/T] */
+	float *part = ALLOC(m, float, (size_t)n *nv); /* [n, V/T] */
 	gemm1(m, head, x, D, n, part, nv);
 	if (comm_tp_gather_cols(m->opt.comm, part, (size_t)n, m->vocab_cols, m->opt.comm->tp_rank == 0 ? logits : NULL,
 				false, e))
@@ -590,8 +689,8 @@ static int head_logits(struct model *m, const struct wmat *head, const float *x,
 	return 0;
 }
 
-int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
-		  const struct attn_backend *backend, float *logits, struct err *e)
+int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		  float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	struct attn_meta meta;
@@ -601,8 +700,8 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 	m->step_weight_bytes = 0;
 	m->step_index_s = 0;
 	int n = b->n_tokens, D = c->hidden_size;
-	float *h = ALLOC(m, float, (size_t)n * D);  /* [n, D] residual stream */
-	float *xn = ALLOC(m, float, (size_t)n * D); /* [n, D] normed input of a block */
+	float *h = ALLOC(m, float, (size_t)n *D);  /* [n, D] residual stream */
+	float *xn = ALLOC(m, float, (size_t)n *D); /* [n, D] normed input of a block */
 	embed_rows(m, &m->embed, b->tokens, n, h);
 	m->step_weight_bytes += (size_t)n * (size_t)D * dtype_size(m->embed.dtype);
 	size_t mark = m->arena.used;
@@ -614,7 +713,8 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 		par_rmsnorm(m, m->hidden, D, h, D, m->final_norm, n, D);
 		m->n_hidden = n;
 		for (int i = 0; i < b->n_logits; i++)
-			memcpy(xn + (size_t)i * D, m->hidden + (size_t)b->logits_rows[i] * D, sizeof(float) * (size_t)D);
+			memcpy(xn + (size_t)i * D, m->hidden + (size_t)b->logits_rows[i] * D,
+			       sizeof(float) * (size_t)D);
 	} else {
 		for (int i = 0; i < b->n_logits; i++)
 			ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, m->final_norm, 1, D,
@@ -624,8 +724,8 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
 	return b->n_logits > 0 ? head_logits(m, &m->lm_head, xn, b->n_logits, logits, e) : 0;
 }
 
-int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
-		      const struct attn_backend *backend, float *logits, struct err *e)
+int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		      float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	if (!model_has_mtp(m))
@@ -643,8 +743,8 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 		return -1;
 	int n = b->n_tokens, D = c->hidden_size;
 	const struct mtp_weights *t = &m->mtp;
-	float *h = ALLOC(m, float, (size_t)n * D);	 /* [n, D] residual stream */
-	float *xn = ALLOC(m, float, (size_t)n * D);	 /* [n, D] */
+	float *h = ALLOC(m, float, (size_t)n *D);       /* [n, D] residual stream */
+	float *xn = ALLOC(m, float, (size_t)n *D);      /* [n, D] */
 	float *eh = ALLOC(m, float, (size_t)n * 2 * D); /* [n, 2D] eh_proj's input */
 	embed_rows(m, &t->embed, b->tokens, n, h);
 	for (int r = 0; r < n; r++) {
@@ -654,7 +754,8 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 	}
 	par_rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
 	par_rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
-	struct gemm_job j = {.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = model_act_bf16(m)};
+	struct gemm_job j = {
+		.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = model_act_bf16(m)};
 	model_gemm_run(m, 1, &j);
 	model_used(m, &t->eh_proj);
 	size_t mark = m->arena.used;
@@ -665,8 +766,10 @@ int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *k
 	m->n_mtp_hidden = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;
 	for (int i = 0; i < b->n_logits; i++) {
 		if (i < m->n_mtp_hidden)
-			memcpy(m->mtp_hidden + (size_t)i * D, h + (size_t)b->logits_rows[i] * D, sizeof(float) * (size_t)D);
-		ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, t->head_norm, 1, D, c->rms_norm_eps);
+			memcpy(m->mtp_hidden + (size_t)i * D, h + (size_t)b->logits_rows[i] * D,
+			       sizeof(float) * (size_t)D);
+		ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, t->head_norm, 1, D,
+			    c->rms_norm_eps);
 	}
 	act_round(m, xn, (size_t)b->n_logits * D);
 	return b->n_logits > 0 ? head_logits(m, &t->head, xn, b->n_logits, logits, e) : 0;

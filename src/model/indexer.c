@@ -87,9 +87,9 @@ struct ix_ctx {
 	const struct model *m;
 	const struct layer_weights *l;
 	const int32_t *pos;
-	float *q, *k, *w;	/* [n, Hi, di], [n, di], [n, Hi] */
-	uint8_t *codes;		/* [n, di] */
-	float *scales;		/* [n, di / group] */
+	float *q, *k, *w; /* [n, Hi, di], [n, di], [n, Hi] */
+	uint8_t *codes;   /* [n, di] */
+	float *scales;    /* [n, di / group] */
 };
 
 static void rotate(const struct model *m, float *x, int n, int stride, int pos)
@@ -164,18 +164,27 @@ int model_indexer(struct model *m, int li, const struct batch *b, const struct a
 	x.codes = arena_alloc(a, (size_t)n * di);
 	x.scales = arena_alloc(a, sizeof(float) * (size_t)n * (di / g));
 	/* bf16 engines: q and k are bf16 linears' outputs, the head weights stay fp32 */
+	bool rb = model_act_bf16(m);
 	struct gemm_job j[3] = {
-		{.w = &l->ix_wq_b, .x = cq, .ldx = Lq, .y = x.q, .ldy = Hi * di, .n = n, .round_bf16 = model_act_bf16(m)},
-		{.w = &l->ix_wk, .x = xn, .ldx = D, .y = x.k, .ldy = di, .n = n, .round_bf16 = model_act_bf16(m)},
+		{.w = &l->ix_wq_b, .x = cq, .ldx = Lq, .y = x.q, .ldy = Hi * di, .n = n, .round_bf16 = rb},
+		{.w = &l->ix_wk, .x = xn, .ldx = D, .y = x.k, .ldy = di, .n = n, .round_bf16 = rb},
 		{.w = &l->ix_weights_proj, .x = xn, .ldx = D, .y = x.w, .ldy = Hi, .n = n}};
 	model_gemm_run(m, 3, j);
 	for (int i = 0; i < 3; i++)
 		model_used(m, j[i].w);
 	pool_for(m->opt.pool, n, 4, ix_range, &x);
 	kv_cache_index_write(kv, li, meta->slots, x.codes, x.scales, n);
-	struct attn_index_args ia = {.meta = meta, .kv = kv, .layer = li, .n_heads = Hi, .topk = c->index_topk,
-				     .q = x.q, .w = x.w, .pool = m->opt.pool, .scratch = a,
-				     .dcp_allgather = dcp_gather_bytes, .dcp_ctx = m->opt.comm};
+	struct attn_index_args ia = {.meta = meta,
+				     .kv = kv,
+				     .layer = li,
+				     .n_heads = Hi,
+				     .topk = c->index_topk,
+				     .q = x.q,
+				     .w = x.w,
+				     .pool = m->opt.pool,
+				     .scratch = a,
+				     .dcp_allgather = dcp_gather_bytes,
+				     .dcp_ctx = m->opt.comm};
 	if (attn_index_select(&ia, sel_start, sel, e))
 		return err_prefix(e, "layer %d", li);
 	m->step_index_s += mono_now_s() - t0;

@@ -13,14 +13,14 @@
 struct pool;
 
 struct model_options {
-	enum dtype act_dtype;	/* DT_F32 (exact reference) or DT_BF16; see --dtype */
-	bool act_dtype_auto;	/* --dtype auto: the checkpoint's dtype */
-	bool load_dummy;	/* --load-format dummy: random weights from config.json alone */
+	enum dtype act_dtype; /* DT_F32 (exact reference) or DT_BF16; see --dtype */
+	bool act_dtype_auto;  /* --dtype auto: the checkpoint's dtype */
+	bool load_dummy;      /* --load-format dummy: random weights from config.json alone */
 	uint64_t dummy_seed;
-	int max_batch_tokens;	/* largest n_tokens of one forward (sizes the scratch arena) */
-	int max_seqs;		/* largest n_seqs of one forward */
-	int max_model_len;	/* largest context (sizes the prefill workspace) */
-	struct pool *pool;	/* threads for kernels; not owned */
+	int max_batch_tokens; /* largest n_tokens of one forward (sizes the scratch arena) */
+	int max_seqs;         /* largest n_seqs of one forward */
+	int max_model_len;    /* largest context (sizes the prefill workspace) */
+	struct pool *pool;    /* threads for kernels; not owned */
 	/* tensor parallelism (1/0 = off) */
 	int tp_size, tp_rank;
 	/* the communicator of a TP/DCP run (NULL: a world of one); its tp_size/tp_rank win over
@@ -28,8 +28,8 @@ struct model_options {
 	 * heads of q/q_b/kv_b (o_proj columns), the intermediate dimension of the dense MLP,
 	 * shared and routed experts, and the vocabulary of lm_head (gathered to rank 0). */
 	struct comm *comm;
-	int dcp_interleave;	/* DCP runs: the prefill context chunk is a multiple of W x this */
-	bool load_mtp;		/* also load the checkpoint's MTP module (deepseek_mtp drafts) */
+	int dcp_interleave; /* DCP runs: the prefill context chunk is a multiple of W x this */
+	bool load_mtp;      /* also load the checkpoint's MTP module (deepseek_mtp drafts) */
 	/* --quantization fp8: the linear layers of a bf16/f16/f32 checkpoint (those a DeepSeek fp8
 	 * checkpoint stores in fp8) quantized at load to fp8 in 128x128 blocks (ops/quant_fp8.h) */
 	bool quantize_fp8;
@@ -58,8 +58,8 @@ bool model_has_mtp(const struct model *m);
  * Sparse Attention (V3.2) the indexer's key cache beside it; its bytes per block of
  * block_size tokens (the budget's divisor), and its allocation. */
 size_t model_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype);
-int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
-			enum dtype kv_dtype, struct err *e);
+int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size, enum dtype kv_dtype,
+			struct err *e);
 /* The attention backend this model runs by default (sparse for V3.2, else the first dense
  * one), and whether `b` can run it (e filled naming the backends that can). */
 const struct attn_backend *model_default_backend(const struct model *m);
@@ -68,8 +68,8 @@ int model_check_backend(const struct model *m, const struct attn_backend *b, str
 /* One step's input. Rows are in the runner's reordered order (decodes first). */
 struct batch {
 	int n_tokens;
-	const int32_t *tokens;	    /* [n_tokens] */
-	const int32_t *positions;   /* [n_tokens] */
+	const int32_t *tokens;    /* [n_tokens] */
+	const int32_t *positions; /* [n_tokens] */
 	struct attn_meta attn;
 	int n_logits;
 	const int32_t *logits_rows; /* [n_logits] token rows whose logits are wanted */
@@ -85,8 +85,8 @@ struct batch {
 /* Writes the step's latent rows into `kv`, runs every layer, and fills
  * logits[n_logits, vocab_size] (fp32). Under tensor parallelism the logits are gathered to
  * TP rank 0; `logits` may be NULL on the other ranks. */
-int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
-		  const struct attn_backend *backend, float *logits, struct err *e);
+int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		  float *logits, struct err *e);
 
 /* DeepSeek MTP (V3 tech report §2.2; vLLM's deepseek_mtp): for each token t at position p,
  * h = eh_proj [enorm(embed(tokens[t])) | hnorm(hidden of row hidden_rows[t])] (the embedding
@@ -97,7 +97,7 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
  * with b->hidden_from_mtp they are the layer's own output rows h (before the head's norm)
  * of the last model_mtp_forward's logits rows, which each call keeps (when there are at most
  * max_seqs of them). */
-int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
-		      const struct attn_backend *backend, float *logits, struct err *e);
+int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		      float *logits, struct err *e);
 
 #endif

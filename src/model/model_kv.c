@@ -8,15 +8,16 @@ static int index_dim(const struct model *m) { return config_is_sparse(&m->cfg) ?
 
 size_t model_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
 {
-	return kv_cache_bytes_per_block(m->n_layers, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim, kv_dtype) +
+	return kv_cache_bytes_per_block(m->n_layers, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim,
+					kv_dtype) +
 	       kv_cache_index_bytes_per_block(m->n_layers, block_size, index_dim(m));
 }
 
 int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size, enum dtype kv_dtype,
 			struct err *e)
 {
-	return kv_cache_init_indexed(kv, m->n_layers, n_blocks, block_size, m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim,
-				     kv_dtype, index_dim(m), e);
+	return kv_cache_init_indexed(kv, m->n_layers, n_blocks, block_size, m->cfg.kv_lora_rank,
+				     m->cfg.qk_rope_head_dim, kv_dtype, index_dim(m), e);
 }
 
 const struct attn_backend *model_default_backend(const struct model *m)

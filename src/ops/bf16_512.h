@@ -9,10 +9,11 @@
 static inline __attribute__((always_inline, target("avx512f"))) __m512 round_bf16_512(__m512 v)
 {
 	__m512i u = _mm512_castps_si512(v);
-	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-							 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+	__m512i r = _mm512_add_epi32(
+		u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+				    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
 	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-						 _mm512_set1_epi32(0x7f800000));
+						_mm512_set1_epi32(0x7f800000));
 	r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
 	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }

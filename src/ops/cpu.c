@@ -52,8 +52,10 @@ static enum ops_level probe(void)
 		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
 			i++;
 		if (i == OPS_N_LEVELS)
-			LOG_W("ops", "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
-				     "ignored", cap);
+			LOG_W("ops",
+			      "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
+			      "ignored",
+			      cap);
 		else
 			cap_level = i;
 	}

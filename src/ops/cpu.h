@@ -7,10 +7,10 @@
 
 enum ops_level {
 	OPS_PORTABLE = 0,
-	OPS_AVX2 = 1,	     /* AVX2 + FMA + F16C */
-	OPS_AVX512 = 2,	     /* + AVX-512 F/BW/VL/DQ */
+	OPS_AVX2 = 1,        /* AVX2 + FMA + F16C */
+	OPS_AVX512 = 2,      /* + AVX-512 F/BW/VL/DQ */
 	OPS_AVX512_BF16 = 3, /* + AVX512_BF16 (vdpbf16ps: bf16 products, fp32 sums) */
-	OPS_AMX = 4,	     /* + AMX-TILE/AMX-BF16 (tdpbf16ps: 16x16 fp32 tiles), granted by the OS */
+	OPS_AMX = 4,         /* + AMX-TILE/AMX-BF16 (tdpbf16ps: 16x16 fp32 tiles), granted by the OS */
 };
 #define OPS_N_LEVELS 5
 

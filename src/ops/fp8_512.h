@@ -88,15 +88,18 @@ static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_load(
 	r->hi1 = fp8_vbmi_bytes(fp8_e4m3_bf16_bits + 64, 1);
 }
 
-static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_decode(__m512i raw, const struct fp8_vbmi *t,
-										     __m512i *w0, __m512i *w1)
+static inline __attribute__((always_inline)) FP8_VBMI_TARGET void fp8_vbmi_decode(__m512i raw,
+										  const struct fp8_vbmi *t,
+										  __m512i *w0, __m512i *w1)
 {
 	__m512i lo = _mm512_permutex2var_epi8(t->lo0, raw, t->lo1); /* index bits 0-6: the sign is ignored */
 	__m512i hi = _mm512_permutex2var_epi8(t->hi0, raw, t->hi1);
 	hi = _mm512_ternarylogic_epi32(hi, raw, _mm512_set1_epi8((char)0x80), 0xf8); /* hi | (raw & 0x80) */
 	/* w0 = lo's low bytes | hi's low bytes << 8, w1 = lo's high bytes >> 8 | hi's high bytes */
-	*w0 = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(hi, 8), _mm512_set1_epi16(0x00ff), 0xec); /* (a & c) | b */
-	*w1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(lo, 8), hi, _mm512_set1_epi16((short)0xff00), 0xf8); /* a | (b & c) */
+	*w0 = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(hi, 8), _mm512_set1_epi16(0x00ff),
+					0xec); /* (a & c) | b */
+	*w1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(lo, 8), hi, _mm512_set1_epi16((short)0xff00),
+					0xf8); /* a | (b & c) */
 }
 
 #endif

@@ -15,8 +15,8 @@
 #include "ops/vec.h"
 
 #define PANEL GEMM_PANEL
-#define NR 4	 /* rows per register block */
-#define NT 3	 /* tokens per register block */
+#define NR 4 /* rows per register block */
+#define NT 3 /* tokens per register block */
 #define MAX_JOBS 512
 
 struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
@@ -54,8 +54,8 @@ float wmat_get(const struct wmat *w, int r, int c)
 }
 
 /* ---- portable block kernel: out[r][t] = Σ_{c in [c0,c1)} W[r,c] x[t,c] ---- */
-static void blk_portable(enum dtype dt, const void *w, int64_t ld, int nr, const float *x,
-			 int ldx, int nt, int c0, int c1, float out[NR][NT])
+static void blk_portable(enum dtype dt, const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0,
+			 int c1, float out[NR][NT])
 {
 	for (int r = 0; r < nr; r++)
 		for (int t = 0; t < nt; t++) {
@@ -100,8 +100,8 @@ AVX2_INLINE float hsum_avx2(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-AVX2_INLINE void blk_avx2_t(enum dtype dt, const void *w, int64_t ld, const float *x, int ldx,
-			    int c0, int c1, float out[NR][NT], const int nr, const int nt)
+AVX2_INLINE void blk_avx2_t(enum dtype dt, const void *w, int64_t ld, const float *x, int ldx, int c0, int c1,
+			    float out[NR][NT], const int nr, const int nt)
 {
 	__m256 acc[NR][NT];
 #pragma GCC unroll 4
@@ -173,26 +173,42 @@ static AVX2_FN void gemv8_avx2(enum dtype dt, const void *w, int64_t ld, const f
 	}
 }
 
-#define BLK_CASES(DT)                                                                             \
-	switch (nr * 4 + nt) {                                                                    \
-	case 4 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 1); break;                      \
-	case 4 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 2); break;                      \
-	case 4 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 3); break;                      \
-	case 8 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 1); break;                      \
-	case 8 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 2); break;                      \
-	case 8 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 3); break;                      \
-	case 12 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 1); break;                     \
-	case 12 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 2); break;                     \
-	case 12 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 3); break;                     \
-	case 16 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 1); break;                     \
-	case 16 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 2); break;                     \
-	default: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 3); break;                         \
+#define BLK_CASES(DT)                                                         \
+	switch (nr * 4 + nt) {                                                \
+	case 4 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 1); break;  \
+	case 4 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 2); break;  \
+	case 4 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 1, 3); break;  \
+	case 8 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 1); break;  \
+	case 8 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 2); break;  \
+	case 8 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 2, 3); break;  \
+	case 12 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 1); break; \
+	case 12 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 2); break; \
+	case 12 + 3: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 3, 3); break; \
+	case 16 + 1: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 1); break; \
+	case 16 + 2: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 2); break; \
+	default: blk_avx2_t(DT, w, ld, x, ldx, c0, c1, out, 4, 3); break;     \
 	}
 
-static AVX2_FN void blk_avx2_f32(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F32) }
-static AVX2_FN void blk_avx2_bf16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_BF16) }
-static AVX2_FN void blk_avx2_f16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F16) }
-static AVX2_FN void blk_avx2_fp8(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1, float out[NR][NT]) { BLK_CASES(DT_F8_E4M3) }
+static AVX2_FN void blk_avx2_f32(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1,
+				 float out[NR][NT])
+{
+	BLK_CASES(DT_F32)
+}
+static AVX2_FN void blk_avx2_bf16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1,
+				  float out[NR][NT])
+{
+	BLK_CASES(DT_BF16)
+}
+static AVX2_FN void blk_avx2_f16(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1,
+				 float out[NR][NT])
+{
+	BLK_CASES(DT_F16)
+}
+static AVX2_FN void blk_avx2_fp8(const void *w, int64_t ld, int nr, const float *x, int ldx, int nt, int c0, int c1,
+				 float out[NR][NT])
+{
+	BLK_CASES(DT_F8_E4M3)
+}
 
 /* ---- AVX2 packed path for many tokens (prefill): outer-product micro-kernel ----
  * A sub-panel of 16 rows x KB columns is dequantized once into fp32, k-major ([KB][16], L1
@@ -225,7 +241,8 @@ static void pack_panel(const struct wmat *w, int r0, int nr, int k0, int kb, flo
 			break;
 		case DT_F8_E4M3:
 			for (int k = 0; k < kb; k++)
-				wp[(size_t)k * PK_R + j] = fp8_e4m3_table[(uint8_t)row[k0 + k]] * gemm_wscale(w, r0 + j, k0 + k);
+				wp[(size_t)k * PK_R + j] = fp8_e4m3_table[(uint8_t)row[k0 + k]] *
+							   gemm_wscale(w, r0 + j, k0 + k);
 			break;
 		default:
 			for (int k = 0; k < kb; k++)
@@ -260,7 +277,8 @@ AVX2_INLINE void transpose8_store(__m256 r[8], float *dst)
  * rows ld apart with ld a multiple of 4 KB share one L1 set, so only 8 row streams stay
  * cached while a cache line's 4 (bf16) column steps are consumed; 16 would evict each other
  * and refetch every line from L2 four times. */
-AVX2_INLINE void pack_panel_avx2_t(const struct wmat *w, int r0, int nr, int k0, int kb, float *wp, const enum dtype dt)
+AVX2_INLINE void pack_panel_avx2_t(const struct wmat *w, int r0, int nr, int k0, int kb, float *wp,
+				   const enum dtype dt)
 {
 	int fp8 = dt == DT_F8_E4M3;
 	for (int g = 0; g < PK_R / 8; g++) {
@@ -447,8 +465,10 @@ static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 	int fp8 = w->dtype == DT_F8_E4M3;
 	blk_fn fn = NULL;
 	if (g->lvl == OPS_AVX2)
-		fn = w->dtype == DT_F32 ? blk_avx2_f32 : w->dtype == DT_BF16 ? blk_avx2_bf16
-		   : w->dtype == DT_F16 ? blk_avx2_f16 : blk_avx2_fp8;
+		fn = w->dtype == DT_F32    ? blk_avx2_f32
+		     : w->dtype == DT_BF16 ? blk_avx2_bf16
+		     : w->dtype == DT_F16  ? blk_avx2_f16
+					   : blk_avx2_fp8;
 	/* fp8 segment scale multiplier: the AVX2 path decodes 2^-8 too small */
 	float fp8_mul = (fp8 && fn) ? 256.0f : 1.0f;
 	int r_gemv = r0;
@@ -466,7 +486,8 @@ static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 				}
 				gemv8_avx2(w->dtype, wr, w->ld, j->x, c0, c1, part);
 				for (int rr = 0; rr < 8; rr++)
-					sum[rr] += fp8 ? part[rr] * gemm_wscale(w, r_gemv + rr, c0) * fp8_mul : part[rr];
+					sum[rr] += fp8 ? part[rr] * gemm_wscale(w, r_gemv + rr, c0) * fp8_mul
+						       : part[rr];
 				c0 = c1;
 			}
 			for (int rr = 0; rr < 8; rr++)
@@ -569,7 +590,8 @@ static void convert_x(void *arg, int begin, int end, int tid)
 		while (g->conv_first[c + 1] <= t)
 			c++;
 		const struct gemm_job *j = &g->jobs[g->conv_job[c]];
-		int t0 = t - g->conv_first[c], t1 = (end < g->conv_first[c + 1] ? end : g->conv_first[c + 1]) - g->conv_first[c];
+		int t0 = t - g->conv_first[c],
+		    t1 = (end < g->conv_first[c + 1] ? end : g->conv_first[c + 1]) - g->conv_first[c];
 		gemm_x_to_bf16(j->x, j->ldx, t0, t1, j->w->cols, (uint16_t *)g->xb[g->conv_job[c]],
 			       gemm_prepacked_ldxb(j->w->cols));
 		t += t1 - t0;
@@ -635,7 +657,9 @@ void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const str
 		g.first_item[0] = 0;
 		for (int i = 0; i < g.n_jobs; i++) {
 			const struct gemm_job *j = &jobs[i];
-			int np = (j->n > 0 && j->w->rows > 0) ? (j->w->rows + job_panel(g.lvl, j) - 1) / job_panel(g.lvl, j) : 0;
+			int np = (j->n > 0 && j->w->rows > 0)
+					 ? (j->w->rows + job_panel(g.lvl, j) - 1) / job_panel(g.lvl, j)
+					 : 0;
 			g.first_item[i + 1] = g.first_item[i] + np;
 		}
 		prepare_prepacked(&g, p);

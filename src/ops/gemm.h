@@ -36,7 +36,7 @@ struct wmat {
 
 /* A sub-view: rows [r0, r0+nr), cols [c0, c0+nc) of w. */
 struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc);
-size_t wmat_bytes(const struct wmat *w); /* bytes of the view's elements (+ its scales) */
+size_t wmat_bytes(const struct wmat *w);            /* bytes of the view's elements (+ its scales) */
 float wmat_get(const struct wmat *w, int r, int c); /* one element, for tests and slow paths */
 
 /* One GEMM: y[t*ldy + r] = (accumulate ? y : 0) + Σ_c x[t*ldx + c] · W[r, c] (then rounded to
@@ -44,7 +44,7 @@ float wmat_get(const struct wmat *w, int r, int c); /* one element, for tests an
 struct gemm_job {
 	const struct wmat *w;
 	const float *x; /* [n, ldx] */
-	float *y;	/* [n, ldy] */
+	float *y;       /* [n, ldy] */
 	int n, ldx, ldy;
 	int accumulate;
 	/* Every x value is exactly a bf16 (the model rounds its activations under --dtype
@@ -63,8 +63,7 @@ struct gemm_job {
 /* Runs all jobs in one parallel region (threads share the row panels of every job). */
 void ops_gemm_multi(struct pool *p, int n_jobs, const struct gemm_job *jobs);
 void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs);
-void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int n, float *y,
-	      int ldy);
+void ops_gemm(struct pool *p, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy);
 
 /* For the bench's compute peak (level OPS_AMX): iters x 4 chained tile products of
  * 16 x 16 x 32 (65536 FLOPs per iteration) on the calling thread; returns a value to keep. */

@@ -30,25 +30,28 @@
 #include "ops/prepack.h"
 #include "ops/scratch.h"
 
-#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c")))
+#define AMX_FN                                                                                                  \
+	__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma," \
+			      "f16c")))
 
-#define SR PREPACK_ROWS	       /* rows per block */
-#define STEP_PAIRS 16	       /* pairs per tile step */
+#define SR PREPACK_ROWS                  /* rows per block */
+#define STEP_PAIRS 16                    /* pairs per tile step */
 #define STEP_BYTES (STEP_PAIRS * SR * 4) /* one step of a bf16 block: 2 KB */
-#define AMX_CHUNK_STEPS 64 /* k chunk of the multi-pass path: 2048 columns */
-#define AMX_CBUF_TILES 64  /* sets of 4 C tiles (4 KB) parked between chunks: 256 KB of scratch (the chunked path uses 16) */
+#define AMX_CHUNK_STEPS 64               /* k chunk of the multi-pass path: 2048 columns */
+#define AMX_CBUF_TILES \
+	64 /* sets of 4 C tiles (4 KB) parked between chunks: 256 KB of scratch (the chunked path uses 16) */
 /* past this many tokens panel_bf16_blocked, else panel_bf16_chunked (gemm_levels 4096x7168,
  * weights from DRAM: blocked 0.92x at 64 tokens, 1.09x at 96, 1.12-1.15x at 128, 1.4x at 256,
  * 1.6x at 512, 1.45x at 1024) */
 #define AMX_BLOCKED_MIN_TOKENS 64
-#define AMX_BLOCK_STEPS 8	   /* k chunk of the blocked path: 256 columns */
+#define AMX_BLOCK_STEPS 8        /* k chunk of the blocked path: 256 columns */
 #define AMX_FP8_GROUP_TOKENS 512 /* fp8: tokens per group (acc: G blocks x 512 x 32 floats = 256 KB at G 4) */
 /* fp8: past this many tokens groups of blocks (x no longer fits in L2; gemm_levels 4096x7168:
  * 0.83-0.88x at 96 tokens, 1.01-1.05x at 128, 1.5x at 256-512, 3.3x at 1024) */
 #define AMX_FP8_GROUPED_MIN_TOKENS 128
 _Static_assert(AMX_BLOCKED_MIN_TOKENS <= 512, "panel_bf16_chunked needs 4 x (token tiles) <= AMX_CBUF_TILES");
 #define FP8_PF_AHEAD 32768 /* fp8: the segment this far ahead goes into L2 during the tile passes */
-#define PF_AHEAD 8192 /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
+#define PF_AHEAD 8192      /* prefetch distance in the weight stream: every line of a step, 4 steps ahead */
 
 /* m0 tokens in the first token tile (1-16); the second is always 16 rows (x is padded).
  * Tiles: 0 1 C and 4 A of the first token tile, 2 3 C and 5 A of the second, 6 7 B. */
@@ -181,7 +184,8 @@ static AMX_FN void store_pass(const float *c, int nt, float *y, size_t ldy, int 
 {
 	store_tile(c, nt < 16 ? nt : 16, y, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
 	if (nt > 16)
-		store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add, sc, rnd);
+		store_tile(c + 512, nt - 16 < 16 ? nt - 16 : 16, y + 16 * ldy, ldy, mask16(nr), mask16(nr - 16), add,
+			   sc, rnd);
 }
 
 /* n tokens' rows of a block: y[t][0..nr) = acc[t][0..nr) (to_y) or acc = y (the 32 - nr
@@ -215,8 +219,8 @@ static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, con
 		int nt = n - t0, two = nt > 16;
 		struct stream_pf spf = {t0 == 0 ? pf : NULL, pf ? pf + (size_t)steps * STEP_BYTES : NULL, 32, n <= 16};
 		if (pf2)
-			spf = (struct stream_pf){pf2 + (size_t)(t0 / 32) * (size_t)steps * (size_t)lines * 64, pf2 + pf2_bytes,
-						 lines, 0};
+			spf = (struct stream_pf){pf2 + (size_t)(t0 / 32) * (size_t)steps * (size_t)lines * 64,
+						 pf2 + pf2_bytes, lines, 0};
 		block_tiles(wb, steps, xb + (size_t)t0 * ldx_bytes, ldx_bytes, two, NULL, c, &spf);
 		store_pass(c, nt, yb + (size_t)t0 * ldy, ldy, nr, add, sc, rnd);
 	}
@@ -247,7 +251,8 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 				int nb = b + 1 < g1 ? b + 1 : !last ? g0 : g1 < gend ? g1 : -1;
 				int nsx = b + 1 < g1 ? s0 : !last ? s0 + ns : 0;
 				int nns = steps - nsx < AMX_CHUNK_STEPS ? steps - nsx : AMX_CHUNK_STEPS;
-				const char *nx = nb < 0 ? NULL : base + (size_t)nb * bstride + (size_t)nsx * STEP_BYTES;
+				const char *nx = nb < 0 ? NULL
+							: base + (size_t)nb * bstride + (size_t)nsx * STEP_BYTES;
 				if (steps <= AMX_CHUNK_STEPS && nb >= 0) /* blocks adjacent: half a block ahead */
 					nx -= (size_t)ns * STEP_BYTES / 2;
 				int lines = (nns * (STEP_BYTES / 64) + np * ns - 1) / (np * ns);
@@ -255,14 +260,15 @@ static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, s
 				for (int p = 0; p < np; p++) {
 					int t0 = 32 * p, nt = j->n - t0, two = nt > 16;
 					float *c = cbuf + (size_t)((b - g0) * np + p) * 1024;
-					struct stream_pf pf = {nx ? nx + (size_t)p * (size_t)ns * (size_t)lines * 64 : NULL,
+					struct stream_pf pf = {nx ? nx + (size_t)p * (size_t)ns * (size_t)lines * 64
+								  : NULL,
 							       nx ? nx + (size_t)nns * STEP_BYTES : NULL, lines, 0};
-					block_tiles(wb, ns, x + (size_t)t0 * ldx_bytes + (size_t)s0 * 64, ldx_bytes, two,
-						    s0 ? c : NULL, c, &pf);
+					block_tiles(wb, ns, x + (size_t)t0 * ldx_bytes + (size_t)s0 * 64, ldx_bytes,
+						    two, s0 ? c : NULL, c, &pf);
 					if (!last)
 						continue;
-					store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, nr, j->accumulate,
-						   NULL, j->round_bf16);
+					store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, nr,
+						   j->accumulate, NULL, j->round_bf16);
 				}
 			}
 		}
@@ -290,24 +296,30 @@ static AMX_FN void panel_bf16_blocked(const struct gemm_job *j, const char *x, s
 		for (int p0 = 0; p0 < np; p0 += NT) {
 			int p1 = p0 + NT < np ? p0 + NT : np;
 			for (int s0 = 0; s0 < steps; s0 += AMX_BLOCK_STEPS) {
-				int ns = steps - s0 < AMX_BLOCK_STEPS ? steps - s0 : AMX_BLOCK_STEPS, last = s0 + ns == steps;
+				int ns = steps - s0 < AMX_BLOCK_STEPS ? steps - s0 : AMX_BLOCK_STEPS,
+				    last = s0 + ns == steps;
 				for (int b = g0; b < g1; b++) {
 					const char *wb = base + (size_t)b * bstride + (size_t)s0 * STEP_BYTES;
 					/* the next piece: the next block's chunk, else the group's next chunk */
-					const char *nx = b + 1 < g1 ? wb + bstride : !last ? base + (size_t)g0 * bstride + (size_t)(s0 + ns) * STEP_BYTES : NULL;
+					const char *nx = b + 1 < g1 ? wb + bstride
+							 : !last    ? base + (size_t)g0 * bstride +
+									   (size_t)(s0 + ns) * STEP_BYTES
+								 : NULL;
 					int lines = (ns * (STEP_BYTES / 64) + (p1 - p0) * ns - 1) / ((p1 - p0) * ns);
 					int rb = b * SR, nr = r1 - rb < SR ? r1 - rb : SR;
 					for (int p = p0; p < p1; p++) {
 						int t0 = 32 * p, nt = j->n - t0, two = nt > 16;
 						float *c = cbuf + (size_t)((b - g0) * NT + (p - p0)) * 1024;
-						struct stream_pf pf = {nx ? nx + (size_t)(p - p0) * (size_t)ns * (size_t)lines * 64 : NULL,
-								       nx ? nx + (size_t)ns * STEP_BYTES : NULL, lines, 0};
-						block_tiles(wb, ns, x + (size_t)t0 * ldx_bytes + (size_t)s0 * 64, ldx_bytes, two, s0 ? c : NULL,
-							    c, &pf);
+						struct stream_pf pf = {
+							nx ? nx + (size_t)(p - p0) * (size_t)ns * (size_t)lines * 64
+							   : NULL,
+							nx ? nx + (size_t)ns * STEP_BYTES : NULL, lines, 0};
+						block_tiles(wb, ns, x + (size_t)t0 * ldx_bytes + (size_t)s0 * 64,
+							    ldx_bytes, two, s0 ? c : NULL, c, &pf);
 						if (!last)
 							continue;
-						store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, nr,
-							   j->accumulate, NULL, j->round_bf16);
+						store_pass(c, nt, j->y + (size_t)t0 * (size_t)j->ldy + rb,
+							   (size_t)j->ldy, nr, j->accumulate, NULL, j->round_bf16);
 					}
 				}
 			}
@@ -365,30 +377,37 @@ static AMX_FN void panel_fp8(const struct gemm_job *j, const char *x, size_t ldx
 				acc_copy(acc + (size_t)(b - g0) * (size_t)ntok * SR, nt, yg + b * SR, ldy,
 					 r1 - b * SR < SR ? r1 - b * SR : SR, 0);
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
-				int kn = P16 - k0 < seg ? P16 - k0 : seg; /* a multiple of 16: the pad pairs are zero */
+				int kn = P16 - k0 < seg ? P16 - k0
+							: seg; /* a multiple of 16: the pad pairs are zero */
 				for (int b = g0; b < g1; b++) {
 					int rb = b * SR, nr = r1 - rb < SR ? r1 - rb : SR;
 					const uint8_t *wp = base + (size_t)b * bbytes;
-					const float *sc = w->packed_scale + (size_t)b * (size_t)S * SR + (size_t)g * SR;
+					const float *sc = w->packed_scale + (size_t)b * (size_t)S * SR +
+							  (size_t)g * SR;
 					decode_segment(wp + (size_t)k0 * 2 * SR, kn, &t, dec);
 					/* past 16 tokens DRAM streams on while the tiles work: the stream's next
 					 * piece into L2 (a segment FP8_PF_AHEAD ahead in the block, or the next
 					 * block's segment in a group); at 1-16 tokens, where the decode is the
 					 * bottleneck, 0.85-0.9x */
-					const uint8_t *ahead = G == 1 ? wp + (size_t)k0 * 2 * SR + FP8_PF_AHEAD
-							       : b + 1 < g1 ? wp + bbytes + (size_t)k0 * 2 * SR
-							       : k0 + seg < P ? base + (size_t)g0 * bbytes + (size_t)(k0 + seg) * 2 * SR
-							       : g1 < bend ? base + (size_t)g1 * bbytes : NULL;
+					const uint8_t *ahead = G == 1         ? wp + (size_t)k0 * 2 * SR + FP8_PF_AHEAD
+							       : b + 1 < g1   ? wp + bbytes + (size_t)k0 * 2 * SR
+							       : k0 + seg < P ? base + (size_t)g0 * bbytes +
+											(size_t)(k0 + seg) * 2 * SR
+							       : g1 < bend ? base + (size_t)g1 * bbytes
+									   : NULL;
 					if (j->n <= 16)
 						ahead = NULL;
 					if (acc)
-						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
-								 acc + (size_t)(b - g0) * (size_t)ntok * SR, SR, SR, k0 > 0 || j->accumulate,
-								 sc, NULL, (const char *)ahead, kn * 2 * SR, 0);
+						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec,
+								 kn / STEP_PAIRS,
+								 acc + (size_t)(b - g0) * (size_t)ntok * SR, SR, SR,
+								 k0 > 0 || j->accumulate, sc, NULL,
+								 (const char *)ahead, kn * 2 * SR, 0);
 					else
-						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec, kn / STEP_PAIRS,
-								 yg + rb, ldy, nr, k0 > 0 || j->accumulate, sc, NULL, (const char *)ahead,
-								 kn * 2 * SR, 0);
+						block_all_tokens(nt, xg + (size_t)k0 * 4, ldx_bytes, (const char *)dec,
+								 kn / STEP_PAIRS, yg + rb, ldy, nr,
+								 k0 > 0 || j->accumulate, sc, NULL,
+								 (const char *)ahead, kn * 2 * SR, 0);
 				}
 			}
 			for (int b = g0; b < g1 && acc; b++)
@@ -418,8 +437,8 @@ AMX_FN int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb
 		for (int rb = r0; rb < r1; rb += SR) {
 			int nr = r1 - rb < SR ? r1 - rb : SR;
 			const char *wb = (const char *)(w->packed + (size_t)(rb / SR) * (size_t)stride * SR);
-			block_all_tokens(j->n, x, ldx_bytes, wb, P16 / STEP_PAIRS, j->y + rb, (size_t)j->ldy, nr, j->accumulate,
-					 NULL, wb + PF_AHEAD, NULL, 0, j->round_bf16);
+			block_all_tokens(j->n, x, ldx_bytes, wb, P16 / STEP_PAIRS, j->y + rb, (size_t)j->ldy, nr,
+					 j->accumulate, NULL, wb + PF_AHEAD, NULL, 0, j->round_bf16);
 		}
 	}
 	_tile_release();

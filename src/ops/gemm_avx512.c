@@ -21,9 +21,11 @@
  * run on AVX-512 CPUs without AVX512_BF16. */
 #define A512F A512B
 #define A512B __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
-#define A512B_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+#define A512B_INLINE                                                                                            \
+	static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma," \
+							   "f16c")))
 
-#define TILE_T 6     /* tokens per tile */
+#define TILE_T 6 /* tokens per tile */
 /* Software prefetch distance along the weight stream (into L2). The hardware prefetchers
  * alone left few-token GEMMs at ~83% of the read bandwidth; 8 KB ahead reached 95-100%
  * (bench/gemm_levels.c-style A/B over 150 expert-sized matrices, Zen 5). */
@@ -36,14 +38,14 @@
 
 struct k512 {
 	const struct wmat *w;
-	int r;			/* first view row of the block */
-	const float *x;		/* fma: fp32 tokens [nt, ldx] */
+	int r;          /* first view row of the block */
+	const float *x; /* fma: fp32 tokens [nt, ldx] */
 	int ldx;
-	const uint16_t *xb;	/* dp: bf16 tokens [nt, ldxb] */
+	const uint16_t *xb; /* dp: bf16 tokens [nt, ldxb] */
 	int ldxb;
-	size_t pf;		/* prefetch distance (0: PF_AHEAD) */
-	uint16_t fp8_sub[32];	/* dp + fp8: the decode's subnormal table (ops/fp8_512.h) */
-	float out[8][TILE_T];	/* results */
+	size_t pf;            /* prefetch distance (0: PF_AHEAD) */
+	uint16_t fp8_sub[32]; /* dp + fp8: the decode's subnormal table (ops/fp8_512.h) */
+	float out[8][TILE_T]; /* results */
 };
 
 /* 16 weights → fp32. fp8 via the f16 fields (2^-8 too small, compensated by the caller):
@@ -71,23 +73,24 @@ A512B_INLINE __m512 load16(const enum dtype dt, const char *base, size_t i, __mm
 A512B_INLINE __m512i load32(const enum dtype dt, const char *base, size_t i, __mmask32 m, __m512i sub)
 {
 	if (dt == DT_BF16) /* plain when whole: AMD runs masked loads slower */
-		return m == 0xffffffffu ? _mm512_loadu_si512(base + 2 * i) : _mm512_maskz_loadu_epi16(m, (const uint16_t *)base + i);
+		return m == 0xffffffffu ? _mm512_loadu_si512(base + 2 * i)
+					: _mm512_maskz_loadu_epi16(m, (const uint16_t *)base + i);
 	return fp8_512_decode(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (const uint8_t *)base + i)), sub);
 }
 
 /* Operands of one column step, in locals the compiler can keep in registers. */
 struct opnd {
-	const char *w;	    /* row 0 of the block */
-	size_t ldw;	    /* bytes between rows */
-	const float *x;	    /* fma: token 0 */
+	const char *w;      /* row 0 of the block */
+	size_t ldw;         /* bytes between rows */
+	const float *x;     /* fma: token 0 */
 	const uint16_t *xb; /* dp: token 0 */
-	size_t ldx;	    /* elements between tokens */
-	size_t pf;	    /* prefetch distance in bytes along the weight rows */
+	size_t ldx;         /* elements between tokens */
+	size_t pf;          /* prefetch distance in bytes along the weight rows */
 };
 
 /* One column step of the tile: acc[r][t] += W[r, c..c+step) · x[t, c..c+step). */
-A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, int c, __mmask32 m,
-		       __m512i sub, __m512 acc[8][TILE_T], const int nr, const int nt)
+A512B_INLINE void step(const struct opnd o, const enum dtype dt, const int dp, int c, __mmask32 m, __m512i sub,
+		       __m512 acc[8][TILE_T], const int nr, const int nt)
 {
 	const size_t esz = dt == DT_F32 ? 4 : dt == DT_F8_E4M3 ? 1 : 2;
 	if (dp) {
@@ -127,8 +130,11 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 	const int fp8 = dt == DT_F8_E4M3, W = dp ? 32 : 16, cols = w->cols;
 	const size_t esz = dt == DT_F32 ? 4 : fp8 ? 1 : 2;
 	const struct opnd o = {.w = (const char *)w->data + (size_t)k->r * (size_t)w->ld * esz,
-			       .ldw = (size_t)w->ld * esz, .x = k->x, .xb = k->xb,
-			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx, .pf = k->pf ? k->pf : PF_AHEAD};
+			       .ldw = (size_t)w->ld * esz,
+			       .x = k->x,
+			       .xb = k->xb,
+			       .ldx = dp ? (size_t)k->ldxb : (size_t)k->ldx,
+			       .pf = k->pf ? k->pf : PF_AHEAD};
 	__m512i sub = _mm512_loadu_si512(k->fp8_sub); /* built once per panel */
 	__m512 acc[8][TILE_T], tot[8][TILE_T];
 #pragma GCC unroll 8
@@ -166,27 +172,27 @@ A512B_INLINE void blk_t(struct k512 *k, const enum dtype dt, const int dp, const
 
 /* Tile shapes per (dtype, kind), nr * nt accumulators (twice that for fp8) within the
  * register file: see tile_rows(). */
-#define SHAPES(F, DT, DP)                                               \
-	switch (nr * 8 + nt) {                                          \
-	case 8 * 8 + 1: F(k, DT, DP, 8, 1); break;                      \
-	case 8 * 8 + 2: F(k, DT, DP, 8, 2); break;                      \
-	case 8 * 8 + 3: F(k, DT, DP, 8, 3); break;                      \
-	case 4 * 8 + 1: F(k, DT, DP, 4, 1); break;                      \
-	case 2 * 8 + 1: F(k, DT, DP, 2, 1); break;                      \
-	case 2 * 8 + 2: F(k, DT, DP, 2, 2); break;                      \
-	case 2 * 8 + 3: F(k, DT, DP, 2, 3); break;                      \
-	case 4 * 8 + 2: F(k, DT, DP, 4, 2); break;                      \
-	case 4 * 8 + 3: F(k, DT, DP, 4, 3); break;                      \
-	case 4 * 8 + 4: F(k, DT, DP, 4, 4); break;                      \
-	case 4 * 8 + 5: F(k, DT, DP, 4, 5); break;                      \
-	case 4 * 8 + 6: F(k, DT, DP, 4, 6); break;                      \
-	case 1 * 8 + 1: F(k, DT, DP, 1, 1); break;                      \
-	case 1 * 8 + 2: F(k, DT, DP, 1, 2); break;                      \
-	case 1 * 8 + 3: F(k, DT, DP, 1, 3); break;                      \
-	case 1 * 8 + 4: F(k, DT, DP, 1, 4); break;                      \
-	case 1 * 8 + 5: F(k, DT, DP, 1, 5); break;                      \
-	case 1 * 8 + 6: F(k, DT, DP, 1, 6); break;                      \
-	default: CHECK(!"gemm_avx512: no such tile shape");             \
+#define SHAPES(F, DT, DP)                                   \
+	switch (nr * 8 + nt) {                              \
+	case 8 * 8 + 1: F(k, DT, DP, 8, 1); break;          \
+	case 8 * 8 + 2: F(k, DT, DP, 8, 2); break;          \
+	case 8 * 8 + 3: F(k, DT, DP, 8, 3); break;          \
+	case 4 * 8 + 1: F(k, DT, DP, 4, 1); break;          \
+	case 2 * 8 + 1: F(k, DT, DP, 2, 1); break;          \
+	case 2 * 8 + 2: F(k, DT, DP, 2, 2); break;          \
+	case 2 * 8 + 3: F(k, DT, DP, 2, 3); break;          \
+	case 4 * 8 + 2: F(k, DT, DP, 4, 2); break;          \
+	case 4 * 8 + 3: F(k, DT, DP, 4, 3); break;          \
+	case 4 * 8 + 4: F(k, DT, DP, 4, 4); break;          \
+	case 4 * 8 + 5: F(k, DT, DP, 4, 5); break;          \
+	case 4 * 8 + 6: F(k, DT, DP, 4, 6); break;          \
+	case 1 * 8 + 1: F(k, DT, DP, 1, 1); break;          \
+	case 1 * 8 + 2: F(k, DT, DP, 1, 2); break;          \
+	case 1 * 8 + 3: F(k, DT, DP, 1, 3); break;          \
+	case 1 * 8 + 4: F(k, DT, DP, 1, 4); break;          \
+	case 1 * 8 + 5: F(k, DT, DP, 1, 5); break;          \
+	case 1 * 8 + 6: F(k, DT, DP, 1, 6); break;          \
+	default: CHECK(!"gemm_avx512: no such tile shape"); \
 	}
 
 static A512F void blk_fma_f32(struct k512 *k, int nr, int nt) { SHAPES(blk_t, DT_F32, 0) }
@@ -197,10 +203,7 @@ static A512B void blk_dp_bf16(struct k512 *k, int nr, int nt) { SHAPES(blk_t, DT
 static A512B void blk_dp_fp8(struct k512 *k, int nr, int nt) { SHAPES(blk_t, DT_F8_E4M3, 1) }
 
 /* tokens per tile: fp8 keeps a second accumulator set (and, for dp, four table registers) */
-static int tile_tokens(const struct wmat *w, bool dp)
-{
-	return w->dtype != DT_F8_E4M3 ? TILE_T : dp ? 2 : 3;
-}
+static int tile_tokens(const struct wmat *w, bool dp) { return w->dtype != DT_F8_E4M3 ? TILE_T : dp ? 2 : 3; }
 
 /* Rows per block for a single tile of nt tokens (several tiles: see gemm_panel_avx512). One
  * tile is bandwidth-bound: dp streams one row at a time (rows 4 KB apart read side by side
@@ -223,7 +226,9 @@ static A512B void to_bf16(const float *x, int ldx, int nt, int cols, uint16_t *x
 		uint16_t *d = xb + (size_t)t * (size_t)ldxb;
 		for (int c = 0; c < ldxb; c += 32) {
 			__mmask16 m0 = c >= cols ? 0 : cols - c >= 16 ? 0xffff : (__mmask16)((1u << (cols - c)) - 1);
-			__mmask16 m1 = c + 16 >= cols ? 0 : cols - c - 16 >= 16 ? 0xffff : (__mmask16)((1u << (cols - c - 16)) - 1);
+			__mmask16 m1 = c + 16 >= cols        ? 0
+				       : cols - c - 16 >= 16 ? 0xffff
+							     : (__mmask16)((1u << (cols - c - 16)) - 1);
 			__m512 lo = _mm512_maskz_loadu_ps(m0, s + c), hi = _mm512_maskz_loadu_ps(m1, s + c + 16);
 			_mm512_store_si512((__m512i *)(d + c), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 		}

@@ -22,10 +22,10 @@
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #define SR PREPACK_ROWS /* rows per block */
-#define STEP 64		/* bytes per pair step of a block */
-#define TD 2		/* tokens decoded in the loop at most (8 accumulators) */
-#define TT 6		/* tokens per tile on the decoded buffer (12 accumulators) */
-#define PF 1024		/* prefetch distance in the streaming kernel, bytes */
+#define STEP 64         /* bytes per pair step of a block */
+#define TD 2            /* tokens decoded in the loop at most (8 accumulators) */
+#define TT 6            /* tokens per tile on the decoded buffer (12 accumulators) */
+#define PF 1024         /* prefetch distance in the streaming kernel, bytes */
 
 /* 16 rows x 2 columns (32 bytes) → w[0], w[1]: column 0, rows 0-7 and 8-15; w[2], w[3]:
  * column 1 */
@@ -44,7 +44,7 @@ A2_INLINE void dec16(const uint8_t *p, __m256 w[4])
 /* the block's scales of segment g for its 32 rows, times 2^8 (the decode's bias) */
 A2_INLINE void seg_scale(const float *sc, __m256 s[4])
 {
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int q = 0; q < 4; q++)
 		s[q] = _mm256_mul_ps(_mm256_loadu_ps(sc + 8 * q), _mm256_set1_ps(256.0f));
 }
@@ -52,7 +52,7 @@ A2_INLINE void seg_scale(const float *sc, __m256 s[4])
 /* y[t][0..nr) = (add ? y : 0) + v[t][0..nr) */
 static void store_rows(float *y, size_t ldy, const float *v, int nt, int nr, int add)
 {
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int t = 0; t < nt; t++) {
 		float *yt = y + (size_t)t * ldy;
 		const float *vt = v + (size_t)t * SR;
@@ -67,18 +67,18 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 			      float *tot, const int nt)
 {
 	__m256 t8[TD][4];
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int t = 0; t < nt; t++)
-		#pragma GCC unroll 4
+#pragma GCC unroll 4
 		for (int q = 0; q < 4; q++)
 			t8[t][q] = _mm256_setzero_ps();
 	int P = (cols + 1) / 2, full = cols / 2;
 	for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 		int k1 = P - k0 < seg ? P : k0 + seg, kf = k1 < full ? k1 : full;
 		__m256 a[TD][4];
-		#pragma GCC unroll 4
+#pragma GCC unroll 4
 		for (int t = 0; t < nt; t++)
-			#pragma GCC unroll 4
+#pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				a[t][q] = _mm256_setzero_ps();
 		for (int p = k0; p < k1; p++) {
@@ -86,16 +86,17 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 			/* into L2 ahead of the stream: the DRAM trip overlaps the decode */
 			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(s + PF)));
 			__m256 x0[TD], x1[TD];
-			#pragma GCC unroll 4
+#pragma GCC unroll 4
 			for (int t = 0; t < nt; t++) {
 				x0[t] = _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p);
-				x1[t] = p < kf ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1) : _mm256_setzero_ps();
+				x1[t] = p < kf ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1)
+					       : _mm256_setzero_ps();
 			}
-			#pragma GCC unroll 4
+#pragma GCC unroll 4
 			for (int h = 0; h < 2; h++) {
 				__m256 w[4];
 				dec16(s + 32 * h, w);
-				#pragma GCC unroll 4
+#pragma GCC unroll 4
 				for (int t = 0; t < nt; t++) {
 					a[t][2 * h] = _mm256_fmadd_ps(w[0], x0[t], a[t][2 * h]);
 					a[t][2 * h + 1] = _mm256_fmadd_ps(w[1], x0[t], a[t][2 * h + 1]);
@@ -106,15 +107,15 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 		}
 		__m256 s[4];
 		seg_scale(sc + (size_t)g * SR, s);
-		#pragma GCC unroll 4
+#pragma GCC unroll 4
 		for (int t = 0; t < nt; t++)
-			#pragma GCC unroll 4
+#pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				t8[t][q] = _mm256_fmadd_ps(a[t][q], s[q], t8[t][q]);
 	}
-	#pragma GCC unroll 4
+#pragma GCC unroll 4
 	for (int t = 0; t < nt; t++)
-		#pragma GCC unroll 4
+#pragma GCC unroll 4
 		for (int q = 0; q < 4; q++)
 			_mm256_storeu_ps(tot + (size_t)t * SR + 8 * q, t8[t][q]);
 }
@@ -133,7 +134,7 @@ static A2 void decode_seg(const uint8_t *wp, int k0, int k1, float *dec)
 {
 	for (int p = k0; p < k1; p++) {
 		float *d = dec + (size_t)(p - k0) * 2 * SR;
-		#pragma GCC unroll 4
+#pragma GCC unroll 4
 		for (int h = 0; h < 2; h++) {
 			__m256 w[4];
 			dec16(wp + (size_t)p * STEP + 32 * h, w);
@@ -169,17 +170,20 @@ A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, cons
 		}
 	}
 	__m256 k = _mm256_set1_ps(256.0f);
-	__m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h), k), s1 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h + 8), k);
+	__m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h), k),
+	       s1 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h + 8), k);
 #pragma GCC unroll 6
 	for (int t = 0; t < nt; t++) {
 		float *v0 = v + (size_t)t * SR + 16 * h, *v1 = v0 + 8;
-		_mm256_storeu_ps(v0, first ? _mm256_mul_ps(a0[t], s0) : _mm256_fmadd_ps(a0[t], s0, _mm256_loadu_ps(v0)));
-		_mm256_storeu_ps(v1, first ? _mm256_mul_ps(a1[t], s1) : _mm256_fmadd_ps(a1[t], s1, _mm256_loadu_ps(v1)));
+		_mm256_storeu_ps(v0,
+				 first ? _mm256_mul_ps(a0[t], s0) : _mm256_fmadd_ps(a0[t], s0, _mm256_loadu_ps(v0)));
+		_mm256_storeu_ps(v1,
+				 first ? _mm256_mul_ps(a1[t], s1) : _mm256_fmadd_ps(a1[t], s1, _mm256_loadu_ps(v1)));
 	}
 }
 
 static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
-		   const uint8_t *pf, int nt)
+		    const uint8_t *pf, int nt)
 {
 	for (int h = 0; h < 2; h++) {
 #define T(N) tile_t(dec, nc, x, ldx, sc, first, v, h ? NULL : pf, h, N)
@@ -209,8 +213,9 @@ static void block_tiles(const uint8_t *wp, const float *sc, int cols, int seg, c
 		decode_seg(wp, k0, k1, dec);
 		for (int t0 = 0; t0 < j->n; t0 += TT) {
 			int nt = j->n - t0 < TT ? j->n - t0 : TT;
-			tile(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx, sc + (size_t)g * SR,
-			     g == 0, tot + (size_t)t0 * SR, t0 ? NULL : wp + (size_t)k1 * STEP, nt);
+			tile(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx,
+			     sc + (size_t)g * SR, g == 0, tot + (size_t)t0 * SR, t0 ? NULL : wp + (size_t)k1 * STEP,
+			     nt);
 		}
 	}
 }
@@ -227,7 +232,8 @@ void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1)
 	_Alignas(32) float dec[2 * PREPACK_FP8_SEG_PAIRS * SR]; /* 16 KB */
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
-		const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)w->packed_pairs * STEP;
+		const uint8_t *wp = (const uint8_t *)(const void *)w->packed +
+				    (size_t)(rb / SR) * (size_t)w->packed_pairs * STEP;
 		const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
 		for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
 			int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;

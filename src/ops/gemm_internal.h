@@ -16,9 +16,21 @@
 static inline float gemm_elem(enum dtype dt, const void *p, size_t i)
 {
 	switch (dt) {
-	case DT_F32: { float f; memcpy(&f, (const char *)p + 4 * i, 4); return f; }
-	case DT_BF16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return bf16_to_f32(h); }
-	case DT_F16: { uint16_t h; memcpy(&h, (const char *)p + 2 * i, 2); return f16_to_f32(h); }
+	case DT_F32: {
+		float f;
+		memcpy(&f, (const char *)p + 4 * i, 4);
+		return f;
+	}
+	case DT_BF16: {
+		uint16_t h;
+		memcpy(&h, (const char *)p + 2 * i, 2);
+		return bf16_to_f32(h);
+	}
+	case DT_F16: {
+		uint16_t h;
+		memcpy(&h, (const char *)p + 2 * i, 2);
+		return f16_to_f32(h);
+	}
 	case DT_F8_E4M3: return fp8_e4m3_table[((const uint8_t *)p)[i]];
 	default: CHECK(!"unsupported weight dtype"); return 0;
 	}

@@ -19,16 +19,18 @@
 #include "ops/scratch.h"
 
 #define A512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
-#define A512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+#define A512_INLINE                                                                                             \
+	static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma," \
+							   "f16c")))
 
-#define SR 32			/* rows per sub-panel */
-#define NSUB (GEMM_PANEL / SR)	/* sub-panels per work item */
-#define TT 12			/* tokens per tile (at most) */
-#define KF 256			/* f: columns per k block */
-#define KP 256			/* dp: column pairs per k block */
-#define MAX_SEG 8		/* dp: fp8 scale segments per k block */
-#define XS (KF + 16)		/* x tile row stride (KF = KP): rows spread over L1 sets */
-#define PF_BYTES 256		/* packing: prefetch distance along a weight row */
+#define SR 32                  /* rows per sub-panel */
+#define NSUB (GEMM_PANEL / SR) /* sub-panels per work item */
+#define TT 12                  /* tokens per tile (at most) */
+#define KF 256                 /* f: columns per k block */
+#define KP 256                 /* dp: column pairs per k block */
+#define MAX_SEG 8              /* dp: fp8 scale segments per k block */
+#define XS (KF + 16)           /* x tile row stride (KF = KP): rows spread over L1 sets */
+#define PF_BYTES 256           /* packing: prefetch distance along a weight row */
 
 /* The packed weights of one work item for one k block: f [NSUB][KF][SR] fp32, dp [NSUB][KP][SR]
  * bf16 pairs (64 KB) */
@@ -58,7 +60,10 @@ static inline void pf_l2(const void *p, ptrdiff_t off)
 }
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-static inline __mmask32 mask32(int n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
+static inline __mmask32 mask32(int n)
+{
+	return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+}
 
 /* ---- packing ---- */
 
@@ -95,7 +100,8 @@ static inline size_t esize(enum dtype dt) { return dt == DT_F32 ? 4 : dt == DT_F
 static inline void rows16(const struct wmat *w, int sr, int rb, int nr, const char *row[16])
 {
 	for (int i = 0; i < 16; i++)
-		row[i] = (const char *)w->data + (size_t)(sr + (rb + i < nr ? rb + i : rb)) * (size_t)w->ld * esize(w->dtype);
+		row[i] = (const char *)w->data +
+			 (size_t)(sr + (rb + i < nr ? rb + i : rb)) * (size_t)w->ld * esize(w->dtype);
 }
 
 /* Columns [c, c + min(32, e - c)) of 16 rows (the first nv real) as bf16 pairs, transposed:
@@ -139,7 +145,8 @@ A512_INLINE void pack_f_t(const struct wmat *w, int sr, int nr, int k0, int k1, 
 #pragma GCC unroll 16
 					for (int i = 0; i < 16; i++) {
 						__m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v[i], 16));
-						__m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v[i], _mm512_set1_epi32((int)0xffff0000u)));
+						__m512 hi = _mm512_castsi512_ps(
+							_mm512_and_si512(v[i], _mm512_set1_epi32((int)0xffff0000u)));
 						if (dt == DT_F8_E4M3) {
 							lo = _mm512_mul_ps(lo, scv);
 							hi = _mm512_mul_ps(hi, scv);
@@ -298,12 +305,15 @@ static A512 void pack_x(const float *x, int ldx, int nt, const struct kblock *kb
 			for (; c + 32 <= len; c += 32) {
 				pf_l2(src + c, pf * 4);
 				pf_l2(src + c + 16, pf * 4);
-				_mm512_storeu_si512(d + c / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + c + 16), _mm512_loadu_ps(src + c)));
+				_mm512_storeu_si512(d + c / 2,
+						    (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + c + 16),
+										 _mm512_loadu_ps(src + c)));
 			}
 			if (c < len) {
 				__m512 lo = _mm512_maskz_loadu_ps(mask16(len - c), src + c);
 				__m512 hi = _mm512_maskz_loadu_ps(mask16(len - c - 16), src + c + 16);
-				_mm512_mask_storeu_epi32(d + c / 2, mask16((len - c + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+				_mm512_mask_storeu_epi32(d + c / 2, mask16((len - c + 1) / 2),
+							 (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 			}
 		}
 }
@@ -311,8 +321,8 @@ static A512 void pack_x(const float *x, int ldx, int nt, const struct kblock *kb
 /* ---- micro-kernels: nt tokens x nh halves of 16 rows (store masks m0, m1) ---- */
 
 /* f: y[t][row] (+)= Σ_{k < kb} wp[k][row] · xt.f[t][k] */
-A512_INLINE void mk_f_t(const float *wp, int kb, float *y, int ldy, __mmask16 m0, __mmask16 m1, int add,
-			const int nt, const int nh)
+A512_INLINE void mk_f_t(const float *wp, int kb, float *y, int ldy, __mmask16 m0, __mmask16 m1, int add, const int nt,
+			const int nh)
 {
 	__m512 a0[TT], a1[TT];
 #pragma GCC unroll 12
@@ -369,27 +379,28 @@ A512_INLINE void mk_dp_t(const uint32_t *wp, int p0, int p1, const float *sc, fl
 		__m512 v = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
 		_mm512_mask_storeu_ps(yt, m0, v);
 		if (nh == 2) {
-			v = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
+			v = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16))
+				: _mm512_mul_ps(a1[t], s1);
 			_mm512_mask_storeu_ps(yt + 16, m1, v);
 		}
 	}
 }
 
 /* one copy per (tokens, halves): the accumulators stay in registers */
-#define MK_CASES(F, NH, ...)                          \
-	switch (nt) {                                 \
-	case 1: F(__VA_ARGS__, 1, NH); break;         \
-	case 2: F(__VA_ARGS__, 2, NH); break;         \
-	case 3: F(__VA_ARGS__, 3, NH); break;         \
-	case 4: F(__VA_ARGS__, 4, NH); break;         \
-	case 5: F(__VA_ARGS__, 5, NH); break;         \
-	case 6: F(__VA_ARGS__, 6, NH); break;         \
-	case 7: F(__VA_ARGS__, 7, NH); break;         \
-	case 8: F(__VA_ARGS__, 8, NH); break;         \
-	case 9: F(__VA_ARGS__, 9, NH); break;         \
-	case 10: F(__VA_ARGS__, 10, NH); break;       \
-	case 11: F(__VA_ARGS__, 11, NH); break;       \
-	default: F(__VA_ARGS__, 12, NH); break;       \
+#define MK_CASES(F, NH, ...)                    \
+	switch (nt) {                           \
+	case 1: F(__VA_ARGS__, 1, NH); break;   \
+	case 2: F(__VA_ARGS__, 2, NH); break;   \
+	case 3: F(__VA_ARGS__, 3, NH); break;   \
+	case 4: F(__VA_ARGS__, 4, NH); break;   \
+	case 5: F(__VA_ARGS__, 5, NH); break;   \
+	case 6: F(__VA_ARGS__, 6, NH); break;   \
+	case 7: F(__VA_ARGS__, 7, NH); break;   \
+	case 8: F(__VA_ARGS__, 8, NH); break;   \
+	case 9: F(__VA_ARGS__, 9, NH); break;   \
+	case 10: F(__VA_ARGS__, 10, NH); break; \
+	case 11: F(__VA_ARGS__, 11, NH); break; \
+	default: F(__VA_ARGS__, 12, NH); break; \
 	}
 
 static A512 void mk_f(const float *wp, int kb, float *y, int ldy, int nr, int add, int nt)
@@ -426,11 +437,12 @@ static A512 void panel_f(const struct gemm_job *j, int r0, int r1)
 		}
 		for (int ti = 0, t0 = 0, nt; ti < ntile; t0 += nt, ti++) {
 			nt = tile_size(j->n, ntile, ti);
-			copy_x(j->x + (size_t)t0 * (size_t)j->ldx + k0, j->ldx, nt, k1 - k0, next_tile(j, t0, nt, k0, k1));
+			copy_x(j->x + (size_t)t0 * (size_t)j->ldx + k0, j->ldx, nt, k1 - k0,
+			       next_tile(j, t0, nt, k0, k1));
 			for (int sp = 0; sp < nsub; sp++) {
 				int sr = r0 + sp * SR;
-				mk_f(pk.f + (size_t)sp * KF * SR, k1 - k0, j->y + (size_t)t0 * (size_t)j->ldy + sr, j->ldy,
-				     r1 - sr < SR ? r1 - sr : SR, k0 > 0 || j->accumulate, nt);
+				mk_f(pk.f + (size_t)sp * KF * SR, k1 - k0, j->y + (size_t)t0 * (size_t)j->ldy + sr,
+				     j->ldy, r1 - sr < SR ? r1 - sr : SR, k0 > 0 || j->accumulate, nt);
 			}
 			prefetch_w(w, r0, r1, k1, k1 + KF < w->cols ? k1 + KF : w->cols, ti, ntile);
 		}
@@ -451,7 +463,8 @@ static A512 void panel_dp(const struct gemm_job *j, int r0, int r1)
 			if (fp8) /* the decode is 2^-8 small: folded into the scale */
 				for (int g = 0; g < kb.n; g++)
 					for (int r = 0; r < SR; r++)
-						seg_sc[sp][g][r] = r < nr ? gemm_wscale(w, sr + r, kb.s[g]) * 256.0f : 0.0f;
+						seg_sc[sp][g][r] = r < nr ? gemm_wscale(w, sr + r, kb.s[g]) * 256.0f
+									  : 0.0f;
 		}
 		for (int ti = 0, t0 = 0, nt; ti < ntile; t0 += nt, ti++) {
 			nt = tile_size(j->n, ntile, ti);
@@ -464,8 +477,9 @@ static A512 void panel_dp(const struct gemm_job *j, int r0, int r1)
 					mk_dp(wp, 0, kb.np, NULL, y, j->ldy, nr, k0 > 0 || j->accumulate, nt);
 				else
 					for (int g = 0; g < kb.n; g++)
-						mk_dp(wp, kb.p[g], kb.p[g] + (kb.e[g] - kb.s[g] + 1) / 2, seg_sc[sp][g], y, j->ldy,
-						      nr, k0 > 0 || g > 0 || j->accumulate, nt);
+						mk_dp(wp, kb.p[g], kb.p[g] + (kb.e[g] - kb.s[g] + 1) / 2,
+						      seg_sc[sp][g], y, j->ldy, nr, k0 > 0 || g > 0 || j->accumulate,
+						      nt);
 			}
 			prefetch_w(w, r0, r1, k1, k1 + 2 * KP < w->cols ? k1 + 2 * KP : w->cols, ti, ntile);
 		}

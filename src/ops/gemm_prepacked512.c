@@ -23,12 +23,14 @@
 #include "ops/prepack.h"
 
 #define A512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
-#define A512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+#define A512_INLINE                                                                                             \
+	static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma," \
+							   "f16c")))
 
 #define SR PREPACK_ROWS /* rows per block: two zmm of pairs */
-#define TT 12		/* tokens per tile at most (24 accumulators) */
-#define KP 256		/* pairs per k chunk: a full tile's x (12 x 1 KB) stays in L1 */
-#define PF_SINGLE 8192	/* one tile: prefetch distance (3-5% over the next chunk's 32 KB) */
+#define TT 12           /* tokens per tile at most (24 accumulators) */
+#define KP 256          /* pairs per k chunk: a full tile's x (12 x 1 KB) stays in L1 */
+#define PF_SINGLE 8192  /* one tile: prefetch distance (3-5% over the next chunk's 32 KB) */
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
@@ -47,8 +49,10 @@ A512_INLINE void store_acc(const __m512 *a0, const __m512 *a1, float *y, size_t 
 			v0 = add ? _mm512_add_ps(a0[t], _mm512_maskz_loadu_ps(m0, yt)) : a0[t];
 			v1 = add ? _mm512_add_ps(a1[t], _mm512_maskz_loadu_ps(m1, yt + 16)) : a1[t];
 		} else {
-			v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt)) : _mm512_mul_ps(a0[t], s0);
-			v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16)) : _mm512_mul_ps(a1[t], s1);
+			v0 = add ? _mm512_fmadd_ps(a0[t], s0, _mm512_maskz_loadu_ps(m0, yt))
+				 : _mm512_mul_ps(a0[t], s0);
+			v1 = add ? _mm512_fmadd_ps(a1[t], s1, _mm512_maskz_loadu_ps(m1, yt + 16))
+				 : _mm512_mul_ps(a1[t], s1);
 		}
 		_mm512_mask_storeu_ps(yt, m0, v0);
 		_mm512_mask_storeu_ps(yt + 16, m1, v1);
@@ -57,8 +61,8 @@ A512_INLINE void store_acc(const __m512 *a0, const __m512 *a1, float *y, size_t 
 
 /* y[t][0..32) (+)= sc[row] · Σ_{p < np} wp[p][row] · xp[t][p] for nt tokens (sc NULL: 1);
  * prefetches pf + p·pfs (two lines when pfs > 64) */
-A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy,
-		      __mmask16 m0, __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
+A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
+		      __mmask16 m1, int add, const float *sc, uintptr_t pf, int pfs, const int nt)
 {
 	__m512 a0[TT], a1[TT];
 #pragma GCC unroll 12
@@ -125,8 +129,8 @@ void gemm_prepacked512_fp8_decoder(int vbmi) { fp8_decoder = vbmi; }
 #define FP8_SFX _vbmi
 #define FP8_FN A512V
 #define FP8_INLINE static inline __attribute__((always_inline)) A512V
-#define FP8_REGS                                                                                 \
-	struct fp8_vbmi tv;                                                                      \
+#define FP8_REGS            \
+	struct fp8_vbmi tv; \
 	fp8_vbmi_load(&tv)
 #define FP8_DECODE(raw, w0, w1) fp8_vbmi_decode(raw, &tv, &w0, &w1)
 #include "ops/gemm_fp8_dp.inc"
@@ -148,18 +152,21 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 		int ntile = (j->n + TT - 1) / TT;
 		for (int rb = r0; rb < r1; rb += SR) {
 			int nr = r1 - rb < SR ? r1 - rb : SR;
-			const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
+			const uint8_t *wp = (const uint8_t *)(const void *)w->packed +
+					    (size_t)(rb / SR) * (size_t)stride * 2 * SR;
 			const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
 			for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 				int kn = P - k0 < seg ? P - k0 : seg;
-				uintptr_t next = (uintptr_t)(wp + (size_t)(k0 + kn) * 2 * SR), bytes = (uintptr_t)kn * 2 * SR;
+				uintptr_t next = (uintptr_t)(wp + (size_t)(k0 + kn) * 2 * SR),
+					  bytes = (uintptr_t)kn * 2 * SR;
 				decode_chunk(wp + (size_t)k0 * 2 * SR, kn, dec);
 				for (int ti = 0, t0 = 0; ti < ntile; ti++) {
 					int nt = j->n / ntile + (ti < j->n % ntile);
-					mk(dec, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp, j->y + (size_t)t0 * (size_t)j->ldy + rb,
-					   (size_t)j->ldy, mask16(nr), mask16(nr - 16), k0 > 0 || j->accumulate, sc + (size_t)g * SR,
-					   next + bytes * (uintptr_t)ti / (uintptr_t)ntile, (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1),
-					   nt);
+					mk(dec, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
+					   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr),
+					   mask16(nr - 16), k0 > 0 || j->accumulate, sc + (size_t)g * SR,
+					   next + bytes * (uintptr_t)ti / (uintptr_t)ntile,
+					   (int)(2 * SR / ntile > 0 ? 2 * SR / ntile : 1), nt);
 					t0 += nt;
 				}
 			}
@@ -168,7 +175,8 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 	}
 	for (int rb = r0; rb < r1; rb += SR) { /* one tile: decode in the kernel */
 		int nr = r1 - rb < SR ? r1 - rb : SR;
-		const uint8_t *wp = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * (size_t)stride * 2 * SR;
+		const uint8_t *wp = (const uint8_t *)(const void *)w->packed +
+				    (size_t)(rb / SR) * (size_t)stride * 2 * SR;
 		const float *sc = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR;
 		for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 			int kn = P - k0 < seg ? P - k0 : seg;
@@ -219,9 +227,10 @@ void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int l
 			for (int ti = 0, t0 = 0; ti < ntile; ti++) {
 				int nt = j->n / ntile + (ti < j->n % ntile); /* near-equal tiles */
 				mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
-				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr), mask16(nr - 16),
-				   k0 > 0 || j->accumulate, NULL,
-				   ntile == 1 ? chunk + PF_SINGLE : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
+				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr),
+				   mask16(nr - 16), k0 > 0 || j->accumulate, NULL,
+				   ntile == 1 ? chunk + PF_SINGLE
+					      : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
 				   (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1), nt);
 				t0 += nt;
 			}

@@ -133,10 +133,7 @@ void pool_free(struct pool *p)
 	free(p);
 }
 
-int pool_size(const struct pool *p)
-{
-	return p ? p->n_threads : 1;
-}
+int pool_size(const struct pool *p) { return p ? p->n_threads : 1; }
 
 void pool_for(struct pool *p, int n, int grain, void (*fn)(void *, int, int, int), void *ctx)
 {

@@ -17,7 +17,6 @@ int pool_size(const struct pool *p);
 /* Splits [0, n) into pool_size() contiguous ranges (at least `grain` items each, except the
  * last) and runs fn(ctx, begin, end, tid) on them, the caller's thread taking one range.
  * A NULL pool runs fn(ctx, 0, n, 0) inline. Not reentrant: do not call pool_for from fn. */
-void pool_for(struct pool *p, int n, int grain, void (*fn)(void *ctx, int begin, int end, int tid),
-	      void *ctx);
+void pool_for(struct pool *p, int n, int grain, void (*fn)(void *ctx, int begin, int end, int tid), void *ctx);
 
 #endif

@@ -51,8 +51,8 @@ static bool prepack_enabled(void)
 
 bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
-	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
-		      w->col0 % w->blk_c == 0;
+	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 &&
+		      w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS && w->col0 % w->blk_c == 0;
 	if (w->rows <= 0 || w->cols <= 0 || !prepack_enabled())
 		return false;
 	if (fp8_ok && ops_level_best() == OPS_AVX2) /* the AVX2 layout: fp32 FMAs, any activations */
@@ -90,7 +90,8 @@ static __attribute__((target("avx512f,avx512bw"))) void pack_block_avx512(const 
 			__m512i r[16];
 			for (int i = 0; i < 16; i++) {
 				int row = half * 16 + i;
-				const uint16_t *src = (const uint16_t *)w->data + (size_t)(b * PREPACK_ROWS + row) * (size_t)w->ld;
+				const uint16_t *src = (const uint16_t *)w->data +
+						      (size_t)(b * PREPACK_ROWS + row) * (size_t)w->ld;
 				r[i] = row < nrow ? _mm512_maskz_loadu_epi16(m, src + c) : _mm512_setzero_si512();
 			}
 			tr16(r); /* r[p]: pair c/2 + p of the 16 rows */
@@ -116,9 +117,11 @@ static void pack_blocks(void *arg, int b0, int b1, int tid)
 		uint32_t *d = c->dst + (size_t)b * PP * PREPACK_ROWS;
 		memset(d, 0, PP * PREPACK_ROWS * sizeof(uint32_t));
 		for (int r = 0; r < PREPACK_ROWS && b * PREPACK_ROWS + r < w->rows; r++) {
-			const uint16_t *src = (const uint16_t *)w->data + (size_t)(b * PREPACK_ROWS + r) * (size_t)w->ld;
+			const uint16_t *src = (const uint16_t *)w->data +
+					      (size_t)(b * PREPACK_ROWS + r) * (size_t)w->ld;
 			for (int c2 = 0; c2 + 1 < w->cols; c2 += 2)
-				d[(size_t)(c2 / 2) * PREPACK_ROWS + (size_t)r] = (uint32_t)src[c2] | (uint32_t)src[c2 + 1] << 16;
+				d[(size_t)(c2 / 2) * PREPACK_ROWS + (size_t)r] = (uint32_t)src[c2] |
+										 (uint32_t)src[c2 + 1] << 16;
 			if (w->cols & 1)
 				d[(P - 1) * PREPACK_ROWS + (size_t)r] = src[w->cols - 1];
 		}
@@ -141,7 +144,9 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 		for (int r = 0; r < PREPACK_ROWS; r++) {
 			int row = b * PREPACK_ROWS + r;
 			for (size_t g = 0; g < S; g++)
-				sc[g * PREPACK_ROWS + (size_t)r] = row < w->rows ? gemm_wscale(w, row, (int)g * w->blk_c) : 0.0f;
+				sc[g * PREPACK_ROWS + (size_t)r] = row < w->rows
+									   ? gemm_wscale(w, row, (int)g * w->blk_c)
+									   : 0.0f;
 			if (row >= w->rows)
 				continue;
 			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
@@ -156,9 +161,9 @@ void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p) { prepack_we
 void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind)
 {
 	bool fp8 = w->dtype == DT_F8_E4M3;
-	CHECK((w->dtype == DT_BF16 || (fp8 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS &&
-					w->col0 % w->blk_c == 0)) && ((uintptr_t)dst & 63) == 0 &&
-	      (kind == PREPACK_KIND_DP || fp8));
+	CHECK((w->dtype == DT_BF16 ||
+	       (fp8 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS && w->col0 % w->blk_c == 0)) &&
+	      ((uintptr_t)dst & 63) == 0 && (kind == PREPACK_KIND_DP || fp8));
 	struct pack_ctx c = {w, dst, kind};
 	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
 	w->packed = dst;
@@ -172,10 +177,11 @@ void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kin
 /* 16 rows (r0.., those past `rows` zero) of pairs [p0, p0 + np) of block b, columns contiguous
  * in each source row (ld_c 1): each row's 32 values rounded, their high halves paired by one
  * word permute, then a 16 x 16 transpose makes each pair's 16 rows one store */
-static F32_PACK_FN void pack16_rows(uint32_t *d, int rows, int r0, int nc, int c, int np, const float *src, size_t ld_r)
+static F32_PACK_FN void pack16_rows(uint32_t *d, int rows, int r0, int nc, int c, int np, const float *src,
+				    size_t ld_r)
 {
-	const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
-					     25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+	const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+					     27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 	int left = nc - c; /* columns of the range from c on */
 	__mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
 	__mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
@@ -186,7 +192,8 @@ static F32_PACK_FN void pack16_rows(uint32_t *d, int rows, int r0, int nc, int c
 			continue;
 		}
 		const float *s = src + (size_t)(r0 + i) * ld_r + (size_t)c;
-		__m512 a = round_bf16_512(_mm512_maskz_loadu_ps(m0, s)), b = round_bf16_512(_mm512_maskz_loadu_ps(m1, s + 16));
+		__m512 a = round_bf16_512(_mm512_maskz_loadu_ps(m0, s)),
+		       b = round_bf16_512(_mm512_maskz_loadu_ps(m1, s + 16));
 		r[i] = _mm512_permutex2var_epi16(_mm512_castps_si512(a), odd, _mm512_castps_si512(b));
 	}
 	tr16(r);
@@ -201,9 +208,11 @@ static F32_PACK_FN void pack16_cols(uint32_t *d, int rows, int r0, int nc, int c
 	int left = rows - r0;
 	__mmask16 m = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 	__m512i a = _mm512_castps_si512(round_bf16_512(_mm512_maskz_loadu_ps(m, src + (size_t)c * ld_c + (size_t)r0)));
-	__m512i b = c + 1 < nc ? _mm512_castps_si512(round_bf16_512(_mm512_maskz_loadu_ps(m, src + (size_t)(c + 1) * ld_c + (size_t)r0)))
+	__m512i b = c + 1 < nc ? _mm512_castps_si512(round_bf16_512(
+					 _mm512_maskz_loadu_ps(m, src + (size_t)(c + 1) * ld_c + (size_t)r0)))
 			       : _mm512_setzero_si512();
-	_mm512_storeu_si512(d, _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u))));
+	_mm512_storeu_si512(d, _mm512_or_si512(_mm512_srli_epi32(a, 16),
+					       _mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u))));
 }
 
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c)

@@ -35,9 +35,9 @@
 
 #include "ops/gemm.h"
 
-#define PREPACK_ROWS 32 /* rows per block */
+#define PREPACK_ROWS 32          /* rows per block */
 #define PREPACK_FP8_SEG_PAIRS 64 /* fp8: most pairs per scale segment (blk_c <= 128) */
-#define PREPACK_PAIR_ALIGN 16	 /* pairs per block padded to this: one AMX tile's k depth */
+#define PREPACK_PAIR_ALIGN 16    /* pairs per block padded to this: one AMX tile's k depth */
 
 /* byte of a packed fp8 step holding row r (0-31), column i (0-1) of the pair */
 static inline size_t prepack_fp8_byte(int r, int i) { return (size_t)(2 * (2 * (r % 16) + i) + r / 16); }
@@ -45,7 +45,7 @@ static inline size_t prepack_fp8_byte(int r, int i) { return (size_t)(2 * (2 * (
 /* the same in the AVX2 fp8 layout */
 static inline size_t prepack_fp8_avx2_byte(int r, int i) { return (size_t)(32 * (r / 16) + 16 * i + r % 16); }
 
-#define PREPACK_KIND_DP 0	/* the dot-product kernels' layout (AVX512_BF16, AMX) */
+#define PREPACK_KIND_DP 0       /* the dot-product kernels' layout (AVX512_BF16, AMX) */
 #define PREPACK_KIND_FP8_AVX2 1 /* fp8 bytes for the AVX2 kernel (ops/gemm_fp8_avx2.c) */
 
 /* pairs per block of a packed matrix with `cols` columns */
@@ -76,11 +76,11 @@ void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kin
 static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }
 static inline int prepack_segments(const struct wmat *w) { return (2 * w->packed_pairs + w->blk_c - 1) / w->blk_c; }
 
-/* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values,
- * element (r, c0 + c) = src[r * ld_r + c * ld_c], into dst laid out for `cols` columns
- * (prepack_pairs(cols) pairs per block), padding rows up to the block and an odd last column
- * of the range with zeros (the range that ends at cols also zeroes the pad pairs). Strides let the caller pack a transpose (the prefill's Vᵀ) or
- * concatenate column ranges (its [k_nope | k_pe] keys) without a copy. */
+/* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values, element
+ * (r, c0 + c) = src[r * ld_r + c * ld_c], into dst laid out for `cols` columns (prepack_pairs(cols)
+ * pairs per block), padding rows up to the block and an odd last column of the range with zeros
+ * (the range that ends at cols also zeroes the pad pairs). Strides let the caller pack a transpose
+ * (the prefill's Vᵀ) or concatenate column ranges (its [k_nope | k_pe] keys) without a copy. */
 void prepack_f32(uint32_t *dst, int rows, int cols, int c0, int nc, const float *src, size_t ld_r, size_t ld_c);
 
 /* Single-threaded y = x · Wᵀ on packed weights (w->data unused), for callers that divide the

@@ -54,14 +54,17 @@ A512 static void encode_bf16_512(const uint16_t *p, int n, float s, uint8_t *out
 		__m512i r = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7ffff)),
 					     _mm512_and_si512(_mm512_srli_epi32(a, 20), one));
 		r = _mm512_and_si512(r, _mm512_set1_epi32(~0xfffff));
-		__m512i nb = _mm512_or_si512(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(r, 23), _mm512_set1_epi32(120)), 3),
-					     _mm512_and_si512(_mm512_srli_epi32(r, 20), _mm512_set1_epi32(7)));
+		__m512i nb = _mm512_or_si512(
+			_mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(r, 23), _mm512_set1_epi32(120)), 3),
+			_mm512_and_si512(_mm512_srli_epi32(r, 20), _mm512_set1_epi32(7)));
 		/* subnormal: |v| x 512 rounded by the float adder */
 		__m512 m = _mm512_mul_ps(_mm512_castsi512_ps(a), k512);
 		__m512i sb = _mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(m, magic), magic));
 		__m512i b = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3c800000)), nb, sb);
-		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x43e80000)), b, _mm512_set1_epi32(0x7e));
-		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), b, _mm512_set1_epi32(0x7f));
+		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x43e80000)), b,
+					    _mm512_set1_epi32(0x7e));
+		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), b,
+					    _mm512_set1_epi32(0x7f));
 		_mm_storeu_si128((void *)(out + j), _mm512_cvtepi32_epi8(_mm512_or_si512(b, sign)));
 	}
 }
@@ -96,7 +99,8 @@ static void quant_block_rows(void *arg, int begin, int end, int tid)
 			int finite = 1;
 			int wv = c->avx512 ? w / 16 * 16 : 0; /* lanes the vector code takes */
 			for (int r = ra; r < rb; r++) {
-				const uint16_t *row = (const uint16_t *)c->src->data + (size_t)r * (size_t)c->src->ld + ca;
+				const uint16_t *row = (const uint16_t *)c->src->data + (size_t)r * (size_t)c->src->ld +
+						      ca;
 				if (wv) {
 					float m = amax_bf16_512(row, wv, &finite);
 					amax = m > amax ? m : amax;
@@ -116,7 +120,9 @@ static void quant_block_rows(void *arg, int begin, int end, int tid)
 			for (int r = ra; r < rb; r++) {
 				uint8_t *out = c->q + (size_t)(r - c->r0) * (size_t)c->nc + (size_t)(ca - c->c0);
 				if (wv)
-					encode_bf16_512((const uint16_t *)c->src->data + (size_t)r * (size_t)c->src->ld + ca, wv, s, out);
+					encode_bf16_512((const uint16_t *)c->src->data +
+								(size_t)r * (size_t)c->src->ld + ca,
+							wv, s, out);
 				load_row(c->src, r, ca + wv, w - wv, buf);
 				for (int j = 0; j < w - wv; j++)
 					out[wv + j] = f32_to_fp8_e4m3(buf[j] / s);
@@ -128,7 +134,15 @@ static void quant_block_rows(void *arg, int begin, int end, int tid)
 int quant_fp8_blocks(struct pool *p, const struct wmat *src, int r0, int nr, int c0, int nc, int blk, uint8_t *q,
 		     float *scale, int *bad_r, int *bad_c)
 {
-	struct qctx c = {src, r0, nr, c0, nc, blk, (src->cols + blk - 1) / blk, q, scale,
+	struct qctx c = {src,
+			 r0,
+			 nr,
+			 c0,
+			 nc,
+			 blk,
+			 (src->cols + blk - 1) / blk,
+			 q,
+			 scale,
 			 src->dtype == DT_BF16 && ops_level_best() >= OPS_AVX512};
 	int nbr = (nr + blk - 1) / blk;
 	pool_for(p, nbr, 1, quant_block_rows, &c);

@@ -3,10 +3,7 @@
 #include <math.h>
 #include <stddef.h>
 
-float ops_yarn_mscale(float scale, float m)
-{
-	return scale <= 1.0f ? 1.0f : 0.1f * m * logf(scale) + 1.0f;
-}
+float ops_yarn_mscale(float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * logf(scale) + 1.0f; }
 
 static double corr_dim(double n_rot, int dim, double base, double max_pos)
 {

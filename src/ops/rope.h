@@ -8,9 +8,9 @@
 #define ROPE_MAX_PAIRS 256
 
 struct rope {
-	int dim;			 /* rotary dim dr (even) */
-	float inv_freq[ROPE_MAX_PAIRS];	 /* f'_i, i in [0, dim/2) */
-	float mscale;			 /* cos/sin multiplier (1 for released configs) */
+	int dim;                        /* rotary dim dr (even) */
+	float inv_freq[ROPE_MAX_PAIRS]; /* f'_i, i in [0, dim/2) */
+	float mscale;                   /* cos/sin multiplier (1 for released configs) */
 };
 
 struct rope_params {

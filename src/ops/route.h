@@ -12,10 +12,10 @@
 
 struct route_params {
 	int n_experts, top_k, n_group, topk_group;
-	bool sigmoid;	     /* else softmax */
+	bool sigmoid; /* else softmax */
 	bool norm_topk_prob;
 	float routed_scaling_factor;
-	const float *bias;   /* [n_experts] e_score_correction_bias, or NULL */
+	const float *bias; /* [n_experts] e_score_correction_bias, or NULL */
 };
 
 /* logits [n_experts] → ids [top_k] (descending choice score), w [top_k]. */

@@ -8,13 +8,13 @@
 #include <stddef.h>
 
 enum ops_scratch_id {
-	OPS_SCRATCH_AVX2_PACK,	/* gemm.c: packed AVX2 panel */
-	OPS_SCRATCH_X_BF16,	/* gemm_avx512.c: x converted to bf16 */
-	OPS_SCRATCH_PACK512_W,	/* gemm_pack512.c: packed weights */
-	OPS_SCRATCH_PACK512_X,	/* gemm_pack512.c: x tile */
+	OPS_SCRATCH_AVX2_PACK,  /* gemm.c: packed AVX2 panel */
+	OPS_SCRATCH_X_BF16,     /* gemm_avx512.c: x converted to bf16 */
+	OPS_SCRATCH_PACK512_W,  /* gemm_pack512.c: packed weights */
+	OPS_SCRATCH_PACK512_X,  /* gemm_pack512.c: x tile */
 	OPS_SCRATCH_PACK512_SC, /* gemm_pack512.c: fp8 segment scales */
-	OPS_SCRATCH_PREPACK_X,	/* gemm.c: x as bf16 for the prepacked kernel */
-	OPS_SCRATCH_AMX_C,	/* gemm_amx.c: C tiles between k chunks */
+	OPS_SCRATCH_PREPACK_X,  /* gemm.c: x as bf16 for the prepacked kernel */
+	OPS_SCRATCH_AMX_C,      /* gemm_amx.c: C tiles between k chunks */
 	OPS_SCRATCH_N
 };
 

@@ -25,7 +25,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void tr16(__m512
 #pragma GCC unroll 4
 	for (int e = 0; e < 4; e++) {
 		__m512i a = _mm512_shuffle_i32x4(r[e], r[4 + e], 0x88), b = _mm512_shuffle_i32x4(r[e], r[4 + e], 0xdd);
-		__m512i c = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0x88), d = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0xdd);
+		__m512i c = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0x88),
+			d = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0xdd);
 		t[e] = _mm512_shuffle_i32x4(a, c, 0x88);
 		t[8 + e] = _mm512_shuffle_i32x4(a, c, 0xdd);
 		t[4 + e] = _mm512_shuffle_i32x4(b, d, 0x88);

@@ -264,7 +264,8 @@ static AVX2_FN void round_bf16_avx2(float *x, int64_t n)
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
-		__m256i r = _mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+		__m256i r = _mm256_add_epi32(u,
+					     _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
 		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
 		r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
 		_mm256_storeu_si256((__m256i *)(x + i), _mm256_and_si256(r, hi));

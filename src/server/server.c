@@ -47,8 +47,7 @@ static void on_stop(void *server)
 	pthread_mutex_unlock(&s->mu);
 }
 
-int server_start(const struct server_config *c, const struct server_deps *d,
-		 struct server **out, struct err *e)
+int server_start(const struct server_config *c, const struct server_deps *d, struct server **out, struct err *e)
 {
 	if (c->n_served_names < 1 || !c->served_names[0])
 		return err_set(e, "server: no served model name");
@@ -63,7 +62,8 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 	s->lim.max_n = c->max_n > 0 ? c->max_n : 128;
 	s->lim.max_prompts = 256;
 	s->lim.auto_tools = c->auto_tool_choice && c->tool_parser != 0;
-	s->lim.max_logprobs = c->max_logprobs > 0 && c->max_logprobs < ENGINE_MAX_LOGPROBS ? c->max_logprobs : ENGINE_MAX_LOGPROBS;
+	s->lim.max_logprobs = c->max_logprobs > 0 && c->max_logprobs < ENGINE_MAX_LOGPROBS ? c->max_logprobs
+											   : ENGINE_MAX_LOGPROBS;
 	s->max_model_len = engine_max_model_len(d->eng);
 	s->lim.priority = engine_priority_scheduling(d->eng);
 	s->started_at = (long long)time(NULL);
@@ -79,15 +79,20 @@ int server_start(const struct server_config *c, const struct server_deps *d,
 		err_set(e, "server: out of memory");
 		goto fail_store;
 	}
-	const struct http_config hc = {
-		.host = c->host, .port = c->port, .tls_key_pem = c->tls_key_pem,
-		.tls_cert_pem = c->tls_cert_pem, .max_body_bytes = c->max_body_bytes,
-		.conn_timeout_s = c->conn_timeout_s, .max_connections = c->max_connections,
-		.log_requests = c->log_requests, .allowed_origins = c->allowed_origins,
-		.allowed_methods = c->allowed_methods, .allowed_headers = c->allowed_headers,
-		.allow_credentials = c->allow_credentials};
-	const struct http_handler h = {.ctx = s, .on_request = routes_dispatch,
-				       .error_body = routes_error_body, .on_stop = on_stop};
+	const struct http_config hc = {.host = c->host,
+				       .port = c->port,
+				       .tls_key_pem = c->tls_key_pem,
+				       .tls_cert_pem = c->tls_cert_pem,
+				       .max_body_bytes = c->max_body_bytes,
+				       .conn_timeout_s = c->conn_timeout_s,
+				       .max_connections = c->max_connections,
+				       .log_requests = c->log_requests,
+				       .allowed_origins = c->allowed_origins,
+				       .allowed_methods = c->allowed_methods,
+				       .allowed_headers = c->allowed_headers,
+				       .allow_credentials = c->allow_credentials};
+	const struct http_handler h = {
+		.ctx = s, .on_request = routes_dispatch, .error_body = routes_error_body, .on_stop = on_stop};
 	if (http_start(&hc, &h, &s->http, e) < 0)
 		goto fail_http;
 	*out = s;
@@ -101,10 +106,7 @@ fail_store:
 	return -1;
 }
 
-int server_port(const struct server *s)
-{
-	return http_port(s->http);
-}
+int server_port(const struct server *s) { return http_port(s->http); }
 
 void server_stop(struct server *s)
 {

@@ -18,8 +18,7 @@ void server_config_init(struct server_config *c); /* port 8000, 16 MiB, 30 s, 10
 struct server;
 
 /* Binds and starts serving. */
-int server_start(const struct server_config *c, const struct server_deps *d,
-		 struct server **out, struct err *e);
+int server_start(const struct server_config *c, const struct server_deps *d, struct server **out, struct err *e);
 int server_port(const struct server *s); /* the bound port */
 /* Graceful stop: stop accepting, abort in-flight requests (streams end with finish_reason
  * "abort" and [DONE]), wait for connection threads, free. Call before engine_free. */

@@ -9,19 +9,15 @@ int cli_int_parse(const char *flag, const char *v, int lo, int hi, int *out, str
 	errno = 0;
 	long x = v ? strtol(v, &end, 10) : 0;
 	if (!v || errno || end == v || *end || x < lo || x > hi)
-		return err_set(e, "%s: invalid value '%s' (expected an integer in [%d, %d])", flag,
-			       v ? v : "", lo, hi);
+		return err_set(e, "%s: invalid value '%s' (expected an integer in [%d, %d])", flag, v ? v : "", lo,
+			       hi);
 	*out = (int)x;
 	return 0;
 }
 
-static bool is_sep(char c)
-{
-	return c == ' ' || c == ',' || c == '[' || c == ']' || c == '\n' || c == '\t';
-}
+static bool is_sep(char c) { return c == ' ' || c == ',' || c == '[' || c == ']' || c == '\n' || c == '\t'; }
 
-int cli_ids_parse(const char *flag, const char *s, bool allow_empty, int32_t **out, size_t *n,
-		  struct err *e)
+int cli_ids_parse(const char *flag, const char *s, bool allow_empty, int32_t **out, size_t *n, struct err *e)
 {
 	size_t cap = 16, cnt = 0;
 	int32_t *v = malloc(cap * sizeof *v);

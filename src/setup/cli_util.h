@@ -15,7 +15,6 @@ int cli_int_parse(const char *flag, const char *v, int lo, int hi, int *out, str
 /* A token-id list: "1,2,3", "1 2 3" or "[1, 2, 3]" (commas, blanks and brackets separate);
  * each id in [0, INT32_MAX]. *out is malloc'ed (also when empty). An empty list is an
  * error unless allow_empty. Errors name FLAG: "FLAG: invalid token id list 'S'". */
-int cli_ids_parse(const char *flag, const char *s, bool allow_empty, int32_t **out, size_t *n,
-		  struct err *e);
+int cli_ids_parse(const char *flag, const char *s, bool allow_empty, int32_t **out, size_t *n, struct err *e);
 
 #endif

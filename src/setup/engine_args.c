@@ -35,45 +35,44 @@ void engine_args_init(struct engine_args *a, bool serving)
 
 void engine_args_usage(FILE *f)
 {
-	fprintf(f,
-		"engine options:\n"
-		"  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
-		"  --load-format auto|dummy          dummy: random weights from config.json\n"
-		"  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
-		"                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
-		"  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"
-		"                                    FLASH_ATTN_MLA or REFERENCE_MLA for dense MLA;\n"
-		"                                    FLASHMLA_SPARSE for V3.2 (sparse attention);\n"
-		"                                    default: the first of the model's kind\n"
-		"  --block-size N                    tokens per KV block (default: backend's)\n"
-		"  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
-		"                                    the backend's; still 1 under DCP if unsupported)\n"
-		"  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
-		"  --kv-cache-dtype auto|bfloat16|float32\n"
-		"  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
-		"  --max-num-seqs N                  running requests per step (256)\n"
-		"  --max-num-batched-tokens N        token budget per step\n"
-		"  --max-model-len N                 context length (default: config)\n"
-		"  --max-waiting-requests N          queue bound before 503 (4096)\n"
-		"  --scheduling-policy fcfs|priority priority: requests' \"priority\" (lower first) orders\n"
-		"                                    the queue and picks who is preempted (default fcfs)\n"
-		"  --seed N                          engine seed (default 0)\n"
-		"  --threads N                       compute threads (default: all CPUs)\n"
-		"  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
-		"  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
-		"                                    generation_config.json (auto), none (vllm), or DIR's\n"
-		"  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
-		"  --speculative-config JSON         speculative decoding: prompt lookup, e.g.\n"
-		"                                    '{\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
-		"                                    \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}', or the\n"
-		"                                    checkpoint's MTP layer: '{\"method\": \"deepseek_mtp\"}'\n"
-		"                                    (\"num_speculative_tokens\": k > 1 chains it, as vLLM)\n"
-		"  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
-		"   --gpu-memory-utilization are taken and have no effect)\n"
-		"parallelism (ranks self-launched with mpirun unless started under it):\n"
-		"  --tensor-parallel-size, -tp N     tensor-parallel ranks; divides the heads (1)\n"
-		"  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (1)\n"
-		"  --dcp-kv-cache-interleave-size N  tokens per DCP shard run; divides the block size (1)\n");
+	fprintf(f, "engine options:\n"
+		   "  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
+		   "  --load-format auto|dummy          dummy: random weights from config.json\n"
+		   "  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
+		   "                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
+		   "  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"
+		   "                                    FLASH_ATTN_MLA or REFERENCE_MLA for dense MLA;\n"
+		   "                                    FLASHMLA_SPARSE for V3.2 (sparse attention);\n"
+		   "                                    default: the first of the model's kind\n"
+		   "  --block-size N                    tokens per KV block (default: backend's)\n"
+		   "  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
+		   "                                    the backend's; still 1 under DCP if unsupported)\n"
+		   "  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
+		   "  --kv-cache-dtype auto|bfloat16|float32\n"
+		   "  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
+		   "  --max-num-seqs N                  running requests per step (256)\n"
+		   "  --max-num-batched-tokens N        token budget per step\n"
+		   "  --max-model-len N                 context length (default: config)\n"
+		   "  --max-waiting-requests N          queue bound before 503 (4096)\n"
+		   "  --scheduling-policy fcfs|priority priority: requests' \"priority\" (lower first) orders\n"
+		   "                                    the queue and picks who is preempted (default fcfs)\n"
+		   "  --seed N                          engine seed (default 0)\n"
+		   "  --threads N                       compute threads (default: all CPUs)\n"
+		   "  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		   "  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
+		   "                                    generation_config.json (auto), none (vllm), or DIR's\n"
+		   "  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
+		   "  --speculative-config JSON         speculative decoding: prompt lookup, e.g.\n"
+		   "                                    '{\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
+		   "                                    \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}', or the\n"
+		   "                                    checkpoint's MTP layer: '{\"method\": \"deepseek_mtp\"}'\n"
+		   "                                    (\"num_speculative_tokens\": k > 1 chains it, as vLLM)\n"
+		   "  (vLLM's --trust-remote-code, --enforce-eager, --enable-chunked-prefill and\n"
+		   "   --gpu-memory-utilization are taken and have no effect)\n"
+		   "parallelism (ranks self-launched with mpirun unless started under it):\n"
+		   "  --tensor-parallel-size, -tp N     tensor-parallel ranks; divides the heads (1)\n"
+		   "  --decode-context-parallel-size, -dcp N  KV shards inside the TP group; divides -tp (1)\n"
+		   "  --dcp-kv-cache-interleave-size N  tokens per DCP shard run; divides the block size (1)\n");
 }
 
 int engine_args_parse_bytes(const char *s, size_t *out)
@@ -124,7 +123,8 @@ static int apply_generation_override(struct sampling_defaults *d, const char *te
 	const char *key;
 	json_t *v;
 	int rc = 0;
-	json_object_foreach(o, key, v) {
+	json_object_foreach(o, key, v)
+	{
 		bool num = json_is_number(v), integer = json_is_integer(v);
 		double x = num ? json_number_value(v) : 0;
 		if (!strcmp(key, "temperature") && num)
@@ -144,8 +144,9 @@ static int apply_generation_override(struct sampling_defaults *d, const char *te
 		else if ((!strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) && integer && x >= 1)
 			d->max_tokens = (int)x;
 		else if (!strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "top_k") ||
-			 !strcmp(key, "min_p") || !strcmp(key, "repetition_penalty") || !strcmp(key, "presence_penalty") ||
-			 !strcmp(key, "frequency_penalty") || !strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) {
+			 !strcmp(key, "min_p") || !strcmp(key, "repetition_penalty") ||
+			 !strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty") ||
+			 !strcmp(key, "max_new_tokens") || !strcmp(key, "max_tokens")) {
 			rc = err_set(e, "--override-generation-config: \"%s\" has the wrong type or range", key);
 			break;
 		} else {
@@ -248,12 +249,27 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 			(*i)++;
 			return 1;
 		}
-	static const char *const with_value[] = {
-		"--dtype", "--load-format", "--quantization", "-q", "--attention-backend", "--block-size",
-		"--reorder-batch-threshold", "--kv-cache-memory",
-		"--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len",
-		"--max-waiting-requests", "--seed", "--threads", "--tokenizer", "--gpu-memory-utilization",
-		"--generation-config", "--override-generation-config", "--speculative-config", "--scheduling-policy"};
+	static const char *const with_value[] = {"--dtype",
+						 "--load-format",
+						 "--quantization",
+						 "-q",
+						 "--attention-backend",
+						 "--block-size",
+						 "--reorder-batch-threshold",
+						 "--kv-cache-memory",
+						 "--kv-cache-dtype",
+						 "--max-num-seqs",
+						 "--max-num-batched-tokens",
+						 "--max-model-len",
+						 "--max-waiting-requests",
+						 "--seed",
+						 "--threads",
+						 "--tokenizer",
+						 "--gpu-memory-utilization",
+						 "--generation-config",
+						 "--override-generation-config",
+						 "--speculative-config",
+						 "--scheduling-policy"};
 	size_t flen = strcspn(arg, "=");
 	const char *flag = NULL;
 	for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -356,8 +372,10 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 int engine_args_quantization(const char *v, bool *fp8, struct err *e)
 {
 	if (strcmp(v, "fp8"))
-		return err_set(e, "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load; "
-				  "fp8 checkpoints are read as they are)", v);
+		return err_set(e,
+			       "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load; "
+			       "fp8 checkpoints are read as they are)",
+			       v);
 	*fp8 = true;
 	return 0;
 }
@@ -370,8 +388,8 @@ static bool file_exists(const char *dir, const char *name)
 	return stat(p, &st) == 0;
 }
 
-int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model,
-			   enum dtype *kv_dtype, struct err *e)
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model, enum dtype *kv_dtype,
+			   struct err *e)
 {
 	*pool = NULL;
 	*model = NULL;
@@ -383,7 +401,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
 	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
 	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
-									: getenv("MLASERVE_ATTENTION_BACKEND");
+									  : getenv("MLASERVE_ATTENTION_BACKEND");
 	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
 	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
 		return err_prefix(e, "%s", a->model_dir);
@@ -394,12 +412,19 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 		return -1;
 	if (pool_new(a->threads, pool, e) < 0)
 		return -1;
-	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = a->load_dummy,
-				   .dummy_seed = a->seed, .max_batch_tokens = a->max_num_batched_tokens,
-				   .max_seqs = a->max_num_seqs, .max_model_len = max_model_len,
-				   .pool = *pool, .tp_size = a->tp_size, .tp_rank = a->tp_rank,
-				   .comm = a->comm, .dcp_interleave = a->dcp_interleave,
-				   .load_mtp = a->spec.method == SPEC_MTP, .quantize_fp8 = a->quantize_fp8};
+	struct model_options mo = {.act_dtype = DT_F32,
+				   .load_dummy = a->load_dummy,
+				   .dummy_seed = a->seed,
+				   .max_batch_tokens = a->max_num_batched_tokens,
+				   .max_seqs = a->max_num_seqs,
+				   .max_model_len = max_model_len,
+				   .pool = *pool,
+				   .tp_size = a->tp_size,
+				   .tp_rank = a->tp_rank,
+				   .comm = a->comm,
+				   .dcp_interleave = a->dcp_interleave,
+				   .load_mtp = a->spec.method == SPEC_MTP,
+				   .quantize_fp8 = a->quantize_fp8};
 	mo.act_dtype = act_dtype;
 	mo.act_dtype_auto = act_auto;
 	if (model_load(a->model_dir, &mo, model, e) < 0) {
@@ -417,8 +442,8 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	return 0;
 }
 
-int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,
-			struct engine_runtime *rt, struct err *e)
+int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook, struct engine_runtime *rt,
+			struct err *e)
 {
 	memset(rt, 0, sizeof *rt);
 	if (!a->model_dir)
@@ -436,8 +461,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 		if (tok_load(tdir, &rt->tok, e) < 0)
 			goto fail;
 	} else {
-		LOG_W(MOD, "%s has no tokenizer.json: token ids only, no text or stop strings",
-		      a->model_dir);
+		LOG_W(MOD, "%s has no tokenizer.json: token ids only, no text or stop strings", a->model_dir);
 	}
 	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
 		goto fail;
@@ -479,7 +503,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 		o->hook = *hook;
 	/* EOS: the model's, then generation_config's others (deduplicated) */
 	int32_t primary = cfg.eos_token_id >= 0 ? cfg.eos_token_id
-			  : h->n_gen_eos > 0	? h->gen_eos_token_ids[0]
+			  : h->n_gen_eos > 0    ? h->gen_eos_token_ids[0]
 						: h->eos_token_id;
 	if (primary >= 0)
 		o->eos_ids[o->n_eos_ids++] = primary;

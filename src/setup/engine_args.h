@@ -14,31 +14,31 @@
 
 struct engine_args {
 	const char *model_dir;
-	const char *dtype;	     /* --dtype auto|float32|bfloat16 (default auto) */
-	bool load_dummy;	     /* --load-format dummy */
-	bool quantize_fp8;	     /* --quantization fp8 (-q fp8) */
+	const char *dtype;             /* --dtype auto|float32|bfloat16 (default auto) */
+	bool load_dummy;               /* --load-format dummy */
+	bool quantize_fp8;             /* --quantization fp8 (-q fp8) */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
-	int block_size;		     /* --block-size (0 = backend default) */
-	int reorder_batch_threshold; /* --reorder-batch-threshold (0 = backend's) */
-	size_t kv_cache_memory;	     /* --kv-cache-memory BYTES[K|M|G|KiB|MiB|GiB] (0 = auto) */
-	const char *kv_cache_dtype;  /* --kv-cache-dtype auto|bfloat16|float32 */
-	bool enable_prefix_caching;  /* --enable-prefix-caching / --no-enable-prefix-caching */
-	int max_num_seqs;	     /* --max-num-seqs */
-	int max_num_batched_tokens;  /* --max-num-batched-tokens */
-	int max_model_len;	     /* --max-model-len (0 = config) */
-	int max_waiting;	     /* --max-waiting-requests */
-	uint64_t seed;		     /* --seed */
-	int threads;		     /* --threads (0 = all CPUs) */
-	const char *tokenizer;	     /* --tokenizer (default: the model dir) */
+	int block_size;                /* --block-size (0 = backend default) */
+	int reorder_batch_threshold;   /* --reorder-batch-threshold (0 = backend's) */
+	size_t kv_cache_memory;        /* --kv-cache-memory BYTES[K|M|G|KiB|MiB|GiB] (0 = auto) */
+	const char *kv_cache_dtype;    /* --kv-cache-dtype auto|bfloat16|float32 */
+	bool enable_prefix_caching;    /* --enable-prefix-caching / --no-enable-prefix-caching */
+	int max_num_seqs;              /* --max-num-seqs */
+	int max_num_batched_tokens;    /* --max-num-batched-tokens */
+	int max_model_len;             /* --max-model-len (0 = config) */
+	int max_waiting;               /* --max-waiting-requests */
+	uint64_t seed;                 /* --seed */
+	int threads;                   /* --threads (0 = all CPUs) */
+	const char *tokenizer;         /* --tokenizer (default: the model dir) */
 	/* --generation-config auto|vllm|DIR: sampling defaults (and extra EOS ids) from the
 	 * model's generation_config.json, from none (OpenAI defaults), or from DIR's */
 	const char *generation_config;
 	const char *override_generation_config; /* --override-generation-config JSON, over them */
-	struct spec_config spec;     /* --speculative-config JSON (method SPEC_NONE: off) */
-	bool priority_scheduling;    /* --scheduling-policy priority (default fcfs) */
+	struct spec_config spec;                /* --speculative-config JSON (method SPEC_NONE: off) */
+	bool priority_scheduling;               /* --scheduling-policy priority (default fcfs) */
 	/* set by the caller (not parsed here): this rank's shard and DCP layout */
 	int tp_size, tp_rank, dcp_size, dcp_interleave;
-	struct comm *comm;	     /* the communicator (NULL: a world of one) */
+	struct comm *comm; /* the communicator (NULL: a world of one) */
 };
 
 /* Defaults; `serving` picks the server's token budget (2048) over the offline one (8192). */
@@ -60,21 +60,21 @@ struct comm;
 struct engine_runtime {
 	struct pool *pool;
 	struct model *model;
-	struct tok *tok;	   /* NULL when the model dir has no tokenizer.json */
-	struct hf_config hf;	   /* tokenizer_config.json + generation_config.json */
+	struct tok *tok;                   /* NULL when the model dir has no tokenizer.json */
+	struct hf_config hf;               /* tokenizer_config.json + generation_config.json */
 	struct sampling_defaults defaults; /* generation_config values over the OpenAI ones */
-	struct engine_options opts; /* as passed to engine_new */
+	struct engine_options opts;        /* as passed to engine_new */
 	struct engine *engine;
 };
 
 /* The thread pool and this rank's model from a (as engine_runtime_open does), and the KV
  * cache dtype the flags resolve to. */
-int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model,
-			   enum dtype *kv_dtype, struct err *e);
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model, enum dtype *kv_dtype,
+			   struct err *e);
 
 /* Opens everything from a->model_dir. hook may be NULL (local forward). */
-int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook,
-			struct engine_runtime *rt, struct err *e);
+int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook, struct engine_runtime *rt,
+			struct err *e);
 /* Stops the engine first, then frees the rest. Safe on a zeroed or half-opened runtime. */
 void engine_runtime_close(struct engine_runtime *rt);
 

@@ -15,8 +15,7 @@
 
 #define MOD "dist"
 
-static int default_block_size(const struct engine_args *a, bool sparse, const struct attn_backend **be,
-			      struct err *e)
+static int default_block_size(const struct engine_args *a, bool sparse, const struct attn_backend **be, struct err *e)
 {
 	const char *name = a->attention_backend;
 	if (!name || !*name)
@@ -40,8 +39,7 @@ int ranks_check_args(const struct engine_args *a, struct err *e)
 	int bs = default_block_size(a, config_is_sparse(&cfg), &be, e);
 	if (bs < 0)
 		return -1;
-	if (comm_config_check(a->tp_size, a->dcp_size, cfg.num_attention_heads, a->dcp_interleave,
-			      bs, e))
+	if (comm_config_check(a->tp_size, a->dcp_size, cfg.num_attention_heads, a->dcp_interleave, bs, e))
 		return err_prefix(e, "%s", a->model_dir);
 	return 0;
 }

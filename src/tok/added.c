@@ -87,7 +87,8 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 		return tok_oom(e);
 	size_t i;
 	json_t *o;
-	json_array_foreach (arr, i, o) {
+	json_array_foreach(arr, i, o)
+	{
 		char key[48];
 		snprintf(key, sizeof key, "added_tokens[%zu]", i);
 		const json_t *c = json_object_get(o, "content");
@@ -95,8 +96,7 @@ int added_load(struct added_set *a, const json_t *arr, const char *what, struct 
 		if (!json_is_object(o) || !json_is_string(c) || !json_string_length(c) ||
 		    !json_util_id(json_object_get(o, "id"), &id)) {
 			added_free(a);
-			return err_set(e, "%s: %s: expected {\"id\": N, \"content\": \"...\"}",
-				       what, key);
+			return err_set(e, "%s: %s: expected {\"id\": N, \"content\": \"...\"}", what, key);
 		}
 		struct added_token *t = &a->tok[a->n];
 		t->content = tok_strndup(json_string_value(c), json_string_length(c));
@@ -161,12 +161,10 @@ static size_t cp_len_before(const char *s, size_t end)
 static bool is_word_cp(uint32_t c)
 {
 	if (c < 0x80)
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		       c == '_';
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 	int8_t t = u_charType((UChar32)c);
-	return u_hasBinaryProperty((UChar32)c, UCHAR_ALPHABETIC) || t == U_NON_SPACING_MARK ||
-	       t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK ||
-	       t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION ||
+	return u_hasBinaryProperty((UChar32)c, UCHAR_ALPHABETIC) || t == U_NON_SPACING_MARK || t == U_ENCLOSING_MARK ||
+	       t == U_COMBINING_SPACING_MARK || t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION ||
 	       u_hasBinaryProperty((UChar32)c, UCHAR_JOIN_CONTROL);
 }
 
@@ -177,8 +175,7 @@ static bool is_space_cp(uint32_t c)
 	return u_hasBinaryProperty((UChar32)c, UCHAR_WHITE_SPACE);
 }
 
-static int piece_add(struct added_piece **out, size_t *n, size_t *cap, size_t off, size_t len,
-		     int32_t id)
+static int piece_add(struct added_piece **out, size_t *n, size_t *cap, size_t off, size_t len, int32_t id)
 {
 	if (!len && id < 0)
 		return 0;
@@ -194,8 +191,8 @@ static int piece_add(struct added_piece **out, size_t *n, size_t *cap, size_t of
 	return 0;
 }
 
-int added_split(const struct added_set *a, bool normalized, const char *s, size_t n,
-		 struct added_piece **out, size_t *n_out, size_t *cap_out)
+int added_split(const struct added_set *a, bool normalized, const char *s, size_t n, struct added_piece **out,
+		size_t *n_out, size_t *cap_out)
 {
 	const struct added_trie *t = normalized ? &a->norm : &a->raw;
 	size_t start_offset = 0, pos = 0;
@@ -216,10 +213,8 @@ int added_split(const struct added_set *a, bool normalized, const char *s, size_
 		if (tok->single_word) {
 			bool start_space = start == 0 || !is_word_cp(cp_before(s, start));
 			uint32_t next = 0;
-			bool stop_space =
-			    stop == n ||
-			    (utf8_decode((const unsigned char *)s + stop, n - stop, &next),
-			     !is_word_cp(next));
+			bool stop_space = stop == n || (utf8_decode((const unsigned char *)s + stop, n - stop, &next),
+							!is_word_cp(next));
 			if (!start_space || !stop_space)
 				continue;
 		}
@@ -232,8 +227,7 @@ int added_split(const struct added_set *a, bool normalized, const char *s, size_
 		if (tok->rstrip) {
 			while (stop < n) {
 				uint32_t cp;
-				size_t cl =
-				    utf8_decode((const unsigned char *)s + stop, n - stop, &cp);
+				size_t cl = utf8_decode((const unsigned char *)s + stop, n - stop, &cp);
 				if (!cl || !is_space_cp(cp))
 					break;
 				stop += cl;

@@ -45,7 +45,7 @@ void added_free(struct added_set *a);
 /* Splits s[0..n) on the tokens of trie (`normalized` picks the class), appending pieces to
  * *out (realloc'd; *n_out / *cap_out updated). Text pieces may be empty-free: no empty
  * pieces are produced. 0, or -1 out of memory. */
-int added_split(const struct added_set *a, bool normalized, const char *s, size_t n,
-		struct added_piece **out, size_t *n_out, size_t *cap_out);
+int added_split(const struct added_set *a, bool normalized, const char *s, size_t n, struct added_piece **out,
+		size_t *n_out, size_t *cap_out);
 
 #endif

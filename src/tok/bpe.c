@@ -24,10 +24,7 @@ struct bpe_cand {
 
 /* ---- merges hash: (left, right) → (rank, new id) ---- */
 
-static inline uint64_t pair_key(int32_t a, int32_t b)
-{
-	return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-}
+static inline uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
 
 static inline size_t pair_hash(uint64_t k, size_t mask)
 {
@@ -61,10 +58,7 @@ static void merge_put(struct bpe *b, int32_t l, int32_t r, uint32_t rank, int32_
 
 /* ---- load ---- */
 
-static int token_id(const struct bpe *b, const char *s, size_t n)
-{
-	return tok_strmap_get(&b->vocab, s, n);
-}
+static int token_id(const struct bpe *b, const char *s, size_t n) { return tok_strmap_get(&b->vocab, s, n); }
 
 static int load_vocab(struct bpe *b, const json_t *vocab, const char *what, struct err *e)
 {
@@ -73,9 +67,9 @@ static int load_vocab(struct bpe *b, const json_t *vocab, const char *what, stru
 	const char *k;
 	json_t *v;
 	int64_t max_id = -1;
-	json_object_foreach ((json_t *)vocab, k, v) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= INT32_MAX)
+	json_object_foreach((json_t *)vocab, k, v)
+	{
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX)
 			return err_set(e, "%s: model.vocab: token '%s' has a bad id", what, k);
 		int64_t id = json_integer_value(v);
 		if (tok_strmap_put(&b->vocab, k, strlen(k), (int32_t)id))
@@ -97,18 +91,16 @@ static int load_vocab(struct bpe *b, const json_t *vocab, const char *what, stru
 }
 
 /* One merge entry: "a b" or ["a", "b"]. */
-static int merge_parts(const json_t *m, size_t i, const char *what, const char **a, size_t *na,
-		       const char **bb, size_t *nb, struct err *e)
+static int merge_parts(const json_t *m, size_t i, const char *what, const char **a, size_t *na, const char **bb,
+		       size_t *nb, struct err *e)
 {
 	if (json_is_string(m)) {
 		const char *s = json_string_value(m);
 		size_t n = json_string_length(m);
 		const char *sp = memchr(s, ' ', n);
 		if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
-			return err_set(
-			    e,
-			    "%s: model.merges[%zu]: '%s' is not two tokens separated by one space",
-			    what, i, s);
+			return err_set(e, "%s: model.merges[%zu]: '%s' is not two tokens separated by one space", what,
+				       i, s);
 		*a = s, *na = (size_t)(sp - s), *bb = sp + 1, *nb = n - *na - 1;
 		return 0;
 	}
@@ -147,8 +139,8 @@ static int load_merges(struct bpe *b, const json_t *merges, const char *what, st
 			break;
 		int32_t il = token_id(b, l, nl), ir = token_id(b, r, nr);
 		if (il < 0 || ir < 0) {
-			rc = err_set(e, "%s: model.merges[%zu]: '%.*s' is not in the vocab", what,
-				     i, (int)(il < 0 ? nl : nr), il < 0 ? l : r);
+			rc = err_set(e, "%s: model.merges[%zu]: '%.*s' is not in the vocab", what, i,
+				     (int)(il < 0 ? nl : nr), il < 0 ? l : r);
 			break;
 		}
 		/* the merged token drops the right part's continuing-subword prefix */
@@ -162,9 +154,8 @@ static int load_merges(struct bpe *b, const json_t *merges, const char *what, st
 		}
 		int32_t im = token_id(b, cat.p, cat.n);
 		if (im < 0) {
-			rc = err_set(
-			    e, "%s: model.merges[%zu]: merged token '%.*s' is not in the vocab",
-			    what, i, (int)cat.n, cat.p);
+			rc = err_set(e, "%s: model.merges[%zu]: merged token '%.*s' is not in the vocab", what, i,
+				     (int)cat.n, cat.p);
 			break;
 		}
 		merge_put(b, il, ir, (uint32_t)i, im);
@@ -196,15 +187,12 @@ int bpe_load(struct bpe *b, const json_t *model, const char *what, struct err *e
 		goto fail;
 	}
 	if ((rc = json_util_bool(model, what, "model.fuse_unk", false, &b->fuse_unk, e)) < 0 ||
-	    (rc = json_util_bool(model, what, "model.byte_fallback", false, &b->byte_fallback, e)) <
-		0 ||
-	    (rc = json_util_bool(model, what, "model.ignore_merges", false, &b->ignore_merges, e)) <
-		0)
+	    (rc = json_util_bool(model, what, "model.byte_fallback", false, &b->byte_fallback, e)) < 0 ||
+	    (rc = json_util_bool(model, what, "model.ignore_merges", false, &b->ignore_merges, e)) < 0)
 		goto fail;
 	const json_t *dropout = json_object_get(model, "dropout");
 	if (dropout && !json_is_null(dropout) && json_number_value(dropout) > 0.0) {
-		rc = err_set(e, "%s: model.dropout: BPE dropout is not supported for inference",
-			     what);
+		rc = err_set(e, "%s: model.dropout: BPE dropout is not supported for inference", what);
 		goto fail;
 	}
 	if ((rc = json_util_str(model, what, "model.unk_token", NULL, &s, e)) < 0)
@@ -327,8 +315,7 @@ static void sym_add(struct bpe_scratch *s, size_t *n, int32_t id)
 
 /* Initial symbols of a word given as a character string (byte-level words already mapped),
  * with prefix / suffix, byte fallback and unk handling (tokenizers' merge_word). */
-static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-			    size_t *n_sym)
+static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s, size_t *n_sym)
 {
 	struct strbuf key = {0};
 	int32_t unk_pending = -1; /* fused unk waiting to be added */
@@ -368,8 +355,7 @@ static void initial_symbols(const struct bpe *b, const char *w, size_t n, struct
 					if (unk_pending >= 0)
 						sym_add(s, n_sym, unk_pending), unk_pending = -1;
 					for (size_t k = 0; k < kn; k++)
-						sym_add(s, n_sym,
-							b->fallback_id[(unsigned char)ks[k]]);
+						sym_add(s, n_sym, b->fallback_id[(unsigned char)ks[k]]);
 					done = true;
 				}
 			}
@@ -413,9 +399,7 @@ static void merge_all(const struct bpe *b, struct bpe_scratch *s, size_t n_sym)
 		if (cur->prev >= 0) {
 			m = merge_find(b, sym[cur->prev].id, cur->id);
 			if (m)
-				heap_push(
-				    s, &nh,
-				    (struct bpe_cand){m->rank, (uint32_t)cur->prev, m->new_id});
+				heap_push(s, &nh, (struct bpe_cand){m->rank, (uint32_t)cur->prev, m->new_id});
 		}
 		if (cur->next >= 0 && (size_t)cur->next < n_sym) {
 			m = merge_find(b, cur->id, sym[cur->next].id);
@@ -425,8 +409,7 @@ static void merge_all(const struct bpe *b, struct bpe_scratch *s, size_t n_sym)
 	}
 }
 
-static int encode_uncached(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-			   struct tok_ids *out)
+static int encode_uncached(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s, struct tok_ids *out)
 {
 	size_t n_sym = 0;
 	s->oom = false;
@@ -467,8 +450,7 @@ static int encode_uncached(const struct bpe *b, const char *w, size_t n, struct 
 	return out->oom ? -1 : 0;
 }
 
-int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-		    struct tok_ids *out)
+int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s, struct tok_ids *out)
 {
 	if (!n)
 		return 0;

@@ -52,8 +52,7 @@ void bpe_free(struct bpe *b);
 
 /* Appends the ids of one word (a pre-token, raw bytes, valid UTF-8 in char mode). 0, or -1
  * out of memory. */
-int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s,
-		     struct tok_ids *out);
+int bpe_encode_word(const struct bpe *b, const char *w, size_t n, struct bpe_scratch *s, struct tok_ids *out);
 void bpe_scratch_free(struct bpe_scratch *s);
 
 /* Token string of id (as in the file) or NULL. */

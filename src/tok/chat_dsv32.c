@@ -44,15 +44,16 @@ static const char TOOLS_HEAD[] =
 	"Here are the functions available in JSONSchema format:\n"
 	"<functions>\n";
 static const char TOOLS_TAIL[] = "\n</functions>\n";
-static const char FORMAT_HEAD[] = "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n";
+static const char FORMAT_HEAD[] =
+	"## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n";
 
 #define PFX "deepseek_v32 prompt: "
 
 struct enc {
 	struct jctx *c;
 	const struct jlist *m; /* the messages */
-	long last_user;	       /* index of the last user or developer message, -1 */
-	size_t shift;	       /* 1 when a system message for the request's tools was put in front */
+	long last_user;        /* index of the last user or developer message, -1 */
+	size_t shift;          /* 1 when a system message for the request's tools was put in front */
 	bool thinking;
 };
 
@@ -102,14 +103,18 @@ static int call_arguments(struct enc *x, size_t i, size_t k, const struct jval *
 		return 0;
 	}
 	if (!args || args->k != JV_STR)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a JSON string", ix(x, i), k);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a JSON string",
+			       ix(x, i), k);
 	json_error_t je;
 	json_t *j = json_loadb(args->u.s.p, args->u.s.n, JSON_ALLOW_NUL, &je);
 	if (!j)
-		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments: %s", ix(x, i), k, je.text);
+		return err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments: %s", ix(x, i), k,
+			       je.text);
 	int r = json_is_object(j) ? jinja_from_json(x->c, j, out)
-				  : err_set(x->c->e, PFX "messages[%zu].tool_calls[%zu].function.arguments must be a "
-						     "JSON object", ix(x, i), k);
+				  : err_set(x->c->e,
+					    PFX "messages[%zu].tool_calls[%zu].function.arguments must be a "
+						"JSON object",
+					    ix(x, i), k);
 	json_decref(j);
 	return r;
 }
@@ -189,14 +194,17 @@ static int put_invoke(struct enc *x, size_t i, size_t k, const struct jval *call
 static int put_assistant(struct enc *x, size_t i, const struct jval *msg)
 {
 	const struct jval *calls = field(msg, "tool_calls");
-	const struct jval *reasoning = has(msg, "reasoning") ? field(msg, "reasoning") : field(msg, "reasoning_content");
+	const struct jval *reasoning = has(msg, "reasoning") ? field(msg, "reasoning")
+							     : field(msg, "reasoning_content");
 	bool any_calls = calls && jv_truthy(calls);
 	if (any_calls && calls->k != JV_LIST)
 		return err_set(x->c->e, PFX "messages[%zu].tool_calls must be a list", ix(x, i));
 	if (x->thinking && (long)i > x->last_user) {
 		if (!any_calls && !(reasoning && jv_truthy(reasoning)))
-			return err_set(x->c->e, PFX "messages[%zu]: in thinking mode an assistant message after the last "
-						    "user message needs reasoning_content or tool_calls", ix(x, i));
+			return err_set(x->c->e,
+				       PFX "messages[%zu]: in thinking mode an assistant message after the last "
+					   "user message needs reasoning_content or tool_calls",
+				       ix(x, i));
 		if ((reasoning && jv_truthy(reasoning) && put_text(x, reasoning) < 0) || put(x, UNTHINK) < 0)
 			return -1;
 	}
@@ -221,13 +229,18 @@ static int put_tool(struct enc *x, size_t i, const struct jval *msg)
 	size_t a = i;
 	while (a > 0 && role_is(&x->m->v[a - 1], "tool"))
 		a--;
-	const struct jval *calls = a > 0 && role_is(&x->m->v[a - 1], "assistant") ? field(&x->m->v[a - 1], "tool_calls") : NULL;
+	const struct jval *calls = a > 0 && role_is(&x->m->v[a - 1], "assistant")
+					   ? field(&x->m->v[a - 1], "tool_calls")
+					   : NULL;
 	size_t order = i - a + 1, n_calls = calls && calls->k == JV_LIST ? calls->u.l->n : 0;
 	if (!n_calls)
-		return err_set(x->c->e, PFX "messages[%zu]: a tool message must follow an assistant message with "
-					    "tool_calls", ix(x, i));
+		return err_set(x->c->e,
+			       PFX "messages[%zu]: a tool message must follow an assistant message with "
+				   "tool_calls",
+			       ix(x, i));
 	if (order > n_calls)
-		return err_set(x->c->e, PFX "messages[%zu]: %zu tool results for %zu tool_calls", ix(x, i), order, n_calls);
+		return err_set(x->c->e, PFX "messages[%zu]: %zu tool results for %zu tool_calls", ix(x, i), order,
+			       n_calls);
 	if ((order == 1 && put(x, "\n\n<function_results>") < 0) || put(x, "\n<result>") < 0 ||
 	    put_text(x, field(msg, "content")) < 0 || put(x, "</result>") < 0)
 		return -1;
@@ -286,7 +299,8 @@ static int attach_tools(struct enc *x, struct jval *messages, const struct jval 
 		return 0;
 	}
 	struct jval sys = jv_dict(x->c->pool, 2), copy = jv_list(x->c->pool, l->n + 1);
-	if (sys.k != JV_DICT || copy.k != JV_LIST || jdict_set(x->c->pool, sys.u.d, jv_cstr("role"), jv_cstr("system")) < 0 ||
+	if (sys.k != JV_DICT || copy.k != JV_LIST ||
+	    jdict_set(x->c->pool, sys.u.d, jv_cstr("role"), jv_cstr("system")) < 0 ||
 	    jdict_set(x->c->pool, sys.u.d, key, *tools) < 0)
 		return oom(x);
 	copy.u.l->v[0] = sys;

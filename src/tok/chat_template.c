@@ -91,7 +91,8 @@ static int from_json(struct jctx *c, const json_t *j, int depth, struct jval *ou
 			return jerr(c, "memory limit exceeded");
 		const char *k;
 		json_t *v;
-		json_object_foreach((json_t *)j, k, v) {
+		json_object_foreach((json_t *)j, k, v)
+		{
 			struct jval jv;
 			size_t kn = strlen(k);
 			char *ks = jpool_strdup(c->pool, k, kn);
@@ -131,8 +132,10 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 			struct jval *text = part->k == JV_DICT ? jdict_get(part->u.d, "text", 4) : NULL;
 			if (!type || type->k != JV_STR || strcmp(type->u.s.p, "text") || !text || text->k != JV_STR) {
 				free(b.p);
-				return err_set(c->e, "chat template: messages[%zu].content[%zu]: only {\"type\": \"text\", "
-					       "\"text\": ...} parts are supported", i, k);
+				return err_set(c->e,
+					       "chat template: messages[%zu].content[%zu]: only {\"type\": \"text\", "
+					       "\"text\": ...} parts are supported",
+					       i, k);
 			}
 			if (k)
 				strbuf_putc(&b, '\n');
@@ -194,7 +197,8 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 	if (kwargs) {
 		const char *k;
 		json_t *v;
-		json_object_foreach((json_t *)kwargs, k, v) {
+		json_object_foreach((json_t *)kwargs, k, v)
+		{
 			struct jval jv;
 			char *ks = jpool_strdup(&pool, k, strlen(k));
 			if (!ks || from_json(&c, v, 0, &jv) < 0) {

@@ -37,8 +37,7 @@ void chat_template_free(struct chat_template *tpl); /* NULL is fine */
  * one reads, of the render's kwargs, `tools` and the thinking switch, as vLLM does: thinking
  * mode when `thinking` or `enable_thinking` is true; add_generation_prompt and the bos/eos
  * strings do not change it (the encoder always ends a user turn with <｜Assistant｜>). */
-int chat_template_open(const char *source, const char *model_dir, struct chat_template **out,
-		       struct err *e);
+int chat_template_open(const char *source, const char *model_dir, struct chat_template **out, struct err *e);
 
 /* The native encoder's name ("deepseek_v32"), NULL for a Jinja template (or NULL tpl). */
 const char *chat_template_native(const struct chat_template *tpl);
@@ -61,8 +60,8 @@ const char *chat_template_native(const struct chat_template *tpl);
  *   type errors / undefined values  -> "chat template line 4: unsupported operand types for
  *                                       +: 'str' and 'NoneType'" (and similar)
  *   limits (depth, iterations, size) -> "chat template line N: ... limit exceeded" */
-int chat_template_render(const struct chat_template *tpl, const json_t *messages,
-			 bool add_generation_prompt, const char *bos_token, const char *eos_token,
-			 const json_t *kwargs, char **out_text, struct err *e);
+int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
+			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
+			 struct err *e);
 
 #endif

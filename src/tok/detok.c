@@ -84,8 +84,7 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 	if (!strcmp(type, "Strip")) {
 		long long start, stop;
 		const char *c;
-		if (json_util_str(d, w, "decoder.content", " ", &c, e) < 0 ||
-		    one_char(c, w, "content", e) ||
+		if (json_util_str(d, w, "decoder.content", " ", &c, e) < 0 || one_char(c, w, "content", e) ||
 		    json_util_int(d, w, "decoder.start", 0, &start, e) < 0 ||
 		    json_util_int(d, w, "decoder.stop", 0, &stop, e) < 0)
 			return -1;
@@ -93,10 +92,7 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 			return err_set(e, "%s: decoder: Strip start/stop out of range", w);
 		if (s->fused) { /* whole text: only a leading strip can be streamed */
 			if (stop)
-				return err_set(
-				    e,
-				    "%s: decoder: Strip with stop > 0 after Fuse is not supported",
-				    w);
+				return err_set(e, "%s: decoder: Strip with stop > 0 after Fuse is not supported", w);
 			t->strip_leading = (int)start;
 			t->strip_char_len = strlen(c);
 			memcpy(t->strip_char, c, t->strip_char_len);
@@ -116,10 +112,8 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 	if (!strcmp(type, "ByteFallback"))
 		return step_new(s, ST_BYTE_FALLBACK) ? 0 : tok_oom(e);
 	if (!strcmp(type, "Replace")) {
-		const json_t *pat = json_object_get(d, "pattern"),
-			     *c = json_object_get(d, "content");
-		const json_t *rs = json_object_get(pat, "Regex"),
-			     *ss = json_object_get(pat, "String");
+		const json_t *pat = json_object_get(d, "pattern"), *c = json_object_get(d, "content");
+		const json_t *rs = json_object_get(pat, "Regex"), *ss = json_object_get(pat, "String");
 		if ((!json_is_string(rs) && !json_is_string(ss)) || !json_is_string(c))
 			return err_set(e, "%s: decoder: Replace needs a pattern and a content", w);
 		struct dec_step *st = step_new(s, ST_REPLACE);
@@ -130,8 +124,7 @@ static int parse_steps(struct tok *t, const json_t *d, struct dec_steps *s, stru
 		st->content_len = cn;
 		char what[300];
 		snprintf(what, sizeof what, "%s: decoder.pattern", w);
-		return tok_regex_compile(&st->re, json_string_value(p), json_string_length(p), !rs,
-					 what, e);
+		return tok_regex_compile(&st->re, json_string_value(p), json_string_length(p), !rs, what, e);
 	}
 	if (!strcmp(type, "Metaspace")) {
 		const char *r, *scheme;
@@ -161,8 +154,8 @@ static int hexval(char c)
 
 /* Applies the per-token steps to one token string (first: it is the first token). 0, or -1
  * out of memory. */
-static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, bool first,
-		       struct strbuf *a, struct strbuf *b, struct tok_regex_ctx *rx)
+static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, bool first, struct strbuf *a,
+		       struct strbuf *b, struct tok_regex_ctx *rx)
 {
 	a->n = 0;
 	strbuf_put(a, tok, n);
@@ -175,8 +168,7 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 			bool all = true;
 			for (size_t i = 0; i < a->n && all;) {
 				uint32_t cp;
-				size_t l =
-				    utf8_decode((const unsigned char *)a->p + i, a->n - i, &cp);
+				size_t l = utf8_decode((const unsigned char *)a->p + i, a->n - i, &cp);
 				int byte = l ? tok_cp_to_byte(cp) : -1;
 				if (byte < 0)
 					all = false;
@@ -190,8 +182,7 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 		}
 		case ST_BYTE_FALLBACK: {
 			/* "<0xXX>" (upper-case hex, as sentencepiece writes them) → the byte */
-			int hi = a->n == 6 ? hexval(a->p[3]) : -1,
-			    lo = a->n == 6 ? hexval(a->p[4]) : -1;
+			int hi = a->n == 6 ? hexval(a->p[3]) : -1, lo = a->n == 6 ? hexval(a->p[4]) : -1;
 			if (hi >= 0 && lo >= 0 && !memcmp(a->p, "<0x", 3) && a->p[5] == '>') {
 				strbuf_putc(b, (char)(hi * 16 + lo));
 				break;
@@ -200,8 +191,7 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 		}
 		case ST_REPLACE: {
 			size_t pos = 0, last = 0, ms, me;
-			while (pos < a->n &&
-			       tok_regex_find(&st->re, rx, a->p, a->n, pos, &ms, &me, NULL) == 1) {
+			while (pos < a->n && tok_regex_find(&st->re, rx, a->p, a->n, pos, &ms, &me, NULL) == 1) {
 				if (me == ms) {
 					pos = ms + 1;
 					continue;
@@ -215,8 +205,7 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 		}
 		case ST_METASPACE:
 			for (size_t i = 0; i < a->n;) {
-				if (a->n - i >= st->content_len &&
-				    !memcmp(a->p + i, st->content, st->content_len)) {
+				if (a->n - i >= st->content_len && !memcmp(a->p + i, st->content, st->content_len)) {
 					if (!(first && st->first_strip))
 						strbuf_putc(b, ' ');
 					i += st->content_len;
@@ -227,13 +216,9 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 			break;
 		case ST_STRIP: {
 			size_t lo = 0, hi = a->n, cl = st->content_len;
-			for (int i = 0;
-			     i < st->start && hi - lo >= cl && !memcmp(a->p + lo, st->content, cl);
-			     i++)
+			for (int i = 0; i < st->start && hi - lo >= cl && !memcmp(a->p + lo, st->content, cl); i++)
 				lo += cl;
-			for (int i = 0; i < st->stop && hi - lo >= cl &&
-					!memcmp(a->p + hi - cl, st->content, cl);
-			     i++)
+			for (int i = 0; i < st->stop && hi - lo >= cl && !memcmp(a->p + hi - cl, st->content, cl); i++)
 				hi -= cl;
 			strbuf_put(b, a->p + lo, hi - lo);
 			break;
@@ -247,8 +232,8 @@ static int apply_steps(const struct dec_steps *s, const char *tok, size_t n, boo
 	return a->oom ? -1 : 0;
 }
 
-static int table_build(struct tok *t, const struct dec_steps *s, bool first,
-		       struct tok_dec_table *tb, struct tok_regex_ctx *rx)
+static int table_build(struct tok *t, const struct dec_steps *s, bool first, struct tok_dec_table *tb,
+		       struct tok_regex_ctx *rx)
 {
 	struct strbuf a = {0}, b = {0};
 	int rc = 0;
@@ -264,8 +249,7 @@ static int table_build(struct tok *t, const struct dec_steps *s, bool first,
 			rc = strbuf_puts(&tb->bytes, str);
 			continue;
 		}
-		rc = apply_steps(s, str, strlen(str), first, &a, &b, rx) ||
-		     strbuf_put(&tb->bytes, a.p, a.n);
+		rc = apply_steps(s, str, strlen(str), first, &a, &b, rx) || strbuf_put(&tb->bytes, a.p, a.n);
 	}
 	tb->off[t->n_ids] = (uint32_t)tb->bytes.n;
 	strbuf_fini(&a);
@@ -290,8 +274,7 @@ int tok_decoder_load(struct tok *t, const json_t *dec, struct err *e)
 	int rc = table_build(t, &s, false, &t->dec, &rx);
 	bool first_differs = false;
 	for (size_t i = 0; i < s.n; i++)
-		first_differs =
-		    first_differs || (s.v[i].kind == ST_METASPACE && s.v[i].first_strip);
+		first_differs = first_differs || (s.v[i].kind == ST_METASPACE && s.v[i].first_strip);
 	if (!rc && first_differs) {
 		t->dec_first = calloc(1, sizeof *t->dec_first);
 		rc = !t->dec_first || table_build(t, &s, true, t->dec_first, &rx);
@@ -325,12 +308,12 @@ void tok_decoder_free(struct tok *t)
 struct tok_detok {
 	const struct tok *t;
 	bool skip_special;
-	size_t n_tokens;     /* tokens decoded so far (prompt context counts as one) */
+	size_t n_tokens;    /* tokens decoded so far (prompt context counts as one) */
 	struct strbuf pend; /* bytes of an incomplete character */
 	struct strbuf out;  /* the last delta */
 	struct strbuf conv; /* scratch */
-	int stripped;        /* leading strip_char removed so far */
-	bool started;        /* text other than stripped characters was emitted */
+	int stripped;       /* leading strip_char removed so far */
+	bool started;       /* text other than stripped characters was emitted */
 	bool finished;
 };
 
@@ -390,8 +373,7 @@ static int feed(struct tok_detok *d, int32_t id, struct strbuf *dst)
 		return 0; /* unused id (e.g. a padding row of the model's vocab): no text */
 	if (d->skip_special && (t->flags[id] & TOKF_SPECIAL))
 		return 0;
-	const struct tok_dec_table *tb =
-	    (d->n_tokens == 0 && t->dec_first) ? t->dec_first : &t->dec;
+	const struct tok_dec_table *tb = (d->n_tokens == 0 && t->dec_first) ? t->dec_first : &t->dec;
 	if (t->join_space && d->n_tokens > 0)
 		strbuf_putc(&d->pend, ' ');
 	d->n_tokens++;
@@ -403,8 +385,8 @@ static int feed(struct tok_detok *d, int32_t id, struct strbuf *dst)
 	return 0;
 }
 
-int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *prompt_ids,
-		  size_t n_prompt, struct tok_detok **out, struct err *e)
+int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *prompt_ids, size_t n_prompt,
+		  struct tok_detok **out, struct err *e)
 {
 	*out = NULL;
 	struct tok_detok *d = malloc(sizeof *d);
@@ -427,8 +409,7 @@ int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *
 	return 0;
 }
 
-int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *delta_len,
-		   struct err *e)
+int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *delta_len, struct err *e)
 {
 	d->out.n = 0;
 	int rc = 0;
@@ -471,8 +452,8 @@ void tok_detok_free(struct tok_detok *d)
 	free(d);
 }
 
-int tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool skip_special_tokens,
-	       char **text, size_t *len, struct err *e)
+int tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool skip_special_tokens, char **text, size_t *len,
+	       struct err *e)
 {
 	*text = NULL;
 	for (size_t i = 0; i < n; i++)

@@ -52,10 +52,8 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 		return 0;
 	}
 	if (!strcmp(type, "Replace")) {
-		const json_t *pat = json_object_get(j, "pattern"),
-			     *c = json_object_get(j, "content");
-		const json_t *rs = json_object_get(pat, "Regex"),
-			     *ss = json_object_get(pat, "String");
+		const json_t *pat = json_object_get(j, "pattern"), *c = json_object_get(j, "content");
+		const json_t *rs = json_object_get(pat, "Regex"), *ss = json_object_get(pat, "String");
 		if ((!json_is_string(rs) && !json_is_string(ss)) || !json_is_string(c))
 			return err_set(e,
 				       "%s: %s: Replace needs a pattern {\"String\"|\"Regex\": "
@@ -64,8 +62,7 @@ int norm_load(struct norm *n, const json_t *j, const char *what, const char *pat
 		const json_t *s = rs ? rs : ss;
 		char sub[300];
 		snprintf(sub, sizeof sub, "%s: %s.pattern", what, path);
-		if (tok_regex_compile(&n->re, json_string_value(s), json_string_length(s), !rs, sub,
-				      e))
+		if (tok_regex_compile(&n->re, json_string_value(s), json_string_length(s), !rs, sub, e))
 			return -1;
 		n->content = tok_strndup(json_string_value(c), json_string_length(c));
 		if (!n->content) {
@@ -190,8 +187,7 @@ static bool space_at(const char *p, size_t n, size_t *len)
 			       : u_hasBinaryProperty((UChar32)cp, UCHAR_WHITE_SPACE));
 }
 
-int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp,
-	       struct tok_regex_ctx *rx, struct err *e)
+int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp, struct tok_regex_ctx *rx, struct err *e)
 {
 	switch (n->kind) {
 	case NM_SEQUENCE:
@@ -205,8 +201,7 @@ int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp,
 	case NM_NFD:
 	case NM_NFKC:
 	case NM_NFKD:
-	case NM_LOWERCASE:
-		return s->n ? icu_apply(n, s, tmp, e) : 0;
+	case NM_LOWERCASE: return s->n ? icu_apply(n, s, tmp, e) : 0;
 	case NM_STRIP_ACCENTS: {
 		tmp->n = 0;
 		for (size_t i = 0; i < s->n;) {

@@ -42,7 +42,6 @@ void norm_free(struct norm *n);
 bool norm_is_identity(const struct norm *n);
 /* Normalizes s in place (tmp is scratch). Errors: out of memory (s or tmp then keeps its
  * sticky oom), a regex failure. */
-int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp,
-	       struct tok_regex_ctx *rx, struct err *e);
+int norm_apply(const struct norm *n, struct strbuf *s, struct strbuf *tmp, struct tok_regex_ctx *rx, struct err *e);
 
 #endif

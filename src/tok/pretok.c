@@ -10,14 +10,11 @@
 #include "io/json_util.h"
 
 /* GPT-2's pattern, what ByteLevel uses when use_regex is true */
-static const char GPT2_RE[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char GPT2_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static int behavior_parse(const json_t *j, const char *what, const char *path,
-			  enum split_behavior *b, struct err *e)
+static int behavior_parse(const json_t *j, const char *what, const char *path, enum split_behavior *b, struct err *e)
 {
-	static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
-				      "Contiguous"};
+	static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
 	const char *s;
 	if (json_util_str(j, what, "behavior", NULL, &s, e) < 0)
 		return -1;
@@ -31,8 +28,8 @@ static int behavior_parse(const json_t *j, const char *what, const char *path,
 	return err_set(e, "%s: %s.behavior: unknown value '%s'", what, path, s);
 }
 
-static int compile_fixed(struct pretok *p, const char *re, enum split_behavior b, bool invert,
-			 const char *what, struct err *e)
+static int compile_fixed(struct pretok *p, const char *re, enum split_behavior b, bool invert, const char *what,
+			 struct err *e)
 {
 	p->kind = PT_SPLIT;
 	p->behavior = b;
@@ -41,8 +38,7 @@ static int compile_fixed(struct pretok *p, const char *re, enum split_behavior b
 	return tok_regex_compile(&p->re, re, strlen(re), false, what, e);
 }
 
-int pretok_load(struct pretok *p, const json_t *j, const char *what, const char *path,
-		struct err *e)
+int pretok_load(struct pretok *p, const json_t *j, const char *what, const char *path, struct err *e)
 {
 	memset(p, 0, sizeof *p);
 	p->kind = PT_SEQUENCE; /* an empty sequence = no pre-tokenizer */
@@ -70,12 +66,10 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 	}
 	if (!strcmp(type, "Split")) {
 		const json_t *pat = json_object_get(j, "pattern");
-		const json_t *rs = json_object_get(pat, "Regex"),
-			     *ss = json_object_get(pat, "String");
+		const json_t *rs = json_object_get(pat, "Regex"), *ss = json_object_get(pat, "String");
 		if (!json_is_string(rs) && !json_is_string(ss))
-			return err_set(
-			    e, "%s: %s.pattern: expected {\"Regex\": ...} or {\"String\": ...}",
-			    what, path);
+			return err_set(e, "%s: %s.pattern: expected {\"Regex\": ...} or {\"String\": ...}", what,
+				       path);
 		if (behavior_parse(j, what, path, &p->behavior, e) ||
 		    json_util_bool(j, what, "invert", false, &p->invert, e) < 0)
 			return -1;
@@ -83,29 +77,24 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 		p->has_re = true;
 		const json_t *s = rs ? rs : ss;
 		snprintf(sub, sizeof sub, "%s: %s.pattern", what, path);
-		return tok_regex_compile(&p->re, json_string_value(s), json_string_length(s), !rs,
-					 sub, e);
+		return tok_regex_compile(&p->re, json_string_value(s), json_string_length(s), !rs, sub, e);
 	}
 	if (!strcmp(type, "ByteLevel")) {
 		bool use_regex;
-		if (json_util_bool(j, what, "add_prefix_space", true, &p->add_prefix_space, e) <
-			0 ||
+		if (json_util_bool(j, what, "add_prefix_space", true, &p->add_prefix_space, e) < 0 ||
 		    json_util_bool(j, what, "use_regex", true, &use_regex, e) < 0)
 			return -1;
 		p->kind = PT_BYTE_LEVEL;
 		p->behavior = SB_ISOLATED;
 		p->has_re = use_regex;
-		return use_regex
-			   ? tok_regex_compile(&p->re, GPT2_RE, strlen(GPT2_RE), false, what, e)
-			   : 0;
+		return use_regex ? tok_regex_compile(&p->re, GPT2_RE, strlen(GPT2_RE), false, what, e) : 0;
 	}
 	if (!strcmp(type, "Digits")) {
 		bool individual;
 		if (json_util_bool(j, what, "individual_digits", false, &individual, e) < 0)
 			return -1;
 		/* char::is_numeric is the Unicode N categories (½ and ② included) */
-		return compile_fixed(p, "\\p{N}", individual ? SB_ISOLATED : SB_CONTIGUOUS, false,
-				     what, e);
+		return compile_fixed(p, "\\p{N}", individual ? SB_ISOLATED : SB_CONTIGUOUS, false, what, e);
 	}
 	if (!strcmp(type, "WhitespaceSplit"))
 		return compile_fixed(p, "[\\s\\x{85}]", SB_REMOVED, false, what, e);
@@ -141,8 +130,7 @@ int pretok_load(struct pretok *p, const json_t *j, const char *what, const char 
 		else if (!strcmp(scheme, "never"))
 			p->prepend = 0;
 		else
-			return err_set(e, "%s: %s.prepend_scheme: unknown value '%s'", what, path,
-				       scheme);
+			return err_set(e, "%s: %s.prepend_scheme: unknown value '%s'", what, path, scheme);
 		if (p->split) {
 			p->has_re = true;
 			p->behavior = SB_MERGED_NEXT;
@@ -163,8 +151,7 @@ void pretok_free(struct pretok *p)
 	memset(p, 0, sizeof *p);
 }
 
-static int byte_level_walk(const struct pretok *p, bool *seen, bool *bl, const char *what,
-			   struct err *e)
+static int byte_level_walk(const struct pretok *p, bool *seen, bool *bl, const char *what, struct err *e)
 {
 	if (p->kind == PT_SEQUENCE) {
 		for (size_t i = 0; i < p->n_sub; i++)
@@ -177,8 +164,7 @@ static int byte_level_walk(const struct pretok *p, bool *seen, bool *bl, const c
 		return 0;
 	}
 	if (*seen)
-		return err_set(
-		    e, "%s: pre_tokenizer: a pre-tokenizer after ByteLevel is not supported", what);
+		return err_set(e, "%s: pre_tokenizer: a pre-tokenizer after ByteLevel is not supported", what);
 	return 0;
 }
 
@@ -221,8 +207,8 @@ int pretok_begin(struct pretok_work *w, const char *s, size_t n, bool at_start, 
 }
 
 /* Splits one piece by p's pattern and behaviour, appending to out. */
-static int split_piece(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc,
-		       struct pretok_list *out, struct err *e)
+static int split_piece(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc, struct pretok_list *out,
+		       struct err *e)
 {
 	/* spans: alternating gaps and matches covering the piece, as (end, is_match) */
 	size_t pos = 0, prev_end = 0, n = pc.len;
@@ -235,8 +221,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 		size_t ms = n, me = n;
 		bool found = false;
 		while (pos <= n) {
-			int rc =
-			    tok_regex_find(&p->re, &w->rx, w->buf.p + pc.off, n, pos, &ms, &me, e);
+			int rc = tok_regex_find(&p->re, &w->rx, w->buf.p + pc.off, n, pos, &ms, &me, e);
 			if (rc < 0)
 				return -1;
 			if (!rc) {
@@ -250,8 +235,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 					break;
 				}
 				uint32_t cp;
-				size_t cl = utf8_decode(
-				    (const unsigned char *)w->buf.p + pc.off + ms, n - ms, &cp);
+				size_t cl = utf8_decode((const unsigned char *)w->buf.p + pc.off + ms, n - ms, &cp);
 				pos = ms + (cl ? cl : 1);
 				continue;
 			}
@@ -273,9 +257,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 				if (!is_match)
 					list_add(out, pc.off + s, t - s, pc.at_start && s == 0);
 				break;
-			case SB_ISOLATED:
-				list_add(out, pc.off + s, t - s, pc.at_start && s == 0);
-				break;
+			case SB_ISOLATED: list_add(out, pc.off + s, t - s, pc.at_start && s == 0); break;
 			case SB_CONTIGUOUS:
 				if (cur && is_match == prev_match) {
 					cur_e = t;
@@ -321,8 +303,7 @@ static int split_piece(const struct pretok *p, struct pretok_work *w, struct pre
 			if (me >= n)
 				break;
 			uint32_t cp;
-			size_t cl = utf8_decode((const unsigned char *)w->buf.p + pc.off + me,
-						  n - me, &cp);
+			size_t cl = utf8_decode((const unsigned char *)w->buf.p + pc.off + me, n - me, &cp);
 			pos = me + (cl ? cl : 1);
 		} else {
 			pos = me;
@@ -359,8 +340,8 @@ static int metaspace_piece(const struct pretok *p, struct pretok_work *w, struct
 	return 0;
 }
 
-int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc,
-		 struct pretok_list *out, struct err *e)
+int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc, struct pretok_list *out,
+		 struct err *e)
 {
 	if (p->kind == PT_SEQUENCE) { /* only reached through pretok_run: apply in turn */
 		struct pretok_list cur = {0}, next = {0};

@@ -56,8 +56,7 @@ struct pretok_work {
 };
 
 /* j may be NULL or null (no pre-tokenizer). */
-int pretok_load(struct pretok *p, const json_t *j, const char *what, const char *path,
-		struct err *e);
+int pretok_load(struct pretok *p, const json_t *j, const char *what, const char *path, struct err *e);
 void pretok_free(struct pretok *p);
 /* True when a ByteLevel pre-tokenizer is present (the model then sees raw bytes). Also
  * validates the placement: nothing but ByteLevel may follow it (error otherwise). */
@@ -75,8 +74,8 @@ static inline bool pretok_passes(const struct pretok *p, const char *s, size_t n
 }
 /* Applies p to one piece (of w->buf), appending the resulting pieces to out. Errors: out of
  * memory (w->buf or out then keeps its sticky oom), a regex failure. */
-int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc,
-		 struct pretok_list *out, struct err *e);
+int pretok_apply(const struct pretok *p, struct pretok_work *w, struct pretok_piece pc, struct pretok_list *out,
+		 struct err *e);
 
 /* Breadth-first convenience (tests): pretok_begin puts s[0..n) in the buffer as one piece,
  * pretok_run replaces w->pieces by the pieces p makes of them (p NULL: no-op). */

@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool literal,
-		      const char *what, struct err *e)
+int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool literal, const char *what, struct err *e)
 {
 	int code;
 	PCRE2_SIZE off;
@@ -13,8 +12,7 @@ int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool lit
 	if (!r->code) {
 		PCRE2_UCHAR msg[256];
 		pcre2_get_error_message(code, msg, sizeof msg);
-		return err_set(e, "%s: bad regex at offset %zu: %s", what, (size_t)off,
-			       (char *)msg);
+		return err_set(e, "%s: bad regex at offset %zu: %s", what, (size_t)off, (char *)msg);
 	}
 	/* JIT is an optimisation: without it (unsupported CPU, no exec memory) matching still
 	 * works through the interpreter */
@@ -71,20 +69,18 @@ void tok_regex_ctx_fini(struct tok_regex_ctx *c)
 	memset(c, 0, sizeof *c);
 }
 
-int tok_regex_find(const struct tok_regex *r, struct tok_regex_ctx *c, const char *s, size_t n,
-		   size_t from, size_t *ms, size_t *me, struct err *e)
+int tok_regex_find(const struct tok_regex *r, struct tok_regex_ctx *c, const char *s, size_t n, size_t from,
+		   size_t *ms, size_t *me, struct err *e)
 {
 	/* the text was validated as UTF-8 once, up front */
 	int rc = r->jit ? pcre2_jit_match(r->code, (PCRE2_SPTR)s, n, from, 0, c->md, c->mctx)
-			: pcre2_match(r->code, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, c->md,
-				      c->mctx);
+			: pcre2_match(r->code, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, c->md, c->mctx);
 	if (rc == PCRE2_ERROR_NOMATCH)
 		return 0;
 	if (rc < 0) {
 		PCRE2_UCHAR msg[256];
 		pcre2_get_error_message(rc, msg, sizeof msg);
-		return err_set(e, "pre-tokenizer regex failed on a %zu-byte piece: %s", n,
-			       (char *)msg);
+		return err_set(e, "pre-tokenizer regex failed on a %zu-byte piece: %s", n, (char *)msg);
 	}
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
 	*ms = ov[0];

@@ -30,8 +30,7 @@ struct tok_regex_ctx {
 
 /* literal: the pattern is a plain string (tokenizer.json {"String": ...}). Errors name
  * `what` and the PCRE2 message with its offset. */
-int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool literal,
-		      const char *what, struct err *e);
+int tok_regex_compile(struct tok_regex *r, const char *pat, size_t len, bool literal, const char *what, struct err *e);
 void tok_regex_free(struct tok_regex *r);
 
 /* 0, or -1 out of memory (c then empty). */
@@ -54,7 +53,7 @@ static inline bool tok_regex_may_match(const struct tok_regex *r, const char *s,
 	return false;
 }
 
-int tok_regex_find(const struct tok_regex *r, struct tok_regex_ctx *c, const char *s, size_t n,
-		   size_t from, size_t *ms, size_t *me, struct err *e);
+int tok_regex_find(const struct tok_regex *r, struct tok_regex_ctx *c, const char *s, size_t n, size_t from,
+		   size_t *ms, size_t *me, struct err *e);
 
 #endif

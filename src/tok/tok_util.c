@@ -195,15 +195,14 @@ static uint64_t cache_hash(uint32_t tag, const char *s, size_t n)
 	return (tok_hash(s, n) ^ ((uint64_t)tag * 0x9E3779B97F4A7C15ULL)) | 1;
 }
 
-static bool cache_slot_eq(const struct tok_cache *c, const struct tok_cache_slot *sl, uint64_t h,
-			  uint32_t tag, const char *s, size_t n)
+static bool cache_slot_eq(const struct tok_cache *c, const struct tok_cache_slot *sl, uint64_t h, uint32_t tag,
+			  const char *s, size_t n)
 {
 	return sl->hash == h && sl->klen == n + 4 && !memcmp(c->keys.p + sl->koff, &tag, 4) &&
 	       !memcmp(c->keys.p + sl->koff + 4, s, n);
 }
 
-bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n,
-		   struct tok_ids *out)
+bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n, struct tok_ids *out)
 {
 	if (!c->slot)
 		return false;
@@ -218,8 +217,7 @@ bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_
 	return false;
 }
 
-int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
-		  size_t n_ids)
+int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids, size_t n_ids)
 {
 	if (!c->slot) {
 		c->slot = calloc(CACHE_SLOTS, sizeof *c->slot);
@@ -241,8 +239,7 @@ int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, co
 			return 0;
 		i = (i + 1) & (c->cap - 1);
 	}
-	struct tok_cache_slot sl = {h, (uint32_t)c->keys.n, (uint32_t)(n + 4), (uint32_t)c->ids.n,
-				    (uint32_t)n_ids};
+	struct tok_cache_slot sl = {h, (uint32_t)c->keys.n, (uint32_t)(n + 4), (uint32_t)c->ids.n, (uint32_t)n_ids};
 	if (strbuf_reserve(&c->keys, n + 4) || tok_ids_add(&c->ids, ids, n_ids))
 		return -1; /* sticky: the owner drops the cache with its context */
 	strbuf_put(&c->keys, &tag, 4);
@@ -260,8 +257,8 @@ void tok_cache_free(struct tok_cache *c)
 	memset(c, 0, sizeof *c);
 }
 
-int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path,
-		  size_t elem_size, void **out, size_t *n, struct err *e)
+int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path, size_t elem_size, void **out,
+		  size_t *n, struct err *e)
 {
 	const json_t *arr = json_object_get(j, key);
 	*out = NULL;

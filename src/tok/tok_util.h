@@ -20,8 +20,8 @@ int tok_oom(struct err *e);
 /* A "Sequence" component's list j[key] (normalizers, pretokenizers): *out = calloc'd
  * (count + 1) elements of elem_size, *n = count. 0, or -1 with e set ("WHAT: PATH.KEY:
  * expected an array", or out of memory). */
-int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path,
-		  size_t elem_size, void **out, size_t *n, struct err *e);
+int tok_seq_alloc(const json_t *j, const char *key, const char *what, const char *path, size_t elem_size, void **out,
+		  size_t *n, struct err *e);
 
 /* growable int32 array; like strbuf, a failed append sets the sticky oom and later appends
  * do nothing, so an encoder checks oom once per piece */
@@ -81,11 +81,9 @@ struct tok_cache {
 
 /* A key is (tag, bytes): the tag separates the levels that share the cache. On a hit the
  * ids are appended to out (which may then be out->oom) and true is returned. */
-bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n,
-		   struct tok_ids *out);
+bool tok_cache_get(const struct tok_cache *c, uint32_t tag, const char *s, size_t n, struct tok_ids *out);
 /* 0, or -1 out of memory (the cache then takes no more: its owner frees it). */
-int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids,
-		   size_t n_ids);
+int tok_cache_put(struct tok_cache *c, uint32_t tag, const char *s, size_t n, const int32_t *ids, size_t n_ids);
 void tok_cache_free(struct tok_cache *c);
 
 #endif

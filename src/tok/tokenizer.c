@@ -26,29 +26,26 @@ struct tok_ctx {
 
 /* ---- post-processor ---- */
 
-static int special_ids(struct tok *t, const json_t *specials, const char *name, struct tok_ids *out,
-		       struct err *e)
+static int special_ids(struct tok *t, const json_t *specials, const char *name, struct tok_ids *out, struct err *e)
 {
 	const json_t *st = json_object_get(specials, name);
 	const json_t *ids = json_object_get(st, "ids");
 	if (!json_is_array(ids))
-		return err_set(e, "%s: post_processor: special token '%s' is not defined", t->what,
-			       name);
+		return err_set(e, "%s: post_processor: special token '%s' is not defined", t->what, name);
 	size_t i;
 	json_t *v;
-	json_array_foreach (ids, i, v) {
+	json_array_foreach(ids, i, v)
+	{
 		int32_t id;
 		if (!json_util_id(v, &id))
-			return err_set(e, "%s: post_processor: special token '%s': bad id", t->what,
-				       name);
+			return err_set(e, "%s: post_processor: special token '%s': bad id", t->what, name);
 		if (tok_ids_push(out, id))
 			return tok_oom(e);
 	}
 	return 0;
 }
 
-static int named_id(struct tok *t, const json_t *pair, const char *key, struct tok_ids *out,
-		    struct err *e)
+static int named_id(struct tok *t, const json_t *pair, const char *key, struct tok_ids *out, struct err *e)
 {
 	/* ["<s>", 0] */
 	int32_t id;
@@ -63,13 +60,11 @@ static int post_load(struct tok *t, const json_t *pp, struct err *e)
 		return 0;
 	const char *type;
 	if (json_util_str(pp, t->what, "post_processor.type", NULL, &type, e) < 0 || !type)
-		return err_set(e, "%s: post_processor: expected an object with a \"type\"",
-			       t->what);
+		return err_set(e, "%s: post_processor: expected an object with a \"type\"", t->what);
 	if (!strcmp(type, "Sequence")) {
 		const json_t *arr = json_object_get(pp, "processors");
 		if (!json_is_array(arr))
-			return err_set(e, "%s: post_processor.processors: expected an array",
-				       t->what);
+			return err_set(e, "%s: post_processor.processors: expected an array", t->what);
 		for (size_t i = 0; i < json_array_size(arr); i++)
 			if (post_load(t, json_array_get(arr, i), e))
 				return -1;
@@ -96,17 +91,16 @@ static int post_load(struct tok *t, const json_t *pp, struct err *e)
 					       "%s: post_processor.single[%zu]: expected "
 					       "SpecialToken or Sequence",
 					       t->what, i);
-			if (special_ids(t, specials, json_string_value(name),
-					after ? &t->suffix : &t->prefix, e))
+			if (special_ids(t, specials, json_string_value(name), after ? &t->suffix : &t->prefix, e))
 				return -1;
 		}
 		return 0;
 	}
 	if (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing"))
 		return named_id(t, json_object_get(pp, "cls"), "cls", &t->prefix, e) ||
-			       named_id(t, json_object_get(pp, "sep"), "sep", &t->suffix, e)
-			   ? -1
-			   : 0;
+				       named_id(t, json_object_get(pp, "sep"), "sep", &t->suffix, e)
+			       ? -1
+			       : 0;
 	return err_set(e, "%s: post_processor: unsupported type '%s'", t->what, type);
 }
 
@@ -124,21 +118,19 @@ static int config_override(struct tok *t, const char *dir, struct err *e)
 			bool on;
 			const char *tok, *name;
 			struct tok_ids *dst;
-		} rule[2] = {
-		    {c.has_add_bos_token && c.add_bos_token, c.bos_token, "bos", &t->prefix},
-		    {c.has_add_eos_token && c.add_eos_token, c.eos_token, "eos", &t->suffix}};
+		} rule[2] = {{c.has_add_bos_token && c.add_bos_token, c.bos_token, "bos", &t->prefix},
+			     {c.has_add_eos_token && c.add_eos_token, c.eos_token, "eos", &t->suffix}};
 		for (int i = 0; i < 2 && !rc; i++) {
 			if (!rule[i].on)
 				continue;
 			int32_t id = rule[i].tok ? tok_token_to_id(t, rule[i].tok) : -1;
 			if (id < 0)
-				rc =
-				    err_set(e,
-					    "%s/tokenizer_config.json: add_%s_token is true but "
-					    "%s_token %s%s%s",
-					    dir, rule[i].name, rule[i].name, rule[i].tok ? "'" : "",
-					    rule[i].tok ? rule[i].tok : "is missing",
-					    rule[i].tok ? "' is not in the vocab" : "");
+				rc = err_set(e,
+					     "%s/tokenizer_config.json: add_%s_token is true but "
+					     "%s_token %s%s%s",
+					     dir, rule[i].name, rule[i].name, rule[i].tok ? "'" : "",
+					     rule[i].tok ? rule[i].tok : "is missing",
+					     rule[i].tok ? "' is not in the vocab" : "");
 			else if (tok_ids_push(rule[i].dst, id))
 				rc = tok_oom(e);
 		}
@@ -187,8 +179,7 @@ static int load_json(struct tok *t, const json_t *root, struct err *e)
 		return -1;
 	/* files written by old versions omit model.type for BPE */
 	if (type && strcmp(type, "BPE"))
-		return err_set(e, "%s: model.type: unsupported model '%s' (only BPE)", t->what,
-			       type);
+		return err_set(e, "%s: model.type: unsupported model '%s' (only BPE)", t->what, type);
 	if (!type && !json_object_get(model, "merges"))
 		return err_set(e, "%s: model.type is missing", t->what);
 	if (bpe_load(&t->bpe, model, t->what, e))
@@ -198,8 +189,7 @@ static int load_json(struct tok *t, const json_t *root, struct err *e)
 	if (norm_load(&t->norm, json_object_get(root, "normalizer"), t->what, "normalizer", e))
 		return -1;
 	t->norm_identity = norm_is_identity(&t->norm);
-	if (pretok_load(&t->pretok, json_object_get(root, "pre_tokenizer"), t->what,
-			"pre_tokenizer", e) ||
+	if (pretok_load(&t->pretok, json_object_get(root, "pre_tokenizer"), t->what, "pre_tokenizer", e) ||
 	    pretok_byte_level(&t->pretok, &t->byte_level, t->what, e))
 		return -1;
 	if (t->byte_level)
@@ -329,9 +319,8 @@ static void ctx_put(const struct tok *ct, struct tok_ctx *c, bool failed)
  * Metaspace's "first" scheme, on whether it starts the text): the first short piece on
  * the way down (often a whole short line) and every final word are looked up in the
  * cache, and stored after a miss. */
-static int encode_piece(const struct tok *t, struct tok_ctx *c, size_t depth,
-			struct pretok_piece pc, bool cached_above, struct tok_ids *out,
-			struct err *e)
+static int encode_piece(const struct tok *t, struct tok_ctx *c, size_t depth, struct pretok_piece pc,
+			bool cached_above, struct tok_ids *out, struct err *e)
 {
 	const char *s = c->pw.buf.p + pc.off;
 	while (depth < t->n_stages && pretok_passes(t->stages[depth], s, pc.len))
@@ -353,20 +342,18 @@ static int encode_piece(const struct tok *t, struct tok_ctx *c, size_t depth,
 		l->n = 0;
 		int rc = pretok_apply(t->stages[depth], &c->pw, pc, l, e);
 		for (size_t i = 0; i < l->n && !rc; i++)
-			rc = encode_piece(t, c, depth + 1, l->v[i], cached_above || use_cache, out,
-					  e);
+			rc = encode_piece(t, c, depth + 1, l->v[i], cached_above || use_cache, out, e);
 		if (rc)
 			return rc;
 	}
-	if (use_cache && tok_cache_put(cache, tag, c->pw.buf.p + pc.off, pc.len, out->v + before,
-				       out->n - before))
+	if (use_cache && tok_cache_put(cache, tag, c->pw.buf.p + pc.off, pc.len, out->v + before, out->n - before))
 		return tok_oom(e);
 	return 0;
 }
 
 /* Text between added tokens: normalized text → normalized added tokens → pre-tokens → BPE. */
-static int encode_text(const struct tok *t, struct tok_ctx *c, const char *s, size_t n,
-		       bool at_start, struct tok_ids *out, struct err *e)
+static int encode_text(const struct tok *t, struct tok_ctx *c, const char *s, size_t n, bool at_start,
+		       struct tok_ids *out, struct err *e)
 {
 	if (!c->pw.rx.md && tok_regex_ctx_init(&c->pw.rx))
 		return tok_oom(e);
@@ -406,8 +393,8 @@ static int encode_text(const struct tok *t, struct tok_ctx *c, const char *s, si
 	return 0;
 }
 
-int tok_encode(const struct tok *t, const char *text, size_t len, bool add_special_tokens,
-	       int32_t **ids, size_t *n, struct err *e)
+int tok_encode(const struct tok *t, const char *text, size_t len, bool add_special_tokens, int32_t **ids, size_t *n,
+	       struct err *e)
 {
 	*ids = NULL;
 	*n = 0;
@@ -425,9 +412,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
 		return tok_oom(e);
 	}
 	c->n_seg = 0;
-	int rc = added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg)
-		     ? tok_oom(e)
-		     : 0;
+	int rc = added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg) ? tok_oom(e) : 0;
 	for (size_t i = 0; i < c->n_seg && !rc; i++) {
 		struct added_piece sg = c->seg[i];
 		if (sg.id >= 0)
@@ -449,10 +434,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
 
 /* ---- lookups ---- */
 
-int32_t tok_vocab_size(const struct tok *t)
-{
-	return t->n_ids;
-}
+int32_t tok_vocab_size(const struct tok *t) { return t->n_ids; }
 
 int32_t tok_token_to_id(const struct tok *t, const char *token)
 {
@@ -471,15 +453,9 @@ bool tok_is_special(const struct tok *t, int32_t id)
 	return id >= 0 && id < t->n_ids && (t->flags[id] & TOKF_SPECIAL);
 }
 
-int32_t tok_bos_id(const struct tok *t)
-{
-	return t->prefix.n ? t->prefix.v[0] : -1;
-}
+int32_t tok_bos_id(const struct tok *t) { return t->prefix.n ? t->prefix.v[0] : -1; }
 
-int32_t tok_eos_id(const struct tok *t)
-{
-	return t->suffix.n ? t->suffix.v[t->suffix.n - 1] : -1;
-}
+int32_t tok_eos_id(const struct tok *t) { return t->suffix.n ? t->suffix.v[t->suffix.n - 1] : -1; }
 
 void tok_resolve_special_ids(const struct tok *t, struct hf_config *cfg)
 {

@@ -41,8 +41,8 @@ void tok_free(struct tok *t);
  * Invalid UTF-8 → error "invalid utf-8 at byte N of the text" (nothing allocated); out of
  * memory → error "out of memory". On success *ids is malloc'd (may be NULL when *n == 0).
  * Thread-safe. */
-int tok_encode(const struct tok *t, const char *text, size_t len, bool add_special_tokens,
-	       int32_t **ids, size_t *n, struct err *e);
+int tok_encode(const struct tok *t, const char *text, size_t len, bool add_special_tokens, int32_t **ids, size_t *n,
+	       struct err *e);
 
 /* Decodes ids into UTF-8 text (always valid: byte sequences that do not form UTF-8 become
  * U+FFFD, like Hugging Face's lossy decoding). Added tokens are emitted verbatim; other
@@ -51,8 +51,8 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
  * padding rows of a model's larger vocab, or holes) decode to nothing, as in Hugging Face;
  * a negative id is an error naming it. *text is malloc'd and NUL-terminated; *len (may be
  * NULL) receives its byte length. */
-int tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool skip_special_tokens,
-	       char **text, size_t *len, struct err *e);
+int tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool skip_special_tokens, char **text, size_t *len,
+	       struct err *e);
 
 /* Number of ids: 1 + the largest id in the vocab or added tokens. (The model's vocab_size
  * from config.json may be larger; ids in between decode to nothing.) */
@@ -91,14 +91,13 @@ bool tok_decode_concatenates(const struct tok *t);
  * request; not thread-safe by itself (the tokenizer it reads is). */
 struct tok_detok;
 
-int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *prompt_ids,
-		  size_t n_prompt, struct tok_detok **out, struct err *e);
+int tok_detok_new(const struct tok *t, bool skip_special_tokens, const int32_t *prompt_ids, size_t n_prompt,
+		  struct tok_detok **out, struct err *e);
 /* Pushes one id. *delta points to the new complete text (NUL-terminated; may be "" while a
  * multi-byte character is incomplete), valid until the next call on d. Unknown ids give no
  * text (as in tok_decode); a negative id → error, state unchanged; out of memory → error
  * (*delta ""; the detokenizer is then unusable). */
-int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *delta_len,
-		   struct err *e);
+int tok_detok_push(struct tok_detok *d, int32_t id, const char **delta, size_t *delta_len, struct err *e);
 /* Flushes what is left at the end of generation: bytes of a character that never completed
  * become one U+FFFD. Same lifetime rule for *delta. The detokenizer can not be pushed to
  * afterwards. Error (out of memory): *delta is "" and the text left is lost. */

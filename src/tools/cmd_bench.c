@@ -160,13 +160,20 @@ static double measure_peak(struct pool *pool, bool act_bf16, const char **what)
 	if (l < OPS_AVX2)
 		return 0;
 	struct peak_ctx c = {.iters = 1000000,
-			     .kind = l >= OPS_AMX && act_bf16 ? 3 : l >= OPS_AVX512_BF16 && act_bf16 ? 2 : l >= OPS_AVX512 ? 1 : 0};
+			     .kind = l >= OPS_AMX && act_bf16           ? 3
+				     : l >= OPS_AVX512_BF16 && act_bf16 ? 2
+				     : l >= OPS_AVX512                  ? 1
+									: 0};
 	/* FLOPs per loop iteration: chains x lanes x (2 per FMA, 4 per bf16 pair dot); AMX runs
 	 * iters / 4 iterations of 4 tile products */
-	double per_iter = c.kind == 0 ? 10 * 8 * 2 : c.kind == 1 ? 12 * 16 * 2 : c.kind == 2 ? 12 * 16 * 4
-						    : OPS_AMX_PEAK_FLOPS_PER_ITER / 4;
-	*what = c.kind == 0 ? "256-bit fp32 FMA" : c.kind == 1 ? "512-bit fp32 FMA"
-		: c.kind == 2 ? "512-bit bf16 dot (vdpbf16ps)" : "AMX bf16 tiles (tdpbf16ps)";
+	double per_iter = c.kind == 0   ? 10 * 8 * 2
+			  : c.kind == 1 ? 12 * 16 * 2
+			  : c.kind == 2 ? 12 * 16 * 4
+					: OPS_AMX_PEAK_FLOPS_PER_ITER / 4;
+	*what = c.kind == 0   ? "256-bit fp32 FMA"
+		: c.kind == 1 ? "512-bit fp32 FMA"
+		: c.kind == 2 ? "512-bit bf16 dot (vdpbf16ps)"
+			      : "AMX bf16 tiles (tdpbf16ps)";
 	int nt = pool ? pool_size(pool) : 1;
 	double best = 0;
 	for (int r = 0; r < 7; r++) {
@@ -190,7 +197,8 @@ static double prefill_flops(const struct model_config *c, int n, size_t step_wei
 	for (int i = 0; i < c->num_hidden_layers; i++) {
 		per_tok += attn_lin;
 		if (config_layer_is_moe(c, i))
-			per_tok += 3.0 * D * c->moe_intermediate_size * (c->num_experts_per_tok + c->n_shared_experts) +
+			per_tok += 3.0 * D * c->moe_intermediate_size *
+					   (c->num_experts_per_tok + c->n_shared_experts) +
 				   D * c->n_routed_experts;
 		else
 			per_tok += 3.0 * D * c->intermediate_size;
@@ -210,7 +218,8 @@ static double decode_flops(const struct model_config *c, int B, int ctx)
 		per_tok += (Lq > 0 ? Lq * D + H * (dn + dr) * Lq : H * (dn + dr) * D) + (Lkv + dr) * D +
 			   H * (dn + dv) * Lkv + D * H * dv + H * ((double)ctx * (Lkv + dr) + (double)ctx * Lkv);
 		if (config_layer_is_moe(c, i))
-			per_tok += 3.0 * D * c->moe_intermediate_size * (c->num_experts_per_tok + c->n_shared_experts) +
+			per_tok += 3.0 * D * c->moe_intermediate_size *
+					   (c->num_experts_per_tok + c->n_shared_experts) +
 				   D * c->n_routed_experts;
 		else
 			per_tok += 3.0 * D * c->intermediate_size;
@@ -233,8 +242,8 @@ struct decode_result {
 };
 
 /* O decode steps of B tokens (one per sequence, context I + k) after the prefill. */
-static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_backend *be, int B, int I, int O,
-		      int mb, const int32_t *bt, struct decode_result *res, struct err *e)
+static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_backend *be, int B, int I, int O, int mb,
+		      const int32_t *bt, struct decode_result *res, struct err *e)
 {
 	const struct model_config *c = model_config(m);
 	int bs = kv->block_size, rc = -1;
@@ -261,9 +270,17 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 		}
 		qs[B] = B;
 		struct batch d = {.n_tokens = B, .tokens = tok, .positions = pos, .n_logits = B, .logits_rows = rows};
-		d.attn = (struct attn_meta){.n_seqs = B, .n_tokens = B, .query_start = qs, .seq_lens = sl,
-					    .block_table = bt, .max_blocks = mb, .slots = slots, .n_decodes = B,
-					    .n_decode_tokens = B, .dcp_size = 1, .local_seq_lens = sl};
+		d.attn = (struct attn_meta){.n_seqs = B,
+					    .n_tokens = B,
+					    .query_start = qs,
+					    .seq_lens = sl,
+					    .block_table = bt,
+					    .max_blocks = mb,
+					    .slots = slots,
+					    .n_decodes = B,
+					    .n_decode_tokens = B,
+					    .dcp_size = 1,
+					    .local_seq_lens = sl};
 		double ts = mono_now_s();
 		if (model_forward(m, &d, kv, be, logits, e))
 			goto out;
@@ -315,9 +332,14 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		return err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
 	if (pool_new(o->threads, &pool, e))
 		return -1;
-	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 1,
-				   .max_batch_tokens = I > Bmax ? I : Bmax, .max_seqs = Bmax, .max_model_len = I + O,
-				   .pool = pool, .quantize_fp8 = o->quantize_fp8};
+	struct model_options mo = {.act_dtype = DT_F32,
+				   .load_dummy = o->dummy,
+				   .dummy_seed = 1,
+				   .max_batch_tokens = I > Bmax ? I : Bmax,
+				   .max_seqs = Bmax,
+				   .max_model_len = I + O,
+				   .pool = pool,
+				   .quantize_fp8 = o->quantize_fp8};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	double t_load = mono_now_s();
@@ -358,8 +380,15 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	int32_t qs[2] = {0, I}, sl[1] = {I};
 	rows[0] = I - 1;
 	struct batch b = {.n_tokens = I, .tokens = tok, .positions = pos, .n_logits = 1, .logits_rows = rows};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = I, .query_start = qs, .seq_lens = sl, .block_table = bt,
-				    .max_blocks = mb, .slots = slots, .dcp_size = 1, .local_seq_lens = sl};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = I,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = bt,
+				    .max_blocks = mb,
+				    .slots = slots,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
 	double t0 = mono_now_s(), c0 = proc_cpu_s();
 	if (model_forward(m, &b, &kv, be, logits, e))
 		goto out;
@@ -390,22 +419,25 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	       o->dummy ? "dummy" : o->dir, c->num_hidden_layers, model_weight_bytes(m) / 1e9, t_load,
 	       act_bf16 ? "bfloat16" : "float32", pool_size(pool), ops_level_name(ops_level_best()), be->name);
 	printf("read bandwidth %.1f GB/s; compute peak %.1f GFLOP/s (%s)\n", bw, peak, peak_what);
-	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second %.0f%% of the "
-	       "one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n", I, t_prefill, pf_tps, pf_gf,
-	       peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1, 100 * cpu_prefill / t_prefill / pool_size(pool),
-	       pool_size(pool));
+	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second %.0f%% of "
+	       "the "
+	       "one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n",
+	       I, t_prefill, pf_tps, pf_gf, peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1,
+	       100 * cpu_prefill / t_prefill / pool_size(pool), pool_size(pool));
 	for (int i = 0; i < o->n_batches; i++) {
 		struct decode_result *d = &res[i];
 		/* the step's bound: its weight bytes at the bandwidth or its FLOPs at the peak,
 		 * whichever takes longer */
-		double t_bw = bw > 0 ? d->bytes_step / (bw * 1e9) : 0, t_fl = peak > 0 ? d->flops_step / (peak * 1e9) : 0;
+		double t_bw = bw > 0 ? d->bytes_step / (bw * 1e9) : 0,
+		       t_fl = peak > 0 ? d->flops_step / (peak * 1e9) : 0;
 		double t_bound = t_bw > t_fl ? t_bw : t_fl;
 		d->bound = t_bw >= t_fl ? "bandwidth" : "compute";
 		d->roof_steps = t_bound > 0 ? 1.0 / t_bound : 0;
 		/* the median step against the best bandwidth: contention on a shared machine
 		 * lowers the fraction, never raises it */
 		d->roof_frac = d->roof_steps > 0 ? (1.0 / d->p50) / d->roof_steps : 0;
-		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f, best %.2f), %.1f tokens/s; %.3f GB, "
+		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f, best %.2f), %.1f tokens/s; %.3f "
+		       "GB, "
 		       "%.1f GFLOP per step -> bound (%s) %.1f steps/s, achieved %.0f%%\n",
 		       d->batch, I, d->p50 * 1e3, d->mean * 1e3, d->best * 1e3, d->tps, d->bytes_step / 1e9,
 		       d->flops_step / 1e9, d->bound, d->roof_steps, 100 * d->roof_frac);
@@ -414,12 +446,12 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		json_t *runs = json_array();
 		for (int i = 0; i < o->n_batches; i++)
 			json_array_append_new(runs, decode_json(&res[i]));
-		json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "model",
-				      o->dummy ? "dummy" : o->dir, "batch_size", o->batches[0], "input_len", I, "output_len",
-				      O, "threads", pool_size(pool), "prefill_tokens_per_s", pf_tps, "prefill_gflops", pf_gf,
-				      "peak_gflops", peak, "prefill_peak_fraction", peak > 0 ? pf_gf / peak : 0.0,
-				      "peak_gflops_one_thread", peak1, "prefill_cpu_peak_fraction", pf_cpu_frac,
-				      "read_bandwidth_gb_s", bw, "runs", runs);
+		json_t *j = json_pack(
+			"{s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "model", o->dummy ? "dummy" : o->dir,
+			"batch_size", o->batches[0], "input_len", I, "output_len", O, "threads", pool_size(pool),
+			"prefill_tokens_per_s", pf_tps, "prefill_gflops", pf_gf, "peak_gflops", peak,
+			"prefill_peak_fraction", peak > 0 ? pf_gf / peak : 0.0, "peak_gflops_one_thread", peak1,
+			"prefill_cpu_peak_fraction", pf_cpu_frac, "read_bandwidth_gb_s", bw, "runs", runs);
 		/* the first batch size's decode figures at the top level too */
 		json_t *first = decode_json(&res[0]);
 		if (j && first)
@@ -446,7 +478,8 @@ static void bench_usage(FILE *f)
 	fprintf(f, "usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
 		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
-		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the checkpoint's)] [--threads N]\n"
+		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
+		   "checkpoint's)] [--threads N]\n"
 		   "         [--attention-backend NAME] [--quantization fp8] [--output-json FILE]\n");
 }
 
@@ -505,8 +538,7 @@ int cmd_bench(int argc, char **argv)
 			}
 			if (!o.n_batches && !bad)
 				bad = err_set(&e, "--batch-size: invalid value '%s'", v);
-		}
-		else if (!strcmp(a, "--input-len"))
+		} else if (!strcmp(a, "--input-len"))
 			bad = int_arg(v, a, 1, &o.in_len, &e);
 		else if (!strcmp(a, "--output-len"))
 			bad = int_arg(v, a, 1, &o.out_len, &e);

@@ -31,10 +31,11 @@ struct logits_opts {
 
 static void logits_usage(FILE *f)
 {
-	fprintf(f, "usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
-		   "         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
-		   "         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8]\n"
-		   "Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
+	fprintf(f,
+		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
+		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
+		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8]\n"
+		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
 
 static int run_logits(const struct logits_opts *o, struct err *e)
@@ -67,10 +68,18 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	if (pool_new(o->threads, &pool, e))
 		goto out;
 	int chunk = o->chunk > 0 && o->chunk < n ? o->chunk : n;
-	struct model_options mo = {.act_dtype = DT_F32, .load_dummy = o->dummy, .dummy_seed = 0,
-				   .max_batch_tokens = chunk, .max_seqs = 1, .max_model_len = n, .pool = pool,
-				   .tp_size = c ? c->tp_size : 1, .tp_rank = c ? c->tp_rank : 0, .comm = c,
-				   .dcp_interleave = o->interleave, .quantize_fp8 = o->quantize_fp8};
+	struct model_options mo = {.act_dtype = DT_F32,
+				   .load_dummy = o->dummy,
+				   .dummy_seed = 0,
+				   .max_batch_tokens = chunk,
+				   .max_seqs = 1,
+				   .max_model_len = n,
+				   .pool = pool,
+				   .tp_size = c ? c->tp_size : 1,
+				   .tp_rank = c ? c->tp_rank : 0,
+				   .comm = c,
+				   .dcp_interleave = o->interleave,
+				   .quantize_fp8 = o->quantize_fp8};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	if (model_load(o->dir, &mo, &m, e))
@@ -98,7 +107,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	if (attn_threshold_setup(be, 0, W, I, 0, &rule, e))
 		goto out;
 	/* the cache dtype follows the activations: float32 runs are exact */
-	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16 : DT_F32;
+	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16
+													    : DT_F32;
 	if (model_kv_cache_init(m, &kv, nb + 1, bs, kvd, e))
 		goto out;
 	logits = malloc(sizeof(float) * (size_t)n * (size_t)cfg->vocab_size);
@@ -127,10 +137,20 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		bool dec = sp.n_decodes == 1;
 		for (int i = 0; i < q; i++)
 			rows[i] = i;
-		struct step_plan p = {.n_tokens = q, .n_seqs = 1, .max_blocks = nb, .n_decodes = dec ? 1 : 0,
-				      .n_decode_tokens = dec ? q : 0, .n_logits = q, .block_size = vbs,
-				      .tokens = tok + s, .positions = pos + s, .query_start = qs, .seq_lens = sl,
-				      .block_table = bt, .slots = slots + s, .logits_rows = rows};
+		struct step_plan p = {.n_tokens = q,
+				      .n_seqs = 1,
+				      .max_blocks = nb,
+				      .n_decodes = dec ? 1 : 0,
+				      .n_decode_tokens = dec ? q : 0,
+				      .n_logits = q,
+				      .block_size = vbs,
+				      .tokens = tok + s,
+				      .positions = pos + s,
+				      .query_start = qs,
+				      .seq_lens = sl,
+				      .block_table = bt,
+				      .slots = slots + s,
+				      .logits_rows = rows};
 		if (dist_exec_forward(&dx, &p, logits + (size_t)s * (size_t)cfg->vocab_size, e)) {
 			if (c && c->world_size > 1) { /* the others may wait in a collective */
 				fprintf(stderr, "mlaserve logits: rank %d: %s\n", c->world_rank, e->msg);
@@ -206,7 +226,11 @@ int cmd_logits(int argc, char **argv)
 					goto fail;
 			} else if (!strcmp(a, "--load-format")) {
 				if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors")) {
-					fprintf(stderr, "mlaserve logits: --load-format: invalid value '%s' (auto, safetensors or dummy)\n", v);
+					fprintf(stderr,
+						"mlaserve logits: --load-format: invalid value '%s' (auto, "
+						"safetensors "
+						"or dummy)\n",
+						v);
 					return 1;
 				}
 				o.dummy = !strcmp(v, "dummy");
@@ -222,7 +246,8 @@ int cmd_logits(int argc, char **argv)
 			} else if (!strcmp(a, "--decode-context-parallel-size")) {
 				if (cli_int_parse(a, v, 1, 1 << 30, &o.dcp, &e))
 					goto fail;
-			} else if (!strcmp(a, "--dcp-kv-cache-interleave-size") || !strcmp(a, "--cp-kv-cache-interleave-size")) {
+			} else if (!strcmp(a, "--dcp-kv-cache-interleave-size") ||
+				   !strcmp(a, "--cp-kv-cache-interleave-size")) {
 				if (cli_int_parse(a, v, 1, 1 << 30, &o.interleave, &e))
 					goto fail;
 			} else if (!strcmp(a, "--block-size")) {

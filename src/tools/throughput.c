@@ -199,8 +199,8 @@ join:
 	struct dist dt = summarize(ttft, n_ok), dp = summarize(tpot, n_tpot), de = summarize(e2e, n_ok);
 	free(ttft), free(tpot), free(e2e);
 	double rps = n_ok / elapsed, in_tps = n_in / elapsed, out_tps = n_out / elapsed;
-	printf("bench throughput: %d requests x (%d prefix + %d input, %d output) tokens, %s\n", o->n,
-	       o->prefix_len, o->in_len, o->out_len, o->ea.load_dummy ? "dummy weights" : o->ea.model_dir);
+	printf("bench throughput: %d requests x (%d prefix + %d input, %d output) tokens, %s\n", o->n, o->prefix_len,
+	       o->in_len, o->out_len, o->ea.load_dummy ? "dummy weights" : o->ea.model_dir);
 	/* CPU seconds (all threads) per token: less sensitive than wall time to other processes
 	 * taking cores on a shared machine, since idle workers sleep */
 	printf("  elapsed %.2f s (CPU %.2f s, %.0f%% of %d threads busy), %d steps, %llu preemptions, %d failed\n",
@@ -217,18 +217,19 @@ join:
 	printf("  E2E  ms: mean %.1f, p50 %.1f, p90 %.1f, p99 %.1f\n", de.mean * 1e3, de.p50 * 1e3, de.p90 * 1e3,
 	       de.p99 * 1e3);
 	if (o->json) {
-		json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:o,s:o,s:o}",
+		json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:"
+				      "I,s:o,s:o,s:o}",
 				      "model", o->ea.load_dummy ? "dummy" : o->ea.model_dir, "num_requests", o->n,
 				      "prefix_len", o->prefix_len, "input_len", o->in_len, "output_len", o->out_len,
 				      "block_size", engine_block_size(rt.engine), "enable_prefix_caching",
-				      o->ea.enable_prefix_caching, "max_num_batched_tokens", o->ea.max_num_batched_tokens,
-				      "failed", n_fail, "elapsed_time", elapsed, "cpu_time", cpu, "requests_per_second", rps,
-				      "input_tokens_per_second", in_tps, "output_tokens_per_second", out_tps,
-				      "tokens_per_second", in_tps + out_tps, "prefix_hit_rate",
-				      n_in ? (double)n_cached / n_in : 0.0, "total_input_tokens", (json_int_t)n_in,
-				      "total_output_tokens", (json_int_t)n_out, "cached_tokens", (json_int_t)n_cached,
-				      "steps", (json_int_t)st.steps, "ttft_ms", dist_json(dt), "tpot_ms", dist_json(dp),
-				      "e2e_ms", dist_json(de));
+				      o->ea.enable_prefix_caching, "max_num_batched_tokens",
+				      o->ea.max_num_batched_tokens, "failed", n_fail, "elapsed_time", elapsed,
+				      "cpu_time", cpu, "requests_per_second", rps, "input_tokens_per_second", in_tps,
+				      "output_tokens_per_second", out_tps, "tokens_per_second", in_tps + out_tps,
+				      "prefix_hit_rate", n_in ? (double)n_cached / n_in : 0.0, "total_input_tokens",
+				      (json_int_t)n_in, "total_output_tokens", (json_int_t)n_out, "cached_tokens",
+				      (json_int_t)n_cached, "steps", (json_int_t)st.steps, "ttft_ms", dist_json(dt),
+				      "tpot_ms", dist_json(dp), "e2e_ms", dist_json(de));
 		if (!j || json_dump_file(j, o->json, JSON_INDENT(2))) {
 			json_decref(j);
 			rc = err_set(e, "%s: cannot write the JSON report", o->json);
@@ -324,7 +325,8 @@ int bench_throughput_main(int argc, char **argv)
 		return 2;
 	}
 	if (o.ea.tp_size > 1 || o.ea.dcp_size > 1) {
-		err_set(&e, "bench throughput runs one rank: benchmark -tp/-dcp with `mlaserve serve` and bench serve");
+		err_set(&e,
+			"bench throughput runs one rank: benchmark -tp/-dcp with `mlaserve serve` and bench serve");
 		goto fail;
 	}
 	if (o.ea.max_model_len == 0)

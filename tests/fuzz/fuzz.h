@@ -17,22 +17,22 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 extern const char fuzz_name[]; /* the corpus directory's name */
 
-#define FUZZ_CHECK(cond)                                                                    \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
+#define FUZZ_CHECK(cond)                                                                            \
+	do {                                                                                        \
+		if (!(cond)) {                                                                      \
 			fprintf(stderr, "%s:%d: property broken: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                            \
-		}                                                                           \
+			abort();                                                                    \
+		}                                                                                   \
 	} while (0)
 
 /* A fixture that every input needs could not be loaded: the target cannot run at all. */
-#define FUZZ_SETUP(cond, what)                                                              \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "fuzz %s: cannot set up: %s (run from the repository root)\n", \
-				fuzz_name, what);                                           \
-			exit(2);                                                            \
-		}                                                                           \
+#define FUZZ_SETUP(cond, what)                                                                                    \
+	do {                                                                                                      \
+		if (!(cond)) {                                                                                    \
+			fprintf(stderr, "fuzz %s: cannot set up: %s (run from the repository root)\n", fuzz_name, \
+				what);                                                                            \
+			exit(2);                                                                                  \
+		}                                                                                                 \
 	} while (0)
 
 #endif

@@ -63,7 +63,8 @@ static void safetensors(const uint8_t *p, size_t n)
 		}
 		FUZZ_CHECK(st_find(s, t->name) == t);
 		const struct st_tensor *out;
-		(void)st_expect(s, t->name, ST_FLOATS, t->ndim > 0 ? t->shape[0] : 1, t->ndim > 1 ? t->shape[1] : 0, &out, &e);
+		(void)st_expect(s, t->name, ST_FLOATS, t->ndim > 0 ? t->shape[0] : 1, t->ndim > 1 ? t->shape[1] : 0,
+				&out, &e);
 	}
 	st_close(s);
 }
@@ -83,9 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct err e;
 	e.msg[0] = 0;
 	switch (data[0] % 5) {
-	case 0:
-		safetensors(p, n);
-		break;
+	case 0: safetensors(p, n); break;
 	case 1: {
 		char *s = cstr(p, n);
 		struct model_config cfg;

@@ -91,7 +91,8 @@ static void read_all(struct req *q)
 			FUZZ_CHECK(ev.token_ids[t] >= 0 && ev.token_ids[t] < VOCAB);
 			if (ev.logprobs) {
 				const struct engine_logprob *lp = &ev.logprobs[t];
-				FUZZ_CHECK(lp->token == ev.token_ids[t] && lp->rank >= 1 && lp->n_top == q->p.logprobs);
+				FUZZ_CHECK(lp->token == ev.token_ids[t] && lp->rank >= 1 &&
+					   lp->n_top == q->p.logprobs);
 				for (int k = 1; k < lp->n_top; k++)
 					FUZZ_CHECK(lp->top_logprobs[k] <= lp->top_logprobs[k - 1]);
 			}
@@ -104,7 +105,8 @@ static void read_all(struct req *q)
 			ended[c] = true;
 			FUZZ_CHECK(out[c] <= q->p.max_tokens);
 			/* a guided choice that stopped (not by a stop string or id, which cut it) is whole */
-			if (st && ev.finish == ENGINE_FINISH_STOP && !ev.stop_str && ev.stop_token < 0 && q->cancel_after < 0)
+			if (st && ev.finish == ENGINE_FINISH_STOP && !ev.stop_str && ev.stop_token < 0 &&
+			    q->cancel_after < 0)
 				FUZZ_CHECK(guide_ok[c] && jm_complete(&st[c], q->p.guide));
 		}
 		if (++events == q->cancel_after)

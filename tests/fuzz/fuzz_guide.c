@@ -122,7 +122,8 @@ static void regex_mode(const uint8_t *p, size_t n)
 		if (pc) {
 			pcre2_match_data *md = pcre2_match_data_create_from_pattern(pc, NULL);
 			int rc = pcre2_match(pc, text, tn, 0, 0, md, NULL);
-			if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT && rc != PCRE2_ERROR_HEAPLIMIT) {
+			if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT &&
+			    rc != PCRE2_ERROR_HEAPLIMIT) {
 				if ((rc >= 0) != ours)
 					fprintf(stderr, "regex /%.*s/ on \"%.*s\": ours %d, pcre2 %d\n", (int)rn, re,
 						(int)tn, (const char *)text, ours, rc);
@@ -180,17 +181,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1 || size > 4096)
 		return 0;
 	switch (data[0] % 4) {
-	case 0:
-		schema_mode(data + 1, size - 1);
-		break;
-	case 1:
-		regex_mode(data + 1, size - 1);
-		break;
-	case 2:
-		choice_mode(data + 1, size - 1);
-		break;
-	default:
-		grammar_mode(data + 1, size - 1);
+	case 0: schema_mode(data + 1, size - 1); break;
+	case 1: regex_mode(data + 1, size - 1); break;
+	case 2: choice_mode(data + 1, size - 1); break;
+	default: grammar_mode(data + 1, size - 1);
 	}
 	return 0;
 }

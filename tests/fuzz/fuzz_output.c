@@ -37,8 +37,7 @@ static void strip_ids(json_t *calls)
 {
 	size_t i;
 	json_t *c;
-	json_array_foreach(calls, i, c)
-		json_object_del(c, "id");
+	json_array_foreach(calls, i, c) json_object_del(c, "id");
 }
 
 static bool same_calls(json_t *a, json_t *b)
@@ -90,7 +89,8 @@ static void forced(bool required, uint32_t seed, const char *text, size_t n)
 	do {
 		size_t k = piece(&seed, text + at, n - at);
 		json_t *c = NULL;
-		FUZZ_CHECK(tool_forced_feed(&s, required, "get_weather", text + at, k, at + k == n, &content, &c) == 0);
+		FUZZ_CHECK(tool_forced_feed(&s, required, "get_weather", text + at, k, at + k == n, &content, &c) ==
+			   0);
 		if (c && !required) { /* named: deltas of one call, arguments to be joined */
 			json_t *args = json_object_get(json_object_get(json_array_get(c, 0), "function"), "arguments");
 			FUZZ_CHECK(json_is_string(args));
@@ -166,23 +166,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
 	switch (data[0] % 6) {
-	case 0:
-		tools(TOOL_PARSER_DEEPSEEK_V3, seed, text, n);
-		break;
-	case 1:
-		tools(TOOL_PARSER_DEEPSEEK_V31, seed, text, n);
-		break;
-	case 2:
-		forced(true, seed, text, n);
-		break;
-	case 3:
-		forced(false, seed, text, n);
-		break;
-	case 5:
-		tools(TOOL_PARSER_DEEPSEEK_V32, seed, text, n);
-		break;
-	default:
-		reasoning(seed, text, n);
+	case 0: tools(TOOL_PARSER_DEEPSEEK_V3, seed, text, n); break;
+	case 1: tools(TOOL_PARSER_DEEPSEEK_V31, seed, text, n); break;
+	case 2: forced(true, seed, text, n); break;
+	case 3: forced(false, seed, text, n); break;
+	case 5: tools(TOOL_PARSER_DEEPSEEK_V32, seed, text, n); break;
+	default: reasoning(seed, text, n);
 	}
 	return 0;
 }

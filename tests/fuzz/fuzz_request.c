@@ -21,8 +21,8 @@ static struct tok *tok;
 static struct hf_config hf;
 static struct chat_template *tpl;
 static struct sampling_params base;
-static const struct srv_limits lim = {.vocab_size = 1024, .max_n = 8, .max_prompts = 8, .auto_tools = true,
-				      .priority = true};
+static const struct srv_limits lim = {
+	.vocab_size = 1024, .max_n = 8, .max_prompts = 8, .auto_tools = true, .priority = true};
 
 static void setup(void)
 {
@@ -98,7 +98,8 @@ static void prepare(const json_t *body, enum srv_api api, const uint8_t *tail, s
 			(void)tok_encode(tok, text, len, r.add_special_tokens, &ids, &n, &e);
 			free(text);
 		} else if (r.prompts[i].text) {
-			(void)tok_encode(tok, r.prompts[i].text, r.prompts[i].text_len, r.add_special_tokens, &ids, &n, &e);
+			(void)tok_encode(tok, r.prompts[i].text, r.prompts[i].text_len, r.add_special_tokens, &ids, &n,
+					 &e);
 		} else {
 			char *text = NULL;
 			if (tok_decode(tok, r.prompts[i].ids, (size_t)r.prompts[i].n_ids, false, &text, NULL, &e) == 0)
@@ -133,12 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!body)
 		return 0;
 	switch (data[0] % 3) {
-	case 0:
-		prepare(body, SRV_API_CHAT, tail, n_tail);
-		break;
-	case 1:
-		prepare(body, SRV_API_COMPLETION, tail, n_tail);
-		break;
+	case 0: prepare(body, SRV_API_CHAT, tail, n_tail); break;
+	case 1: prepare(body, SRV_API_COMPLETION, tail, n_tail); break;
 	default: {
 		json_t *chat = NULL;
 		struct resp_state *rs = NULL;

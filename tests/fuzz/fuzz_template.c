@@ -34,16 +34,18 @@ static void setup(void)
 	}
 	fixed_messages = json_loads(
 		"[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"text\",\"text\":\"there\"}]},"
+		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"text\",\"text\":"
+		"\"there\"}]},"
 		"{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\",\"id\":\"c1\","
 		"\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}}]},"
 		"{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"},"
 		"{\"role\":\"assistant\",\"content\":\"<think>x</think>The answer is 42.\"},"
 		"{\"role\":\"user\",\"content\":\"Again\"}]",
 		0, NULL);
-	fixed_kwargs = json_loads("{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}],"
-				  "\"thinking\":true,\"n\":3,\"s\":\"str\",\"l\":[1,\"a\",null,2.5]}",
-				  0, NULL);
+	fixed_kwargs = json_loads(
+		"{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}],"
+		"\"thinking\":true,\"n\":3,\"s\":\"str\",\"l\":[1,\"a\",null,2.5]}",
+		0, NULL);
 	FUZZ_SETUP(fixed_messages && fixed_kwargs, "the fixed conversation");
 }
 

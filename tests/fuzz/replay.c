@@ -8,10 +8,7 @@
 
 #include "fuzz/fuzz.h"
 
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static unsigned char *read_all(const char *path, size_t *n)
 {

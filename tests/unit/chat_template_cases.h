@@ -227,111 +227,186 @@ struct render_case {
 	const char *messages; /* JSON */
 	bool add_generation_prompt;
 	const char *bos, *eos;
-	const char *kwargs;   /* JSON object or NULL */
+	const char *kwargs; /* JSON object or NULL */
 	const char *expect;
 };
 
 static const struct render_case cases[] = {
-	{"deepseek-v3 single", "deepseek-v3",
+	{
+		"deepseek-v3 single",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>",
-		},
-	{"deepseek-v3 single no-gen", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 single no-gen",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Hi",
-		},
-	{"deepseek-v3 system multi-turn", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 system multi-turn",
+		"deepseek-v3",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User"
 		"｜>2+2?<｜Assistant｜>",
-		},
-	{"deepseek-v3 system multi-turn no-gen", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 system multi-turn no-gen",
+		"deepseek-v3",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User"
 		"｜>2+2?",
-		},
-	{"deepseek-v3 two systems", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 two systems",
+		"deepseek-v3",
 		"[{\"role\": \"system\", \"content\": \"A\"}, {\"role\": \"user\", \"content\": \"Hi\"}, {\""
 		"role\": \"system\", \"content\": \"B\"}, {\"role\": \"user\", \"content\": \"x\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>A\n"
 		"\n"
 		"B<｜User｜>Hi<｜User｜>x<｜Assistant｜>",
-		},
-	{"deepseek-v3 content parts", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 content parts",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"line one\"}, {\"type\""
 		": \"text\", \"text\": \"line two\"}]}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>line one\n"
 		"line two<｜Assistant｜>",
-		},
-	{"deepseek-r1 single", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 single",
+		"deepseek-r1",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜><think>\n",
-		},
-	{"deepseek-r1 single no-gen", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 single no-gen",
+		"deepseek-r1",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Hi",
-		},
-	{"deepseek-r1 system multi-turn", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 system multi-turn",
+		"deepseek-r1",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User"
 		"｜>2+2?<｜Assistant｜><think>\n",
-		},
-	{"deepseek-r1 system multi-turn no-gen", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 system multi-turn no-gen",
+		"deepseek-r1",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User"
 		"｜>2+2?",
-		},
-	{"deepseek-r1 two systems", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 two systems",
+		"deepseek-r1",
 		"[{\"role\": \"system\", \"content\": \"A\"}, {\"role\": \"user\", \"content\": \"Hi\"}, {\""
 		"role\": \"system\", \"content\": \"B\"}, {\"role\": \"user\", \"content\": \"x\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>A\n"
 		"\n"
 		"B<｜User｜>Hi<｜User｜>x<｜Assistant｜><think>\n",
-		},
-	{"deepseek-r1 content parts", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 content parts",
+		"deepseek-r1",
 		"[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"line one\"}, {\"type\""
 		": \"text\", \"text\": \"line two\"}]}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>line one\n"
 		"line two<｜Assistant｜><think>\n",
-		},
-	{"deepseek-v2-lite-chat single", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat single",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>User: Hi\n"
 		"\n"
 		"Assistant:",
-		},
-	{"deepseek-v2-lite-chat single no-gen", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat single no-gen",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>User: Hi\n"
 		"\n",
-		},
-	{"deepseek-v2-lite-chat system multi-turn", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat system multi-turn",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.\n"
 		"\n"
 		"User: Hi\n"
@@ -339,23 +414,33 @@ static const struct render_case cases[] = {
 		"Assistant: Hello!<｜end▁of▁sentence｜>User: 2+2?\n"
 		"\n"
 		"Assistant:",
-		},
-	{"deepseek-v2-lite-chat system multi-turn no-gen", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat system multi-turn no-gen",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>You are helpful.\n"
 		"\n"
 		"User: Hi\n"
 		"\n"
 		"Assistant: Hello!<｜end▁of▁sentence｜>User: 2+2?\n"
 		"\n",
-		},
-	{"deepseek-v2-lite-chat two systems", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat two systems",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"system\", \"content\": \"A\"}, {\"role\": \"user\", \"content\": \"Hi\"}, {\""
 		"role\": \"system\", \"content\": \"B\"}, {\"role\": \"user\", \"content\": \"x\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>A\n"
 		"\n"
 		"User: Hi\n"
@@ -365,42 +450,62 @@ static const struct render_case cases[] = {
 		"User: x\n"
 		"\n"
 		"Assistant:",
-		},
-	{"deepseek-v2-lite-chat content parts", "deepseek-v2-lite-chat",
+	},
+	{
+		"deepseek-v2-lite-chat content parts",
+		"deepseek-v2-lite-chat",
 		"[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"line one\"}, {\"type\""
 		": \"text\", \"text\": \"line two\"}]}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜>User: line one\n"
 		"line two\n"
 		"\n"
 		"Assistant:",
-		},
-	{"deepseek-r1 earlier reasoning dropped", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 earlier reasoning dropped",
+		"deepseek-r1",
 		"[{\"role\": \"user\", \"content\": \"Q1\"}, {\"role\": \"assistant\", \"content\": \"<think"
 		">\\nreason\\n</think>\\n\\nA1\"}, {\"role\": \"user\", \"content\": \"Q2\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Q1<｜Assistant｜>\n"
 		"\n"
 		"A1<｜end▁of▁sentence｜><｜User｜>Q2<｜Assistant｜><think>\n",
-		},
-	{"deepseek-v3 reasoning kept", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 reasoning kept",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": \"Q1\"}, {\"role\": \"assistant\", \"content\": \"<think"
 		">\\nreason\\n</think>\\n\\nA1\"}, {\"role\": \"user\", \"content\": \"Q2\"}]",
-		false, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		false,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>Q1<｜Assistant｜><think>\n"
 		"reason\n"
 		"</think>\n"
 		"\n"
 		"A1<｜end▁of▁sentence｜><｜User｜>Q2",
-		},
-	{"deepseek-v3 tool calls", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 tool calls",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": \"weather?\"}, {\"role\": \"assistant\", \"content\": nu"
 		"ll, \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"a"
 		"rguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}, {\"type\": \"function\", \"function\": {\""
 		"name\": \"get_time\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"{\\\"t"
 		"emp\\\": 20}\"}, {\"role\": \"tool\", \"content\": \"12:00\"}, {\"role\": \"assistant\", \""
 		"content\": \"It is 20C.\"}, {\"role\": \"user\", \"content\": \"thanks\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>weather?<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>fu"
 		"nction<｜tool▁sep｜>get_weather\n"
 		"```json\n"
@@ -413,14 +518,19 @@ static const struct render_case cases[] = {
 		"t▁begin｜>{\"temp\": 20}<｜tool▁output▁end｜>\n"
 		"<｜tool▁output▁begin｜>12:00<｜tool▁output▁end｜><｜tool▁outputs▁end｜>It is 20C.<｜end▁of▁sentenc"
 		"e｜><｜User｜>thanks<｜Assistant｜>",
-		},
-	{"deepseek-v3 ends with tool output", "deepseek-v3",
+	},
+	{
+		"deepseek-v3 ends with tool output",
+		"deepseek-v3",
 		"[{\"role\": \"user\", \"content\": \"weather?\"}, {\"role\": \"assistant\", \"content\": nu"
 		"ll, \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"a"
 		"rguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}, {\"type\": \"function\", \"function\": {\""
 		"name\": \"get_time\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"{\\\"t"
 		"emp\\\": 20}\"}, {\"role\": \"tool\", \"content\": \"12:00\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>weather?<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>fu"
 		"nction<｜tool▁sep｜>get_weather\n"
 		"```json\n"
@@ -432,32 +542,47 @@ static const struct render_case cases[] = {
 		"```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁outpu"
 		"t▁begin｜>{\"temp\": 20}<｜tool▁output▁end｜>\n"
 		"<｜tool▁output▁begin｜>12:00<｜tool▁output▁end｜><｜tool▁outputs▁end｜>",
-		},
-	{"deepseek-r1 tool calls", "deepseek-r1",
+	},
+	{
+		"deepseek-r1 tool calls",
+		"deepseek-r1",
 		"[{\"role\": \"user\", \"content\": \"weather?\"}, {\"role\": \"assistant\", \"content\": \""
 		"\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"a"
 		"rguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"content\": \"sunn"
 		"y\"}]",
-		true, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", NULL,
+		true,
+		"<｜begin▁of▁sentence｜>",
+		"<｜end▁of▁sentence｜>",
+		NULL,
 		"<｜begin▁of▁sentence｜><｜User｜>weather?<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>fu"
 		"nction<｜tool▁sep｜>get_weather\n"
 		"```json\n"
 		"{\"city\": \"Paris\"}\n"
 		"```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁outpu"
 		"t▁begin｜>sunny<｜tool▁output▁end｜><｜tool▁outputs▁end｜>",
-		},
-	{"chatml single", "@chatml",
+	},
+	{
+		"chatml single",
+		"@chatml",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, NULL, "<|im_end|>", NULL,
+		true,
+		NULL,
+		"<|im_end|>",
+		NULL,
 		"<|im_start|>user\n"
 		"Hi<|im_end|>\n"
 		"<|im_start|>assistant\n",
-		},
-	{"chatml system multi-turn no-gen", "@chatml",
+	},
+	{
+		"chatml system multi-turn no-gen",
+		"@chatml",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, NULL, "<|im_end|>", NULL,
+		false,
+		NULL,
+		"<|im_end|>",
+		NULL,
 		"<|im_start|>system\n"
 		"You are helpful.<|im_end|>\n"
 		"<|im_start|>user\n"
@@ -466,21 +591,31 @@ static const struct render_case cases[] = {
 		"Hello!<|im_end|>\n"
 		"<|im_start|>user\n"
 		"2+2?<|im_end|>\n",
-		},
-	{"qwen25 single", "@qwen25",
+	},
+	{
+		"qwen25 single",
+		"@qwen25",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, NULL, "<|im_end|>", NULL,
+		true,
+		NULL,
+		"<|im_end|>",
+		NULL,
 		"<|im_start|>system\n"
 		"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
 		"<|im_start|>user\n"
 		"Hi<|im_end|>\n"
 		"<|im_start|>assistant\n",
-		},
-	{"qwen25 system multi-turn no-gen", "@qwen25",
+	},
+	{
+		"qwen25 system multi-turn no-gen",
+		"@qwen25",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, NULL, "<|im_end|>", NULL,
+		false,
+		NULL,
+		"<|im_end|>",
+		NULL,
 		"<|im_start|>system\n"
 		"You are helpful.<|im_end|>\n"
 		"<|im_start|>user\n"
@@ -489,20 +624,30 @@ static const struct render_case cases[] = {
 		"Hello!<|im_end|>\n"
 		"<|im_start|>user\n"
 		"2+2?<|im_end|>\n",
-		},
-	{"llama3 single", "@llama3",
+	},
+	{
+		"llama3 single",
+		"@llama3",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, "<|begin_of_text|>", "<|eot_id|>", NULL,
+		true,
+		"<|begin_of_text|>",
+		"<|eot_id|>",
+		NULL,
 		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n"
 		"\n"
 		"Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
 		"\n",
-		},
-	{"llama3 system multi-turn no-gen", "@llama3",
+	},
+	{
+		"llama3 system multi-turn no-gen",
+		"@llama3",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, "<|begin_of_text|>", "<|eot_id|>", NULL,
+		false,
+		"<|begin_of_text|>",
+		"<|eot_id|>",
+		NULL,
 		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
 		"\n"
 		"You are helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
@@ -512,10 +657,15 @@ static const struct render_case cases[] = {
 		"Hello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
 		"\n"
 		"2+2?<|eot_id|>",
-		},
-	{"llama31 single", "@llama31",
+	},
+	{
+		"llama31 single",
+		"@llama31",
 		"[{\"role\": \"user\", \"content\": \"Hi\"}]",
-		true, "<|begin_of_text|>", "<|eot_id|>", NULL,
+		true,
+		"<|begin_of_text|>",
+		"<|eot_id|>",
+		NULL,
 		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
 		"\n"
 		"Cutting Knowledge Date: December 2023\n"
@@ -525,12 +675,17 @@ static const struct render_case cases[] = {
 		"\n"
 		"Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
 		"\n",
-		},
-	{"llama31 system multi-turn no-gen", "@llama31",
+	},
+	{
+		"llama31 system multi-turn no-gen",
+		"@llama31",
 		"[{\"role\": \"system\", \"content\": \"You are helpful.\"}, {\"role\": \"user\", \"content\""
 		": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello!\"}, {\"role\": \"user\", \"conte"
 		"nt\": \"2+2?\"}]",
-		false, "<|begin_of_text|>", "<|eot_id|>", NULL,
+		false,
+		"<|begin_of_text|>",
+		"<|eot_id|>",
+		NULL,
 		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
 		"\n"
 		"Cutting Knowledge Date: December 2023\n"
@@ -543,15 +698,20 @@ static const struct render_case cases[] = {
 		"Hello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
 		"\n"
 		"2+2?<|eot_id|>",
-		},
-	{"qwen25 tools", "@qwen25",
+	},
+	{
+		"qwen25 tools",
+		"@qwen25",
 		"[{\"role\": \"system\", \"content\": \"Sys\"}, {\"role\": \"user\", \"content\": \"weather?"
 		"\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\","
 		" \"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}]}, {\"rol"
 		"e\": \"tool\", \"content\": \"{\\\"temp\\\": 20}\"}, {\"role\": \"tool\", \"content\": \"x\""
 		"}, {\"role\": \"assistant\", \"content\": \"It is 20C.\"}, {\"role\": \"user\", \"content\""
 		": \"thanks\"}]",
-		true, NULL, "<|im_end|>", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descripti"
+		true,
+		NULL,
+		"<|im_end|>",
+		"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descripti"
 		"on\": \"Weather \\\"now\\\" in a city — é\", \"parameters\": {\"type\": \"object\", \"prope"
 		"rties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]}",
 		"<|im_start|>system\n"
@@ -591,13 +751,18 @@ static const struct render_case cases[] = {
 		"<|im_start|>user\n"
 		"thanks<|im_end|>\n"
 		"<|im_start|>assistant\n",
-		},
-	{"llama31 tools in user message", "@llama31",
+	},
+	{
+		"llama31 tools in user message",
+		"@llama31",
 		"[{\"role\": \"system\", \"content\": \" Sys \"}, {\"role\": \"user\", \"content\": \"weathe"
 		"r?\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\""
 		"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}]}, {\"role\": \"tool\", \"c"
 		"ontent\": \"sunny\"}]",
-		true, "<|begin_of_text|>", "<|eot_id|>", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descripti"
+		true,
+		"<|begin_of_text|>",
+		"<|eot_id|>",
+		"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descripti"
 		"on\": \"Weather \\\"now\\\" in a city — é\", \"parameters\": {\"type\": \"object\", \"prope"
 		"rties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}], \"date_string\":"
 		" \"1 Jan 2026\"}",
@@ -641,7 +806,7 @@ static const struct render_case cases[] = {
 		"\n"
 		"\"sunny\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
 		"\n",
-		},
+	},
 };
 
 #endif

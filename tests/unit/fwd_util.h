@@ -34,7 +34,8 @@ static inline int fwd_seq_init_layers(struct fwd_seq *s, const struct model_conf
 				     kvd, config_is_sparse(c) ? c->index_head_dim : 0, e);
 }
 
-static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd, struct err *e)
+static inline int fwd_seq_init(struct fwd_seq *s, const struct model_config *c, int max_len, enum dtype kvd,
+			       struct err *e)
 {
 	return fwd_seq_init_layers(s, c, c->num_hidden_layers, max_len, kvd, e);
 }
@@ -48,7 +49,7 @@ static inline void fwd_seq_fini(struct fwd_seq *s)
 /* Runs tokens[start, start+q) of the sequence (positions start..), either as a decode
  * (backend path) or as a prefill; logits of every row go to out[q, vocab]. */
 static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tokens,
-		    int start, int q, int decode, float *out, struct err *e)
+			   int start, int q, int decode, float *out, struct err *e)
 {
 	int32_t *pos = malloc(sizeof(int32_t) * (size_t)q), *rows = malloc(sizeof(int32_t) * (size_t)q);
 	int64_t *slots = malloc(sizeof(int64_t) * (size_t)q);
@@ -58,11 +59,21 @@ static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn
 		slots[i] = (int64_t)s->bt[(start + i) / FWD_BS] * FWD_BS + (start + i) % FWD_BS;
 	}
 	int32_t qs[2] = {0, q}, sl[1] = {start + q};
-	struct batch b = {.n_tokens = q, .tokens = tokens + start, .positions = pos, .n_logits = out ? q : 0,
+	struct batch b = {.n_tokens = q,
+			  .tokens = tokens + start,
+			  .positions = pos,
+			  .n_logits = out ? q : 0,
 			  .logits_rows = rows};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl,
-				    .block_table = s->bt, .max_blocks = s->max_blocks, .slots = slots,
-				    .n_decodes = decode ? 1 : 0, .n_decode_tokens = decode ? q : 0, .dcp_size = 1,
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = q,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = decode ? 1 : 0,
+				    .n_decode_tokens = decode ? q : 0,
+				    .dcp_size = 1,
 				    .local_seq_lens = sl};
 	int rc = model_forward(m, &b, &s->kv, be, out, e);
 	free(pos);
@@ -117,7 +128,8 @@ static inline int32_t *fwd_prompt(const char *fixture, const char *name, int *n)
 	size_t i;
 	int32_t *t = NULL;
 	*n = 0;
-	json_array_foreach(json_object_get(root, "prompts"), i, p) {
+	json_array_foreach(json_object_get(root, "prompts"), i, p)
+	{
 		if (strcmp(json_string_value(json_object_get(p, "name")), name))
 			continue;
 		json_t *a = json_object_get(p, "tokens");

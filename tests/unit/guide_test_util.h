@@ -13,8 +13,8 @@
 #include "tok/tokenizer.h"
 
 /* the mask of g after `pre` equals feeding every token; EOS once the text matches */
-static void check_mask(struct guide_vocab *v, const struct tok *t, int V, const struct guide_grammar *g, const char *what,
-		       const char *pre, uint8_t *allow)
+static void check_mask(struct guide_vocab *v, const struct tok *t, int V, const struct guide_grammar *g,
+		       const char *what, const char *pre, uint8_t *allow)
 {
 	int32_t eos = V - 1;
 	struct jm_state *s = malloc(sizeof *s), *u = malloc(sizeof *u);

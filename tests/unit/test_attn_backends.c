@@ -33,7 +33,7 @@ struct world {
 	struct batch_spec s;
 	int row, T, max_blocks;
 	float *rows[MAXS]; /* [L, row] each */
-	float *qbuf;	   /* [T, H, row] */
+	float *qbuf;       /* [T, H, row] */
 	int32_t qs[MAXS + 1];
 };
 
@@ -71,8 +71,7 @@ struct shard {
 	int32_t local[MAXS];
 };
 
-static void shard_make(struct shard *sh, const struct world *w, int W, int r, int I, int arange,
-		       const int32_t *bt_in)
+static void shard_make(struct shard *sh, const struct world *w, int W, int r, int I, int arange, const int32_t *bt_in)
 {
 	const struct batch_spec *s = &w->s;
 	int vb = s->bs * W, need = 0, maxb = 1;
@@ -120,8 +119,8 @@ static void shard_free(struct shard *sh)
 }
 
 /* Runs `be` on a shard; out [T, H, Lkv], lse [T, H]. */
-static void run_backend(const struct attn_backend *be, const struct world *w, struct shard *sh,
-			int W, int r, int I, struct pool *pool, int n_parts, float *out, float *lse)
+static void run_backend(const struct attn_backend *be, const struct world *w, struct shard *sh, int W, int r, int I,
+			struct pool *pool, int n_parts, float *out, float *lse)
 {
 	const struct batch_spec *s = &w->s;
 	struct arena ar;
@@ -189,8 +188,7 @@ static void truth(const struct world *w, float *out, float *lse)
 
 /* Decode of `be` on W simulated DCP ranks, combined with dcp_lse_correct + a sum over ranks
  * (the reduce-scatter), against the unsharded reference. */
-static double dcp_vs_truth(const struct attn_backend *be, const struct batch_spec *s, int W, int I,
-			   struct pool *pool)
+static double dcp_vs_truth(const struct attn_backend *be, const struct batch_spec *s, int W, int I, struct pool *pool)
 {
 	struct world w;
 	world_make(&w, s);
@@ -223,8 +221,7 @@ static double dcp_vs_truth(const struct attn_backend *be, const struct batch_spe
 }
 
 /* `be` vs the reference on an unsharded batch; `n_parts` > 0 forces FlashMLA partitions. */
-static double vs_reference(const struct attn_backend *be, const struct batch_spec *s,
-			   struct pool *pool, int n_parts)
+static double vs_reference(const struct attn_backend *be, const struct batch_spec *s, struct pool *pool, int n_parts)
 {
 	struct world w;
 	world_make(&w, s);
@@ -259,8 +256,7 @@ static const struct attn_backend *fast[] = {&attn_backend_flashmla, &attn_backen
 static void test_reference_matches_dense(void)
 {
 	/* the oracle itself against a dense softmax written here, q_len 3, small dims */
-	struct batch_spec s = {.n_seqs = 1, .L = {20}, .q = {3}, .H = 2, .Lkv = 8, .R = 4, .bs = 4,
-			       .dt = DT_F32};
+	struct batch_spec s = {.n_seqs = 1, .L = {20}, .q = {3}, .H = 2, .Lkv = 8, .R = 4, .bs = 4, .dt = DT_F32};
 	struct world w;
 	world_make(&w, &s);
 	float out[3 * 2 * 8], lse[6];
@@ -342,17 +338,27 @@ static void test_varlen_mixed(void)
 	s.bs = 5;
 	d = vs_reference(&attn_backend_flash_attn_mla, &s, NULL, 0);
 	EXPECTF(d <= TOL, "varlen odd dims: %g", d);
-	d = vs_reference(&attn_backend_flashmla, &(struct batch_spec){.n_seqs = 2, .L = {70, 3},
-				  .q = {2, 2}, .H = 3, .Lkv = 36, .R = 5, .bs = 5, .dt = DT_BF16}, NULL, 2);
+	d = vs_reference(
+		&attn_backend_flashmla,
+		&(struct batch_spec){
+			.n_seqs = 2, .L = {70, 3}, .q = {2, 2}, .H = 3, .Lkv = 36, .R = 5, .bs = 5, .dt = DT_BF16},
+		NULL, 2);
 	EXPECTF(d <= TOL, "flashmla odd dims: %g", d);
 }
 
 static void test_flashmla_rejects_non_uniform(void)
 {
 	int32_t qs[] = {0, 1, 3}, L[] = {10, 10}, bt[] = {1, 1};
-	struct attn_meta m = {.n_seqs = 2, .n_tokens = 3, .query_start = qs, .seq_lens = L,
-			      .block_table = bt, .max_blocks = 1, .n_decodes = 2, .n_decode_tokens = 3,
-			      .dcp_size = 1, .dcp_interleave = 1};
+	struct attn_meta m = {.n_seqs = 2,
+			      .n_tokens = 3,
+			      .query_start = qs,
+			      .seq_lens = L,
+			      .block_table = bt,
+			      .max_blocks = 1,
+			      .n_decodes = 2,
+			      .n_decode_tokens = 3,
+			      .dcp_size = 1,
+			      .dcp_interleave = 1};
 	struct arena ar;
 	CHECK(arena_init(&ar, 1 << 16) == 0);
 	struct err e;
@@ -410,7 +416,8 @@ static void test_slot_minus_one_skipped(void)
 				int who = layer == 1 && sl == 5 ? 1 : layer == 1 && sl == 9 ? 3 : -1;
 				for (int d = 0; d < 8; d++) {
 					float want = who < 0 ? (dt ? bf16_to_f32(0x7f7f) : -12345.0f)
-						     : d < 6 ? c[who * 6 + d] : pe[who * 2 + d - 6];
+						     : d < 6 ? c[who * 6 + d]
+							     : pe[who * 2 + d - 6];
 					EXPECT(r[d] == want);
 				}
 			}
@@ -650,17 +657,27 @@ static void test_split_combine_matches_unsplit(void)
 }
 
 /* One MQA tile at `lv` into o [15 or 48 rows, Lkv] and l. */
-static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops_level lv,
-			float *o, float *l, bool q_bf16, bool p_bf16)
+static void kernel_tile(struct shard *sh, const struct world *w, int H, enum ops_level lv, float *o, float *l,
+			bool q_bf16, bool p_bf16)
 {
 	/* token 0 sees no key of the last blocks; keys [6, 203): the last block has 5 */
 	int32_t vis[3] = {150, 202, 203};
 	void *ws = aligned_alloc(64, mqa_scratch_bytes(3 * H, w->row));
 	/* scores of a few units: peaked, yet the LSE small enough for 1e-5 */
-	struct mqa_job j = {.kv = &sh->kv, .layer = 1, .bt = sh->bt,
-			    .scale = 2.0f / sqrtf((float)w->row), .q = w->qbuf, .n_tok = 3,
-			    .n_heads = H, .vis = vis, .k_begin = 6, .k_end = 203, .out = o, .lse = l,
-			    .q_bf16 = q_bf16, .p_bf16 = p_bf16};
+	struct mqa_job j = {.kv = &sh->kv,
+			    .layer = 1,
+			    .bt = sh->bt,
+			    .scale = 2.0f / sqrtf((float)w->row),
+			    .q = w->qbuf,
+			    .n_tok = 3,
+			    .n_heads = H,
+			    .vis = vis,
+			    .k_begin = 6,
+			    .k_end = 203,
+			    .out = o,
+			    .lse = l,
+			    .q_bf16 = q_bf16,
+			    .p_bf16 = p_bf16};
 	mqa_run_at(&j, ws, lv);
 	free(ws);
 }
@@ -674,41 +691,49 @@ static void test_kernel_levels_agree(void)
 	for (int di = 0; di < 2; di++)
 		for (int dt = 0; dt < 2; dt++)
 			for (int H = 5; H <= 16; H += 11)
-			for (int qb = 0; qb < 2; qb++) {
-				struct batch_spec s = {.n_seqs = 1, .L = {203}, .q = {3}, .H = H,
-						       .Lkv = dims[di][0], .R = dims[di][1],
-						       .bs = dims[di][2], .dt = dt ? DT_BF16 : DT_F32};
-				struct world w;
-				world_make(&w, &s);
-				struct shard sh;
-				shard_make(&sh, &w, 1, 0, 1, 0, NULL);
-				int nr = 3 * H;
-				if (qb)
-					ops_round_bf16(w.qbuf, (int64_t)nr * w.row);
-				size_t no = (size_t)nr * s.Lkv;
-				float *o0 = malloc(no * 4), *o = malloc(no * 4), l0[48], l[48];
-				kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0, qb, false);
-				for (int lv = 1; lv <= (int)ops_level_best(); lv++) {
-					kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l, qb, false);
-					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
-					EXPECTF(d <= 1e-5 && dl <= 1e-5, "%s H %d Lkv %d dt %d q_bf16 %d: %g %g",
-						ops_level_name((enum ops_level)lv), H, s.Lkv, dt, qb, d, dl);
-				}
-				/* P·V in bf16 (p_bf16): each probability within 2^-9 relative, so each
+				for (int qb = 0; qb < 2; qb++) {
+					struct batch_spec s = {.n_seqs = 1,
+							       .L = {203},
+							       .q = {3},
+							       .H = H,
+							       .Lkv = dims[di][0],
+							       .R = dims[di][1],
+							       .bs = dims[di][2],
+							       .dt = dt ? DT_BF16 : DT_F32};
+					struct world w;
+					world_make(&w, &s);
+					struct shard sh;
+					shard_make(&sh, &w, 1, 0, 1, 0, NULL);
+					int nr = 3 * H;
+					if (qb)
+						ops_round_bf16(w.qbuf, (int64_t)nr * w.row);
+					size_t no = (size_t)nr * s.Lkv;
+					float *o0 = malloc(no * 4), *o = malloc(no * 4), l0[48], l[48];
+					kernel_tile(&sh, &w, H, OPS_PORTABLE, o0, l0, qb, false);
+					for (int lv = 1; lv <= (int)ops_level_best(); lv++) {
+						kernel_tile(&sh, &w, H, (enum ops_level)lv, o, l, qb, false);
+						double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
+						EXPECTF(d <= 1e-5 && dl <= 1e-5,
+							"%s H %d Lkv %d dt %d q_bf16 %d: %g %g",
+							ops_level_name((enum ops_level)lv), H, s.Lkv, dt, qb, d, dl);
+					}
+					/* P·V in bf16 (p_bf16): each probability within 2^-9 relative, so each
 				 * output within 2^-9 of the largest value magnitude; the LSE is fp32 */
-				if (qb && ops_level_best() >= OPS_AVX512_BF16) {
-					kernel_tile(&sh, &w, H, OPS_AVX512_BF16, o, l, true, true);
-					double vmax = 1.0; /* the world's values lie in [-1, 1) */
-					double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
-					EXPECTF(d <= vmax / 512 + 1e-5 && dl <= 1e-5, "p_bf16 H %d Lkv %d dt %d: %g (bound %g) %g", H,
-						s.Lkv, dt, d, vmax / 512, dl);
-					/* and it is the bf16 path, not the fp32 one: some output moved */
-					EXPECTF(!dt || d > 0, "p_bf16 H %d Lkv %d: identical to fp32 P", H, s.Lkv);
+					if (qb && ops_level_best() >= OPS_AVX512_BF16) {
+						kernel_tile(&sh, &w, H, OPS_AVX512_BF16, o, l, true, true);
+						double vmax = 1.0; /* the world's values lie in [-1, 1) */
+						double d = max_diff(o0, o, no), dl = max_diff(l0, l, nr);
+						EXPECTF(d <= vmax / 512 + 1e-5 && dl <= 1e-5,
+							"p_bf16 H %d Lkv %d dt %d: %g (bound %g) %g", H, s.Lkv, dt, d,
+							vmax / 512, dl);
+						/* and it is the bf16 path, not the fp32 one: some output moved */
+						EXPECTF(!dt || d > 0, "p_bf16 H %d Lkv %d: identical to fp32 P", H,
+							s.Lkv);
+					}
+					free(o0), free(o);
+					shard_free(&sh);
+					world_free(&w);
 				}
-				free(o0), free(o);
-				shard_free(&sh);
-				world_free(&w);
-			}
 }
 
 static void test_scratch_bound(void)
@@ -734,14 +759,27 @@ static void test_scratch_bound(void)
 				struct arena ar;
 				size_t cap = attn_decode_scratch_bytes(2, 4, w.T, s.H, s.Lkv, s.R);
 				CHECK(arena_init(&ar, cap) == 0);
-				struct attn_meta m = {.n_seqs = 4, .n_tokens = w.T, .query_start = w.qs,
-						      .seq_lens = (const int32_t *)s.L, .block_table = sh.bt,
-						      .max_blocks = sh.max_blocks, .n_decodes = 4,
-						      .n_decode_tokens = w.T, .dcp_size = 1, .dcp_interleave = 1};
+				struct attn_meta m = {.n_seqs = 4,
+						      .n_tokens = w.T,
+						      .query_start = w.qs,
+						      .seq_lens = (const int32_t *)s.L,
+						      .block_table = sh.bt,
+						      .max_blocks = sh.max_blocks,
+						      .n_decodes = 4,
+						      .n_decode_tokens = w.T,
+						      .dcp_size = 1,
+						      .dcp_interleave = 1};
 				CHECK(fast[b]->plan(&m, s.H, &ar, &e) == 0);
-				struct attn_decode_args a = {.meta = &m, .kv = &sh.kv, .layer = 1,
-							     .n_heads = s.H, .scale = 0.1f, .q = w.qbuf,
-							     .out = o, .lse = l, .pool = pool, .scratch = &ar};
+				struct attn_decode_args a = {.meta = &m,
+							     .kv = &sh.kv,
+							     .layer = 1,
+							     .n_heads = s.H,
+							     .scale = 0.1f,
+							     .q = w.qbuf,
+							     .out = o,
+							     .lse = l,
+							     .pool = pool,
+							     .scratch = &ar};
 				fast[b]->decode(&a);
 				size_t after_one = ar.used;
 				fast[b]->decode(&a);
@@ -754,9 +792,9 @@ static void test_scratch_bound(void)
 	pool_free(pool);
 }
 
-TESTS(T(test_reference_matches_dense), T(test_scratch_bound), T(test_kernel_levels_agree), T(test_pure_decode), T(test_uniform_multi_token),
-      T(test_varlen_mixed), T(test_flashmla_rejects_non_uniform),
-      T(test_permuted_blocks_bit_identical), T(test_slot_minus_one_skipped),
-      T(test_dcp_decode_q1), T(test_dcp_all_empty), T(test_dcp_multi_token_global_mask),
-      T(test_dcp_naive_local_mask_is_wrong), T(test_capabilities), T(test_sched_hand_example),
-      T(test_sched_properties), T(test_split_combine_matches_unsplit))
+TESTS(T(test_reference_matches_dense), T(test_scratch_bound), T(test_kernel_levels_agree), T(test_pure_decode),
+      T(test_uniform_multi_token), T(test_varlen_mixed), T(test_flashmla_rejects_non_uniform),
+      T(test_permuted_blocks_bit_identical), T(test_slot_minus_one_skipped), T(test_dcp_decode_q1),
+      T(test_dcp_all_empty), T(test_dcp_multi_token_global_mask), T(test_dcp_naive_local_mask_is_wrong),
+      T(test_capabilities), T(test_sched_hand_example), T(test_sched_properties),
+      T(test_split_combine_matches_unsplit))

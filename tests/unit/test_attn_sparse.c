@@ -22,7 +22,7 @@ static uint64_t seed = 12345;
 struct setup {
 	int n_seqs, n_tok, H;
 	int32_t qs[9], L[9];
-	int n_sel[64];	     /* per token */
+	int n_sel[64]; /* per token */
 	enum dtype dt;
 };
 
@@ -67,14 +67,31 @@ static void run_case(const struct setup *s, int tok0, int n_tok, const char *wha
 	float *out = malloc(sizeof(float) * (size_t)n_tok * H * LKV), *lse = malloc(sizeof(float) * (size_t)n_tok * H);
 	for (size_t i = 0; i < (size_t)n_tok * H * ROW; i++)
 		q[i] = test_frand(&seed) * 0.5f;
-	struct attn_meta meta = {.n_seqs = s->n_seqs, .n_tokens = s->n_tok, .query_start = s->qs, .seq_lens = s->L,
-				 .block_table = bt, .max_blocks = maxb, .dcp_size = 1, .local_seq_lens = s->L};
+	struct attn_meta meta = {.n_seqs = s->n_seqs,
+				 .n_tokens = s->n_tok,
+				 .query_start = s->qs,
+				 .seq_lens = s->L,
+				 .block_table = bt,
+				 .max_blocks = maxb,
+				 .dcp_size = 1,
+				 .local_seq_lens = s->L};
 	struct arena ar;
 	CHECK(arena_init(&ar, attn_sparse_scratch_bytes(2, n_tok, H, 2048, LKV, ROPE) + 4096) == 0);
 	float scale = 0.125f;
-	struct attn_sparse_args a = {.meta = &meta, .kv = &kv, .layer = 0, .n_heads = H, .scale = scale, .tok0 = tok0,
-				     .n_tok = n_tok, .sel_start = sel_start, .sel = sel, .q = q, .out = out, .lse = lse,
-				     .pool = pool, .scratch = &ar};
+	struct attn_sparse_args a = {.meta = &meta,
+				     .kv = &kv,
+				     .layer = 0,
+				     .n_heads = H,
+				     .scale = scale,
+				     .tok0 = tok0,
+				     .n_tok = n_tok,
+				     .sel_start = sel_start,
+				     .sel = sel,
+				     .q = q,
+				     .out = out,
+				     .lse = lse,
+				     .pool = pool,
+				     .scratch = &ar};
 	attn_backend_flashmla_sparse.sparse(&a);
 	double worst = 0;
 	int bad = 0;
@@ -93,7 +110,8 @@ static void run_case(const struct setup *s, int tok0, int n_tok, const char *wha
 			}
 			double m = -INFINITY, sc[2048], acc[LKV] = {0}, z = 0;
 			for (int j = 0; j < k; j++) {
-				const float *kr = kv_cache_row_f32(&kv, 0, kv_cache_slot(btr, BS, sel[sel_start[t] + j]), buf);
+				const float *kr = kv_cache_row_f32(&kv, 0,
+								   kv_cache_slot(btr, BS, sel[sel_start[t] + j]), buf);
 				double d = 0;
 				for (int x = 0; x < ROW; x++)
 					d += (double)qh[x] * kr[x];
@@ -101,7 +119,8 @@ static void run_case(const struct setup *s, int tok0, int n_tok, const char *wha
 				m = sc[j] > m ? sc[j] : m;
 			}
 			for (int j = 0; j < k; j++) {
-				const float *kr = kv_cache_row_f32(&kv, 0, kv_cache_slot(btr, BS, sel[sel_start[t] + j]), buf);
+				const float *kr = kv_cache_row_f32(&kv, 0,
+								   kv_cache_slot(btr, BS, sel[sel_start[t] + j]), buf);
 				double p = exp(sc[j] - m);
 				z += p;
 				for (int x = 0; x < LKV; x++)

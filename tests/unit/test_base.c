@@ -29,8 +29,8 @@ static void test_bf16_round_trip(void)
 static void test_fp8_table(void)
 {
 	EXPECT(fp8_e4m3_to_f32(0x00) == 0.0f);
-	EXPECT(fp8_e4m3_to_f32(0x38) == 1.0f);	  /* e=7, m=0 */
-	EXPECT(fp8_e4m3_to_f32(0x7e) == 448.0f);  /* max finite */
+	EXPECT(fp8_e4m3_to_f32(0x38) == 1.0f);   /* e=7, m=0 */
+	EXPECT(fp8_e4m3_to_f32(0x7e) == 448.0f); /* max finite */
 	EXPECT(fp8_e4m3_to_f32(0xfe) == -448.0f);
 	EXPECT(fp8_e4m3_to_f32(0x01) == 1.0f / 512); /* smallest subnormal: 1/8 * 2^-6 */
 	EXPECT(isnan(fp8_e4m3_to_f32(0x7f)) && isnan(fp8_e4m3_to_f32(0xff)));

@@ -50,16 +50,20 @@ static void test_dist_mean_median_std_ms(void)
 static void make_results(struct bench_req_result r[3])
 {
 	memset(r, 0, 3 * sizeof *r);
-	r[0] = (struct bench_req_result){.success = true, .input_len = 10, .output_len = 4,
-					 .server_prompt_tokens = 11, .start = 0.0, .ttft = 0.1,
+	r[0] = (struct bench_req_result){.success = true,
+					 .input_len = 10,
+					 .output_len = 4,
+					 .server_prompt_tokens = 11,
+					 .start = 0.0,
+					 .ttft = 0.1,
 					 .e2e = 0.4};
 	r[0].n_itl = 3;
 	r[0].itls = malloc(3 * sizeof(double));
 	r[0].itls[0] = 0.1, r[0].itls[1] = 0.1, r[0].itls[2] = 0.1;
-	r[1] = (struct bench_req_result){.success = true, .input_len = 20, .output_len = 1,
-					 .start = 0.2, .ttft = 0.3, .e2e = 0.3};
-	r[2] = (struct bench_req_result){.success = false, .input_len = 5, .output_len = 0,
-					 .start = 0.5, .ttft = 0, .e2e = 0.01};
+	r[1] = (struct bench_req_result){
+		.success = true, .input_len = 20, .output_len = 1, .start = 0.2, .ttft = 0.3, .e2e = 0.3};
+	r[2] = (struct bench_req_result){
+		.success = false, .input_len = 5, .output_len = 0, .start = 0.5, .ttft = 0, .e2e = 0.01};
 	r[2].error = strdup("http 404: The model `x` does not exist.");
 }
 
@@ -72,7 +76,7 @@ static void test_metrics_compute(void)
 	EXPECT_EQ_INT(bench_metrics_compute(r, 3, 2.0, &m, &e), 0);
 	EXPECT_EQ_INT(m.completed, 2);
 	EXPECT_EQ_INT(m.failed, 1);
-	EXPECT_EQ_INT(m.total_input, 30);  /* failed request not counted */
+	EXPECT_EQ_INT(m.total_input, 30); /* failed request not counted */
 	EXPECT_EQ_INT(m.total_output, 5);
 	EXPECT_NEAR(m.request_throughput, 1.0, 1e-12);
 	EXPECT_NEAR(m.output_throughput, 2.5, 1e-12);
@@ -107,26 +111,48 @@ static void test_result_json_schema(void)
 	struct bench_metrics m;
 	struct err e;
 	EXPECT_EQ_INT(bench_metrics_compute(r, 3, 2.0, &m, &e), 0);
-	struct bench_run_info info = {.date = "20260101-000000", .base_url = "http://127.0.0.1:1",
-				      .endpoint_type = "openai-chat", .model_id = "m",
-				      .dataset = "random", .num_prompts = 3,
-				      .request_rate = INFINITY, .max_concurrency = 0};
+	struct bench_run_info info = {.date = "20260101-000000",
+				      .base_url = "http://127.0.0.1:1",
+				      .endpoint_type = "openai-chat",
+				      .model_id = "m",
+				      .dataset = "random",
+				      .num_prompts = 3,
+				      .request_rate = INFINITY,
+				      .max_concurrency = 0};
 	json_t *j = bench_result_json(&info, &m, r, 3);
 	EXPECT(j != NULL);
-	static const char *const num_keys[] = {
-		"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-		"request_throughput", "output_throughput", "total_token_throughput",
-		"mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
-		"median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms",
-		"std_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms",
-		"p99_e2el_ms", "max_output_tokens_per_s", "max_concurrent_requests", "num_prompts"};
+	static const char *const num_keys[] = {"completed",
+					       "failed",
+					       "duration",
+					       "total_input_tokens",
+					       "total_output_tokens",
+					       "request_throughput",
+					       "output_throughput",
+					       "total_token_throughput",
+					       "mean_ttft_ms",
+					       "median_ttft_ms",
+					       "std_ttft_ms",
+					       "p99_ttft_ms",
+					       "mean_tpot_ms",
+					       "median_tpot_ms",
+					       "std_tpot_ms",
+					       "p99_tpot_ms",
+					       "mean_itl_ms",
+					       "median_itl_ms",
+					       "std_itl_ms",
+					       "p99_itl_ms",
+					       "mean_e2el_ms",
+					       "median_e2el_ms",
+					       "std_e2el_ms",
+					       "p99_e2el_ms",
+					       "max_output_tokens_per_s",
+					       "max_concurrent_requests",
+					       "num_prompts"};
 	for (size_t i = 0; j && i < sizeof num_keys / sizeof num_keys[0]; i++)
 		EXPECTF(json_is_number(json_object_get(j, num_keys[i])), "key %s", num_keys[i]);
-	static const char *const arr_keys[] = {"input_lens", "output_lens", "ttfts", "e2els",
-					       "itls", "errors"};
+	static const char *const arr_keys[] = {"input_lens", "output_lens", "ttfts", "e2els", "itls", "errors"};
 	for (size_t i = 0; j && i < sizeof arr_keys / sizeof arr_keys[0]; i++)
-		EXPECTF(json_array_size(json_object_get(j, arr_keys[i])) == 3, "key %s",
-			arr_keys[i]);
+		EXPECTF(json_array_size(json_object_get(j, arr_keys[i])) == 3, "key %s", arr_keys[i]);
 	EXPECT_EQ_INT(json_integer_value(json_object_get(j, "completed")), 2);
 	EXPECT_EQ_INT(json_integer_value(json_object_get(j, "failed")), 1);
 	EXPECT_EQ_INT(json_integer_value(json_object_get(j, "total_output_tokens")), 5);
@@ -168,16 +194,20 @@ static void test_print_table(void)
 	FILE *f = open_memstream(&buf, &len);
 	bench_metrics_print(f, &info, &m, r, 3);
 	fclose(f);
-	static const char *const lines[] = {
-		"Successful requests:                     2", "Failed requests:                         1",
-		"Benchmark duration (s):                  2.00", "Total input tokens:                      30",
-		"Total generated tokens:                  5", "Request throughput (req/s):              1.00",
-		"Output token throughput (tok/s):         2.50",
-		"Total token throughput (tok/s):          17.50", "Mean TTFT (ms):                          200.00",
-		"Median TPOT (ms):                        100.00", "P99 ITL (ms):                            100.00",
-		"Mean E2EL (ms):                          350.00",
-		"---------------Time to First Token----------------",
-		"error (1 request): http 404: The model `x` does not exist."};
+	static const char *const lines[] = {"Successful requests:                     2",
+					    "Failed requests:                         1",
+					    "Benchmark duration (s):                  2.00",
+					    "Total input tokens:                      30",
+					    "Total generated tokens:                  5",
+					    "Request throughput (req/s):              1.00",
+					    "Output token throughput (tok/s):         2.50",
+					    "Total token throughput (tok/s):          17.50",
+					    "Mean TTFT (ms):                          200.00",
+					    "Median TPOT (ms):                        100.00",
+					    "P99 ITL (ms):                            100.00",
+					    "Mean E2EL (ms):                          350.00",
+					    "---------------Time to First Token----------------",
+					    "error (1 request): http 404: The model `x` does not exist."};
 	for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
 		EXPECTF(strstr(buf, lines[i]) != NULL, "missing line '%s'", lines[i]);
 	free(buf);
@@ -188,12 +218,24 @@ static void test_print_table(void)
 /* A chat stream as mlaserve / vLLM send it: role chunk, 3 content chunks, an empty final
  * chunk with finish_reason, the usage chunk, [DONE]. Times: event k arrives at 1 + k/10. */
 static const char *const chat_events[] = {
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\\u0000\"},\"finish_reason\":null}]}\n\n",
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" you\"},\"finish_reason\":null}]}\n\n",
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"length\"}]}\n\n",
-	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5,\"total_tokens\":14}}\n\n",
+	"data: "
+	"{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+	"\"content\":"
+	"\"\"},\"finish_reason\":null}]}\n\n",
+	"data: "
+	"{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_"
+	"reason\":null}]}\n\n",
+	"data: "
+	"{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\\u0000\"},"
+	"\"finish_reason\":null}]}\n\n",
+	"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" "
+	"you\"},\"finish_reason\":null}]}\n\n",
+	"data: "
+	"{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_"
+	"reason\":\"length\"}]}\n\n",
+	"data: "
+	"{\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5,"
+	"\"total_tokens\":14}}\n\n",
 	"data: [DONE]\n\n",
 };
 
@@ -234,11 +276,11 @@ static void test_stream_chat_timings(void)
 static void test_stream_crlf_comments_no_usage(void)
 {
 	/* CRLF line ends, a comment line, an event: field, a completions stream, no usage */
-	const char *ev[] = {
-		": keep-alive\r\n\r\n",
-		"event: message\r\ndata: {\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a\"}]}\r\n\r\n",
-		"data:{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"b\"}]}\r\n\r\n",
-		"data: [DONE]\r\n\r\n"};
+	const char *ev[] = {": keep-alive\r\n\r\n",
+			    "event: message\r\ndata: "
+			    "{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a\"}]}\r\n\r\n",
+			    "data:{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"b\"}]}\r\n\r\n",
+			    "data: [DONE]\r\n\r\n"};
 	struct bench_stream s;
 	bench_stream_init(&s, false, 1.0);
 	feed_events(&s, ev, 4, true);
@@ -253,8 +295,7 @@ static void test_stream_crlf_comments_no_usage(void)
 	bench_stream_fini(&s);
 }
 
-static struct bench_req_result run_stream(bool chat, const char *const *ev, size_t n, long status,
-					  const char *terr)
+static struct bench_req_result run_stream(bool chat, const char *const *ev, size_t n, long status, const char *terr)
 {
 	struct bench_stream s;
 	bench_stream_init(&s, chat, 0);
@@ -273,14 +314,16 @@ static void test_stream_failures(void)
 	EXPECT_EQ_INT(r.output_len, 3);
 	bench_req_result_fini(&r);
 	/* an error event mid-stream, then [DONE] */
-	const char *err_ev[] = {chat_events[1],
-				"data: {\"error\":{\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}}\n\n",
-				"data: [DONE]\n\n"};
+	const char *err_ev[] = {
+		chat_events[1],
+		"data: {\"error\":{\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}}\n\n",
+		"data: [DONE]\n\n"};
 	r = run_stream(true, err_ev, 3, 200, NULL);
 	EXPECT(!r.success && r.error && strstr(r.error, "engine died"));
 	bench_req_result_fini(&r);
 	/* 404 with an OpenAI error body */
-	const char *body404[] = {"{\"error\":{\"message\":\"The model `x` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}}"};
+	const char *body404[] = {"{\"error\":{\"message\":\"The model `x` does not "
+				 "exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}}"};
 	r = run_stream(true, body404, 1, 404, NULL);
 	EXPECT(!r.success && r.error && !strcmp(r.error, "http 404: The model `x` does not exist."));
 	bench_req_result_fini(&r);
@@ -335,8 +378,7 @@ static void test_random_prompts_exact_lengths(void)
 		EXPECTF(0, "%s", e.msg);
 		return;
 	}
-	struct bench_random_opts o = {.input_len = 24, .output_len = 8, .range_ratio = 0.5,
-				      .seed = 3};
+	struct bench_random_opts o = {.input_len = 24, .output_len = 8, .range_ratio = 0.5, .seed = 3};
 	struct bench_prompt *p, *q;
 	size_t mm;
 	EXPECT_EQ_INT(bench_prompts_random(t, &o, 50, &p, &mm, &e), 0);
@@ -458,5 +500,4 @@ static void test_poisson_gaps(void)
 TESTS(T(test_percentile_numpy_linear), T(test_dist_mean_median_std_ms), T(test_metrics_compute),
       T(test_result_json_schema), T(test_print_table), T(test_stream_chat_timings),
       T(test_stream_crlf_comments_no_usage), T(test_stream_failures), T(test_clean_msg),
-      T(test_random_prompts_exact_lengths), T(test_request_bodies), T(test_jsonl_dataset),
-      T(test_poisson_gaps))
+      T(test_random_prompts_exact_lengths), T(test_request_bodies), T(test_jsonl_dataset), T(test_poisson_gaps))

@@ -105,7 +105,11 @@ static void test_prefix_hit_and_cap(void)
 	EXPECT_EQ_INT(blocks_allocate(p, &g, tok13, 13, 0, 1, hit, 3), 0);
 	EXPECT_EQ_INT(blocks_num_free(p), free_before - 4);
 	blocks_free(p, &g);
-	kv_seq_fini(&a); kv_seq_fini(&b); kv_seq_fini(&c); kv_seq_fini(&d); kv_seq_fini(&f);
+	kv_seq_fini(&a);
+	kv_seq_fini(&b);
+	kv_seq_fini(&c);
+	kv_seq_fini(&d);
+	kv_seq_fini(&f);
 	kv_seq_fini(&g);
 	blocks_free_pool(p);
 }
@@ -120,7 +124,9 @@ static void test_eviction_order(void)
 		tb[i] = 500 + i;
 	}
 	struct kv_seq a, b, c;
-	seq_make(&a); seq_make(&b); seq_make(&c);
+	seq_make(&a);
+	seq_make(&b);
+	seq_make(&c);
 	EXPECT_EQ_INT(blocks_allocate(p, &a, ta, 16, 0, 16, NULL, 0), 0);
 	EXPECT_EQ_INT(blocks_allocate(p, &b, tb, 16, 0, 16, NULL, 0), 0);
 	EXPECT_EQ_INT(blocks_num_free(p), 0);
@@ -129,7 +135,7 @@ static void test_eviction_order(void)
 	blocks_free(p, &a);
 	int32_t tc[4] = {900, 901, 902, 903};
 	EXPECT_EQ_INT(blocks_allocate(p, &c, tc, 4, 0, 4, NULL, 0), 0);
-	EXPECT_EQ_INT(c.blocks[0], a_ids[3]);	/* tail of A evicted first */
+	EXPECT_EQ_INT(c.blocks[0], a_ids[3]); /* tail of A evicted first */
 	EXPECT(blocks_is_cached(p, a_ids[0]));
 	EXPECT(blocks_is_cached(p, c.blocks[0])); /* re-registered with C's contents */
 	struct kv_seq d;
@@ -141,7 +147,10 @@ static void test_eviction_order(void)
 	blocks_free(p, &b);
 	blocks_free(p, &c);
 	EXPECT_EQ_INT(blocks_num_used(p), 0);
-	kv_seq_fini(&a); kv_seq_fini(&b); kv_seq_fini(&c); kv_seq_fini(&d);
+	kv_seq_fini(&a);
+	kv_seq_fini(&b);
+	kv_seq_fini(&c);
+	kv_seq_fini(&d);
 	blocks_free_pool(p);
 }
 
@@ -152,12 +161,14 @@ static void test_chain_distinguishes_prefix(void)
 	int32_t t1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 	int32_t t2[9] = {9, 9, 9, 9, 5, 6, 7, 8, 0}; /* same block 1, different block 0 */
 	struct kv_seq a, b;
-	seq_make(&a); seq_make(&b);
+	seq_make(&a);
+	seq_make(&b);
 	EXPECT_EQ_INT(blocks_allocate(p, &a, t1, 8, 0, 8, NULL, 0), 0);
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, t2, 9, hit), 0);
 	blocks_free(p, &a);
-	kv_seq_fini(&a); kv_seq_fini(&b);
+	kv_seq_fini(&a);
+	kv_seq_fini(&b);
 	blocks_free_pool(p);
 }
 
@@ -167,23 +178,30 @@ static void test_salt_isolates(void)
 	struct block_pool *p = pool_make(16, true);
 	int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 	struct kv_seq a, b, c, d;
-	seq_make(&a); seq_make(&b); seq_make(&c); seq_make(&d);
+	seq_make(&a);
+	seq_make(&b);
+	seq_make(&c);
+	seq_make(&d);
 	a.salt = blocks_salt(p, "tenant-a", 8);
 	EXPECT_EQ_INT(blocks_allocate(p, &a, t, 8, 0, 8, NULL, 0), 0);
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, t, 9, hit), 0); /* unsalted */
 	c.salt = blocks_salt(p, "tenant-b", 8);
 	struct block_hash again = blocks_salt(p, "tenant-a", 8), other = c.salt;
-	EXPECT(again.lo == a.salt.lo && again.hi == a.salt.hi);	/* deterministic */
-	EXPECT(other.lo != a.salt.lo || other.hi != a.salt.hi);	/* salts differ */
-	struct block_hash longer = blocks_salt(p, "tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a", 72);
+	EXPECT(again.lo == a.salt.lo && again.hi == a.salt.hi); /* deterministic */
+	EXPECT(other.lo != a.salt.lo || other.hi != a.salt.hi); /* salts differ */
+	struct block_hash longer = blocks_salt(
+		p, "tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a-tenant-a", 72);
 	EXPECT((longer.lo || longer.hi) && (longer.lo != a.salt.lo || longer.hi != a.salt.hi));
 	EXPECT_EQ_INT(blocks_find_cached(p, &c, t, 9, hit), 0); /* another salt */
 	d.salt = blocks_salt(p, "tenant-a", 8);
-	EXPECT_EQ_INT(blocks_find_cached(p, &d, t, 9, hit), 2);	/* the same salt */
+	EXPECT_EQ_INT(blocks_find_cached(p, &d, t, 9, hit), 2); /* the same salt */
 	EXPECT(hit[0] == a.blocks[0] && hit[1] == a.blocks[1]);
 	blocks_free(p, &a);
-	kv_seq_fini(&a); kv_seq_fini(&b); kv_seq_fini(&c); kv_seq_fini(&d);
+	kv_seq_fini(&a);
+	kv_seq_fini(&b);
+	kv_seq_fini(&c);
+	kv_seq_fini(&d);
 	blocks_free_pool(p);
 }
 
@@ -192,13 +210,15 @@ static void test_caching_off(void)
 	struct block_pool *p = pool_make(8, false);
 	int32_t tok[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 	struct kv_seq a, b;
-	seq_make(&a); seq_make(&b);
+	seq_make(&a);
+	seq_make(&b);
 	EXPECT_EQ_INT(blocks_allocate(p, &a, tok, 8, 0, 8, NULL, 0), 0);
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, tok, 8, hit), 0);
 	EXPECT(!blocks_is_cached(p, a.blocks[0]));
 	blocks_free(p, &a);
-	kv_seq_fini(&a); kv_seq_fini(&b);
+	kv_seq_fini(&a);
+	kv_seq_fini(&b);
 	blocks_free_pool(p);
 }
 

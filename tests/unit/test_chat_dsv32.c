@@ -97,16 +97,18 @@ static void check_vector(const char *input, const char *output)
 	if (json_object_get(doc, "tools"))
 		json_object_set(kwargs, "tools", json_object_get(doc, "tools"));
 	char *got = NULL;
-	EXPECTF(doc && native() && chat_template_render(native(), json_object_get(doc, "messages"), true, NULL, NULL,
-							  kwargs, &got, &e) == 0,
+	EXPECTF(doc && native() &&
+			chat_template_render(native(), json_object_get(doc, "messages"), true, NULL, NULL, kwargs,
+					     &got, &e) == 0,
 		"%s: %s", input, e.msg);
 	if (want && n_want && want[n_want - 1] == '\n')
 		want[--n_want] = 0;
 	size_t at = 0;
 	while (got && want && got[at] && got[at] == want[at])
 		at++;
-	EXPECTF(got && want && strlen(got) == n_want && at == n_want, "%s: differs at byte %zu of %zu (got %zu): '%.60s' vs '%.60s'",
-		output, at, n_want, got ? strlen(got) : 0, got ? got + at : "", want ? want + at : "");
+	EXPECTF(got && want && strlen(got) == n_want && at == n_want,
+		"%s: differs at byte %zu of %zu (got %zu): '%.60s' vs '%.60s'", output, at, n_want,
+		got ? strlen(got) : 0, got ? got + at : "", want ? want + at : "");
 	free(got);
 	free(in);
 	free(want);
@@ -148,8 +150,9 @@ static void test_multi_turn(void)
 	expect_prompt("thinking, last assistant", last, "{\"thinking\": true}", BOS U "a" A "<think>r</think>b" EOS);
 	expect_prompt("chat, last assistant", last, NULL, BOS U "a" A "</think>b" EOS);
 	/* content given as text parts is joined, as for the Jinja templates */
-	expect_prompt("text parts", "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"},"
-				    " {\"type\": \"text\", \"text\": \"y\"}]}]",
+	expect_prompt("text parts",
+		      "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"},"
+		      " {\"type\": \"text\", \"text\": \"y\"}]}]",
 		      NULL, BOS U "x\ny" A "</think>");
 }
 
@@ -165,22 +168,23 @@ static void test_empty_content(void)
 		      NULL, BOS U "q" A "</think>" EOS U "r" A "</think>");
 }
 
-#define CALLS2                                                                                              \
-	"{\"role\": \"assistant\", \"content\": null, \"tool_calls\": ["                                    \
-	"{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": "          \
-	"\"{\\\"n\\\": 3, \\\"x\\\": 1.50, \\\"e\\\": 1e2, \\\"b\\\": true, \\\"z\\\": null, \\\"l\\\": [1,\\\"é\\\"],"       \
-	" \\\"o\\\": {\\\"k\\\":{}}, \\\"s\\\": \\\"été \\\\\\\"q\\\\\\\"\\\\n\\\"}\"}},"                          \
+#define CALLS2                                                                                            \
+	"{\"role\": \"assistant\", \"content\": null, \"tool_calls\": ["                                  \
+	"{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": "        \
+	"\"{\\\"n\\\": 3, \\\"x\\\": 1.50, \\\"e\\\": 1e2, \\\"b\\\": true, \\\"z\\\": null, \\\"l\\\": " \
+	"[1,\\\"é\\\"],"                                                                                 \
+	" \\\"o\\\": {\\\"k\\\":{}}, \\\"s\\\": \\\"été \\\\\\\"q\\\\\\\"\\\\n\\\"}\"}},"               \
 	"{\"id\": \"c2\", \"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\": \"{}\"}}]}"
-#define INVOKES                                                                                             \
-	"\n\n<" D "function_calls>\n<" D "invoke name=\"f\">\n"                                             \
-	"<" D "parameter name=\"n\" string=\"false\">3</" D "parameter>\n"                                  \
-	"<" D "parameter name=\"x\" string=\"false\">1.5</" D "parameter>\n"                                \
-	"<" D "parameter name=\"e\" string=\"false\">100.0</" D "parameter>\n"                              \
-	"<" D "parameter name=\"b\" string=\"false\">true</" D "parameter>\n"                               \
-	"<" D "parameter name=\"z\" string=\"false\">null</" D "parameter>\n"                               \
-	"<" D "parameter name=\"l\" string=\"false\">[1, \"é\"]</" D "parameter>\n"                         \
-	"<" D "parameter name=\"o\" string=\"false\">{\"k\": {}}</" D "parameter>\n"                        \
-	"<" D "parameter name=\"s\" string=\"true\">été \"q\"\n</" D "parameter>\n"                         \
+#define INVOKES                                                                      \
+	"\n\n<" D "function_calls>\n<" D "invoke name=\"f\">\n"                      \
+	"<" D "parameter name=\"n\" string=\"false\">3</" D "parameter>\n"           \
+	"<" D "parameter name=\"x\" string=\"false\">1.5</" D "parameter>\n"         \
+	"<" D "parameter name=\"e\" string=\"false\">100.0</" D "parameter>\n"       \
+	"<" D "parameter name=\"b\" string=\"false\">true</" D "parameter>\n"        \
+	"<" D "parameter name=\"z\" string=\"false\">null</" D "parameter>\n"        \
+	"<" D "parameter name=\"l\" string=\"false\">[1, \"é\"]</" D "parameter>\n"  \
+	"<" D "parameter name=\"o\" string=\"false\">{\"k\": {}}</" D "parameter>\n" \
+	"<" D "parameter name=\"s\" string=\"true\">été \"q\"\n</" D "parameter>\n"  \
 	"</" D "invoke>\n<" D "invoke name=\"g\">\n\n</" D "invoke>\n</" D "function_calls>" EOS
 
 static void test_tool_calls_and_results(void)
@@ -190,39 +194,44 @@ static void test_tool_calls_and_results(void)
 			" {\"role\": \"tool\", \"tool_call_id\": \"c2\", \"content\": \"\"}]";
 	expect_prompt("chat: two calls, two results", m, NULL,
 		      BOS U "q" A "</think>" INVOKES "\n\n<function_results>\n<result>R1</result>\n<result></result>"
-		      "\n</function_results>\n\n</think>");
+			    "\n</function_results>\n\n</think>");
 	/* thinking: the calls after the last user message open with an empty reasoning, the results
 	 * reopen the thinking */
 	expect_prompt("thinking: two calls, two results", m, "{\"thinking\": true}",
-		      BOS U "q" A "<think></think>" INVOKES "\n\n<function_results>\n<result>R1</result>\n<result></result>"
-		      "\n</function_results>\n\n<think>");
+		      BOS U "q" A "<think></think>" INVOKES
+			    "\n\n<function_results>\n<result>R1</result>\n<result></result>"
+			    "\n</function_results>\n\n<think>");
 	/* one result of two: the results block stays open */
 	const char *part = "[{\"role\": \"user\", \"content\": \"q\"}, " CALLS2 ","
 			   " {\"role\": \"tool\", \"content\": \"R1\"}]";
-	expect_prompt("one result of two", part, NULL, BOS U "q" A "</think>" INVOKES "\n\n<function_results>\n<result>R1</result>");
+	expect_prompt("one result of two", part, NULL,
+		      BOS U "q" A "</think>" INVOKES "\n\n<function_results>\n<result>R1</result>");
 	/* arguments already an object; the call's text between content and the calls */
 	expect_prompt("object arguments, content",
 		      "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"ok\", "
-		      "\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"h\", \"arguments\": {\"a\": \"1\"}}}]},"
+		      "\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"h\", \"arguments\": "
+		      "{\"a\": \"1\"}}}]},"
 		      " {\"role\": \"user\", \"content\": \"r\"}]",
 		      "{\"thinking\": true}",
 		      BOS U "q" A "</think>ok\n\n<" D "function_calls>\n<" D "invoke name=\"h\">\n<" D
-		      "parameter name=\"a\" string=\"true\">1</" D "parameter>\n</" D "invoke>\n</" D "function_calls>" EOS U
-		      "r" A "<think>");
+			    "parameter name=\"a\" string=\"true\">1</" D "parameter>\n</" D "invoke>\n</" D
+			    "function_calls>" EOS U "r" A "<think>");
 }
 
-#define TOOLS_JSON                                                                                          \
+#define TOOLS_JSON \
 	"[{\"type\": \"function\", \"function\": {\"name\": \"t\", \"parameters\": {\"type\": \"object\"}}}]"
 #define SCHEMA "{\"name\": \"t\", \"parameters\": {\"type\": \"object\"}}"
 
 static void test_tools_placement(void)
 {
 	struct err e = {{0}};
-	char *with_sys = render("[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"q\"}]",
-				"{\"tools\": " TOOLS_JSON "}", &e);
+	char *with_sys = render(
+		"[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"q\"}]",
+		"{\"tools\": " TOOLS_JSON "}", &e);
 	char *no_sys = render("[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": " TOOLS_JSON "}", &e);
 	char *own = render("[{\"role\": \"system\", \"content\": \"S\", \"tools\": " TOOLS_JSON
-			   "}, {\"role\": \"user\", \"content\": \"q\"}]", NULL, &e);
+			   "}, {\"role\": \"user\", \"content\": \"q\"}]",
+			   NULL, &e);
 	const char *head = "## Tools\n\nYou have access to a set of tools";
 	const char *tail = "<functions>\n" SCHEMA "\n</functions>\n" U "q" A "</think>";
 	EXPECTF(with_sys && !strncmp(with_sys, BOS "S\n\n", strlen(BOS "S\n\n")) &&
@@ -234,51 +243,60 @@ static void test_tools_placement(void)
 			!strcmp(no_sys + strlen(no_sys) - strlen(tail), tail),
 		"tools on an empty system message: %s", no_sys ? no_sys : e.msg);
 	EXPECTF(own && with_sys && !strcmp(own, with_sys), "a system message's own tools: %s", own ? own : e.msg);
-	expect_prompt("empty tools list", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": []}", BOS U "q" A "</think>");
+	expect_prompt("empty tools list", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": []}",
+		      BOS U "q" A "</think>");
 	free(with_sys);
 	free(no_sys);
 	free(own);
 	/* a developer message: tools and response format inside the user turn */
-	expect_prompt("developer with response_format",
-		      "[{\"role\": \"developer\", \"content\": \"d\", \"response_format\": {\"type\": \"json_object\"}}]",
-		      NULL,
-		      BOS U "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
+	expect_prompt(
+		"developer with response_format",
+		"[{\"role\": \"developer\", \"content\": \"d\", \"response_format\": {\"type\": \"json_object\"}}]",
+		NULL,
+		BOS U "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
 		      "{\"type\": \"json_object\"}\n\n# The user's message is: d" A "</think>");
 	expect_prompt("system with response_format",
 		      "[{\"role\": \"system\", \"content\": \"S\", \"response_format\": {\"a\": [1]}}]", NULL,
 		      BOS "S\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
-		      "{\"a\": [1]}");
+			  "{\"a\": [1]}");
 }
 
 static void test_errors(void)
 {
-	expect_error("unknown role", "[{\"role\": \"bot\", \"content\": \"x\"}]", NULL, "messages[0]: unknown role 'bot'");
+	expect_error("unknown role", "[{\"role\": \"bot\", \"content\": \"x\"}]", NULL,
+		     "messages[0]: unknown role 'bot'");
 	expect_error("no role", "[{\"content\": \"x\"}]", NULL, "messages[0] has no role");
 	expect_error("developer without content", "[{\"role\": \"developer\", \"content\": \"\"}]", NULL,
 		     "developer message needs content");
 	expect_error("tool first", "[{\"role\": \"tool\", \"content\": \"x\"}]", NULL,
 		     "messages[0]: a tool message must follow an assistant message with tool_calls");
-	expect_error("tool after a user", "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"tool\", \"content\": \"x\"}]",
-		     NULL, "messages[1]: a tool message must follow");
-	expect_error("more results than calls",
-		     "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"function\":"
-		     " {\"name\": \"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"1\"},"
-		     " {\"role\": \"tool\", \"content\": \"2\"}]",
-		     NULL, "messages[3]: 2 tool results for 1 tool_calls");
+	expect_error("tool after a user",
+		     "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"tool\", \"content\": \"x\"}]", NULL,
+		     "messages[1]: a tool message must follow");
+	expect_error(
+		"more results than calls",
+		"[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"function\":"
+		" {\"name\": \"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"1\"},"
+		" {\"role\": \"tool\", \"content\": \"2\"}]",
+		NULL, "messages[3]: 2 tool results for 1 tool_calls");
 	expect_error("bad arguments",
-		     "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"{x\"}}]}]",
+		     "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": "
+		     "\"{x\"}}]}]",
 		     NULL, "messages[0].tool_calls[0].function.arguments:");
 	expect_error("arguments not an object",
-		     "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]",
+		     "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": "
+		     "\"[1]\"}}]}]",
 		     NULL, "must be a JSON object");
-	expect_error("call without a name", "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{}\"}}]}]",
-		     NULL, "messages[0].tool_calls[0] has no function.name");
+	expect_error("call without a name",
+		     "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{}\"}}]}]", NULL,
+		     "messages[0].tool_calls[0] has no function.name");
 	expect_error("thinking assistant without reasoning",
 		     "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]",
 		     "{\"thinking\": true}", "messages[1]: in thinking mode");
-	expect_error("tools not a list", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": 3}", "tools must be a list");
-	expect_error("tool without function", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": [{\"type\": \"x\"}]}",
-		     "prompt: tools[0] has no \"function\"");
+	expect_error("tools not a list", "[{\"role\": \"user\", \"content\": \"q\"}]", "{\"tools\": 3}",
+		     "tools must be a list");
+	expect_error("tool without function", "[{\"role\": \"user\", \"content\": \"q\"}]",
+		     "{\"tools\": [{\"type\": \"x\"}]}", "prompt: tools[0] has no \"function\"");
 	/* errors name the request's own indices, with a system message put in front for the tools */
 	expect_error("index with tools", "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"bot\"}]",
 		     "{\"tools\": " TOOLS_JSON "}", "messages[1]: unknown role 'bot'");
@@ -321,8 +339,14 @@ static void test_dispatch(void)
  * inside the thinking */
 static void test_reasoning_switch_agrees(void)
 {
-	static const char *const kw[] = {NULL, "{}", "{\"thinking\": true}", "{\"thinking\": false}", "{\"enable_thinking\": true}",
-					 "{\"enable_thinking\": 0}", "{\"thinking\": 0, \"enable_thinking\": \"y\"}", "{\"thinking\": []}",
+	static const char *const kw[] = {NULL,
+					 "{}",
+					 "{\"thinking\": true}",
+					 "{\"thinking\": false}",
+					 "{\"enable_thinking\": true}",
+					 "{\"enable_thinking\": 0}",
+					 "{\"thinking\": 0, \"enable_thinking\": \"y\"}",
+					 "{\"thinking\": []}",
 					 "{\"thinking\": {\"a\": 1}}"};
 	for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
 		struct err e = {{0}};

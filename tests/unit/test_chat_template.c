@@ -105,12 +105,17 @@ static void test_spec_examples(void)
 	static const char *msgs = "[{\"role\":\"system\",\"content\":\"You are helpful.\"},{\"role\":\"user\","
 				  "\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello!\"},"
 				  "{\"role\":\"user\",\"content\":\"2+2?\"}]";
-	static const struct { const char *tpl, *messages, *expect; } ex[] = {
-		{"deepseek-v2-lite-chat", NULL, "<｜begin▁of▁sentence｜>You are helpful.\n\nUser: Hi\n\nAssistant: "
+	static const struct {
+		const char *tpl, *messages, *expect;
+	} ex[] = {
+		{"deepseek-v2-lite-chat", NULL,
+		 "<｜begin▁of▁sentence｜>You are helpful.\n\nUser: Hi\n\nAssistant: "
 		 "Hello!<｜end▁of▁sentence｜>User: 2+2?\n\nAssistant:"},
-		{"deepseek-v3", NULL, "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!"
+		{"deepseek-v3", NULL,
+		 "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!"
 		 "<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜>"},
-		{"deepseek-r1", NULL, "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!"
+		{"deepseek-r1", NULL,
+		 "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!"
 		 "<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜><think>\n"},
 		{"deepseek-v2-lite-chat", "[{\"role\":\"user\",\"content\":\"Hi\"}]",
 		 "<｜begin▁of▁sentence｜>User: Hi\n\nAssistant:"},
@@ -118,8 +123,8 @@ static void test_spec_examples(void)
 		 "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>"},
 	};
 	for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
-		struct render_case c = {ex[i].tpl, ex[i].tpl, ex[i].messages ? ex[i].messages : msgs, true, BOS, EOS,
-					NULL, ex[i].expect};
+		struct render_case c = {ex[i].tpl, ex[i].tpl,   ex[i].messages ? ex[i].messages : msgs, true, BOS, EOS,
+					NULL,      ex[i].expect};
 		expect_render(&c);
 	}
 }
@@ -128,7 +133,9 @@ static void test_spec_examples(void)
  * hf_config like the CLI and the server do. */
 static void test_from_tokenizer_config(void)
 {
-	static const struct { const char *dir, *expect; } dirs[] = {
+	static const struct {
+		const char *dir, *expect;
+	} dirs[] = {
 		{"tiny-v3", "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜>"},
 		{"tiny-r1", "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜><think>\n"},
 		{"tiny-v2", "<｜begin▁of▁sentence｜>S\n\nUser: Hi\n\nAssistant:"},
@@ -141,9 +148,11 @@ static void test_from_tokenizer_config(void)
 			EXPECTF(0, "%s: %s", dirs[i].dir, e.msg);
 			continue;
 		}
-		char *out = cfg.chat_template ? render(cfg.chat_template, "[{\"role\":\"system\",\"content\":\"S\"},"
-						       "{\"role\":\"user\",\"content\":\"Hi\"}]", true, cfg.bos_token,
-						       cfg.eos_token, NULL, &e) : NULL;
+		char *out = cfg.chat_template ? render(cfg.chat_template,
+						       "[{\"role\":\"system\",\"content\":\"S\"},"
+						       "{\"role\":\"user\",\"content\":\"Hi\"}]",
+						       true, cfg.bos_token, cfg.eos_token, NULL, &e)
+					      : NULL;
 		EXPECTF(out && !strcmp(out, dirs[i].expect), "%s: got [%s] (%s)", dirs[i].dir, out ? out : "", e.msg);
 		free(out);
 		hf_config_free(&cfg);
@@ -154,8 +163,9 @@ static void test_from_tokenizer_config(void)
 static void test_kwargs(void)
 {
 	struct err e = {{0}};
-	char *out = render("{{ tools is none }}|{{ documents is none }}|{{ flag }}|{{ bos_token }}|{{ eos_token is defined }}",
-			   "[]", false, "<s>", NULL, "{\"flag\": [1, \"x\"]}", &e);
+	char *out = render(
+		"{{ tools is none }}|{{ documents is none }}|{{ flag }}|{{ bos_token }}|{{ eos_token is defined }}",
+		"[]", false, "<s>", NULL, "{\"flag\": [1, \"x\"]}", &e);
 	EXPECTF(out && !strcmp(out, "True|True|[1, 'x']|<s>|False"), "got [%s] %s", out ? out : "", e.msg);
 	free(out);
 	out = render("{{ add_generation_prompt }}{{ bos_token }}", "[]", true, "<s>", NULL,
@@ -164,7 +174,8 @@ static void test_kwargs(void)
 	free(out);
 	/* messages are passed through: extra fields visible, input JSON not modified */
 	json_t *m = json_loads("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-			       "{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"bob\"}]", 0, NULL);
+			       "{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"bob\"}]",
+			       0, NULL);
 	struct chat_template *t;
 	EXPECT(chat_template_compile("{{ messages[0].content }}|{{ messages[0].name }}", &t, &e) == 0);
 	EXPECT(chat_template_render(t, m, false, NULL, NULL, NULL, &out, &e) == 0);
@@ -222,21 +233,23 @@ static void expect_render_error(const char *src, const char *messages, const cha
 {
 	struct err e = {{0}};
 	char *out = render(src, messages ? messages : "[]", true, "<s>", "</s>", NULL, &e);
-	EXPECTF(!out && strstr(e.msg, want), "%s: got [%s] error [%s], want [%s]", src, out ? out : "(null)",
-		e.msg, want);
+	EXPECTF(!out && strstr(e.msg, want), "%s: got [%s] error [%s], want [%s]", src, out ? out : "(null)", e.msg,
+		want);
 	free(out);
 }
 
 static void test_runtime_errors(void)
 {
-	expect_render_error("{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",
-			    NULL, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
+	expect_render_error(
+		"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}", NULL,
+		"chat template: Conversation roles must alternate user/assistant/user/assistant/...");
 	/* Mistral-style alternation check */
 	expect_render_error("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
 			    "{{ raise_exception('roles must alternate') }}{% endif %}{% endfor %}",
 			    "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]",
 			    "chat template: roles must alternate");
-	expect_render_error("x\n{{ 'a' + 1 }}", NULL, "chat template line 2: can only concatenate str (not \"int\") to str");
+	expect_render_error("x\n{{ 'a' + 1 }}", NULL,
+			    "chat template line 2: can only concatenate str (not \"int\") to str");
 	expect_render_error("{{ 1 + 'a' }}", NULL, "unsupported operand type(s) for +: 'int' and 'str'");
 	expect_render_error("{{ nothing + 'a' }}", NULL, "'nothing' is undefined");
 	expect_render_error("{{ nothing.attr }}", NULL, "'nothing' is undefined");
@@ -244,13 +257,15 @@ static void test_runtime_errors(void)
 	expect_render_error("{{ nothing|tojson }}", NULL, "not JSON serializable");
 	expect_render_error("{{ 'abc'.nomethod() }}", NULL, "'str object' has no attribute 'nomethod'");
 	expect_render_error("{{ messages.append(1) }}", NULL, "has no attribute 'append'");
-	expect_render_error("{% set x = 1 %}{% set x.y = 2 %}", NULL, "cannot assign attribute on non-namespace object");
+	expect_render_error("{% set x = 1 %}{% set x.y = 2 %}", NULL,
+			    "cannot assign attribute on non-namespace object");
 	/* V3 with an assistant tool call whose content is a string: R1 concatenates None */
 	expect_render_error("{{ 'a' + none }}", NULL, "(not \"NoneType\") to str");
 	/* limits: runaway loops and recursion stop with an error */
 	expect_render_error("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", NULL,
 			    "loop iteration limit exceeded");
-	expect_render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, "recursion limit exceeded");
+	expect_render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL,
+			    "recursion limit exceeded");
 	/* deep expressions inside recursive macros: 64 calls x 200 nested "-" overflowed the stack
 	 * under ASan (found by tests/fuzz/fuzz_template.c); all nesting together is bounded */
 	{
@@ -261,7 +276,8 @@ static void test_runtime_errors(void)
 		expect_render_error(src, NULL, "nesting limit exceeded");
 	}
 	expect_render_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}"
-			    "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}", NULL, "limit");
+			    "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
+			    NULL, "limit");
 	/* bad inputs */
 	expect_render_error("{{ 1 }}", "{\"not\": \"an array\"}", "messages must be an array");
 	expect_render_error("{{ 1 }}", "[\"not an object\"]", "messages[0] must be an object");
@@ -279,7 +295,8 @@ static void test_mangled_templates_never_crash(void)
 		return;
 	}
 	json_t *m = json_loads("[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Hi\"},"
-			       "{\"role\":\"assistant\",\"content\":\"<think>x</think>A\"}]", 0, NULL);
+			       "{\"role\":\"assistant\",\"content\":\"<think>x</think>A\"}]",
+			       0, NULL);
 	size_t n = strlen(src);
 	char *buf = malloc(n + 1);
 	int compiled = 0, failed = 0;
@@ -325,7 +342,8 @@ static void *render_many(void *p)
 		char *out = NULL;
 		struct err e;
 		if (chat_template_render(a->t, a->m, true, BOS, EOS, NULL, &out, &e) < 0 ||
-		    strcmp(out, "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜>A<｜end▁of▁sentence｜><｜Assistant｜><think>\n"))
+		    strcmp(out, "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜>A<｜end▁of▁sentence｜><"
+				"｜Assistant｜><think>\n"))
 			a->bad++;
 		free(out);
 	}
@@ -343,7 +361,8 @@ static void test_concurrent_renders(void)
 		return;
 	}
 	json_t *m = json_loads("[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Hi\"},"
-			       "{\"role\":\"assistant\",\"content\":\"<think>x</think>A\"}]", 0, NULL);
+			       "{\"role\":\"assistant\",\"content\":\"<think>x</think>A\"}]",
+			       0, NULL);
 	pthread_t th[4];
 	struct thread_arg args[4];
 	for (int i = 0; i < 4; i++) {

@@ -113,8 +113,7 @@ static void test_bench_configs(void)
 {
 	struct model_config c;
 	struct err e = {{0}};
-	EXPECTF(config_load(fixture_path("../../bench/configs/bench-v2lite-4L"), &c, &e) == 0, "%s",
-		e.msg);
+	EXPECTF(config_load(fixture_path("../../bench/configs/bench-v2lite-4L"), &c, &e) == 0, "%s", e.msg);
 	EXPECT(strcmp(c.model_type, "deepseek_v2") == 0);
 	EXPECT_EQ_INT(c.vocab_size, 102400);
 	EXPECT_EQ_INT(c.hidden_size, 2048);
@@ -139,8 +138,7 @@ static void test_bench_configs(void)
 	EXPECT_EQ_INT(c.bos_token_id, 100000);
 	EXPECT_EQ_INT(c.eos_token_id, 100001);
 
-	EXPECTF(config_load(fixture_path("../../bench/configs/bench-v3attn-2L"), &c, &e) == 0, "%s",
-		e.msg);
+	EXPECTF(config_load(fixture_path("../../bench/configs/bench-v3attn-2L"), &c, &e) == 0, "%s", e.msg);
 	EXPECT(strcmp(c.model_type, "deepseek_v3") == 0);
 	EXPECT_EQ_INT(c.vocab_size, 102400);
 	EXPECT_EQ_INT(c.hidden_size, 7168);
@@ -159,17 +157,16 @@ static void test_bench_configs(void)
 }
 
 /* Only the required keys: everything else takes its default. */
-#define MINIMAL                                                                           \
-	"\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, "            \
-	"\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"kv_lora_rank\": 16, "    \
+#define MINIMAL                                                                        \
+	"\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, "         \
+	"\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"kv_lora_rank\": 16, " \
 	"\"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4, \"v_head_dim\": 8"
 
 static void test_defaults(void)
 {
 	struct model_config c;
 	struct err e = {{0}};
-	EXPECTF(config_parse("{\"model_type\": \"deepseek_v2\", " MINIMAL "}", WHAT, &c, &e) == 0,
-		"%s", e.msg);
+	EXPECTF(config_parse("{\"model_type\": \"deepseek_v2\", " MINIMAL "}", WHAT, &c, &e) == 0, "%s", e.msg);
 	EXPECT_EQ_INT(c.q_lora_rank, 0);
 	EXPECT_EQ_INT(c.n_routed_experts, 0); /* dense */
 	EXPECT_EQ_INT(c.n_shared_experts, 0);
@@ -260,8 +257,7 @@ static void test_rope_parameters_and_ue8m0(void)
 }
 
 /* tiny-v3-fp8's config with KEY (dotted = nested) set to VALUE (JSON) or removed (NULL). */
-static int parse_mutated(const char *key, const char *value, struct model_config *c,
-			 struct err *e)
+static int parse_mutated(const char *key, const char *value, struct model_config *c, struct err *e)
 {
 	json_t *root, *obj;
 	if (json_util_load(fixture_path("tiny-v3-fp8/config.json"), &root, e))
@@ -332,7 +328,8 @@ static void test_rejected_values(void)
 		{"first_k_dense_replace", "-1", "key \"first_k_dense_replace\": invalid value -1"},
 		{"n_shared_experts", "-2", "key \"n_shared_experts\": invalid value -2"},
 		{"norm_topk_prob", "\"yes\"", "key \"norm_topk_prob\": expected true or false, got \"yes\""},
-		{"routed_scaling_factor", "0", "key \"routed_scaling_factor\": invalid value 0 (expected a "
+		{"routed_scaling_factor", "0",
+		 "key \"routed_scaling_factor\": invalid value 0 (expected a "
 		 "number > 0)"},
 		{"routed_scaling_factor", "\"2.5\"", "key \"routed_scaling_factor\": expected a number"},
 		{"rms_norm_eps", "-1e-6", "key \"rms_norm_eps\": invalid value -"},
@@ -342,10 +339,12 @@ static void test_rejected_values(void)
 		 "key \"rope_scaling.type\": unsupported value \"linear\" (expected yarn or default)"},
 		{"rope_scaling.type", NULL, "key \"rope_scaling.type\" is missing or null"},
 		{"rope_scaling.factor", NULL, "key \"rope_scaling.factor\" is missing or null"},
-		{"rope_scaling.factor", "0.5", "key \"rope_scaling.factor\": invalid value 0.5 (expected a "
+		{"rope_scaling.factor", "0.5",
+		 "key \"rope_scaling.factor\": invalid value 0.5 (expected a "
 		 "number >= 1)"},
 		{"rope_scaling.beta_fast", "\"x\"", "key \"rope_scaling.beta_fast\": expected a number"},
-		{"rope_scaling.beta_fast", "0.5", "key \"rope_scaling.beta_fast\": invalid value 0.5 "
+		{"rope_scaling.beta_fast", "0.5",
+		 "key \"rope_scaling.beta_fast\": invalid value 0.5 "
 		 "(expected >= beta_slow 1)"},
 		{"rope_scaling.original_max_position_embeddings", "0",
 		 "key \"rope_scaling.original_max_position_embeddings\": invalid value 0"},
@@ -375,8 +374,7 @@ static void test_rejected_values(void)
 		struct model_config c;
 		struct err e = {{0}};
 		int rc = parse_mutated(cases[i].key, cases[i].value, &c, &e);
-		EXPECTF(rc == -1 && strncmp(e.msg, WHAT ": ", strlen(WHAT) + 2) == 0 &&
-				strstr(e.msg, cases[i].msg),
+		EXPECTF(rc == -1 && strncmp(e.msg, WHAT ": ", strlen(WHAT) + 2) == 0 && strstr(e.msg, cases[i].msg),
 			"%s = %s: rc %d, message \"%s\", expected \"%s\"", cases[i].key,
 			cases[i].value ? cases[i].value : "(removed)", rc, e.msg, cases[i].msg);
 	}
@@ -390,16 +388,14 @@ static void test_bad_documents(void)
 	EXPECTF(strstr(e.msg, WHAT ": line 1 column"), "%s", e.msg);
 	EXPECT_EQ_INT(config_parse("[1, 2]", WHAT, &c, &e), -1);
 	EXPECTF(strcmp(e.msg, WHAT ": expected a JSON object, got [1,2]") == 0, "%s", e.msg);
-	EXPECT_EQ_INT(config_parse("{\"model_type\": \"deepseek_v2\", \"model_type\": \"x\"}", WHAT,
-				   &c, &e), -1);
+	EXPECT_EQ_INT(config_parse("{\"model_type\": \"deepseek_v2\", \"model_type\": \"x\"}", WHAT, &c, &e), -1);
 	EXPECTF(strstr(e.msg, "duplicate"), "%s", e.msg);
 	EXPECT_EQ_INT(config_load("/nonexistent-dir", &c, &e), -1);
-	EXPECTF(strcmp(e.msg, "/nonexistent-dir/config.json: cannot open: No such file or directory")
-			== 0, "%s", e.msg);
+	EXPECTF(strcmp(e.msg, "/nonexistent-dir/config.json: cannot open: No such file or directory") == 0, "%s",
+		e.msg);
 	EXPECT_EQ_INT(config_load(fixture_path("tiny-v3/config.json/.."), &c, &e), -1);
 	EXPECT_EQ_INT(config_load(fixture_path(""), &c, &e), -1); /* no config.json there */
 }
 
-TESTS(T(test_tiny_v3), T(test_tiny_v2), T(test_tiny_v3_fp8), T(test_tiny_r1), T(test_bench_configs),
-      T(test_defaults), T(test_rope_parameters_and_ue8m0), T(test_rejected_values),
-      T(test_bad_documents))
+TESTS(T(test_tiny_v3), T(test_tiny_v2), T(test_tiny_v3_fp8), T(test_tiny_r1), T(test_bench_configs), T(test_defaults),
+      T(test_rope_parameters_and_ue8m0), T(test_rejected_values), T(test_bad_documents))

@@ -19,8 +19,8 @@ static void test_local_seq_lens_naive(void)
 					for (int p = 0; p < L; p++)
 						naive += (p / I) % W == r;
 					int got = dcp_local_seq_len(L, W, r, I);
-					EXPECTF(got == naive, "L %d W %d r %d I %d: %d, naive %d", L, W, r,
-						I, got, naive);
+					EXPECTF(got == naive, "L %d W %d r %d I %d: %d, naive %d", L, W, r, I, got,
+						naive);
 					sum += got;
 				}
 				EXPECT_EQ_INT(sum, L);
@@ -35,8 +35,8 @@ static void test_local_seq_lens_vectors(void)
 	int32_t L[] = {1, 2, 128, 129, 256, 257}, out[6];
 	int32_t w2i1[6][2] = {{1, 0}, {1, 1}, {64, 64}, {65, 64}, {128, 128}, {129, 128}};
 	int32_t w2i128[6][2] = {{1, 0}, {2, 0}, {128, 0}, {128, 1}, {128, 128}, {129, 128}};
-	int32_t w4i128[6][4] = {{1, 0, 0, 0},	  {2, 0, 0, 0},	    {128, 0, 0, 0},
-				{128, 1, 0, 0},	  {128, 128, 0, 0}, {128, 128, 1, 0}};
+	int32_t w4i128[6][4] = {{1, 0, 0, 0},   {2, 0, 0, 0},     {128, 0, 0, 0},
+				{128, 1, 0, 0}, {128, 128, 0, 0}, {128, 128, 1, 0}};
 	for (int r = 0; r < 2; r++) {
 		dcp_local_seq_lens(L, 6, 2, r, 1, out);
 		for (int i = 0; i < 6; i++)
@@ -88,7 +88,7 @@ static void test_config_check(void)
 	EXPECT(dcp_config_check(6, 4, 1, 16, &e) < 0);
 	EXPECT(strstr(e.msg, "4") && strstr(e.msg, "6"));
 	EXPECT(dcp_config_check(4, 2, 32, 16, &e) < 0); /* I > bs */
-	EXPECT(dcp_config_check(4, 2, 3, 16, &e) < 0);	/* bs % I != 0 */
+	EXPECT(dcp_config_check(4, 2, 3, 16, &e) < 0);  /* bs % I != 0 */
 	EXPECT(dcp_config_check(4, 2, 0, 16, &e) < 0);
 	EXPECT(dcp_config_check(4, 0, 1, 16, &e) < 0);
 }
@@ -97,7 +97,7 @@ static void test_mask_worked_example(void)
 {
 	/* flash-attention #93: L = 6, q = 4 (queries at positions 2..5), W = 2, I = 1 */
 	int want[2][4][3] = {
-		{{0, 2, -1}, {0, 2, -1}, {0, 2, 4}, {0, 2, 4}}, /* rank 0 holds {0, 2, 4} */
+		{{0, 2, -1}, {0, 2, -1}, {0, 2, 4}, {0, 2, 4}},   /* rank 0 holds {0, 2, 4} */
 		{{1, -1, -1}, {1, 3, -1}, {1, 3, -1}, {1, 3, 5}}, /* rank 1 holds {1, 3, 5} */
 	};
 	for (int r = 0; r < 2; r++) {
@@ -239,6 +239,5 @@ static void test_context_chunks(void)
 			}
 }
 
-TESTS(T(test_local_seq_lens_naive), T(test_local_seq_lens_vectors), T(test_slot_mapping),
-      T(test_config_check), T(test_mask_worked_example), T(test_lse_correct_combine),
-      T(test_context_chunks))
+TESTS(T(test_local_seq_lens_naive), T(test_local_seq_lens_vectors), T(test_slot_mapping), T(test_config_check),
+      T(test_mask_worked_example), T(test_lse_correct_combine), T(test_context_chunks))

@@ -203,6 +203,6 @@ static void test_relaunch_guards(void)
 	unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
-TESTS(T(test_layout_tp8_dcp2), T(test_layout_dcp_equals_tp), T(test_layout_two_tp_groups),
-      T(test_layout_errors), T(test_config_check), T(test_world_of_one), T(test_tp_without_ranks),
-      T(test_msg_bounds), T(test_launch_argv), T(test_relaunch_guards))
+TESTS(T(test_layout_tp8_dcp2), T(test_layout_dcp_equals_tp), T(test_layout_two_tp_groups), T(test_layout_errors),
+      T(test_config_check), T(test_world_of_one), T(test_tp_without_ranks), T(test_msg_bounds), T(test_launch_argv),
+      T(test_relaunch_guards))

@@ -82,8 +82,11 @@ static int hook_forward(void *ctx, const struct step_plan *p, float *logits, str
 }
 
 static const int32_t g_prompts[N_PROMPTS][40] = {
-	{0}, {0, 5, 9}, {0, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36},
-	{0, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42}};
+	{0},
+	{0, 5, 9},
+	{0, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36},
+	{0,  11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+	 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42}};
 static const int g_lens[N_PROMPTS] = {1, 3, 27, 33};
 
 /* Runs the prompts greedily; W > 1 goes through the checking hook. */
@@ -120,8 +123,8 @@ static int run(const struct attn_backend *be, int W, int I, int32_t out[N_PROMPT
 		h->be = be;
 		h->seen = calloc(64, sizeof *h->seen);
 		const struct model_config *c = model_config(g_model);
-		if (kv_cache_init(&h->kv, c->num_hidden_layers, kv->n_blocks, 4 * W, c->kv_lora_rank, c->qk_rope_head_dim,
-				  DT_F32, &e) < 0) {
+		if (kv_cache_init(&h->kv, c->num_hidden_layers, kv->n_blocks, 4 * W, c->kv_lora_rank,
+				  c->qk_rope_head_dim, DT_F32, &e) < 0) {
 			harness_fail(__FILE__, __LINE__, "kv: %s", e.msg);
 			engine_free(eng);
 			return -1;
@@ -161,8 +164,8 @@ static int setup(void)
 		return -1;
 	if (g_model)
 		return 0;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 64, .max_seqs = 8, .max_model_len = 128,
-				   .pool = g_pool};
+	struct model_options mo = {
+		.act_dtype = DT_F32, .max_batch_tokens = 64, .max_seqs = 8, .max_model_len = 128, .pool = g_pool};
 	if (model_load(fixture_path("tiny-v3"), &mo, &g_model, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "model_load: %s", e.msg);
 		return -1;
@@ -190,15 +193,16 @@ static void test_virtual_blocks_and_slots(void)
 				struct hook_ctx h = {0};
 				if (run(be, Ws[wi], Is[ii], got, &h) < 0)
 					return;
-				EXPECTF(h.n_plans > 0 && h.bad == 0, "%s W=%d I=%d: %d plans, %d inconsistencies", be->name,
-					Ws[wi], Is[ii], h.n_plans, h.bad);
-				EXPECTF(!memcmp(want, got, sizeof want), "%s W=%d I=%d: tokens differ from W=1", be->name,
-					Ws[wi], Is[ii]);
+				EXPECTF(h.n_plans > 0 && h.bad == 0, "%s W=%d I=%d: %d plans, %d inconsistencies",
+					be->name, Ws[wi], Is[ii], h.n_plans, h.bad);
+				EXPECTF(!memcmp(want, got, sizeof want), "%s W=%d I=%d: tokens differ from W=1",
+					be->name, Ws[wi], Is[ii]);
 				/* the threshold rule: multi-token decodes only with a DCP mask */
 				bool capable = be->supports_dcp_multi_token && be->supports_dcp_multi_token(Is[ii]);
 				if (!capable)
-					EXPECTF(h.n_multi_token_decodes == 0, "%s W=%d I=%d: %d multi-token decodes without a mask",
-						be->name, Ws[wi], Is[ii], h.n_multi_token_decodes);
+					EXPECTF(h.n_multi_token_decodes == 0,
+						"%s W=%d I=%d: %d multi-token decodes without a mask", be->name,
+						Ws[wi], Is[ii], h.n_multi_token_decodes);
 				else
 					n_multi += h.n_multi_token_decodes;
 			}

@@ -43,8 +43,8 @@ static int load_model(const char *name)
 		return -1;
 	model_free(g_model);
 	g_model = NULL;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32,
-				   .max_model_len = 512, .pool = g_pool};
+	struct model_options mo = {
+		.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32, .max_model_len = 512, .pool = g_pool};
 	if (model_load(fixture_path(name), &mo, &g_model, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "model_load: %s", e.msg);
 		return -1;
@@ -91,8 +91,8 @@ struct run_cfg {
 	int block_size;
 };
 
-static int run_engine(const struct run_cfg *rc, const int *which, int n_which,
-		      int32_t out[][N_NEW], float margins[][N_NEW], struct engine_stats *st_out)
+static int run_engine(const struct run_cfg *rc, const int *which, int n_which, int32_t out[][N_NEW],
+		      float margins[][N_NEW], struct engine_stats *st_out)
 {
 	struct engine_options o;
 	engine_options_init(&o);
@@ -203,8 +203,8 @@ static void expect_same(const char *what, const int *which, int n, int32_t out[]
 		int i = which[k];
 		for (int t = 0; t < N_NEW; t++) {
 			if (out[k][t] != g_ref[i][t]) {
-				harness_fail(__FILE__, __LINE__, "%s: prompt %d (len %d) step %d: %d, alone %d",
-					     what, i, g_prompts[i].n, t, out[k][t], g_ref[i][t]);
+				harness_fail(__FILE__, __LINE__, "%s: prompt %d (len %d) step %d: %d, alone %d", what,
+					     i, g_prompts[i].n, t, out[k][t], g_ref[i][t]);
 				return;
 			}
 			if (g_ref_margin[i][t] < 1e-3f)
@@ -227,8 +227,8 @@ static void test_batched_equals_alone(void)
 	for (int b = 0; b < attn_backend_count(); b++)
 		for (int pc = 0; pc < 2 && !attn_backend_at(b)->sparse; pc++) /* dense models */
 			for (size_t k = 0; k < sizeof budgets / sizeof *budgets; k++) {
-				struct run_cfg rc = {.backend = attn_backend_at(b), .prefix_caching = pc,
-						     .budget = budgets[k]};
+				struct run_cfg rc = {
+					.backend = attn_backend_at(b), .prefix_caching = pc, .budget = budgets[k]};
 				int32_t out[N_PROMPTS][N_NEW];
 				struct engine_stats st;
 				const int *which = budgets[k] == 1 ? most : all;
@@ -252,19 +252,20 @@ static void test_preemption_invariance(void)
 	for (int i = 0; i < N_PROMPTS; i++)
 		all[i] = i;
 	const struct model_config *c = model_config(g_model);
-	size_t per_block = kv_cache_bytes_per_block(c->num_hidden_layers, 16,
-						    c->kv_lora_rank + c->qk_rope_head_dim, DT_F32);
+	size_t per_block = kv_cache_bytes_per_block(c->num_hidden_layers, 16, c->kv_lora_rank + c->qk_rope_head_dim,
+						    DT_F32);
 	for (int b = 0; b < attn_backend_count(); b++)
 		for (int pc = 0; pc < 2 && !attn_backend_at(b)->sparse; pc++) { /* dense models */
-			struct run_cfg rc = {.backend = attn_backend_at(b), .prefix_caching = pc,
-					     .budget = 64, .kv_bytes = per_block * 26}; /* 416 tokens */
+			struct run_cfg rc = {.backend = attn_backend_at(b),
+					     .prefix_caching = pc,
+					     .budget = 64,
+					     .kv_bytes = per_block * 26}; /* 416 tokens */
 			int32_t out[N_PROMPTS][N_NEW];
 			struct engine_stats st;
 			if (run_engine(&rc, all, N_PROMPTS, out, NULL, &st) < 0)
 				return;
 			char what[128];
-			snprintf(what, sizeof what, "%s prefix %s small pool", rc.backend->name,
-				 pc ? "on" : "off");
+			snprintf(what, sizeof what, "%s prefix %s small pool", rc.backend->name, pc ? "on" : "off");
 			expect_same(what, all, N_PROMPTS, out);
 			EXPECTF(st.preemptions > 0, "%s: no preemption", what);
 		}
@@ -559,7 +560,8 @@ static void test_stats_during_a_step(void)
 {
 	if (!g_model)
 		return;
-	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false, model_config(g_model)->vocab_size};
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false,
+			 model_config(g_model)->vocab_size};
 	struct engine *eng = small_engine(NULL, &(struct engine_forward_hook){gate_forward, &g});
 	if (!eng)
 		return;
@@ -693,24 +695,26 @@ static void test_v32_invariance(void)
 	for (int i = 0; i < N_PROMPTS; i++)
 		all[i] = i;
 	size_t per_block = model_kv_bytes_per_block(g_model, 16, DT_F32);
-	EXPECT(per_block > kv_cache_bytes_per_block(model_kv_layers(g_model), 16,
-						    model_config(g_model)->kv_lora_rank +
-							    model_config(g_model)->qk_rope_head_dim,
-						    DT_F32));
+	EXPECT(per_block >
+	       kv_cache_bytes_per_block(model_kv_layers(g_model), 16,
+					model_config(g_model)->kv_lora_rank + model_config(g_model)->qk_rope_head_dim,
+					DT_F32));
 	static const struct {
 		int budget, pc;
 		size_t blocks;
 	} runs[] = {{7, 0, 0}, {7, 1, 0}, {1024, 0, 0}, {1024, 1, 0}, {64, 0, 26}, {64, 1, 26}};
 	for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
-		struct run_cfg rc = {.backend = NULL, .prefix_caching = runs[k].pc, .budget = runs[k].budget,
+		struct run_cfg rc = {.backend = NULL,
+				     .prefix_caching = runs[k].pc,
+				     .budget = runs[k].budget,
 				     .kv_bytes = per_block * runs[k].blocks};
 		int32_t out[N_PROMPTS][N_NEW];
 		struct engine_stats st;
 		if (run_engine(&rc, all, N_PROMPTS, out, NULL, &st) < 0)
 			return;
 		char what[128];
-		snprintf(what, sizeof what, "tiny-v32 prefix %s budget %d%s", runs[k].pc ? "on" : "off", runs[k].budget,
-			 runs[k].blocks ? " small pool" : "");
+		snprintf(what, sizeof what, "tiny-v32 prefix %s budget %d%s", runs[k].pc ? "on" : "off",
+			 runs[k].budget, runs[k].blocks ? " small pool" : "");
 		expect_same(what, all, N_PROMPTS, out);
 		if (runs[k].pc)
 			EXPECTF(st.prefix_hits > 0, "%s: no prefix hit", what);
@@ -727,7 +731,6 @@ static void test_teardown(void)
 	g_pool = NULL;
 }
 
-TESTS(T(test_alone_matches_golden), T(test_batched_equals_alone), T(test_preemption_invariance),
-      T(test_seed_and_n), T(test_stop_and_cancel), T(test_queue_bound_and_shutdown),
-      T(test_stats_during_a_step), T(test_priority_scheduling), T(test_v32_invariance),
-      T(test_teardown))
+TESTS(T(test_alone_matches_golden), T(test_batched_equals_alone), T(test_preemption_invariance), T(test_seed_and_n),
+      T(test_stop_and_cancel), T(test_queue_bound_and_shutdown), T(test_stats_during_a_step),
+      T(test_priority_scheduling), T(test_v32_invariance), T(test_teardown))

@@ -29,8 +29,16 @@ static void test_values(void)
 {
 	struct engine_args a;
 	struct err e = {0};
-	char *argv[] = {"-tp", "2", "--dcp-kv-cache-interleave-size=4", "--max-num-seqs", "8", "--kv-cache-memory=2GiB",
-			"--no-enable-prefix-caching", "--dtype", "float32", NULL};
+	char *argv[] = {"-tp",
+			"2",
+			"--dcp-kv-cache-interleave-size=4",
+			"--max-num-seqs",
+			"8",
+			"--kv-cache-memory=2GiB",
+			"--no-enable-prefix-caching",
+			"--dtype",
+			"float32",
+			NULL};
 	EXPECT_EQ_INT(parse_all(&a, argv, &e), 0);
 	EXPECT_EQ_INT(a.tp_size, 2);
 	EXPECT_EQ_INT(a.dcp_interleave, 4);
@@ -42,7 +50,8 @@ static void test_values(void)
 	char *bad[] = {"--max-num-seqs", "0", NULL};
 	EXPECT_EQ_INT(parse_all(&a, bad, &e), -1);
 	/* vLLM's --quantization / -q: fp8 only */
-	char *q1[] = {"-q", "fp8", NULL}, *q2[] = {"--quantization=fp8", NULL}, *q3[] = {"--quantization", "awq", NULL};
+	char *q1[] = {"-q", "fp8", NULL}, *q2[] = {"--quantization=fp8", NULL},
+	     *q3[] = {"--quantization", "awq", NULL};
 	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8);
 	EXPECT(parse_all(&a, q2, &e) == 0 && a.quantize_fp8);
 	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
@@ -54,8 +63,13 @@ static void test_vllm_flags_without_effect(void)
 {
 	struct engine_args a, ref;
 	struct err e = {0};
-	char *argv[] = {"--trust-remote-code", "--enforce-eager", "--enable-chunked-prefill", "--gpu-memory-utilization",
-			"0.9", "--gpu-memory-utilization=1", NULL};
+	char *argv[] = {"--trust-remote-code",
+			"--enforce-eager",
+			"--enable-chunked-prefill",
+			"--gpu-memory-utilization",
+			"0.9",
+			"--gpu-memory-utilization=1",
+			NULL};
 	EXPECT_EQ_INT(parse_all(&a, argv, &e), 0);
 	engine_args_init(&ref, true);
 	EXPECT(!memcmp(&a, &ref, sizeof a)); /* nothing changed */
@@ -95,7 +109,8 @@ static void test_generation_config(void)
 	EXPECT_NEAR(rt.defaults.top_p, 1.0, 1e-6);
 	EXPECT_EQ_INT(rt.opts.eos_ids[0], 1);
 	engine_runtime_close(&rt);
-	char *over[] = {"--override-generation-config", "{\"temperature\": 0.2, \"top_k\": 5, \"max_new_tokens\": 7}", NULL};
+	char *over[] = {"--override-generation-config", "{\"temperature\": 0.2, \"top_k\": 5, \"max_new_tokens\": 7}",
+			NULL};
 	EXPECT(open_with(over, &rt, &e) == 0);
 	EXPECT_NEAR(rt.defaults.temperature, 0.2, 1e-6);
 	EXPECT_NEAR(rt.defaults.top_p, 0.95, 1e-6); /* the model's, not overridden */

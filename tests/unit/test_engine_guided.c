@@ -25,16 +25,17 @@ static struct tok *g_tok;
 static struct guide_grammar *g_schema, *g_choice;
 
 static const char SCHEMA[] =
-    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 6},"
-    " \"n\": {\"type\": \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"b\"]},"
-    " \"maxItems\": 2}, \"ok\": {\"type\": \"boolean\"}}, \"required\": [\"name\", \"n\", \"ok\"]}";
+	"{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 6},"
+	" \"n\": {\"type\": \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"b\"]},"
+	" \"maxItems\": 2}, \"ok\": {\"type\": \"boolean\"}}, \"required\": [\"name\", \"n\", \"ok\"]}";
 static const char *const CHOICES[] = {"red", "green", "blue"};
 
 static void setup(void)
 {
 	struct err e;
 	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 512, .max_seqs = 16, .max_model_len = 256};
-	if (pool_new(2, &g_pool, &e) < 0 || (mo.pool = g_pool, model_load(fixture_path("tiny-v3"), &mo, &g_model, &e)) < 0 ||
+	if (pool_new(2, &g_pool, &e) < 0 ||
+	    (mo.pool = g_pool, model_load(fixture_path("tiny-v3"), &mo, &g_model, &e)) < 0 ||
 	    tok_load(fixture_path("tiny-v3"), &g_tok, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "setup: %s", e.msg);
 		return;
@@ -165,7 +166,8 @@ static void test_guided_batch_invariance(void)
 		EXPECT_EQ_INT(mixed[1].fin, ENGINE_FINISH_STOP);
 		bool is_choice = false;
 		for (int c = 0; c < 3; c++)
-			is_choice |= mixed[1].len == strlen(CHOICES[c]) && !memcmp(mixed[1].text, CHOICES[c], mixed[1].len);
+			is_choice |= mixed[1].len == strlen(CHOICES[c]) &&
+				     !memcmp(mixed[1].text, CHOICES[c], mixed[1].len);
 		EXPECTF(is_choice, "choice output '%.*s'", (int)mixed[1].len, mixed[1].text);
 		EXPECT_EQ_INT(mixed[0].n, 40);
 	}
@@ -186,8 +188,9 @@ static void test_guided_preemption(void)
 		run_alone(ref, g_schema, 40 + (uint64_t)i, &alone[i]);
 	engine_free(ref);
 	const struct model_config *c = model_config(g_model);
-	struct engine *eng =
-	    new_engine(kv_cache_bytes_per_block(c->num_hidden_layers, 16, c->kv_lora_rank + c->qk_rope_head_dim, DT_F32) * 10, 128);
+	struct engine *eng = new_engine(
+		kv_cache_bytes_per_block(c->num_hidden_layers, 16, c->kv_lora_rank + c->qk_rope_head_dim, DT_F32) * 10,
+		128);
 	if (!eng)
 		return;
 	struct engine_req *h[4];
@@ -295,7 +298,8 @@ static void test_guide_after(void)
 	}
 	skip = pl <= o.len ? pl : o.len;
 	EXPECT_EQ_INT(o.fin, ENGINE_FINISH_STOP);
-	EXPECTF(jm_feed_bytes(&st, g_choice, (const uint8_t *)o.text + skip, o.len - skip) && jm_complete(&st, g_choice),
+	EXPECTF(jm_feed_bytes(&st, g_choice, (const uint8_t *)o.text + skip, o.len - skip) &&
+			jm_complete(&st, g_choice),
 		"text after guide_after is not a choice: '%.*s'", (int)(o.len - skip), o.text + skip);
 	/* never sampled: the same as free */
 	p.guide_after = 1023;
@@ -303,7 +307,8 @@ static void test_guide_after(void)
 	EXPECT(engine_submit(eng, OTHER, 12, &p, &h, &e) == 0);
 	collect(h, &o, 1);
 	engine_release(h);
-	EXPECTF(o.n == 12 && !memcmp(o.tok, free_run.tok, sizeof(int32_t) * 12), "an unreached guide_after changed the output");
+	EXPECTF(o.n == 12 && !memcmp(o.tok, free_run.tok, sizeof(int32_t) * 12),
+		"an unreached guide_after changed the output");
 	engine_free(eng);
 }
 
@@ -345,7 +350,8 @@ static void test_guided_grammar(void)
 	for (int i = 0; i < 4; i++) {
 		collect(h[i], &together[i], 1);
 		engine_release(h[i]);
-		EXPECTF(together[i].n == alone[i].n && !memcmp(together[i].tok, alone[i].tok, sizeof(int32_t) * (size_t)alone[i].n),
+		EXPECTF(together[i].n == alone[i].n &&
+				!memcmp(together[i].tok, alone[i].tok, sizeof(int32_t) * (size_t)alone[i].n),
 			"seed %d: batched output differs from alone", i);
 	}
 	engine_free(eng);
@@ -394,5 +400,6 @@ static void test_teardown(void)
 
 static void test_setup(void) { setup(); }
 
-TESTS(T(test_setup), T(test_guided_batch_invariance), T(test_guided_preemption), T(test_guided_choice_n_and_min_tokens),
-      T(test_guide_after), T(test_guided_grammar), T(test_guided_grammar_too_deep), T(test_teardown))
+TESTS(T(test_setup), T(test_guided_batch_invariance), T(test_guided_preemption),
+      T(test_guided_choice_n_and_min_tokens), T(test_guide_after), T(test_guided_grammar),
+      T(test_guided_grammar_too_deep), T(test_teardown))

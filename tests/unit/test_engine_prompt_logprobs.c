@@ -149,8 +149,8 @@ static void test_prompt_logprobs_golden(void)
 	struct err e;
 	if (pool_new(2, &g_pool, &e) < 0)
 		return;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 16,
-				   .max_model_len = 512, .pool = g_pool};
+	struct model_options mo = {
+		.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 16, .max_model_len = 512, .pool = g_pool};
 	if (model_load(fixture_path("tiny-v3"), &mo, &g_model, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "model_load: %s", e.msg);
 		return;
@@ -173,7 +173,8 @@ static void test_prompt_logprobs_golden(void)
 			snprintf(what, sizeof what, "%s, %s", names[k], attn_backend_at(b)->name);
 			check(eng, &g, 3, 1, what);
 			/* again: the prompt's blocks are cached now, and it is computed anyway */
-			snprintf(what, sizeof what, "%s, %s, cached prompt, n = 2", names[k], attn_backend_at(b)->name);
+			snprintf(what, sizeof what, "%s, %s, cached prompt, n = 2", names[k],
+				 attn_backend_at(b)->name);
 			check(eng, &g, 0, 2, what);
 			engine_free(eng);
 		}

@@ -23,19 +23,18 @@
 
 /* ---- the proposer ---- */
 
-static void expect_propose(const int32_t *t, int n, int lo, int hi, int k, const int32_t *want,
-			   int n_want, int line)
+static void expect_propose(const int32_t *t, int n, int lo, int hi, int k, const int32_t *want, int n_want, int line)
 {
 	int32_t out[16];
 	int got = spec_ngram_propose(t, n, lo, hi, k, out);
 	if (got != n_want || memcmp(out, want, sizeof *want * (size_t)n_want))
 		harness_fail(__FILE__, line, "propose: %d tokens (want %d)", got, n_want);
 }
-#define PROPOSE(t, lo, hi, k, ...)                                                              \
-	do {                                                                                    \
-		static const int32_t w_[] = {__VA_ARGS__};                                      \
-		expect_propose(t, (int)(sizeof t / sizeof *t), lo, hi, k, w_ + 1,               \
-			       (int)(sizeof w_ / sizeof *w_) - 1, __LINE__);                   \
+#define PROPOSE(t, lo, hi, k, ...)                                                                                   \
+	do {                                                                                                         \
+		static const int32_t w_[] = {__VA_ARGS__};                                                           \
+		expect_propose(t, (int)(sizeof t / sizeof *t), lo, hi, k, w_ + 1, (int)(sizeof w_ / sizeof *w_) - 1, \
+			       __LINE__);                                                                            \
 	} while (0)
 
 static void test_ngram_propose(void)
@@ -44,15 +43,15 @@ static void test_ngram_propose(void)
 	static const int32_t a[] = {1, 2, 3, 4, 2, 3};
 	PROPOSE(a, 2, 3, 4, -1, 4, 2, 3);
 	PROPOSE(a, 2, 3, 2, -1, 4, 2);
-	PROPOSE(a, 3, 3, 4, -1);		    /* nothing of length 3 recurs */
-	PROPOSE(a, 1, 1, 1, -1, 4);		    /* the earliest "3" */
+	PROPOSE(a, 3, 3, 4, -1);    /* nothing of length 3 recurs */
+	PROPOSE(a, 1, 1, 1, -1, 4); /* the earliest "3" */
 	/* the longest match wins over an earlier shorter one */
 	static const int32_t b[] = {7, 9, 5, 8, 9, 6, 8, 9, 1, 8, 9};
-	PROPOSE(b, 1, 3, 3, -1, 6, 8, 9);	    /* [8,9] first at 3..4 */
+	PROPOSE(b, 1, 3, 3, -1, 6, 8, 9); /* [8,9] first at 3..4 */
 	static const int32_t c[] = {5, 1, 2, 3, 6, 7, 1, 2, 3, 9, 2, 3};
-	PROPOSE(c, 1, 3, 2, -1, 6, 7);		    /* [2,3] earliest at 2..3 */
+	PROPOSE(c, 1, 3, 2, -1, 6, 7); /* [2,3] earliest at 2..3 */
 	static const int32_t d[] = {4, 4, 4, 4};
-	PROPOSE(d, 1, 2, 3, -1, 4, 4);		    /* overlapping: [4,4] at 0..1, two follow */
+	PROPOSE(d, 1, 2, 3, -1, 4, 4); /* overlapping: [4,4] at 0..1, two follow */
 	static const int32_t one[] = {3};
 	PROPOSE(one, 1, 1, 3, -1);
 	PROPOSE(a, 2, 3, 0, -1);
@@ -63,11 +62,13 @@ static void test_spec_config(void)
 	struct spec_config c;
 	struct err e;
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
-				 "\"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}", &c, &e) == 0);
+				 "\"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}",
+				 &c, &e) == 0);
 	EXPECT(c.method == SPEC_NGRAM && c.k == 3 && c.lookup_min == 2 && c.lookup_max == 4);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2}", &c, &e) == 0);
 	EXPECT(c.lookup_min == 5 && c.lookup_max == 5);
-	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_max\": 3}", &c, &e) == 0);
+	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_max\": 3}",
+				 &c, &e) == 0);
 	EXPECT(c.lookup_min == 3 && c.lookup_max == 3);
 	EXPECT(spec_config_parse("{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}", &c, &e) == 0);
 	EXPECT(c.method == SPEC_MTP && c.k == 1);
@@ -84,12 +85,19 @@ static void test_spec_config(void)
 	EXPECT(spec_config_parse("{\"method\": \"ngram\"}", &c, &e) < 0);
 	EXPECT(strstr(e.msg, "num_speculative_tokens") != NULL);
 	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 99}", &c, &e) < 0);
-	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_min\": 4, \"prompt_lookup_max\": 2}", &c, &e) < 0);
-	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"model\": \"x\"}", &c, &e) < 0);
+	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"prompt_lookup_min\": 4, "
+				 "\"prompt_lookup_max\": 2}",
+				 &c, &e) < 0);
+	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"model\": \"x\"}", &c, &e) <
+	       0);
 	EXPECT(strstr(e.msg, "\"model\"") != NULL);
-	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 4}", &c, &e) == 0);
+	EXPECT(spec_config_parse(
+		       "{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 4}", &c,
+		       &e) == 0);
 	EXPECT(c.disable_by_batch_size == 4);
-	EXPECT(spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 0}", &c, &e) < 0);
+	EXPECT(spec_config_parse(
+		       "{\"method\": \"ngram\", \"num_speculative_tokens\": 2, \"disable_by_batch_size\": 0}", &c,
+		       &e) < 0);
 	EXPECT(spec_config_parse("ngram", &c, &e) < 0);
 	EXPECT(c.method == SPEC_NONE);
 }
@@ -184,9 +192,9 @@ struct spec_run {
 	bool prefix_caching;
 	int budget;
 	size_t kv_bytes;
-	int k;		/* 0: no speculation */
-	int disable;	/* disable_by_batch_size */
-	bool mtp;	/* deepseek_mtp on tiny-v3-mtp, else ngram on tiny-v3 */
+	int k;       /* 0: no speculation */
+	int disable; /* disable_by_batch_size */
+	bool mtp;    /* deepseek_mtp on tiny-v3-mtp, else ngram on tiny-v3 */
 };
 
 static int32_t g_prompt[N_REQ][64];
@@ -224,9 +232,7 @@ static void request_params(int i, struct sampling_params *p)
 	p->ignore_eos = true;
 	p->logprobs = 2;
 	switch (i) {
-	case 0: /* greedy among three favoured tokens */
-		bias(p, 100, 3, 30);
-		break;
+	case 0: /* greedy among three favoured tokens */ bias(p, 100, 3, 30); break;
 	case 1: /* sampled among them */
 		bias(p, 100, 3, 30);
 		p->temperature = 1.0f, p->has_seed = true, p->seed = 3;
@@ -239,9 +245,7 @@ static void request_params(int i, struct sampling_params *p)
 		bias(p, 300, 4, 30);
 		p->temperature = 0.7f, p->has_seed = true, p->seed = 9, p->top_k = 3, p->max_tokens = 37;
 		break;
-	case 4: /* no bias: the model's own greedy text */
-		p->max_tokens = 30;
-		break;
+	case 4: /* no bias: the model's own greedy text */ p->max_tokens = 30; break;
 	case 5: /* penalties over the outputs so far (the kept drafts among them) */
 		bias(p, 400, 3, 30);
 		p->repetition_penalty = 1.3f, p->presence_penalty = 0.5f, p->frequency_penalty = 0.4f;
@@ -254,7 +258,7 @@ static void request_params(int i, struct sampling_params *p)
 		bias(p, 600, 3, 4);
 		p->temperature = 0.9f, p->has_seed = true, p->seed = 5, p->min_p = 0.05f;
 		break;
-	default: /* EOS among the favoured tokens */
+	default:                   /* EOS among the favoured tokens */
 		bias(p, 1, 2, 30); /* 1 is the EOS id */
 		p->ignore_eos = false, p->min_tokens = 3;
 		break;
@@ -370,12 +374,14 @@ static void expect_same_outputs(const char *what, const struct choice_out *a, co
 		}
 		if (tie)
 			continue;
-		EXPECTF(first < 0 && x->n == y->n, "%s: request %d choice %d: %d vs %d tokens, first difference at %d (%d/%d, logprob %.9g/%.9g)",
-			what, i / 2, i % 2, x->n, y->n, first, first >= 0 ? x->tok[first] : 0, first >= 0 ? y->tok[first] : 0,
-			first >= 0 ? x->lp[first].logprob : 0.0, first >= 0 ? y->lp[first].logprob : 0.0);
+		EXPECTF(first < 0 && x->n == y->n,
+			"%s: request %d choice %d: %d vs %d tokens, first difference at %d (%d/%d, logprob %.9g/%.9g)",
+			what, i / 2, i % 2, x->n, y->n, first, first >= 0 ? x->tok[first] : 0,
+			first >= 0 ? y->tok[first] : 0, first >= 0 ? x->lp[first].logprob : 0.0,
+			first >= 0 ? y->lp[first].logprob : 0.0);
 		EXPECTF(x->fin == y->fin && x->stop_token == y->stop_token && x->n_output == y->n_output,
-			"%s: request %d choice %d: finish %d/%d stop %d/%d outputs %d/%d", what, i / 2, i % 2,
-			x->fin, y->fin, x->stop_token, y->stop_token, x->n_output, y->n_output);
+			"%s: request %d choice %d: finish %d/%d stop %d/%d outputs %d/%d", what, i / 2, i % 2, x->fin,
+			y->fin, x->stop_token, y->stop_token, x->n_output, y->n_output);
 		EXPECTF(x->text_len == y->text_len && !memcmp(x->text, y->text, x->text_len),
 			"%s: request %d choice %d: texts differ", what, i / 2, i % 2);
 	}
@@ -387,8 +393,8 @@ static int setup(void)
 	log_level = LOG_WARN;
 	if (pool_new(2, &g_pool, &e) < 0)
 		return -1;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32,
-				   .max_model_len = 512, .pool = g_pool};
+	struct model_options mo = {
+		.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32, .max_model_len = 512, .pool = g_pool};
 	struct model_options mtp = mo;
 	mtp.load_mtp = true;
 	if (model_load(fixture_path("tiny-v3"), &mo, &g_model, &e) < 0 ||
@@ -406,8 +412,8 @@ static void test_engine_same_outputs(void)
 	if (!g_model && setup() < 0)
 		return;
 	const struct model_config *mc = model_config(g_model);
-	size_t per_block = kv_cache_bytes_per_block(mc->num_hidden_layers, 16,
-						    mc->kv_lora_rank + mc->qk_rope_head_dim, DT_F32);
+	size_t per_block = kv_cache_bytes_per_block(mc->num_hidden_layers, 16, mc->kv_lora_rank + mc->qk_rope_head_dim,
+						    DT_F32);
 	static struct choice_out base[N_REQ * 2], got[N_REQ * 2];
 	for (int b = 0; b < attn_backend_count(); b++) {
 		const struct attn_backend *be = attn_backend_at(b);
@@ -428,7 +434,7 @@ static void test_engine_same_outputs(void)
 			{be, false, 512, 0, 1, 0, false},
 			{be, true, 7, 0, 4, 0, false},
 			{be, true, 64, per_block * 12, 3, 0, false}, /* 192 tokens: preemption */
-			{be, true, 512, 0, 3, 7, false}, /* drafts only once 7 or fewer choices run */
+			{be, true, 512, 0, 3, 7, false},             /* drafts only once 7 or fewer choices run */
 			/* the MTP module's drafts (steered by each request's logit_bias, so that the
 			 * random-weight module's drafts are kept now and then) */
 			{be, true, 512, 0, 1, 0, true},
@@ -448,8 +454,9 @@ static void test_engine_same_outputs(void)
 				return;
 			char what[160];
 			snprintf(what, sizeof what, "%s, %d %s drafts, prefix caching %s, budget %d%s%s", be->name,
-				 runs[k].k, runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off", runs[k].budget,
-				 runs[k].kv_bytes ? ", small pool" : "", runs[k].disable ? ", disable_by_batch_size 7" : "");
+				 runs[k].k, runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off",
+				 runs[k].budget, runs[k].kv_bytes ? ", small pool" : "",
+				 runs[k].disable ? ", disable_by_batch_size 7" : "");
 			expect_same_outputs(what, base, got);
 			EXPECTF(st.spec_accepted_tokens > 0 && st.spec_accepted_tokens < st.spec_draft_tokens,
 				"%s: %llu of %llu drafts kept", what, (unsigned long long)st.spec_accepted_tokens,
@@ -460,8 +467,9 @@ static void test_engine_same_outputs(void)
 			if (k == 0 || (runs[k].mtp && !runs[k - 1].mtp))
 				all_drafts = st.spec_draft_tokens;
 			if (runs[k].disable)
-				EXPECTF(st.spec_draft_tokens < all_drafts, "%s: %llu drafts, %llu without the limit", what,
-					(unsigned long long)st.spec_draft_tokens, (unsigned long long)all_drafts);
+				EXPECTF(st.spec_draft_tokens < all_drafts, "%s: %llu drafts, %llu without the limit",
+					what, (unsigned long long)st.spec_draft_tokens,
+					(unsigned long long)all_drafts);
 			uint64_t per_pos = 0;
 			for (int j = 0; j < SPEC_MAX_TOKENS; j++)
 				per_pos += st.spec_accepted_per_pos[j];
@@ -554,7 +562,8 @@ static void test_engine_stop_strings_and_guides(void)
 				run == 2 ? "mtp" : "ngram", i, texts[run][i], ntoks[run][i], texts[0][i], ntoks[0][i]);
 		if (run == 2) /* the guided requests' own drafts */
 			EXPECTF(st[1].spec_accepted_tokens > st[0].spec_accepted_tokens,
-				"guided MTP drafts: %llu kept of %llu", (unsigned long long)(st[1].spec_accepted_tokens - st[0].spec_accepted_tokens),
+				"guided MTP drafts: %llu kept of %llu",
+				(unsigned long long)(st[1].spec_accepted_tokens - st[0].spec_accepted_tokens),
 				(unsigned long long)(st[1].spec_draft_tokens - st[0].spec_draft_tokens));
 	}
 	guide_unref(g);
@@ -569,8 +578,12 @@ static void test_engine_v32_same_outputs(void)
 		return;
 	struct err e;
 	struct model *v32 = NULL;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 1024, .max_seqs = 32,
-				   .max_model_len = 512, .pool = g_pool, .load_mtp = true};
+	struct model_options mo = {.act_dtype = DT_F32,
+				   .max_batch_tokens = 1024,
+				   .max_seqs = 32,
+				   .max_model_len = 512,
+				   .pool = g_pool,
+				   .load_mtp = true};
 	if (model_load(fixture_path("tiny-v32-mtp"), &mo, &v32, &e) < 0) {
 		harness_fail(__FILE__, __LINE__, "load: %s", e.msg);
 		return;
@@ -593,9 +606,9 @@ static void test_engine_v32_same_outputs(void)
 			if (run(&runs[k], got, &st) < 0)
 				break;
 			char what[160];
-			snprintf(what, sizeof what, "tiny-v32-mtp, %d %s drafts, prefix caching %s, budget %d%s", runs[k].k,
-				 runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off", runs[k].budget,
-				 runs[k].kv_bytes ? ", small pool" : "");
+			snprintf(what, sizeof what, "tiny-v32-mtp, %d %s drafts, prefix caching %s, budget %d%s",
+				 runs[k].k, runs[k].mtp ? "mtp" : "ngram", runs[k].prefix_caching ? "on" : "off",
+				 runs[k].budget, runs[k].kv_bytes ? ", small pool" : "");
 			expect_same_outputs(what, base, got);
 			EXPECTF(st.spec_draft_tokens > 0, "%s: no drafts", what);
 			if (runs[k].kv_bytes)

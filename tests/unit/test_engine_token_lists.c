@@ -47,8 +47,8 @@ static void test_setup(void)
 {
 	log_level = LOG_WARN;
 	struct err e;
-	struct model_options mo = {.act_dtype = DT_F32, .max_batch_tokens = 256, .max_seqs = 8,
-				   .max_model_len = 256, .pool = NULL};
+	struct model_options mo = {
+		.act_dtype = DT_F32, .max_batch_tokens = 256, .max_seqs = 8, .max_model_len = 256, .pool = NULL};
 	if (pool_new(2, &g_pool, &e) < 0)
 		return;
 	mo.pool = g_pool;

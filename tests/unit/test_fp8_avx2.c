@@ -41,15 +41,22 @@ static void make_full(void)
 	for (size_t i = 0; i < (size_t)R * C; i++) {
 		uint8_t q = (uint8_t)(rbits() >> 7);
 		if (i % 7 == 3)
-			q &= 0x87; /* subnormals and zeros, often */
+			q &= 0x87;                      /* subnormals and zeros, often */
 		g_d[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
 	}
 	int sr = (R + 127) / 128, sc = (C + 127) / 128;
 	g_scale = malloc(sizeof(float) * (size_t)sr * sc);
 	for (int i = 0; i < sr * sc; i++)
 		g_scale[i] = 0.003f * (float)(i + 1);
-	g_full = (struct wmat){.dtype = DT_F8_E4M3, .data = g_d, .rows = R, .cols = C, .ld = C, .scale = g_scale,
-			       .scale_ld = sc, .blk_r = 128, .blk_c = 128};
+	g_full = (struct wmat){.dtype = DT_F8_E4M3,
+			       .data = g_d,
+			       .rows = R,
+			       .cols = C,
+			       .ld = C,
+			       .scale = g_scale,
+			       .scale_ld = sc,
+			       .blk_r = 128,
+			       .blk_c = 128};
 }
 
 /* x [n, ldx]: values in the first cols columns, `pad` past them */
@@ -100,7 +107,8 @@ static int check(enum ops_level lvl, const struct wmat *w, const float *x, int l
 			}
 			double want = ref[(size_t)t * w->rows + r] + (acc ? Y_INIT : 0);
 			if (!(fabs(v - want) <= bound[(size_t)t * w->rows + r] + (acc ? 0x1p-23 : 0)) && bad++ < 2)
-				harness_fail(__FILE__, __LINE__, "%s, level %s, n=%d, acc %d: y[%d][%d] = %.9g, want %.9g", what,
+				harness_fail(__FILE__, __LINE__,
+					     "%s, level %s, n=%d, acc %d: y[%d][%d] = %.9g, want %.9g", what,
 					     ops_level_name(lvl), n, acc, t, r, v, want);
 		}
 	return bad;
@@ -118,7 +126,8 @@ static void check_view(struct wmat v, bool pack, const int *ns, int n_ns, const 
 	int nmax = ns[n_ns - 1], ldx = v.cols + 3, ldy = v.rows + 2;
 	float *x = make_x(nmax, v.cols, ldx, NAN), *y = malloc(sizeof(float) * (size_t)nmax * ldy);
 	float *y1 = malloc(sizeof(float) * (size_t)ldy);
-	double *ref = malloc(sizeof(double) * (size_t)nmax * v.rows), *bound = malloc(sizeof(double) * (size_t)nmax * v.rows);
+	double *ref = malloc(sizeof(double) * (size_t)nmax * v.rows),
+	       *bound = malloc(sizeof(double) * (size_t)nmax * v.rows);
 	reference(&v, x, ldx, nmax, ref, bound);
 	int bad = 0;
 	for (int i = 0; i < n_ns; i++)
@@ -128,11 +137,12 @@ static void check_view(struct wmat v, bool pack, const int *ns, int n_ns, const 
 			if (!pack || l < OPS_AVX2 || (i + l) & 1)
 				continue;
 			/* the last token alone: the same bits as within the batch */
-			struct gemm_job j1 = {.w = &v, .x = x + (size_t)(n - 1) * ldx, .ldx = ldx, .y = y1, .ldy = ldy, .n = 1};
+			struct gemm_job j1 = {
+				.w = &v, .x = x + (size_t)(n - 1) * ldx, .ldx = ldx, .y = y1, .ldy = ldy, .n = 1};
 			ops_gemm_multi_at((enum ops_level)l, NULL, 1, &j1);
 			if (memcmp(y1, y + (size_t)(n - 1) * ldy, sizeof(float) * (size_t)v.rows) && bad++ < 2)
-				harness_fail(__FILE__, __LINE__, "%s, level %s: token %d alone differs from within %d", what,
-					     ops_level_name((enum ops_level)l), n - 1, n);
+				harness_fail(__FILE__, __LINE__, "%s, level %s: token %d alone differs from within %d",
+					     what, ops_level_name((enum ops_level)l), n - 1, n);
 		}
 	EXPECTF(!bad, "%s: %d wrong", what, bad);
 	free(x), free(y), free(y1), free(ref), free(bound), free(pk);
@@ -157,7 +167,9 @@ static void test_shapes(void)
  * block), columns from a scale block on (packed) or inside one (not packable) */
 static void test_views(void)
 {
-	struct { int r0, nr, c0, nc; } vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
+	struct {
+		int r0, nr, c0, nc;
+	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
 	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
 		struct wmat v = wmat_view(&g_full, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
 		EXPECT(prepack_wanted(&v, false) == (ops_level_best() == OPS_AVX2));
@@ -178,9 +190,11 @@ static void test_packed_subviews(void)
 	struct wmat v = wmat_view(&g_full, 0, R, 0, C);
 	uint32_t *pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
 	prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_FP8_AVX2);
-	struct { int r0, nr, c0, nc; bool keeps; } sv[] = {
-		{0, 100, 0, 255, true}, {64, 236, 0, 129, true}, {32, 1, 0, 1, true}, {96, 70, 0, 520, true},
-		{33, 40, 0, 200, false}, {0, 64, 128, 200, false}, {64, 64, 1, 30, false}};
+	struct {
+		int r0, nr, c0, nc;
+		bool keeps;
+	} sv[] = {{0, 100, 0, 255, true},  {64, 236, 0, 129, true},  {32, 1, 0, 1, true},   {96, 70, 0, 520, true},
+		  {33, 40, 0, 200, false}, {0, 64, 128, 200, false}, {64, 64, 1, 30, false}};
 	for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
 		struct wmat s = wmat_view(&v, sv[i].r0, sv[i].nr, sv[i].c0, sv[i].nc);
 		EXPECTF((s.packed != NULL) == sv[i].keeps, "sub-view %zu: packed %p", i, (const void *)s.packed);
@@ -202,11 +216,13 @@ static void test_tight_x(void)
 		prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_FP8_AVX2);
 		for (int n = 1; n <= 9; n += 4) {
 			float *x = make_x(n, v.cols, v.cols, 0), *y = malloc(sizeof(float) * (size_t)n * v.rows);
-			double *ref = malloc(sizeof(double) * (size_t)n * v.rows), *bound = malloc(sizeof(double) * (size_t)n * v.rows);
+			double *ref = malloc(sizeof(double) * (size_t)n * v.rows),
+			       *bound = malloc(sizeof(double) * (size_t)n * v.rows);
 			reference(&v, x, v.cols, n, ref, bound);
 			int bad = 0;
 			for (int l = OPS_PORTABLE; l <= (int)ops_level_best(); l++)
-				bad += check((enum ops_level)l, &v, x, v.cols, n, 0, ref, bound, y, v.rows, "ldx == cols");
+				bad += check((enum ops_level)l, &v, x, v.cols, n, 0, ref, bound, y, v.rows,
+					     "ldx == cols");
 			EXPECT(!bad);
 			free(x), free(y), free(ref), free(bound);
 		}
@@ -220,7 +236,8 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	make_full();
-	static const struct test_case cases[] = {T(test_shapes), T(test_views), T(test_packed_subviews), T(test_tight_x)};
+	static const struct test_case cases[] = {T(test_shapes), T(test_views), T(test_packed_subviews),
+						 T(test_tight_x)};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	free(g_d), free(g_scale);
 	pool_free(g_pool);

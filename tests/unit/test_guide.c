@@ -56,8 +56,8 @@ static char *sq(const char *s)
 }
 
 enum { G_OBJ, G_REQ, G_TYPES, G_TREE, G_STR, G_ALT, G_NUM, G_TOPSTR, G_CHOICE, N_G };
-static const char *const g_name[N_G] = {"json_object", "req",	 "types",      "tree",  "str",
-					"alt",	       "number", "top_string", "choice"};
+static const char *const g_name[N_G] = {"json_object", "req",    "types",      "tree",  "str",
+					"alt",         "number", "top_string", "choice"};
 static const char *const g_schema[N_G] = {
 	[G_REQ] = "{'type':'object','properties':{'a':{'type':'integer'},'b':{'type':'string'},"
 		  "'c':{'type':'boolean'},'d':{'type':'null'}},'required':['a','c']}",
@@ -145,35 +145,118 @@ static const struct mcase {
 } mcases[] = {
 	{G_OBJ,
 	 {"{}", "{ }", "{'a':[1,{'b':null}],'c':'\\u00e9','a':true,'':-1.5e3}",
-	  "{\n  'x': [ ],\n\t'y': {'z': [false, 0.25, 'q']}\r\n}", "{'\xe4\xb8\xad\xf0\x9f\x98\x80':'\\/\\b\\f\\n\\r\\t\\\\\\''}",
-	  "{'x':[" W32 "1]}", "{'x'" W32 ":2}", "{'a':" L8 L8 L8 "[[[[[" "'x'" "]]]]]" R8 R8 R8 "}" /* 30 deep */},
-	 {"[]", "'x'", "1", "null", " {}", "{}\n", "{}{}", "{'a'}", "{'a':}", "{a:1}", "{'a':1,}", "{,'a':1}", "{'a':[1,]}",
-	  "{'a':[,1]}", "{'a':[1 2]}", "{'a':tru}", "{'a':True}", "{'a':nul", "{'a':1}}", "{'a':NaN}", "{'a':-Infinity}",
-	  "{'a':1", "{'a':'x}", "{'a\x01':1}", "{'a':'\\x41'}", "{'a':'\\a'}", "{'a':'\\U0041'}",
-	  "{'a':'\x1f'}", "{'x':[" W32 " 1]}", "{'x'" W32 " :2}", "{'a':" L8 L8 L8 L8 "1" R8 R8 R8 R8 "}"}},
+	  "{\n  'x': [ ],\n\t'y': {'z': [false, 0.25, 'q']}\r\n}",
+	  "{'\xe4\xb8\xad\xf0\x9f\x98\x80':'\\/\\b\\f\\n\\r\\t\\\\\\''}", "{'x':[" W32 "1]}", "{'x'" W32 ":2}",
+	  "{'a':" L8 L8 L8 "[[[[["
+	  "'x'"
+	  "]]]]]" R8 R8 R8 "}" /* 30 deep */},
+	 {"[]",
+	  "'x'",
+	  "1",
+	  "null",
+	  " {}",
+	  "{}\n",
+	  "{}{}",
+	  "{'a'}",
+	  "{'a':}",
+	  "{a:1}",
+	  "{'a':1,}",
+	  "{,'a':1}",
+	  "{'a':[1,]}",
+	  "{'a':[,1]}",
+	  "{'a':[1 2]}",
+	  "{'a':tru}",
+	  "{'a':True}",
+	  "{'a':nul",
+	  "{'a':1}}",
+	  "{'a':NaN}",
+	  "{'a':-Infinity}",
+	  "{'a':1",
+	  "{'a':'x}",
+	  "{'a\x01':1}",
+	  "{'a':'\\x41'}",
+	  "{'a':'\\a'}",
+	  "{'a':'\\U0041'}",
+	  "{'a':'\x1f'}",
+	  "{'x':[" W32 " 1]}",
+	  "{'x'" W32 " :2}",
+	  "{'a':" L8 L8 L8 L8 "1" R8 R8 R8 R8 "}"}},
 	/* key order, optional keys, required keys, no unknown keys, integers, line breaks */
 	{G_REQ,
-	 {"{'a':1,'c':true}", "{'a':1,'b':'x','c':false,'d':null}", "{'a':-0,'c':true,'d':null}", "{'a':120,'b':'','c':true}",
-	  "{ 'a' : 1 ,\n 'c' : true }", "{\n  'a': 1,\r\n  'c': true\n}",
+	 {"{'a':1,'c':true}", "{'a':1,'b':'x','c':false,'d':null}", "{'a':-0,'c':true,'d':null}",
+	  "{'a':120,'b':'','c':true}", "{ 'a' : 1 ,\n 'c' : true }", "{\n  'a': 1,\r\n  'c': true\n}",
 	  "{'a':" W32 "1,'c':true}", "{'a':\r\n" W8 W8 W8 "      1,'c':true}", "{'a':-" D31 ",'c':true}"},
-	 {"{'c':true,'a':1}", "{'b':'x','a':1,'c':true}", "{'a':1,'c':true,'b':'x'}", "{'a':1}", "{'c':true}", "{}",
-	  "{'a':1,'c':true,'e':1}", "{'a':1,'x':2,'c':true}", "{'a':1,'a':2,'c':true}", "{'a':1,'c':true,}",
-	  "{'a':1,'c':true,'d':null,}", "{'a':1.5,'c':true}", "{'a':1e5,'c':true}", "{'a':1.0,'c':true}", "{'a':01,'c':true}",
-	  "{'a':'1','c':true}", "{'a':1,'c':'true'}", "{'a':1,'b':null,'c':true}", "{'a':1,'c':true,'d':0}",
-	  " {'a':1,'c':true}", "{'a':1,'c':true} ", "{\n\n'a':1,'c':true}", "{'a':1,\r\n\r\n'c':true}",
-	  "{'a':1,\n \n'c':true}", "{'a':1,\r 'c':true}", "{'a':\r\r\n1,'c':true}", "{'a':" W32 " 1,'c':true}",
-	  "{'a':1" W32 "\n,'c':true}", "{'a':\n" W32 "1,'c':true}", "{'a':-" D31 "2,'c':true}"}},
+	 {"{'c':true,'a':1}",
+	  "{'b':'x','a':1,'c':true}",
+	  "{'a':1,'c':true,'b':'x'}",
+	  "{'a':1}",
+	  "{'c':true}",
+	  "{}",
+	  "{'a':1,'c':true,'e':1}",
+	  "{'a':1,'x':2,'c':true}",
+	  "{'a':1,'a':2,'c':true}",
+	  "{'a':1,'c':true,}",
+	  "{'a':1,'c':true,'d':null,}",
+	  "{'a':1.5,'c':true}",
+	  "{'a':1e5,'c':true}",
+	  "{'a':1.0,'c':true}",
+	  "{'a':01,'c':true}",
+	  "{'a':'1','c':true}",
+	  "{'a':1,'c':'true'}",
+	  "{'a':1,'b':null,'c':true}",
+	  "{'a':1,'c':true,'d':0}",
+	  " {'a':1,'c':true}",
+	  "{'a':1,'c':true} ",
+	  "{\n\n'a':1,'c':true}",
+	  "{'a':1,\r\n\r\n'c':true}",
+	  "{'a':1,\n \n'c':true}",
+	  "{'a':1,\r 'c':true}",
+	  "{'a':\r\r\n1,'c':true}",
+	  "{'a':" W32 " 1,'c':true}",
+	  "{'a':1" W32 "\n,'c':true}",
+	  "{'a':\n" W32 "1,'c':true}",
+	  "{'a':-" D31 "2,'c':true}"}},
 	/* number grammar, enum, const, anyOf, type lists, arrays, nested objects */
 	{G_TYPES,
 	 {"{}", "{'n':-0}", "{'n':1e+5}", "{'n':1.25E-3}", "{'n':0.5}", "{'n':-10e2}", "{'e':'red','u':12,'o':null}",
 	  "{'e':1,'k':{'a':[1,'x']},'u':'ab','o':'z','t':[1]}", "{'e':null,'t':[1, 2,\n3],'s':{'y':''}}",
 	  "{'n':2,'e':'green','k':{'a':[1,'x']},'u':-3,'o':'','t':[0],'s':{'x':1,'y':'w'}}",
 	  "{'m':{'x':1,'y':-2,'x':3},'f':{}}", "{'m':{}}"},
-	 {"{'n':01}", "{'n':1.}", "{'n':.5}", "{'n':+1}", "{'n':1e}", "{'n':1e+}", "{'n':--1}", "{'n':-}", "{'n':1.5.2}",
-	  "{'n':0x1}", "{'e':'blue'}", "{'e':'Red'}", "{'e':2}", "{'e':10}", "{'e':'red '}", "{'k':{'a':[1, 'x']}}",
-	  "{'k':{'a':[1]}}", "{'u':'abc'}", "{'u':1.5}", "{'u':true}", "{'o':1}", "{'t':[]}", "{'t':[1,2,3,4]}",
-	  "{'t':[1,]}", "{'t':[1.5]}", "{'t':1}", "{'s':{'x':1}}", "{'s':{}}", "{'s':{'y':'q','x':1}}",
-	  "{'s':{'y':'q','z':1}}", "{'t':[1],'n':1}", "{'m':{'x':'1'}}", "{'m':[]}", "{'f':{'a':1}}", "{'f':{},'m':{}}"}},
+	 {"{'n':01}",
+	  "{'n':1.}",
+	  "{'n':.5}",
+	  "{'n':+1}",
+	  "{'n':1e}",
+	  "{'n':1e+}",
+	  "{'n':--1}",
+	  "{'n':-}",
+	  "{'n':1.5.2}",
+	  "{'n':0x1}",
+	  "{'e':'blue'}",
+	  "{'e':'Red'}",
+	  "{'e':2}",
+	  "{'e':10}",
+	  "{'e':'red '}",
+	  "{'k':{'a':[1, 'x']}}",
+	  "{'k':{'a':[1]}}",
+	  "{'u':'abc'}",
+	  "{'u':1.5}",
+	  "{'u':true}",
+	  "{'o':1}",
+	  "{'t':[]}",
+	  "{'t':[1,2,3,4]}",
+	  "{'t':[1,]}",
+	  "{'t':[1.5]}",
+	  "{'t':1}",
+	  "{'s':{'x':1}}",
+	  "{'s':{}}",
+	  "{'s':{'y':'q','x':1}}",
+	  "{'s':{'y':'q','z':1}}",
+	  "{'t':[1],'n':1}",
+	  "{'m':{'x':'1'}}",
+	  "{'m':[]}",
+	  "{'f':{'a':1}}",
+	  "{'f':{},'m':{}}"}},
 	/* recursion through $ref */
 	{G_TREE,
 	 {"{'v':1}", "{'v':1,'kids':[]}", "{'v':1,'kids':[{'v':2},{'v':3,'kids':[{'v':4,'kids':[{'v':5}]}]}]}"},
@@ -183,12 +266,36 @@ static const struct mcase {
 	{G_STR,
 	 {"{'s':'ab'}", "{'s':'abc'}", "{'s':'\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80'}", "{'s':'\xc3\xa9\xc3\xa9'}",
 	  "{'s':'\\u00e9\\n\\''}", "{'s':'\\u00E9\\/\\\\'}", "{'s':'\xef\xbf\xbf\xf4\x8f\xbf\xbf\x7f'}"},
-	 {"{'s':'a'}", "{'s':'\xc3\xa9'}", "{'s':'abcd'}", "{'s':'\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9'}",
-	  "{'s':'\\u00e9\\u00e9\\u00e9\\u00e9'}", "{'s':'\\xb'}", "{'s':'\\u00g0'}", "{'s':'\\u00e'}", "{'s':'\\ab'}",
-	  "{'s':'a\x01'}", "{'s':'a\x1f'}", "{'s':'a\nb'}", "{'s':'a\tb'}", "{'s':'\xc0\x80" "a'}", "{'s':'\xc1\xbf" "a'}",
-	  "{'s':'\xe0\x80\x80" "a'}", "{'s':'\xed\xa0\x80" "a'}", "{'s':'\xf0\x80\x80\x80" "a'}",
-	  "{'s':'\xf4\x90\x80\x80" "a'}", "{'s':'\xf5\x80\x80\x80'}", "{'s':'\xff\xfe'}", "{'s':'\x80\x80'}",
-	  "{'s':'a\xe2\x82'}", "{'s':'a\xc3'}"}},
+	 {"{'s':'a'}",
+	  "{'s':'\xc3\xa9'}",
+	  "{'s':'abcd'}",
+	  "{'s':'\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9'}",
+	  "{'s':'\\u00e9\\u00e9\\u00e9\\u00e9'}",
+	  "{'s':'\\xb'}",
+	  "{'s':'\\u00g0'}",
+	  "{'s':'\\u00e'}",
+	  "{'s':'\\ab'}",
+	  "{'s':'a\x01'}",
+	  "{'s':'a\x1f'}",
+	  "{'s':'a\nb'}",
+	  "{'s':'a\tb'}",
+	  "{'s':'\xc0\x80"
+	  "a'}",
+	  "{'s':'\xc1\xbf"
+	  "a'}",
+	  "{'s':'\xe0\x80\x80"
+	  "a'}",
+	  "{'s':'\xed\xa0\x80"
+	  "a'}",
+	  "{'s':'\xf0\x80\x80\x80"
+	  "a'}",
+	  "{'s':'\xf4\x90\x80\x80"
+	  "a'}",
+	  "{'s':'\xf5\x80\x80\x80'}",
+	  "{'s':'\xff\xfe'}",
+	  "{'s':'\x80\x80'}",
+	  "{'s':'a\xe2\x82'}",
+	  "{'s':'a\xc3'}"}},
 	/* two objects sharing their first key */
 	{G_ALT,
 	 {"{'id':'ab','x':1}", "{'id':'ab','y':true}", "{'id':'abcde','y':false}"},
@@ -211,7 +318,8 @@ static void test_matcher_table(void)
 			FAILF("%s: table row full", g_name[mcases[i].g]);
 	for (int i = 0; i < N_MCASES; i++)
 		for (int ok = 0; ok <= 1; ok++)
-			for (const char *const *in0 = ok ? mcases[i].yes : mcases[i].no; *in0 && gs[mcases[i].g]; in0++) {
+			for (const char *const *in0 = ok ? mcases[i].yes : mcases[i].no; *in0 && gs[mcases[i].g];
+			     in0++) {
 				const struct guide_grammar *g = gs[mcases[i].g];
 				char *in = sq(*in0);
 				size_t n = strlen(in);
@@ -222,12 +330,14 @@ static void test_matcher_table(void)
 				bool fin = mcases[i].g != G_NUM && strcmp(in, "yes");
 				if (acc != ok)
 					FAILF("%s: '%s' %s (first refused byte %ld, complete %d)", g_name[mcases[i].g],
-					      show(in, n), acc ? "accepted" : "refused", bad, bad < 0 && jm_complete(&s, g));
+					      show(in, n), acc ? "accepted" : "refused", bad,
+					      bad < 0 && jm_complete(&s, g));
 				else if (ok && jm_finished(&s, g) != fin)
 					FAILF("%s: '%s': finished %d", g_name[mcases[i].g], show(in, n), !fin);
 				jm_init(&s2, g);
 				if (jm_feed_bytes(&s2, g, (const uint8_t *)in, n) != (bad < 0))
-					FAILF("%s: '%s': jm_feed_bytes disagrees with jm_feed", g_name[mcases[i].g], show(in, n));
+					FAILF("%s: '%s': jm_feed_bytes disagrees with jm_feed", g_name[mcases[i].g],
+					      show(in, n));
 				free(in);
 			}
 	free_all(gs);
@@ -259,14 +369,16 @@ static void check_prefixes(const struct guide_grammar *g, const char *name, cons
 			if (jm_feed(&t, g, (uint8_t)b))
 				continue;
 			if (!same_state(&t, &s)) {
-				FAILF("%s: '%s': refused byte 0x%02x after %zu bytes changed the state", name, show(in, n), b, k);
+				FAILF("%s: '%s': refused byte 0x%02x after %zu bytes changed the state", name,
+				      show(in, n), b, k);
 				return;
 			}
 			if (probes++ == 0 || b >= pick) { /* the first refused byte and a random one */
 				pick = 256;
 				jm_copy(&u, &t);
 				if (!jm_feed_bytes(&u, g, (const uint8_t *)in + k, n - k) || !jm_complete(&u, g)) {
-					FAILF("%s: '%s': the rest after %zu bytes and refused 0x%02x fails", name, show(in, n), k, b);
+					FAILF("%s: '%s': the rest after %zu bytes and refused 0x%02x fails", name,
+					      show(in, n), k, b);
 					return;
 				}
 			}
@@ -297,8 +409,10 @@ static void test_schema_errors(void)
 	static const struct {
 		const char *schema, *want1, *want2;
 	} bad[] = {
-		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL}, {"{'type':'number','minimum':0.5,'maximum':0.25}", "empty", NULL},
-		{"{'allOf':[{'type':'string'},{'maxLength':2}]}", "allOf", NULL}, {"{'not':{'type':'string'}}", "'not'", NULL},
+		{"{'type':'string','pattern':'a(?=b)'}", "lookaround", NULL},
+		{"{'type':'number','minimum':0.5,'maximum':0.25}", "empty", NULL},
+		{"{'allOf':[{'type':'string'},{'maxLength':2}]}", "allOf", NULL},
+		{"{'not':{'type':'string'}}", "'not'", NULL},
 		{"{'type':'array','uniqueItems':true}", "uniqueItems", NULL},
 		{"{'properties':{'a':{'type':'string'},'inner':{'type':'string','not':{}}}}", "inner", "'not'"},
 		{"{'items':{'type':'string','not':{}}}", "items", "'not'"},
@@ -308,7 +422,9 @@ static void test_schema_errors(void)
 		{"{'type':'object','required':['b']}", "required", NULL},
 		{"{'type':'array','minItems':3,'maxItems':2}", "maxItems", NULL},
 		{"{'type':'string','minLength':3,'maxLength':2}", "maxLength", NULL},
-		{"{'type':'strin'}", "strin", NULL}, {"{'enum':[]}", "enum", NULL}, {"false", "root", "false"},
+		{"{'type':'strin'}", "strin", NULL},
+		{"{'enum':[]}", "enum", NULL},
+		{"false", "root", "false"},
 	};
 	struct err e;
 	struct guide_grammar *g;
@@ -399,11 +515,14 @@ static const struct {
 	int g;
 	const char *pre[24]; /* NULL-terminated */
 } vstates[] = {
-	{G_OBJ, {"", "{", "{'", "{'ab", "{'a'", "{'a':", "{'a': ", "{'a':-", "{'a':1", "{'a':1.", "{'a':1e", "{'a':'x",
-		 "{'a':'x\\", "{'a':'x\\u0", "{'a':'\xe2\x82", "{'a':'\xf0", "{'a':[", "{'a':[1,", "{'a':t", "{'a':{}",
-		 "{'a':1}"}},
+	{G_OBJ,
+	 {"",       "{",        "{'",      "{'ab",    "{'a'",      "{'a':",       "{'a': ",         "{'a':-",
+	  "{'a':1", "{'a':1.",  "{'a':1e", "{'a':'x", "{'a':'x\\", "{'a':'x\\u0", "{'a':'\xe2\x82", "{'a':'\xf0",
+	  "{'a':[", "{'a':[1,", "{'a':t",  "{'a':{}", "{'a':1}"}},
 	{G_REQ, {"", "{", "{'a':1", "{'a':1,", "{'a':1,'", "{'a':1,'b':'", "{'a':1,'c':true}"}},
-	{G_TYPES, {"{", "{'m':{", "{'m':{'a':", "{'f':{", "{'e':", "{'e':'", "{'e':'r", "{'u':", "{'u':'a", "{'k':{'a':[1,", "{'o':", "{'t':[1,2,3"}},
+	{G_TYPES,
+	 {"{", "{'m':{", "{'m':{'a':", "{'f':{", "{'e':", "{'e':'", "{'e':'r", "{'u':", "{'u':'a", "{'k':{'a':[1,",
+	  "{'o':", "{'t':[1,2,3"}},
 	{G_TREE, {"{'v':1,'kids':[", "{'v':1,'kids':[{'v':2}", "{'v':1,'kids':[{'v':2,'kids':[{"}},
 	{G_STR, {"{'s':'", "{'s':'a", "{'s':'ab", "{'s':'abc", "{'s':'\\u00e9\xc3\xa9", "{'s':'a\xc3", "{'s':'a\\"}},
 	{G_ALT, {"{", "{'id'", "{'id':'", "{'id':'ab", "{'id':'abc", "{'id':'a',", "{'id':'a','"}},
@@ -455,7 +574,8 @@ static void test_mask_vs_brute_force(void)
 				}
 			}
 			if (want_count != count)
-				FAILF("%s after '%s': mask count %d, %d allowed", name, show(pre, n), count, want_count);
+				FAILF("%s after '%s': mask count %d, %d allowed", name, show(pre, n), count,
+				      want_count);
 			free(pre);
 		}
 	free(allow);
@@ -480,7 +600,8 @@ static bool keys_ok(const json_t *o, const char *order, const char *req)
 	long at = -1;
 	if (!json_is_object(o))
 		return false;
-	json_object_foreach((json_t *)o, key, v) {
+	json_object_foreach((json_t *)o, key, v)
+	{
 		size_t kl = strlen(key);
 		const char *p = order;
 		while ((p = strstr(p, key)) && ((p > order && p[-1] != ',') || (p[kl] && p[kl] != ',')))
@@ -537,30 +658,32 @@ static bool value_ok(int gk, const json_t *j)
 	const json_t *v, *id = json_object_get(j, "id");
 #define OPT(key, cond) (!(v = json_object_get(j, key)) || (cond))
 	switch (gk) {
-	case G_OBJ:
-		return json_is_object(j);
+	case G_OBJ: return json_is_object(j);
 	case G_REQ:
 		return keys_ok(j, "a,b,c,d", "a,c") && json_is_integer(json_object_get(j, "a")) &&
-		       json_is_boolean(json_object_get(j, "c")) && OPT("b", json_is_string(v)) && OPT("d", json_is_null(v));
+		       json_is_boolean(json_object_get(j, "c")) && OPT("b", json_is_string(v)) &&
+		       OPT("d", json_is_null(v));
 	case G_TYPES:
 		return keys_ok(j, "n,e,k,u,o,t,s,m,f", "") && OPT("n", json_is_number(v)) &&
-		       OPT("m", json_is_object(v) && int_values(v)) && OPT("f", json_is_object(v) && !json_object_size(v)) &&
-		       OPT("e", dumps_as(v, "\"red\"") || dumps_as(v, "\"green\"") || dumps_as(v, "1") || dumps_as(v, "null")) &&
-		       OPT("k", dumps_as(v, "{\"a\":[1,\"x\"]}")) && OPT("u", json_is_integer(v) || (json_is_string(v) && cps(v) <= 2)) &&
+		       OPT("m", json_is_object(v) && int_values(v)) &&
+		       OPT("f", json_is_object(v) && !json_object_size(v)) &&
+		       OPT("e", dumps_as(v, "\"red\"") || dumps_as(v, "\"green\"") || dumps_as(v, "1") ||
+					dumps_as(v, "null")) &&
+		       OPT("k", dumps_as(v, "{\"a\":[1,\"x\"]}")) &&
+		       OPT("u", json_is_integer(v) || (json_is_string(v) && cps(v) <= 2)) &&
 		       OPT("o", json_is_string(v) || json_is_null(v)) && OPT("t", int_array(v, 1, 3)) &&
 		       OPT("s", keys_ok(v, "x,y", "y") && json_is_string(json_object_get(v, "y")) &&
-				    (!json_object_get(v, "x") || json_is_integer(json_object_get(v, "x"))));
-	case G_TREE:
-		return tree_ok(j, 0);
+					(!json_object_get(v, "x") || json_is_integer(json_object_get(v, "x"))));
+	case G_TREE: return tree_ok(j, 0);
 	case G_STR:
-		return keys_ok(j, "s", "s") && json_is_string(v = json_object_get(j, "s")) && cps(v) >= 2 && cps(v) <= 3;
+		return keys_ok(j, "s", "s") && json_is_string(v = json_object_get(j, "s")) && cps(v) >= 2 &&
+		       cps(v) <= 3;
 	case G_ALT:
-		return json_is_string(id) && ((keys_ok(j, "id,x", "id,x") && json_is_integer(json_object_get(j, "x")) && cps(id) <= 2) ||
-					      (keys_ok(j, "id,y", "id,y") && json_is_boolean(json_object_get(j, "y")) && cps(id) <= 5));
-	case G_NUM:
-		return json_is_number(j);
-	case G_TOPSTR:
-		return json_is_string(j) && cps(j) <= 2;
+		return json_is_string(id) &&
+		       ((keys_ok(j, "id,x", "id,x") && json_is_integer(json_object_get(j, "x")) && cps(id) <= 2) ||
+			(keys_ok(j, "id,y", "id,y") && json_is_boolean(json_object_get(j, "y")) && cps(id) <= 5));
+	case G_NUM: return json_is_number(j);
+	case G_TOPSTR: return json_is_string(j) && cps(j) <= 2;
 	}
 #undef OPT
 	return false;
@@ -604,8 +727,8 @@ static bool walk(struct gen *w, const struct guide_grammar *g, const char *name,
 		}
 		uint32_t r = test_rand(&w->seed) % 100, pick = test_rand(&w->seed);
 		int32_t id = nc && (int)r < (step < 20 ? 20 : 85) ? w->cl[pick % (uint32_t)nc]
-			     : nn && r % 10			   ? w->nb[pick % (uint32_t)nn]
-								   : w->all[pick % (uint32_t)na];
+			     : nn && r % 10                       ? w->nb[pick % (uint32_t)nn]
+								  : w->all[pick % (uint32_t)na];
 		size_t tl = 0;
 		const char *p = tok_id_bytes(w->c.t, id, &tl);
 		if (*len + tl > sizeof w->out)
@@ -613,7 +736,8 @@ static bool walk(struct gen *w, const struct guide_grammar *g, const char *name,
 		memcpy(w->out + *len, p, tl);
 		*len += tl;
 		if (!guide_vocab_advance(w->c.v, g, &s, id)) {
-			FAILF("%s: allowed token %d '%s' refused after '%s'", name, id, show(p, tl), show(w->out, *len - tl));
+			FAILF("%s: allowed token %d '%s' refused after '%s'", name, id, show(p, tl),
+			      show(w->out, *len - tl));
 			return false;
 		}
 	}
@@ -689,5 +813,5 @@ static void test_refcount(void)
 	EXPECT(guide_ref(NULL) == NULL);
 }
 
-TESTS(T(test_matcher_table), T(test_matcher_prefixes), T(test_schema_errors),
-      T(test_mask_vs_brute_force), T(test_generation), T(test_refcount))
+TESTS(T(test_matcher_table), T(test_matcher_prefixes), T(test_schema_errors), T(test_mask_vs_brute_force),
+      T(test_generation), T(test_refcount))

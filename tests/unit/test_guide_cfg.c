@@ -73,7 +73,8 @@ static void cmp_pcre(const char *text, size_t n, void *ctx)
 	bool want = pcre2_match(v->re, (PCRE2_SPTR)text, n, 0, 0, v->md, NULL) >= 0;
 	int got = verdict(v->g, text, n);
 	if ((got == 1) != want && v->errors++ < 5)
-		harness_fail(__FILE__, __LINE__, "%s on '%.*s': grammar %d, pcre2 %d", v->what, (int)n, text, got, want);
+		harness_fail(__FILE__, __LINE__, "%s on '%.*s': grammar %d, pcre2 %d", v->what, (int)n, text, got,
+			     want);
 	/* a text the regex extends is a prefix the grammar keeps */
 	int rc = pcre2_match(v->re, (PCRE2_SPTR)text, n, 0, PCRE2_PARTIAL_HARD, v->md, NULL);
 	if ((rc >= 0 || rc == PCRE2_ERROR_PARTIAL) && got < 0 && v->errors++ < 5)
@@ -90,8 +91,10 @@ static void test_regular_vs_pcre2(void)
 		{"root ::= (\"ab\" | \"c\")* \"d\"?", "(ab|c)*d?", {"a", "b", "c", "d"}, 7},
 		{"root ::= x{2,3} y\nx ::= [a-b]\ny ::= \"c\" | \"\"", "[ab]{2,3}c?", {"a", "b", "c"}, 6},
 		{"root ::= (\"a\" (\"b\" | \"c\")+)? [^a-c]", "(a[bc]+)?[^a-c]", {"a", "b", "c", "d", "é"}, 6},
-		{"# a comment\nroot ::= item (\",\" item)* # another\nitem ::= [0-9]{1,2}\n", "[0-9]{1,2}(,[0-9]{1,2})*",
-		 {"1", "2", ","}, 7},
+		{"# a comment\nroot ::= item (\",\" item)* # another\nitem ::= [0-9]{1,2}\n",
+		 "[0-9]{1,2}(,[0-9]{1,2})*",
+		 {"1", "2", ","},
+		 7},
 		{"root ::= \"é\"+ . \"\\u00e9\"?", "é+(.|\\n)é?", {"é", "e", "\n"}, 5},
 		{"root ::= (a | b)*\na ::= \"x\" \"y\"?\nb ::= \"yy\"", "(xy?|yy)*", {"x", "y"}, 7},
 		{"root ::= ( ( \"a\" ) ){0,2} \"b\"{1,}", "a{0,2}b+", {"a", "b"}, 6},
@@ -101,8 +104,10 @@ static void test_regular_vs_pcre2(void)
 		{"root ::= root \"a\" | root \"bc\" | \"\"", "(a|bc)*", {"a", "b", "c"}, 7},
 		{"root ::= (root \"+\" | \"-\") \"1\"", "-1(\\+1)*", {"-", "+", "1"}, 7},
 		{"root ::= a \"x\" | \"y\"\na ::= root \"z\" | \"w\"", "(y|wx)(zx)*", {"x", "y", "z", "w"}, 7},
-		{"root ::= b \"1\" | \"0\"\nb ::= c \"2\"\nc ::= root \"3\" | \"4\"", "(421|0)(321)*",
-		 {"0", "1", "2", "3", "4"}, 7},
+		{"root ::= b \"1\" | \"0\"\nb ::= c \"2\"\nc ::= root \"3\" | \"4\"",
+		 "(421|0)(321)*",
+		 {"0", "1", "2", "3", "4"},
+		 7},
 		{"root ::= \"q\" | r\nr ::= r \"a\"", "q", {"q", "a"}, 4},
 		{"root ::= x \"b\"\nx ::= x x | \"a\"", "a+b", {"a", "b"}, 6},
 		/* Lark */
@@ -111,11 +116,15 @@ static void test_regular_vs_pcre2(void)
 		{"start: [\"a\" (\"b\"|\"c\")+] /[^a-c]/ -> alias", "(a[bc]+)?[^a-c]", {"a", "b", "c", "d", "é"}, 5},
 		{"start: \"ab\"i \"c\"", "[aA][bB]c", {"a", "A", "b", "B", "c"}, 4},
 		{"start: \"b-é\"i", "[bB]-é", {"b", "B", "-", "é"}, 4},
-		{"start: item (\",\" item)*  // a comment\n\n?item: /[0-9]{1,2}/\n", "[0-9]{1,2}(,[0-9]{1,2})*",
-		 {"1", "2", ","}, 7},
+		{"start: item (\",\" item)*  // a comment\n\n?item: /[0-9]{1,2}/\n",
+		 "[0-9]{1,2}(,[0-9]{1,2})*",
+		 {"1", "2", ","},
+		 7},
 		{"start: \"a\" \"b\"\n%ignore \" \"", " *a *b *", {"a", "b", " "}, 6},
-		{"start: NUMBER\n%import common.NUMBER", "[0-9]+([eE][+-]?[0-9]+)?|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?",
-		 {"1", ".", "e", "-"}, 6},
+		{"start: NUMBER\n%import common.NUMBER",
+		 "[0-9]+([eE][+-]?[0-9]+)?|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?",
+		 {"1", ".", "e", "-"},
+		 6},
 		{"start: 'a' \"'\" 'b\\'c'", "a'b'c", {"a", "b", "c", "'"}, 6},
 		{"start: start \"+\" \"1\"\n    | \"1\"", "1(\\+1)*", {"1", "+"}, 7},
 		{"start: /a\\/b/ WORD\n%import common (WORD, DIGIT)", "a/b[a-zA-Z]+", {"a", "/", "b", "B"}, 6},
@@ -227,8 +236,8 @@ static void test_non_regular(void)
 	static const struct {
 		const char *t;
 		int v;
-	} arith[] = {{"1+2*(3-4)/5", 1}, {"((7))", 1}, {"12", 1}, {"1+", 0}, {"(1", 0}, {"", 0}, {"1++2", -1}, {"a", -1},
-		     {"(1))", -1}, {"2*(3+(4/5)-6)", 1}};
+	} arith[] = {{"1+2*(3-4)/5", 1}, {"((7))", 1}, {"12", 1},    {"1+", 0},           {"(1", 0}, {"", 0},
+		     {"1++2", -1},       {"a", -1},    {"(1))", -1}, {"2*(3+(4/5)-6)", 1}};
 	for (size_t i = 0; i < sizeof arith / sizeof *arith; i++)
 		EXPECTF(verdict(g, arith[i].t, strlen(arith[i].t)) == arith[i].v, "'%s': %d, expected %d", arith[i].t,
 			verdict(g, arith[i].t, strlen(arith[i].t)), arith[i].v);
@@ -267,8 +276,9 @@ static void test_non_regular(void)
 			continue;
 		EXPECTF(verdict(g, common[i].yes, strlen(common[i].yes)) == 1 &&
 				verdict(g, common[i].no, strlen(common[i].no)) != 1,
-			"%s: '%s' %d, '%s' %d", common[i].name, common[i].yes, verdict(g, common[i].yes, strlen(common[i].yes)),
-			common[i].no, verdict(g, common[i].no, strlen(common[i].no)));
+			"%s: '%s' %d, '%s' %d", common[i].name, common[i].yes,
+			verdict(g, common[i].yes, strlen(common[i].yes)), common[i].no,
+			verdict(g, common[i].no, strlen(common[i].no)));
 		guide_unref(g);
 	}
 	/* Lark's own JSON example: aliases, [optional], common terminals, %ignore WS */
@@ -293,11 +303,19 @@ static void test_non_regular(void)
 	static const struct {
 		const char *t;
 		int v;
-	} json[] = {{" {\"a\": [1, -2.5e3, true], \"b\\\"\" : null } ", 1}, {"[]", 1}, {"\"x\"", 1}, {"{\"a\" 1}", -1},
-		    {"[1,]", -1}, {"{\"a\": [", 0}, {"-", 0}, {"\"a\nb\"", -1}, {"tru", 0}, {"[1 2]", -1}};
+	} json[] = {{" {\"a\": [1, -2.5e3, true], \"b\\\"\" : null } ", 1},
+		    {"[]", 1},
+		    {"\"x\"", 1},
+		    {"{\"a\" 1}", -1},
+		    {"[1,]", -1},
+		    {"{\"a\": [", 0},
+		    {"-", 0},
+		    {"\"a\nb\"", -1},
+		    {"tru", 0},
+		    {"[1 2]", -1}};
 	for (size_t i = 0; i < sizeof json / sizeof *json; i++)
-		EXPECTF(verdict(g, json[i].t, strlen(json[i].t)) == json[i].v, "Lark JSON '%s': %d, expected %d", json[i].t,
-			verdict(g, json[i].t, strlen(json[i].t)), json[i].v);
+		EXPECTF(verdict(g, json[i].t, strlen(json[i].t)) == json[i].v, "Lark JSON '%s': %d, expected %d",
+			json[i].t, verdict(g, json[i].t, strlen(json[i].t)), json[i].v);
 	guide_unref(g);
 }
 
@@ -308,9 +326,12 @@ static void test_ends(void)
 		const char *grammar, *text;
 		bool complete, finished;
 	} cases[] = {
-		{"root ::= \"\"", "", true, true},	     {"root ::= \"a\"?", "", true, false},
-		{"root ::= \"a\"?", "a", true, true},	     {"root ::= \"ab\"", "a", false, false},
-		{"root ::= [0-9]+", "12", true, false},	     {"root ::= \"x\" (\"y\" | \"\")", "x", true, false},
+		{"root ::= \"\"", "", true, true},
+		{"root ::= \"a\"?", "", true, false},
+		{"root ::= \"a\"?", "a", true, true},
+		{"root ::= \"ab\"", "a", false, false},
+		{"root ::= [0-9]+", "12", true, false},
+		{"root ::= \"x\" (\"y\" | \"\")", "x", true, false},
 		{"root ::= \"x\" (\"y\" | \"\")", "xy", true, true},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -351,11 +372,14 @@ static void test_errors(void)
 		{"root ::= x", "line 1: undefined rule x"},
 		{"root ::= \"a\"\n\nr2 ::= \"x\"? r2 \"b\" | \"c\"",
 		 "line 3: left recursion behind a part that may match nothing, through rule r2"},
-		{"root ::= root \"a\"? | \"b\"", "line 1: left recursion whose other parts may all match nothing (a rule that "
-						  "derives itself), through rule root"},
-		{"root ::= \"a\" b\nb ::= \"b\" b", "line 1: no output is whole: every alternative of the rule needs a rule that "
-						  "never ends, rule root"},
-		{"root ::= a | \"z\"\na ::= \"x\"? root", "line 2: left recursion behind a part that may match nothing, through rule a"},
+		{"root ::= root \"a\"? | \"b\"",
+		 "line 1: left recursion whose other parts may all match nothing (a rule that "
+		 "derives itself), through rule root"},
+		{"root ::= \"a\" b\nb ::= \"b\" b",
+		 "line 1: no output is whole: every alternative of the rule needs a rule that "
+		 "never ends, rule root"},
+		{"root ::= a | \"z\"\na ::= \"x\"? root",
+		 "line 2: left recursion behind a part that may match nothing, through rule a"},
 		{"root ::= \"abc", "unterminated string"},
 		{"root ::= [abc", "unterminated character class"},
 		{"root ::= [z-a]", "out of order"},
@@ -389,7 +413,8 @@ static void test_errors(void)
 	for (int i = 0; i < 70; i++)
 		strcat(big, " \"a\"{1000}");
 	struct err e = {0};
-	EXPECTF(guide_from_ebnf(big, strlen(big), &g, &e) < 0 && strstr(e.msg, "too large"), "70 x {1000}: '%s'", e.msg);
+	EXPECTF(guide_from_ebnf(big, strlen(big), &g, &e) < 0 && strstr(e.msg, "too large"), "70 x {1000}: '%s'",
+		e.msg);
 	/* rewriting left recursion copies alternatives into each other: bounded the same way
 	 * (q's 400 alternatives each get r's 200-element one) */
 	char *lr = malloc(16384);
@@ -401,8 +426,9 @@ static void test_errors(void)
 		for (int i = 1; i < 400; i++)
 			n += sprintf(lr + n, " | r \"%d\"", i);
 		EXPECTF(guide_from_ebnf(lr, (size_t)n, &g, &e) < 0 &&
-				strstr(e.msg, "line 3: the grammar is too large (more than 65536 elements) once the left "
-					      "recursion is rewritten, through rule q"),
+				strstr(e.msg,
+				       "line 3: the grammar is too large (more than 65536 elements) once the left "
+				       "recursion is rewritten, through rule q"),
 			"400 x 200: '%s'", e.msg);
 		free(lr);
 	}
@@ -429,8 +455,13 @@ static void test_masks(void)
 	struct guide_grammar *g = compile("root ::= \"SELECT \" cols \" FROM \" [a-z_]+ (\" WHERE \" cond)? \";\"\n"
 					  "cols ::= \"*\" | [a-z]+ (\", \" [a-z]+)*\n"
 					  "cond ::= [a-z]+ \" = \" ([0-9]+ | \"'\" [^']* \"'\")");
-	static const char *const prefixes[] = {"", "SEL", "SELECT ", "SELECT a, b", "SELECT * FROM t",
-					       "SELECT * FROM t WHERE x = '", "SELECT * FROM t WHERE x = 12"};
+	static const char *const prefixes[] = {"",
+					       "SEL",
+					       "SELECT ",
+					       "SELECT a, b",
+					       "SELECT * FROM t",
+					       "SELECT * FROM t WHERE x = '",
+					       "SELECT * FROM t WHERE x = 12"};
 	/* twice: the second time from the mask cache, still equal to feeding every token */
 	for (int round = 0; round < 2; round++)
 		for (size_t p = 0; g && p < sizeof prefixes / sizeof *prefixes; p++)

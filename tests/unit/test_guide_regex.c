@@ -71,8 +71,9 @@ static const char *const PATTERNS[] = {
 /* random texts over the pattern's characters and a few others */
 static size_t random_text(const char *pat, uint64_t *seed, char *out)
 {
-	static const char *const extra[] = {"a", "b", "0", "9", "-", ".", " ", "\n", "\xc3\xa9", "\xe2\x82\xac",
-					    "\xf0\x9f\x98\x80", "_", "@", "x", "y", "z", "\xff", "\xc3"};
+	static const char *const extra[] = {
+		"a", "b", "0", "9", "-", ".",    " ",   "\n", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+		"_", "@", "x", "y", "z", "\xff", "\xc3"};
 	size_t n = 0, plen = strlen(pat), len = test_rand(seed) % 9;
 	for (size_t i = 0; i < len; i++) {
 		if (test_rand(seed) % 2 && plen) {
@@ -152,7 +153,8 @@ static void test_dfa_equals_pcre2(void)
 			memmove(brace + 2, brace + 1, strlen(brace + 1) + 1);
 			brace[1] = '0';
 		}
-		pcre2_code *re = pcre2_compile((PCRE2_SPTR)pcre_pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX, &ec, &eo, NULL);
+		pcre2_code *re = pcre2_compile((PCRE2_SPTR)pcre_pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX,
+					       &ec, &eo, NULL);
 		EXPECTF(re != NULL, "%s: pcre2 refuses it", pat);
 		if (!re) {
 			guide_dfa_free(d);
@@ -166,8 +168,8 @@ static void test_dfa_equals_pcre2(void)
 			bool a = dfa_match(d, s, n), b = pcre_match(re, md, s, n);
 			matches += b;
 			if (a != b) {
-				harness_fail(__FILE__, __LINE__, "%s on '%.*s' (%zu bytes): dfa %d, pcre2 %d", pat, (int)n, s, n, a,
-					     b);
+				harness_fail(__FILE__, __LINE__, "%s on '%.*s' (%zu bytes): dfa %d, pcre2 %d", pat,
+					     (int)n, s, n, a, b);
 				break;
 			}
 		}
@@ -183,18 +185,34 @@ static void test_refused_syntax(void)
 	static const struct {
 		const char *re, *msg;
 	} bad[] = {
-		{"(a", "missing )"},	       {"a)", "unbalanced"},	    {"a(?=b)", "lookaround"},
-		{"(?!a)a", "no text matches"}, {"(?=a", "lookaround"},
-		{"(?i)a", "flags"},	       {"(a)\\1", "backreference"}, {"\\bword", "anchor"},
-		{"a^b", "anchor"},	       {"*a", "nothing to repeat"}, {"a{5,2}", "repeat count"},
-		{"a{1001}", "repeat count"},   {"[z-a]", "out of order"},   {"[abc", "unterminated"},
-		{"\\p{L}", "property"},	       {"\\q", "unknown escape"},   {"\\x4", "hex"},
-		{"a\\", "trailing backslash"}, {"(?P<n", "group name"},	    {"((a{1000}){1000}){10}", "too large"},
+		{"(a", "missing )"},
+		{"a)", "unbalanced"},
+		{"a(?=b)", "lookaround"},
+		{"(?!a)a", "no text matches"},
+		{"(?=a", "lookaround"},
+		{"(?i)a", "flags"},
+		{"(a)\\1", "backreference"},
+		{"\\bword", "anchor"},
+		{"a^b", "anchor"},
+		{"*a", "nothing to repeat"},
+		{"a{5,2}", "repeat count"},
+		{"a{1001}", "repeat count"},
+		{"[z-a]", "out of order"},
+		{"[abc", "unterminated"},
+		{"\\p{L}", "property"},
+		{"\\q", "unknown escape"},
+		{"\\x4", "hex"},
+		{"a\\", "trailing backslash"},
+		{"(?P<n", "group name"},
+		{"((a{1000}){1000}){10}", "too large"},
 		/* Python's "multiple repeat" (found by tests/fuzz: 30 stacked "+" took seconds) */
-		{"X+++", "multiple repeat at byte 3"}, {"X{2}{3}", "multiple repeat at byte 4"},
-		{"X*?+", "multiple repeat at byte 3"}, {"X{,2}*", "multiple repeat at byte 5"},
+		{"X+++", "multiple repeat at byte 3"},
+		{"X{2}{3}", "multiple repeat at byte 4"},
+		{"X*?+", "multiple repeat at byte 3"},
+		{"X{,2}*", "multiple repeat at byte 5"},
 		/* the subset construction's work is bounded (this took minutes, with GBs) */
-		{"(.?){1000}", "too complex"}, {"(.{0,50}){0,50}x", "too complex"},
+		{"(.?){1000}", "too complex"},
+		{"(.{0,50}){0,50}x", "too complex"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct guide_dfa *d = NULL;
@@ -215,9 +233,10 @@ static void test_refused_syntax(void)
 /* a schema string with a pattern: its characters go through the DFA, unescaped */
 static void test_pattern_in_json(void)
 {
-	json_t *s = json_loads("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d+$\","
-			       "\"maxLength\":5}},\"required\":[\"id\"]}",
-			       0, NULL);
+	json_t *s = json_loads(
+		"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d+$\","
+		"\"maxLength\":5}},\"required\":[\"id\"]}",
+		0, NULL);
 	struct guide_grammar *g;
 	struct err e;
 	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
@@ -226,8 +245,8 @@ static void test_pattern_in_json(void)
 		const char *out;
 		bool ok;
 	} cases[] = {
-		{"{\"id\":\"AB-12\"}", true},	{"{\"id\":\"AB-1\"}", true},	{"{\"id\":\"AB-\"}", false},
-		{"{\"id\":\"ab-1\"}", false},	{"{\"id\":\"AB-123\"}", false}, /* maxLength 5 */
+		{"{\"id\":\"AB-12\"}", true},       {"{\"id\":\"AB-1\"}", true},      {"{\"id\":\"AB-\"}", false},
+		{"{\"id\":\"ab-1\"}", false},       {"{\"id\":\"AB-123\"}", false}, /* maxLength 5 */
 		{"{\"id\":\"A\\u0042-1\"}", false}, {"{\"id\":\"AB-1\\\"\"}", false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -250,8 +269,8 @@ static void test_pydantic_decimal(void)
 	static const struct {
 		const char *out;
 		bool ok;
-	} cases[] = {{"12.5", true},  {"\"12.50\"", true}, {"\"-0.5\"", true}, {"\".5\"", true},
-		     {"\"+.\"", false}, {"\"\"", false},	  {"\"1e5\"", false}, {"\"--1\"", false}};
+	} cases[] = {{"12.5", true},    {"\"12.50\"", true}, {"\"-0.5\"", true}, {"\".5\"", true},
+		     {"\"+.\"", false}, {"\"\"", false},     {"\"1e5\"", false}, {"\"--1\"", false}};
 	for (size_t i = 0; g && i < sizeof cases / sizeof *cases; i++) {
 		bool ok = whole(g, cases[i].out);
 		EXPECTF(ok == cases[i].ok, "%s: %s", cases[i].out, ok ? "accepted" : "refused");
@@ -268,25 +287,56 @@ static void test_formats(void)
 		const char *format, *text;
 		bool ok;
 	} cases[] = {
-		{"date", "2024-02-29", true},	   {"date", "2023-02-29", false},	  {"date", "2000-02-29", true},
-		{"date", "1900-02-29", false},	   {"date", "2023-04-31", false},	  {"date", "2023-12-31", true},
-		{"date", "2023-13-01", false},	   {"date", "23-01-01", false},		  {"time", "23:59:60Z", true},
-		{"time", "12:30:00.250+05:30", true}, {"time", "12:30:00", false},	  {"time", "24:00:00Z", false},
-		{"date-time", "2024-05-01T08:00:00Z", true}, {"date-time", "2024-05-01 08:00:00Z", false},
-		{"email", "first.last+x@mail.example.org", true}, {"email", "a@b", false}, {"email", "a..b@c.de", false},
-		{"email", "@c.de", false},	   {"uuid", "123e4567-e89b-12d3-a456-426614174000", true},
-		{"uuid", "123e4567e89b12d3a456426614174000", false}, {"ipv4", "192.168.0.255", true},
-		{"ipv4", "192.168.0.256", false},  {"ipv4", "01.2.3.4", false},	  {"hostname", "a-b.example", true},
-		{"hostname", "-ab.example", false}, {"uri-template", "any text at all", true}, /* an annotation */
-		{"ipv6", "2001:db8::8a2e:370:7334", true}, {"ipv6", "::1", true},	   {"ipv6", "::", true},
-		{"ipv6", "::ffff:192.168.0.1", true}, {"ipv6", "1:2:3:4:5:6:7:8", true}, {"ipv6", "1::2::3", false},
-		{"ipv6", "1:2:3:4:5:6:7:8:9", false}, {"ipv6", "12345::", false},
-		{"uri", "https://example.com/a/b?x=1&y=%20z#top", true}, {"uri", "mailto:someone@example.org", true},
-		{"uri", "http://[::1]:8080/", true}, {"uri", "urn:isbn:0451450523", true}, {"uri", "no scheme", false},
-		{"uri", "http://a b", false},	   {"uri", "http://x/%zz", false},	   {"uri", "1http://x", false},
-		{"duration", "P1DT2H", true},	   {"duration", "P3Y6M4DT12H30M5S", true}, {"duration", "PT36H", true},
-		{"duration", "P2W", true},	   {"duration", "P", false},		   {"duration", "P1DT", false},
-		{"duration", "PT1H5S", false},	   {"duration", "P1W2D", false},
+		{"date", "2024-02-29", true},
+		{"date", "2023-02-29", false},
+		{"date", "2000-02-29", true},
+		{"date", "1900-02-29", false},
+		{"date", "2023-04-31", false},
+		{"date", "2023-12-31", true},
+		{"date", "2023-13-01", false},
+		{"date", "23-01-01", false},
+		{"time", "23:59:60Z", true},
+		{"time", "12:30:00.250+05:30", true},
+		{"time", "12:30:00", false},
+		{"time", "24:00:00Z", false},
+		{"date-time", "2024-05-01T08:00:00Z", true},
+		{"date-time", "2024-05-01 08:00:00Z", false},
+		{"email", "first.last+x@mail.example.org", true},
+		{"email", "a@b", false},
+		{"email", "a..b@c.de", false},
+		{"email", "@c.de", false},
+		{"uuid", "123e4567-e89b-12d3-a456-426614174000", true},
+		{"uuid", "123e4567e89b12d3a456426614174000", false},
+		{"ipv4", "192.168.0.255", true},
+		{"ipv4", "192.168.0.256", false},
+		{"ipv4", "01.2.3.4", false},
+		{"hostname", "a-b.example", true},
+		{"hostname", "-ab.example", false},
+		{"uri-template", "any text at all", true}, /* an annotation */
+		{"ipv6", "2001:db8::8a2e:370:7334", true},
+		{"ipv6", "::1", true},
+		{"ipv6", "::", true},
+		{"ipv6", "::ffff:192.168.0.1", true},
+		{"ipv6", "1:2:3:4:5:6:7:8", true},
+		{"ipv6", "1::2::3", false},
+		{"ipv6", "1:2:3:4:5:6:7:8:9", false},
+		{"ipv6", "12345::", false},
+		{"uri", "https://example.com/a/b?x=1&y=%20z#top", true},
+		{"uri", "mailto:someone@example.org", true},
+		{"uri", "http://[::1]:8080/", true},
+		{"uri", "urn:isbn:0451450523", true},
+		{"uri", "no scheme", false},
+		{"uri", "http://a b", false},
+		{"uri", "http://x/%zz", false},
+		{"uri", "1http://x", false},
+		{"duration", "P1DT2H", true},
+		{"duration", "P3Y6M4DT12H30M5S", true},
+		{"duration", "PT36H", true},
+		{"duration", "P2W", true},
+		{"duration", "P", false},
+		{"duration", "P1DT", false},
+		{"duration", "PT1H5S", false},
+		{"duration", "P1W2D", false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char schema[128], out[128];
@@ -358,7 +408,8 @@ static void test_regex_mask(void)
 		for (int i = 0; i < 200; i += 7) {
 			struct jm_state st;
 			jm_init(&st, g);
-			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)ch[i], lens[i]) && jm_complete(&st, g), "%s refused", ch[i]);
+			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)ch[i], lens[i]) && jm_complete(&st, g),
+				"%s refused", ch[i]);
 		}
 		struct jm_state st;
 		jm_init(&st, g);
@@ -367,11 +418,17 @@ static void test_regex_mask(void)
 		check_mask(v, t, V, g, "200 choices", "item199", allow);
 		guide_unref(g);
 	}
-	static const char *const schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"array\",\"items\":"
-					  "{\"type\":\"integer\",\"minimum\":-5,\"maximum\":300}},\"id\":{\"type\":\"string\","
-					  "\"pattern\":\"[A-Z]{2}\\\\d\"}},\"required\":[\"n\",\"id\"]}";
-	static const char *const pre[] = {"{\"n\":[", "{\"n\":[2", "{\"n\":[29", "{\"n\":[-", "{\"n\":[300",
-					  "{\"n\":[1],\"id\":\"", "{\"n\":[1],\"id\":\"AB"};
+	static const char *const schema =
+		"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"array\",\"items\":"
+		"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":300}},\"id\":{\"type\":\"string\","
+		"\"pattern\":\"[A-Z]{2}\\\\d\"}},\"required\":[\"n\",\"id\"]}";
+	static const char *const pre[] = {"{\"n\":[",
+					  "{\"n\":[2",
+					  "{\"n\":[29",
+					  "{\"n\":[-",
+					  "{\"n\":[300",
+					  "{\"n\":[1],\"id\":\"",
+					  "{\"n\":[1],\"id\":\"AB"};
 	json_t *js = json_loads(schema, 0, NULL);
 	struct guide_grammar *g;
 	if (js && guide_from_schema(js, "schema", &g, &e) == 0) {
@@ -393,9 +450,9 @@ static void test_int_range_regex(void)
 		long long lo;
 		bool hh;
 		long long hi;
-	} r[] = {{1, 0, 1, 100}, {1, -5, 1, 5},	     {1, 7, 1, 7},	{1, 13, 1, 2468},    {0, 0, 1, -3},
-		 {1, -120, 0, 0}, {1, 0, 0, 0},	     {0, 0, 0, 0},	{1, 99, 1, 1000},    {1, -1000, 1, -99},
-		 {1, 1, 1, 9},	  {1, 10, 1, 99},    {1, 100, 1, 1999}, {1, -2999, 1, 2999}, {1, 2000, 0, 0}};
+	} r[] = {{1, 0, 1, 100},  {1, -5, 1, 5},  {1, 7, 1, 7},      {1, 13, 1, 2468},    {0, 0, 1, -3},
+		 {1, -120, 0, 0}, {1, 0, 0, 0},   {0, 0, 0, 0},      {1, 99, 1, 1000},    {1, -1000, 1, -99},
+		 {1, 1, 1, 9},    {1, 10, 1, 99}, {1, 100, 1, 1999}, {1, -2999, 1, 2999}, {1, 2000, 0, 0}};
 	for (size_t c = 0; c < sizeof r / sizeof *r; c++) {
 		char *re;
 		struct err e;
@@ -410,12 +467,13 @@ static void test_int_range_regex(void)
 			snprintf(s, sizeof s, "%lld", v);
 			bool want = (!r[c].hl || v >= r[c].lo) && (!r[c].hh || v <= r[c].hi);
 			if (dfa_match(d, s, strlen(s)) != want) {
-				harness_fail(__FILE__, __LINE__, "range %zu (%s): %lld %s", c, re, v, want ? "refused" : "accepted");
+				harness_fail(__FILE__, __LINE__, "range %zu (%s): %lld %s", c, re, v,
+					     want ? "refused" : "accepted");
 				break;
 			}
 		}
-		static const char *const never[] = {"007", "-0", "00", "+1", "1.0", "", "-", "9223372036854775808",
-						    "-9223372036854775809", "1e3"};
+		static const char *const never[] = {
+			"007", "-0", "00", "+1", "1.0", "", "-", "9223372036854775808", "-9223372036854775809", "1e3"};
 		for (size_t k = 0; k < sizeof never / sizeof *never; k++)
 			EXPECTF(!dfa_match(d, never[k], strlen(never[k])), "range %zu: '%s' accepted", c, never[k]);
 		bool open_hi = !r[c].hh, open_lo = !r[c].hl;
@@ -439,9 +497,10 @@ static void test_num_range_regex(void)
 		bool le, hh;
 		long long hi;
 		bool he;
-	} r[] = {{1, 0, 0, 1, 1, 0},   {1, 0, 1, 1, 1, 1},  {1, -3, 0, 1, 5, 1}, {1, -3, 1, 1, -1, 0}, {0, 0, 0, 1, 2, 0},
-		 {1, -2, 1, 0, 0, 0},  {1, 2, 0, 1, 2, 0},  {1, 0, 0, 0, 0, 0},  {0, 0, 0, 1, 0, 1},   {1, -10, 0, 1, 10, 0},
-		 {1, -1, 1, 1, 0, 0},  {1, 0, 1, 1, 10, 1}, {1, 7, 0, 1, 12, 0}, {0, 0, 0, 0, 0, 0}};
+	} r[] = {{1, 0, 0, 1, 1, 0},  {1, 0, 1, 1, 1, 1},    {1, -3, 0, 1, 5, 1}, {1, -3, 1, 1, -1, 0},
+		 {0, 0, 0, 1, 2, 0},  {1, -2, 1, 0, 0, 0},   {1, 2, 0, 1, 2, 0},  {1, 0, 0, 0, 0, 0},
+		 {0, 0, 0, 1, 0, 1},  {1, -10, 0, 1, 10, 0}, {1, -1, 1, 1, 0, 0}, {1, 0, 1, 1, 10, 1},
+		 {1, 7, 0, 1, 12, 0}, {0, 0, 0, 0, 0, 0}};
 	for (size_t c = 0; c < sizeof r / sizeof *r; c++) {
 		char *re;
 		struct err e;
@@ -525,7 +584,8 @@ static void test_frac_range_regex(void)
 				bool empty = hl && hh && (lo > hi || (lo == hi && (lx || hx)));
 				int rc = guide_num_range_regex(hl, lo, lx, hh, hi, hx, &re, &e);
 				if (empty || rc < 0) {
-					EXPECTF(empty == (rc < 0), "[%g, %g] (%d): %s", lo, hi, x, rc < 0 ? e.msg : "taken though empty");
+					EXPECTF(empty == (rc < 0), "[%g, %g] (%d): %s", lo, hi, x,
+						rc < 0 ? e.msg : "taken though empty");
 					bad += empty != (rc < 0);
 					continue;
 				}
@@ -541,10 +601,12 @@ static void test_frac_range_regex(void)
 				for (int t = 0; t < nt; t++) {
 					long v = milli[t];
 					bool neg_zero = texts[t][0] == '-' && v == 0;
-					bool want = !neg_zero && (!hl || (lx ? v > l : v >= l)) && (!hh || (hx ? v < h : v <= h));
+					bool want = !neg_zero && (!hl || (lx ? v > l : v >= l)) &&
+						    (!hh || (hx ? v < h : v <= h));
 					if (dfa_match(d, texts[t], strlen(texts[t])) != want) {
-						harness_fail(__FILE__, __LINE__, "%s%g, %g%s (%s): '%s' %s", lx ? "(" : "[", lo, hi,
-							     hx ? ")" : "]", re, texts[t], want ? "refused" : "accepted");
+						harness_fail(__FILE__, __LINE__, "%s%g, %g%s (%s): '%s' %s",
+							     lx ? "(" : "[", lo, hi, hx ? ")" : "]", re, texts[t],
+							     want ? "refused" : "accepted");
 						bad++;
 						break;
 					}
@@ -555,7 +617,8 @@ static void test_frac_range_regex(void)
 	EXPECTF(cases > 400, "%d ranges", cases);
 	char *re = NULL;
 	struct err e = {0};
-	EXPECT(guide_num_range_regex(true, 1e-20, false, false, 0, false, &re, &e) < 0 && !re && strstr(e.msg, "decimals"));
+	EXPECT(guide_num_range_regex(true, 1e-20, false, false, 0, false, &re, &e) < 0 && !re &&
+	       strstr(e.msg, "decimals"));
 	/* 0.1 is the decimal 0.1, not its double's expansion */
 	struct guide_dfa *d = NULL;
 	EXPECT(guide_num_range_regex(true, 0.1, false, true, 0.3, false, &re, &e) == 0 &&
@@ -571,7 +634,8 @@ static void test_frac_range_regex(void)
 static void test_multiple_of(void)
 {
 	static const double steps[] = {3, 5, 0.5, 0.25, 0.01, 0.3, 7, 12.5, 1};
-	static const char *const bounds[] = {"", ",\"minimum\":-2.5,\"maximum\":3", ",\"exclusiveMinimum\":0,\"maximum\":10"};
+	static const char *const bounds[] = {"", ",\"minimum\":-2.5,\"maximum\":3",
+					     ",\"exclusiveMinimum\":0,\"maximum\":10"};
 	static char texts[2 * 13 * 1111][16];
 	static long milli[2 * 13 * 1111];
 	static bool has_dot[2 * 13 * 1111];
@@ -598,25 +662,28 @@ static void test_multiple_of(void)
 				json_t *js = json_loads(schema, 0, NULL);
 				struct guide_grammar *g = NULL;
 				struct err e;
-				long step = lround(steps[m] * 1000), lo = bd == 1 ? -2500 : 1, hi = bd == 1 ? 3000 : 10000;
+				long step = lround(steps[m] * 1000), lo = bd == 1 ? -2500 : 1,
+				     hi = bd == 1 ? 3000 : 10000;
 				bool some = bd == 0;
 				for (long v = lo; v <= hi && !some; v++)
 					some = v % step == 0 && (!integer || v % 1000 == 0);
 				int rc = js ? guide_from_schema(js, "schema", &g, &e) : -1;
 				json_decref(js);
 				if (rc < 0 || !some) {
-					EXPECTF(rc < 0 && !some && strstr(e.msg, "no number in the bounds"), "%s: %s", schema,
-						rc < 0 ? e.msg : "taken, though no number fits");
+					EXPECTF(rc < 0 && !some && strstr(e.msg, "no number in the bounds"), "%s: %s",
+						schema, rc < 0 ? e.msg : "taken, though no number fits");
 					guide_unref(g);
 					continue;
 				}
 				for (int t = 0; t < nt; t++) {
 					long v = milli[t];
 					bool in = bd == 0 || (bd == 1 ? v >= -2500 && v <= 3000 : v > 0 && v <= 10000);
-					bool want = v % step == 0 && in && !(texts[t][0] == '-' && v == 0) && !(integer && has_dot[t]);
+					bool want = v % step == 0 && in && !(texts[t][0] == '-' && v == 0) &&
+						    !(integer && has_dot[t]);
 					bool got = whole(g, texts[t]);
 					if (got != want) {
-						harness_fail(__FILE__, __LINE__, "%s: '%s' %s", schema, texts[t], want ? "refused" : "accepted");
+						harness_fail(__FILE__, __LINE__, "%s: '%s' %s", schema, texts[t],
+							     want ? "refused" : "accepted");
 						bad++;
 						break;
 					}
@@ -636,8 +703,8 @@ static void test_multiple_of(void)
 		json_t *js = json_loads(no[i].schema, 0, NULL);
 		struct guide_grammar *g = NULL;
 		struct err e = {0};
-		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && !g && strstr(e.msg, no[i].msg), "%s: '%s'",
-			no[i].schema, e.msg);
+		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && !g && strstr(e.msg, no[i].msg),
+			"%s: '%s'", no[i].schema, e.msg);
 		json_decref(js);
 	}
 }
@@ -678,7 +745,8 @@ static void test_unique_items(void)
 				strcat(text, "]");
 				bool ok = whole(g, text);
 				if (ok != distinct) {
-					harness_fail(__FILE__, __LINE__, "%s: %s %s", schemas[sc], text, ok ? "accepted" : "refused");
+					harness_fail(__FILE__, __LINE__, "%s: %s %s", schemas[sc], text,
+						     ok ? "accepted" : "refused");
 					bad++;
 				}
 				/* a prefix of a whole output is never refused */
@@ -686,7 +754,8 @@ static void test_unique_items(void)
 				struct jm_state st;
 				jm_init(&st, g);
 				if (distinct && !jm_feed_bytes(&st, g, (const uint8_t *)text, n)) {
-					harness_fail(__FILE__, __LINE__, "%s: prefix %.*s refused", schemas[sc], (int)n, text);
+					harness_fail(__FILE__, __LINE__, "%s: prefix %.*s refused", schemas[sc],
+						     (int)n, text);
 					bad++;
 				}
 			}
@@ -703,20 +772,22 @@ static void test_unique_items(void)
 	}
 	static const struct {
 		const char *schema, *msg;
-	} no[] = {{"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "an enum of at most 64"},
-		  {"{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
-		   "minItems 3, but items has 2 values"},
-		  {"{\"type\":\"array\",\"uniqueItems\":\"yes\"}", "must be a boolean"}};
+	} no[] = {
+		{"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "an enum of at most 64"},
+		{"{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
+		 "minItems 3, but items has 2 values"},
+		{"{\"type\":\"array\",\"uniqueItems\":\"yes\"}", "must be a boolean"}};
 	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
 		json_t *js = json_loads(no[i].schema, 0, NULL);
 		struct guide_grammar *g = NULL;
 		struct err e = {0};
-		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && strstr(e.msg, no[i].msg), "%s: '%s'", no[i].schema,
-			e.msg);
+		EXPECTF(js && guide_from_schema(js, "schema", &g, &e) < 0 && strstr(e.msg, no[i].msg), "%s: '%s'",
+			no[i].schema, e.msg);
 		json_decref(js);
 	}
 	/* with at most one item, or false, any items */
-	json_t *js = json_loads("{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true,\"maxItems\":1}", 0, NULL);
+	json_t *js = json_loads(
+		"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true,\"maxItems\":1}", 0, NULL);
 	struct guide_grammar *g = NULL;
 	struct err e;
 	EXPECT(js && guide_from_schema(js, "schema", &g, &e) == 0);
@@ -731,7 +802,8 @@ static void test_bounded_integers_in_json(void)
 		const char *schema;
 		long long lo, hi;
 	} cases[] = {
-		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":12}}", -5, 11},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":12}}", -5,
+		 11},
 		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":2.5,\"maximum\":7.9}}", 3, 7},
 		{"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true,"
 		 "\"maximum\":9,\"exclusiveMaximum\":true}}",
@@ -776,8 +848,8 @@ static void test_bounded_integers_in_json(void)
 	static const struct {
 		const char *out;
 		bool ok;
-	} nums[] = {{"[0.5, 1]", true}, {"[1.0,0]", true}, {"[0.25]", true}, {"[1.5]", false}, {"[-0.1]", false},
-		    {"[1e-1]", false}, {"[2]", false},	     {"[0.999]", true}};
+	} nums[] = {{"[0.5, 1]", true}, {"[1.0,0]", true}, {"[0.25]", true}, {"[1.5]", false},
+		    {"[-0.1]", false},  {"[1e-1]", false}, {"[2]", false},   {"[0.999]", true}};
 	for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
 		bool ok = whole(g, nums[k].out);
 		EXPECTF(ok == nums[k].ok, "%s %s", nums[k].out, ok ? "accepted" : "refused");
@@ -788,13 +860,23 @@ static void test_bounded_integers_in_json(void)
 		const char *schema, *out;
 		bool ok;
 	} tup[] = {
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\"]", true},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1]", true},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\",2]", false},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[\"a\",1]", false},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1,true,false]", true},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1]", false},
-		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2}", "[1,2]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+		 "[1,\"a\"]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+		 "[1]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+		 "[1,\"a\",2]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+		 "[\"a\",1]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},"
+		 "\"minItems\":2}",
+		 "[1,true,false]", true},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},"
+		 "\"minItems\":2}",
+		 "[1]", false},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"boolean\"},"
+		 "\"minItems\":2}",
+		 "[1,2]", false},
 		{"{\"type\":\"array\",\"items\":false}", "[]", true},
 		{"{\"type\":\"array\",\"items\":false}", "[1]", false},
 	};
@@ -830,7 +912,8 @@ static void test_bounded_integers_in_json(void)
 			char out[64];
 			snprintf(out, sizeof out, "{\"c\": \"color%d\"}", i);
 			jm_init(&st, g);
-			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g), "%s refused", out);
+			EXPECTF(jm_feed_bytes(&st, g, (const uint8_t *)out, strlen(out)) && jm_complete(&st, g),
+				"%s refused", out);
 		}
 		jm_init(&st, g);
 		EXPECT(g && !jm_feed_bytes(&st, g, (const uint8_t *)"{\"c\": \"color100\"", 17));
@@ -846,7 +929,8 @@ static void test_bounded_integers_in_json(void)
 	}
 	/* pydantic's wrapper: {"allOf": [{"$ref": ...}], "description": ...} */
 	s = json_loads("{\"$defs\":{\"P\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}},\"type\":\"object\","
-		       "\"properties\":{\"p\":{\"allOf\":[{\"$ref\":\"#/$defs/P\"}],\"description\":\"d\"}},\"required\":[\"p\"]}",
+		       "\"properties\":{\"p\":{\"allOf\":[{\"$ref\":\"#/$defs/"
+		       "P\"}],\"description\":\"d\"}},\"required\":[\"p\"]}",
 		       0, NULL);
 	EXPECT(s && guide_from_schema(s, "schema", &g, &e) == 0);
 	json_decref(s);
@@ -865,7 +949,7 @@ static void test_bounded_integers_in_json(void)
 	static const struct {
 		const char *t;
 		bool ok;
-	} fr[] = {{"{\"p\":0.75}", true}, {"{\"p\":1.5}", true}, {"{\"p\":1}", true},	 {"{\"p\":0.5}", false},
+	} fr[] = {{"{\"p\":0.75}", true},  {"{\"p\":1.5}", true},     {"{\"p\":1}", true},  {"{\"p\":0.5}", false},
 		  {"{\"p\":1.51}", false}, {"{\"p\":0.50001}", true}, {"{\"p\":2}", false}, {"{\"p\":0}", false}};
 	for (size_t k = 0; g && k < sizeof fr / sizeof *fr; k++) {
 		bool ok = whole(g, fr[k].t);
@@ -892,7 +976,8 @@ static void test_empty_match(void)
 		struct jm_state st;
 		jm_init(&st, g);
 		EXPECTF(jm_complete(&st, g), "/%s/: the empty output is not complete", cases[c].re);
-		EXPECTF(jm_finished(&st, g) == cases[c].finished, "/%s/: finished %d", cases[c].re, jm_finished(&st, g));
+		EXPECTF(jm_finished(&st, g) == cases[c].finished, "/%s/: finished %d", cases[c].re,
+			jm_finished(&st, g));
 		guide_unref(g);
 	}
 	struct guide_grammar *g;
@@ -910,5 +995,6 @@ static void test_empty_match(void)
 	}
 }
 
-TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal), T(test_multiple_of), T(test_unique_items), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask), T(test_empty_match),
-      T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))
+TESTS(T(test_dfa_equals_pcre2), T(test_frac_range_regex), T(test_formats), T(test_pydantic_decimal),
+      T(test_multiple_of), T(test_unique_items), T(test_refused_syntax), T(test_pattern_in_json), T(test_regex_mask),
+      T(test_empty_match), T(test_int_range_regex), T(test_num_range_regex), T(test_bounded_integers_in_json))

@@ -42,8 +42,11 @@ static void random_grammar(struct rgram *g, uint64_t *s)
 			for (int k = 0; k < g->len[r][a]; k++) {
 				/* left recursion is common; most rules have an alternative of bytes alone
 				 * (else most grammars would never end) */
-				bool ref = rng(s) % 100 < (k == 0 ? 60u : 35u) && !(a == g->n_alts[r] - 1 && r % 2 == 0);
-				g->sym[r][a][k] = ref ? -1 - (int)(rng(s) % (uint64_t)g->n_rules) : rng(s) % 2 ? 'a' : 'b';
+				bool ref = rng(s) % 100 < (k == 0 ? 60u : 35u) &&
+					   !(a == g->n_alts[r] - 1 && r % 2 == 0);
+				g->sym[r][a][k] = ref          ? -1 - (int)(rng(s) % (uint64_t)g->n_rules)
+						  : rng(s) % 2 ? 'a'
+							       : 'b';
 			}
 		}
 	}
@@ -84,7 +87,9 @@ static bool in_language(const struct rgram *g, const char *t, int n)
 						int y = g->sym[r][a][k];
 						for (int p = 0; p <= n; p++)
 							if (at >> p & 1)
-								nx |= y < 0 ? der[-1 - y][p] : p < n && t[p] == y ? 1u << (p + 1) : 0;
+								nx |= y < 0                ? der[-1 - y][p]
+								      : p < n && t[p] == y ? 1u << (p + 1)
+											   : 0;
 						at = nx;
 					}
 					if ((der[r][i] | at) != der[r][i])
@@ -240,7 +245,8 @@ static void test_random_left_recursive(void)
 		}
 		if ((hidden || !ends[0]) && failures++ < 5)
 			harness_fail(__FILE__, __LINE__, "taken, though it %s:\n%s",
-				     hidden ? "has left recursion beside parts that may match nothing" : "never ends", src);
+				     hidden ? "has left recursion beside parts that may match nothing" : "never ends",
+				     src);
 		taken++;
 		left_recursive += lr;
 		bool whole[N_TEXTS], prefix[N_TEXTS];
@@ -257,15 +263,17 @@ static void test_random_left_recursive(void)
 			if ((v == 1 && !whole[i]) || (!cut && (whole[i] != (v == 1) || (prefix[i] && v < 0))))
 				if (failures++ < 5)
 					harness_fail(__FILE__, __LINE__,
-						     "grammar\n%son '%.*s': matcher %d (cut %d), recognizer %d (a prefix: %d)", src,
-						     lens[i], texts[i], v, cut, whole[i], prefix[i]);
+						     "grammar\n%son '%.*s': matcher %d (cut %d), recognizer %d (a "
+						     "prefix: %d)",
+						     src, lens[i], texts[i], v, cut, whole[i], prefix[i]);
 		}
 		guide_unref(gg);
 	}
 	/* the test means something: most grammars are taken, hundreds of them directly left
 	 * recursive */
 	EXPECTF(taken > 2500 && left_recursive > 1000 && texts_cut < taken * N_TEXTS / 20,
-		"taken %d (refused %d), directly left recursive %d, texts cut %d", taken, refused, left_recursive, texts_cut);
+		"taken %d (refused %d), directly left recursive %d, texts cut %d", taken, refused, left_recursive,
+		texts_cut);
 	printf("# %d grammars taken (%d directly left recursive), %d refused (%d never end); %d of %d texts cut\n",
 	       taken, left_recursive, refused, endless, texts_cut, taken * N_TEXTS);
 }

@@ -71,8 +71,7 @@ static void test_fixture_tokenizer_dirs(void)
 	hf_config_free(&c);
 	/* a directory without any of the files: everything absent */
 	EXPECT_EQ_INT(hf_config_load(fixture_path("templates"), &c, &e), 0);
-	EXPECT(!c.has_add_bos_token && !c.bos_token && !c.chat_template &&
-	       !c.has_generation_config);
+	EXPECT(!c.has_add_bos_token && !c.bos_token && !c.chat_template && !c.has_generation_config);
 	hf_config_free(&c);
 }
 
@@ -80,15 +79,13 @@ static void test_forms(void)
 {
 	struct hf_config c;
 	struct err e;
-	const char *tc =
-	    "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"},"
-	    " {\"name\": \"default\", \"template\": \"D\"}],"
-	    " \"bos_token\": {\"content\": \"<s>\", \"lstrip\": false}, \"eos_token\": null,"
-	    " \"model_max_length\": 1000000000000000019884624838656,"
-	    " \"added_tokens_decoder\": {\"7\": {\"content\": \"<s>\", \"special\": true}}}";
-	const char *gc =
-	    "{\"eos_token_id\": [1, 106, 107], \"top_k\": 20, \"repetition_penalty\": 1.05,"
-	    " \"min_p\": 0, \"temperature\": 1, \"max_new_tokens\": 2048}";
+	const char *tc = "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"},"
+			 " {\"name\": \"default\", \"template\": \"D\"}],"
+			 " \"bos_token\": {\"content\": \"<s>\", \"lstrip\": false}, \"eos_token\": null,"
+			 " \"model_max_length\": 1000000000000000019884624838656,"
+			 " \"added_tokens_decoder\": {\"7\": {\"content\": \"<s>\", \"special\": true}}}";
+	const char *gc = "{\"eos_token_id\": [1, 106, 107], \"top_k\": 20, \"repetition_penalty\": 1.05,"
+			 " \"min_p\": 0, \"temperature\": 1, \"max_new_tokens\": 2048}";
 	EXPECT_EQ_INT(hf_config_parse(tc, gc, &c, &e), 0);
 	EXPECT(c.chat_template && !strcmp(c.chat_template, "D"));
 	EXPECT(c.chat_template_tool_use && !strcmp(c.chat_template_tool_use, "T"));
@@ -106,13 +103,11 @@ static void test_forms(void)
 
 	/* errors name the file and the key */
 	EXPECT_EQ_INT(hf_config_parse("{\"add_bos_token\": \"yes\"}", NULL, &c, &e), -1);
-	EXPECTF(strstr(e.msg, "tokenizer_config.json") && strstr(e.msg, "add_bos_token"), "%s",
-		e.msg);
+	EXPECTF(strstr(e.msg, "tokenizer_config.json") && strstr(e.msg, "add_bos_token"), "%s", e.msg);
 	EXPECT_EQ_INT(hf_config_parse("{\"bos_token\": 5}", NULL, &c, &e), -1);
 	EXPECTF(strstr(e.msg, "bos_token"), "%s", e.msg);
 	EXPECT_EQ_INT(hf_config_parse(NULL, "{\"eos_token_id\": \"x\"}", &c, &e), -1);
-	EXPECTF(strstr(e.msg, "generation_config.json") && strstr(e.msg, "eos_token_id"), "%s",
-		e.msg);
+	EXPECTF(strstr(e.msg, "generation_config.json") && strstr(e.msg, "eos_token_id"), "%s", e.msg);
 	EXPECT_EQ_INT(hf_config_parse(NULL, "{\"temperature\": 0.5,", &c, &e), -1);
 	EXPECTF(strstr(e.msg, "generation_config.json"), "%s", e.msg);
 	EXPECT_EQ_INT(hf_config_parse("{\"chat_template\": 3}", NULL, &c, &e), -1);
@@ -139,8 +134,7 @@ static void test_jinja_file_and_errors(void)
 	struct err e;
 	EXPECT_EQ_INT(hf_config_load(dir, &c, &e), 0);
 	EXPECT(c.chat_template &&
-	       !strcmp(c.chat_template,
-		       "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"));
+	       !strcmp(c.chat_template, "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"));
 	hf_config_free(&c);
 	f = fopen(p1, "w");
 	fputs("{\"add_bos_token\": true,", f);
@@ -152,5 +146,4 @@ static void test_jinja_file_and_errors(void)
 	rmdir(dir);
 }
 
-TESTS(T(test_fixture_tiny_dirs), T(test_fixture_tokenizer_dirs), T(test_forms),
-      T(test_jinja_file_and_errors))
+TESTS(T(test_fixture_tiny_dirs), T(test_fixture_tokenizer_dirs), T(test_forms), T(test_jinja_file_and_errors))

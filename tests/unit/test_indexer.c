@@ -136,7 +136,7 @@ static void rank_setup(struct rank *k, const struct step *s, int W, int r, int I
 	int per = MAXLEN / BS + 1;
 	CHECK(kv_cache_init_indexed(&k->kv, 1, 4 * per + 1, BS, 8, 2, DT_F32, DIM, &e) == 0);
 	for (int i = 0; i < s->n_seqs; i++) {
-		for (int b = 0; b < per; b++) /* scattered pages */
+		for (int b = 0; b < per; b++)                               /* scattered pages */
 			k->bt[i][b] = 1 + (b * 11 + i * 3) % per + i * per; /* 11: prime to per = 651 */
 		k->local[i] = W > 1 ? dcp_local_seq_len(s->L[i], W, r, I) : s->L[i];
 		for (int j = 0; j < k->local[i]; j++) {
@@ -145,9 +145,16 @@ static void rank_setup(struct rank *k, const struct step *s, int W, int r, int I
 			kv_cache_index_write(&k->kv, 0, &slot, s->keys[i].codes[g], &s->keys[i].scale[g], 1);
 		}
 	}
-	k->meta = (struct attn_meta){.n_seqs = s->n_seqs, .n_tokens = s->n_tok, .query_start = s->qs,
-				     .seq_lens = s->L, .block_table = &k->bt[0][0], .max_blocks = per,
-				     .slots = k->slots, .dcp_size = W, .dcp_rank = r, .dcp_interleave = I,
+	k->meta = (struct attn_meta){.n_seqs = s->n_seqs,
+				     .n_tokens = s->n_tok,
+				     .query_start = s->qs,
+				     .seq_lens = s->L,
+				     .block_table = &k->bt[0][0],
+				     .max_blocks = per,
+				     .slots = k->slots,
+				     .dcp_size = W,
+				     .dcp_rank = r,
+				     .dcp_interleave = I,
 				     .local_seq_lens = k->local};
 	CHECK(arena_init(&k->arena, attn_index_scratch_bytes(s->n_tok, HEADS, DIM, topk, MAXLEN, 2, W) + 4096) == 0);
 	CHECK(pool_new(2, &k->pool, &e) == 0);
@@ -168,8 +175,16 @@ static void *rank_run(void *arg)
 		memcpy(q + (size_t)t * HEADS * DIM, k->s->q[t], sizeof k->s->q[t]);
 		memcpy(w + (size_t)t * HEADS, k->s->w[t], sizeof k->s->w[t]);
 	}
-	struct attn_index_args a = {.meta = &k->meta, .kv = &k->kv, .layer = 0, .n_heads = HEADS, .topk = k->topk,
-				    .q = q, .w = w, .pool = k->pool, .scratch = &k->arena, .dcp_allgather = gather,
+	struct attn_index_args a = {.meta = &k->meta,
+				    .kv = &k->kv,
+				    .layer = 0,
+				    .n_heads = HEADS,
+				    .topk = k->topk,
+				    .q = q,
+				    .w = w,
+				    .pool = k->pool,
+				    .scratch = &k->arena,
+				    .dcp_allgather = gather,
 				    .dcp_ctx = k};
 	k->rc = attn_index_select(&a, k->sel_start, &k->sel, &k->e);
 	return NULL;
@@ -320,7 +335,8 @@ static void test_kernels_match_double(void)
 						double dot = 0, am = 0;
 						for (int d = 0; d < dim; d++) {
 							double x = (double)q[h * dim + d] *
-								   fp8_e4m3_to_f32(base[off[j] + d]) * scale[j][d / group];
+								   fp8_e4m3_to_f32(base[off[j] + d]) *
+								   scale[j][d / group];
 							dot += x;
 							am += fabs(x);
 						}
@@ -338,4 +354,5 @@ static void test_kernels_match_double(void)
 		}
 }
 
-TESTS(T(test_kernels_match_double), T(test_select_matches_brute_force), T(test_dcp_merge_is_exact), T(test_few_tokens_split_keys))
+TESTS(T(test_kernels_match_double), T(test_select_matches_brute_force), T(test_dcp_merge_is_exact),
+      T(test_few_tokens_split_keys))

@@ -125,9 +125,17 @@ static void test_absorbed_equals_upprojected_random(void)
 
 	/* prefill path: one sequence, NQ new tokens at the end, NK - NQ context rows */
 	int32_t qs[2] = {0, NQ}, sl[1] = {NK};
-	struct attn_meta meta = {.n_seqs = 1, .n_tokens = NQ, .query_start = qs, .seq_lens = sl, .block_table = bt,
-				 .max_blocks = 6, .slots = slots + NK - NQ, .n_decodes = 0, .n_decode_tokens = 0,
-				 .dcp_size = 1, .local_seq_lens = sl};
+	struct attn_meta meta = {.n_seqs = 1,
+				 .n_tokens = NQ,
+				 .query_start = qs,
+				 .seq_lens = sl,
+				 .block_table = bt,
+				 .max_blocks = 6,
+				 .slots = slots + NK - NQ,
+				 .n_decodes = 0,
+				 .n_decode_tokens = 0,
+				 .dcp_size = 1,
+				 .local_seq_lens = sl};
 	struct arena ar;
 	arena_init(&ar, 1 << 22);
 	float out_pre[NQ * H * DV];
@@ -135,10 +143,24 @@ static void test_absorbed_equals_upprojected_random(void)
 	float first[NQ * H * DV];
 	for (int ci = 0; ci < 4; ci++) {
 		arena_reset(&ar);
-		struct attn_prefill_args pa = {.meta = &meta, .kv = &kv, .layer = 0, .n_heads = H, .nope_dim = DN,
-					       .rope_dim = DR, .v_dim = DV, .kv_lora_rank = L, .scale = scale, .kv_b = &kvb,
-					       .q = q, .kv_c = rows + (NK - NQ) * ROW, .k_pe = rows + (NK - NQ) * ROW + L,
-					       .ld_kv = ROW, .out = out_pre, .ws_rows = chunks[ci], .pool = g_pool, .scratch = &ar};
+		struct attn_prefill_args pa = {.meta = &meta,
+					       .kv = &kv,
+					       .layer = 0,
+					       .n_heads = H,
+					       .nope_dim = DN,
+					       .rope_dim = DR,
+					       .v_dim = DV,
+					       .kv_lora_rank = L,
+					       .scale = scale,
+					       .kv_b = &kvb,
+					       .q = q,
+					       .kv_c = rows + (NK - NQ) * ROW,
+					       .k_pe = rows + (NK - NQ) * ROW + L,
+					       .ld_kv = ROW,
+					       .out = out_pre,
+					       .ws_rows = chunks[ci],
+					       .pool = g_pool,
+					       .scratch = &ar};
 		EXPECTF(attn_prefill(&pa, &e) == 0, "%s", e.msg);
 		if (ci == 0)
 			memcpy(first, out_pre, sizeof first);
@@ -171,14 +193,30 @@ static void test_absorbed_equals_upprojected_random(void)
 		dsl[t] = NK - NQ + t + 1;
 		memcpy(dbt + t * 6, bt, sizeof bt);
 	}
-	struct attn_meta dm = {.n_seqs = NQ, .n_tokens = NQ, .query_start = dqs, .seq_lens = dsl, .block_table = dbt,
-			       .max_blocks = 6, .slots = slots, .n_decodes = NQ, .n_decode_tokens = NQ, .dcp_size = 1,
+	struct attn_meta dm = {.n_seqs = NQ,
+			       .n_tokens = NQ,
+			       .query_start = dqs,
+			       .seq_lens = dsl,
+			       .block_table = dbt,
+			       .max_blocks = 6,
+			       .slots = slots,
+			       .n_decodes = NQ,
+			       .n_decode_tokens = NQ,
+			       .dcp_size = 1,
 			       .local_seq_lens = dsl};
 	arena_reset(&ar);
 	if (be->plan)
 		EXPECT_EQ_INT(be->plan(&dm, H, &ar, &e), 0);
-	struct attn_decode_args da = {.meta = &dm, .kv = &kv, .layer = 0, .n_heads = H, .scale = scale, .q = qd,
-				      .out = olat, .lse = lse, .pool = g_pool, .scratch = &ar};
+	struct attn_decode_args da = {.meta = &dm,
+				      .kv = &kv,
+				      .layer = 0,
+				      .n_heads = H,
+				      .scale = scale,
+				      .q = qd,
+				      .out = olat,
+				      .lse = lse,
+				      .pool = g_pool,
+				      .scratch = &ar};
 	be->decode(&da);
 	for (int t = 0; t < NQ; t++)
 		for (int h = 0; h < H; h++)
@@ -235,18 +273,39 @@ static void test_prefill_bf16_core(void)
 	for (int i = 0; i < NK * H * HD; i++)
 		vmax = fabsf(kvr[i]) > vmax ? fabsf(kvr[i]) : vmax;
 	int32_t qs[2] = {0, NQ}, sl[1] = {NK};
-	struct attn_meta meta = {.n_seqs = 1, .n_tokens = NQ, .query_start = qs, .seq_lens = sl, .block_table = bt,
-				 .max_blocks = 10, .slots = slots + NK - NQ, .dcp_size = 1, .local_seq_lens = sl};
+	struct attn_meta meta = {.n_seqs = 1,
+				 .n_tokens = NQ,
+				 .query_start = qs,
+				 .seq_lens = sl,
+				 .block_table = bt,
+				 .max_blocks = 10,
+				 .slots = slots + NK - NQ,
+				 .dcp_size = 1,
+				 .local_seq_lens = sl};
 	struct arena ar;
 	arena_init(&ar, attn_prefill_scratch_bytes(NQ, H, DN, DR, DV, L, 1024, 2) + (1 << 20));
 	float *out = malloc(sizeof(float) * NQ * H * DV);
 	int chunks[] = {32, 1024};
 	for (int ci = 0; ci < 2; ci++) {
 		arena_reset(&ar);
-		struct attn_prefill_args pa = {.meta = &meta, .kv = &kv, .layer = 0, .n_heads = H, .nope_dim = DN,
-					       .rope_dim = DR, .v_dim = DV, .kv_lora_rank = L, .scale = scale, .kv_b = &kvb,
-					       .q = q, .kv_c = rows + (NK - NQ) * ROW, .k_pe = rows + (NK - NQ) * ROW + L,
-					       .ld_kv = ROW, .out = out, .ws_rows = chunks[ci], .pool = g_pool, .scratch = &ar,
+		struct attn_prefill_args pa = {.meta = &meta,
+					       .kv = &kv,
+					       .layer = 0,
+					       .n_heads = H,
+					       .nope_dim = DN,
+					       .rope_dim = DR,
+					       .v_dim = DV,
+					       .kv_lora_rank = L,
+					       .scale = scale,
+					       .kv_b = &kvb,
+					       .q = q,
+					       .kv_c = rows + (NK - NQ) * ROW,
+					       .k_pe = rows + (NK - NQ) * ROW + L,
+					       .ld_kv = ROW,
+					       .out = out,
+					       .ws_rows = chunks[ci],
+					       .pool = g_pool,
+					       .scratch = &ar,
 					       .bf16 = true};
 		EXPECTF(attn_prefill(&pa, &e) == 0, "%s", e.msg);
 		double worst = 0;
@@ -286,8 +345,8 @@ static void test_prefill_bf16_core(void)
 
 static struct model *load(const char *name, struct err *e)
 {
-	struct model_options o = {.act_dtype = DT_F32, .max_batch_tokens = 96, .max_seqs = 4, .max_model_len = 96,
-				  .pool = g_pool};
+	struct model_options o = {
+		.act_dtype = DT_F32, .max_batch_tokens = 96, .max_seqs = 4, .max_model_len = 96, .pool = g_pool};
 	struct model *m = NULL;
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
@@ -382,7 +441,8 @@ static void test_model_mixed_batch(void)
 		tokens(tok[i], 64);
 	struct kv_cache kv;
 	EXPECT_EQ_INT(kv_cache_init(&kv, c->num_hidden_layers, 1 + S * MB, BS, c->kv_lora_rank, c->qk_rope_head_dim,
-				    DT_F32, &e), 0);
+				    DT_F32, &e),
+		      0);
 	int32_t bt[S * MB];
 	for (int i = 0; i < S * MB; i++)
 		bt[i] = 1 + (i * 7) % (S * MB); /* scattered, distinct */
@@ -400,9 +460,16 @@ static void test_model_mixed_batch(void)
 			rows[p] = p;
 			slots[p] = (int64_t)bt[i * MB + p / BS] * BS + p % BS;
 		}
-		struct batch b = {.n_tokens = n, .tokens = tok[i], .positions = pos, .n_logits = n, .logits_rows = rows};
-		b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = n, .query_start = qs, .seq_lens = sl,
-					    .block_table = bt + i * MB, .max_blocks = MB, .slots = slots, .dcp_size = 1,
+		struct batch b = {
+			.n_tokens = n, .tokens = tok[i], .positions = pos, .n_logits = n, .logits_rows = rows};
+		b.attn = (struct attn_meta){.n_seqs = 1,
+					    .n_tokens = n,
+					    .query_start = qs,
+					    .seq_lens = sl,
+					    .block_table = bt + i * MB,
+					    .max_blocks = MB,
+					    .slots = slots,
+					    .dcp_size = 1,
 					    .local_seq_lens = sl};
 		EXPECT_EQ_INT(model_forward(m, &b, &kv, be, ref, &e), 0);
 		for (int r = ctx[i]; r < n; r++)
@@ -425,8 +492,16 @@ static void test_model_mixed_batch(void)
 		sl[i] = ctx[i] + ql[i];
 	}
 	struct batch b = {.n_tokens = n, .tokens = btok, .positions = pos, .n_logits = n, .logits_rows = rows};
-	b.attn = (struct attn_meta){.n_seqs = S, .n_tokens = n, .query_start = qs, .seq_lens = sl, .block_table = bt,
-				    .max_blocks = MB, .slots = slots, .n_decodes = 2, .n_decode_tokens = 2, .dcp_size = 1,
+	b.attn = (struct attn_meta){.n_seqs = S,
+				    .n_tokens = n,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = bt,
+				    .max_blocks = MB,
+				    .slots = slots,
+				    .n_decodes = 2,
+				    .n_decode_tokens = 2,
+				    .dcp_size = 1,
 				    .local_seq_lens = sl};
 	EXPECTF(model_forward(m, &b, &kv, be, ref, &e) == 0, "%s", e.msg);
 	float d = fwd_max_abs_diff(&want[0][0], ref, (size_t)n * V);
@@ -442,9 +517,13 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_merge_disjoint_equals_union), T(test_merge_lse_edge_cases),
-		T(test_absorbed_equals_upprojected_random), T(test_prefill_bf16_core), T(test_model_decode_equals_prefill),
-		T(test_model_chunked_prefill), T(test_model_mixed_batch),
+		T(test_merge_disjoint_equals_union),
+		T(test_merge_lse_edge_cases),
+		T(test_absorbed_equals_upprojected_random),
+		T(test_prefill_bf16_core),
+		T(test_model_decode_equals_prefill),
+		T(test_model_chunked_prefill),
+		T(test_model_mixed_batch),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

@@ -27,8 +27,8 @@ static struct pool *pool(void)
 
 static struct model *load(const char *name, enum dtype act, struct err *e)
 {
-	struct model_options o = {.act_dtype = act, .max_batch_tokens = 320, .max_seqs = 4, .max_model_len = 320,
-				  .pool = pool()};
+	struct model_options o = {
+		.act_dtype = act, .max_batch_tokens = 320, .max_seqs = 4, .max_model_len = 320, .pool = pool()};
 	struct model *m = NULL;
 	if (model_load(fixture_path(name), &o, &m, e))
 		return NULL;
@@ -80,11 +80,13 @@ static void check_prompts(const char *model, enum dtype act)
 	int all_rows = 0, all_within = 0, all_big = 0, all_agree = 0; /* bf16: pooled over prompts */
 	json_t *pr;
 	size_t pi;
-	json_array_foreach(json_object_get(p, "prompts"), pi, pr) {
+	json_array_foreach(json_object_get(p, "prompts"), pi, pr)
+	{
 		int n;
 		int32_t *tok = json_tokens(json_object_get(pr, "tokens"), &n);
 		char rel[256];
-		snprintf(rel, sizeof rel, "%s/golden/%s", model, json_string_value(json_object_get(pr, "logits_file")));
+		snprintf(rel, sizeof rel, "%s/golden/%s", model,
+			 json_string_value(json_object_get(pr, "logits_file")));
 		float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V);
 		float *out = malloc(sizeof(float) * (size_t)n * V);
 		struct fwd_seq s;
@@ -112,8 +114,8 @@ static void check_prompts(const char *model, enum dtype act)
 			} else {
 				/* expert flips between near-equal routing scores move a few rows by
 				 * several units (the oracle's own bf16 run has 6 of 64 such rows) */
-				EXPECTF(within * 10 >= n * 8, "%s %s: only %d of %d rows within 0.43 (worst %g)", model, name,
-					within, n, worst);
+				EXPECTF(within * 10 >= n * 8, "%s %s: only %d of %d rows within 0.43 (worst %g)",
+					model, name, within, n, worst);
 				all_rows += n;
 				all_within += within;
 				all_big += big_margin;
@@ -126,7 +128,8 @@ static void check_prompts(const char *model, enum dtype act)
 		free(tok);
 	}
 	if (act != DT_F32) {
-		EXPECTF(all_within * 10 >= all_rows * 9, "%s: only %d of %d rows within 0.43", model, all_within, all_rows);
+		EXPECTF(all_within * 10 >= all_rows * 9, "%s: only %d of %d rows within 0.43", model, all_within,
+			all_rows);
 		EXPECTF(all_agree * 10 >= all_big * 9, "%s: argmax agrees on %d of %d rows with margin > 0.5", model,
 			all_agree, all_big);
 	}
@@ -151,13 +154,13 @@ static void check_greedy(const char *model, const char *backend_name)
 	float *out = malloc(sizeof(float) * (size_t)320 * V);
 	json_t *res;
 	size_t ri;
-	json_array_foreach(json_object_get(gr, "results"), ri, res) {
+	json_array_foreach(json_object_get(gr, "results"), ri, res)
+	{
 		const char *name = json_string_value(json_object_get(res, "name"));
 		json_t *prompt = NULL, *pr;
 		size_t pi;
-		json_array_foreach(json_object_get(p, "prompts"), pi, pr)
-			if (!strcmp(json_string_value(json_object_get(pr, "name")), name))
-				prompt = pr;
+		json_array_foreach(json_object_get(p, "prompts"), pi,
+				   pr) if (!strcmp(json_string_value(json_object_get(pr, "name")), name)) prompt = pr;
 		EXPECT(prompt != NULL);
 		if (!prompt)
 			continue;
@@ -218,7 +221,8 @@ static void test_golden_v32_bf16(void)
 		int32_t *tok = fwd_prompt("tiny-v32", names[k], &n);
 		char rel[128];
 		snprintf(rel, sizeof rel, "tiny-v32/golden/%s.logits.f32", names[k]);
-		float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
+		float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V),
+		      *out = malloc(sizeof(float) * (size_t)n * V);
 		struct fwd_seq s;
 		EXPECT(tok && gold && fwd_seq_init(&s, model_config(m), n, DT_BF16, &e) == 0);
 		EXPECTF(fwd_step(m, &s, model_default_backend(m), tok, 0, n, 0, out, &e) == 0, "%s", e.msg);
@@ -305,8 +309,13 @@ static size_t dummy_case(const char *fixture)
 		struct pool *p1 = NULL;
 		if (r == 1)
 			EXPECT_EQ_INT(pool_new(1, &p1, &e), 0);
-		struct model_options o = {.act_dtype = DT_F32, .load_dummy = true, .dummy_seed = 7, .max_batch_tokens = 8,
-					  .max_seqs = 1, .max_model_len = 8, .pool = r ? p1 : pool()};
+		struct model_options o = {.act_dtype = DT_F32,
+					  .load_dummy = true,
+					  .dummy_seed = 7,
+					  .max_batch_tokens = 8,
+					  .max_seqs = 1,
+					  .max_model_len = 8,
+					  .pool = r ? p1 : pool()};
 		struct model *m = NULL;
 		EXPECTF(model_load(fixture_path(fixture), &o, &m, &e) == 0, "%s: %s", fixture, e.msg);
 		if (!m)
@@ -379,8 +388,15 @@ static void test_cmd_logits(void)
 				     {"--chunk", "1", "--attention-backend", "FLASH_ATTN_MLA"},
 				     {"--chunk", "17", "--threads", "1"}};
 	for (int v = 0; v < 4; v++) {
-		char *argv[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", list, "--out", out,
-				(char *)variants[v][0], (char *)variants[v][1], (char *)variants[v][2],
+		char *argv[] = {"logits",
+				(char *)fixture_path("tiny-v3"),
+				"--tokens",
+				list,
+				"--out",
+				out,
+				(char *)variants[v][0],
+				(char *)variants[v][1],
+				(char *)variants[v][2],
 				(char *)variants[v][3]};
 		EXPECT_EQ_INT(cmd_logits(10, argv), 0);
 		float *got = fwd_read_f32(out, (size_t)n * 1024);
@@ -393,8 +409,8 @@ static void test_cmd_logits(void)
 	/* errors: status 1 (a token outside the vocabulary, an unknown backend, a bad directory) */
 	char *bad1[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,99999", "--out", out};
 	EXPECT_EQ_INT(cmd_logits(6, bad1), 1);
-	char *bad2[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,1", "--out", out,
-			"--attention-backend", "NOPE"};
+	char *bad2[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,1", "--out",
+			out,      "--attention-backend",           "NOPE"};
 	EXPECT_EQ_INT(cmd_logits(8, bad2), 1);
 	char *bad3[] = {"logits", "/nonexistent-dir", "--tokens", "0,1", "--out", out};
 	EXPECT_EQ_INT(cmd_logits(6, bad3), 1);
@@ -445,13 +461,17 @@ static void test_prepack_skipped_when_memory_is_short(void)
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
-		T(test_golden_v3_f32), T(test_golden_v2_f32), T(test_golden_v3_fp8_f32), T(test_golden_r1_f32),
-		T(test_golden_v3_bf16), T(test_golden_v2_bf16), T(test_golden_v3_fp8_bf16), T(test_golden_r1_bf16),
-		T(test_greedy_v3), T(test_greedy_v2), T(test_greedy_v3_fp8), T(test_greedy_r1),
-		T(test_golden_v32_f32), T(test_golden_v32_bf16), T(test_greedy_v32), T(test_golden_v32_fp8_f32),
-		T(test_greedy_v32_fp8),
-		T(test_missing_tensor_error), T(test_dummy_deterministic), T(test_forward_rejects_bad_batch), T(test_cmd_logits),
-		T(test_prepack_skipped_when_memory_is_short),
+		T(test_golden_v3_f32),       T(test_golden_v2_f32),
+		T(test_golden_v3_fp8_f32),   T(test_golden_r1_f32),
+		T(test_golden_v3_bf16),      T(test_golden_v2_bf16),
+		T(test_golden_v3_fp8_bf16),  T(test_golden_r1_bf16),
+		T(test_greedy_v3),           T(test_greedy_v2),
+		T(test_greedy_v3_fp8),       T(test_greedy_r1),
+		T(test_golden_v32_f32),      T(test_golden_v32_bf16),
+		T(test_greedy_v32),          T(test_golden_v32_fp8_f32),
+		T(test_greedy_v32_fp8),      T(test_missing_tensor_error),
+		T(test_dummy_deterministic), T(test_forward_rejects_bad_batch),
+		T(test_cmd_logits),          T(test_prepack_skipped_when_memory_is_short),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

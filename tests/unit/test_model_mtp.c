@@ -22,16 +22,20 @@ static struct model *load(const char *name, bool mtp, struct err *e)
 {
 	if (!g_pool && pool_new(2, &g_pool, e))
 		return NULL;
-	struct model_options o = {.act_dtype = DT_F32, .max_batch_tokens = 128, .max_seqs = 64, .max_model_len = 128,
-				  .pool = g_pool, .load_mtp = mtp};
+	struct model_options o = {.act_dtype = DT_F32,
+				  .max_batch_tokens = 128,
+				  .max_seqs = 64,
+				  .max_model_len = 128,
+				  .pool = g_pool,
+				  .load_mtp = mtp};
 	struct model *m = NULL;
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
 
 /* tokens [start, start + q) through the model, then the MTP module over the positions of
  * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
-static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int n, int start,
-		 int q, float *mtp, struct err *e)
+static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int n,
+		 int start, int q, float *mtp, struct err *e)
 {
 	int32_t pos[128], rows[128], next[128], hid[128], qs[2] = {0, q}, sl[1] = {start + q};
 	int64_t slots[128];
@@ -44,9 +48,17 @@ static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *
 	}
 	bool decode = be && q == 1;
 	struct batch b = {.n_tokens = q, .tokens = tok + start, .positions = pos};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = q, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
-				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? q : 0,
-				    .dcp_size = 1, .local_seq_lens = sl};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = q,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = decode,
+				    .n_decode_tokens = decode ? q : 0,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
 	if (model_forward(m, &b, &s->kv, be, NULL, e))
 		return -1;
 	int k = start + q < n ? q : n - 1 - start; /* the last position has no next token */
@@ -55,11 +67,23 @@ static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *
 	qs[1] = k;
 	sl[0] = start + k;
 	decode = be && k == 1;
-	b = (struct batch){.n_tokens = k, .tokens = next, .positions = pos, .n_logits = k, .logits_rows = rows,
+	b = (struct batch){.n_tokens = k,
+			   .tokens = next,
+			   .positions = pos,
+			   .n_logits = k,
+			   .logits_rows = rows,
 			   .hidden_rows = hid};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = k, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
-				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = decode, .n_decode_tokens = decode ? k : 0,
-				    .dcp_size = 1, .local_seq_lens = sl};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = k,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = decode,
+				    .n_decode_tokens = decode ? k : 0,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
 	return model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
 }
 
@@ -71,11 +95,24 @@ static int chain(struct model *m, struct fwd_seq *s, const struct attn_backend *
 {
 	int32_t p[1] = {pos}, rows[1] = {0}, h[1] = {hid}, qs[2] = {0, 1}, sl[1] = {pos + 1};
 	int64_t slots[1] = {(int64_t)s->bt[pos / FWD_BS] * FWD_BS + pos % FWD_BS};
-	struct batch b = {.n_tokens = 1, .tokens = tok + pos + 1, .positions = p, .n_logits = 1, .logits_rows = rows,
-			  .hidden_rows = h, .hidden_from_mtp = true};
-	b.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = 1, .query_start = qs, .seq_lens = sl, .block_table = s->bt,
-				    .max_blocks = s->max_blocks, .slots = slots, .n_decodes = be != NULL,
-				    .n_decode_tokens = be != NULL, .dcp_size = 1, .local_seq_lens = sl};
+	struct batch b = {.n_tokens = 1,
+			  .tokens = tok + pos + 1,
+			  .positions = p,
+			  .n_logits = 1,
+			  .logits_rows = rows,
+			  .hidden_rows = h,
+			  .hidden_from_mtp = true};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = 1,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = be != NULL,
+				    .n_decode_tokens = be != NULL,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
 	return model_mtp_forward(m, &b, &s->kv, be, out, e);
 }
 
@@ -94,7 +131,8 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	int32_t *tok = fwd_prompt(main_fixture, name, &n);
 	char rel[256];
 	snprintf(rel, sizeof rel, "%s/golden/%s.mtp.f32", fixture, name);
-	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V), *out = malloc(sizeof(float) * 128 * (size_t)V);
+	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V),
+	      *out = malloc(sizeof(float) * 128 * (size_t)V);
 	float *gold_chain[3] = {NULL, NULL, NULL}; /* [depth][n - 1 - depth, V] */
 	for (int d = 1; d <= 2; d++) {
 		snprintf(rel, sizeof rel, "%s/golden/%s.chain%d.f32", fixture, name, d);
@@ -135,8 +173,8 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 		first_chunk, step, be ? be->name : "prefill path", n_chained, chain_worst);
 	for (int d = 1; d <= 2; d++)
 		free(gold_chain[d]);
-	EXPECTF(worst < 1e-3f, "%s %s (first %d, then %d, %s): MTP logits differ from the reference by %g", fixture, name,
-		first_chunk, step, be ? be->name : "prefill path", worst);
+	EXPECTF(worst < 1e-3f, "%s %s (first %d, then %d, %s): MTP logits differ from the reference by %g", fixture,
+		name, first_chunk, step, be ? be->name : "prefill path", worst);
 	fwd_seq_fini(&s);
 	free(tok);
 	free(gold);
@@ -193,9 +231,16 @@ static void test_main_logits_unchanged(void)
 		int64_t slots[17];
 		for (int i = 0; i < 17; i++)
 			pos[i] = rows[i] = i, slots[i] = (int64_t)sb.bt[i / FWD_BS] * FWD_BS + i % FWD_BS;
-		struct batch bt = {.n_tokens = 17, .tokens = tok, .positions = pos, .n_logits = 17, .logits_rows = rows};
-		bt.attn = (struct attn_meta){.n_seqs = 1, .n_tokens = 17, .query_start = qs, .seq_lens = sl,
-					     .block_table = sb.bt, .max_blocks = sb.max_blocks, .slots = slots, .dcp_size = 1,
+		struct batch bt = {
+			.n_tokens = 17, .tokens = tok, .positions = pos, .n_logits = 17, .logits_rows = rows};
+		bt.attn = (struct attn_meta){.n_seqs = 1,
+					     .n_tokens = 17,
+					     .query_start = qs,
+					     .seq_lens = sl,
+					     .block_table = sb.bt,
+					     .max_blocks = sb.max_blocks,
+					     .slots = slots,
+					     .dcp_size = 1,
 					     .local_seq_lens = sl};
 		EXPECT(model_forward(b, &bt, &sb.kv, NULL, lb, &e) == 0);
 		EXPECT(memcmp(la, lb, sizeof(float) * 17 * 1024) == 0);
@@ -236,8 +281,11 @@ static void test_load_errors(void)
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
-		T(test_mtp_whole_and_chunked), T(test_mtp_decodes_every_backend), T(test_main_logits_unchanged),
-		T(test_load_errors), T(test_mtp_v32),
+		T(test_mtp_whole_and_chunked),
+		T(test_mtp_decodes_every_backend),
+		T(test_main_logits_unchanged),
+		T(test_load_errors),
+		T(test_mtp_v32),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

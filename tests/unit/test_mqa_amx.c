@@ -46,8 +46,8 @@ static void fx_make(struct fx *f, int L, int bs, enum bt_mode mode)
 		}
 	for (int b = 0; b < nb; b++) /* swap pairs: 1 3 2 4 5 7 6 8 ..., a 16-key group's ends still 15 rows apart */
 		f->bt[b] = mode == BT_SWAP_PAIRS && b % 4 == 1 && b + 1 < nb ? perm[b + 1]
-			   : mode == BT_SWAP_PAIRS && b % 4 == 2		  ? perm[b - 1]
-										  : perm[b];
+			   : mode == BT_SWAP_PAIRS && b % 4 == 2             ? perm[b - 1]
+									     : perm[b];
 	free(perm);
 	float r[576];
 	for (int p = 0; p < L; p++) {
@@ -78,9 +78,20 @@ static void run(const struct fx *f, const float *q, int H, int nt, const int32_t
 	memset(ws + sb, 0xA5, 64);
 	for (int d = 0; d < GUARD_ROWS * f->dv; d++)
 		out[(size_t)nr * f->dv + d] = 12345.0f;
-	struct mqa_job j = {.kv = &f->kv, .layer = 1, .bt = f->bt, .scale = 2.0f / sqrtf((float)f->row), .q = q,
-			    .n_tok = nt, .n_heads = H, .vis = vis, .k_begin = kb, .k_end = ke, .out = out,
-			    .lse = lse, .q_bf16 = true, .p_bf16 = pb};
+	struct mqa_job j = {.kv = &f->kv,
+			    .layer = 1,
+			    .bt = f->bt,
+			    .scale = 2.0f / sqrtf((float)f->row),
+			    .q = q,
+			    .n_tok = nt,
+			    .n_heads = H,
+			    .vis = vis,
+			    .k_begin = kb,
+			    .k_end = ke,
+			    .out = out,
+			    .lse = lse,
+			    .q_bf16 = true,
+			    .p_bf16 = pb};
 	mqa_run_at(&j, ws, lv);
 	int guard = 1;
 	for (int i = 0; i < 64; i++)
@@ -153,8 +164,9 @@ static void check_case(const struct tcase *c)
 		double dl0 = max_diff(l0, la, nr), dld = max_diff(ld, la, nr), md = mean_diff(od, oa, no);
 		EXPECTF(d0 <= tp && dl0 <= 1e-4, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs portable: out %g lse %g",
 			c->H, c->nt, c->bs, c->L, c->kb, c->ke, pb, d0, dl0);
-		EXPECTF(dd <= td && dld <= 1e-4, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: out %g lse %g",
-			c->H, c->nt, c->bs, c->L, c->kb, c->ke, pb, dd, dld);
+		EXPECTF(dd <= td && dld <= 1e-4,
+			"H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: out %g lse %g", c->H, c->nt, c->bs,
+			c->L, c->kb, c->ke, pb, dd, dld);
 		/* the same products and roundings as avx512_bf16, only summed in another order: the
 		 * outputs agree far closer on average (a lost key or column would not). Past 32 heads
 		 * AMX's key blocks are 256 wide (mqa_run_at), avx512_bf16's 64, so P rounds at other
@@ -162,11 +174,11 @@ static void check_case(const struct tcase *c)
 		 * column would add ~1e-3) */
 		if (pb && c->H > 32) {
 			double ma = mean_diff(o0, oa, no), mb = mean_diff(o0, od, no);
-			EXPECTF(ma <= 1.25 * mb + 1e-7, "H %d nt %d L %d: mean |diff| to fp32 %g, avx512_bf16's %g", c->H,
-				c->nt, c->L, ma, mb);
+			EXPECTF(ma <= 1.25 * mb + 1e-7, "H %d nt %d L %d: mean |diff| to fp32 %g, avx512_bf16's %g",
+				c->H, c->nt, c->L, ma, mb);
 		} else {
-			EXPECTF(md <= 1e-6, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: mean |diff| %g", c->H,
-				c->nt, c->bs, c->L, c->kb, c->ke, pb, md);
+			EXPECTF(md <= 1e-6, "H %d nt %d bs %d L %d [%d,%d) p_bf16 %d vs avx512_bf16: mean |diff| %g",
+				c->H, c->nt, c->bs, c->L, c->kb, c->ke, pb, md);
 		}
 		/* the tiles ran: their fp32 sums go in another order than the vdpbf16ps ones */
 		EXPECTF(empty || memcmp(od, oa, 4 * no), "H %d nt %d L %d p_bf16 %d: bit-identical to avx512_bf16",
@@ -201,10 +213,8 @@ static void test_amx_decode_shapes(void)
 	/* one decode token per job: 16 heads (one row group), 128 (8 groups), an odd count
 	 * (a group of 3 rows); pages of 16 and 64, ranges that end inside a key group */
 	static const struct tcase cs[] = {
-		{16, 1, 16, 512, 0, 512, BT_RANDOM, {0}},
-		{16, 1, 64, 203, 0, 203, BT_RANDOM, {0}},
-		{128, 1, 64, 700, 64, 637, BT_RANDOM, {0}},
-		{128, 1, 16, 129, 0, 129, BT_RANDOM, {0}},
+		{16, 1, 16, 512, 0, 512, BT_RANDOM, {0}},   {16, 1, 64, 203, 0, 203, BT_RANDOM, {0}},
+		{128, 1, 64, 700, 64, 637, BT_RANDOM, {0}}, {128, 1, 16, 129, 0, 129, BT_RANDOM, {0}},
 		{3, 1, 16, 77, 0, 77, BT_RANDOM, {0}},
 	};
 	for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
@@ -219,12 +229,9 @@ static void test_amx_multi_token(void)
 	 * 16 (a last group of 4, 12, 9 or 4 rows) for both value kernels (up to 2 row groups
 	 * and more), k_begin > 0 and off the 16-key grid (copied key groups) */
 	static const struct tcase cs[] = {
-		{16, 3, 16, 260, 0, 260, BT_RANDOM, {0}},
-		{5, 4, 64, 150, 37, 150, BT_RANDOM, {0}},
-		{3, 4, 16, 100, 6, 100, BT_RANDOM, {0}},
-		{128, 2, 16, 300, 6, 300, BT_RANDOM, {0}},
-		{3, 3, 64, 65, 1, 65, BT_RANDOM, {0}},
-		{9, 4, 16, 180, 6, 180, BT_RANDOM, {0}},
+		{16, 3, 16, 260, 0, 260, BT_RANDOM, {0}}, {5, 4, 64, 150, 37, 150, BT_RANDOM, {0}},
+		{3, 4, 16, 100, 6, 100, BT_RANDOM, {0}},  {128, 2, 16, 300, 6, 300, BT_RANDOM, {0}},
+		{3, 3, 64, 65, 1, 65, BT_RANDOM, {0}},    {9, 4, 16, 180, 6, 180, BT_RANDOM, {0}},
 	};
 	for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
 		check_case(&cs[i]);

@@ -64,7 +64,8 @@ static void wbuf_make(struct wbuf *b, enum dtype dt, int rows, int cols)
 		}
 		}
 	}
-	b->w = (struct wmat){.dtype = dt, .data = b->data, .rows = rows, .cols = cols, .ld = cols, .blk_r = 128, .blk_c = 128};
+	b->w = (struct wmat){
+		.dtype = dt, .data = b->data, .rows = rows, .cols = cols, .ld = cols, .blk_r = 128, .blk_c = 128};
 	if (dt == DT_F8_E4M3) {
 		int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
 		b->scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
@@ -130,7 +131,8 @@ static void check_gemm_x(enum dtype dt, int rows, int cols, int r0, int nr, int 
 			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
 			double err = rel_err(y, ref, n, ldy, nr);
 			EXPECTF(err < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d x_bf16 %d level %s: rel err %g",
-				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf, ops_level_name((enum ops_level)lvl), err);
+				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf,
+				ops_level_name((enum ops_level)lvl), err);
 			/* accumulate adds onto y */
 			j.accumulate = 1;
 			ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
@@ -211,7 +213,13 @@ static void check_gemm_every_n_x(enum dtype dt, int rows, int cols, int r0, int 
 		for (int lvl = OPS_PORTABLE; lvl <= (int)ops_level_best(); lvl++) {
 			for (int i = 0; i < 64 * ldy; i++)
 				y[i] = 0.5f;
-			struct gemm_job j = {.w = &v, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = n & 1,
+			struct gemm_job j = {.w = &v,
+					     .x = x,
+					     .ldx = ldx,
+					     .y = y,
+					     .ldy = ldy,
+					     .n = n,
+					     .accumulate = n & 1,
 					     .x_bf16 = xbf};
 			ops_gemm_multi_at((enum ops_level)lvl, g_pool, 1, &j);
 			double num = 0, den = 1e-30;
@@ -228,8 +236,8 @@ static void check_gemm_every_n_x(enum dtype dt, int rows, int cols, int r0, int 
 					den = fmax(den, fabs(want));
 				}
 			EXPECTF(num / den < 2e-6, "%s %dx%d view (%d+%d, %d+%d) n=%d x_bf16 %d level %s: rel err %g",
-				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf, ops_level_name((enum ops_level)lvl),
-				num / den);
+				dtype_name(dt), rows, cols, r0, nr, c0, nc, n, xbf,
+				ops_level_name((enum ops_level)lvl), num / den);
 			EXPECTF(untouched, "%s n=%d level %s: wrote outside the job", dtype_name(dt), n,
 				ops_level_name((enum ops_level)lvl));
 		}
@@ -269,8 +277,15 @@ static void test_gemm_multi_mixed(void)
 	gemm_naive(&b.w, x, COLS, 64, ref, ROWS);
 	struct gemm_job j[NJ];
 	for (int i = 0; i < NJ; i++)
-		j[i] = (struct gemm_job){.w = &b.w, .x = x, .ldx = COLS, .y = y + (size_t)i * 64 * ROWS, .ldy = ROWS,
-					 .n = i == NJ - 1 ? 64 : i % 7 == 3 ? 0 : 1 + i % 3, .accumulate = i & 1};
+		j[i] = (struct gemm_job){.w = &b.w,
+					 .x = x,
+					 .ldx = COLS,
+					 .y = y + (size_t)i * 64 * ROWS,
+					 .ldy = ROWS,
+					 .n = i == NJ - 1  ? 64
+					      : i % 7 == 3 ? 0
+							   : 1 + i % 3,
+					 .accumulate = i & 1};
 	for (int rep = 0; rep < 8; rep++) {
 		for (size_t i = 0; i < (size_t)NJ * 64 * ROWS; i++)
 			y[i] = 1.0f;
@@ -299,8 +314,15 @@ static void test_fp8_all_bytes(void)
 		wq[i] = (i & 0x7f) == 0x7f ? 0 : (uint8_t)i; /* NaN bytes would poison the sum */
 		x[i] = 0;
 	}
-	struct wmat w = {.dtype = DT_F8_E4M3, .data = wq, .rows = 1, .cols = 256, .ld = 256, .scale = &sc,
-			 .scale_ld = 1, .blk_r = 256, .blk_c = 256};
+	struct wmat w = {.dtype = DT_F8_E4M3,
+			 .data = wq,
+			 .rows = 1,
+			 .cols = 256,
+			 .ld = 256,
+			 .scale = &sc,
+			 .scale_ld = 1,
+			 .blk_r = 256,
+			 .blk_c = 256};
 	for (int i = 0; i < 256; i++) {
 		if ((i & 0x7f) == 0x7f)
 			continue;
@@ -320,8 +342,8 @@ static void test_fp8_all_bytes(void)
  * byte value at every one of a step's 64 positions, the other positions random (a wrong
  * lane or byte order shows up as a wrong word). Returns a bitmask: 1 the arithmetic
  * decoder wrong, 2 the lookups wrong. */
-static __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi"))) int
-fp8_decoders_differ(const uint8_t raw[64])
+static __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi"))) int fp8_decoders_differ(
+	const uint8_t raw[64])
 {
 	_Alignas(64) uint16_t want[2][32], got[2][2][32];
 	for (int q = 0; q < 32; q++)
@@ -363,7 +385,8 @@ static void test_fp8_vbmi_decode(void)
 			int d = fp8_decoders_differ(raw);
 			bad[0] += d & 1, bad[1] += d >> 1;
 		}
-	EXPECTF(bad[0] == 0 && bad[1] == 0, "of 16384 steps %d (arithmetic) and %d (lookups) decode wrong", bad[0], bad[1]);
+	EXPECTF(bad[0] == 0 && bad[1] == 0, "of 16384 steps %d (arithmetic) and %d (lookups) decode wrong", bad[0],
+		bad[1]);
 }
 
 /* Kernels keep their big scratch per thread on the heap (ops/scratch.h), not in static TLS:
@@ -378,7 +401,8 @@ static void *gemm_small_stack(void *arg)
 	struct small_stack_run *r = arg;
 	struct wbuf b;
 	wbuf_make(&b, DT_BF16, 70, 600);
-	float *x = malloc(sizeof(float) * 64 * 600), *y = malloc(sizeof(float) * 64 * 70), *ref = malloc(sizeof(float) * 64 * 70);
+	float *x = malloc(sizeof(float) * 64 * 600), *y = malloc(sizeof(float) * 64 * 70),
+	      *ref = malloc(sizeof(float) * 64 * 70);
 	for (int i = 0; i < 64 * 600; i++)
 		x[i] = frand();
 	ops_round_bf16(x, 64 * 600);
@@ -387,7 +411,8 @@ static void *gemm_small_stack(void *arg)
 	int ns[] = {1, 5, 16, 64}; /* single tile, row blocks, packed */
 	for (int xbf = 0; xbf < 2; xbf++)
 		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-			struct gemm_job j = {.w = &b.w, .x = x, .ldx = 600, .y = y, .ldy = 70, .n = ns[i], .x_bf16 = xbf};
+			struct gemm_job j = {
+				.w = &b.w, .x = x, .ldx = 600, .y = y, .ldy = 70, .n = ns[i], .x_bf16 = xbf};
 			ops_gemm_multi(NULL, 1, &j);
 			r->err = fmax(r->err, rel_err(y, ref, ns[i], 70, 70));
 		}
@@ -427,7 +452,10 @@ static void test_dispatch_level(void)
 		if (amx && ops_level_best() == OPS_AMX)
 			EXPECT_EQ_INT(ops_level_best(), OPS_AMX);
 		else
-			EXPECT_EQ_INT(ops_level_best(), bf16 ? OPS_AVX512_BF16 : avx512 ? OPS_AVX512 : avx2 ? OPS_AVX2 : OPS_PORTABLE);
+			EXPECT_EQ_INT(ops_level_best(), bf16     ? OPS_AVX512_BF16
+							: avx512 ? OPS_AVX512
+							: avx2   ? OPS_AVX2
+								 : OPS_PORTABLE);
 	}
 	printf("  dispatch level on this CPU: %s\n", ops_level_name(ops_level_best()));
 	EXPECT(ops_level_name(OPS_PORTABLE) != NULL);
@@ -435,9 +463,15 @@ static void test_dispatch_level(void)
 
 static struct rope_params yarn(float mscale_all_dim)
 {
-	return (struct rope_params){.dim = 64, .theta = 10000, .yarn = true, .factor = 40,
-				    .original_max_position = 4096, .beta_fast = 32, .beta_slow = 1,
-				    .mscale = mscale_all_dim, .mscale_all_dim = mscale_all_dim};
+	return (struct rope_params){.dim = 64,
+				    .theta = 10000,
+				    .yarn = true,
+				    .factor = 40,
+				    .original_max_position = 4096,
+				    .beta_fast = 32,
+				    .beta_slow = 1,
+				    .mscale = mscale_all_dim,
+				    .mscale_all_dim = mscale_all_dim};
 }
 
 static void test_yarn_frequencies(void)
@@ -532,8 +566,8 @@ static void test_softmax_to_bf16(void)
 				uint16_t want = k >= n || (u & 0x7f800000u) == 0 ? 0 : (uint16_t)(u >> 16);
 				bad += w[k] != want;
 			}
-			EXPECTF(!bad && (la == lb || (isinf(la) && isinf(lb))), "n=%d variant %d: %d words differ, lse %g vs %g",
-				n, v, bad, la, lb);
+			EXPECTF(!bad && (la == lb || (isinf(la) && isinf(lb))),
+				"n=%d variant %d: %d words differ, lse %g vs %g", n, v, bad, la, lb);
 		}
 	free(a), free(b), free(w);
 }
@@ -583,8 +617,13 @@ static void test_route_ties_lower_index(void)
 	float logits[8] = {0.5f, 1.0f, 1.0f, 0.2f, 1.0f, -1, -2, 0.9f};
 	int ids[3];
 	float w[3];
-	struct route_params p = {.n_experts = 8, .top_k = 3, .n_group = 1, .topk_group = 1, .sigmoid = false,
-				 .norm_topk_prob = false, .routed_scaling_factor = 1.0f};
+	struct route_params p = {.n_experts = 8,
+				 .top_k = 3,
+				 .n_group = 1,
+				 .topk_group = 1,
+				 .sigmoid = false,
+				 .norm_topk_prob = false,
+				 .routed_scaling_factor = 1.0f};
 	ops_moe_route(&p, logits, ids, w);
 	EXPECT_EQ_INT(ids[0], 1);
 	EXPECT_EQ_INT(ids[1], 2);
@@ -605,8 +644,14 @@ static void test_route_groups_bias_and_masking(void)
 	float bias[8] = {0, 0, -0.6f, -0.6f, -0.5f, -0.5f, -0.3f, -0.3f};
 	int ids[3];
 	float w[3];
-	struct route_params p = {.n_experts = 8, .top_k = 3, .n_group = 4, .topk_group = 2, .sigmoid = true,
-				 .norm_topk_prob = true, .routed_scaling_factor = 2.5f, .bias = bias};
+	struct route_params p = {.n_experts = 8,
+				 .top_k = 3,
+				 .n_group = 4,
+				 .topk_group = 2,
+				 .sigmoid = true,
+				 .norm_topk_prob = true,
+				 .routed_scaling_factor = 2.5f,
+				 .bias = bias};
 	ops_moe_route(&p, logits, ids, w);
 	/* biased: e0 .953, e1 .047 (g0 sum 1.0); e2,e3 .131 (g1 .262); e4,e5 .122 (g2 .245);
 	 * e6,e7 -.282 (g3 -.564). Kept groups: 0 and 1 → experts 0, 2, 3 */
@@ -641,8 +686,13 @@ static void test_route_group_max_softmax(void)
 	float logits[6] = {1.0f, 0.0f, 0.0f, 2.0f, 0.5f, 0.9f};
 	int ids[2];
 	float w[2];
-	struct route_params p = {.n_experts = 6, .top_k = 2, .n_group = 3, .topk_group = 1, .sigmoid = false,
-				 .norm_topk_prob = false, .routed_scaling_factor = 16.0f};
+	struct route_params p = {.n_experts = 6,
+				 .top_k = 2,
+				 .n_group = 3,
+				 .topk_group = 1,
+				 .sigmoid = false,
+				 .norm_topk_prob = false,
+				 .routed_scaling_factor = 16.0f};
 	ops_moe_route(&p, logits, ids, w);
 	/* group maxes: 1.0, 2.0, 0.9 → only group 1 (experts 2, 3) */
 	EXPECT_EQ_INT(ids[0], 3);
@@ -708,7 +758,8 @@ static void test_silu_mul_range(void)
 				continue;
 			}
 			double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * (double)u[i];
-			EXPECTF(fabs(o[i] - want) <= 4e-7 * fabs(want) + 1e-35, /* past -88: ~1e-37, not 0 */ "n=%d silu(%g)*%g = %.9g, want %.9g", n, g[i], u[i],
+			EXPECTF(fabs(o[i] - want) <= 4e-7 * fabs(want) + 1e-35,
+				/* past -88: ~1e-37, not 0 */ "n=%d silu(%g)*%g = %.9g, want %.9g", n, g[i], u[i],
 				o[i], want);
 		}
 	}
@@ -722,10 +773,9 @@ static void test_silu_mul_range(void)
  * quiet, denormals, and a tail shorter than a vector. */
 static void test_round_bf16_specials(void)
 {
-	uint32_t bits[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
-			   0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
-			   0xffa00001u, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u, 0x4b7fffffu,
-			   0xc0490fdbu, 0x3eaaaaabu, 0x7f7f8000u};
+	uint32_t bits[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x7f7fffffu,
+			   0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffa00001u, 0x00000001u,
+			   0x807fffffu, 0x00008000u, 0x00018000u, 0x4b7fffffu, 0xc0490fdbu, 0x3eaaaaabu, 0x7f7f8000u};
 	enum { N = sizeof bits / sizeof bits[0] };
 	float x[N + 40], want[N + 40];
 	for (int i = 0; i < N + 40; i++) {
@@ -754,11 +804,31 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_gemm_f32), T(test_gemm_bf16), T(test_gemm_f16), T(test_gemm_fp8_edge_blocks),
-		T(test_gemm_fp8_tp_slices), T(test_gemm_bf16_slices), T(test_gemm_multi), T(test_gemm_every_n), T(test_gemm_multi_mixed), T(test_fp8_all_bytes), T(test_fp8_vbmi_decode),
-		T(test_gemm_in_small_stack_thread), T(test_dispatch_level), T(test_yarn_frequencies), T(test_yarn_low_equals_high), T(test_softmax_scales), T(test_softmax_scaled_bits), T(test_softmax_to_bf16),
-		T(test_rope_interleaved), T(test_route_ties_lower_index), T(test_route_groups_bias_and_masking),
-		T(test_route_group_max_softmax), T(test_vec_ops), T(test_round_bf16_specials), T(test_silu_mul_range),
+		T(test_gemm_f32),
+		T(test_gemm_bf16),
+		T(test_gemm_f16),
+		T(test_gemm_fp8_edge_blocks),
+		T(test_gemm_fp8_tp_slices),
+		T(test_gemm_bf16_slices),
+		T(test_gemm_multi),
+		T(test_gemm_every_n),
+		T(test_gemm_multi_mixed),
+		T(test_fp8_all_bytes),
+		T(test_fp8_vbmi_decode),
+		T(test_gemm_in_small_stack_thread),
+		T(test_dispatch_level),
+		T(test_yarn_frequencies),
+		T(test_yarn_low_equals_high),
+		T(test_softmax_scales),
+		T(test_softmax_scaled_bits),
+		T(test_softmax_to_bf16),
+		T(test_rope_interleaved),
+		T(test_route_ties_lower_index),
+		T(test_route_groups_bias_and_masking),
+		T(test_route_group_max_softmax),
+		T(test_vec_ops),
+		T(test_round_bf16_specials),
+		T(test_silu_mul_range),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

@@ -22,10 +22,7 @@ static uint32_t rbits(void)
 	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
 	return (uint32_t)(rng_state >> 33);
 }
-static float frand(void) /* uniform [-1, 1) */
-{
-	return (float)(rbits() & 0xffffff) / (float)(1 << 23) - 1.0f;
-}
+static float frand(void) /* uniform [-1, 1) */ { return (float)(rbits() & 0xffffff) / (float)(1 << 23) - 1.0f; }
 
 static struct pool *g_pool;
 
@@ -128,9 +125,9 @@ static void run_check(enum ops_level lvl, struct pool *p, struct gemm_job j, con
 			num = isnan(got) ? INFINITY : fmax(num, d);
 			den = fmax(den, fabs(want));
 		}
-	EXPECTF(num / den < 2e-6, "%s: %dx%d (packed %s) n=%d ldx=%d ldy=%d acc=%d level %s pool %s: rel err %g",
-		what, rows, j.w->cols, j.w->packed ? "yes" : "no", j.n, j.ldx, j.ldy, j.accumulate,
-		ops_level_name(lvl), p ? "2" : "none", num / den);
+	EXPECTF(num / den < 2e-6, "%s: %dx%d (packed %s) n=%d ldx=%d ldy=%d acc=%d level %s pool %s: rel err %g", what,
+		rows, j.w->cols, j.w->packed ? "yes" : "no", j.n, j.ldx, j.ldy, j.accumulate, ops_level_name(lvl),
+		p ? "2" : "none", num / den);
 	EXPECTF(untouched, "%s: %dx%d n=%d level %s: wrote y past the view's rows", what, rows, j.w->cols, j.n,
 		ops_level_name(lvl));
 }
@@ -154,9 +151,10 @@ static int check_layout(const struct wmat *w, const uint32_t *pk)
 				}
 				uint32_t want = lo | hi << 16, got = pk[((size_t)rb * P + p) * PREPACK_ROWS + r];
 				if (got != want && bad++ < 3)
-					harness_fail(__FILE__, __LINE__,
-						     "%dx%d (ld %lld): block %d pair %d row %d: 0x%08x, expected 0x%08x",
-						     w->rows, w->cols, (long long)w->ld, rb, p, r, got, want);
+					harness_fail(
+						__FILE__, __LINE__,
+						"%dx%d (ld %lld): block %d pair %d row %d: 0x%08x, expected 0x%08x",
+						w->rows, w->cols, (long long)w->ld, rb, p, r, got, want);
 			}
 	return bad;
 }
@@ -188,7 +186,9 @@ static void test_layout_view(void)
 {
 	struct pbuf b;
 	pbuf_make(&b, 100, 150);
-	struct { int r0, nr, c0, nc; } vs[] = {{13, 50, 7, 101}, {0, 33, 1, 2}, {64, 36, 149, 1}, {31, 1, 20, 129}};
+	struct {
+		int r0, nr, c0, nc;
+	} vs[] = {{13, 50, 7, 101}, {0, 33, 1, 2}, {64, 36, 149, 1}, {31, 1, 20, 129}};
 	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
 		struct wmat v = wmat_view(&b.w, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
 		EXPECT_EQ_INT(prepack_bytes(&v),
@@ -303,9 +303,11 @@ static void test_x_padding_not_read(void)
 			ref_gemm(&b.w, x, ldx, 64, ref, R);
 			for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
 				float *y = malloc(sizeof(float) * (size_t)ns[i] * (size_t)R);
-				struct gemm_job j = {.w = &b.w, .x = x, .ldx = ldx, .y = y, .ldy = R, .n = ns[i], .x_bf16 = 1};
+				struct gemm_job j = {
+					.w = &b.w, .x = x, .ldx = ldx, .y = y, .ldy = R, .n = ns[i], .x_bf16 = 1};
 				for (int l = 0; l < N_LEVELS; l++)
-					run_check(levels[l], g_pool, j, ref, R, tight ? "ldx == cols" : "NaN x padding");
+					run_check(levels[l], g_pool, j, ref, R,
+						  tight ? "ldx == cols" : "NaN x padding");
 				free(y);
 			}
 			free(x);
@@ -325,13 +327,15 @@ static void test_x_padding_not_read(void)
 static void test_prepack_f32_words(void)
 {
 	static const float special[] = {NAN, -INFINITY, INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f, 65504.0f};
-	int shapes[][4] = {{70, 67, 0, 67}, {33, 200, 64, 136}, {16, 9, 2, 7}, {100, 2, 0, 2}}; /* rows, cols, c0, nc */
+	int shapes[][4] = {
+		{70, 67, 0, 67}, {33, 200, 64, 136}, {16, 9, 2, 7}, {100, 2, 0, 2}}; /* rows, cols, c0, nc */
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
 		int R = shapes[si][0], C = shapes[si][1], c0 = shapes[si][2], nc = shapes[si][3], P = prepack_pairs(C);
 		float *f = malloc(sizeof(float) * (size_t)R * C), *ft = malloc(sizeof(float) * (size_t)R * C);
 		for (int r = 0; r < R; r++)
 			for (int c = 0; c < C; c++) {
-				float v = (r * 7 + c) % 13 == 5 ? special[(r + c) % 8] : (float)(rbits() >> 8) * 1.1920929e-7f - 1.0f;
+				float v = (r * 7 + c) % 13 == 5 ? special[(r + c) % 8]
+								: (float)(rbits() >> 8) * 1.1920929e-7f - 1.0f;
 				f[(size_t)r * C + c] = ft[(size_t)c * R + r] = v;
 			}
 		size_t words = (size_t)(R + 31) / 32 * 32 * (size_t)P;
@@ -342,8 +346,13 @@ static void test_prepack_f32_words(void)
 		int bad = 0;
 		for (int r = 0; r < (R + 31) / 32 * 32; r++)
 			for (int c = c0; c < c0 + nc; c += 2) {
-				uint32_t want = r >= R ? 0 : (uint32_t)f32_to_bf16(f[(size_t)r * C + c]) |
-					(c + 1 < c0 + nc ? (uint32_t)f32_to_bf16(f[(size_t)r * C + c + 1]) << 16 : 0);
+				uint32_t want =
+					r >= R ? 0
+					       : (uint32_t)f32_to_bf16(f[(size_t)r * C + c]) |
+							 (c + 1 < c0 + nc
+								  ? (uint32_t)f32_to_bf16(f[(size_t)r * C + c + 1])
+									    << 16
+								  : 0);
 				size_t at = ((size_t)(r / 32) * P + (size_t)c / 2) * 32 + (size_t)(r % 32);
 				bad += (p1[at] != want) + (p2[at] != want);
 			}
@@ -376,7 +385,11 @@ static void test_prepack_f32_and_1t(void)
 			"%dx%d: prepack_f32 differs from prepack_weights", R, C);
 		if (ops_level_best() >= OPS_AVX512_BF16)
 			for (int nc = C; nc >= 1; nc = nc > 1 ? nc / 2 : 0) { /* the full width, then prefixes */
-				struct wmat w = {.dtype = DT_BF16, .rows = R, .cols = C, .ld = C, .packed = p1,
+				struct wmat w = {.dtype = DT_BF16,
+						 .rows = R,
+						 .cols = C,
+						 .ld = C,
+						 .packed = p1,
 						 .packed_pairs = prepack_pairs(C)};
 				struct wmat v = wmat_view(&w, 0, R, 0, nc);
 				struct wmat ref_w = wmat_view(&b.w, 0, R, 0, nc);
@@ -385,7 +398,8 @@ static void test_prepack_f32_and_1t(void)
 				double *ref = malloc(sizeof(double) * (size_t)n * R);
 				uint16_t *xb = malloc(sizeof(uint16_t) * prepack_x_elems(n, nc));
 				ref_gemm(&ref_w, x, nc + 3, n, ref, R);
-				struct gemm_job j = {.w = &v, .x = x, .ldx = nc + 3, .y = y, .ldy = R, .n = n, .x_bf16 = 1};
+				struct gemm_job j = {
+					.w = &v, .x = x, .ldx = nc + 3, .y = y, .ldy = R, .n = n, .x_bf16 = 1};
 				prepack_gemm_1t(&j, xb);
 				double worst = 0, big = 1e-30; /* error relative to the largest output */
 				for (int i = 0; i < n * R; i++) {
@@ -418,9 +432,18 @@ static void test_fp8(void)
 	float *scale = malloc(sizeof(float) * (size_t)sr * sc);
 	for (int i = 0; i < sr * sc; i++)
 		scale[i] = 0.01f * (float)(i + 1);
-	struct wmat full = {.dtype = DT_F8_E4M3, .data = d, .rows = R, .cols = C, .ld = C, .scale = scale,
-			    .scale_ld = sc, .blk_r = 128, .blk_c = 128};
-	struct { int r0, nr, c0, nc; } vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
+	struct wmat full = {.dtype = DT_F8_E4M3,
+			    .data = d,
+			    .rows = R,
+			    .cols = C,
+			    .ld = C,
+			    .scale = scale,
+			    .scale_ld = sc,
+			    .blk_r = 128,
+			    .blk_c = 128};
+	struct {
+		int r0, nr, c0, nc;
+	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
 	int ns[] = {1, 3, 8, 9, 17, 40, 100, 200, 600}; /* 200, 600: AMX groups of blocks, one and two token groups */
 	for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
 		struct wmat v = wmat_view(&full, vs[vi].r0, vs[vi].nr, vs[vi].c0, vs[vi].nc);
@@ -429,21 +452,28 @@ static void test_fp8(void)
 		EXPECT(prepack_wanted(&v, true) == (ops_level_best() >= OPS_AVX512_BF16 || avx2));
 		uint32_t *pk = pk_alloc(prepack_bytes(&v));
 		prepack_weights(&v, pk, vi & 1 ? g_pool : NULL);
-		EXPECT(v.packed_kind == (ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP));
+		EXPECT(v.packed_kind ==
+		       (ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP));
 		/* layout */
 		const uint8_t *b8 = (const uint8_t *)pk;
 		int P = prepack_pairs(v.cols), S = (v.cols + 127) / 128, bad = 0;
 		for (int r = 0; r < (v.rows + 31) / 32 * 32; r++) {
 			for (int c = 0; c < 2 * P; c++) {
-				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c] : 0;
+				uint8_t want = r < v.rows && c < v.cols ? ((const uint8_t *)v.data)[(size_t)r * C + c]
+									: 0;
 				/* rows 0-15 of the block at even bytes, 16-31 at odd ones (ops/prepack.h) */
 				size_t q = 2 * (size_t)(r % 16) + (size_t)(c & 1), half = (size_t)(r % 32) / 16;
-				size_t at = v.packed_kind == PREPACK_KIND_FP8_AVX2 ? 32 * half + 16 * (size_t)(c & 1) + (size_t)(r % 16) : 2 * q + half;
+				size_t at = v.packed_kind == PREPACK_KIND_FP8_AVX2
+						    ? 32 * half + 16 * (size_t)(c & 1) + (size_t)(r % 16)
+						    : 2 * q + half;
 				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + at] != want;
 			}
 			for (int g = 0; g < S; g++) {
-				float want = r < v.rows ? scale[(size_t)((v.row0 + r) / 128) * sc + (size_t)((v.col0 + g * 128) / 128)] : 0.0f;
-				bad += v.packed_scale[((size_t)(r / 32) * S + (size_t)g) * 32 + (size_t)(r % 32)] != want;
+				float want = r < v.rows ? scale[(size_t)((v.row0 + r) / 128) * sc +
+								(size_t)((v.col0 + g * 128) / 128)]
+							: 0.0f;
+				bad += v.packed_scale[((size_t)(r / 32) * S + (size_t)g) * 32 + (size_t)(r % 32)] !=
+				       want;
 			}
 		}
 		EXPECTF(!bad, "fp8 view %zu: %d packed bytes or scales wrong", vi, bad);
@@ -455,7 +485,8 @@ static void test_fp8(void)
 		ref_gemm(&v, x, v.cols + 1, nmax, ref, v.rows);
 		for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 			int n = ns[ni];
-			struct gemm_job j = {.w = &v, .x = x, .ldx = v.cols + 1, .y = y, .ldy = v.rows, .n = n, .x_bf16 = 1};
+			struct gemm_job j = {
+				.w = &v, .x = x, .ldx = v.cols + 1, .y = y, .ldy = v.rows, .n = n, .x_bf16 = 1};
 			ops_gemm_multi(g_pool, 1, &j);
 			double worst = 0, big = 1e-30;
 			for (int i = 0; i < n * v.rows; i++) {
@@ -464,8 +495,13 @@ static void test_fp8(void)
 			}
 			EXPECTF(worst / big < 2e-6, "fp8 view %zu n=%d: rel err %g", vi, n, worst / big);
 			if (ops_level_best() >= OPS_AVX512_BF16 || avx2) { /* the last token alone, bit for bit */
-				struct gemm_job j1 = {.w = &v, .x = x + (size_t)(n - 1) * (v.cols + 1), .ldx = v.cols + 1, .y = y1,
-						      .ldy = v.rows, .n = 1, .x_bf16 = 1};
+				struct gemm_job j1 = {.w = &v,
+						      .x = x + (size_t)(n - 1) * (v.cols + 1),
+						      .ldx = v.cols + 1,
+						      .y = y1,
+						      .ldy = v.rows,
+						      .n = 1,
+						      .x_bf16 = 1};
 				ops_gemm_multi(NULL, 1, &j1);
 				EXPECTF(!memcmp(y1, y + (size_t)(n - 1) * v.rows, sizeof(float) * (size_t)v.rows),
 					"fp8 view %zu: token %d alone differs from within %d", vi, n - 1, n);
@@ -479,7 +515,8 @@ static void test_fp8(void)
 				ops_gemm_multi(g_pool, 1, &j);
 				ops_gemm_multi(NULL, 1, &j1);
 				EXPECTF(!memcmp(y1, y + (size_t)(n - 1) * v.rows, sizeof(float) * (size_t)v.rows),
-					"fp8 view %zu, accumulate: token %d alone differs from within %d", vi, n - 1, n);
+					"fp8 view %zu, accumulate: token %d alone differs from within %d", vi, n - 1,
+					n);
 			}
 		}
 		/* the dp kernels with either step decoder: the same bits (on a CPU with VBMI the
@@ -487,15 +524,21 @@ static void test_fp8(void)
 		if (ops_level_best() >= OPS_AVX512_BF16 && ops_cpu_has_vbmi())
 			for (int n = 1; n <= 200; n = n < 9 ? n + 4 : n * 3) {
 				float *y0 = malloc(sizeof(float) * (size_t)n * v.rows);
-				struct gemm_job j = {.w = &v, .x = x, .ldx = v.cols + 1, .y = y0, .ldy = v.rows, .n = n, .x_bf16 = 1};
+				struct gemm_job j = {.w = &v,
+						     .x = x,
+						     .ldx = v.cols + 1,
+						     .y = y0,
+						     .ldy = v.rows,
+						     .n = n,
+						     .x_bf16 = 1};
 				gemm_prepacked512_fp8_decoder(1);
 				ops_gemm_multi_at(OPS_AVX512_BF16, g_pool, 1, &j);
 				gemm_prepacked512_fp8_decoder(0);
 				j.y = y;
 				ops_gemm_multi_at(OPS_AVX512_BF16, g_pool, 1, &j);
 				gemm_prepacked512_fp8_decoder(-1);
-				EXPECTF(!memcmp(y0, y, sizeof(float) * (size_t)n * v.rows), "fp8 view %zu n=%d: the dp kernels' decoders differ",
-					vi, n);
+				EXPECTF(!memcmp(y0, y, sizeof(float) * (size_t)n * v.rows),
+					"fp8 view %zu n=%d: the dp kernels' decoders differ", vi, n);
 				free(y0);
 			}
 		free(x), free(y), free(y1), free(ref), free(pk);
@@ -574,16 +617,19 @@ static void test_views(void)
 	pbuf_pack(&b, g_pool);
 	size_t blk = (size_t)prepack_pairs(C) * PREPACK_ROWS; /* words per 32-row block */
 	int ns[] = {1, 4, 13, 64};
-	struct { int r0, nr, c0, nc; const uint32_t *want; } vs[] = {
-		{32, 64, 0, C, b.pk + blk},	    /* whole blocks */
-		{32, 40, 0, C, b.pk + blk},	    /* ends inside a block of real rows */
-		{64, 36, 0, C, b.pk + 2 * blk},	    /* runs into the zero-padded last block */
-		{0, R, 0, C, b.pk},		    /* the whole matrix */
-		{16, 40, 0, C, NULL},		    /* starts inside a block */
+	struct {
+		int r0, nr, c0, nc;
+		const uint32_t *want;
+	} vs[] = {
+		{32, 64, 0, C, b.pk + blk},     /* whole blocks */
+		{32, 40, 0, C, b.pk + blk},     /* ends inside a block of real rows */
+		{64, 36, 0, C, b.pk + 2 * blk}, /* runs into the zero-padded last block */
+		{0, R, 0, C, b.pk},             /* the whole matrix */
+		{16, 40, 0, C, NULL},           /* starts inside a block */
 		{1, 99, 0, C, NULL},
-		{0, 64, 0, C - 1, b.pk},	    /* a column prefix: the blocks' first pairs */
+		{0, 64, 0, C - 1, b.pk}, /* a column prefix: the blocks' first pairs */
 		{32, 64, 0, 1, b.pk + blk},
-		{32, 64, 1, C - 1, NULL},	    /* columns cut at the front */
+		{32, 64, 1, C - 1, NULL}, /* columns cut at the front */
 		{0, 64, 64, 2, NULL},
 	};
 	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
@@ -617,8 +663,13 @@ static void check_batch_invariance(int R, int C, struct pool *p)
 	float *x = make_x(NMAX, C, ldx, 7.0f);
 	float *y1 = malloc(sizeof(float) * NMAX * (size_t)ldy), *yn = malloc(sizeof(float) * NMAX * (size_t)ldy);
 	for (int t = 0; t < NMAX; t++) {
-		struct gemm_job j = {.w = &b.w, .x = x + (size_t)t * ldx, .ldx = ldx, .y = y1 + (size_t)t * ldy,
-				     .ldy = ldy, .n = 1, .x_bf16 = 1};
+		struct gemm_job j = {.w = &b.w,
+				     .x = x + (size_t)t * ldx,
+				     .ldx = ldx,
+				     .y = y1 + (size_t)t * ldy,
+				     .ldy = ldy,
+				     .n = 1,
+				     .x_bf16 = 1};
 		ops_gemm_multi(p, 1, &j);
 	}
 	int ns[] = {2, 3, 7, 13, 30, 64, 100, 129, 520, 600};
@@ -677,17 +728,21 @@ static void check_multi(struct pool *p)
 	struct wmat bigv = wmat_view(&big.w, 64, 100, 0, C);
 	EXPECT(bigv.packed != NULL);
 	float *x1 = make_x(N, C, C, 0), *x2 = make_x(64, C, C + 4, 0);
-	struct { const struct wmat *w; const float *x; int n, ldx, acc; } spec[] = {
-		{&gate.w, x1, 3, C, 0},		/* gate and up on the same x */
+	struct {
+		const struct wmat *w;
+		const float *x;
+		int n, ldx, acc;
+	} spec[] = {
+		{&gate.w, x1, 3, C, 0}, /* gate and up on the same x */
 		{&up.w, x1, 3, C, 0},
-		{&up.w, x1, N, C, 1},		/* same x, more tokens */
-		{&half.w, x1, N, C, 0},		/* same x and ldx, fewer columns */
-		{&dense.w, x1, N, C, 1},	/* unpacked */
-		{&gate.w, x2, 0, C + 4, 0},	/* empty */
-		{&bigv, x2, 64, C + 4, 1},	/* packed view */
+		{&up.w, x1, N, C, 1},       /* same x, more tokens */
+		{&half.w, x1, N, C, 0},     /* same x and ldx, fewer columns */
+		{&dense.w, x1, N, C, 1},    /* unpacked */
+		{&gate.w, x2, 0, C + 4, 0}, /* empty */
+		{&bigv, x2, 64, C + 4, 1},  /* packed view */
 		{&up.w, x2 + 5 * (C + 4), 1, C + 4, 0},
 		{&dense.w, x2, 17, C + 4, 0},
-		{&gate.w, x2, 30, C, 0},	/* same x, other ldx */
+		{&gate.w, x2, 30, C, 0}, /* same x, other ldx */
 	};
 	enum { NJ = sizeof spec / sizeof spec[0] };
 	struct gemm_job one[NJ], all[NJ];
@@ -698,8 +753,14 @@ static void check_multi(struct pool *p)
 		ya[i] = malloc(sizeof(float) * ny);
 		for (size_t k = 0; k < ny; k++)
 			yo[i][k] = ya[i][k] = frand();
-		one[i] = (struct gemm_job){.w = spec[i].w, .x = spec[i].x, .ldx = spec[i].ldx, .y = yo[i],
-					   .ldy = spec[i].w->rows + 2, .n = spec[i].n, .accumulate = spec[i].acc, .x_bf16 = 1};
+		one[i] = (struct gemm_job){.w = spec[i].w,
+					   .x = spec[i].x,
+					   .ldx = spec[i].ldx,
+					   .y = yo[i],
+					   .ldy = spec[i].w->rows + 2,
+					   .n = spec[i].n,
+					   .accumulate = spec[i].acc,
+					   .x_bf16 = 1};
 		all[i] = one[i];
 		all[i].y = ya[i];
 	}
@@ -708,9 +769,10 @@ static void check_multi(struct pool *p)
 	ops_gemm_multi(p, NJ, all);
 	for (int i = 0; i < NJ; i++) {
 		size_t ny = (size_t)(spec[i].n > 0 ? spec[i].n : 1) * (size_t)(spec[i].w->rows + 2);
-		EXPECTF(!memcmp(yo[i], ya[i], sizeof(float) * ny), "job %d (%dx%d packed %s n=%d) pool %s: one call "
-			"differs from one call per job", i, spec[i].w->rows, C, spec[i].w->packed ? "yes" : "no",
-			spec[i].n, p ? "2" : "none");
+		EXPECTF(!memcmp(yo[i], ya[i], sizeof(float) * ny),
+			"job %d (%dx%d packed %s n=%d) pool %s: one call "
+			"differs from one call per job",
+			i, spec[i].w->rows, C, spec[i].w->packed ? "yes" : "no", spec[i].n, p ? "2" : "none");
 	}
 	/* and the values are right */
 	for (int i = 0; i < NJ; i++)
@@ -756,8 +818,13 @@ static void test_many_jobs(void)
 	float *yo = malloc(sizeof(float) * NJ * NX * 100), *ya = malloc(sizeof(float) * NJ * NX * 100);
 	for (int i = 0; i < NJ; i++) {
 		int n = i % 97 == 5 ? NX : i % 4, t0 = n == NX ? 0 : (i / 4) % (NX - 3);
-		one[i] = (struct gemm_job){.w = &w[i % 4].w, .x = x + (size_t)t0 * C, .ldx = C,
-					   .y = yo + (size_t)i * NX * 100, .ldy = 100, .n = n, .x_bf16 = 1};
+		one[i] = (struct gemm_job){.w = &w[i % 4].w,
+					   .x = x + (size_t)t0 * C,
+					   .ldx = C,
+					   .y = yo + (size_t)i * NX * 100,
+					   .ldy = 100,
+					   .n = n,
+					   .x_bf16 = 1};
 		all[i] = one[i];
 		all[i].y = ya + (size_t)i * NX * 100;
 	}
@@ -769,8 +836,8 @@ static void test_many_jobs(void)
 	int bad = 0;
 	for (int i = 0; i < NJ; i++)
 		if (memcmp(one[i].y, all[i].y, sizeof(float) * NX * 100) && bad++ < 3)
-			harness_fail(__FILE__, __LINE__, "job %d of %d (rows %d n %d): differs from its own call", i, NJ,
-				     one[i].w->rows, one[i].n);
+			harness_fail(__FILE__, __LINE__, "job %d of %d (rows %d n %d): differs from its own call", i,
+				     NJ, one[i].w->rows, one[i].n);
 	double *ref = malloc(sizeof(double) * NX * 100);
 	ref_gemm(&w[1].w, x, C, NX, ref, 100);
 	run_check(OPS_AVX512_BF16, g_pool, one[5], ref, 100, "many jobs"); /* job 5: w[1], all tokens */
@@ -800,13 +867,19 @@ static void test_round_output(void)
 		int n = ns[ni];
 		float *x = make_x(n, C, C, 0.0f);
 		for (int lvl = OPS_PORTABLE; lvl <= OPS_N_LEVELS; lvl++) /* OPS_N_LEVELS: prepack_gemm_1t */
-			for (int v = 0; v < 8; v++) { /* bit 0: accumulate, 1: pool, 2: bf16 x */
+			for (int v = 0; v < 8; v++) {                    /* bit 0: accumulate, 1: pool, 2: bf16 x */
 				if (lvl == OPS_N_LEVELS && (ops_level_best() < OPS_AVX512_BF16 || !(v & 4)))
 					continue;
 				for (int i = 0; i < n * LDY; i++) /* not bf16-exact: the rounding shows */
 					y0[i] = y1[i] = frand() * 1.001f;
-				struct gemm_job j = {.w = &b.w, .x = x, .ldx = C, .y = y0, .ldy = LDY, .n = n,
-						     .accumulate = v & 1, .x_bf16 = (v >> 2) & 1};
+				struct gemm_job j = {.w = &b.w,
+						     .x = x,
+						     .ldx = C,
+						     .y = y0,
+						     .ldy = LDY,
+						     .n = n,
+						     .accumulate = v & 1,
+						     .x_bf16 = (v >> 2) & 1};
 				for (int pass = 0; pass < 2; pass++) {
 					if (lvl == OPS_N_LEVELS)
 						prepack_gemm_1t(&j, xb);
@@ -817,8 +890,8 @@ static void test_round_output(void)
 				for (int t = 0; t < n; t++)
 					ops_round_bf16(y0 + (size_t)t * LDY, R);
 				EXPECTF(!memcmp(y0, y1, sizeof(float) * (size_t)n * LDY),
-					"rounded output differs: n=%d level %d acc %d pool %d bf16 x %d", n, lvl, v & 1,
-					(v >> 1) & 1, (v >> 2) & 1);
+					"rounded output differs: n=%d level %d acc %d pool %d bf16 x %d", n, lvl,
+					v & 1, (v >> 1) & 1, (v >> 2) & 1);
 			}
 		free(x);
 	}
@@ -832,8 +905,21 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_layout), T(test_prepack_f32_and_1t), T(test_prepack_f32_words), T(test_fp8),	      T(test_layout_view),	T(test_prepack_wanted), T(test_gemm_shapes), T(test_gemm_long_k),
-		T(test_x_padding_not_read), T(test_packed_copy_used), T(test_fp32_x_on_packed), T(test_views),	T(test_batch_invariance), T(test_multi_jobs), T(test_many_jobs),
+		T(test_layout),
+		T(test_prepack_f32_and_1t),
+		T(test_prepack_f32_words),
+		T(test_fp8),
+		T(test_layout_view),
+		T(test_prepack_wanted),
+		T(test_gemm_shapes),
+		T(test_gemm_long_k),
+		T(test_x_padding_not_read),
+		T(test_packed_copy_used),
+		T(test_fp32_x_on_packed),
+		T(test_views),
+		T(test_batch_invariance),
+		T(test_multi_jobs),
+		T(test_many_jobs),
 		T(test_round_output),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));

@@ -59,8 +59,18 @@ static void test_encode_is_nearest_even(void)
 			check_encode(-around[k], &bad);
 		}
 	}
-	float edges[] = {448, 464, nextafterf(464, 0), nextafterf(464, INFINITY), 1e30f, INFINITY, 0x1p-6f,
-			 nextafterf(0x1p-6f, 0), 0x1p-10f, 0x1.8p-10f, FLT_MIN, 0};
+	float edges[] = {448,
+			 464,
+			 nextafterf(464, 0),
+			 nextafterf(464, INFINITY),
+			 1e30f,
+			 INFINITY,
+			 0x1p-6f,
+			 nextafterf(0x1p-6f, 0),
+			 0x1p-10f,
+			 0x1.8p-10f,
+			 FLT_MIN,
+			 0};
 	for (size_t k = 0; k < sizeof edges / sizeof *edges; k++) {
 		check_encode(edges[k], &bad);
 		check_encode(-edges[k], &bad);
@@ -138,14 +148,16 @@ static void test_blocks(void)
 	EXPECT_EQ_INT(quant_fp8_blocks(g_pool, &src, 0, R, 0, C, 128, q, scale, &br, &bc), 0);
 	EXPECT_NEAR(scale[1 * 2 + 0], 1.0, 0);
 	for (int b = 0; b < 6; b++) {
-		int r0 = b / 2 * 128, c0 = b % 2 * 128, r1 = r0 + 128 < R ? r0 + 128 : R, c1 = c0 + 128 < C ? c0 + 128 : C;
+		int r0 = b / 2 * 128, c0 = b % 2 * 128, r1 = r0 + 128 < R ? r0 + 128 : R,
+		    c1 = c0 + 128 < C ? c0 + 128 : C;
 		float amax = 0;
 		int at_max = 0, worst_ok = 1;
 		for (int r = r0; r < r1; r++)
 			for (int c = c0; c < c1; c++)
 				amax = fmaxf(amax, fabsf(bf16_to_f32(w[r * C + c])));
 		if (amax > 0)
-			EXPECTF(scale[b] == amax / 448.0f, "block %d: scale %g, amax / 448 %g", b, scale[b], amax / 448.0f);
+			EXPECTF(scale[b] == amax / 448.0f, "block %d: scale %g, amax / 448 %g", b, scale[b],
+				amax / 448.0f);
 		for (int r = r0; r < r1; r++)
 			for (int c = c0; c < c1; c++) {
 				float x = bf16_to_f32(w[r * C + c]), d = fp8_e4m3_to_f32(q[r * C + c]) * scale[b];
@@ -188,8 +200,14 @@ static void test_blocks(void)
 
 static struct model *load_act(const char *name, bool quantize, bool dummy, enum dtype act, struct err *e)
 {
-	struct model_options o = {.act_dtype = act, .max_batch_tokens = 64, .max_seqs = 4, .max_model_len = 64,
-				  .pool = g_pool, .quantize_fp8 = quantize, .load_dummy = dummy, .dummy_seed = 3};
+	struct model_options o = {.act_dtype = act,
+				  .max_batch_tokens = 64,
+				  .max_seqs = 4,
+				  .max_model_len = 64,
+				  .pool = g_pool,
+				  .quantize_fp8 = quantize,
+				  .load_dummy = dummy,
+				  .dummy_seed = 3};
 	struct model *m = NULL;
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
@@ -213,8 +231,8 @@ static void check_golden(const char *fixture, const char *name)
 		return;
 	}
 	/* the linear layers in fp8: about half the bytes of the bf16 checkpoint's */
-	EXPECTF(model_weight_bytes(m) < model_weight_bytes(plain), "%zu bytes quantized, %zu bf16", model_weight_bytes(m),
-		model_weight_bytes(plain));
+	EXPECTF(model_weight_bytes(m) < model_weight_bytes(plain), "%zu bytes quantized, %zu bf16",
+		model_weight_bytes(m), model_weight_bytes(plain));
 	model_free(plain);
 	int n, V = model_config(m)->vocab_size;
 	int32_t *tok = fwd_prompt(fixture, name, &n);
@@ -225,8 +243,8 @@ static void check_golden(const char *fixture, const char *name)
 	struct {
 		const char *backend;
 		int chunk, decode;
-	} runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1}, {"FLASH_ATTN_MLA", 7, 1}, {"REFERENCE_MLA", 1, 1},
-		    {"FLASHMLA", 1, 1},	     {"FLASH_ATTN_MLA", 1, 1}};
+	} runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1}, {"FLASH_ATTN_MLA", 7, 1},
+		    {"REFERENCE_MLA", 1, 1}, {"FLASHMLA", 1, 1}, {"FLASH_ATTN_MLA", 1, 1}};
 	for (size_t r = 0; tok && gold && r < sizeof runs / sizeof *runs; r++) {
 		const struct attn_backend *be = attn_backend_by_name(runs[r].backend);
 		struct fwd_seq s;
@@ -238,7 +256,8 @@ static void check_golden(const char *fixture, const char *name)
 		}
 		EXPECTF(rc == 0, "%s: %s", runs[r].backend, e.msg);
 		float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
-		EXPECTF(d <= 1e-3f, "%s %s, %s chunks of %d: max |logit - reference| %g", fixture, name, runs[r].backend, q, d);
+		EXPECTF(d <= 1e-3f, "%s %s, %s chunks of %d: max |logit - reference| %g", fixture, name,
+			runs[r].backend, q, d);
 		fwd_seq_fini(&s);
 	}
 	free(out);
@@ -305,13 +324,15 @@ static void test_packed_drops_its_source(void)
 			EXPECT_EQ_INT(fwd_seq_init(&s, model_config(m), n, DT_BF16, &e), 0);
 			int q = r ? 1 : n, rc = 0;
 			for (int st = 0; st < n && !rc; st += q)
-				rc = fwd_step(m, &s, attn_backend_by_name("FLASHMLA"), tok, st, q, r, out[k] + (size_t)st * V, &e);
+				rc = fwd_step(m, &s, attn_backend_by_name("FLASHMLA"), tok, st, q, r,
+					      out[k] + (size_t)st * V, &e);
 			EXPECTF(rc == 0, "%s", e.msg);
 			fwd_seq_fini(&s);
 		}
 		model_free(m);
 	}
-	EXPECTF(fwd_max_abs_diff(out[0], out[1], (size_t)n * V) < 1e-3f, "%g", fwd_max_abs_diff(out[0], out[1], (size_t)n * V));
+	EXPECTF(fwd_max_abs_diff(out[0], out[1], (size_t)n * V) < 1e-3f, "%g",
+		fwd_max_abs_diff(out[0], out[1], (size_t)n * V));
 	free(out[0]);
 	free(out[1]);
 	free(tok);
@@ -323,8 +344,13 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
-		T(test_encode_is_nearest_even), T(test_blocks_every_bf16), T(test_blocks), T(test_golden_v3), T(test_golden_v2),
-		T(test_fp8_checkpoint_and_dummy), T(test_packed_drops_its_source),
+		T(test_encode_is_nearest_even),
+		T(test_blocks_every_bf16),
+		T(test_blocks),
+		T(test_golden_v3),
+		T(test_golden_v2),
+		T(test_fp8_checkpoint_and_dummy),
+		T(test_packed_drops_its_source),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

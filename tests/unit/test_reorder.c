@@ -27,8 +27,13 @@ static const struct rcase cases[] = {
 	{"decodes_at_end", 4, {100, 200, 1, 1}, {100, 200, 10, 20}, {2, 3, 0, 1}, true, 1},
 	{"decode_extend_prefill", 3, {100, 10, 1}, {0, 50, 10}, {2, 1, 0}, true, 1},
 	{"extend_prefill_only", 4, {100, 10, 200, 20}, {0, 50, 0, 75}, {3, 1, 2, 0}, true, 1},
-	{"complicated_mixed_interleaved", 9, {1, 1, 374, 300, 1, 256, 1, 27, 1},
-	 {20, 50, 0, 20, 20, 0, 5, 0, 4}, {0, 1, 6, 8, 4, 3, 2, 7, 5}, true, 1},
+	{"complicated_mixed_interleaved",
+	 9,
+	 {1, 1, 374, 300, 1, 256, 1, 27, 1},
+	 {20, 50, 0, 20, 20, 0, 5, 0, 4},
+	 {0, 1, 6, 8, 4, 3, 2, 7, 5},
+	 true,
+	 1},
 };
 
 static void test_batch_reordering(void)
@@ -36,12 +41,11 @@ static void test_batch_reordering(void)
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		const struct rcase *k = &cases[c];
 		int32_t perm[9];
-		bool mod = reorder_batch_to_split_decodes_and_prefills(k->n, k->sched, k->comp,
-								       k->threshold, perm);
+		bool mod = reorder_batch_to_split_decodes_and_prefills(k->n, k->sched, k->comp, k->threshold, perm);
 		EXPECTF(mod == k->modified, "%s: modified %d", k->name, mod);
 		for (int i = 0; i < k->n; i++)
-			EXPECTF(perm[i] == k->expect[i], "%s: perm[%d] = %d, want %d", k->name, i,
-				perm[i], k->expect[i]);
+			EXPECTF(perm[i] == k->expect[i], "%s: perm[%d] = %d, want %d", k->name, i, perm[i],
+				k->expect[i]);
 	}
 }
 
@@ -109,13 +113,13 @@ static struct batch_split split(const int32_t *q, int n, int th, bool uniform)
 	return split_decodes_and_prefills(qs, n, th, uniform);
 }
 
-#define EXPECT_SPLIT(r, a, b, c, d)                                                       \
-	do {                                                                              \
-		struct batch_split _r = (r);                                              \
-		EXPECTF(_r.n_decodes == (a) && _r.n_prefills == (b) &&                     \
-				_r.n_decode_tokens == (c) && _r.n_prefill_tokens == (d),   \
-			"split (%d,%d,%d,%d), want (%d,%d,%d,%d)", _r.n_decodes,           \
-			_r.n_prefills, _r.n_decode_tokens, _r.n_prefill_tokens, a, b, c, d); \
+#define EXPECT_SPLIT(r, a, b, c, d)                                                                                 \
+	do {                                                                                                        \
+		struct batch_split _r = (r);                                                                        \
+		EXPECTF(_r.n_decodes == (a) && _r.n_prefills == (b) && _r.n_decode_tokens == (c) &&                 \
+				_r.n_prefill_tokens == (d),                                                         \
+			"split (%d,%d,%d,%d), want (%d,%d,%d,%d)", _r.n_decodes, _r.n_prefills, _r.n_decode_tokens, \
+			_r.n_prefill_tokens, a, b, c, d);                                                           \
 	} while (0)
 
 static void test_split_decodes_and_prefills(void)
@@ -138,21 +142,30 @@ static void test_split_decodes_and_prefills(void)
 
 /* ---- threshold resolution (Test ideas 4) ---- */
 
-static bool never(int i) { (void)i; return false; }
+static bool never(int i)
+{
+	(void)i;
+	return false;
+}
 static bool iff_one(int i) { return i == 1; }
 
-static const struct attn_backend flashmla_like = {
-	.name = "FLASHMLA_LIKE", .reorder_batch_threshold = 128, .query_len_support = QLEN_UNIFORM,
-	.supports_dcp_multi_token = NULL, .returns_lse = true};
-static const struct attn_backend famla_like = {
-	.name = "FAMLA_LIKE", .reorder_batch_threshold = 512, .query_len_support = QLEN_VARLEN,
-	.supports_dcp_multi_token = iff_one, .returns_lse = true};
-static const struct attn_backend single_only = {
-	.name = "SINGLE", .reorder_batch_threshold = 1, .query_len_support = QLEN_SINGLE_ONLY,
-	.supports_dcp_multi_token = never, .returns_lse = true};
+static const struct attn_backend flashmla_like = {.name = "FLASHMLA_LIKE",
+						  .reorder_batch_threshold = 128,
+						  .query_len_support = QLEN_UNIFORM,
+						  .supports_dcp_multi_token = NULL,
+						  .returns_lse = true};
+static const struct attn_backend famla_like = {.name = "FAMLA_LIKE",
+					       .reorder_batch_threshold = 512,
+					       .query_len_support = QLEN_VARLEN,
+					       .supports_dcp_multi_token = iff_one,
+					       .returns_lse = true};
+static const struct attn_backend single_only = {.name = "SINGLE",
+						.reorder_batch_threshold = 1,
+						.query_len_support = QLEN_SINGLE_ONLY,
+						.supports_dcp_multi_token = never,
+						.returns_lse = true};
 static const struct attn_backend no_reorder = {
-	.name = "NONE", .reorder_batch_threshold = ATTN_THRESHOLD_NONE,
-	.query_len_support = QLEN_VARLEN};
+	.name = "NONE", .reorder_batch_threshold = ATTN_THRESHOLD_NONE, .query_len_support = QLEN_VARLEN};
 
 static void test_threshold_table(void)
 {
@@ -168,11 +181,10 @@ static void test_threshold_table(void)
 			   "context parallelism (interleave 64): reorder_batch_threshold 512 -> 1"));
 	EXPECT_EQ_INT(attn_threshold_for_backend(&single_only, 1, 1, 3, NULL, 0), 1);
 	EXPECT_EQ_INT(attn_threshold_for_backend(&single_only, 4, 1, 3, NULL, 0), 1);
-	EXPECT_EQ_INT(attn_threshold_for_backend(&no_reorder, 2, 1, 0, NULL, 0),
-		      ATTN_THRESHOLD_NONE);
+	EXPECT_EQ_INT(attn_threshold_for_backend(&no_reorder, 2, 1, 0, NULL, 0), ATTN_THRESHOLD_NONE);
 	/* spec decode raises a multi-token backend to 1 + k */
-	const struct attn_backend small = {.name = "SMALL", .reorder_batch_threshold = 2,
-					   .query_len_support = QLEN_UNIFORM};
+	const struct attn_backend small = {
+		.name = "SMALL", .reorder_batch_threshold = 2, .query_len_support = QLEN_UNIFORM};
 	EXPECT_EQ_INT(attn_threshold_for_backend(&small, 1, 1, 3, NULL, 0), 4);
 	/* the real backends */
 	EXPECT_EQ_INT(attn_threshold_for_backend(&attn_backend_flashmla, 2, 64, 0, NULL, 0), 128);
@@ -194,11 +206,9 @@ static void test_threshold_min(void)
 	EXPECT(strstr(reason, "reorder_batch_threshold 128") == reason);
 	EXPECT_EQ_INT(attn_threshold_resolve(set + 2, 1, 2, 64, 0, reason, sizeof reason), 1);
 	EXPECT(strstr(reason, "FAMLA_LIKE cannot run multi-token"));
-	EXPECT_EQ_INT(attn_threshold_resolve(set + 1, 1, 1, 1, 0, reason, sizeof reason),
-		      ATTN_THRESHOLD_NONE);
+	EXPECT_EQ_INT(attn_threshold_resolve(set + 1, 1, 1, 1, 0, reason, sizeof reason), ATTN_THRESHOLD_NONE);
 	EXPECT(strstr(reason, "reorder_batch_threshold none"));
-	EXPECT_EQ_INT(attn_threshold_resolve(NULL, 0, 1, 1, 0, reason, sizeof reason),
-		      ATTN_THRESHOLD_NONE);
+	EXPECT_EQ_INT(attn_threshold_resolve(NULL, 0, 1, 1, 0, reason, sizeof reason), ATTN_THRESHOLD_NONE);
 	char tiny[8];
 	EXPECT_EQ_INT(attn_threshold_resolve(set, 3, 2, 1, 0, tiny, sizeof tiny), 1);
 	EXPECT(strlen(tiny) < sizeof tiny);
@@ -242,5 +252,5 @@ static void test_seed_regression_split(void)
 }
 
 TESTS(T(test_batch_reordering), T(test_mixed_interleaved_swaps_once), T(test_reorder_properties),
-      T(test_split_decodes_and_prefills), T(test_threshold_table), T(test_threshold_min),
-      T(test_threshold_setup), T(test_seed_regression_split))
+      T(test_split_decodes_and_prefills), T(test_threshold_table), T(test_threshold_min), T(test_threshold_setup),
+      T(test_seed_regression_split))

@@ -73,8 +73,7 @@ static unsigned char *read_all(const char *path, size_t *n)
 }
 
 /* Writes NAME as: 8-byte length (hlen, or strlen(header) when hlen is 0), header, data. */
-static void write_st(const char *name, const char *header, uint64_t hlen, const void *data,
-		     size_t n)
+static void write_st(const char *name, const char *header, uint64_t hlen, const void *data, size_t n)
 {
 	size_t hl = strlen(header);
 	unsigned char *buf = malloc(8 + hl);
@@ -135,8 +134,7 @@ static void write_mutated(const char *tensor, const char *field, const char *val
 }
 
 /* st_open(tmp) must fail with a message containing each of the given substrings. */
-static void expect_open_fails(const char *what, int keep, const char *s1, const char *s2,
-			      const char *s3)
+static void expect_open_fails(const char *what, int keep, const char *s1, const char *s2, const char *s3)
 {
 	struct st_set *s = (struct st_set *)1;
 	struct err e = {{0}};
@@ -144,8 +142,7 @@ static void expect_open_fails(const char *what, int keep, const char *s1, const 
 	EXPECTF(rc == -1 && s == NULL, "%s: st_open returned %d", what, rc);
 	const char *subs[] = {s1, s2, s3};
 	for (int i = 0; i < 3; i++)
-		EXPECTF(!subs[i] || strstr(e.msg, subs[i]), "%s: message \"%s\" lacks \"%s\"", what,
-			e.msg, subs[i]);
+		EXPECTF(!subs[i] || strstr(e.msg, subs[i]), "%s: message \"%s\" lacks \"%s\"", what, e.msg, subs[i]);
 	if (rc == 0)
 		st_close(s);
 }
@@ -254,29 +251,27 @@ static void test_expect(void)
 	struct err e = {{0}};
 	const char *dir = fixture_path("tiny-v3");
 	const struct st_tensor *t;
-	if (st_open(dir, -1, &s, &e))
-		{
+	if (st_open(dir, -1, &s, &e)) {
 		harness_fail(__FILE__, __LINE__, "%s", e.msg);
 		return;
 	}
 	const char *q = "model.layers.0.self_attn.q_a_proj.weight";
 	EXPECT_EQ_INT(st_expect(s, q, ST_FLOATS, 96, 128, &t, &e), 0);
 	EXPECT(t && t->dtype == DT_BF16);
-	EXPECT_EQ_INT(st_expect(s, "model.layers.0.self_attn.q_a_layernorm.weight", ST_FLOATS, 96, 0,
-				&t, &e), 0);
+	EXPECT_EQ_INT(st_expect(s, "model.layers.0.self_attn.q_a_layernorm.weight", ST_FLOATS, 96, 0, &t, &e), 0);
 	char want[512];
 	EXPECT_EQ_INT(st_expect(s, q, ST_FLOATS, 128, 96, &t, &e), -1);
-	snprintf(want, sizeof want, "%s/model.safetensors: tensor %s: shape [96, 128], expected "
-		 "[128, 96]", dir, q);
+	snprintf(want, sizeof want,
+		 "%s/model.safetensors: tensor %s: shape [96, 128], expected "
+		 "[128, 96]",
+		 dir, q);
 	EXPECTF(strcmp(e.msg, want) == 0, "%s", e.msg);
 	EXPECT_EQ_INT(st_expect(s, q, ST_FLOATS, 96, 0, &t, &e), -1);
 	EXPECTF(strstr(e.msg, "shape [96, 128], expected [96]"), "%s", e.msg);
 	EXPECT_EQ_INT(st_expect(s, q, ST_DT(DT_F8_E4M3), 96, 128, &t, &e), -1);
-	snprintf(want, sizeof want, "%s/model.safetensors: tensor %s: dtype BF16, expected F8_E4M3",
-		 dir, q);
+	snprintf(want, sizeof want, "%s/model.safetensors: tensor %s: dtype BF16, expected F8_E4M3", dir, q);
 	EXPECTF(strcmp(e.msg, want) == 0, "%s", e.msg);
-	EXPECT_EQ_INT(st_expect(s, q, ST_DT(DT_F32) | ST_DT(DT_F16) | ST_DT(DT_I64), 96, 128, &t, &e),
-		      -1);
+	EXPECT_EQ_INT(st_expect(s, q, ST_DT(DT_F32) | ST_DT(DT_F16) | ST_DT(DT_I64), 96, 128, &t, &e), -1);
 	EXPECTF(strstr(e.msg, "dtype BF16, expected F32, F16 or I64"), "%s", e.msg);
 	EXPECT_EQ_INT(st_expect(s, "model.layers.0.mlp.gate.weight", ST_FLOATS, 8, 128, &t, &e), -1);
 	snprintf(want, sizeof want, "%s: missing tensor model.layers.0.mlp.gate.weight", dir);
@@ -288,9 +283,7 @@ static void test_drop_layers(void)
 {
 	struct st_set *all = NULL, *s = NULL;
 	struct err e = {{0}};
-	if (st_open(fixture_path("tiny-v3"), -1, &all, &e) ||
-	    st_open(fixture_path("tiny-v3"), 2, &s, &e))
-		{
+	if (st_open(fixture_path("tiny-v3"), -1, &all, &e) || st_open(fixture_path("tiny-v3"), 2, &s, &e)) {
 		harness_fail(__FILE__, __LINE__, "%s", e.msg);
 		return;
 	}
@@ -309,8 +302,7 @@ static void test_drop_layers(void)
 /* Hand-built file: MTP layer and inv_freq dropped, numeric layer compare, all dtypes. */
 static void test_hand_built_and_dropped(void)
 {
-	if (!tmp_new())
-		{
+	if (!tmp_new()) {
 		harness_fail(__FILE__, __LINE__, "mkdtemp failed");
 		return;
 	}
@@ -328,7 +320,8 @@ static void test_hand_built_and_dropped(void)
 		"\"model.layers.1.e\": {\"dtype\": \"BF16\", \"shape\": [0], \"data_offsets\": [28, 28]},"
 		"\"model.layers.3.eh_proj.weight\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [28, 32]},"
 		"\"model.layers.10.x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [32, 36]},"
-		"\"model.layers.0.self_attn.rotary_emb.inv_freq\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [36, 44]},"
+		"\"model.layers.0.self_attn.rotary_emb.inv_freq\": {\"dtype\": \"F32\", \"shape\": [2], "
+		"\"data_offsets\": [36, 44]},"
 		"\"model.layersX.5\": {\"dtype\": \"F8_E4M3\", \"shape\": [4], \"data_offsets\": [44, 48]}}  ";
 	write_st("weights.safetensors", hdr, 0, data, 48); /* not model.safetensors: the only one */
 	struct st_set *s = NULL;
@@ -363,14 +356,13 @@ static void test_hand_built_and_dropped(void)
 static const char *shard1 =
 	"{\"model.embed_tokens.weight\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]},"
 	" \"model.layers.0.w\": {\"dtype\": \"BF16\", \"shape\": [3], \"data_offsets\": [16, 22]}}";
-static const char *shard2 =
-	"{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
-	" \"model.layers.1.mtp\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}";
+static const char *shard2 = "{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
+			    " \"model.layers.1.mtp\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}";
 #define S1 "model-00001-of-00002.safetensors"
 #define S2 "model-00002-of-00002.safetensors"
 #define INDEX_HEAD "{\"metadata\": {\"total_size\": 30}, \"weight_map\": {"
-#define INDEX_MAP                                                                          \
-	"\"model.embed_tokens.weight\": \"" S1 "\", \"model.layers.0.w\": \"" S1 "\", "      \
+#define INDEX_MAP                                                                       \
+	"\"model.embed_tokens.weight\": \"" S1 "\", \"model.layers.0.w\": \"" S1 "\", " \
 	"\"lm_head.weight\": \"" S2 "\", \"model.layers.1.mtp\": \"" S2 "\""
 
 static void write_shards(const char *index)
@@ -387,8 +379,7 @@ static void write_shards(const char *index)
 
 static void test_sharded(void)
 {
-	if (!tmp_new())
-		{
+	if (!tmp_new()) {
 		harness_fail(__FILE__, __LINE__, "mkdtemp failed");
 		return;
 	}
@@ -419,15 +410,13 @@ static void test_sharded(void)
 
 	write_shards(INDEX_HEAD INDEX_MAP ", \"ghost.weight\": \"model-00003-of-00003.safetensors\"}}");
 	expect_open_fails("missing shard", -1, "model.safetensors.index.json: tensor ghost.weight: ",
-			  "/model-00003-of-00003.safetensors: cannot open: No such file or directory",
-			  NULL);
+			  "/model-00003-of-00003.safetensors: cannot open: No such file or directory", NULL);
 	write_shards(INDEX_HEAD INDEX_MAP ", \"ghost.weight\": \"" S2 "\"}}");
 	expect_open_fails("tensor not in shard", -1,
-			  "model.safetensors.index.json: tensor ghost.weight: not found in its shard ",
-			  S2, NULL);
+			  "model.safetensors.index.json: tensor ghost.weight: not found in its shard ", S2, NULL);
 	write_shards(INDEX_HEAD "\"lm_head.weight\": \"../" S2 "\"}}");
-	expect_open_fails("shard path", -1, "index.json: tensor lm_head.weight: shard \"../" S2
-			  "\" is not a file name", NULL, NULL);
+	expect_open_fails("shard path", -1,
+			  "index.json: tensor lm_head.weight: shard \"../" S2 "\" is not a file name", NULL, NULL);
 	write_shards("{\"weight_map\": [1]}");
 	expect_open_fails("weight_map type", -1, "index.json: weight_map [1] is not", NULL, NULL);
 	write_shards("{\"weight_map\": ");
@@ -435,24 +424,25 @@ static void test_sharded(void)
 	/* the same tensor in both shards */
 	write_shards(INDEX_HEAD INDEX_MAP "}}");
 	unsigned char d[22] = {0};
-	write_st(S2, "{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
+	write_st(S2,
+		 "{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
 		 " \"model.layers.0.w\": {\"dtype\": \"BF16\", \"shape\": [3], \"data_offsets\": [4, 10]},"
 		 " \"model.layers.1.mtp\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [10, 14]}}",
 		 0, d, 14);
 	expect_open_fails("duplicate across shards", -1, "tensor model.layers.0.w: also in ", S1, S2);
 	/* a shard with a broken header is reported with its own name */
 	write_shards(INDEX_HEAD INDEX_MAP "}}");
-	write_st(S2, "{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [3], \"data_offsets\": [0, 4]}}",
-		 0, d, 8);
-	expect_open_fails("bad shard", -1, S2 ": tensor lm_head.weight: data_offsets [0, 4] span 4 "
-			  "bytes, but shape [3] of F16 needs 6", NULL, NULL);
+	write_st(S2, "{\"lm_head.weight\": {\"dtype\": \"F16\", \"shape\": [3], \"data_offsets\": [0, 4]}}", 0, d, 8);
+	expect_open_fails("bad shard", -1,
+			  S2 ": tensor lm_head.weight: data_offsets [0, 4] span 4 "
+			     "bytes, but shape [3] of F16 needs 6",
+			  NULL, NULL);
 	tmp_remove();
 }
 
 static void test_file_choice(void)
 {
-	if (!tmp_new())
-		{
+	if (!tmp_new()) {
 		harness_fail(__FILE__, __LINE__, "mkdtemp failed");
 		return;
 	}
@@ -461,8 +451,7 @@ static void test_file_choice(void)
 	write_st("b.safetensors", "{}", 0, "", 0);
 	expect_open_fails("two files", -1, ": 2 *.safetensors files but no", NULL, NULL);
 	mkdir(tmp_path("model.safetensors"), 0700);
-	expect_open_fails("directory", -1, "/model.safetensors: cannot open: not a regular file",
-			  NULL, NULL);
+	expect_open_fails("directory", -1, "/model.safetensors: cannot open: not a regular file", NULL, NULL);
 	rmdir(tmp_path("model.safetensors"));
 	write_st("model.safetensors", "{}", 0, "", 0); /* preferred over the others; empty is fine */
 	struct st_set *s = NULL;
@@ -475,7 +464,8 @@ static void test_file_choice(void)
 	}
 	EXPECT_EQ_INT(st_open("/nonexistent-mlaserve", -1, &s, &e), -1);
 	EXPECTF(strcmp(e.msg, "/nonexistent-mlaserve: cannot open directory: No such file or "
-		       "directory") == 0, "%s", e.msg);
+			      "directory") == 0,
+		"%s", e.msg);
 	tmp_remove();
 }
 
@@ -483,36 +473,37 @@ static void test_file_choice(void)
 static void test_corrupt_raw(void)
 {
 	struct fixture f;
-	if (!tmp_new() || fixture_read(&f))
-		{
+	if (!tmp_new() || fixture_read(&f)) {
 		harness_fail(__FILE__, __LINE__, "setup failed");
 		return;
 	}
 	size_t hl = f.size - 8 - f.data_len;
 	write_bytes("model.safetensors", f.bytes, 5, "", 0);
-	expect_open_fails("truncated to 5 bytes", -1,
-			  "/model.safetensors: header: file is 5 bytes, too short", NULL, NULL);
+	expect_open_fails("truncated to 5 bytes", -1, "/model.safetensors: header: file is 5 bytes, too short", NULL,
+			  NULL);
 	write_bytes("model.safetensors", "", 0, "", 0);
 	expect_open_fails("empty file", -1, "/model.safetensors: header: file is 0 bytes", NULL, NULL);
 	write_bytes("model.safetensors", f.bytes, 8 + hl / 2, "", 0);
-	expect_open_fails("truncated header", -1, "/model.safetensors: header: length 10152 runs past "
-			  "the end of the file", NULL, NULL);
+	expect_open_fails("truncated header", -1,
+			  "/model.safetensors: header: length 10152 runs past "
+			  "the end of the file",
+			  NULL, NULL);
 	write_bytes("model.safetensors", f.bytes, 8 + hl + 20000, "", 0);
 	expect_open_fails("truncated data", -1, "/model.safetensors: tensor model.",
 			  "run past the data section (20000 bytes)", NULL);
 	write_st("model.safetensors", "", (uint64_t)1 << 40, "", 0);
-	expect_open_fails("huge header length", -1, "/model.safetensors: header: length 1099511627776"
-			  " exceeds the 100 MB limit", NULL, NULL);
+	expect_open_fails("huge header length", -1,
+			  "/model.safetensors: header: length 1099511627776"
+			  " exceeds the 100 MB limit",
+			  NULL, NULL);
 	write_st("model.safetensors", "{\"a\": {\"dtype\": \"F32\"", 0, "", 0);
 	expect_open_fails("cut JSON", -1, "/model.safetensors: header: invalid JSON: ", NULL, NULL);
 	write_st("model.safetensors", "\x01\x02garbage\xff", 0, f.data, f.data_len);
 	expect_open_fails("garbage header", -1, "/model.safetensors: header: invalid JSON", NULL, NULL);
 	write_st("model.safetensors", "[1, 2]", 0, "", 0);
-	expect_open_fails("array header", -1, "/model.safetensors: header: not a JSON object", NULL,
-			  NULL);
+	expect_open_fails("array header", -1, "/model.safetensors: header: not a JSON object", NULL, NULL);
 	write_st("model.safetensors", "{\"a\": {}, \"a\": {}}", 0, "", 0);
-	expect_open_fails("duplicate key", -1, "/model.safetensors: header: invalid JSON: duplicate",
-			  NULL, NULL);
+	expect_open_fails("duplicate key", -1, "/model.safetensors: header: invalid JSON: duplicate", NULL, NULL);
 	fixture_free(&f);
 	tmp_remove();
 }
@@ -555,12 +546,11 @@ static void test_corrupt_entries(void)
 		{"overlap", "lm_head.weight", "data_offsets", "[192, 262336]",
 		 "tensor lm_head.weight: data_offsets [192, 262336] overlap tensor "
 		 "model.embed_tokens.weight [64, 262208]"},
-		{"overlap inside", "model.layers.1.mlp.gate.e_score_correction_bias", "data_offsets",
-		 "[100, 132]", "tensor model.layers.1.mlp.gate.e_score_correction_bias: data_offsets "
+		{"overlap inside", "model.layers.1.mlp.gate.e_score_correction_bias", "data_offsets", "[100, 132]",
+		 "tensor model.layers.1.mlp.gate.e_score_correction_bias: data_offsets "
 		 "[100, 132] overlap tensor model.embed_tokens.weight [64, 262208]"},
 	};
-	if (!tmp_new())
-		{
+	if (!tmp_new()) {
 		harness_fail(__FILE__, __LINE__, "mkdtemp failed");
 		return;
 	}
@@ -570,9 +560,8 @@ static void test_corrupt_entries(void)
 	}
 	/* a broken entry is reported even when its layer would be dropped */
 	write_mutated("model.layers.2.input_layernorm.weight", "dtype", "\"F64\"");
-	expect_open_fails("dropped layer", 2,
-			  "tensor model.layers.2.input_layernorm.weight: unknown dtype \"F64\"", NULL,
-			  NULL);
+	expect_open_fails("dropped layer", 2, "tensor model.layers.2.input_layernorm.weight: unknown dtype \"F64\"",
+			  NULL, NULL);
 	/* __metadata__ is ignored whatever it holds */
 	write_mutated("__metadata__", NULL, "[1, {\"x\": 2}]");
 	struct st_set *s = NULL;
@@ -582,6 +571,5 @@ static void test_corrupt_entries(void)
 	tmp_remove();
 }
 
-TESTS(T(test_open_fixtures), T(test_fp8_scales), T(test_expect), T(test_drop_layers),
-      T(test_hand_built_and_dropped), T(test_sharded), T(test_file_choice), T(test_corrupt_raw),
-      T(test_corrupt_entries))
+TESTS(T(test_open_fixtures), T(test_fp8_scales), T(test_expect), T(test_drop_layers), T(test_hand_built_and_dropped),
+      T(test_sharded), T(test_file_choice), T(test_corrupt_raw), T(test_corrupt_entries))

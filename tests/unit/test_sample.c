@@ -23,12 +23,12 @@ static void logits_from_probs(float *l, const double *probs)
 		l[i] = probs[i] > 0 ? (float)log(probs[i]) : -1e30f;
 }
 
-static int32_t draw(const float *l, const struct sampling_params *p, struct sample_rng *rng,
-		    const int32_t *out, int n_out)
+static int32_t draw(const float *l, const struct sampling_params *p, struct sample_rng *rng, const int32_t *out,
+		    int n_out)
 {
 	int32_t prompt[2] = {6, 7};
-	struct sample_input in = {.logits = l, .p = p, .prompt = prompt, .n_prompt = 2,
-				  .output = out, .n_output = n_out, .rng = rng};
+	struct sample_input in = {
+		.logits = l, .p = p, .prompt = prompt, .n_prompt = 2, .output = out, .n_output = n_out, .rng = rng};
 	return sample_token(&in, &sc, NULL);
 }
 
@@ -52,7 +52,7 @@ static void test_greedy(void)
 	sample_rng_seed(&rng, 1);
 	struct sample_rng before = rng;
 	EXPECT_EQ_INT(draw(l, &p, &rng, NULL, 0), 3); /* first of a tie, like torch.argmax */
-	EXPECT(!memcmp(&rng, &before, sizeof rng)); /* greedy does not consume randomness */
+	EXPECT(!memcmp(&rng, &before, sizeof rng));   /* greedy does not consume randomness */
 	sample_scratch_fini(&sc);
 }
 
@@ -187,8 +187,8 @@ static void test_min_tokens_mask(void)
 	int32_t out[1] = {2};
 	struct sample_rng rng;
 	sample_rng_seed(&rng, 1);
-	struct sample_input in = {.logits = l, .p = &p, .output = out, .n_output = 1,
-				  .stop_ids = stop, .n_stop_ids = 1, .rng = &rng};
+	struct sample_input in = {
+		.logits = l, .p = &p, .output = out, .n_output = 1, .stop_ids = stop, .n_stop_ids = 1, .rng = &rng};
 	EXPECT_EQ_INT(sample_token(&in, &sc, NULL), 2);
 	in.n_output = 2;
 	in.output = (int32_t[2]){2, 2};
@@ -271,8 +271,7 @@ static int ref_cmp(const void *a, const void *b)
 	return (i > j) - (i < j);
 }
 
-static int32_t ref_sample(const float *logits, int vocab, const struct sampling_params *p,
-			  struct sample_rng *rng)
+static int32_t ref_sample(const float *logits, int vocab, const struct sampling_params *p, struct sample_rng *rng)
 {
 	float *x = malloc(sizeof *x * (size_t)vocab);
 	int32_t *c = malloc(sizeof *c * (size_t)vocab);
@@ -388,6 +387,5 @@ static void test_validate(void)
 	EXPECT(sampling_params_validate(&p, 100, &e) < 0); /* empty stop string */
 }
 
-TESTS(T(test_greedy), T(test_seed_independent_of_batch), T(test_distribution), T(test_masks),
-      T(test_penalties), T(test_min_tokens_mask), T(test_allow_mask), T(test_logprobs), T(test_matches_full_sort),
-      T(test_validate))
+TESTS(T(test_greedy), T(test_seed_independent_of_batch), T(test_distribution), T(test_masks), T(test_penalties),
+      T(test_min_tokens_mask), T(test_allow_mask), T(test_logprobs), T(test_matches_full_sort), T(test_validate))

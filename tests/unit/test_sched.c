@@ -26,11 +26,9 @@ static void fix_init_cfg(struct fix *f, int n_blocks, int bs, bool caching, cons
 	EXPECT(sched_new(c, f->pool, &f->s, &e) == 0);
 }
 
-static void fix_init(struct fix *f, int n_blocks, int bs, int max_seqs, int budget, int max_len,
-		     bool caching)
+static void fix_init(struct fix *f, int n_blocks, int bs, int max_seqs, int budget, int max_len, bool caching)
 {
-	struct sched_config c = {.max_num_seqs = max_seqs, .max_num_batched_tokens = budget,
-				 .max_model_len = max_len};
+	struct sched_config c = {.max_num_seqs = max_seqs, .max_num_batched_tokens = budget, .max_model_len = max_len};
 	fix_init_cfg(f, n_blocks, bs, caching, &c);
 }
 
@@ -42,8 +40,7 @@ static struct sched_req *fix_add_p(struct fix *f, int n_prompt, int first_tok, i
 	struct sched_req *r = &f->req[f->n_req];
 	struct err e;
 	int max_len = n_prompt + max_tokens;
-	EXPECT(sched_req_init(r, (uint64_t)f->n_req, prompt, n_prompt, max_len, blocks_size(f->pool),
-			      &e) == 0);
+	EXPECT(sched_req_init(r, (uint64_t)f->n_req, prompt, n_prompt, max_len, blocks_size(f->pool), &e) == 0);
 	r->max_tokens = max_tokens;
 	r->priority = priority;
 	f->n_req++;
@@ -173,7 +170,7 @@ static void test_preemption_order(void)
 	EXPECT_EQ_INT(b->status, SREQ_PREEMPTED); /* b was admitted after a */
 	EXPECT_EQ_INT(b->n_preemptions, 1);
 	EXPECT_EQ_INT(b->n_computed, 0);
-	EXPECT(sched_waiting_head(f.s) == b); /* prepended, ahead of c */
+	EXPECT(sched_waiting_head(f.s) == b);   /* prepended, ahead of c */
 	EXPECT_EQ_INT(c->status, SREQ_WAITING); /* no admission in a preempting step */
 	EXPECT_EQ_INT(f.o.n, 1);
 	EXPECT(f.o.reqs[0] == a);
@@ -181,8 +178,8 @@ static void test_preemption_order(void)
 	sched_counters_get(f.s, &cnt);
 	EXPECT_EQ_INT(cnt.preemptions, 1);
 	int b_out = sched_req_n_output(b);
-	for (int k = 0; k < 40 && (a->status != SREQ_FINISHED || b->status != SREQ_FINISHED ||
-				   c->status != SREQ_FINISHED); k++)
+	for (int k = 0;
+	     k < 40 && (a->status != SREQ_FINISHED || b->status != SREQ_FINISHED || c->status != SREQ_FINISHED); k++)
 		fix_step(&f);
 	EXPECT_EQ_INT(a->status, SREQ_FINISHED);
 	EXPECT_EQ_INT(b->status, SREQ_FINISHED);
@@ -242,8 +239,8 @@ static void test_prefix_hits(void)
 static void test_prefix_hits_drop_last(void)
 {
 	struct fix f;
-	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512,
-				 .drop_last_hit = true};
+	struct sched_config c = {
+		.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512, .drop_last_hit = true};
 	fix_init_cfg(&f, 64, 4, true, &c);
 	struct sched_req *a = fix_add(&f, 13, 100, 5);
 	fix_step(&f);
@@ -309,7 +306,7 @@ static void test_resume_hits_cache(void)
 	sched_finish(f.s, a, ENGINE_FINISH_ABORT); /* make room */
 	fix_step(&f);
 	EXPECT_EQ_INT(b->status, SREQ_RUNNING);
-	EXPECT(b->step_start >= 8); /* resumed from cached blocks, not from 0 */
+	EXPECT(b->step_start >= 8);    /* resumed from cached blocks, not from 0 */
 	EXPECT_EQ_INT(b->n_cached, 0); /* recorded once, at first admission */
 	sched_finish(f.s, b, ENGINE_FINISH_ABORT);
 	fix_fini(&f);
@@ -366,28 +363,29 @@ static void test_max_model_len(void)
 static void test_random_workload(void)
 {
 	for (int pol = 0; pol < 2; pol++) {
-	struct fix f;
-	struct sched_config c = {.max_num_seqs = 3, .max_num_batched_tokens = 13, .max_model_len = 128,
-				 .priority = pol == 1};
-	fix_init_cfg(&f, 20, 4, true, &c);
-	unsigned seed = 12345;
-	for (int i = 0; i < 8; i++) {
-		seed = seed * 1103515245u + 12345u;
-		int len = 1 + (int)((seed >> 16) % 30);
-		struct sched_req *r = fix_add_p(&f, len, (i % 3) * 10, 1 + (int)((seed >> 8) % 12), (int)(seed >> 4) % 3);
-		r->eos = 9999;
-	}
-	for (int k = 0; k < 400; k++) {
-		fix_step(&f);
-		EXPECT(f.o.total_tokens <= 13);
-		EXPECT(sched_n_running(f.s) <= 3);
-		for (int i = 0; i < f.o.n; i++)
-			if (f.o.reqs[i]->status == SREQ_RUNNING)
-				EXPECT(f.o.reqs[i]->kv.n_blocks * 4 >= f.o.reqs[i]->n_computed);
-	}
-	for (int i = 0; i < f.n_req; i++)
-		EXPECT_EQ_INT(f.req[i].status, SREQ_FINISHED);
-	fix_fini(&f);
+		struct fix f;
+		struct sched_config c = {
+			.max_num_seqs = 3, .max_num_batched_tokens = 13, .max_model_len = 128, .priority = pol == 1};
+		fix_init_cfg(&f, 20, 4, true, &c);
+		unsigned seed = 12345;
+		for (int i = 0; i < 8; i++) {
+			seed = seed * 1103515245u + 12345u;
+			int len = 1 + (int)((seed >> 16) % 30);
+			struct sched_req *r = fix_add_p(&f, len, (i % 3) * 10, 1 + (int)((seed >> 8) % 12),
+							(int)(seed >> 4) % 3);
+			r->eos = 9999;
+		}
+		for (int k = 0; k < 400; k++) {
+			fix_step(&f);
+			EXPECT(f.o.total_tokens <= 13);
+			EXPECT(sched_n_running(f.s) <= 3);
+			for (int i = 0; i < f.o.n; i++)
+				if (f.o.reqs[i]->status == SREQ_RUNNING)
+					EXPECT(f.o.reqs[i]->kv.n_blocks * 4 >= f.o.reqs[i]->n_computed);
+		}
+		for (int i = 0; i < f.n_req; i++)
+			EXPECT_EQ_INT(f.req[i].status, SREQ_FINISHED);
+		fix_fini(&f);
 	}
 }
 
@@ -397,8 +395,8 @@ static void test_priority_queue_order(void)
 {
 	for (int pol = 0; pol < 2; pol++) {
 		struct fix f;
-		struct sched_config c = {.max_num_seqs = 1, .max_num_batched_tokens = 64, .max_model_len = 512,
-					 .priority = pol == 1};
+		struct sched_config c = {
+			.max_num_seqs = 1, .max_num_batched_tokens = 64, .max_model_len = 512, .priority = pol == 1};
 		fix_init_cfg(&f, 64, 4, false, &c);
 		struct sched_req *a = fix_add_p(&f, 4, 100, 2, 5), *b = fix_add_p(&f, 4, 200, 2, 0),
 				 *cc = fix_add_p(&f, 4, 300, 2, 5), *d = fix_add_p(&f, 4, 400, 2, -1);
@@ -424,12 +422,13 @@ static void test_priority_queue_order(void)
 static void test_priority_preemption(void)
 {
 	struct fix f;
-	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512, .priority = true};
-	fix_init_cfg(&f, 7, 4, false, &c); /* 6 usable blocks of 4 */
+	struct sched_config c = {
+		.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 512, .priority = true};
+	fix_init_cfg(&f, 7, 4, false, &c);                 /* 6 usable blocks of 4 */
 	struct sched_req *a = fix_add_p(&f, 8, 100, 8, 1); /* 2 blocks, the less urgent */
 	fix_step(&f);
 	struct sched_req *b = fix_add_p(&f, 12, 200, 8, 0); /* 3 blocks */
-	fix_step(&f); /* a takes its 3rd block for token 9, b its 3 */
+	fix_step(&f);                                       /* a takes its 3rd block for token 9, b its 3 */
 	EXPECT_EQ_INT(f.o.n, 2);
 	EXPECT_EQ_INT(blocks_num_free(f.pool), 0);
 	struct sched_req *w = fix_add_p(&f, 4, 300, 4, 2); /* waits: the lowest priority */
@@ -441,9 +440,10 @@ static void test_priority_preemption(void)
 	EXPECT_EQ_INT(b->status, SREQ_RUNNING);
 	EXPECT_EQ_INT(f.o.n, 1);
 	EXPECT(f.o.reqs[0] == b);
-	EXPECT_EQ_INT(f.o.total_tokens, 1); /* a's token went back to the budget */
+	EXPECT_EQ_INT(f.o.total_tokens, 1);                   /* a's token went back to the budget */
 	EXPECT(sched_waiting_head(f.s) == a && a->next == w); /* priority 1 ahead of 2 */
-	for (int k = 0; k < 60 && (a->status != SREQ_FINISHED || b->status != SREQ_FINISHED || w->status != SREQ_FINISHED); k++)
+	for (int k = 0;
+	     k < 60 && (a->status != SREQ_FINISHED || b->status != SREQ_FINISHED || w->status != SREQ_FINISHED); k++)
 		fix_step(&f);
 	EXPECT(a->status == SREQ_FINISHED && b->status == SREQ_FINISHED && w->status == SREQ_FINISHED);
 	EXPECT_EQ_INT(sched_req_n_output(a), 8);
@@ -458,16 +458,20 @@ static void test_runner_plan(void)
 	fix_init(&f, 64, 4, 8, 10, 512, false);
 	struct sched_req *a = fix_add(&f, 3, 100, 20); /* will be decoding */
 	fix_step(&f);
-	struct sched_req *b = fix_add(&f, 6, 200, 20); /* fresh prefill, fits */
+	struct sched_req *b = fix_add(&f, 6, 200, 20);  /* fresh prefill, fits */
 	struct sched_req *c = fix_add(&f, 30, 300, 20); /* chunked: gets the rest of the budget */
 	sched_step(f.s, &f.o);
 	EXPECT_EQ_INT(f.o.n, 3);
 	EXPECT(f.o.reqs[0] == a && f.o.reqs[1] == b && f.o.reqs[2] == c);
 	EXPECT_EQ_INT(c->n_sched, 3);
 	struct runner rn;
-	struct runner_config rc = {.max_num_seqs = 8, .max_num_batched_tokens = 10,
-				   .max_model_len = 512, .block_size = 4, .vocab = 16,
-				   .threshold = 1, .require_uniform = true};
+	struct runner_config rc = {.max_num_seqs = 8,
+				   .max_num_batched_tokens = 10,
+				   .max_model_len = 512,
+				   .block_size = 4,
+				   .vocab = 16,
+				   .threshold = 1,
+				   .require_uniform = true};
 	struct err e;
 	EXPECT(runner_init(&rn, &rc, NULL, NULL, NULL, NULL, &e) == 0);
 	/* move a to the back so the reorder has work to do */
@@ -531,8 +535,8 @@ static void test_runner_plan(void)
 static void test_chunk_budget(void)
 {
 	struct fix f;
-	struct sched_config c = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 64,
-				 .chunk_budget = 6};
+	struct sched_config c = {
+		.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 64, .chunk_budget = 6};
 	fix_init_cfg(&f, 64, 4, true, &c);
 	struct sched_req *a = fix_add(&f, 10, 100, 2), *b = fix_add(&f, 10, 200, 2), *d = fix_add(&f, 10, 300, 2);
 	a->max_chunk = b->max_chunk = 4;
@@ -549,7 +553,7 @@ static void test_chunk_budget(void)
 	fix_fini(&f);
 }
 
-TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode), T(test_max_num_seqs),
-      T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits), T(test_prefix_hits_drop_last), T(test_lookahead),
-      T(test_resume_hits_cache), T(test_stop_conditions), T(test_max_model_len),
-      T(test_random_workload), T(test_priority_queue_order), T(test_priority_preemption))
+TESTS(T(test_chunk_budget), T(test_runner_plan), T(test_chunked_prefill_alone), T(test_chunked_prefill_with_decode),
+      T(test_max_num_seqs), T(test_preemption_order), T(test_self_preemption), T(test_prefix_hits),
+      T(test_prefix_hits_drop_last), T(test_lookahead), T(test_resume_hits_cache), T(test_stop_conditions),
+      T(test_max_model_len), T(test_random_workload), T(test_priority_queue_order), T(test_priority_preemption))

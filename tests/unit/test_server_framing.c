@@ -64,11 +64,13 @@ static void framing_canonical_heads(void)
 {
 	char *out;
 	struct hframe f = feed_both("POST /v1/x HTTP/1.1\nHost: a\nContent-Length:  3 \n\nabc"
-				    "GET /health HTTP/1.1\r\nHost: a\r\n\r\n", &out);
+				    "GET /health HTTP/1.1\r\nHost: a\r\n\r\n",
+				    &out);
 	EXPECT_EQ_INT(f.st, HF_HEAD);
 	EXPECT_EQ_INT(f.n_requests, 2);
 	EXPECTF(!strcmp(out, "POST /v1/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
-			     "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"), "%s", out);
+			     "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"),
+		"%s", out);
 	free(out);
 	/* equal repeated lengths are one */
 	f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nab", &out);
@@ -85,17 +87,21 @@ static void framing_chunked(void)
 	char *out;
 	struct hframe f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"
 				    "3;ext=1\r\nabc\r\n0\r\nX-T: 1\r\nContent-Length: 9\r\n\r\n"
-				    "GET / HTTP/1.0\r\n\r\n", &out);
+				    "GET / HTTP/1.0\r\n\r\n",
+				    &out);
 	EXPECT_EQ_INT(f.st, HF_HEAD);
 	EXPECT_EQ_INT(f.n_requests, 2);
-	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n"
-			     "GET / HTTP/1.0\r\n\r\n"), "%s", out);
+	EXPECTF(!strcmp(out, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: "
+			     "1\r\n\r\n"
+			     "GET / HTTP/1.0\r\n\r\n"),
+		"%s", out);
 	free(out);
 	/* an error inside the body ends it with the marker in a trailer */
 	f = feed_both("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", &out);
 	EXPECT_EQ_INT(f.status, 400);
 	EXPECTF(!strncmp(out + strlen("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"),
-			 "3\r\nabc\r\n0\r\n" HFRAME_MARK ": ", 10 + sizeof HFRAME_MARK), "%s", out);
+			 "3\r\nabc\r\n0\r\n" HFRAME_MARK ": ", 10 + sizeof HFRAME_MARK),
+		"%s", out);
 	free(out);
 }
 
@@ -146,7 +152,8 @@ static void framing_nothing_after_an_error(void)
 {
 	char *out;
 	struct hframe f = feed_both("GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 1\r\n"
-				    "Content-Length: 30\r\n\r\nGET /c HTTP/1.1\r\n\r\n", &out);
+				    "Content-Length: 30\r\n\r\nGET /c HTTP/1.1\r\n\r\n",
+				    &out);
 	EXPECT_EQ_INT(f.n_requests, 1);
 	EXPECT(strstr(out, "/c") == NULL);
 	EXPECT(strstr(out, "POST /b HTTP/1.1\r\nHost: mlaserve\r\n" HFRAME_MARK) != NULL);

@@ -9,19 +9,16 @@
 #include "server/parsers/jstr.h"
 #include "base/utf8.h"
 
-static char *dump(const json_t *j)
-{
-	return json_dumps(j, JSON_COMPACT);
-}
+static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT); }
 
 /* EXPECT that the compact JSON of j equals want; frees j. */
-#define EXPECT_JSON(j, want)                                                              \
-	do {                                                                              \
-		json_t *_j = (j);                                                         \
-		char *_s = _j ? dump(_j) : NULL;                                          \
+#define EXPECT_JSON(j, want)                                                                     \
+	do {                                                                                     \
+		json_t *_j = (j);                                                                \
+		char *_s = _j ? dump(_j) : NULL;                                                 \
 		EXPECTF(_s && !strcmp(_s, want), "got %s\n  want %s", _s ? _s : "(null)", want); \
-		free(_s);                                                                 \
-		json_decref(_j);                                                          \
+		free(_s);                                                                        \
+		json_decref(_j);                                                                 \
 	} while (0)
 
 static void test_utf8_sanitize(void)
@@ -32,12 +29,16 @@ static void test_utf8_sanitize(void)
 		const char *out; /* Python: bytes.decode("utf-8", "replace") */
 	} cases[] = {
 		{"abc", 3, "abc"},
-		{"\xe2\x82\xac", 3, "\xe2\x82\xac"},		     /* euro sign */
-		{"a\xe2\x82", 3, "a\xef\xbf\xbd"},		     /* cut at the end: one U+FFFD */
+		{"\xe2\x82\xac", 3, "\xe2\x82\xac"}, /* euro sign */
+		{"a\xe2\x82", 3, "a\xef\xbf\xbd"},   /* cut at the end: one U+FFFD */
 		{"\xff", 1, "\xef\xbf\xbd"},
 		{"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
-		{"\xf0\x9f\x98" "A", 4, "\xef\xbf\xbd" "A"},	     /* maximal subpart */
-		{"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},	     /* overlong */
+		{"\xf0\x9f\x98"
+		 "A",
+		 4,
+		 "\xef\xbf\xbd"
+		 "A"},                                       /* maximal subpart */
+		{"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"}, /* overlong */
 		{"\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
 		{"x\0y", 3, "x\0y"},
 	};
@@ -78,35 +79,39 @@ static void test_sse_framing(void)
 
 static void test_chat_chunks(void)
 {
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, NULL,
-			     ENGINE_FINISH_NONE, -1, NULL, NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 0, "assistant", NULL, NULL, ENGINE_FINISH_NONE, -1,
+			     NULL, NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
 		    "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL, &(struct oj_delta){"h\xe2\x82", 3, NULL, 0, NULL}, NULL,
-			     ENGINE_FINISH_NONE, -1, NULL, NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "chatcmpl-1", 7, "m", 1, NULL,
+			     &(struct oj_delta){"h\xe2\x82", 3, NULL, 0, NULL}, NULL, ENGINE_FINISH_NONE, -1, NULL,
+			     NULL),
 		    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,"
 		    "\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"h\xef\xbf\xbd\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, NULL, 0, NULL}, NULL, ENGINE_FINISH_STOP,
-			     -1, "END", NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, NULL, 0, NULL}, NULL,
+			     ENGINE_FINISH_STOP, -1, "END", NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,"
 		    "\"finish_reason\":\"stop\",\"stop_reason\":\"END\"}]}");
 	/* a reasoning parser's deltas: reasoning only, both at the end of the reasoning */
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, "hm", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
-			     NULL, NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"", 0, "hm", 2, NULL}, NULL,
+			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
-		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\",\"reasoning\":\"hm\"},\"logprobs\":null,"
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\",\"reasoning\":\"hm\"},"
+		    "\"logprobs\":null,"
 		    "\"finish_reason\":null}]}");
-	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Yes", 3, "so", 2, NULL}, NULL, ENGINE_FINISH_NONE, -1,
-			     NULL, NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Yes", 3, "so", 2, NULL}, NULL,
+			     ENGINE_FINISH_NONE, -1, NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
-		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"reasoning\":\"so\",\"content\":\"Yes\"},"
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"so\",\"reasoning\":\"so\","
+		    "\"content\":\"Yes\"},"
 		    "\"logprobs\":null,\"finish_reason\":null}]}");
 	/* the last chunk of a choice that called tools: indexed calls, finish "tool_calls" */
 	json_t *calls = json_loads("[{\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
-				   "\"arguments\":\"{}\"}}]", 0, NULL);
+				   "\"arguments\":\"{}\"}}]",
+				   0, NULL);
 	EXPECT_JSON(oj_chunk(SRV_API_CHAT, "c", 7, "m", 0, NULL, &(struct oj_delta){"Hi", 2, NULL, 0, calls}, NULL,
 			     ENGINE_FINISH_STOP, 1, NULL, NULL),
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
@@ -125,8 +130,8 @@ static void test_chat_chunks(void)
 		    "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":8,"
 		    "\"completion_tokens\":3}}");
-	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, &(struct oj_delta){"ab", 2, NULL, 0, NULL}, NULL,
-			     ENGINE_FINISH_LENGTH, -1, NULL, NULL),
+	EXPECT_JSON(oj_chunk(SRV_API_COMPLETION, "cmpl-1", 7, "m", 2, NULL, &(struct oj_delta){"ab", 2, NULL, 0, NULL},
+			     NULL, ENGINE_FINISH_LENGTH, -1, NULL, NULL),
 		    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
 		    "\"choices\":[{\"index\":2,\"text\":\"ab\",\"logprobs\":null,"
 		    "\"finish_reason\":\"length\",\"stop_reason\":null}]}");
@@ -169,26 +174,29 @@ static void test_full_responses(void)
 	strbuf_put(&c[0].reasoning, "hm", 2);
 	c[0].split = c[1].split = true;
 	strbuf_put(&c[1].text, "Yes", 3);
-	EXPECT_JSON(oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u),
-		    "{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
-		    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
-		    "\"reasoning_content\":\"hm\",\"tool_calls\":[],\"reasoning\":\"hm\"},\"logprobs\":null,"
-		    "\"finish_reason\":\"stop\",\"stop_reason\":7},{\"index\":1,\"message\":{\"role\":"
-		    "\"assistant\",\"content\":\"Yes\",\"reasoning_content\":\"\",\"tool_calls\":[],\"reasoning\":\"\"},"
-		    "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],"
-		    "\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
-		    "\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
-		    "\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
+	EXPECT_JSON(
+		oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u),
+		"{\"id\":\"chatcmpl-x\",\"object\":\"chat.completion\",\"created\":9,\"model\":\"m\","
+		"\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
+		"\"reasoning_content\":\"hm\",\"tool_calls\":[],\"reasoning\":\"hm\"},\"logprobs\":null,"
+		"\"finish_reason\":\"stop\",\"stop_reason\":7},{\"index\":1,\"message\":{\"role\":"
+		"\"assistant\",\"content\":\"Yes\",\"reasoning_content\":\"\",\"tool_calls\":[],\"reasoning\":\"\"},"
+		"\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],"
+		"\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":4,"
+		"\"total_tokens\":6,\"completion_tokens\":2,\"prompt_tokens_details\":null},"
+		"\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}");
 	/* tool calls: the message carries them, a stopped choice finishes "tool_calls" */
 	c[1].tool_calls = json_loads("[{\"id\":\"t\",\"type\":\"function\",\"function\":{\"name\":\"g\","
-				     "\"arguments\":\"[]\"}}]", 0, NULL);
+				     "\"arguments\":\"[]\"}}]",
+				     0, NULL);
 	c[1].finish = ENGINE_FINISH_STOP;
 	json_t *resp = oj_chat_response("chatcmpl-x", 9, "m", cp, 2, &u);
 	json_t *c1 = json_array_get(json_object_get(resp, "choices"), 1);
 	EXPECT(!strcmp(json_string_value(json_object_get(c1, "finish_reason")), "tool_calls"));
 	json_t *tc = json_object_get(json_object_get(c1, "message"), "tool_calls");
-	EXPECT(json_array_size(tc) == 1 && !strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 0),
-									 "function"), "name")), "g"));
+	EXPECT(json_array_size(tc) == 1 &&
+	       !strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 0), "function"), "name")),
+		       "g"));
 	json_t *c0 = json_array_get(json_object_get(resp, "choices"), 0);
 	EXPECT(json_is_string(json_object_get(json_object_get(c0, "message"), "reasoning_content")));
 	json_decref(resp);
@@ -210,8 +218,7 @@ static void test_full_responses(void)
 static void test_logprobs(void)
 {
 	struct engine_logprob lp[2] = {
-		{.token = 5, .logprob = -0.5f, .rank = 1, .n_top = 2, .top_ids = {5, 9},
-		 .top_logprobs = {-0.5f, -1.0f}},
+		{.token = 5, .logprob = -0.5f, .rank = 1, .n_top = 2, .top_ids = {5, 9}, .top_logprobs = {-0.5f, -1.f}},
 		{.token = 12, .logprob = -1.0f / 0.0f, .rank = 3, .n_top = 0},
 	};
 	size_t off = 0;
@@ -264,10 +271,10 @@ static void test_usage_details(void)
 	json_t *o = oj_usage_json(&u, false);
 	char *t = json_dumps(o, JSON_COMPACT);
 	EXPECT(t && !strcmp(t, "{\"prompt_tokens\":40,\"total_tokens\":42,\"completion_tokens\":2,"
-				 "\"prompt_tokens_details\":{\"cached_tokens\":32}}"));
+			       "\"prompt_tokens_details\":{\"cached_tokens\":32}}"));
 	free(t);
 	json_decref(o);
 }
 
-TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_sse_framing),
-      T(test_chat_chunks), T(test_full_responses), T(test_logprobs), T(test_models_and_ids))
+TESTS(T(test_usage_details), T(test_utf8_sanitize), T(test_sse_framing), T(test_chat_chunks), T(test_full_responses),
+      T(test_logprobs), T(test_models_and_ids))

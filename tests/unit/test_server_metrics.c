@@ -42,10 +42,10 @@ static void make_stats(struct engine_stats *s)
 	s->spec_draft_tokens = 21;
 	s->spec_accepted_tokens = 9;
 	s->spec_accepted_per_pos[0] = 5, s->spec_accepted_per_pos[1] = 3, s->spec_accepted_per_pos[2] = 1;
-	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-				      0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560};
+	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+				      1,     2.5,   5,    7.5,  10,   20,   40,   80,  160,  640, 2560};
 	static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-				     0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
+				     0.75, 1,     2.5,  5,     7.5, 10,   20,  40,  80};
 	fill_hist(&s->ttft, 22, ttft);
 	fill_hist(&s->itl, 19, itl);
 	fill_hist(&s->e2e, 19, itl);
@@ -89,12 +89,11 @@ static void test_exposition_rules(void)
 		if (!strncmp(line, "# TYPE ", 7)) {
 			EXPECTF(sscanf(line + 7, "%127s %31s", type_name, type) == 2, "%s", line);
 			EXPECTF(!strcmp(type_name, help), "TYPE %s after HELP %s", type_name, help);
-			EXPECTF(!strcmp(type, "gauge") || !strcmp(type, "counter") ||
-					!strcmp(type, "histogram"), "type %s", type);
+			EXPECTF(!strcmp(type, "gauge") || !strcmp(type, "counter") || !strcmp(type, "histogram"),
+				"type %s", type);
 			if (!strcmp(type, "counter")) {
 				size_t l = strlen(type_name);
-				EXPECTF(l > 6 && !strcmp(type_name + l - 6, "_total"), "counter %s",
-					type_name);
+				EXPECTF(l > 6 && !strcmp(type_name + l - 6, "_total"), "counter %s", type_name);
 			}
 			last_bucket = -1;
 			continue;
@@ -127,30 +126,29 @@ static void test_exposition_rules(void)
 	EXPECT(n_samples > 4 * 20);
 	/* spot values, formatted as the Python client does */
 	EXPECT(strstr(out.p, "vllm:num_requests_running{model_name=\"tiny \\\"v3\\\"\","
-				"engine=\"0\"} 3.0\n"));
+			     "engine=\"0\"} 3.0\n"));
 	EXPECT(strstr(out.p, "vllm:kv_cache_usage_perc{model_name=\"tiny \\\"v3\\\"\","
-				"engine=\"0\"} 0.25\n"));
+			     "engine=\"0\"} 0.25\n"));
 	EXPECT(strstr(out.p, "vllm:request_success_total{model_name=\"tiny \\\"v3\\\"\","
-				"engine=\"0\",finished_reason=\"length\"} 4.0\n"));
+			     "engine=\"0\",finished_reason=\"length\"} 4.0\n"));
 	EXPECT(strstr(out.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"tiny "
-				"\\\"v3\\\"\",engine=\"0\",le=\"0.001\"} 0.0\n"));
+			     "\\\"v3\\\"\",engine=\"0\",le=\"0.001\"} 0.0\n"));
 	EXPECT(strstr(out.p, "vllm:time_to_first_token_seconds_count{model_name=\"tiny "
-				"\\\"v3\\\"\",engine=\"0\"} 23.0\n"));
+			     "\\\"v3\\\"\",engine=\"0\"} 23.0\n"));
 	static const char *const required[] = {
-		"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
-		"prefix_cache_queries_total", "prefix_cache_hits_total", "num_preemptions_total",
-		"prompt_tokens_total", "generation_tokens_total", "time_to_first_token_seconds",
-		"inter_token_latency_seconds", "e2e_request_latency_seconds",
-		"request_success_total"};
+		"num_requests_running",        "num_requests_waiting",        "kv_cache_usage_perc",
+		"prefix_cache_queries_total",  "prefix_cache_hits_total",     "num_preemptions_total",
+		"prompt_tokens_total",         "generation_tokens_total",     "time_to_first_token_seconds",
+		"inter_token_latency_seconds", "e2e_request_latency_seconds", "request_success_total"};
 	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
 		char want[128];
 		snprintf(want, sizeof want, "# TYPE vllm:%s ", required[i]);
 		EXPECTF(strstr(out.p, want) != NULL, "missing %s", required[i]);
 	}
 	EXPECT(strstr(out.p, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny "
-				"\\\"v3\\\"\",engine=\"0\",position=\"1\"} 3.0\n"));
+			     "\\\"v3\\\"\",engine=\"0\",position=\"1\"} 3.0\n"));
 	EXPECT(strstr(out.p, "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny "
-				"\\\"v3\\\"\",engine=\"0\"} 21.0\n"));
+			     "\\\"v3\\\"\",engine=\"0\"} 21.0\n"));
 	free(text);
 	strbuf_fini(&out);
 	/* without speculative decoding the family is absent, as in vLLM */

@@ -19,12 +19,12 @@ static const struct want cases[] = {
 	{"no tag at all", "no tag at all", NULL},
 	{"", "", NULL},
 	{"<think>", "", NULL},
-	{"<thin", "<thin", NULL},		 /* not the whole tag: text */
-	{"a</think>", "a", NULL},		 /* ends right after the tag: content null */
+	{"<thin", "<thin", NULL}, /* not the whole tag: text */
+	{"a</think>", "a", NULL}, /* ends right after the tag: content null */
 	{"</think>", "", NULL},
 	{"</think>b</think>c", "", "b</think>c"}, /* only the first tag ends the reasoning */
 	{"a</thinkb", "a</thinkb", NULL},
-	{"a<</think>b", "a<", "b"},		 /* a tag start right before the tag */
+	{"a<</think>b", "a<", "b"},               /* a tag start right before the tag */
 	{"x<think>y</think>z", "x<think>y", "z"}, /* "<think>" counts only at the start */
 	{"\xe6\x80\x9d\xe8\x80\x83</think>\xe7\xad\x94", "\xe6\x80\x9d\xe8\x80\x83", "\xe7\xad\x94"},
 	{"a</th</think>", "a</th", NULL},
@@ -42,8 +42,7 @@ static int split_differs(const struct want *w, size_t i, size_t j, char *got, si
 			return -1;
 	int bad = r.n != strlen(w->reasoning) || (r.n && memcmp(r.p, w->reasoning, r.n)) ||
 		  (w->content ? c.n != strlen(w->content) || memcmp(c.p, w->content, c.n) : c.n != 0);
-	snprintf(got, cap, "reasoning '%.*s', content '%.*s'", (int)r.n, r.p ? r.p : "", (int)c.n,
-		 c.p ? c.p : "");
+	snprintf(got, cap, "reasoning '%.*s', content '%.*s'", (int)r.n, r.p ? r.p : "", (int)c.n, c.p ? c.p : "");
 	strbuf_fini(&r);
 	strbuf_fini(&c);
 	return bad;

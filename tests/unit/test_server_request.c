@@ -46,8 +46,8 @@ static void expect_400(const char *text, enum srv_api api, const char *param)
 	int st = parse(text, api, &r, &ae);
 	EXPECTF(st == 400, "%s: status %d, expected 400", text, st);
 	if (param)
-		EXPECTF(!strcmp(ae.param, param), "%s: param '%s', expected '%s' (%s)", text, ae.param,
-			param, ae.message);
+		EXPECTF(!strcmp(ae.param, param), "%s: param '%s', expected '%s' (%s)", text, ae.param, param,
+			ae.message);
 	EXPECTF(ae.message[0], "%s: empty message", text);
 	srv_request_fini(&r);
 }
@@ -56,8 +56,7 @@ static void test_chat_defaults(void)
 {
 	struct srv_request r;
 	struct api_error ae;
-	json_t *body = json_loads("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
-				  0, NULL);
+	json_t *body = json_loads("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", 0, NULL);
 	init_base();
 	EXPECT_EQ_INT(srv_request_parse(body, SRV_API_CHAT, &base, &lim, &r, &ae, NULL, 0), 0);
 	EXPECT(!strcmp(r.model, "m"));
@@ -89,8 +88,7 @@ static void test_chat_fields(void)
 		0, NULL);
 	init_base();
 	char unknown[64];
-	EXPECT_EQ_INT(srv_request_parse(body, SRV_API_CHAT, &base, &lim, &r, &ae, unknown,
-					sizeof unknown), 0);
+	EXPECT_EQ_INT(srv_request_parse(body, SRV_API_CHAT, &base, &lim, &r, &ae, unknown, sizeof unknown), 0);
 	EXPECT(r.model == NULL);
 	EXPECT_NEAR(r.sp.temperature, 0, 0);
 	EXPECT_NEAR(r.sp.top_p, 0.5, 1e-6);
@@ -123,8 +121,7 @@ static void test_chat_errors(void)
 	expect_400("{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", C, "messages");
 	expect_400("{\"messages\":[{\"content\":\"x\"}]}", C, "messages");
 	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":5}]}", C, "messages");
-	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", C,
-		   "messages");
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", C, "messages");
 	expect_400("{" M ",\"model\":5}", C, "model");
 	expect_400("{" M ",\"temperature\":\"hot\"}", C, "temperature");
 	expect_400("{" M ",\"temperature\":2.5}", C, "temperature");
@@ -147,13 +144,13 @@ static void test_chat_errors(void)
 	expect_400("{" M ",\"n\":2,\"temperature\":0}", C, "n"); /* greedy allows one choice */
 	expect_400("{" M ",\"stream\":\"yes\"}", C, "stream");
 	expect_400("{" M ",\"stream_options\":{\"include_usage\":true}}", C, "stream_options");
-	expect_400("{" M ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}", C,
-		   "include_usage");
+	expect_400("{" M ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}", C, "include_usage");
 	expect_400("{" M ",\"stop\":\"\"}", C, "stop");
 	expect_400("{" M ",\"stop\":[\"a\",3]}", C, "stop");
 	expect_400("{" M ",\"stop\":7}", C, "stop");
 	expect_400("{" M ",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
-		   "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", C, "stop");
+		   "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+		   C, "stop");
 	expect_400("{" M ",\"stop_token_ids\":[1024]}", C, "stop_token_ids");
 	expect_400("{" M ",\"stop_token_ids\":[-1]}", C, "stop_token_ids");
 	expect_400("{" M ",\"stop_token_ids\":5}", C, "stop_token_ids");
@@ -178,15 +175,15 @@ static void test_chat_errors(void)
 	expect_400("{" M ",\"response_format\":{\"type\":\"yaml\"}}", C, "response_format");
 	expect_400("{" M ",\"guided_grammar\":\"a+\"}", C, "guided_grammar");
 	expect_400("{" M ",\"guided_json\":{\"type\":\"string\",\"not\":{}}}", C, "guided_json");
-	expect_400("{" M ",\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"auto\"}", C,
-		   "tool_choice");
+	expect_400("{" M ",\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"auto\"}", C, "tool_choice");
 	expect_400("{" M ",\"chat_template\":\"{{x}}\"}", C, "chat_template");
 	expect_400("{" M ",\"chat_template_kwargs\":[]}", C, "chat_template_kwargs");
 	expect_400("{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],"
-		   "\"continue_final_message\":true}", C, "continue_final_message");
+		   "\"continue_final_message\":true}",
+		   C, "continue_final_message");
 	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-		   "\"continue_final_message\":true,\"add_generation_prompt\":false}", C,
-		   "continue_final_message");
+		   "\"continue_final_message\":true,\"add_generation_prompt\":false}",
+		   C, "continue_final_message");
 #undef M
 }
 
@@ -196,12 +193,13 @@ static void test_tools_reach_the_template(void)
 	struct api_error ae;
 	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
 			    "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"none\","
-			    "\"chat_template_kwargs\":{\"thinking\":true}}", SRV_API_CHAT, &r, &ae), 0);
+			    "\"chat_template_kwargs\":{\"thinking\":true}}",
+			    SRV_API_CHAT, &r, &ae),
+		      0);
 	EXPECT(json_is_true(json_object_get(r.chat_template_kwargs, "thinking")));
 	EXPECT_EQ_INT(json_array_size(json_object_get(r.chat_template_kwargs, "tools")), 1);
 	srv_request_fini(&r);
-	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", SRV_API_CHAT,
-		   "tools");
+	expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", SRV_API_CHAT, "tools");
 }
 
 /* Malformed tools are a 400 whatever the tool_choice, as vLLM's pydantic model has them;
@@ -209,12 +207,17 @@ static void test_tools_reach_the_template(void)
 static void test_tools_validated(void)
 {
 #define U "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
-	static const char *const bad[] = {
-		"[{}]", "[1]", "[{\"type\":\"function\"}]", "[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]",
-		"[{\"function\":{}}]", "[{\"function\":{\"name\":3}}]", "[{\"function\":[]}]",
-		"[{\"function\":{\"name\":\"f\",\"parameters\":[]}}]",
-		"[{\"function\":{\"name\":\"f\",\"description\":1}}]",
-		"[{\"function\":{\"name\":\"f\",\"strict\":\"yes\"}}]", "\"f\""};
+	static const char *const bad[] = {"[{}]",
+					  "[1]",
+					  "[{\"type\":\"function\"}]",
+					  "[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]",
+					  "[{\"function\":{}}]",
+					  "[{\"function\":{\"name\":3}}]",
+					  "[{\"function\":[]}]",
+					  "[{\"function\":{\"name\":\"f\",\"parameters\":[]}}]",
+					  "[{\"function\":{\"name\":\"f\",\"description\":1}}]",
+					  "[{\"function\":{\"name\":\"f\",\"strict\":\"yes\"}}]",
+					  "\"f\""};
 	static const char *const choices[] = {"", ",\"tool_choice\":\"none\""};
 	char b[512];
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
@@ -226,7 +229,9 @@ static void test_tools_validated(void)
 	struct api_error ae;
 	EXPECT_EQ_INT(parse("{" U ",\"tools\":[{\"function\":{\"name\":\"f\",\"description\":null,"
 			    "\"parameters\":null,\"strict\":true}},{\"type\":\"function\",\"function\":"
-			    "{\"name\":\"g\",\"parameters\":{}}}]}", SRV_API_CHAT, &r, &ae), 0);
+			    "{\"name\":\"g\",\"parameters\":{}}}]}",
+			    SRV_API_CHAT, &r, &ae),
+		      0);
 	srv_request_fini(&r);
 #undef U
 }
@@ -240,7 +245,8 @@ static void test_missing_content_is_empty(void)
 	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
 			    "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
 			    "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"content\":null,\"tool_call_id\":\"c\"}]}",
-			    SRV_API_CHAT, &r, &ae), 0);
+			    SRV_API_CHAT, &r, &ae),
+		      0);
 	EXPECT_EQ_INT(json_array_size(r.messages), 3);
 	for (size_t i = 0; i < json_array_size(r.messages); i++)
 		EXPECT(json_is_string(json_object_get(json_array_get(r.messages, i), "content")));
@@ -254,21 +260,26 @@ static void test_missing_content_is_empty(void)
  * are guided (a grammar; a name not in tools is a 400). */
 static void test_tool_choice(void)
 {
-#define MT "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
+#define MT                                                                                                      \
+	"\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{" \
+	"\"name\":\"f\"}}]"
 	static const struct {
 		bool server;
 		const char *extra;
 		int status;
 		bool parse_tools;
 	} cases[] = {
-		{true, ",\"tool_choice\":\"auto\"", 0, true},  {true, "", 0, true},
-		{true, ",\"tool_choice\":null", 0, true},	    {true, ",\"tool_choice\":\"none\"", 0, false},
+		{true, ",\"tool_choice\":\"auto\"", 0, true},
+		{true, "", 0, true},
+		{true, ",\"tool_choice\":null", 0, true},
+		{true, ",\"tool_choice\":\"none\"", 0, false},
 		{true, ",\"tool_choice\":\"required\"", 0, false},
 		{true, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", 0, false},
 		{false, ",\"tool_choice\":\"required\"", 0, false},
 		{false, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}", 400, false},
 		{false, ",\"tool_choice\":\"some\"", 400, false},
-		{false, "", 0, false},				    {false, ",\"tool_choice\":\"auto\"", 400, false},
+		{false, "", 0, false},
+		{false, ",\"tool_choice\":\"auto\"", 400, false},
 		{false, ",\"tool_choice\":\"none\"", 0, false},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -305,7 +316,8 @@ static void test_nulls_are_unset(void)
 	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":null}],\"temperature\":null,"
 			    "\"stop\":null,\"n\":null,\"seed\":-1,\"max_tokens\":null,"
 			    "\"stream_options\":null,\"logprobs\":null,\"top_k\":7.0}",
-			    SRV_API_CHAT, &r, &ae), 0);
+			    SRV_API_CHAT, &r, &ae),
+		      0);
 	EXPECT_NEAR(r.sp.temperature, 0.6, 1e-6);
 	EXPECT(!r.sp.has_seed && r.sp.n_stop == 0 && r.sp.n == 1 && r.sp.max_tokens == -1);
 	EXPECT_EQ_INT(r.sp.top_k, 7); /* integral reals are integers, as pydantic allows */
@@ -350,7 +362,8 @@ static void test_completion_prompts(void)
 	expect_400("{\"prompt\":\"a\",\"suffix\":\"z\"}", P, "suffix");
 	expect_400("{\"prompt\":\"a\",\"max_tokens\":4,\"min_tokens\":8}", P, "min_tokens");
 	expect_400("{\"prompt\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
-		   "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", P, "prompt");
+		   "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+		   P, "prompt");
 }
 
 static void test_length_checks(void)
@@ -372,8 +385,7 @@ static void test_length_checks(void)
 		"%s", ae.message);
 	srv_request_fini(&r);
 	/* no explicit max_tokens (chat): only the prompt itself must fit */
-	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", SRV_API_CHAT, &r,
-			    &ae), 0);
+	EXPECT_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", SRV_API_CHAT, &r, &ae), 0);
 	EXPECT_EQ_INT(srv_request_check_length(&r, 511, 512, &ae), 0);
 	srv_request_fini(&r);
 }
@@ -382,7 +394,8 @@ static void test_continue_final_cut(void)
 {
 	struct api_error ae;
 	json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"Hi\"},"
-			       "{\"role\":\"assistant\",\"content\":\"Hello th\"}]", 0, NULL);
+			       "{\"role\":\"assistant\",\"content\":\"Hello th\"}]",
+			       0, NULL);
 	const char *rendered = "<B><U>Hi<A>Hello th<E>";
 	long cut = srv_continue_final_cut(m, rendered, strlen(rendered), &ae);
 	EXPECT_EQ_INT(cut, (long)strlen("<B><U>Hi<A>Hello th"));
@@ -422,23 +435,31 @@ static void test_prompt_logprobs(void)
 	init_base();
 	struct srv_request r;
 	struct api_error ae;
-	EXPECT_EQ_INT(parse("{\"prompt\": [0, 5, 9], \"echo\": true, \"logprobs\": 3}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(parse("{\"prompt\": [0, 5, 9], \"echo\": true, \"logprobs\": 3}", SRV_API_COMPLETION, &r, &ae),
+		      0);
 	EXPECT(r.echo_logprobs && !r.prompt_logprobs && r.sp.prompt_logprobs == 3 && r.sp.logprobs == 3);
 	srv_request_fini(&r);
 	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"echo\": true}", SRV_API_COMPLETION, &r, &ae), 0);
 	EXPECT(!r.echo_logprobs && r.sp.prompt_logprobs == -1);
 	srv_request_fini(&r);
-	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"prompt_logprobs\": 0, \"echo\": true, \"logprobs\": 2}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"prompt_logprobs\": 0, \"echo\": true, \"logprobs\": 2}",
+			    SRV_API_COMPLETION, &r, &ae),
+		      0);
 	EXPECT(r.prompt_logprobs && r.echo_logprobs && r.sp.prompt_logprobs == 2);
 	srv_request_fini(&r);
-	EXPECT_EQ_INT(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt_logprobs\": 4}", SRV_API_CHAT, &r, &ae), 0);
+	EXPECT_EQ_INT(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt_logprobs\": 4}",
+			    SRV_API_CHAT, &r, &ae),
+		      0);
 	EXPECT(r.prompt_logprobs && r.sp.prompt_logprobs == 4);
 	srv_request_fini(&r);
-	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 1}", SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 1}",
+			    SRV_API_COMPLETION, &r, &ae),
+		      0);
 	EXPECT(r.echo_only && r.echo_logprobs && r.sp.max_tokens == 1);
 	srv_request_fini(&r);
 	expect_400("{\"prompt\": \"x\", \"max_tokens\": 0}", SRV_API_COMPLETION, "max_tokens");
-	expect_400("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true, \"max_tokens\": 0}", SRV_API_CHAT, "max_tokens");
+	expect_400("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true, \"max_tokens\": 0}",
+		   SRV_API_CHAT, "max_tokens");
 	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": 21}", SRV_API_COMPLETION, "prompt_logprobs");
 	expect_400("{\"prompt\": \"x\", \"prompt_logprobs\": \"all\"}", SRV_API_COMPLETION, "prompt_logprobs");
 }
@@ -449,8 +470,10 @@ static void test_extras(void)
 	init_base();
 	struct srv_request r;
 	struct api_error ae;
-	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 5, \"return_tokens_as_token_ids\": true, \"cache_salt\": \"tenant-a\", \"priority\": 0}",
-			    SRV_API_COMPLETION, &r, &ae), 0);
+	EXPECT_EQ_INT(parse("{\"prompt\": \"x\", \"truncate_prompt_tokens\": 5, \"return_tokens_as_token_ids\": true, "
+			    "\"cache_salt\": \"tenant-a\", \"priority\": 0}",
+			    SRV_API_COMPLETION, &r, &ae),
+		      0);
 	EXPECT(r.truncate_prompt_tokens == 5 && r.tokens_as_ids);
 	EXPECT(r.sp.cache_salt && !strcmp(r.sp.cache_salt, "tenant-a")); /* the engine hashes it */
 	srv_request_fini(&r);
@@ -473,6 +496,7 @@ static void test_extras(void)
 	lim.priority = false;
 }
 
-TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors), T(test_tools_reach_the_template), T(test_tools_validated), T(test_missing_content_is_empty), T(test_tool_choice), T(test_nulls_are_unset),
-      T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
+TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors),
+      T(test_tools_reach_the_template), T(test_tools_validated), T(test_missing_content_is_empty), T(test_tool_choice),
+      T(test_nulls_are_unset), T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
       T(test_error_body))

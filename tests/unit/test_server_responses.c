@@ -24,18 +24,21 @@ static void test_messages(void)
 {
 	struct resp_state *rs;
 	struct api_error ae;
-	json_t *c = translate("{\"model\": \"m\", \"instructions\": \"sys\", \"max_output_tokens\": 7, \"temperature\": 0.5,"
-			      " \"prompt\": null, \"conversation\": null, \"include\": [\"reasoning.encrypted_content\"],"
-			      " \"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
-			      " {\"type\": \"input_text\", \"text\": \"b\"}]}, {\"type\": \"message\", \"role\": \"developer\","
-			      " \"content\": \"d\"}], \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": false}",
-			      &rs, &ae);
+	json_t *c = translate(
+		"{\"model\": \"m\", \"instructions\": \"sys\", \"max_output_tokens\": 7, \"temperature\": 0.5,"
+		" \"prompt\": null, \"conversation\": null, \"include\": [\"reasoning.encrypted_content\"],"
+		" \"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
+		" {\"type\": \"input_text\", \"text\": \"b\"}]}, {\"type\": \"message\", \"role\": \"developer\","
+		" \"content\": \"d\"}], \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": false}",
+		&rs, &ae);
 	EXPECT(c != NULL);
 	if (!c)
 		return;
 	char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
-	EXPECTF(!strcmp(s, "{\"max_tokens\":7,\"messages\":[{\"content\":\"sys\",\"role\":\"system\"},{\"content\":\"ab\","
-			   "\"role\":\"user\"},{\"content\":\"d\",\"role\":\"system\"}],\"model\":\"m\",\"response_format\":"
+	EXPECTF(!strcmp(s, "{\"max_tokens\":7,\"messages\":[{\"content\":\"sys\",\"role\":\"system\"},{\"content\":"
+			   "\"ab\","
+			   "\"role\":\"user\"},{\"content\":\"d\",\"role\":\"system\"}],\"model\":\"m\",\"response_"
+			   "format\":"
 			   "{\"type\":\"json_object\"},\"temperature\":0.5}"),
 		"chat body: %s", s);
 	free(s);
@@ -51,10 +54,12 @@ static void test_messages(void)
 	EXPECT(json_is_null(json_object_get(json_array_get(out, 0), "encrypted_content")));
 	json_t *msg = json_array_get(out, 1);
 	EXPECT(!strcmp(json_string_value(json_object_get(msg, "status")), "incomplete"));
-	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text")), "answer"));
+	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text")),
+		       "answer"));
 	json_t *usage = json_object_get(r, "usage");
 	EXPECT(json_integer_value(json_object_get(usage, "total_tokens")) == 8);
-	EXPECT(json_integer_value(json_object_get(json_object_get(usage, "input_tokens_details"), "cached_tokens")) == 2);
+	EXPECT(json_integer_value(json_object_get(json_object_get(usage, "input_tokens_details"), "cached_tokens")) ==
+	       2);
 	json_decref(r);
 	json_decref(c);
 	resp_state_free(rs);
@@ -67,28 +72,39 @@ static void test_tools(void)
 {
 	struct resp_state *rs;
 	struct api_error ae;
-	json_t *c = translate("{\"input\": [{\"role\": \"user\", \"content\": \"q\"}, {\"type\": \"reasoning\", \"id\": \"rs_1\","
-			      " \"summary\": []}, {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", \"arguments\": \"{}\"},"
-			      " {\"type\": \"function_call\", \"call_id\": \"c2\", \"name\": \"g\", \"arguments\": \"{\\\"a\\\": 1}\"},"
-			      " {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"r1\"}],"
-			      " \"tools\": [{\"type\": \"function\", \"name\": \"f\", \"parameters\": {\"type\": \"object\"}}],"
-			      " \"tool_choice\": {\"type\": \"function\", \"name\": \"f\"}}",
-			      &rs, &ae);
+	json_t *c = translate(
+		"{\"input\": [{\"role\": \"user\", \"content\": \"q\"}, {\"type\": \"reasoning\", \"id\": \"rs_1\","
+		" \"summary\": []}, {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", "
+		"\"arguments\": "
+		"\"{}\"},"
+		" {\"type\": \"function_call\", \"call_id\": \"c2\", \"name\": \"g\", \"arguments\": \"{\\\"a\\\": "
+		"1}\"},"
+		" {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"r1\"}],"
+		" \"tools\": [{\"type\": \"function\", \"name\": \"f\", \"parameters\": {\"type\": \"object\"}}],"
+		" \"tool_choice\": {\"type\": \"function\", \"name\": \"f\"}}",
+		&rs, &ae);
 	EXPECTF(c != NULL, "%s", ae.message);
 	if (!c)
 		return;
 	char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
-	EXPECTF(!strcmp(s, "{\"messages\":[{\"content\":\"q\",\"role\":\"user\"},{\"content\":\"\",\"role\":\"assistant\","
-			   "\"tool_calls\":[{\"function\":{\"arguments\":\"{}\",\"name\":\"f\"},\"id\":\"c1\",\"type\":\"function\"},"
-			   "{\"function\":{\"arguments\":\"{\\\"a\\\": 1}\",\"name\":\"g\"},\"id\":\"c2\",\"type\":\"function\"}]},"
-			   "{\"content\":\"r1\",\"role\":\"tool\",\"tool_call_id\":\"c1\"}],\"tool_choice\":{\"function\":"
-			   "{\"name\":\"f\"},\"type\":\"function\"},\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":"
-			   "{\"type\":\"object\"}},\"type\":\"function\"}]}"),
+	EXPECTF(!strcmp(s,
+			"{\"messages\":[{\"content\":\"q\",\"role\":\"user\"},{\"content\":\"\",\"role\":"
+			"\"assistant\","
+			"\"tool_calls\":[{\"function\":{\"arguments\":\"{}\",\"name\":\"f\"},\"id\":\"c1\",\"type\":"
+			"\"function\"},"
+			"{\"function\":{\"arguments\":\"{\\\"a\\\": "
+			"1}\",\"name\":\"g\"},\"id\":\"c2\",\"type\":\"function\"}]},"
+			"{\"content\":\"r1\",\"role\":\"tool\",\"tool_call_id\":\"c1\"}],\"tool_choice\":{"
+			"\"function\":"
+			"{\"name\":\"f\"},\"type\":\"function\"},\"tools\":[{\"function\":{\"name\":\"f\","
+			"\"parameters\":"
+			"{\"type\":\"object\"}},\"type\":\"function\"}]}"),
 		"chat body: %s", s);
 	free(s);
 	/* a call-only answer: one function_call item, no message */
 	json_t *calls = json_loads("[{\"id\": \"call_9\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
-				   "\"arguments\": \"{\\\"x\\\": 2}\"}}]", 0, NULL);
+				   "\"arguments\": \"{\\\"x\\\": 2}\"}}]",
+				   0, NULL);
 	struct oj_usage u = {5, 3, 0, false};
 	json_t *r = resp_object(rs, "resp_5", 1, "m", NULL, 0, NULL, 0, calls, NULL, ENGINE_FINISH_STOP, &u);
 	json_t *out = json_object_get(r, "output"), *it = json_array_get(out, 0);
@@ -99,8 +115,10 @@ static void test_tools(void)
 	json_decref(r);
 	/* streamed: a named call as chat deltas (the id and name first, then more arguments) */
 	struct strbuf b = {0};
-	json_t *d1 = json_loads("[{\"index\": 0, \"id\": \"call_7\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
-				"\"arguments\": \"{\\\"x\\\"\"}}]", 0, NULL);
+	json_t *d1 = json_loads(
+		"[{\"index\": 0, \"id\": \"call_7\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+		"\"arguments\": \"{\\\"x\\\"\"}}]",
+		0, NULL);
 	json_t *d2 = json_loads("[{\"index\": 0, \"function\": {\"arguments\": \": 3}\"}}]", 0, NULL);
 	EXPECT(resp_stream_start(rs, &b, "resp_6", 1, "m") == 0);
 	EXPECT(resp_stream_delta(rs, &b, NULL, 0, NULL, 0, d1, NULL) == 0);
@@ -153,8 +171,8 @@ static void test_errors(void)
 		struct resp_state *rs;
 		struct api_error ae = {0};
 		json_t *c = translate(cases[i].body, &rs, &ae);
-		EXPECTF(!c && !rs && ae.status == 400 && !strcmp(ae.param, cases[i].param), "%s: status %d param %s (%s)",
-			cases[i].body, ae.status, ae.param, ae.message);
+		EXPECTF(!c && !rs && ae.status == 400 && !strcmp(ae.param, cases[i].param),
+			"%s: status %d param %s (%s)", cases[i].body, ae.status, ae.param, ae.message);
 		json_decref(c);
 	}
 }
@@ -168,7 +186,8 @@ static void event_types(const struct strbuf *b, char *types, size_t n, bool *in_
 	long want = 0;
 	for (const char *p = b->p; p && (p = strstr(p, "event: ")); p++) {
 		const char *e = strchr(p, '\n');
-		snprintf(types + strlen(types), n - strlen(types), "%s%.*s", types[0] ? " " : "", (int)(e - p - 7), p + 7);
+		snprintf(types + strlen(types), n - strlen(types), "%s%.*s", types[0] ? " " : "", (int)(e - p - 7),
+			 p + 7);
 		const char *sq = strstr(e, "\"sequence_number\":");
 		*in_order &= sq && atol(sq + 18) == want++;
 	}
@@ -190,12 +209,13 @@ static void test_stream(void)
 	char types[2048];
 	bool ordered;
 	event_types(&b, types, sizeof types, &ordered);
-	EXPECTF(!strcmp(types, "response.created response.in_progress response.output_item.added "
-			       "response.content_part.added response.reasoning_text.delta response.reasoning_text.delta "
-			       "response.reasoning_text.done response.content_part.done response.output_item.done "
-			       "response.output_item.added response.content_part.added response.output_text.delta "
-			       "response.output_text.delta response.output_text.done response.content_part.done "
-			       "response.output_item.done response.completed"),
+	EXPECTF(!strcmp(types,
+			"response.created response.in_progress response.output_item.added "
+			"response.content_part.added response.reasoning_text.delta response.reasoning_text.delta "
+			"response.reasoning_text.done response.content_part.done response.output_item.done "
+			"response.output_item.added response.content_part.added response.output_text.delta "
+			"response.output_text.delta response.output_text.done response.content_part.done "
+			"response.output_item.done response.completed"),
 		"%s", types);
 	EXPECT(ordered);
 	EXPECT(strstr(b.p, "\"text\":\"think\"") && strstr(b.p, "\"text\":\"answer\""));
@@ -205,14 +225,16 @@ static void test_stream(void)
 	json_decref(c);
 	/* nothing generated: still one (empty) message; an engine error: response.failed */
 	c = translate("{\"input\": \"x\"}", &rs, &ae);
-	EXPECT(resp_stream_start(rs, &b, "resp_3", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_LENGTH, &u, NULL) == 0);
+	EXPECT(resp_stream_start(rs, &b, "resp_3", 1, "m") == 0 &&
+	       resp_stream_end(rs, &b, ENGINE_FINISH_LENGTH, &u, NULL) == 0);
 	event_types(&b, types, sizeof types, &ordered);
 	EXPECTF(strstr(types, "response.output_item.added") && strstr(types, "response.incomplete"), "%s", types);
 	strbuf_fini(&b);
 	resp_state_free(rs);
 	json_decref(c);
 	c = translate("{\"input\": \"x\"}", &rs, &ae);
-	EXPECT(resp_stream_start(rs, &b, "resp_4", 1, "m") == 0 && resp_stream_end(rs, &b, ENGINE_FINISH_ABORT, &u, "boom") == 0);
+	EXPECT(resp_stream_start(rs, &b, "resp_4", 1, "m") == 0 &&
+	       resp_stream_end(rs, &b, ENGINE_FINISH_ABORT, &u, "boom") == 0);
 	EXPECT(strstr(b.p, "event: response.failed") && strstr(b.p, "\"message\":\"boom\""));
 	strbuf_fini(&b);
 	resp_state_free(rs);
@@ -224,13 +246,18 @@ static void test_stream_logprobs(void)
 {
 	struct resp_state *rs;
 	struct api_error ae;
-	json_t *c = translate("{\"input\": \"x\", \"include\": [\"message.output_text.logprobs\"], \"top_logprobs\": 2}", &rs,
-			      &ae);
-	EXPECT(c && json_is_true(json_object_get(c, "logprobs")) && json_integer_value(json_object_get(c, "top_logprobs")) == 2);
+	json_t *c = translate(
+		"{\"input\": \"x\", \"include\": [\"message.output_text.logprobs\"], \"top_logprobs\": 2}", &rs, &ae);
+	EXPECT(c && json_is_true(json_object_get(c, "logprobs")) &&
+	       json_integer_value(json_object_get(c, "top_logprobs")) == 2);
 	if (!c)
 		return;
-	json_t *l1 = json_loads("{\"content\": [{\"token\": \"a\", \"logprob\": -1, \"bytes\": [97], \"top_logprobs\": []}]}", 0, NULL);
-	json_t *l2 = json_loads("{\"content\": [{\"token\": \"b\", \"logprob\": -2, \"bytes\": [98], \"top_logprobs\": []}]}", 0, NULL);
+	json_t *l1 = json_loads(
+		"{\"content\": [{\"token\": \"a\", \"logprob\": -1, \"bytes\": [97], \"top_logprobs\": []}]}", 0,
+		NULL);
+	json_t *l2 = json_loads(
+		"{\"content\": [{\"token\": \"b\", \"logprob\": -2, \"bytes\": [98], \"top_logprobs\": []}]}", 0,
+		NULL);
 	struct strbuf b = {0};
 	struct oj_usage u = {1, 2, 0, false};
 	EXPECT(resp_stream_start(rs, &b, "resp_7", 1, "m") == 0);
@@ -272,12 +299,14 @@ static void test_stored_conversation(void)
 	resp_state_free(rs);
 	/* the next turn: the stored items, then the new input; the instructions are its own */
 	b = json_loads("{\"instructions\": \"new\", \"input\": [{\"role\": \"user\", \"content\": \"second\"}],"
-		       " \"previous_response_id\": \"resp_a\"}", 0, NULL);
+		       " \"previous_response_id\": \"resp_a\"}",
+		       0, NULL);
 	EXPECT_EQ_INT(resp_translate(b, items, true, &chat, &rs, &ae), 0);
 	json_decref(b);
 	char *s = json_dumps(json_object_get(chat, "messages"), JSON_COMPACT | JSON_SORT_KEYS);
 	EXPECTF(s && !strcmp(s, "[{\"content\":\"new\",\"role\":\"system\"},{\"content\":\"first\",\"role\":\"user\"},"
-				"{\"content\":\"one\",\"role\":\"assistant\"},{\"content\":\"second\",\"role\":\"user\"}]"),
+				"{\"content\":\"one\",\"role\":\"assistant\"},{\"content\":\"second\",\"role\":"
+				"\"user\"}]"),
 		"%s", s);
 	free(s);
 	json_decref(chat);
@@ -340,7 +369,9 @@ static void test_store(void)
 
 int main(int argc, char **argv)
 {
-	static const struct test_case cases[] = {T(test_messages), T(test_tools), T(test_errors), T(test_stream),
-						 T(test_stream_logprobs), T(test_stored_conversation), T(test_store)};
+	static const struct test_case cases[] = {
+		T(test_messages), T(test_tools),           T(test_errors),
+		T(test_stream),   T(test_stream_logprobs), T(test_stored_conversation),
+		T(test_store)};
 	return harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

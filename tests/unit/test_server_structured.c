@@ -65,7 +65,8 @@ static void expect_400(const char *text, bool chat, const char *param, const cha
 	EXPECTF(st == 400, "%s: status %d, expected 400", text, st);
 	EXPECTF(!s.guide && s.forced == SRV_TOOLS_FREE, "%s: output not left empty", text);
 	if (param)
-		EXPECTF(!strcmp(ae.param, param), "%s: param '%s', expected '%s' (%s)", text, ae.param, param, ae.message);
+		EXPECTF(!strcmp(ae.param, param), "%s: param '%s', expected '%s' (%s)", text, ae.param, param,
+			ae.message);
 	if (needle)
 		EXPECTF(strstr(ae.message, needle), "%s: message '%s' lacks '%s'", text, ae.message, needle);
 	EXPECTF(ae.message[0], "%s: empty message", text);
@@ -73,7 +74,8 @@ static void expect_400(const char *text, bool chat, const char *param, const cha
 }
 
 #define FN(name, params) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\"" params "}}"
-#define F_PARAMS ",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}"
+#define F_PARAMS \
+	",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}"
 #define TOOL_F FN("f", F_PARAMS)
 #define TOOL_G FN("g", "")
 
@@ -85,33 +87,69 @@ static void test_field_forms(void)
 		bool chat;
 		const char *body, *what, *good[3], *bad[3];
 	} cases[] = {
-		{true, "{\"response_format\":{\"type\":\"json_object\"}}", "json_object",
-		 {"{\"a\":[1,2,{\"b\":null}]}", "{}", "{\"x\": \"y\"}"}, {"[1]", "\"s\"", "{\"a\":}"}},
+		{true,
+		 "{\"response_format\":{\"type\":\"json_object\"}}",
+		 "json_object",
+		 {"{\"a\":[1,2,{\"b\":null}]}", "{}", "{\"x\": \"y\"}"},
+		 {"[1]", "\"s\"", "{\"a\":}"}},
 		{false,
 		 "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":"
 		 "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}}",
-		 "json_schema", {"{\"n\":-3}", "{\"n\": 0}", NULL}, {"{\"n\":1.5}", "{}", "{\"m\":1}"}},
+		 "json_schema",
+		 {"{\"n\":-3}", "{\"n\": 0}", NULL},
+		 {"{\"n\":1.5}", "{}", "{\"m\":1}"}},
 		{false,
-		 "{\"guided_json\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":2},\"maxItems\":2}}",
-		 "json_schema", {"[\"ab\",\"c\"]", "[]", "[\"\\u00e9\"]"}, {"[\"abc\"]", "[\"a\",\"b\",\"c\"]", "[1]"}},
-		{true, "{\"guided_json\":\"{\\\"type\\\":\\\"boolean\\\"}\"}", "json_schema", {"true", "false", NULL},
+		 "{\"guided_json\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":2},\"maxItems\":2}"
+		 "}",
+		 "json_schema",
+		 {"[\"ab\",\"c\"]", "[]", "[\"\\u00e9\"]"},
+		 {"[\"abc\"]", "[\"a\",\"b\",\"c\"]", "[1]"}},
+		{true,
+		 "{\"guided_json\":\"{\\\"type\\\":\\\"boolean\\\"}\"}",
+		 "json_schema",
+		 {"true", "false", NULL},
 		 {"1", "\"true\"", "null"}},
-		{false, "{\"guided_choice\":[\"yes\",\"no\",\"yes sir\"]}", "choice", {"yes", "no", "yes sir"},
+		{false,
+		 "{\"guided_choice\":[\"yes\",\"no\",\"yes sir\"]}",
+		 "choice",
+		 {"yes", "no", "yes sir"},
 		 {"maybe", "\"yes\"", "yes "}},
-		{true, "{\"structured_outputs\":{\"json\":{\"enum\":[\"a\",1,[true]]}}}", "json_schema",
-		 {"\"a\"", "1", "[true]"}, {"\"b\"", "2", "[ true]"}},
-		{false, "{\"structured_outputs\":{\"json\":\"{\\\"type\\\":\\\"integer\\\"}\"}}", "json_schema",
-		 {"12", "-7", NULL}, {"1.0", "\"1\"", "1e3"}},
-		{true, "{\"structured_outputs\":{\"choice\":[\"x y\",\"z\"]}}", "choice", {"x y", "z", NULL},
+		{true,
+		 "{\"structured_outputs\":{\"json\":{\"enum\":[\"a\",1,[true]]}}}",
+		 "json_schema",
+		 {"\"a\"", "1", "[true]"},
+		 {"\"b\"", "2", "[ true]"}},
+		{false,
+		 "{\"structured_outputs\":{\"json\":\"{\\\"type\\\":\\\"integer\\\"}\"}}",
+		 "json_schema",
+		 {"12", "-7", NULL},
+		 {"1.0", "\"1\"", "1e3"}},
+		{true,
+		 "{\"structured_outputs\":{\"choice\":[\"x y\",\"z\"]}}",
+		 "choice",
+		 {"x y", "z", NULL},
 		 {"x", "w", "zz"}},
-		{false, "{\"structured_outputs\":{\"json_object\":true}}", "json_object", {"{}", "{\"k\":[1]}", NULL},
+		{false,
+		 "{\"structured_outputs\":{\"json_object\":true}}",
+		 "json_object",
+		 {"{}", "{\"k\":[1]}", NULL},
 		 {"\"s\"", "[]", "1"}},
-		{false, "{\"guided_grammar\":\"root ::= (\\\"a\\\" | [0-9]+) \\\"!\\\"?\"}", "grammar", {"a", "42!", "7"},
+		{false,
+		 "{\"guided_grammar\":\"root ::= (\\\"a\\\" | [0-9]+) \\\"!\\\"?\"}",
+		 "grammar",
+		 {"a", "42!", "7"},
 		 {"b", "a!!", "!"}},
-		{true, "{\"structured_outputs\":{\"grammar\":\"root ::= pair (\\\",\\\" pair)*\\npair ::= [a-z] \\\"=\\\" [0-9]\"}}",
-		 "grammar", {"a=1", "a=1,b=2", NULL}, {"a=1,", "a", "A=1"}},
-		{true, "{\"guided_json\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":1}," "\"b\":{\"type\":\"boolean\"}},\"required\":[\"b\"]}}",
-		 "json_schema", {"{\"s\":\"x\",\"b\":true}", "{\"b\":false}", NULL},
+		{true,
+		 "{\"structured_outputs\":{\"grammar\":\"root ::= pair (\\\",\\\" pair)*\\npair ::= [a-z] \\\"=\\\" "
+		 "[0-9]\"}}",
+		 "grammar",
+		 {"a=1", "a=1,b=2", NULL},
+		 {"a=1,", "a", "A=1"}},
+		{true,
+		 "{\"guided_json\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":1},"
+		 "\"b\":{\"type\":\"boolean\"}},\"required\":[\"b\"]}}",
+		 "json_schema",
+		 {"{\"s\":\"x\",\"b\":true}", "{\"b\":false}", NULL},
 		 {"{\"s\":\"\",\"b\":true}", "{\"b\":true,\"s\":\"x\"}", "{\"s\":\"x\"}"}},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -126,9 +164,11 @@ static void test_field_forms(void)
 			cases[i].what);
 		for (int k = 0; k < 3; k++) {
 			if (cases[i].good[k])
-				EXPECTF(accepts(s.guide, cases[i].good[k]), "case %zu: '%s' refused", i, cases[i].good[k]);
+				EXPECTF(accepts(s.guide, cases[i].good[k]), "case %zu: '%s' refused", i,
+					cases[i].good[k]);
 			if (cases[i].bad[k])
-				EXPECTF(refuses(s.guide, cases[i].bad[k]), "case %zu: '%s' accepted", i, cases[i].bad[k]);
+				EXPECTF(refuses(s.guide, cases[i].bad[k]), "case %zu: '%s' accepted", i,
+					cases[i].bad[k]);
 		}
 		srv_structured_fini(&s);
 		EXPECT(!s.guide);
@@ -145,8 +185,9 @@ static void test_free_output(void)
 		{true, "{}"},
 		{true, "{\"response_format\":{\"type\":\"text\"}}"},
 		{false, "{\"response_format\":{\"type\":\"text\"}}"},
-		{true, "{\"response_format\":null,\"guided_json\":null,\"guided_choice\":null,\"structured_outputs\":null,"
-		       "\"guided_regex\":null,\"guided_grammar\":null,\"tool_choice\":null}"},
+		{true,
+		 "{\"response_format\":null,\"guided_json\":null,\"guided_choice\":null,\"structured_outputs\":null,"
+		 "\"guided_regex\":null,\"guided_grammar\":null,\"tool_choice\":null}"},
 		{true, "{\"structured_outputs\":{\"regex\":null,\"json\":null}}"},
 		{true, "{\"tools\":[" TOOL_F "],\"tool_choice\":\"auto\"}"},
 		{true, "{\"tools\":[" TOOL_F "],\"tool_choice\":\"none\"}"},
@@ -159,8 +200,8 @@ static void test_free_output(void)
 		struct srv_structured s;
 		struct api_error ae;
 		int st = sparse(cases[i].body, cases[i].chat, &s, &ae);
-		EXPECTF(st == 0 && !s.guide && s.forced == SRV_TOOLS_FREE, "case %zu: status %d, guide %p, forced %d (%s)", i,
-			st, (void *)s.guide, s.forced, ae.message);
+		EXPECTF(st == 0 && !s.guide && s.forced == SRV_TOOLS_FREE,
+			"case %zu: status %d, guide %p, forced %d (%s)", i, st, (void *)s.guide, s.forced, ae.message);
 		srv_structured_fini(&s);
 	}
 }
@@ -181,7 +222,8 @@ static void test_json_schema_without_schema(void)
 		EXPECTF(st == 0 && s.guide, "case %zu: status %d (%s)", i, st, ae.message);
 		if (!s.guide)
 			continue;
-		static const char *const good[] = {"\"s\"", "[1,{\"a\":null}]", "{\"a\":1}", "null", "12", "-0.5e3", "true"};
+		static const char *const good[] = {"\"s\"", "[1,{\"a\":null}]", "{\"a\":1}", "null",
+						   "12",    "-0.5e3",           "true"};
 		for (size_t k = 0; k < sizeof good / sizeof good[0]; k++)
 			EXPECTF(accepts(s.guide, good[k]), "case %zu: '%s' refused", i, good[k]);
 		static const char *const bad[] = {" 1", "[1,]", "{\"a\"}", "nul", "tru e", "'s'", "01"};
@@ -202,7 +244,8 @@ static void test_bad_schema_values(void)
 {
 	expect_400("{\"guided_json\":\"{\\\"type\\\": \"}", false, "guided_json", "guided_json");
 	expect_400("{\"guided_json\":\"not json\"}", true, "guided_json", "guided_json");
-	expect_400("{\"structured_outputs\":{\"json\":\"{\"}}", true, "structured_outputs.json", "structured_outputs.json");
+	expect_400("{\"structured_outputs\":{\"json\":\"{\"}}", true, "structured_outputs.json",
+		   "structured_outputs.json");
 	expect_400("{\"guided_json\":5}", false, "guided_json", "guided_json");
 	expect_400("{\"guided_json\":[{\"type\":\"string\"}]}", false, "guided_json", "guided_json");
 	expect_400("{\"guided_json\":\"[1]\"}", false, "guided_json", "guided_json");
@@ -229,11 +272,13 @@ static void test_unsupported_keyword(void)
 		   true, "response_format.json_schema.schema", "properties.age: a bound has more than 18 decimals");
 	expect_400("{\"structured_outputs\":{\"json\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
 		   "structured_outputs.json", "uniqueItems: supported when items is an enum");
-	expect_400("{\"tools\":[" FN("f", ",\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
-					  "\"format\":\"email\",\"not\":{}}}}") "],\"tool_choice\":\"required\"}",
+	expect_400("{\"tools\":[" FN("f",
+				     ",\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+				     "\"format\":\"email\",\"not\":{}}}}") "],\"tool_choice\":\"required\"}",
 		   true, "tool_choice", "'not'");
 	/* and the path to it */
-	expect_400("{\"guided_json\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"string\",\"format\":\"date\","
+	expect_400("{\"guided_json\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"string\",\"format\":"
+		   "\"date\","
 		   "\"not\":{}}}}}",
 		   false, "guided_json", "deep");
 }
@@ -248,15 +293,19 @@ static void test_refused_forms(void)
 	expect_400("{\"guided_grammar\":\"expr ::= expr \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar", "root");
 	expect_400("{\"guided_grammar\":\"root ::= \\\"x\\\"? root \\\"+\\\" | \\\"1\\\"\"}", true, "guided_grammar",
 		   "left recursion behind a part that may match nothing, through rule root");
-	expect_400("{\"guided_grammar\":\"start: \\\"a\\\"\\n%declare X\"}", true, "guided_grammar", "%declare (Lark)");
+	expect_400("{\"guided_grammar\":\"start: \\\"a\\\"\\n%declare X\"}", true, "guided_grammar",
+		   "%declare (Lark)");
 	expect_400("{\"guided_grammar\":[\"root ::= x\"]}", true, "guided_grammar", "string");
-	expect_400("{\"structured_outputs\":{\"regex\":\"\\\\1\"}}", false, "structured_outputs.regex", "backreference");
+	expect_400("{\"structured_outputs\":{\"regex\":\"\\\\1\"}}", false, "structured_outputs.regex",
+		   "backreference");
 	expect_400("{\"structured_outputs\":{\"grammar\":\"root ::= x\"}}", true, "structured_outputs.grammar",
 		   "undefined rule x");
-	expect_400("{\"structured_outputs\":{\"structural_tag\":\"{}\"}}", true, "structured_outputs", "structural_tag");
+	expect_400("{\"structured_outputs\":{\"structural_tag\":\"{}\"}}", true, "structured_outputs",
+		   "structural_tag");
 	/* refused even next to a form that is supported */
 	expect_400("{\"guided_grammar\":\"root ::= \\\"a\\\"\",\"guided_choice\":[\"a\"]}", false, NULL, "only one");
-	expect_400("{\"structured_outputs\":{\"regex\":\"a\",\"json_object\":true}}", false, "structured_outputs", "only one");
+	expect_400("{\"structured_outputs\":{\"regex\":\"a\",\"json_object\":true}}", false, "structured_outputs",
+		   "only one");
 }
 
 /* Two kinds of structured output in one request: 400. */
@@ -277,14 +326,16 @@ static void test_two_kinds(void)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		expect_400(cases[i].body, cases[i].chat, NULL, "only one");
-	expect_400("{\"structured_outputs\":{\"json\":{},\"choice\":[\"a\"]}}", false, "structured_outputs", "only one");
+	expect_400("{\"structured_outputs\":{\"json\":{},\"choice\":[\"a\"]}}", false, "structured_outputs",
+		   "only one");
 	expect_400("{\"structured_outputs\":{\"choice\":[\"a\"],\"json_object\":true}}", false, "structured_outputs",
 		   "only one");
 	/* a forced tool_choice only counts in chat */
 	struct srv_structured s;
 	struct api_error ae;
-	EXPECT_EQ_INT(sparse("{\"tools\":[" TOOL_F "],\"tool_choice\":\"required\",\"guided_choice\":[\"a\"]}", false, &s,
-			     &ae), 0);
+	EXPECT_EQ_INT(sparse("{\"tools\":[" TOOL_F "],\"tool_choice\":\"required\",\"guided_choice\":[\"a\"]}", false,
+			     &s, &ae),
+		      0);
 	EXPECT(s.guide && s.forced == SRV_TOOLS_FREE && accepts(s.guide, "a"));
 	srv_structured_fini(&s);
 }
@@ -294,11 +345,13 @@ static void test_tool_choice_errors(void)
 	expect_400("{\"tool_choice\":\"required\"}", true, "tool_choice", "tools");
 	expect_400("{\"tool_choice\":\"required\",\"tools\":[]}", true, "tool_choice", "tools");
 	expect_400("{\"tool_choice\":\"required\",\"tools\":null}", true, "tool_choice", "tools");
-	expect_400("{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", true, "tool_choice", NULL);
-	expect_400("{\"tools\":[" TOOL_F "," TOOL_G "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}",
-		   true, "tool_choice", "'h'");
-	expect_400("{\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\",\"function\":{}}}", true, "tool_choice",
+	expect_400("{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", true, "tool_choice",
 		   NULL);
+	expect_400("{\"tools\":[" TOOL_F "," TOOL_G
+		   "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}",
+		   true, "tool_choice", "'h'");
+	expect_400("{\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\",\"function\":{}}}", true,
+		   "tool_choice", NULL);
 	expect_400("{\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\"}}", true, "tool_choice", NULL);
 	expect_400("{\"tools\":[{\"type\":\"function\",\"function\":{\"description\":\"no name\"}}],\"tool_choice\":"
 		   "\"required\"}",
@@ -308,8 +361,8 @@ static void test_tool_choice_errors(void)
 		char body[8192];
 		int o = snprintf(body, sizeof body, "{\"tool_choice\":\"required\",\"tools\":[");
 		for (int i = 0; i < n; i++)
-			o += snprintf(body + o, sizeof body - (size_t)o, "%s{\"type\":\"function\",\"function\":{\"name\":\"t%d\"}}",
-				      i ? "," : "", i);
+			o += snprintf(body + o, sizeof body - (size_t)o,
+				      "%s{\"type\":\"function\",\"function\":{\"name\":\"t%d\"}}", i ? "," : "", i);
 		snprintf(body + o, sizeof body - (size_t)o, "]}");
 		if (n > SRV_MAX_FORCED_TOOLS) {
 			char want[32];
@@ -325,8 +378,8 @@ static void test_tool_choice_errors(void)
 			snprintf(last, sizeof last, "[{\"name\":\"t%d\",\"parameters\":{}}]", n - 1);
 			int a = snprintf(all, sizeof all, "[");
 			for (int i = n - 1; i >= 0; i--)
-				a += snprintf(all + a, sizeof all - (size_t)a, "%s{\"name\":\"t%d\",\"parameters\":{}}",
-					      i < n - 1 ? "," : "", i);
+				a += snprintf(all + a, sizeof all - (size_t)a,
+					      "%s{\"name\":\"t%d\",\"parameters\":{}}", i < n - 1 ? "," : "", i);
 			snprintf(all + a, sizeof all - (size_t)a, "]");
 			EXPECT(accepts(s.guide, "[{\"name\":\"t0\",\"parameters\":{}}]"));
 			EXPECTF(accepts(s.guide, last), "%s refused", last);
@@ -336,10 +389,11 @@ static void test_tool_choice_errors(void)
 	}
 	/* a named choice does not build alternatives: any number of tools */
 	char body[16384];
-	int o = snprintf(body, sizeof body, "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"t40\"}},\"tools\":[");
+	int o = snprintf(body, sizeof body,
+			 "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"t40\"}},\"tools\":[");
 	for (int i = 0; i < 41; i++)
-		o += snprintf(body + o, sizeof body - (size_t)o, "%s{\"type\":\"function\",\"function\":{\"name\":\"t%d\"}}",
-			      i ? "," : "", i);
+		o += snprintf(body + o, sizeof body - (size_t)o,
+			      "%s{\"type\":\"function\",\"function\":{\"name\":\"t%d\"}}", i ? "," : "", i);
 	snprintf(body + o, sizeof body - (size_t)o, "]}");
 	struct srv_structured s;
 	struct api_error ae;
@@ -360,7 +414,8 @@ static void test_required_grammar(void)
 	static const char *const good[] = {
 		"[{\"name\":\"f\",\"parameters\":{\"a\":1}}]",
 		"[{\"name\":\"g\",\"parameters\":{}}]",
-		"[{\"name\":\"f\",\"parameters\":{\"a\":-20}},{\"name\":\"g\",\"parameters\":{}},{\"name\":\"f\",\"parameters\":{\"a\":0}}]",
+		"[{\"name\":\"f\",\"parameters\":{\"a\":-20}},{\"name\":\"g\",\"parameters\":{}},{\"name\":\"f\","
+		"\"parameters\":{\"a\":0}}]",
 		"[\n  {\"name\": \"f\", \"parameters\": {\"a\": 2}}\n]",
 		"[{\"name\": \"g\", \"parameters\": {\"any\": [1, \"x\"]}}]", /* g has no parameters: any object */
 	};
@@ -369,12 +424,12 @@ static void test_required_grammar(void)
 	static const char *const bad[] = {
 		"[{\"name\":\"h\",\"parameters\":{\"a\":1}}]", /* unknown name */
 		"[{\"name\":\"ff\",\"parameters\":{\"a\":1}}]",
-		"[]", /* at least one call */
+		"[]",                                   /* at least one call */
 		"[{\"name\":\"f\",\"parameters\":{}}]", /* a is required */
 		"[{\"name\":\"f\",\"parameters\":{\"a\":\"1\"}}]",
 		"[{\"name\":\"f\",\"parameters\":{\"a\":1.5}}]",
 		"[{\"name\":\"f\",\"parameters\":{\"a\":1,\"b\":2}}]", /* no other keys */
-		"[{\"parameters\":{\"a\":1},\"name\":\"f\"}]", /* keys in order */
+		"[{\"parameters\":{\"a\":1},\"name\":\"f\"}]",         /* keys in order */
 		"[{\"name\":\"f\"}]",
 		"{\"name\":\"f\",\"parameters\":{\"a\":1}}", /* not in an array */
 		"[{\"name\":\"f\",\"parameters\":{\"a\":1}}] ",
@@ -402,13 +457,15 @@ static void test_named_grammar(void)
 	static const char *const good[] = {"{\"a\":1}", "{ \"a\": 7 }", "{\n\t\"a\": -12\n}"};
 	for (size_t k = 0; k < sizeof good / sizeof good[0]; k++)
 		EXPECTF(accepts(s.guide, good[k]), "'%s' refused", good[k]);
-	static const char *const bad[] = {"{\"b\":1}", "{}", "{\"a\":1,\"b\":2}", "[{\"name\":\"f\",\"parameters\":{\"a\":1}}]",
-					  "{\"a\":true}", "1"};
+	static const char *const bad[] = {"{\"b\":1}",         "{}",
+					  "{\"a\":1,\"b\":2}", "[{\"name\":\"f\",\"parameters\":{\"a\":1}}]",
+					  "{\"a\":true}",      "1"};
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
 		EXPECTF(refuses(s.guide, bad[k]), "'%s' accepted", bad[k]);
 	srv_structured_fini(&s);
 	/* a function without parameters: an object with any keys */
-	EXPECT_EQ_INT(sparse("{\"tools\":[" TOOL_G "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+	EXPECT_EQ_INT(sparse("{\"tools\":[" TOOL_G
+			     "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
 			     true, &s, &ae),
 		      0);
 	EXPECT(accepts(s.guide, "{}") && accepts(s.guide, "{\"x\":[1]}") && refuses(s.guide, "[]"));
@@ -427,7 +484,8 @@ static void test_whitespace(void)
 	char out[128];
 	for (int n = JM_MAX_WS; n <= JM_MAX_WS + 1; n++) {
 		snprintf(out, sizeof out, "{\"a\":%*s1}", n, "");
-		EXPECTF(MATCH(s.guide, out) == (n <= JM_MAX_WS ? WHOLE : REFUSED), "%d spaces: %d", n, MATCH(s.guide, out));
+		EXPECTF(MATCH(s.guide, out) == (n <= JM_MAX_WS ? WHOLE : REFUSED), "%d spaces: %d", n,
+			MATCH(s.guide, out));
 	}
 	EXPECT(accepts(s.guide, "{\n  \"a\": [\n    1,\n    2\n  ]\n}"));
 	EXPECT(accepts(s.guide, "{\r\n  \"a\": 1\r\n}"));
@@ -490,7 +548,8 @@ static void test_request_parse(void)
 		srv_request_fini(&r);
 	}
 	/* guided_choice in a completion */
-	EXPECT_EQ_INT(rparse("{\"prompt\":\"hi\",\"n\":4,\"guided_choice\":[\"red\",\"blue\"]}", SRV_API_COMPLETION, &r, &ae),
+	EXPECT_EQ_INT(rparse("{\"prompt\":\"hi\",\"n\":4,\"guided_choice\":[\"red\",\"blue\"]}", SRV_API_COMPLETION,
+			     &r, &ae),
 		      0);
 	EXPECT(r.sp.guide && r.sp.guide == r.structured.guide && accepts(r.sp.guide, "blue") && r.sp.n == 4);
 	srv_request_fini(&r);
@@ -503,7 +562,8 @@ static void test_request_parse(void)
 	static const char *const forced[] = {"\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"};
 	for (int i = 0; i < 2; i++) {
 		char text[1024];
-		snprintf(text, sizeof text, "{" MSGS ",\"tools\":[" TOOL_F "," TOOL_G "],\"tool_choice\":%s}", forced[i]);
+		snprintf(text, sizeof text, "{" MSGS ",\"tools\":[" TOOL_F "," TOOL_G "],\"tool_choice\":%s}",
+			 forced[i]);
 		int st = rparse(text, SRV_API_CHAT, &r, &ae);
 		EXPECTF(st == 0, "%s: %d %s", forced[i], st, ae.message);
 		EXPECTF(!st && !r.parse_tools && r.sp.guide && r.sp.guide == r.structured.guide &&
@@ -528,16 +588,18 @@ static void test_request_parse(void)
 	} errs[] = {
 		{SRV_API_CHAT, "{" MSGS ",\"guided_regex\":\"a{3,1}\"}", "guided_regex"},
 		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"guided_grammar\":\"g\"}", "guided_grammar"},
-		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"structured_outputs\":{\"regex\":\"[b-a]\"}}", "structured_outputs.regex"},
+		{SRV_API_COMPLETION, "{\"prompt\":\"p\",\"structured_outputs\":{\"regex\":\"[b-a]\"}}",
+		 "structured_outputs.regex"},
 		{SRV_API_CHAT, "{" MSGS ",\"tool_choice\":\"required\"}", "tool_choice"},
-		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{\"type\":\"string\",\"pattern\":\"\\\\1\"}}", "guided_json"},
+		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{\"type\":\"string\",\"pattern\":\"\\\\1\"}}",
+		 "guided_json"},
 		{SRV_API_CHAT, "{" MSGS ",\"guided_json\":{},\"guided_choice\":[\"a\"]}", ""},
 		{SRV_API_CHAT, "{" MSGS ",\"tools\":[" TOOL_F "],\"tool_choice\":\"sometimes\"}", "tool_choice"},
 	};
 	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
 		int st = rparse(errs[i].body, errs[i].api, &r, &ae);
-		EXPECTF(st == 400 && !strcmp(ae.param, errs[i].param), "%s: status %d, param '%s' (%s)", errs[i].body, st,
-			ae.param, ae.message);
+		EXPECTF(st == 400 && !strcmp(ae.param, errs[i].param), "%s: status %d, param '%s' (%s)", errs[i].body,
+			st, ae.param, ae.message);
 		EXPECTF(!r.sp.guide && !r.structured.guide && !r.messages, "%s: request not left empty", errs[i].body);
 		srv_request_fini(&r);
 	}
@@ -582,18 +644,23 @@ static void test_forced_required_calls(void)
 	} cases[] = {
 		{"[{\"name\":\"f\",\"parameters\":{\"a\":1,\"b\":[1,2]}}]", 1, {"f", "{\"a\": 1, \"b\": [1, 2]}"}},
 		/* whitespace as generated does not matter; key order is kept; empty containers */
-		{"[\n  {\"name\": \"get_weather\", \"parameters\": {\"z\" :true,\n \"a\":null, \"m\": {\"x\": {}, \"y\": []}}},"
+		{"[\n  {\"name\": \"get_weather\", \"parameters\": {\"z\" :true,\n \"a\":null, \"m\": {\"x\": {}, "
+		 "\"y\": []}}},"
 		 "{\"name\":\"g\",\"parameters\":{}}\n]",
 		 2,
 		 {"get_weather", "{\"z\": true, \"a\": null, \"m\": {\"x\": {}, \"y\": []}}", "g", "{}"}},
 		/* UTF-8 kept (ensure_ascii=False), escapes decoded, quotes and newlines escaped */
-		{"[{\"name\":\"f\",\"parameters\":{\"city\":\"Z\xc3\xbcrich \\u00e9\\ud83d\\ude00\",\"q\":\"a\\\"b\\\\c\\nd/e\\/f\"}}]",
+		{"[{\"name\":\"f\",\"parameters\":{\"city\":\"Z\xc3\xbcrich "
+		 "\\u00e9\\ud83d\\ude00\",\"q\":\"a\\\"b\\\\c\\nd/e\\/f\"}}]",
 		 1,
 		 {"f", "{\"city\": \"Z\xc3\xbcrich \xc3\xa9\xf0\x9f\x98\x80\", \"q\": \"a\\\"b\\\\c\\nd/e/f\"}"}},
 		/* numbers: integers and the reals Python writes the same way */
-		{"[{\"name\":\"n\",\"parameters\":{\"i\":-42,\"r\":1.5,\"e\":1E5,\"z\":0,\"one\":1.0}}]", 1,
+		{"[{\"name\":\"n\",\"parameters\":{\"i\":-42,\"r\":1.5,\"e\":1E5,\"z\":0,\"one\":1.0}}]",
+		 1,
 		 {"n", "{\"i\": -42, \"r\": 1.5, \"e\": 100000.0, \"z\": 0, \"one\": 1.0}"}},
-		{"[{\"name\":\"a\",\"parameters\":{\"k\":1}},{\"name\":\"a\",\"parameters\":{\"k\":2}},{\"name\":\"b\",\"parameters\":{}}]",
+		{"[{\"name\":\"a\",\"parameters\":{\"k\":1}},{\"name\":\"a\",\"parameters\":{\"k\":2}},{\"name\":"
+		 "\"b\","
+		 "\"parameters\":{}}]",
 		 3,
 		 {"a", "{\"k\": 1}", "a", "{\"k\": 2}", "b", "{}"}},
 	};
@@ -630,9 +697,9 @@ static void test_forced_named_calls(void)
 {
 	static const char *const outs[] = {
 		"{\"a\": 1}",
-		"{\n  \"a\":1 }",                  /* verbatim: not re-serialized */
+		"{\n  \"a\":1 }", /* verbatim: not re-serialized */
 		"{\"city\": \"Z\xc3\xbcrich\"}",
-		"{\"a\": ",                        /* cut by max_tokens: still the call's arguments */
+		"{\"a\": ", /* cut by max_tokens: still the call's arguments */
 		"",
 	};
 	for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
@@ -656,10 +723,24 @@ static void test_forced_feed(void)
 		int n;
 		const char *want[4], *content; /* content at the end when there are no calls */
 	} cases[] = {
-		{true, NULL, "[{\"name\":\"f\",\"parameters\":{\"a\":1,\"b\":[1,2]}}]", 1, {"f", "{\"a\": 1, \"b\": [1, 2]}"}, NULL},
-		{true, NULL, "[{\"name\":\"f\",\"parameters\":{}},{\"name\":\"g\",\"parameters\":{\"s\":\"\xc3\xa9\"}}]", 2,
-		 {"f", "{}", "g", "{\"s\": \"\xc3\xa9\"}"}, NULL},
-		{true, NULL, "[{\"name\":\"f\",\"parameters\":{\"a\":1", 0, {NULL}, "[{\"name\":\"f\",\"parameters\":{\"a\":1"},
+		{true,
+		 NULL,
+		 "[{\"name\":\"f\",\"parameters\":{\"a\":1,\"b\":[1,2]}}]",
+		 1,
+		 {"f", "{\"a\": 1, \"b\": [1, 2]}"},
+		 NULL},
+		{true,
+		 NULL,
+		 "[{\"name\":\"f\",\"parameters\":{}},{\"name\":\"g\",\"parameters\":{\"s\":\"\xc3\xa9\"}}]",
+		 2,
+		 {"f", "{}", "g", "{\"s\": \"\xc3\xa9\"}"},
+		 NULL},
+		{true,
+		 NULL,
+		 "[{\"name\":\"f\",\"parameters\":{\"a\":1",
+		 0,
+		 {NULL},
+		 "[{\"name\":\"f\",\"parameters\":{\"a\":1"},
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const char *t = cases[ci].out;
@@ -673,30 +754,34 @@ static void test_forced_feed(void)
 				size_t cuts[4] = {0, i, j, n};
 				for (int k = 0; k < 3 && !bad; k++) {
 					bool last = k == 2;
-					if (tool_forced_feed(&s, cases[ci].required, cases[ci].name, t + cuts[k], cuts[k + 1] - cuts[k],
-							     last, &content, &calls) < 0)
+					if (tool_forced_feed(&s, cases[ci].required, cases[ci].name, t + cuts[k],
+							     cuts[k + 1] - cuts[k], last, &content, &calls) < 0)
 						bad = 1;
 					else if (!last && (content.n || calls))
 						bad = 2; /* nothing before the last piece */
 				}
 				if (!bad && cases[ci].n) {
-					bad = content.n ? 3 : !calls || (int)json_array_size(calls) != cases[ci].n ? 4 : 0;
+					bad = content.n                                              ? 3
+					      : !calls || (int)json_array_size(calls) != cases[ci].n ? 4
+												     : 0;
 					for (int c = 0; !bad && c < cases[ci].n; c++) {
-						const json_t *f = json_object_get(json_array_get(calls, (size_t)c), "function");
+						const json_t *f = json_object_get(json_array_get(calls, (size_t)c),
+										  "function");
 						const char *nm = json_string_value(json_object_get(f, "name"));
 						const char *args = json_string_value(json_object_get(f, "arguments"));
-						if (!nm || !args || strcmp(nm, cases[ci].want[2 * c]) || strcmp(args, cases[ci].want[2 * c + 1]))
+						if (!nm || !args || strcmp(nm, cases[ci].want[2 * c]) ||
+						    strcmp(args, cases[ci].want[2 * c + 1]))
 							bad = 5;
 					}
 				} else if (!bad) {
 					bad = calls ? 6
 					      : content.n != strlen(cases[ci].content) ||
-							memcmp(content.p, cases[ci].content, content.n)
-						  ? 7
-						  : 0;
+							      memcmp(content.p, cases[ci].content, content.n)
+						      ? 7
+						      : 0;
 				}
-				EXPECTF(!bad, "case %zu cut at %zu, %zu: failure %d, content '%.*s', %d calls", ci, i, j, bad,
-					(int)content.n, content.p ? content.p : "",
+				EXPECTF(!bad, "case %zu cut at %zu, %zu: failure %d, content '%.*s', %d calls", ci, i,
+					j, bad, (int)content.n, content.p ? content.p : "",
 					calls ? (int)json_array_size(calls) : -1);
 				json_decref(calls);
 				strbuf_fini(&content);
@@ -719,14 +804,16 @@ static void test_forced_feed(void)
 				int deltas = 0, names = 0, bad = 0;
 				for (int k = 0; k < 3 && !bad; k++) {
 					json_t *calls = NULL;
-					if (tool_forced_feed(&s, false, "f", t + cuts[k], cuts[k + 1] - cuts[k], k == 2, &content,
-							     &calls) < 0) {
+					if (tool_forced_feed(&s, false, "f", t + cuts[k], cuts[k + 1] - cuts[k],
+							     k == 2, &content, &calls) < 0) {
 						bad = 1;
 						break;
 					}
 					if (calls) {
-						const json_t *c = json_array_get(calls, 0), *f = json_object_get(c, "function");
-						const json_t *a = json_object_get(f, "arguments"), *nm = json_object_get(f, "name");
+						const json_t *c = json_array_get(calls, 0),
+							     *f = json_object_get(c, "function");
+						const json_t *a = json_object_get(f, "arguments"),
+							     *nm = json_object_get(f, "name");
 						deltas++;
 						if (nm) {
 							names++;
@@ -741,9 +828,11 @@ static void test_forced_feed(void)
 					}
 					json_decref(calls);
 				}
-				EXPECTF(!bad && names == 1 && !content.n && args.n == n && !memcmp(args.p ? args.p : "", t, n),
-					"named '%s' cut at %zu, %zu: failure %d, %d names, %d deltas, arguments '%.*s'", t, i, j, bad,
-					names, deltas, (int)args.n, args.p ? args.p : "");
+				EXPECTF(!bad && names == 1 && !content.n && args.n == n &&
+						!memcmp(args.p ? args.p : "", t, n),
+					"named '%s' cut at %zu, %zu: failure %d, %d names, %d deltas, arguments "
+					"'%.*s'",
+					t, i, j, bad, names, deltas, (int)args.n, args.p ? args.p : "");
 				strbuf_fini(&content);
 				strbuf_fini(&args);
 				tool_split_fini(&s);
@@ -769,24 +858,35 @@ static void test_pyjson(void)
 	static const struct {
 		const char *in, *want;
 	} cases[] = {
-		{"0.1", "0.1"}, {"100000.0", "100000.0"}, {"1e-05", "1e-05"}, {"0.0001", "0.0001"}, {"1e16", "1e+16"},
-		{"1e15", "1000000000000000.0"}, {"1.5e-07", "1.5e-07"}, {"-0.0", "-0.0"}, {"123.456", "123.456"},
-		{"1.2345678901234568e+17", "1.2345678901234568e+17"}, {"2.5e-300", "2.5e-300"}, {"0.30000000000000004", "0.30000000000000004"},
-		{"-7", "-7"}, {"\"\\u001b\\u0000\\n\\\"\\u00e9\\u007f\"", "\"\\u001b\\u0000\\n\\\"\xc3\xa9\x7f\""},
+		{"0.1", "0.1"},
+		{"100000.0", "100000.0"},
+		{"1e-05", "1e-05"},
+		{"0.0001", "0.0001"},
+		{"1e16", "1e+16"},
+		{"1e15", "1000000000000000.0"},
+		{"1.5e-07", "1.5e-07"},
+		{"-0.0", "-0.0"},
+		{"123.456", "123.456"},
+		{"1.2345678901234568e+17", "1.2345678901234568e+17"},
+		{"2.5e-300", "2.5e-300"},
+		{"0.30000000000000004", "0.30000000000000004"},
+		{"-7", "-7"},
+		{"\"\\u001b\\u0000\\n\\\"\\u00e9\\u007f\"", "\"\\u001b\\u0000\\n\\\"\xc3\xa9\x7f\""},
 		{"{\"b\":[1,{}],\"a\":[],\"c\":null}", "{\"b\": [1, {}], \"a\": [], \"c\": null}"},
 		{"[true,false]", "[true, false]"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		json_t *v = json_loads(cases[i].in, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 		struct strbuf o = {0};
-		EXPECTF(v && pyjson_dump(v, &o) == 0 && o.n == strlen(cases[i].want) && !memcmp(o.p, cases[i].want, o.n),
+		EXPECTF(v && pyjson_dump(v, &o) == 0 && o.n == strlen(cases[i].want) &&
+				!memcmp(o.p, cases[i].want, o.n),
 			"%s: got '%.*s', want '%s'", cases[i].in, (int)o.n, o.p ? o.p : "", cases[i].want);
 		strbuf_fini(&o);
 		json_decref(v);
 	}
 }
 
-TESTS(T(test_pyjson), T(test_field_forms), T(test_free_output), T(test_json_schema_without_schema), T(test_bad_schema_values),
-      T(test_unsupported_keyword), T(test_refused_forms), T(test_two_kinds), T(test_tool_choice_errors),
-      T(test_required_grammar), T(test_named_grammar), T(test_whitespace), T(test_request_parse),
-      T(test_forced_required_calls), T(test_forced_named_calls), T(test_forced_feed))
+TESTS(T(test_pyjson), T(test_field_forms), T(test_free_output), T(test_json_schema_without_schema),
+      T(test_bad_schema_values), T(test_unsupported_keyword), T(test_refused_forms), T(test_two_kinds),
+      T(test_tool_choice_errors), T(test_required_grammar), T(test_named_grammar), T(test_whitespace),
+      T(test_request_parse), T(test_forced_required_calls), T(test_forced_named_calls), T(test_forced_feed))

@@ -29,33 +29,39 @@ struct tcase {
 };
 
 static const struct tcase cases[] = {
-	{TOOL_PARSER_DEEPSEEK_V3, "Let me check." CB C1 "function" SEP "get_weather\n```json\n{\"city\": \"Paris\"}\n```" CE CS,
+	{TOOL_PARSER_DEEPSEEK_V3,
+	 "Let me check." CB C1 "function" SEP "get_weather\n```json\n{\"city\": \"Paris\"}\n```" CE CS,
 	 "Let me check.", 1, "get_weather", "{\"city\": \"Paris\"}", NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V3,
-	 CB C1 "function" SEP "a\n```json\n{}\n```" CE "\n" C1 "function" SEP "b\n```json\n{\n  \"x\": [1, 2]\n}\n```" CE CS,
+	 CB C1 "function" SEP "a\n```json\n{}\n```" CE "\n" C1 "function" SEP
+	       "b\n```json\n{\n  \"x\": [1, 2]\n}\n```" CE CS,
 	 "", 2, "a", "{}", "b", "{\n  \"x\": [1, 2]\n}"},
 	{TOOL_PARSER_DEEPSEEK_V3, "no tools here", "no tools here", 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V3, "x" CB C1 "function" SEP "broken json fence" CE CS, /* nothing parses: all content */
 	 "x" CB C1 "function" SEP "broken json fence" CE CS, 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V3, "cut" CB C1 "function" SEP "a\n```json\n{\"q\"", /* cut by max_tokens */
 	 "cut" CB C1 "function" SEP "a\n```json\n{\"q\"", 0, NULL, NULL, NULL, NULL},
-	{TOOL_PARSER_DEEPSEEK_V3, CB C1 "function" SEP "bad\n```json\n{}\n```" CE C1 "function" SEP "ok\n```json\n[]\n```" CE,
-	 "", 2, "bad", "{}", "ok", "[]"},
+	{TOOL_PARSER_DEEPSEEK_V3,
+	 CB C1 "function" SEP "bad\n```json\n{}\n```" CE C1 "function" SEP "ok\n```json\n[]\n```" CE, "", 2, "bad",
+	 "{}", "ok", "[]"},
 	{TOOL_PARSER_DEEPSEEK_V3, "<｜tool▁calls▁beg", "<｜tool▁calls▁beg", 0, NULL, NULL, NULL, NULL},
-	{TOOL_PARSER_DEEPSEEK_V31, "ok" CB C1 "search" SEP "{\"q\": \"mla\"}" CE CS, "ok", 1, "search", "{\"q\": \"mla\"}", NULL,
-	 NULL},
-	{TOOL_PARSER_DEEPSEEK_V31, CB C1 SEP "{}" CE CS, CB C1 SEP "{}" CE CS, 0, NULL, NULL, NULL, NULL}, /* no name */
+	{TOOL_PARSER_DEEPSEEK_V31, "ok" CB C1 "search" SEP "{\"q\": \"mla\"}" CE CS, "ok", 1, "search",
+	 "{\"q\": \"mla\"}", NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V31, CB C1 SEP "{}" CE CS, CB C1 SEP "{}" CE CS, 0, NULL, NULL, NULL,
+	 NULL}, /* no name */
 	/* deepseek_v32 (DSML): the encoder's own shape */
 	{TOOL_PARSER_DEEPSEEK_V32,
-	 "Let me check.\n\n" FC INV("get_weather") PAR("location", "true", "杭州") PAR("date", "true", "2024-01-16") INVE FCE,
+	 "Let me check.\n\n" FC INV("get_weather") PAR("location", "true", "杭州") PAR("date", "true", "2024-01-16")
+		 INVE FCE,
 	 "Let me check.", 1, "get_weather", "{\"location\": \"杭州\", \"date\": \"2024-01-16\"}", NULL, NULL},
 	/* values of every type; an invoke without parameters; thinking already split off */
 	{TOOL_PARSER_DEEPSEEK_V32,
 	 "\n\n" FC INV("f") PAR("n", "false", "3") PAR("x", "false", "1.50") PAR("l", "false", "[1,2]")
-	 PAR("o", "false", "{\"a\":null}") PAR("b", "false", "true") PAR("s", "true", "x \"q\"\n") PAR("t", "true", "12")
-	 PAR("w", "false", "not json") INVE INV("g") "\n" INVE FCE,
+		 PAR("o", "false", "{\"a\":null}") PAR("b", "false", "true") PAR("s", "true", "x \"q\"\n")
+			 PAR("t", "true", "12") PAR("w", "false", "not json") INVE INV("g") "\n" INVE FCE,
 	 "", 2, "f",
-	 "{\"n\": 3, \"x\": 1.5, \"l\": [1, 2], \"o\": {\"a\": null}, \"b\": true, \"s\": \"x \\\"q\\\"\\n\", \"t\": \"12\", "
+	 "{\"n\": 3, \"x\": 1.5, \"l\": [1, 2], \"o\": {\"a\": null}, \"b\": true, \"s\": \"x \\\"q\\\"\\n\", \"t\": "
+	 "\"12\", "
 	 "\"w\": \"not json\"}",
 	 "g", "{}"},
 	{TOOL_PARSER_DEEPSEEK_V32, "no tools here", "no tools here", 0, NULL, NULL, NULL, NULL},
@@ -63,23 +69,25 @@ static const struct tcase cases[] = {
 	{TOOL_PARSER_DEEPSEEK_V32, "x\n\n" FC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab",
 	 "x\n\n" FC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab", 0, NULL, NULL, NULL, NULL},
 	/* the closing function_calls tag is not needed; a repeated parameter keeps its place, last value */
-	{TOOL_PARSER_DEEPSEEK_V32, "x" FC INV("a") PAR("p", "true", "1") PAR("q", "true", "2") PAR("p", "false", "3") INVE,
-	 "x", 1, "a", "{\"p\": 3, \"q\": \"2\"}", NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V32,
+	 "x" FC INV("a") PAR("p", "true", "1") PAR("q", "true", "2") PAR("p", "false", "3") INVE, "x", 1, "a",
+	 "{\"p\": 3, \"q\": \"2\"}", NULL, NULL},
 	/* only one "\n\n" separates content and calls */
 	{TOOL_PARSER_DEEPSEEK_V32, "x\n\n\n" FC INV("a") INVE FCE, "x\n", 1, "a", "{}", NULL, NULL},
 	/* a malformed invoke (no quotes) and a malformed parameter (string="yes") are skipped;
 	 * whitespace inside tags as vLLM's patterns allow */
 	{TOOL_PARSER_DEEPSEEK_V32,
-	 FC "<" DS "invoke name=bad>\n" INVE "<" DS "invoke\n name=\"ok\" >\n<" DS "parameter name=\"k\" string=\"yes\">1</" DS
-	 "parameter>\n<" DS "parameter  name=\"v\"\tstring=\"false\" >[]</" DS "parameter>\n" INVE FCE,
+	 FC "<" DS "invoke name=bad>\n" INVE "<" DS "invoke\n name=\"ok\" >\n<" DS
+	    "parameter name=\"k\" string=\"yes\">1</" DS "parameter>\n<" DS
+	    "parameter  name=\"v\"\tstring=\"false\" >[]</" DS "parameter>\n" INVE FCE,
 	 "", 1, "ok", "{\"v\": []}", NULL, NULL},
 	/* no whole invoke: all content */
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n" FC FCE, "a\n\n" FC FCE, 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n<" DS "func", "a\n\n<" DS "func", 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\nb <" DS "x", "a\n\nb <" DS "x", 0, NULL, NULL, NULL, NULL},
 	/* the V3 markers mean nothing to it */
-	{TOOL_PARSER_DEEPSEEK_V32, "ok" CB C1 "search" SEP "{}" CE CS, "ok" CB C1 "search" SEP "{}" CE CS, 0, NULL, NULL, NULL,
-	 NULL},
+	{TOOL_PARSER_DEEPSEEK_V32, "ok" CB C1 "search" SEP "{}" CE CS, "ok" CB C1 "search" SEP "{}" CE CS, 0, NULL,
+	 NULL, NULL, NULL},
 };
 
 static int check_calls(const struct tcase *t, const json_t *calls, char *why, size_t cap)
@@ -130,10 +138,11 @@ static void test_split_every_cut(void)
 				size_t cut[4] = {0, i, j, n};
 				for (int k = 0; k < 3 && !bad; k++) {
 					json_decref(calls);
-					bad = tool_split_feed(&s, t->parser, t->out + cut[k], cut[k + 1] - cut[k], k == 2, &content,
-							      &calls) < 0;
+					bad = tool_split_feed(&s, t->parser, t->out + cut[k], cut[k + 1] - cut[k],
+							      k == 2, &content, &calls) < 0;
 				}
-				bad = bad || content.n != strlen(t->content) || memcmp(content.p ? content.p : "", t->content, content.n) ||
+				bad = bad || content.n != strlen(t->content) ||
+				      memcmp(content.p ? content.p : "", t->content, content.n) ||
 				      check_calls(t, calls, why, sizeof why);
 				EXPECTF(!bad, "case %zu cut at %zu, %zu: content '%.*s'; %s", ci, i, j, (int)content.n,
 					content.p ? content.p : "", why);

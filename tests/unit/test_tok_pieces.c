@@ -44,19 +44,18 @@ static void pieces(const char *pj, const char *text, char *out, size_t cap)
 	} else {
 		size_t o = 0;
 		for (size_t i = 0; i < w.pieces.n && o < cap; i++)
-			o += (size_t)snprintf(out + o, cap - o, "%s%.*s", i ? "|" : "",
-					      (int)w.pieces.v[i].len, w.buf.p + w.pieces.v[i].off);
+			o += (size_t)snprintf(out + o, cap - o, "%s%.*s", i ? "|" : "", (int)w.pieces.v[i].len,
+					      w.buf.p + w.pieces.v[i].off);
 	}
 	pretok_work_free(&w);
 	pretok_free(&pt);
 }
 
-#define EXPECT_PIECES(pj, text, want)                                                              \
-	do {                                                                                       \
-		char _got[1200];                                                                   \
-		pieces(pj, text, _got, sizeof _got);                                               \
-		EXPECTF(!strcmp(_got, want), "%s on '%s': got '%s', want '%s'", pj, text, _got,    \
-			want);                                                                     \
+#define EXPECT_PIECES(pj, text, want)                                                                  \
+	do {                                                                                           \
+		char _got[1200];                                                                       \
+		pieces(pj, text, _got, sizeof _got);                                                   \
+		EXPECTF(!strcmp(_got, want), "%s on '%s': got '%s', want '%s'", pj, text, _got, want); \
 	} while (0)
 
 static void test_split_behaviors(void)
@@ -66,11 +65,10 @@ static void test_split_behaviors(void)
 		      "the|final|countdown");
 	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'Isolated'}", s,
 		      "the|-|final|-|-|countdown");
-	EXPECT_PIECES(
-	    "{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'MergedWithPrevious'}", s,
-	    "the-|final-|-|countdown");
-	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'MergedWithNext'}",
-		      s, "the|-final|-|-countdown");
+	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'MergedWithPrevious'}", s,
+		      "the-|final-|-|countdown");
+	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'MergedWithNext'}", s,
+		      "the|-final|-|-countdown");
 	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '-'}, 'behavior': 'Contiguous'}", s,
 		      "the|-|final|--|countdown");
 	/* invert: the pattern describes the pieces to keep */
@@ -81,8 +79,7 @@ static void test_split_behaviors(void)
 		      "'invert': true}",
 		      "Hey friend!", "Hey| |friend|!");
 	/* a String pattern is literal */
-	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '.'}, 'behavior': 'Removed'}", "a.b",
-		      "a|b");
+	EXPECT_PIECES("{'type': 'Split', 'pattern': {'String': '.'}, 'behavior': 'Removed'}", "a.b", "a|b");
 	/* lookahead sees only the piece; Unicode classes */
 	EXPECT_PIECES("{'type': 'Split', 'pattern': {'Regex': '\\\\s+(?!\\\\S)|\\\\s+|\\\\p{L}+'}, "
 		      "'behavior': 'Isolated'}",
@@ -96,37 +93,34 @@ static void test_pretokenizers(void)
 {
 	EXPECT_PIECES("{'type': 'Digits', 'individual_digits': true}", "a½②34b", "a|½|②|3|4|b");
 	EXPECT_PIECES("{'type': 'Digits', 'individual_digits': false}", "a12b345", "a|12|b|345");
-	EXPECT_PIECES("{'type': 'ByteLevel', 'add_prefix_space': true, 'use_regex': true}",
-		      "Hello world's  x", " Hello| world|'s| | x");
-	EXPECT_PIECES("{'type': 'ByteLevel', 'add_prefix_space': false, 'use_regex': false}",
-		      "Hello world", "Hello world");
-	EXPECT_PIECES(
-	    "{'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'always', 'split': true}",
-	    "Hey friend", "▁Hey|▁friend");
-	EXPECT_PIECES(
-	    "{'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'never', 'split': false}",
-	    "Hey friend", "Hey▁friend");
+	EXPECT_PIECES("{'type': 'ByteLevel', 'add_prefix_space': true, 'use_regex': true}", "Hello world's  x",
+		      " Hello| world|'s| | x");
+	EXPECT_PIECES("{'type': 'ByteLevel', 'add_prefix_space': false, 'use_regex': false}", "Hello world",
+		      "Hello world");
+	EXPECT_PIECES("{'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'always', 'split': true}",
+		      "Hey friend", "▁Hey|▁friend");
+	EXPECT_PIECES("{'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'never', 'split': false}",
+		      "Hey friend", "Hey▁friend");
 	EXPECT_PIECES("{'type': 'Sequence', 'pretokenizers': [{'type': 'WhitespaceSplit'}, "
 		      "{'type': 'Digits', 'individual_digits': true}]}",
 		      "ab12 c3", "ab|1|2|c|3");
 	/* DeepSeek-V3's pre-tokenizer (three Splits, then ByteLevel without its regex) */
-	EXPECT_PIECES(
-	    "{'type': 'Sequence', 'pretokenizers': ["
-	    "{'type': 'Split', 'pattern': {'Regex': '\\\\p{N}{1,3}'}, 'behavior': 'Isolated', "
-	    "'invert': false},"
-	    "{'type': 'Split', 'pattern': {'Regex': '[一-龥぀-ゟ゠-ヿ]+'}, 'behavior': "
-	    "'Isolated', 'invert': false},"
-	    "{'type': 'Split', 'pattern': {'Regex': "
-	    "'[!\\'#$%&()*+,\\\\-./"
-	    ":;<=>?@\\\\[\\\\\\\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\\\p{L}\\\\p{P}\\\\p{S}]?[\\\\p{L}"
-	    "\\\\p{M}]+| ?[\\\\p{P}\\\\p{S}]+[\\r\\n]*|\\\\s*[\\r\\n]+|\\\\s+(?!\\\\S)|\\\\s+'}, "
-	    "'behavior': 'Isolated', 'invert': false},"
-	    "{'type': 'ByteLevel', 'add_prefix_space': false, 'trim_offsets': true, 'use_regex': "
-	    "false}]}",
-	    "Hello, world! 12345 日本語です.x", "Hello|,| world|!| |123|45| |日本語です|.x");
+	EXPECT_PIECES("{'type': 'Sequence', 'pretokenizers': ["
+		      "{'type': 'Split', 'pattern': {'Regex': '\\\\p{N}{1,3}'}, 'behavior': 'Isolated', "
+		      "'invert': false},"
+		      "{'type': 'Split', 'pattern': {'Regex': '[一-龥぀-ゟ゠-ヿ]+'}, 'behavior': "
+		      "'Isolated', 'invert': false},"
+		      "{'type': 'Split', 'pattern': {'Regex': "
+		      "'[!\\'#$%&()*+,\\\\-./"
+		      ":;<=>?@\\\\[\\\\\\\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\\\p{L}\\\\p{P}\\\\p{S}]?[\\\\p{L}"
+		      "\\\\p{M}]+| ?[\\\\p{P}\\\\p{S}]+[\\r\\n]*|\\\\s*[\\r\\n]+|\\\\s+(?!\\\\S)|\\\\s+'}, "
+		      "'behavior': 'Isolated', 'invert': false},"
+		      "{'type': 'ByteLevel', 'add_prefix_space': false, 'trim_offsets': true, 'use_regex': "
+		      "false}]}",
+		      "Hello, world! 12345 日本語です.x", "Hello|,| world|!| |123|45| |日本語です|.x");
 	/* Ruby-style $: end of a line (HF compiles with Oniguruma) */
-	EXPECT_PIECES("{'type': 'Split', 'pattern': {'Regex': '\\\\s+$'}, 'behavior': 'Isolated'}",
-		      "a  \nb", "a|  |\nb");
+	EXPECT_PIECES("{'type': 'Split', 'pattern': {'Regex': '\\\\s+$'}, 'behavior': 'Isolated'}", "a  \nb",
+		      "a|  |\nb");
 }
 
 static void norm_case(const char *nj, const char *in, const char *want)
@@ -146,8 +140,8 @@ static void norm_case(const char *nj, const char *in, const char *want)
 	EXPECT_EQ_INT(tok_regex_ctx_init(&rx), 0);
 	EXPECT_EQ_INT(strbuf_puts(&s, in), 0);
 	EXPECT_EQ_INT(norm_apply(&n, &s, &tmp, &rx, &e), 0);
-	EXPECTF(s.n == strlen(want) && (!s.n || !memcmp(s.p, want, s.n)), "%s on '%s': '%.*s'", nj,
-		in, (int)s.n, s.n ? s.p : "");
+	EXPECTF(s.n == strlen(want) && (!s.n || !memcmp(s.p, want, s.n)), "%s on '%s': '%.*s'", nj, in, (int)s.n,
+		s.n ? s.p : "");
 	tok_regex_ctx_fini(&rx);
 	strbuf_fini(&s);
 	strbuf_fini(&tmp);
@@ -160,17 +154,12 @@ static void test_normalizers(void)
 	norm_case("{'type': 'NFD'}", "é", "e\xCC\x81");
 	norm_case("{'type': 'NFKC'}", "ﬁ①", "fi1");
 	norm_case("{'type': 'Lowercase'}", "ÀBΣ", "àbς");
-	norm_case(
-	    "{'type': 'Sequence', 'normalizers': [{'type': 'NFD'}, {'type': 'StripAccents'}]}",
-	    "Él", "El");
-	norm_case("{'type': 'Replace', 'pattern': {'String': ' '}, 'content': '▁'}", "a b  c",
-		  "a▁b▁▁c");
-	norm_case("{'type': 'Replace', 'pattern': {'Regex': '\\\\s+'}, 'content': ' '}", "a \t b",
-		  "a b");
+	norm_case("{'type': 'Sequence', 'normalizers': [{'type': 'NFD'}, {'type': 'StripAccents'}]}", "Él", "El");
+	norm_case("{'type': 'Replace', 'pattern': {'String': ' '}, 'content': '▁'}", "a b  c", "a▁b▁▁c");
+	norm_case("{'type': 'Replace', 'pattern': {'Regex': '\\\\s+'}, 'content': ' '}", "a \t b", "a b");
 	norm_case("{'type': 'Prepend', 'prepend': '▁'}", "x", "▁x");
 	norm_case("{'type': 'Prepend', 'prepend': '▁'}", "", "");
-	norm_case("{'type': 'Strip', 'strip_left': true, 'strip_right': true}", " \u3000a b\n",
-		  "a b");
+	norm_case("{'type': 'Strip', 'strip_left': true, 'strip_right': true}", " \u3000a b\n", "a b");
 	norm_case("{'type': 'Strip', 'strip_left': false, 'strip_right': true}", " a ", " a");
 }
 
@@ -191,5 +180,4 @@ static void test_byte_level_alphabet(void)
 	EXPECT_EQ_INT(tok_cp_to_byte(173), -1);
 }
 
-TESTS(T(test_split_behaviors), T(test_pretokenizers), T(test_normalizers),
-      T(test_byte_level_alphabet))
+TESTS(T(test_split_behaviors), T(test_pretokenizers), T(test_normalizers), T(test_byte_level_alphabet))

@@ -45,8 +45,8 @@ static void show_ids(char *buf, size_t cap, const int32_t *ids, size_t n)
 }
 
 /* Incremental decoding of ids one at a time must equal the one-shot decode. */
-static bool incremental_matches(const struct tok *t, const int32_t *ids, size_t n, bool skip,
-				const char *want, size_t want_len)
+static bool incremental_matches(const struct tok *t, const int32_t *ids, size_t n, bool skip, const char *want,
+				size_t want_len)
 {
 	struct tok_detok *d;
 	struct err e;
@@ -58,8 +58,7 @@ static bool incremental_matches(const struct tok *t, const int32_t *ids, size_t 
 	for (size_t i = 0; i < n && ok; i++) {
 		const char *delta;
 		size_t dl;
-		ok = tok_detok_push(d, ids[i], &delta, &dl, &e) == 0 &&
-		     m + dl <= want_len * 2 + 60 && delta[dl] == 0;
+		ok = tok_detok_push(d, ids[i], &delta, &dl, &e) == 0 && m + dl <= want_len * 2 + 60 && delta[dl] == 0;
 		if (ok) {
 			/* a delta never ends inside a character */
 			ok = utf8_valid(delta, dl, NULL);
@@ -119,10 +118,9 @@ static int check_vectors(const char *tok_dir, const char *vectors)
 			char *back;
 			size_t bl;
 			EXPECT_EQ_INT(tok_decode(t, ids, n, false, &back, &bl, &e), 0);
-			EXPECTF(bl == tl && !memcmp(back, text, tl), "%s: decode '%s' → '%s'",
-				vectors, text, back);
-			EXPECTF(incremental_matches(t, ids, n, false, back, bl),
-				"%s: incremental decode of '%s'", vectors, text);
+			EXPECTF(bl == tl && !memcmp(back, text, tl), "%s: decode '%s' → '%s'", vectors, text, back);
+			EXPECTF(incremental_matches(t, ids, n, false, back, bl), "%s: incremental decode of '%s'",
+				vectors, text);
 			free(back);
 			free(ids);
 		}
@@ -144,14 +142,11 @@ static void test_deepseek_llm_vectors(void)
 
 static void test_deepseek_coder_vectors(void)
 {
-	EXPECT(check_vectors("tokenizer/deepseek-coder",
-			     "tokenizer/deepseek-coder/deepseek-coder-vectors.jsonl") > 40);
+	EXPECT(check_vectors("tokenizer/deepseek-coder", "tokenizer/deepseek-coder/deepseek-coder-vectors.jsonl") >
+	       40);
 }
 
-static void test_tiny_vectors(void)
-{
-	EXPECT_EQ_INT(check_vectors("tiny-v3", "tokenizer/tiny-vectors.jsonl"), 52);
-}
+static void test_tiny_vectors(void) { EXPECT_EQ_INT(check_vectors("tiny-v3", "tokenizer/tiny-vectors.jsonl"), 52); }
 
 static void test_deepseek_special_tokens(void)
 {
@@ -243,15 +238,14 @@ static void test_config_bos_eos(void)
 		int bos, eos; /* expected first / last id, -1 none */
 		bool fails;
 	} cases[] = {
-	    {"{\"add_bos_token\": false, \"bos_token\": \"<｜begin▁of▁sentence｜>\"}", -1, -1,
-	     false},
-	    {"{\"add_bos_token\": true, \"add_eos_token\": true, \"bos_token\": {\"content\": "
-	     "\"<｜User｜>\"},"
-	     " \"eos_token\": \"<｜end▁of▁sentence｜>\"}",
-	     2, 1, false},
-	    {"{\"model_max_length\": 7}", 0, -1, false}, /* absent: the post-processor's BOS */
-	    {"{\"add_eos_token\": true}", -1, -1, true}, /* no eos_token to add */
-	    {"{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}", -1, -1, true},
+		{"{\"add_bos_token\": false, \"bos_token\": \"<｜begin▁of▁sentence｜>\"}", -1, -1, false},
+		{"{\"add_bos_token\": true, \"add_eos_token\": true, \"bos_token\": {\"content\": "
+		 "\"<｜User｜>\"},"
+		 " \"eos_token\": \"<｜end▁of▁sentence｜>\"}",
+		 2, 1, false},
+		{"{\"model_max_length\": 7}", 0, -1, false}, /* absent: the post-processor's BOS */
+		{"{\"add_eos_token\": true}", -1, -1, true}, /* no eos_token to add */
+		{"{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}", -1, -1, true},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
@@ -262,8 +256,8 @@ static void test_config_bos_eos(void)
 		struct err e;
 		int rc = tok_load(dir, &t, &e);
 		if (cases[i].fails) {
-			EXPECTF(rc == -1 && strstr(e.msg, "tokenizer_config.json"),
-				"case %zu: '%s'", i, rc ? e.msg : "loaded");
+			EXPECTF(rc == -1 && strstr(e.msg, "tokenizer_config.json"), "case %zu: '%s'", i,
+				rc ? e.msg : "loaded");
 			if (!rc)
 				tok_free(t);
 			continue;
@@ -347,13 +341,13 @@ static void test_invalid_utf8(void)
 		return;
 	}
 	static const char *bad[] = {
-	    "abc\x80",          /* lone continuation */
-	    "\xC0\x80",         /* overlong NUL */
-	    "x\xED\xA0\x80",    /* surrogate */
-	    "hello \xE4\xB8",   /* truncated at the end */
-	    "\xF5\x80\x80\x80", /* beyond U+10FFFF */
-	    "\xF0\x9F\x98",     /* truncated emoji */
-	    "\xFF",
+		"abc\x80",          /* lone continuation */
+		"\xC0\x80",         /* overlong NUL */
+		"x\xED\xA0\x80",    /* surrogate */
+		"hello \xE4\xB8",   /* truncated at the end */
+		"\xF5\x80\x80\x80", /* beyond U+10FFFF */
+		"\xF0\x9F\x98",     /* truncated emoji */
+		"\xFF",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		int32_t *ids = (int32_t *)1;
@@ -394,35 +388,27 @@ static void test_malformed(void)
 {
 	expect_load_error("{'model': ", "line", NULL);
 	expect_load_error("{'version': '1.0'}", "model", "missing");
-	expect_load_error("{'model': {'type': 'WordPiece', 'vocab': {}}}", "model.type",
-			  "WordPiece");
-	expect_load_error("{" MODEL_OK ", 'normalizer': {'type': 'Precompiled'}}", "normalizer",
-			  "Precompiled");
-	expect_load_error("{" MODEL_OK ", 'pre_tokenizer': {'type': 'Frobnicate'}}",
-			  "pre_tokenizer", "Frobnicate");
-	expect_load_error("{" MODEL_OK
-			  ", 'pre_tokenizer': {'type': 'Sequence', 'pretokenizers': [{'type': "
+	expect_load_error("{'model': {'type': 'WordPiece', 'vocab': {}}}", "model.type", "WordPiece");
+	expect_load_error("{" MODEL_OK ", 'normalizer': {'type': 'Precompiled'}}", "normalizer", "Precompiled");
+	expect_load_error("{" MODEL_OK ", 'pre_tokenizer': {'type': 'Frobnicate'}}", "pre_tokenizer", "Frobnicate");
+	expect_load_error("{" MODEL_OK ", 'pre_tokenizer': {'type': 'Sequence', 'pretokenizers': [{'type': "
 			  "'Split', 'pattern': {'Regex': '(a'}, 'behavior': 'Isolated'}]}}",
 			  "pre_tokenizer.pretokenizers[0].pattern", "regex");
 	expect_load_error("{" MODEL_OK ", 'pre_tokenizer': {'type': 'Split', 'pattern': {'Regex': "
-				       "'a'}, 'behavior': 'Sideways'}}",
+			  "'a'}, 'behavior': 'Sideways'}}",
 			  "behavior", "Sideways");
-	expect_load_error(
-	    "{'model': {'type': 'BPE', 'vocab': {'a': 0, 'b': 1}, 'merges': ['a c']}}",
-	    "model.merges[0]", "'c' is not in the vocab");
-	expect_load_error(
-	    "{'model': {'type': 'BPE', 'vocab': {'a': 0, 'b': 1}, 'merges': [['a', 'b']]}}",
-	    "model.merges[0]", "'ab'");
-	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 0}, 'merges': ['a  a']}}",
-			  "model.merges[0]", "one space");
+	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 0, 'b': 1}, 'merges': ['a c']}}",
+			  "model.merges[0]", "'c' is not in the vocab");
+	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 0, 'b': 1}, 'merges': [['a', 'b']]}}",
+			  "model.merges[0]", "'ab'");
+	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 0}, 'merges': ['a  a']}}", "model.merges[0]",
+			  "one space");
 	expect_load_error("{" MODEL_OK ", 'decoder': {'type': 'CTC'}}", "decoder", "CTC");
 	expect_load_error("{" MODEL_OK ", 'pre_tokenizer': {'type': 'Sequence', 'pretokenizers': "
-				       "[{'type': 'ByteLevel'}, {'type': 'Digits'}]}}",
+			  "[{'type': 'ByteLevel'}, {'type': 'Digits'}]}}",
 			  "pre_tokenizer", "after ByteLevel");
-	expect_load_error("{" MODEL_OK ", 'added_tokens': [{'content': 'x'}]}", "added_tokens[0]",
-			  NULL);
-	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 'zero'}, 'merges': []}}",
-			  "model.vocab", NULL);
+	expect_load_error("{" MODEL_OK ", 'added_tokens': [{'content': 'x'}]}", "added_tokens[0]", NULL);
+	expect_load_error("{'model': {'type': 'BPE', 'vocab': {'a': 'zero'}, 'merges': []}}", "model.vocab", NULL);
 	struct err e;
 	struct tok *t;
 	EXPECT_EQ_INT(tok_load("/nonexistent/dir", &t, &e), -1);
@@ -461,24 +447,24 @@ static void fuzz_ids(const struct tok *t, int rounds)
 /* SentencePiece-style BPE: Llama-2 layout (normalizer Prepend + Replace, byte fallback,
  * decoder Replace / ByteFallback / Fuse / Strip). */
 static const char LLAMA_LIKE[] =
-    "{'added_tokens': [{'id': 1, 'content': '<s>', 'special': true, 'normalized': false},"
-    " {'id': 2, 'content': '</s>', 'special': true, 'normalized': false}],"
-    " 'normalizer': {'type': 'Sequence', 'normalizers': [{'type': 'Prepend', 'prepend': '▁'},"
-    "   {'type': 'Replace', 'pattern': {'String': ' '}, 'content': '▁'}]},"
-    " 'pre_tokenizer': null,"
-    " 'post_processor': {'type': 'TemplateProcessing', 'single': [{'SpecialToken': {'id': '<s>', "
-    "'type_id': 0}},"
-    "   {'Sequence': {'id': 'A', 'type_id': 0}}], 'special_tokens': {'<s>': {'id': '<s>', 'ids': "
-    "[1], 'tokens': ['<s>']}}},"
-    " 'decoder': {'type': 'Sequence', 'decoders': [{'type': 'Replace', 'pattern': {'String': '▁'}, "
-    "'content': ' '},"
-    "   {'type': 'ByteFallback'}, {'type': 'Fuse'}, {'type': 'Strip', 'content': ' ', 'start': 1, "
-    "'stop': 0}]},"
-    " 'model': {'type': 'BPE', 'unk_token': '<unk>', 'byte_fallback': true, 'fuse_unk': true,"
-    "   'vocab': {'<unk>': 0, '<s>': 1, '</s>': 2, '<0x0A>': 3, '<0xE2>': 4, '<0x82>': 5, "
-    "'<0xAC>': 6,"
-    "     '▁': 7, 'h': 8, 'i': 9, '▁h': 10, '▁hi': 11, 'x': 12},"
-    "   'merges': [['▁', 'h'], '▁h i']}}";
+	"{'added_tokens': [{'id': 1, 'content': '<s>', 'special': true, 'normalized': false},"
+	" {'id': 2, 'content': '</s>', 'special': true, 'normalized': false}],"
+	" 'normalizer': {'type': 'Sequence', 'normalizers': [{'type': 'Prepend', 'prepend': '▁'},"
+	"   {'type': 'Replace', 'pattern': {'String': ' '}, 'content': '▁'}]},"
+	" 'pre_tokenizer': null,"
+	" 'post_processor': {'type': 'TemplateProcessing', 'single': [{'SpecialToken': {'id': '<s>', "
+	"'type_id': 0}},"
+	"   {'Sequence': {'id': 'A', 'type_id': 0}}], 'special_tokens': {'<s>': {'id': '<s>', 'ids': "
+	"[1], 'tokens': ['<s>']}}},"
+	" 'decoder': {'type': 'Sequence', 'decoders': [{'type': 'Replace', 'pattern': {'String': '▁'}, "
+	"'content': ' '},"
+	"   {'type': 'ByteFallback'}, {'type': 'Fuse'}, {'type': 'Strip', 'content': ' ', 'start': 1, "
+	"'stop': 0}]},"
+	" 'model': {'type': 'BPE', 'unk_token': '<unk>', 'byte_fallback': true, 'fuse_unk': true,"
+	"   'vocab': {'<unk>': 0, '<s>': 1, '</s>': 2, '<0x0A>': 3, '<0xE2>': 4, '<0x82>': 5, "
+	"'<0xAC>': 6,"
+	"     '▁': 7, 'h': 8, 'i': 9, '▁h': 10, '▁hi': 11, 'x': 12},"
+	"   'merges': [['▁', 'h'], '▁h i']}}";
 
 static void test_llama_like(void)
 {
@@ -520,15 +506,15 @@ static void test_llama_like(void)
 
 /* Added-token flags on a byte-level tokenizer. */
 static const char ADDED_FLAGS[] =
-    "{'added_tokens': ["
-    " {'id': 10, 'content': '<mask>', 'special': true, 'lstrip': true, 'normalized': false},"
-    " {'id': 11, 'content': '[R]', 'special': false, 'rstrip': true, 'normalized': true},"
-    " {'id': 12, 'content': 'cat', 'special': false, 'single_word': true, 'normalized': true},"
-    " {'id': 13, 'content': '<mask>x', 'special': false, 'normalized': false}],"
-    " 'pre_tokenizer': {'type': 'ByteLevel', 'add_prefix_space': false, 'use_regex': true},"
-    " 'decoder': {'type': 'ByteLevel'},"
-    " 'model': {'type': 'BPE', 'vocab': {'a': 0, 'c': 1, 't': 2, 'Ġ': 3, 'x': 4, 's': 5, 'Ġa': 6},"
-    "   'merges': ['Ġ a']}}";
+	"{'added_tokens': ["
+	" {'id': 10, 'content': '<mask>', 'special': true, 'lstrip': true, 'normalized': false},"
+	" {'id': 11, 'content': '[R]', 'special': false, 'rstrip': true, 'normalized': true},"
+	" {'id': 12, 'content': 'cat', 'special': false, 'single_word': true, 'normalized': true},"
+	" {'id': 13, 'content': '<mask>x', 'special': false, 'normalized': false}],"
+	" 'pre_tokenizer': {'type': 'ByteLevel', 'add_prefix_space': false, 'use_regex': true},"
+	" 'decoder': {'type': 'ByteLevel'},"
+	" 'model': {'type': 'BPE', 'vocab': {'a': 0, 'c': 1, 't': 2, 'Ġ': 3, 'x': 4, 's': 5, 'Ġa': 6},"
+	"   'merges': ['Ġ a']}}";
 
 static void test_added_flags(void)
 {
@@ -541,22 +527,20 @@ static void test_added_flags(void)
 	static const struct {
 		const char *text, *ids;
 	} cases[] = {
-	    {"a  <mask>", "0,10"},   /* lstrip eats the spaces before */
-	    {"a <mask>x", "0,3,13"}, /* longest match wins; no lstrip on it */
-	    {"[R]  a", "11,0"},      /* rstrip eats the spaces after */
-	    {"a cat", "0,3,12"},     /* a single word */
-	    {"cats", "1,0,2,5"},     /* not a single word: plain BPE */
-	    {"xcat a", "4,1,0,2,6"},
+		{"a  <mask>", "0,10"},   /* lstrip eats the spaces before */
+		{"a <mask>x", "0,3,13"}, /* longest match wins; no lstrip on it */
+		{"[R]  a", "11,0"},      /* rstrip eats the spaces after */
+		{"a cat", "0,3,12"},     /* a single word */
+		{"cats", "1,0,2,5"},     /* not a single word: plain BPE */
+		{"xcat a", "4,1,0,2,6"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		int32_t *ids;
 		size_t n;
 		char buf[128];
-		EXPECT_EQ_INT(
-		    tok_encode(t, cases[i].text, strlen(cases[i].text), false, &ids, &n, &e), 0);
+		EXPECT_EQ_INT(tok_encode(t, cases[i].text, strlen(cases[i].text), false, &ids, &n, &e), 0);
 		show_ids(buf, sizeof buf, ids, n);
-		EXPECTF(!strcmp(buf, cases[i].ids), "'%s' → %s, want %s", cases[i].text, buf,
-			cases[i].ids);
+		EXPECTF(!strcmp(buf, cases[i].ids), "'%s' → %s, want %s", cases[i].text, buf, cases[i].ids);
 		free(ids);
 	}
 	tok_free(t);
@@ -566,14 +550,13 @@ static void test_added_flags(void)
 static void test_bpe_options(void)
 {
 	struct err e;
-	struct tok *t = load_text(
-	    "{'pre_tokenizer': {'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': "
-	    "'first'},"
-	    " 'decoder': {'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'first'},"
-	    " 'model': {'type': 'BPE', 'ignore_merges': true,"
-	    "   'vocab': {'▁': 0, 'a': 1, 'b': 2, '▁a': 3, '▁ab': 4, 'ab': 5, '▁b': 6},"
-	    "   'merges': ['▁ a', 'a b']}}",
-	    &e);
+	struct tok *t = load_text("{'pre_tokenizer': {'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': "
+				  "'first'},"
+				  " 'decoder': {'type': 'Metaspace', 'replacement': '▁', 'prepend_scheme': 'first'},"
+				  " 'model': {'type': 'BPE', 'ignore_merges': true,"
+				  "   'vocab': {'▁': 0, 'a': 1, 'b': 2, '▁a': 3, '▁ab': 4, 'ab': 5, '▁b': 6},"
+				  "   'merges': ['▁ a', 'a b']}}",
+				  &e);
 	if (!t) {
 		EXPECTF(0, "%s", e.msg);
 		return;
@@ -687,8 +670,8 @@ static void fuzz_one(const char *dir, int n_texts)
 		char *back;
 		size_t bl;
 		EXPECT_EQ_INT(tok_decode(t, ids + (k % 2), m - (k % 2), false, &back, &bl, &e), 0);
-		EXPECTF(bl == n && !memcmp(back, text, n), "%s: round trip of '%.*s' gave '%s'",
-			dir, (int)n, text, back);
+		EXPECTF(bl == n && !memcmp(back, text, n), "%s: round trip of '%.*s' gave '%s'", dir, (int)n, text,
+			back);
 		free(back);
 		/* streaming == one-shot, with and without skipping specials */
 		for (int skip = 0; skip < 2; skip++) {
@@ -764,6 +747,6 @@ static void test_threads(void)
 }
 
 TESTS(T(test_deepseek_llm_vectors), T(test_deepseek_coder_vectors), T(test_tiny_vectors),
-      T(test_deepseek_special_tokens), T(test_tiny_add_special), T(test_config_bos_eos),
-      T(test_incremental_utf8), T(test_invalid_utf8), T(test_malformed), T(test_llama_like),
-      T(test_added_flags), T(test_bpe_options), T(test_fuzz_round_trip), T(test_threads))
+      T(test_deepseek_special_tokens), T(test_tiny_add_special), T(test_config_bos_eos), T(test_incremental_utf8),
+      T(test_invalid_utf8), T(test_malformed), T(test_llama_like), T(test_added_flags), T(test_bpe_options),
+      T(test_fuzz_round_trip), T(test_threads))

@@ -17,11 +17,11 @@ static void test_decode_strict(void)
 	EXPECT_EQ_INT(cp, 0x20ac);
 	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xf4\x8f\xbf\xbf", 4, &cp), 4);
 	EXPECT_EQ_INT(cp, 0x10ffff);
-	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xc0\xaf", 2, &cp), 0);	   /* overlong */
-	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xe0\x80\xaf", 3, &cp), 0);	   /* overlong */
-	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xed\xa0\x80", 3, &cp), 0);	   /* surrogate */
+	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xc0\xaf", 2, &cp), 0);         /* overlong */
+	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xe0\x80\xaf", 3, &cp), 0);     /* overlong */
+	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xed\xa0\x80", 3, &cp), 0);     /* surrogate */
 	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xf4\x90\x80\x80", 4, &cp), 0); /* > 10FFFF */
-	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xe2\x82", 2, &cp), 0);	   /* cut */
+	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"\xe2\x82", 2, &cp), 0);         /* cut */
 	EXPECT_EQ_INT(utf8_decode((const unsigned char *)"", 0, &cp), 0);
 }
 

@@ -38,8 +38,7 @@ static int famla_plan(struct attn_meta *meta, int n_heads, struct arena *scratch
 	for (int i = 0; i < p->n_decodes; i++) {
 		int q = meta->query_start[i + 1] - meta->query_start[i];
 		for (int t = 0; t < q; t += p->tile_tok)
-			p->items[p->n_items++] = (struct famla_item){
-				i, t, q - t < p->tile_tok ? q - t : p->tile_tok};
+			p->items[p->n_items++] = (struct famla_item){i, t, q - t < p->tile_tok ? q - t : p->tile_tok};
 	}
 	return 0;
 }
@@ -65,9 +64,9 @@ static void famla_item_run(void *vctx, int begin, int end, int tid)
 		int n = m->dcp_size > 1 && m->local_seq_lens ? m->local_seq_lens[i] : L;
 		for (int t = 0; t < it->n_tok; t++) {
 			int tq = it->tok0 + t;
-			vis[t] = m->dcp_size > 1 ? dcp_visible_keys(L, q, tq, m->dcp_size, m->dcp_rank,
-								    m->dcp_interleave, n)
-						 : (L - q + tq + 1 < n ? L - q + tq + 1 : n);
+			vis[t] = m->dcp_size > 1
+					 ? dcp_visible_keys(L, q, tq, m->dcp_size, m->dcp_rank, m->dcp_interleave, n)
+					 : (L - q + tq + 1 < n ? L - q + tq + 1 : n);
 		}
 		size_t tok = (size_t)m->query_start[i] + it->tok0;
 		struct mqa_job j = {
@@ -98,16 +97,12 @@ static void famla_decode(const struct attn_decode_args *a)
 	struct famla_plan *p = attn_decode_plan_get(a, famla_plan);
 	CHECK(p->n_heads == a->n_heads && p->n_decodes == m->n_decodes);
 	struct famla_ctx c = {a, p, mqa_scratch_bytes(p->tile_tok * a->n_heads, a->kv->row)};
-	mqa_workspace_reserve(&p->ws, a->scratch, pool_size(a->pool),
-			      c.kern_bytes + p->tile_tok * sizeof(int32_t));
+	mqa_workspace_reserve(&p->ws, a->scratch, pool_size(a->pool), c.kern_bytes + p->tile_tok * sizeof(int32_t));
 	pool_for(a->pool, p->n_items, 1, famla_item_run, &c);
 }
 
 /* FA3's context-parallel mask understands token-level interleave only. */
-static bool famla_dcp_multi_token(int dcp_interleave)
-{
-	return dcp_interleave == 1;
-}
+static bool famla_dcp_multi_token(int dcp_interleave) { return dcp_interleave == 1; }
 
 const struct attn_backend attn_backend_flash_attn_mla = {
 	.name = "FLASH_ATTN_MLA",

@@ -15,7 +15,7 @@
 
 struct fmla_plan {
 	int n_decodes, q_len, n_heads, n_parts, tile_tok, n_qtiles;
-	int32_t *meta;	     /* [n_parts][8] */
+	int32_t *meta;       /* [n_parts][8] */
 	int32_t *num_splits; /* [n_decodes + 1] */
 	int32_t *acc_base;   /* [n_decodes] first partial slot of a split request, -1 unsplit */
 	int32_t *split_reqs; /* [n_split_reqs] */
@@ -31,8 +31,7 @@ static const int32_t *local_lens(const struct attn_meta *m)
 	return m->dcp_size > 1 && m->local_seq_lens ? m->local_seq_lens : m->seq_lens;
 }
 
-int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts,
-			     struct arena *scratch, struct err *e)
+int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts, struct arena *scratch, struct err *e)
 {
 	int nd = meta->n_decodes;
 	struct fmla_plan *p = arena_alloc(scratch, sizeof *p);
@@ -45,8 +44,8 @@ int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts,
 	p->q_len = meta->query_start[1] - meta->query_start[0];
 	for (int i = 1; i < nd; i++)
 		if (meta->query_start[i + 1] - meta->query_start[i] != p->q_len)
-			return err_set(e, "flashmla: decode %d has query length %d, expected a uniform %d",
-				       i, meta->query_start[i + 1] - meta->query_start[i], p->q_len);
+			return err_set(e, "flashmla: decode %d has query length %d, expected a uniform %d", i,
+				       meta->query_start[i + 1] - meta->query_start[i], p->q_len);
 	if (p->q_len <= 0)
 		return err_set(e, "flashmla: decode query length %d", p->q_len);
 	p->tile_tok = mqa_tile_tokens(n_heads);
@@ -105,10 +104,9 @@ static void fmla_item(void *vctx, int begin, int end, int tid)
 			int L = m->seq_lens[req], n = lens[req];
 			for (int t = 0; t < nt; t++) {
 				int tq = tok0 + t;
-				vis[t] = m->dcp_size > 1
-						 ? dcp_visible_keys(L, q, tq, m->dcp_size, m->dcp_rank,
-								    m->dcp_interleave, n)
-						 : (L - q + tq + 1 < n ? L - q + tq + 1 : n);
+				vis[t] = m->dcp_size > 1 ? dcp_visible_keys(L, q, tq, m->dcp_size, m->dcp_rank,
+									    m->dcp_interleave, n)
+							 : (L - q + tq + 1 < n ? L - q + tq + 1 : n);
 			}
 			int split = req == mr[0] ? mr[4] : 0;
 			size_t tok = (size_t)m->query_start[req] + tok0;
@@ -157,8 +155,7 @@ static void fmla_combine(void *vctx, int begin, int end, int tid)
 				memcpy(o, p->oacc + src * dv, (size_t)dv * sizeof(float));
 				*lse = p->lacc[src];
 			} else {
-				attn_merge_states(1, 1, dv, o, lse, p->oacc + src * dv, p->lacc + src, o,
-						  lse);
+				attn_merge_states(1, 1, dv, o, lse, p->oacc + src * dv, p->lacc + src, o, lse);
 			}
 		}
 	}

@@ -21,9 +21,9 @@ struct sparse_ctx {
 	const struct attn_sparse_args *a;
 	const int32_t *seq_of; /* [n_tok] sequence of each token of the call */
 	int group, n_groups;   /* heads per item, head groups per token */
-	int n_splits;	       /* key splits per (token, head group); > 1: partials in oacc/lacc */
+	int n_splits;          /* key splits per (token, head group); > 1: partials in oacc/lacc */
 	float *oacc, *lacc;    /* [n_tok, n_splits, n_heads, kv_lora_rank], [n_tok, n_splits, n_heads] */
-	int max_keys;	       /* the largest selection of the call */
+	int max_keys;          /* the largest selection of the call */
 	struct mqa_workspace ws;
 	size_t kern_bytes;
 };
@@ -62,9 +62,20 @@ static void sparse_item(void *vctx, int begin, int end, int tid)
 		const int32_t *sel = a->sel + a->sel_start[t] + k0;
 		for (int j = 0; j < nk; j++)
 			slots[j] = kv_cache_slot(bt, kv->block_size, sel[j]);
-		struct mqa_job j = {.kv = kv, .layer = a->layer, .bt = bt, .slots = slots, .scale = a->scale,
-				    .q = a->q + ((size_t)tl * H + h0) * row, .n_tok = 1, .n_heads = hn, .vis = &nk,
-				    .k_begin = 0, .k_end = nk, .out = out, .lse = lse, .q_bf16 = a->q_bf16,
+		struct mqa_job j = {.kv = kv,
+				    .layer = a->layer,
+				    .bt = bt,
+				    .slots = slots,
+				    .scale = a->scale,
+				    .q = a->q + ((size_t)tl * H + h0) * row,
+				    .n_tok = 1,
+				    .n_heads = hn,
+				    .vis = &nk,
+				    .k_begin = 0,
+				    .k_end = nk,
+				    .out = out,
+				    .lse = lse,
+				    .q_bf16 = a->q_bf16,
 				    .p_bf16 = a->p_bf16};
 		mqa_run(&j, ws);
 	}

@@ -57,8 +57,8 @@ static void ref_run(void *vctx, int begin, int end, int tid)
 		for (int64_t j = 0; j < n; j++) {
 			if (!ref_visible(m, L, q, t, j))
 				continue;
-			double s = ref_score(a, qv, kv_cache_row_ptr(kv, a->layer,
-								     kv_cache_slot(bt, kv->block_size, j)));
+			double s = ref_score(a, qv,
+					     kv_cache_row_ptr(kv, a->layer, kv_cache_slot(bt, kv->block_size, j)));
 			if (s > mx)
 				mx = s;
 		}
@@ -72,8 +72,7 @@ static void ref_run(void *vctx, int begin, int end, int tid)
 		for (int64_t j = 0; j < n; j++) {
 			if (!ref_visible(m, L, q, t, j))
 				continue;
-			const void *row = kv_cache_row_ptr(kv, a->layer,
-							   kv_cache_slot(bt, kv->block_size, j));
+			const void *row = kv_cache_row_ptr(kv, a->layer, kv_cache_slot(bt, kv->block_size, j));
 			float p = (float)exp(ref_score(a, qv, row) - mx);
 			l += p;
 			for (int d = 0; d < Lkv; d++)

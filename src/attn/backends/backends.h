@@ -31,7 +31,7 @@ void *attn_decode_plan_get(const struct attn_decode_args *a,
  * arena in one step (plan + per-thread work buffers + split-KV partials), for arena sizing:
  * n_threads of the pool, max_seqs / max_decode_tokens per step, n_heads attended (W*H under
  * DCP). The plan and the buffers are allocated once per step and reused by every layer. */
-size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens,
-				 int n_heads, int kv_lora_rank, int rope_dim);
+size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens, int n_heads, int kv_lora_rank,
+				 int rope_dim);
 
 #endif

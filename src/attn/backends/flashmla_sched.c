@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int32_t *meta,
-			   int32_t *num_splits)
+int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int32_t *meta, int32_t *num_splits)
 {
 	const int ov = FLASHMLA_FIXED_OVERHEAD;
 	int64_t total = 0;

@@ -14,15 +14,14 @@
  * [..., end_token) of end_req (begin_req >= n_reqs: empty). num_splits: [n_reqs + 1],
  * cumulative pieces per request, num_splits[0] = 0. Returns the final cursor request
  * (n_reqs when every block was assigned). */
-int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts,
-			   int32_t *meta /* [n_parts][8] */, int32_t *num_splits /* [n_reqs+1] */);
+int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int32_t *meta /* [n_parts][8] */,
+			   int32_t *num_splits /* [n_reqs+1] */);
 
 struct attn_meta;
 struct arena;
 struct err;
 /* FLASHMLA's per-step plan with an explicit partition count (the backend's plan callback
  * picks it from the CPU count); tests use it to force splits. Sets meta->plan. */
-int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts,
-			     struct arena *scratch, struct err *e);
+int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts, struct arena *scratch, struct err *e);
 
 #endif

@@ -11,15 +11,9 @@ static const struct attn_backend *const backends[] = {
 	&attn_backend_flashmla_sparse,
 };
 
-int attn_backend_count(void)
-{
-	return (int)(sizeof backends / sizeof backends[0]);
-}
+int attn_backend_count(void) { return (int)(sizeof backends / sizeof backends[0]); }
 
-const struct attn_backend *attn_backend_at(int i)
-{
-	return i >= 0 && i < attn_backend_count() ? backends[i] : NULL;
-}
+const struct attn_backend *attn_backend_at(int i) { return i >= 0 && i < attn_backend_count() ? backends[i] : NULL; }
 
 const struct attn_backend *attn_backend_by_name(const char *name)
 {

@@ -12,7 +12,8 @@
 /* s[j] = sum_h w[h] * relu(q[h] . kt[:, j]) for the IX_KB keys of kt [dim][IX_KB] (decoded keys,
  * transposed): each key in its own lane, its dot product summed over d in order, then over
  * h in order, so that a key's score does not depend on the keys scored beside it */
-static void dots_portable(const float *q, const uint16_t *qb, const float *w, int H, int dim, const void *ktv, float *s)
+static void dots_portable(const float *q, const uint16_t *qb, const float *w, int H, int dim, const void *ktv,
+			  float *s)
 {
 	const float *kt = ktv;
 	(void)qb;
@@ -36,7 +37,7 @@ static void dots_portable(const float *q, const uint16_t *qb, const float *w, in
 /* s0 / s1 += w * relu(a0 / a1): one head's dot products of the block's two key vectors into
  * the scores (every 512-bit kernel) */
 static inline __attribute__((always_inline)) AVX512_FN void relu_acc(float w, __m512 a0, __m512 a1, __m512 *s0,
-								       __m512 *s1)
+								     __m512 *s1)
 {
 	__m512 wv = _mm512_set1_ps(w), z = _mm512_setzero_ps();
 	*s0 = _mm512_fmadd_ps(wv, _mm512_max_ps(a0, z), *s0);
@@ -112,8 +113,8 @@ AVX2_FN static void dots_avx2(const float *q, const uint16_t *qb, const float *w
 
 /* kt [dim][IX_KB] = the n (<= IX_KB) keys at code offsets off[j] from base (scales sc[j]) decoded
  * to fp32, transposed; columns past n are 0 */
-static void decode_portable(const uint8_t *base, const int32_t *off, const float *const *sc, int n, int dim,
-			    int group, void *ktv)
+static void decode_portable(const uint8_t *base, const int32_t *off, const float *const *sc, int n, int dim, int group,
+			    void *ktv)
 {
 	float *kt = ktv;
 	for (int j = 0; j < IX_KB; j++)
@@ -143,7 +144,8 @@ AVX512_FN static void decode_avx512(const uint8_t *base, const int32_t *off, con
 			__m512 sv = _mm512_loadu_ps(scale);
 			for (int d = g0; d < g0 + group; d++) {
 				__m512i c = _mm512_and_si512(
-					_mm512_i32gather_epi32(_mm512_add_epi32(ov, _mm512_set1_epi32(d)), (const void *)base, 1),
+					_mm512_i32gather_epi32(_mm512_add_epi32(ov, _mm512_set1_epi32(d)),
+							       (const void *)base, 1),
 					lo);
 				__m512 x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, c, fp8_e4m3_table, 4);
 				_mm512_store_ps(kt + d * IX_KB + v * 16, _mm512_mul_ps(x, sv));
@@ -202,7 +204,8 @@ static inline __attribute__((always_inline)) BF16_FN void transpose16(__m512i r[
 	/* u[4k + m] holds, in each 128-bit chunk c, lanes 4c..4c+3 of column m of rows 4k..4k+3 */
 	for (int i = 0; i < 4; i++) {
 		__m512i a = _mm512_shuffle_i32x4(u[i], u[4 + i], 0x88), b = _mm512_shuffle_i32x4(u[i], u[4 + i], 0xdd);
-		__m512i c = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x88), d = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xdd);
+		__m512i c = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x88),
+			d = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xdd);
 		r[i] = _mm512_shuffle_i32x4(a, c, 0x88);
 		r[i + 8] = _mm512_shuffle_i32x4(a, c, 0xdd);
 		r[i + 4] = _mm512_shuffle_i32x4(b, d, 0x88);
@@ -246,7 +249,8 @@ BF16_FN static void dots_pairs(const float *q, const uint16_t *qb, const float *
 		__m512 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
 		const uint32_t *r0 = q2 + (size_t)h * P, *r1 = r0 + P, *r2 = r1 + P, *r3 = r2 + P;
 		for (int p = 0; p < P; p++) {
-			__m512i k0 = _mm512_load_si512(kt + (size_t)p * IX_KB), k1 = _mm512_load_si512(kt + (size_t)p * IX_KB + 16);
+			__m512i k0 = _mm512_load_si512(kt + (size_t)p * IX_KB),
+				k1 = _mm512_load_si512(kt + (size_t)p * IX_KB + 16);
 			__m512i b0 = _mm512_set1_epi32((int)r0[p]), b1 = _mm512_set1_epi32((int)r1[p]);
 			__m512i b2 = _mm512_set1_epi32((int)r2[p]), b3 = _mm512_set1_epi32((int)r3[p]);
 			DP(a00, b0, k0);

@@ -11,7 +11,7 @@
 
 #include "ops/cpu.h"
 
-#define IX_KB 32	 /* keys of a block (two AVX-512 vectors) */
+#define IX_KB 32        /* keys of a block (two AVX-512 vectors) */
 #define IX_MAX_DIM 1024 /* config.c caps index_head_dim */
 /* bytes of one decoded block (either layout), 64-aligned by the caller */
 #define IX_KT_BYTES (sizeof(float) * IX_MAX_DIM * IX_KB)

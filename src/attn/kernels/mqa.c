@@ -37,17 +37,16 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 {
 	/* blocks of up to MQA_KEY_BLOCK_WIDE keys (AMX), converted keys for MQA_KEY_BLOCK (the
 	 * other levels) */
-	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +         /* converted keys */
-	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE * sizeof(float)) + /* scores */
-	       3 * align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(float *)) +     /* key row pointers */
-	       4 * align64((size_t)max_rows * sizeof(float)) +                 /* m, l, alpha, n */
-	       align64(q_bf16_bytes(max_rows, row)) +                          /* q as bf16 */
+	return align64((size_t)MQA_KEY_BLOCK * row * sizeof(float)) +                  /* converted keys */
+	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE * sizeof(float)) +        /* scores */
+	       3 * align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(float *)) +             /* key row pointers */
+	       4 * align64((size_t)max_rows * sizeof(float)) +                         /* m, l, alpha, n */
+	       align64(q_bf16_bytes(max_rows, row)) +                                  /* q as bf16 */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
-	       align64(mqa_amx_work_bytes(row));                               /* AMX key copies, value tiles */
+	       align64(mqa_amx_work_bytes(row)); /* AMX key copies, value tiles */
 }
 
-void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
-			   size_t per_thread)
+void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads, size_t per_thread)
 {
 	per_thread = align64(per_thread);
 	if (w->mem && w->n_threads >= n_threads && w->per_thread >= per_thread)
@@ -60,8 +59,7 @@ void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threa
 /* ---- portable kernels ---- */
 
 /* s[i * KB + j] = scale * q_i . k_j for i < nr, j < nk */
-static void scores_portable(const float *q, int nr, int row, const float *const *kp, int nk,
-			    float scale, float *s)
+static void scores_portable(const float *q, int nr, int row, const float *const *kp, int nk, float scale, float *s)
 {
 	for (int i = 0; i < nr; i++)
 		for (int j = 0; j < nk; j++) {
@@ -74,8 +72,7 @@ static void scores_portable(const float *q, int nr, int row, const float *const 
 }
 
 /* o = o * alpha + sum_j p[j] * v_j[0:dv] */
-static void accum_portable(float *o, float alpha, const float *p, const float *const *kp, int nk,
-			   int dv)
+static void accum_portable(float *o, float alpha, const float *p, const float *const *kp, int nk, int dv)
 {
 	for (int d = 0; d < dv; d++)
 		o[d] *= alpha;
@@ -122,8 +119,7 @@ AVX2 static float dot_avx2(const float *a, const float *b, int n)
 }
 
 /* 2 query rows x 4 keys per pass: 8 independent FMA chains, each q / k load used 4 / 2 times */
-AVX2 static void scores_avx2(const float *q, int nr, int row, const float *const *kp, int nk,
-			     float scale, float *s)
+AVX2 static void scores_avx2(const float *q, int nr, int row, const float *const *kp, int nk, float scale, float *s)
 {
 	int n8 = row & ~7;
 	int i = 0;
@@ -173,8 +169,7 @@ AVX2 static void scores_avx2(const float *q, int nr, int row, const float *const
 
 /* o = o * alpha + sum_j p[j] v_j: 64 outputs held in 8 named registers across all keys
  * (an array here would live on the stack) */
-AVX2 static void accum_avx2(float *o, float alpha, const float *p, const float *const *kp, int nk,
-			    int dv)
+AVX2 static void accum_avx2(float *o, float alpha, const float *p, const float *const *kp, int nk, int dv)
 {
 	__m256 al = _mm256_set1_ps(alpha);
 	int d = 0;
@@ -223,8 +218,8 @@ AVX2 static void accum_avx2(float *o, float alpha, const float *p, const float *
 }
 
 /* Two rows at once: every value load feeds two FMAs. 32 outputs per row per pass. */
-AVX2 static void accum2_avx2(float *oa, float *ob, float aa, float ab, const float *pa,
-			     const float *pb, const float *const *kp, int nk, int dv)
+AVX2 static void accum2_avx2(float *oa, float *ob, float aa, float ab, const float *pa, const float *pb,
+			     const float *const *kp, int nk, int dv)
 {
 	if (dv % 32) {
 		accum_avx2(oa, aa, pa, kp, nk, dv);
@@ -281,15 +276,11 @@ AVX2 static void bf16_row_avx2(float *dst, const uint16_t *src, int n)
 
 /* ---- the tile loop ---- */
 
-void mqa_run(const struct mqa_job *jb, void *scratch)
-{
-	mqa_run_at(jb, scratch, ops_level_best());
-}
+void mqa_run(const struct mqa_job *jb, void *scratch) { mqa_run_at(jb, scratch, ops_level_best()); }
 
 /* dst[j] = row of local key k0 + j of the job's sequence for j < n (`base`: row 0 of the
  * layer, rows rb bytes apart) */
-static void key_rows(const struct mqa_job *jb, const unsigned char *base, size_t rb, int k0,
-		     int n, const void **dst)
+static void key_rows(const struct mqa_job *jb, const unsigned char *base, size_t rb, int k0, int n, const void **dst)
 {
 	int bs = jb->kv->block_size, b = k0 / bs, o = k0 % bs;
 	int64_t n_slots = kv_cache_n_slots(jb->kv);
@@ -432,8 +423,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		if (avx512) {
 			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
 			if (amx_s) /* after the swap nx holds this block's cache rows */
-				mqa_amx_scores((const uint32_t *)qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s,
-					       block, work, &pf);
+				mqa_amx_scores((const uint32_t *)qb, nr, row, (const uint16_t *const *)nx, nk,
+					       jb->scale, s, block, work, &pf);
 			else if (dp)
 				mqa512_scores_dp(qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s, cur, nn,
 						 (int)rb);
@@ -441,8 +432,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, block, nr, nk, nvis, m, l, alpha);
 			if (amx_v)
-				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, (const uint16_t *const *)nx, row, nk, pp,
-					      work, &pf);
+				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, (const uint16_t *const *)nx, row,
+					      nk, pp, work, &pf);
 			else if (dpv)
 				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, nk, pp);
 			else
@@ -460,8 +451,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 				continue;
 			float *o = jb->out + (size_t)i * dv, *si = s + i * MQA_KEY_BLOCK;
 			if (avx2 && i + 1 < nr && nvis[i + 1] == nvis[i]) {
-				accum2_avx2(o, o + dv, alpha[i], alpha[i + 1], si, si + MQA_KEY_BLOCK, kp,
-					    nvis[i], dv);
+				accum2_avx2(o, o + dv, alpha[i], alpha[i + 1], si, si + MQA_KEY_BLOCK, kp, nvis[i],
+					    dv);
 				i++;
 			} else if (avx2) {
 				accum_avx2(o, alpha[i], si, kp, nvis[i], dv);
@@ -486,8 +477,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	}
 }
 
-size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens,
-				 int n_heads, int kv_lora_rank, int rope_dim)
+size_t attn_decode_scratch_bytes(int n_threads, int max_seqs, int max_decode_tokens, int n_heads, int kv_lora_rank,
+				 int rope_dim)
 {
 	/* plans: a few small arrays per sequence and per partition (partitions <= CPUs) */
 	size_t plan = 4096 + (size_t)max_seqs * 64 + (size_t)max_decode_tokens * 16 +

@@ -12,7 +12,7 @@
 #include "attn/attn.h"
 #include "ops/cpu.h"
 
-#define MQA_KEY_BLOCK 64  /* keys scored per pass */
+#define MQA_KEY_BLOCK 64 /* keys scored per pass */
 /* keys per pass of the AMX kernels past two row groups of 16 (many heads): their C tiles then
  * go through memory once per 256 keys, not per 64 (mqa_run_at) */
 #define MQA_KEY_BLOCK_WIDE 256
@@ -21,18 +21,18 @@
 struct mqa_job {
 	const struct kv_cache *kv;
 	int layer;
-	const int32_t *bt;     /* block table row of the sequence */
-	const int64_t *slots;  /* NULL, or sparse attention: key k is row slots[k] (bt unused) */
+	const int32_t *bt;    /* block table row of the sequence */
+	const int64_t *slots; /* NULL, or sparse attention: key k is row slots[k] (bt unused) */
 	float scale;
-	const float *q;	       /* [n_tok, n_heads, row] */
+	const float *q; /* [n_tok, n_heads, row] */
 	int n_tok, n_heads;
-	const int32_t *vis;    /* [n_tok] token t sees local keys [0, vis[t]) */
-	int k_begin, k_end;    /* key range of this piece (local indices) */
-	float *out;	       /* [n_tok, n_heads, kv_lora_rank] */
-	float *lse;	       /* [n_tok, n_heads] */
-	bool q_bf16;	       /* every q value is a bf16: with a bf16 cache the scores may run
+	const int32_t *vis; /* [n_tok] token t sees local keys [0, vis[t]) */
+	int k_begin, k_end; /* key range of this piece (local indices) */
+	float *out;         /* [n_tok, n_heads, kv_lora_rank] */
+	float *lse;         /* [n_tok, n_heads] */
+	bool q_bf16;        /* every q value is a bf16: with a bf16 cache the scores may run
 				* bf16 dot products (exact products, fp32 sums) */
-	bool p_bf16;	       /* with q_bf16: the value pass may round the probabilities to bf16
+	bool p_bf16;        /* with q_bf16: the value pass may round the probabilities to bf16
 				* and run bf16 dot products on the cached values, as bf16 engines
 				* do (P·V in bf16); the softmax and its LSE stay fp32 */
 };
@@ -57,8 +57,7 @@ struct mqa_workspace {
 };
 /* Thread tid's block of at least `per_thread` bytes, (re)allocating from `a` if needed.
  * Call once before pool_for with tid 0 .. n_threads-1 valid afterwards. */
-void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads,
-			   size_t per_thread);
+void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads, size_t per_thread);
 static inline void *mqa_workspace_at(const struct mqa_workspace *w, int tid)
 {
 	return w->mem + (size_t)tid * w->per_thread;

@@ -62,7 +62,8 @@ AMX_FN void mqa_amx_pack_q(uint32_t *qv, const float *q, int nr, int row)
 			for (int c = 0; c < 16; c++) { /* r[c]: dword p = (q[2p], q[2p+1]) of row 16g + c */
 				int i = 16 * g + c;
 				const float *x = q + (size_t)i * row + 32 * st;
-				r[c] = i < nr ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
+				r[c] = i < nr ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16),
+									     _mm512_loadu_ps(x))
 					      : _mm512_setzero_si512();
 			}
 			tr16(r);
@@ -218,13 +219,13 @@ INLINE int group_active(const int *nvis, int nr, int g)
 
 /* the C tile pair of one row group's 32 columns at `o` (rows `ldo` bytes apart): load,
  * STEPS, store */
-#define C_PASS(CE, CO, STEPS)                   \
-	do {                                    \
-		_tile_loadd(CE, o, ldo);        \
-		_tile_loadd(CO, o + 16, ldo);   \
-		STEPS;                          \
-		_tile_stored(CE, o, ldo);       \
-		_tile_stored(CO, o + 16, ldo);  \
+#define C_PASS(CE, CO, STEPS)                  \
+	do {                                   \
+		_tile_loadd(CE, o, ldo);       \
+		_tile_loadd(CO, o + 16, ldo);  \
+		STEPS;                         \
+		_tile_stored(CE, o, ldo);      \
+		_tile_stored(CO, o + 16, ldo); \
 	} while (0)
 
 /* Up to SPLIT_MAX_G row groups: B = 16 cached rows x 32 columns as they are (pairs of
@@ -266,23 +267,25 @@ static AMX_FN void accum_widened(float *out, int nr, int dv, const float *s, int
 			float *o = out + (size_t)16 * g * dv + d;
 			const uint32_t *a = at + (size_t)g * (ls / 16) * 512;
 			if (nr - 16 * g >= 16)
-				C_PASS(0, 1, for (int kg = 0; kg < ng; kg++) {
-					_tile_loadd(6, src[kg] + 2 * d, rb);
-					_tile_loadd(4, a + kg * 512, 64);
-					_tile_loadd(5, a + kg * 512 + 256, 64);
-					_tile_dpbf16ps(0, 4, 6);
-					_tile_dpbf16ps(1, 5, 6);
-					pf_some(pc);
-				});
+				C_PASS(
+					0, 1, for (int kg = 0; kg < ng; kg++) {
+						_tile_loadd(6, src[kg] + 2 * d, rb);
+						_tile_loadd(4, a + kg * 512, 64);
+						_tile_loadd(5, a + kg * 512 + 256, 64);
+						_tile_dpbf16ps(0, 4, 6);
+						_tile_dpbf16ps(1, 5, 6);
+						pf_some(pc);
+					});
 			else
-				C_PASS(2, 3, for (int kg = 0; kg < ng; kg++) {
-					_tile_loadd(6, src[kg] + 2 * d, rb);
-					_tile_loadd(7, a + kg * 512, 64);
-					_tile_dpbf16ps(2, 7, 6);
-					_tile_loadd(7, a + kg * 512 + 256, 64);
-					_tile_dpbf16ps(3, 7, 6);
-					pf_some(pc);
-				});
+				C_PASS(
+					2, 3, for (int kg = 0; kg < ng; kg++) {
+						_tile_loadd(6, src[kg] + 2 * d, rb);
+						_tile_loadd(7, a + kg * 512, 64);
+						_tile_dpbf16ps(2, 7, 6);
+						_tile_loadd(7, a + kg * 512 + 256, 64);
+						_tile_dpbf16ps(3, 7, 6);
+						pf_some(pc);
+					});
 		}
 }
 
@@ -339,23 +342,25 @@ static AMX_FN void accum_packed(float *out, int nr, int dv, const float *s, int 
 				continue;
 			}
 			if (nr - 16 * g >= 16)
-				C_PASS(0, 1, for (int st = 0; st < ks; st++) {
-					_tile_loadd(4, a + st * 64, ls * 2);
-					_tile_loadd(5, vb + st * 512, 64);
-					_tile_loadd(6, vb + st * 512 + 256, 64);
-					_tile_dpbf16ps(0, 4, 5);
-					_tile_dpbf16ps(1, 4, 6);
-					pf_some(pc);
-				});
+				C_PASS(
+					0, 1, for (int st = 0; st < ks; st++) {
+						_tile_loadd(4, a + st * 64, ls * 2);
+						_tile_loadd(5, vb + st * 512, 64);
+						_tile_loadd(6, vb + st * 512 + 256, 64);
+						_tile_dpbf16ps(0, 4, 5);
+						_tile_dpbf16ps(1, 4, 6);
+						pf_some(pc);
+					});
 			else
-				C_PASS(2, 3, for (int st = 0; st < ks; st++) {
-					_tile_loadd(7, a + st * 64, ls * 2);
-					_tile_loadd(5, vb + st * 512, 64);
-					_tile_loadd(6, vb + st * 512 + 256, 64);
-					_tile_dpbf16ps(2, 7, 5);
-					_tile_dpbf16ps(3, 7, 6);
-					pf_some(pc);
-				});
+				C_PASS(
+					2, 3, for (int st = 0; st < ks; st++) {
+						_tile_loadd(7, a + st * 64, ls * 2);
+						_tile_loadd(5, vb + st * 512, 64);
+						_tile_loadd(6, vb + st * 512 + 256, 64);
+						_tile_dpbf16ps(2, 7, 5);
+						_tile_dpbf16ps(3, 7, 6);
+						pf_some(pc);
+					});
 		}
 	}
 }
@@ -376,7 +381,8 @@ AMX_FN void mqa_amx_accum(float *out, int nr, int dv, const float *alpha, const 
 	if (G <= SPLIT_MAX_G)
 		accum_widened(out, nr, dv, s, ls, nvis, vr, nk, (size_t)row * 2, work, pf);
 	else
-		accum_packed(out, nr, dv, s, ls, nvis, vr, nk, pp, (uint32_t *)((char *)work + (size_t)KBW * row * 2), pf);
+		accum_packed(out, nr, dv, s, ls, nvis, vr, nk, pp, (uint32_t *)((char *)work + (size_t)KBW * row * 2),
+			     pf);
 }
 
 AMX_FN void mqa_amx_unsplit(float *out, int nr, int dv)

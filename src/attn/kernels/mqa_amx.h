@@ -38,8 +38,8 @@ void mqa_amx_pack_q(uint32_t *qv, const float *q, int nr, int row);
 /* s[i * KB + j] = scale * q_i . k_j for i < nr, j < nk: tdpbf16ps of the bf16 key rows kr[j]
  * (exact products, fp32 sums) against qv. work: mqa_amx_work_bytes(row). Meanwhile prefetches
  * the pf_bytes of each of pf[0:npf] (the next block's rows), spread out. */
-void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *const *kr, int nk, float scale,
-		    float *s, int ls, void *work, struct mqa_amx_pf *pf);
+void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *const *kr, int nk, float scale, float *s,
+		    int ls, void *work, struct mqa_amx_pf *pf);
 /* mqa512_accum_dp on tiles: out[i] = out[i] * alpha[i] + P_i · V for i < nr, with P = s rounded
  * to bf16 as prob_pairs does and V = the first dv bf16 of the cache rows vr[j] (`row` wide),
  * j < nk. Same contract on s, nvis and alpha (mqa512_softmax's output). The columns of each 32

@@ -14,10 +14,7 @@
 #define KB MQA_KEY_BLOCK
 
 /* the first n of 16 lanes (n may be <= 0 or >= 16) */
-INLINE __mmask16 tail_mask(int n)
-{
-	return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-}
+INLINE __mmask16 tail_mask(int n) { return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
 
 AVX512 void mqa512_bf16_row(float *dst, const uint16_t *src, int n)
 {
@@ -36,21 +33,21 @@ AVX512 void mqa512_bf16_row(float *dst, const uint16_t *src, int n)
 /* ---- scores ---- */
 
 /* One 16-float step of the 4 x 4 dot products: 4 key loads and 4 query loads feed 16 FMAs. */
-#define DOT_STEP(LD)                                                                   \
-	do {                                                                           \
+#define DOT_STEP(LD)                                                                       \
+	do {                                                                               \
 		__m512 y0 = LD(k0 + d), y1 = LD(k1 + d), y2 = LD(k2 + d), y3 = LD(k3 + d); \
-		__m512 x = LD(q0 + d);                                                 \
-		a00 = _mm512_fmadd_ps(x, y0, a00), a01 = _mm512_fmadd_ps(x, y1, a01);  \
-		a02 = _mm512_fmadd_ps(x, y2, a02), a03 = _mm512_fmadd_ps(x, y3, a03);  \
-		x = LD(q1 + d);                                                        \
-		a10 = _mm512_fmadd_ps(x, y0, a10), a11 = _mm512_fmadd_ps(x, y1, a11);  \
-		a12 = _mm512_fmadd_ps(x, y2, a12), a13 = _mm512_fmadd_ps(x, y3, a13);  \
-		x = LD(q2 + d);                                                        \
-		a20 = _mm512_fmadd_ps(x, y0, a20), a21 = _mm512_fmadd_ps(x, y1, a21);  \
-		a22 = _mm512_fmadd_ps(x, y2, a22), a23 = _mm512_fmadd_ps(x, y3, a23);  \
-		x = LD(q3 + d);                                                        \
-		a30 = _mm512_fmadd_ps(x, y0, a30), a31 = _mm512_fmadd_ps(x, y1, a31);  \
-		a32 = _mm512_fmadd_ps(x, y2, a32), a33 = _mm512_fmadd_ps(x, y3, a33);  \
+		__m512 x = LD(q0 + d);                                                     \
+		a00 = _mm512_fmadd_ps(x, y0, a00), a01 = _mm512_fmadd_ps(x, y1, a01);      \
+		a02 = _mm512_fmadd_ps(x, y2, a02), a03 = _mm512_fmadd_ps(x, y3, a03);      \
+		x = LD(q1 + d);                                                            \
+		a10 = _mm512_fmadd_ps(x, y0, a10), a11 = _mm512_fmadd_ps(x, y1, a11);      \
+		a12 = _mm512_fmadd_ps(x, y2, a12), a13 = _mm512_fmadd_ps(x, y3, a13);      \
+		x = LD(q2 + d);                                                            \
+		a20 = _mm512_fmadd_ps(x, y0, a20), a21 = _mm512_fmadd_ps(x, y1, a21);      \
+		a22 = _mm512_fmadd_ps(x, y2, a22), a23 = _mm512_fmadd_ps(x, y3, a23);      \
+		x = LD(q3 + d);                                                            \
+		a30 = _mm512_fmadd_ps(x, y0, a30), a31 = _mm512_fmadd_ps(x, y1, a31);      \
+		a32 = _mm512_fmadd_ps(x, y2, a32), a33 = _mm512_fmadd_ps(x, y3, a33);      \
 	} while (0)
 
 /* (a + b) with a's and b's 256-bit halves folded: lanes 0-7 partials of a, 8-15 of b */
@@ -90,9 +87,8 @@ INLINE void pf_next(struct pf_cursor *c)
 #define LOADM(p) _mm512_maskz_loadu_ps(tm, p)
 
 /* Lane 4 r + c of the result = q_r . k_c over n floats. */
-INLINE __m512 dot4x4(const float *q0, const float *q1, const float *q2, const float *q3,
-		     const float *k0, const float *k1, const float *k2, const float *k3, int n,
-		     struct pf_cursor *pc, int pn)
+INLINE __m512 dot4x4(const float *q0, const float *q1, const float *q2, const float *q3, const float *k0,
+		     const float *k1, const float *k2, const float *k3, int n, struct pf_cursor *pc, int pn)
 {
 	__m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
 	__m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
@@ -116,8 +112,8 @@ INLINE __m512 dot4x4(const float *q0, const float *q1, const float *q2, const fl
 	return fold32(fold64(w0, w1), fold64(w2, w3));
 }
 
-AVX512 void mqa512_scores(const float *q, int nr, int row, const float *const *kp, int nk,
-			  float scale, float *s, const void *const *pf, int npf, int pf_bytes)
+AVX512 void mqa512_scores(const float *q, int nr, int row, const float *const *kp, int nk, float scale, float *s,
+			  const void *const *pf, int npf, int pf_bytes)
 {
 	__m512 sc = _mm512_set1_ps(scale);
 	/* the next block's lines, spread evenly over the tiles and their steps */
@@ -158,8 +154,7 @@ AVX512 void mqa512_scores(const float *q, int nr, int row, const float *const *k
 
 /* ---- softmax ---- */
 
-AVX512 void mqa512_softmax(float *s, int ls, int nr, int nk, const int *nvis, float *m, float *l,
-			   float *alpha)
+AVX512 void mqa512_softmax(float *s, int ls, int nr, int nk, const int *nvis, float *m, float *l, float *alpha)
 {
 	const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
 	for (int i = 0; i < nr; i++) {
@@ -182,8 +177,8 @@ AVX512 void mqa512_softmax(float *s, int ls, int nr, int nk, const int *nvis, fl
 		__m512 vm = _mm512_set1_ps(mn), sum = zero;
 		for (int j = 0; j < nk; j += 16) {
 			__mmask16 kv = j < nv ? tail_mask(nv - j) : 0;
-			__m512 e = _mm512_maskz_mov_ps(
-				kv, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(kv, si + j), vm)));
+			__m512 e = _mm512_maskz_mov_ps(kv,
+						       exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(kv, si + j), vm)));
 			sum = _mm512_add_ps(sum, e);
 			_mm512_mask_storeu_ps(si + j, tail_mask(nk - j), e);
 		}
@@ -203,22 +198,21 @@ AVX512 void mqa512_softmax(float *s, int ls, int nr, int nk, const int *nvis, fl
 		A##0 = _mm512_fmadd_ps(x, v0, A##0), A##1 = _mm512_fmadd_ps(x, v1, A##1); \
 		A##2 = _mm512_fmadd_ps(x, v2, A##2), A##3 = _mm512_fmadd_ps(x, v3, A##3); \
 	} while (0)
-#define LD_O(A, O, AL)                                                                   \
-	__m512 A##0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, (O)), AL),                 \
-	       A##1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, (O) + 16), AL),            \
-	       A##2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m2, (O) + 32), AL),            \
+#define LD_O(A, O, AL)                                                        \
+	__m512 A##0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, (O)), AL),      \
+	       A##1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, (O) + 16), AL), \
+	       A##2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m2, (O) + 32), AL), \
 	       A##3 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m3, (O) + 48), AL)
-#define ST_O(A, O)                                       \
-	do {                                             \
+#define ST_O(A, O)                                         \
+	do {                                               \
 		_mm512_mask_storeu_ps((O), m0, A##0);      \
 		_mm512_mask_storeu_ps((O) + 16, m1, A##1); \
 		_mm512_mask_storeu_ps((O) + 32, m2, A##2); \
 		_mm512_mask_storeu_ps((O) + 48, m3, A##3); \
 	} while (0)
 
-INLINE void acc_rows(int R, float *o, int dv, const float *al, const float *p,
-		     const float *const *kp, int nk, int d, int full, __mmask16 m0, __mmask16 m1,
-		     __mmask16 m2, __mmask16 m3)
+INLINE void acc_rows(int R, float *o, int dv, const float *al, const float *p, const float *const *kp, int nk, int d,
+		     int full, __mmask16 m0, __mmask16 m1, __mmask16 m2, __mmask16 m3)
 {
 	float *o0 = o + d, *o1 = o0 + dv, *o2 = o1 + dv, *o3 = o2 + dv;
 	const float *p0 = p, *p1 = p + KB, *p2 = p + 2 * KB, *p3 = p + 3 * KB;
@@ -255,15 +249,14 @@ INLINE void acc_rows(int R, float *o, int dv, const float *al, const float *p,
 		ST_O(e, o3);
 }
 
-AVX512 void mqa512_accum(float *out, int nr, int dv, const float *alpha, const float *s,
-			 const int *nvis, const float *const *kp, int nk)
+AVX512 void mqa512_accum(float *out, int nr, int dv, const float *alpha, const float *s, const int *nvis,
+			 const float *const *kp, int nk)
 {
 	/* columns outer: a 64-column stripe of the block's values (nk x 256 bytes) stays in L1
 	 * for every row group */
 	for (int d = 0; d < dv; d += 64) {
 		int w = dv - d;
-		__mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16), m2 = tail_mask(w - 32),
-			  m3 = tail_mask(w - 48);
+		__mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16), m2 = tail_mask(w - 32), m3 = tail_mask(w - 48);
 		for (int i = 0; i < nr; i += 4) {
 			int R = nr - i < 4 ? nr - i : 4, n = 0;
 			for (int r = 0; r < R; r++)
@@ -274,8 +267,7 @@ AVX512 void mqa512_accum(float *out, int nr, int dv, const float *alpha, const f
 			float *o = out + (size_t)i * dv;
 			const float *p = s + (size_t)i * KB, *al = alpha + i;
 			if (w >= 64 && R == 4)
-				acc_rows(4, o, dv, al, p, kp, n, d, 1, 0xFFFF, 0xFFFF, 0xFFFF,
-					 0xFFFF);
+				acc_rows(4, o, dv, al, p, kp, n, d, 1, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF);
 			else if (R == 4)
 				acc_rows(4, o, dv, al, p, kp, n, d, 0, m0, m1, m2, m3);
 			else if (R == 3)
@@ -298,7 +290,7 @@ BF16 void mqa512_to_bf16(uint16_t *dst, const float *src, int n)
 	int i = 0;
 	for (; i + 32 <= n; i += 32)
 		_mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16),
-									 _mm512_loadu_ps(src + i)));
+									  _mm512_loadu_ps(src + i)));
 	for (; i < n; i++)
 		dst[i] = f32_to_bf16(src[i]);
 }
@@ -306,21 +298,21 @@ BF16 void mqa512_to_bf16(uint16_t *dst, const float *src, int n)
 /* The bf16 twin of DOT_STEP / dot4x4 / mqa512_scores. One generic version (element type and
  * multiply-add as template constants) measured 25-35% slower on gcc 12: it spilled the
  * query vector through the stack on every bf16 step. */
-#define DP_STEP(LD)                                                                         \
-	do {                                                                                \
+#define DP_STEP(LD)                                                                          \
+	do {                                                                                 \
 		__m512bh y0 = LD(k0 + d), y1 = LD(k1 + d), y2 = LD(k2 + d), y3 = LD(k3 + d); \
-		__m512bh x = LD(q0 + d);                                                    \
-		a00 = _mm512_dpbf16_ps(a00, x, y0), a01 = _mm512_dpbf16_ps(a01, x, y1);     \
-		a02 = _mm512_dpbf16_ps(a02, x, y2), a03 = _mm512_dpbf16_ps(a03, x, y3);     \
-		x = LD(q1 + d);                                                             \
-		a10 = _mm512_dpbf16_ps(a10, x, y0), a11 = _mm512_dpbf16_ps(a11, x, y1);     \
-		a12 = _mm512_dpbf16_ps(a12, x, y2), a13 = _mm512_dpbf16_ps(a13, x, y3);     \
-		x = LD(q2 + d);                                                             \
-		a20 = _mm512_dpbf16_ps(a20, x, y0), a21 = _mm512_dpbf16_ps(a21, x, y1);     \
-		a22 = _mm512_dpbf16_ps(a22, x, y2), a23 = _mm512_dpbf16_ps(a23, x, y3);     \
-		x = LD(q3 + d);                                                             \
-		a30 = _mm512_dpbf16_ps(a30, x, y0), a31 = _mm512_dpbf16_ps(a31, x, y1);     \
-		a32 = _mm512_dpbf16_ps(a32, x, y2), a33 = _mm512_dpbf16_ps(a33, x, y3);     \
+		__m512bh x = LD(q0 + d);                                                     \
+		a00 = _mm512_dpbf16_ps(a00, x, y0), a01 = _mm512_dpbf16_ps(a01, x, y1);      \
+		a02 = _mm512_dpbf16_ps(a02, x, y2), a03 = _mm512_dpbf16_ps(a03, x, y3);      \
+		x = LD(q1 + d);                                                              \
+		a10 = _mm512_dpbf16_ps(a10, x, y0), a11 = _mm512_dpbf16_ps(a11, x, y1);      \
+		a12 = _mm512_dpbf16_ps(a12, x, y2), a13 = _mm512_dpbf16_ps(a13, x, y3);      \
+		x = LD(q2 + d);                                                              \
+		a20 = _mm512_dpbf16_ps(a20, x, y0), a21 = _mm512_dpbf16_ps(a21, x, y1);      \
+		a22 = _mm512_dpbf16_ps(a22, x, y2), a23 = _mm512_dpbf16_ps(a23, x, y3);      \
+		x = LD(q3 + d);                                                              \
+		a30 = _mm512_dpbf16_ps(a30, x, y0), a31 = _mm512_dpbf16_ps(a31, x, y1);      \
+		a32 = _mm512_dpbf16_ps(a32, x, y2), a33 = _mm512_dpbf16_ps(a33, x, y3);      \
 	} while (0)
 #define LOADU16(p) ((__m512bh)_mm512_loadu_si512(p))
 #define LOADM16(p) ((__m512bh)_mm512_maskz_loadu_epi16(tm, p))
@@ -359,7 +351,8 @@ BF16 void mqa512_scores_dp(const uint16_t *q, int nr, int row, const uint16_t *c
 	int per = (lines + tiles - 1) / tiles;
 	for (int j = 0; j < nk; j += 4) {
 		int kc = nk - j < 4 ? nk - j : 4;
-		const uint16_t *k0 = kr[j], *k1 = kr[j + (kc > 1)], *k2 = kr[j + (kc > 2) * 2], *k3 = kr[j + (kc > 3) * 3];
+		const uint16_t *k0 = kr[j], *k1 = kr[j + (kc > 1)], *k2 = kr[j + (kc > 2) * 2],
+			       *k3 = kr[j + (kc > 3) * 3];
 		for (int i = 0; i < nr; i += 4) {
 			int rc = nr - i < 4 ? nr - i : 4;
 			const uint16_t *q0 = q + (size_t)i * row, *q1 = q0 + (size_t)(rc > 1) * row;
@@ -447,13 +440,15 @@ BF16 void mqa512_accum_dp(float *out, int nr, int dv, const float *alpha, const 
 				const float *o = out + (size_t)(i + (r < R ? r : 0)) * dv + d;
 				__m512 al = _mm512_set1_ps(alpha[i + (r < R ? r : 0)]);
 				split_cols(_mm512_mul_ps(_mm512_maskz_loadu_ps(m0, o), al),
-					   _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, o + 16), al), via, vib, &a0[r], &a1[r]);
+					   _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, o + 16), al), via, vib, &a0[r],
+					   &a1[r]);
 			}
 			for (int p = 0; 2 * p < n; p++) {
 				const uint16_t *va = vr[2 * p] + d, *vb = vr[2 * p + 1 < n ? 2 * p + 1 : 2 * p] + d;
 				__m512i a = full ? _mm512_loadu_si512(va) : _mm512_maskz_loadu_epi16(mv, va);
 				__m512i b = full ? _mm512_loadu_si512(vb) : _mm512_maskz_loadu_epi16(mv, vb);
-				__m512bh z0 = (__m512bh)_mm512_unpacklo_epi16(a, b), z1 = (__m512bh)_mm512_unpackhi_epi16(a, b);
+				__m512bh z0 = (__m512bh)_mm512_unpacklo_epi16(a, b),
+					 z1 = (__m512bh)_mm512_unpackhi_epi16(a, b);
 #pragma GCC unroll 8
 				for (int r = 0; r < PV_R; r++) {
 					__m512bh pb = (__m512bh)_mm512_set1_epi32((int)p0[rs[r] + p]);

@@ -44,7 +44,8 @@ static int read_list(const char *flag, const char *json, bool lower, char ***out
 	char **l = calloc(n + 1, sizeof *l);
 	json_t *x;
 	*star = false;
-	json_array_foreach(v, i, x) {
+	json_array_foreach(v, i, x)
+	{
 		if (!l || !json_is_string(x) || !(l[i] = strdup(json_string_value(x)))) {
 			free_list(l);
 			json_decref(v);

@@ -15,12 +15,12 @@
 struct cors {
 	char **origins, **methods, **headers; /* NULL-terminated; headers lower-cased */
 	bool all_origins, all_headers, credentials;
-	char *methods_line, *headers_line;    /* the preflight's Allow-Methods / Allow-Headers */
+	char *methods_line, *headers_line; /* the preflight's Allow-Methods / Allow-Headers */
 };
 
 /* Reads the flags' JSON lists (NULL: ["*"]). */
-int cors_init(struct cors *c, const char *origins, const char *methods, const char *headers,
-	      bool credentials, struct err *e);
+int cors_init(struct cors *c, const char *origins, const char *methods, const char *headers, bool credentials,
+	      struct err *e);
 void cors_fini(struct cors *c);
 
 struct MHD_Response;

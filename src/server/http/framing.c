@@ -8,16 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
-static bool is_tchar(unsigned char c)
-{
-	return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
+static bool is_tchar(unsigned char c) { return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c)); }
 
 /* a field value's bytes: HTAB, SP, VCHAR, obs-text */
-static bool is_value_char(unsigned char c)
-{
-	return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
+static bool is_value_char(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
 /* An excerpt of client bytes for a message: printable ASCII only, at most 40 bytes. */
 static void excerpt(char *dst, size_t size, const char *s, size_t n)
@@ -30,8 +24,7 @@ static void excerpt(char *dst, size_t size, const char *s, size_t n)
 	dst[k] = 0;
 }
 
-static int fail(char *msg, size_t size, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static int fail(char *msg, size_t size, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *msg, size_t size, int status, const char *fmt, ...)
 {
 	va_list ap;
@@ -78,8 +71,8 @@ static bool next_element(const char **p, const char *end, const char **el, size_
 	return false;
 }
 
-static int head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
-		      char *msg, size_t msg_size)
+static int head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out, char *msg,
+		      size_t msg_size)
 {
 	snprintf(h->method, sizeof h->method, "-");
 	snprintf(h->target, sizeof h->target, "-");
@@ -171,7 +164,8 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 					v = v * 10 + (uint64_t)(el[i] - '0');
 				}
 				if ((any || n_cl > 1) && v != cl)
-					return fail(msg, msg_size, 400, "conflicting Content-Length values (%llu and %llu)",
+					return fail(msg, msg_size, 400,
+						    "conflicting Content-Length values (%llu and %llu)",
 						    (unsigned long long)cl, (unsigned long long)v);
 				cl = v;
 				any = true;
@@ -189,10 +183,12 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 				size_t cn = semi ? (size_t)(semi - el) : el_n;
 				trim_ows(&el, &cn);
 				if (cn != 7 || strncasecmp(el, "chunked", 7))
-					return fail(msg, msg_size, 501, "Transfer-Encoding '%.*s' is not supported (only chunked is)",
+					return fail(msg, msg_size, 501,
+						    "Transfer-Encoding '%.*s' is not supported (only chunked is)",
 						    (int)(cn < 40 ? cn : 40), el);
 				if (semi)
-					return fail(msg, msg_size, 400, "the chunked transfer coding takes no parameters");
+					return fail(msg, msg_size, 400,
+						    "the chunked transfer coding takes no parameters");
 				n_chunked++;
 			}
 			continue;
@@ -214,8 +210,9 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 		if (h->http10)
 			return fail(msg, msg_size, 400, "Transfer-Encoding in an HTTP/1.0 request");
 		if (n_chunked != 1)
-			return fail(msg, msg_size, 400, n_chunked ? "the chunked transfer coding is applied more than once"
-								  : "an empty Transfer-Encoding");
+			return fail(msg, msg_size, 400,
+				    n_chunked ? "the chunked transfer coding is applied more than once"
+					      : "an empty Transfer-Encoding");
 		if (n_cl)
 			return fail(msg, msg_size, 400, "both Transfer-Encoding and Content-Length");
 		h->body = HFRAME_BODY_CHUNKED;
@@ -232,8 +229,8 @@ static int head_check(const char *head, size_t n, struct hframe_head *h, struct 
 	return 0;
 }
 
-int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
-		      char *msg, size_t msg_size)
+int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out, char *msg,
+		      size_t msg_size)
 {
 	memset(h, 0, sizeof *h);
 	size_t was = out->n;
@@ -256,10 +253,7 @@ void hframe_fini(struct hframe *f)
 	f->len = f->cap = 0;
 }
 
-bool hframe_idle(const struct hframe *f)
-{
-	return f->st == HF_HEAD && f->len == 0;
-}
+bool hframe_idle(const struct hframe *f) { return f->st == HF_HEAD && f->len == 0; }
 
 /* The marker's value, sanitized: it goes in a header line. */
 static int put_mark(struct hframe *f, struct strbuf *out)
@@ -282,8 +276,8 @@ static int set_failed(struct hframe *f, struct strbuf *out, int status)
 	switch (was) {
 	case HF_HEAD:
 		/* a request of our own, named as the client's where its request line was read */
-		rc = strbuf_printf(out, "%s %s HTTP/1.1\r\nHost: mlaserve\r\n", f->head.method[0] ? f->head.method : "-",
-				 f->head.target[0] ? f->head.target : "-");
+		rc = strbuf_printf(out, "%s %s HTTP/1.1\r\nHost: mlaserve\r\n",
+				   f->head.method[0] ? f->head.method : "-", f->head.target[0] ? f->head.target : "-");
 		if (!rc)
 			rc = put_mark(f, out);
 		if (!rc)
@@ -302,8 +296,7 @@ static int set_failed(struct hframe *f, struct strbuf *out, int status)
 		if (!rc)
 			rc = strbuf_put(out, "\r\n", 2);
 		break;
-	default:
-		break; /* no error is possible inside a body's bytes */
+	default: break; /* no error is possible inside a body's bytes */
 	}
 	hframe_fini(f);
 	return rc;
@@ -404,8 +397,7 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct strbuf *out)
 	size_t i = 0;
 	while (i < n) {
 		switch (f->st) {
-		case HF_FAILED:
-			return 0;
+		case HF_FAILED: return 0;
 		case HF_HEAD: {
 			int rc = head_byte(f, in[i++], out);
 			if (rc < 0)
@@ -421,9 +413,9 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct strbuf *out)
 				break;
 			}
 			f->n_requests++;
-			f->st = f->head.body == HFRAME_BODY_LENGTH ? HF_BODY
+			f->st = f->head.body == HFRAME_BODY_LENGTH    ? HF_BODY
 				: f->head.body == HFRAME_BODY_CHUNKED ? HF_CHUNK_SIZE
-								       : HF_HEAD;
+								      : HF_HEAD;
 			f->left = f->head.length;
 			break;
 		}
@@ -502,7 +494,8 @@ int hframe_feed(struct hframe *f, const char *in, size_t n, struct strbuf *out)
 		case HF_TRAILER: {
 			char c = in[i++];
 			if (f->len >= HFRAME_HEAD_MAX) {
-				snprintf(f->msg, sizeof f->msg, "the trailer section is larger than %d bytes", HFRAME_HEAD_MAX);
+				snprintf(f->msg, sizeof f->msg, "the trailer section is larger than %d bytes",
+					 HFRAME_HEAD_MAX);
 				if (set_failed(f, out, 431) < 0)
 					return -1;
 				break;

@@ -22,45 +22,43 @@
 #include "server/http/sse.h"
 
 #define HFRAME_MARK "X-Mlaserve-Framing-Error"
-#define HFRAME_SECRET_LEN 32	     /* hex digits */
-#define HFRAME_HEAD_MAX (32 << 10)   /* a request head (request line + fields), bytes: else 431 */
-#define HFRAME_LINE_MAX (8 << 10)    /* the request line: else 414 */
-#define HFRAME_FIELDS_MAX 256	     /* header fields of one head: else 431 */
+#define HFRAME_SECRET_LEN 32       /* hex digits */
+#define HFRAME_HEAD_MAX (32 << 10) /* a request head (request line + fields), bytes: else 431 */
+#define HFRAME_LINE_MAX (8 << 10)  /* the request line: else 414 */
+#define HFRAME_FIELDS_MAX 256      /* header fields of one head: else 431 */
 
 enum hframe_body { HFRAME_BODY_NONE, HFRAME_BODY_LENGTH, HFRAME_BODY_CHUNKED };
 
 /* A complete head, checked. */
 struct hframe_head {
 	char method[32];
-	char target[128];	/* truncated to fit (it only names the request in errors) */
+	char target[128]; /* truncated to fit (it only names the request in errors) */
 	bool http10;
 	enum hframe_body body;
-	uint64_t length;	/* HFRAME_BODY_LENGTH */
+	uint64_t length; /* HFRAME_BODY_LENGTH */
 };
 
 /* Checks one complete request head (from the request line to the empty line, included;
  * lines end in CRLF or LF) and appends its canonical form to out. Returns 0, or the HTTP
  * status of the error (400, 413, 414, 431, 501, 505) with msg filled. */
-int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out,
-		      char *msg, size_t msg_size);
+int hframe_head_check(const char *head, size_t n, struct hframe_head *h, struct strbuf *out, char *msg,
+		      size_t msg_size);
 
-enum hframe_state {
-	HF_HEAD, HF_BODY, HF_CHUNK_SIZE, HF_CHUNK_DATA, HF_CHUNK_CRLF, HF_TRAILER, HF_FAILED
-};
+enum hframe_state { HF_HEAD, HF_BODY, HF_CHUNK_SIZE, HF_CHUNK_DATA, HF_CHUNK_CRLF, HF_TRAILER, HF_FAILED };
 
 /* The parser of one connection's bytes, client to server. */
 struct hframe {
 	enum hframe_state st;
 	char secret[HFRAME_SECRET_LEN + 1];
-	char *buf;		/* the head, a chunk-size line or the trailer section so far */
+	char *buf; /* the head, a chunk-size line or the trailer section so far */
 	size_t len, cap;
-	size_t line_start;	/* where the current line starts in buf */
-	int n_blank;		/* blank lines before a request line */
-	bool cr;		/* HF_CHUNK_CRLF: the CR was seen */
-	uint64_t left;		/* HF_BODY, HF_CHUNK_DATA: bytes still to forward */
-	struct hframe_head head;/* of the current request */
+	size_t line_start;        /* where the current line starts in buf */
+	int n_blank;              /* blank lines before a request line */
+	bool cr;                  /* HF_CHUNK_CRLF: the CR was seen */
+	uint64_t left;            /* HF_BODY, HF_CHUNK_DATA: bytes still to forward */
+	struct hframe_head head;  /* of the current request */
 	unsigned long n_requests; /* heads forwarded */
-	int status;		/* HF_FAILED: the error */
+	int status;               /* HF_FAILED: the error */
 	char msg[200];
 };
 

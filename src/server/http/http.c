@@ -31,9 +31,8 @@ void hreq_unref(struct hreq *r)
 	if (r->ttft >= 0)
 		snprintf(ttft, sizeof ttft, "%.3fs", r->ttft);
 	if (r->hs->cfg.log_requests)
-		LOG_I("http", "%s %s %d id=%s prompt_tokens=%ld completion_tokens=%ld ttft=%s total=%.3fs",
-		      r->method, r->path, r->status, r->id[0] ? r->id : "-", r->prompt_tokens,
-		      r->completion_tokens, ttft, total);
+		LOG_I("http", "%s %s %d id=%s prompt_tokens=%ld completion_tokens=%ld ttft=%s total=%.3fs", r->method,
+		      r->path, r->status, r->id[0] ? r->id : "-", r->prompt_tokens, r->completion_tokens, ttft, total);
 	if (r->status >= 400)
 		atomic_fetch_add(&r->hs->n_errors, 1);
 	strbuf_fini(&r->body);
@@ -70,11 +69,9 @@ enum MHD_Result http_queue(struct hreq *r, int status, struct MHD_Response *resp
 	return rc;
 }
 
-enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text,
-				size_t len)
+enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text, size_t len)
 {
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
 	return http_queue(r, status, resp, ctype);
 }
 
@@ -84,15 +81,13 @@ enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json)
 	json_decref(json);
 	if (!body)
 		return http_reply_error(r, 500, "out of memory building the response");
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
 	if (!resp)
 		free(body);
 	return http_queue(r, status, resp, "application/json");
 }
 
-enum MHD_Result http_reply_json_body(struct hreq *r, int status, char *body, size_t len,
-				     const char *msg)
+enum MHD_Result http_reply_json_body(struct hreq *r, int status, char *body, size_t len, const char *msg)
 {
 	if (!body)
 		return MHD_NO;
@@ -120,8 +115,7 @@ enum MHD_Result http_reply_error(struct hreq *r, int status, const char *fmt, ..
 
 bool http_client_alive(struct hreq *r)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (!ci)
 		return true;
 	char c;
@@ -181,9 +175,8 @@ enum MHD_Result http_reply_stream(struct hreq *r, const struct http_stream_ops *
 	st->ops = ops;
 	st->ctx = ctx;
 	atomic_fetch_add(&r->refs, 1);
-	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
-						  stream_free);
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
+								      stream_free);
 	if (!resp) {
 		stream_free(st);
 		return MHD_NO;
@@ -207,8 +200,7 @@ struct framing_count {
 	bool cl_differ;
 };
 
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				    const char *value)
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct framing_count *fc = cls;
 	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
@@ -252,8 +244,7 @@ static int framing_check(struct hreq *r, struct framing_err *fe)
 	if (fc.cl_differ)
 		return framing_fail(fe, 400, "conflicting Content-Length values");
 	if (fc.n_te && (fc.n_te > 1 || strcasecmp(fc.te, "chunked")))
-		return framing_fail(fe, 501, "Transfer-Encoding '%.40s' is not supported (only chunked is)",
-				    fc.te);
+		return framing_fail(fe, 501, "Transfer-Encoding '%.40s' is not supported (only chunked is)", fc.te);
 	if (fc.n_te && fc.n_cl)
 		return framing_fail(fe, 400, "both Transfer-Encoding and Content-Length");
 	if (fc.n_host > 1)
@@ -263,9 +254,8 @@ static int framing_check(struct hreq *r, struct framing_err *fe)
 
 /* ---- the access handler ---- */
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **req_cls)
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+				  const char *version, const char *upload, size_t *upload_size, void **req_cls)
 {
 	struct http_server *s = cls;
 	struct hreq *r = *req_cls;
@@ -281,8 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		snprintf(r->method, sizeof r->method, "%s", method);
 		/* path without the query string */
 		size_t n = strcspn(url, "?");
-		snprintf(r->path, sizeof r->path, "%.*s", (int)(n < sizeof r->path ? n : sizeof r->path - 1),
-			 url);
+		snprintf(r->path, sizeof r->path, "%.*s", (int)(n < sizeof r->path ? n : sizeof r->path - 1), url);
 		*req_cls = r;
 		atomic_fetch_add(&s->n_requests, 1);
 		int fstatus;
@@ -296,8 +285,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			r->close_after = true;
 			return http_reply_error(r, fe.status, "%s", fe.msg);
 		}
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl) {
 			unsigned long long len = strtoull(cl, NULL, 10);
 			if (len > s->cfg.max_body_bytes) {
@@ -308,7 +296,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				if (len > 4 * (unsigned long long)s->cfg.max_body_bytes)
 					return http_reply_error(r, 413,
 								"request body of %llu bytes exceeds the limit of "
-								"%zu bytes", len, s->cfg.max_body_bytes);
+								"%zu bytes",
+								len, s->cfg.max_body_bytes);
 			}
 		}
 		return MHD_YES;
@@ -341,16 +330,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return http_reply_error(r, fstatus, "%s", fmsg);
 	}
 	if (r->too_large)
-		return http_reply_error(r, 413, "request body exceeds the limit of %zu bytes",
-					s->cfg.max_body_bytes);
+		return http_reply_error(r, 413, "request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
 	int rc;
 	if (cors_preflight(&s->cors, r, &rc)) /* before the handler's authentication, as vLLM */
 		return (enum MHD_Result)rc;
 	return s->h.on_request(s->h.ctx, r);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-			 enum MHD_RequestTerminationCode toe)
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct hreq *r = *req_cls;
 	if (!r)
@@ -377,14 +364,14 @@ static int http_listen(struct http_server *s, struct err *e)
 	const char *host = s->cfg.host && s->cfg.host[0] ? s->cfg.host : "0.0.0.0";
 	char port[16];
 	snprintf(port, sizeof port, "%d", s->cfg.port);
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
 	int gai = getaddrinfo(host, port, &hints, &ai);
 	if (gai)
 		return err_set(e, "--host %s: %s", host, gai_strerror(gai));
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			 MHD_USE_ITC | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL |
+			 MHD_USE_ERROR_LOG;
 	bool tls = s->cfg.tls_key_pem && s->cfg.tls_cert_pem;
 	if (!tls)
 		flags |= MHD_USE_NO_LISTEN_SOCKET; /* relay.c listens and hands connections over */
@@ -396,21 +383,19 @@ static int http_listen(struct http_server *s, struct err *e)
 		{MHD_OPTION_END, 0, NULL}};
 	if (tls)
 		flags |= MHD_USE_TLS;
-	struct MHD_OptionItem listen_opts[] = {
-		{tls ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, 0, ai->ai_addr},
-		{tls ? MHD_OPTION_LISTENING_ADDRESS_REUSE : MHD_OPTION_END, 1, NULL},
-		{MHD_OPTION_END, 0, NULL}};
+	struct MHD_OptionItem listen_opts[] = {{tls ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, 0, ai->ai_addr},
+					       {tls ? MHD_OPTION_LISTENING_ADDRESS_REUSE : MHD_OPTION_END, 1, NULL},
+					       {MHD_OPTION_END, 0, NULL}};
 	s->daemon = MHD_start_daemon(
-		flags, tls ? (uint16_t)s->cfg.port : 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY,
-		listen_opts, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_THREAD_STACK_SIZE,
-		(size_t)2 << 20, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 << 10,
+		flags, tls ? (uint16_t)s->cfg.port : 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, listen_opts,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_THREAD_STACK_SIZE, (size_t)2 << 20, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 << 10,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
 	if (!s->daemon) {
 		freeaddrinfo(ai);
-		return err_set(e, "cannot listen on %s:%d (address in use or not available%s)", host,
-			       s->cfg.port, tls ? ", or TLS refused the key and certificate" : "");
+		return err_set(e, "cannot listen on %s:%d (address in use or not available%s)", host, s->cfg.port,
+			       tls ? ", or TLS refused the key and certificate" : "");
 	}
 	if (!tls) {
 		struct err le;
@@ -429,8 +414,7 @@ static int http_listen(struct http_server *s, struct err *e)
 	return 0;
 }
 
-int http_start(const struct http_config *c, const struct http_handler *h, struct http_server **out,
-	       struct err *e)
+int http_start(const struct http_config *c, const struct http_handler *h, struct http_server **out, struct err *e)
 {
 	struct http_server *s = calloc(1, sizeof *s);
 	if (!s)
@@ -446,8 +430,8 @@ int http_start(const struct http_config *c, const struct http_handler *h, struct
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->relays_done, &ca);
 	pthread_condattr_destroy(&ca);
-	if (cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers,
-		      c->allow_credentials, e) < 0)
+	if (cors_init(&s->cors, c->allowed_origins, c->allowed_methods, c->allowed_headers, c->allow_credentials, e) <
+	    0)
 		goto fail_cors;
 	if (http_listen(s, e) < 0)
 		goto fail_listen;
@@ -462,13 +446,9 @@ fail_cors:
 	return -1;
 }
 
-int http_port(const struct http_server *hs)
-{
-	return hs->port;
-}
+int http_port(const struct http_server *hs) { return hs->port; }
 
-void http_counters_get(struct http_server *hs, unsigned long long *requests,
-		       unsigned long long *errors)
+void http_counters_get(struct http_server *hs, unsigned long long *requests, unsigned long long *errors)
 {
 	*requests = atomic_load(&hs->n_requests);
 	*errors = atomic_load(&hs->n_errors);

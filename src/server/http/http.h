@@ -21,13 +21,13 @@
 struct http_server;
 
 struct http_config {
-	const char *host;		/* NULL or "": all interfaces (IPv4 0.0.0.0) */
-	int port;			/* 0: any free port (see http_port) */
+	const char *host;                       /* NULL or "": all interfaces (IPv4 0.0.0.0) */
+	int port;                               /* 0: any free port (see http_port) */
 	const char *tls_key_pem, *tls_cert_pem; /* HTTPS; NULL: plain HTTP behind the relay */
-	size_t max_body_bytes;		/* larger request bodies get 413 */
-	int conn_timeout_s;		/* idle / slow-client timeout per connection */
-	int max_connections;		/* bound on connection threads */
-	bool log_requests;		/* one access-log line per request */
+	size_t max_body_bytes;                  /* larger request bodies get 413 */
+	int conn_timeout_s;                     /* idle / slow-client timeout per connection */
+	int max_connections;                    /* bound on connection threads */
+	bool log_requests;                      /* one access-log line per request */
 	/* CORS (server/http/cors.h): JSON lists, NULL = ["*"] */
 	const char *allowed_origins, *allowed_methods, *allowed_headers;
 	bool allow_credentials;
@@ -44,15 +44,15 @@ struct hreq {
 	struct strbuf body;
 	unsigned long long body_seen; /* bytes received, kept or not */
 	bool too_large, answered;
-	bool close_after;	/* the reply says Connection: close (a framing error) */
-	bool preflight;		/* a CORS preflight (server/http/cors.h) */
-	const char *allow;	/* a 405's Allow header (set by the handler) */
-	double t_start;		/* monotonic seconds */
+	bool close_after;  /* the reply says Connection: close (a framing error) */
+	bool preflight;    /* a CORS preflight (server/http/cors.h) */
+	const char *allow; /* a 405's Allow header (set by the handler) */
+	double t_start;    /* monotonic seconds */
 	int status;
 	/* for the access log, filled by the handler */
-	char id[64];		/* chatcmpl-/cmpl- id */
+	char id[64]; /* chatcmpl-/cmpl- id */
 	long prompt_tokens, completion_tokens;
-	double ttft;		/* seconds, < 0 when no token was produced */
+	double ttft; /* seconds, < 0 when no token was produced */
 };
 
 /* What the transport calls; every callback gets ctx. */
@@ -70,15 +70,13 @@ struct http_handler {
 };
 
 /* Binds and starts serving (the handler is copied). */
-int http_start(const struct http_config *c, const struct http_handler *h, struct http_server **out,
-	       struct err *e);
+int http_start(const struct http_config *c, const struct http_handler *h, struct http_server **out, struct err *e);
 int http_port(const struct http_server *hs); /* the bound port */
 /* Stops accepting, calls on_stop, closes the connections, waits for the relays. */
 void http_stop(struct http_server *hs);
 /* Frees a stopped server; false (and nothing freed) while a relay thread still holds it. */
 bool http_free(struct http_server *hs);
-void http_counters_get(struct http_server *hs, unsigned long long *requests,
-		       unsigned long long *errors);
+void http_counters_get(struct http_server *hs, unsigned long long *requests, unsigned long long *errors);
 
 void hreq_unref(struct hreq *r);
 
@@ -87,10 +85,8 @@ void hreq_unref(struct hreq *r);
 enum MHD_Result http_reply_json(struct hreq *r, int status, json_t *json);
 /* A malloc'd body (consumed) of len bytes, served as application/json; 5xx are logged with
  * msg. NULL body: out of memory (the connection closes). */
-enum MHD_Result http_reply_json_body(struct hreq *r, int status, char *body, size_t len,
-				     const char *msg);
-enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text,
-				size_t len);
+enum MHD_Result http_reply_json_body(struct hreq *r, int status, char *body, size_t len, const char *msg);
+enum MHD_Result http_reply_text(struct hreq *r, int status, const char *ctype, const char *text, size_t len);
 
 /* Streaming responses: http.c calls pump until it returns 1 (everything appended to out),
  * sending what accumulates; close runs once at the end (completed false when the client

@@ -21,10 +21,10 @@ struct http_server {
 	bool relay_on;
 	int listen_fd, wake[2];
 	pthread_t accept_thread;
-	pthread_mutex_t mu;	   /* guards n_relays */
-	int n_relays;		   /* live relay threads */
+	pthread_mutex_t mu; /* guards n_relays */
+	int n_relays;       /* live relay threads */
 	pthread_cond_t relays_done;
-	char framing_secret[33];   /* the framing marker's secret (framing.h) */
+	char framing_secret[33]; /* the framing marker's secret (framing.h) */
 	struct cors cors;
 };
 

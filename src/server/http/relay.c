@@ -74,8 +74,8 @@ static void *relay_main(void *arg)
 	struct http_server *s = c->s;
 	struct hframe hf;
 	hframe_init(&hf, s->framing_secret);
-	struct strbuf up = {0};		/* to libmicrohttpd */
-	char *down = malloc(65536);	/* to the client */
+	struct strbuf up = {0};     /* to libmicrohttpd */
+	char *down = malloc(65536); /* to the client */
 	char *in = malloc(16384);
 	size_t d_off = 0, d_len = 0;
 	bool c_eof = false, m_eof = false, up_shut = false, c_broken = !down || !in;

@@ -1,9 +1,6 @@
 #include "server/http/sse.h"
 
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-	return strbuf_put(data, buf, size);
-}
+static int dump_cb(const char *buf, size_t size, void *data) { return strbuf_put(data, buf, size); }
 
 int sse_event(struct strbuf *b, const json_t *obj)
 {
@@ -14,7 +11,4 @@ int sse_event(struct strbuf *b, const json_t *obj)
 	return strbuf_put(b, "\n\n", 2);
 }
 
-int sse_done(struct strbuf *b)
-{
-	return strbuf_put(b, "data: [DONE]\n\n", 14);
-}
+int sse_done(struct strbuf *b) { return strbuf_put(b, "data: [DONE]\n\n", 14); }

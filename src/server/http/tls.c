@@ -29,14 +29,17 @@ int tls_load_pair(const char *key_path, const char *cert_path, char **key_pem, c
 		err_set(e, "TLS: out of memory");
 		goto fail;
 	}
-	gnutls_datum_t k = {(unsigned char *)*key_pem, (unsigned)klen}, c = {(unsigned char *)*cert_pem, (unsigned)clen};
+	gnutls_datum_t k = {(unsigned char *)*key_pem, (unsigned)klen},
+		       c = {(unsigned char *)*cert_pem, (unsigned)clen};
 	int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
 	gnutls_certificate_free_credentials(cred);
 	if (rc < 0) {
 		if (rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH)
-			err_set(e, "--ssl-keyfile %s does not match the certificate in --ssl-certfile %s", key_path, cert_path);
+			err_set(e, "--ssl-keyfile %s does not match the certificate in --ssl-certfile %s", key_path,
+				cert_path);
 		else
-			err_set(e, "--ssl-keyfile %s / --ssl-certfile %s: %s", key_path, cert_path, gnutls_strerror(rc));
+			err_set(e, "--ssl-keyfile %s / --ssl-certfile %s: %s", key_path, cert_path,
+				gnutls_strerror(rc));
 		goto fail;
 	}
 	return 0;

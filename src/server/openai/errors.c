@@ -44,10 +44,9 @@ char *api_error_body(const struct api_error *ae, size_t *len)
 	 * the error body itself can always be serialized. */
 	size_t n = strnlen(ae->message, sizeof ae->message);
 	char *msg = utf8_sanitize(ae->message, n, &n);
-	json_t *inner = json_pack("{s:s%, s:s, s:o, s:i}", "message", msg ? msg : "error", msg ? n : 5,
-				  "type", api_error_type(ae->status), "param",
-				  ae->param[0] ? json_string(ae->param) : json_null(), "code",
-				  ae->status);
+	json_t *inner = json_pack("{s:s%, s:s, s:o, s:i}", "message", msg ? msg : "error", msg ? n : 5, "type",
+				  api_error_type(ae->status), "param",
+				  ae->param[0] ? json_string(ae->param) : json_null(), "code", ae->status);
 	free(msg);
 	json_t *root = inner ? json_pack("{s:o}", "error", inner) : NULL;
 	char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;

@@ -9,9 +9,9 @@
 #define API_ERROR_MSG_MAX 1024
 
 struct api_error {
-	int status;		      /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
+	int status; /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
 	char message[API_ERROR_MSG_MAX];
-	char param[64];		      /* offending request field, "" = null */
+	char param[64]; /* offending request field, "" = null */
 };
 
 /* Sets status, param (NULL = none) and a printf-style message; returns -1. */

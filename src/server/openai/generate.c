@@ -76,9 +76,8 @@ void gen_free(struct gen *g)
 
 /* ---- prompts ---- */
 
-int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,
-		    bool continue_final_message, const json_t *kwargs, bool add_special_tokens,
-		    int32_t **ids, size_t *n_ids, struct api_error *ae)
+int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt, bool continue_final_message,
+		    const json_t *kwargs, bool add_special_tokens, int32_t **ids, size_t *n_ids, struct api_error *ae)
 {
 	if (!s->deps.tpl)
 		return api_error_set(ae, 400, "messages",
@@ -122,8 +121,7 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 	const struct srv_prompt *p = &g->req.prompts[i];
 	struct err e;
 	if (p->text) {
-		int rc = tok_encode(s->deps.tok, p->text, p->text_len, g->req.add_special_tokens,
-				    ids, n, &e);
+		int rc = tok_encode(s->deps.tok, p->text, p->text_len, g->req.add_special_tokens, ids, n, &e);
 		if (rc == TOK_ENOMEM)
 			return api_error_set(ae, 500, NULL, "out of memory");
 		if (rc < 0)
@@ -143,8 +141,8 @@ static int completion_prompt(struct gen *g, int i, int32_t **ids, size_t *n, str
 		return api_error_set(ae, 500, NULL, "out of memory");
 	memcpy(*ids, p->ids, (size_t)p->n_ids * sizeof **ids);
 	*n = (size_t)p->n_ids;
-	int rc = g->req.echo ? tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false,
-					   &g->p[i].echo, &g->p[i].echo_len, &e)
+	int rc = g->req.echo ? tok_decode(s->deps.tok, p->ids, (size_t)p->n_ids, false, &g->p[i].echo,
+					  &g->p[i].echo_len, &e)
 			     : 0;
 	if (rc == TOK_ENOMEM)
 		return api_error_set(ae, 500, NULL, "out of memory");
@@ -189,8 +187,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 {
 	struct server *s = g->s;
 	char unknown[256];
-	if (srv_request_parse(g->body, g->api, &s->deps.defaults, &s->lim, &g->req, ae, unknown,
-			      sizeof unknown) < 0)
+	if (srv_request_parse(g->body, g->api, &s->deps.defaults, &s->lim, &g->req, ae, unknown, sizeof unknown) < 0)
 		return -1;
 	if (unknown[0])
 		LOG_W("server", "%s: ignoring unknown fields: %s", g->r->path, unknown);
@@ -198,8 +195,8 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 		return -1;
 	g->model = routes_model_name(s); /* vLLM answers with the first served name */
 	if (g->req.bad_words) {
-		if (srv_bad_words_tokenize(s->deps.tok, g->req.bad_words, &g->req.bad_tok,
-					   &g->req.bad_lens, &g->req.sp.n_bad, ae) < 0)
+		if (srv_bad_words_tokenize(s->deps.tok, g->req.bad_words, &g->req.bad_tok, &g->req.bad_lens,
+					   &g->req.sp.n_bad, ae) < 0)
 			return -1;
 		g->req.sp.bad_words = g->req.bad_tok;
 		g->req.sp.bad_lens = g->req.bad_lens;
@@ -237,9 +234,8 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	for (int i = 0; i < g->n_handles; i++) {
 		if (g->api == SRV_API_CHAT) {
 			if (gen_chat_prompt(s, g->req.messages, g->req.add_generation_prompt,
-					    g->req.continue_final_message,
-					    g->req.chat_template_kwargs, g->req.add_special_tokens,
-					    &ids[i], &n_ids[i], ae) < 0)
+					    g->req.continue_final_message, g->req.chat_template_kwargs,
+					    g->req.add_special_tokens, &ids[i], &n_ids[i], ae) < 0)
 				goto out;
 		} else if (completion_prompt(g, i, &ids[i], &n_ids[i], ae) < 0) {
 			goto out;
@@ -250,10 +246,12 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 			goto out;
 		}
 		if (g->req.truncate_prompt_tokens) { /* vLLM: keep the last N tokens */
-			int keep = g->req.truncate_prompt_tokens < 0 ? s->max_model_len : g->req.truncate_prompt_tokens;
+			int keep = g->req.truncate_prompt_tokens < 0 ? s->max_model_len
+								     : g->req.truncate_prompt_tokens;
 			if (keep > s->max_model_len) {
 				api_error_set(ae, 400, "truncate_prompt_tokens",
-					      "truncate_prompt_tokens value (%d) is greater than max_model_len (%d). Please, select a smaller truncation size.",
+					      "truncate_prompt_tokens value (%d) is greater than max_model_len (%d). "
+					      "Please, select a smaller truncation size.",
 					      keep, s->max_model_len);
 				goto out;
 			}
@@ -424,7 +422,8 @@ static int add_prompt_logprobs(struct gen *g)
 		if (g->req.echo_logprobs && gen_lead_with_prompt_logprobs(g, k, &c->logprobs) < 0)
 			return -1;
 		const struct engine_logprob *lp = engine_prompt_logprobs(g->p[k].h, &n);
-		if (g->req.prompt_logprobs && lp && !(c->prompt_logprobs = oj_prompt_logprobs_vllm(gen_lp_tok(g), lp, n)))
+		if (g->req.prompt_logprobs && lp &&
+		    !(c->prompt_logprobs = oj_prompt_logprobs_vllm(gen_lp_tok(g), lp, n)))
 			return -1;
 	}
 	return 0;
@@ -438,8 +437,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 	enum MHD_Result res;
 	if (g->failed) {
 		struct api_error ae;
-		api_error_set(&ae, 500, NULL, "the engine failed while generating this request: %s",
-			      g->error);
+		api_error_set(&ae, 500, NULL, "the engine failed while generating this request: %s", g->error);
 		res = routes_reply_error(r, &ae);
 	} else {
 		if (add_prompt_logprobs(g) < 0)
@@ -447,8 +445,8 @@ static enum MHD_Result reply_collected(struct gen *g)
 		for (int i = 0; g->reasoning && i < g->n_choices; i++) { /* the reasoning parser: whole text */
 			struct reasoning_split rs = {0};
 			struct strbuf content = {0};
-			if (reasoning_feed(&rs, g->ch[i].out.text.p, g->ch[i].out.text.n, true, &g->ch[i].out.reasoning,
-					   &content) < 0) {
+			if (reasoning_feed(&rs, g->ch[i].out.text.p, g->ch[i].out.text.n, true,
+					   &g->ch[i].out.reasoning, &content) < 0) {
 				strbuf_fini(&content);
 				return MHD_NO;
 			}
@@ -495,8 +493,8 @@ static enum MHD_Result reply_collected(struct gen *g)
 		for (int i = 0; i < g->n_choices; i++)
 			outs[i] = &g->ch[i].out;
 		json_t *resp = g->resp ? resp_object(g->resp, g->id, g->created, g->model, c->reasoning.p,
-						     c->reasoning.n, c->text.p, c->text.n, c->tool_calls, c->logprobs, c->finish,
-						     &u)
+						     c->reasoning.n, c->text.p, c->text.n, c->tool_calls, c->logprobs,
+						     c->finish, &u)
 			       : g->api == SRV_API_CHAT
 				       ? oj_chat_response(g->id, g->created, g->model, outs, g->n_choices, &u)
 				       : oj_completion_response(g->id, g->created, g->model, outs, g->n_choices, &u);
@@ -590,7 +588,8 @@ enum MHD_Result gen_handle_responses(struct server *s, struct hreq *r, json_t *b
 	int rc = 0;
 	const json_t *prev = json_object_get(body, "previous_response_id");
 	bool can_store = resp_store_max(s->store) > 0;
-	if (json_is_string(prev) && can_store && resp_store_get(s->store, json_string_value(prev), NULL, &prev_items) < 0)
+	if (json_is_string(prev) && can_store &&
+	    resp_store_get(s->store, json_string_value(prev), NULL, &prev_items) < 0)
 		rc = api_error_set(&ae, 404, "previous_response_id", "Previous response with id '%s' not found.",
 				   json_string_value(prev));
 	if (rc == 0)

@@ -19,9 +19,8 @@ enum MHD_Result gen_handle(struct server *s, struct hreq *r, enum srv_api api, j
 /* POST /v1/responses (server/openai/responses.h); takes body */
 enum MHD_Result gen_handle_responses(struct server *s, struct hreq *r, json_t *body);
 /* Renders the chat template and tokenizes (for chat requests and /tokenize). */
-int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt,
-		    bool continue_final_message, const json_t *kwargs, bool add_special_tokens,
-		    int32_t **ids, size_t *n_ids, struct api_error *ae);
+int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generation_prompt, bool continue_final_message,
+		    const json_t *kwargs, bool add_special_tokens, int32_t **ids, size_t *n_ids, struct api_error *ae);
 /* Aborts every in-flight generation (server stop). Caller holds s->mu. */
 void gen_cancel_all_locked(struct server *s);
 

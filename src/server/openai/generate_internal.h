@@ -13,12 +13,12 @@
 
 /* One prompt of a request: one engine request (its n choices). */
 struct gen_prompt {
-	struct engine_req *h;	/* owned (engine_release); NULL before submission */
-	bool ended;		/* streaming: its last event was read */
-	int n_tokens;		/* its tokens (the engine's count once it ran) */
-	int32_t first;		/* its first token (echoed logprobs name it) */
-	int cached;		/* its tokens read from the prefix cache (choice 0's) */
-	char *echo;		/* text to prepend (completions echo, chat's final assistant
+	struct engine_req *h; /* owned (engine_release); NULL before submission */
+	bool ended;           /* streaming: its last event was read */
+	int n_tokens;         /* its tokens (the engine's count once it ran) */
+	int32_t first;        /* its first token (echoed logprobs name it) */
+	int cached;           /* its tokens read from the prefix cache (choice 0's) */
+	char *echo;           /* text to prepend (completions echo, chat's final assistant
 				 * message), malloc'd, or NULL */
 	size_t echo_len;
 };
@@ -26,10 +26,10 @@ struct gen_prompt {
 /* One choice on the server side: the answer record the JSON builders read, and the
  * streaming state of the parsers that split its text. */
 struct gen_choice {
-	struct oj_choice out;	/* text, reasoning, tool calls, logprobs, finish, token count */
-	bool echo_sent;		/* streaming: the prompt's echo went out */
+	struct oj_choice out;      /* text, reasoning, tool calls, logprobs, finish, token count */
+	bool echo_sent;            /* streaming: the prompt's echo went out */
 	struct reasoning_split rs; /* streaming, under gen.reasoning */
-	struct tool_split ts;	/* streaming, under gen.tools */
+	struct tool_split ts;      /* streaming, under gen.tools */
 };
 
 /* One generation request, from its parsed body to its last answer byte. Owns the body, the
@@ -38,24 +38,24 @@ struct gen_choice {
  * prompt i / n. */
 struct gen {
 	struct server *s;
-	struct hreq *r;		/* one reference held */
+	struct hreq *r; /* one reference held */
 	enum srv_api api;
-	json_t *body;		/* req points into it */
+	json_t *body; /* req points into it */
 	struct srv_request req;
 	char id[64];
 	long long created;
-	const char *model;	/* name used in responses: the first served name */
-	int n_handles;		/* prompts: 1 for chat */
-	struct gen_prompt *p;	/* [n_handles] */
-	int n;			/* choices per prompt */
-	int n_choices;		/* n_handles * n */
-	struct gen_choice *ch;	/* [n_choices] */
-	bool reasoning;		/* chat under a reasoning parser: choices' text is split */
-	bool tools;		/* chat whose tool calls are parsed (or forced) */
+	const char *model;       /* name used in responses: the first served name */
+	int n_handles;           /* prompts: 1 for chat */
+	struct gen_prompt *p;    /* [n_handles] */
+	int n;                   /* choices per prompt */
+	int n_choices;           /* n_handles * n */
+	struct gen_choice *ch;   /* [n_choices] */
+	bool reasoning;          /* chat under a reasoning parser: choices' text is split */
+	bool tools;              /* chat whose tool calls are parsed (or forced) */
 	struct resp_state *resp; /* /v1/responses: its answer's shapes; else NULL */
-	bool resp_ended;	/* streaming: its closing events went out */
+	bool resp_ended;         /* streaming: its closing events went out */
 	bool streaming, started, failed;
-	char error[256];	/* the engine's message when it failed a choice */
+	char error[256];         /* the engine's message when it failed a choice */
 	struct gen *prev, *next; /* s->gens registry */
 };
 

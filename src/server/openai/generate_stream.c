@@ -57,9 +57,9 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		}
 	}
 	struct strbuf reasoning = {0};
-	if (g->reasoning ? reasoning_feed(&g->ch[ci].rs, ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE, &reasoning,
-				   &text) < 0
-		  : !drop && ev->text_len && strbuf_put(&text, ev->text, ev->text_len) < 0) {
+	if (g->reasoning ? reasoning_feed(&g->ch[ci].rs, ev->text, ev->text_len, ev->finish != ENGINE_FINISH_NONE,
+					  &reasoning, &text) < 0
+			 : !drop && ev->text_len && strbuf_put(&text, ev->text, ev->text_len) < 0) {
 		strbuf_fini(&text);
 		strbuf_fini(&reasoning);
 		json_decref(echo_lp);
@@ -70,8 +70,8 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		struct strbuf content = {0};
 		bool last = ev->finish != ENGINE_FINISH_NONE;
 		const struct srv_structured *st = &g->req.structured;
-		if (st->forced ? tool_forced_feed(&g->ch[ci].ts, st->forced == SRV_TOOLS_REQUIRED, st->forced_name, text.p,
-						  text.n, last, &content, &calls) < 0
+		if (st->forced ? tool_forced_feed(&g->ch[ci].ts, st->forced == SRV_TOOLS_REQUIRED, st->forced_name,
+						  text.p, text.n, last, &content, &calls) < 0
 			       : tool_split_feed(&g->ch[ci].ts, gen_tool_parser(g), text.p, text.n, last, &content,
 						 &calls) < 0) {
 			strbuf_fini(&text);
@@ -101,8 +101,9 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		return 0; /* vLLM suppresses empty deltas */
 	}
 	if (g->resp) {
-		int rc = g->resp_ended ? 0 : resp_stream_delta(g->resp, out, reasoning.p, reasoning.n, text.p, text.n,
-										 calls, lp);
+		int rc = g->resp_ended ? 0
+				       : resp_stream_delta(g->resp, out, reasoning.p, reasoning.n, text.p, text.n,
+							   calls, lp);
 		strbuf_fini(&text);
 		strbuf_fini(&reasoning);
 		json_decref(lp);
@@ -115,11 +116,12 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 		usage = oj_usage_json(&u, false);
 	}
 	struct oj_delta d = {text.p, text.n, reasoning.p, reasoning.n, calls};
-	json_t *chunk = oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish,
-				 ev->stop_token, ev->stop_str, usage);
+	json_t *chunk = oj_chunk(g->api, g->id, g->created, g->model, ci, NULL, &d, lp, ev->finish, ev->stop_token,
+				 ev->stop_str, usage);
 	int n_plp;
 	const struct engine_logprob *plp = g->req.prompt_logprobs && !c->prompt_lp_sent
-						   ? engine_prompt_logprobs(g->p[k].h, &n_plp) : NULL;
+						   ? engine_prompt_logprobs(g->p[k].h, &n_plp)
+						   : NULL;
 	if (chunk && plp) { /* vLLM's prompt_logprobs ride on a choice's first chunk */
 		c->prompt_lp_sent = true;
 		json_t *v = oj_prompt_logprobs_vllm(gen_lp_tok(g), plp, n_plp);
@@ -138,7 +140,8 @@ static int stream_event(struct gen *g, int k, const struct engine_event *ev, str
 			json_array_append_new(d, json_integer(ev->token_ids[t]));
 		if (!choice || !d || json_object_set_new(choice, "token_ids", d) < 0 ||
 		    (!c->prompt_ids_sent && c->prompt_token_ids &&
-		     json_object_set(g->api == SRV_API_CHAT ? chunk : choice, "prompt_token_ids", c->prompt_token_ids) < 0)) {
+		     json_object_set(g->api == SRV_API_CHAT ? chunk : choice, "prompt_token_ids",
+				     c->prompt_token_ids) < 0)) {
 			if (!choice)
 				json_decref(d);
 			json_decref(chunk);

@@ -56,16 +56,14 @@ struct ctx {
 
 static void head(struct ctx *c, const char *name, const char *type, const char *help)
 {
-	c->rc |= strbuf_printf(c->out, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help,
-			     name, type);
+	c->rc |= strbuf_printf(c->out, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help, name, type);
 }
 
 static void sample(struct ctx *c, const char *name, const char *extra, double v)
 {
 	char num[40];
 	fmt_double(v, num, sizeof num);
-	c->rc |= strbuf_printf(c->out, "vllm:%s{%s%s} %s\n", name, c->labels, extra ? extra : "",
-			     num);
+	c->rc |= strbuf_printf(c->out, "vllm:%s{%s%s} %s\n", name, c->labels, extra ? extra : "", num);
 }
 
 static void gauge(struct ctx *c, const char *name, const char *help, double v)
@@ -80,8 +78,7 @@ static void counter(struct ctx *c, const char *name, const char *help, double v)
 	sample(c, name, NULL, v);
 }
 
-static void histogram(struct ctx *c, const char *name, const char *help,
-		      const struct engine_hist *h)
+static void histogram(struct ctx *c, const char *name, const char *help, const struct engine_hist *h)
 {
 	head(c, name, "histogram", help);
 	char bucket[128], le[48], num[40];
@@ -110,27 +107,20 @@ int metrics_render(const struct engine_stats *s, const char *model_name, struct 
 	escape_label(model_name, esc, sizeof esc);
 	snprintf(c.labels, sizeof c.labels, "model_name=\"%s\",engine=\"0\"", esc);
 
-	gauge(&c, "num_requests_running", "Number of requests in model execution batches.",
-	      s->n_running);
-	gauge(&c, "num_requests_waiting", "Number of requests waiting to be processed.",
-	      s->n_waiting);
-	gauge(&c, "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-	      s->kv_usage);
+	gauge(&c, "num_requests_running", "Number of requests in model execution batches.", s->n_running);
+	gauge(&c, "num_requests_waiting", "Number of requests waiting to be processed.", s->n_waiting);
+	gauge(&c, "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s->kv_usage);
 	gauge(&c, "kv_cache_num_blocks", "Number of usable KV-cache blocks.", s->n_blocks);
 	counter(&c, "num_preemptions_total", "Cumulative number of preemptions from the engine.",
 		(double)s->preemptions);
-	counter(&c, "prefix_cache_queries_total",
-		"Prefix cache queries, in terms of number of queried tokens.",
+	counter(&c, "prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
 		(double)s->prefix_queries);
-	counter(&c, "prefix_cache_hits_total",
-		"Prefix cache hits, in terms of number of cached tokens.", (double)s->prefix_hits);
-	counter(&c, "prompt_tokens_total", "Number of prefill tokens processed.",
-		(double)s->prompt_tokens);
-	counter(&c, "generation_tokens_total", "Number of generation tokens processed.",
-		(double)s->generation_tokens);
+	counter(&c, "prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+		(double)s->prefix_hits);
+	counter(&c, "prompt_tokens_total", "Number of prefill tokens processed.", (double)s->prompt_tokens);
+	counter(&c, "generation_tokens_total", "Number of generation tokens processed.", (double)s->generation_tokens);
 	if (s->spec_k > 0) { /* vLLM's speculative decoding counters */
-		counter(&c, "spec_decode_num_drafts_total", "Number of spec decoding drafts.",
-			(double)s->spec_drafts);
+		counter(&c, "spec_decode_num_drafts_total", "Number of spec decoding drafts.", (double)s->spec_drafts);
 		counter(&c, "spec_decode_num_draft_tokens_total", "Number of draft tokens.",
 			(double)s->spec_draft_tokens);
 		counter(&c, "spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
@@ -148,21 +138,16 @@ int metrics_render(const struct engine_stats *s, const char *model_name, struct 
 	static const struct {
 		enum engine_finish f;
 		const char *name;
-	} reasons[] = {{ENGINE_FINISH_STOP, "stop"},
-		       {ENGINE_FINISH_LENGTH, "length"},
-		       {ENGINE_FINISH_ABORT, "abort"}};
+	} reasons[] = {{ENGINE_FINISH_STOP, "stop"}, {ENGINE_FINISH_LENGTH, "length"}, {ENGINE_FINISH_ABORT, "abort"}};
 	for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
 		char extra[64];
 		snprintf(extra, sizeof extra, ",finished_reason=\"%s\"", reasons[i].name);
 		sample(&c, "request_success_total", extra, (double)s->finished[reasons[i].f]);
 	}
-	histogram(&c, "time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-		  &s->ttft);
-	histogram(&c, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-		  &s->itl);
-	histogram(&c, "e2e_request_latency_seconds",
-		  "Histogram of e2e request latency in seconds.", &s->e2e);
-	histogram(&c, "request_queue_time_seconds",
-		  "Histogram of time spent in WAITING phase for request.", &s->queue);
+	histogram(&c, "time_to_first_token_seconds", "Histogram of time to first token in seconds.", &s->ttft);
+	histogram(&c, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &s->itl);
+	histogram(&c, "e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &s->e2e);
+	histogram(&c, "request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+		  &s->queue);
 	return c.rc ? -1 : 0;
 }

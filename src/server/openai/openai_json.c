@@ -24,10 +24,7 @@ static char *token_text(const struct tok *tok, int32_t id, size_t *len)
 	return strdup(buf);
 }
 
-static double clamp_lp(float lp)
-{
-	return isnan(lp) ? -9999.0 : lp < -9999.0f ? -9999.0 : (double)lp;
-}
+static double clamp_lp(float lp) { return isnan(lp) ? -9999.0 : lp < -9999.0f ? -9999.0 : (double)lp; }
 
 static json_t *bytes_array(const char *s, size_t n)
 {
@@ -48,14 +45,14 @@ static json_t *chat_token_entry(const struct tok *tok, int32_t id, float lp)
 	free(t);
 	if (!clean)
 		return NULL;
-	json_t *o = json_pack("{s:s%, s:f, s:o}", "token", clean, m, "logprob", clamp_lp(lp),
-			      "bytes", bytes_array(clean, m));
+	json_t *o = json_pack("{s:s%, s:f, s:o}", "token", clean, m, "logprob", clamp_lp(lp), "bytes",
+			      bytes_array(clean, m));
 	free(clean);
 	return o;
 }
 
-json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp,
-		    int n, size_t *text_offset)
+json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine_logprob *lp, int n,
+		    size_t *text_offset)
 {
 	if (api == SRV_API_CHAT) {
 		json_t *content = json_array();
@@ -63,8 +60,8 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 			json_t *e = chat_token_entry(tok, lp[i].token, lp[i].logprob);
 			json_t *top = json_array();
 			for (int k = 0; e && top && k < lp[i].n_top; k++)
-				json_array_append_new(top, chat_token_entry(tok, lp[i].top_ids[k],
-									    lp[i].top_logprobs[k]));
+				json_array_append_new(top,
+						      chat_token_entry(tok, lp[i].top_ids[k], lp[i].top_logprobs[k]));
 			if (!e || !top) {
 				json_decref(e), json_decref(top), json_decref(content);
 				return NULL;
@@ -74,10 +71,9 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 		}
 		return content ? json_pack("{s:o}", "content", content) : NULL;
 	}
-	json_t *offs = json_array(), *lps = json_array(), *toks = json_array(),
-	       *tops = json_array();
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "text_offset", offs, "token_logprobs", lps,
-			      "tokens", toks, "top_logprobs", tops);
+	json_t *offs = json_array(), *lps = json_array(), *toks = json_array(), *tops = json_array();
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "text_offset", offs, "token_logprobs", lps, "tokens", toks,
+			      "top_logprobs", tops);
 	if (!o)
 		return NULL;
 	for (int i = 0; i < n; i++) {
@@ -110,8 +106,7 @@ json_t *oj_logprobs(enum srv_api api, const struct tok *tok, const struct engine
 	return o;
 }
 
-json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const struct engine_logprob *lp,
-				int n)
+json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const struct engine_logprob *lp, int n)
 {
 	size_t len, m;
 	char *t = token_text(tok, first, &len);
@@ -119,8 +114,8 @@ json_t *oj_prompt_logprobs_echo(const struct tok *tok, int32_t first, const stru
 	free(t);
 	if (!clean)
 		return NULL;
-	json_t *o = json_pack("{s:[i], s:[n], s:[s%], s:[n]}", "text_offset", 0, "token_logprobs",
-			      "tokens", clean, m, "top_logprobs");
+	json_t *o = json_pack("{s:[i], s:[n], s:[s%], s:[n]}", "text_offset", 0, "token_logprobs", "tokens", clean, m,
+			      "top_logprobs");
 	size_t off = utf8_len(clean, m);
 	free(clean);
 	if (o && n > 1) {
@@ -189,7 +184,8 @@ int oj_logprobs_merge(json_t **acc, json_t *part)
 	}
 	const char *key;
 	json_t *v;
-	json_object_foreach(part, key, v) {
+	json_object_foreach(part, key, v)
+	{
 		json_t *dst = json_object_get(*acc, key);
 		if (!dst || json_array_extend(dst, v) < 0)
 			return -1;
@@ -235,9 +231,9 @@ json_t *oj_stop_reason(int32_t stop_token, const char *stop_str)
 
 json_t *oj_usage_json(const struct oj_usage *u, bool with_details)
 {
-	json_t *o = json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			      "total_tokens", (json_int_t)(u->prompt_tokens + u->completion_tokens),
-			      "completion_tokens", (json_int_t)u->completion_tokens);
+	json_t *o = json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens, "total_tokens",
+			      (json_int_t)(u->prompt_tokens + u->completion_tokens), "completion_tokens",
+			      (json_int_t)u->completion_tokens);
 	if (o && (with_details || u->details))
 		json_object_set_new(o, "prompt_tokens_details",
 				    u->details ? json_pack("{s:I}", "cached_tokens", (json_int_t)u->cached_tokens)
@@ -271,8 +267,8 @@ static json_t *chat_finish(enum engine_finish f, const json_t *calls)
 	return f == ENGINE_FINISH_STOP && json_array_size(calls) ? json_string("tool_calls") : oj_finish_reason(f);
 }
 
-json_t *oj_chat_response(const char *id, long long created, const char *model,
-			 const struct oj_choice *const *choices, int n, const struct oj_usage *u)
+json_t *oj_chat_response(const char *id, long long created, const char *model, const struct oj_choice *const *choices,
+			 int n, const struct oj_usage *u)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < n; i++) {
@@ -280,16 +276,16 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 		/* after a parser split the text: content null when nothing is left of it */
 		bool parsed = c->split || json_array_size(c->tool_calls);
 		json_t *content = parsed && !c->text.n ? json_null() : jstr_new(c->text.p ? c->text.p : "", c->text.n);
-		json_t *reasoning = c->split ? jstr_new(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n) : json_null();
+		json_t *reasoning = c->split ? jstr_new(c->reasoning.p ? c->reasoning.p : "", c->reasoning.n)
+					     : json_null();
 		json_t *calls = c->tool_calls ? json_incref(c->tool_calls) : json_array();
 		json_t *msg = json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content,
 					"reasoning_content", reasoning, "tool_calls", calls);
 		if (msg && c->split) /* vLLM's 2026 name for it, beside DeepSeek's own API's */
 			json_object_set(msg, "reasoning", reasoning);
-		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "message", msg,
-				       "logprobs", choice_logprobs(c), "finish_reason",
-				       chat_finish(c->finish, c->tool_calls), "stop_reason",
-				       oj_stop_reason(c->stop_token, c->stop_str));
+		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "message", msg, "logprobs",
+				       choice_logprobs(c), "finish_reason", chat_finish(c->finish, c->tool_calls),
+				       "stop_reason", oj_stop_reason(c->stop_token, c->stop_str));
 		if (ch && c->token_ids) /* return_token_ids */
 			json_object_set(ch, "token_ids", c->token_ids);
 		if (!ch || json_array_append_new(arr, ch) < 0) {
@@ -302,11 +298,10 @@ json_t *oj_chat_response(const char *id, long long created, const char *model,
 	/* the request's prompt logprobs (vLLM's top-level field: one prompt per chat) */
 	json_t *plp = n > 0 && choices[0]->prompt_logprobs ? json_incref(choices[0]->prompt_logprobs) : json_null();
 	json_t *pids = n > 0 && choices[0]->prompt_token_ids ? json_incref(choices[0]->prompt_token_ids) : json_null();
-	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:n}", "id", id,
-			 "object", "chat.completion", "created", (json_int_t)created, "model", model,
-			 "choices", arr, "service_tier", "system_fingerprint", "usage",
-			 oj_usage_json(u, true), "prompt_logprobs", plp, "prompt_token_ids", pids,
-			 "kv_transfer_params");
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:n}", "id", id, "object",
+			 "chat.completion", "created", (json_int_t)created, "model", model, "choices", arr,
+			 "service_tier", "system_fingerprint", "usage", oj_usage_json(u, true), "prompt_logprobs", plp,
+			 "prompt_token_ids", pids, "kv_transfer_params");
 }
 
 json_t *oj_completion_response(const char *id, long long created, const char *model,
@@ -316,9 +311,8 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	for (int i = 0; arr && i < n; i++) {
 		const struct oj_choice *c = choices[i];
 		json_t *ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", c->index, "text",
-				       jstr_new(c->text.p ? c->text.p : "", c->text.n),
-				       "logprobs", choice_logprobs(c), "finish_reason",
-				       oj_finish_reason(c->finish), "stop_reason",
+				       jstr_new(c->text.p ? c->text.p : "", c->text.n), "logprobs", choice_logprobs(c),
+				       "finish_reason", oj_finish_reason(c->finish), "stop_reason",
 				       oj_stop_reason(c->stop_token, c->stop_str));
 		if (ch)
 			json_object_set_new(ch, "prompt_logprobs",
@@ -334,15 +328,14 @@ json_t *oj_completion_response(const char *id, long long created, const char *mo
 	}
 	if (!arr)
 		return NULL;
-	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:n}", "id", id, "object",
-			 "text_completion", "created", (json_int_t)created, "model", model,
-			 "choices", arr, "service_tier", "system_fingerprint", "usage",
-			 oj_usage_json(u, true), "kv_transfer_params");
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:n, s:o, s:n}", "id", id, "object", "text_completion",
+			 "created", (json_int_t)created, "model", model, "choices", arr, "service_tier",
+			 "system_fingerprint", "usage", oj_usage_json(u, true), "kv_transfer_params");
 }
 
-json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model,
-		 int index, const char *role, const struct oj_delta *d, json_t *logprobs,
-		 enum engine_finish finish, int32_t stop_token, const char *stop_str, json_t *usage)
+json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char *model, int index, const char *role,
+		 const struct oj_delta *d, json_t *logprobs, enum engine_finish finish, int32_t stop_token,
+		 const char *stop_str, json_t *usage)
 {
 	static const struct oj_delta none = {0};
 	if (!d)
@@ -362,19 +355,17 @@ json_t *oj_chunk(enum srv_api api, const char *id, long long created, const char
 		if (delta && !role && calls)
 			json_object_set_new(delta, "tool_calls", indexed_calls(d->tool_calls));
 		ch = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs",
-			       logprobs ? logprobs : json_null(), "finish_reason",
-			       chat_finish(finish, d->tool_calls));
+			       logprobs ? logprobs : json_null(), "finish_reason", chat_finish(finish, d->tool_calls));
 		if (ch && finish != ENGINE_FINISH_NONE)
 			json_object_set_new(ch, "stop_reason", oj_stop_reason(stop_token, stop_str));
 	} else {
-		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr_new(text, d->len),
-			       "logprobs", logprobs ? logprobs : json_null(), "finish_reason",
-			       oj_finish_reason(finish), "stop_reason",
-			       oj_stop_reason(stop_token, stop_str));
+		ch = json_pack("{s:i, s:o, s:o, s:o, s:o}", "index", index, "text", jstr_new(text, d->len), "logprobs",
+			       logprobs ? logprobs : json_null(), "finish_reason", oj_finish_reason(finish),
+			       "stop_reason", oj_stop_reason(stop_token, stop_str));
 	}
 	json_t *o = ch ? json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
-				   api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion",
-				   "created", (json_int_t)created, "model", model, "choices", ch)
+				   api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+				   (json_int_t)created, "model", model, "choices", ch)
 		       : NULL;
 	if (o && usage)
 		json_object_set_new(o, "usage", usage);
@@ -387,28 +378,24 @@ json_t *oj_usage_chunk(enum srv_api api, const char *id, long long created, cons
 		       const struct oj_usage *u)
 {
 	return json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
-			 api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion",
-			 "created", (json_int_t)created, "model", model, "choices", "usage",
-			 oj_usage_json(u, false));
+			 api == SRV_API_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+			 (json_int_t)created, "model", model, "choices", "usage", oj_usage_json(u, false));
 }
 
-json_t *oj_models(const char *const *names, int n_names, const char *root, long long created,
-		  int max_model_len)
+json_t *oj_models(const char *const *names, int n_names, const char *root, long long created, int max_model_len)
 {
 	json_t *data = json_array();
 	for (int i = 0; data && i < n_names; i++) {
 		char perm_id[64];
 		jstr_random_id(perm_id, sizeof perm_id, "modelperm-");
-		json_t *perm = json_pack(
-			"{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:s, s:n, s:b}", "id", perm_id,
-			"object", "model_permission", "created", (json_int_t)created,
-			"allow_create_engine", 0, "allow_sampling", 1, "allow_logprobs", 1,
-			"allow_search_indices", 0, "allow_view", 1, "allow_fine_tuning", 0,
-			"organization", "*", "group", "is_blocking", 0);
-		json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[o]}", "id", names[i],
-				      "object", "model", "created", (json_int_t)created, "owned_by",
-				      "mlaserve", "root", root, "parent", "max_model_len",
-				      max_model_len, "permission", perm);
+		json_t *perm = json_pack("{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:s, s:n, s:b}", "id", perm_id,
+					 "object", "model_permission", "created", (json_int_t)created,
+					 "allow_create_engine", 0, "allow_sampling", 1, "allow_logprobs", 1,
+					 "allow_search_indices", 0, "allow_view", 1, "allow_fine_tuning", 0,
+					 "organization", "*", "group", "is_blocking", 0);
+		json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[o]}", "id", names[i], "object", "model",
+				      "created", (json_int_t)created, "owned_by", "mlaserve", "root", root, "parent",
+				      "max_model_len", max_model_len, "permission", perm);
 		if (!m || json_array_append_new(data, m) < 0) {
 			json_decref(data);
 			return NULL;

@@ -8,22 +8,73 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const common_keys[] = {
-	"model", "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias",
-	"logprobs", "max_tokens", "n", "seed", "stop", "stop_token_ids", "stream",
-	"stream_options", "temperature", "top_p", "top_k", "min_p", "user", "ignore_eos",
-	"min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
-	"include_stop_str_in_output", "add_special_tokens", "echo", "use_beam_search",
-	"prompt_logprobs", "allowed_token_ids", "bad_words", "response_format", "priority",
-	"request_id", "best_of", "length_penalty", "truncate_prompt_tokens", "cache_salt",
-	"return_tokens_as_token_ids", "return_token_ids", "structured_outputs", "vllm_xargs",
-	"kv_transfer_params", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-	"metadata", "store", "service_tier", NULL};
-static const char *const chat_keys[] = {
-	"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-	"parallel_tool_calls", "reasoning_effort", "add_generation_prompt",
-	"continue_final_message", "documents", "chat_template", "chat_template_kwargs",
-	"mm_processor_kwargs", "modalities", "audio", "prediction", "web_search_options", NULL};
+static const char *const common_keys[] = {"model",
+					  "frequency_penalty",
+					  "presence_penalty",
+					  "repetition_penalty",
+					  "logit_bias",
+					  "logprobs",
+					  "max_tokens",
+					  "n",
+					  "seed",
+					  "stop",
+					  "stop_token_ids",
+					  "stream",
+					  "stream_options",
+					  "temperature",
+					  "top_p",
+					  "top_k",
+					  "min_p",
+					  "user",
+					  "ignore_eos",
+					  "min_tokens",
+					  "skip_special_tokens",
+					  "spaces_between_special_tokens",
+					  "include_stop_str_in_output",
+					  "add_special_tokens",
+					  "echo",
+					  "use_beam_search",
+					  "prompt_logprobs",
+					  "allowed_token_ids",
+					  "bad_words",
+					  "response_format",
+					  "priority",
+					  "request_id",
+					  "best_of",
+					  "length_penalty",
+					  "truncate_prompt_tokens",
+					  "cache_salt",
+					  "return_tokens_as_token_ids",
+					  "return_token_ids",
+					  "structured_outputs",
+					  "vllm_xargs",
+					  "kv_transfer_params",
+					  "guided_json",
+					  "guided_regex",
+					  "guided_choice",
+					  "guided_grammar",
+					  "metadata",
+					  "store",
+					  "service_tier",
+					  NULL};
+static const char *const chat_keys[] = {"messages",
+					"max_completion_tokens",
+					"top_logprobs",
+					"tools",
+					"tool_choice",
+					"parallel_tool_calls",
+					"reasoning_effort",
+					"add_generation_prompt",
+					"continue_final_message",
+					"documents",
+					"chat_template",
+					"chat_template_kwargs",
+					"mm_processor_kwargs",
+					"modalities",
+					"audio",
+					"prediction",
+					"web_search_options",
+					NULL};
 static const char *const completion_keys[] = {"prompt", "suffix", NULL};
 
 static bool in_list(const char *const *l, const char *k)
@@ -42,9 +93,9 @@ static void note_unknown(const json_t *body, enum srv_api api, char *unknown, si
 	size_t used = 0;
 	const char *key;
 	const json_t *v;
-	json_object_foreach((json_t *)body, key, v) {
-		if (in_list(common_keys, key) ||
-		    in_list(api == SRV_API_CHAT ? chat_keys : completion_keys, key))
+	json_object_foreach((json_t *)body, key, v)
+	{
+		if (in_list(common_keys, key) || in_list(api == SRV_API_CHAT ? chat_keys : completion_keys, key))
 			continue;
 		int w = snprintf(unknown + used, n - used, "%s%s", used ? ", " : "", key);
 		if (w < 0 || (size_t)w >= n - used) {
@@ -57,8 +108,7 @@ static void note_unknown(const json_t *body, enum srv_api api, char *unknown, si
 
 /* Fields vLLM honours that this engine does not implement: rejected when set to a value
  * that would change the output. */
-static int reject_unsupported(const json_t *body, enum srv_api api, const struct srv_limits *lim,
-			      struct api_error *ae)
+static int reject_unsupported(const json_t *body, enum srv_api api, const struct srv_limits *lim, struct api_error *ae)
 {
 	const json_t *v;
 	bool b = false;
@@ -79,7 +129,8 @@ static int reject_unsupported(const json_t *body, enum srv_api api, const struct
 					     "\"auto\" tool choice requires --enable-auto-tool-choice and "
 					     "--tool-call-parser to be set");
 	} else if (v && !json_is_null(v) && !json_is_object(v) &&
-		   !(json_is_string(v) && (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "required")))) {
+		   !(json_is_string(v) &&
+		     (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "required")))) {
 		return api_error_set(ae, 400, "tool_choice",
 				     "tool_choice must be \"none\", \"auto\", \"required\" or a named function");
 	}
@@ -106,7 +157,8 @@ static int check_tools(const json_t *body, struct api_error *ae)
 	size_t i;
 	const json_t *t;
 	char at[64];
-	json_array_foreach(tools, i, t) {
+	json_array_foreach(tools, i, t)
+	{
 		snprintf(at, sizeof at, "tools[%zu]", i);
 		if (!json_is_object(t))
 			return tool_bad_type(ae, at, "a valid dictionary", t);
@@ -149,11 +201,11 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 		return req_bad_type(ae, "messages", "a valid list", m);
 	if (json_array_size(m) == 0)
 		return api_error_set(ae, 400, "messages", "'messages' must contain at least one message");
-	static const char *const roles[] = {"system", "user", "assistant", "tool", "developer",
-					    "function", NULL};
+	static const char *const roles[] = {"system", "user", "assistant", "tool", "developer", "function", NULL};
 	size_t idx, n_empty = 0;
 	const json_t *msg;
-	json_array_foreach(m, idx, msg) {
+	json_array_foreach(m, idx, msg)
+	{
 		if (!json_is_object(msg))
 			return api_error_set(ae, 400, "messages",
 					     "'messages[%zu]': input should be a valid dictionary", idx);
@@ -161,7 +213,8 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 		if (!json_is_string(role) || !in_list(roles, json_string_value(role)))
 			return api_error_set(ae, 400, "messages",
 					     "'messages[%zu].role': expected one of system, user, "
-					     "assistant, tool, developer", idx);
+					     "assistant, tool, developer",
+					     idx);
 		const json_t *c = json_object_get(msg, "content");
 		if (!c || json_is_null(c))
 			n_empty++;
@@ -170,18 +223,20 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 		if (!json_is_array(c))
 			return api_error_set(ae, 400, "messages",
 					     "'messages[%zu].content': input should be a string or a "
-					     "list of content parts", idx);
+					     "list of content parts",
+					     idx);
 		size_t j;
 		const json_t *part;
-		json_array_foreach(c, j, part) {
+		json_array_foreach(c, j, part)
+		{
 			const json_t *type = json_object_get(part, "type");
 			if (!json_is_object(part) || !json_is_string(type) ||
-			    strcmp(json_string_value(type), "text") ||
-			    !json_is_string(json_object_get(part, "text")))
+			    strcmp(json_string_value(type), "text") || !json_is_string(json_object_get(part, "text")))
 				return api_error_set(ae, 400, "messages",
 						     "'messages[%zu].content[%zu]': only text content "
 						     "parts ({\"type\": \"text\", \"text\": ...}) are "
-						     "supported", idx, j);
+						     "supported",
+						     idx, j);
 		}
 	}
 	/* vLLM: a message without content (an assistant's with only tool_calls) or with null
@@ -189,7 +244,8 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 	r->messages = n_empty ? json_copy((json_t *)m) : json_incref((json_t *)m);
 	if (!r->messages)
 		return api_error_set(ae, 500, NULL, "out of memory");
-	json_array_foreach(r->messages, idx, msg) {
+	json_array_foreach(r->messages, idx, msg)
+	{
 		const json_t *c = json_object_get(msg, "content");
 		if (c && !json_is_null(c))
 			continue;
@@ -235,8 +291,7 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 			return req_bad_type(ae, extra[i], "a valid list", v);
 		if (r->chat_template_kwargs && json_object_get(r->chat_template_kwargs, extra[i]))
 			continue;
-		json_t *merged = r->chat_template_kwargs ? json_copy(r->chat_template_kwargs)
-							 : json_object();
+		json_t *merged = r->chat_template_kwargs ? json_copy(r->chat_template_kwargs) : json_object();
 		if (!merged || json_object_set(merged, extra[i], (json_t *)v) < 0) {
 			json_decref(merged);
 			return api_error_set(ae, 500, NULL, "out of memory");
@@ -247,8 +302,7 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 	return 0;
 }
 
-static int parse_prompt_ids(const json_t *v, const char *what, int vocab, struct srv_prompt *p,
-			    struct api_error *ae)
+static int parse_prompt_ids(const json_t *v, const char *what, int vocab, struct srv_prompt *p, struct api_error *ae)
 {
 	size_t n = json_array_size(v);
 	if (n == 0)
@@ -263,8 +317,7 @@ static int parse_prompt_ids(const json_t *v, const char *what, int vocab, struct
 	return 0;
 }
 
-static int parse_prompt(const json_t *body, const struct srv_limits *lim, struct srv_request *r,
-			struct api_error *ae)
+static int parse_prompt(const json_t *body, const struct srv_limits *lim, struct srv_request *r, struct api_error *ae)
 {
 	const json_t *v = json_object_get(body, "prompt");
 	if (!v || json_is_null(v))
@@ -280,8 +333,9 @@ static int parse_prompt(const json_t *body, const struct srv_limits *lim, struct
 	}
 	if (!json_is_array(v))
 		return req_bad_type(ae, "prompt",
-				"a string, a list of strings, a list of token ids or a list of "
-				"lists of token ids", v);
+				    "a string, a list of strings, a list of token ids or a list of "
+				    "lists of token ids",
+				    v);
 	size_t n = json_array_size(v);
 	if (n == 0)
 		return api_error_set(ae, 400, "prompt", "prompt cannot be empty");
@@ -294,8 +348,8 @@ static int parse_prompt(const json_t *body, const struct srv_limits *lim, struct
 		return parse_prompt_ids(v, "prompt", lim->vocab_size, &r->prompts[0], ae);
 	}
 	if (n > (size_t)lim->max_prompts)
-		return api_error_set(ae, 400, "prompt", "at most %d prompts per request, got %zu",
-				     lim->max_prompts, n);
+		return api_error_set(ae, 400, "prompt", "at most %d prompts per request, got %zu", lim->max_prompts,
+				     n);
 	r->prompts = calloc(n, sizeof *r->prompts);
 	if (!r->prompts)
 		return api_error_set(ae, 500, NULL, "out of memory");
@@ -318,8 +372,8 @@ static int parse_prompt(const json_t *body, const struct srv_limits *lim, struct
 }
 
 int srv_request_parse(const json_t *body, enum srv_api api, const struct sampling_params *base,
-		      const struct srv_limits *lim, struct srv_request *r, struct api_error *ae,
-		      char *unknown, size_t n_unknown)
+		      const struct srv_limits *lim, struct srv_request *r, struct api_error *ae, char *unknown,
+		      size_t n_unknown)
 {
 	memset(r, 0, sizeof *r);
 	r->api = api;
@@ -331,8 +385,7 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 	if (unknown && n_unknown)
 		unknown[0] = 0;
 	if (!json_is_object(body))
-		return api_error_set(ae, 400, NULL,
-				     "the request body must be a JSON object");
+		return api_error_set(ae, 400, NULL, "the request body must be a JSON object");
 	const char *model = NULL;
 	if (req_get_str(body, "model", &model, ae) < 0)
 		goto fail;
@@ -393,20 +446,20 @@ void srv_request_fini(struct srv_request *r)
 	memset(r, 0, sizeof *r);
 }
 
-int srv_request_check_length(const struct srv_request *r, int n_prompt, int max_model_len,
-			     struct api_error *ae)
+int srv_request_check_length(const struct srv_request *r, int n_prompt, int max_model_len, struct api_error *ae)
 {
 	if (n_prompt >= max_model_len)
 		return api_error_set(ae, 400, "messages",
 				     "This model's maximum context length is %d tokens. However, "
 				     "your request has %d input tokens. Please reduce the length of "
-				     "the input messages.", max_model_len, n_prompt);
+				     "the input messages.",
+				     max_model_len, n_prompt);
 	if (r->sp.max_tokens > 0 && (long)n_prompt + r->sp.max_tokens > max_model_len)
 		return api_error_set(ae, 400, "max_tokens",
 				     "'max_tokens' or 'max_completion_tokens' is too large: %d. This "
 				     "model's maximum context length is %d tokens and your request "
-				     "has %d input tokens (%d > %d - %d).", r->sp.max_tokens,
-				     max_model_len, n_prompt, r->sp.max_tokens, max_model_len,
+				     "has %d input tokens (%d > %d - %d).",
+				     r->sp.max_tokens, max_model_len, n_prompt, r->sp.max_tokens, max_model_len,
 				     n_prompt);
 	return 0;
 }
@@ -422,8 +475,7 @@ static const char *last_occurrence(const char *hay, size_t n, const char *needle
 	return NULL;
 }
 
-long srv_continue_final_cut(const json_t *messages, const char *rendered, size_t len,
-			    struct api_error *ae)
+long srv_continue_final_cut(const json_t *messages, const char *rendered, size_t len, struct api_error *ae)
 {
 	const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
 	const json_t *c = json_object_get(last, "content");

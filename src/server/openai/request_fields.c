@@ -26,8 +26,7 @@ static const char *show(const json_t *v, char *buf, size_t n)
 int req_bad_type(struct api_error *ae, const char *key, const char *what, const json_t *v)
 {
 	char b[96];
-	return api_error_set(ae, 400, key, "'%s': input should be %s, got %s", key, what,
-			     show(v, b, sizeof b));
+	return api_error_set(ae, 400, key, "'%s': input should be %s, got %s", key, what, show(v, b, sizeof b));
 }
 
 /* 0: absent or null, 1: read, -1: error. */
@@ -90,8 +89,8 @@ int req_range_err(struct api_error *ae, const char *key, const char *rule, doubl
 	return api_error_set(ae, 400, key, "%s must be %s, got %g.", key, rule, v);
 }
 
-int req_parse_token_list(const json_t *v, const char *key, int vocab, int max, int32_t *out,
-			    int *n_out, struct api_error *ae)
+int req_parse_token_list(const json_t *v, const char *key, int vocab, int max, int32_t *out, int *n_out,
+			 struct api_error *ae)
 {
 	if (!json_is_array(v))
 		return req_bad_type(ae, key, "a valid list of token ids", v);
@@ -104,8 +103,8 @@ int req_parse_token_list(const json_t *v, const char *key, int vocab, int max, i
 			return req_bad_type(ae, key, "a valid integer token id", t);
 		long long id = json_integer_value(t);
 		if (id < 0 || id >= vocab)
-			return api_error_set(ae, 400, key, "%s: token id %lld is out of range [0, %d)",
-					     key, id, vocab);
+			return api_error_set(ae, 400, key, "%s: token id %lld is out of range [0, %d)", key, id,
+					     vocab);
 		out[i] = (int32_t)id;
 	}
 	*n_out = (int)n;

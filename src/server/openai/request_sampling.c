@@ -33,15 +33,15 @@ static int parse_stop(const json_t *body, struct sampling_params *sp, struct api
 		if (len >= ENGINE_MAX_STOP_STR_LEN || memchr(json_string_value(s), 0, len))
 			return api_error_set(ae, 400, "stop",
 					     "stop strings must be shorter than %d bytes and contain "
-					     "no NUL", ENGINE_MAX_STOP_STR_LEN);
+					     "no NUL",
+					     ENGINE_MAX_STOP_STR_LEN);
 		memcpy(sp->stop[sp->n_stop], json_string_value(s), len + 1);
 		sp->n_stop++;
 	}
 	return 0;
 }
 
-static int parse_logit_bias(const json_t *body, int vocab, struct sampling_params *sp,
-			    struct api_error *ae)
+static int parse_logit_bias(const json_t *body, int vocab, struct sampling_params *sp, struct api_error *ae)
 {
 	const json_t *v = json_object_get(body, "logit_bias");
 	if (!v || json_is_null(v))
@@ -49,17 +49,16 @@ static int parse_logit_bias(const json_t *body, int vocab, struct sampling_param
 	if (!json_is_object(v))
 		return req_bad_type(ae, "logit_bias", "a valid dictionary", v);
 	if (json_object_size(v) > ENGINE_MAX_LOGIT_BIAS)
-		return api_error_set(ae, 400, "logit_bias", "at most %d logit_bias entries",
-				     ENGINE_MAX_LOGIT_BIAS);
+		return api_error_set(ae, 400, "logit_bias", "at most %d logit_bias entries", ENGINE_MAX_LOGIT_BIAS);
 	const char *key;
 	const json_t *b;
-	json_object_foreach((json_t *)v, key, b) {
+	json_object_foreach((json_t *)v, key, b)
+	{
 		char *end;
 		long long id = strtoll(key, &end, 10);
 		if (!*key || *end || id < 0 || id >= vocab)
 			return api_error_set(ae, 400, "logit_bias",
-					     "logit_bias: token id '%s' out of vocab range [0, %d)",
-					     key, vocab);
+					     "logit_bias: token id '%s' out of vocab range [0, %d)", key, vocab);
 		if (!json_is_number(b))
 			return req_bad_type(ae, "logit_bias", "a valid number", b);
 		double x = json_number_value(b);
@@ -82,8 +81,8 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 		if (n && !(r->allowed = malloc(sizeof *r->allowed * n)))
 			return api_error_set(ae, 500, NULL, "out of memory");
 		int got = 0;
-		if (req_parse_token_list(v, "allowed_token_ids", lim->vocab_size, lim->vocab_size, r->allowed,
-					 &got, ae) < 0)
+		if (req_parse_token_list(v, "allowed_token_ids", lim->vocab_size, lim->vocab_size, r->allowed, &got,
+					 ae) < 0)
 			return -1;
 		n = (size_t)got;
 		sp->allowed_ids = r->allowed;
@@ -95,7 +94,8 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 			return req_bad_type(ae, "bad_words", "a list of up to 1024 strings", v);
 		for (size_t k = 0; k < json_array_size(v); k++)
 			if (!json_is_string(json_array_get(v, k)) || !json_string_length(json_array_get(v, k)))
-				return req_bad_type(ae, "bad_words", "a list of non-empty strings", json_array_get(v, k));
+				return req_bad_type(ae, "bad_words", "a list of non-empty strings",
+						    json_array_get(v, k));
 		r->bad_words = json_array_size(v) ? v : NULL;
 	}
 	return 0;
@@ -103,8 +103,7 @@ static int parse_token_lists(const json_t *body, const struct srv_limits *lim, s
 
 /* vLLM's request extras that change what is computed or returned: truncate_prompt_tokens,
  * return_tokens_as_token_ids, cache_salt; a non-zero priority needs a priority scheduler */
-static int parse_extras(const json_t *body, const struct srv_limits *lim, struct srv_request *r,
-			struct api_error *ae)
+static int parse_extras(const json_t *body, const struct srv_limits *lim, struct srv_request *r, struct api_error *ae)
 {
 	long long i;
 	int rc = req_get_int(body, "truncate_prompt_tokens", &i, ae);
@@ -126,15 +125,19 @@ static int parse_extras(const json_t *body, const struct srv_limits *lim, struct
 	const char *rid = NULL;
 	if (req_get_str(body, "request_id", &rid, ae) < 0)
 		return -1;
-	if (rid && (!*rid || strlen(rid) > 48 || strspn(rid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != strlen(rid)))
-		return api_error_set(ae, 400, "request_id", "request_id must be 1 to 48 characters of [A-Za-z0-9-_.:]");
+	if (rid && (!*rid || strlen(rid) > 48 ||
+		    strspn(rid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != strlen(rid)))
+		return api_error_set(ae, 400, "request_id",
+				     "request_id must be 1 to 48 characters of [A-Za-z0-9-_.:]");
 	r->request_id = rid;
 	if ((rc = req_get_int(body, "priority", &i, ae)) < 0)
 		return -1;
 	if (rc && i != 0 && !lim->priority)
-		return api_error_set(ae, 400, "priority",
-				     "Got priority %lld but priority scheduling is not enabled (first come, first served; "
-				     "--scheduling-policy priority enables it).", i);
+		return api_error_set(
+			ae, 400, "priority",
+			"Got priority %lld but priority scheduling is not enabled (first come, first served; "
+			"--scheduling-policy priority enables it).",
+			i);
 	if (rc && (i < INT32_MIN || i > INT32_MAX))
 		return api_error_set(ae, 400, "priority", "priority must be a 32-bit integer, got %lld.", i);
 	if (rc)
@@ -172,7 +175,8 @@ static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv
 						     "set to true.");
 			if (i < 0 || i > max_lp)
 				return api_error_set(ae, 400, "top_logprobs",
-						     "top_logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
+						     "top_logprobs must be in [0, %d] (--max-logprobs), got %lld.",
+						     max_lp, i);
 			r->top_logprobs = (int)i;
 		}
 		sp->logprobs = b ? r->top_logprobs : -1;
@@ -182,7 +186,8 @@ static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv
 		if (rc) {
 			if (i < 0 || i > max_lp)
 				return api_error_set(ae, 400, "logprobs",
-						     "logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
+						     "logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp,
+						     i);
 			r->want_logprobs = true;
 			sp->logprobs = (int)i;
 		}
@@ -193,7 +198,8 @@ static int parse_logprobs(const json_t *body, enum srv_api api, const struct srv
 	if (rc) {
 		if (i < 0 || i > max_lp)
 			return api_error_set(ae, 400, "prompt_logprobs",
-					     "prompt_logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp, i);
+					     "prompt_logprobs must be in [0, %d] (--max-logprobs), got %lld.", max_lp,
+					     i);
 		r->prompt_logprobs = true;
 		sp->prompt_logprobs = (int)i;
 	}
@@ -222,8 +228,7 @@ static int parse_stream(const json_t *body, struct srv_request *r, struct api_er
 
 /* Sampling fields shared by both endpoints. */
 int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampling_params *base,
-		       const struct srv_limits *lim,
-			  struct srv_request *r, struct api_error *ae)
+		       const struct srv_limits *lim, struct srv_request *r, struct api_error *ae)
 {
 	struct sampling_params *sp = &r->sp;
 	double d;
@@ -298,8 +303,7 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampli
 			i = 1;
 		}
 		if (i < 1)
-			return api_error_set(ae, 400, mt_key, "%s must be at least 1, got %lld.", mt_key,
-					     i);
+			return api_error_set(ae, 400, mt_key, "%s must be at least 1, got %lld.", mt_key, i);
 		sp->max_tokens = i > 1 << 30 ? 1 << 30 : (int)i;
 	}
 	int max_tokens = sp->max_tokens > 0 ? sp->max_tokens : base->max_tokens; /* what will run */
@@ -311,7 +315,8 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampli
 		if (max_tokens >= 0 && i > max_tokens)
 			return api_error_set(ae, 400, "min_tokens",
 					     "min_tokens must be less than or equal to max_tokens=%d, "
-					     "got %lld.", max_tokens, i);
+					     "got %lld.",
+					     max_tokens, i);
 		sp->min_tokens = i > 1 << 30 ? 1 << 30 : (int)i;
 	}
 	if ((rc = req_get_int(body, "n", &i, ae)) < 0)
@@ -320,8 +325,7 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampli
 		if (i < 1)
 			return req_range_err(ae, "n", "at least 1", (double)i);
 		if (i > lim->max_n)
-			return api_error_set(ae, 400, "n", "n must be at most %d, got %lld.", lim->max_n,
-					     i);
+			return api_error_set(ae, 400, "n", "n must be at most %d, got %lld.", lim->max_n, i);
 		sp->n = (int)i;
 	}
 	if ((rc = req_get_int(body, "seed", &i, ae)) < 0)
@@ -332,16 +336,15 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampli
 	}
 	if (req_get_bool(body, "ignore_eos", &sp->ignore_eos, ae) < 0 ||
 	    req_get_bool(body, "skip_special_tokens", &sp->skip_special_tokens, ae) < 0 ||
-	    req_get_bool(body, "spaces_between_special_tokens", &sp->spaces_between_special_tokens,
-		     ae) < 0 ||
+	    req_get_bool(body, "spaces_between_special_tokens", &sp->spaces_between_special_tokens, ae) < 0 ||
 	    req_get_bool(body, "include_stop_str_in_output", &sp->include_stop_str_in_output, ae) < 0)
 		return -1;
 	if (parse_stop(body, sp, ae) < 0 || parse_logit_bias(body, lim->vocab_size, sp, ae) < 0)
 		return -1;
 	const json_t *v = json_object_get(body, "stop_token_ids");
 	if (v && !json_is_null(v) &&
-	    req_parse_token_list(v, "stop_token_ids", lim->vocab_size, ENGINE_MAX_STOP_IDS - 8,
-			     sp->stop_token_ids, &sp->n_stop_token_ids, ae) < 0)
+	    req_parse_token_list(v, "stop_token_ids", lim->vocab_size, ENGINE_MAX_STOP_IDS - 8, sp->stop_token_ids,
+				 &sp->n_stop_token_ids, ae) < 0)
 		return -1;
 
 	if (parse_logprobs(body, api, lim, r, ae) < 0 || parse_token_lists(body, lim, r, ae) < 0 ||
@@ -349,15 +352,14 @@ int req_parse_sampling(const json_t *body, enum srv_api api, const struct sampli
 		return -1;
 	/* vLLM: greedy sampling allows a single choice only */
 	if (sp->n > 1 && sp->temperature < 1e-5f)
-		return api_error_set(ae, 400, "n", "n must be 1 when using greedy sampling, got %d.",
-				     sp->n);
+		return api_error_set(ae, 400, "n", "n must be 1 when using greedy sampling, got %d.", sp->n);
 	return 0;
 }
 
 /* vLLM's bad_words: each word's tokens, and those of " " + the word when that is a
  * different first token of the same length (a word mid-text) */
-int srv_bad_words_tokenize(const struct tok *tok, const json_t *words, int32_t **tok_out,
-			   int32_t **lens_out, int *n_out, struct api_error *ae)
+int srv_bad_words_tokenize(const struct tok *tok, const json_t *words, int32_t **tok_out, int32_t **lens_out,
+			   int *n_out, struct api_error *ae)
 {
 	*tok_out = *lens_out = NULL;
 	*n_out = 0;

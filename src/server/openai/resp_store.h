@@ -11,7 +11,7 @@
 struct resp_store;
 
 struct resp_store *resp_store_new(int max_entries); /* NULL: out of memory */
-void resp_store_free(struct resp_store *st);	     /* NULL is fine */
+void resp_store_free(struct resp_store *st);        /* NULL is fine */
 int resp_store_max(const struct resp_store *st);
 /* Adds (or replaces) id; takes both references. Drops the oldest entry when full. 0, or -1
  * (out of memory; the references are released). */

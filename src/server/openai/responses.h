@@ -29,8 +29,8 @@ struct resp_state;
  * the stored conversation of body's previous_response_id (the caller looks it up; NULL when
  * there is none); can_store: the server keeps responses. On a bad request: -1 with *ae set
  * (a 400 naming the field). */
-int resp_translate(const json_t *body, const json_t *prev_items, bool can_store, json_t **chat,
-		   struct resp_state **rs, struct api_error *ae);
+int resp_translate(const json_t *body, const json_t *prev_items, bool can_store, json_t **chat, struct resp_state **rs,
+		   struct api_error *ae);
 /* After the answer (resp_object or resp_stream_end): new references to the finished Response
  * object and its conversation (input items, then output items) to store; -1 when it is not
  * to be stored ("store": false, or it failed). */
@@ -42,18 +42,18 @@ void resp_state_free(struct resp_state *rs);
  * {"content": [...]}, or NULL) of the one choice, its finish, usage. With include
  * "message.output_text.logprobs" the output text carries every generated token's logprobs
  * (as chat's logprobs do, reasoning tokens included). */
-json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model,
-		    const char *reasoning, size_t rlen, const char *text, size_t len, const json_t *calls,
-		    const json_t *logprobs, enum engine_finish finish, const struct oj_usage *u);
+json_t *resp_object(struct resp_state *rs, const char *id, long long created, const char *model, const char *reasoning,
+		    size_t rlen, const char *text, size_t len, const json_t *calls, const json_t *logprobs,
+		    enum engine_finish finish, const struct oj_usage *u);
 
-/* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas,
- * the event's chat logprobs: any may be empty or NULL), then the closing events with the finish and usage (error: the engine's message, or
- * NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames to out; -1 on out of memory. */
-int resp_stream_start(struct resp_state *rs, struct strbuf *out, const char *id, long long created,
-		      const char *model);
-int resp_stream_delta(struct resp_state *rs, struct strbuf *out, const char *reasoning, size_t rlen,
-		      const char *text, size_t len, const json_t *calls, const json_t *logprobs);
-int resp_stream_end(struct resp_state *rs, struct strbuf *out, enum engine_finish finish,
-		    const struct oj_usage *u, const char *error);
+/* Streaming: the opening events, then each delta (reasoning, text, chat tool-call deltas, the
+ * event's chat logprobs: any may be empty or NULL), then the closing events with the finish and
+ * usage (error: the engine's message, or NULL). Each appends "event: TYPE\ndata: JSON\n\n" frames
+ * to out; -1 on out of memory. */
+int resp_stream_start(struct resp_state *rs, struct strbuf *out, const char *id, long long created, const char *model);
+int resp_stream_delta(struct resp_state *rs, struct strbuf *out, const char *reasoning, size_t rlen, const char *text,
+		      size_t len, const json_t *calls, const json_t *logprobs);
+int resp_stream_end(struct resp_state *rs, struct strbuf *out, enum engine_finish finish, const struct oj_usage *u,
+		    const char *error);
 
 #endif

@@ -20,10 +20,7 @@
 #include "base/version.h"
 #define SERVER_VERSION MLASERVE_VERSION
 
-const char *routes_model_name(struct server *s)
-{
-	return s->cfg.served_names[0];
-}
+const char *routes_model_name(struct server *s) { return s->cfg.served_names[0]; }
 
 int routes_check_model(struct server *s, const char *model, struct api_error *ae)
 {
@@ -88,8 +85,7 @@ static json_t *parse_body(struct hreq *r, struct api_error *ae)
 	}
 	json_t *j = json_loadb(r->body.p, r->body.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	if (!j)
-		api_error_set(ae, 400, NULL, "Invalid JSON: %s at line %d column %d", je.text,
-			      je.line, je.column);
+		api_error_set(ae, 400, NULL, "Invalid JSON: %s at line %d column %d", je.text, je.line, je.column);
 	return j;
 }
 
@@ -108,8 +104,8 @@ static enum MHD_Result version(struct server *s, struct hreq *r)
 static enum MHD_Result models(struct server *s, struct hreq *r)
 {
 	return http_reply_json(r, 200,
-			       oj_models(s->cfg.served_names, s->cfg.n_served_names,
-					 s->cfg.model_root, s->started_at, s->max_model_len));
+			       oj_models(s->cfg.served_names, s->cfg.n_served_names, s->cfg.model_root, s->started_at,
+					 s->max_model_len));
 }
 
 static enum MHD_Result metrics(struct server *s, struct hreq *r)
@@ -121,8 +117,7 @@ static enum MHD_Result metrics(struct server *s, struct hreq *r)
 		strbuf_fini(&out);
 		return reply_err(r, 500, NULL, "out of memory rendering metrics");
 	}
-	enum MHD_Result rc = http_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-					     out.p, out.n);
+	enum MHD_Result rc = http_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", out.p, out.n);
 	strbuf_fini(&out);
 	return rc;
 }
@@ -162,8 +157,8 @@ static enum MHD_Result tokenize(struct server *s, struct hreq *r)
 	if (json_is_string(prompt)) {
 		bool add = ats && !json_is_null(ats) ? json_is_true(ats) : true;
 		struct err e;
-		int rc = tok_encode(s->deps.tok, json_string_value(prompt),
-				    json_string_length(prompt), add, &ids, &n, &e);
+		int rc = tok_encode(s->deps.tok, json_string_value(prompt), json_string_length(prompt), add, &ids, &n,
+				    &e);
 		if (rc < 0) {
 			if (rc == TOK_ENOMEM)
 				api_error_set(&ae, 500, NULL, "out of memory");
@@ -173,12 +168,10 @@ static enum MHD_Result tokenize(struct server *s, struct hreq *r)
 		}
 	} else if (messages) {
 		struct srv_request req;
-		if (srv_request_parse(body, SRV_API_CHAT, &s->deps.defaults, &s->lim, &req, &ae, NULL,
-				      0) < 0)
+		if (srv_request_parse(body, SRV_API_CHAT, &s->deps.defaults, &s->lim, &req, &ae, NULL, 0) < 0)
 			goto fail;
-		int rc = gen_chat_prompt(s, req.messages, req.add_generation_prompt,
-					 req.continue_final_message, req.chat_template_kwargs,
-					 req.add_special_tokens, &ids, &n, &ae);
+		int rc = gen_chat_prompt(s, req.messages, req.add_generation_prompt, req.continue_final_message,
+					 req.chat_template_kwargs, req.add_special_tokens, &ids, &n, &ae);
 		srv_request_fini(&req);
 		if (rc < 0)
 			goto fail;
@@ -201,9 +194,8 @@ static enum MHD_Result tokenize(struct server *s, struct hreq *r)
 		}
 	}
 	res = http_reply_json(r, 200,
-			      json_pack("{s:I, s:i, s:o, s:o}", "count", (json_int_t)n,
-					"max_model_len", s->max_model_len, "tokens", tokens,
-					"token_strs", token_strs));
+			      json_pack("{s:I, s:i, s:o, s:o}", "count", (json_int_t)n, "max_model_len",
+					s->max_model_len, "tokens", tokens, "token_strs", token_strs));
 	free(ids);
 	json_decref(body);
 	return res;
@@ -236,10 +228,8 @@ static enum MHD_Result detokenize(struct server *s, struct hreq *r)
 	}
 	for (size_t i = 0; i < n; i++) {
 		const json_t *t = json_array_get(toks, i);
-		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-		    json_integer_value(t) >= s->lim.vocab_size) {
-			api_error_set(&ae, 400, "tokens",
-				      "'tokens[%zu]' must be a token id in [0, %d)", i,
+		if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->lim.vocab_size) {
+			api_error_set(&ae, 400, "tokens", "'tokens[%zu]' must be a token id in [0, %d)", i,
 				      s->lim.vocab_size);
 			goto fail;
 		}
@@ -334,7 +324,8 @@ static enum MHD_Result input_items(struct server *s, struct hreq *r, const char 
 	if (rc == 0 && after) {
 		size_t at = n;
 		for (size_t i = 0; i < n && at == n; i++) {
-			const char *iid = json_string_value(json_object_get(json_array_get(items, asc ? i : n - 1 - i), "id"));
+			const char *iid = json_string_value(
+				json_object_get(json_array_get(items, asc ? i : n - 1 - i), "id"));
 			if (iid && !strcmp(iid, after))
 				at = i;
 		}
@@ -353,7 +344,8 @@ static enum MHD_Result input_items(struct server *s, struct hreq *r, const char 
 	size_t m = json_array_size(data);
 	json_t *list = json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id",
 				 m ? json_object_get(json_array_get(data, 0), "id") : json_null(), "last_id",
-				 m ? json_object_get(json_array_get(data, m - 1), "id") : json_null(), "has_more", k + m < n);
+				 m ? json_object_get(json_array_get(data, m - 1), "id") : json_null(), "has_more",
+				 k + m < n);
 	return list ? http_reply_json(r, 200, list) : reply_err(r, 500, NULL, "out of memory");
 }
 
@@ -370,9 +362,10 @@ static enum MHD_Result stored_response(struct server *s, struct hreq *r, const c
 		return input_items(s, r, rid);
 	}
 	if (slash)
-		return reply_err(r, 404, NULL, strstr(id, "/cancel") ? "only background responses can be cancelled, and "
-									 "this server runs none"
-								       : "Not Found");
+		return reply_err(r, 404, NULL,
+				 strstr(id, "/cancel") ? "only background responses can be cancelled, and "
+							 "this server runs none"
+						       : "Not Found");
 	bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"), del = !strcmp(r->method, "DELETE");
 	if (!get && !del)
 		return reply_err(r, 405, NULL, "Method Not Allowed");

@@ -20,16 +20,16 @@ struct server {
 	struct server_config cfg;
 	struct server_deps deps;
 	struct srv_limits lim;
-	struct http_server *http;  /* the transport (server/http/http.h), owned */
+	struct http_server *http; /* the transport (server/http/http.h), owned */
 	int max_model_len;
-	long long started_at;	   /* unix seconds, "created" of /v1/models */
-	pthread_mutex_t mu;	   /* guards stopping, the gen list, engine_submit on stop */
+	long long started_at; /* unix seconds, "created" of /v1/models */
+	pthread_mutex_t mu;   /* guards stopping, the gen list, engine_submit on stop */
 	bool stopping;
-	struct gen *gens;	   /* in-flight generations (cancelled on stop) */
+	struct gen *gens;          /* in-flight generations (cancelled on stop) */
 	pthread_cond_t gens_empty; /* signalled when the last generation leaves */
 	struct resp_store *store;  /* stored Responses (server/openai/resp_store.h) */
-	atomic_bool failed;	   /* server_fail: every generation ends with fatal_msg */
-	char fatal_msg[256];	   /* written once before failed is set */
+	atomic_bool failed;        /* server_fail: every generation ends with fatal_msg */
+	char fatal_msg[256];       /* written once before failed is set */
 };
 
 #endif

@@ -87,15 +87,17 @@ static int from_structured_outputs(const json_t *v, struct guide_grammar **g, st
 		return api_error_set(ae, 400, "structured_outputs", "structured_outputs must be an object");
 	const json_t *st = json_object_get(v, "structural_tag");
 	if (st && !json_is_null(st))
-		return api_error_set(ae, 400, "structured_outputs", "structured_outputs.structural_tag is not supported");
+		return api_error_set(ae, 400, "structured_outputs",
+				     "structured_outputs.structural_tag is not supported");
 	const json_t *json = json_object_get(v, "json"), *choice = json_object_get(v, "choice");
 	const json_t *obj = json_object_get(v, "json_object"), *regex = json_object_get(v, "regex");
 	const json_t *grammar = json_object_get(v, "grammar");
 	int kinds = (json && !json_is_null(json)) + (choice && !json_is_null(choice)) + json_is_true(obj) +
 		    (regex && !json_is_null(regex)) + (grammar && !json_is_null(grammar));
 	if (kinds > 1)
-		return api_error_set(ae, 400, "structured_outputs",
-				     "structured_outputs: give only one of json, choice, regex, grammar and json_object");
+		return api_error_set(
+			ae, 400, "structured_outputs",
+			"structured_outputs: give only one of json, choice, regex, grammar and json_object");
 	if (regex && !json_is_null(regex))
 		return from_text(regex, "structured_outputs.regex", guide_from_regex, g, ae);
 	if (grammar && !json_is_null(grammar))
@@ -134,7 +136,8 @@ static int from_tool_choice(const json_t *choice, const json_t *tools, struct sr
 {
 	size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
 	if (!n)
-		return api_error_set(ae, 400, "tool_choice", "tool_choice \"required\" or a named function needs tools");
+		return api_error_set(ae, 400, "tool_choice",
+				     "tool_choice \"required\" or a named function needs tools");
 	for (size_t i = 0; i < n; i++)
 		if (!tool_name(json_array_get(tools, i)))
 			return api_error_set(ae, 400, "tools", "tools[%zu].function.name must be a string", i);
@@ -172,7 +175,8 @@ static int from_tool_choice(const json_t *choice, const json_t *tools, struct sr
 			if (!strcmp(tool_name(json_array_get(tools, i)), json_string_value(name)))
 				tool = json_array_get(tools, i);
 		if (!tool)
-			return api_error_set(ae, 400, "tool_choice", "tool_choice names function '%s', which is not in tools",
+			return api_error_set(ae, 400, "tool_choice",
+					     "tool_choice names function '%s', which is not in tools",
 					     json_string_value(name));
 		rc = from_schema_value(tool_parameters(tool, &own), "tool_choice", &out->guide, ae);
 		out->forced = SRV_TOOLS_NAMED;

@@ -28,7 +28,7 @@ enum srv_forced_tools {
 struct srv_structured {
 	struct guide_grammar *guide; /* own reference, NULL: free output */
 	enum srv_forced_tools forced;
-	const char *forced_name;     /* NAMED: points into the body */
+	const char *forced_name; /* NAMED: points into the body */
 };
 
 /* chat: tool_choice is looked at (api_chat true). On failure *ae holds a 400 naming the field

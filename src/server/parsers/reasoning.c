@@ -55,8 +55,8 @@ static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bo
 	return 0;
 }
 
-int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
-		   struct strbuf *reasoning, struct strbuf *content)
+int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last, struct strbuf *reasoning,
+		   struct strbuf *content)
 {
 	if (s->state == IN_CONTENT)
 		return len ? strbuf_put(content, text, len) : 0;

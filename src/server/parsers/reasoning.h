@@ -40,14 +40,14 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs);
 
 /* One choice's split, zero-initialized to start. */
 struct reasoning_split {
-	int state;	 /* where the output is (reasoning.c) */
-	char hold[16];	 /* bytes that may begin a tag */
+	int state;     /* where the output is (reasoning.c) */
+	char hold[16]; /* bytes that may begin a tag */
 	size_t n_hold;
 };
 
 /* Feeds the next piece of output text; appends to *reasoning and *content what is decided.
  * last: the output ends here (the held bytes are given out). 0 ok, -1 out of memory. */
-int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last,
-		   struct strbuf *reasoning, struct strbuf *content);
+int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool last, struct strbuf *reasoning,
+		   struct strbuf *content);
 
 #endif

@@ -130,7 +130,8 @@ static int dsml_params(const char *p, const char *end, json_t *args)
 		p = at + 1; /* where the search goes on when this one does not match */
 		q = dsml_attr(at + LEN(DSML_PARAM), end, "name", &name, &name_len);
 		q = q ? dsml_attr(q, end, "string", &flag, &flag_len) : NULL;
-		if (!q || !((flag_len == 4 && !memcmp(flag, "true", 4)) || (flag_len == 5 && !memcmp(flag, "false", 5))) ||
+		if (!q ||
+		    !((flag_len == 4 && !memcmp(flag, "true", 4)) || (flag_len == 5 && !memcmp(flag, "false", 5))) ||
 		    !(q = dsml_gt(q, end)))
 			continue;
 		const char *close = find(q, end, DSML_PARAM_END, LEN(DSML_PARAM_END));
@@ -243,7 +244,9 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 		return -1;
 	if (!s->in_calls) {
 		const char *k = s->kept.p, *cend, *begin = calls_begin(parser, k, s->kept.n, &cend);
-		size_t out = begin ? (size_t)(cend - k) : last ? s->kept.n : s->kept.n - calls_partial(parser, k, s->kept.n);
+		size_t out = begin  ? (size_t)(cend - k)
+			     : last ? s->kept.n
+				    : s->kept.n - calls_partial(parser, k, s->kept.n);
 		if (out && strbuf_put(content, k, out) < 0)
 			return -1;
 		if (out) {
@@ -284,7 +287,8 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
 	}
 	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
 	for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
-		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name"), *params = json_object_get(e, "parameters");
+		const json_t *e = json_array_get(v, i), *n = json_object_get(e, "name"),
+			     *params = json_object_get(e, "parameters");
 		if (!json_is_string(n) || !params)
 			goto whole_not_calls;
 		struct strbuf args = {0};
@@ -309,11 +313,11 @@ whole_not_calls:
 	return 0;
 }
 
-int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
-		     bool last, struct strbuf *content, json_t **calls)
+int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len, bool last,
+		     struct strbuf *content, json_t **calls)
 {
 	*calls = NULL;
-	if (!required) { /* named: the arguments stream as they come, as vLLM streams them */
+	if (!required) {           /* named: the arguments stream as they come, as vLLM streams them */
 		if (!len && !last) /* the last delta always comes: its chunk finishes "tool_calls" */
 			return 0;
 		const char *tx = text ? text : ""; /* an empty piece may come without a buffer */

@@ -53,8 +53,8 @@ int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, s
 
 /* One streaming choice, zero-initialized to start. */
 struct tool_split {
-	bool in_calls;	   /* the calls have begun: text is being kept */
-	struct strbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
+	bool in_calls;      /* the calls have begun: text is being kept */
+	struct strbuf kept; /* the held-back tail, then (in_calls) everything from the calls on */
 };
 
 /* Feeds the next piece of content; appends to *content what is decided to be content. At the
@@ -75,7 +75,7 @@ int tool_calls_forced(bool required, const char *name, const char *text, size_t 
  * name, the next ones only more "arguments" (clients join them, as for vLLM's). "required":
  * nothing is content until the end (last), when *calls gets the calls or, when there are
  * none, *content gets the whole output. */
-int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len,
-		     bool last, struct strbuf *content, json_t **calls);
+int tool_forced_feed(struct tool_split *s, bool required, const char *name, const char *text, size_t len, bool last,
+		     struct strbuf *content, json_t **calls);
 
 #endif

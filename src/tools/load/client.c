@@ -10,10 +10,7 @@
 #include "base/mono.h"
 #include "tools/load/stream.h"
 
-double bench_now(void)
-{
-	return mono_now_s();
-}
+double bench_now(void) { return mono_now_s(); }
 
 /* One request in flight. */
 struct xfer {
@@ -66,8 +63,8 @@ fail:
 	return NULL;
 }
 
-static int xfer_start(const struct bench_client_opts *o, CURLM *m, const char *body, size_t idx,
-		      double t_send, struct xfer **out)
+static int xfer_start(const struct bench_client_opts *o, CURLM *m, const char *body, size_t idx, double t_send,
+		      struct xfer **out)
 {
 	struct xfer *x = calloc(1, sizeof *x);
 	if (!x)
@@ -121,8 +118,7 @@ static void drop_timing(char *m)
 	}
 }
 
-static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, double t0,
-			struct bench_req_result *r)
+static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, double t0, struct bench_req_result *r)
 {
 	long status = 0;
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
@@ -144,9 +140,8 @@ static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, double t0,
 	free(x);
 }
 
-int bench_client_run(const struct bench_client_opts *o, const char *const *bodies,
-		     const double *arrivals, size_t n, int max_concurrency,
-		     struct bench_req_result *res, double *duration, struct err *e)
+int bench_client_run(const struct bench_client_opts *o, const char *const *bodies, const double *arrivals, size_t n,
+		     int max_concurrency, struct bench_req_result *res, double *duration, struct err *e)
 {
 	*duration = 0;
 	CURLM *m = curl_multi_init();
@@ -165,8 +160,10 @@ int bench_client_run(const struct bench_client_opts *o, const char *const *bodie
 		while (next < n && arrivals[next] <= now - t0 &&
 		       (max_concurrency <= 0 || in_flight < (size_t)max_concurrency)) {
 			if (xfer_start(o, m, bodies[next], next, bench_now(), &live[next]) < 0) {
-				rc = err_set(e, "bench client: cannot start request %zu (libcurl "
-						"or memory)", next);
+				rc = err_set(e,
+					     "bench client: cannot start request %zu (libcurl "
+					     "or memory)",
+					     next);
 				goto out;
 			}
 			next++;
@@ -253,8 +250,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-int bench_client_first_model(const char *base_url, const char *api_key, double timeout_s,
-			     char **id, struct err *e)
+int bench_client_first_model(const char *base_url, const char *api_key, double timeout_s, char **id, struct err *e)
 {
 	*id = NULL;
 	size_t ulen = strlen(base_url) + 16;
@@ -280,9 +276,10 @@ int bench_client_first_model(const char *base_url, const char *api_key, double t
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((timeout_s > 0 ? timeout_s : 60) * 1000));
 	CURLcode cc = curl_easy_perform(h);
 	if (cc != CURLE_OK) {
-		err_set(e, "GET %s: %s", url, b.too_big ? "response larger than 16 MiB"
-					   : errbuf[0]	 ? errbuf
-							 : curl_easy_strerror(cc));
+		err_set(e, "GET %s: %s", url,
+			b.too_big   ? "response larger than 16 MiB"
+			: errbuf[0] ? errbuf
+				    : curl_easy_strerror(cc));
 		goto out;
 	}
 	long status = 0;

@@ -17,10 +17,7 @@ uint64_t bench_rng_u64(struct bench_rng *r)
 	return z ^ (z >> 31);
 }
 
-double bench_rng_unit(struct bench_rng *r)
-{
-	return (double)(bench_rng_u64(r) >> 11) * 0x1.0p-53;
-}
+double bench_rng_unit(struct bench_rng *r) { return (double)(bench_rng_u64(r) >> 11) * 0x1.0p-53; }
 
 double bench_rng_exp(struct bench_rng *r, double rate)
 {
@@ -97,8 +94,8 @@ static int pools_init(const struct tok *t, struct pools *p, struct err *e)
 			p->allowed[p->n_allowed++] = id;
 		int32_t *re = NULL;
 		size_t n_re = 0;
-		if (ok && is_word(s, n) && tok_encode(t, s, n, false, &re, &n_re, NULL) == 0 &&
-		    n_re == 1 && re[0] == id)
+		if (ok && is_word(s, n) && tok_encode(t, s, n, false, &re, &n_re, NULL) == 0 && n_re == 1 &&
+		    re[0] == id)
 			p->stable[p->n_stable++] = id;
 		free(re);
 		free(s);
@@ -119,8 +116,8 @@ static int pools_init(const struct tok *t, struct pools *p, struct err *e)
  * adjust, repeat (at most 10 adjustments). Too short by d: append d stable words. Too long:
  * cut the re-encoded ids two tokens below the target (the cut may fall inside a character
  * or a merge) and refill with stable words. */
-static int fit_text(const struct tok *t, struct bench_rng *rng, const struct pools *pl,
-		    int32_t *ids, int target, struct bench_prompt *p, struct err *e)
+static int fit_text(const struct tok *t, struct bench_rng *rng, const struct pools *pl, int32_t *ids, int target,
+		    struct bench_prompt *p, struct err *e)
 {
 	size_t n = (size_t)target;
 	char *text = NULL;
@@ -159,17 +156,16 @@ fail:
 	return -1;
 }
 
-int bench_prompts_random(const struct tok *t, const struct bench_random_opts *o, size_t n,
-			 struct bench_prompt **out, size_t *n_mismatch, struct err *e)
+int bench_prompts_random(const struct tok *t, const struct bench_random_opts *o, size_t n, struct bench_prompt **out,
+			 size_t *n_mismatch, struct err *e)
 {
 	*out = NULL;
 	*n_mismatch = 0;
 	if (o->input_len < 1 || o->output_len < 1)
-		return err_set(e, "bench: random input/output lengths must be >= 1, got %d/%d",
-			       o->input_len, o->output_len);
+		return err_set(e, "bench: random input/output lengths must be >= 1, got %d/%d", o->input_len,
+			       o->output_len);
 	if (!(o->range_ratio >= 0 && o->range_ratio < 1))
-		return err_set(e, "bench: --random-range-ratio must be in [0, 1), got %g",
-			       o->range_ratio);
+		return err_set(e, "bench: --random-range-ratio must be in [0, 1), got %g", o->range_ratio);
 	struct pools pl;
 	if (pools_init(t, &pl, e) < 0)
 		return -1;
@@ -216,8 +212,8 @@ fail:
 	return -1;
 }
 
-static int read_jsonl(const char *path, int default_output_len, const struct tok *t,
-		      struct bench_prompt **out, size_t *count, struct err *e)
+static int read_jsonl(const char *path, int default_output_len, const struct tok *t, struct bench_prompt **out,
+		      size_t *count, struct err *e)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -244,12 +240,10 @@ static int read_jsonl(const char *path, int default_output_len, const struct tok
 		}
 		if (!json_is_string(pr) || json_string_length(pr) == 0) {
 			json_decref(o);
-			err_set(e, "%s:%zu: expected an object with a non-empty string \"prompt\"",
-				path, lineno);
+			err_set(e, "%s:%zu: expected an object with a non-empty string \"prompt\"", path, lineno);
 			goto out;
 		}
-		if (ol && (!json_is_integer(ol) || json_integer_value(ol) < 1 ||
-			   json_integer_value(ol) > 1 << 30)) {
+		if (ol && (!json_is_integer(ol) || json_integer_value(ol) < 1 || json_integer_value(ol) > 1 << 30)) {
 			json_decref(o);
 			err_set(e, "%s:%zu: \"output_len\" must be a positive integer", path, lineno);
 			goto out;
@@ -346,8 +340,8 @@ char *bench_request_body(const struct bench_body_opts *o, const struct bench_pro
 		return NULL;
 	int bad = json_object_set_new(b, "model", json_string(o->model));
 	if (o->chat) {
-		json_t *msg = json_pack("{s:s, s:s#}", "role", "user", "content",
-					p->text ? p->text : "", p->text ? p->text_len : 0);
+		json_t *msg = json_pack("{s:s, s:s#}", "role", "user", "content", p->text ? p->text : "",
+					p->text ? p->text_len : 0);
 		bad |= json_object_set_new(b, "messages", json_pack("[o]", msg));
 	} else if (p->text) {
 		bad |= json_object_set_new(b, "prompt", json_stringn(p->text, p->text_len));

@@ -21,12 +21,12 @@ double bench_rng_unit(struct bench_rng *r); /* uniform in [0, 1) */
 double bench_rng_exp(struct bench_rng *r, double rate);
 
 struct bench_prompt {
-	char *text;	   /* prompt text (may contain NUL); NULL when the prompt is token ids */
+	char *text; /* prompt text (may contain NUL); NULL when the prompt is token ids */
 	size_t text_len;
-	int32_t *ids;	   /* [n_ids] token-id prompt (completions with random prompts) */
+	int32_t *ids; /* [n_ids] token-id prompt (completions with random prompts) */
 	size_t n_ids;
-	int input_len;	   /* tokens; -1 when unknown (JSONL without a tokenizer) */
-	int output_len;	   /* max_tokens to request */
+	int input_len;  /* tokens; -1 when unknown (JSONL without a tokenizer) */
+	int output_len; /* max_tokens to request */
 };
 
 struct bench_random_opts {
@@ -41,8 +41,8 @@ struct bench_random_opts {
  * truncate the re-encoded ids or append random ids to the target length and repeat, up
  * to 10 times; the prompt keeps the re-encoded length of its final text (input_len), and
  * *n_mismatch counts prompts whose length still differs from its target. */
-int bench_prompts_random(const struct tok *t, const struct bench_random_opts *o, size_t n,
-			 struct bench_prompt **out, size_t *n_mismatch, struct err *e);
+int bench_prompts_random(const struct tok *t, const struct bench_random_opts *o, size_t n, struct bench_prompt **out,
+			 size_t *n_mismatch, struct err *e);
 
 /* n prompts from a JSONL file: one object per non-blank line with a string "prompt" and an
  * optional positive integer "output_len" (default: default_output_len). Lines are used in
@@ -55,8 +55,8 @@ void bench_prompts_free(struct bench_prompt *p, size_t n);
 
 struct bench_body_opts {
 	const char *model;
-	bool chat;	  /* messages (chat/completions) vs prompt (completions) */
-	bool ignore_eos;  /* sends "ignore_eos": true (vLLM extension) */
+	bool chat;       /* messages (chat/completions) vs prompt (completions) */
+	bool ignore_eos; /* sends "ignore_eos": true (vLLM extension) */
 	double temperature;
 };
 

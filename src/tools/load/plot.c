@@ -23,8 +23,7 @@ static void put_quoted(FILE *f, const char *s)
 	fputc('\'', f);
 }
 
-static void write_panel(FILE *f, const char *title, const char *xlabel, const char *metric,
-			int col_med, int col_p99)
+static void write_panel(FILE *f, const char *title, const char *xlabel, const char *metric, int col_med, int col_p99)
 {
 	fprintf(f, "set title '%s'\nset xlabel '%s'\n", title, xlabel);
 	fprintf(f,
@@ -39,8 +38,7 @@ static void write_panel(FILE *f, const char *title, const char *xlabel, const ch
 		col_med, metric, col_med, col_p99, metric, col_p99);
 }
 
-static int write_script(FILE *f, const char *png_path, const char *title,
-			const struct bench_plot_point *pts, size_t n)
+static int write_script(FILE *f, const char *png_path, const char *title, const struct bench_plot_point *pts, size_t n)
 {
 	fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
 		   "  set terminal pngcairo noenhanced size 1400,600 font 'sans,11'\n"
@@ -56,9 +54,8 @@ static int write_script(FILE *f, const char *png_path, const char *title,
 		for (const char *c = pts[i].label; *c; c++)
 			if (*c != '"' && (unsigned char)*c >= 0x20)
 				fputc(*c, f);
-		fprintf(f, "\" %.6g %.6g %.6g %.6g %.6g\n", pts[i].output_throughput,
-			pts[i].median_tpot_ms, pts[i].p99_tpot_ms, pts[i].median_e2el_ms,
-			pts[i].p99_e2el_ms);
+		fprintf(f, "\" %.6g %.6g %.6g %.6g %.6g\n", pts[i].output_throughput, pts[i].median_tpot_ms,
+			pts[i].p99_tpot_ms, pts[i].median_e2el_ms, pts[i].p99_e2el_ms);
 	}
 	fputs("EOD\nset multiplot layout 1,2 title ", f);
 	put_quoted(f, title);
@@ -73,19 +70,17 @@ static int write_script(FILE *f, const char *png_path, const char *title,
 	return ferror(f) ? -1 : 0;
 }
 
-int bench_plot_png(const char *png_path, const char *title, const struct bench_plot_point *pts,
-		   size_t n, struct err *e)
+int bench_plot_png(const char *png_path, const char *title, const struct bench_plot_point *pts, size_t n,
+		   struct err *e)
 {
 	if (n == 0)
 		return err_set(e, "%s: no results to plot", png_path);
 	const char *tmpdir = getenv("TMPDIR");
 	char script[4096];
-	snprintf(script, sizeof script, "%s/mlaserve-plot-XXXXXX",
-		 tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+	snprintf(script, sizeof script, "%s/mlaserve-plot-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
 	int fd = mkstemp(script);
 	if (fd < 0)
-		return err_set(e, "%s: cannot create a temporary gnuplot script: %s", script,
-			       strerror(errno));
+		return err_set(e, "%s: cannot create a temporary gnuplot script: %s", script, strerror(errno));
 	FILE *f = fdopen(fd, "w");
 	if (!f) {
 		close(fd);
@@ -102,8 +97,7 @@ int bench_plot_png(const char *png_path, const char *title, const struct bench_p
 	int rc = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
 	if (rc != 0) {
 		unlink(script);
-		return err_set(e, "%s: cannot run gnuplot: %s (install gnuplot-nox)", png_path,
-			       strerror(rc));
+		return err_set(e, "%s: cannot run gnuplot: %s (install gnuplot-nox)", png_path, strerror(rc));
 	}
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

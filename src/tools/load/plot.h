@@ -10,7 +10,7 @@
 #include "base/err.h"
 
 struct bench_plot_point {
-	char label[32];		  /* e.g. "c=16" */
+	char label[32];           /* e.g. "c=16" */
 	double output_throughput; /* tok/s */
 	double median_tpot_ms, p99_tpot_ms;
 	double median_e2el_ms, p99_e2el_ms;
@@ -18,7 +18,7 @@ struct bench_plot_point {
 
 /* Writes png_path by running `gnuplot` (from PATH) on a temporary script. title is shown
  * above both panels. Errors: gnuplot missing or failing (its stderr passes through). */
-int bench_plot_png(const char *png_path, const char *title, const struct bench_plot_point *pts,
-		   size_t n, struct err *e);
+int bench_plot_png(const char *png_path, const char *title, const struct bench_plot_point *pts, size_t n,
+		   struct err *e);
 
 #endif

@@ -31,32 +31,31 @@ struct opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: mlaserve bench serve [options]\n"
-		"Benchmarks an OpenAI-compatible server with streamed requests.\n\n"
-		"  --base-url URL            server (default http://127.0.0.1:8000)\n"
-		"  --endpoint chat|completions  /v1/chat/completions or /v1/completions\n"
-		"                            (default completions)\n"
-		"  --model NAME              model name (default: first id of GET /v1/models)\n"
-		"  --api-key KEY             bearer token (default: $OPENAI_API_KEY)\n"
-		"  --num-prompts N           requests per run (default 1000)\n"
-		"  --dataset FILE.jsonl      prompts {\"prompt\": ..., \"output_len\"?: N} per line\n"
-		"                            (default: random prompts)\n"
-		"  --tokenizer DIR           tokenizer for random prompts (required for them) and\n"
-		"                            for counting dataset prompt tokens\n"
-		"  --random-input-len N      prompt tokens (default 1024)\n"
-		"  --random-output-len N     max_tokens per request (default 128)\n"
-		"  --random-range-ratio R    lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
-		"  --max-concurrency N|LIST  cap on requests in flight; a comma list (1,4,16,64)\n"
-		"                            runs one benchmark per value (sweep); default unlimited\n"
-		"  --request-rate R|inf      Poisson arrivals with mean R req/s (default inf)\n"
-		"  --seed N                  prompts and arrivals (default 0)\n"
-		"  --ignore-eos              send ignore_eos (vLLM extension): exact output lengths\n"
-		"  --temperature T           sampling temperature (default 0, greedy)\n"
-		"  --request-timeout S       per-request timeout in seconds (default 0: none)\n"
-		"  --result-file FILE.json   write the results (an array of runs for a sweep)\n"
-		"  --plot FILE.png           chart of throughput vs TPOT / E2E latency per level\n"
-		"Exit status: 0 all requests succeeded, 1 some failed or error, 2 usage.\n");
+	fprintf(f, "usage: mlaserve bench serve [options]\n"
+		   "Benchmarks an OpenAI-compatible server with streamed requests.\n\n"
+		   "  --base-url URL            server (default http://127.0.0.1:8000)\n"
+		   "  --endpoint chat|completions  /v1/chat/completions or /v1/completions\n"
+		   "                            (default completions)\n"
+		   "  --model NAME              model name (default: first id of GET /v1/models)\n"
+		   "  --api-key KEY             bearer token (default: $OPENAI_API_KEY)\n"
+		   "  --num-prompts N           requests per run (default 1000)\n"
+		   "  --dataset FILE.jsonl      prompts {\"prompt\": ..., \"output_len\"?: N} per line\n"
+		   "                            (default: random prompts)\n"
+		   "  --tokenizer DIR           tokenizer for random prompts (required for them) and\n"
+		   "                            for counting dataset prompt tokens\n"
+		   "  --random-input-len N      prompt tokens (default 1024)\n"
+		   "  --random-output-len N     max_tokens per request (default 128)\n"
+		   "  --random-range-ratio R    lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
+		   "  --max-concurrency N|LIST  cap on requests in flight; a comma list (1,4,16,64)\n"
+		   "                            runs one benchmark per value (sweep); default unlimited\n"
+		   "  --request-rate R|inf      Poisson arrivals with mean R req/s (default inf)\n"
+		   "  --seed N                  prompts and arrivals (default 0)\n"
+		   "  --ignore-eos              send ignore_eos (vLLM extension): exact output lengths\n"
+		   "  --temperature T           sampling temperature (default 0, greedy)\n"
+		   "  --request-timeout S       per-request timeout in seconds (default 0: none)\n"
+		   "  --result-file FILE.json   write the results (an array of runs for a sweep)\n"
+		   "  --plot FILE.png           chart of throughput vs TPOT / E2E latency per level\n"
+		   "Exit status: 0 all requests succeeded, 1 some failed or error, 2 usage.\n");
 }
 
 static int parse_int(const char *opt, const char *v, int lo, int *out)
@@ -65,8 +64,7 @@ static int parse_int(const char *opt, const char *v, int lo, int *out)
 	errno = 0;
 	long x = strtol(v, &end, 10);
 	if (errno || end == v || *end || x < lo || x > 1 << 30) {
-		fprintf(stderr, "mlaserve bench serve: %s: expected an integer >= %d, got '%s'\n",
-			opt, lo, v);
+		fprintf(stderr, "mlaserve bench serve: %s: expected an integer >= %d, got '%s'\n", opt, lo, v);
 		return -1;
 	}
 	*out = (int)x;
@@ -94,8 +92,9 @@ static int parse_levels(const char *v, struct opts *o)
 		char item[32];
 		size_t n = strcspn(p, ",");
 		if (n == 0 || n >= sizeof item || o->n_levels == MAX_LEVELS) {
-			fprintf(stderr, "mlaserve bench serve: --max-concurrency: bad list '%s' "
-					"(up to %d positive integers separated by commas)\n",
+			fprintf(stderr,
+				"mlaserve bench serve: --max-concurrency: bad list '%s' "
+				"(up to %d positive integers separated by commas)\n",
 				v, MAX_LEVELS);
 			return -1;
 		}
@@ -115,9 +114,13 @@ static int parse_levels(const char *v, struct opts *o)
 /* Returns 0, 1 for --help, -1 on a usage error. Accepts "--opt value" and "--opt=value". */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){.base_url = "http://127.0.0.1:8000", .endpoint = "completions",
-			   .num_prompts = 1000, .input_len = 1024, .output_len = 128,
-			   .request_rate = INFINITY, .n_levels = 1};
+	*o = (struct opts){.base_url = "http://127.0.0.1:8000",
+			   .endpoint = "completions",
+			   .num_prompts = 1000,
+			   .input_len = 1024,
+			   .output_len = 128,
+			   .request_rate = INFINITY,
+			   .n_levels = 1};
 	o->api_key = getenv("OPENAI_API_KEY");
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -197,8 +200,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	if (o->range_ratio >= 1) {
-		fprintf(stderr, "mlaserve bench serve: --random-range-ratio must be < 1, got %g\n",
-			o->range_ratio);
+		fprintf(stderr, "mlaserve bench serve: --random-range-ratio must be < 1, got %g\n", o->range_ratio);
 		return -1;
 	}
 	if (o->request_rate == 0) {
@@ -252,8 +254,8 @@ static void workload_free(struct workload *w)
 
 /* Random prompts use `seed`: every level of a sweep gets fresh prompts, so the server's
  * prefix cache does not serve a level the prompts of the level before. */
-static int workload_make(const struct opts *o, const struct tok *t, const char *model,
-			 uint64_t seed, struct workload *w)
+static int workload_make(const struct opts *o, const struct tok *t, const char *model, uint64_t seed,
+			 struct workload *w)
 {
 	struct err e = {{0}};
 	memset(w, 0, sizeof *w);
@@ -264,14 +266,17 @@ static int workload_make(const struct opts *o, const struct tok *t, const char *
 	} else {
 		struct bench_random_opts ro = {.input_len = o->input_len,
 					       .output_len = o->output_len,
-					       .range_ratio = o->range_ratio, .seed = seed,
+					       .range_ratio = o->range_ratio,
+					       .seed = seed,
 					       .as_ids = strcmp(o->endpoint, "chat") != 0};
 		size_t mismatch = 0;
 		rc = bench_prompts_random(t, &ro, w->n, &w->prompts, &mismatch, &e);
 		if (rc == 0 && mismatch)
-			fprintf(stderr, "mlaserve bench serve: warning: %zu of %zu random prompts "
-					"do not re-tokenize to their target length (their lengths are "
-					"reported as measured)\n", mismatch, w->n);
+			fprintf(stderr,
+				"mlaserve bench serve: warning: %zu of %zu random prompts "
+				"do not re-tokenize to their target length (their lengths are "
+				"reported as measured)\n",
+				mismatch, w->n);
 	}
 	if (rc < 0) {
 		fprintf(stderr, "mlaserve bench serve: %s\n", e.msg);
@@ -281,12 +286,16 @@ static int workload_make(const struct opts *o, const struct tok *t, const char *
 		fprintf(stderr, "mlaserve bench serve: out of memory\n");
 		goto fail;
 	}
-	struct bench_body_opts bo = {.model = model, .chat = !strcmp(o->endpoint, "chat"),
-				     .ignore_eos = o->ignore_eos, .temperature = o->temperature};
+	struct bench_body_opts bo = {.model = model,
+				     .chat = !strcmp(o->endpoint, "chat"),
+				     .ignore_eos = o->ignore_eos,
+				     .temperature = o->temperature};
 	for (size_t i = 0; i < w->n; i++)
 		if (!(w->bodies[i] = bench_request_body(&bo, &w->prompts[i]))) {
-			fprintf(stderr, "mlaserve bench serve: cannot build request %zu (out of "
-					"memory, or the model name is not valid utf-8)\n", i);
+			fprintf(stderr,
+				"mlaserve bench serve: cannot build request %zu (out of "
+				"memory, or the model name is not valid utf-8)\n",
+				i);
 			goto fail;
 		}
 	return 0;
@@ -296,9 +305,9 @@ fail:
 }
 
 /* One benchmark run at concurrency `level`; appends its JSON result to `runs`. */
-static int run_level(const struct opts *o, const struct bench_client_opts *co_in,
-		     const struct workload *w, const char *model, int level, const char *date,
-		     json_t *runs, struct bench_plot_point *pt, int *n_failed)
+static int run_level(const struct opts *o, const struct bench_client_opts *co_in, const struct workload *w,
+		     const char *model, int level, const char *date, json_t *runs, struct bench_plot_point *pt,
+		     int *n_failed)
 {
 	const struct bench_prompt *prompts = w->prompts;
 	size_t n = (size_t)o->num_prompts;
@@ -325,21 +334,18 @@ static int run_level(const struct opts *o, const struct bench_client_opts *co_in
 	}
 	char conc[16], rate[48];
 	snprintf(conc, sizeof conc, level > 0 ? "%d" : "unlimited", level);
-	snprintf(rate, sizeof rate, isfinite(o->request_rate) ? "%.2f req/s (poisson)" : "inf",
-		 o->request_rate);
-	printf("bench serve: %zu prompts, max concurrency %s, request rate %s, %s\n", n, conc,
-	       rate, co.url);
+	snprintf(rate, sizeof rate, isfinite(o->request_rate) ? "%.2f req/s (poisson)" : "inf", o->request_rate);
+	printf("bench serve: %zu prompts, max concurrency %s, request rate %s, %s\n", n, conc, rate, co.url);
 	fflush(stdout);
 	double duration;
-	if (bench_client_run(&co, (const char *const *)w->bodies, arrivals, n, level, res,
-			     &duration, &e) < 0) {
+	if (bench_client_run(&co, (const char *const *)w->bodies, arrivals, n, level, res, &duration, &e) < 0) {
 		if (prog.drawn) /* end the progress line */
 			fputc('\n', stderr);
 		fprintf(stderr, "mlaserve bench serve: %s\n", e.msg);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) /* prompt length unknown to the client: the server's */
-		res[i].input_len = prompts[i].input_len >= 0 ? prompts[i].input_len
+		res[i].input_len = prompts[i].input_len >= 0         ? prompts[i].input_len
 				   : res[i].server_prompt_tokens > 0 ? res[i].server_prompt_tokens
 								     : 0;
 	struct bench_metrics m;
@@ -347,14 +353,20 @@ static int run_level(const struct opts *o, const struct bench_client_opts *co_in
 		fprintf(stderr, "mlaserve bench serve: %s\n", e.msg);
 		goto out;
 	}
-	struct bench_run_info info = {
-		.date = date, .base_url = o->base_url,
-		.endpoint_type = strcmp(o->endpoint, "chat") ? "openai" : "openai-chat",
-		.model_id = model, .tokenizer_id = o->tokenizer,
-		.dataset = o->dataset ? o->dataset : "random", .num_prompts = o->num_prompts,
-		.request_rate = o->request_rate, .max_concurrency = level, .seed = o->seed,
-		.ignore_eos = o->ignore_eos, .random_input_len = o->input_len,
-		.random_output_len = o->output_len, .random_range_ratio = o->range_ratio};
+	struct bench_run_info info = {.date = date,
+				      .base_url = o->base_url,
+				      .endpoint_type = strcmp(o->endpoint, "chat") ? "openai" : "openai-chat",
+				      .model_id = model,
+				      .tokenizer_id = o->tokenizer,
+				      .dataset = o->dataset ? o->dataset : "random",
+				      .num_prompts = o->num_prompts,
+				      .request_rate = o->request_rate,
+				      .max_concurrency = level,
+				      .seed = o->seed,
+				      .ignore_eos = o->ignore_eos,
+				      .random_input_len = o->input_len,
+				      .random_output_len = o->output_len,
+				      .random_range_ratio = o->range_ratio};
 	bench_metrics_print(stdout, &info, &m, res, n);
 	fflush(stdout);
 	json_t *j = bench_result_json(&info, &m, res, n);
@@ -402,8 +414,8 @@ int bench_serve_main(int argc, char **argv)
 		blen--;
 	if (!(url = malloc(blen + 32)) || !runs)
 		goto oom;
-	snprintf(url, blen + 32, "%.*s/v1/%s", (int)blen,
-		 o.base_url, strcmp(o.endpoint, "chat") ? "completions" : "chat/completions");
+	snprintf(url, blen + 32, "%.*s/v1/%s", (int)blen, o.base_url,
+		 strcmp(o.endpoint, "chat") ? "completions" : "chat/completions");
 	if (o.model) {
 		if (!(model = strdup(o.model)))
 			goto oom;
@@ -411,8 +423,10 @@ int bench_serve_main(int argc, char **argv)
 		char base[4096];
 		snprintf(base, sizeof base, "%.*s", (int)blen, o.base_url);
 		if (bench_client_first_model(base, o.api_key, o.timeout_s, &model, &e) < 0) {
-			fprintf(stderr, "mlaserve bench serve: cannot find the model (give --model): "
-					"%s\n", e.msg);
+			fprintf(stderr,
+				"mlaserve bench serve: cannot find the model (give --model): "
+				"%s\n",
+				e.msg);
 			goto out;
 		}
 	}
@@ -420,8 +434,8 @@ int bench_serve_main(int argc, char **argv)
 		fprintf(stderr, "mlaserve bench serve: %s\n", e.msg);
 		goto out;
 	}
-	struct bench_client_opts co = {.url = url, .api_key = o.api_key,
-				       .chat = !strcmp(o.endpoint, "chat"), .timeout_s = o.timeout_s};
+	struct bench_client_opts co = {
+		.url = url, .api_key = o.api_key, .chat = !strcmp(o.endpoint, "chat"), .timeout_s = o.timeout_s};
 	char date[32];
 	time_t now = time(NULL);
 	strftime(date, sizeof date, "%Y%m%d-%H%M%S", gmtime(&now));
@@ -440,8 +454,7 @@ int bench_serve_main(int argc, char **argv)
 		int wr = json_dump_file(doc, o.result_file, JSON_COMPACT);
 		json_decref(doc);
 		if (wr < 0) {
-			fprintf(stderr, "mlaserve bench serve: %s: cannot write the result\n",
-				o.result_file);
+			fprintf(stderr, "mlaserve bench serve: %s: cannot write the result\n", o.result_file);
 			status = 1;
 		} else {
 			printf("results written to %s\n", o.result_file);
@@ -449,9 +462,8 @@ int bench_serve_main(int argc, char **argv)
 	}
 	if (o.plot) {
 		char title[512];
-		snprintf(title, sizeof title, "mlaserve bench serve: %s, %s, %d prompts per level%s",
-			 model, o.dataset ? o.dataset : "random prompts", o.num_prompts,
-			 o.ignore_eos ? ", ignore_eos" : "");
+		snprintf(title, sizeof title, "mlaserve bench serve: %s, %s, %d prompts per level%s", model,
+			 o.dataset ? o.dataset : "random prompts", o.num_prompts, o.ignore_eos ? ", ignore_eos" : "");
 		if (bench_plot_png(o.plot, title, pts, (size_t)o.n_levels, &e) < 0) {
 			fprintf(stderr, "mlaserve bench serve: %s\n", e.msg);
 			status = 1;
@@ -460,8 +472,7 @@ int bench_serve_main(int argc, char **argv)
 		}
 	}
 	if (n_failed)
-		fprintf(stderr, "mlaserve bench serve: %d request%s failed\n", n_failed,
-			n_failed == 1 ? "" : "s");
+		fprintf(stderr, "mlaserve bench serve: %d request%s failed\n", n_failed, n_failed == 1 ? "" : "s");
 	goto out;
 oom:
 	fprintf(stderr, "mlaserve bench serve: out of memory\n");

@@ -92,8 +92,7 @@ static int peak_concurrency(const struct bench_req_result *r, size_t n, int *out
 
 /* Peak content chunks per 1 s bucket of the benchmark timeline (vLLM's
  * max_output_tokens_per_s counts one token per chunk the same way). */
-static int peak_output_rate(const struct bench_req_result *r, size_t n, double duration,
-			    double *out)
+static int peak_output_rate(const struct bench_req_result *r, size_t n, double duration, double *out)
 {
 	*out = 0;
 	if (!(duration > 0))
@@ -122,8 +121,8 @@ static int peak_output_rate(const struct bench_req_result *r, size_t n, double d
 	return 0;
 }
 
-int bench_metrics_compute(const struct bench_req_result *r, size_t n, double duration,
-			  struct bench_metrics *m, struct err *e)
+int bench_metrics_compute(const struct bench_req_result *r, size_t n, double duration, struct bench_metrics *m,
+			  struct err *e)
 {
 	memset(m, 0, sizeof *m);
 	m->duration = duration;
@@ -203,8 +202,7 @@ void bench_metrics_print(FILE *f, const struct bench_run_info *info, const struc
 	fprintf(f, "%-40s %-10lld\n", "Total generated tokens:", m->total_output);
 	fprintf(f, "%-40s %-10.2f\n", "Request throughput (req/s):", m->request_throughput);
 	fprintf(f, "%-40s %-10.2f\n", "Output token throughput (tok/s):", m->output_throughput);
-	fprintf(f, "%-40s %-10.2f\n", "Peak output token throughput (tok/s):",
-		m->max_output_tokens_per_s);
+	fprintf(f, "%-40s %-10.2f\n", "Peak output token throughput (tok/s):", m->max_output_tokens_per_s);
 	fprintf(f, "%-40s %-10d\n", "Peak concurrent requests:", m->max_concurrent_requests);
 	fprintf(f, "%-40s %-10.2f\n", "Total token throughput (tok/s):", m->total_token_throughput);
 	print_dist(f, "Time to First Token", "TTFT", &m->ttft_ms);
@@ -250,10 +248,7 @@ static void put_dist(json_t *o, const char *name, const struct bench_dist *d, bo
 	put(o, k, json_real(d->p99), ok);
 }
 
-static json_t *str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 json_t *bench_result_json(const struct bench_run_info *info, const struct bench_metrics *m,
 			  const struct bench_req_result *r, size_t n)
@@ -269,10 +264,8 @@ json_t *bench_result_json(const struct bench_run_info *info, const struct bench_
 	put(o, "tokenizer_id", str_or_null(info->tokenizer_id), &ok);
 	put(o, "dataset", str_or_null(info->dataset), &ok);
 	put(o, "num_prompts", json_integer(info->num_prompts), &ok);
-	put(o, "request_rate",
-	    isfinite(info->request_rate) ? json_real(info->request_rate) : json_string("inf"), &ok);
-	put(o, "max_concurrency",
-	    info->max_concurrency > 0 ? json_integer(info->max_concurrency) : json_null(), &ok);
+	put(o, "request_rate", isfinite(info->request_rate) ? json_real(info->request_rate) : json_string("inf"), &ok);
+	put(o, "max_concurrency", info->max_concurrency > 0 ? json_integer(info->max_concurrency) : json_null(), &ok);
 	put(o, "seed", json_integer(info->seed), &ok);
 	put(o, "ignore_eos", json_boolean(info->ignore_eos), &ok);
 	put(o, "random_input_len", json_integer(info->random_input_len), &ok);
@@ -312,9 +305,7 @@ json_t *bench_result_json(const struct bench_run_info *info, const struct bench_
 		    json_array_append_new(out, json_integer(r[i].output_len)) < 0 ||
 		    json_array_append_new(ttfts, json_real(r[i].ttft)) < 0 ||
 		    json_array_append_new(e2els, json_real(r[i].e2e)) < 0 ||
-		    json_array_append_new(errs, json_string(r[i].success || !r[i].error
-								? ""
-								: r[i].error)) < 0)
+		    json_array_append_new(errs, json_string(r[i].success || !r[i].error ? "" : r[i].error)) < 0)
 			ok = false;
 	}
 	if (!ok) {

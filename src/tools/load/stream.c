@@ -239,8 +239,7 @@ oom:
 }
 
 /* Sets r->error to a printf-style message (cleaned by the callers' inputs). */
-static void result_error(struct bench_req_result *r, const char *prefix, const char *msg,
-			 size_t msg_len)
+static void result_error(struct bench_req_result *r, const char *prefix, const char *msg, size_t msg_len)
 {
 	char *clean = bench_clean_msg(msg ? msg : "", msg ? msg_len : 0, 300);
 	size_t n = strlen(prefix) + (clean ? strlen(clean) : 0) + 1;
@@ -251,8 +250,8 @@ static void result_error(struct bench_req_result *r, const char *prefix, const c
 	free(clean);
 }
 
-void bench_stream_finish(struct bench_stream *s, double now, long http_status,
-			 const char *transport_error, struct bench_req_result *r)
+void bench_stream_finish(struct bench_stream *s, double now, long http_status, const char *transport_error,
+			 struct bench_req_result *r)
 {
 	/* An event the server did not close with a blank line is still counted. */
 	if (s->line_len > 0)
@@ -264,7 +263,7 @@ void bench_stream_finish(struct bench_stream *s, double now, long http_status,
 	r->e2e = now - s->t_send;
 	r->server_prompt_tokens = s->usage_prompt;
 	r->output_len = s->usage_completion >= 0 ? s->usage_completion : s->n_content;
-	r->ttft = s->n_content > 0	   ? s->t_first - s->t_send
+	r->ttft = s->n_content > 0        ? s->t_first - s->t_send
 		  : s->t_first_choice > 0 ? s->t_first_choice - s->t_send
 					  : 0;
 	free(r->itls);

@@ -22,18 +22,18 @@ struct bench_stream {
 	char *line, *data;
 	size_t line_len, line_cap, data_len, data_cap;
 	bool have_data; /* at least one data: line in the pending event */
-	bool after_cr;	/* the last byte was CR: a following LF ends nothing (CRLF) */
+	bool after_cr;  /* the last byte was CR: a following LF ends nothing (CRLF) */
 	char raw[2048]; /* the first bytes as received, for non-200 bodies */
 	size_t raw_len;
 	/* what was seen */
 	int n_events, n_content;
-	double t_first, t_last;	   /* first / latest content chunk */
-	double t_first_choice;	   /* first event with choices (fallback when no content) */
+	double t_first, t_last; /* first / latest content chunk */
+	double t_first_choice;  /* first event with choices (fallback when no content) */
 	double *itls;
 	size_t n_itl, itl_cap;
 	int usage_completion, usage_prompt; /* -1 until a usage object arrives */
-	bool done;			    /* data: [DONE] seen */
-	char *error;			    /* first error (error event / bad JSON), owned */
+	bool done;                          /* data: [DONE] seen */
+	char *error;                        /* first error (error event / bad JSON), owned */
 };
 
 void bench_stream_init(struct bench_stream *s, bool chat, double t_send);
@@ -48,8 +48,8 @@ int bench_stream_feed(struct bench_stream *s, const char *p, size_t n, double no
  * Moves the ITL array into r. http_status / transport_error are the transfer's outcome:
  * a non-200 status fails with "http STATUS: <error.message or body>" using the bytes fed;
  * transport_error (may be NULL) fails with that message. */
-void bench_stream_finish(struct bench_stream *s, double now, long http_status,
-			 const char *transport_error, struct bench_req_result *r);
+void bench_stream_finish(struct bench_stream *s, double now, long http_status, const char *transport_error,
+			 struct bench_req_result *r);
 
 /* Copies at most max bytes of s into a new printable ASCII string (other bytes become '?'),
  * so error messages are safe in a terminal and in JSON. NULL on out-of-memory. */
