@@ -1,8 +1,8 @@
 /* Internal interface of the Jinja interpreter behind chat_template.h: memory pool, values,
  * lexer tokens, AST nodes, evaluator context and builtins (filters, tests, methods). Not a
- * public API: only src/tok/jinja_*.c and chat_template.c include it. */
-#ifndef MLA_TOK_JINJA_H
-#define MLA_TOK_JINJA_H
+ * public API: only src/jinja/jinja_*.c and tok/chat_template.c, tok/chat_dsv32.c include it. */
+#ifndef MLA_JINJA_JINJA_H
+#define MLA_JINJA_JINJA_H
 
 #include <stdbool.h>
 #include <stddef.h>

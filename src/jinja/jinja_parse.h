@@ -1,6 +1,6 @@
 /* Internal to the Jinja parser (jinja_parse.c: expressions, jinja_stmt.c: statements). */
-#ifndef MLA_TOK_JINJA_PARSE_H
-#define MLA_TOK_JINJA_PARSE_H
+#ifndef MLA_JINJA_JINJA_PARSE_H
+#define MLA_JINJA_JINJA_PARSE_H
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Private to model/: the loaded weights and per-step state shared by model.c (loading) and
  * forward.c (the step). */
-#ifndef MLA_MODEL_INTERNAL_H
-#define MLA_MODEL_INTERNAL_H
+#ifndef MLA_MODEL_MODEL_INTERNAL_H
+#define MLA_MODEL_MODEL_INTERNAL_H
 
 #include "base/arena.h"
 #include "dist/comm.h"

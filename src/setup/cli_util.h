@@ -1,6 +1,6 @@
 /* Helpers the sub-commands share: integer flags and token-id lists. */
-#ifndef MLA_CLI_CLI_UTIL_H
-#define MLA_CLI_CLI_UTIL_H
+#ifndef MLA_SETUP_CLI_UTIL_H
+#define MLA_SETUP_CLI_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* The engine flags shared by `mlaserve generate` and `mlaserve serve`, and opening the
  * whole stack from them: thread pool, model, tokenizer, generation_config defaults, engine. */
-#ifndef MLA_ENGINE_ENGINE_ARGS_H
-#define MLA_ENGINE_ENGINE_ARGS_H
+#ifndef MLA_SETUP_ENGINE_ARGS_H
+#define MLA_SETUP_ENGINE_ARGS_H
 
 #include <stdbool.h>
 #include <stdint.h>

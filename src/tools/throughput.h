@@ -3,8 +3,8 @@
  * submitted at once with ignore_eos, so every prompt and output has its exact length; it
  * reports requests/s, input / output / total tokens/s, TTFT and TPOT percentiles, prefix
  * cache hits, and writes them as JSON with --output-json. `--help` lists the options. */
-#ifndef MLA_BENCH_THROUGHPUT_H
-#define MLA_BENCH_THROUGHPUT_H
+#ifndef MLA_TOOLS_THROUGHPUT_H
+#define MLA_TOOLS_THROUGHPUT_H
 
 /* argv[0] is the sub-command name ("throughput"). Returns the process exit status: 0 ok,
  * 1 error (one line on stderr), 2 usage. */

@@ -1,4 +1,4 @@
-/* Fuzz target "template": the Jinja chat-template engine (tok/jinja_*.c).
+/* Fuzz target "template": the Jinja chat-template engine (jinja/jinja_*.c).
  *   byte 0 even: the rest is a template's source, compiled and (when it compiles) rendered
  *                with a fixed conversation; errors are messages, rendering is bounded;
  *   byte 0 odd:  the rest is JSON {"messages": ..., "kwargs": ...} (or any JSON, taken as

@@ -1,6 +1,6 @@
 /* The attention backends compiled in (see attn.h for the interface; registry.c orders them). */
-#ifndef MLA_ATTN_BACKENDS_H
-#define MLA_ATTN_BACKENDS_H
+#ifndef MLA_ATTN_BACKENDS_BACKENDS_H
+#define MLA_ATTN_BACKENDS_BACKENDS_H
 
 #include "attn/attn.h"
 

@@ -1,8 +1,8 @@
 /* The FlashMLA split-KV tile scheduler (get_mla_metadata, mla-dcp-spec §3.1): 64-token
  * key blocks of every request are spread over n_parts work partitions with a fixed cost of 5
  * blocks per piece; a request may be split across partitions. Computed once per step. */
-#ifndef MLA_ATTN_FLASHMLA_SCHED_H
-#define MLA_ATTN_FLASHMLA_SCHED_H
+#ifndef MLA_ATTN_BACKENDS_FLASHMLA_SCHED_H
+#define MLA_ATTN_BACKENDS_FLASHMLA_SCHED_H
 
 #include <stdint.h>
 

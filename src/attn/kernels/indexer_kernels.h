@@ -3,8 +3,8 @@
  * scored against it, s[j] = sum_h w[h] * relu(q[h] . k_j). Each key is a lane of its own, so
  * its score does not depend on the keys beside it; a level's kernels give one score per key
  * whatever the batch or the layout (DCP ranks run the same ones). */
-#ifndef MLA_ATTN_INDEXER_KERNELS_H
-#define MLA_ATTN_INDEXER_KERNELS_H
+#ifndef MLA_ATTN_KERNELS_INDEXER_KERNELS_H
+#define MLA_ATTN_KERNELS_INDEXER_KERNELS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * a few query tokens) against one key range of one sequence's latent cache, each key block
  * read (and converted from bf16) once for the whole tile. Online softmax in fp32; writes the
  * normalised partial output and its natural-log LSE (-inf, output 0 if no key is visible). */
-#ifndef MLA_ATTN_MQA_H
-#define MLA_ATTN_MQA_H
+#ifndef MLA_ATTN_KERNELS_MQA_H
+#define MLA_ATTN_KERNELS_MQA_H
 
 #include <stdbool.h>
 #include <stddef.h>

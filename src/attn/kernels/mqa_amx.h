@@ -3,8 +3,8 @@
  * mqa_run_at chooses it), as in mqa_avx512.h's softmax. A job brackets its kernel
  * calls with mqa_amx_begin / mqa_amx_end on its thread (the tile configuration is per-thread
  * state; no other tile user may run in between). */
-#ifndef MLA_ATTN_MQA_AMX_H
-#define MLA_ATTN_MQA_AMX_H
+#ifndef MLA_ATTN_KERNELS_MQA_AMX_H
+#define MLA_ATTN_KERNELS_MQA_AMX_H
 
 #include <stddef.h>
 #include <stdint.h>

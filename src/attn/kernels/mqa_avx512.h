@@ -1,7 +1,7 @@
 /* AVX-512 kernels of the paged MQA (mqa.c only). Score rows are MQA_KEY_BLOCK floats apart,
  * or `ls` where a kernel takes it (the AMX path's blocks may be wider). */
-#ifndef MLA_ATTN_MQA_AVX512_H
-#define MLA_ATTN_MQA_AVX512_H
+#ifndef MLA_ATTN_KERNELS_MQA_AVX512_H
+#define MLA_ATTN_KERNELS_MQA_AVX512_H
 
 #include <stdint.h>
 

@@ -5,8 +5,8 @@
  * Access-Control-Allow-Credentials; a preflight (OPTIONS with Origin and
  * Access-Control-Request-Method) is answered before authentication: 200 "OK" with the allowed
  * methods, headers and a max age of 600 s, or a 400 JSON error naming what is disallowed. */
-#ifndef MLA_SERVER_CORS_H
-#define MLA_SERVER_CORS_H
+#ifndef MLA_SERVER_HTTP_CORS_H
+#define MLA_SERVER_HTTP_CORS_H
 
 #include <stdbool.h>
 

@@ -12,8 +12,8 @@
  * or the end of the chunked body with a trailer (an error inside a body), both carrying the
  * header HFRAME_MARK = "<secret> <status> <message>". The access handler answers it as
  * an OpenAI-style JSON error and closes the connection (http.c). */
-#ifndef MLA_SERVER_FRAMING_H
-#define MLA_SERVER_FRAMING_H
+#ifndef MLA_SERVER_HTTP_FRAMING_H
+#define MLA_SERVER_HTTP_FRAMING_H
 
 #include <stdbool.h>
 #include <stddef.h>

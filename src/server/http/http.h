@@ -6,8 +6,8 @@
  * request (routing, authentication, bodies), writes the JSON body of the errors the
  * transport answers itself (framing, body limits, CORS refusals) and aborts in-flight work
  * at stop. Depends on base only (plus libmicrohttpd, jansson). */
-#ifndef MLA_SERVER_HTTP_H
-#define MLA_SERVER_HTTP_H
+#ifndef MLA_SERVER_HTTP_HTTP_H
+#define MLA_SERVER_HTTP_HTTP_H
 
 #include <jansson.h>
 #include <microhttpd.h>

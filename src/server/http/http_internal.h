@@ -1,6 +1,6 @@
 /* Private to src/server/http/: the transport's state, shared by http.c, relay.c and cors.c. */
-#ifndef MLA_SERVER_HTTP_INTERNAL_H
-#define MLA_SERVER_HTTP_INTERNAL_H
+#ifndef MLA_SERVER_HTTP_HTTP_INTERNAL_H
+#define MLA_SERVER_HTTP_HTTP_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

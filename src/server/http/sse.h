@@ -1,8 +1,8 @@
 /* Server-sent events framing (spec C.4) into the byte buffer the HTTP layer streams from
  * (base/strbuf.h): every event is "data: <compact json>\n\n"; the stream ends with
  * "data: [DONE]\n\n". */
-#ifndef MLA_SERVER_SSE_H
-#define MLA_SERVER_SSE_H
+#ifndef MLA_SERVER_HTTP_SSE_H
+#define MLA_SERVER_HTTP_SSE_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* HTTPS for `serve --ssl-keyfile KEY --ssl-certfile CERT` (vLLM's flags): the PEM files are
  * read and checked as a pair before the model loads, so that a wrong path or a key that does
  * not match its certificate fails at once with a line naming the file. */
-#ifndef MLA_SERVER_TLS_H
-#define MLA_SERVER_TLS_H
+#ifndef MLA_SERVER_HTTP_TLS_H
+#define MLA_SERVER_HTTP_TLS_H
 
 #include "base/err.h"
 

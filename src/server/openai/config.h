@@ -1,7 +1,7 @@
 /* The OpenAI server's configuration (the serve command's flags) and what it serves with
  * (engine, tokenizer, template, defaults); server/server.h starts a server from them. */
-#ifndef MLA_SERVER_CONFIG_H
-#define MLA_SERVER_CONFIG_H
+#ifndef MLA_SERVER_OPENAI_CONFIG_H
+#define MLA_SERVER_OPENAI_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* OpenAI-style API errors: {"error": {"message", "type", "param", "code"}} (spec C.6).
  * Request parsing and handlers fill a struct api_error; routes_reply_error (routes.h) answers
  * with its body, and the transport's own errors get the same body (routes_error_body). */
-#ifndef MLA_SERVER_ERRORS_H
-#define MLA_SERVER_ERRORS_H
+#ifndef MLA_SERVER_OPENAI_ERRORS_H
+#define MLA_SERVER_OPENAI_ERRORS_H
 
 #include <stddef.h>
 

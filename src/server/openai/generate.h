@@ -1,7 +1,7 @@
 /* The generation endpoints: /v1/chat/completions, /v1/completions and /v1/responses (a chat
  * request answered in its own shapes), answered whole or streamed as SSE. */
-#ifndef MLA_SERVER_GENERATE_H
-#define MLA_SERVER_GENERATE_H
+#ifndef MLA_SERVER_OPENAI_GENERATE_H
+#define MLA_SERVER_OPENAI_GENERATE_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* Private to generate.c and generate_stream.c: one request's generation (struct gen) and the
  * helpers both halves use. */
-#ifndef MLA_SERVER_GENERATE_INTERNAL_H
-#define MLA_SERVER_GENERATE_INTERNAL_H
+#ifndef MLA_SERVER_OPENAI_GENERATE_INTERNAL_H
+#define MLA_SERVER_OPENAI_GENERATE_INTERNAL_H
 
 #include "server/openai/openai_json.h"
 #include "server/parsers/reasoning.h"

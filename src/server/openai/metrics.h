@@ -3,8 +3,8 @@
  * and vLLM's Grafana board read them unchanged. Every family has HELP and TYPE
  * lines; counter families end in _total; histograms have cumulative _bucket{le=...} lines
  * ending with le="+Inf", then _sum and _count. Labels: model_name, engine="0". */
-#ifndef MLA_SERVER_METRICS_H
-#define MLA_SERVER_METRICS_H
+#ifndef MLA_SERVER_OPENAI_METRICS_H
+#define MLA_SERVER_OPENAI_METRICS_H
 
 #include "engine/engine.h"
 #include "server/http/sse.h"

@@ -3,8 +3,8 @@
  * Every string that came from the model goes through utf8_sanitize, so a broken byte
  * sequence becomes U+FFFD instead of a serialization failure. Builders return new
  * references (NULL only when out of memory). */
-#ifndef MLA_SERVER_OPENAI_JSON_H
-#define MLA_SERVER_OPENAI_JSON_H
+#ifndef MLA_SERVER_OPENAI_OPENAI_JSON_H
+#define MLA_SERVER_OPENAI_OPENAI_JSON_H
 
 #include <jansson.h>
 #include <stdbool.h>

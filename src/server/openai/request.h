@@ -6,8 +6,8 @@
  * ignored (and named in *unknown so the caller can log them); fields vLLM honours that this
  * engine cannot (beam search, suffix, structural tags, ...) are rejected with
  * 400 instead of being silently dropped. */
-#ifndef MLA_SERVER_REQUEST_H
-#define MLA_SERVER_REQUEST_H
+#ifndef MLA_SERVER_OPENAI_REQUEST_H
+#define MLA_SERVER_OPENAI_REQUEST_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* Private to the request parser (request.c, request_fields.c, request_sampling.c). */
-#ifndef MLA_SERVER_REQUEST_INTERNAL_H
-#define MLA_SERVER_REQUEST_INTERNAL_H
+#ifndef MLA_SERVER_OPENAI_REQUEST_INTERNAL_H
+#define MLA_SERVER_OPENAI_REQUEST_INTERNAL_H
 
 #include <jansson.h>
 #include <stdbool.h>

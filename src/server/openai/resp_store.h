@@ -3,8 +3,8 @@
  * previous_response_id, then its output items), in memory, the oldest dropped past a bound
  * (serve --responses-store-size, 0: nothing is stored). GET /v1/responses/{id} returns it,
  * DELETE removes it, and a request's previous_response_id continues its conversation. */
-#ifndef MLA_SERVER_RESP_STORE_H
-#define MLA_SERVER_RESP_STORE_H
+#ifndef MLA_SERVER_OPENAI_RESP_STORE_H
+#define MLA_SERVER_OPENAI_RESP_STORE_H
 
 #include <jansson.h>
 

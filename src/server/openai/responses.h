@@ -9,8 +9,8 @@
  * stored unless "store" is false (server/openai/resp_store.h), and previous_response_id continues a
  * stored one's conversation. What we cannot honour is a 400 naming the field: built-in tools,
  * background runs, images and files in the input. */
-#ifndef MLA_SERVER_RESPONSES_H
-#define MLA_SERVER_RESPONSES_H
+#ifndef MLA_SERVER_OPENAI_RESPONSES_H
+#define MLA_SERVER_OPENAI_RESPONSES_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * (server/http/http.h), the API key check, the small endpoints (/health /ping /version
  * /v1/models /metrics /tokenize /detokenize, stored Responses); generation endpoints go to
  * generate.h. */
-#ifndef MLA_SERVER_ROUTES_H
-#define MLA_SERVER_ROUTES_H
+#ifndef MLA_SERVER_OPENAI_ROUTES_H
+#define MLA_SERVER_OPENAI_ROUTES_H
 
 #include <stddef.h>
 

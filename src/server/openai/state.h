@@ -2,8 +2,8 @@
  * the lifecycle in server/server.c (not a public API). It owns the transport
  * (struct http_server), the in-flight generations (struct gen, generate_internal.h) and the
  * stored Responses. */
-#ifndef MLA_SERVER_STATE_H
-#define MLA_SERVER_STATE_H
+#ifndef MLA_SERVER_OPENAI_STATE_H
+#define MLA_SERVER_OPENAI_STATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -8,8 +8,8 @@
  * structured_outputs.structural_tag is refused (400), as are two kinds of structured output
  * in one request.
  * Pure: no engine, no tokenizer (tests/unit/test_server_structured.c). */
-#ifndef MLA_SERVER_STRUCTURED_H
-#define MLA_SERVER_STRUCTURED_H
+#ifndef MLA_SERVER_OPENAI_STRUCTURED_H
+#define MLA_SERVER_OPENAI_STRUCTURED_H
 
 #include <jansson.h>
 #include <stdbool.h>

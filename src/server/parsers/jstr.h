@@ -1,7 +1,7 @@
 /* The two JSON bits the parsers and the OpenAI answers share: a string from model bytes and
  * a random id (tool calls' "chatcmpl-tool-...", responses' "chatcmpl-...", "resp_..."). */
-#ifndef MLA_SERVER_JSTR_H
-#define MLA_SERVER_JSTR_H
+#ifndef MLA_SERVER_PARSERS_JSTR_H
+#define MLA_SERVER_PARSERS_JSTR_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -14,8 +14,8 @@
  * whose chat_template_kwargs set "thinking" or "enable_thinking" (vLLM reads both; their
  * template, or V3.2's encoder, then opens the thinking), else none: all of the output is
  * content and reasoning_content stays null, as in vLLM. */
-#ifndef MLA_SERVER_REASONING_H
-#define MLA_SERVER_REASONING_H
+#ifndef MLA_SERVER_PARSERS_REASONING_H
+#define MLA_SERVER_PARSERS_REASONING_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* Finding a tag in text that arrives in pieces (the reasoning and tool-call parsers). */
-#ifndef MLA_SERVER_TAGS_H
-#define MLA_SERVER_TAGS_H
+#ifndef MLA_SERVER_PARSERS_TAGS_H
+#define MLA_SERVER_PARSERS_TAGS_H
 
 #include <stddef.h>
 #include <string.h>

@@ -26,8 +26,8 @@
  * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>"; a possible
  * start of it is held back); everything from there is kept and parsed when the output ends,
  * and the calls go out in the last chunk, the same calls and content as the whole output's. */
-#ifndef MLA_SERVER_TOOL_CALLS_H
-#define MLA_SERVER_TOOL_CALLS_H
+#ifndef MLA_SERVER_PARSERS_TOOL_CALLS_H
+#define MLA_SERVER_PARSERS_TOOL_CALLS_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -3,8 +3,8 @@
  * throughput, prints vLLM's result table, and optionally writes the JSON result
  * (--result-file) and a throughput-latency chart over a concurrency sweep (--plot).
  * `mlaserve bench serve --help` lists the options. */
-#ifndef MLA_BENCH_BENCH_SERVE_H
-#define MLA_BENCH_BENCH_SERVE_H
+#ifndef MLA_TOOLS_LOAD_BENCH_SERVE_H
+#define MLA_TOOLS_LOAD_BENCH_SERVE_H
 
 /* argv[0] is the sub-command name ("serve"). Returns the process exit status: 0 when every
  * request succeeded, 1 when some failed (they are reported) or the benchmark could not run,

@@ -2,8 +2,8 @@
  * streamed request (no client threads, so the measured times are not skewed by a thread
  * pool), releases requests at their arrival times under a concurrency cap, and measures
  * each response with a bench_stream. Call curl_global_init() once before using these. */
-#ifndef MLA_BENCH_CLIENT_H
-#define MLA_BENCH_CLIENT_H
+#ifndef MLA_TOOLS_LOAD_CLIENT_H
+#define MLA_TOOLS_LOAD_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>

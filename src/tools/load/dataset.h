@@ -1,7 +1,7 @@
 /* Benchmark prompts: random token sequences of exact lengths (vLLM's "random" dataset) or
  * prompts read from a JSONL file, and the OpenAI request bodies built from them. */
-#ifndef MLA_BENCH_DATASET_H
-#define MLA_BENCH_DATASET_H
+#ifndef MLA_TOOLS_LOAD_DATASET_H
+#define MLA_TOOLS_LOAD_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>

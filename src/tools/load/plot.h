@@ -2,8 +2,8 @@
  * it, else the libgd png terminal): output throughput against median / P99 TPOT (left) and
  * against median / P99 end-to-end latency (right), one point per concurrency level,
  * labelled with it, so the throughput-latency curve can be read off directly. */
-#ifndef MLA_BENCH_PLOT_H
-#define MLA_BENCH_PLOT_H
+#ifndef MLA_TOOLS_LOAD_PLOT_H
+#define MLA_TOOLS_LOAD_PLOT_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * table and the JSON result (vLLM's key names, plus per-request arrays).
  *
  * Times are seconds in per-request results and milliseconds in the summary (`*_ms`). */
-#ifndef MLA_BENCH_STATS_H
-#define MLA_BENCH_STATS_H
+#ifndef MLA_TOOLS_LOAD_STATS_H
+#define MLA_TOOLS_LOAD_STATS_H
 
 #include <jansson.h>
 #include <stdbool.h>

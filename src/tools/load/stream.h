@@ -7,8 +7,8 @@
  * A "content chunk" is a choices[0] event carrying non-empty generated text: delta.content
  * (or delta.reasoning_content / delta.reasoning) for chat, text for completions. The role
  * chunk ({"role":"assistant","content":""}) and empty final chunks are not content. */
-#ifndef MLA_BENCH_STREAM_H
-#define MLA_BENCH_STREAM_H
+#ifndef MLA_TOOLS_LOAD_STREAM_H
+#define MLA_TOOLS_LOAD_STREAM_H
 
 #include <stdbool.h>
 #include <stddef.h>
