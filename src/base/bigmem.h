@@ -1,11 +1,13 @@
 /* The model's large buffers (packed, quantized or dummy weights) as anonymous mappings with
  * transparent huge pages advised: fewer TLB misses while the GEMMs stream them (fp8 decode
- * 1.04-1.06x at batch 1 on bench-v3fp8-2L). MLASERVE_HUGEPAGES=0 leaves the advice out: on a
- * VM whose host backs memory lazily (Firecracker with free page reporting) a fresh huge
- * page's first touch took 6-25 ms, and loads were 4-16x slower (docs/PERFORMANCE.md). */
+ * 1.04-1.06x at batch 1 on bench-v3fp8-2L), where they pay: on a VM whose host backs memory
+ * lazily (Firecracker with free page reporting) a fresh huge page's first touch took 6-25 ms,
+ * and loads were 4-16x slower (docs/PERFORMANCE.md). So the first large allocation measures it
+ * (bigmem_hugepages); MLASERVE_HUGEPAGES=0 or 1 decides instead. */
 #ifndef MLA_BASE_BIGMEM_H
 #define MLA_BASE_BIGMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define BIGMEM_MIN ((size_t)4 << 20) /* smaller requests: aligned_alloc */
@@ -14,6 +16,14 @@
  * NULL if out of memory. Free with bigmem_free and the same size. */
 void *bigmem_alloc(size_t bytes);
 void bigmem_free(void *p, size_t bytes);
+
+/* Whether large buffers get MADV_HUGEPAGE: MLASERVE_HUGEPAGES=0/1 when set, else decided once
+ * per process by timing the first touch of 2 MB as one huge page and as 4 KB pages (~1-50 ms,
+ * logged), with bigmem_hugepages_pay. */
+bool bigmem_hugepages(void);
+/* The rule: huge pages unless their first touch costs more than twice that of 4 KB pages
+ * (a fresh huge page normally costs less: one fault instead of 512). */
+bool bigmem_hugepages_pay(double huge_ms, double small_ms);
 
 /* Memory this process may still take: /proc/meminfo's MemAvailable, or less under a cgroup
  * limit (a container: v2 memory.max - memory.current, or v1 memory.limit_in_bytes -

@@ -112,6 +112,11 @@ static void test_bigmem(void)
 			p[sizes[k] - 1] = 1;
 		bigmem_free(p, sizes[k]);
 	}
+	/* the huge-page rule, on the first touches measured on a lazily backed VM (6-25 ms for a
+	 * huge page, 0.7-1.0 ms for 2 MB of 4 KB pages) and on VMs and hosts where huge pages pay */
+	EXPECT(!bigmem_hugepages_pay(6.0, 1.0) && !bigmem_hugepages_pay(25.0, 0.7));
+	EXPECT(bigmem_hugepages_pay(0.11, 5.5) && bigmem_hugepages_pay(0.2, 0.4) && bigmem_hugepages_pay(0.5, 0.3));
+	EXPECT(bigmem_hugepages() == bigmem_hugepages()); /* decided once */
 	size_t real = bigmem_available();
 	EXPECT(real > 0);
 	setenv("MLASERVE_MEM_AVAILABLE", "3G", 1);
