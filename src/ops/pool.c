@@ -26,6 +26,11 @@ struct pool {
 	void *ctx;
 	int n, chunk;
 	atomic_int pending, stop;
+	/* [n_threads] range t of the job is taken (by worker t, or by the caller when worker t
+	 * has not started it): each range runs once, with its own tid, on whichever thread is
+	 * free, so a worker that a co-tenant keeps off its core costs a wait only if it already
+	 * started its range */
+	atomic_char *taken;
 };
 
 /* Polls for at most SPIN_S until the job after `seen` is posted (or stop), or, with
@@ -59,6 +64,19 @@ static void pool_run_range(struct pool *p, int tid)
 		p->fn(p->ctx, begin, end, tid);
 }
 
+/* Runs range r of the job if nobody took it yet; the last range to finish wakes the caller. */
+static void pool_try_range(struct pool *p, int r)
+{
+	if (atomic_exchange_explicit(&p->taken[r], 1, memory_order_acq_rel))
+		return;
+	pool_run_range(p, r);
+	if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+		pthread_mutex_lock(&p->mu);
+		pthread_cond_signal(&p->done_cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
 static void *pool_worker(void *arg)
 {
 	struct pool *p = arg;
@@ -75,11 +93,7 @@ static void *pool_worker(void *arg)
 			break;
 		seen = p->generation;
 		pthread_mutex_unlock(&p->mu);
-		pool_run_range(p, tid);
-		pthread_mutex_lock(&p->mu);
-		if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
-			pthread_cond_signal(&p->done_cv);
-		pthread_mutex_unlock(&p->mu);
+		pool_try_range(p, tid);
 		spin(p, seen); /* the next job, without sleeping */
 		pthread_mutex_lock(&p->mu);
 	}
@@ -98,6 +112,13 @@ int pool_new(int n_threads, struct pool **out, struct err *e)
 		return err_set(e, "thread pool: out of memory");
 	p->n_threads = n_threads;
 	p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+	p->taken = calloc((size_t)n_threads, sizeof *p->taken);
+	if (!p->threads || !p->taken) {
+		free(p->threads);
+		free(p->taken);
+		free(p);
+		return err_set(e, "thread pool: out of memory");
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work_cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
@@ -130,6 +151,7 @@ void pool_free(struct pool *p)
 	pthread_cond_destroy(&p->work_cv);
 	pthread_cond_destroy(&p->done_cv);
 	free(p->threads);
+	free((void *)p->taken);
 	free(p);
 }
 
@@ -155,10 +177,14 @@ void pool_for(struct pool *p, int n, int grain, void (*fn)(void *, int, int, int
 	p->n = n;
 	p->chunk = chunk;
 	atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+	for (int t = 1; t < p->n_threads; t++) /* a late worker's claim sees the job above */
+		atomic_store_explicit(&p->taken[t], 0, memory_order_release);
 	atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
 	pthread_cond_broadcast(&p->work_cv);
 	pthread_mutex_unlock(&p->mu);
 	pool_run_range(p, 0);
+	for (int t = 1; t < p->n_threads; t++) /* the ranges no worker has started yet */
+		pool_try_range(p, t);
 	spin(p, SPIN_DONE);
 	pthread_mutex_lock(&p->mu);
 	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
