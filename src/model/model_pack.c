@@ -17,8 +17,8 @@ static int by_address(const void *a, const void *b)
 }
 
 /* The --quantization fp8 buffer (m->qbufs, sorted by address) holding w's bytes, if w may
- * lose them once packed: every GEMM on a packed weight reads the packed copy under bf16
- * activations, except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
+ * lose them once packed: every GEMM on a packed weight reads the packed copy (under bf16
+ * activations, or any for the AVX2 fp8 layout), except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
  * boundaries; -1 otherwise */
 static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_b)
 {
@@ -34,7 +34,7 @@ static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_
 	return at >= 0 && d < (const char *)m->qbufs[at].p + m->qbufs[at].bytes ? at : -1; /* freed: 0 bytes */
 }
 
-/* Packs w for the bf16 dot-product kernels when that pays (ops/prepack.h) into an owned
+/* Packs w for the kernels of the CPU's level when that pays (ops/prepack.h) into an owned
  * buffer. w->data stays valid (the mapping, or the dummy buffer) for the other paths, except
  * --quantization fp8's own bytes, which are dropped (data NULL): the packed copy replaces them,
  * so a quantized model does not hold its weights twice. With count set it only adds the
@@ -50,8 +50,7 @@ static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, b
 		return 0;
 	uint32_t *d = model_own(m, prepack_bytes(w));
 	if (!d)
-		return err_set(e, "model: out of memory packing a %dx%d weight for the bf16 kernels", w->rows,
-			       w->cols);
+		return err_set(e, "model: out of memory packing a %dx%d weight for the kernels", w->rows, w->cols);
 	prepack_weights(w, d, m->opt.pool);
 	if (qb >= 0) { /* the entry stays, empty, so that the list stays sorted */
 		bigmem_free(m->qbufs[qb].p, m->qbufs[qb].bytes);
