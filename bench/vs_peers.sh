@@ -6,7 +6,8 @@
 #   decode @512     GEN decode steps after a 512-token prompt
 #   decode @4096    GEN decode steps after a 4096-token prompt
 # for bf16 weights (ours: the checkpoint as is; the peer: a bf16 GGUF) and the 1-byte formats
-# (ours: --quantization fp8; the peer: a Q8_0 GGUF). Ours is `mlaserve bench latency` (prefill of
+# (ours: --quantization fp8 --quantize-lm-head, every matrix in one byte as Q8_0 has it; the peer:
+# a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16). Ours is `mlaserve bench latency` (prefill of
 # --input-len tokens, then --output-len decode steps, the first one left out of the mean); the
 # peer's is `llama-bench -p 512 -gp 512,GEN -gp 4096,GEN` (-gp times the GEN tokens after the
 # prompt only). Ours and the peer alternate, the peer first in even rounds, REPS rounds; each cell
@@ -20,6 +21,7 @@
 # Usage (environment):
 #   PEER_BENCH=/path/llama-bench PEER_GGUF_BF16=model-bf16.gguf [PEER_GGUF_Q8=model-q8_0.gguf] \
 #   OUR_MODEL=hf_dir [THREADS=2] [REPS=2] [GEN=64] [PEER_FLAGS="-fa 1 -mla 3 -fmoe 1"] \
+#   [OUR_Q8_FLAGS="--quantization fp8 --quantize-lm-head"] \
 #   [MLASERVE=build/mlaserve] [OUT=dir for the raw logs and JSON] bash bench/vs_peers.sh
 # PEER_FLAGS defaults to ik_llama.cpp's best flags for DeepSeek; llama.cpp (no MLA) takes "-fa 1".
 # Without PEER_GGUF_Q8 the 1-byte columns show ours only. MLASERVE_CPU_LEVEL etc. pass through.
@@ -40,6 +42,7 @@ REPS=${REPS:-2}
 GEN=${GEN:-64}
 PEER_FLAGS=${PEER_FLAGS:--fa 1 -mla 3 -fmoe 1}
 MLASERVE=${MLASERVE:-build/mlaserve}
+OUR_Q8_FLAGS=${OUR_Q8_FLAGS:---quantization fp8 --quantize-lm-head}
 
 [ -n "$PEER_BENCH" ] || die "PEER_BENCH is not set: the peer's llama-bench binary (see shared/peers/README.md)"
 [ -x "$PEER_BENCH" ] || die "PEER_BENCH=$PEER_BENCH: no such executable"
@@ -60,7 +63,8 @@ res="$OUT/results.tsv" # rep side format metric tokens/s
 # ours REP FORMAT (bf16, or q8 for the 1-byte row: fp8): prefill 512 + decode @512, then decode @4096
 ours() {
 	local rep=$1 fmt=$2 q=() ctx j
-	[ "$fmt" = bf16 ] || fmt=fp8 q=(--quantization fp8)
+	# shellcheck disable=SC2206 # OUR_Q8_FLAGS is a list of flags
+	[ "$fmt" = bf16 ] || fmt=fp8 q=($OUR_Q8_FLAGS)
 	for ctx in 512 4096; do
 		j="$OUT/ours-$fmt-$ctx-r$rep.json"
 		echo "  ours $fmt, context $ctx" >&2
@@ -111,10 +115,10 @@ for rep in $(seq 1 "$REPS"); do
 	pair q8 "$PEER_GGUF_Q8"
 done
 
-python3 - "$res" "$THREADS" "$REPS" "$GEN" "$PEER_BENCH" "$PEER_FLAGS" <<'EOF'
+python3 - "$res" "$THREADS" "$REPS" "$GEN" "$PEER_BENCH" "$PEER_FLAGS" "$OUR_Q8_FLAGS" <<'EOF'
 import sys
 from collections import defaultdict
-res, threads, reps, gen, peer, flags = sys.argv[1:]
+res, threads, reps, gen, peer, flags, q8 = sys.argv[1:]
 v = defaultdict(list)
 for line in open(res):
     _, side, fmt, metric, ts = line.split("\t")
@@ -140,5 +144,5 @@ for r in table:
     print("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
     if r is table[0]:
         print("|" + "|".join("-" * (x + 2) for x in w) + "|")
-print("peer: %s %s" % (peer, flags))
+print("peer: %s %s; ours fp8: %s" % (peer, flags, q8))
 EOF

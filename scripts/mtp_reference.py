@@ -4,7 +4,7 @@
 logits that no independent implementation gives us.
 
   mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT [CHAIN_OUT]]
-  mtp_reference.py --quantize-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
 prints the largest difference between its logits and the fixture's golden ones (the check
@@ -20,7 +20,8 @@ token at p + d + 2.
 With --quantize-fp8 the linear layers (those DeepSeek's fp8 checkpoints store in fp8) are
 first quantized as `--quantization fp8` specifies (ops/quant_fp8.h): per 128x128 block,
 scale = float32(amax / 448) (1 if that is 0), each weight the e4m3 value nearest to
-float32(w / scale) (ties to the even code), times scale; OUT gets the model's logits [n, vocab]."""
+float32(w / scale) (ties to the even code), times scale; OUT gets the model's logits [n, vocab].
+--quantize-lm-head quantizes lm_head.weight the same way (`--quantize-lm-head`)."""
 import json, math, os, struct, sys
 
 
@@ -77,8 +78,9 @@ def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128
 
 
 class Weights:
-    def __init__(self, dirname, quantize_fp8=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False):
         self.raw, self.cache, self.quantize_fp8 = load(dirname), {}, quantize_fp8
+        self.quantized = QUANTIZED + (('lm_head',) if quantize_head else ())
 
     def __contains__(self, name):
         return name in self.raw
@@ -103,7 +105,7 @@ class Weights:
             if dt == 'F8_E4M3':  # dequantize: multiply by the 128x128 block's scale_inv
                 sc = self.get(name + '_scale_inv')
                 out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
-            elif self.quantize_fp8 and name.split('.')[-2] in QUANTIZED:
+            elif self.quantize_fp8 and name.split('.')[-2] in self.quantized:
                 out = quantize(out)
         self.cache[name] = out
         return out
@@ -123,9 +125,9 @@ def silu(z):
 
 
 class Model:
-    def __init__(self, dirname, quantize_fp8=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False):
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
-        self.w = Weights(dirname, quantize_fp8)
+        self.w = Weights(dirname, quantize_fp8, quantize_head)
         c = self.c
         dr, theta = c['qk_rope_head_dim'], c['rope_theta']
         f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
@@ -279,8 +281,11 @@ def main():
     q = sys.argv[1] == '--quantize-fp8'
     if q:
         del sys.argv[1]
+    qh = q and sys.argv[1] == '--quantize-lm-head'
+    if qh:
+        del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m = Model(model_dir, q)
+    m = Model(model_dir, q, qh)
     d = json.load(open(prompts))
     pr = next(p for p in d['prompts'] if p['name'] == name)
     toks = pr['tokens']

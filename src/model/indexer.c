@@ -28,11 +28,11 @@ int model_load_indexer(struct model *m, int i, struct layer_weights *l, struct e
 	int D = c->hidden_size, Hi = c->index_n_heads, di = c->index_head_dim, Lq = c->q_lora_rank;
 	char n[256];
 #define IX(what) (snprintf(n, sizeof n, "model.layers.%d.self_attn.indexer.%s", i, what), n)
-	return model_mat(m, IX("wq_b.weight"), Hi * di, Lq, true, &l->ix_wq_b, e) ||
-			       model_mat(m, IX("wk.weight"), di, D, true, &l->ix_wk, e) ||
+	return model_mat(m, IX("wq_b.weight"), Hi * di, Lq, WQ_LINEAR, &l->ix_wq_b, e) ||
+			       model_mat(m, IX("wk.weight"), di, D, WQ_LINEAR, &l->ix_wk, e) ||
 			       model_vec_f32(m, IX("k_norm.weight"), di, 1.0f, &l->ix_k_norm_w, e) ||
 			       model_vec_f32(m, IX("k_norm.bias"), di, 0.0f, &l->ix_k_norm_b, e) ||
-			       model_mat(m, IX("weights_proj.weight"), Hi, D, false, &l->ix_weights_proj, e)
+			       model_mat(m, IX("weights_proj.weight"), Hi, D, WQ_NONE, &l->ix_weights_proj, e)
 		       ? -1
 		       : 0;
 #undef IX

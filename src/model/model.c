@@ -192,17 +192,17 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 
 /* A [rows, cols] matrix, or (--quantization fp8) the part of it that covers rows
  * [r0, r0 + nr) x cols [c0, c0 + nc): *w's (row0, col0) is where it starts */
-static int mat_region(struct model *m, const char *name, int rows, int cols, bool quantizable, int r0, int nr, int c0,
-		      int nc, struct wmat *w, struct err *e)
+static int mat_region(struct model *m, const char *name, int rows, int cols, enum wq q, int r0, int nr, int c0, int nc,
+		      struct wmat *w, struct err *e)
 {
 	memset(w, 0, sizeof *w);
 	w->rows = rows;
 	w->cols = cols;
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
-	if (m->opt.load_dummy && quantizable && m->cfg.fp8)
+	if (m->opt.load_dummy && q == WQ_LINEAR && m->cfg.fp8)
 		return dummy_fp8(m, name, rows, cols, w, e);
-	bool quantize = quantizable && m->opt.quantize_fp8;
+	bool quantize = (q == WQ_LINEAR && m->opt.quantize_fp8) || (q == WQ_HEAD && m->opt.quantize_lm_head);
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
 		uint16_t *d = quantize ? malloc(n * 2) : model_own(m, n * 2);
@@ -220,7 +220,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 		free(d);
 		return rc;
 	}
-	unsigned mask = ST_FLOATS | (quantizable && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
+	unsigned mask = ST_FLOATS | (q == WQ_LINEAR && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
 	const struct st_tensor *t;
 	if (st_expect(m->st, name, mask, rows, cols, &t, e))
 		return -1;
@@ -261,9 +261,9 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, boo
 	return 0;
 }
 
-int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w, struct err *e)
+int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, struct wmat *w, struct err *e)
 {
-	return mat_region(m, name, rows, cols, quantizable, 0, rows, 0, cols, w, e);
+	return mat_region(m, name, rows, cols, q, 0, rows, 0, cols, w, e);
 }
 
 /* A 1-D (cols == 0) or small 2-D float tensor as an owned fp32 array. */
@@ -308,14 +308,14 @@ enum split { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS };
 /* A checkpoint matrix and this rank's view of it: rows [lo, lo + n) or columns [lo, lo + n),
  * addressed in place inside the mapping (fp8 views keep the full scale grid and their
  * offset, so a cut inside a 128x128 scale block is fine). Counts only the view's bytes. */
-static int mat_part(struct model *m, const char *name, int rows, int cols, bool quantizable, enum split how, int lo,
-		    int n, struct wmat *w, struct err *e)
+static int mat_part(struct model *m, const char *name, int rows, int cols, enum wq q, enum split how, int lo, int n,
+		    struct wmat *w, struct err *e)
 {
 	size_t before = m->weight_bytes;
 	bool split = how != SPLIT_NONE && m->tp_size > 1;
 	bool by_rows = how == SPLIT_ROWS;
 	struct wmat full; /* the whole matrix, or (quantized) the blocks that cover the view */
-	if (mat_region(m, name, rows, cols, quantizable, split && by_rows ? lo : 0, split && by_rows ? n : rows,
+	if (mat_region(m, name, rows, cols, q, split && by_rows ? lo : 0, split && by_rows ? n : rows,
 		       split && !by_rows ? lo : 0, split && !by_rows ? n : cols, &full, e))
 		return -1;
 	if (!split) {
@@ -335,9 +335,9 @@ static int mlp_part(struct model *m, const char *gate, const char *up, const cha
 {
 	int D = m->cfg.hidden_size, lo, n;
 	tp_part(m, I, &lo, &n);
-	return mat_part(m, gate, I, D, true, SPLIT_ROWS, lo, n, g, e) ||
-			       mat_part(m, up, I, D, true, SPLIT_ROWS, lo, n, u, e) ||
-			       mat_part(m, down, D, I, true, SPLIT_COLS, lo, n, d, e)
+	return mat_part(m, gate, I, D, WQ_LINEAR, SPLIT_ROWS, lo, n, g, e) ||
+			       mat_part(m, up, I, D, WQ_LINEAR, SPLIT_ROWS, lo, n, u, e) ||
+			       mat_part(m, down, D, I, WQ_LINEAR, SPLIT_COLS, lo, n, d, e)
 		       ? -1
 		       : 0;
 }
@@ -407,22 +407,23 @@ static int load_layer(struct model *m, int i, struct err *e)
 	if (model_vec_f32(m, NAME("input_layernorm.weight"), D, 1.0f, &l->attn_norm, e) ||
 	    model_vec_f32(m, NAME("post_attention_layernorm.weight"), D, 1.0f, &l->ffn_norm, e) ||
 	    model_vec_f32(m, NAME("self_attn.kv_a_layernorm.weight"), Lkv, 1.0f, &l->kv_a_norm, e) ||
-	    model_mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, true, &l->kv_a, e) ||
-	    mat_part(m, NAME("self_attn.o_proj.weight"), D, H * dv, true, SPLIT_COLS, h0 * dv, Hl * dv, &l->o_proj, e))
+	    model_mat(m, NAME("self_attn.kv_a_proj_with_mqa.weight"), Lkv + dr, D, WQ_LINEAR, &l->kv_a, e) ||
+	    mat_part(m, NAME("self_attn.o_proj.weight"), D, H * dv, WQ_LINEAR, SPLIT_COLS, h0 * dv, Hl * dv,
+		     &l->o_proj, e))
 		return -1;
 	before_kvb = m->weight_bytes;
-	if (model_mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, true, &kv_b_full, e))
+	if (model_mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, WQ_LINEAR, &kv_b_full, e))
 		return -1;
 	l->kv_b = m->tp_size > 1 ? wmat_view(&kv_b_full, h0 * (dn + dv), Hl * (dn + dv), 0, Lkv) : kv_b_full;
 	m->weight_bytes = before_kvb + wmat_bytes(&l->kv_b);
 	if (Lq > 0) {
-		if (model_mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, true, &l->q_a, e) ||
+		if (model_mat(m, NAME("self_attn.q_a_proj.weight"), Lq, D, WQ_LINEAR, &l->q_a, e) ||
 		    model_vec_f32(m, NAME("self_attn.q_a_layernorm.weight"), Lq, 1.0f, &l->q_a_norm, e) ||
-		    mat_part(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, true, SPLIT_ROWS, h0 * (dn + dr),
-			     Hl * (dn + dr), &l->q_b, e))
+		    mat_part(m, NAME("self_attn.q_b_proj.weight"), H * (dn + dr), Lq, WQ_LINEAR, SPLIT_ROWS,
+			     h0 * (dn + dr), Hl * (dn + dr), &l->q_b, e))
 			return -1;
-	} else if (mat_part(m, NAME("self_attn.q_proj.weight"), H * (dn + dr), D, true, SPLIT_ROWS, h0 * (dn + dr),
-			    Hl * (dn + dr), &l->q_proj, e)) {
+	} else if (mat_part(m, NAME("self_attn.q_proj.weight"), H * (dn + dr), D, WQ_LINEAR, SPLIT_ROWS,
+			    h0 * (dn + dr), Hl * (dn + dr), &l->q_proj, e)) {
 		return -1;
 	}
 	if (build_uk_t(m, l, &kv_b_full, h0, Hl, dn, dv, e) || (config_is_sparse(c) && model_load_indexer(m, i, l, e)))
@@ -432,7 +433,7 @@ static int load_layer(struct model *m, int i, struct err *e)
 		return mlp_part(m, NAME("mlp.gate_proj.weight"), NAME2("mlp.up_proj.weight"),
 				NAME3("mlp.down_proj.weight"), c->intermediate_size, &l->gate, &l->up, &l->down, e);
 	int E = c->n_routed_experts, Im = c->moe_intermediate_size;
-	if (model_mat(m, NAME("mlp.gate.weight"), E, D, false, &l->router, e))
+	if (model_mat(m, NAME("mlp.gate.weight"), E, D, WQ_NONE, &l->router, e))
 		return -1;
 	if (c->topk_method == TOPK_NOAUX_TC &&
 	    model_vec_f32(m, NAME("mlp.gate.e_score_correction_bias"), E, 0.0f, &l->bias, e))
@@ -460,8 +461,9 @@ static int load_layer(struct model *m, int i, struct err *e)
 }
 
 /* The MTP module's embedding or head: its own tensor, unless the checkpoint has none or a
- * byte-equal copy of the model's (DeepSeek's V3/R1 carry copies: 1.9 GB each) */
-static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool split,
+ * byte-equal copy of the model's (DeepSeek's V3/R1 carry copies: 1.9 GB each). A head is
+ * split by vocabulary under TP, and fp8 under --quantize-lm-head, as the model's. */
+static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool head,
 			  const struct wmat *model_w, struct wmat *w, bool *own, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
@@ -473,10 +475,10 @@ static int mtp_shared_mat(struct model *m, const char *name, const char *model_n
 	if (!t || (mt && t->dtype == mt->dtype && t->nbytes == mt->nbytes && !memcmp(t->data, mt->data, t->nbytes)))
 		return 0;
 	*own = true;
-	if (split)
-		return mat_part(m, name, c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0,
+	if (head)
+		return mat_part(m, name, c->vocab_size, c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0,
 				m->vocab_cols[m->tp_rank], w, e);
-	return model_mat(m, name, c->vocab_size, c->hidden_size, false, w, e);
+	return model_mat(m, name, c->vocab_size, c->hidden_size, WQ_NONE, w, e);
 }
 
 static int load_mtp(struct model *m, struct err *e)
@@ -489,7 +491,7 @@ static int load_mtp(struct model *m, struct err *e)
 	if (model_vec_f32(m, MNAME("enorm.weight"), D, 1.0f, &t->enorm, e) ||
 	    model_vec_f32(m, MNAME("hnorm.weight"), D, 1.0f, &t->hnorm, e) ||
 	    model_vec_f32(m, MNAME("shared_head.norm.weight"), D, 1.0f, &t->head_norm, e) ||
-	    model_mat(m, MNAME("eh_proj.weight"), D, 2 * D, true, &t->eh_proj, e) ||
+	    model_mat(m, MNAME("eh_proj.weight"), D, 2 * D, WQ_LINEAR, &t->eh_proj, e) ||
 	    mtp_shared_mat(m, MNAME("embed_tokens.weight"), "model.embed_tokens.weight", false, &m->embed, &t->embed,
 			   &t->own_embed, e) ||
 	    mtp_shared_mat(m, MNAME("shared_head.head.weight"),
@@ -637,15 +639,17 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		goto fail;
 	}
 	int tty = isatty(2);
-	if (model_mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, false, &m->embed, e) ||
+	if (model_mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, WQ_NONE, &m->embed, e) ||
 	    model_vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
 		goto fail;
-	if (c->tie_word_embeddings) {
+	/* tied embeddings share the bytes, unless the head is to be fp8: then it is a copy */
+	if (c->tie_word_embeddings && !m->opt.quantize_lm_head) {
 		m->lm_head = m->tp_size > 1
 				     ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
 				     : m->embed;
-	} else if (mat_part(m, "lm_head.weight", c->vocab_size, c->hidden_size, false, SPLIT_ROWS, m->vocab0,
-			    m->vocab_cols[m->tp_rank], &m->lm_head, e)) {
+	} else if (mat_part(m, c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", c->vocab_size,
+			    c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0, m->vocab_cols[m->tp_rank], &m->lm_head,
+			    e)) {
 		goto fail;
 	}
 	for (int i = 0; i < c->num_hidden_layers; i++) {
@@ -669,9 +673,10 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
 	if (m->quant_src_bytes)
-		LOG_I("model",
-		      "--quantization fp8: %.2f GB of linear-layer weights quantized to fp8 in 128x128 blocks in "
-		      "%.1f s",
+		LOG_I("model", "%s: %.2f GB of weights quantized to fp8 in 128x128 blocks in %.1f s",
+		      m->opt.quantize_fp8 && m->opt.quantize_lm_head ? "--quantization fp8 --quantize-lm-head"
+		      : m->opt.quantize_fp8                          ? "--quantization fp8 (the linear layers)"
+								     : "--quantize-lm-head",
 		      m->quant_src_bytes / 1e9, m->quant_s);
 	else if (m->opt.quantize_fp8)
 		LOG_I("model", "--quantization fp8: the checkpoint's linear layers are fp8 already");

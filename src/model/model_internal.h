@@ -86,10 +86,14 @@ struct model {
 	int n_qbufs, cap_qbufs;
 };
 
-/* A checkpoint matrix [rows, cols] (fp8 with its block scales where quantizable and the
- * checkpoint has them) and a 1-D float tensor as owned fp32 (dummy_value under dummy
- * weights); errors name the file and tensor (model.c). */
-int model_mat(struct model *m, const char *name, int rows, int cols, bool quantizable, struct wmat *w, struct err *e);
+/* What a matrix may become: WQ_NONE, as the checkpoint has it; WQ_LINEAR, a linear layer
+ * (fp8 with block scales in DeepSeek's fp8 checkpoints, quantized by --quantization fp8);
+ * WQ_HEAD, the lm_head (quantized to fp8 by --quantize-lm-head). */
+enum wq { WQ_NONE, WQ_LINEAR, WQ_HEAD };
+
+/* A checkpoint matrix [rows, cols] and a 1-D float tensor as owned fp32 (dummy_value under
+ * dummy weights); errors name the file and tensor (model.c). */
+int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, struct wmat *w, struct err *e);
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
 
 /* The lightning indexer (model/indexer.c): layer i's weights; one step's selection for the

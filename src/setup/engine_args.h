@@ -17,6 +17,7 @@ struct engine_args {
 	const char *dtype;             /* --dtype auto|float32|bfloat16 (default auto) */
 	bool load_dummy;               /* --load-format dummy */
 	bool quantize_fp8;             /* --quantization fp8 (-q fp8) */
+	bool quantize_lm_head;         /* --quantize-lm-head */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;                /* --block-size (0 = backend default) */
 	int reorder_batch_threshold;   /* --reorder-batch-threshold (0 = backend's) */

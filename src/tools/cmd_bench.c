@@ -232,7 +232,8 @@ struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
-	bool quantize_fp8; /* --quantization fp8 */
+	bool quantize_fp8;     /* --quantization fp8 */
+	bool quantize_lm_head; /* --quantize-lm-head */
 };
 
 struct decode_result {
@@ -339,7 +340,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .max_seqs = Bmax,
 				   .max_model_len = I + O,
 				   .pool = pool,
-				   .quantize_fp8 = o->quantize_fp8};
+				   .quantize_fp8 = o->quantize_fp8,
+				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	double t_load = mono_now_s();
@@ -480,7 +482,8 @@ static void bench_usage(FILE *f)
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		   "checkpoint's)] [--threads N]\n"
-		   "         [--attention-backend NAME] [--quantization fp8] [--output-json FILE]\n");
+		   "         [--attention-backend NAME] [--quantization fp8] [--quantize-lm-head]\n"
+		   "         [--output-json FILE]\n");
 }
 
 static int int_arg(const char *v, const char *what, int lo, int *out, struct err *e)
@@ -518,6 +521,10 @@ int cmd_bench(int argc, char **argv)
 				return 2;
 			}
 			o.dir = a;
+			continue;
+		}
+		if (!strcmp(a, "--quantize-lm-head")) {
+			o.quantize_lm_head = true;
 			continue;
 		}
 		if (i + 1 >= argc) {

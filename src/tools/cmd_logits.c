@@ -24,7 +24,8 @@
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
 	int dummy, threads, chunk;
-	bool quantize_fp8; /* --quantization fp8 */
+	bool quantize_fp8;     /* --quantization fp8 */
+	bool quantize_lm_head; /* --quantize-lm-head */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
 };
@@ -35,6 +36,7 @@ static void logits_usage(FILE *f)
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
 		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8]\n"
+		"         [--quantize-lm-head]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
 
@@ -79,7 +81,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .tp_rank = c ? c->tp_rank : 0,
 				   .comm = c,
 				   .dcp_interleave = o->interleave,
-				   .quantize_fp8 = o->quantize_fp8};
+				   .quantize_fp8 = o->quantize_fp8,
+				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	if (model_load(o->dir, &mo, &m, e))
@@ -200,7 +203,9 @@ int cmd_logits(int argc, char **argv)
 			logits_usage(stdout);
 			return 0;
 		}
-		if (!strcmp(a, "-tp") || !strcmp(a, "-dcp")) {
+		if (!strcmp(a, "--quantize-lm-head")) {
+			o.quantize_lm_head = true;
+		} else if (!strcmp(a, "-tp") || !strcmp(a, "-dcp")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);
 				return 2;

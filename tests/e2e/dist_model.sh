@@ -96,6 +96,9 @@ logits "tiny-v3-fp8 -tp 4 -dcp 2 I=16, chunk 5" tiny-v3-fp8 len17 4 2 16 --chunk
 # 48 rows, down_proj at 80 columns: inside 128x128 blocks), as one process does the whole
 GOLD=len17.fp8q.f32 logits "tiny-v3 -q fp8 -tp 4 -dcp 2 I=1, chunk 5" tiny-v3 len17 4 2 1 --chunk 5 -q fp8
 GOLD=len17.fp8q.f32 logits "tiny-v2 --quantization fp8 -tp 2, one forward" tiny-v2 len17 2 1 1 --quantization fp8
+# --quantize-lm-head under TP: each rank quantizes its vocabulary rows of the head
+GOLD=len17.fp8qh.f32 logits "tiny-v3 -q fp8 --quantize-lm-head -tp 2 -dcp 2 I=1, chunk 5" tiny-v3 len17 2 2 1 \
+	--chunk 5 -q fp8 --quantize-lm-head
 logits "tiny-r1 (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunk 4" tiny-r1 len17 8 8 1 --chunk 4
 logits "tiny-r1 -tp 8 -dcp 8 I=16, REFERENCE_MLA chunk 9" tiny-r1 len17 8 8 16 --chunk 9 \
 	--attention-backend REFERENCE_MLA

@@ -55,6 +55,10 @@ static void test_values(void)
 	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8);
 	EXPECT(parse_all(&a, q2, &e) == 0 && a.quantize_fp8);
 	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
+	/* --quantize-lm-head takes no value: the argument after it is the next flag */
+	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
+	EXPECT(!a.quantize_lm_head);
+	EXPECT(parse_all(&a, qh, &e) == 0 && a.quantize_lm_head && a.max_num_seqs == 3);
 	char *other[] = {"--port", "1", NULL};
 	EXPECT_EQ_INT(parse_all(&a, other, &e), 1);
 }

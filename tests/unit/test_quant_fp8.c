@@ -198,7 +198,7 @@ static void test_blocks(void)
 	free(w);
 }
 
-static struct model *load_act(const char *name, bool quantize, bool dummy, enum dtype act, struct err *e)
+static struct model *load_opts(const char *name, bool quantize, bool head, bool dummy, enum dtype act, struct err *e)
 {
 	struct model_options o = {.act_dtype = act,
 				  .max_batch_tokens = 64,
@@ -206,10 +206,16 @@ static struct model *load_act(const char *name, bool quantize, bool dummy, enum 
 				  .max_model_len = 64,
 				  .pool = g_pool,
 				  .quantize_fp8 = quantize,
+				  .quantize_lm_head = head,
 				  .load_dummy = dummy,
 				  .dummy_seed = 3};
 	struct model *m = NULL;
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
+}
+
+static struct model *load_act(const char *name, bool quantize, bool dummy, enum dtype act, struct err *e)
+{
+	return load_opts(name, quantize, false, dummy, act, e);
 }
 
 static struct model *load(const char *name, bool quantize, bool dummy, struct err *e)
@@ -219,25 +225,34 @@ static struct model *load(const char *name, bool quantize, bool dummy, struct er
 
 /* The quantized model's logits within 1e-3 of the reference: the whole prompt (prefill
  * path), chunks of 7 (FLASHMLA's multi-token decode, FLASH_ATTN_MLA's), one token at a time
- * (every backend's decode) */
-static void check_golden(const char *fixture, const char *name)
+ * (every backend's decode). head: --quantize-lm-head too (golden NAME.fp8qh.f32), against the
+ * model without it. */
+static void check_golden(const char *fixture, const char *name, bool head)
 {
 	struct err e;
-	struct model *m = load(fixture, true, false, &e), *plain = load(fixture, false, false, &e);
+	struct model *m = load_opts(fixture, true, head, false, DT_F32, &e),
+		     *plain = head ? load(fixture, true, false, &e) : load(fixture, false, false, &e);
 	EXPECTF(m && plain, "%s: %s", fixture, e.msg);
 	if (!m || !plain) {
 		model_free(m);
 		model_free(plain);
 		return;
 	}
-	/* the linear layers in fp8: about half the bytes of the bf16 checkpoint's */
-	EXPECTF(model_weight_bytes(m) < model_weight_bytes(plain), "%zu bytes quantized, %zu bf16",
-		model_weight_bytes(m), model_weight_bytes(plain));
+	int n, V = model_config(m)->vocab_size, D = model_config(m)->hidden_size;
+	/* the linear layers in fp8: about half the bytes of the bf16 checkpoint's; the head: one
+	 * byte a weight plus a float per 128x128 block, for two */
+	size_t head_saves = (size_t)V * D - (size_t)((V + 127) / 128) * ((D + 127) / 128) * sizeof(float);
+	if (head)
+		EXPECTF(model_weight_bytes(plain) - model_weight_bytes(m) == head_saves,
+			"%zu bytes with the head quantized, %zu without", model_weight_bytes(m),
+			model_weight_bytes(plain));
+	else
+		EXPECTF(model_weight_bytes(m) < model_weight_bytes(plain), "%zu bytes quantized, %zu bf16",
+			model_weight_bytes(m), model_weight_bytes(plain));
 	model_free(plain);
-	int n, V = model_config(m)->vocab_size;
 	int32_t *tok = fwd_prompt(fixture, name, &n);
 	char rel[256];
-	snprintf(rel, sizeof rel, "%s/golden/%s.fp8q.f32", fixture, name);
+	snprintf(rel, sizeof rel, "%s/golden/%s.%s.f32", fixture, name, head ? "fp8qh" : "fp8q");
 	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
 	EXPECTF(tok && gold, "%s: %s", fixture, rel);
 	struct {
@@ -266,8 +281,9 @@ static void check_golden(const char *fixture, const char *name)
 	model_free(m);
 }
 
-static void test_golden_v3(void) { check_golden("tiny-v3", "len64"); } /* q_lora, sigmoid routing */
-static void test_golden_v2(void) { check_golden("tiny-v2", "len17"); } /* q_proj, softmax routing */
+static void test_golden_v3(void) { check_golden("tiny-v3", "len64", false); }     /* q_lora, sigmoid routing */
+static void test_golden_v2(void) { check_golden("tiny-v2", "len17", false); }     /* q_proj, softmax routing */
+static void test_golden_lm_head(void) { check_golden("tiny-v3", "len17", true); } /* --quantize-lm-head */
 
 /* An fp8 checkpoint is read as it is; dummy weights are quantized as a checkpoint's */
 static void test_fp8_checkpoint_and_dummy(void)
@@ -349,6 +365,7 @@ int main(int argc, char **argv)
 		T(test_blocks),
 		T(test_golden_v3),
 		T(test_golden_v2),
+		T(test_golden_lm_head),
 		T(test_fp8_checkpoint_and_dummy),
 		T(test_packed_drops_its_source),
 	};
