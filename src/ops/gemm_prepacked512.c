@@ -173,7 +173,26 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 		}
 		return;
 	}
-	for (int rb = r0; rb < r1; rb += SR) { /* one tile: decode in the kernel */
+	int rb = r0;
+	void (*mk8x2)(const uint8_t *, const uint8_t *, int, const uint32_t *, float *, float *, __mmask16, __mmask16,
+		      __mmask16, __mmask16, int, const float *, const float *, uintptr_t, uintptr_t,
+		      int) = vbmi ? mk8x2_vbmi : mk8x2_512;
+	for (; j->n == 1 && rb + SR < r1; rb += 2 * SR) { /* one token: two blocks at a time */
+		int nb = r1 - rb - SR < SR ? r1 - rb - SR : SR;
+		size_t bstep = (size_t)stride * 2 * SR;
+		const uint8_t *wa = (const uint8_t *)(const void *)w->packed + (size_t)(rb / SR) * bstep,
+			      *wb = wa + bstep;
+		const float *sca = w->packed_scale + (size_t)(rb / SR) * (size_t)S * SR, *scb = sca + (size_t)S * SR;
+		for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
+			int kn = P - k0 < seg ? P - k0 : seg;
+			mk8x2(wa + (size_t)k0 * 2 * SR, wb + (size_t)k0 * 2 * SR, kn, xp + (size_t)k0, j->y + rb,
+			      j->y + rb + SR, 0xffff, 0xffff, mask16(nb), mask16(nb - 16), k0 > 0 || j->accumulate,
+			      sca + (size_t)g * SR, scb + (size_t)g * SR,
+			      (uintptr_t)(wa + (size_t)k0 * 2 * SR) + PF_SINGLE,
+			      (uintptr_t)(wb + (size_t)k0 * 2 * SR) + PF_SINGLE, 2 * SR);
+		}
+	}
+	for (; rb < r1; rb += SR) { /* one tile: decode in the kernel */
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint8_t *wp = (const uint8_t *)(const void *)w->packed +
 				    (size_t)(rb / SR) * (size_t)stride * 2 * SR;
