@@ -2,11 +2,12 @@
 # Serving: mlaserve against a peer's llama-server (ik_llama.cpp or llama.cpp), same weights, same
 # client (`mlaserve bench serve`), same CPU, one run.
 #
-# Each server in turn is started on loopback with THREADS threads and room for the highest
-# concurrency, then the client sends NUM_PROMPTS streamed /v1/completions requests of random
-# prompts (IN_LEN tokens from OUR_MODEL's tokenizer, sent as text) with exactly OUT_LEN output
-# tokens (ignore_eos) at each concurrency of CONC; the server is stopped. The two alternate, the
-# peer first in even rounds, REPS rounds. Printed per concurrency: output tokens/s, median TTFT
+# For each concurrency C of CONC, each server in turn is started on loopback with THREADS
+# threads and room for C requests (the peer: -np C slots, since llama-server's decode cost grows
+# with the slots in use), the client sends NUM_PROMPTS streamed /v1/completions requests of
+# random prompts (IN_LEN tokens from OUR_MODEL's tokenizer, sent as text) with exactly OUT_LEN
+# output tokens (ignore_eos), at most C in flight, and the server is stopped. The two alternate,
+# the peer first in even rounds, REPS rounds. Printed per concurrency: output tokens/s, median TTFT
 # and median TPOT, the range over the rounds; the ratio is ours / peer on the best round
 # (throughput: higher, latencies: lower is better).
 #
@@ -51,9 +52,6 @@ MLASERVE=${MLASERVE:-build/mlaserve}
 for v in "$THREADS" "$REPS" "$NUM_PROMPTS" "$IN_LEN" "$OUT_LEN" $CONC; do
 	case "$v" in '' | *[!0-9]* | 0) die "THREADS, REPS, NUM_PROMPTS, IN_LEN, OUT_LEN and CONC must be positive integers" ;; esac
 done
-maxc=$(printf '%s\n' $CONC | sort -n | tail -1)
-conc_list=$(printf '%s,' $CONC)
-conc_list=${conc_list%,}
 
 OUT=${OUT:-$(mktemp -d /tmp/vs_peers_serve.XXXXXX)}
 mkdir -p "$OUT"
@@ -69,12 +67,12 @@ stop() {
 }
 trap stop EXIT
 
-# serve_and_run SIDE REP CMD...: starts the server CMD (listening on $port), waits for it, runs
-# the client sweep, stops it
+# serve_and_run SIDE REP C CMD...: starts the server CMD (listening on $port), waits for it, runs
+# the client at concurrency C, stops it
 serve_and_run() {
-	local side=$1 rep=$2 log="$OUT/$1-server-r$2.log" j="$OUT/$1-r$2.json"
-	shift 2
-	echo "  $side" >&2
+	local side=$1 rep=$2 c=$3 log="$OUT/$1-server-c$3-r$2.log" j="$OUT/$1-c$3-r$2.json"
+	shift 3
+	echo "  $side, concurrency $c" >&2
 	"$@" >"$log" 2>&1 &
 	pid=$!
 	local up=0
@@ -89,8 +87,8 @@ serve_and_run() {
 	[ "$up" = 1 ] || die "$side server did not start, see $log"
 	"$MLASERVE" bench serve --base-url "http://127.0.0.1:$port" --tokenizer "$OUR_MODEL" \
 		--num-prompts "$NUM_PROMPTS" --random-input-len "$IN_LEN" --random-output-len "$OUT_LEN" \
-		--ignore-eos --max-concurrency "$conc_list" --result-file "$j" >"$OUT/$side-client-r$rep.log" 2>&1 ||
-		die "the client failed against $side, see $OUT/$side-client-r$rep.log"
+		--ignore-eos --max-concurrency "$c" --result-file "$j" >"$OUT/$side-client-c$c-r$rep.log" 2>&1 ||
+		die "the client failed against $side, see $OUT/$side-client-c$c-r$rep.log"
 	stop
 	python3 - "$j" "$rep" "$side" >>"$res" <<'EOF'
 import json, sys
@@ -104,11 +102,13 @@ for r in d if isinstance(d, list) else [d]:
 EOF
 }
 
+# ours REP C / peer REP C
 ours() {
 	port=$((20000 + RANDOM % 20000))
 	# shellcheck disable=SC2086 # OUR_FLAGS is a list of flags
-	serve_and_run ours "$1" "$MLASERVE" serve "$OUR_MODEL" --host 127.0.0.1 --port "$port" --threads "$THREADS" \
-		--max-num-seqs "$maxc" --max-model-len $((IN_LEN * 2 + OUT_LEN + 64)) --disable-log-requests $OUR_FLAGS
+	serve_and_run ours "$1" "$2" "$MLASERVE" serve "$OUR_MODEL" --host 127.0.0.1 --port "$port" \
+		--threads "$THREADS" --max-num-seqs "$2" --max-model-len $((IN_LEN * 2 + OUT_LEN + 64)) \
+		--disable-log-requests $OUR_FLAGS
 }
 
 peer() {
@@ -116,21 +116,23 @@ peer() {
 	# a slot per request in flight, each with room for a prompt (re-tokenized by the peer) and
 	# its output
 	# shellcheck disable=SC2086 # PEER_FLAGS is a list of flags
-	serve_and_run peer "$1" "$PEER_SERVER" -m "$PEER_GGUF" --host 127.0.0.1 --port "$port" -t "$THREADS" \
-		-np "$maxc" -c $((maxc * (IN_LEN * 2 + OUT_LEN + 64))) $PEER_FLAGS
+	serve_and_run peer "$1" "$2" "$PEER_SERVER" -m "$PEER_GGUF" --host 127.0.0.1 --port "$port" -t "$THREADS" \
+		-np "$2" -c $(($2 * (IN_LEN * 2 + OUT_LEN + 64))) $PEER_FLAGS
 }
 
-echo "vs_peers_serve: $REPS rounds, concurrency $conc_list, $NUM_PROMPTS prompts of $IN_LEN + $OUT_LEN tokens," \
+echo "vs_peers_serve: $REPS rounds, concurrency $CONC, $NUM_PROMPTS prompts of $IN_LEN + $OUT_LEN tokens," \
 	"$THREADS threads, logs in $OUT" >&2
 for rep in $(seq 1 "$REPS"); do
 	echo "round $rep" >&2
-	if [ $((rep % 2)) = 0 ]; then
-		peer "$rep"
-		ours "$rep"
-	else
-		ours "$rep"
-		peer "$rep"
-	fi
+	for c in $CONC; do
+		if [ $((rep % 2)) = 0 ]; then
+			peer "$rep" "$c"
+			ours "$rep" "$c"
+		else
+			ours "$rep" "$c"
+			peer "$rep" "$c"
+		fi
+	done
 done
 
 python3 - "$res" "$THREADS" "$REPS" "$NUM_PROMPTS" "$IN_LEN" "$OUT_LEN" "$PEER_SERVER" "$PEER_FLAGS" "$OUR_FLAGS" <<'EOF'
