@@ -113,6 +113,6 @@ int model_prepack_all(struct model *m, struct err *e)
 		return -1;
 	if (bytes)
 		LOG_I("model", "packed %.2f GB of weights for the %s kernels in %.1f s", bytes / 1e9,
-		      ops_level_best() >= OPS_AVX512_BF16 ? "bf16 dot-product" : "AVX2 fp8", mono_now_s() - t0);
+		      ops_level_best() >= OPS_AVX512_BF16 ? "bf16 dot-product" : "AVX2", mono_now_s() - t0);
 	return 0;
 }

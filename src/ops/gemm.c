@@ -444,6 +444,11 @@ static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 		gemm_panel_fp8_avx2(j, r0, r1);
 		return 0;
 	}
+	if (j->w->packed && j->w->packed_kind == PREPACK_KIND_DP && j->w->dtype == DT_BF16 && g->lvl == OPS_AVX2 &&
+	    j->w->cols > 0) {
+		gemm_panel_bf16_avx2(j, r0, r1);
+		return 0;
+	}
 	if (g->xb[ji])
 		return panel_prepacked(g->lvl, j, g->xb[ji], gemm_prepacked_ldxb(j->w->cols), r0, r1);
 	if (g->lvl >= OPS_AVX512 && j->w->cols > 0) {

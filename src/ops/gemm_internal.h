@@ -77,6 +77,8 @@ int gemm_prepacked_ldxb(int cols);
 /* gemm_fp8_avx2.c: fp8 weights packed at load in the AVX2 layout (PREPACK_KIND_FP8_AVX2), any
  * token count, fp32 x; r0 is a multiple of PREPACK_ROWS */
 void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1);
+/* bf16 weights packed in the dot-product layout, at the AVX2 level (ops/gemm_bf16_avx2.c) */
+void gemm_panel_bf16_avx2(const struct gemm_job *j, int r0, int r1);
 /* gemm_amx.c: the same on AMX tiles (level OPS_AMX); xb holds rows up to a multiple of 16
  * past 16 tokens (prepack_x_elems), their values unused. Returns 1 when it has applied
  * j->round_bf16 itself (as it stores: bf16 weights), 0 when the caller still must. */

@@ -1,4 +1,5 @@
-/* Weights packed once at load for the AVX512_BF16 dot-product GEMM (ops/gemm_prepacked512.c).
+/* Weights packed once at load for the AVX512_BF16 dot-product GEMM (ops/gemm_prepacked512.c),
+ * the AMX one (ops/gemm_amx.c) and, bf16 at the AVX2 level, ops/gemm_bf16_avx2.c.
  *
  * Layout of a bf16 matrix [rows, cols]: blocks of 32 rows, each k-major as column pairs,
  *   packed[(rb * P + p) * 32 + r] = bf16 W[32 rb + r, 2p] | bf16 W[32 rb + r, 2p + 1] << 16
@@ -60,8 +61,9 @@ struct pool;
 size_t prepack_bytes(const struct wmat *w);
 
 /* Whether packing w pays: bf16 weights (or fp8 ones whose columns start on a scale block), a
- * CPU with bf16 dot products, bf16 activations; or fp8 weights (columns on a scale block, any
- * activations) at the AVX2 level, packed in the AVX2 layout. */
+ * CPU with bf16 dot products, bf16 activations; or at the AVX2 level, any activations, bf16
+ * weights (in this layout, for ops/gemm_bf16_avx2.c) and fp8 ones (columns on a scale block,
+ * in the AVX2 layout). */
 bool prepack_wanted(const struct wmat *w, bool act_bf16);
 
 /* Packs the view w (bf16 or fp8) into dst (prepack_bytes(w), 64-byte aligned) over the pool's

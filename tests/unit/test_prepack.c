@@ -207,9 +207,10 @@ static void test_prepack_wanted(void)
 {
 	struct pbuf b;
 	pbuf_make(&b, 64, 64);
-	bool bf16 = ops_level_best() >= OPS_AVX512_BF16;
-	EXPECT(prepack_wanted(&b.w, true) == bf16);
-	EXPECT(!prepack_wanted(&b.w, false));
+	bool bf16 = ops_level_best() >= OPS_AVX512_BF16, avx2 = ops_level_best() == OPS_AVX2;
+	/* the AVX2 kernel (ops/gemm_bf16_avx2.c) multiplies fp32 x: any activations */
+	EXPECT(prepack_wanted(&b.w, true) == (bf16 || avx2));
+	EXPECT(prepack_wanted(&b.w, false) == avx2);
 	struct wmat f = b.w;
 	f.dtype = DT_F32;
 	EXPECT(!prepack_wanted(&f, true));
@@ -549,8 +550,16 @@ static void test_fp8(void)
 	free(d), free(scale);
 }
 
-/* Which copy runs: at AVX512_BF16 with bf16 x the packed one, elsewhere `data`. A weight
- * whose packed copy holds other values than its data tells them apart. */
+/* whether a GEMM at lvl (capped to the CPU's) reads a bf16 weight's packed copy: the
+ * dot-product kernels with bf16 x, the AVX2 one (fp32 FMAs) whatever x */
+static bool packed_used(enum ops_level lvl, bool x_bf16)
+{
+	enum ops_level l = lvl < ops_level_best() ? lvl : ops_level_best();
+	return (l >= OPS_AVX512_BF16 && x_bf16) || l == OPS_AVX2;
+}
+
+/* Which copy runs (packed_used), elsewhere `data`. A weight whose packed copy holds other
+ * values than its data tells them apart. */
 static void test_packed_copy_used(void)
 {
 	enum { R = 70, C = 99 };
@@ -565,15 +574,19 @@ static void test_packed_copy_used(void)
 	double *ra = malloc(sizeof(double) * 16 * R), *rb = malloc(sizeof(double) * 16 * R);
 	ref_gemm(&a.w, x, C, 16, ra, R);
 	ref_gemm(&b.w, x, C, 16, rb, R);
-	bool dp = ops_level_best() >= OPS_AVX512_BF16;
 	int ns[] = {1, 3, 16};
 	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
 		struct gemm_job j = {.w = &mixed, .x = x, .ldx = C, .y = y, .ldy = R, .n = ns[i], .x_bf16 = 1};
-		for (int l = 0; l < N_LEVELS; l++)
-			run_check(levels[l], g_pool, j, levels[l] == OPS_AVX512_BF16 && dp ? ra : rb, R,
-				  levels[l] == OPS_AVX512_BF16 && dp ? "packed copy used" : "packed copy ignored");
-		j.x_bf16 = 0; /* x not declared bf16: never the packed copy */
-		run_check(OPS_AVX512_BF16, g_pool, j, rb, R, "x_bf16 = 0 ignores the packed copy");
+		for (int l = 0; l < N_LEVELS; l++) {
+			bool used = packed_used(levels[l], true);
+			run_check(levels[l], g_pool, j, used ? ra : rb, R,
+				  used ? "packed copy used" : "packed copy ignored");
+		}
+		j.x_bf16 = 0; /* x not declared bf16: never the dot-product kernels' packed copy */
+		bool used = packed_used(OPS_AVX512_BF16, false);
+		run_check(OPS_AVX512_BF16, g_pool, j, used ? ra : rb, R,
+			  used ? "x_bf16 = 0 at the AVX2 level: the packed copy still"
+			       : "x_bf16 = 0 ignores the packed copy");
 	}
 	free(x);
 	free(y);

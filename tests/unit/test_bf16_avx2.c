@@ -1,0 +1,225 @@
+/* The AVX2 bf16 kernel on weights packed at load in the dot-product layout
+ * (ops/gemm_bf16_avx2.c, PREPACK_KIND_DP), against a double reference at every level the CPU
+ * has (the AVX2 level runs this kernel on any CPU with AVX2; the others their own, on the
+ * packed copy or `data`): odd shapes, k not a multiple of the 128-column chunk, rows not a
+ * multiple of the 32-row block, views at any offset, prefix views that keep the parent's
+ * packed copy (an odd column count ends inside a packed pair), token counts 1..N across the
+ * stream / tile switch, accumulate, x padding (NaN) never read. Errors are bounded as any
+ * fp32 summation order allows; a token's result must not depend on its batch. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/cpu.h"
+#include "ops/gemm.h"
+#include "ops/pool.h"
+#include "ops/prepack.h"
+#include "ops/vec.h"
+
+static uint64_t rng_state = 2727;
+static uint32_t rbits(void)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 33);
+}
+static float frand(void) { return (float)(rbits() & 0xffffff) / (float)(1 << 23) - 1.0f; }
+
+static struct pool *g_pool;
+
+enum { R = 300, C = 520 };
+static uint16_t *g_d;
+static struct wmat g_full;
+
+static void make_full(void)
+{
+	g_d = malloc(sizeof(uint16_t) * (size_t)R * C);
+	for (size_t i = 0; i < (size_t)R * C; i++) {
+		float f = frand() * (i % 5 == 1 ? 1e-3f : 1.0f);
+		g_d[i] = f32_to_bf16(i % 11 == 4 ? -0.0f : f);
+	}
+	g_full = (struct wmat){.dtype = DT_BF16, .data = g_d, .rows = R, .cols = C, .ld = C};
+}
+
+/* x [n, ldx]: values in the first cols columns, `pad` past them */
+static float *make_x(int n, int cols, int ldx, float pad)
+{
+	float *x = malloc(sizeof(float) * (size_t)n * (size_t)ldx); /* exactly: nothing past the last row */
+	for (int t = 0; t < n; t++)
+		for (int c = 0; c < ldx; c++)
+			x[(size_t)t * ldx + c] = c < cols ? frand() : pad;
+	return x;
+}
+
+/* ref and bound[t][r] = Σ|w x| · (cols + 4) · 2^-23: what any fp32 order of the sums can be off
+ * by */
+static void reference(const struct wmat *w, const float *x, int ldx, int n, double *ref, double *bound)
+{
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < w->rows; r++) {
+			double s = 0, a = 0;
+			for (int c = 0; c < w->cols; c++) {
+				double p = (double)wmat_get(w, r, c) * x[(size_t)t * ldx + c];
+				s += p;
+				a += fabs(p);
+			}
+			ref[(size_t)t * w->rows + r] = s;
+			bound[(size_t)t * w->rows + r] = a * (w->cols + 4) * 0x1p-23 + 1e-30;
+		}
+}
+
+#define Y_INIT 0.625f
+
+/* job at lvl: within the bound of the reference (plus Y_INIT when accumulating), y outside
+ * the job's rows untouched; returns the number of bad values */
+static int check(enum ops_level lvl, const struct wmat *w, const float *x, int ldx, int n, int acc, const double *ref,
+		 const double *bound, float *y, int ldy, const char *what)
+{
+	for (size_t i = 0; i < (size_t)n * ldy; i++)
+		y[i] = Y_INIT;
+	struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = acc};
+	ops_gemm_multi_at(lvl, (n + w->rows) % 2 ? g_pool : NULL, 1, &j);
+	int bad = 0;
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < ldy; r++) {
+			float v = y[(size_t)t * ldy + r];
+			if (r >= w->rows) {
+				bad += v != Y_INIT;
+				continue;
+			}
+			double want = ref[(size_t)t * w->rows + r] + (acc ? Y_INIT : 0);
+			if (!(fabs(v - want) <= bound[(size_t)t * w->rows + r] + (acc ? 0x1p-23 : 0)) && bad++ < 2)
+				harness_fail(__FILE__, __LINE__,
+					     "%s, level %s, n=%d, acc %d: y[%d][%d] = %.9g, want %.9g", what,
+					     ops_level_name(lvl), n, acc, t, r, v, want);
+		}
+	return bad;
+}
+
+/* view v (packed when pack, in the AVX2 layout) at every level and every n of ns */
+static void check_view(struct wmat v, bool pack, const int *ns, int n_ns, const char *what)
+{
+	uint32_t *pk = NULL;
+	if (pack) {
+		pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
+		memset(pk, 0xa5, (prepack_bytes(&v) + 63) / 64 * 64);
+		prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+	}
+	int nmax = ns[n_ns - 1], ldx = v.cols + 3, ldy = v.rows + 2;
+	float *x = make_x(nmax, v.cols, ldx, NAN), *y = malloc(sizeof(float) * (size_t)nmax * ldy);
+	float *y1 = malloc(sizeof(float) * (size_t)ldy);
+	double *ref = malloc(sizeof(double) * (size_t)nmax * v.rows),
+	       *bound = malloc(sizeof(double) * (size_t)nmax * v.rows);
+	reference(&v, x, ldx, nmax, ref, bound);
+	int bad = 0;
+	for (int i = 0; i < n_ns; i++)
+		for (int l = OPS_PORTABLE; l <= (int)ops_level_best(); l++) {
+			int n = ns[i];
+			bad += check((enum ops_level)l, &v, x, ldx, n, (i + l) & 1, ref, bound, y, ldy, what);
+			if (!pack || l != OPS_AVX2 || (i + l) & 1)
+				continue;
+			/* the last token alone: the same bits as within the batch */
+			struct gemm_job j1 = {
+				.w = &v, .x = x + (size_t)(n - 1) * ldx, .ldx = ldx, .y = y1, .ldy = ldy, .n = 1};
+			ops_gemm_multi_at((enum ops_level)l, NULL, 1, &j1);
+			if (memcmp(y1, y + (size_t)(n - 1) * ldy, sizeof(float) * (size_t)v.rows) && bad++ < 2)
+				harness_fail(__FILE__, __LINE__, "%s, level %s: token %d alone differs from within %d",
+					     what, ops_level_name((enum ops_level)l), n - 1, n);
+		}
+	EXPECTF(!bad, "%s: %d wrong", what, bad);
+	free(x), free(y), free(y1), free(ref), free(bound), free(pk);
+}
+
+static const int ns_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 40, 130}; /* 130: two token chunks */
+#define N_ALL (int)(sizeof ns_all / sizeof ns_all[0])
+
+/* whole matrices of odd shapes: rows off the 32-row block, k off 128 and odd */
+static void test_shapes(void)
+{
+	static const int rows[] = {1, 31, 33, 100}, cols[] = {1, 2, 127, 129, 300, 520};
+	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+			char what[64];
+			snprintf(what, sizeof what, "%dx%d", rows[ri], cols[ci]);
+			check_view(wmat_view(&g_full, 0, rows[ri], 0, cols[ci]), true, ns_all, N_ALL, what);
+		}
+}
+
+/* views of the full matrix at any offset: packed, as the AVX2 level wants them */
+static void test_views(void)
+{
+	struct {
+		int r0, nr, c0, nc;
+	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 255, 7}, {1, 31, 384, 136}, {30, 70, 101, 300}};
+	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+		struct wmat v = wmat_view(&g_full, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
+		EXPECT(prepack_wanted(&v, false) == (ops_level_best() == OPS_AVX2));
+		char what[64];
+		snprintf(what, sizeof what, "view %zu", i);
+		check_view(v, true, ns_all, N_ALL, what);
+	}
+}
+
+/* sub-views of a packed matrix: at a 32-row block and column 0 they keep its packed copy
+ * (the parent's pairs per block; an odd column count ends inside a pair whose other column
+ * must not count), elsewhere they drop it */
+static void test_packed_subviews(void)
+{
+	struct wmat v = wmat_view(&g_full, 0, R, 0, C);
+	uint32_t *pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
+	prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+	struct {
+		int r0, nr, c0, nc;
+		bool keeps;
+	} sv[] = {{0, 100, 0, 255, true},  {64, 236, 0, 129, true},  {32, 1, 0, 1, true},   {96, 70, 0, 520, true},
+		  {33, 40, 0, 200, false}, {0, 64, 128, 200, false}, {64, 64, 1, 30, false}};
+	for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
+		struct wmat s = wmat_view(&v, sv[i].r0, sv[i].nr, sv[i].c0, sv[i].nc);
+		EXPECTF((s.packed != NULL) == sv[i].keeps, "sub-view %zu: packed %p", i, (const void *)s.packed);
+		char what[64];
+		snprintf(what, sizeof what, "sub-view %zu of a packed matrix", i);
+		check_view(s, false, ns_all, N_ALL, what);
+	}
+	free(pk);
+}
+
+/* x with ldx == cols: nothing past the last token's row is read (ASan would tell), and the
+ * AVX2 kernel's odd last column multiplies no x past the row */
+static void test_tight_x(void)
+{
+	static const int shapes[][2] = {{33, 127}, {64, 1}, {40, 257}};
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		struct wmat v = wmat_view(&g_full, 0, shapes[s][0], 0, shapes[s][1]);
+		uint32_t *pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
+		prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+		for (int n = 1; n <= 9; n += 4) {
+			float *x = make_x(n, v.cols, v.cols, 0), *y = malloc(sizeof(float) * (size_t)n * v.rows);
+			double *ref = malloc(sizeof(double) * (size_t)n * v.rows),
+			       *bound = malloc(sizeof(double) * (size_t)n * v.rows);
+			reference(&v, x, v.cols, n, ref, bound);
+			int bad = 0;
+			for (int l = OPS_PORTABLE; l <= (int)ops_level_best(); l++)
+				bad += check((enum ops_level)l, &v, x, v.cols, n, 0, ref, bound, y, v.rows,
+					     "ldx == cols");
+			EXPECT(!bad);
+			free(x), free(y), free(ref), free(bound);
+		}
+		free(pk);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct err e;
+	if (pool_new(2, &g_pool, &e))
+		return 1;
+	make_full();
+	static const struct test_case cases[] = {T(test_shapes), T(test_views), T(test_packed_subviews),
+						 T(test_tight_x)};
+	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+	free(g_d);
+	pool_free(g_pool);
+	return rc;
+}
