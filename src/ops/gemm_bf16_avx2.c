@@ -17,13 +17,13 @@
 #include "base/err.h"
 #include "ops/gemm_internal.h"
 #include "ops/prepack.h"
+#include "ops/tiles_avx2.h"
 
 #define A2 __attribute__((target("avx2,fma")))
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 #define SR PREPACK_ROWS /* rows per block = 32-bit words per pair step */
 #define CP 64           /* pairs per chunk: 128 columns */
 #define TD 2            /* tokens decoded in the loop at most (8 accumulators) */
-#define TT 6            /* tokens per tile on the decoded buffer (12 accumulators) */
 #define PF 2048         /* prefetch distance in the streaming kernel, bytes (16 steps) */
 #define TOK_CHUNK 128   /* tokens per pass over a block: tot stays 16 KB of stack */
 
@@ -35,25 +35,27 @@ A2_INLINE void dec8(const uint32_t *s, __m256 *e, __m256 *o)
 	*o = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
+/* a[t][0..4) = 0 for t < nt */
+A2_INLINE void zero_acc(__m256 a[TD][4], const int nt)
+{
+#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++)
+			a[t][q] = _mm256_setzero_ps();
+}
+
 /* One block, nt <= TD tokens, decoding in the loop: tot[t][0..32) = Σ over the columns.
  * Pairs [0, full) are whole; an odd last column is a half pair whose x counts as 0. */
 A2_INLINE void block_stream_t(const uint32_t *wp, int P, int full, const float *x, size_t ldx, float *tot,
 			      const int nt)
 {
 	__m256 t8[TD][4];
-#pragma GCC unroll 4
-	for (int t = 0; t < nt; t++)
-#pragma GCC unroll 4
-		for (int q = 0; q < 4; q++)
-			t8[t][q] = _mm256_setzero_ps();
+	zero_acc(t8, nt);
 	for (int k0 = 0; k0 < P; k0 += CP) {
 		int k1 = P - k0 < CP ? P : k0 + CP;
 		__m256 a[TD][4];
-#pragma GCC unroll 4
-		for (int t = 0; t < nt; t++)
-#pragma GCC unroll 4
-			for (int q = 0; q < 4; q++)
-				a[t][q] = _mm256_setzero_ps();
+		zero_acc(a, nt);
 		for (int p = k0; p < k1; p++) {
 			const uint32_t *s = wp + (size_t)p * SR;
 			/* into L2 ahead of the stream: the DRAM trip overlaps the work */
@@ -113,52 +115,6 @@ static A2 void decode_chunk(const uint32_t *wp, int k0, int k1, float *dec)
 	}
 }
 
-/* tokens [0, nt) of a tile, rows [16 h, 16 h + 16) of the block:
- * v[t][row] (+)= Σ_{c < nc} dec[c][row] x[t][c]; two weight loads and six broadcasts per
- * twelve FMAs. pf: a line of the next chunk to prefetch per column (NULL: none). */
-A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, int first, float *v, const char *pf, int h,
-		      const int nt)
-{
-	__m256 a0[TT], a1[TT];
-#pragma GCC unroll 6
-	for (int t = 0; t < nt; t++)
-		a0[t] = a1[t] = _mm256_setzero_ps();
-	const float *d = dec + 16 * h;
-	for (int c = 0; c < nc; c++) {
-		if (pf)
-			__asm__ volatile("prefetcht1 %0" ::"m"(*(pf + 64 * (size_t)c)));
-		__m256 w0 = _mm256_load_ps(d + (size_t)c * SR), w1 = _mm256_load_ps(d + (size_t)c * SR + 8);
-#pragma GCC unroll 6
-		for (int t = 0; t < nt; t++) {
-			__m256 xb = _mm256_broadcast_ss(x + (size_t)t * ldx + (size_t)c);
-			a0[t] = _mm256_fmadd_ps(w0, xb, a0[t]);
-			a1[t] = _mm256_fmadd_ps(w1, xb, a1[t]);
-		}
-	}
-#pragma GCC unroll 6
-	for (int t = 0; t < nt; t++) {
-		float *v0 = v + (size_t)t * SR + 16 * h, *v1 = v0 + 8;
-		_mm256_storeu_ps(v0, first ? a0[t] : _mm256_add_ps(_mm256_loadu_ps(v0), a0[t]));
-		_mm256_storeu_ps(v1, first ? a1[t] : _mm256_add_ps(_mm256_loadu_ps(v1), a1[t]));
-	}
-}
-
-static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, int first, float *v, const char *pf, int nt)
-{
-	for (int h = 0; h < 2; h++) {
-#define T(N) tile_t(dec, nc, x, ldx, first, v, h ? NULL : pf, h, N)
-		switch (nt) {
-		case 1: T(1); break;
-		case 2: T(2); break;
-		case 3: T(3); break;
-		case 4: T(4); break;
-		case 5: T(5); break;
-		default: T(6); break;
-		}
-#undef T
-	}
-}
-
 /* more than TD tokens: per block, each chunk decoded once, then every token tile over it, the
  * first tile prefetching the next chunk into L2 (tot [n][32]: the block's sums of every token) */
 static void block_tiles(const uint32_t *wp, int P, int cols, const float *x, size_t ldx, int n, float *tot, float *dec)
@@ -166,22 +122,11 @@ static void block_tiles(const uint32_t *wp, int P, int cols, const float *x, siz
 	for (int k0 = 0; k0 < P; k0 += CP) {
 		int k1 = P - k0 < CP ? P : k0 + CP, nc = (2 * k1 < cols ? 2 * k1 : cols) - 2 * k0;
 		decode_chunk(wp, k0, k1, dec);
-		for (int t0 = 0; t0 < n; t0 += TT) {
-			int nt = n - t0 < TT ? n - t0 : TT;
-			tile(dec, nc, x + (size_t)t0 * ldx + 2 * (size_t)k0, ldx, k0 == 0, tot + (size_t)t0 * SR,
-			     t0 ? NULL : (const char *)(wp + (size_t)k1 * SR), nt);
+		for (int t0 = 0; t0 < n; t0 += TILE_TT) {
+			int nt = n - t0 < TILE_TT ? n - t0 : TILE_TT;
+			tile_avx2(dec, nc, x + (size_t)t0 * ldx + 2 * (size_t)k0, ldx, NULL, 1.0f, k0 == 0,
+				  tot + (size_t)t0 * SR, t0 ? NULL : (const char *)(wp + (size_t)k1 * SR), 2 * SR, nt);
 		}
-	}
-}
-
-/* y[t][0..nr) = (add ? y : 0) + v[t][0..nr) */
-static void store_rows(float *y, size_t ldy, const float *v, int nt, int nr, int add)
-{
-	for (int t = 0; t < nt; t++) {
-		float *yt = y + (size_t)t * ldy;
-		const float *vt = v + (size_t)t * SR;
-		for (int r = 0; r < nr; r++)
-			yt[r] = add ? yt[r] + vt[r] : vt[r];
 	}
 }
 
@@ -202,7 +147,8 @@ void gemm_panel_bf16_avx2(const struct gemm_job *j, int r0, int r1)
 				block_stream(wp, P, full, x, (size_t)j->ldx, tot, n);
 			else
 				block_tiles(wp, P, w->cols, x, (size_t)j->ldx, n, tot, dec);
-			store_rows(j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, tot, n, nr, j->accumulate);
+			tile_store_rows(j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, tot, n, nr,
+					j->accumulate);
 		}
 	}
 }

@@ -18,13 +18,13 @@
 #include "base/err.h"
 #include "ops/gemm_internal.h"
 #include "ops/prepack.h"
+#include "ops/tiles_avx2.h"
 
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #define SR PREPACK_ROWS /* rows per block */
 #define STEP 64         /* bytes per pair step of a block */
 #define TD 2            /* tokens decoded in the loop at most (8 accumulators) */
-#define TT 6            /* tokens per tile on the decoded buffer (12 accumulators) */
 #define PF 1024         /* prefetch distance in the streaming kernel, bytes */
 
 /* 16 rows x 2 columns (32 bytes) → w[0], w[1]: column 0, rows 0-7 and 8-15; w[2], w[3]:
@@ -47,18 +47,6 @@ A2_INLINE void seg_scale(const float *sc, __m256 s[4])
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++)
 		s[q] = _mm256_mul_ps(_mm256_loadu_ps(sc + 8 * q), _mm256_set1_ps(256.0f));
-}
-
-/* y[t][0..nr) = (add ? y : 0) + v[t][0..nr) */
-static void store_rows(float *y, size_t ldy, const float *v, int nt, int nr, int add)
-{
-#pragma GCC unroll 4
-	for (int t = 0; t < nt; t++) {
-		float *yt = y + (size_t)t * ldy;
-		const float *vt = v + (size_t)t * SR;
-		for (int r = 0; r < nr; r++)
-			yt[r] = add ? yt[r] + vt[r] : vt[r];
-	}
 }
 
 /* One block, nt <= TD tokens, decoding in the loop: tot[t][0..32) = Σ over the columns.
@@ -146,59 +134,6 @@ static A2 void decode_seg(const uint8_t *wp, int k0, int k1, float *dec)
 	}
 }
 
-/* tokens [0, nt) of a tile, rows [16 h, 16 h + 16) of the block:
- * v[t][row] (+)= sc[row] 2^8 · Σ_{c < nc} dec[c][row] x[t][c]. 16 rows x 6 tokens: two
- * weight loads and six broadcasts per twelve FMAs, all in registers (32 rows x 3 tokens
- * left no register for the weights: every FMA reloaded its weight, 15 loads per 12 FMAs). */
-A2_INLINE void tile_t(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
-		      const uint8_t *pf, int h, const int nt)
-{
-	__m256 a0[TT], a1[TT];
-#pragma GCC unroll 6
-	for (int t = 0; t < nt; t++)
-		a0[t] = a1[t] = _mm256_setzero_ps();
-	const float *d = dec + 16 * h;
-	for (int c = 0; c < nc; c++) {
-		if (pf && !(c & 1)) /* a line of the next segment per two columns */
-			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(pf + 32 * (size_t)c)));
-		__m256 w0 = _mm256_load_ps(d + (size_t)c * SR), w1 = _mm256_load_ps(d + (size_t)c * SR + 8);
-#pragma GCC unroll 6
-		for (int t = 0; t < nt; t++) {
-			__m256 xb = _mm256_broadcast_ss(x + (size_t)t * ldx + (size_t)c);
-			a0[t] = _mm256_fmadd_ps(w0, xb, a0[t]);
-			a1[t] = _mm256_fmadd_ps(w1, xb, a1[t]);
-		}
-	}
-	__m256 k = _mm256_set1_ps(256.0f);
-	__m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h), k),
-	       s1 = _mm256_mul_ps(_mm256_loadu_ps(sc + 16 * h + 8), k);
-#pragma GCC unroll 6
-	for (int t = 0; t < nt; t++) {
-		float *v0 = v + (size_t)t * SR + 16 * h, *v1 = v0 + 8;
-		_mm256_storeu_ps(v0,
-				 first ? _mm256_mul_ps(a0[t], s0) : _mm256_fmadd_ps(a0[t], s0, _mm256_loadu_ps(v0)));
-		_mm256_storeu_ps(v1,
-				 first ? _mm256_mul_ps(a1[t], s1) : _mm256_fmadd_ps(a1[t], s1, _mm256_loadu_ps(v1)));
-	}
-}
-
-static A2 void tile(const float *dec, int nc, const float *x, size_t ldx, const float *sc, int first, float *v,
-		    const uint8_t *pf, int nt)
-{
-	for (int h = 0; h < 2; h++) {
-#define T(N) tile_t(dec, nc, x, ldx, sc, first, v, h ? NULL : pf, h, N)
-		switch (nt) {
-		case 1: T(1); break;
-		case 2: T(2); break;
-		case 3: T(3); break;
-		case 4: T(4); break;
-		case 5: T(5); break;
-		default: T(6); break;
-		}
-#undef T
-	}
-}
-
 /* more than TD tokens: per block, each segment decoded once, then every token tile over it,
  * the first tile prefetching the next segment into L2 (without, DRAM idled while the tiles
  * ran and each decode waited on its misses)
@@ -211,11 +146,12 @@ static void block_tiles(const uint8_t *wp, const float *sc, int cols, int seg, c
 	for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 		int k1 = P - k0 < seg ? P : k0 + seg, nc = (2 * k1 < cols ? 2 * k1 : cols) - 2 * k0;
 		decode_seg(wp, k0, k1, dec);
-		for (int t0 = 0; t0 < j->n; t0 += TT) {
-			int nt = j->n - t0 < TT ? j->n - t0 : TT;
-			tile(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx,
-			     sc + (size_t)g * SR, g == 0, tot + (size_t)t0 * SR, t0 ? NULL : wp + (size_t)k1 * STEP,
-			     nt);
+		for (int t0 = 0; t0 < j->n; t0 += TILE_TT) {
+			int nt = j->n - t0 < TILE_TT ? j->n - t0 : TILE_TT;
+			/* the AVX2 decode is 2^-8 small: x 256 with the scale */
+			tile_avx2(dec, nc, j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx,
+				  sc + (size_t)g * SR, 256.0f, g == 0, tot + (size_t)t0 * SR,
+				  t0 ? NULL : (const char *)(wp + (size_t)k1 * STEP), STEP / 2, nt);
 		}
 	}
 }
@@ -244,7 +180,8 @@ void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1)
 				block_stream(wp, sc, w->cols, seg, jc.x, (size_t)j->ldx, tot, n);
 			else
 				block_tiles(wp, sc, w->cols, seg, &jc, tot, dec);
-			store_rows(j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, tot, n, nr, j->accumulate);
+			tile_store_rows(j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, tot, n, nr,
+					j->accumulate);
 		}
 	}
 }
