@@ -1,11 +1,15 @@
-/* The AVX2 bf16 kernel on weights packed at load in the dot-product layout
- * (ops/gemm_bf16_avx2.c, PREPACK_KIND_DP), against a double reference at every level the CPU
- * has (the AVX2 level runs this kernel on any CPU with AVX2; the others their own, on the
- * packed copy or `data`): odd shapes, k not a multiple of the 128-column chunk, rows not a
- * multiple of the 32-row block, views at any offset, prefix views that keep the parent's
+/* The AVX2 kernels on weights packed at load, packed whatever the CPU's level
+ * (prepack_weights_kind): fp8 in its own layout (ops/gemm_fp8_avx2.c, PREPACK_KIND_FP8_AVX2;
+ * it runs at every level from AVX2 up) and bf16 in the dot-product layout
+ * (ops/gemm_bf16_avx2.c, PREPACK_KIND_DP; it runs at the AVX2 level, the levels above run their
+ * own kernels on the same copy or on `data`), against a double reference at every level the
+ * CPU has (the portable level reads `data`): odd shapes, k not a multiple of 128, rows not a
+ * multiple of the 32-row block, views (row offsets off the blocks; fp8 columns from a scale
+ * block on: packed, from inside one: left unpacked), prefix views that keep the parent's
  * packed copy (an odd column count ends inside a packed pair), token counts 1..N across the
- * stream / tile switch, accumulate, x padding (NaN) never read. Errors are bounded as any
- * fp32 summation order allows; a token's result must not depend on its batch. */
+ * stream / tile switch and two token chunks, accumulate, x padding (NaN) never read. Errors are
+ * bounded as any fp32 summation order allows; a token's result must not depend on its batch
+ * (each kernel sums in one order). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "base/dtype.h"
 #include "ops/cpu.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
@@ -29,19 +34,42 @@ static float frand(void) { return (float)(rbits() & 0xffffff) / (float)(1 << 23)
 
 static struct pool *g_pool;
 
-enum { R = 300, C = 520 };
-static uint16_t *g_d;
-static struct wmat g_full;
+enum { R = 300, C = 520 }; /* fp8: 3 x 5 scale blocks of 128, partial ones at both ends */
+static uint8_t *g_d8;
+static uint16_t *g_d16;
+static float *g_scale;
+static struct wmat g_fp8, g_bf16;
 
 static void make_full(void)
 {
-	g_d = malloc(sizeof(uint16_t) * (size_t)R * C);
+	g_d8 = malloc((size_t)R * C);
 	for (size_t i = 0; i < (size_t)R * C; i++) {
-		float f = frand() * (i % 5 == 1 ? 1e-3f : 1.0f);
-		g_d[i] = f32_to_bf16(i % 11 == 4 ? -0.0f : f);
+		uint8_t q = (uint8_t)(rbits() >> 7);
+		if (i % 7 == 3)
+			q &= 0x87;                       /* subnormals and zeros, often */
+		g_d8[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
 	}
-	g_full = (struct wmat){.dtype = DT_BF16, .data = g_d, .rows = R, .cols = C, .ld = C};
+	int sr = (R + 127) / 128, sc = (C + 127) / 128;
+	g_scale = malloc(sizeof(float) * (size_t)sr * sc);
+	for (int i = 0; i < sr * sc; i++)
+		g_scale[i] = 0.003f * (float)(i + 1);
+	g_fp8 = (struct wmat){.dtype = DT_F8_E4M3,
+			      .data = g_d8,
+			      .rows = R,
+			      .cols = C,
+			      .ld = C,
+			      .scale = g_scale,
+			      .scale_ld = sc,
+			      .blk_r = 128,
+			      .blk_c = 128};
+	g_d16 = malloc(sizeof(uint16_t) * (size_t)R * C);
+	for (size_t i = 0; i < (size_t)R * C; i++) /* small values often, and negative zeros */
+		g_d16[i] = f32_to_bf16(i % 11 == 4 ? -0.0f : frand() * (i % 5 == 1 ? 1e-3f : 1.0f));
+	g_bf16 = (struct wmat){.dtype = DT_BF16, .data = g_d16, .rows = R, .cols = C, .ld = C};
 }
+
+/* the layout the AVX2 level packs w in */
+static int kind_of(const struct wmat *w) { return w->dtype == DT_BF16 ? PREPACK_KIND_DP : PREPACK_KIND_FP8_AVX2; }
 
 /* x [n, ldx]: values in the first cols columns, `pad` past them */
 static float *make_x(int n, int cols, int ldx, float pad)
@@ -53,8 +81,8 @@ static float *make_x(int n, int cols, int ldx, float pad)
 	return x;
 }
 
-/* ref and bound[t][r] = Σ|w x| · (cols + 4) · 2^-23: what any fp32 order of the sums can be off
- * by */
+/* ref and bound[t][r] = Σ|w x| · (cols + 4) · 2^-23: what any fp32 order of the sums (and an
+ * fp8 scale's rounding) can be off by */
 static void reference(const struct wmat *w, const float *x, int ldx, int n, double *ref, double *bound)
 {
 	for (int t = 0; t < n; t++)
@@ -98,14 +126,14 @@ static int check(enum ops_level lvl, const struct wmat *w, const float *x, int l
 	return bad;
 }
 
-/* view v (packed when pack, in the AVX2 layout) at every level and every n of ns */
+/* view v (packed when pack, in the AVX2 level's layout) at every level and every n of ns */
 static void check_view(struct wmat v, bool pack, const int *ns, int n_ns, const char *what)
 {
 	uint32_t *pk = NULL;
 	if (pack) {
 		pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
 		memset(pk, 0xa5, (prepack_bytes(&v) + 63) / 64 * 64);
-		prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+		prepack_weights_kind(&v, pk, g_pool, kind_of(&v));
 	}
 	int nmax = ns[n_ns - 1], ldx = v.cols + 3, ldy = v.rows + 2;
 	float *x = make_x(nmax, v.cols, ldx, NAN), *y = malloc(sizeof(float) * (size_t)nmax * ldy);
@@ -118,7 +146,7 @@ static void check_view(struct wmat v, bool pack, const int *ns, int n_ns, const 
 		for (int l = OPS_PORTABLE; l <= (int)ops_level_best(); l++) {
 			int n = ns[i];
 			bad += check((enum ops_level)l, &v, x, ldx, n, (i + l) & 1, ref, bound, y, ldy, what);
-			if (!pack || l != OPS_AVX2 || (i + l) & 1)
+			if (!pack || l < OPS_AVX2 || (v.dtype == DT_BF16 && l != OPS_AVX2) || (i + l) & 1)
 				continue;
 			/* the last token alone: the same bits as within the batch */
 			struct gemm_job j1 = {
@@ -139,37 +167,45 @@ static const int ns_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 40, 130}; /* 130: two t
 static void test_shapes(void)
 {
 	static const int rows[] = {1, 31, 33, 100}, cols[] = {1, 2, 127, 129, 300, 520};
-	for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-		for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
-			char what[64];
-			snprintf(what, sizeof what, "%dx%d", rows[ri], cols[ci]);
-			check_view(wmat_view(&g_full, 0, rows[ri], 0, cols[ci]), true, ns_all, N_ALL, what);
-		}
+	const struct wmat *full[] = {&g_fp8, &g_bf16};
+	for (int d = 0; d < 2; d++)
+		for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+			for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+				char what[64];
+				snprintf(what, sizeof what, "%s %dx%d", d ? "bf16" : "fp8", rows[ri], cols[ci]);
+				check_view(wmat_view(full[d], 0, rows[ri], 0, cols[ci]), true, ns_all, N_ALL, what);
+			}
 }
 
-/* views of the full matrix at any offset: packed, as the AVX2 level wants them */
+/* views of the full matrix: row offsets off the blocks (fp8 scale rows change inside a 32-row
+ * block), fp8 columns from a scale block on (packed) or inside one (not packable); bf16 views
+ * at any offset are packed */
 static void test_views(void)
 {
 	struct {
 		int r0, nr, c0, nc;
-	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 255, 7}, {1, 31, 384, 136}, {30, 70, 101, 300}};
-	for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
-		struct wmat v = wmat_view(&g_full, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
-		EXPECT(prepack_wanted(&v, false) == (ops_level_best() == OPS_AVX2));
-		char what[64];
-		snprintf(what, sizeof what, "view %zu", i);
-		check_view(v, true, ns_all, N_ALL, what);
-	}
+	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}, {30, 70, 100, 300}};
+	for (int d = 0; d < 2; d++)
+		for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+			struct wmat v = wmat_view(d ? &g_bf16 : &g_fp8, vs[i].r0, vs[i].nr, vs[i].c0, vs[i].nc);
+			bool packable = d || vs[i].c0 % 128 == 0;
+			EXPECT(prepack_wanted(&v, false) == (packable && ops_level_best() == OPS_AVX2));
+			if (!packable)
+				EXPECT(!prepack_wanted(&v, true));
+			char what[64];
+			snprintf(what, sizeof what, "%s view %zu", d ? "bf16" : "fp8", i);
+			check_view(v, packable, ns_all, N_ALL, what);
+		}
 }
 
 /* sub-views of a packed matrix: at a 32-row block and column 0 they keep its packed copy
  * (the parent's pairs per block; an odd column count ends inside a pair whose other column
  * must not count), elsewhere they drop it */
-static void test_packed_subviews(void)
+static void packed_subviews(const struct wmat *full)
 {
-	struct wmat v = wmat_view(&g_full, 0, R, 0, C);
+	struct wmat v = wmat_view(full, 0, R, 0, C);
 	uint32_t *pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
-	prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+	prepack_weights_kind(&v, pk, g_pool, kind_of(&v));
 	struct {
 		int r0, nr, c0, nc;
 		bool keeps;
@@ -179,10 +215,17 @@ static void test_packed_subviews(void)
 		struct wmat s = wmat_view(&v, sv[i].r0, sv[i].nr, sv[i].c0, sv[i].nc);
 		EXPECTF((s.packed != NULL) == sv[i].keeps, "sub-view %zu: packed %p", i, (const void *)s.packed);
 		char what[64];
-		snprintf(what, sizeof what, "sub-view %zu of a packed matrix", i);
+		snprintf(what, sizeof what, "%s sub-view %zu of a packed matrix",
+			 full->dtype == DT_BF16 ? "bf16" : "fp8", i);
 		check_view(s, false, ns_all, N_ALL, what);
 	}
 	free(pk);
+}
+
+static void test_packed_subviews(void)
+{
+	packed_subviews(&g_fp8);
+	packed_subviews(&g_bf16);
 }
 
 /* x with ldx == cols: nothing past the last token's row is read (ASan would tell), and the
@@ -190,10 +233,11 @@ static void test_packed_subviews(void)
 static void test_tight_x(void)
 {
 	static const int shapes[][2] = {{33, 127}, {64, 1}, {40, 257}};
-	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-		struct wmat v = wmat_view(&g_full, 0, shapes[s][0], 0, shapes[s][1]);
+	for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
+		const int *sh = shapes[s % 3];
+		struct wmat v = wmat_view(s < 3 ? &g_fp8 : &g_bf16, 0, sh[0], 0, sh[1]);
 		uint32_t *pk = aligned_alloc(64, (prepack_bytes(&v) + 63) / 64 * 64);
-		prepack_weights_kind(&v, pk, g_pool, PREPACK_KIND_DP);
+		prepack_weights_kind(&v, pk, g_pool, kind_of(&v));
 		for (int n = 1; n <= 9; n += 4) {
 			float *x = make_x(n, v.cols, v.cols, 0), *y = malloc(sizeof(float) * (size_t)n * v.rows);
 			double *ref = malloc(sizeof(double) * (size_t)n * v.rows),
@@ -219,7 +263,7 @@ int main(int argc, char **argv)
 	static const struct test_case cases[] = {T(test_shapes), T(test_views), T(test_packed_subviews),
 						 T(test_tight_x)};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
-	free(g_d);
+	free(g_d8), free(g_d16), free(g_scale);
 	pool_free(g_pool);
 	return rc;
 }
