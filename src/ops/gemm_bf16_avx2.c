@@ -62,12 +62,7 @@ A2_INLINE void block_stream_t(const uint32_t *wp, int P, int full, const float *
 			__asm__ volatile("prefetcht1 %0" ::"m"(*((const char *)s + PF)));
 			__asm__ volatile("prefetcht1 %0" ::"m"(*((const char *)s + PF + 64)));
 			__m256 x0[TD], x1[TD];
-#pragma GCC unroll 4
-			for (int t = 0; t < nt; t++) {
-				x0[t] = _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p);
-				x1[t] = p < full ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1)
-						 : _mm256_setzero_ps();
-			}
+			stream_x_pair_avx2(x, ldx, p, full, x0, x1, nt);
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++) {
 				__m256 e, o;

@@ -74,12 +74,7 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 			/* into L2 ahead of the stream: the DRAM trip overlaps the decode */
 			__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(s + PF)));
 			__m256 x0[TD], x1[TD];
-#pragma GCC unroll 4
-			for (int t = 0; t < nt; t++) {
-				x0[t] = _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p);
-				x1[t] = p < kf ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1)
-					       : _mm256_setzero_ps();
-			}
+			stream_x_pair_avx2(x, ldx, p, kf, x0, x1, nt);
 #pragma GCC unroll 4
 			for (int h = 0; h < 2; h++) {
 				__m256 w[4];

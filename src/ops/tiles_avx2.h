@@ -16,6 +16,18 @@
 
 #define TILE_A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 
+/* the streaming kernels' x for pair p of nt tokens: x0[t] = x[t][2p], x1[t] = x[t][2p + 1], or 0
+ * past the whole pairs (an odd last column: x past the row is never read) */
+TILE_A2_INLINE void stream_x_pair_avx2(const float *x, size_t ldx, int p, int whole, __m256 *x0, __m256 *x1,
+				       const int nt)
+{
+#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++) {
+		x0[t] = _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p);
+		x1[t] = p < whole ? _mm256_broadcast_ss(x + (size_t)t * ldx + 2 * (size_t)p + 1) : _mm256_setzero_ps();
+	}
+}
+
 /* tokens [0, nt) of a tile, rows [16 h, 16 h + 16) of the block:
  * v[t][row] (+)= mul sc[row] · Σ_{c < nc} dec[c][row] x[t][c] (sc NULL: no factor), the chunk's
  * sum stored as it is when first, else added. pf (NULL: none): the next chunk, pfc of its bytes
