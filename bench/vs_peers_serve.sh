@@ -49,8 +49,13 @@ MLASERVE=${MLASERVE:-build/mlaserve}
 [ -n "$OUR_MODEL" ] || die "OUR_MODEL is not set: the HF checkpoint directory the GGUF was converted from"
 [ -f "$OUR_MODEL/config.json" ] || die "OUR_MODEL=$OUR_MODEL: no config.json there"
 [ -x "$MLASERVE" ] || die "MLASERVE=$MLASERVE: no such executable (make all first)"
+# the peer runs in OUT (it writes a llama.log where it starts): absolute paths for it
+PEER_SERVER=$(realpath "$PEER_SERVER")
+PEER_GGUF=$(realpath "$PEER_GGUF")
 for v in "$THREADS" "$REPS" "$NUM_PROMPTS" "$IN_LEN" "$OUT_LEN" $CONC; do
-	case "$v" in '' | *[!0-9]* | 0) die "THREADS, REPS, NUM_PROMPTS, IN_LEN, OUT_LEN and CONC must be positive integers" ;; esac
+	case "$v" in
+	'' | *[!0-9]* | 0) die "THREADS, REPS, NUM_PROMPTS, IN_LEN, OUT_LEN and CONC must be positive integers" ;;
+	esac
 done
 
 OUT=${OUT:-$(mktemp -d /tmp/vs_peers_serve.XXXXXX)}
@@ -116,8 +121,8 @@ peer() {
 	# a slot per request in flight, each with room for a prompt (re-tokenized by the peer) and
 	# its output
 	# shellcheck disable=SC2086 # PEER_FLAGS is a list of flags
-	serve_and_run peer "$1" "$2" "$PEER_SERVER" -m "$PEER_GGUF" --host 127.0.0.1 --port "$port" -t "$THREADS" \
-		-np "$2" -c $(($2 * (IN_LEN * 2 + OUT_LEN + 64))) $PEER_FLAGS
+	serve_and_run peer "$1" "$2" env -C "$OUT" "$PEER_SERVER" -m "$PEER_GGUF" --host 127.0.0.1 --port "$port" \
+		-t "$THREADS" -np "$2" -c $(($2 * (IN_LEN * 2 + OUT_LEN + 64))) $PEER_FLAGS
 }
 
 echo "vs_peers_serve: $REPS rounds, concurrency $CONC, $NUM_PROMPTS prompts of $IN_LEN + $OUT_LEN tokens," \
@@ -135,7 +140,8 @@ for rep in $(seq 1 "$REPS"); do
 	done
 done
 
-python3 - "$res" "$THREADS" "$REPS" "$NUM_PROMPTS" "$IN_LEN" "$OUT_LEN" "$PEER_SERVER" "$PEER_FLAGS" "$OUR_FLAGS" <<'EOF'
+python3 - "$res" "$THREADS" "$REPS" "$NUM_PROMPTS" "$IN_LEN" "$OUT_LEN" "$PEER_SERVER" "$PEER_FLAGS" \
+	"$OUR_FLAGS" <<'EOF'
 import sys
 from collections import defaultdict
 res, threads, reps, n, il, ol, peer, pflags, oflags = sys.argv[1:]
