@@ -8,9 +8,13 @@ copies the config's files (config.json, tokenizer) into OUT_DIR and writes model
 with DeepSeek's tensor names: norms 1, every other weight normal x 0.02 (seed 0), bf16 by
 truncation. Needs numpy (Debian: python3-numpy). Not used by the tests."""
 import json, os, shutil, struct, sys
-import numpy as np
-
+if len(sys.argv) != 3 or not os.path.isfile(os.path.join(sys.argv[1], "config.json")):
+    sys.exit("usage: make_random_hf.py CONFIG_DIR (with a config.json) OUT_DIR")
 src, out = sys.argv[1], sys.argv[2]
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("make_random_hf.py: needs numpy (Debian: apt-get install python3-numpy, then /usr/bin/python3)")
 os.makedirs(out, exist_ok=True)
 for f in os.listdir(src):
     shutil.copy(os.path.join(src, f), out)

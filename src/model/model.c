@@ -171,7 +171,7 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 	if (quant_fp8_blocks(m->opt.pool, src, R0, R1 - R0, C0, C1 - C0, BLK, q, scale, &br, &bc))
 		return err_set(
 			e,
-			"%s: tensor %s: weight [%d, %d] is not finite (%g); --quantization fp8 cannot scale its block",
+			"%s: tensor %s: weight [%d, %d] is not finite (%g); fp8 quantization cannot scale its block",
 			file, name, br, bc, wmat_get(src, br, bc));
 	*w = (struct wmat){.dtype = DT_F8_E4M3,
 			   .data = q,
