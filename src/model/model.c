@@ -154,7 +154,7 @@ static int dummy_fp8(struct model *m, const char *name, int rows, int cols, stru
  * the region widened to whole 128x128 blocks, so its scales are those of the whole matrix:
  * w->row0 / col0 give its place in it (mat_part's view is relative to that). */
 static int quantize_mat(struct model *m, const char *file, const char *name, const struct wmat *src, int r0, int nr,
-			int c0, int nc, struct wmat *w, struct err *e)
+			int c0, int nc, const char *flag, struct wmat *w, struct err *e)
 {
 	double t0 = mono_now_s();
 	int R0 = r0 / BLK * BLK, C0 = c0 / BLK * BLK;
@@ -169,10 +169,8 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
 	int br = 0, bc = 0;
 	if (quant_fp8_blocks(m->opt.pool, src, R0, R1 - R0, C0, C1 - C0, BLK, q, scale, &br, &bc))
-		return err_set(
-			e,
-			"%s: tensor %s: weight [%d, %d] is not finite (%g); fp8 quantization cannot scale its block",
-			file, name, br, bc, wmat_get(src, br, bc));
+		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its block", file,
+			       name, br, bc, wmat_get(src, br, bc), flag);
 	*w = (struct wmat){.dtype = DT_F8_E4M3,
 			   .data = q,
 			   .rows = R1 - R0,
@@ -203,6 +201,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	if (m->opt.load_dummy && q == WQ_LINEAR && m->cfg.fp8)
 		return dummy_fp8(m, name, rows, cols, w, e);
 	bool quantize = (q == WQ_LINEAR && m->opt.quantize_fp8) || (q == WQ_HEAD && m->opt.quantize_lm_head);
+	const char *flag = q == WQ_HEAD ? "--quantize-lm-head" : "--quantization fp8"; /* for its errors */
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
 		uint16_t *d = quantize ? malloc(n * 2) : model_own(m, n * 2);
@@ -216,7 +215,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 			return 0;
 		}
 		struct wmat src = *w;
-		int rc = quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, w, e);
+		int rc = quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 		free(d);
 		return rc;
 	}
@@ -236,7 +235,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	}
 	if (quantize && t->dtype != DT_F8_E4M3) {
 		struct wmat src = *w;
-		return quantize_mat(m, t->file, name, &src, r0, nr, c0, nc, w, e);
+		return quantize_mat(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 	}
 	m->weight_bytes += t->nbytes;
 	if (t->dtype == DT_F8_E4M3) {
