@@ -8,7 +8,7 @@
  * machine is shared: compare ratios). --prepacked-only runs only the prepacked variants (the
  * model's kernels), which is much quicker at hundreds of tokens.
  *
- *   gemm_levels [--dtype bf16|fp8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
+ *   gemm_levels [--dtype bf16|fp8|int8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
  *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1]
  * --jobs J: J matrices per call, each with its own x and y columns (as the model's per-head
  * W_UK / W_UV: 128 jobs of 512x128 or 128x512 in V3).
@@ -22,6 +22,7 @@
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
+#include "ops/quant_int8.h"
 
 #include "bench_util.h"
 
@@ -72,8 +73,9 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	enum dtype dt = !strcmp(dtn, "fp8")   ? DT_F8_E4M3
-			: !strcmp(dtn, "f16") ? DT_F16
+	enum dtype dt = !strcmp(dtn, "fp8")    ? DT_F8_E4M3
+			: !strcmp(dtn, "int8") ? DT_I8
+			: !strcmp(dtn, "f16")  ? DT_F16
 			: !strcmp(dtn, "f32") ? DT_F32
 					      : DT_BF16;
 	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 || n_jobs < 1 || n_jobs > 512 ||
@@ -114,6 +116,22 @@ int main(int argc, char **argv)
 				     .scale_ld = sc,
 				     .blk_r = 128,
 				     .blk_c = 128};
+		if (dt == DT_I8) { /* W8A8: quantized from these bytes read as bf16 */
+			struct wmat src = w[m];
+			src.dtype = DT_BF16;
+			uint16_t *h = malloc(2 * wb);
+			for (size_t i = 0; i < wb; i++)
+				h[i] = f32_to_bf16((float)(next_rand() % 2001) / 1000.0f - 1.0f);
+			src.data = h;
+			int8_t *q = malloc(int8_data_bytes(rows, cols));
+			float *qs = malloc(sizeof(float) * int8_scale_elems(rows, cols));
+			int32_t *qq = malloc(sizeof(int32_t) * int8_scale_elems(rows, cols));
+			int br, bc;
+			if (quant_int8_weights(pool, &src, 0, rows, 0, cols, q, qs, qq, &w[m], &br, &bc))
+				return 1;
+			free(h);
+			free(d);
+		}
 		wp[m] = w[m];
 		if (prepack_wanted(&wp[m], true))
 			prepack_weights(&wp[m], aligned_alloc(64, (prepack_bytes(&wp[m]) + 63) / 64 * 64), pool);
@@ -147,6 +165,12 @@ int main(int argc, char **argv)
 		nv = 2;
 	}
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
+	if (dt == DT_I8) { /* the int8 kernels: AVX2, then AVX-512 VNNI where the CPU has it */
+		var[0].name = "int8 avx2";
+		var[1].name = "int8 avx512";
+		nv = best >= OPS_AVX512 ? 2 : 1;
+		v0 = prepacked_only ? nv - 1 : 0;
+	}
 	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
 	       dtype_name(dt), rows, cols, n_jobs > 1 ? " in calls of several jobs" : "", threads, ncopy, reps,
 	       var[v0].name);

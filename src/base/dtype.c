@@ -8,6 +8,7 @@ static const struct {
 } dtype_info[DT_COUNT] = {
 	[DT_F32] = {"F32", 4},         [DT_F16] = {"F16", 2}, [DT_BF16] = {"BF16", 2},
 	[DT_F8_E4M3] = {"F8_E4M3", 1}, [DT_I64] = {"I64", 8}, [DT_I32] = {"I32", 4},
+	[DT_I8] = {"I8", 1},
 };
 
 size_t dtype_size(enum dtype dt) { return dtype_info[dt].size; }

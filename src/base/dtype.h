@@ -9,7 +9,8 @@
 
 #include "base/err.h"
 
-enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_COUNT };
+/* DT_I8: int8 weights of --quantization int8 (ops/quant_int8.h), never read from a checkpoint */
+enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_I8, DT_COUNT };
 
 size_t dtype_size(enum dtype dt);
 const char *dtype_name(enum dtype dt);                  /* safetensors spelling: "BF16" ... */

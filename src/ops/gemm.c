@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
+#include "ops/quant_int8.h"
 #include "ops/scratch.h"
 #include "ops/vec.h"
 
@@ -23,6 +24,15 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 {
 	CHECK(r0 >= 0 && nr >= 0 && r0 + nr <= w->rows && c0 >= 0 && nc >= 0 && c0 + nc <= w->cols);
 	struct wmat v = *w;
+	if (w->dtype == DT_I8) { /* whole 32-row blocks of all the columns only */
+		CHECK(r0 % INT8_ROWS == 0 && c0 == 0 && nc == w->cols);
+		size_t rb = (size_t)(r0 / INT8_ROWS), o = rb * (size_t)int8_groups(w->cols) * INT8_ROWS;
+		v.data = (const char *)w->data + rb * int8_block_bytes(w->cols);
+		v.rows = nr;
+		v.scale = w->scale + o;
+		v.qsum = w->qsum + o;
+		return v;
+	}
 	v.data = (const char *)w->data + ((size_t)r0 * (size_t)w->ld + (size_t)c0) * dtype_size(w->dtype);
 	v.rows = nr;
 	v.cols = nc;
@@ -41,6 +51,8 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 
 size_t wmat_bytes(const struct wmat *w)
 {
+	if (w->dtype == DT_I8)
+		return int8_data_bytes(w->rows, w->cols) + 8 * int8_scale_elems(w->rows, w->cols);
 	size_t b = (size_t)w->rows * (size_t)w->cols * dtype_size(w->dtype);
 	if (w->dtype == DT_F8_E4M3)
 		b += (size_t)((w->rows + w->blk_r - 1) / w->blk_r) * (size_t)((w->cols + w->blk_c - 1) / w->blk_c) * 4;
@@ -49,6 +61,8 @@ size_t wmat_bytes(const struct wmat *w)
 
 float wmat_get(const struct wmat *w, int r, int c)
 {
+	if (w->dtype == DT_I8)
+		return quant_int8_get(w, r, c);
 	float v = gemm_elem(w->dtype, w->data, (size_t)r * (size_t)w->ld + (size_t)c);
 	return w->dtype == DT_F8_E4M3 ? v * gemm_wscale(w, r, c) : v;
 }
@@ -422,6 +436,10 @@ struct gemm_ctx {
 	const uint16_t *xb[MAX_JOBS]; /* rows gemm_prepacked_ldxb(cols) apart */
 	/* the conversions to do: job index per conversion, prefix sums of their tokens */
 	int n_conv, conv_job[MAX_JOBS], conv_first[MAX_JOBS + 1];
+	/* int8 jobs: x quantized (ops/quant_int8.h) once per call, as xb (NULL: each panel its own) */
+	const uint8_t *qx[MAX_JOBS];
+	const float *sx[MAX_JOBS];
+	int n_q, q_job[MAX_JOBS], q_first[MAX_JOBS + 1];
 };
 
 typedef void (*blk_fn)(const void *, int64_t, int, const float *, int, int, int, int, float[NR][NT]);
@@ -440,6 +458,10 @@ static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const u
 static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
+	if (j->w->dtype == DT_I8) {
+		gemm_panel_int8(g->lvl, j, g->qx[ji], g->sx[ji], r0, r1);
+		return 0;
+	}
 	if (j->w->packed && j->w->packed_kind == PREPACK_KIND_FP8_AVX2 && g->lvl >= OPS_AVX2 && j->w->cols > 0) {
 		gemm_panel_fp8_avx2(j, r0, r1);
 		return 0;
@@ -652,6 +674,71 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), convert_x, g);
 }
 
+/* tokens [begin, end) of all int8 quantizations (prefix sums q_first) → their jobs' qx, sx */
+static void quantize_x(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	const struct gemm_ctx *g = arg;
+	int c = 0;
+	for (int t = begin; t < end; t++) {
+		while (g->q_first[c + 1] <= t)
+			c++;
+		int ji = g->q_job[c], tt = t - g->q_first[c], cols = g->jobs[ji].w->cols;
+		quant_int8_row(g->jobs[ji].x + (size_t)tt * (size_t)g->jobs[ji].ldx, cols,
+			       (uint8_t *)g->qx[ji] + (size_t)tt * (size_t)int8_cols_pad(cols),
+			       (float *)g->sx[ji] + (size_t)tt * (size_t)int8_groups(cols));
+	}
+}
+
+/* Jobs on int8 weights get their x quantized once per call (jobs with the same x share it),
+ * into the calling thread's scratch, serially when small (a decode step's), else over the pool */
+static void prepare_int8(struct gemm_ctx *g, struct pool *p)
+{
+	size_t total = 0, off[MAX_JOBS];
+	g->n_q = 0;
+	g->q_first[0] = 0;
+	for (int i = 0; i < g->n_jobs; i++) {
+		const struct gemm_job *j = &g->jobs[i];
+		g->qx[i] = NULL;
+		g->sx[i] = NULL;
+		off[i] = SIZE_MAX;
+		if (j->w->dtype != DT_I8 || j->n <= 0 || j->w->rows <= 0)
+			continue;
+		const struct gemm_job *pj = i > 0 ? &g->jobs[i - 1] : NULL;
+		if (pj && off[i - 1] != SIZE_MAX && pj->x == j->x && pj->ldx == j->ldx && pj->n >= j->n &&
+		    pj->w->cols == j->w->cols) {
+			off[i] = off[i - 1];
+			continue;
+		}
+		off[i] = total;
+		/* bytes then scales, each job's scales 4-byte aligned */
+		total += ((size_t)j->n * (size_t)int8_cols_pad(j->w->cols) + 3) / 4 * 4 +
+			 sizeof(float) * (size_t)j->n * (size_t)int8_groups(j->w->cols);
+		g->q_job[g->n_q] = i;
+		g->q_first[g->n_q + 1] = g->q_first[g->n_q] + j->n;
+		g->n_q++;
+	}
+	if (!g->n_q)
+		return;
+	char *buf = ops_scratch(OPS_SCRATCH_INT8_X, total);
+	if (!buf)
+		return;
+	for (int i = 0; i < g->n_jobs; i++)
+		if (off[i] != SIZE_MAX) {
+			const struct gemm_job *j = &g->jobs[i];
+			g->qx[i] = (const uint8_t *)(buf + off[i]);
+			g->sx[i] = (const float *)(const void *)(buf + off[i] +
+							   ((size_t)j->n * (size_t)int8_cols_pad(j->w->cols) + 3) / 4 * 4);
+		}
+	int tokens = g->q_first[g->n_q];
+	if (total <= CONVERT_SERIAL_ELEMS) {
+		quantize_x(g, 0, tokens, 0);
+		return;
+	}
+	int nt = p ? pool_size(p) : 1;
+	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), quantize_x, g);
+}
+
 void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs)
 {
 	while (n_jobs > 0) {
@@ -668,6 +755,7 @@ void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const str
 			g.first_item[i + 1] = g.first_item[i] + np;
 		}
 		prepare_prepacked(&g, p);
+		prepare_int8(&g, p);
 		atomic_init(&g.claimed, 0);
 		atomic_init(&g.front, 0);
 		atomic_init(&g.back, 0);

@@ -1,0 +1,349 @@
+/* W8A8 int8 GEMM on the packed blocks of ops/quant_int8.h, activations already quantized
+ * (qxu [n][int8_cols_pad(cols)] offset by 128, sx [n][groups]). Per 32-row block, per chunk
+ * of tokens, per 128-column group, per tile of tokens: the group's exact int32 dots over its
+ * 4-column steps (4 KB of weights, reused from L1 by every tile), then one
+ * fma(dot, sw · sx, tot) per row and token into tot [tokens][32], the same order on every
+ * level (quant_int8.h), so the levels agree to the bit.
+ *
+ * AVX-512 VNNI: vpdpbusd multiplies the broadcast 4 offset bytes of a token by a step's 16
+ * rows x 4 signed weights and adds the 4 products into each row's int32; qsum removes the
+ * 128 offset once per group. AVX2 (no VNNI): vpsignb moves the activation's sign onto the
+ * weights, vpmaddubsw multiplies |qx| (unsigned) by them into int16 pairs (at most
+ * 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs into int32. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "ops/gemm_internal.h"
+#include "ops/quant_int8.h"
+
+#define R INT8_ROWS
+#define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
+#define PF 1024      /* prefetch distance in the weight stream, bytes */
+
+/* a group's steps [q0, q1) and its block-scale and qsum vectors for rows of block rb */
+struct grp {
+	int q0, q1;
+	const float *sw;   /* [32] */
+	const int32_t *qs; /* [32] */
+};
+
+static struct grp group_of(const struct wmat *w, int rb, int g)
+{
+	int G = int8_groups(w->cols), c1 = (g + 1) * INT8_GROUP < w->cols ? (g + 1) * INT8_GROUP : w->cols;
+	size_t o = ((size_t)rb * (size_t)G + (size_t)g) * R;
+	return (struct grp){g * INT8_GROUP / 4, (c1 + 3) / 4, w->scale + o, w->qsum + o};
+}
+
+/* ---- portable ---- */
+static void block_portable(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			   size_t ldsx, int nt, float *tot, int first)
+{
+	for (int t = 0; t < nt; t++)
+		for (int i = 0; i < R; i++) {
+			int32_t dot = 0;
+			for (int q = gr.q0; q < gr.q1; q++)
+				for (int c = 0; c < 4; c++)
+					dot += (int32_t)blk[(size_t)q * INT8_STEP + (size_t)(4 * i + c)] *
+					       ((int32_t)qx[(size_t)t * ldq + (size_t)(4 * q + c)] - 128);
+			float comb = gr.sw[i] * sx_col[(size_t)t * ldsx];
+			float *o = tot + (size_t)t * R + i;
+			*o = fmaf((float)dot, comb, first ? 0.0f : *o);
+		}
+}
+
+/* ---- AVX2 ---- */
+#define A2 __attribute__((target("avx2,fma")))
+#define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+#define TT2 2 /* tokens per AVX2 tile: 8 int32 accumulators */
+
+A2_INLINE void tile_avx2_t(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			   size_t ldsx, float *tot, int first, int stream, const int nt)
+{
+	__m256i acc[TT2][4];
+	const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+	for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++)
+			acc[t][h] = _mm256_setzero_si256();
+	for (int q = gr.q0; q < gr.q1; q++) {
+		const int8_t *s = blk + (size_t)q * INT8_STEP;
+		if (stream)
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+		__m256i xs[TT2], xa[TT2];
+#pragma GCC unroll 2
+		for (int t = 0; t < nt; t++) {
+			int32_t b;
+			memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
+			xs[t] = _mm256_xor_si256(_mm256_set1_epi32(b), flip);
+			xa[t] = _mm256_abs_epi8(xs[t]);
+		}
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++) {
+			__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
+#pragma GCC unroll 2
+			for (int t = 0; t < nt; t++)
+				acc[t][h] = _mm256_add_epi32(
+					acc[t][h],
+					_mm256_madd_epi16(_mm256_maddubs_epi16(xa[t], _mm256_sign_epi8(w, xs[t])), ones));
+		}
+	}
+#pragma GCC unroll 2
+	for (int t = 0; t < nt; t++) {
+		__m256 sxv = _mm256_set1_ps(sx_col[(size_t)t * ldsx]);
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++) {
+			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps(gr.sw + 8 * h), sxv);
+			float *o = tot + (size_t)t * R + 8 * h;
+			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
+			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t][h]), comb, prev));
+		}
+	}
+}
+
+static A2 void block_avx2(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			  size_t ldsx, int n, float *tot, int first)
+{
+	for (int t0 = 0; t0 < n; t0 += TT2) {
+		const uint8_t *q = qx + (size_t)t0 * ldq;
+		const float *s = sx_col + (size_t)t0 * ldsx;
+		if (n - t0 >= 2)
+			tile_avx2_t(blk, gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
+		else
+			tile_avx2_t(blk, gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
+	}
+}
+
+/* ---- AVX-512 VNNI ---- */
+#define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define A5_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define TT5 6 /* tokens per tile: 12 int32 accumulators */
+
+/* acc += the u8 x s8 products of a and b, 4 per lane: the intrinsic made GCC copy each
+ * accumulator to another register and back around every instruction */
+A5_INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
+{
+	__asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+	return acc;
+}
+
+A5_INLINE void tile_512_t(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			  size_t ldsx, float *tot, int first, int stream, const int nt)
+{
+	__m512i acc[TT5][2];
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++)
+		acc[t][0] = acc[t][1] = _mm512_setzero_si512();
+	for (int q = gr.q0; q < gr.q1; q++) {
+		const int8_t *s = blk + (size_t)q * INT8_STEP;
+		if (stream) {
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+		}
+		__m512i w0 = _mm512_loadu_si512((const void *)s), w1 = _mm512_loadu_si512((const void *)(s + 64));
+#pragma GCC unroll 6
+		for (int t = 0; t < nt; t++) {
+			int32_t b;
+			memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
+			__m512i xb = _mm512_set1_epi32(b);
+			acc[t][0] = dpbusd(acc[t][0], xb, w0);
+			acc[t][1] = dpbusd(acc[t][1], xb, w1);
+		}
+	}
+	__m512i qs0 = _mm512_loadu_si512((const void *)gr.qs), qs1 = _mm512_loadu_si512((const void *)(gr.qs + 16));
+	__m512 sw0 = _mm512_loadu_ps(gr.sw), sw1 = _mm512_loadu_ps(gr.sw + 16);
+#pragma GCC unroll 6
+	for (int t = 0; t < nt; t++) {
+		__m512 sxv = _mm512_set1_ps(sx_col[(size_t)t * ldsx]);
+		float *o = tot + (size_t)t * R;
+		__m512 p0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+		__m512 p1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
+		_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t][0], qs0)),
+						    _mm512_mul_ps(sw0, sxv), p0));
+		_mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t][1], qs1)),
+							 _mm512_mul_ps(sw1, sxv), p1));
+	}
+}
+
+/* One token on NB blocks at once (rows of block i at blk + i * bb): two chains per block, or
+ * for one block four (its halves x even and odd steps; int32 sums are exact in any order), and
+ * NB streams in flight: at one token the chains' latency, not memory, bounded one block. */
+A5_INLINE void gemv_512_t(const int8_t *blk, size_t bb, struct grp gr, size_t gs, const uint8_t *qx, float sxv,
+			  float *tot, int first, const int NB)
+{
+	__m512i a[2][2], b[2][2];
+#pragma GCC unroll 2
+	for (int i = 0; i < NB; i++)
+		a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm512_setzero_si512();
+	int q = gr.q0;
+	for (; q + 2 <= gr.q1; q += 2) {
+		int32_t x0, x1;
+		memcpy(&x0, qx + 4 * (size_t)q, 4);
+		memcpy(&x1, qx + 4 * (size_t)q + 4, 4);
+		__m512i xb0 = _mm512_set1_epi32(x0), xb1 = _mm512_set1_epi32(x1);
+#pragma GCC unroll 2
+		for (int i = 0; i < NB; i++) {
+			const int8_t *s = blk + i * bb + (size_t)q * INT8_STEP;
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 128)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 192)));
+			a[i][0] = dpbusd(a[i][0], xb0, _mm512_loadu_si512((const void *)s));
+			a[i][1] = dpbusd(a[i][1], xb0, _mm512_loadu_si512((const void *)(s + 64)));
+			b[i][0] = dpbusd(b[i][0], xb1, _mm512_loadu_si512((const void *)(s + 128)));
+			b[i][1] = dpbusd(b[i][1], xb1, _mm512_loadu_si512((const void *)(s + 192)));
+		}
+	}
+	if (q < gr.q1) {
+		int32_t x0;
+		memcpy(&x0, qx + 4 * (size_t)q, 4);
+		__m512i xb0 = _mm512_set1_epi32(x0);
+#pragma GCC unroll 2
+		for (int i = 0; i < NB; i++) {
+			const int8_t *s = blk + i * bb + (size_t)q * INT8_STEP;
+			a[i][0] = dpbusd(a[i][0], xb0, _mm512_loadu_si512((const void *)s));
+			a[i][1] = dpbusd(a[i][1], xb0, _mm512_loadu_si512((const void *)(s + 64)));
+		}
+	}
+	__m512 sv = _mm512_set1_ps(sxv);
+#pragma GCC unroll 2
+	for (int i = 0; i < NB; i++)
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			__m512i d = _mm512_sub_epi32(_mm512_add_epi32(a[i][h], b[i][h]),
+						     _mm512_loadu_si512((const void *)(gr.qs + i * gs + 16 * h)));
+			float *o = tot + i * R + 16 * h;
+			__m512 p = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+			_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+							    _mm512_mul_ps(_mm512_loadu_ps(gr.sw + i * gs + 16 * h), sv), p));
+		}
+}
+
+/* one token, two blocks (the second's scales gs floats past the first's; tot [2][32]) */
+static A5 void gemv2_512(const int8_t *blk, size_t bb, struct grp gr, size_t gs, const uint8_t *qx, float sxv,
+			 float *tot, int first)
+{
+	gemv_512_t(blk, bb, gr, gs, qx, sxv, tot, first, 2);
+}
+
+static A5 void block_512(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			 size_t ldsx, int n, float *tot, int first)
+{
+	if (n == 1) {
+		gemv_512_t(blk, 0, gr, 0, qx, sx_col[0], tot, first, 1);
+		return;
+	}
+	for (int t0 = 0; t0 < n; t0 += TT5) {
+		int nt = n - t0 < TT5 ? n - t0 : TT5;
+		const uint8_t *q = qx + (size_t)t0 * ldq;
+		const float *s = sx_col + (size_t)t0 * ldsx;
+		float *o = tot + (size_t)t0 * R;
+		int st = t0 == 0; /* the first tile streams the group in, the others find it in L1 */
+#define T5(N) tile_512_t(blk, gr, q, ldq, s, ldsx, o, first, st, N)
+		switch (nt) {
+		case 1: T5(1); break;
+		case 2: T5(2); break;
+		case 3: T5(3); break;
+		case 4: T5(4); break;
+		case 5: T5(5); break;
+		default: T5(6); break;
+		}
+#undef T5
+	}
+}
+
+/* ---- driver ---- */
+
+/* y[0, n) = (add ? y : 0) + v (a branch per row made this loop 40% of the kernel's time) */
+static void store_rows(float *restrict y, const float *restrict v, int n, int add)
+{
+	if (!add) {
+		memcpy(y, v, sizeof(float) * (size_t)n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		y[i] += v[i];
+}
+static int has_vnni(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+	}
+	return v;
+}
+
+int gemm_int8_kernel(enum ops_level lvl)
+{
+	if (lvl >= OPS_AVX512 && has_vnni())
+		return 2;
+	return lvl >= OPS_AVX2 ? 1 : 0;
+}
+
+const char *gemm_int8_kernel_name(enum ops_level lvl)
+{
+	static const char *names[] = {"portable", "AVX2", "AVX-512 VNNI"};
+	return names[gemm_int8_kernel(lvl)];
+}
+
+void gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1)
+{
+	const struct wmat *w = j->w;
+	CHECK(w->dtype == DT_I8 && r0 % R == 0);
+	int G = int8_groups(w->cols), kern = gemm_int8_kernel(lvl);
+	size_t ldq = (size_t)int8_cols_pad(w->cols), ldsx = (size_t)G;
+	uint8_t *own_q = NULL;
+	float *own_s = NULL;
+	if (!qx) { /* the caller had no memory for the whole call's: this panel's own */
+		own_q = malloc(ldq * (size_t)j->n);
+		own_s = malloc(sizeof(float) * ldsx * (size_t)j->n);
+		CHECK(own_q && own_s);
+		for (int t = 0; t < j->n; t++)
+			quant_int8_row(j->x + (size_t)t * (size_t)j->ldx, w->cols, own_q + (size_t)t * ldq,
+				       own_s + (size_t)t * ldsx);
+		qx = own_q;
+		sx = own_s;
+	}
+	_Alignas(64) float tot[TOK_CHUNK * R];
+	int rb = r0;
+	if (kern == 2 && j->n == 1) /* two blocks at a time */
+		for (; rb + 2 * R <= r1; rb += 2 * R) {
+			int b = rb / R;
+			const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
+			for (int g = 0; g < G; g++)
+				gemv2_512(blk, int8_block_bytes(w->cols), group_of(w, b, g), (size_t)G * R, qx, sx[g],
+					  tot, g == 0);
+			if (!G)
+				memset(tot, 0, sizeof(float) * 2 * R);
+			store_rows(j->y + rb, tot, 2 * R, j->accumulate);
+		}
+	for (; rb < r1; rb += R) {
+		int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
+		const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
+		for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
+			int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
+			const uint8_t *q = qx + (size_t)t0 * ldq;
+			if (!G) /* no columns: every sum is 0 */
+				memset(tot, 0, sizeof tot);
+			for (int g = 0; g < G; g++) {
+				struct grp gr = group_of(w, b, g);
+				const float *s = sx + (size_t)t0 * ldsx + (size_t)g;
+				if (kern == 2)
+					block_512(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+				else if (kern == 1)
+					block_avx2(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+				else
+					block_portable(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+			}
+			for (int t = 0; t < n; t++)
+				store_rows(j->y + (size_t)(t0 + t) * (size_t)j->ldy + rb, tot + (size_t)t * R, nr,
+					   j->accumulate);
+		}
+	}
+	free(own_q);
+	free(own_s);
+}
