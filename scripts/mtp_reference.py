@@ -5,6 +5,7 @@ logits that no independent implementation gives us.
 
   mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT [CHAIN_OUT]]
   mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --quantize-int8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
 prints the largest difference between its logits and the fixture's golden ones (the check
@@ -21,7 +22,11 @@ With --quantize-fp8 the linear layers (those DeepSeek's fp8 checkpoints store in
 first quantized as `--quantization fp8` specifies (ops/quant_fp8.h): per 128x128 block,
 scale = float32(amax / 448) (1 if that is 0), each weight the e4m3 value nearest to
 float32(w / scale) (ties to the even code), times scale; OUT gets the model's logits [n, vocab].
---quantize-lm-head quantizes lm_head.weight the same way (`--quantize-lm-head`)."""
+--quantize-lm-head quantizes lm_head.weight the same way (`--quantize-lm-head`).
+With --quantize-int8 they are W8A8 as `--quantization int8` specifies (ops/quant_int8.h),
+kv_b_proj excepted: int8 weights with a float32 scale per row and 128 columns, each
+product's input quantized the same way per 128 columns, exact integer dots per group, each
+scaled by float32(sw * sx) and added in float32, group by group."""
 import json, math, os, struct, sys
 
 
@@ -78,9 +83,11 @@ def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128
 
 
 class Weights:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False):
-        self.raw, self.cache, self.quantize_fp8 = load(dirname), {}, quantize_fp8
-        self.quantized = QUANTIZED + (('lm_head',) if quantize_head else ())
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False):
+        self.raw, self.cache, self.quantize_fp8, self.int8 = load(dirname), {}, quantize_fp8 or quantize_int8, quantize_int8
+        # int8 leaves kv_b_proj alone (the absorbed attention multiplies its transpose)
+        q = tuple(n for n in QUANTIZED if n != 'kv_b_proj') if quantize_int8 else QUANTIZED
+        self.quantized = q + (('lm_head',) if quantize_head else ())
 
     def __contains__(self, name):
         return name in self.raw
@@ -105,14 +112,45 @@ class Weights:
             if dt == 'F8_E4M3':  # dequantize: multiply by the 128x128 block's scale_inv
                 sc = self.get(name + '_scale_inv')
                 out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
-            elif self.quantize_fp8 and name.split('.')[-2] in self.quantized:
-                out = quantize(out)
+            if self.quantize_fp8 and name.endswith('.weight') and name.split('.')[-2] in self.quantized:
+                out = Q8(out) if self.int8 else out if dt == 'F8_E4M3' else quantize(out)
         self.cache[name] = out
         return out
 
 
+class Q8:  # an int8-quantized matrix (--quantization int8): q[r][c] and a scale per row and 128 columns
+    def __init__(self, rows):
+        self.q, self.s = [], []
+        for row in rows:
+            qr, sr = [], []
+            for a in range(0, len(row), 128):
+                s, q = quant_group(row[a:a + 128])
+                qr += q
+                sr.append(s)
+            self.q.append(qr)
+            self.s.append(sr)
+
+
+def quant_group(v):  # float32 values -> (scale, ints): scale = amax / 127, q = rint(v / scale), ties to even
+    v = [f32(x) for x in v]
+    s = f32(max(abs(x) for x in v) / 127.0)
+    return s, [round(f32(x / s)) if s > 0 else 0 for x in v]
+
+
 def mv(W, x):
-    return [sum(a * b for a, b in zip(row, x)) for row in W]
+    if not isinstance(W, Q8):
+        return [sum(a * b for a, b in zip(row, x)) for row in W]
+    # W8A8: x quantized per 128 columns too; each group's exact integer dot scaled by
+    # float32(sw * sx) and added in float32 (a fused multiply-add), group by group
+    gx = [quant_group(x[a:a + 128]) for a in range(0, len(x), 128)]
+    out = []
+    for qr, sr in zip(W.q, W.s):
+        acc = 0.0
+        for g, (sx, qx) in enumerate(gx):
+            dot = sum(a * b for a, b in zip(qr[g * 128:(g + 1) * 128], qx))
+            acc = f32(dot * f32(sr[g] * sx) + acc)
+        out.append(acc)
+    return out
 
 
 def rmsnorm(x, w, eps):
@@ -125,9 +163,9 @@ def silu(z):
 
 
 class Model:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False):
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
-        self.w = Weights(dirname, quantize_fp8, quantize_head)
+        self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8)
         c = self.c
         dr, theta = c['qk_rope_head_dim'], c['rope_theta']
         f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
@@ -278,14 +316,15 @@ def write_f32(path, rows):
 
 
 def main():
-    q = sys.argv[1] == '--quantize-fp8'
+    q8 = sys.argv[1] == '--quantize-int8'
+    q = q8 or sys.argv[1] == '--quantize-fp8'
     if q:
         del sys.argv[1]
     qh = q and sys.argv[1] == '--quantize-lm-head'
     if qh:
         del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m = Model(model_dir, q, qh)
+    m = Model(model_dir, q and not q8, qh, q8)
     d = json.load(open(prompts))
     pr = next(p for p in d['prompts'] if p['name'] == name)
     toks = pr['tokens']
@@ -297,7 +336,7 @@ def main():
     print('%s: max |logit - golden| over %d x %d: %.3g%s' % (name, n, V, diff, ' (unquantized golden)' if q else ''))
     if q:
         write_f32(sys.argv[4], logits)
-        print('wrote %s: logits [%d, %d] of the fp8-quantized model' % (sys.argv[4], n, V))
+        print('wrote %s: logits [%d, %d] of the %s-quantized model' % (sys.argv[4], n, V, 'int8' if q8 else 'fp8'))
         return
     if len(sys.argv) < 5:
         return

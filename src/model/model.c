@@ -17,6 +17,7 @@
 #include "ops/cpu.h"
 #include "ops/pool.h"
 #include "ops/quant_fp8.h"
+#include "ops/quant_int8.h"
 #include "ops/route.h"
 
 #define BLK 128
@@ -188,6 +189,32 @@ static int quantize_mat(struct model *m, const char *file, const char *name, con
 	return 0;
 }
 
+/* --quantization int8: rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (float or fp8) quantized
+ * into owned memory, W8A8's packed layout (ops/quant_int8.h), exactly the region: *w's
+ * (row0, col0) is where it starts, for mat_part's view of it (all of it). */
+static int quantize_mat_int8(struct model *m, const char *file, const char *name, const struct wmat *src, int r0,
+			     int nr, int c0, int nc, const char *flag, struct wmat *w, struct err *e)
+{
+	double t0 = mono_now_s();
+	size_t ns = int8_scale_elems(nr, nc);
+	int8_t *d = model_own(m, int8_data_bytes(nr, nc));
+	float *scale = model_own(m, sizeof(float) * ns);
+	int32_t *qsum = model_own(m, sizeof(int32_t) * ns);
+	if (!d || !scale || !qsum)
+		return err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name);
+	int br, bc;
+	if (quant_int8_weights(m->opt.pool, src, r0, nr, c0, nc, d, scale, qsum, w, &br, &bc))
+		return br < 0 ? err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name)
+			      : err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its row",
+					file, name, br, bc, wmat_get(src, br, bc), flag);
+	w->row0 = r0;
+	w->col0 = c0;
+	m->weight_bytes += wmat_bytes(w);
+	m->quant_src_bytes += (size_t)nr * (size_t)nc * dtype_size(src->dtype);
+	m->quant_s += mono_now_s() - t0;
+	return 0;
+}
+
 /* A [rows, cols] matrix, or (--quantization fp8) the part of it that covers rows
  * [r0, r0 + nr) x cols [c0, c0 + nc): *w's (row0, col0) is where it starts */
 static int mat_region(struct model *m, const char *name, int rows, int cols, enum wq q, int r0, int nr, int c0, int nc,
@@ -198,28 +225,38 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	w->cols = cols;
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
-	if (m->opt.load_dummy && q == WQ_LINEAR && m->cfg.fp8)
-		return dummy_fp8(m, name, rows, cols, w, e);
-	bool quantize = (q == WQ_LINEAR && m->opt.quantize_fp8) || (q == WQ_HEAD && m->opt.quantize_lm_head);
-	const char *flag = q == WQ_HEAD ? "--quantize-lm-head" : "--quantization fp8"; /* for its errors */
+	bool lin = q == WQ_LINEAR || q == WQ_ABSORBED;
+	bool int8 = m->opt.quantize_int8 && (q == WQ_LINEAR || (q == WQ_HEAD && m->opt.quantize_lm_head));
+	bool quantize = !int8 && ((lin && m->opt.quantize_fp8) || (q == WQ_HEAD && m->opt.quantize_lm_head));
+	const char *flag = q == WQ_HEAD ? "--quantize-lm-head" : int8 ? "--quantization int8" : "--quantization fp8";
+	if (m->opt.load_dummy && lin && m->cfg.fp8) {
+		if (dummy_fp8(m, name, rows, cols, w, e))
+			return -1;
+		if (!int8)
+			return 0;
+		struct wmat src = *w;
+		m->weight_bytes -= wmat_bytes(&src); /* the fp8 bytes stay allocated, unused */
+		return quantize_mat_int8(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+	}
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
-		uint16_t *d = quantize ? malloc(n * 2) : model_own(m, n * 2);
+		uint16_t *d = quantize || int8 ? malloc(n * 2) : model_own(m, n * 2);
 		if (!d)
 			return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
 		dummy_bf16(m, name, d, n, 1.7f / sqrtf((float)cols));
 		w->dtype = DT_BF16;
 		w->data = d;
-		if (!quantize) {
+		if (!quantize && !int8) {
 			m->weight_bytes += n * 2;
 			return 0;
 		}
 		struct wmat src = *w;
-		int rc = quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		int rc = int8 ? quantize_mat_int8(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e)
+			      : quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 		free(d);
 		return rc;
 	}
-	unsigned mask = ST_FLOATS | (q == WQ_LINEAR && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
+	unsigned mask = ST_FLOATS | (lin && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
 	const struct st_tensor *t;
 	if (st_expect(m->st, name, mask, rows, cols, &t, e))
 		return -1;
@@ -237,7 +274,10 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		struct wmat src = *w;
 		return quantize_mat(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 	}
-	m->weight_bytes += t->nbytes;
+	if (int8 && t->dtype != DT_F8_E4M3) {
+		struct wmat src = *w;
+		return quantize_mat_int8(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+	}
 	if (t->dtype == DT_F8_E4M3) {
 		char sname[512];
 		snprintf(sname, sizeof sname, "%s_scale_inv", name);
@@ -255,8 +295,13 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		w->scale_ld = sc;
 		w->blk_r = br;
 		w->blk_c = bc;
+		if (int8) { /* requantized from the fp8 values times their block scales */
+			struct wmat src = *w;
+			return quantize_mat_int8(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+		}
 		m->weight_bytes += s->nbytes;
 	}
+	m->weight_bytes += t->nbytes;
 	return 0;
 }
 
@@ -411,7 +456,7 @@ static int load_layer(struct model *m, int i, struct err *e)
 		     &l->o_proj, e))
 		return -1;
 	before_kvb = m->weight_bytes;
-	if (model_mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, WQ_LINEAR, &kv_b_full, e))
+	if (model_mat(m, NAME("self_attn.kv_b_proj.weight"), H * (dn + dv), Lkv, WQ_ABSORBED, &kv_b_full, e))
 		return -1;
 	l->kv_b = m->tp_size > 1 ? wmat_view(&kv_b_full, h0 * (dn + dv), Hl * (dn + dv), 0, Lkv) : kv_b_full;
 	m->weight_bytes = before_kvb + wmat_bytes(&l->kv_b);
@@ -671,7 +716,13 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	}
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
-	if (m->quant_src_bytes)
+	if (m->quant_src_bytes && m->opt.quantize_int8)
+		LOG_I("model",
+		      "--quantization int8%s: %.2f GB of weights quantized to int8 (a scale per row and 128 columns; "
+		      "activations per token and 128 columns, %s kernels) in %.1f s",
+		      m->opt.quantize_lm_head ? " --quantize-lm-head" : "", m->quant_src_bytes / 1e9,
+		      gemm_int8_kernel_name(lvl), m->quant_s);
+	else if (m->quant_src_bytes)
 		LOG_I("model", "%s: %.2f GB of weights quantized to fp8 in 128x128 blocks in %.1f s",
 		      m->opt.quantize_fp8 && m->opt.quantize_lm_head ? "--quantization fp8 --quantize-lm-head"
 		      : m->opt.quantize_fp8                          ? "--quantization fp8 (the linear layers)"

@@ -33,7 +33,11 @@ struct model_options {
 	/* --quantization fp8: the linear layers of a bf16/f16/f32 checkpoint (those a DeepSeek fp8
 	 * checkpoint stores in fp8) quantized at load to fp8 in 128x128 blocks (ops/quant_fp8.h) */
 	bool quantize_fp8;
-	/* --quantize-lm-head: the lm_head too (a DeepSeek fp8 checkpoint keeps it bf16, as
+	/* --quantization int8: W8A8, the same layers but kv_b_proj quantized at load to int8 with a
+	 * scale per row and 128 columns, activations per token and 128 columns at each GEMM
+	 * (ops/quant_int8.h); fp8 checkpoints are requantized. Excludes quantize_fp8. */
+	bool quantize_int8;
+	/* --quantize-lm-head: the lm_head too, as the linear layers (fp8 unless int8; a DeepSeek fp8 checkpoint keeps it bf16, as
 	 * vLLM's fp8 does; llama.cpp's Q8_0 quantizes it): a quarter fewer bytes per decode
 	 * step on small models, logits within fp8's rounding */
 	bool quantize_lm_head;

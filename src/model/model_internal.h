@@ -75,7 +75,7 @@ struct model {
 	int ws_rows; /* prefill context chunk rows */
 	int n_threads;
 	size_t weight_bytes;
-	size_t quant_src_bytes;   /* --quantization fp8: the float bytes quantized */
+	size_t quant_src_bytes;   /* --quantization: the bytes quantized */
 	double quant_s;           /* and the seconds it took */
 	size_t step_weight_bytes; /* weights read by the last forward */
 	double step_index_s;      /* seconds the last forward spent in the sparse-attention indexer */
@@ -87,9 +87,12 @@ struct model {
 };
 
 /* What a matrix may become: WQ_NONE, as the checkpoint has it; WQ_LINEAR, a linear layer
- * (fp8 with block scales in DeepSeek's fp8 checkpoints, quantized by --quantization fp8);
- * WQ_HEAD, the lm_head (quantized to fp8 by --quantize-lm-head). */
-enum wq { WQ_NONE, WQ_LINEAR, WQ_HEAD };
+ * (fp8 with block scales in DeepSeek's fp8 checkpoints, quantized by --quantization fp8 or
+ * int8); WQ_ABSORBED, one the absorbed attention also multiplies transposed (kv_b_proj:
+ * W_UKᵀ), so fp8's square blocks suit it and int8's row groups do not (they would fall along
+ * the transpose's dot products): int8 leaves it as the checkpoint has it; WQ_HEAD, the
+ * lm_head (quantized by --quantize-lm-head, as the linear layers are, fp8 by default). */
+enum wq { WQ_NONE, WQ_LINEAR, WQ_ABSORBED, WQ_HEAD };
 
 /* A checkpoint matrix [rows, cols] and a 1-D float tensor as owned fp32 (dummy_value under
  * dummy weights); errors name the file and tensor (model.c). */

@@ -40,9 +40,12 @@ void engine_args_usage(FILE *f)
 		   "  --load-format auto|dummy          dummy: random weights from config.json\n"
 		   "  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
 		   "                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
-		   "  --quantize-lm-head                the lm_head in fp8 too (it stays bf16 in DeepSeek's\n"
-		   "                                    fp8 checkpoints and under -q fp8; Q8_0 GGUFs have it\n"
-		   "                                    in 8 bits): fewer bytes per decode step\n"
+		   "  --quantization int8, -q int8      W8A8: linear layers (bf16 or fp8) quantized to int8\n"
+		   "                                    at load, activations to int8 at each GEMM (scales\n"
+		   "                                    per row / token and 128 columns): int8 products\n"
+		   "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
+		   "                                    fp8 checkpoints and under -q fp8/int8; Q8_0 GGUFs\n"
+		   "                                    have it in 8 bits): fewer bytes per decode step\n"
 		   "  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"
 		   "                                    FLASH_ATTN_MLA or REFERENCE_MLA for dense MLA;\n"
 		   "                                    FLASHMLA_SPARSE for V3.2 (sparse attention);\n"
@@ -308,7 +311,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 			return err_set(e, "--load-format: invalid value '%s' (auto or dummy)", v);
 		a->load_dummy = !strcmp(v, "dummy");
 	} else if (!strcmp(flag, "--quantization") || !strcmp(flag, "-q")) {
-		rc = engine_args_quantization(v, &a->quantize_fp8, e);
+		rc = engine_args_quantization(v, &a->quantize_fp8, &a->quantize_int8, e);
 	} else if (!strcmp(flag, "--attention-backend")) {
 		if (!attn_backend_by_name(v)) {
 			char names[256] = "";
@@ -377,14 +380,15 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 	return 1;
 }
 
-int engine_args_quantization(const char *v, bool *fp8, struct err *e)
+int engine_args_quantization(const char *v, bool *fp8, bool *int8, struct err *e)
 {
-	if (strcmp(v, "fp8"))
+	if (strcmp(v, "fp8") && strcmp(v, "int8"))
 		return err_set(e,
-			       "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load; "
-			       "fp8 checkpoints are read as they are)",
+			       "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load, "
+			       "fp8 checkpoints are read as they are; int8: W8A8, int8 weights and activations)",
 			       v);
-	*fp8 = true;
+	*fp8 = !strcmp(v, "fp8"); /* the last one given wins */
+	*int8 = !*fp8;
 	return 0;
 }
 
@@ -433,6 +437,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .dcp_interleave = a->dcp_interleave,
 				   .load_mtp = a->spec.method == SPEC_MTP,
 				   .quantize_fp8 = a->quantize_fp8,
+				   .quantize_int8 = a->quantize_int8,
 				   .quantize_lm_head = a->quantize_lm_head};
 	mo.act_dtype = act_dtype;
 	mo.act_dtype_auto = act_auto;

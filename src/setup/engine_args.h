@@ -17,6 +17,7 @@ struct engine_args {
 	const char *dtype;             /* --dtype auto|float32|bfloat16 (default auto) */
 	bool load_dummy;               /* --load-format dummy */
 	bool quantize_fp8;             /* --quantization fp8 (-q fp8) */
+	bool quantize_int8;            /* --quantization int8 (W8A8) */
 	bool quantize_lm_head;         /* --quantize-lm-head */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;                /* --block-size (0 = backend default) */
@@ -49,7 +50,7 @@ void engine_args_init(struct engine_args *a, bool serving);
 int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, struct err *e);
 void engine_args_usage(FILE *f);
 /* --quantization / -q VALUE: only fp8 (sets *fp8) */
-int engine_args_quantization(const char *v, bool *fp8, struct err *e);
+int engine_args_quantization(const char *v, bool *fp8, bool *int8, struct err *e);
 /* Parses "123", "4K", "512MiB", "2G" (powers of 1024). */
 int engine_args_parse_bytes(const char *s, size_t *out);
 

@@ -233,6 +233,7 @@ struct bench_opts {
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
 	bool quantize_fp8;     /* --quantization fp8 */
+	bool quantize_int8;    /* --quantization int8 */
 	bool quantize_lm_head; /* --quantize-lm-head */
 };
 
@@ -341,6 +342,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .max_model_len = I + O,
 				   .pool = pool,
 				   .quantize_fp8 = o->quantize_fp8,
+				   .quantize_int8 = o->quantize_int8,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -482,7 +484,7 @@ static void bench_usage(FILE *f)
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		   "checkpoint's)] [--threads N]\n"
-		   "         [--attention-backend NAME] [--quantization fp8] [--quantize-lm-head]\n"
+		   "         [--attention-backend NAME] [--quantization fp8|int8] [--quantize-lm-head]\n"
 		   "         [--output-json FILE]\n");
 }
 
@@ -558,7 +560,7 @@ int cmd_bench(int argc, char **argv)
 		else if (!strcmp(a, "--attention-backend"))
 			o.backend = v;
 		else if (!strcmp(a, "--quantization") || !strcmp(a, "-q"))
-			bad = engine_args_quantization(v, &o.quantize_fp8, &e);
+			bad = engine_args_quantization(v, &o.quantize_fp8, &o.quantize_int8, &e);
 		else if (!strcmp(a, "--load-format")) {
 			if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors"))
 				bad = err_set(&e, "--load-format: invalid value '%s' (auto, safetensors or dummy)", v);

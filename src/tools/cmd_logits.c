@@ -25,6 +25,7 @@ struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
 	int dummy, threads, chunk;
 	bool quantize_fp8;     /* --quantization fp8 */
+	bool quantize_int8;    /* --quantization int8 */
 	bool quantize_lm_head; /* --quantize-lm-head */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
@@ -35,7 +36,7 @@ static void logits_usage(FILE *f)
 	fprintf(f,
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
-		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8]\n"
+		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8|int8]\n"
 		"         [--quantize-lm-head]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
 }
@@ -82,6 +83,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .comm = c,
 				   .dcp_interleave = o->interleave,
 				   .quantize_fp8 = o->quantize_fp8,
+				   .quantize_int8 = o->quantize_int8,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -227,7 +229,7 @@ int cmd_logits(int argc, char **argv)
 			else if (!strcmp(a, "--attention-backend"))
 				o.backend = v;
 			else if (!strcmp(a, "--quantization") || !strcmp(a, "-q")) {
-				if (engine_args_quantization(v, &o.quantize_fp8, &e))
+				if (engine_args_quantization(v, &o.quantize_fp8, &o.quantize_int8, &e))
 					goto fail;
 			} else if (!strcmp(a, "--load-format")) {
 				if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors")) {

@@ -174,6 +174,10 @@ check "config: missing file" "$M/config.json: cannot open: No such file or direc
 U=model.layers.1.mlp.experts.2.up_proj.weight
 fresh; st_edit "$ST" nan $U 130
 CHECK_ARGS="-q fp8" check "-q fp8: a NaN weight" "$ST: tensor $U: weight [1, 2] is not finite (nan)" "--quantization fp8"
+# and --quantization int8 a row group
+fresh; st_edit "$ST" nan $U 130
+CHECK_ARGS="-q int8" check "-q int8: a NaN weight" "$ST: tensor $U: weight [1, 2] is not finite (nan)" \
+	"--quantization int8"
 
 # The MTP module, loaded for --speculative-config deepseek_mtp (its own shard in tiny-v3-mtp).
 echo '{"prompt_token_ids": [0, 5, 6]}' >"$WORK/p.jsonl"

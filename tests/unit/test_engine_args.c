@@ -49,11 +49,14 @@ static void test_values(void)
 	EXPECT(!a.quantize_fp8);
 	char *bad[] = {"--max-num-seqs", "0", NULL};
 	EXPECT_EQ_INT(parse_all(&a, bad, &e), -1);
-	/* vLLM's --quantization / -q: fp8 only */
+	/* vLLM's --quantization / -q: fp8 or int8, the last one given */
 	char *q1[] = {"-q", "fp8", NULL}, *q2[] = {"--quantization=fp8", NULL},
-	     *q3[] = {"--quantization", "awq", NULL};
-	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8);
+	     *q3[] = {"--quantization", "awq", NULL}, *q4[] = {"-q", "int8", NULL}, *q5[] = {"-q", "fp8", "-q", "int8", NULL};
+	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8 && !a.quantize_int8);
 	EXPECT(parse_all(&a, q2, &e) == 0 && a.quantize_fp8);
+	EXPECT(parse_all(&a, q4, &e) == 0 && a.quantize_int8 && !a.quantize_fp8);
+	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8 && !a.quantize_int8);
+	EXPECT(parse_all(&a, q5, &e) == 0 && a.quantize_int8 && !a.quantize_fp8);
 	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
 	/* --quantize-lm-head takes no value: the argument after it is the next flag */
 	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
