@@ -458,10 +458,8 @@ static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const u
 static int gemm_panel(const struct gemm_ctx *g, int ji, int r0, int r1)
 {
 	const struct gemm_job *j = &g->jobs[ji];
-	if (j->w->dtype == DT_I8) {
-		gemm_panel_int8(g->lvl, j, g->qx[ji], g->sx[ji], r0, r1);
-		return 0;
-	}
+	if (j->w->dtype == DT_I8)
+		return gemm_panel_int8(g->lvl, j, g->qx[ji], g->sx[ji], r0, r1);
 	if (j->w->packed && j->w->packed_kind == PREPACK_KIND_FP8_AVX2 && g->lvl >= OPS_AVX2 && j->w->cols > 0) {
 		gemm_panel_fp8_avx2(j, r0, r1);
 		return 0;

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "ops/gemm_internal.h"
 #include "ops/quant_int8.h"
+#include "ops/vec.h"
 
 #define R INT8_ROWS
 #define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
@@ -257,15 +258,17 @@ static A5 void block_512(const int8_t *blk, struct grp gr, const uint8_t *qx, si
 
 /* ---- driver ---- */
 
-/* y[0, n) = (add ? y : 0) + v (a branch per row made this loop 40% of the kernel's time) */
-static void store_rows(float *restrict y, const float *restrict v, int n, int add)
+/* y[0, n) = (add ? y : 0) + v (a branch per row made this loop 40% of the kernel's time), then
+ * rounded to bf16 when the job asks (gemm_job.round_bf16) while the rows are in L1 */
+static void store_rows(float *restrict y, const float *restrict v, int n, int add, int round)
 {
-	if (!add) {
+	if (!add)
 		memcpy(y, v, sizeof(float) * (size_t)n);
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		y[i] += v[i];
+	else
+		for (int i = 0; i < n; i++)
+			y[i] += v[i];
+	if (round)
+		ops_round_bf16(y, n);
 }
 static int has_vnni(void)
 {
@@ -290,7 +293,7 @@ const char *gemm_int8_kernel_name(enum ops_level lvl)
 	return names[gemm_int8_kernel(lvl)];
 }
 
-void gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1)
+int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1)
 {
 	const struct wmat *w = j->w;
 	CHECK(w->dtype == DT_I8 && r0 % R == 0);
@@ -319,14 +322,18 @@ void gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t
 					  tot, g == 0);
 			if (!G)
 				memset(tot, 0, sizeof(float) * 2 * R);
-			store_rows(j->y + rb, tot, 2 * R, j->accumulate);
+			store_rows(j->y + rb, tot, 2 * R, j->accumulate, j->round_bf16);
 		}
-	for (; rb < r1; rb += R) {
-		int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
-		const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
-		for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
-			int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
-			const uint8_t *q = qx + (size_t)t0 * ldq;
+	/* token chunks outside the blocks: a chunk's rows of y are written a panel's width at a time
+	 * (with the blocks outside, each 128-byte store went to another token's row, 4 KB-aliased:
+	 * 6% of a prefill), while the panel's weights (64 rows) stay in L2 across the chunks */
+	int rb0 = rb;
+	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
+		int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
+		const uint8_t *q = qx + (size_t)t0 * ldq;
+		for (rb = rb0; rb < r1; rb += R) {
+			int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
+			const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
 			if (!G) /* no columns: every sum is 0 */
 				memset(tot, 0, sizeof tot);
 			for (int g = 0; g < G; g++) {
@@ -341,9 +348,10 @@ void gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t
 			}
 			for (int t = 0; t < n; t++)
 				store_rows(j->y + (size_t)(t0 + t) * (size_t)j->ldy + rb, tot + (size_t)t * R, nr,
-					   j->accumulate);
+					   j->accumulate, j->round_bf16);
 		}
 	}
 	free(own_q);
 	free(own_s);
+	return 1;
 }

@@ -187,8 +187,8 @@ static void test_quantize_row(void)
 
 #define Y_INIT 0.625f
 
-/* job(s) at every level: to the bit the definition (+ Y_INIT accumulated), y past the rows
- * untouched */
+/* job(s) at every level: to the bit the definition (+ Y_INIT accumulated; or rounded to
+ * bf16), y past the rows untouched */
 static void check_levels(const struct wmat *w, int n, const char *what)
 {
 	int ldx = w->cols + 3, ldy = w->rows + 2;
@@ -199,10 +199,12 @@ static void check_levels(const struct wmat *w, int n, const char *what)
 			x[(size_t)t * ldx + c] = c < w->cols ? frand() * (1 + t % 3) : NAN; /* padding never read */
 	spec_gemm(w, x, ldx, n, ref);
 	for (int lvl = 0; lvl <= (int)ops_level_best(); lvl++)
-		for (int acc = 0; acc < 2; acc++) {
+		for (int mode = 0; mode < 3; mode++) { /* y =, y +=, y = rounded to bf16 */
+			int acc = mode == 1, rnd = mode == 2;
 			for (size_t i = 0; i < (size_t)n * ldy; i++)
 				y[i] = Y_INIT;
-			struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = acc};
+			struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .n = n, .accumulate = acc,
+					     .round_bf16 = rnd};
 			ops_gemm_multi_at((enum ops_level)lvl, (n + acc) % 2 ? g_pool : NULL, 1, &j);
 			int bad = 0;
 			for (int t = 0; t < n; t++)
@@ -211,10 +213,12 @@ static void check_levels(const struct wmat *w, int n, const char *what)
 					float want = r >= w->rows ? Y_INIT
 						     : acc	  ? Y_INIT + ref[(size_t)t * w->rows + r]
 								  : ref[(size_t)t * w->rows + r];
+					if (rnd && r < w->rows)
+						want = bf16_to_f32(f32_to_bf16(want));
 					if (memcmp(&v, &want, 4) && bad++ < 2)
 						harness_fail(__FILE__, __LINE__,
-							     "%s, level %s, n=%d, acc %d: y[%d][%d] = %.9g, want %.9g",
-							     what, ops_level_name((enum ops_level)lvl), n, acc, t, r, v,
+							     "%s, level %s, n=%d, mode %d: y[%d][%d] = %.9g, want %.9g",
+							     what, ops_level_name((enum ops_level)lvl), n, mode, t, r, v,
 							     want);
 				}
 		}
