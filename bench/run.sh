@@ -48,13 +48,14 @@ fi
 
 # GEMM per dispatch level (bench/gemm_levels.c): GFLOP/s of AVX2, AVX-512, AVX512_BF16 dot
 # products and AMX tiles at several token counts, bf16 and fp8 weights, and the speedup over
-# AVX2 (levels this CPU lacks are skipped; MLASERVE_BENCH_COPY_MB sizes the weight copies).
+# AVX2 (levels this CPU lacks are skipped; MLASERVE_BENCH_COPY_MB sizes the weight copies); int8
+# (W8A8): its AVX2 and AVX-512 VNNI kernels.
 if want gemm; then
 	echo "== gemm (per dispatch level)"
 	bench_build gemm_levels
 	reps=3
 	[ "$full" = 1 ] && reps=9
-	for dt in bf16 fp8; do
+	for dt in bf16 fp8 int8; do
 		"$BUILD/bench/gemm_levels" --dtype "$dt" --reps $reps --n 1,3,16,48,128,512 | tee "$OUT/gemm-$dt.txt"
 	done
 	note "gemm: $(grep -h -m1 -i 'n=512\|^ *512' "$OUT"/gemm-bf16.txt | tr -s ' ' | head -c 200)"

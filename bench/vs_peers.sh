@@ -7,7 +7,9 @@
 #   decode @4096    GEN decode steps after a 4096-token prompt
 # for bf16 weights (ours: the checkpoint as is; the peer: a bf16 GGUF) and the 1-byte formats
 # (ours: --quantization fp8 --quantize-lm-head, every matrix in one byte as Q8_0 has it; the peer:
-# a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16). Ours is `mlaserve bench latency` (prefill of
+# a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16), and our W8A8
+# (--quantization int8 --quantize-lm-head: int8 weights and activations, as Q8_0 multiplies;
+# OUR_INT8_FLAGS="" leaves it out) against the same Q8_0 runs. Ours is `mlaserve bench latency` (prefill of
 # --input-len tokens, then --output-len decode steps, the first one left out of the mean); the
 # peer's is `llama-bench -p 512 -gp 512,GEN -gp 4096,GEN` (-gp times the GEN tokens after the
 # prompt only). Ours and the peer alternate, the peer first in even rounds, REPS rounds; each cell
@@ -22,6 +24,7 @@
 #   PEER_BENCH=/path/llama-bench PEER_GGUF_BF16=model-bf16.gguf [PEER_GGUF_Q8=model-q8_0.gguf] \
 #   OUR_MODEL=hf_dir [THREADS=2] [REPS=2] [GEN=64] [PEER_FLAGS="-fa 1 -mla 3 -fmoe 1"] \
 #   [OUR_Q8_FLAGS="--quantization fp8 --quantize-lm-head"] \
+#   [OUR_INT8_FLAGS="--quantization int8 --quantize-lm-head"] \
 #   [MLASERVE=build/mlaserve] [OUT=dir for the raw logs and JSON] bash bench/vs_peers.sh
 # PEER_FLAGS defaults to ik_llama.cpp's best flags for DeepSeek; llama.cpp (no MLA) takes "-fa 1".
 # Without PEER_GGUF_Q8 the 1-byte columns show ours only. MLASERVE_CPU_LEVEL etc. pass through.
@@ -43,6 +46,7 @@ GEN=${GEN:-64}
 PEER_FLAGS=${PEER_FLAGS:--fa 1 -mla 3 -fmoe 1}
 MLASERVE=${MLASERVE:-build/mlaserve}
 OUR_Q8_FLAGS=${OUR_Q8_FLAGS:---quantization fp8 --quantize-lm-head}
+OUR_INT8_FLAGS=${OUR_INT8_FLAGS-"--quantization int8 --quantize-lm-head"}
 
 [ -n "$PEER_BENCH" ] || die "PEER_BENCH is not set: the peer's llama-bench binary (see shared/peers/README.md)"
 [ -x "$PEER_BENCH" ] || die "PEER_BENCH=$PEER_BENCH: no such executable"
@@ -60,11 +64,11 @@ mkdir -p "$OUT"
 res="$OUT/results.tsv" # rep side format metric tokens/s
 : >"$res"
 
-# ours REP FORMAT (bf16, or q8 for the 1-byte row: fp8): prefill 512 + decode @512, then decode @4096
+# ours REP FORMAT (bf16, fp8 or int8): prefill 512 + decode @512, then decode @4096
 ours() {
 	local rep=$1 fmt=$2 q=() ctx j
-	# shellcheck disable=SC2206 # OUR_Q8_FLAGS is a list of flags
-	[ "$fmt" = bf16 ] || fmt=fp8 q=($OUR_Q8_FLAGS)
+	# shellcheck disable=SC2206 # the flags are lists
+	case $fmt in fp8) q=($OUR_Q8_FLAGS) ;; int8) q=($OUR_INT8_FLAGS) ;; esac
 	for ctx in 512 4096; do
 		j="$OUT/ours-$fmt-$ctx-r$rep.json"
 		echo "  ours $fmt, context $ctx" >&2
@@ -99,26 +103,29 @@ EOF
 }
 
 echo "vs_peers: $REPS rounds, $THREADS threads, logs in $OUT" >&2
-# pair FORMAT GGUF: ours and the peer on one format, the peer first in even rounds
+# pair FORMAT GGUF OUR_FORMATS...: ours on each format and the peer on one, the peer first in
+# even rounds
 pair() {
-	if [ $((rep % 2)) = 0 ] && [ -n "$2" ]; then
-		peer "$rep" "$1" "$2"
-		ours "$rep" "$1"
+	local fmt=$1 gguf=$2 f
+	shift 2
+	if [ $((rep % 2)) = 0 ] && [ -n "$gguf" ]; then
+		peer "$rep" "$fmt" "$gguf"
+		for f in "$@"; do ours "$rep" "$f"; done
 	else
-		ours "$rep" "$1"
-		[ -z "$2" ] || peer "$rep" "$1" "$2"
+		for f in "$@"; do ours "$rep" "$f"; done
+		[ -z "$gguf" ] || peer "$rep" "$fmt" "$gguf"
 	fi
 }
 for rep in $(seq 1 "$REPS"); do
 	echo "round $rep" >&2
-	pair bf16 "$PEER_GGUF_BF16"
-	pair q8 "$PEER_GGUF_Q8"
+	pair bf16 "$PEER_GGUF_BF16" bf16
+	if [ -n "$OUR_INT8_FLAGS" ]; then pair q8 "$PEER_GGUF_Q8" fp8 int8; else pair q8 "$PEER_GGUF_Q8" fp8; fi
 done
 
-python3 - "$res" "$THREADS" "$REPS" "$GEN" "$PEER_BENCH" "$PEER_FLAGS" "$OUR_Q8_FLAGS" <<'EOF'
+python3 - "$res" "$THREADS" "$REPS" "$GEN" "$PEER_BENCH" "$PEER_FLAGS" "$OUR_Q8_FLAGS" "$OUR_INT8_FLAGS" <<'EOF'
 import sys
 from collections import defaultdict
-res, threads, reps, gen, peer, flags, q8 = sys.argv[1:]
+res, threads, reps, gen, peer, flags, q8, i8 = sys.argv[1:]
 v = defaultdict(list)
 for line in open(res):
     _, side, fmt, metric, ts = line.split("\t")
@@ -132,17 +139,18 @@ def ratio(a, b):
     return "%.2f" % (max(v[a]) / max(v[b])) if v.get(a) and v.get(b) else "-"
 print("tokens/s, batch 1, %s threads, %s rounds (range), decode %s steps; ratio = ours/peer, best of rounds"
       % (threads, reps, gen))
-cols = ["ours bf16", "peer bf16", "ratio", "ours fp8", "peer Q8_0", "ratio"]
+cols = ["ours bf16", "peer bf16", "ratio", "ours fp8", "peer Q8_0", "ratio"] + (["ours int8", "ratio"] if i8 else [])
 rows = [("prefill 512", "pp512"), ("decode @512", "tg@512"), ("decode @4096", "tg@4096")]
 table = [["", *cols]]
 for label, m in rows:
     table.append([label, cell(("ours", "bf16", m)), cell(("peer", "bf16", m)),
                   ratio(("ours", "bf16", m), ("peer", "bf16", m)), cell(("ours", "fp8", m)),
-                  cell(("peer", "q8", m)), ratio(("ours", "fp8", m), ("peer", "q8", m))])
+                  cell(("peer", "q8", m)), ratio(("ours", "fp8", m), ("peer", "q8", m))]
+                 + ([cell(("ours", "int8", m)), ratio(("ours", "int8", m), ("peer", "q8", m))] if i8 else []))
 w = [max(len(r[i]) for r in table) for i in range(len(cols) + 1)]
 for r in table:
     print("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
     if r is table[0]:
         print("|" + "|".join("-" * (x + 2) for x in w) + "|")
-print("peer: %s %s; ours fp8: %s" % (peer, flags, q8))
+print("peer: %s %s; ours fp8: %s%s" % (peer, flags, q8, "; ours int8: " + i8 if i8 else ""))
 EOF

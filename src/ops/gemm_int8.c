@@ -72,8 +72,10 @@ A2_INLINE void tile_avx2_t(const int8_t *blk, struct grp gr, const uint8_t *qx, 
 			acc[t][h] = _mm256_setzero_si256();
 	for (int q = gr.q0; q < gr.q1; q++) {
 		const int8_t *s = blk + (size_t)q * INT8_STEP;
-		if (stream)
+		if (stream) {
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+		}
 		__m256i xs[TT2], xa[TT2];
 #pragma GCC unroll 2
 		for (int t = 0; t < nt; t++) {
