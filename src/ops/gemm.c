@@ -629,6 +629,30 @@ static void convert_x(void *arg, int begin, int end, int tid)
  * per call on a shared 2-vCPU machine), over the pool beyond. Without memory, the jobs take
  * the unpacked kernels. */
 #define CONVERT_SERIAL_ELEMS ((size_t)1 << 19)
+
+/* job i reads job i - 1's x, converted already (off[i - 1] set: the MoE gate and up, listed
+ * together); only the neighbour is compared, as a call can hold hundreds of jobs */
+static bool shares_prev_x(const struct gemm_job *jobs, const size_t *off, int i)
+{
+	if (i == 0 || off[i - 1] == SIZE_MAX)
+		return false;
+	const struct gemm_job *pj = &jobs[i - 1], *j = &jobs[i];
+	return pj->x == j->x && pj->ldx == j->ldx && pj->n >= j->n && pj->w->cols == j->w->cols;
+}
+
+/* fn over the tokens of a call's conversions: on this thread when they are small (a decode
+ * step's: waking the pool costs more), else over the pool */
+static void over_tokens(struct pool *p, int tokens, size_t elems, void (*fn)(void *, int, int, int),
+			struct gemm_ctx *g)
+{
+	if (elems <= CONVERT_SERIAL_ELEMS) {
+		fn(g, 0, tokens, 0);
+		return;
+	}
+	int nt = p ? pool_size(p) : 1;
+	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), fn, g);
+}
+
 static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 {
 	size_t total = 0, off[MAX_JOBS];
@@ -641,11 +665,7 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 		if (g->lvl < OPS_AVX512_BF16 || !j->w->packed || j->w->packed_kind != PREPACK_KIND_DP || !j->x_bf16 ||
 		    j->n <= 0 || j->w->rows <= 0 || j->w->cols <= 0)
 			continue;
-		/* the previous job's x (the MoE gate and up, listed together): converted already;
-		 * only the neighbour is compared, as a call can hold hundreds of jobs */
-		const struct gemm_job *pj = i > 0 ? &g->jobs[i - 1] : NULL;
-		if (pj && off[i - 1] != SIZE_MAX && pj->x == j->x && pj->ldx == j->ldx && pj->n >= j->n &&
-		    pj->w->cols == j->w->cols) {
+		if (shares_prev_x(g->jobs, off, i)) {
 			off[i] = off[i - 1];
 			continue;
 		}
@@ -663,13 +683,7 @@ static void prepare_prepacked(struct gemm_ctx *g, struct pool *p)
 	for (int i = 0; i < g->n_jobs; i++)
 		if (off[i] != SIZE_MAX)
 			g->xb[i] = buf + off[i];
-	int tokens = g->conv_first[g->n_conv];
-	if (total <= CONVERT_SERIAL_ELEMS) { /* a decode step's: waking the pool costs more */
-		convert_x(g, 0, tokens, 0);
-		return;
-	}
-	int nt = p ? pool_size(p) : 1;
-	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), convert_x, g);
+	over_tokens(p, g->conv_first[g->n_conv], total, convert_x, g);
 }
 
 /* tokens [begin, end) of all int8 quantizations (prefix sums q_first) → their jobs' qx, sx */
@@ -702,9 +716,7 @@ static void prepare_int8(struct gemm_ctx *g, struct pool *p)
 		off[i] = SIZE_MAX;
 		if (j->w->dtype != DT_I8 || j->n <= 0 || j->w->rows <= 0)
 			continue;
-		const struct gemm_job *pj = i > 0 ? &g->jobs[i - 1] : NULL;
-		if (pj && off[i - 1] != SIZE_MAX && pj->x == j->x && pj->ldx == j->ldx && pj->n >= j->n &&
-		    pj->w->cols == j->w->cols) {
+		if (shares_prev_x(g->jobs, off, i)) {
 			off[i] = off[i - 1];
 			continue;
 		}
@@ -728,13 +740,7 @@ static void prepare_int8(struct gemm_ctx *g, struct pool *p)
 			g->sx[i] = (const float *)(const void *)(buf + off[i] +
 							   ((size_t)j->n * (size_t)int8_cols_pad(j->w->cols) + 3) / 4 * 4);
 		}
-	int tokens = g->q_first[g->n_q];
-	if (total <= CONVERT_SERIAL_ELEMS) {
-		quantize_x(g, 0, tokens, 0);
-		return;
-	}
-	int nt = p ? pool_size(p) : 1;
-	pool_for(p, tokens, (tokens + 2 * nt - 1) / (2 * nt), quantize_x, g);
+	over_tokens(p, g->q_first[g->n_q], total, quantize_x, g);
 }
 
 void ops_gemm_multi_at(enum ops_level lvl, struct pool *p, int n_jobs, const struct gemm_job *jobs)

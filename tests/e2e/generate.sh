@@ -22,39 +22,18 @@ else
 	notok "generate --prompt-ids greedy equals golden" "want $want"
 fi
 
-# --quantization fp8: greedy decoding through the engine (KV cache, decode steps) picks the
-# argmax of the quantized model's one-shot logits (`logits -q fp8`, checked against the
-# reference in test_quant_fp8) at every step
-lf=$(mktemp)
-if timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 -q fp8 --prompt-ids "$ids" --max-tokens 8 \
-	--ignore-eos >"$out" 2>/dev/null && gen=$(head -1 "$out") &&
-	timeout 60 "$BIN" logits tests/fixtures/tiny-v3 --dtype float32 -q fp8 --tokens "$ids,$gen" --out "$lf" \
-		>/dev/null 2>&1 &&
-	python3 - "$lf" "$ids" "$gen" <<'EOF'
-import struct, sys
-p, g = [int(x) for x in sys.argv[2].split(',')], [int(x) for x in sys.argv[3].split(',')]
-raw = open(sys.argv[1], 'rb').read()
-V = 1024
-rows = [struct.unpack_from('<%df' % V, raw, 4 * V * i) for i in range(len(raw) // (4 * V))]
-picks = [max(range(V), key=rows[len(p) - 1 + k].__getitem__) for k in range(len(g))]
-assert len(g) == 8 and picks == g, (picks, g)
-EOF
-then
-	ok "generate -q fp8 greedy follows the quantized logits"
-else
-	notok "generate -q fp8 greedy follows the quantized logits" "tokens ${gen:-none}"
-fi
-rm -f "$lf"
-
-# --quantization int8 the same way, up to the first step whose top two logits are within 0.2:
-# there an activation rounded to the other side of a half step (the one-shot logits and the
-# engine's steps sum in other orders) may move a logit by ~0.05 and pick the other token
-lf=$(mktemp)
-if timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 -q int8 --prompt-ids "$ids" --max-tokens 8 \
-	--ignore-eos >"$out" 2>/dev/null && gen=$(head -1 "$out") &&
-	timeout 60 "$BIN" logits tests/fixtures/tiny-v3 --dtype float32 -q int8 --tokens "$ids,$gen" --out "$lf" \
-		>/dev/null 2>&1 &&
-	python3 - "$lf" "$ids" "$gen" <<'EOF'
+# greedy_follows Q MARGIN: greedy decoding through the engine (KV cache, decode steps) under
+# --quantization Q picks the argmax of the quantized model's one-shot logits (`logits -q Q`,
+# checked against the reference in test_quant_fp8 / test_int8) at every step, up to the first
+# whose top two logits are within MARGIN
+greedy_follows() {
+	local q=$1 margin=$2 lf gen
+	lf=$(mktemp)
+	if timeout 60 "$BIN" generate tests/fixtures/tiny-v3 --dtype float32 -q "$q" --prompt-ids "$ids" \
+		--max-tokens 8 --ignore-eos >"$out" 2>/dev/null && gen=$(head -1 "$out") &&
+		timeout 60 "$BIN" logits tests/fixtures/tiny-v3 --dtype float32 -q "$q" --tokens "$ids,$gen" \
+			--out "$lf" >/dev/null 2>&1 &&
+		python3 - "$lf" "$ids" "$gen" "$margin" <<'EOF'
 import struct, sys
 p, g = [int(x) for x in sys.argv[2].split(',')], [int(x) for x in sys.argv[3].split(',')]
 raw = open(sys.argv[1], 'rb').read()
@@ -63,16 +42,21 @@ rows = [struct.unpack_from('<%df' % V, raw, 4 * V * i) for i in range(len(raw) /
 assert len(g) == 8, g
 for k in range(len(g)):
     r = sorted(rows[len(p) - 1 + k], reverse=True)
-    if r[0] - r[1] < 0.2:
+    if r[0] - r[1] < float(sys.argv[4]):
         break
     assert max(range(V), key=rows[len(p) - 1 + k].__getitem__) == g[k], (k, g)
 EOF
-then
-	ok "generate -q int8 greedy follows the quantized logits"
-else
-	notok "generate -q int8 greedy follows the quantized logits" "tokens ${gen:-none}"
-fi
-rm -f "$lf"
+	then
+		ok "generate -q $q greedy follows the quantized logits"
+	else
+		notok "generate -q $q greedy follows the quantized logits" "tokens ${gen:-none}"
+	fi
+	rm -f "$lf"
+}
+greedy_follows fp8 0
+# int8: where the one-shot logits and the engine's steps (their sums in other orders) round an
+# activation to either side of a half step, a logit moves by ~0.05 and may pick the other token
+greedy_follows int8 0.2
 
 # a JSONL batch through the engine together, prefix caching + small budget
 cat >"$in" <<'EOF'

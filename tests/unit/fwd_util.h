@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/backends/backends.h"
 #include "harness.h"
 #include "model/model.h"
 
@@ -79,6 +80,21 @@ static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn
 	free(pos);
 	free(rows);
 	free(slots);
+	return rc;
+}
+
+/* A fresh float32 sequence of tokens[0, n) through backend `backend` in chunks of `chunk` tokens
+ * (0: the whole prompt at once) as decodes or prefills: logits of every position in out[n, vocab] */
+static inline int fwd_run_chunks(struct model *m, const char *backend, const int32_t *tokens, int n, int chunk,
+				 int decode, float *out, struct err *e)
+{
+	struct fwd_seq s;
+	int vocab = model_config(m)->vocab_size, q = chunk ? chunk : n;
+	int rc = fwd_seq_init(&s, model_config(m), n, DT_F32, e);
+	for (int st = 0; st < n && !rc; st += q)
+		rc = fwd_step(m, &s, attn_backend_by_name(backend), tokens, st, st + q <= n ? q : n - st, decode,
+			      out + (size_t)st * (size_t)vocab, e);
+	fwd_seq_fini(&s);
 	return rc;
 }
 

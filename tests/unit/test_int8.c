@@ -377,15 +377,9 @@ static void check_golden(const char *fixture, const char *name, const char *suff
 	} runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1}, {"FLASH_ATTN_MLA", 7, 1},
 		    {"REFERENCE_MLA", 1, 1}, {"FLASHMLA", 1, 1}, {"FLASH_ATTN_MLA", 1, 1}};
 	for (size_t r = 0; tok && gold && r < sizeof runs / sizeof *runs; r++) {
-		struct fwd_seq sq;
-		EXPECT_EQ_INT(fwd_seq_init(&sq, model_config(m), n, DT_F32, &e), 0);
-		int q = runs[r].chunk ? runs[r].chunk : n, rc = 0;
-		for (int st = 0; st < n && !rc; st += q) {
-			int k = st + q <= n ? q : n - st;
-			rc = fwd_step(m, &sq, attn_backend_by_name(runs[r].backend), tok, st, k, runs[r].decode,
-				      out + (size_t)st * V, &e);
-		}
-		EXPECTF(rc == 0, "%s: %s", runs[r].backend, e.msg);
+		int q = runs[r].chunk ? runs[r].chunk : n;
+		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
+			runs[r].backend, e.msg);
 		float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
 		int off = 0;
 		for (int t = 0; t < n; t++)
@@ -393,7 +387,6 @@ static void check_golden(const char *fixture, const char *name, const char *suff
 		EXPECTF(off <= (n / 16 > 1 ? n / 16 : 1), "%s %s, %s chunks of %d: %d of %d positions past 1e-3 of the "
 							   "reference (max %g)",
 			fixture, name, runs[r].backend, q, off, n, d);
-		fwd_seq_fini(&sq);
 	}
 	free(out);
 	free(gold);

@@ -261,19 +261,12 @@ static void check_golden(const char *fixture, const char *name, bool head)
 	} runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1}, {"FLASH_ATTN_MLA", 7, 1},
 		    {"REFERENCE_MLA", 1, 1}, {"FLASHMLA", 1, 1}, {"FLASH_ATTN_MLA", 1, 1}};
 	for (size_t r = 0; tok && gold && r < sizeof runs / sizeof *runs; r++) {
-		const struct attn_backend *be = attn_backend_by_name(runs[r].backend);
-		struct fwd_seq s;
-		EXPECT_EQ_INT(fwd_seq_init(&s, model_config(m), n, DT_F32, &e), 0);
-		int q = runs[r].chunk ? runs[r].chunk : n, rc = 0;
-		for (int st = 0; st < n && !rc; st += q) {
-			int k = st + q <= n ? q : n - st;
-			rc = fwd_step(m, &s, be, tok, st, k, runs[r].decode, out + (size_t)st * V, &e);
-		}
-		EXPECTF(rc == 0, "%s: %s", runs[r].backend, e.msg);
+		int q = runs[r].chunk ? runs[r].chunk : n;
+		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
+			runs[r].backend, e.msg);
 		float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
 		EXPECTF(d <= 1e-3f, "%s %s, %s chunks of %d: max |logit - reference| %g", fixture, name,
 			runs[r].backend, q, d);
-		fwd_seq_fini(&s);
 	}
 	free(out);
 	free(gold);
