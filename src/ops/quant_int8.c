@@ -133,17 +133,22 @@ float quant_int8_get(const struct wmat *w, int r, int c)
 
 /* ---- activations ---- */
 
+/* max(amax, |x[a, b)|); *finite cleared by a NaN or infinity */
+static float amax_from(const float *x, int a, int b, float amax, int *finite)
+{
+	for (int k = a; k < b; k++) {
+		float v = fabsf(x[k]);
+		*finite &= v <= FLT_MAX;
+		amax = v > amax ? v : amax;
+	}
+	return amax;
+}
+
 static void row_portable(const float *x, int cols, uint8_t *qxu, float *sx)
 {
 	for (int a = 0, g = 0; a < cols; a += INT8_GROUP, g++) {
-		int b = a + INT8_GROUP < cols ? a + INT8_GROUP : cols;
-		float amax = 0.0f;
-		int finite = 1;
-		for (int k = a; k < b; k++) {
-			float v = fabsf(x[k]);
-			finite &= v <= FLT_MAX;
-			amax = v > amax ? v : amax;
-		}
+		int b = a + INT8_GROUP < cols ? a + INT8_GROUP : cols, finite = 1;
+		float amax = amax_from(x, a, b, 0.0f, &finite);
 		float s = group_scale(amax, finite);
 		sx[g] = s;
 		for (int k = a; k < b; k++)
@@ -169,12 +174,7 @@ static A2 void row_avx2(const float *x, int cols, uint8_t *qxu, float *sx)
 		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
 		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
 		h = _mm_max_ss(h, _mm_movehdup_ps(h));
-		float amax = _mm_cvtss_f32(h);
-		for (int k = bv; k < b; k++) {
-			float v = fabsf(x[k]);
-			finite &= v <= FLT_MAX;
-			amax = v > amax ? v : amax;
-		}
+		float amax = amax_from(x, bv, b, _mm_cvtss_f32(h), &finite);
 		float s = group_scale(amax, finite);
 		sx[g] = s;
 		if (!(s > 0.0f) || !(s <= FLT_MAX)) {

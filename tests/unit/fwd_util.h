@@ -83,6 +83,25 @@ static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn
 	return rc;
 }
 
+/* A fixture loaded for the quantization tests: fp8 / int8 (--quantization), head
+ * (--quantize-lm-head), dummy weights, activations act; NULL with e set on failure */
+static inline struct model *fwd_load_quant(const char *fixture, struct pool *pool, bool fp8, bool int8, bool head,
+					   bool dummy, enum dtype act, struct err *e)
+{
+	struct model_options o = {.act_dtype = act,
+				  .max_batch_tokens = 64,
+				  .max_seqs = 4,
+				  .max_model_len = 64,
+				  .pool = pool,
+				  .quantize_fp8 = fp8,
+				  .quantize_int8 = int8,
+				  .quantize_lm_head = head,
+				  .load_dummy = dummy,
+				  .dummy_seed = 3};
+	struct model *m = NULL;
+	return model_load(fixture_path(fixture), &o, &m, e) ? NULL : m;
+}
+
 /* A fresh float32 sequence of tokens[0, n) through backend `backend` in chunks of `chunk` tokens
  * (0: the whole prompt at once) as decodes or prefills: logits of every position in out[n, vocab] */
 static inline int fwd_run_chunks(struct model *m, const char *backend, const int32_t *tokens, int n, int chunk,

@@ -338,17 +338,7 @@ static int cmp_float(const void *a, const void *b)
 
 static struct model *load_model(const char *fixture, bool int8, bool head, bool dummy, enum dtype act, struct err *e)
 {
-	struct model_options o = {.act_dtype = act,
-				  .max_batch_tokens = 64,
-				  .max_seqs = 4,
-				  .max_model_len = 64,
-				  .pool = g_pool,
-				  .quantize_int8 = int8,
-				  .quantize_lm_head = head,
-				  .load_dummy = dummy,
-				  .dummy_seed = 3};
-	struct model *m = NULL;
-	return model_load(fixture_path(fixture), &o, &m, e) ? NULL : m;
+	return fwd_load_quant(fixture, g_pool, false, int8, head, dummy, act, e);
 }
 
 /* The int8 model's logits within 1e-3 of the reference's (golden NAME.SUFFIX.f32): the whole

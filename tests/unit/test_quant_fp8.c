@@ -200,17 +200,7 @@ static void test_blocks(void)
 
 static struct model *load_opts(const char *name, bool quantize, bool head, bool dummy, enum dtype act, struct err *e)
 {
-	struct model_options o = {.act_dtype = act,
-				  .max_batch_tokens = 64,
-				  .max_seqs = 4,
-				  .max_model_len = 64,
-				  .pool = g_pool,
-				  .quantize_fp8 = quantize,
-				  .quantize_lm_head = head,
-				  .load_dummy = dummy,
-				  .dummy_seed = 3};
-	struct model *m = NULL;
-	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
+	return fwd_load_quant(name, g_pool, quantize, false, head, dummy, act, e);
 }
 
 static struct model *load_act(const char *name, bool quantize, bool dummy, enum dtype act, struct err *e)
