@@ -102,6 +102,21 @@ static inline struct model *fwd_load_quant(const char *fixture, struct pool *poo
 	return model_load(fixture_path(fixture), &o, &m, e) ? NULL : m;
 }
 
+/* The runs of a quantized model's golden tests: the whole prompt (prefill path), chunks of 7
+ * (FLASHMLA's multi-token decode, FLASH_ATTN_MLA's), one token at a time (every backend's decode) */
+struct fwd_golden_run {
+	const char *backend;
+	int chunk, decode;
+};
+static inline const struct fwd_golden_run *fwd_golden_runs(int *n)
+{
+	static const struct fwd_golden_run runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1},
+						     {"FLASH_ATTN_MLA", 7, 1}, {"REFERENCE_MLA", 1, 1},
+						     {"FLASHMLA", 1, 1},      {"FLASH_ATTN_MLA", 1, 1}};
+	*n = (int)(sizeof runs / sizeof *runs);
+	return runs;
+}
+
 /* A fresh float32 sequence of tokens[0, n) through backend `backend` in chunks of `chunk` tokens
  * (0: the whole prompt at once) as decodes or prefills: logits of every position in out[n, vocab] */
 static inline int fwd_run_chunks(struct model *m, const char *backend, const int32_t *tokens, int n, int chunk,

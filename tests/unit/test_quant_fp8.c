@@ -245,12 +245,9 @@ static void check_golden(const char *fixture, const char *name, bool head)
 	snprintf(rel, sizeof rel, "%s/golden/%s.%s.f32", fixture, name, head ? "fp8qh" : "fp8q");
 	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
 	EXPECTF(tok && gold, "%s: %s", fixture, rel);
-	struct {
-		const char *backend;
-		int chunk, decode;
-	} runs[] = {{"REFERENCE_MLA", 0, 0}, {"FLASHMLA", 7, 1}, {"FLASH_ATTN_MLA", 7, 1},
-		    {"REFERENCE_MLA", 1, 1}, {"FLASHMLA", 1, 1}, {"FLASH_ATTN_MLA", 1, 1}};
-	for (size_t r = 0; tok && gold && r < sizeof runs / sizeof *runs; r++) {
+	int n_runs;
+	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
+	for (int r = 0; tok && gold && r < n_runs; r++) {
 		int q = runs[r].chunk ? runs[r].chunk : n;
 		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
 			runs[r].backend, e.msg);
