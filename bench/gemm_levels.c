@@ -123,11 +123,9 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < wb; i++)
 				h[i] = f32_to_bf16((float)(next_rand() % 2001) / 1000.0f - 1.0f);
 			src.data = h;
-			int8_t *q = malloc(int8_data_bytes(rows, cols));
-			float *qs = malloc(sizeof(float) * int8_scale_elems(rows, cols));
-			int32_t *qq = malloc(sizeof(int32_t) * int8_scale_elems(rows, cols));
+			char *q = malloc(int8_data_bytes(rows, cols));
 			int br, bc;
-			if (quant_int8_weights(pool, &src, 0, rows, 0, cols, q, qs, qq, &w[m], &br, &bc))
+			if (!q || quant_int8_weights(pool, &src, 0, rows, 0, cols, q, &w[m], &br, &bc))
 				return 1;
 			free(h);
 			free(d);

@@ -196,14 +196,11 @@ static int quantize_mat_int8(struct model *m, const char *file, const char *name
 			     int nr, int c0, int nc, const char *flag, struct wmat *w, struct err *e)
 {
 	double t0 = mono_now_s();
-	size_t ns = int8_scale_elems(nr, nc);
-	int8_t *d = model_own(m, int8_data_bytes(nr, nc));
-	float *scale = model_own(m, sizeof(float) * ns);
-	int32_t *qsum = model_own(m, sizeof(int32_t) * ns);
-	if (!d || !scale || !qsum)
+	char *d = model_own(m, int8_data_bytes(nr, nc));
+	if (!d)
 		return err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name);
 	int br, bc;
-	if (quant_int8_weights(m->opt.pool, src, r0, nr, c0, nc, d, scale, qsum, w, &br, &bc))
+	if (quant_int8_weights(m->opt.pool, src, r0, nr, c0, nc, d, w, &br, &bc))
 		return br < 0 ? err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name)
 			      : err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its row",
 					file, name, br, bc, wmat_get(src, br, bc), flag);

@@ -26,11 +26,8 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 	struct wmat v = *w;
 	if (w->dtype == DT_I8) { /* whole 32-row blocks of all the columns only */
 		CHECK(r0 % INT8_ROWS == 0 && c0 == 0 && nc == w->cols);
-		size_t rb = (size_t)(r0 / INT8_ROWS), o = rb * (size_t)int8_groups(w->cols) * INT8_ROWS;
-		v.data = (const char *)w->data + rb * int8_block_bytes(w->cols);
+		v.data = (const char *)w->data + (size_t)(r0 / INT8_ROWS) * int8_block_bytes(w->cols);
 		v.rows = nr;
-		v.scale = w->scale + o;
-		v.qsum = w->qsum + o;
 		return v;
 	}
 	v.data = (const char *)w->data + ((size_t)r0 * (size_t)w->ld + (size_t)c0) * dtype_size(w->dtype);
@@ -52,7 +49,7 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 size_t wmat_bytes(const struct wmat *w)
 {
 	if (w->dtype == DT_I8)
-		return int8_data_bytes(w->rows, w->cols) + 8 * int8_scale_elems(w->rows, w->cols);
+		return int8_data_bytes(w->rows, w->cols);
 	size_t b = (size_t)w->rows * (size_t)w->cols * dtype_size(w->dtype);
 	if (w->dtype == DT_F8_E4M3)
 		b += (size_t)((w->rows + w->blk_r - 1) / w->blk_r) * (size_t)((w->cols + w->blk_c - 1) / w->blk_c) * 4;

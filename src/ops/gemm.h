@@ -18,7 +18,8 @@ struct pool;
  * where scale points at the FULL tensor's grid and (row0, col0) is the view's offset in the
  * full tensor, so a tensor-parallel slice at any row/col boundary is used in place. */
 struct wmat {
-	enum dtype dtype; /* DT_F32, DT_F16, DT_BF16, DT_F8_E4M3 or DT_I8 (W8A8, ops/quant_int8.h) */
+	enum dtype dtype; /* DT_F32, DT_F16, DT_BF16, DT_F8_E4M3 or DT_I8 (W8A8: data holds the packed
+			   * blocks and their scales, ops/quant_int8.h) */
 	const void *data; /* element (0, 0) of the view */
 	int rows, cols;
 	int64_t ld;
@@ -32,9 +33,6 @@ struct wmat {
 	int packed_pairs;
 	int packed_kind; /* prepack.h: PREPACK_KIND_DP, or PREPACK_KIND_FP8_AVX2 (fp8 at the AVX2 level) */
 	const float *packed_scale;
-	/* DT_I8 only: data holds the packed blocks and scale the row-group scales of
-	 * ops/quant_int8.h; qsum is 128 x each row's sum of its quantized weights per group */
-	const int32_t *qsum;
 };
 
 /* A sub-view: rows [r0, r0+nr), cols [c0, c0+nc) of w. */

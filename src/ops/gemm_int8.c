@@ -24,8 +24,9 @@
 #define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
 #define PF 1024      /* prefetch distance in the weight stream, bytes */
 
-/* a group's steps [q0, q1) and its block-scale and qsum vectors for rows of block rb */
+/* group g of block rb: its steps [q0, q1) (w: step q0's bytes) and its scales and offset sums */
 struct grp {
+	const int8_t *w;
 	int q0, q1;
 	const float *sw;   /* [32] */
 	const int32_t *qs; /* [32] */
@@ -33,13 +34,14 @@ struct grp {
 
 static struct grp group_of(const struct wmat *w, int rb, int g)
 {
-	int G = int8_groups(w->cols), c1 = (g + 1) * INT8_GROUP < w->cols ? (g + 1) * INT8_GROUP : w->cols;
-	size_t o = ((size_t)rb * (size_t)G + (size_t)g) * R;
-	return (struct grp){g * INT8_GROUP / 4, (c1 + 3) / 4, w->scale + o, w->qsum + o};
+	int c1 = (g + 1) * INT8_GROUP < w->cols ? (g + 1) * INT8_GROUP : w->cols;
+	const char *p = int8_group(w, rb, g);
+	return (struct grp){(const int8_t *)(p + INT8_HDR), g * INT8_GROUP / 4, (c1 + 3) / 4, int8_scales(p),
+			    int8_qsums(p)};
 }
 
 /* ---- portable ---- */
-static void block_portable(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+static void block_portable(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			   size_t ldsx, int nt, float *tot, int first)
 {
 	for (int t = 0; t < nt; t++)
@@ -47,7 +49,7 @@ static void block_portable(const int8_t *blk, struct grp gr, const uint8_t *qx, 
 			int32_t dot = 0;
 			for (int q = gr.q0; q < gr.q1; q++)
 				for (int c = 0; c < 4; c++)
-					dot += (int32_t)blk[(size_t)q * INT8_STEP + (size_t)(4 * i + c)] *
+					dot += (int32_t)gr.w[(size_t)(q - gr.q0) * INT8_STEP + (size_t)(4 * i + c)] *
 					       ((int32_t)qx[(size_t)t * ldq + (size_t)(4 * q + c)] - 128);
 			float comb = gr.sw[i] * sx_col[(size_t)t * ldsx];
 			float *o = tot + (size_t)t * R + i;
@@ -60,7 +62,7 @@ static void block_portable(const int8_t *blk, struct grp gr, const uint8_t *qx, 
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 #define TT2 2 /* tokens per AVX2 tile: 8 int32 accumulators */
 
-A2_INLINE void tile_avx2_t(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			   size_t ldsx, float *tot, int first, int stream, const int nt)
 {
 	__m256i acc[TT2][4];
@@ -71,7 +73,7 @@ A2_INLINE void tile_avx2_t(const int8_t *blk, struct grp gr, const uint8_t *qx, 
 		for (int h = 0; h < 4; h++)
 			acc[t][h] = _mm256_setzero_si256();
 	for (int q = gr.q0; q < gr.q1; q++) {
-		const int8_t *s = blk + (size_t)q * INT8_STEP;
+		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
 		if (stream) {
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
@@ -107,16 +109,16 @@ A2_INLINE void tile_avx2_t(const int8_t *blk, struct grp gr, const uint8_t *qx, 
 	}
 }
 
-static A2 void block_avx2(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+static A2 void block_avx2(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			  size_t ldsx, int n, float *tot, int first)
 {
 	for (int t0 = 0; t0 < n; t0 += TT2) {
 		const uint8_t *q = qx + (size_t)t0 * ldq;
 		const float *s = sx_col + (size_t)t0 * ldsx;
 		if (n - t0 >= 2)
-			tile_avx2_t(blk, gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
+			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
 		else
-			tile_avx2_t(blk, gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
+			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
 	}
 }
 
@@ -133,7 +135,7 @@ A5_INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
 	return acc;
 }
 
-A5_INLINE void tile_512_t(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+A5_INLINE void tile_512_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			  size_t ldsx, float *tot, int first, int stream, const int nt)
 {
 	__m512i acc[TT5][2];
@@ -141,7 +143,7 @@ A5_INLINE void tile_512_t(const int8_t *blk, struct grp gr, const uint8_t *qx, s
 	for (int t = 0; t < nt; t++)
 		acc[t][0] = acc[t][1] = _mm512_setzero_si512();
 	for (int q = gr.q0; q < gr.q1; q++) {
-		const int8_t *s = blk + (size_t)q * INT8_STEP;
+		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
 		if (stream) {
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
@@ -171,10 +173,10 @@ A5_INLINE void tile_512_t(const int8_t *blk, struct grp gr, const uint8_t *qx, s
 	}
 }
 
-/* One token on NB blocks at once (rows of block i at blk + i * bb): two chains per block, or
+/* One token on NB blocks at once (block i bb bytes past block 0, its group too): two chains per block, or
  * for one block four (its halves x even and odd steps; int32 sums are exact in any order), and
  * NB streams in flight: at one token the chains' latency, not memory, bounded one block. */
-A5_INLINE void gemv_512_t(const int8_t *blk, size_t bb, struct grp gr, size_t gs, const uint8_t *qx, float sxv,
+A5_INLINE void gemv_512_t(size_t bb, struct grp gr, const uint8_t *qx, float sxv,
 			  float *tot, int first, const int NB)
 {
 	__m512i a[2][2], b[2][2];
@@ -189,7 +191,7 @@ A5_INLINE void gemv_512_t(const int8_t *blk, size_t bb, struct grp gr, size_t gs
 		__m512i xb0 = _mm512_set1_epi32(x0), xb1 = _mm512_set1_epi32(x1);
 #pragma GCC unroll 2
 		for (int i = 0; i < NB; i++) {
-			const int8_t *s = blk + i * bb + (size_t)q * INT8_STEP;
+			const int8_t *s = gr.w + i * bb + (size_t)(q - gr.q0) * INT8_STEP;
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 128)));
@@ -206,7 +208,7 @@ A5_INLINE void gemv_512_t(const int8_t *blk, size_t bb, struct grp gr, size_t gs
 		__m512i xb0 = _mm512_set1_epi32(x0);
 #pragma GCC unroll 2
 		for (int i = 0; i < NB; i++) {
-			const int8_t *s = blk + i * bb + (size_t)q * INT8_STEP;
+			const int8_t *s = gr.w + i * bb + (size_t)(q - gr.q0) * INT8_STEP;
 			a[i][0] = dpbusd(a[i][0], xb0, _mm512_loadu_si512((const void *)s));
 			a[i][1] = dpbusd(a[i][1], xb0, _mm512_loadu_si512((const void *)(s + 64)));
 		}
@@ -216,27 +218,30 @@ A5_INLINE void gemv_512_t(const int8_t *blk, size_t bb, struct grp gr, size_t gs
 	for (int i = 0; i < NB; i++)
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
+			const char *hdr = (const char *)gr.sw + i * bb; /* block i's scales, then its sums */
 			__m512i d = _mm512_sub_epi32(_mm512_add_epi32(a[i][h], b[i][h]),
-						     _mm512_loadu_si512((const void *)(gr.qs + i * gs + 16 * h)));
+						     _mm512_loadu_si512((const void *)(hdr + 128 + 64 * h)));
 			float *o = tot + i * R + 16 * h;
 			__m512 p = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
 			_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
-							    _mm512_mul_ps(_mm512_loadu_ps(gr.sw + i * gs + 16 * h), sv), p));
+							    _mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)(hdr + 64 * h)),
+									  sv),
+							    p));
 		}
 }
 
-/* one token, two blocks (the second's scales gs floats past the first's; tot [2][32]) */
-static A5 void gemv2_512(const int8_t *blk, size_t bb, struct grp gr, size_t gs, const uint8_t *qx, float sxv,
+/* one token, two blocks (the second bb bytes past the first, its group too; tot [2][32]) */
+static A5 void gemv2_512(size_t bb, struct grp gr, const uint8_t *qx, float sxv,
 			 float *tot, int first)
 {
-	gemv_512_t(blk, bb, gr, gs, qx, sxv, tot, first, 2);
+	gemv_512_t(bb, gr, qx, sxv, tot, first, 2);
 }
 
-static A5 void block_512(const int8_t *blk, struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+static A5 void block_512(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			 size_t ldsx, int n, float *tot, int first)
 {
 	if (n == 1) {
-		gemv_512_t(blk, 0, gr, 0, qx, sx_col[0], tot, first, 1);
+		gemv_512_t(0, gr, qx, sx_col[0], tot, first, 1);
 		return;
 	}
 	for (int t0 = 0; t0 < n; t0 += TT5) {
@@ -245,7 +250,7 @@ static A5 void block_512(const int8_t *blk, struct grp gr, const uint8_t *qx, si
 		const float *s = sx_col + (size_t)t0 * ldsx;
 		float *o = tot + (size_t)t0 * R;
 		int st = t0 == 0; /* the first tile streams the group in, the others find it in L1 */
-#define T5(N) tile_512_t(blk, gr, q, ldq, s, ldsx, o, first, st, N)
+#define T5(N) tile_512_t(gr, q, ldq, s, ldsx, o, first, st, N)
 		switch (nt) {
 		case 1: T5(1); break;
 		case 2: T5(2); break;
@@ -318,9 +323,8 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 	if (kern == 2 && j->n == 1) /* two blocks at a time */
 		for (; rb + 2 * R <= r1; rb += 2 * R) {
 			int b = rb / R;
-			const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
 			for (int g = 0; g < G; g++)
-				gemv2_512(blk, int8_block_bytes(w->cols), group_of(w, b, g), (size_t)G * R, qx, sx[g],
+				gemv2_512(int8_block_bytes(w->cols), group_of(w, b, g), qx, sx[g],
 					  tot, g == 0);
 			if (!G)
 				memset(tot, 0, sizeof(float) * 2 * R);
@@ -335,18 +339,17 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 		const uint8_t *q = qx + (size_t)t0 * ldq;
 		for (rb = rb0; rb < r1; rb += R) {
 			int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
-			const int8_t *blk = (const int8_t *)w->data + (size_t)b * int8_block_bytes(w->cols);
 			if (!G) /* no columns: every sum is 0 */
 				memset(tot, 0, sizeof tot);
 			for (int g = 0; g < G; g++) {
 				struct grp gr = group_of(w, b, g);
 				const float *s = sx + (size_t)t0 * ldsx + (size_t)g;
 				if (kern == 2)
-					block_512(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+					block_512(gr, q, ldq, s, ldsx, n, tot, g == 0);
 				else if (kern == 1)
-					block_avx2(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+					block_avx2(gr, q, ldq, s, ldsx, n, tot, g == 0);
 				else
-					block_portable(blk, gr, q, ldq, s, ldsx, n, tot, g == 0);
+					block_portable(gr, q, ldq, s, ldsx, n, tot, g == 0);
 			}
 			for (int t = 0; t < n; t++)
 				store_rows(j->y + (size_t)(t0 + t) * (size_t)j->ldy + rb, tot + (size_t)t * R, nr,

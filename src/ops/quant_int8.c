@@ -31,9 +31,7 @@ struct wctx {
 	const struct wmat *src;
 	int r0, nr, c0, nc;
 	struct wmat *out;
-	int8_t *data;
-	float *scale;
-	int32_t *qsum;
+	char *data;
 	int failed; /* some block had a non-finite weight (its scales are NaN) */
 };
 
@@ -73,31 +71,26 @@ static void quant_blocks(void *arg, int begin, int end, int tid)
 	}
 	float *rs = row + c->nc;
 	for (int rb = begin; rb < end; rb++) {
-		int8_t *blk = c->data + (size_t)rb * int8_block_bytes(c->nc);
-		memset(blk, 0, int8_block_bytes(c->nc));
-		for (int i = 0; i < INT8_ROWS; i++) {
-			int r = rb * INT8_ROWS + i;
-			float *sc = c->scale + (size_t)rb * (size_t)G * INT8_ROWS + (size_t)i;
-			int32_t *qs = c->qsum + (size_t)rb * (size_t)G * INT8_ROWS + (size_t)i;
-			if (r >= c->nr) { /* pad rows: zero weights, zero scales */
-				for (int g = 0; g < G; g++)
-					sc[(size_t)g * INT8_ROWS] = 0.0f, qs[(size_t)g * INT8_ROWS] = 0;
-				continue;
-			}
-			load_row(c->src, c->r0 + r, c->c0, c->nc, row);
+		char *blk = c->data + (size_t)rb * int8_block_bytes(c->nc);
+		memset(blk, 0, int8_block_bytes(c->nc)); /* pad rows: zero weights, scales and sums */
+		for (int i = 0; i < INT8_ROWS && rb * INT8_ROWS + i < c->nr; i++) {
+			load_row(c->src, c->r0 + rb * INT8_ROWS + i, c->c0, c->nc, row);
 			quant_int8_row(row, c->nc, qu, rs);
 			for (int g = 0; g < G; g++) {
 				int a = g * INT8_GROUP, b = a + INT8_GROUP < c->nc ? a + INT8_GROUP : c->nc;
+				char *grp = blk + (size_t)g * INT8_GROUP_BYTES;
 				if (isnan(rs[g]))
 					c->failed = 1;
 				int32_t sum = 0;
 				for (int k = a; k < b; k++) {
 					int q = (int)qu[k] - 128;
-					blk[(size_t)(k / 4) * INT8_STEP + (size_t)(4 * i + k % 4)] = (int8_t)q;
+					grp[INT8_HDR + (size_t)(k % INT8_GROUP / 4) * INT8_STEP + (size_t)(4 * i + k % 4)] =
+						(char)(int8_t)q;
 					sum += q;
 				}
-				sc[(size_t)g * INT8_ROWS] = rs[g];
-				qs[(size_t)g * INT8_ROWS] = 128 * sum;
+				int32_t qs = 128 * sum;
+				memcpy(grp + 4 * (size_t)i, &rs[g], 4);
+				memcpy(grp + 128 + 4 * (size_t)i, &qs, 4);
 			}
 		}
 	}
@@ -105,12 +98,12 @@ static void quant_blocks(void *arg, int begin, int end, int tid)
 	free(qu);
 }
 
-int quant_int8_weights(struct pool *p, const struct wmat *src, int r0, int nr, int c0, int nc, int8_t *data,
-		       float *scale, int32_t *qsum, struct wmat *out, int *bad_r, int *bad_c)
+int quant_int8_weights(struct pool *p, const struct wmat *src, int r0, int nr, int c0, int nc, char *data,
+		       struct wmat *out, int *bad_r, int *bad_c)
 {
-	struct wctx c = {src, r0, nr, c0, nc, out, data, scale, qsum, 0};
+	struct wctx c = {src, r0, nr, c0, nc, out, data, 0};
 	pool_for(p, int8_row_blocks(nr), 1, quant_blocks, &c);
-	*out = (struct wmat){.dtype = DT_I8, .data = data, .rows = nr, .cols = nc, .ld = nc, .scale = scale, .qsum = qsum};
+	*out = (struct wmat){.dtype = DT_I8, .data = data, .rows = nr, .cols = nc, .ld = nc};
 	*bad_r = *bad_c = -1;
 	if (c.failed == 1) /* name the first bad weight */
 		for (int r = r0; r < r0 + nr; r++)
@@ -126,9 +119,7 @@ int quant_int8_weights(struct pool *p, const struct wmat *src, int r0, int nr, i
 float quant_int8_get(const struct wmat *w, int r, int c)
 {
 	int8_t q = ((const int8_t *)w->data)[int8_index(w->cols, r, c)];
-	return (float)q * w->scale[((size_t)(r / INT8_ROWS) * (size_t)int8_groups(w->cols) + (size_t)(c / INT8_GROUP)) *
-					   INT8_ROWS +
-				   (size_t)(r % INT8_ROWS)];
+	return (float)q * int8_scales(int8_group(w, r / INT8_ROWS, c / INT8_GROUP))[r % INT8_ROWS];
 }
 
 /* ---- activations ---- */

@@ -40,21 +40,17 @@ static struct wmat g_bf16;
 
 struct q8 {
 	struct wmat w;
-	int8_t *data;
-	float *scale;
-	int32_t *qsum;
+	char *data;
 };
 
 static int quantize(const struct wmat *src, int r0, int nr, int c0, int nc, struct q8 *q, int *br, int *bc)
 {
 	q->data = malloc(int8_data_bytes(nr, nc));
-	q->scale = malloc(sizeof(float) * int8_scale_elems(nr, nc));
-	q->qsum = malloc(sizeof(int32_t) * int8_scale_elems(nr, nc));
 	memset(q->data, 0x5a, int8_data_bytes(nr, nc)); /* the quantizer must write every byte */
-	return quant_int8_weights(g_pool, src, r0, nr, c0, nc, q->data, q->scale, q->qsum, &q->w, br, bc);
+	return quant_int8_weights(g_pool, src, r0, nr, c0, nc, q->data, &q->w, br, bc);
 }
 
-static void q8_free(struct q8 *q) { free(q->data), free(q->scale), free(q->qsum); }
+static void q8_free(struct q8 *q) { free(q->data); }
 
 /* the activation quantizer, written out from the definition */
 static void spec_row(const float *x, int cols, uint8_t *qxu, float *sx)
@@ -78,7 +74,7 @@ static void spec_row(const float *x, int cols, uint8_t *qxu, float *sx)
 static int8_t qw_at(const struct wmat *w, int r, int c) { return ((const int8_t *)w->data)[int8_index(w->cols, r, c)]; }
 static float sw_at(const struct wmat *w, int r, int g)
 {
-	return w->scale[((size_t)(r / INT8_ROWS) * int8_groups(w->cols) + g) * INT8_ROWS + r % INT8_ROWS];
+	return int8_scales(int8_group(w, r / INT8_ROWS, g))[r % INT8_ROWS];
 }
 
 /* y[t][r] by the definition (x quantized by spec_row) */
@@ -139,13 +135,17 @@ static void test_quantize_weights(void)
 				bad += fabsf(wmat_get(&q.w, r, c) - v) > s * (0.5f + 1e-5f);
 				sum += want;
 			}
-			bad += q.qsum[((size_t)(r / INT8_ROWS) * G + g) * INT8_ROWS + r % INT8_ROWS] != 128 * sum;
+			bad += int8_qsums(int8_group(&q.w, r / INT8_ROWS, g))[r % INT8_ROWS] != 128 * sum;
 		}
 	EXPECT_EQ_INT(bad, 0);
-	/* the pads are zero: columns past nc (to a multiple of 4), rows past nr (to 32) */
-	for (int r = 0; r < int8_row_blocks(nr) * INT8_ROWS; r++)
+	/* the pads are zero: columns past nc (to a multiple of 4), rows past nr (to 32), their scales
+	 * and sums */
+	for (int r = 0; r < int8_row_blocks(nr) * INT8_ROWS; r++) {
 		for (int c = (r < nr ? nc : 0); c < int8_cols_pad(nc); c++)
 			bad += qw_at(&q.w, r, c) != 0;
+		for (int g = 0; r >= nr && g < G; g++)
+			bad += sw_at(&q.w, r, g) != 0 || int8_qsums(int8_group(&q.w, r / INT8_ROWS, g))[r % INT8_ROWS] != 0;
+	}
 	EXPECT_EQ_INT(bad, 0);
 	q8_free(&q);
 
@@ -386,7 +386,8 @@ static void test_golden_v2(void) { check_golden("tiny-v2", "len17", "int8q", fal
 static void test_golden_lm_head(void) { check_golden("tiny-v3", "len17", "int8qh", true); }
 static void test_golden_fp8_checkpoint(void) { check_golden("tiny-v3-fp8", "len5", "int8q", false); }
 
-/* Bytes: int8 weights are one byte plus 8 per row and 128 columns (scale and offset sum); the
+/* Bytes: int8 weights are one byte plus 8 per row and 128 columns (scale and offset sum, in the
+ * blocks: int8_data_bytes); the
  * head quantized saves exactly its bf16 bytes less those; kv_b_proj stays as the checkpoint has it */
 static void test_weight_bytes(void)
 {
@@ -399,7 +400,7 @@ static void test_weight_bytes(void)
 		EXPECTF(model_weight_bytes(q) < model_weight_bytes(plain) * 3 / 4, "%zu int8, %zu bf16",
 			model_weight_bytes(q), model_weight_bytes(plain));
 		int V = model_config(q)->vocab_size, D = model_config(q)->hidden_size;
-		size_t head_saves = (size_t)V * D * 2 - int8_data_bytes(V, D) - 8 * int8_scale_elems(V, D);
+		size_t head_saves = (size_t)V * D * 2 - int8_data_bytes(V, D);
 		EXPECTF(model_weight_bytes(q) - model_weight_bytes(qh) == head_saves, "%zu, %zu with the head",
 			model_weight_bytes(q), model_weight_bytes(qh));
 	}
