@@ -12,7 +12,6 @@
  * 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs into int32. */
 #include <immintrin.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -23,6 +22,9 @@
 #define R INT8_ROWS
 #define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
 #define PF 1024      /* prefetch distance in the weight stream, bytes */
+/* most columns of a matrix whose x the panel quantizes itself, a token at a time (V3's widest
+ * GEMM input has 18432) */
+#define INT8_STACK_COLS 32768
 
 /* group g of block rb: its steps [q0, q1) (w: step q0's bytes) and its scales and offset sums */
 struct grp {
@@ -306,17 +308,17 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 	CHECK(w->dtype == DT_I8 && r0 % R == 0);
 	int G = int8_groups(w->cols), kern = gemm_int8_kernel(lvl);
 	size_t ldq = (size_t)int8_cols_pad(w->cols), ldsx = (size_t)G;
-	uint8_t *own_q = NULL;
-	float *own_s = NULL;
-	if (!qx) { /* the caller had no memory for the whole call's: this panel's own */
-		own_q = malloc(ldq * (size_t)j->n);
-		own_s = malloc(sizeof(float) * ldsx * (size_t)j->n);
-		CHECK(own_q && own_s);
-		for (int t = 0; t < j->n; t++)
-			quant_int8_row(j->x + (size_t)t * (size_t)j->ldx, w->cols, own_q + (size_t)t * ldq,
-				       own_s + (size_t)t * ldsx);
-		qx = own_q;
-		sx = own_s;
+	if (!qx) { /* the caller had no memory for the call's quantized x: a token at a time, on the stack */
+		CHECK(w->cols <= INT8_STACK_COLS);
+		uint8_t q1[INT8_STACK_COLS];
+		float s1[INT8_STACK_COLS / INT8_GROUP];
+		struct gemm_job j1 = *j;
+		j1.n = 1;
+		for (int t = 0; t < j->n; t++, j1.x += j->ldx, j1.y += j->ldy) {
+			quant_int8_row(j1.x, w->cols, q1, s1);
+			gemm_panel_int8(lvl, &j1, q1, s1, r0, r1);
+		}
+		return 1;
 	}
 	_Alignas(64) float tot[TOK_CHUNK * R];
 	int rb = r0;
@@ -356,7 +358,5 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 					   j->accumulate, j->round_bf16);
 		}
 	}
-	free(own_q);
-	free(own_s);
 	return 1;
 }

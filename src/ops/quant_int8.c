@@ -30,7 +30,6 @@ static int quant_one(float v, float s)
 struct wctx {
 	const struct wmat *src;
 	int r0, nr, c0, nc;
-	struct wmat *out;
 	char *data;
 	int failed; /* some block had a non-finite weight (its scales are NaN) */
 };
@@ -101,7 +100,7 @@ static void quant_blocks(void *arg, int begin, int end, int tid)
 int quant_int8_weights(struct pool *p, const struct wmat *src, int r0, int nr, int c0, int nc, char *data,
 		       struct wmat *out, int *bad_r, int *bad_c)
 {
-	struct wctx c = {src, r0, nr, c0, nc, out, data, 0};
+	struct wctx c = {src, r0, nr, c0, nc, data, 0};
 	pool_for(p, int8_row_blocks(nr), 1, quant_blocks, &c);
 	*out = (struct wmat){.dtype = DT_I8, .data = data, .rows = nr, .cols = nc, .ld = nc};
 	*bad_r = *bad_c = -1;

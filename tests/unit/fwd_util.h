@@ -192,4 +192,18 @@ static inline int32_t *fwd_prompt(const char *fixture, const char *name, int *n)
 	return t;
 }
 
+/* Prompt NAME of FIXTURE (*tok, *n tokens) and its golden logits FIXTURE/golden/NAME.SUFFIX.f32
+ * [n, vocab] (returned; NULL when either is missing, the test then fails) */
+static inline float *fwd_golden(const char *fixture, const char *name, const char *suffix, int vocab, int32_t **tok,
+				int *n)
+{
+	char rel[256];
+	*n = 0;
+	*tok = fwd_prompt(fixture, name, n);
+	snprintf(rel, sizeof rel, "%s/golden/%s.%s.f32", fixture, name, suffix);
+	float *gold = *tok ? fwd_read_f32(fixture_path(rel), (size_t)*n * (size_t)vocab) : NULL;
+	EXPECTF(*tok && gold, "%s: %s", fixture, rel);
+	return gold;
+}
+
 #endif

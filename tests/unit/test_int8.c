@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "ops/cpu.h"
 #include "ops/gemm.h"
+#include "ops/gemm_internal.h"
 #include "ops/pool.h"
 #include "ops/quant_int8.h"
 
@@ -236,6 +237,23 @@ static void test_gemm_levels(void)
 		snprintf(what, sizeof what, "%dx%d", R, C);
 		check_levels(&q.w, ns[i], what);
 	}
+	/* the panel that quantizes its own x, a token at a time (the call had no memory for it) */
+	{
+		int n = 5, ldy = R + 1;
+		float *x = malloc(sizeof(float) * n * C), *y = malloc(sizeof(float) * n * ldy), *ref = malloc(sizeof(float) * n * R);
+		for (int i = 0; i < n * C; i++)
+			x[i] = frand();
+		spec_gemm(&q.w, x, C, n, ref);
+		for (int lvl = 0; lvl <= (int)ops_level_best(); lvl++) {
+			struct gemm_job j = {.w = &q.w, .x = x, .ldx = C, .y = y, .ldy = ldy, .n = n};
+			EXPECT_EQ_INT(gemm_panel_int8((enum ops_level)lvl, &j, NULL, NULL, 0, R), 1);
+			int bad = 0;
+			for (int t = 0; t < n; t++)
+				bad += memcmp(y + (size_t)t * ldy, ref + (size_t)t * R, sizeof(float) * R) != 0;
+			EXPECTF(bad == 0, "level %s: %d tokens differ", ops_level_name((enum ops_level)lvl), bad);
+		}
+		free(x), free(y), free(ref);
+	}
 	struct wmat v = wmat_view(&q.w, 64, 100, 0, C); /* whole blocks on, a part one at the end */
 	check_levels(&v, 3, "view rows 64..164");
 	check_levels(&v, 9, "view rows 64..164");
@@ -356,11 +374,8 @@ static void check_golden(const char *fixture, const char *name, const char *suff
 	if (!m)
 		return;
 	int n, V = model_config(m)->vocab_size;
-	int32_t *tok = fwd_prompt(fixture, name, &n);
-	char rel[256];
-	snprintf(rel, sizeof rel, "%s/golden/%s.%s.f32", fixture, name, suffix);
-	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
-	EXPECTF(tok && gold, "%s: %s", fixture, rel);
+	int32_t *tok;
+	float *gold = fwd_golden(fixture, name, suffix, V, &tok, &n), *out = malloc(sizeof(float) * (size_t)n * V);
 	int n_runs;
 	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
 	for (int r = 0; tok && gold && r < n_runs; r++) {

@@ -240,11 +240,8 @@ static void check_golden(const char *fixture, const char *name, bool head)
 		EXPECTF(model_weight_bytes(m) < model_weight_bytes(plain), "%zu bytes quantized, %zu bf16",
 			model_weight_bytes(m), model_weight_bytes(plain));
 	model_free(plain);
-	int32_t *tok = fwd_prompt(fixture, name, &n);
-	char rel[256];
-	snprintf(rel, sizeof rel, "%s/golden/%s.%s.f32", fixture, name, head ? "fp8qh" : "fp8q");
-	float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
-	EXPECTF(tok && gold, "%s: %s", fixture, rel);
+	int32_t *tok;
+	float *gold = fwd_golden(fixture, name, head ? "fp8qh" : "fp8q", V, &tok, &n), *out = malloc(sizeof(float) * (size_t)n * V);
 	int n_runs;
 	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
 	for (int r = 0; tok && gold && r < n_runs; r++) {
