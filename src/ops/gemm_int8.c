@@ -1,6 +1,6 @@
 /* W8A8 int8 GEMM on the packed blocks of ops/quant_int8.h, activations already quantized
- * (qxu [n][int8_cols_pad(cols)] offset by 128, sx [n][groups]). Per 32-row block, per chunk
- * of tokens, per 128-column group, per tile of tokens: the group's exact int32 dots over its
+ * (qxu [n][int8_cols_pad(cols)] offset by 128, sx [n][groups]). Per chunk of tokens, per 32-row
+ * block, per 128-column group, per tile of tokens: the group's exact int32 dots over its
  * 4-column steps (4 KB of weights, reused from L1 by every tile), then one
  * fma(dot, sw · sx, tot) per row and token into tot [tokens][32], the same order on every
  * level (quant_int8.h), so the levels agree to the bit.
