@@ -1,22 +1,31 @@
 #include "base/arena.h"
 
-#include <stdlib.h>
-
+#include "base/bigmem.h"
 #include "base/err.h"
 
+/* The step path writes the arena's pages on the first step that reaches them: as page faults
+ * in the middle of the first request's GEMMs (0.3-0.4 s of a 512-token prefill, 1.25x, on a
+ * 2-vCPU VM). So they are written here, once, at start-up; huge pages where they pay
+ * (bigmem.h) also spare the TLB. */
 int arena_init(struct arena *a, size_t cap)
 {
-	a->base = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+	size_t bytes = (cap + 63) & ~(size_t)63;
+	a->base = bigmem_alloc(bytes);
 	a->cap = a->base ? cap : 0;
+	a->alloc_bytes = a->base ? bytes : 0;
 	a->used = a->high_water = 0;
-	return a->base ? 0 : -1;
+	if (!a->base)
+		return -1;
+	for (size_t i = 0; i < bytes; i += 4096)
+		((volatile unsigned char *)a->base)[i] = 0;
+	return 0;
 }
 
 void arena_fini(struct arena *a)
 {
-	free(a->base);
+	bigmem_free(a->base, a->alloc_bytes);
 	a->base = NULL;
-	a->cap = a->used = 0;
+	a->cap = a->used = a->alloc_bytes = 0;
 }
 
 void *arena_alloc(struct arena *a, size_t n)

@@ -1,4 +1,5 @@
-/* Bump arena for per-step scratch: the step path never mallocs; reset every step. */
+/* Bump arena for per-step scratch: the step path never mallocs; reset every step. Its pages
+ * are written at init, so no step pays their first touch. */
 #ifndef MLA_BASE_ARENA_H
 #define MLA_BASE_ARENA_H
 
@@ -7,6 +8,7 @@
 struct arena {
 	unsigned char *base;
 	size_t cap, used, high_water;
+	size_t alloc_bytes; /* what bigmem_alloc gave, for bigmem_free */
 };
 
 int arena_init(struct arena *a, size_t cap); /* 0 ok, -1 out of memory */

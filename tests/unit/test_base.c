@@ -1,4 +1,6 @@
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,6 +68,21 @@ static void test_arena(void)
 	EXPECT(((uintptr_t)p % 64) == 0 && ((uintptr_t)q % 64) == 0 && q > p);
 	arena_reset(&a);
 	EXPECT(arena_alloc(&a, 10) == p);
+	arena_fini(&a);
+	/* a large arena's pages are resident after init: the first step faults none of them */
+	size_t big = BIGMEM_MIN * 2 + 12345;
+	EXPECT_EQ_INT(arena_init(&a, big), 0);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t p0 = (uintptr_t)a.base / pg * pg, p1 = ((uintptr_t)a.base + big + pg - 1) / pg * pg;
+	size_t npg = (p1 - p0) / pg;
+	unsigned char *vec = malloc(npg);
+	EXPECT(vec && mincore((void *)p0, p1 - p0, vec) == 0);
+	size_t resident = 0;
+	for (size_t i = 0; vec && i < npg; i++)
+		resident += vec[i] & 1;
+	EXPECT(resident == npg);
+	free(vec);
+	EXPECT(((uintptr_t)arena_alloc(&a, big - 64) % 64) == 0);
 	arena_fini(&a);
 }
 
