@@ -10,9 +10,10 @@
 # a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16), and our W8A8
 # (--quantization int8 --quantize-lm-head: int8 weights and activations, as Q8_0 multiplies;
 # OUR_INT8_FLAGS="" leaves it out) against the same Q8_0 runs. Ours is `mlaserve bench latency` (prefill of
-# --input-len tokens, then --output-len decode steps, the first one left out of the mean); the
-# peer's is `llama-bench -p 512 -gp 512,GEN -gp 4096,GEN` (-gp times the GEN tokens after the
-# prompt only). Ours and the peer alternate, the peer first in even rounds, REPS rounds; each cell
+# --input-len tokens after one untimed warm-up prefill, then --output-len decode steps, the first
+# one left out of the mean); the peer's is `llama-bench -p 512 -r 2` (the better of two, its own
+# warm-up being a 1-token prompt) and `-gp 512,GEN -gp 4096,GEN` (-gp times the GEN tokens after
+# the prompt only). Ours and the peer alternate, the peer first in even rounds, REPS rounds; each cell
 # shows the range over the rounds and each ratio is ours / peer on the best of the rounds (a
 # co-tenant only slows a run).
 #
@@ -72,8 +73,10 @@ ours() {
 	for ctx in 512 4096; do
 		j="$OUT/ours-$fmt-$ctx-r$rep.json"
 		echo "  ours $fmt, context $ctx" >&2
+		# the 4096-token prompt is only context for the decode: no warm-up prefill before it
 		"$MLASERVE" bench latency "$OUR_MODEL" --batch-size 1 --input-len "$ctx" --output-len "$GEN" \
-			--threads "$THREADS" "${q[@]}" --output-json "$j" >"${j%.json}.log" 2>&1 ||
+			--num-iters-warmup $((ctx == 512)) --threads "$THREADS" "${q[@]}" --output-json "$j" \
+			>"${j%.json}.log" 2>&1 ||
 			die "mlaserve failed, see ${j%.json}.log"
 		python3 - "$j" "$rep" "$fmt" "$ctx" >>"$res" <<'EOF'
 import json, sys
@@ -91,14 +94,19 @@ peer() {
 	local rep=$1 fmt=$2 gguf=$3 j="$OUT/peer-$2-r$1.json"
 	echo "  peer $fmt" >&2
 	# shellcheck disable=SC2086 # PEER_FLAGS is a list of flags
-	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o json -p 512 -n 0 -gp "512,$GEN" -gp "4096,$GEN" \
+	# the prompt twice, the better kept: llama-bench's own warm-up is a 1-token prompt, ours
+	# (bench latency --num-iters-warmup 1) the whole prompt, so each side gets one warm prefill
+	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 2 -o json -p 512 -n 0 \
+		$PEER_FLAGS >"${j%.json}-pp.json" 2>"${j%.json}-pp.log" || die "llama-bench failed, see ${j%.json}-pp.log"
+	# shellcheck disable=SC2086
+	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o json -p 0 -n 0 -gp "512,$GEN" -gp "4096,$GEN" \
 		$PEER_FLAGS >"$j" 2>"${j%.json}.log" || die "llama-bench failed, see ${j%.json}.log"
-	python3 - "$j" "$rep" "$fmt" >>"$res" <<'EOF'
+	python3 - "${j%.json}-pp.json" "$j" "$rep" "$fmt" >>"$res" <<'EOF'
 import json, sys
-j, rep, fmt = sys.argv[1:]
-for t in json.load(open(j)):
+pp, j, rep, fmt = sys.argv[1:]
+for t in json.load(open(pp)) + json.load(open(j)):
     m = "pp%d" % t["n_prompt"] if t["n_gen"] == 0 else "tg@%d" % t["n_prompt"]
-    print(rep, "peer", fmt, m, t["avg_ts"], sep="\t")
+    print(rep, "peer", fmt, m, max(t["samples_ts"]), sep="\t")
 EOF
 }
 
