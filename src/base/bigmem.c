@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,6 +30,22 @@ void *bigmem_alloc(size_t bytes)
 	if (bigmem_hugepages())
 		madvise(p, len, MADV_HUGEPAGE);
 	return p;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void bigmem_populate(void *p, size_t bytes)
+{
+	if (!p || !bytes)
+		return;
+	size_t pg = 4096;
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1), b = ((uintptr_t)p + bytes + pg - 1) & ~(uintptr_t)(pg - 1);
+	if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0)
+		return;
+	for (size_t i = 0; i < bytes; i += pg) /* older kernels: EINVAL */
+		((volatile unsigned char *)p)[i] = 0;
 }
 
 bool bigmem_hugepages_pay(double huge_ms, double small_ms) { return huge_ms <= 2 * small_ms; }
