@@ -19,6 +19,7 @@
 
 #include "base/dtype.h"
 #include "base/err.h"
+#include "ops/cpu.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
@@ -149,11 +150,12 @@ int main(int argc, char **argv)
 		enum ops_level lvl;
 		int xb, packed;
 		const char *name;
-	} var[5] = {{OPS_AVX2, 0, 0, "avx2"},
-		    {OPS_AVX512, 0, 0, "avx512"},
-		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp"},
-		    {OPS_AVX512_BF16, 1, 1, "prepacked dp"},
-		    {OPS_AMX, 1, 1, "prepacked amx"}};
+		int vnni; /* AVX-VNNI on (the int8 kernels at the avx2 level) */
+	} var[5] = {{OPS_AVX2, 0, 0, "avx2", 0},
+		    {OPS_AVX512, 0, 0, "avx512", 0},
+		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0},
+		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0},
+		    {OPS_AMX, 1, 1, "prepacked amx", 0}};
 	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3)
 			 ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
 		 : best >= OPS_AVX512 ? 2
@@ -163,10 +165,17 @@ int main(int argc, char **argv)
 		nv = 2;
 	}
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
-	if (dt == DT_I8) { /* the int8 kernels: AVX2, then AVX-512 VNNI where the CPU has it */
-		var[0].name = "int8 avx2";
-		var[1].name = "int8 avx512";
-		nv = best >= OPS_AVX512 ? 2 : 1;
+	if (dt == DT_I8) { /* the int8 kernels: AVX2, AVX-VNNI and AVX-512 VNNI where the CPU has them */
+		int vnni0 = ops_cpu_has_avx_vnni();
+		ops_cpu_set_avx_vnni(1);
+		int has_vnni = ops_cpu_has_avx_vnni();
+		ops_cpu_set_avx_vnni(vnni0);
+		nv = 0;
+		var[nv].lvl = OPS_AVX2, var[nv].name = "int8 avx2", var[nv++].vnni = 0;
+		if (has_vnni)
+			var[nv].lvl = OPS_AVX2, var[nv].name = "int8 avx-vnni", var[nv++].vnni = 1;
+		if (best >= OPS_AVX512)
+			var[nv].lvl = OPS_AVX512, var[nv].name = "int8 avx512", var[nv++].vnni = 0;
 		v0 = prepacked_only ? nv - 1 : 0;
 	}
 	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
@@ -183,6 +192,7 @@ int main(int argc, char **argv)
 		double t[5][MAX_REPS];
 		for (int r = 0; r < reps; r++)
 			for (int v = v0; v < nv; v++) {
+				ops_cpu_set_avx_vnni(var[v].vnni);
 				double t0 = mono_now_s();
 				int done = 0;
 				for (int m = 0; m < ncopy || done < n_jobs; m += n_jobs) {

@@ -49,12 +49,15 @@ static enum ops_level probe(void)
 	const char *cap = getenv("MLASERVE_CPU_LEVEL");
 	if (cap && *cap) {
 		int i = 0;
-		while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
-			i++;
+		if (!strcmp(cap, "avx2_vnni"))
+			i = OPS_AVX2;
+		else
+			while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
+				i++;
 		if (i == OPS_N_LEVELS)
 			LOG_W("ops",
-			      "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx512, avx512_bf16, amx): "
-			      "ignored",
+			      "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx2_vnni, avx512, avx512_bf16, "
+			      "amx): ignored",
 			      cap);
 		else
 			cap_level = i;
@@ -85,6 +88,33 @@ enum ops_level ops_level_best(void)
 		atomic_store_explicit(&cached, v, memory_order_relaxed);
 	}
 	return (enum ops_level)v;
+}
+
+/* AVX-VNNI: CPUID.(7,1):EAX bit 4 */
+static bool avx_vnni_present(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
+static atomic_int avx_vnni_on = -1;
+
+int ops_cpu_has_avx_vnni(void)
+{
+	int v = atomic_load_explicit(&avx_vnni_on, memory_order_relaxed);
+	if (v < 0) {
+		const char *cap = getenv("MLASERVE_CPU_LEVEL");
+		bool off = cap && (!strcmp(cap, "avx2") || !strcmp(cap, "portable"));
+		v = !off && ops_level_best() >= OPS_AVX2 && avx_vnni_present();
+		atomic_store_explicit(&avx_vnni_on, v, memory_order_relaxed);
+	}
+	return v;
+}
+
+void ops_cpu_set_avx_vnni(int on)
+{
+	atomic_store_explicit(&avx_vnni_on, on && ops_level_best() >= OPS_AVX2 && avx_vnni_present(),
+			      memory_order_relaxed);
 }
 
 const char *ops_level_name(enum ops_level l)

@@ -1,7 +1,7 @@
 /* Runtime CPU dispatch levels for the kernels in ops/ and attn/, ordered: a level includes
  * every level below it. The best level is probed once; MLASERVE_CPU_LEVEL (portable, avx2,
- * avx512, avx512_bf16 or amx) caps it, for A/B benchmarks and for testing the lower paths on
- * a newer CPU. */
+ * avx2_vnni, avx512, avx512_bf16 or amx) caps it, for A/B benchmarks and for testing the lower
+ * paths on a newer CPU. */
 #ifndef MLA_OPS_CPU_H
 #define MLA_OPS_CPU_H
 
@@ -20,5 +20,13 @@ const char *ops_level_name(enum ops_level l);
 /* AVX512_VBMI (byte permutes; the fp8 decoders of ops/fp8_512.h). Every CPU at
  * the amx level has it; at avx512_bf16 all but Cooper Lake do. */
 int ops_cpu_has_vbmi(void);
+
+/* AVX-VNNI (256-bit vpdpbusd: Intel cores from Alder Lake and Sapphire Rapids, Zen 5), for the
+ * int8 kernels at the avx2 level; not a level of its own, as AVX-512 CPUs before them lack it.
+ * MLASERVE_CPU_LEVEL=avx2 stands for an AVX2-only CPU and turns it off; avx2_vnni caps the
+ * level at avx2 and keeps it. */
+int ops_cpu_has_avx_vnni(void);
+/* tests and benchmarks: AVX-VNNI on (where the CPU has it) or off, for the whole process */
+void ops_cpu_set_avx_vnni(int on);
 
 #endif

@@ -81,7 +81,7 @@ void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1);
 void gemm_panel_bf16_avx2(const struct gemm_job *j, int r0, int r1);
 /* gemm_int8.c: W8A8 on DT_I8 weights (ops/quant_int8.h), x quantized already (qx NULL: the
  * panel quantizes its own); r0 a multiple of INT8_ROWS; applies j->round_bf16 itself (returns
- * 1). gemm_int8_kernel: which kernel a level runs (0 portable, 1 AVX2, 2 AVX-512 VNNI). */
+ * 1). gemm_int8_kernel: which kernel a level runs (0 portable, 1 AVX2, 2 AVX-512 VNNI, 3 AVX-VNNI). */
 int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1);
 int gemm_int8_kernel(enum ops_level lvl);
 /* gemm_amx.c: the same on AMX tiles (level OPS_AMX); xb holds rows up to a multiple of 16

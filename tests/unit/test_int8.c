@@ -1,6 +1,7 @@
 /* W8A8 int8 (ops/quant_int8.h, --quantization int8): the weight quantizer and its packed
  * layout, the activation quantizer (vector against a scalar copy of the definition), and the
- * GEMM at every level the CPU has against the definition computed here in plain C, to the bit:
+ * GEMM at every level the CPU has (and at avx2 with AVX-VNNI off and on) against the definition
+ * computed here in plain C, to the bit:
  * odd shapes (rows not a multiple of the 32-row block, columns not of 4 or of the 128-column
  * group), token counts across the tiles and chunks, accumulate, views, jobs sharing x, x
  * quantized over the pool, NaN activations; the error against the float GEMM within what the
@@ -188,6 +189,36 @@ static void test_quantize_row(void)
 
 #define Y_INIT 0.625f
 
+/* Every int8 kernel this CPU has: each level, and the avx2 level with AVX-VNNI off and on
+ * (ops_cpu_set_avx_vnni) where the CPU has it. */
+struct variant {
+	enum ops_level lvl;
+	int vnni;
+};
+
+static int g_vnni0; /* AVX-VNNI as the process started */
+
+static int variants(struct variant *v)
+{
+	int n = 0;
+	ops_cpu_set_avx_vnni(1);
+	int has = ops_cpu_has_avx_vnni();
+	ops_cpu_set_avx_vnni(g_vnni0);
+	for (int l = 0; l <= (int)ops_level_best(); l++) {
+		v[n++] = (struct variant){(enum ops_level)l, 0};
+		if (l == OPS_AVX2 && has)
+			v[n++] = (struct variant){OPS_AVX2, 1};
+	}
+	return n;
+}
+
+/* switches the process to variant v; its name */
+static const char *variant_use(struct variant v)
+{
+	ops_cpu_set_avx_vnni(v.vnni);
+	return gemm_int8_kernel_name(v.lvl);
+}
+
 /* job(s) at every level: to the bit the definition (+ Y_INIT accumulated; or rounded to
  * bf16), y past the rows untouched */
 static void check_levels(const struct wmat *w, int n, const char *what)
@@ -199,7 +230,11 @@ static void check_levels(const struct wmat *w, int n, const char *what)
 		for (int c = 0; c < ldx; c++)
 			x[(size_t)t * ldx + c] = c < w->cols ? frand() * (1 + t % 3) : NAN; /* padding never read */
 	spec_gemm(w, x, ldx, n, ref);
-	for (int lvl = 0; lvl <= (int)ops_level_best(); lvl++)
+	struct variant vs[OPS_N_LEVELS + 1];
+	int nv = variants(vs);
+	for (int vi = 0; vi < nv; vi++) {
+		int lvl = (int)vs[vi].lvl;
+		const char *kname = variant_use(vs[vi]);
 		for (int mode = 0; mode < 3; mode++) { /* y =, y +=, y = rounded to bf16 */
 			int acc = mode == 1, rnd = mode == 2;
 			for (size_t i = 0; i < (size_t)n * ldy; i++)
@@ -218,11 +253,12 @@ static void check_levels(const struct wmat *w, int n, const char *what)
 						want = bf16_to_f32(f32_to_bf16(want));
 					if (memcmp(&v, &want, 4) && bad++ < 2)
 						harness_fail(__FILE__, __LINE__,
-							     "%s, level %s, n=%d, mode %d: y[%d][%d] = %.9g, want %.9g",
-							     what, ops_level_name((enum ops_level)lvl), n, mode, t, r, v,
-							     want);
+							     "%s, %s kernel, n=%d, mode %d: y[%d][%d] = %.9g, want %.9g",
+							     what, kname, n, mode, t, r, v, want);
 				}
 		}
+	}
+	ops_cpu_set_avx_vnni(g_vnni0);
 	free(x), free(y), free(ref);
 }
 
@@ -244,14 +280,18 @@ static void test_gemm_levels(void)
 		for (int i = 0; i < n * C; i++)
 			x[i] = frand();
 		spec_gemm(&q.w, x, C, n, ref);
-		for (int lvl = 0; lvl <= (int)ops_level_best(); lvl++) {
+		struct variant vs[OPS_N_LEVELS + 1];
+		int nv = variants(vs);
+		for (int vi = 0; vi < nv; vi++) {
+			const char *kname = variant_use(vs[vi]);
 			struct gemm_job j = {.w = &q.w, .x = x, .ldx = C, .y = y, .ldy = ldy, .n = n};
-			EXPECT_EQ_INT(gemm_panel_int8((enum ops_level)lvl, &j, NULL, NULL, 0, R), 1);
+			EXPECT_EQ_INT(gemm_panel_int8(vs[vi].lvl, &j, NULL, NULL, 0, R), 1);
 			int bad = 0;
 			for (int t = 0; t < n; t++)
 				bad += memcmp(y + (size_t)t * ldy, ref + (size_t)t * R, sizeof(float) * R) != 0;
-			EXPECTF(bad == 0, "level %s: %d tokens differ", ops_level_name((enum ops_level)lvl), bad);
+			EXPECTF(bad == 0, "%s kernel: %d tokens differ", kname, bad);
 		}
+		ops_cpu_set_avx_vnni(g_vnni0);
 		free(x), free(y), free(ref);
 	}
 	struct wmat v = wmat_view(&q.w, 64, 100, 0, C); /* whole blocks on, a part one at the end */
@@ -301,14 +341,18 @@ static void test_nan_x(void)
 	for (int i = 0; i < 3 * C; i++)
 		x[i] = frand();
 	x[C + 400] = NAN;
-	for (int lvl = 0; lvl <= (int)ops_level_best(); lvl++) {
+	struct variant vs[OPS_N_LEVELS + 1];
+	int nv = variants(vs);
+	for (int vi = 0; vi < nv; vi++) {
+		const char *kname = variant_use(vs[vi]);
 		struct gemm_job j = {.w = &q.w, .x = x, .ldx = C, .y = y, .ldy = 64, .n = 3};
-		ops_gemm_multi_at((enum ops_level)lvl, NULL, 1, &j);
+		ops_gemm_multi_at(vs[vi].lvl, NULL, 1, &j);
 		int ok = 1;
 		for (int r = 0; r < 64; r++)
 			ok &= isfinite(y[r]) && isnan(y[64 + r]) && isfinite(y[128 + r]);
-		EXPECTF(ok, "level %s", ops_level_name((enum ops_level)lvl));
+		EXPECTF(ok, "%s kernel", kname);
 	}
+	ops_cpu_set_avx_vnni(g_vnni0);
 	q8_free(&q);
 }
 
@@ -472,6 +516,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	make_src();
+	g_vnni0 = ops_cpu_has_avx_vnni();
 	static const struct test_case cases[] = {T(test_quantize_weights), T(test_quantize_row), T(test_gemm_levels),
 						 T(test_shared_and_pooled_x), T(test_nan_x), T(test_accuracy),
 						 T(test_golden_v3), T(test_golden_v2), T(test_golden_lm_head),

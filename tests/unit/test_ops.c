@@ -459,6 +459,19 @@ static void test_dispatch_level(void)
 	}
 	printf("  dispatch level on this CPU: %s\n", ops_level_name(ops_level_best()));
 	EXPECT(ops_level_name(OPS_PORTABLE) != NULL);
+	/* AVX-VNNI (CPUID.(7,1):EAX bit 4): on where the CPU has it, unless the level is capped at
+	 * avx2 (an AVX2-only CPU) or below; settable for tests */
+	bool vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && ops_level_best() >= OPS_AVX2;
+	const char *cap = getenv("MLASERVE_CPU_LEVEL");
+	bool off = cap && (!strcmp(cap, "avx2") || !strcmp(cap, "portable"));
+	int was = ops_cpu_has_avx_vnni();
+	EXPECT_EQ_INT(was, vnni && !off);
+	ops_cpu_set_avx_vnni(1);
+	EXPECT_EQ_INT(ops_cpu_has_avx_vnni(), vnni);
+	ops_cpu_set_avx_vnni(0);
+	EXPECT_EQ_INT(ops_cpu_has_avx_vnni(), 0);
+	ops_cpu_set_avx_vnni(was);
+	printf("  AVX-VNNI: %s\n", vnni ? (was ? "on" : "present, off") : "absent");
 }
 
 static struct rope_params yarn(float mscale_all_dim)
