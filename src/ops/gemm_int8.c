@@ -61,13 +61,23 @@ static void block_portable(struct grp gr, const uint8_t *qx, size_t ldq, const f
 		}
 }
 
-/* ---- AVX2 ---- */
+/* ---- AVX2, and AVX-VNNI (the 256-bit VEX vpdpbusd) ---- */
 #define A2 __attribute__((target("avx2,fma")))
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
-#define TT2 2 /* tokens per AVX2 tile: 8 int32 accumulators */
+#define TT2 2 /* tokens per tile: 8 int32 accumulators (and with VNNI the step's 4 weight vectors) */
 
+/* acc += the u8 x s8 products of a and b, 4 per lane (inline asm, as dpbusd's for AVX-512;
+ * only run where ops_cpu_has_avx_vnni) */
+A2_INLINE __m256i dpbusd256(__m256i acc, __m256i a, __m256i b)
+{
+	__asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+	return acc;
+}
+
+/* vnni: the offset activations times the weights by vpdpbusd, qsum removed at the end; else
+ * the sign moved onto the weights, |x| times them by vpmaddubsw, pairs summed by vpmaddwd */
 A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
-			   size_t ldsx, float *tot, int first, int stream, const int nt)
+			   size_t ldsx, float *tot, int first, int stream, const int nt, const int vnni)
 {
 	__m256i acc[TT2][4];
 	const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
@@ -81,6 +91,22 @@ A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const f
 		if (stream) {
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+		}
+		if (vnni) {
+			__m256i w[4];
+#pragma GCC unroll 4
+			for (int h = 0; h < 4; h++)
+				w[h] = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
+#pragma GCC unroll 2
+			for (int t = 0; t < nt; t++) {
+				int32_t b;
+				memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
+				__m256i xb = _mm256_set1_epi32(b);
+#pragma GCC unroll 4
+				for (int h = 0; h < 4; h++)
+					acc[t][h] = dpbusd256(acc[t][h], xb, w[h]);
+			}
+			continue;
 		}
 		__m256i xs[TT2], xa[TT2];
 #pragma GCC unroll 2
@@ -105,94 +131,40 @@ A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const f
 		__m256 sxv = _mm256_set1_ps(sx_col[(size_t)t * ldsx]);
 #pragma GCC unroll 4
 		for (int h = 0; h < 4; h++) {
+			__m256i d = acc[t][h];
+			if (vnni)
+				d = _mm256_sub_epi32(d, _mm256_loadu_si256((const __m256i *)(const void *)(gr.qs + 8 * h)));
 			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps(gr.sw + 8 * h), sxv);
 			float *o = tot + (size_t)t * R + 8 * h;
 			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
-			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t][h]), comb, prev));
+			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), comb, prev));
 		}
+	}
+}
+
+A2_INLINE void block_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+			    size_t ldsx, int n, float *tot, int first, const int vnni)
+{
+	for (int t0 = 0; t0 < n; t0 += TT2) {
+		const uint8_t *q = qx + (size_t)t0 * ldq;
+		const float *s = sx_col + (size_t)t0 * ldsx;
+		if (n - t0 >= 2)
+			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2, vnni);
+		else
+			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1, vnni);
 	}
 }
 
 static A2 void block_avx2(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			  size_t ldsx, int n, float *tot, int first)
 {
-	for (int t0 = 0; t0 < n; t0 += TT2) {
-		const uint8_t *q = qx + (size_t)t0 * ldq;
-		const float *s = sx_col + (size_t)t0 * ldsx;
-		if (n - t0 >= 2)
-			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
-		else
-			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
-	}
+	block_avx2_t(gr, qx, ldq, sx_col, ldsx, n, tot, first, 0);
 }
 
-/* ---- AVX-VNNI (256-bit vpdpbusd, VEX) ---- */
-#define AV __attribute__((target("avx2,fma,avxvnni")))
-#define AV_INLINE static inline __attribute__((always_inline, target("avx2,fma,avxvnni")))
-#define TTV 2 /* tokens per tile: 8 int32 accumulators, the step's 4 weight vectors in registers */
-
-/* acc += the u8 x s8 products of a and b, 4 per lane (inline asm, as dpbusd's for AVX-512) */
-AV_INLINE __m256i dpbusd256(__m256i acc, __m256i a, __m256i b)
-{
-	__asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
-	return acc;
-}
-
-AV_INLINE void tile_vnni_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
-			   size_t ldsx, float *tot, int first, int stream, const int nt)
-{
-	__m256i acc[TTV][4];
-#pragma GCC unroll 2
-	for (int t = 0; t < nt; t++)
-#pragma GCC unroll 4
-		for (int h = 0; h < 4; h++)
-			acc[t][h] = _mm256_setzero_si256();
-	for (int q = gr.q0; q < gr.q1; q++) {
-		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
-		if (stream) {
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
-		}
-		__m256i w[4];
-#pragma GCC unroll 4
-		for (int h = 0; h < 4; h++)
-			w[h] = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
-#pragma GCC unroll 2
-		for (int t = 0; t < nt; t++) {
-			int32_t b;
-			memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
-			__m256i xb = _mm256_set1_epi32(b);
-#pragma GCC unroll 4
-			for (int h = 0; h < 4; h++)
-				acc[t][h] = dpbusd256(acc[t][h], xb, w[h]);
-		}
-	}
-#pragma GCC unroll 2
-	for (int t = 0; t < nt; t++) {
-		__m256 sxv = _mm256_set1_ps(sx_col[(size_t)t * ldsx]);
-#pragma GCC unroll 4
-		for (int h = 0; h < 4; h++) {
-			__m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(gr.qs + 8 * h));
-			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps(gr.sw + 8 * h), sxv);
-			float *o = tot + (size_t)t * R + 8 * h;
-			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
-			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc[t][h], qs)), comb,
-							    prev));
-		}
-	}
-}
-
-static AV void block_vnni(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
+static A2 void block_vnni(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			  size_t ldsx, int n, float *tot, int first)
 {
-	for (int t0 = 0; t0 < n; t0 += TTV) {
-		const uint8_t *q = qx + (size_t)t0 * ldq;
-		const float *s = sx_col + (size_t)t0 * ldsx;
-		if (n - t0 >= 2)
-			tile_vnni_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
-		else
-			tile_vnni_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
-	}
+	block_avx2_t(gr, qx, ldq, sx_col, ldsx, n, tot, first, 1);
 }
 
 /* ---- AVX-512 VNNI ---- */
