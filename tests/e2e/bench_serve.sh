@@ -224,3 +224,21 @@ if [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ]; then
 else
 	notok "$name" "statuses $rc1 $rc2 $rc3"
 fi
+
+# 9. bench latency (offline, no server): the JSON's figures, with and without warm-up prefills,
+# and a bad --num-iters-warmup refused with the option's name
+name="bench latency: --num-iters-warmup 0 and 2 report a prefill, -1 is refused"
+ok9=1
+for w in 0 2; do
+	timeout 120 "$BIN" bench latency "$TOK" --input-len 12 --output-len 4 --threads 2 \
+		--num-iters-warmup "$w" --output-json "$WORK/lat$w.json" >>"$WORK/out" 2>&1 &&
+		check_json "$WORK/lat$w.json" 'assert d["prefill_tokens_per_s"] > 0 and d["decode_tokens_per_s"] > 0, d' \
+			>>"$WORK/out" 2>&1 || ok9=0
+done
+"$BIN" bench latency "$TOK" --num-iters-warmup -1 >"$WORK/err9" 2>&1; rc=$?
+if [ $ok9 -eq 1 ] && [ $rc -eq 1 ] && grep -q -- "--num-iters-warmup: invalid value '-1'" "$WORK/err9"; then
+	ok "$name"
+else
+	cat "$WORK/err9" >>"$WORK/out"
+	notok "$name" "exit status $rc"
+fi
