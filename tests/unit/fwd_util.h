@@ -206,4 +206,27 @@ static inline float *fwd_golden(const char *fixture, const char *name, const cha
 	return gold;
 }
 
+/* m on every golden run (backend x chunking) of tok [n] against gold [n, vocab]: at most
+ * `allowed` positions past 1e-3 of the reference (a NaN counts as past) */
+static inline void fwd_check_golden_runs(struct model *m, const char *what, const int32_t *tok, int n,
+					 const float *gold, int vocab, int allowed)
+{
+	struct err e;
+	float *out = malloc(sizeof(float) * (size_t)n * (size_t)vocab);
+	int n_runs;
+	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
+	for (int r = 0; out && r < n_runs; r++) {
+		int q = runs[r].chunk ? runs[r].chunk : n;
+		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
+			runs[r].backend, e.msg);
+		int off = 0;
+		for (int t = 0; t < n; t++)
+			off += fwd_max_abs_diff(out + (size_t)t * vocab, gold + (size_t)t * vocab, (size_t)vocab) > 1e-3f;
+		EXPECTF(off <= allowed, "%s, %s chunks of %d: %d of %d positions past 1e-3 of the reference (max %g)",
+			what, runs[r].backend, q, off, n, fwd_max_abs_diff(out, gold, (size_t)n * (size_t)vocab));
+	}
+	EXPECT(out != NULL);
+	free(out);
+}
+
 #endif

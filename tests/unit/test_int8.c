@@ -419,22 +419,11 @@ static void check_golden(const char *fixture, const char *name, const char *suff
 		return;
 	int n, V = model_config(m)->vocab_size;
 	int32_t *tok;
-	float *gold = fwd_golden(fixture, name, suffix, V, &tok, &n), *out = malloc(sizeof(float) * (size_t)n * V);
-	int n_runs;
-	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
-	for (int r = 0; tok && gold && r < n_runs; r++) {
-		int q = runs[r].chunk ? runs[r].chunk : n;
-		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
-			runs[r].backend, e.msg);
-		float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
-		int off = 0;
-		for (int t = 0; t < n; t++)
-			off += fwd_max_abs_diff(out + (size_t)t * V, gold + (size_t)t * V, (size_t)V) > 1e-3f;
-		EXPECTF(off <= (n / 16 > 1 ? n / 16 : 1), "%s %s, %s chunks of %d: %d of %d positions past 1e-3 of the "
-							   "reference (max %g)",
-			fixture, name, runs[r].backend, q, off, n, d);
-	}
-	free(out);
+	float *gold = fwd_golden(fixture, name, suffix, V, &tok, &n);
+	char what[128];
+	snprintf(what, sizeof what, "%s %s", fixture, name);
+	if (tok && gold)
+		fwd_check_golden_runs(m, what, tok, n, gold, V, n / 16 > 1 ? n / 16 : 1);
 	free(gold);
 	free(tok);
 	model_free(m);

@@ -241,18 +241,11 @@ static void check_golden(const char *fixture, const char *name, bool head)
 			model_weight_bytes(m), model_weight_bytes(plain));
 	model_free(plain);
 	int32_t *tok;
-	float *gold = fwd_golden(fixture, name, head ? "fp8qh" : "fp8q", V, &tok, &n), *out = malloc(sizeof(float) * (size_t)n * V);
-	int n_runs;
-	const struct fwd_golden_run *runs = fwd_golden_runs(&n_runs);
-	for (int r = 0; tok && gold && r < n_runs; r++) {
-		int q = runs[r].chunk ? runs[r].chunk : n;
-		EXPECTF(fwd_run_chunks(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s: %s",
-			runs[r].backend, e.msg);
-		float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
-		EXPECTF(d <= 1e-3f, "%s %s, %s chunks of %d: max |logit - reference| %g", fixture, name,
-			runs[r].backend, q, d);
-	}
-	free(out);
+	float *gold = fwd_golden(fixture, name, head ? "fp8qh" : "fp8q", V, &tok, &n);
+	char what[128];
+	snprintf(what, sizeof what, "%s %s", fixture, name);
+	if (tok && gold)
+		fwd_check_golden_runs(m, what, tok, n, gold, V, 0); /* every position within 1e-3 */
 	free(gold);
 	free(tok);
 	model_free(m);
