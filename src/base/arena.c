@@ -3,16 +3,17 @@
 #include "base/bigmem.h"
 #include "base/err.h"
 
+static size_t alloc_bytes(size_t cap) { return (cap + 63) & ~(size_t)63; }
+
 /* The step path writes the arena's pages on the first step that reaches them: as page faults
  * in the middle of the first request's GEMMs (0.3-0.4 s of a 512-token prefill, 1.25x, on a
  * 2-vCPU VM). So they are populated here, once, at start-up (2.3 GB, V3 attention at 2048
  * tokens: 0.1-0.4 s); huge pages where they pay (bigmem.h) also spare the TLB. */
 int arena_init(struct arena *a, size_t cap)
 {
-	size_t bytes = (cap + 63) & ~(size_t)63;
+	size_t bytes = alloc_bytes(cap);
 	a->base = bigmem_alloc(bytes);
 	a->cap = a->base ? cap : 0;
-	a->alloc_bytes = a->base ? bytes : 0;
 	a->used = a->high_water = 0;
 	if (!a->base)
 		return -1;
@@ -23,9 +24,9 @@ int arena_init(struct arena *a, size_t cap)
 
 void arena_fini(struct arena *a)
 {
-	bigmem_free(a->base, a->alloc_bytes);
+	bigmem_free(a->base, alloc_bytes(a->cap));
 	a->base = NULL;
-	a->cap = a->used = a->alloc_bytes = 0;
+	a->cap = a->used = 0;
 }
 
 void *arena_alloc(struct arena *a, size_t n)

@@ -8,7 +8,6 @@
 struct arena {
 	unsigned char *base;
 	size_t cap, used, high_water;
-	size_t alloc_bytes; /* what bigmem_alloc gave, for bigmem_free */
 };
 
 int arena_init(struct arena *a, size_t cap); /* 0 ok, -1 out of memory */
