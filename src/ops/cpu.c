@@ -40,6 +40,8 @@ static bool avx512bf16_present(void)
 	return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
+static atomic_bool vnni_capped; /* MLASERVE_CPU_LEVEL=avx2 or portable: set by the probe */
+
 static enum ops_level probe(void)
 {
 	__builtin_cpu_init();
@@ -54,6 +56,8 @@ static enum ops_level probe(void)
 		else
 			while (i < OPS_N_LEVELS && strcmp(cap, ops_level_name((enum ops_level)i)))
 				i++;
+		/* an AVX2-only CPU (or none): AVX-VNNI off too */
+		vnni_capped = !strcmp(cap, "avx2") || !strcmp(cap, "portable");
 		if (i == OPS_N_LEVELS)
 			LOG_W("ops",
 			      "MLASERVE_CPU_LEVEL=%s is not a level (portable, avx2, avx2_vnni, avx512, avx512_bf16, "
@@ -80,12 +84,13 @@ static enum ops_level probe(void)
 
 enum ops_level ops_level_best(void)
 {
-	/* probed once: every thread computes the same value, so a race only repeats the probe */
+	/* probed once: every thread computes the same value, so a race only repeats the probe;
+	 * release / acquire: a reader of the level also sees vnni_capped */
 	static atomic_int cached = -1;
-	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+	int v = atomic_load_explicit(&cached, memory_order_acquire);
 	if (v < 0) {
 		v = (int)probe();
-		atomic_store_explicit(&cached, v, memory_order_relaxed);
+		atomic_store_explicit(&cached, v, memory_order_release);
 	}
 	return (enum ops_level)v;
 }
@@ -103,9 +108,8 @@ int ops_cpu_has_avx_vnni(void)
 {
 	int v = atomic_load_explicit(&avx_vnni_on, memory_order_relaxed);
 	if (v < 0) {
-		const char *cap = getenv("MLASERVE_CPU_LEVEL");
-		bool off = cap && (!strcmp(cap, "avx2") || !strcmp(cap, "portable"));
-		v = !off && ops_level_best() >= OPS_AVX2 && avx_vnni_present();
+		bool avx2 = ops_level_best() >= OPS_AVX2; /* probes first: vnni_capped */
+		v = !vnni_capped && avx2 && avx_vnni_present();
 		atomic_store_explicit(&avx_vnni_on, v, memory_order_relaxed);
 	}
 	return v;
