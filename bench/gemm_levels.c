@@ -6,7 +6,9 @@
  * alternate within each repetition; it prints the best GFLOP/s of each and the median
  * per-repetition speedup over the first variant run, AVX2 unless --prepacked-only (the
  * machine is shared: compare ratios). --prepacked-only runs only the prepacked variants (the
- * model's kernels), which is much quicker at hundreds of tokens.
+ * model's kernels), which is much quicker at hundreds of tokens. fp8 under MLASERVE_CPU_LEVEL=avx2
+ * where the kernel picks its integer decode for one token (ops_cpu_denormals_fast): also
+ * "prepacked f16", the same kernel with its f16 decode.
  *
  *   gemm_levels [--dtype bf16|fp8|int8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
  *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1]
@@ -77,8 +79,8 @@ int main(int argc, char **argv)
 	enum dtype dt = !strcmp(dtn, "fp8")    ? DT_F8_E4M3
 			: !strcmp(dtn, "int8") ? DT_I8
 			: !strcmp(dtn, "f16")  ? DT_F16
-			: !strcmp(dtn, "f32") ? DT_F32
-					      : DT_BF16;
+			: !strcmp(dtn, "f32")  ? DT_F32
+					       : DT_BF16;
 	if (rows < 1 || cols < 1 || reps < 1 || reps > MAX_REPS || threads < 1 || n_jobs < 1 || n_jobs > 512 ||
 	    bench_list_parse(nlist, ns, &nn, MAX_N, 1 << 16)) {
 		fprintf(stderr, "bad arguments\n");
@@ -151,18 +153,22 @@ int main(int argc, char **argv)
 		int xb, packed;
 		const char *name;
 		int vnni; /* AVX-VNNI on (the int8 kernels at the avx2 level) */
-	} var[5] = {{OPS_AVX2, 0, 0, "avx2", 0},
-		    {OPS_AVX512, 0, 0, "avx512", 0},
-		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0},
-		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0},
-		    {OPS_AMX, 1, 1, "prepacked amx", 0}};
+		int f16;  /* the AVX2 fp8 kernel's f16 decode instead of the one the CPU picked */
+	} var[5] = {{OPS_AVX2, 0, 0, "avx2", 0, 0},
+		    {OPS_AVX512, 0, 0, "avx512", 0, 0},
+		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0, 0},
+		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0, 0},
+		    {OPS_AMX, 1, 1, "prepacked amx", 0, 0}};
 	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3)
 			 ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
 		 : best >= OPS_AVX512 ? 2
 				      : 1;
+	int dnz = ops_cpu_denormals_fast();
 	if (best == OPS_AVX2 && wp[0].packed) { /* fp8 in the AVX2 layout (MLASERVE_CPU_LEVEL=avx2) */
 		var[1].lvl = OPS_AVX2, var[1].packed = 1, var[1].name = "prepacked avx2";
 		nv = 2;
+		if (dt == DT_F8_E4M3 && dnz) /* and its f16 decode, beside the integer one */
+			var[2] = var[1], var[2].name = "prepacked f16", var[2].f16 = 1, nv = 3;
 	}
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
 	if (dt == DT_I8) { /* the int8 kernels: AVX2, AVX-VNNI and AVX-512 VNNI where the CPU has them */
@@ -193,6 +199,7 @@ int main(int argc, char **argv)
 		for (int r = 0; r < reps; r++)
 			for (int v = v0; v < nv; v++) {
 				ops_cpu_set_avx_vnni(var[v].vnni);
+				ops_cpu_set_denormals_fast(var[v].f16 ? 0 : dnz);
 				double t0 = mono_now_s();
 				int done = 0;
 				for (int m = 0; m < ncopy || done < n_jobs; m += n_jobs) {

@@ -29,4 +29,12 @@ int ops_cpu_has_avx_vnni(void);
 /* tests and benchmarks: AVX-VNNI on (where the CPU has it) or off, for the whole process */
 void ops_cpu_set_avx_vnni(int on);
 
+/* Whether FP operations on denormal operands run at full speed here (measured once, at first
+ * use: an Intel core may take a microcode assist on each; Zen 5 does not) and MXCSR keeps them
+ * (no DAZ). The AVX2 fp8 decode then uses integer operations that make e4m3's subnormals fp32
+ * denormals (ops/gemm_fp8_avx2.c), else vcvtph2ps. */
+int ops_cpu_denormals_fast(void);
+/* tests and benchmarks: 1 on (where usable: AVX2, no DAZ), 0 off, -1 measure again */
+void ops_cpu_set_denormals_fast(int on);
+
 #endif

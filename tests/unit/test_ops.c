@@ -1,6 +1,7 @@
 /* Kernels: GEMM per weight dtype and dispatch level against a naive reference, RoPE / YaRN
  * numbers from the spec (A.6), MoE routing (A.7), small vector ops. */
 #include <cpuid.h>
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -474,6 +475,29 @@ static void test_dispatch_level(void)
 	printf("  AVX-VNNI: %s\n", vnni ? (was ? "on" : "present, off") : "absent");
 }
 
+/* The denormal probe (the AVX2 fp8 decode's choice): never on below AVX2 or with DAZ set (it
+ * would read e4m3's subnormals as zeros), settable otherwise; whether this CPU's FMAs take
+ * denormals at full speed is only printed (a measurement, not a CPU bit) */
+static void test_denormal_probe(void)
+{
+	int was = ops_cpu_denormals_fast();
+	bool avx2 = ops_level_best() >= OPS_AVX2;
+	printf("  denormal operands at full speed: %s\n", was ? "yes" : "no");
+	EXPECT(!was || avx2);
+	ops_cpu_set_denormals_fast(1);
+	EXPECT_EQ_INT(ops_cpu_denormals_fast(), avx2);
+	ops_cpu_set_denormals_fast(0);
+	EXPECT_EQ_INT(ops_cpu_denormals_fast(), 0);
+	unsigned csr = _mm_getcsr();
+	_mm_setcsr(csr | 0x40); /* DAZ */
+	ops_cpu_set_denormals_fast(-1);
+	EXPECT_EQ_INT(ops_cpu_denormals_fast(), 0);
+	ops_cpu_set_denormals_fast(1);
+	EXPECT_EQ_INT(ops_cpu_denormals_fast(), 0);
+	_mm_setcsr(csr);
+	ops_cpu_set_denormals_fast(was);
+}
+
 static struct rope_params yarn(float mscale_all_dim)
 {
 	return (struct rope_params){.dim = 64,
@@ -817,6 +841,7 @@ int main(int argc, char **argv)
 	if (pool_new(2, &g_pool, &e))
 		return 1;
 	static const struct test_case cases[] = {
+		T(test_denormal_probe),
 		T(test_gemm_f32),
 		T(test_gemm_bf16),
 		T(test_gemm_f16),
