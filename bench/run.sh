@@ -59,6 +59,9 @@ if want gemm; then
 		"$BUILD/bench/gemm_levels" --dtype "$dt" --reps $reps --n 1,3,16,48,128,512 | tee "$OUT/gemm-$dt.txt"
 	done
 	note "gemm: $(grep -h -m1 -i 'n=512\|^ *512' "$OUT"/gemm-bf16.txt | tr -s ' ' | head -c 200)"
+	# what bounds the AVX2 kernels: which instructions share pipes (bench/vec_pipes.c)
+	bench_build vec_pipes
+	"$BUILD/bench/vec_pipes" | tee "$OUT/vec-pipes.txt" || true
 fi
 
 # Decode MQA per dispatch level (bench/mqa_levels.c): one thread, AMX tiles against AVX512_BF16
