@@ -23,7 +23,7 @@
 
 #define R INT8_ROWS
 #define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
-#define PF 1024      /* prefetch distance in the weight stream, bytes */
+#define PF 2048      /* prefetch distance in the weight stream, bytes (1.1x 1024's at one or two tokens, AVX2) */
 /* most columns of a matrix whose x the panel quantizes itself, a token at a time (V3's widest
  * GEMM input has 18432) */
 #define INT8_STACK_COLS 32768
