@@ -302,8 +302,8 @@ static void test_fp8_packed_all_bytes(void)
 						ops_gemm_multi_at((enum ops_level)l, NULL, 1, &j);
 						for (int t = 0; t < n; t++) {
 							int c = (i + 37 * t) % NC;
-							if (y[t] != want[t] &&
-							    bad++ < 3) /* ±0 alike: sums of zeros are +0 */
+							/* != : ±0 alike, as sums of zeros are +0 */
+							if (y[t] != want[t] && bad++ < 3)
 								harness_fail(
 									__FILE__, __LINE__,
 									"n=%d level %s, integer decode %d: token %d: "
