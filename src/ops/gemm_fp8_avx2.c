@@ -76,13 +76,13 @@ A2_INLINE void seg_scale(const float *sc, __m256 s[4])
 
 /* One block, nt <= TD tokens, decoding in the loop: tot[t][0..32) = Σ over the columns.
  * Pairs [0, np2) are whole; an odd last column (cols odd) is a half pair with x 0.
- * tiny (ops_cpu_denormals_fast): the integer decode, 2^-120 small, so x is taken times
- * xs[t] = 2^S (S <= 112, x_scale) and each segment's sums times us[t] = 2^(112 - S): those are
+ * tiny (one token, ops_cpu_denormals_fast): the integer decode, 2^-120 small, so x is taken
+ * times xs = 2^S (S <= 112, x_scale) and each segment's sums times us = 2^(112 - S): those are
  * the sums of the f16 decode (2^-8 small, as the tiles have it), to the bit, since every
  * product and sum is only scaled by a power of 2 (for S < 112, a token with |x| >= 2^15,
  * while none of them falls under fp32's normal range). */
 A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int seg, const float *x, size_t ldx,
-			      const float *xs, const float *us, float *tot, const int nt, const int tiny)
+			      float xs, float us, float *tot, const int nt, const int tiny)
 {
 	__m256 t8[TD][4];
 #pragma GCC unroll 4
@@ -107,8 +107,8 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 			stream_x_pair_avx2(x, ldx, p, kf, x0, x1, nt);
 #pragma GCC unroll 2
 			for (int t = 0; t < nt && tiny; t++) {
-				x0[t] = _mm256_mul_ps(x0[t], _mm256_broadcast_ss(xs + t));
-				x1[t] = _mm256_mul_ps(x1[t], _mm256_broadcast_ss(xs + t));
+				x0[t] = _mm256_mul_ps(x0[t], _mm256_set1_ps(xs));
+				x1[t] = _mm256_mul_ps(x1[t], _mm256_set1_ps(xs));
 			}
 #pragma GCC unroll 4
 			for (int h = 0; h < 2; h++) {
@@ -132,8 +132,7 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 		for (int t = 0; t < nt; t++)
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
-				t8[t][q] = _mm256_fmadd_ps(tiny ? _mm256_mul_ps(a[t][q], _mm256_broadcast_ss(us + t))
-								: a[t][q],
+				t8[t][q] = _mm256_fmadd_ps(tiny ? _mm256_mul_ps(a[t][q], _mm256_set1_ps(us)) : a[t][q],
 							   s[q], t8[t][q]);
 	}
 #pragma GCC unroll 4
@@ -144,7 +143,7 @@ A2_INLINE void block_stream_t(const uint8_t *wp, const float *sc, int cols, int 
 }
 
 static A2 void block_stream(const uint8_t *wp, const float *sc, int cols, int seg, const float *x, size_t ldx,
-			    const float *xs, const float *us, float *tot, int nt, int tiny)
+			    float xs, float us, float *tot, int nt, int tiny)
 {
 	if (nt == 1 && tiny)
 		block_stream_t(wp, sc, cols, seg, x, ldx, xs, us, tot, 1, 1);
@@ -227,10 +226,12 @@ void gemm_panel_fp8_avx2(const struct gemm_job *j, int r0, int r1)
 	int seg = w->blk_c / 2, S = prepack_segments(w);
 	_Alignas(32) float tot[TOK_CHUNK * SR];
 	_Alignas(32) float dec[2 * PREPACK_FP8_SEG_PAIRS * SR]; /* 16 KB */
-	float xs[TD] = {1, 1}, us[TD] = {1, 1};                 /* the integer decode's x scales */
+	float xs = 1, us = 1;                                   /* the integer decode's x scales */
 	int t_last = (j->n - 1) / TOK_CHUNK * TOK_CHUNK, tiny = j->n - t_last == 1 && ops_cpu_denormals_fast();
-	if (tiny) /* a last token chunk of one token: the integer decode */
-		x_scale(j->x + (size_t)t_last * (size_t)j->ldx, w->cols, &xs[0], &us[0]);
+	/* a last token chunk of one token: the integer decode. Each thread of the call takes x's
+	 * maximum itself (cols floats against its rows x cols weight bytes) */
+	if (tiny)
+		x_scale(j->x + (size_t)t_last * (size_t)j->ldx, w->cols, &xs, &us);
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint8_t *wp = (const uint8_t *)(const void *)w->packed +
