@@ -7,7 +7,7 @@
  * per-repetition speedup over the first variant run, AVX2 unless --prepacked-only (the
  * machine is shared: compare ratios). --prepacked-only runs only the prepacked variants (the
  * model's kernels), which is much quicker at hundreds of tokens. fp8 under MLASERVE_CPU_LEVEL=avx2
- * where the kernel picks its integer decode for one token (ops_cpu_denormals_fast): also
+ * where the kernel picks its integer decode (ops_cpu_denormals_fast): also
  * "prepacked f16", the same kernel with its f16 decode.
  *
  *   gemm_levels [--dtype bf16|fp8|int8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]

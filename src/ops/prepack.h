@@ -21,9 +21,9 @@
  *
  * fp8 at the AVX2 level (PREPACK_KIND_FP8_AVX2, w->packed_kind): the same blocks, steps and
  * scales, the bytes of a step ordered for ops/gemm_fp8_avx2.c instead, rows 0-15 in the first
- * 32 bytes, rows 16-31 in the second, and in each half column 2p in bytes 0-15, 2p + 1 in
- * 16-31 (prepack_fp8_avx2_byte): vpunpck{l,h}bw against zero then put each 8 rows of one
- * column in one 128-bit lane, ready for vcvtph2ps, with no shuffle across lanes.
+ * 32 bytes, rows 16-31 in the second; in each half dword j holds rows j and 8 + j of both
+ * columns, row r column i in byte 2 (r % 16 / 8) + i (prepack_fp8_avx2_byte): 16-bit shifts then
+ * decode two bytes of every dword at once, each into the lanes of its 8 rows.
  *
  * A packed wmat keeps its `data` (the checkpoint's mapping): the other kernels, wmat_get and
  * views that cut a block or columns still use it. */
@@ -44,7 +44,10 @@
 static inline size_t prepack_fp8_byte(int r, int i) { return (size_t)(2 * (2 * (r % 16) + i) + r / 16); }
 
 /* the same in the AVX2 fp8 layout */
-static inline size_t prepack_fp8_avx2_byte(int r, int i) { return (size_t)(32 * (r / 16) + 16 * i + r % 16); }
+static inline size_t prepack_fp8_avx2_byte(int r, int i)
+{
+	return (size_t)(32 * (r / 16) + 4 * (r % 8) + 2 * (r % 16 / 8) + i);
+}
 
 #define PREPACK_KIND_DP 0       /* the dot-product kernels' layout (AVX512_BF16, AMX) */
 #define PREPACK_KIND_FP8_AVX2 1 /* fp8 bytes for the AVX2 kernel (ops/gemm_fp8_avx2.c) */

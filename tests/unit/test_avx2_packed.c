@@ -254,23 +254,27 @@ static void test_tight_x(void)
 	}
 }
 
-/* Every e4m3 byte but NaN decodes exactly in the packed fp8 kernel, on the stream (1 and 2
- * tokens) and the tile path (3), subnormals included, with either decode of one token, for x
- * from 1e-30 to 2^100: a one-hot x of v at column i gives byte i times v times its block's
+/* Every e4m3 byte but NaN decodes exactly in the packed fp8 kernel, in every row of a block
+ * (each row its bytes rotated) and in blocks taken alone and in pairs, on the stream (1 and 2
+ * tokens) and the tile path (3), subnormals included, with either decode, for x from 1e-30 to
+ * 2^100: a one-hot x of v at column c gives each row's byte at c times v times its block's
  * scale exactly. The integer decode is 2^-120 small (subnormal bytes become fp32 denormals)
  * and x is scaled up by up to 2^112 (less when |x| >= 2^15): a flushed denormal, an
- * overflowing x or a scale not undone all show here. */
+ * overflowing x, a scale not undone or a row in the wrong lane all show here. */
 static void test_fp8_packed_all_bytes(void)
 {
-	enum { NC = 256 };
+	enum { NC = 256, NR = 104 }; /* 104 rows: two pairs of blocks, the last pair's second 8 rows */
 	static const float vs[] = {1.0f, -393216.0f /* -3 x 2^17 */, 1e-30f, 0x1p100f};
-	uint8_t wq[NC];
+	static uint8_t wq[NR * NC];
 	float sc[2] = {1.0f, 0.5f};
-	for (int i = 0; i < NC; i++)
-		wq[i] = (i & 0x7f) == 0x7f ? 0 : (uint8_t)i;
+	for (int r = 0; r < NR; r++)
+		for (int i = 0; i < NC; i++) {
+			int b = (i + 3 * r) % 256;
+			wq[r * NC + i] = (b & 0x7f) == 0x7f ? 0 : (uint8_t)b;
+		}
 	struct wmat w = {.dtype = DT_F8_E4M3,
 			 .data = wq,
-			 .rows = 1,
+			 .rows = NR,
 			 .cols = NC,
 			 .ld = NC,
 			 .scale = sc,
@@ -279,40 +283,40 @@ static void test_fp8_packed_all_bytes(void)
 			 .blk_c = 128};
 	uint32_t *pk = aligned_alloc(64, (prepack_bytes(&w) + 63) / 64 * 64);
 	prepack_weights_kind(&w, pk, NULL, PREPACK_KIND_FP8_AVX2);
-	float x[3 * NC], y[3];
+	float x[3 * NC], y[3 * NR];
 	int bad = 0;
 	for (int n = 1; n <= 3; n++)
 		for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)
 			for (int i = 0; i < NC; i++) {
-				if ((i & 0x7f) == 0x7f)
-					continue;
 				memset(x, 0, sizeof x);
-				float want[3];
-				for (int t = 0; t < n; t++) { /* token t: v_(k + t) at column (i + 37 t) */
-					int c = (i + 37 * t) % NC;
-					float v = vs[(k + (size_t)t) % (sizeof vs / sizeof vs[0])];
-					x[t * NC + c] = v;
-					want[t] = fp8_e4m3_to_f32(wq[c]) * v * sc[c / 128];
-				}
+				for (int t = 0; t < n; t++) /* token t: v_(k + t) at column (i + 37 t) */
+					x[t * NC + (i + 37 * t) % NC] =
+						vs[(k + (size_t)t) % (sizeof vs / sizeof vs[0])];
 				for (int l = OPS_AVX2; l <= (int)ops_level_best(); l++)
 					for (int dz = 0; dz < 2; dz++) { /* the f16 decode, then the integer one */
 						ops_cpu_set_denormals_fast(dz);
 						struct gemm_job j = {
-							.w = &w, .x = x, .ldx = NC, .y = y, .ldy = 1, .n = n};
+							.w = &w, .x = x, .ldx = NC, .y = y, .ldy = NR, .n = n};
 						ops_gemm_multi_at((enum ops_level)l, NULL, 1, &j);
-						for (int t = 0; t < n; t++) {
-							int c = (i + 37 * t) % NC;
-							/* != : ±0 alike, as sums of zeros are +0 */
-							if (y[t] != want[t] && bad++ < 3)
-								harness_fail(
-									__FILE__, __LINE__,
-									"n=%d level %s, integer decode %d: token %d: "
-									"byte 0x%02x x %g: %.9g, want %.9g",
-									n, ops_level_name((enum ops_level)l),
-									ops_cpu_denormals_fast(), t, wq[c],
-									(double)x[t * NC + c], (double)y[t],
-									(double)want[t]);
-						}
+						for (int t = 0; t < n; t++)
+							for (int r = 0; r < NR; r++) {
+								int c = (i + 37 * t) % NC;
+								float v = x[t * NC + c], got = y[t * NR + r],
+								      want = fp8_e4m3_to_f32(wq[r * NC + c]) * v *
+									     sc[c / 128];
+								/* != : ±0 alike, as sums of zeros are +0 */
+								if (got != want && bad++ < 3)
+									harness_fail(__FILE__, __LINE__,
+										     "n=%d level %s, integer decode "
+										     "%d: token %d "
+										     "row %d: byte 0x%02x x %g: %.9g, "
+										     "want %.9g",
+										     n,
+										     ops_level_name((enum ops_level)l),
+										     ops_cpu_denormals_fast(), t, r,
+										     wq[r * NC + c], (double)v,
+										     (double)got, (double)want);
+							}
 					}
 			}
 	ops_cpu_set_denormals_fast(-1);

@@ -465,7 +465,7 @@ static void test_fp8(void)
 				/* rows 0-15 of the block at even bytes, 16-31 at odd ones (ops/prepack.h) */
 				size_t q = 2 * (size_t)(r % 16) + (size_t)(c & 1), half = (size_t)(r % 32) / 16;
 				size_t at = v.packed_kind == PREPACK_KIND_FP8_AVX2
-						    ? 32 * half + 16 * (size_t)(c & 1) + (size_t)(r % 16)
+						    ? 32 * half + 4 * (size_t)(r % 8) + 2 * (size_t)(r % 16 / 8) + (size_t)(c & 1)
 						    : 2 * q + half;
 				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + at] != want;
 			}
