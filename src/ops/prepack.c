@@ -207,8 +207,14 @@ static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
 			if (row >= w->rows)
 				continue;
 			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
-			for (int col = 0; col < w->cols; col++)
-				d[(size_t)(col / 2) * 2 * PREPACK_ROWS + byte(r, col & 1)] = src[col];
+			uint8_t *d0 = d + byte(r, 0), *d1 = d + byte(r, 1); /* the row's bytes in every step */
+			int col = 0;
+			for (; col + 1 < w->cols; col += 2) {
+				d0[(size_t)col * PREPACK_ROWS] = src[col];
+				d1[(size_t)col * PREPACK_ROWS] = src[col + 1];
+			}
+			if (col < w->cols)
+				d0[(size_t)col * PREPACK_ROWS] = src[col];
 		}
 	}
 }
