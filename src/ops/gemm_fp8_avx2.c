@@ -158,8 +158,14 @@ A2_INLINE void block_stream_t(const uint8_t *wp, size_t bstride, const float *sc
 #pragma GCC unroll 2
 			for (int b = 0; b < nb; b++) {
 				const uint8_t *s = wp + (size_t)b * bstride + (size_t)p * STEP;
-				/* into L2 ahead of the stream: the DRAM trip overlaps the decode */
-				__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(s + PF)));
+				/* into L2 ahead of the stream: the DRAM trip overlaps the decode. With two
+				 * blocks the first one's distance runs into the second, already read: it
+				 * goes to the next pair's second block instead (the second's own runs into
+				 * the next pair's first) */
+				size_t ahead = PF + (nb == 2 && b == 0 && (size_t)p * STEP + PF >= bstride
+							     ? 2 * bstride
+							     : 0);
+				__asm__ volatile("prefetcht1 %0" ::"m"(*(const char *)(s + ahead)));
 #pragma GCC unroll 4
 				for (int h = 0; h < 2; h++) {
 					/* each row's chain: column 0 (q 0, 1), then column 1 (q 2, 3) */
