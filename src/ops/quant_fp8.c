@@ -16,58 +16,8 @@ struct qctx {
 	int r0, nr, c0, nc, blk, scale_ld;
 	uint8_t *q;
 	float *scale;
-	int lanes; /* bf16 rows by 16 (AVX-512) or 8 (AVX2) lanes, else 0: the same bytes as the scalar code */
+	int vec; /* bf16 rows by 8 lanes (AVX2 and up): the same bytes as the scalar code */
 };
-
-#define A512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
-/* 16 bf16 weights as floats */
-A512 static inline __m512 load16_bf16(const uint16_t *p)
-{
-	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
-}
-
-/* max |w| over n (a multiple of 16) bf16 weights; *finite cleared by a NaN or infinity */
-A512 static float amax_bf16_512(const uint16_t *p, int n, int *finite)
-{
-	__m512 m = _mm512_setzero_ps(), big = _mm512_set1_ps(FLT_MAX);
-	__mmask16 ok = 0xffff;
-	for (int j = 0; j < n; j += 16) {
-		__m512 a = _mm512_abs_ps(load16_bf16(p + j));
-		ok &= _mm512_cmp_ps_mask(a, big, _CMP_LE_OQ);
-		m = _mm512_max_ps(m, a);
-	}
-	*finite &= ok == 0xffff;
-	return _mm512_reduce_max_ps(m);
-}
-
-/* f32_to_fp8_e4m3(w / s) of n (a multiple of 16) bf16 weights, lane by lane */
-A512 static void encode_bf16_512(const uint16_t *p, int n, float s, uint8_t *out)
-{
-	const __m512 sv = _mm512_set1_ps(s), magic = _mm512_set1_ps(8388608.0f), k512 = _mm512_set1_ps(512.0f);
-	const __m512i mag = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
-	for (int j = 0; j < n; j += 16) {
-		__m512 v = _mm512_div_ps(load16_bf16(p + j), sv);
-		__m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, mag);
-		__m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
-		/* normal: the mantissa rounded to 3 bits, nearest even */
-		__m512i r = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7ffff)),
-					     _mm512_and_si512(_mm512_srli_epi32(a, 20), one));
-		r = _mm512_and_si512(r, _mm512_set1_epi32(~0xfffff));
-		__m512i nb = _mm512_or_si512(
-			_mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(r, 23), _mm512_set1_epi32(120)), 3),
-			_mm512_and_si512(_mm512_srli_epi32(r, 20), _mm512_set1_epi32(7)));
-		/* subnormal: |v| x 512 rounded by the float adder */
-		__m512 m = _mm512_mul_ps(_mm512_castsi512_ps(a), k512);
-		__m512i sb = _mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(m, magic), magic));
-		__m512i b = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3c800000)), nb, sb);
-		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x43e80000)), b,
-					    _mm512_set1_epi32(0x7e));
-		b = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), b,
-					    _mm512_set1_epi32(0x7f));
-		_mm_storeu_si128((void *)(out + j), _mm512_cvtepi32_epi8(_mm512_or_si512(b, sign)));
-	}
-}
 
 #define A2 __attribute__((target("avx2")))
 
@@ -77,7 +27,7 @@ A2 static inline __m256 load8_bf16(const uint16_t *p)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p)), 16));
 }
 
-/* amax_bf16_512 with 8 lanes: n a multiple of 8 */
+/* max |w| over n (a multiple of 8) bf16 weights; *finite cleared by a NaN or infinity */
 A2 static float amax_bf16_avx2(const uint16_t *p, int n, int *finite)
 {
 	__m256 m = _mm256_setzero_ps(), big = _mm256_set1_ps(FLT_MAX),
@@ -94,7 +44,7 @@ A2 static float amax_bf16_avx2(const uint16_t *p, int n, int *finite)
 	return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
 }
 
-/* encode_bf16_512 with 8 lanes: n a multiple of 8 */
+/* f32_to_fp8_e4m3(w / s) of n (a multiple of 8) bf16 weights, lane by lane */
 A2 static void encode_bf16_avx2(const uint16_t *p, int n, float s, uint8_t *out)
 {
 	const __m256 sv = _mm256_set1_ps(s), magic = _mm256_set1_ps(8388608.0f), k512 = _mm256_set1_ps(512.0f);
@@ -156,13 +106,12 @@ static void quant_block_rows(void *arg, int begin, int end, int tid)
 			int w = ca + blk < c->c0 + c->nc ? blk : c->c0 + c->nc - ca;
 			float amax = 0.0f;
 			int finite = 1;
-			int wv = c->lanes ? w / c->lanes * c->lanes : 0; /* columns the vector code takes */
+			int wv = c->vec ? w / 8 * 8 : 0; /* columns the vector code takes */
 			for (int r = ra; r < rb; r++) {
 				const uint16_t *row = (const uint16_t *)c->src->data + (size_t)r * (size_t)c->src->ld +
 						      ca;
 				if (wv) {
-					float m = c->lanes == 16 ? amax_bf16_512(row, wv, &finite)
-								 : amax_bf16_avx2(row, wv, &finite);
+					float m = amax_bf16_avx2(row, wv, &finite);
 					amax = m > amax ? m : amax;
 				}
 				load_row(c->src, r, ca + wv, w - wv, buf);
@@ -181,9 +130,7 @@ static void quant_block_rows(void *arg, int begin, int end, int tid)
 				uint8_t *out = c->q + (size_t)(r - c->r0) * (size_t)c->nc + (size_t)(ca - c->c0);
 				const uint16_t *row = (const uint16_t *)c->src->data + (size_t)r * (size_t)c->src->ld +
 						      ca;
-				if (wv && c->lanes == 16)
-					encode_bf16_512(row, wv, s, out);
-				else if (wv)
+				if (wv)
 					encode_bf16_avx2(row, wv, s, out);
 				load_row(c->src, r, ca + wv, w - wv, buf);
 				for (int j = 0; j < w - wv; j++)
@@ -205,10 +152,7 @@ int quant_fp8_blocks(struct pool *p, const struct wmat *src, int r0, int nr, int
 			 (src->cols + blk - 1) / blk,
 			 q,
 			 scale,
-			 src->dtype != DT_BF16            ? 0
-			 : ops_level_best() >= OPS_AVX512 ? 16
-			 : ops_level_best() >= OPS_AVX2   ? 8
-							  : 0};
+			 src->dtype == DT_BF16 && ops_level_best() >= OPS_AVX2};
 	int nbr = (nr + blk - 1) / blk;
 	pool_for(p, nbr, 1, quant_block_rows, &c);
 	/* a non-finite block's scale is NaN: name its first bad weight */

@@ -87,7 +87,7 @@ static void test_encode_is_nearest_even(void)
 	EXPECT_EQ_INT(bad, 0);
 }
 
-/* The block quantizer's own rounding (16 lanes at a time at the avx512 level and up) on
+/* The block quantizer's own rounding (8 lanes at a time at the avx2 level and up) on
  * every bf16 value up to 448: blocks whose amax is 448 have scale 1, so each byte must be the
  * nearest e4m3 of the weight itself */
 static void test_blocks_every_bf16(void)
