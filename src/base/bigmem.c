@@ -32,6 +32,61 @@ void *bigmem_alloc(size_t bytes)
 	return p;
 }
 
+/* Under AddressSanitizer a slab keeps its buffers checked as malloc's are: a chunk is poisoned
+ * until handed out, and each buffer is followed by a poisoned redzone. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLAB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(SLAB_ASAN)
+#include <sanitizer/asan_interface.h>
+#define SLAB_REDZONE ((size_t)64)
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define SLAB_REDZONE ((size_t)0)
+#endif
+
+void *bigmem_slab_alloc(struct bigmem_slab *s, size_t bytes)
+{
+	if (bytes >= BIGMEM_MIN)
+		return NULL;
+	size_t rounded = (bytes + 63) & ~(size_t)63, need = rounded + SLAB_REDZONE;
+	if (need > s->left || !s->cur) {
+		if (s->n == s->cap) {
+			int c = s->cap ? 2 * s->cap : 16;
+			char **g = realloc(s->chunks, sizeof *g * (size_t)c);
+			if (!g)
+				return NULL;
+			s->chunks = g;
+			s->cap = c;
+		}
+		char *c = bigmem_alloc(BIGMEM_SLAB_CHUNK);
+		if (!c)
+			return NULL;
+		ASAN_POISON_MEMORY_REGION(c, BIGMEM_SLAB_CHUNK);
+		s->chunks[s->n++] = c;
+		s->cur = c;
+		s->left = BIGMEM_SLAB_CHUNK;
+	}
+	void *p = s->cur;
+	ASAN_UNPOISON_MEMORY_REGION(p, rounded); /* as much as bigmem_alloc's aligned_alloc gave */
+	s->cur += need;
+	s->left -= need;
+	return p;
+}
+
+void bigmem_slab_free(struct bigmem_slab *s)
+{
+	for (int i = 0; i < s->n; i++) {
+		ASAN_UNPOISON_MEMORY_REGION(s->chunks[i], BIGMEM_SLAB_CHUNK); /* the next mapping there */
+		bigmem_free(s->chunks[i], BIGMEM_SLAB_CHUNK);
+	}
+	free(s->chunks);
+	*s = (struct bigmem_slab){0};
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -81,7 +136,8 @@ static double first_touch_ms(int advice)
 	return best;
 }
 
-static bool hugepages_on;
+static bool hugepages_on, hugepages_measured;
+static double huge_ms, small_ms;
 
 static void hugepages_decide(void)
 {
@@ -90,11 +146,10 @@ static void hugepages_decide(void)
 		hugepages_on = strcmp(hp, "0") != 0;
 		return;
 	}
-	double huge = first_touch_ms(MADV_HUGEPAGE), small = first_touch_ms(MADV_NOHUGEPAGE);
-	hugepages_on = huge < 0 || small < 0 || bigmem_hugepages_pay(huge, small);
-	LOG_I("bigmem", "huge pages %s: the first touch of 2 MB took %.2f ms as a huge page, %.2f ms as 4 KB pages%s",
-	      hugepages_on ? "on" : "off", huge, small,
-	      hugepages_on ? "" : " (a host that backs memory lazily; MLASERVE_HUGEPAGES=1 forces them)");
+	huge_ms = first_touch_ms(MADV_HUGEPAGE);
+	small_ms = first_touch_ms(MADV_NOHUGEPAGE);
+	hugepages_on = huge_ms < 0 || small_ms < 0 || bigmem_hugepages_pay(huge_ms, small_ms);
+	hugepages_measured = true;
 }
 
 bool bigmem_hugepages(void)
@@ -102,6 +157,22 @@ bool bigmem_hugepages(void)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, hugepages_decide);
 	return hugepages_on;
+}
+
+static void hugepages_log(void)
+{
+	bigmem_hugepages();
+	if (!hugepages_measured) /* MLASERVE_HUGEPAGES decided */
+		return;
+	LOG_I("bigmem", "huge pages %s: the first touch of 2 MB took %.2f ms as a huge page, %.2f ms as 4 KB pages%s",
+	      hugepages_on ? "on" : "off", huge_ms, small_ms,
+	      hugepages_on ? "" : " (a host that backs memory lazily; MLASERVE_HUGEPAGES=1 forces them)");
+}
+
+void bigmem_log_hugepages(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, hugepages_log);
 }
 
 void bigmem_free(void *p, size_t bytes)

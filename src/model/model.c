@@ -40,7 +40,12 @@ static void *own_in(struct owned **o, int *n, int *cap, size_t bytes)
 	return p;
 }
 
-void *model_own(struct model *m, size_t bytes) { return own_in(&m->owned, &m->n_owned, &m->cap_owned, bytes); }
+/* small buffers from the model's slab (huge pages: bigmem.h), large ones mapped each */
+void *model_own(struct model *m, size_t bytes)
+{
+	return bytes < BIGMEM_MIN ? bigmem_slab_alloc(&m->small, bytes)
+				  : own_in(&m->owned, &m->n_owned, &m->cap_owned, bytes);
+}
 
 /* ---- deterministic dummy weights ---- */
 static uint64_t splitmix(uint64_t *s)
@@ -711,6 +716,7 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 		err_set(e, "model: out of memory for the %zu-byte step scratch", scratch_bytes(m));
 		goto fail;
 	}
+	bigmem_log_hugepages();
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
 	if (m->quant_src_bytes && m->opt.quantize_int8)
@@ -752,6 +758,7 @@ void model_free(struct model *m)
 		if (m->qbufs[i].bytes)
 			bigmem_free(m->qbufs[i].p, m->qbufs[i].bytes);
 	free(m->owned);
+	bigmem_slab_free(&m->small);
 	free(m->qbufs);
 	free(m->layers);
 	free(m->vocab_cols);

@@ -4,6 +4,7 @@
 #define MLA_MODEL_MODEL_INTERNAL_H
 
 #include "base/arena.h"
+#include "base/bigmem.h"
 #include "dist/comm.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -82,6 +83,7 @@ struct model {
 	struct arena arena;       /* per-step scratch */
 	struct owned *owned;      /* buffers to free (model.c) */
 	int n_owned, cap_owned;
+	struct bigmem_slab small; /* the owned buffers under BIGMEM_MIN (model_own) */
 	struct owned *qbufs; /* --quantization fp8's bytes, one buffer per weight (model.c) */
 	int n_qbufs, cap_qbufs;
 };

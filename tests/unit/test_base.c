@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,9 @@
 #include "base/dtype.h"
 #include "base/err.h"
 #include "harness.h"
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 #include "ops/pool.h"
 
 static void test_err_prefix(void)
@@ -203,5 +207,67 @@ static void test_bigmem(void)
 	unsetenv("MLASERVE_MEM_AVAILABLE");
 }
 
+/* whether p lies in a mapping advised MADV_HUGEPAGE ("hg" in /proc/self/smaps' VmFlags) */
+static int in_hugepage_mapping(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	char line[512];
+	int inside = 0, hg = 0;
+	uintptr_t a = (uintptr_t)p;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line; fields start "Name:" */
+			inside = a >= lo && a < hi;
+		else if (inside && !strncmp(line, "VmFlags:", 8)) {
+			hg = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return hg;
+}
+
+/* small buffers from a slab: aligned, zeroed, apart, over several chunks, in huge-page
+ * mappings where those pay, and the large ones refused (they get their own mapping) */
+static void test_bigmem_slab(void)
+{
+	struct bigmem_slab s = {0};
+	EXPECT(bigmem_slab_alloc(&s, BIGMEM_MIN) == NULL);
+	size_t sizes[] = {1, 100, 3 << 20, 64, 0, (3 << 20) + 7, BIGMEM_MIN - 1};
+	enum { N = 56 };
+	unsigned char *p[N];
+	size_t n[N], total = 0;
+	for (int i = 0; i < N; i++) {
+		n[i] = sizes[i % 7];
+		p[i] = bigmem_slab_alloc(&s, n[i]);
+		EXPECT(p[i] != NULL && (uintptr_t)p[i] % 64 == 0);
+		if (!p[i])
+			return;
+		int zero = 1;
+		for (size_t k = 0; k < n[i]; k += 4093)
+			zero &= p[i][k] == 0;
+		EXPECT(zero);
+		memset(p[i], i + 1, n[i]); /* each buffer holds its own mark */
+		total += n[i];
+	}
+	EXPECT(total > 2 * BIGMEM_SLAB_CHUNK && s.n >= 3);
+	int kept = 1;
+	for (int i = 0; i < N; i++)
+		for (size_t k = 0; k < n[i]; k += 997)
+			kept &= p[i][k] == (unsigned char)(i + 1) && p[i][n[i] - 1] == (unsigned char)(i + 1);
+	EXPECT(kept);
+#ifdef __SANITIZE_ADDRESS__
+	for (int i = 0; i < N; i++) /* each buffer's end is checked, as malloc's */
+		EXPECT(__asan_address_is_poisoned(p[i] + ((n[i] + 63) & ~(size_t)63)));
+#endif
+	if (bigmem_hugepages())
+		for (int i = 0; i < N; i += 5)
+			EXPECT(in_hugepage_mapping(p[i]) == 1);
+	bigmem_slab_free(&s);
+	EXPECT(s.n == 0 && s.chunks == NULL && s.left == 0);
+}
+
 TESTS(T(test_err_prefix), T(test_dtype_flag), T(test_bf16_round_trip), T(test_fp8_table), T(test_f16), T(test_arena),
-      T(test_pool_covers_range_once), T(test_pool_ranges_taken_once), T(test_bigmem))
+      T(test_pool_covers_range_once), T(test_pool_ranges_taken_once), T(test_bigmem), T(test_bigmem_slab))
