@@ -348,9 +348,12 @@ const structuredTests = () => {
       assert.ok(seed < 14, `${JSON.stringify(toolChoice)}: no calls in 8 seeds`);
       const params = { model: MODEL, messages: MSG, max_tokens: 300, temperature: 0.8, seed, n: 2, tools: TOOLS, tool_choice: toolChoice };
       const whole = await client.chat.completions.create(params);
-      const got = [[], []], content = ['', ''], finish = [null, null], pieces = [0, 0];
-      for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+      const got = [[], []], content = ['', ''], finish = [null, null], pieces = [0, 0], merged = [false, false];
+      // token_ids tell whether a chunk carries several tokens' text: a reader that falls behind
+      // gets the engine's events merged (as vLLM's), and then one piece is right
+      for await (const chunk of await client.chat.completions.create({ ...params, stream: true, return_token_ids: true })) {
         for (const ch of chunk.choices) {
+          if ((ch.token_ids ?? []).length > 1) merged[ch.index] = true;
           content[ch.index] += ch.delta.content ?? '';
           // a named call streams its arguments: the first delta names it, the next ones
           // only add arguments, joined as OpenAI clients join them
@@ -384,7 +387,7 @@ const structuredTests = () => {
           assert.equal(d.function.name, want[k].function.name, what);
           assert.equal(d.function.arguments, want[k].function.arguments, what);
         });
-        if (typeof toolChoice === 'object') assert.ok(pieces[c.index] > 1, `${what}: the arguments came in one piece`);
+        if (typeof toolChoice === 'object' && !merged[c.index]) assert.ok(pieces[c.index] > 1, `${what}: the arguments came in one piece`);
         calls++;
       }
     }
