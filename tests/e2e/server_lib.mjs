@@ -122,7 +122,9 @@ export function rawRequest(port, bytes, { timeoutMs = 10000 } = {}) {
 export function parseSSE(text) {
   const events = [];
   let done = false;
-  for (const block of text.split('\n\n')) {
+  for (const raw of text.split('\n\n')) {
+    // comment lines (": keep-alive") are skipped, as SSE clients skip them
+    const block = raw.split('\n').filter((l) => !l.startsWith(':')).join('\n');
     if (!block.trim()) continue;
     if (!block.startsWith('data: ')) throw new Error(`bad SSE block: ${JSON.stringify(block)}`);
     const data = block.slice(6);

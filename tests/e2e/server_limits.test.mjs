@@ -109,6 +109,46 @@ describe('limits', () => {
   });
 });
 
+describe('slow first token', () => {
+  test('a stream that waits longer than --http-timeout for its first token is kept open and answered whole', async () => {
+    // one sequence at a time: the stream waits behind 60 others; it gets SSE comments while it
+    // waits (libmicrohttpd closes a connection idle for the timeout: the answer came back empty)
+    await withServer(['--max-num-seqs', '1', '--http-timeout', '1', '--max-waiting-requests', '100'], {}, async (srv) => {
+      const ahead = Array.from({ length: 60 }, () => fetch(`${srv.base}/v1/completions`, {
+        method: 'POST', body: JSON.stringify({ prompt: 'wait', max_tokens: 400, ignore_eos: true }),
+      }).then((r) => r.json()));
+      for (let i = 0; i < 400; i++) { // the others are queued first
+        const m = (await (await fetch(`${srv.base}/metrics`)).text()).match(/^vllm:num_requests_waiting\S* (\d+)/m);
+        if (m && Number(m[1]) >= 40) break;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const t0 = Date.now();
+      const res = await fetch(`${srv.base}/v1/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: 'hi', max_tokens: 20, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+      });
+      assert.equal(res.status, 200);
+      const text = await res.text();
+      const { events, done } = parseSSE(text);
+      const ttftMs = Date.now() - t0;
+      assert.ok(ttftMs >= 1500, `the stream waited only ${ttftMs} ms: the test needs longer than the timeout`);
+      assert.ok(done, `no [DONE] after ${ttftMs} ms: ${JSON.stringify(text.slice(0, 300))}`);
+      // (events may merge tokens when the reader lags: counted by the usage)
+      assert.equal(events.at(-1).usage?.completion_tokens, 20, JSON.stringify(events.at(-1)));
+      assert.deepEqual(events.flatMap((e) => e.choices ?? []).map((c) => c.finish_reason).filter(Boolean), ['length']);
+      assert.match(text, /^: keep-alive\n\n/m);
+      // and through the official client, which skips the comments
+      let usage = null;
+      const stream = await srv.client().completions.create({
+        model: 'tiny-v3', prompt: 'hi', max_tokens: 5, ignore_eos: true, stream: true, stream_options: { include_usage: true },
+      });
+      for await (const c of stream) usage = c.usage ?? usage;
+      assert.equal(usage?.completion_tokens, 5);
+      for (const r of await Promise.all(ahead)) assert.equal(r.usage.completion_tokens, 400);
+    });
+  });
+});
+
 describe('shutdown', () => {
   test('SIGTERM aborts an in-flight stream cleanly and exits 0', async () => {
     const srv = await startServer(['--max-num-seqs', '2']);

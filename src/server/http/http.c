@@ -137,9 +137,18 @@ struct hstream {
 	bool complete;
 };
 
+/* An SSE comment, which clients skip: sent when a stream has had nothing to send for half the
+ * connection timeout (a request queued behind others, a long prefill), because libmicrohttpd
+ * closes a connection idle that long even while this callback waits on the engine (a 30 s
+ * wait for the first token cut the answer, empty, at the default --http-timeout 30). A client
+ * that stops reading still times out: nothing can be written to it. */
+static const char KEEPALIVE[] = ": keep-alive\n\n";
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hstream *st = cls;
+	int timeout_s = st->r->hs->cfg.conn_timeout_s;
+	double t0 = mono_now_s();
 	for (;;) {
 		if (strbuf_unread(&st->out))
 			return (ssize_t)strbuf_take(&st->out, buf, max);
@@ -152,6 +161,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			st->complete = true;
 		else if (!strbuf_unread(&st->out) && !http_client_alive(st->r))
 			return MHD_CONTENT_READER_END_WITH_ERROR; /* client gone: close() cancels */
+		else if (!strbuf_unread(&st->out) && timeout_s > 0 && mono_now_s() - t0 >= timeout_s / 2.0 &&
+			 max >= sizeof KEEPALIVE - 1) {
+			memcpy(buf, KEEPALIVE, sizeof KEEPALIVE - 1);
+			return (ssize_t)(sizeof KEEPALIVE - 1);
+		}
 	}
 }
 
