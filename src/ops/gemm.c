@@ -693,9 +693,8 @@ static void quantize_x(void *arg, int begin, int end, int tid)
 		while (g->q_first[c + 1] <= t)
 			c++;
 		int ji = g->q_job[c], tt = t - g->q_first[c], cols = g->jobs[ji].w->cols;
-		quant_int8_row(g->jobs[ji].x + (size_t)tt * (size_t)g->jobs[ji].ldx, cols,
-			       (uint8_t *)g->qx[ji] + (size_t)tt * (size_t)int8_cols_pad(cols),
-			       (float *)g->sx[ji] + (size_t)tt * (size_t)int8_groups(cols));
+		gemm_int8_quant_x(g->lvl, g->jobs[ji].x + (size_t)tt * (size_t)g->jobs[ji].ldx, cols, g->jobs[ji].n, tt,
+				  (uint8_t *)g->qx[ji], (float *)g->sx[ji] + (size_t)tt * (size_t)int8_groups(cols));
 	}
 }
 
@@ -719,7 +718,7 @@ static void prepare_int8(struct gemm_ctx *g, struct pool *p)
 		}
 		off[i] = total;
 		/* bytes then scales, each job's scales 4-byte aligned */
-		total += ((size_t)j->n * (size_t)int8_cols_pad(j->w->cols) + 3) / 4 * 4 +
+		total += (gemm_int8_x_bytes(g->lvl, j->n, j->w->cols) + 3) / 4 * 4 +
 			 sizeof(float) * (size_t)j->n * (size_t)int8_groups(j->w->cols);
 		g->q_job[g->n_q] = i;
 		g->q_first[g->n_q + 1] = g->q_first[g->n_q] + j->n;
@@ -735,7 +734,7 @@ static void prepare_int8(struct gemm_ctx *g, struct pool *p)
 			const struct gemm_job *j = &g->jobs[i];
 			g->qx[i] = (const uint8_t *)(buf + off[i]);
 			g->sx[i] = (const float *)(const void *)(buf + off[i] +
-							   ((size_t)j->n * (size_t)int8_cols_pad(j->w->cols) + 3) / 4 * 4);
+							   (gemm_int8_x_bytes(g->lvl, j->n, j->w->cols) + 3) / 4 * 4);
 		}
 	over_tokens(p, g->q_first[g->n_q], total, quantize_x, g);
 }

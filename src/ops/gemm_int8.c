@@ -8,9 +8,10 @@
  * AVX-512 VNNI: vpdpbusd multiplies the broadcast 4 offset bytes of a token by a step's 16
  * rows x 4 signed weights and adds the 4 products into each row's int32; qsum removes the
  * 128 offset once per group. AVX-VNNI (its 256-bit VEX form, on AVX2 CPUs: Intel cores since
- * Alder Lake, Zen 5) does the same 8 rows at a time, 2.0-2.3x the AVX2 kernel. AVX2 (no VNNI): vpsignb moves the activation's sign onto the
+ * Alder Lake, Zen 5) does the same 8 rows at a time, 1.8-2.3x the AVX2 kernel. AVX2 (no VNNI): vpsignb moves the activation's sign onto the
  * weights, vpmaddubsw multiplies |qx| (unsigned) by them into int16 pairs (at most
- * 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs into int32. */
+ * 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs into int32. Its x has a
+ * layout of its own (AVX2_X below): qx and |qx| made once per call, not per block and step. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -74,13 +75,32 @@ A2_INLINE __m256i dpbusd256(__m256i acc, __m256i a, __m256i b)
 	return acc;
 }
 
-/* vnni: the offset activations times the weights by vpdpbusd, qsum removed at the end; else
- * the sign moved onto the weights, |x| times them by vpmaddubsw, pairs summed by vpmaddwd */
-A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
-			   size_t ldsx, float *tot, int first, int stream, const int nt, const int vnni)
+/* the int32 sums acc[t][h] (rows 8h..8h+7) of nt tokens, less the offset sums where sub_qs, into tot */
+A2_INLINE void finish_avx2(struct grp gr, __m256i acc[TT2][4], const float *sx_col, size_t ldsx, float *tot,
+			   int first, int sub_qs, const int nt)
+{
+#pragma GCC unroll 2
+	for (int t = 0; t < nt; t++) {
+		__m256 sxv = _mm256_set1_ps(sx_col[(size_t)t * ldsx]);
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++) {
+			__m256i d = acc[t][h];
+			if (sub_qs)
+				d = _mm256_sub_epi32(d, _mm256_loadu_si256((const __m256i *)(const void *)(gr.qs + 8 * h)));
+			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps(gr.sw + 8 * h), sxv);
+			float *o = tot + (size_t)t * R + 8 * h;
+			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
+			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), comb, prev));
+		}
+	}
+}
+
+/* AVX-VNNI: the offset activations (qxu rows ldq apart) times the weights by vpdpbusd, qsum
+ * removed at the end */
+A2_INLINE void tile_vnni_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col, size_t ldsx,
+			   float *tot, int first, int stream, const int nt)
 {
 	__m256i acc[TT2][4];
-	const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 2
 	for (int t = 0; t < nt; t++)
 #pragma GCC unroll 4
@@ -92,79 +112,140 @@ A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const f
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
 			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
 		}
-		if (vnni) {
-			__m256i w[4];
+		__m256i w[4];
 #pragma GCC unroll 4
-			for (int h = 0; h < 4; h++)
-				w[h] = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
-#pragma GCC unroll 2
-			for (int t = 0; t < nt; t++) {
-				int32_t b;
-				memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
-				__m256i xb = _mm256_set1_epi32(b);
-#pragma GCC unroll 4
-				for (int h = 0; h < 4; h++)
-					acc[t][h] = dpbusd256(acc[t][h], xb, w[h]);
-			}
-			continue;
-		}
-		__m256i xs[TT2], xa[TT2];
+		for (int h = 0; h < 4; h++)
+			w[h] = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
 #pragma GCC unroll 2
 		for (int t = 0; t < nt; t++) {
 			int32_t b;
 			memcpy(&b, qx + (size_t)t * ldq + 4 * (size_t)q, 4);
-			xs[t] = _mm256_xor_si256(_mm256_set1_epi32(b), flip);
-			xa[t] = _mm256_abs_epi8(xs[t]);
-		}
+			__m256i xb = _mm256_set1_epi32(b);
 #pragma GCC unroll 4
-		for (int h = 0; h < 4; h++) {
-			__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
-#pragma GCC unroll 2
-			for (int t = 0; t < nt; t++)
-				acc[t][h] = _mm256_add_epi32(
-					acc[t][h],
-					_mm256_madd_epi16(_mm256_maddubs_epi16(xa[t], _mm256_sign_epi8(w, xs[t])), ones));
+			for (int h = 0; h < 4; h++)
+				acc[t][h] = dpbusd256(acc[t][h], xb, w[h]);
 		}
 	}
-#pragma GCC unroll 2
-	for (int t = 0; t < nt; t++) {
-		__m256 sxv = _mm256_set1_ps(sx_col[(size_t)t * ldsx]);
-#pragma GCC unroll 4
-		for (int h = 0; h < 4; h++) {
-			__m256i d = acc[t][h];
-			if (vnni)
-				d = _mm256_sub_epi32(d, _mm256_loadu_si256((const __m256i *)(const void *)(gr.qs + 8 * h)));
-			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps(gr.sw + 8 * h), sxv);
-			float *o = tot + (size_t)t * R + 8 * h;
-			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
-			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), comb, prev));
-		}
-	}
-}
-
-A2_INLINE void block_avx2_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
-			    size_t ldsx, int n, float *tot, int first, const int vnni)
-{
-	for (int t0 = 0; t0 < n; t0 += TT2) {
-		const uint8_t *q = qx + (size_t)t0 * ldq;
-		const float *s = sx_col + (size_t)t0 * ldsx;
-		if (n - t0 >= 2)
-			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2, vnni);
-		else
-			tile_avx2_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1, vnni);
-	}
-}
-
-static A2 void block_avx2(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
-			  size_t ldsx, int n, float *tot, int first)
-{
-	block_avx2_t(gr, qx, ldq, sx_col, ldsx, n, tot, first, 0);
+	finish_avx2(gr, acc, sx_col, ldsx, tot, first, 1, nt);
 }
 
 static A2 void block_vnni(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col,
 			  size_t ldsx, int n, float *tot, int first)
 {
-	block_avx2_t(gr, qx, ldq, sx_col, ldsx, n, tot, first, 1);
+	for (int t0 = 0; t0 < n; t0 += TT2) {
+		const uint8_t *q = qx + (size_t)t0 * ldq;
+		const float *s = sx_col + (size_t)t0 * ldsx;
+		if (n - t0 >= 2)
+			tile_vnni_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
+		else
+			tile_vnni_t(gr, q, ldq, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
+	}
+}
+
+/* AVX2 without VNNI. Its x layout, AVX2_X: tokens in chunks of TOK_CHUNK; a chunk of n tokens
+ * is G runs (one per column group) of n x AVX2_X_TOK bytes, token after token, each token's
+ * run its group's steps of 8 bytes: the step's 4 qx (signed), then their 4 |qx|. So the
+ * tiles of a group read one contiguous run (a qxu row per token was 128 bytes every ldq:
+ * 11% of the kernel's samples sat on those loads), and the kernel does not make qx and |qx|
+ * again for every block (2 of its 18 vector operations per step and token). */
+#define AVX2_X_TOK (INT8_GROUP / 4 * 8)
+
+/* tokens 0 and 1 of a tile, one step: 32 multiply-adds per operation pair. Inline asm: with
+ * intrinsics GCC kept 3-4 of the 8 sums on the stack (all 16 ymm registers are in use). */
+A2_INLINE void step2_avx2(const int8_t *s, const uint8_t *x, __m256i ones, __m256i acc[TT2][4])
+{
+	__m256i xs0, xa0, xs1, xa1, w, t0, t1;
+#define H(off, a0, a1)                                  \
+	"vmovdqu " off "(%[s]), %[w]\n\t"                  \
+	"vpsignb %[xs0], %[w], %[t0]\n\t"                  \
+	"vpsignb %[xs1], %[w], %[t1]\n\t"                  \
+	"vpmaddubsw %[t0], %[xa0], %[t0]\n\t"              \
+	"vpmaddubsw %[t1], %[xa1], %[t1]\n\t"              \
+	"vpmaddwd %[ones], %[t0], %[t0]\n\t"               \
+	"vpmaddwd %[ones], %[t1], %[t1]\n\t"               \
+	"vpaddd %[t0], %[" a0 "], %[" a0 "]\n\t"           \
+	"vpaddd %[t1], %[" a1 "], %[" a1 "]\n\t"
+	__asm__("vpbroadcastd (%[x]), %[xs0]\n\t"
+		"vpbroadcastd 4(%[x]), %[xa0]\n\t"
+		"vpbroadcastd %c[tok](%[x]), %[xs1]\n\t"
+		"vpbroadcastd %c[tok4](%[x]), %[xa1]\n\t"
+		H("0", "a00", "a10") H("32", "a01", "a11") H("64", "a02", "a12") H("96", "a03", "a13")
+		: [a00] "+x"(acc[0][0]), [a01] "+x"(acc[0][1]), [a02] "+x"(acc[0][2]), [a03] "+x"(acc[0][3]),
+		  [a10] "+x"(acc[1][0]), [a11] "+x"(acc[1][1]), [a12] "+x"(acc[1][2]), [a13] "+x"(acc[1][3]),
+		  [xs0] "=&x"(xs0), [xa0] "=&x"(xa0), [xs1] "=&x"(xs1), [xa1] "=&x"(xa1), [w] "=&x"(w), [t0] "=&x"(t0),
+		  [t1] "=&x"(t1)
+		: [x] "r"(x), [s] "r"(s), [ones] "x"(ones), [tok] "i"(AVX2_X_TOK), [tok4] "i"(AVX2_X_TOK + 4),
+		  "m"(*(const char(*)[INT8_STEP])s), "m"(*(const char(*)[AVX2_X_TOK + 8])x));
+#undef H
+}
+
+/* nt tokens of AVX2_X (xt: the first one's run in this group) */
+A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *xt, const float *sx_col, size_t ldsx, float *tot,
+			   int first, int stream, const int nt)
+{
+	__m256i acc[TT2][4];
+	const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+	for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++)
+			acc[t][h] = _mm256_setzero_si256();
+	for (int q = gr.q0; q < gr.q1; q++) {
+		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
+		const uint8_t *x = xt + 8 * (size_t)(q - gr.q0);
+		if (stream) {
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+		}
+		if (nt == 2) {
+			step2_avx2(s, x, ones, acc);
+			continue;
+		}
+		int32_t b, a;
+		memcpy(&b, x, 4);
+		memcpy(&a, x + 4, 4);
+		__m256i xs = _mm256_set1_epi32(b), xa = _mm256_set1_epi32(a);
+#pragma GCC unroll 4
+		for (int h = 0; h < 4; h++) {
+			__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * h));
+			acc[0][h] = _mm256_add_epi32(acc[0][h],
+						     _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(w, xs)), ones));
+		}
+	}
+	finish_avx2(gr, acc, sx_col, ldsx, tot, first, 0, nt);
+}
+
+/* the n tokens of a chunk on group gr (x: the group's run of AVX2_X) */
+static A2 void block_avx2(struct grp gr, const uint8_t *x, const float *sx_col, size_t ldsx, int n, float *tot,
+			  int first)
+{
+	for (int t0 = 0; t0 < n; t0 += TT2) {
+		const uint8_t *xt = x + (size_t)t0 * AVX2_X_TOK;
+		const float *s = sx_col + (size_t)t0 * ldsx;
+		if (n - t0 >= 2)
+			tile_avx2_t(gr, xt, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 2);
+		else
+			tile_avx2_t(gr, xt, s, ldsx, tot + (size_t)t0 * R, first, t0 == 0, 1);
+	}
+}
+
+/* one group of one token, qxu [int8_cols_pad(cols)] (cols <= INT8_GROUP), into its AVX2_X run */
+static A2 void to_avx2_x(const uint8_t *qxu, int cols, uint8_t *o)
+{
+	const __m128i flip = _mm_set1_epi8((char)0x80);
+	int steps = int8_cols_pad(cols) / 4, k = 0;
+	for (; k + 4 <= steps; k += 4) {
+		__m128i v = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(qxu + 4 * k)), flip);
+		__m128i a = _mm_abs_epi8(v);
+		_mm_storeu_si128((__m128i *)(void *)(o + 8 * k), _mm_unpacklo_epi32(v, a));
+		_mm_storeu_si128((__m128i *)(void *)(o + 8 * k + 16), _mm_unpackhi_epi32(v, a));
+	}
+	for (; k < steps; k++)
+		for (int c = 0; c < 4; c++) {
+			int v = (int)qxu[4 * k + c] - 128;
+			o[8 * k + c] = (uint8_t)(int8_t)v;
+			o[8 * k + 4 + c] = (uint8_t)(v < 0 ? -v : v);
+		}
 }
 
 /* ---- AVX-512 VNNI ---- */
@@ -347,6 +428,29 @@ const char *gemm_int8_kernel_name(enum ops_level lvl)
 	return names[gemm_int8_kernel(lvl)];
 }
 
+size_t gemm_int8_x_bytes(enum ops_level lvl, int n, int cols)
+{
+	if (gemm_int8_kernel(lvl) == 1)
+		return (size_t)n * (size_t)int8_groups(cols) * AVX2_X_TOK;
+	return (size_t)n * (size_t)int8_cols_pad(cols);
+}
+
+void gemm_int8_quant_x(enum ops_level lvl, const float *x, int cols, int n, int t, uint8_t *qx, float *sx)
+{
+	if (gemm_int8_kernel(lvl) != 1) {
+		quant_int8_row(x, cols, qx + (size_t)t * (size_t)int8_cols_pad(cols), sx);
+		return;
+	}
+	int G = int8_groups(cols), c0 = t / TOK_CHUNK * TOK_CHUNK, nc = n - c0 < TOK_CHUNK ? n - c0 : TOK_CHUNK;
+	uint8_t *o = qx + ((size_t)c0 * (size_t)G + (size_t)(t - c0)) * AVX2_X_TOK;
+	uint8_t qg[INT8_GROUP];
+	for (int g = 0; g < G; g++) { /* a group at a time: its scale and bytes are those of the whole row's */
+		int a = g * INT8_GROUP, b = a + INT8_GROUP < cols ? a + INT8_GROUP : cols;
+		quant_int8_row(x + a, b - a, qg, sx + g);
+		to_avx2_x(qg, b - a, o + (size_t)g * (size_t)nc * AVX2_X_TOK);
+	}
+}
+
 int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1)
 {
 	const struct wmat *w = j->w;
@@ -355,12 +459,12 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 	size_t ldq = (size_t)int8_cols_pad(w->cols), ldsx = (size_t)G;
 	if (!qx) { /* the caller had no memory for the call's quantized x: a token at a time, on the stack */
 		CHECK(w->cols <= INT8_STACK_COLS);
-		uint8_t q1[INT8_STACK_COLS];
+		_Alignas(64) uint8_t q1[INT8_STACK_COLS / INT8_GROUP * AVX2_X_TOK];
 		float s1[INT8_STACK_COLS / INT8_GROUP];
 		struct gemm_job j1 = *j;
 		j1.n = 1;
 		for (int t = 0; t < j->n; t++, j1.x += j->ldx, j1.y += j->ldy) {
-			quant_int8_row(j1.x, w->cols, q1, s1);
+			gemm_int8_quant_x(lvl, j1.x, w->cols, 1, 0, q1, s1);
 			gemm_panel_int8(lvl, &j1, q1, s1, r0, r1);
 		}
 		return 1;
@@ -384,6 +488,7 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
 		int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
 		const uint8_t *q = qx + (size_t)t0 * ldq;
+		const uint8_t *xa = qx + (size_t)t0 * (size_t)G * AVX2_X_TOK; /* AVX2_X: the chunk's runs */
 		for (rb = rb0; rb < r1; rb += R) {
 			int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
 			if (!G) /* no columns: every sum is 0 */
@@ -396,7 +501,7 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 				else if (kern == 3)
 					block_vnni(gr, q, ldq, s, ldsx, n, tot, g == 0);
 				else if (kern == 1)
-					block_avx2(gr, q, ldq, s, ldsx, n, tot, g == 0);
+					block_avx2(gr, xa + (size_t)g * (size_t)n * AVX2_X_TOK, s, ldsx, n, tot, g == 0);
 				else
 					block_portable(gr, q, ldq, s, ldsx, n, tot, g == 0);
 			}

@@ -84,6 +84,11 @@ void gemm_panel_bf16_avx2(const struct gemm_job *j, int r0, int r1);
  * 1). gemm_int8_kernel: which kernel a level runs (0 portable, 1 AVX2, 2 AVX-512 VNNI, 3 AVX-VNNI). */
 int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t *qx, const float *sx, int r0, int r1);
 int gemm_int8_kernel(enum ops_level lvl);
+/* The quantized x of a call's n tokens as lvl's kernel reads it: gemm_int8_x_bytes bytes (qxu
+ * rows, or the AVX2 kernel's layout), and scales sx [n][int8_groups(cols)]. gemm_int8_quant_x
+ * writes token t's (x: its cols floats; sx: its row of scales) wherever it lies. */
+size_t gemm_int8_x_bytes(enum ops_level lvl, int n, int cols);
+void gemm_int8_quant_x(enum ops_level lvl, const float *x, int cols, int n, int t, uint8_t *qx, float *sx);
 /* gemm_amx.c: the same on AMX tiles (level OPS_AMX); xb holds rows up to a multiple of 16
  * past 16 tokens (prepack_x_elems), their values unused. Returns 1 when it has applied
  * j->round_bf16 itself (as it stores: bf16 weights), 0 when the caller still must. */
