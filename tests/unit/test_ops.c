@@ -17,6 +17,7 @@
 #include "ops/rope.h"
 #include "ops/route.h"
 #include "ops/vec.h"
+#include "ops/vexp.h"
 
 static uint64_t rng_state = 12345;
 static float frand(void) /* uniform [-1, 1) */
@@ -835,6 +836,55 @@ static void test_round_bf16_specials(void)
 	}
 }
 
+static __attribute__((target("avx2,fma"))) void exp8(const float *x, float *y)
+{
+	_mm256_storeu_ps(y, exp256(_mm256_loadu_ps(x)));
+}
+static __attribute__((target("avx512f,fma"))) void exp16(const float *x, float *y)
+{
+	_mm512_storeu_ps(y, exp512(_mm512_loadu_ps(x)));
+}
+
+/* exp256 (vexp.h, AVX2) gives exp512's bits (where the CPU has AVX-512) and is within 2 ulp of
+ * exp, over [-104, 89] (its gradual underflow included: 2^n applied in two steps must round
+ * once, as scalef does), clamped past it, NaN kept */
+static void test_vexp_bits(void)
+{
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+		printf("  (no AVX2: skipped)\n");
+		return;
+	}
+	int has512 = __builtin_cpu_supports("avx512f");
+	enum { N = 16 * 4096 };
+	float *x = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+	for (int i = 0; i < N; i++)
+		x[i] = -104.5f + 194.0f * (float)i / N; /* past both clamps */
+	x[0] = NAN, x[1] = -INFINITY, x[2] = INFINITY, x[3] = 0.0f, x[4] = -87.5f, x[5] = -103.97f, x[6] = 88.72f;
+	for (int i = 0; i < N; i += 8)
+		exp8(x + i, a + i);
+	int bad = 0, bad512 = 0;
+	if (has512)
+		for (int i = 0; i < N; i += 16) {
+			exp16(x + i, b + i);
+			for (int k = i; k < i + 16; k++)
+				bad512 += memcmp(&a[k], &b[k], 4) != 0 && bad512 < 1000;
+		}
+	for (int i = 0; i < N; i++) {
+		if (isnan(x[i])) {
+			bad += !isnan(a[i]);
+			continue;
+		}
+		double xc = x[i] > 88.72f ? 88.72f : x[i] < -104.0f ? -104.0f : x[i];
+		double want = exp(xc), tol = 2.0 * (want < 1.2e-38 ? 1.4e-45 : ldexp(1.0, ilogb(want) - 23));
+		if (fabs(a[i] - want) > tol && bad++ < 3)
+			printf("  exp256(%.9g) = %.9g, want %.9g\n", x[i], a[i], want);
+	}
+	EXPECTF(bad == 0, "%d values off by more than 2 ulp", bad);
+	EXPECTF(bad512 == 0, "%d values differ from exp512", bad512);
+	free(x), free(a), free(b);
+}
+
 int main(int argc, char **argv)
 {
 	struct err e;
@@ -867,6 +917,7 @@ int main(int argc, char **argv)
 		T(test_vec_ops),
 		T(test_round_bf16_specials),
 		T(test_silu_mul_range),
+		T(test_vexp_bits),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);

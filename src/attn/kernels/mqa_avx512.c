@@ -7,7 +7,7 @@
 
 #include "attn/kernels/mqa.h"
 #include "base/dtype.h"
-#include "ops/exp512.h"
+#include "ops/vexp.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define INLINE AVX512 static inline __attribute__((always_inline))
