@@ -98,35 +98,51 @@ static AVX512_FN void silu_mul_avx512(float *out, const float *g, const float *u
 	}
 }
 
-/* the lanes of an 8-lane step with `left` values still to go, as a maskload/maskstore mask */
-static AVX2_FN __m256i tail8(int left)
+/* silu_mul_avx512's 8-lane twin (the same bits: vexp.h): the scalar expf was 2.5% of an int8
+ * prefill at the AVX2 level. The tail goes through a buffer: vmaskmovps stores are slow on AMD. */
+static AVX2_FN __m256 silu_mul8(__m256 g, __m256 u)
 {
-	return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	__m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+	return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-/* silu_mul_avx512's 8-lane twin (the same bits: vexp.h): the scalar expf was 2.5% of an int8
- * prefill at the AVX2 level */
 static AVX2_FN void silu_mul_avx2(float *out, const float *g, const float *u, int n)
 {
-	const __m256 one = _mm256_set1_ps(1.0f);
-	for (int i = 0; i < n; i += 8) {
-		__m256i k = tail8(n - i);
-		__m256 gv = _mm256_maskload_ps(g + i, k);
-		__m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-		__m256 r = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_maskload_ps(u + i, k));
-		_mm256_maskstore_ps(out + i, k, r);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+	if (i < n) {
+		float gb[8] = {0}, ub[8] = {0}, ob[8];
+		memcpy(gb, g + i, sizeof(float) * (size_t)(n - i));
+		memcpy(ub, u + i, sizeof(float) * (size_t)(n - i));
+		_mm256_storeu_ps(ob, silu_mul8(_mm256_loadu_ps(gb), _mm256_loadu_ps(ub)));
+		memcpy(out + i, ob, sizeof(float) * (size_t)(n - i));
 	}
 }
 
-/* exp(x - m) in place and its sum in double, 8 lanes at a time */
+/* exp(x - m) in place and its sum in double, 8 lanes at a time (the tail through a buffer) */
 static AVX2_FN double exp_sum_avx2(float *x, int n, float m)
 {
 	const __m256 vm = _mm256_set1_ps(m);
 	__m256d s0 = _mm256_setzero_pd(), s1 = s0;
 	for (int i = 0; i < n; i += 8) {
-		__m256i k = tail8(n - i);
-		__m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm)), _mm256_castsi256_ps(k));
-		_mm256_maskstore_ps(x + i, k, e);
+		int k = n - i < 8 ? n - i : 8;
+		float b[8];
+		const float *src = x + i;
+		if (k < 8) {
+			for (int j = 0; j < 8; j++)
+				b[j] = j < k ? x[i + j] : m; /* exp(0) = 1 there, masked out below */
+			src = b;
+		}
+		__m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(src), vm));
+		if (k < 8) {
+			e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+						     _mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
+			_mm256_storeu_ps(b, e);
+			memcpy(x + i, b, sizeof(float) * (size_t)k);
+		} else {
+			_mm256_storeu_ps(x + i, e);
+		}
 		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
 		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 	}
