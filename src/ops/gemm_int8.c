@@ -494,7 +494,7 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
 		int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
 		const uint8_t *q = qx + (size_t)t0 * ldq;
-		const uint8_t *xa = qx + (size_t)t0 * (size_t)G * AVX2_X_TOK; /* AVX2_X: the chunk's runs */
+		const uint8_t *xc = qx + (size_t)t0 * (size_t)G * AVX2_X_TOK; /* AVX2_X: the chunk's runs */
 		for (rb = rb0; rb < r1; rb += R) {
 			int nr = r1 - rb < R ? r1 - rb : R, b = rb / R;
 			if (!G) /* no columns: every sum is 0 */
@@ -507,7 +507,7 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 				else if (kern == 3)
 					block_vnni(gr, q, ldq, s, ldsx, n, tot, g == 0);
 				else if (kern == 1)
-					block_avx2(gr, xa + (size_t)g * (size_t)n * AVX2_X_TOK, s, ldsx, n, tot, g == 0);
+					block_avx2(gr, xc + (size_t)g * (size_t)n * AVX2_X_TOK, s, ldsx, n, tot, g == 0);
 				else
 					block_portable(gr, q, ldq, s, ldsx, n, tot, g == 0);
 			}
