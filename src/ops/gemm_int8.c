@@ -29,6 +29,13 @@
  * GEMM input has 18432) */
 #define INT8_STACK_COLS 32768
 
+/* the step PF bytes ahead in the weight stream (a step is 128 bytes) */
+static inline void prefetch_step(const int8_t *s)
+{
+	__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
+	__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
+}
+
 /* group g of block rb: its steps [q0, q1) (w: step q0's bytes) and its scales and offset sums */
 struct grp {
 	const int8_t *w;
@@ -110,10 +117,8 @@ A2_INLINE void tile_vnni_t(struct grp gr, const uint8_t *qx, size_t ldq, const f
 			acc[t][h] = _mm256_setzero_si256();
 	for (int q = gr.q0; q < gr.q1; q++) {
 		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
-		if (stream) {
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
-		}
+		if (stream)
+			prefetch_step(s);
 		__m256i xb[TTV];
 #pragma GCC unroll 3
 		for (int t = 0; t < nt; t++) {
@@ -199,10 +204,8 @@ A2_INLINE void tile_avx2_t(struct grp gr, const uint8_t *xt, const float *sx_col
 	for (int q = gr.q0; q < gr.q1; q++) {
 		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
 		const uint8_t *x = xt + 8 * (size_t)(q - gr.q0);
-		if (stream) {
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
-		}
+		if (stream)
+			prefetch_step(s);
 		if (nt == 2) {
 			step2_avx2(s, x, ones, acc);
 			continue;
@@ -276,10 +279,8 @@ A5_INLINE void tile_512_t(struct grp gr, const uint8_t *qx, size_t ldq, const fl
 		acc[t][0] = acc[t][1] = _mm512_setzero_si512();
 	for (int q = gr.q0; q < gr.q1; q++) {
 		const int8_t *s = gr.w + (size_t)(q - gr.q0) * INT8_STEP;
-		if (stream) {
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF)));
-			__asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)(s + PF + 64)));
-		}
+		if (stream)
+			prefetch_step(s);
 		__m512i w0 = _mm512_loadu_si512((const void *)s), w1 = _mm512_loadu_si512((const void *)(s + 64));
 #pragma GCC unroll 6
 		for (int t = 0; t < nt; t++) {

@@ -7,39 +7,33 @@
 
 #include <immintrin.h>
 
+/* The reduction and polynomial, once for both widths: M(op) names the width's intrinsic, ROUND
+ * its round-to-nearest; declares n (the power of two) and p (exp of the remainder). */
+#define VEXP_POLY(M, T, ROUND, x, n, p)                                                                  \
+	x = M(min_ps)(M(set1_ps)(88.72f), x); /* constant first: a NaN x passes */                      \
+	x = M(max_ps)(M(set1_ps)(-104.0f), x);                                                           \
+	T n = ROUND(M(mul_ps)(x, M(set1_ps)(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+	T vexp_r = M(fnmadd_ps)(n, M(set1_ps)(0.693359375f), x);                                         \
+	vexp_r = M(fnmadd_ps)(n, M(set1_ps)(-2.12194440e-4f), vexp_r);                                  \
+	T p = M(set1_ps)(1.9875691500e-4f);                                                              \
+	p = M(fmadd_ps)(p, vexp_r, M(set1_ps)(1.3981999507e-3f));                                        \
+	p = M(fmadd_ps)(p, vexp_r, M(set1_ps)(8.3334519073e-3f));                                        \
+	p = M(fmadd_ps)(p, vexp_r, M(set1_ps)(4.1665795894e-2f));                                        \
+	p = M(fmadd_ps)(p, vexp_r, M(set1_ps)(1.6666665459e-1f));                                        \
+	p = M(fmadd_ps)(p, vexp_r, M(set1_ps)(5.0000001201e-1f));                                        \
+	p = M(fmadd_ps)(M(mul_ps)(p, vexp_r), vexp_r, M(add_ps)(vexp_r, M(set1_ps)(1.0f)))
+#define VEXP_M512(op) _mm512_##op
+#define VEXP_M256(op) _mm256_##op
+
 static inline __attribute__((always_inline, target("avx512f,fma"))) __m512 exp512(__m512 x)
 {
-	x = _mm512_min_ps(_mm512_set1_ps(88.72f), x); /* constant first: a NaN x passes */
-	x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-	__m512 p = _mm512_set1_ps(1.9875691500e-4f);
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-	p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	VEXP_POLY(VEXP_M512, __m512, _mm512_roundscale_ps, x, n, p);
 	return _mm512_scalef_ps(p, n);
 }
 
 static inline __attribute__((always_inline, target("avx2,fma"))) __m256 exp256(__m256 x)
 {
-	x = _mm256_min_ps(_mm256_set1_ps(88.72f), x); /* constant first: a NaN x passes */
-	x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
-	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-	p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	VEXP_POLY(VEXP_M256, __m256, _mm256_round_ps, x, n, p);
 	/* p * 2^n for n in [-150, 128] as scalef does: two normal powers of two, n = n1 + n2 with
 	 * n1, n2 in [-75, 64]; the first product is exact, the second rounds once (a NaN x has a
 	 * NaN p, whatever n became) */
