@@ -447,8 +447,7 @@ static int panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const u
 {
 	if (lvl >= OPS_AMX)
 		return gemm_panel_amx(j, xb, ldxb, r0, r1);
-	gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
-	return 0;
+	return gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
 }
 
 /* rows [r0, r1) of job ji; returns whether the kernel rounded them (gemm_job.round_bf16) */

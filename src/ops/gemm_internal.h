@@ -67,8 +67,8 @@ int gemm_pack512_min_tokens(enum dtype dt, bool dp);
 
 /* gemm_prepacked512.c: weights packed at load (w->packed, ops/prepack.h), any token count;
  * x as bf16 rows xb [n, ldxb] (gemm_x_to_bf16, ldxb = gemm_prepacked_ldxb(cols)). r0 is a
- * multiple of PREPACK_ROWS. */
-void gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
+ * multiple of PREPACK_ROWS. Returns whether it rounded y (gemm_job.round_bf16). */
+int gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
 /* Tests: which fp8 step decoder the dp kernels use (1: the VBMI byte lookups, when the CPU has
  * them; 0: the arithmetic one; -1, the default: the best the CPU has). Set it while no GEMM
  * runs. */

@@ -867,12 +867,13 @@ static void test_many_jobs(void)
 /* job.round_bf16: the bits of the unrounded job followed by ops_round_bf16 over its outputs,
  * at every level (fp32 and bf16 x), plain and accumulating, with and without the pool, and
  * through prepack_gemm_1t */
-static void test_round_output(void)
+/* gemm_job.round_bf16 on packed weights w (rows R, cols C) at every level: the same bits as
+ * the GEMM followed by ops_round_bf16 (the prepacked kernels round as they store the last
+ * chunk, the others after the panel) */
+enum { RO_R = 100, RO_C = 513 };
+static void round_output_on(const struct wmat *w, const char *what)
 {
-	enum { R = 100, C = 513, LDY = 103, NMAX = 600 };
-	struct pbuf b;
-	pbuf_make(&b, R, C);
-	pbuf_pack(&b, g_pool);
+	enum { R = RO_R, C = RO_C, LDY = 103, NMAX = 600 };
 	float *y0 = malloc(sizeof(float) * NMAX * LDY), *y1 = malloc(sizeof(float) * NMAX * LDY);
 	uint16_t *xb = malloc(sizeof(uint16_t) * prepack_x_elems(NMAX, C));
 	int ns[] = {1, 5, 33, 64, 100, 600}; /* 100, 600: the AMX blocked path, one and two token groups */
@@ -885,7 +886,7 @@ static void test_round_output(void)
 					continue;
 				for (int i = 0; i < n * LDY; i++) /* not bf16-exact: the rounding shows */
 					y0[i] = y1[i] = frand() * 1.001f;
-				struct gemm_job j = {.w = &b.w,
+				struct gemm_job j = {.w = w,
 						     .x = x,
 						     .ldx = C,
 						     .y = y0,
@@ -903,13 +904,48 @@ static void test_round_output(void)
 				for (int t = 0; t < n; t++)
 					ops_round_bf16(y0 + (size_t)t * LDY, R);
 				EXPECTF(!memcmp(y0, y1, sizeof(float) * (size_t)n * LDY),
-					"rounded output differs: n=%d level %d acc %d pool %d bf16 x %d", n, lvl,
-					v & 1, (v >> 1) & 1, (v >> 2) & 1);
+					"%s: rounded output differs: n=%d level %d acc %d pool %d bf16 x %d", what, n,
+					lvl, v & 1, (v >> 1) & 1, (v >> 2) & 1);
 			}
 		free(x);
 	}
 	free(y0), free(y1), free(xb);
+}
+
+static void test_round_output(void)
+{
+	struct pbuf b;
+	pbuf_make(&b, RO_R, RO_C);
+	pbuf_pack(&b, g_pool);
+	round_output_on(&b.w, "bf16");
 	pbuf_free(&b);
+	/* fp8 with 128 x 128 block scales: one token (two blocks at a time), a few (decoded in
+	 * the kernel) and many (decoded once per chunk) take different kernels */
+	uint8_t *d = malloc((size_t)RO_R * RO_C);
+	for (size_t i = 0; i < (size_t)RO_R * RO_C; i++) {
+		uint8_t q = (uint8_t)(rbits() >> 5);
+		d[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
+	}
+	float scale[4 * 5];
+	for (int i = 0; i < 4 * 5; i++)
+		scale[i] = 0.01f * (float)(i + 1);
+	struct wmat f = {.dtype = DT_F8_E4M3,
+			 .data = d,
+			 .rows = RO_R,
+			 .cols = RO_C,
+			 .ld = RO_C,
+			 .scale = scale,
+			 .scale_ld = 5,
+			 .blk_r = 128,
+			 .blk_c = 128};
+	uint32_t *pk = NULL;
+	if (prepack_wanted(&f, true)) {
+		pk = pk_alloc(prepack_bytes(&f));
+		prepack_weights(&f, pk, g_pool);
+	}
+	round_output_on(&f, "fp8");
+	free(pk);
+	free(d);
 }
 
 int main(int argc, char **argv)
