@@ -864,12 +864,10 @@ static void test_many_jobs(void)
 		pbuf_free(&w[i]);
 }
 
-/* job.round_bf16: the bits of the unrounded job followed by ops_round_bf16 over its outputs,
- * at every level (fp32 and bf16 x), plain and accumulating, with and without the pool, and
- * through prepack_gemm_1t */
-/* gemm_job.round_bf16 on packed weights w (rows R, cols C) at every level: the same bits as
- * the GEMM followed by ops_round_bf16 (the prepacked kernels round as they store the last
- * chunk, the others after the panel) */
+/* job.round_bf16 on weights w (RO_R x RO_C, packed where the level packs them): the bits of
+ * the unrounded job followed by ops_round_bf16 over its outputs, at every level (fp32 and bf16
+ * x), plain and accumulating, with and without the pool, and through prepack_gemm_1t (the
+ * prepacked AVX-512 kernels round as they store the last chunk, the others after the panel) */
 enum { RO_R = 100, RO_C = 513 };
 static void round_output_on(const struct wmat *w, const char *what)
 {
