@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { parseSSE, rawRequest, startServer, waitIdle } from './server_lib.mjs';
+import { metrics, parseSSE, rawRequest, startServer, waitIdle } from './server_lib.mjs';
 
 const MSG = [{ role: 'user', content: 'Hi' }];
 
@@ -114,13 +114,24 @@ describe('slow first token', () => {
     // one sequence at a time: the stream waits behind 60 others; it gets SSE comments while it
     // waits (libmicrohttpd closes a connection idle for the timeout: the answer came back empty)
     await withServer(['--max-num-seqs', '1', '--http-timeout', '1', '--max-waiting-requests', '100'], {}, async (srv) => {
-      const ahead = Array.from({ length: 60 }, () => fetch(`${srv.base}/v1/completions`, {
-        method: 'POST', body: JSON.stringify({ prompt: 'wait', max_tokens: 400, ignore_eos: true }),
-      }).then((r) => r.json()));
-      for (let i = 0; i < 400; i++) { // the others are queued first
-        const m = (await (await fetch(`${srv.base}/metrics`)).text()).match(/^vllm:num_requests_waiting\S* (\d+)/m);
-        if (m && Number(m[1]) >= 40) break;
-        await new Promise((resolve) => setTimeout(resolve, 5));
+      // The others are queued first, ten at a time, each ten once the server has them: this
+      // client opening all 60 connections at once on a loaded 2-core machine sent some of the
+      // requests over a second after connecting, and the server closed those connections as
+      // idle, as --http-timeout 1 asks. The first fetch loads node's HTTP client.
+      await (await fetch(`${srv.base}/v1/models`)).json();
+      const seen = async () => Object.entries((await metrics(srv.base)).values)
+        .filter(([k]) => /^vllm:(num_requests_waiting|num_requests_running|request_success_total)\{/.test(k))
+        .reduce((n, [, v]) => n + v, 0);
+      const ahead = [];
+      for (let b = 0; b < 6; b++) {
+        for (let i = 0; i < 10; i++) {
+          const p = fetch(`${srv.base}/v1/completions`, {
+            method: 'POST', body: JSON.stringify({ prompt: 'wait', max_tokens: 400, ignore_eos: true }),
+          }).then((r) => r.json());
+          p.catch(() => {}); // awaited below; a failure fails the test there
+          ahead.push(p);
+        }
+        for (let i = 0; i < 400 && (await seen()) < ahead.length; i++) await new Promise((resolve) => setTimeout(resolve, 5));
       }
       const t0 = Date.now();
       const res = await fetch(`${srv.base}/v1/completions`, {
