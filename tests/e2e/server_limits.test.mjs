@@ -115,9 +115,9 @@ describe('slow first token', () => {
     // waits (libmicrohttpd closes a connection idle for the timeout: the answer came back empty)
     await withServer(['--max-num-seqs', '1', '--http-timeout', '1', '--max-waiting-requests', '100'], {}, async (srv) => {
       // The others are queued first, ten at a time, each ten once the server has them: this
-      // client opening all 60 connections at once on a loaded 2-core machine sent some of the
-      // requests over a second after connecting, and the server closed those connections as
-      // idle, as --http-timeout 1 asks. The first fetch loads node's HTTP client.
+      // client, opening all 60 connections at once on a 2-core VM, sent some of the requests
+      // over a second after connecting, and the server closed those connections as idle, as
+      // --http-timeout 1 asks. The first fetch loads node's HTTP client.
       await (await fetch(`${srv.base}/v1/models`)).json();
       const seen = async () => Object.entries((await metrics(srv.base)).values)
         .filter(([k]) => /^vllm:(num_requests_waiting|num_requests_running|request_success_total)\{/.test(k))
