@@ -421,27 +421,42 @@ static void test_prepack_f32_and_1t(void)
  * the GEMM on them matches the double reference (decoding is exact) at every token count,
  * each token's result independent of its batch. Column offsets off a scale block: not
  * packed. */
+/* rows x cols random e4m3 bytes (no NaN) with 128 x 128 block scales 0.01, 0.02, ... (row-major
+ * blocks); fp8_free releases both */
+static struct wmat fp8_make(int rows, int cols)
+{
+	uint8_t *d = malloc((size_t)rows * (size_t)cols);
+	for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++) {
+		uint8_t q = (uint8_t)(rbits() >> 5);
+		d[i] = (q & 0x7f) == 0x7f ? 0x3c : q;
+	}
+	int sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+	float *scale = malloc(sizeof(float) * (size_t)sr * (size_t)sc);
+	for (int i = 0; i < sr * sc; i++)
+		scale[i] = 0.01f * (float)(i + 1);
+	return (struct wmat){.dtype = DT_F8_E4M3,
+			     .data = d,
+			     .rows = rows,
+			     .cols = cols,
+			     .ld = cols,
+			     .scale = scale,
+			     .scale_ld = sc,
+			     .blk_r = 128,
+			     .blk_c = 128};
+}
+
+static void fp8_free(struct wmat *w)
+{
+	free((void *)w->data);
+	free((void *)w->scale);
+}
+
 static void test_fp8(void)
 {
 	enum { R = 300, C = 520 }; /* 3 x 5 scale blocks, partial ones at both ends */
-	uint8_t *d = malloc((size_t)R * C);
-	for (size_t i = 0; i < (size_t)R * C; i++) {
-		uint8_t q = (uint8_t)(rbits() >> 5);
-		d[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
-	}
-	int sr = (R + 127) / 128, sc = (C + 127) / 128;
-	float *scale = malloc(sizeof(float) * (size_t)sr * sc);
-	for (int i = 0; i < sr * sc; i++)
-		scale[i] = 0.01f * (float)(i + 1);
-	struct wmat full = {.dtype = DT_F8_E4M3,
-			    .data = d,
-			    .rows = R,
-			    .cols = C,
-			    .ld = C,
-			    .scale = scale,
-			    .scale_ld = sc,
-			    .blk_r = 128,
-			    .blk_c = 128};
+	struct wmat full = fp8_make(R, C);
+	const float *scale = full.scale;
+	int sc = full.scale_ld;
 	struct {
 		int r0, nr, c0, nc;
 	} vs[] = {{0, R, 0, C}, {40, 200, 128, 392}, {97, 33, 256, 7}, {1, 31, 384, 136}};
@@ -547,7 +562,7 @@ static void test_fp8(void)
 	struct wmat off = wmat_view(&full, 0, 64, 100, 200); /* columns start inside a scale block */
 	EXPECT(!prepack_wanted(&off, true));
 	EXPECT(!prepack_wanted(&off, false));
-	free(d), free(scale);
+	fp8_free(&full);
 }
 
 /* whether a GEMM at lvl (capped to the CPU's) reads a bf16 weight's packed copy: the
@@ -919,23 +934,7 @@ static void test_round_output(void)
 	pbuf_free(&b);
 	/* fp8 with 128 x 128 block scales: one token (two blocks at a time), a few (decoded in
 	 * the kernel) and many (decoded once per chunk) take different kernels */
-	uint8_t *d = malloc((size_t)RO_R * RO_C);
-	for (size_t i = 0; i < (size_t)RO_R * RO_C; i++) {
-		uint8_t q = (uint8_t)(rbits() >> 5);
-		d[i] = (q & 0x7f) == 0x7f ? 0x3c : q; /* no NaN */
-	}
-	float scale[4 * 5];
-	for (int i = 0; i < 4 * 5; i++)
-		scale[i] = 0.01f * (float)(i + 1);
-	struct wmat f = {.dtype = DT_F8_E4M3,
-			 .data = d,
-			 .rows = RO_R,
-			 .cols = RO_C,
-			 .ld = RO_C,
-			 .scale = scale,
-			 .scale_ld = 5,
-			 .blk_r = 128,
-			 .blk_c = 128};
+	struct wmat f = fp8_make(RO_R, RO_C);
 	uint32_t *pk = NULL;
 	if (prepack_wanted(&f, true)) {
 		pk = pk_alloc(prepack_bytes(&f));
@@ -943,7 +942,7 @@ static void test_round_output(void)
 	}
 	round_output_on(&f, "fp8");
 	free(pk);
-	free(d);
+	fp8_free(&f);
 }
 
 int main(int argc, char **argv)
