@@ -38,8 +38,14 @@ for t in tests/e2e/*.sh; do
 	echo "$name: $p passed, $f failed"
 	pass=$((pass + p)); fail=$((fail + f))
 done
-# End-to-end tests through the official openai npm client (node's test runner).
-if ls tests/e2e/*.test.mjs >/dev/null 2>&1 && [ -d tests/e2e/node_modules ]; then
+# End-to-end tests through the official openai npm client (node's test runner). Without
+# tests/e2e/node_modules (the openai package) or node they cannot run: say so, count nothing.
+if ls tests/e2e/*.test.mjs >/dev/null 2>&1 && ! [ -d tests/e2e/node_modules ]; then
+	echo "node e2e: skipped: tests/e2e/node_modules is missing" \
+		"(cd tests/e2e && npm ci; scripts/test.sh does it)"
+elif ls tests/e2e/*.test.mjs >/dev/null 2>&1 && ! command -v node >/dev/null; then
+	echo "node e2e: skipped: node is not on PATH (scripts/install-deps.sh installs it)"
+elif ls tests/e2e/*.test.mjs >/dev/null 2>&1; then
 	BUILD="$BUILD" timeout 1200 node --test --test-reporter=tap tests/e2e/ >"$log" 2>&1
 	p=$(grep -cE '^ *ok [0-9]+ ' "$log"); f=$(grep -cE '^ *not ok [0-9]+ ' "$log")
 	grep -E '^ *not ok [0-9]+ ' "$log" | sed 's/^/[node] /'
