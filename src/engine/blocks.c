@@ -361,7 +361,7 @@ int blocks_allocate(struct block_pool *p, struct kv_seq *s, const int32_t *token
 	return 0;
 }
 
-void blocks_free(struct block_pool *p, struct kv_seq *s)
+void blocks_free_seq(struct block_pool *p, struct kv_seq *s)
 {
 	for (int i = s->n_blocks - 1; i >= 0; i--) {
 		struct blk *b = &p->b[s->blocks[i]];

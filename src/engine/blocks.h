@@ -36,7 +36,7 @@ struct block_pool;
 /* n_blocks includes the null block 0 (so n_blocks - 1 are usable); hash_key keys the hash
  * (a random per-process value, like vLLM's NONE_HASH). */
 int blocks_new(int n_blocks, int block_size, bool caching, uint64_t hash_key, struct block_pool **out, struct err *e);
-void blocks_free_pool(struct block_pool *p);
+void blocks_free_pool(struct block_pool *p); /* the pool itself, every block with it */
 
 int blocks_size(const struct block_pool *p);                  /* tokens per block */
 int blocks_total(const struct block_pool *p);                 /* usable blocks (excludes block 0) */
@@ -65,9 +65,10 @@ int blocks_find_cached(struct block_pool *p, struct kv_seq *s, const int32_t *to
 int blocks_allocate(struct block_pool *p, struct kv_seq *s, const int32_t *tokens, int n_tokens, int n_computed,
 		    int n_new, const int32_t *hit, int n_hit);
 
-/* Drops s's references, last block first, so a sequence's tail is evicted before its
- * head. Freed blocks keep their hash (eviction candidates). */
-void blocks_free(struct block_pool *p, struct kv_seq *s);
+/* Frees one sequence's blocks (not s itself: kv_seq_fini): drops s's references, last
+ * block first, so a sequence's tail is evicted before its head. Freed blocks keep their
+ * hash (eviction candidates). */
+void blocks_free_seq(struct block_pool *p, struct kv_seq *s);
 
 /* Blocks still referenced (for leak checks): usable - free. */
 int blocks_num_used(const struct block_pool *p);

@@ -165,7 +165,7 @@ void sched_finish(struct sched *s, struct sched_req *r, enum engine_finish why)
 	} else {
 		wait_remove(s, r);
 	}
-	blocks_free(s->pool, &r->kv);
+	blocks_free_seq(s->pool, &r->kv);
 	r->status = SREQ_FINISHED;
 	r->finish = why;
 }
@@ -174,7 +174,7 @@ void sched_finish(struct sched *s, struct sched_req *r, enum engine_finish why)
  * priority policy: back to its place by (priority, arrival)). */
 static void preempt(struct sched *s, struct sched_req *r)
 {
-	blocks_free(s->pool, &r->kv);
+	blocks_free_seq(s->pool, &r->kv);
 	r->status = SREQ_PREEMPTED;
 	r->n_computed = 0;
 	r->n_spec = 0;

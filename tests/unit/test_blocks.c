@@ -45,7 +45,7 @@ static void test_null_block_and_fifo(void)
 	EXPECT_EQ_INT(blocks_allocate(p, &s, tok, 24, 13, 11, NULL, 0), -1);
 	EXPECT_EQ_INT(s.n_blocks, 4);
 	EXPECT_EQ_INT(blocks_num_free(p), 1);
-	blocks_free(p, &s);
+	blocks_free_seq(p, &s);
 	EXPECT_EQ_INT(blocks_num_free(p), 5);
 	EXPECT_EQ_INT(blocks_num_used(p), 0);
 	kv_seq_fini(&s);
@@ -93,8 +93,8 @@ static void test_prefix_hit_and_cap(void)
 	seq_make(&f);
 	tokd[0] = 9;
 	EXPECT_EQ_INT(blocks_find_cached(p, &f, tokd, 12, hit), 0);
-	blocks_free(p, &a);
-	blocks_free(p, &b);
+	blocks_free_seq(p, &a);
+	blocks_free_seq(p, &b);
 	EXPECT_EQ_INT(blocks_num_used(p), 0);
 	/* freed blocks keep their hashes: still a hit */
 	struct kv_seq g;
@@ -104,7 +104,7 @@ static void test_prefix_hit_and_cap(void)
 	int free_before = blocks_num_free(p);
 	EXPECT_EQ_INT(blocks_allocate(p, &g, tok13, 13, 0, 1, hit, 3), 0);
 	EXPECT_EQ_INT(blocks_num_free(p), free_before - 4);
-	blocks_free(p, &g);
+	blocks_free_seq(p, &g);
 	kv_seq_fini(&a);
 	kv_seq_fini(&b);
 	kv_seq_fini(&c);
@@ -132,7 +132,7 @@ static void test_eviction_order(void)
 	EXPECT_EQ_INT(blocks_num_free(p), 0);
 	int32_t a_ids[4];
 	memcpy(a_ids, a.blocks, sizeof a_ids);
-	blocks_free(p, &a);
+	blocks_free_seq(p, &a);
 	int32_t tc[4] = {900, 901, 902, 903};
 	EXPECT_EQ_INT(blocks_allocate(p, &c, tc, 4, 0, 4, NULL, 0), 0);
 	EXPECT_EQ_INT(c.blocks[0], a_ids[3]); /* tail of A evicted first */
@@ -144,8 +144,8 @@ static void test_eviction_order(void)
 	/* A again: blocks 0..2 still hit (block 3 was evicted) */
 	EXPECT_EQ_INT(blocks_find_cached(p, &d, ta, 16, hit), 3);
 	EXPECT_EQ_INT(hit[0], a_ids[0]);
-	blocks_free(p, &b);
-	blocks_free(p, &c);
+	blocks_free_seq(p, &b);
+	blocks_free_seq(p, &c);
 	EXPECT_EQ_INT(blocks_num_used(p), 0);
 	kv_seq_fini(&a);
 	kv_seq_fini(&b);
@@ -166,7 +166,7 @@ static void test_chain_distinguishes_prefix(void)
 	EXPECT_EQ_INT(blocks_allocate(p, &a, t1, 8, 0, 8, NULL, 0), 0);
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, t2, 9, hit), 0);
-	blocks_free(p, &a);
+	blocks_free_seq(p, &a);
 	kv_seq_fini(&a);
 	kv_seq_fini(&b);
 	blocks_free_pool(p);
@@ -197,7 +197,7 @@ static void test_salt_isolates(void)
 	d.salt = blocks_salt(p, "tenant-a", 8);
 	EXPECT_EQ_INT(blocks_find_cached(p, &d, t, 9, hit), 2); /* the same salt */
 	EXPECT(hit[0] == a.blocks[0] && hit[1] == a.blocks[1]);
-	blocks_free(p, &a);
+	blocks_free_seq(p, &a);
 	kv_seq_fini(&a);
 	kv_seq_fini(&b);
 	kv_seq_fini(&c);
@@ -216,7 +216,7 @@ static void test_caching_off(void)
 	int32_t hit[4];
 	EXPECT_EQ_INT(blocks_find_cached(p, &b, tok, 8, hit), 0);
 	EXPECT(!blocks_is_cached(p, a.blocks[0]));
-	blocks_free(p, &a);
+	blocks_free_seq(p, &a);
 	kv_seq_fini(&a);
 	kv_seq_fini(&b);
 	blocks_free_pool(p);
