@@ -72,11 +72,29 @@ Official code vs golden README: no disagreement found in the numerics.  Notes:
     follows the tilelang kernels, as the goldens do.
   * convert.py's name filter lists "tie2eid" (sic) next to "hc", "attn_sink", "ape"; harmless,
     tid2eid's key falls back to "gate", which the mapping leaves unchanged.
-vLLM / HF transformers differences (from the golden README, not re-checked here): HF's mHC uses
-sigmoid comb, full Sinkhorn rounds, post = sigmoid + eps and the transposed residual mix; HF's
-shared expert is unclamped; HF uses plain RoPE for every layer's window attention and vLLM YaRN
-for every layer; HF has no act quant / Hadamard / FP4 indexer simulation and no causal mask on
-the indexer in prefill; vLLM runs wo_a as an FP8 einsum with act-quantised input."""
+  * RoPE: model.py's freqs_cis is complex64 (torch.polar of float32 angles); its cos / sin are the
+    C library's cosf / sinf, which glibc does not round correctly; this file calls libm's cosf /
+    sinf through ctypes (without them: float32-rounded math.cos / sin, ~5e-8 off in the logits).
+Golden fixture vs its README: `lenN.experts.i32` is not [n_layers, L, k] as the README says but
+[n_layers + 2, L, k] (meta experts_shape [6, L, 2]): blocks 0, 1, 2, 3, 4, 5 hold layers 0, 1, 0, 1,
+2, 3 (the two hash layers twice); --check matches blocks to layers by content.  The README's Q1
+calls act-quant ON the oracle's default while the primary goldens (logits_file) are act-quant OFF,
+and its "o (512-dim incl. rope part)" / "448 non-RoPE dims" are the full model's sizes (tiny-v4:
+head_dim 96, 64 non-RoPE dims).
+vLLM / HF transformers vs the official code:
+  * vLLM (vllm/model_executor/models/deepseek_v4.py, read): compress_ratio = max(1, ratio) (and 1
+    for the MTP layer); every layer gets rope_type deepseek_yarn (mscale disabled) with
+    rope_theta for ratio <= 1 and compress_rope_theta otherwise, so YaRN scaling IS applied on the
+    window-only layers, which model.py leaves unscaled (original_seq_len 0 there); wo_a is an FP8
+    ColumnParallelLinear run as a bmm (act-quantised input) where model.py dequantises it to BF16
+    (convert.py) and uses a BF16 einsum; the DeepGEMM MegaMoE path quantises the MoE input in
+    ue8m0 groups of 32 (model.py's act_quant: groups of 128); the shared expert is clamped
+    (SiluAndMulWithClamp), as in the current official revision.
+  * HF transformers (from the golden README, not re-read here): mHC comb = sigmoid + eps with
+    `iters` full (row, column) rounds, post = sigmoid + eps and the transposed residual mix
+    (out[j] = sum_k comb[j][k] x[k]); unclamped shared expert; plain rope_theta RoPE for every
+    layer's window attention; no act quant, Hadamard or FP4 indexer simulation, and no causal
+    mask on the indexer scores / compressed entries in prefill."""
 import json, math, os, struct, sys, time
 from operator import mul
 
