@@ -220,8 +220,6 @@ void sched_step(struct sched *s, struct sched_output *o)
 	for (int i = 0; i < s->n_running && budget > 0;) {
 		struct sched_req *r = s->running[i];
 		int n = r->n_tokens + r->n_spec - r->n_computed;
-		if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
-			n = s->c.long_prefill_token_threshold;
 		if (r->max_chunk > 0 && n > r->max_chunk)
 			n = r->max_chunk;
 		if (r->max_chunk > 0 && n > chunked)
@@ -287,8 +285,6 @@ void sched_step(struct sched *s, struct sched_output *o)
 				n_hit--;
 			int n_cached = n_hit * blocks_size(s->pool);
 			int n = r->n_tokens - n_cached;
-			if (s->c.long_prefill_token_threshold > 0 && n > s->c.long_prefill_token_threshold)
-				n = s->c.long_prefill_token_threshold;
 			if (r->max_chunk > 0 && n > r->max_chunk)
 				n = r->max_chunk;
 			if (r->max_chunk > 0 && n > chunked)

@@ -61,9 +61,8 @@ struct sched_config {
 	int max_num_seqs;
 	int max_num_batched_tokens;
 	int max_model_len;
-	int long_prefill_token_threshold; /* 0 = off */
-	int chunk_budget;                 /* > 0: the tokens per step of all requests with a max_chunk
-				 * together (their logits rows: prompt logprobs) */
+	int chunk_budget; /* > 0: the tokens per step of all requests with a max_chunk together
+			   * (their logits rows: prompt logprobs) */
 	/* vLLM's --scheduling-policy priority: the waiting queue is ordered by (priority,
 	 * arrival) instead of arrival, and when blocks run out the running request with the
 	 * largest (priority, arrival) is preempted instead of the most recently admitted */
@@ -112,7 +111,8 @@ void sched_step(struct sched *s, struct sched_output *o);
 /* After the forward: sampled[i] is the token for o->reqs[i], or -1 when that request is still
  * mid-prefill (no logits row). Appends tokens, applies the token stop conditions (finish_check
  * without text), and finishes (frees the blocks of) stopped requests. Returns the number of
- * requests that finished. */
+ * requests that finished. The tests' whole-step form of sched_req_append, as is
+ * sched_update_n (the engine appends request by request). */
 int sched_update(struct sched *s, const struct sched_output *o, const int32_t *sampled);
 /* One request's part of sched_update_n: appends its n tokens up to the first that ends it;
  * true if it finished. Nothing for a request that is not running or for n <= 0. */
