@@ -39,19 +39,21 @@ static struct finish_verdict token_verdict(const struct finish_in *in)
 	return verdict(ENGINE_FINISH_NONE, -1, NULL);
 }
 
-struct finish_verdict finish_check(const struct finish_in *in, struct err *e)
+struct finish_verdict finish_check(const struct finish_in *in)
 {
-	if (in->tok < 0)
-		return guide_verdict(in->guide);
+	return in->tok < 0 ? guide_verdict(in->guide) : token_verdict(in);
+}
+
+struct finish_verdict finish_check_text(const struct finish_in *in, struct seq_text *text, bool include_stop_str,
+					struct err *e)
+{
 	struct finish_verdict v = token_verdict(in);
-	if (!in->text)
-		return v;
 	/* vLLM V1 detokenizer: the token that stop-terminated the request in the engine (EOS or
 	 * a stop token id) is not detokenized unless include_stop_str_in_output; stop strings
 	 * are not looked for in the text of the first min_tokens tokens */
-	if (v.why == ENGINE_FINISH_STOP && !in->include_stop_str)
+	if (v.why == ENGINE_FINISH_STOP && !include_stop_str)
 		return v;
-	int stop = seq_text_push(in->text, in->tok, in->n_out > in->min_tokens, e);
+	int stop = seq_text_push(text, in->tok, in->n_out > in->min_tokens, e);
 	if (stop < 0)
 		return verdict(ENGINE_FINISH_ABORT, v.stop_token, e->msg);
 	if (stop == 1) /* a stop string in the very token that hit the length still wins */

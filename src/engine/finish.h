@@ -1,11 +1,12 @@
 /* Why a sequence ends: the one decision and its one enum (nano-vllm's postprocess, with
- * vLLM's stop strings and our grammar ends). finish_check applies every stop condition of
- * spec B.6 in one order: the length limits first (so max_model_len is never passed), then,
- * past min_tokens, EOS and the stop token ids, then a stop string completed in the token's
- * text, then the grammar's end. The scheduler calls it without the text when it appends a
- * token (so that it appends nothing past an end); the engine's output stage calls it again
- * for the same token with the text, which gives the same verdict plus what only the text
- * can tell. Pure: token ids and counts, no tensors, no requests. */
+ * vLLM's stop strings and our grammar ends). The stop conditions of spec B.6 in one order:
+ * the length limits first (so max_model_len is never passed), then, past min_tokens, EOS
+ * and the stop token ids, then a stop string completed in the token's text, then the
+ * grammar's end. The scheduler calls finish_check when it appends a token (so that it
+ * appends nothing past an end): pure, token ids and counts only, no tensors, no requests.
+ * The engine's output stage calls finish_check_text for the same token, which gives the
+ * same verdict plus what only the text can tell, and is not pure: it appends the token's
+ * text to the choice's output (once per token). */
 #ifndef MLA_ENGINE_FINISH_H
 #define MLA_ENGINE_FINISH_H
 
@@ -42,11 +43,6 @@ struct finish_in {
 	int32_t eos; /* -1: none */
 	const int32_t *stop_ids;
 	int n_stop_ids;
-	/* the output stage: the token's text is added (unless EOS or a stop id ended it and
-	 * include_stop_str is false, as vLLM's detokenizer) and stop strings looked for past
-	 * min_tokens. NULL: the scheduler's call, the token rules only */
-	struct seq_text *text;
-	bool include_stop_str;
 	enum finish_guide guide; /* with tok -1 */
 };
 
@@ -56,6 +52,13 @@ struct finish_verdict {
 	const char *error;  /* ABORT: the message (e's, or a static string) */
 };
 
-struct finish_verdict finish_check(const struct finish_in *in, struct err *e);
+/* The token rules for in->tok, or with tok -1 the grammar's verdict. Pure. */
+struct finish_verdict finish_check(const struct finish_in *in);
+/* The output stage's verdict on in->tok (>= 0): finish_check's, and a stop string that the
+ * token's text completes past min_tokens. Appends that text to *text first, unless EOS or a
+ * stop id ended the output and include_stop_str is false (as vLLM's detokenizer). ABORT with
+ * e's message when the text cannot be added. */
+struct finish_verdict finish_check_text(const struct finish_in *in, struct seq_text *text, bool include_stop_str,
+					struct err *e);
 
 #endif

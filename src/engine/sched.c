@@ -349,7 +349,7 @@ static bool append_tokens(struct sched *s, struct sched_req *r, const int32_t *t
 		CHECK(r->n_tokens < r->max_len);
 		r->tokens[r->n_tokens++] = tok[j];
 		struct finish_in in = sched_req_finish_in(s, r, sched_req_n_output(r));
-		struct finish_verdict v = finish_check(&in, NULL);
+		struct finish_verdict v = finish_check(&in);
 		if (v.why != ENGINE_FINISH_NONE) {
 			r->stop_token = v.stop_token;
 			sched_finish(s, r, v.why);

@@ -103,8 +103,7 @@ void sched_add(struct sched *s, struct sched_req *r);
 /* Removes r wherever it is, frees its blocks, marks it FINISHED with `why`. Do not call
  * between sched_step and sched_update for a request in that step's output. */
 void sched_finish(struct sched *s, struct sched_req *r, enum engine_finish why);
-/* The finish_check input of r's output token n_out (1-based; already appended), without
- * the output stage's part (text NULL). */
+/* The finish_check input of r's output token n_out (1-based; already appended). */
 struct finish_in sched_req_finish_in(const struct sched *s, const struct sched_req *r, int n_out);
 /* Runs one scheduling decision and advances num_computed of every scheduled request. */
 void sched_step(struct sched *s, struct sched_output *o);

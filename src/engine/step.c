@@ -10,15 +10,14 @@
 
 /* Output stage of a choice's j-th token this step, of n_new appended (j == n_new: the step's
  * end, where only the grammar's verdict, `guide`, is left): the one finish decision
- * (finish_check, now with the token's text) and the token's delivery. Returns false when
- * the choice finished and was freed. */
+ * (finish_check_text: finish_check with the token's text) and the token's delivery.
+ * Returns false when the choice finished and was freed. */
 static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int n_before, enum finish_guide guide,
 		       double t)
 {
-	struct err e;
 	if (j == n_new) {
 		struct finish_in in = {.tok = -1, .guide = guide};
-		struct finish_verdict v = finish_check(&in, &e);
+		struct finish_verdict v = finish_check(&in);
 		if (v.why == ENGINE_FINISH_NONE)
 			return true;
 		engine_seq_finish(eng, s, v.why, NULL, 0, NULL, v.error);
@@ -37,13 +36,12 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int
 	}
 	pthread_mutex_unlock(&eng->mu);
 	s->t_last = t;
+	struct err e;
 	s->n_out = n_before + j + 1;
 	/* the scheduler's verdict on this token again (it appended up to it), plus its text:
 	 * a stop string finishes the choice here and drops any later token of this step */
 	struct finish_in in = sched_req_finish_in(eng->sched, &s->sr, s->n_out);
-	in.text = &s->text;
-	in.include_stop_str = s->p.include_stop_str_in_output;
-	struct finish_verdict v = finish_check(&in, &e);
+	struct finish_verdict v = finish_check_text(&in, &s->text, s->p.include_stop_str_in_output, &e);
 	if (v.why != ENGINE_FINISH_NONE) {
 		engine_seq_finish(eng, s, v.why, &tok, 1, lp, v.error);
 		return false;
