@@ -560,8 +560,11 @@ static void test_capabilities(void)
 
 static void test_sched_hand_example(void)
 {
-	int32_t L[] = {64, 640}, meta[16], ns[3];
-	EXPECT_EQ_INT(flashmla_sched_compute(L, 2, 2, meta, ns), 2);
+	int32_t L[] = {64, 640}, ns[3];
+	struct flashmla_part parts[2];
+	EXPECT_EQ_INT(flashmla_sched_compute(L, 2, 2, parts, ns), 2);
+	/* the rows as FlashMLA's tile_scheduler_metadata holds them */
+	const int32_t *meta = (const int32_t *)parts;
 	int32_t want[16] = {0, 0, 1, 320, 0, 0, 0, 0, 1, 320, 1, 640, 1, 0, 0, 0};
 	for (int k = 0; k < 16; k++)
 		EXPECTF(meta[k] == want[k], "meta[%d] = %d, want %d", k, meta[k], want[k]);
@@ -579,7 +582,8 @@ static void test_sched_properties(void)
 			L[i] = k == 0 ? (int)(rnd() % 2) : k == 1 ? (int)(rnd() % 130) : (int)(rnd() % 3000);
 		}
 		int P = parts_list[trial % 4];
-		int32_t *meta = malloc(sizeof(int32_t) * 8 * P), ns[13];
+		struct flashmla_part *meta = malloc(sizeof *meta * (size_t)P);
+		int32_t ns[13];
 		EXPECT_EQ_INT(flashmla_sched_compute(L, B, P, meta, ns), B);
 		EXPECT_EQ_INT(ns[0], 0);
 		for (int i = 0; i < B; i++)
@@ -588,12 +592,13 @@ static void test_sched_properties(void)
 		int cover[12][3000 + 64] = {{0}};
 		int pieces[12] = {0};
 		for (int p = 0; p < P; p++) {
-			int32_t *m = meta + 8 * p;
-			if (m[0] >= B)
+			const struct flashmla_part *m = &meta[p];
+			if (m->begin_req >= B)
 				continue;
-			for (int r = m[0]; r <= m[2]; r++) {
-				int kb = r == m[0] ? m[1] : 0, ke = r == m[2] ? m[3] : L[r];
-				int split = r == m[0] ? m[4] : 0;
+			for (int r = m->begin_req; r <= m->end_req; r++) {
+				int kb = r == m->begin_req ? m->begin_tok : 0,
+				    ke = r == m->end_req ? m->end_tok : L[r];
+				int split = r == m->begin_req ? m->begin_split : 0;
 				EXPECT_EQ_INT(split, pieces[r]);
 				pieces[r]++;
 				EXPECT(kb % 64 == 0 && kb <= ke && ke <= L[r]);

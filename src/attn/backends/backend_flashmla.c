@@ -15,10 +15,10 @@
 
 struct fmla_plan {
 	int n_decodes, q_len, n_heads, n_parts, tile_tok, n_qtiles;
-	int32_t *meta;       /* [n_parts][8] */
-	int32_t *num_splits; /* [n_decodes + 1] */
-	int32_t *acc_base;   /* [n_decodes] first partial slot of a split request, -1 unsplit */
-	int32_t *split_reqs; /* [n_split_reqs] */
+	struct flashmla_part *parts; /* [n_parts] */
+	int32_t *num_splits;         /* [n_decodes + 1] */
+	int32_t *acc_base;           /* [n_decodes] first partial slot of a split request, -1 unsplit */
+	int32_t *split_reqs;         /* [n_split_reqs] */
 	int n_split_reqs, n_acc;
 	/* reused by every layer of the step */
 	struct mqa_workspace ws;
@@ -51,11 +51,11 @@ int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts, s
 	p->tile_tok = mqa_tile_tokens(n_heads);
 	p->n_qtiles = (p->q_len + p->tile_tok - 1) / p->tile_tok;
 	p->n_parts = n_parts > 0 ? n_parts : 1;
-	p->meta = arena_alloc(scratch, (size_t)p->n_parts * 8 * sizeof(int32_t));
+	p->parts = arena_alloc(scratch, (size_t)p->n_parts * sizeof *p->parts);
 	p->num_splits = arena_alloc(scratch, (size_t)(nd + 1) * sizeof(int32_t));
 	p->acc_base = arena_alloc(scratch, (size_t)nd * sizeof(int32_t));
 	p->split_reqs = arena_alloc(scratch, (size_t)nd * sizeof(int32_t));
-	int end = flashmla_sched_compute(local_lens(meta), nd, p->n_parts, p->meta, p->num_splits);
+	int end = flashmla_sched_compute(local_lens(meta), nd, p->n_parts, p->parts, p->num_splits);
 	CHECK(end == nd);
 	for (int i = 0; i < nd; i++) {
 		int ns = p->num_splits[i + 1] - p->num_splits[i];
@@ -95,12 +95,12 @@ static void fmla_item(void *vctx, int begin, int end, int tid)
 	unsigned char *ws = mqa_workspace_at(&p->ws, tid);
 	int32_t *vis = (int32_t *)(ws + c->kern_bytes);
 	for (int item = begin; item < end; item++) {
-		const int32_t *mr = p->meta + (size_t)(item / p->n_qtiles) * 8;
+		const struct flashmla_part *part = &p->parts[item / p->n_qtiles];
 		int tok0 = item % p->n_qtiles * p->tile_tok;
 		int nt = q - tok0 < p->tile_tok ? q - tok0 : p->tile_tok;
-		if (mr[0] >= p->n_decodes)
+		if (part->begin_req >= p->n_decodes)
 			continue;
-		for (int req = mr[0]; req <= mr[2]; req++) {
+		for (int req = part->begin_req; req <= part->end_req; req++) {
 			int L = m->seq_lens[req], n = lens[req];
 			for (int t = 0; t < nt; t++) {
 				int tq = tok0 + t;
@@ -108,7 +108,7 @@ static void fmla_item(void *vctx, int begin, int end, int tid)
 									    m->dcp_interleave, n)
 							 : (L - q + tq + 1 < n ? L - q + tq + 1 : n);
 			}
-			int split = req == mr[0] ? mr[4] : 0;
+			int split = req == part->begin_req ? part->begin_split : 0;
 			size_t tok = (size_t)m->query_start[req] + tok0;
 			struct mqa_job j = {
 				.kv = a->kv,
@@ -121,8 +121,8 @@ static void fmla_item(void *vctx, int begin, int end, int tid)
 				.n_tok = nt,
 				.n_heads = H,
 				.vis = vis,
-				.k_begin = req == mr[0] ? mr[1] : 0,
-				.k_end = req == mr[2] ? mr[3] : n,
+				.k_begin = req == part->begin_req ? part->begin_tok : 0,
+				.k_end = req == part->end_req ? part->end_tok : n,
 			};
 			if (p->acc_base[req] < 0) {
 				j.out = a->out + tok * H * dv;

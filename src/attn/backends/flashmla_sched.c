@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int32_t *meta, int32_t *num_splits)
+int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, struct flashmla_part *parts,
+			   int32_t *num_splits)
 {
 	const int ov = FLASHMLA_FIXED_OVERHEAD;
 	int64_t total = 0;
@@ -13,11 +14,11 @@ int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int
 	int req = 0, block = 0, split = 0;
 	num_splits[0] = 0;
 	for (int p = 0; p < n_parts; p++) {
-		int32_t *row = meta + (size_t)p * 8;
-		memset(row, 0, 8 * sizeof *row);
-		row[0] = req;
-		row[1] = block * FLASHMLA_BLOCK_N;
-		row[4] = split;
+		struct flashmla_part *row = &parts[p];
+		memset(row, 0, sizeof *row);
+		row->begin_req = req;
+		row->begin_tok = block * FLASHMLA_BLOCK_N;
+		row->begin_split = split;
 		int64_t budget = payload;
 		while (req < n_reqs) {
 			int nb = (seq_lens[req] + FLASHMLA_BLOCK_N - 1) / FLASHMLA_BLOCK_N;
@@ -35,8 +36,8 @@ int flashmla_sched_compute(const int32_t *seq_lens, int n_reqs, int n_parts, int
 				break;
 			}
 		}
-		row[2] = block > 0 ? req : req - 1;
-		row[3] = block > 0 ? block * FLASHMLA_BLOCK_N : (req > 0 ? seq_lens[req - 1] : 0);
+		row->end_req = block > 0 ? req : req - 1;
+		row->end_tok = block > 0 ? block * FLASHMLA_BLOCK_N : (req > 0 ? seq_lens[req - 1] : 0);
 	}
 	return req;
 }
