@@ -1,6 +1,50 @@
 /* MLA attention: the paged latent KV cache, per-step attention metadata, and the backend
  * interface. Backends declare capabilities; code never compares backend names
- * (../docs/DESIGN.md §3, mla-dcp-spec §1-4). */
+ * (../docs/DESIGN.md §3, mla-dcp-spec §1-4).
+ *
+ * The short names of the attention code (src/attn/, its kernels and backends), as vLLM's
+ * MLA common.py lists them. Model dimensions (DeepSeek-V2/V3 values in brackets):
+ *     D      hidden_size [7168]
+ *     H      attention heads of this rank (n_heads_local: all of them without tensor
+ *            parallelism) [128]
+ *     Lq     q_lora_rank: the query's compressed width [1536]
+ *     Lkv    kv_lora_rank: the latent width, kv_c's [512]
+ *     dn     qk_nope_head_dim: a head's query/key part without rope [128]
+ *     dr     qk_rope_head_dim = rope_dim: the rope part, k_pe's width, shared by the heads [64]
+ *     dv     the value width that the code at hand attends: v_head_dim [128] where keys and
+ *            values are up-projected (prefill.c), but Lkv in the absorbed paths (the decode
+ *            backends, mqa kernels, merge), whose values are the latents themselves
+ *     dk     dn + dr: a key head of the prefill path; hd = dn + dv, a head of kv_b's output
+ *     row    Lkv + dr: one cached token [576], kv_c then k_pe (struct kv_cache)
+ *     qw     H * (dn + dr): a token's query row before absorption
+ *     L      a sequence's global context length (seq_lens) in the decode paths and dcp.c,
+ *            but kv_lora_rank (= Lkv) in prefill.c
+ * Tensors:
+ *     kv_c   the compressed latent of a token [Lkv]; k_pe its rotated rope key [dr]
+ *     q_nope, q_pe   a head's query parts [dn], [dr]; q_abs = W_UKᵀ q_nope, the query
+ *            absorbed into latent space [Lkv], so that decode attends [q_abs | q_pe] to
+ *            cached rows directly (MQA: one shared KV head)
+ *     lse    log-sum-exp of a row's scores (natural log), by which partial outputs merge
+ * Decode context parallelism (mla-dcp-spec; dcp.h):
+ *     W      dcp_size: ranks that shard the KV cache (1: off)
+ *     r      dcp_rank: this rank in [0, W)
+ *     I      dcp_interleave: consecutive tokens a rank stores before the next rank's
+ *     Hg     W * H: heads attended by a decode, after the query all-gather
+ * A step's queries and keys:
+ *     q      a decode sequence's query length (q_len) where it is an int; else the query
+ *     t      a query token: its index in the step, or in its sequence (t, tq of the
+ *            decode backends, tl of indexer.c)
+ *     tok0, nt   a work item's first query token and its token count (t0, nt in forward.c)
+ *     nr     rows of one mqa job: n_tok * n_heads
+ *     nk, nv     keys of the block or sequence at hand, and those of them a row sees
+ *     kb, ke     a key range [kb, ke) (k_begin, k_end of struct mqa_job)
+ *     vis    per query token, the keys it may see (its causal and DCP limit)
+ *     K      topk: keys the sparse indexer selects per token
+ *     S      splits of a sparse work item (backend_flashmla_sparse.c); in mqa_amx.c the
+ *            32-column slices of a row
+ *     G, ng  groups of 16 rows, of 16 keys (AMX tiles)
+ *     QB, KB     query and key block sizes of the prefill and indexer loops
+ *     rb     bytes of one cached row */
 #ifndef MLA_ATTN_ATTN_H
 #define MLA_ATTN_ATTN_H
 
