@@ -58,6 +58,18 @@ static void stats_init(struct engine_stats *s)
 	hist_init(&s->queue, lat, (int)(sizeof lat / sizeof *lat));
 }
 
+void engine_options_init(struct engine_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->enable_prefix_caching = true;
+	o->kv_dtype = DT_F32;
+	o->max_num_seqs = 256;
+	o->max_num_batched_tokens = 8192;
+	o->max_waiting = 4096;
+	o->dcp_size = 1;
+	o->dcp_interleave = 1;
+}
+
 void engine_cancel(struct engine_req *h)
 {
 	struct engine *eng = outbox_mark_cancelled(h);

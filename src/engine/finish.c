@@ -3,6 +3,16 @@
 
 #include "engine/output.h"
 
+const char *engine_finish_name(enum engine_finish f)
+{
+	switch (f) {
+	case ENGINE_FINISH_STOP: return "stop";
+	case ENGINE_FINISH_LENGTH: return "length";
+	case ENGINE_FINISH_ABORT: return "abort";
+	default: return NULL;
+	}
+}
+
 static struct finish_verdict verdict(enum engine_finish why, int32_t stop_token, const char *error)
 {
 	return (struct finish_verdict){.why = why, .stop_token = stop_token, .error = error};

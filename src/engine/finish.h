@@ -24,6 +24,8 @@ enum engine_finish {
 	ENGINE_FINISH_ABORT,  /* cancelled, engine shut down, or engine error */
 };
 
+const char *engine_finish_name(enum engine_finish f); /* "stop" "length" "abort" or NULL */
+
 /* What sampling found about a guided choice this step (its grammar's verdict). */
 enum finish_guide {
 	FINISH_GUIDE_GO_ON = 0,

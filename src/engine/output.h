@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "engine/engine.h"
+#include "engine/params.h"
 
 struct tok;
 struct tok_detok;

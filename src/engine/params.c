@@ -1,8 +1,8 @@
-/* Sampling parameter defaults and validation, engine option defaults (engine.h). */
+/* Sampling parameter defaults and validation (params.h). */
 #include <math.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/params.h"
 
 void sampling_defaults_init(struct sampling_defaults *d)
 {
@@ -111,26 +111,4 @@ int sampling_params_validate(const struct sampling_params *p, int vocab_size, st
 					       (int)p->bad_words[at]);
 	}
 	return 0;
-}
-
-const char *engine_finish_name(enum engine_finish f)
-{
-	switch (f) {
-	case ENGINE_FINISH_STOP: return "stop";
-	case ENGINE_FINISH_LENGTH: return "length";
-	case ENGINE_FINISH_ABORT: return "abort";
-	default: return NULL;
-	}
-}
-
-void engine_options_init(struct engine_options *o)
-{
-	memset(o, 0, sizeof *o);
-	o->enable_prefix_caching = true;
-	o->kv_dtype = DT_F32;
-	o->max_num_seqs = 256;
-	o->max_num_batched_tokens = 8192;
-	o->max_waiting = 4096;
-	o->dcp_size = 1;
-	o->dcp_interleave = 1;
 }
