@@ -1,9 +1,9 @@
 /* mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]
  *                            [--chat-template FILE.jinja] [--kwargs JSON]
  * Prints the rendered prompt (no trailing newline added). The template and the bos/eos
- * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja; a DeepSeek-V3.2
- * checkpoint without one gets DeepSeek's own encoder, tok/chat_dsv32.h); FILE.json is a
- * messages array, or an object {"messages": [...], other keys passed to the template, e.g.
+ * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja; a DeepSeek-V3.2 or
+ * V4 checkpoint without one gets DeepSeek's own encoder, tok/chat_dsv32.h, tok/chat_dsv4.h);
+ * FILE.json is a messages array, or an object {"messages": [...], other keys passed to the template, e.g.
  * "tools"}. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,8 @@ static const char usage_text[] =
 	"usage: mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]\n"
 	"                              [--chat-template FILE.jinja] [--kwargs JSON]\n"
 	"prints the prompt rendered with DIR's chat template (tokenizer_config.json; for a\n"
-	"DeepSeek-V3.2 checkpoint without one, its own encoder: --kwargs '{\"thinking\": true}')\n";
+	"DeepSeek-V3.2 or V4 checkpoint without one, its own encoder: --kwargs '{\"thinking\": true}';\n"
+	"V4's also reads \"reasoning_effort\" (\"max\", \"none\") and \"drop_thinking\")\n";
 
 int cmd_chat_template(int argc, char **argv)
 {

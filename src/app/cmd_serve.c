@@ -64,13 +64,15 @@ static void serve_usage(FILE *f)
 		"  --max-logprobs N                most logprobs / top_logprobs a request may ask (0-20, default 20)\n"
 		"  --enable-auto-tool-choice       parse the tool calls of requests with tools (tool_choice\n"
 		"                                  \"auto\"), with --tool-call-parser NAME\n"
-		"  --tool-call-parser NAME         deepseek_v3 (V3, R1-0528), deepseek_v31 (V3.1) or\n"
-		"                                  deepseek_v32 (V3.2, its DSML markup)\n"
+		"  --tool-call-parser NAME         deepseek_v3 (V3, R1-0528), deepseek_v31 (V3.1),\n"
+		"                                  deepseek_v32 (V3.2, its DSML markup) or deepseek_v4 (V4)\n"
 		"  --reasoning-parser NAME         split chat output into reasoning_content and content\n"
 		"                                  (deepseek_r1: the reasoning ends at </think>;\n"
 		"                                  deepseek_v3: the same when chat_template_kwargs\n"
 		"                                  has \"thinking\" (or \"enable_thinking\"): true, as\n"
-		"                                  V3.1 / V3.2 use it)\n"
+		"                                  V3.1 / V3.2 use it; deepseek_v4: that, unless\n"
+		"                                  reasoning_effort is \"none\", and a tool-call block\n"
+		"                                  ends the reasoning too)\n"
 		"  --allowed-origins JSON          CORS: origins allowed, a JSON list (default '[\"*\"]')\n"
 		"  --allowed-methods JSON          CORS: methods allowed (default '[\"*\"]')\n"
 		"  --allowed-headers JSON          CORS: request headers allowed (default '[\"*\"]')\n"
@@ -281,8 +283,8 @@ static int resolve_opts(struct serve_opts *o, char *model_dir, size_t n, struct 
 }
 
 /* --chat-template (a file, else the template text itself), else the model's own, else for a
- * DeepSeek-V3.2 checkpoint its native encoder (tok/chat_dsv32.h); *tpl stays NULL when there
- * is none. *tpl_text (free()) holds the file's text. */
+ * DeepSeek-V3.2 or V4 checkpoint its native encoder (tok/chat_dsv32.h, tok/chat_dsv4.h); *tpl
+ * stays NULL when there is none. *tpl_text (free()) holds the file's text. */
 static int open_chat_template(const struct serve_opts *o, const struct engine_runtime *rt, const char *model_dir,
 			      struct chat_template **tpl, char **tpl_text, struct err *e)
 {

@@ -5,6 +5,7 @@
 
 #include "tok/chat_template.h"
 #include "tok/chat_dsv32.h"
+#include "tok/chat_dsv4.h"
 #include "jinja/jinja.h"
 
 struct chat_template {
@@ -37,13 +38,17 @@ int chat_template_open(const char *source, const char *model_dir, struct chat_te
 	*out = NULL;
 	if (source)
 		return chat_template_compile(source, out, e);
-	if (!model_dir || !chat_dsv32_for_model(model_dir))
+	const char *native = !model_dir                        ? NULL
+			     : chat_dsv32_for_model(model_dir) ? "deepseek_v32"
+			     : chat_dsv4_for_model(model_dir)  ? "deepseek_v4"
+							       : NULL;
+	if (!native)
 		return 0;
 	struct chat_template *t = calloc(1, sizeof *t);
 	if (!t)
 		return err_set(e, "chat template: out of memory");
 	jpool_init(&t->pool, 0);
-	t->native = "deepseek_v32";
+	t->native = native;
 	*out = t;
 	return 0;
 }
@@ -147,23 +152,35 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 	return 0;
 }
 
-/* DeepSeek-V3.2's encoder with vLLM's switches: the kwargs' `tools`, and thinking mode when
- * `thinking` or `enable_thinking` is true (Python's bool()) */
-static int native_render(struct jctx *c, struct jval *msgs, const json_t *kwargs)
+/* kwargs[key] as Python's bool(); absent: dflt */
+static int kwarg_truthy(struct jctx *c, const json_t *kwargs, const char *key, bool dflt, bool *out)
 {
-	struct jval tools = jv_none(), v;
-	bool thinking = false;
-	const json_t *j = json_object_get(kwargs, "tools");
-	if (j && from_json(c, j, 0, &tools) < 0)
+	const json_t *j = json_object_get(kwargs, key);
+	struct jval v;
+	if (j && from_json(c, j, 0, &v) < 0)
 		return -1;
-	static const char *const keys[] = {"thinking", "enable_thinking"};
-	for (int i = 0; i < 2; i++) {
-		j = json_object_get(kwargs, keys[i]);
-		if (j && from_json(c, j, 0, &v) < 0)
-			return -1;
-		thinking = thinking || (j && jv_truthy(&v));
-	}
-	return chat_dsv32_encode(c, msgs, &tools, thinking);
+	*out = j ? jv_truthy(&v) : dflt;
+	return 0;
+}
+
+/* DeepSeek's encoders with vLLM's switches: the kwargs' `tools`, thinking mode when `thinking`
+ * or `enable_thinking` is true (Python's bool()); V4 also reads `reasoning_effort` (a string)
+ * and `drop_thinking` */
+static int native_render(const char *native, struct jctx *c, struct jval *msgs, const json_t *kwargs)
+{
+	struct jval tools = jv_none();
+	bool thinking, enable_thinking, drop;
+	const json_t *j = json_object_get(kwargs, "tools");
+	if ((j && from_json(c, j, 0, &tools) < 0) || kwarg_truthy(c, kwargs, "thinking", false, &thinking) < 0 ||
+	    kwarg_truthy(c, kwargs, "enable_thinking", false, &enable_thinking) < 0 ||
+	    kwarg_truthy(c, kwargs, "drop_thinking", true, &drop) < 0)
+		return -1;
+	if (!strcmp(native, "deepseek_v32"))
+		return chat_dsv32_encode(c, msgs, &tools, thinking || enable_thinking);
+	struct chat_dsv4_opts o = {.thinking = thinking || enable_thinking,
+				   .keep_thinking = !drop,
+				   .reasoning_effort = json_string_value(json_object_get(kwargs, "reasoning_effort"))};
+	return chat_dsv4_encode(c, msgs, &tools, &o);
 }
 
 int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
@@ -213,7 +230,7 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 		err_set(e, "chat template: out of memory");
 		goto done;
 	}
-	if (tpl->native ? native_render(&c, &msgs, kwargs) < 0 : jinja_exec(&c, tpl->root) < 0)
+	if (tpl->native ? native_render(tpl->native, &c, &msgs, kwargs) < 0 : jinja_exec(&c, tpl->root) < 0)
 		goto done;
 	if (out.oom) {
 		err_set(e, "chat template: output size limit exceeded");

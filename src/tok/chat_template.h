@@ -32,14 +32,16 @@ void chat_template_free(struct chat_template *tpl); /* NULL is fine */
 
 /* The template a model's chat requests render with: `source` compiled when given (a
  * tokenizer_config.json chat_template or --chat-template text: it always wins); else, for a
- * DeepSeek-V3.2 checkpoint (model_dir/config.json, chat_dsv32.h), DeepSeek's own encoder,
- * rendered natively (it ships no Jinja template); else *out = NULL (no template). The native
- * one reads, of the render's kwargs, `tools` and the thinking switch, as vLLM does: thinking
- * mode when `thinking` or `enable_thinking` is true; add_generation_prompt and the bos/eos
- * strings do not change it (the encoder always ends a user turn with <｜Assistant｜>). */
+ * DeepSeek-V3.2 or V4 checkpoint (model_dir/config.json, chat_dsv32.h, chat_dsv4.h),
+ * DeepSeek's own encoder, rendered natively (they ship no Jinja template); else *out = NULL (no
+ * template). The native ones read, of the render's kwargs, `tools` and the thinking switch, as
+ * vLLM does: thinking mode when `thinking` or `enable_thinking` is true; V4's also
+ * `reasoning_effort` (a string) and `drop_thinking` (default true). add_generation_prompt and
+ * the bos/eos strings do not change them (the encoders always end a user turn with
+ * <｜Assistant｜>). */
 int chat_template_open(const char *source, const char *model_dir, struct chat_template **out, struct err *e);
 
-/* The native encoder's name ("deepseek_v32"), NULL for a Jinja template (or NULL tpl). */
+/* The native encoder's name ("deepseek_v32", "deepseek_v4"), NULL for a Jinja template (or NULL tpl). */
 const char *chat_template_native(const struct chat_template *tpl);
 
 /* Render the template. Variables visible to the template, as transformers passes them:

@@ -6,15 +6,7 @@
  * every JSON type, tools with and without a system message, errors. Plus the dispatch: a
  * deepseek_v32 config.json with no template gets the encoder, a template text still wins; and
  * --reasoning-parser deepseek_v3 splits exactly the requests the encoder opens thinking for. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "base/file.h"
-#include "harness.h"
-#include "server/parsers/reasoning.h"
-#include "tok/chat_template.h"
+#include "chat_native_util.h"
 
 #define BOS "<｜begin▁of▁sentence｜>"
 #define EOS "<｜end▁of▁sentence｜>"
@@ -25,102 +17,22 @@
 static char dir[] = "/tmp/test_chat_dsv32_XXXXXX";
 static struct chat_template *tpl;
 
-/* the native template, from a V3.2 config.json in a scratch directory */
+/* the native template, from a V3.2 config.json */
 static struct chat_template *native(void)
 {
-	if (tpl)
-		return tpl;
-	if (!mkdtemp(dir))
-		return NULL;
-	char path[sizeof dir + 16];
-	snprintf(path, sizeof path, "%s/config.json", dir);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return NULL;
-	fputs("{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"model_type\": \"deepseek_v32\"}", f);
-	fclose(f);
 	struct err e;
-	if (chat_template_open(NULL, dir, &tpl, &e) < 0)
-		fprintf(stderr, "%s\n", e.msg);
-	unlink(path);
-	rmdir(dir);
+	if (!tpl)
+		tpl = open_for(dir,
+			       "{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"model_type\": \"deepseek_v32\"}",
+			       &e);
 	return tpl;
-}
-
-/* Render messages (JSON text) with kwargs (JSON text or NULL); malloc'd prompt, or NULL with
- * the error in *e. */
-static char *render(const char *messages, const char *kwargs, struct err *e)
-{
-	json_error_t je;
-	json_t *m = json_loads(messages, 0, &je), *k = kwargs ? json_loads(kwargs, 0, &je) : NULL;
-	char *out = NULL;
-	if (!m || (kwargs && !k)) {
-		err_set(e, "bad test JSON: %s", je.text);
-	} else if (!native()) {
-		err_set(e, "no native template");
-	} else if (chat_template_render(native(), m, true, NULL, NULL, k, &out, e) < 0) {
-		out = NULL;
-	}
-	json_decref(m);
-	json_decref(k);
-	return out;
-}
-
-static void expect_prompt(const char *what, const char *messages, const char *kwargs, const char *want)
-{
-	struct err e = {{0}};
-	char *got = render(messages, kwargs, &e);
-	EXPECTF(got && !strcmp(got, want), "%s: got\n%s\n--- want\n%s\n--- (%s)", what, got ? got : "(null)", want,
-		got ? "" : e.msg);
-	free(got);
-}
-
-static void expect_error(const char *what, const char *messages, const char *kwargs, const char *msg_part)
-{
-	struct err e = {{0}};
-	char *got = render(messages, kwargs, &e);
-	EXPECTF(!got && strstr(e.msg, msg_part), "%s: expected an error with '%s', got %s / '%s'", what, msg_part,
-		got ? got : "(null)", e.msg);
-	free(got);
-}
-
-/* one published example: INPUT.json ({"messages", "tools"?}) in thinking mode → OUTPUT.txt */
-static void check_vector(const char *input, const char *output)
-{
-	char *in = NULL, *want = NULL;
-	size_t n_in, n_want;
-	struct err e = {{0}};
-	EXPECTF(file_read_all(fixture_path(input), &in, &n_in, &e) == 0, "%s", e.msg);
-	EXPECTF(file_read_all(fixture_path(output), &want, &n_want, &e) == 0, "%s", e.msg);
-	json_t *doc = in ? json_loadb(in, n_in, 0, NULL) : NULL;
-	json_t *kwargs = json_pack("{s:b}", "thinking", 1);
-	if (json_object_get(doc, "tools"))
-		json_object_set(kwargs, "tools", json_object_get(doc, "tools"));
-	char *got = NULL;
-	EXPECTF(doc && native() &&
-			chat_template_render(native(), json_object_get(doc, "messages"), true, NULL, NULL, kwargs,
-					     &got, &e) == 0,
-		"%s: %s", input, e.msg);
-	if (want && n_want && want[n_want - 1] == '\n')
-		want[--n_want] = 0;
-	size_t at = 0;
-	while (got && want && got[at] && got[at] == want[at])
-		at++;
-	EXPECTF(got && want && strlen(got) == n_want && at == n_want,
-		"%s: differs at byte %zu of %zu (got %zu): '%.60s' vs '%.60s'", output, at, n_want,
-		got ? strlen(got) : 0, got ? got + at : "", want ? want + at : "");
-	free(got);
-	free(in);
-	free(want);
-	json_decref(doc);
-	json_decref(kwargs);
 }
 
 static void test_published_examples(void)
 {
-	check_vector("dsv32/test_input.json", "dsv32/test_output.txt");
-	check_vector("dsv32/search_w_date_head.json", "dsv32/search_w_date_head.txt");
-	check_vector("dsv32/search_wo_date_head.json", "dsv32/search_wo_date_head.txt");
+	check_vector("dsv32/test_input.json", "dsv32/test_output.txt", true, true);
+	check_vector("dsv32/search_w_date_head.json", "dsv32/search_w_date_head.txt", true, true);
+	check_vector("dsv32/search_wo_date_head.json", "dsv32/search_wo_date_head.txt", true, true);
 }
 
 static void test_thinking_switch(void)
@@ -320,19 +232,9 @@ static void test_dispatch(void)
 	/* a model that is not V3.2 (or no config.json): no template */
 	t = (struct chat_template *)1;
 	EXPECT(chat_template_open(NULL, "/nonexistent", &t, &e) == 0 && !t);
-	char tmp[] = "/tmp/test_chat_dsv32_v3_XXXXXX", path[64];
-	if (mkdtemp(tmp)) {
-		snprintf(path, sizeof path, "%s/config.json", tmp);
-		FILE *f = fopen(path, "w");
-		if (f) {
-			fputs("{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\"}", f);
-			fclose(f);
-		}
-		t = (struct chat_template *)1;
-		EXPECT(chat_template_open(NULL, tmp, &t, &e) == 0 && !t);
-		unlink(path);
-		rmdir(tmp);
-	}
+	char tmp[] = "/tmp/test_chat_dsv32_v3_XXXXXX";
+	EXPECT(!open_for(tmp, "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\"}",
+			 &e));
 }
 
 /* --reasoning-parser deepseek_v3 splits exactly the requests whose prompt the encoder ends
@@ -348,16 +250,7 @@ static void test_reasoning_switch_agrees(void)
 					 "{\"thinking\": 0, \"enable_thinking\": \"y\"}",
 					 "{\"thinking\": []}",
 					 "{\"thinking\": {\"a\": 1}}"};
-	for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
-		struct err e = {{0}};
-		char *p = render("[{\"role\": \"user\", \"content\": \"q\"}]", kw[i], &e);
-		json_t *k = kw[i] ? json_loads(kw[i], 0, NULL) : NULL;
-		bool opens = p && strlen(p) >= 7 && !strcmp(p + strlen(p) - 7, "<think>");
-		EXPECTF(p && opens == reasoning_applies(REASONING_DEEPSEEK_V3, k), "kwargs %s: prompt %s, split %d",
-			kw[i] ? kw[i] : "(none)", p ? p : e.msg, reasoning_applies(REASONING_DEEPSEEK_V3, k));
-		json_decref(k);
-		free(p);
-	}
+	expect_split_agrees(REASONING_DEEPSEEK_V3, kw, sizeof kw / sizeof kw[0]);
 }
 
 static void test_cleanup(void) { chat_template_free(tpl); }

@@ -1,6 +1,6 @@
-/* DeepSeek tool-call parsers (src/server/parsers/tool_calls.c): deepseek_v3, deepseek_v31 and
- * deepseek_v32 (DSML) on whole outputs, and the streaming split cut into three pieces at every
- * pair of positions, which must give the same content and calls. */
+/* DeepSeek tool-call parsers (src/server/parsers/tool_calls.c): deepseek_v3, deepseek_v31,
+ * deepseek_v32 and deepseek_v4 (DSML) on whole outputs, and the streaming split cut into three
+ * pieces at every pair of positions, which must give the same content and calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,8 @@
 #define DS "｜DSML｜"
 #define FC "<" DS "function_calls>\n"
 #define FCE "</" DS "function_calls>"
+#define TC "<" DS "tool_calls>\n"
+#define TCE "</" DS "tool_calls>"
 #define INV(name) "<" DS "invoke name=\"" name "\">\n"
 #define INVE "</" DS "invoke>\n"
 #define PAR(name, str, v) "<" DS "parameter name=\"" name "\" string=\"" str "\">" v "</" DS "parameter>\n"
@@ -85,6 +87,22 @@ static const struct tcase cases[] = {
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n" FC FCE, "a\n\n" FC FCE, 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n<" DS "func", "a\n\n<" DS "func", 0, NULL, NULL, NULL, NULL},
 	{TOOL_PARSER_DEEPSEEK_V32, "a\n\nb <" DS "x", "a\n\nb <" DS "x", 0, NULL, NULL, NULL, NULL},
+	/* deepseek_v4: the same DSML inside <｜DSML｜tool_calls> */
+	{TOOL_PARSER_DEEPSEEK_V4,
+	 "Let me check.\n\n" TC INV("get_weather") PAR("location", "true", "杭州") PAR("unit", "true", "celsius")
+		 INVE TCE,
+	 "Let me check.", 1, "get_weather", "{\"location\": \"杭州\", \"unit\": \"celsius\"}", NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V4,
+	 TC INV("f") PAR("n", "false", "1.50") PAR("s", "true", "x \"q\"\n") INVE INV("g") INVE TCE, "", 2, "f",
+	 "{\"n\": 1.5, \"s\": \"x \\\"q\\\"\\n\"}", "g", "{}"},
+	{TOOL_PARSER_DEEPSEEK_V4, "x\n\n" TC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab",
+	 "x\n\n" TC INV("a") "<" DS "parameter name=\"q\" string=\"true\">ab", 0, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_DEEPSEEK_V4, "a\n\n<" DS "tool", "a\n\n<" DS "tool", 0, NULL, NULL, NULL, NULL},
+	/* V3.2's block is not V4's, nor V4's V3.2's */
+	{TOOL_PARSER_DEEPSEEK_V4, "a\n\n" FC INV("a") INVE FCE, "a\n\n" FC INV("a") INVE FCE, 0, NULL, NULL, NULL,
+	 NULL},
+	{TOOL_PARSER_DEEPSEEK_V32, "a\n\n" TC INV("a") INVE TCE, "a\n\n" TC INV("a") INVE TCE, 0, NULL, NULL, NULL,
+	 NULL},
 	/* the V3 markers mean nothing to it */
 	{TOOL_PARSER_DEEPSEEK_V32, "ok" CB C1 "search" SEP "{}" CE CS, "ok" CB C1 "search" SEP "{}" CE CS, 0, NULL,
 	 NULL, NULL, NULL},
@@ -158,6 +176,7 @@ static void test_parser_names(void)
 	EXPECT(tool_parser_from_name("deepseek_v3") == TOOL_PARSER_DEEPSEEK_V3);
 	EXPECT(tool_parser_from_name("deepseek_v31") == TOOL_PARSER_DEEPSEEK_V31);
 	EXPECT(tool_parser_from_name("deepseek_v32") == TOOL_PARSER_DEEPSEEK_V32);
+	EXPECT(tool_parser_from_name("deepseek_v4") == TOOL_PARSER_DEEPSEEK_V4);
 	EXPECT(tool_parser_from_name("hermes") == -1);
 }
 

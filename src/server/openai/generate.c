@@ -219,6 +219,7 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	for (int i = 0; i < g->n_choices; i++) {
 		g->ch[i].out.index = i;
 		g->ch[i].out.stop_token = -1;
+		g->ch[i].rs.dsml = s->cfg.reasoning_parser == REASONING_DEEPSEEK_V4;
 	}
 	if (g->api == SRV_API_CHAT && g->req.echo && chat_echo(g, ae) < 0)
 		return -1;
@@ -443,7 +444,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 		if (add_prompt_logprobs(g) < 0)
 			return MHD_NO;
 		for (int i = 0; g->reasoning && i < g->n_choices; i++) { /* the reasoning parser: whole text */
-			struct reasoning_split rs = {0};
+			struct reasoning_split rs = {.dsml = g->ch[i].rs.dsml};
 			struct strbuf content = {0};
 			if (reasoning_feed(&rs, g->ch[i].out.text.p, g->ch[i].out.text.n, true,
 					   &g->ch[i].out.reasoning, &content) < 0) {

@@ -192,6 +192,24 @@ static int check_tools(const json_t *body, struct api_error *ae)
 	return 0;
 }
 
+/* chat_template_kwargs[key] = v (a new reference, taken) unless the request's kwargs set key:
+ * vLLM hands `tools`, `documents` and `reasoning_effort` to the template too */
+static int kwargs_default(struct srv_request *r, const char *key, json_t *v, struct api_error *ae)
+{
+	if (r->chat_template_kwargs && json_object_get(r->chat_template_kwargs, key)) {
+		json_decref(v);
+		return 0;
+	}
+	json_t *merged = r->chat_template_kwargs ? json_copy(r->chat_template_kwargs) : json_object();
+	if (!merged || !v || json_object_set_new(merged, key, v) < 0) {
+		json_decref(merged);
+		return api_error_set(ae, 500, NULL, "out of memory");
+	}
+	json_decref(r->chat_template_kwargs);
+	r->chat_template_kwargs = merged;
+	return 0;
+}
+
 static int parse_messages(const json_t *body, struct srv_request *r, struct api_error *ae)
 {
 	const json_t *m = json_object_get(body, "messages");
@@ -281,7 +299,6 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 			return req_bad_type(ae, "chat_template_kwargs", "a valid dictionary", kw);
 		r->chat_template_kwargs = json_incref((json_t *)kw);
 	}
-	/* vLLM hands `tools` and `documents` to the template (a kwargs key of the same name wins) */
 	static const char *const extra[] = {"tools", "documents"};
 	for (int i = 0; i < 2; i++) {
 		const json_t *v = json_object_get(body, extra[i]);
@@ -289,17 +306,12 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 			continue;
 		if (!json_is_array(v))
 			return req_bad_type(ae, extra[i], "a valid list", v);
-		if (r->chat_template_kwargs && json_object_get(r->chat_template_kwargs, extra[i]))
-			continue;
-		json_t *merged = r->chat_template_kwargs ? json_copy(r->chat_template_kwargs) : json_object();
-		if (!merged || json_object_set(merged, extra[i], (json_t *)v) < 0) {
-			json_decref(merged);
-			return api_error_set(ae, 500, NULL, "out of memory");
-		}
-		json_decref(r->chat_template_kwargs);
-		r->chat_template_kwargs = merged;
+		if (kwargs_default(r, extra[i], json_incref((json_t *)v), ae) < 0)
+			return -1;
 	}
-	return 0;
+	const char *effort;
+	int got = req_get_str(body, "reasoning_effort", &effort, ae);
+	return got <= 0 ? got : kwargs_default(r, "reasoning_effort", json_string(effort), ae);
 }
 
 static int parse_prompt_ids(const json_t *v, const char *what, int vocab, struct srv_prompt *p, struct api_error *ae)

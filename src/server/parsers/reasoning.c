@@ -1,15 +1,18 @@
-/* DeepSeek-R1's reasoning split (reasoning.h). */
+/* DeepSeek's reasoning splits (reasoning.h). */
 #include "server/parsers/reasoning.h"
 
 #include <string.h>
 
 #include "server/parsers/tags.h"
 
-static const char OPEN[] = "<think>", CLOSE[] = REASONING_END;
+static const char OPEN[] = "<think>", CLOSE[] = REASONING_END, CALLS[] = "<｜DSML｜tool_calls>";
 #define OPEN_LEN (sizeof OPEN - 1)
 #define CLOSE_LEN (sizeof CLOSE - 1)
+#define CALLS_LEN (sizeof CALLS - 1)
 
-enum { AT_START, IN_REASONING, IN_CONTENT };
+/* IN_CALLS: V4's tool calls began inside the reasoning; they are content, but the first
+ * "</think>" is still the reasoning's end, left out as vLLM leaves it out */
+enum { AT_START, IN_REASONING, IN_CALLS, IN_CONTENT };
 
 int reasoning_parser_from_name(const char *name)
 {
@@ -17,6 +20,8 @@ int reasoning_parser_from_name(const char *name)
 		return REASONING_DEEPSEEK_R1;
 	if (!strcmp(name, "deepseek_v3"))
 		return REASONING_DEEPSEEK_V3;
+	if (!strcmp(name, "deepseek_v4"))
+		return REASONING_DEEPSEEK_V4;
 	return -1;
 }
 
@@ -29,26 +34,41 @@ static bool py_truthy(const json_t *t) /* Python's bool() of a kwarg (absent: fa
 
 bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 {
-	if (parser != REASONING_DEEPSEEK_V3)
+	if (parser != REASONING_DEEPSEEK_V3 && parser != REASONING_DEEPSEEK_V4)
 		return parser == REASONING_DEEPSEEK_R1;
+	const char *effort = json_string_value(json_object_get(chat_template_kwargs, "reasoning_effort"));
+	if (parser == REASONING_DEEPSEEK_V4 && effort && !strcmp(effort, "none")) /* V4's encoder: no thinking */
+		return false;
 	return py_truthy(json_object_get(chat_template_kwargs, "thinking")) ||
 	       py_truthy(json_object_get(chat_template_kwargs, "enable_thinking"));
 }
 
-/* text [p, p + n) is reasoning; the end of it may begin "</think>" unless last */
+/* text [p, p + n) is reasoning (IN_REASONING) or tool calls (IN_CALLS); the end of it may begin
+ * "</think>" (or, in V4's reasoning, the calls' tag) unless last */
 static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct strbuf *reasoning,
 			  struct strbuf *content)
 {
-	const char *close = memmem(p, n, CLOSE, CLOSE_LEN);
+	bool calls_end_it = s->dsml && s->state == IN_REASONING;
+	const char *close = memmem(p, n, CLOSE, CLOSE_LEN),
+		   *calls = calls_end_it ? memmem(p, n, CALLS, CALLS_LEN) : NULL;
+	if (calls && (!close || calls < close)) { /* the calls are content, from their tag on */
+		if (strbuf_put(reasoning, p, (size_t)(calls - p)) < 0)
+			return -1;
+		s->state = IN_CALLS;
+		return reasoning_text(s, calls, n - (size_t)(calls - p), last, reasoning, content);
+	}
+	struct strbuf *to = s->state == IN_REASONING ? reasoning : content;
 	if (close) {
 		s->state = IN_CONTENT;
 		size_t after = (size_t)(close - p) + CLOSE_LEN;
-		if (strbuf_put(reasoning, p, (size_t)(close - p)) < 0)
+		if (strbuf_put(to, p, (size_t)(close - p)) < 0)
 			return -1;
 		return n > after ? strbuf_put(content, p + after, n - after) : 0;
 	}
 	size_t keep = last ? 0 : tag_partial_tail(p, n, CLOSE, CLOSE_LEN);
-	if (strbuf_put(reasoning, p, n - keep) < 0)
+	size_t keep_calls = last || !calls_end_it ? 0 : tag_partial_tail(p, n, CALLS, CALLS_LEN);
+	keep = keep > keep_calls ? keep : keep_calls;
+	if (strbuf_put(to, p, n - keep) < 0)
 		return -1;
 	memcpy(s->hold, p + n - keep, keep);
 	s->n_hold = keep;
@@ -60,7 +80,7 @@ int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool
 {
 	if (s->state == IN_CONTENT)
 		return len ? strbuf_put(content, text, len) : 0;
-	/* the held bytes (at most 7) go in front of the new text */
+	/* the held bytes (at most 21) go in front of the new text */
 	char small[256];
 	struct strbuf joined = {0};
 	const char *p = text;

@@ -7,13 +7,20 @@
  * the first "</think>" ends it; the text after it is the content. Without "</think>" all of
  * the output is reasoning and the content is null, as in vLLM. The split works on text as it
  * streams: the tail that may be the start of a tag is held back until the next piece (or the
- * end) decides it, so a tag split across tokens or events is still found. The held bytes are
- * ASCII, so the pieces given out stay whole UTF-8 sequences.
+ * end) decides it, so a tag split across tokens or events is still found. The held bytes begin
+ * with the tag's "<", so the pieces given out stay whole UTF-8 sequences.
  *
  * deepseek_v3 (V3.1, V3.2: one model, thinking or not): the deepseek_r1 split for requests
  * whose chat_template_kwargs set "thinking" or "enable_thinking" (vLLM reads both; their
  * template, or V3.2's encoder, then opens the thinking), else none: all of the output is
- * content and reasoning_content stays null, as in vLLM. */
+ * content and reasoning_content stays null, as in vLLM.
+ *
+ * deepseek_v4 (V4, tok/chat_dsv4.h): the deepseek_v3 split, off also when the request's
+ * reasoning_effort is "none" (the encoder then writes no thinking); and a tool-call block
+ * "<｜DSML｜tool_calls>" in the reasoning ends it too (the model may call tools without closing
+ * its thinking): that block and all after it are content, for the tool-call parser, except the
+ * first "</think>", which is left out (vLLM's DeepSeekV4ReasoningParser). A reasoning_split
+ * does this when its `dsml` is set. */
 #ifndef MLA_SERVER_PARSERS_REASONING_H
 #define MLA_SERVER_PARSERS_REASONING_H
 
@@ -27,11 +34,12 @@ enum reasoning_parser {
 	REASONING_NONE = 0,
 	REASONING_DEEPSEEK_R1,
 	REASONING_DEEPSEEK_V3,
+	REASONING_DEEPSEEK_V4,
 };
 
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int reasoning_parser_from_name(const char *name);
-#define REASONING_PARSER_NAMES "deepseek_r1, deepseek_v3"
+#define REASONING_PARSER_NAMES "deepseek_r1, deepseek_v3, deepseek_v4"
 #define REASONING_END "</think>" /* the tag that ends the reasoning (one token in DeepSeek's tokenizers) */
 
 /* Whether `parser` splits the output of a chat request with these chat_template_kwargs
@@ -40,8 +48,9 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs);
 
 /* One choice's split, zero-initialized to start. */
 struct reasoning_split {
+	bool dsml;     /* deepseek_v4's split: set before the first piece */
 	int state;     /* where the output is (reasoning.c) */
-	char hold[16]; /* bytes that may begin a tag */
+	char hold[32]; /* bytes that may begin a tag */
 	size_t n_hold;
 };
 

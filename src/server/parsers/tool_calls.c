@@ -15,8 +15,10 @@ static const char CALLS_BEGIN[] = "<｜tool▁calls▁begin｜>", CALL_BEGIN[] =
 #define LEN(s) (sizeof(s) - 1)
 
 #define DSML "｜DSML｜"
-static const char DSML_CALLS[] = "<" DSML "function_calls>", DSML_NL_CALLS[] = "\n\n<" DSML "function_calls>",
-		  DSML_INVOKE[] = "<" DSML "invoke", DSML_INVOKE_END[] = "</" DSML "invoke>",
+/* the block the invokes are in: V3.2's, then V4's, each after the "\n\n" that ends the content */
+static const char *const DSML_CALLS[2][2] = {{"<" DSML "function_calls>", "\n\n<" DSML "function_calls>"},
+					     {"<" DSML "tool_calls>", "\n\n<" DSML "tool_calls>"}};
+static const char DSML_INVOKE[] = "<" DSML "invoke", DSML_INVOKE_END[] = "</" DSML "invoke>",
 		  DSML_PARAM[] = "<" DSML "parameter", DSML_PARAM_END[] = "</" DSML "parameter>";
 
 int tool_parser_from_name(const char *name)
@@ -27,6 +29,8 @@ int tool_parser_from_name(const char *name)
 		return TOOL_PARSER_DEEPSEEK_V31;
 	if (!strcmp(name, "deepseek_v32"))
 		return TOOL_PARSER_DEEPSEEK_V32;
+	if (!strcmp(name, "deepseek_v4"))
+		return TOOL_PARSER_DEEPSEEK_V4;
 	return -1;
 }
 
@@ -77,7 +81,15 @@ static json_t *call_json(const char *name, size_t name_len, json_t *args)
 			 jstr_new(name, name_len), "arguments", args);
 }
 
-/* ---- DSML (deepseek_v32) ---- */
+/* ---- DSML (deepseek_v32, deepseek_v4) ---- */
+
+static bool is_dsml(int parser) { return parser == TOOL_PARSER_DEEPSEEK_V32 || parser == TOOL_PARSER_DEEPSEEK_V4; }
+
+/* the tag that opens the calls (nl: with the "\n\n" before it) */
+static const char *calls_tag(int parser, bool nl)
+{
+	return is_dsml(parser) ? DSML_CALLS[parser == TOOL_PARSER_DEEPSEEK_V4][nl] : CALLS_BEGIN;
+}
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
@@ -179,11 +191,9 @@ static int dsml_invokes(const char *p, const char *end, json_t *calls)
  * "\n\n" that the encoder puts between content and calls. */
 static const char *calls_begin(int parser, const char *k, size_t n, const char **content_end)
 {
-	const char *b = k ? find(k, k + n, parser == TOOL_PARSER_DEEPSEEK_V32 ? DSML_CALLS : CALLS_BEGIN,
-				 parser == TOOL_PARSER_DEEPSEEK_V32 ? LEN(DSML_CALLS) : LEN(CALLS_BEGIN))
-			  : NULL;
+	const char *tag = calls_tag(parser, false), *b = k ? find(k, k + n, tag, strlen(tag)) : NULL;
 	*content_end = b;
-	if (b && parser == TOOL_PARSER_DEEPSEEK_V32 && b - k >= 2 && !memcmp(b - 2, "\n\n", 2))
+	if (b && is_dsml(parser) && b - k >= 2 && !memcmp(b - 2, "\n\n", 2))
 		*content_end = b - 2;
 	return b;
 }
@@ -191,10 +201,11 @@ static const char *calls_begin(int parser, const char *k, size_t n, const char *
 /* How many bytes at the end of [k, k + n) may begin the calls */
 static size_t calls_partial(int parser, const char *k, size_t n)
 {
-	if (parser != TOOL_PARSER_DEEPSEEK_V32)
-		return tag_partial_tail(k, n, CALLS_BEGIN, LEN(CALLS_BEGIN));
-	size_t a = tag_partial_tail(k, n, DSML_CALLS, LEN(DSML_CALLS)),
-	       b = tag_partial_tail(k, n, DSML_NL_CALLS, LEN(DSML_NL_CALLS));
+	const char *tag = calls_tag(parser, false), *nl_tag = calls_tag(parser, true);
+	size_t a = tag_partial_tail(k, n, tag, strlen(tag));
+	if (!is_dsml(parser))
+		return a;
+	size_t b = tag_partial_tail(k, n, nl_tag, strlen(nl_tag));
 	return a > b ? a : b;
 }
 
@@ -203,9 +214,9 @@ int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, s
 	*content_len = len;
 	if (!(*calls = json_array()))
 		return -1;
-	if (parser == TOOL_PARSER_DEEPSEEK_V32) {
+	if (is_dsml(parser)) {
 		const char *cend, *b = calls_begin(parser, text, len, &cend);
-		if (b && dsml_invokes(b + LEN(DSML_CALLS), text + len, *calls) < 0) {
+		if (b && dsml_invokes(b + strlen(calls_tag(parser, false)), text + len, *calls) < 0) {
 			json_decref(*calls);
 			*calls = NULL;
 			return -1;

@@ -20,12 +20,15 @@
  *   The content is the text before "<｜DSML｜function_calls>" without the "\n\n" that
  *   separates them (DeepSeek's parse_message_from_completion_text; vLLM keeps it), so that the
  *   message sent back renders to the same prompt.
+ * deepseek_v4 (V4: tok/chat_dsv4.h): the same DSML inside <｜DSML｜tool_calls> instead of
+ *   <｜DSML｜function_calls> (vLLM's deepseek_v4 parser is its deepseek_v32 one with that tag).
  *
  * A call that does not have its parser's shape is skipped; when no call parses at all, the
  * whole output stays content (vLLM would drop it). While streaming, content goes out up to
- * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>"; a possible
- * start of it is held back); everything from there is kept and parsed when the output ends,
- * and the calls go out in the last chunk, the same calls and content as the whole output's. */
+ * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>", deepseek_v4:
+ * "\n\n<｜DSML｜tool_calls>"; a possible start of it is held back); everything from there is
+ * kept and parsed when the output ends, and the calls go out in the last chunk, the same calls
+ * and content as the whole output's. */
 #ifndef MLA_SERVER_PARSERS_TOOL_CALLS_H
 #define MLA_SERVER_PARSERS_TOOL_CALLS_H
 
@@ -40,11 +43,12 @@ enum tool_parser {
 	TOOL_PARSER_DEEPSEEK_V3,
 	TOOL_PARSER_DEEPSEEK_V31,
 	TOOL_PARSER_DEEPSEEK_V32,
+	TOOL_PARSER_DEEPSEEK_V4,
 };
 
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int tool_parser_from_name(const char *name);
-#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32"
+#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4"
 
 /* Parses a whole output: *calls gets a new array of {"id", "type", "function": {"name",
  * "arguments"}} (empty when there are none) and *content_len how much of text is content.
