@@ -547,7 +547,6 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		free(s);
 		return -1;
 	}
-	s->sr.owner = s;
 	if (p->cache_salt)
 		s->sr.kv.salt = blocks_salt(eng->pool, p->cache_salt, strlen(p->cache_salt));
 	s->p.cache_salt = NULL; /* the caller's; hashed above */

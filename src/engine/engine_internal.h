@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attn/kv_cache.h"
@@ -45,6 +46,13 @@ struct eseq {
 	struct eseq *inbox_next;
 	struct eseq *live_prev, *live_next;
 };
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#endif
+
+/* The choice whose scheduler record r is: the scheduler keeps no pointer back. */
+static inline struct eseq *eseq_of(struct sched_req *r) { return container_of(r, struct eseq, sr); }
 
 /* Choice i of the step (o.reqs[i]) after the forward: what it sampled and how its step
  * ended. Indexed by step position rather than kept in struct eseq because the choice may be

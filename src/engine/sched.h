@@ -48,7 +48,6 @@ struct sched_req {
 	int step_start; /* n_computed before this step (first position) */
 	/* waiting deque */
 	struct sched_req *prev, *next;
-	void *owner; /* the engine's request */
 };
 
 /* max_len: prompt + output capacity in tokens (<= max_model_len). */

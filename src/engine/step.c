@@ -264,7 +264,7 @@ static int mtp_step(struct engine *eng, const struct sched_output *o, struct err
 			if (!eng->rows[i])
 				continue;
 			struct sched_req *r = o->reqs[i];
-			int32_t d = mtp_draft(eng, r->owner, eng->rows[i], depth);
+			int32_t d = mtp_draft(eng, eseq_of(r), eng->rows[i], depth);
 			if (d < 0)
 				continue;
 			r->tokens[r->n_tokens + depth] = d;
@@ -362,7 +362,7 @@ int engine_step(struct engine *eng, struct err *e)
 		 * never spin on it. */
 		struct sched_req *r = sched_waiting_head(eng->sched);
 		if (r) {
-			struct eseq *s = r->owner;
+			struct eseq *s = eseq_of(r);
 			engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL,
 					  "request does not fit in the kv cache");
 		}
@@ -370,7 +370,7 @@ int engine_step(struct engine *eng, struct err *e)
 	}
 	double t0 = mono_now_s();
 	for (int i = 0; i < o.n; i++) {
-		struct eseq *s = o.reqs[i]->owner;
+		struct eseq *s = eseq_of(o.reqs[i]);
 		if (s->t_scheduled == 0) {
 			s->t_scheduled = t0;
 			pthread_mutex_lock(&eng->mu);
@@ -381,9 +381,9 @@ int engine_step(struct engine *eng, struct err *e)
 	if (runner_execute(&eng->runner, &o, eng->rows, e) < 0)
 		return -1;
 	for (int i = 0; i < o.n; i++)
-		prompt_logprobs(eng, i, o.reqs[i]->owner);
+		prompt_logprobs(eng, i, eseq_of(o.reqs[i]));
 	for (int i = 0; i < o.n; i++) {
-		struct eseq *s = o.reqs[i]->owner;
+		struct eseq *s = eseq_of(o.reqs[i]);
 		struct step_slot *sl = &eng->slot[i];
 		sl->n_before = sched_req_n_output(&s->sr);
 		sl->n_sampled = 0;
@@ -395,7 +395,7 @@ int engine_step(struct engine *eng, struct err *e)
 		sched_req_append(eng->sched, o.reqs[i], eng->slot[i].sampled, eng->slot[i].n_sampled);
 	double t1 = mono_now_s();
 	for (int i = 0; i < o.n; i++) {
-		struct eseq *s = o.reqs[i]->owner;
+		struct eseq *s = eseq_of(o.reqs[i]);
 		struct step_slot *sl = &eng->slot[i];
 		int n_new = sched_req_n_output(&s->sr) - sl->n_before; /* appended, up to a stop */
 		bool alive = true;
