@@ -19,6 +19,12 @@ printf '[{"role":"system","content":"S"},{"role":"user","content":"hi"},{"role":
 check "chat-template v3 multi-turn" \
 	"<｜begin▁of▁sentence｜>S<｜User｜>hi<｜Assistant｜>yo<｜end▁of▁sentence｜><｜User｜>again<｜Assistant｜>" \
 	"$($BIN chat-template $FX/tiny-v3 --messages "$tmp/m.json" --add-generation-prompt)"
+# a DeepSeek-V4 checkpoint (no chat_template): DeepSeek's encoder, on its first published example
+mkdir "$tmp/v4"
+printf '{"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"}' >"$tmp/v4/config.json"
+printf '{"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}' >"$tmp/v4/tokenizer_config.json"
+check "chat-template v4 encoder (dsv4/test_output_1.txt)" "$(cat $FX/dsv4/test_output_1.txt)" \
+	"$($BIN chat-template "$tmp/v4" --messages $FX/dsv4/test_input_1.json --kwargs '{"thinking": true}')"
 out=$($BIN tokenize $FX/tokenizer --text $'bad \xff' 2>"$tmp/err"); rc=$?
 check "invalid utf-8 rejected (exit 1)" "1" "$rc"
 grep -q "invalid utf-8" "$tmp/err" && echo "ok - invalid utf-8 message" || echo "not ok - invalid utf-8 message: $(cat "$tmp/err")"

@@ -1,11 +1,11 @@
 /* Fuzz target "output": what the server makes of a model's output text, whole and streamed.
  * Byte 0 picks the parser; byte 1 seeds where the text is cut into streaming pieces; the rest
  * is the output text.
- *   tool calls (deepseek_v3, deepseek_v31, deepseek_v32's DSML): streamed, the content and the calls equal those
- *     of the whole text (call ids aside: they are random);
+ *   tool calls (deepseek_v3, deepseek_v31, deepseek_v32's and deepseek_v4's DSML): streamed, the
+ *     content and the calls equal those of the whole text (call ids aside: they are random);
  *   forced tool_choice ("required", named): the same;
- *   reasoning (deepseek_r1): streamed, reasoning and content equal those of the whole text,
- *     and together they hold the text less at most the tags. */
+ *   reasoning (deepseek_r1, deepseek_v4's): streamed, reasoning and content equal those of the
+ *     whole text, and together they hold the text less at most the tags. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -135,9 +135,10 @@ static void forced(bool required, uint32_t seed, const char *text, size_t n)
 	tool_split_fini(&s);
 }
 
-static void reasoning(uint32_t seed, const char *text, size_t n)
+/* dsml: deepseek_v4's split */
+static void reasoning(uint32_t seed, const char *text, size_t n, bool dsml)
 {
-	struct reasoning_split a = {0}, b = {0};
+	struct reasoning_split a = {.dsml = dsml}, b = {.dsml = dsml};
 	struct strbuf ra = {0}, ca = {0}, rb = {0}, cb = {0};
 	FUZZ_CHECK(reasoning_feed(&a, text, n, true, &ra, &ca) == 0);
 	size_t at = 0;
@@ -165,13 +166,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 2;
 	if (!utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
-	switch (data[0] % 6) {
+	switch (data[0] % 8) {
 	case 0: tools(TOOL_PARSER_DEEPSEEK_V3, seed, text, n); break;
 	case 1: tools(TOOL_PARSER_DEEPSEEK_V31, seed, text, n); break;
 	case 2: forced(true, seed, text, n); break;
 	case 3: forced(false, seed, text, n); break;
 	case 5: tools(TOOL_PARSER_DEEPSEEK_V32, seed, text, n); break;
-	default: reasoning(seed, text, n);
+	case 6: tools(TOOL_PARSER_DEEPSEEK_V4, seed, text, n); break;
+	case 7: reasoning(seed, text, n, true); break;
+	default: reasoning(seed, text, n, false);
 	}
 	return 0;
 }

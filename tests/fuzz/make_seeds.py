@@ -151,7 +151,8 @@ for gsrc, text in grammars:
     put("guide", i, b"\3" + gsrc.encode() + b"\0" + text.encode())
     i += 1
 
-# ---- output: byte 0 % 6 parser (0 v3 tools, 1 v31 tools, 2 required, 3 named, 4 r1, 5 v32 DSML), byte 1 seed ----
+# ---- output: byte 0 % 8 parser (0 v3 tools, 1 v31 tools, 2 required, 3 named, 4 r1, 5 v32 DSML, 6 v4 DSML,
+# 7 v4 reasoning), byte 1 seed ----
 CB, C1, CE, CS, SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁sep｜>"
 outputs = [
     (0, "Let me check." + CB + C1 + "function" + SEP + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + CE + CS),
@@ -168,6 +169,11 @@ outputs = [
     (5, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"a\">\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"b\">\n"
         "<｜DSML｜parameter name=\"x\" string=\"false\">[1, {\"y\": null}]</｜DSML｜parameter>\n</｜DSML｜invoke>"),
     (5, "cut <｜DSML｜function_calls>\n<｜DSML｜invoke name=\"a\">\n<｜DSML｜parameter name=\"q\" string=\"tr"),
+    (6, "Let me look.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+        "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+        "</｜DSML｜tool_calls>"),
+    (7, "weigh it<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"a\">\n</｜DSML｜invoke></think>x"),
+    (7, "r</think>c\n\n<｜DSML｜tool_ca"),
 ]
 for k, (p, text) in enumerate(outputs):
     put("output", k, bytes([p, k * 37 % 256]) + text.encode())
