@@ -16,9 +16,8 @@
 #include "base/mono.h"
 #include "ops/cpu.h"
 #include "ops/pool.h"
-#include "ops/quant_fp8.h"
-#include "ops/quant_int8.h"
 #include "ops/route.h"
+#include "ops/wformat.h"
 
 #define BLK 128
 
@@ -155,69 +154,51 @@ static int dummy_fp8(struct model *m, const char *name, int rows, int cols, stru
 
 /* ---- tensors from the checkpoint ---- */
 
-/* --quantization fp8: rows [r0, r0 + nr) x cols [c0, c0 + nc) of the float matrix src (a
- * checkpoint tensor in the mapping, or dummy weights) quantized into owned memory. w covers
- * the region widened to whole 128x128 blocks, so its scales are those of the whole matrix:
- * w->row0 / col0 give its place in it (mat_part's view is relative to that). */
-static int quantize_mat(struct model *m, const char *file, const char *name, const struct wmat *src, int r0, int nr,
-			int c0, int nc, const char *flag, struct wmat *w, struct err *e)
+/* memory for a quantized matrix (ops/wformat.h: struct walloc): counted as weights; the
+ * bytes a packed copy replaces in their own list (m->qbufs), freed once packed */
+static void *quant_alloc(void *ctx, size_t bytes, bool drop_when_packed)
+{
+	struct model *m = ctx;
+	void *p = drop_when_packed ? own_in(&m->qbufs, &m->n_qbufs, &m->cap_qbufs, bytes) : model_own(m, bytes);
+	if (p)
+		m->weight_bytes += bytes;
+	return p;
+}
+
+/* rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (a checkpoint tensor in the mapping, or
+ * dummy weights) quantized to format f into owned memory; *w's (row0, col0) is where it starts
+ * in src (the format may widen the region to whole scale blocks: mat_part's view is relative) */
+static int quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
+			const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
+			struct err *e)
 {
 	double t0 = mono_now_s();
-	int R0 = r0 / BLK * BLK, C0 = c0 / BLK * BLK;
-	int R1 = (r0 + nr + BLK - 1) / BLK * BLK, C1 = (c0 + nc + BLK - 1) / BLK * BLK;
-	R1 = R1 < src->rows ? R1 : src->rows;
-	C1 = C1 < src->cols ? C1 : src->cols;
-	int sr = (src->rows + BLK - 1) / BLK, sc = (src->cols + BLK - 1) / BLK;
-	size_t n = (size_t)(R1 - R0) * (size_t)(C1 - C0);
-	uint8_t *q = own_in(&m->qbufs, &m->n_qbufs, &m->cap_qbufs, n); /* freed once packed */
-	float *scale = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
-	if (!q || !scale)
-		return err_set(e, "%s: tensor %s: out of memory quantizing it to fp8", file, name);
-	int br = 0, bc = 0;
-	if (quant_fp8_blocks(m->opt.pool, src, R0, R1 - R0, C0, C1 - C0, BLK, q, scale, &br, &bc))
-		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its block", file,
-			       name, br, bc, wmat_get(src, br, bc), flag);
-	*w = (struct wmat){.dtype = DT_F8_E4M3,
-			   .data = q,
-			   .rows = R1 - R0,
-			   .cols = C1 - C0,
-			   .ld = C1 - C0,
-			   .scale = scale,
-			   .scale_ld = sc,
-			   .row0 = R0,
-			   .col0 = C0,
-			   .blk_r = BLK,
-			   .blk_c = BLK};
-	m->weight_bytes += n + sizeof(float) * (size_t)sr * (size_t)sc;
-	m->quant_src_bytes += (size_t)(R1 - R0) * (size_t)(C1 - C0) * dtype_size(src->dtype);
+	struct walloc a = {quant_alloc, m};
+	int br = -1, bc = -1, rc = f->quantize(m->opt.pool, src, r0, nr, c0, nc, &a, w, &br, &bc);
+	if (rc == -2)
+		return err_set(e, "%s: tensor %s: out of memory quantizing it to %s", file, name, f->name);
+	if (rc)
+		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its %s", file,
+			       name, br, bc, wmat_get(src, br, bc), flag, f->scale_unit);
+	m->quant_src_bytes += (size_t)w->rows * (size_t)w->cols * dtype_size(src->dtype);
 	m->quant_s += mono_now_s() - t0;
 	return 0;
 }
 
-/* --quantization int8: rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (float or fp8) quantized
- * into owned memory, W8A8's packed layout (ops/quant_int8.h), exactly the region: *w's
- * (row0, col0) is where it starts, for mat_part's view of it (all of it). */
-static int quantize_mat_int8(struct model *m, const char *file, const char *name, const struct wmat *src, int r0,
-			     int nr, int c0, int nc, const char *flag, struct wmat *w, struct err *e)
+/* The format a matrix of kind q is quantized to at load (NULL: kept as the checkpoint has it):
+ * the linear layers take --quantization's, kv_b_proj too when its scales suit the transpose,
+ * the lm_head (--quantize-lm-head) --quantization's or else fp8. */
+static const struct wformat *quant_format(const struct model *m, enum wq q)
 {
-	double t0 = mono_now_s();
-	char *d = model_own(m, int8_data_bytes(nr, nc));
-	if (!d)
-		return err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name);
-	int br, bc;
-	if (quant_int8_weights(m->opt.pool, src, r0, nr, c0, nc, d, w, &br, &bc))
-		return br < 0 ? err_set(e, "%s: tensor %s: out of memory quantizing it to int8", file, name)
-			      : err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its row",
-					file, name, br, bc, wmat_get(src, br, bc), flag);
-	w->row0 = r0;
-	w->col0 = c0;
-	m->weight_bytes += wmat_bytes(w);
-	m->quant_src_bytes += (size_t)nr * (size_t)nc * dtype_size(src->dtype);
-	m->quant_s += mono_now_s() - t0;
-	return 0;
+	const struct wformat *f = m->opt.quant;
+	if (q == WQ_LINEAR || (q == WQ_ABSORBED && f && f->transposable))
+		return f;
+	if (q == WQ_HEAD && m->opt.quantize_lm_head)
+		return f ? f : wformat_by_name("fp8");
+	return NULL;
 }
 
-/* A [rows, cols] matrix, or (--quantization fp8) the part of it that covers rows
+/* A [rows, cols] matrix, or (quantized at load) the part of it that covers rows
  * [r0, r0 + nr) x cols [c0, c0 + nc): *w's (row0, col0) is where it starts */
 static int mat_region(struct model *m, const char *name, int rows, int cols, enum wq q, int r0, int nr, int c0, int nc,
 		      struct wmat *w, struct err *e)
@@ -228,33 +209,35 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
 	bool lin = q == WQ_LINEAR || q == WQ_ABSORBED;
-	bool int8 = m->opt.quantize_int8 && (q == WQ_LINEAR || (q == WQ_HEAD && m->opt.quantize_lm_head));
-	bool quantize = !int8 && ((lin && m->opt.quantize_fp8) || (q == WQ_HEAD && m->opt.quantize_lm_head));
-	const char *flag = q == WQ_HEAD ? "--quantize-lm-head" : int8 ? "--quantization int8" : "--quantization fp8";
+	const struct wformat *qf = quant_format(m, q);
+	char flag[64];
+	if (q == WQ_HEAD)
+		snprintf(flag, sizeof flag, "--quantize-lm-head");
+	else
+		snprintf(flag, sizeof flag, "--quantization %s", qf ? qf->name : "");
 	if (m->opt.load_dummy && lin && m->cfg.fp8) {
 		if (dummy_fp8(m, name, rows, cols, w, e))
 			return -1;
-		if (!int8)
+		if (!qf || qf->dtype == w->dtype)
 			return 0;
 		struct wmat src = *w;
 		m->weight_bytes -= wmat_bytes(&src); /* the fp8 bytes stay allocated, unused */
-		return quantize_mat_int8(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		return quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 	}
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
-		uint16_t *d = quantize || int8 ? malloc(n * 2) : model_own(m, n * 2);
+		uint16_t *d = qf ? malloc(n * 2) : model_own(m, n * 2);
 		if (!d)
 			return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
 		dummy_bf16(m, name, d, n, 1.7f / sqrtf((float)cols));
 		w->dtype = DT_BF16;
 		w->data = d;
-		if (!quantize && !int8) {
+		if (!qf) {
 			m->weight_bytes += n * 2;
 			return 0;
 		}
 		struct wmat src = *w;
-		int rc = int8 ? quantize_mat_int8(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e)
-			      : quantize_mat(m, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		int rc = quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 		free(d);
 		return rc;
 	}
@@ -272,13 +255,9 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		memcpy(c, t->data, t->nbytes);
 		w->data = c;
 	}
-	if (quantize && t->dtype != DT_F8_E4M3) {
+	if (qf && t->dtype != DT_F8_E4M3 && qf->dtype != t->dtype) {
 		struct wmat src = *w;
-		return quantize_mat(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
-	}
-	if (int8 && t->dtype != DT_F8_E4M3) {
-		struct wmat src = *w;
-		return quantize_mat_int8(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+		return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 	}
 	if (t->dtype == DT_F8_E4M3) {
 		char sname[512];
@@ -297,9 +276,9 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		w->scale_ld = sc;
 		w->blk_r = br;
 		w->blk_c = bc;
-		if (int8) { /* requantized from the fp8 values times their block scales */
+		if (qf && qf->dtype != DT_F8_E4M3) { /* requantized from the fp8 values times their block scales */
 			struct wmat src = *w;
-			return quantize_mat_int8(m, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+			return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 		}
 		m->weight_bytes += s->nbytes;
 	}
@@ -411,7 +390,7 @@ static int build_uk_t(struct model *m, struct layer_weights *l, const struct wma
 	m->weight_bytes += (size_t)H * (size_t)L * (size_t)dn * esz;
 	float *st = NULL;
 	int sr = 0;
-	if (w->dtype == DT_F8_E4M3) {
+	if (w->scale) { /* block scales (fp8) */
 		sr = (w->rows + w->blk_r - 1) / w->blk_r;
 		int sc = w->scale_ld;
 		st = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
@@ -719,20 +698,19 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	bigmem_log_hugepages();
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
-	if (m->quant_src_bytes && m->opt.quantize_int8)
-		LOG_I("model",
-		      "--quantization int8%s: %.2f GB of weights quantized to int8 (a scale per row and 128 columns; "
-		      "activations per token and 128 columns, %s kernels) in %.1f s",
-		      m->opt.quantize_lm_head ? " --quantize-lm-head" : "", m->quant_src_bytes / 1e9,
-		      gemm_int8_kernel_name(lvl), m->quant_s);
-	else if (m->quant_src_bytes)
-		LOG_I("model", "%s: %.2f GB of weights quantized to fp8 in 128x128 blocks in %.1f s",
-		      m->opt.quantize_fp8 && m->opt.quantize_lm_head ? "--quantization fp8 --quantize-lm-head"
-		      : m->opt.quantize_fp8                          ? "--quantization fp8 (the linear layers)"
-								     : "--quantize-lm-head",
-		      m->quant_src_bytes / 1e9, m->quant_s);
-	else if (m->opt.quantize_fp8)
-		LOG_I("model", "--quantization fp8: the checkpoint's linear layers are fp8 already");
+	const struct wformat *qf = m->opt.quant, *hf = quant_format(m, WQ_HEAD);
+	if (m->quant_src_bytes) {
+		const struct wformat *f = qf ? qf : hf;
+		char what[128] = "--quantize-lm-head";
+		if (qf)
+			snprintf(what, sizeof what, "--quantization %s%s", qf->name,
+				 hf ? " --quantize-lm-head" : " (the linear layers)");
+		LOG_I("model", "%s: %.2f GB of weights quantized to %s in %.1f s%s%s%s", what,
+		      m->quant_src_bytes / 1e9, f->quant_desc, m->quant_s, f->kernels ? " (" : "",
+		      f->kernels ? f->kernels(lvl) : "", f->kernels ? " kernels)" : "");
+	} else if (qf) {
+		LOG_I("model", "--quantization %s: the checkpoint's linear layers are %s already", qf->name, qf->name);
+	}
 	if (model_has_mtp(m))
 		LOG_I("model", "MTP module: layer %d%s%s", c->num_hidden_layers,
 		      m->mtp.own_embed ? ", its own embedding" : ", the model's embedding",

@@ -11,6 +11,7 @@
 #include "io/config.h"
 
 struct pool;
+struct wformat;
 
 struct model_options {
 	enum dtype act_dtype; /* DT_F32 (exact reference) or DT_BF16; see --dtype */
@@ -30,16 +31,16 @@ struct model_options {
 	struct comm *comm;
 	int dcp_interleave; /* DCP runs: the prefill context chunk is a multiple of W x this */
 	bool load_mtp;      /* also load the checkpoint's MTP module (deepseek_mtp drafts) */
-	/* --quantization fp8: the linear layers of a bf16/f16/f32 checkpoint (those a DeepSeek fp8
-	 * checkpoint stores in fp8) quantized at load to fp8 in 128x128 blocks (ops/quant_fp8.h) */
-	bool quantize_fp8;
-	/* --quantization int8: W8A8, the same layers but kv_b_proj quantized at load to int8 with a
-	 * scale per row and 128 columns, activations per token and 128 columns at each GEMM
-	 * (ops/quant_int8.h); fp8 checkpoints are requantized. Excludes quantize_fp8. */
-	bool quantize_int8;
-	/* --quantize-lm-head: the lm_head too, as the linear layers (fp8 unless int8; a DeepSeek fp8 checkpoint keeps it bf16, as
-	 * vLLM's fp8 does; llama.cpp's Q8_0 quantizes it): a quarter fewer bytes per decode
-	 * step on small models, logits within fp8's rounding */
+	/* --quantization NAME: the format (ops/wformat.h) the linear layers are quantized to at load
+	 * (NULL: as the checkpoint has them). fp8: those of a bf16/f16/f32 checkpoint that a
+	 * DeepSeek fp8 checkpoint stores in fp8, in 128x128 blocks (ops/quant_fp8.h); int8: W8A8,
+	 * the same layers but kv_b_proj, a scale per row and 128 columns, activations per token and
+	 * 128 columns at each GEMM (ops/quant_int8.h), fp8 checkpoints requantized. A format whose
+	 * scales are no square blocks (not transposable) leaves kv_b_proj as the checkpoint has it. */
+	const struct wformat *quant;
+	/* --quantize-lm-head: the lm_head too, as the linear layers (fp8 without --quantization;
+	 * a DeepSeek fp8 checkpoint keeps it bf16, as vLLM's fp8 does; llama.cpp's Q8_0 quantizes
+	 * it): a quarter fewer bytes per decode step on small models, logits within fp8's rounding */
 	bool quantize_lm_head;
 };
 

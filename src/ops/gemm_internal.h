@@ -1,6 +1,7 @@
-/* Shared by the GEMM files (gemm.c: driver, portable and AVX2 kernels; gemm_avx512.c:
- * AVX-512 register-blocked kernels for few tokens; gemm_pack512.c: AVX-512 packed kernels
- * for many tokens). Not part of the ops API. */
+/* Shared by the GEMM files (gemm.c: driver; gemm_rows.c: portable and AVX2 kernels on
+ * row-major weights; gemm_avx512.c: AVX-512 register-blocked kernels for few tokens;
+ * gemm_pack512.c: AVX-512 packed kernels for many tokens; the format rows wf_*.c). Not part
+ * of the ops API. */
 #ifndef MLA_OPS_GEMM_INTERNAL_H
 #define MLA_OPS_GEMM_INTERNAL_H
 
@@ -93,6 +94,15 @@ void gemm_int8_quant_x(enum ops_level lvl, const float *x, int cols, int n, int 
  * past 16 tokens (prepack_x_elems), their values unused. Returns 1 when it has applied
  * j->round_bf16 itself (as it stores: bf16 weights), 0 when the caller still must. */
 int gemm_panel_amx(const struct gemm_job *j, const uint16_t *xb, int ldxb, int r0, int r1);
+/* rows [r0, r1) of a job on its load-time packed weights (the AMX or the AVX512_BF16 kernel),
+ * x already bf16 in xb; returns whether the kernel rounded y itself (gemm_job.round_bf16) */
+static inline int gemm_panel_prepacked(enum ops_level lvl, const struct gemm_job *j, const uint16_t *xb, int ldxb,
+				       int r0, int r1)
+{
+	if (lvl >= OPS_AMX)
+		return gemm_panel_amx(j, xb, ldxb, r0, r1);
+	return gemm_panel_prepacked512(j, xb, ldxb, r0, r1);
+}
 /* tokens [t0, t1) of x [n, ldx] (bf16-exact values) → xb, zero past cols */
 void gemm_x_to_bf16(const float *x, int ldx, int t0, int t1, int cols, uint16_t *xb, int ldxb);
 

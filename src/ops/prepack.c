@@ -1,5 +1,6 @@
-/* Packing of bf16 weights at load (layout: ops/prepack.h). Portable C: it runs once per
- * weight, over the pool's threads by 32-row blocks. */
+/* Packing of weights at load (layout: ops/prepack.h): the entry points, which ask the weight's
+ * format (ops/wformat.h), bf16's packer (fp8's: wf_fp8.c), and f32 values packed as bf16 for
+ * the prefill attention. It runs once per weight, over the pool's threads by 32-row blocks. */
 #include "ops/prepack.h"
 
 #include <stdatomic.h>
@@ -13,12 +14,11 @@
 #include "ops/gemm_internal.h"
 #include "ops/pool.h"
 #include "ops/tr16_512.h"
+#include "ops/wformat.h"
 
 static size_t blocks_of(const struct wmat *w) { return (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS); }
-static size_t segments_of(const struct wmat *w) { return (size_t)((w->cols + w->blk_c - 1) / w->blk_c); }
 
-/* bytes of the packed values (fp8: the scales follow, 64-byte aligned) */
-static size_t value_bytes(const struct wmat *w)
+size_t prepack_value_bytes(const struct wmat *w)
 {
 	size_t b = blocks_of(w) * (size_t)prepack_pairs(w->cols) * (size_t)prepack_words_per_pair(w->dtype) * 4;
 	return (b + 63) & ~(size_t)63;
@@ -26,10 +26,8 @@ static size_t value_bytes(const struct wmat *w)
 
 size_t prepack_bytes(const struct wmat *w)
 {
-	size_t b = value_bytes(w);
-	if (w->dtype == DT_F8_E4M3)
-		b += blocks_of(w) * segments_of(w) * PREPACK_ROWS * sizeof(float);
-	return b;
+	const struct wformat *f = wformat_of(w->dtype);
+	return f && f->prepack_bytes ? f->prepack_bytes(w) : 0;
 }
 
 /* MLASERVE_PREPACK=0 keeps the weights as loaded: half the memory for bf16 checkpoints loaded
@@ -51,25 +49,21 @@ static bool prepack_enabled(void)
 
 bool prepack_wanted(const struct wmat *w, bool act_bf16)
 {
-	bool fp8_ok = w->dtype == DT_F8_E4M3 && w->blk_c > 0 && w->blk_c % 2 == 0 &&
-		      w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS && w->col0 % w->blk_c == 0;
-	if (w->rows <= 0 || w->cols <= 0 || !prepack_enabled())
+	const struct wformat *f = wformat_of(w->dtype);
+	if (w->rows <= 0 || w->cols <= 0 || !prepack_enabled() || !f || !f->prepack_wanted)
 		return false;
-	if ((fp8_ok || w->dtype == DT_BF16) && ops_level_best() == OPS_AVX2) /* fp32 FMAs, any activations */
-		return true;
-	return act_bf16 && (w->dtype == DT_BF16 || fp8_ok) && ops_level_best() >= OPS_AVX512_BF16;
+	return f->prepack_wanted(w, act_bf16);
 }
 
-/* the layout prepack_weights gives w */
-static int kind_of(const struct wmat *w)
+bool prepack_level_wants(bool act_bf16)
 {
-	return w->dtype == DT_F8_E4M3 && ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP;
+	enum ops_level l = ops_level_best();
+	return l == OPS_AVX2 || (act_bf16 && l >= OPS_AVX512_BF16); /* AVX2: fp32 FMAs, any activations */
 }
 
 struct pack_ctx {
 	const struct wmat *w;
 	uint32_t *dst;
-	int kind; /* PREPACK_KIND_* */
 };
 
 /* AVX-512: 16 rows x 16 pairs at a time, loaded as 16 rows of 32 bf16 (zero past the
@@ -185,54 +179,29 @@ static void pack_blocks(void *arg, int b0, int b1, int tid)
 	}
 }
 
-/* fp8 blocks [b0, b1): the bytes pairwise per row, then each row's scale per segment */
-static void pack_blocks_fp8(void *arg, int b0, int b1, int tid)
+void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p)
 {
-	(void)tid;
-	const struct pack_ctx *c = arg;
-	const struct wmat *w = c->w;
-	size_t PP = (size_t)prepack_pairs(w->cols), S = segments_of(w);
-	float *scale = (float *)(void *)((char *)c->dst + value_bytes(w));
-	size_t (*byte)(int, int) = c->kind == PREPACK_KIND_FP8_AVX2 ? prepack_fp8_avx2_byte : prepack_fp8_byte;
-	for (int b = b0; b < b1; b++) {
-		uint8_t *d = (uint8_t *)c->dst + (size_t)b * PP * 2 * PREPACK_ROWS;
-		memset(d, 0, PP * 2 * PREPACK_ROWS);
-		float *sc = scale + (size_t)b * S * PREPACK_ROWS;
-		for (int r = 0; r < PREPACK_ROWS; r++) {
-			int row = b * PREPACK_ROWS + r;
-			for (size_t g = 0; g < S; g++)
-				sc[g * PREPACK_ROWS + (size_t)r] = row < w->rows
-									   ? gemm_wscale(w, row, (int)g * w->blk_c)
-									   : 0.0f;
-			if (row >= w->rows)
-				continue;
-			const uint8_t *src = (const uint8_t *)w->data + (size_t)row * (size_t)w->ld;
-			uint8_t *d0 = d + byte(r, 0), *d1 = d + byte(r, 1); /* the row's bytes in every step */
-			int col = 0;
-			for (; col + 1 < w->cols; col += 2) {
-				d0[(size_t)col * PREPACK_ROWS] = src[col];
-				d1[(size_t)col * PREPACK_ROWS] = src[col + 1];
-			}
-			if (col < w->cols)
-				d0[(size_t)col * PREPACK_ROWS] = src[col];
-		}
-	}
+	const struct wformat *f = wformat_of(w->dtype);
+	CHECK(f && f->prepack);
+	f->prepack(w, dst, p, f->prepack_kind ? f->prepack_kind(w) : PREPACK_KIND_DP);
 }
-
-void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p) { prepack_weights_kind(w, dst, p, kind_of(w)); }
 
 void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind)
 {
-	bool fp8 = w->dtype == DT_F8_E4M3;
-	CHECK((w->dtype == DT_BF16 ||
-	       (fp8 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS && w->col0 % w->blk_c == 0)) &&
-	      ((uintptr_t)dst & 63) == 0 && (kind == PREPACK_KIND_DP || fp8));
-	struct pack_ctx c = {w, dst, kind};
-	pool_for(p, (int)blocks_of(w), 1, fp8 ? pack_blocks_fp8 : pack_blocks, &c);
+	const struct wformat *f = wformat_of(w->dtype);
+	CHECK(f && f->prepack);
+	f->prepack(w, dst, p, kind);
+}
+
+void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p)
+{
+	CHECK(w->dtype == DT_BF16 && ((uintptr_t)dst & 63) == 0);
+	struct pack_ctx c = {w, dst};
+	pool_for(p, (int)blocks_of(w), 1, pack_blocks, &c);
 	w->packed = dst;
 	w->packed_pairs = prepack_pairs(w->cols);
-	w->packed_kind = kind;
-	w->packed_scale = fp8 ? (const float *)(const void *)((const char *)dst + value_bytes(w)) : NULL;
+	w->packed_kind = PREPACK_KIND_DP;
+	w->packed_scale = NULL;
 }
 
 #define F32_PACK_FN __attribute__((target("avx512f,avx512bw")))

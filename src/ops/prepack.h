@@ -60,13 +60,15 @@ static inline int prepack_pairs(int cols)
 
 struct pool;
 
+/* Each entry below asks w's format (ops/wformat.h: its prepack_* fields). */
+
 /* Bytes of w's packed copy (the view's rows and columns, padded as above). */
 size_t prepack_bytes(const struct wmat *w);
 
 /* Whether packing w pays: bf16 weights (or fp8 ones whose columns start on a scale block), a
  * CPU with bf16 dot products, bf16 activations; or at the AVX2 level, any activations, bf16
  * weights (in this layout, for ops/gemm_bf16_avx2.c) and fp8 ones (columns on a scale block,
- * in the AVX2 layout). */
+ * in the AVX2 layout). MLASERVE_PREPACK=0: never. */
 bool prepack_wanted(const struct wmat *w, bool act_bf16);
 
 /* Packs the view w (bf16 or fp8) into dst (prepack_bytes(w), 64-byte aligned) over the pool's
@@ -76,6 +78,13 @@ void prepack_weights(struct wmat *w, uint32_t *dst, struct pool *p);
 /* The same in a given layout (PREPACK_KIND_FP8_AVX2: fp8 only), whatever the CPU's level: for
  * tests of the AVX2 kernel on a newer CPU */
 void prepack_weights_kind(struct wmat *w, uint32_t *dst, struct pool *p, int kind);
+
+/* For the format rows: the level rule of the packed kernels (the AVX2 level, any activations;
+ * from AVX512_BF16 on, bf16 ones), the bytes of a packed copy's values (64-byte aligned; fp8's
+ * scales follow), and bf16's packer (kind PREPACK_KIND_DP). */
+bool prepack_level_wants(bool act_bf16);
+size_t prepack_value_bytes(const struct wmat *w);
+void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p);
 
 /* 32-bit words per pair step of a block (bf16 32, fp8 16) and fp8 scale segments per block */
 static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }

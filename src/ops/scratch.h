@@ -13,9 +13,8 @@ enum ops_scratch_id {
 	OPS_SCRATCH_PACK512_W,  /* gemm_pack512.c: packed weights */
 	OPS_SCRATCH_PACK512_X,  /* gemm_pack512.c: x tile */
 	OPS_SCRATCH_PACK512_SC, /* gemm_pack512.c: fp8 segment scales */
-	OPS_SCRATCH_PREPACK_X,  /* gemm.c: x as bf16 for the prepacked kernel */
+	OPS_SCRATCH_ACT,        /* gemm.c: x as the weight formats' kernels read it (ops/wformat.h) */
 	OPS_SCRATCH_AMX_C,      /* gemm_amx.c: C tiles between k chunks */
-	OPS_SCRATCH_INT8_X,     /* gemm.c: x quantized for the int8 kernels */
 	OPS_SCRATCH_N
 };
 

@@ -14,6 +14,7 @@
 #include "io/config.h"
 #include "model/model.h"
 #include "ops/pool.h"
+#include "ops/wformat.h"
 #include "tok/tokenizer.h"
 
 #define MOD "engine"
@@ -311,7 +312,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 			return err_set(e, "--load-format: invalid value '%s' (auto or dummy)", v);
 		a->load_dummy = !strcmp(v, "dummy");
 	} else if (!strcmp(flag, "--quantization") || !strcmp(flag, "-q")) {
-		rc = engine_args_quantization(v, &a->quantize_fp8, &a->quantize_int8, e);
+		rc = engine_args_quantization(v, &a->quant, e);
 	} else if (!strcmp(flag, "--attention-backend")) {
 		if (!attn_backend_by_name(v)) {
 			char names[256] = "";
@@ -380,16 +381,9 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 	return 1;
 }
 
-int engine_args_quantization(const char *v, bool *fp8, bool *int8, struct err *e)
+int engine_args_quantization(const char *v, const struct wformat **out, struct err *e)
 {
-	if (strcmp(v, "fp8") && strcmp(v, "int8"))
-		return err_set(e,
-			       "--quantization: unsupported method '%s' (fp8: linear layers quantized to fp8 at load, "
-			       "fp8 checkpoints are read as they are; int8: W8A8, int8 weights and activations)",
-			       v);
-	*fp8 = !strcmp(v, "fp8"); /* the last one given wins */
-	*int8 = !*fp8;
-	return 0;
+	return wformat_parse_quantization(v, out, e); /* the last one given wins */
 }
 
 static bool file_exists(const char *dir, const char *name)
@@ -436,8 +430,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .comm = a->comm,
 				   .dcp_interleave = a->dcp_interleave,
 				   .load_mtp = a->spec.method == SPEC_MTP,
-				   .quantize_fp8 = a->quantize_fp8,
-				   .quantize_int8 = a->quantize_int8,
+				   .quant = a->quant,
 				   .quantize_lm_head = a->quantize_lm_head};
 	mo.act_dtype = act_dtype;
 	mo.act_dtype_auto = act_auto;

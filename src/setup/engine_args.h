@@ -12,12 +12,13 @@
 #include "engine/spec.h"
 #include "io/hf_config.h"
 
+struct wformat;
+
 struct engine_args {
 	const char *model_dir;
 	const char *dtype;             /* --dtype auto|float32|bfloat16 (default auto) */
 	bool load_dummy;               /* --load-format dummy */
-	bool quantize_fp8;             /* --quantization fp8 (-q fp8) */
-	bool quantize_int8;            /* --quantization int8 (W8A8) */
+	const struct wformat *quant;   /* --quantization NAME (-q): a row of ops/wformat.h (NULL: none) */
 	bool quantize_lm_head;         /* --quantize-lm-head */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;                /* --block-size (0 = backend default) */
@@ -49,8 +50,9 @@ void engine_args_init(struct engine_args *a, bool serving);
  * past it and returns 1; returns 0 for anything else, -1 for a bad value. */
 int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, struct err *e);
 void engine_args_usage(FILE *f);
-/* --quantization / -q VALUE: only fp8 (sets *fp8) */
-int engine_args_quantization(const char *v, bool *fp8, bool *int8, struct err *e);
+/* --quantization / -q VALUE: the weight format the linear layers are quantized to at load
+ * (fp8, int8: the rows of ops/wformat.h that quantize); serve, bench and logits parse it here */
+int engine_args_quantization(const char *v, const struct wformat **out, struct err *e);
 /* Parses "123", "4K", "512MiB", "2G" (powers of 1024). */
 int engine_args_parse_bytes(const char *s, size_t *out);
 

@@ -233,8 +233,8 @@ struct bench_opts {
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
 	int warmup; /* --num-iters-warmup: untimed prefills first (the first touch of scratch pages) */
-	bool quantize_fp8;     /* --quantization fp8 */
-	bool quantize_int8;    /* --quantization int8 */
+	/* --quantization NAME (engine_args_quantization: a row of ops/wformat.h, NULL: none) */
+	const struct wformat *quant;
 	bool quantize_lm_head; /* --quantize-lm-head */
 };
 
@@ -342,8 +342,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .max_seqs = Bmax,
 				   .max_model_len = I + O,
 				   .pool = pool,
-				   .quantize_fp8 = o->quantize_fp8,
-				   .quantize_int8 = o->quantize_int8,
+				   .quant = o->quant,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -567,7 +566,7 @@ int cmd_bench(int argc, char **argv)
 		else if (!strcmp(a, "--attention-backend"))
 			o.backend = v;
 		else if (!strcmp(a, "--quantization") || !strcmp(a, "-q"))
-			bad = engine_args_quantization(v, &o.quantize_fp8, &o.quantize_int8, &e);
+			bad = engine_args_quantization(v, &o.quant, &e);
 		else if (!strcmp(a, "--load-format")) {
 			if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors"))
 				bad = err_set(&e, "--load-format: invalid value '%s' (auto, safetensors or dummy)", v);

@@ -24,8 +24,8 @@
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
 	int dummy, threads, chunk;
-	bool quantize_fp8;     /* --quantization fp8 */
-	bool quantize_int8;    /* --quantization int8 */
+	/* --quantization NAME (engine_args_quantization: a row of ops/wformat.h, NULL: none) */
+	const struct wformat *quant;
 	bool quantize_lm_head; /* --quantize-lm-head */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
@@ -82,8 +82,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .tp_rank = c ? c->tp_rank : 0,
 				   .comm = c,
 				   .dcp_interleave = o->interleave,
-				   .quantize_fp8 = o->quantize_fp8,
-				   .quantize_int8 = o->quantize_int8,
+				   .quant = o->quant,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -229,7 +228,7 @@ int cmd_logits(int argc, char **argv)
 			else if (!strcmp(a, "--attention-backend"))
 				o.backend = v;
 			else if (!strcmp(a, "--quantization") || !strcmp(a, "-q")) {
-				if (engine_args_quantization(v, &o.quantize_fp8, &o.quantize_int8, &e))
+				if (engine_args_quantization(v, &o.quant, &e))
 					goto fail;
 			} else if (!strcmp(a, "--load-format")) {
 				if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors")) {

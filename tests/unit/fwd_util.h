@@ -12,6 +12,7 @@
 #include "attn/backends/backends.h"
 #include "harness.h"
 #include "model/model.h"
+#include "ops/wformat.h"
 
 #define FWD_BS 16
 
@@ -88,13 +89,15 @@ static inline int fwd_step(struct model *m, struct fwd_seq *s, const struct attn
 static inline struct model *fwd_load_quant(const char *fixture, struct pool *pool, bool fp8, bool int8, bool head,
 					   bool dummy, enum dtype act, struct err *e)
 {
+	const struct wformat *q = int8 ? wformat_by_name("int8") : NULL; /* --quantization int8 wins */
+	if (!q && fp8)
+		q = wformat_by_name("fp8");
 	struct model_options o = {.act_dtype = act,
 				  .max_batch_tokens = 64,
 				  .max_seqs = 4,
 				  .max_model_len = 64,
 				  .pool = pool,
-				  .quantize_fp8 = fp8,
-				  .quantize_int8 = int8,
+				  .quant = q,
 				  .quantize_lm_head = head,
 				  .load_dummy = dummy,
 				  .dummy_seed = 3};

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "setup/engine_args.h"
+#include "ops/wformat.h"
 #include "harness.h"
 
 /* parses every argument of argv (NULL-terminated) as an engine flag; 0 ok, -1 error (e->msg),
@@ -46,17 +47,17 @@ static void test_values(void)
 	EXPECT(a.kv_cache_memory == 2ull << 30);
 	EXPECT(!a.enable_prefix_caching);
 	EXPECT(!strcmp(a.dtype, "float32"));
-	EXPECT(!a.quantize_fp8);
+	EXPECT(!a.quant);
 	char *bad[] = {"--max-num-seqs", "0", NULL};
 	EXPECT_EQ_INT(parse_all(&a, bad, &e), -1);
 	/* vLLM's --quantization / -q: fp8 or int8, the last one given */
 	char *q1[] = {"-q", "fp8", NULL}, *q2[] = {"--quantization=fp8", NULL},
 	     *q3[] = {"--quantization", "awq", NULL}, *q4[] = {"-q", "int8", NULL}, *q5[] = {"-q", "fp8", "-q", "int8", NULL};
-	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8 && !a.quantize_int8);
-	EXPECT(parse_all(&a, q2, &e) == 0 && a.quantize_fp8);
-	EXPECT(parse_all(&a, q4, &e) == 0 && a.quantize_int8 && !a.quantize_fp8);
-	EXPECT(parse_all(&a, q1, &e) == 0 && a.quantize_fp8 && !a.quantize_int8);
-	EXPECT(parse_all(&a, q5, &e) == 0 && a.quantize_int8 && !a.quantize_fp8);
+	EXPECT(parse_all(&a, q1, &e) == 0 && a.quant == wformat_by_name("fp8"));
+	EXPECT(parse_all(&a, q2, &e) == 0 && a.quant == wformat_by_name("fp8"));
+	EXPECT(parse_all(&a, q4, &e) == 0 && a.quant == wformat_by_name("int8"));
+	EXPECT(parse_all(&a, q1, &e) == 0 && a.quant == wformat_by_name("fp8"));
+	EXPECT(parse_all(&a, q5, &e) == 0 && a.quant == wformat_by_name("int8"));
 	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
 	/* --quantize-lm-head takes no value: the argument after it is the next flag */
 	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
