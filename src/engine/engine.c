@@ -18,6 +18,7 @@
 #include "engine/blocks.h"
 #include "engine/engine_internal.h"
 #include "engine/outbox.h"
+#include "engine/req.h"
 #include "guide/guide.h"
 #include "io/config.h"
 #include "model/model.h"
@@ -72,8 +73,8 @@ void engine_options_init(struct engine_options *o)
 
 void engine_cancel(struct engine_req *h)
 {
-	struct engine *eng = outbox_mark_cancelled(h);
-	if (!eng)
+	struct engine *eng = h->eng;
+	if (!outbox_mark_cancelled(&h->ob))
 		return;
 	pthread_mutex_lock(&eng->mu);
 	h->cancel_next = eng->cancels;
@@ -87,30 +88,20 @@ void engine_release(struct engine_req *h)
 	if (!h)
 		return;
 	engine_cancel(h);
-	outbox_unref(h);
+	req_unref(h);
+}
+
+int engine_next_event(struct engine_req *h, struct engine_event *ev, int timeout_ms)
+{
+	return outbox_next(&h->ob, ev, timeout_ms);
+}
+
+const struct engine_logprob *engine_prompt_logprobs(struct engine_req *h, int *n)
+{
+	return outbox_prompt_logprobs(&h->ob, n);
 }
 
 /* ---- engine thread ---- */
-
-/* Posts one step's output of a choice (engine thread). */
-void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp, const char *text,
-		    size_t text_len, enum engine_finish fin, const char *error)
-{
-	struct outbox_post o = {.tok = tok,
-				.n_tok = n_tok,
-				.lp = lp,
-				.text = text,
-				.text_len = text_len,
-				.finish = fin,
-				.stop_token = s->sr.stop_token,
-				.stop_str = s->text.stop_idx >= 0 ? s->p.stop[s->text.stop_idx] : NULL,
-				.error = error,
-				.n_prompt = s->sr.n_prompt,
-				.n_cached = s->sr.n_cached < 0 ? 0 : s->sr.n_cached,
-				.n_output = s->n_out};
-	outbox_post(s->h, s->index, &o);
-}
-
 
 static void live_remove(struct engine *eng, struct eseq *s)
 {
@@ -120,15 +111,6 @@ static void live_remove(struct engine *eng, struct eseq *s)
 		eng->live = s->live_next;
 	if (s->live_next)
 		s->live_next->live_prev = s->live_prev;
-}
-
-static void eseq_free(struct eseq *s)
-{
-	guide_state_free(s->guide);
-	free(s->owned_ids);
-	sched_req_fini(&s->sr);
-	seq_text_fini(&s->text);
-	free(s);
 }
 
 /* A finished choice: out of the scheduler, deliver its last event, record stats, free it
@@ -145,7 +127,7 @@ void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fi
 		if (seq_text_finish(&s->text, &e) == 0)
 			n = seq_text_take(&s->text, true, &d);
 	}
-	engine_deliver(s, tok, n_tok, lp, d, n, fin, error);
+	eseq_deliver(s, tok, n_tok, lp, d, n, fin, error);
 	double t = mono_now_s();
 	pthread_mutex_lock(&eng->mu);
 	eng->st.finished[fin]++;
@@ -156,19 +138,19 @@ void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fi
 	live_remove(eng, s);
 	eseq_free(s);
 	if (--h->n_alive == 0)
-		outbox_unref(h); /* the engine's reference */
+		req_unref(h); /* the engine's reference */
 }
 
 static void abort_handle(struct engine *eng, struct engine_req *h, const char *error)
 {
-	outbox_ref(h); /* h must outlive its last choice's seq_finish below */
-	for (int i = 0; i < h->n; i++) {
+	req_ref(h); /* h must outlive its last choice's seq_finish below */
+	for (int i = 0; i < h->ob.n; i++) {
 		struct eseq *s = h->seqs[i];
 		if (!s)
 			continue;
 		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
 	}
-	outbox_unref(h);
+	req_unref(h);
 }
 
 static void abort_all(struct engine *eng, const char *error)
@@ -200,7 +182,7 @@ static void drain_inbox_locked(struct engine *eng)
 	for (struct engine_req *h = cancels, *next; h; h = next) {
 		next = h->cancel_next;
 		abort_handle(eng, h, NULL);
-		outbox_unref(h); /* the cancel list's reference */
+		req_unref(h); /* the cancel list's reference */
 	}
 	pthread_mutex_lock(&eng->mu);
 	/* the requests just drained count as waiting from now, not from the end of the next step
@@ -459,7 +441,7 @@ void engine_free(struct engine *eng)
 	while (eng->cancels) {
 		struct engine_req *h = eng->cancels;
 		eng->cancels = h->cancel_next;
-		outbox_unref(h);
+		req_unref(h);
 	}
 	free(eng->slot);
 	free(eng->rows);
@@ -592,12 +574,12 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 		s->sr.prompt_rows = index == 0;
 	}
 	if (p->prompt_logprobs >= 0 && index == 0) {
-		if (!(h->prompt_lps = calloc((size_t)n_prompt, sizeof *h->prompt_lps))) {
+		if (!(h->ob.prompt_lps = calloc((size_t)n_prompt, sizeof *h->ob.prompt_lps))) {
 			eseq_free(s);
 			return err_set(e, "request: out of memory for %d prompt logprobs", n_prompt);
 		}
-		h->n_prompt_lps = n_prompt;
-		h->prompt_lps_ready = n_prompt == 1; /* nothing to compute */
+		h->ob.n_prompt_lps = n_prompt;
+		h->ob.prompt_lps_ready = n_prompt == 1; /* nothing to compute */
 	}
 	s->h = h;
 	s->index = index;
@@ -677,7 +659,7 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len, con
 		err_set(e, "server is overloaded: %d requests waiting", eng->o.max_waiting);
 		return ENGINE_EQUEUE_FULL;
 	}
-	struct engine_req *h = outbox_new(p->n, eng);
+	struct engine_req *h = req_new(p->n, eng);
 	if (!h) {
 		err_set(e, "request: out of memory");
 		return ENGINE_EINVAL;
@@ -702,7 +684,7 @@ int engine_submit(struct engine *eng, const int32_t *prompt, int prompt_len, con
 		for (int i = 0; i < p->n; i++)
 			if (h->seqs[i])
 				eseq_free(h->seqs[i]);
-		outbox_discard(h);
+		req_discard(h);
 		return rc;
 	}
 	h->n_alive = p->n;

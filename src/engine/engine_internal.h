@@ -5,54 +5,19 @@
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "attn/kv_cache.h"
 #include "engine/engine.h"
-#include "engine/output.h"
 #include "engine/runner.h"
 #include "engine/sample.h"
+#include "engine/req.h"
 #include "engine/sched.h"
 #include "engine/spec.h"
 
 struct model_config;
 struct guide_vocab;
 struct guide_state;
-
-/* One choice as the engine thread sees it: the one struct the engine follows a choice
- * through. It embeds what it owns: its scheduler record (struct sched_req, with its tokens
- * and its KV blocks' struct kv_seq), which stays a struct of its own because the scheduler
- * must not see sampling, text or handles; and its output stage (struct seq_text). The
- * request's handle (struct engine_req, shared by reference with the caller and holding the
- * n choices' outboxes) is the only other struct of a request. */
-struct eseq {
-	struct sched_req sr;
-	struct sampling_params p;
-	int32_t stop_ids[ENGINE_MAX_STOP_IDS];     /* sched: stop_token_ids (+ extra eos) */
-	int32_t mask_ids[ENGINE_MAX_STOP_IDS + 8]; /* sampler min_tokens mask: eos + stop ids */
-	int n_mask;
-	struct sample_rng rng;
-	struct seq_text text;
-	struct engine_req *h;
-	int index;
-	int n_out; /* output tokens delivered */
-	double t_arrival, t_scheduled, t_first, t_last;
-	struct engine_logprob lp[SPEC_MAX_TOKENS + 1]; /* this step's, one per sampled token */
-	struct guide_state *guide;                     /* guided decoding: the output's state, holding the grammar
-				    * (p.guide is NULL), else NULL */
-	bool guide_on;                                 /* the grammar applies (p.guide_after was sampled, or is -1) */
-	int32_t *owned_ids;                            /* the copies p.allowed_ids, p.bad_words, p.bad_lens point to */
-	struct eseq *inbox_next;
-	struct eseq *live_prev, *live_next;
-};
-
-#ifndef container_of
-#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-#endif
-
-/* The choice whose scheduler record r is: the scheduler keeps no pointer back. */
-static inline struct eseq *eseq_of(struct sched_req *r) { return container_of(r, struct eseq, sr); }
 
 /* Choice i of the step (o.reqs[i]) after the forward: what it sampled and how its step
  * ended. Indexed by step position rather than kept in struct eseq because the choice may be
@@ -105,9 +70,6 @@ struct engine {
 
 /* engine.c */
 void engine_hist_observe(struct engine_hist *h, double v); /* eng->mu held */
-/* Posts one delivery of a choice. */
-void engine_deliver(struct eseq *s, const int32_t *tok, int n_tok, const struct engine_logprob *lp, const char *text,
-		    size_t text_len, enum engine_finish fin, const char *error);
 /* A finished choice (why: finish_check's verdict, or ABORT from outside): takes it out of the
  * scheduler unless finish_check did there, delivers its last event, records stats, frees it. */
 void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin, const int32_t *tok, int n_tok,

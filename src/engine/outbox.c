@@ -1,4 +1,4 @@
-/* Request handles and their outboxes (outbox.h). */
+/* The reader's side of request handles (outbox.h). */
 #include "engine/outbox.h"
 
 #include <errno.h>
@@ -6,30 +6,22 @@
 #include <string.h>
 #include <time.h>
 
-struct engine_req *outbox_new(int n, struct engine *eng)
+int outbox_init(struct outbox *h, int n)
 {
-	struct engine_req *h = calloc(1, sizeof *h);
-	if (!h)
-		return NULL;
+	memset(h, 0, sizeof *h);
 	h->ch = calloc((size_t)n, sizeof *h->ch);
-	h->seqs = calloc((size_t)n, sizeof *h->seqs);
-	if (!h->ch || !h->seqs) {
-		free(h->ch);
-		free(h->seqs);
-		free(h);
-		return NULL;
-	}
+	if (!h->ch)
+		return -1;
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
 	h->n = n;
 	h->refs = 2; /* caller + engine */
-	h->eng = eng;
 	for (int i = 0; i < n; i++)
 		h->ch[i].stop_token = -1;
-	return h;
+	return 0;
 }
 
-void outbox_ref(struct engine_req *h)
+void outbox_ref(struct outbox *h)
 {
 	pthread_mutex_lock(&h->mu);
 	h->refs++;
@@ -44,13 +36,13 @@ static void chunk_free(struct outbox_chunk *c)
 	memset(c, 0, sizeof *c);
 }
 
-static void unref_locked(struct engine_req *h)
+static bool unref_locked(struct outbox *h)
 {
 	/* called with h->mu held; unlocks it */
 	bool last = --h->refs == 0;
 	pthread_mutex_unlock(&h->mu);
 	if (!last)
-		return;
+		return false;
 	for (int i = 0; i < h->n; i++) {
 		chunk_free(&h->ch[i].pending);
 		chunk_free(&h->ch[i].current);
@@ -58,17 +50,16 @@ static void unref_locked(struct engine_req *h)
 		free(h->ch[i].error);
 	}
 	free(h->ch);
-	free(h->seqs);
 	free(h->prompt_lps);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
-	free(h);
+	return true;
 }
 
-void outbox_unref(struct engine_req *h)
+bool outbox_unref(struct outbox *h)
 {
 	pthread_mutex_lock(&h->mu);
-	unref_locked(h);
+	return unref_locked(h);
 }
 
 static int chunk_reserve(struct outbox_chunk *c, int n_more, size_t text_more, bool logprobs)
@@ -102,7 +93,7 @@ static int chunk_reserve(struct outbox_chunk *c, int n_more, size_t text_more, b
 	return 0;
 }
 
-int engine_next_event(struct engine_req *h, struct engine_event *ev, int timeout_ms)
+int outbox_next(struct outbox *h, struct engine_event *ev, int timeout_ms)
 {
 	struct timespec dl;
 	if (timeout_ms > 0) {
@@ -166,21 +157,21 @@ int engine_next_event(struct engine_req *h, struct engine_event *ev, int timeout
 	}
 }
 
-void outbox_discard(struct engine_req *h)
+void outbox_discard(struct outbox *h)
 {
 	pthread_mutex_lock(&h->mu);
 	h->refs = 1;
 	unref_locked(h);
 }
 
-void outbox_prompt_logprobs_ready(struct engine_req *h)
+void outbox_prompt_logprobs_ready(struct outbox *h)
 {
 	pthread_mutex_lock(&h->mu);
 	h->prompt_lps_ready = true;
 	pthread_mutex_unlock(&h->mu);
 }
 
-const struct engine_logprob *engine_prompt_logprobs(struct engine_req *h, int *n)
+const struct engine_logprob *outbox_prompt_logprobs(struct outbox *h, int *n)
 {
 	pthread_mutex_lock(&h->mu);
 	bool ready = h->prompt_lps_ready;
@@ -189,7 +180,7 @@ const struct engine_logprob *engine_prompt_logprobs(struct engine_req *h, int *n
 	return ready ? h->prompt_lps : NULL;
 }
 
-void outbox_post(struct engine_req *h, int index, const struct outbox_post *p)
+void outbox_post(struct outbox *h, int index, const struct outbox_post *p)
 {
 	pthread_mutex_lock(&h->mu);
 	struct outbox_choice *c = &h->ch[index];
@@ -231,19 +222,18 @@ void outbox_post(struct engine_req *h, int index, const struct outbox_post *p)
 	pthread_mutex_unlock(&h->mu);
 }
 
-struct engine *outbox_mark_cancelled(struct engine_req *h)
+bool outbox_mark_cancelled(struct outbox *h)
 {
 	pthread_mutex_lock(&h->mu);
-	struct engine *eng = h->eng;
 	bool all_done = true;
 	for (int i = 0; i < h->n; i++)
 		all_done &= h->ch[i].finish != ENGINE_FINISH_NONE;
-	if (h->cancelled || !eng || all_done) {
+	if (h->cancelled || all_done) {
 		pthread_mutex_unlock(&h->mu);
-		return NULL;
+		return false;
 	}
 	h->cancelled = true;
 	h->refs++; /* held by the cancel list */
 	pthread_mutex_unlock(&h->mu);
-	return eng;
+	return true;
 }

@@ -1,7 +1,8 @@
-/* Request handles (struct engine_req of engine.h): each choice's undelivered output, a
- * mutex + condition variable for the reader, and a reference count shared by the caller,
- * the engine (while any choice is alive) and a queued cancellation. Internal to the engine;
- * callers use engine_next_event / engine_cancel / engine_release. */
+/* The reader's side of a request handle (struct engine_req, req.h): each choice's
+ * undelivered output, a mutex + condition variable for the reader, and the handle's
+ * reference count, shared by the caller, the engine (while any choice is alive) and a
+ * queued cancellation. Internal to the engine; callers use engine_next_event /
+ * engine_cancel / engine_release. */
 #ifndef MLA_ENGINE_OUTBOX_H
 #define MLA_ENGINE_OUTBOX_H
 
@@ -10,9 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
-
-struct eseq;
+#include "engine/event.h"
 
 /* Undelivered output of one choice, or the buffers of the event last handed out. */
 struct outbox_chunk {
@@ -33,7 +32,7 @@ struct outbox_choice {
 	int n_prompt, n_cached, n_output;
 };
 
-struct engine_req {
+struct outbox {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int refs; /* caller + engine (while any choice is alive) + queued cancel */
@@ -42,27 +41,26 @@ struct engine_req {
 	int n_finished_read;
 	int rr; /* round robin over choices */
 	bool cancelled;
-	struct engine *eng;
 	/* prompt_logprobs: [n_prompt_lps], written by the engine thread until ready is set
 	 * (under mu), read-only afterwards */
 	struct engine_logprob *prompt_lps;
 	int n_prompt_lps;
 	bool prompt_lps_ready;
-	/* engine-thread only */
-	struct eseq **seqs; /* [n]; NULL once freed */
-	int n_alive;
-	struct engine_req *cancel_next;
 };
 
-/* A handle for n choices with two references (caller + engine); NULL if out of memory. */
-struct engine_req *outbox_new(int n, struct engine *eng);
-/* Frees a handle that was never handed out (submit failed). */
-void outbox_discard(struct engine_req *h);
-void outbox_ref(struct engine_req *h);
-void outbox_unref(struct engine_req *h);
+/* n choices, with two references (caller + engine); -1 if out of memory. */
+int outbox_init(struct outbox *b, int n);
+void outbox_ref(struct outbox *b);
+/* Drops a reference; the last one frees b's buffers (not b) and returns true. */
+bool outbox_unref(struct outbox *b);
+/* Frees the buffers of an outbox that was never handed out (submit failed). */
+void outbox_discard(struct outbox *b);
 
-/* The engine finished writing h->prompt_lps. */
-void outbox_prompt_logprobs_ready(struct engine_req *h);
+/* engine_next_event and engine_prompt_logprobs of the handle (engine.h). */
+int outbox_next(struct outbox *b, struct engine_event *ev, int timeout_ms);
+const struct engine_logprob *outbox_prompt_logprobs(struct outbox *b, int *n);
+/* The engine finished writing b->prompt_lps. */
+void outbox_prompt_logprobs_ready(struct outbox *b);
 
 /* One step's output of choice `index`; a finish != NONE is the choice's last post. */
 struct outbox_post {
@@ -76,10 +74,10 @@ struct outbox_post {
 	const char *stop_str, *error;
 	int n_prompt, n_cached, n_output;
 };
-void outbox_post(struct engine_req *h, int index, const struct outbox_post *p);
+void outbox_post(struct outbox *b, int index, const struct outbox_post *p);
 
-/* Marks h cancelled and returns its engine with one extra reference on h (for the cancel
- * list), or NULL when there is nothing to cancel (already cancelled or all finished). */
-struct engine *outbox_mark_cancelled(struct engine_req *h);
+/* Marks b cancelled and takes one extra reference (for the cancel list); false, with
+ * nothing done, when there is nothing to cancel (already cancelled or all finished). */
+bool outbox_mark_cancelled(struct outbox *b);
 
 #endif

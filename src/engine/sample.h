@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "engine/engine.h"
+#include "engine/event.h"
+#include "engine/params.h"
 
 /* xoshiro256** state, seeded through splitmix64. */
 struct sample_rng {

@@ -48,7 +48,7 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int
 	}
 	const char *d;
 	size_t n = seq_text_take(&s->text, false, &d);
-	engine_deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
+	eseq_deliver(s, &tok, 1, lp, d, n, ENGINE_FINISH_NONE, NULL);
 	return true;
 }
 
@@ -345,11 +345,11 @@ static void prompt_logprobs(struct engine *eng, int i, struct eseq *s)
 	const float *rows = runner_prompt_rows(&eng->runner, i, &pos0, &n);
 	for (int j = 0; j < n; j++)
 		sample_logprob_of(rows + (size_t)j * (size_t)eng->vocab, eng->vocab, r->tokens[pos0 + j + 1],
-				  s->p.prompt_logprobs, &s->h->prompt_lps[pos0 + j + 1]);
+				  s->p.prompt_logprobs, &s->h->ob.prompt_lps[pos0 + j + 1]);
 	if (sched_req_wants_token(r)) {
 		r->prompt_rows = r->no_prefix_hit = false;
 		r->max_chunk = 0;
-		outbox_prompt_logprobs_ready(s->h);
+		outbox_prompt_logprobs_ready(&s->h->ob);
 	}
 }
 
