@@ -363,15 +363,26 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
 		goto fail;
 	eng->slot = calloc((size_t)o->max_num_seqs, sizeof *eng->slot);
+	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
 	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
-	eng->mtp = calloc((size_t)o->max_num_seqs, sizeof *eng->mtp);
 	eng->ban = malloc((size_t)eng->vocab);
-	if (o->spec.method == SPEC_MTP && o->spec.k > 1 && guide_state_new(NULL, &eng->mtp_guide, e) < 0)
-		goto fail;
-	if (!eng->slot || !eng->rows || !eng->mtp || !eng->ban) {
+	eng->allow = malloc((size_t)eng->vocab);
+	if (!eng->slot || !eng->alive || !eng->rows || !eng->ban || !eng->allow) {
 		err_set(e, "engine: out of memory");
 		goto fail;
 	}
+	eng->draft = (struct draft){.sched = eng->sched,
+				    .runner = &eng->runner,
+				    .spec = o->spec,
+				    .vocab = eng->vocab,
+				    .eos_ids = eng->o.eos_ids,
+				    .n_eos_ids = o->n_eos_ids,
+				    .rows = eng->rows,
+				    .ban = eng->ban,
+				    .allow = eng->allow,
+				    .biased = eng->ss.masked};
+	if (draft_init(&eng->draft, o->max_num_seqs, e) < 0)
+		goto fail;
 	eng->st.n_blocks = eng->n_blocks - 1;
 	eng->st.block_size = vbs;
 	eng->st.spec_k = eng->spec_k;
@@ -444,9 +455,9 @@ void engine_free(struct engine *eng)
 		req_unref(h);
 	}
 	free(eng->slot);
+	free(eng->alive);
 	free(eng->rows);
-	free(eng->mtp);
-	guide_state_free(eng->mtp_guide);
+	draft_fini(&eng->draft);
 	sample_scratch_fini(&eng->ss);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);
@@ -588,8 +599,8 @@ static int seq_new(struct engine *eng, struct engine_req *h, int index, const in
 	return 0;
 }
 
-/* The vocabulary trie and mask of guided decoding, built by the first guided request (~60 ms
- * for a 100K-token vocabulary). */
+/* The vocabulary trie of guided decoding, built by the first guided request (~60 ms for a
+ * 100K-token vocabulary). */
 static int guide_vocab_ready(struct engine *eng, struct err *e)
 {
 	if (!eng->o.tok)
@@ -598,15 +609,9 @@ static int guide_vocab_ready(struct engine *eng, struct err *e)
 	int rc = 0;
 	if (!eng->guide_vocab) {
 		struct guide_vocab *v = NULL;
-		uint8_t *allow = malloc((size_t)eng->vocab);
-		rc = !allow ? err_set(e, "guided decoding: out of memory")
-			    : guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
-		if (rc == 0) {
-			eng->allow = allow;
+		rc = guide_tokens_new(eng->o.tok, eng->vocab, &v, e);
+		if (rc == 0)
 			eng->guide_vocab = v;
-		} else {
-			free(allow);
-		}
 	}
 	pthread_mutex_unlock(&eng->guide_mu);
 	return rc;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "attn/kv_cache.h"
+#include "engine/draft.h"
 #include "engine/engine.h"
 #include "engine/runner.h"
 #include "engine/sample.h"
@@ -21,14 +22,12 @@ struct guide_state;
 
 /* Choice i of the step (o.reqs[i]) after the forward: what it sampled and how its step
  * ended. Indexed by step position rather than kept in struct eseq because the choice may be
- * finished and freed during the step (alive says so). */
+ * finished and freed during the step (engine.alive says so). */
 struct step_slot {
 	int32_t sampled[SPEC_MAX_TOKENS + 1]; /* this step's tokens: the next, then one per kept draft */
 	int n_sampled;
 	int n_before;            /* output tokens before the step */
 	enum finish_guide guide; /* the grammar's verdict while sampling */
-	bool alive;              /* still running after the step's outputs */
-	int mtp_n_drafts;        /* deepseek_mtp: its drafts (the first pass's, then one per chained pass) */
 };
 
 struct engine {
@@ -42,14 +41,14 @@ struct engine {
 	struct runner runner;
 	struct sample_scratch ss;
 	int spec_k; /* drafts per request and step (0: no speculation) */
-	/* per choice of the step, [max_num_seqs] each, allocated together: the engine's own
-	 * slot, and the runner's interface (its logits rows out, the MTP passes' asks in) */
+	/* per choice of the step, [max_num_seqs] each: its slot, whether it still runs after
+	 * the step's outputs, and its logits rows (the runner's) */
 	struct step_slot *slot;
+	bool *alive;
 	const float **rows;
-	struct runner_mtp *mtp;
-	struct guide_state *mtp_guide; /* scratch: a guided choice's state after its drafts so far */
-	struct sample_rng rng;         /* seeds for unseeded requests */
-	pthread_mutex_t guide_mu;      /* guide_vocab's creation (by the first guided submit) */
+	struct draft draft;       /* speculative decoding's part of the step */
+	struct sample_rng rng;    /* seeds for unseeded requests */
+	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
 	struct guide_vocab *guide_vocab;
 	uint8_t *allow; /* [vocab] a guided choice's mask (engine thread) */
 	uint8_t *ban;   /* [vocab] a choice's banned tokens this row (engine thread) */

@@ -343,3 +343,28 @@ done:
 		sample_logprob_of(raw, V, tok, p->logprobs, lp);
 	return tok;
 }
+
+const uint8_t *sample_banned(const struct sampling_params *p, const int32_t *out, int n_out, int V, uint8_t *ban)
+{
+	if (!p->n_allowed && !p->n_bad)
+		return NULL;
+	memset(ban, p->n_allowed ? 1 : 0, (size_t)V);
+	for (int i = 0; i < p->n_allowed; i++)
+		ban[p->allowed_ids[i]] = 0;
+	int n_free = 0;
+	for (int i = 0; i < V && n_free < 2; i++)
+		n_free += !ban[i];
+	for (int i = 0, at = 0; i < p->n_bad; at += p->bad_lens[i++]) {
+		const int32_t *w = p->bad_words + at;
+		int L = p->bad_lens[i];
+		if (L - 1 > n_out || memcmp(out + n_out - (L - 1), w, sizeof *w * (size_t)(L - 1)))
+			continue; /* the output does not end with the word's head */
+		if (!ban[w[L - 1]] && n_free > 1) {
+			ban[w[L - 1]] = 1;
+			n_free = 0;
+			for (int v = 0; v < V && n_free < 2; v++)
+				n_free += !ban[v];
+		}
+	}
+	return ban;
+}

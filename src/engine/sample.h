@@ -63,5 +63,9 @@ int32_t sample_token(const struct sample_input *in, struct sample_scratch *s, st
 /* x[vocab] += the request's logit_bias (each clamped to [-100, 100]), as sample_token does
  * first; also the MTP drafts' view of their logits */
 void sample_logit_bias(const struct sampling_params *p, float *x, int V);
+/* The tokens a choice may not sample after its n_out outputs out[] (allowed_token_ids,
+ * bad_words) into ban[V] (sample_input.ban); NULL when p bans none. Bad words never ban
+ * the last allowed token. */
+const uint8_t *sample_banned(const struct sampling_params *p, const int32_t *out, int n_out, int V, uint8_t *ban);
 
 #endif

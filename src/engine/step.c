@@ -1,6 +1,6 @@
 /* One engine step (engine_internal.h): schedule, run the forward, sample each choice's
  * token (and, with speculative decoding, verify its drafts), append, run the output stage,
- * and propose the next drafts. */
+ * and propose the next drafts (draft.c). */
 #include <string.h>
 
 #include "base/mono.h"
@@ -52,37 +52,6 @@ static bool seq_output(struct engine *eng, struct eseq *s, int j, int n_new, int
 	return true;
 }
 
-/* The tokens choice s may not sample after n_out outputs (allowed_token_ids, bad_words),
- * into eng->ban; NULL when none. Bad words never ban the last allowed token. */
-static const uint8_t *banned(struct engine *eng, const struct eseq *s, int n_out)
-{
-	const struct sampling_params *p = &s->p;
-	if (!p->n_allowed && !p->n_bad)
-		return NULL;
-	int V = eng->vocab;
-	uint8_t *ban = eng->ban;
-	memset(ban, p->n_allowed ? 1 : 0, (size_t)V);
-	for (int i = 0; i < p->n_allowed; i++)
-		ban[p->allowed_ids[i]] = 0;
-	int n_free = 0;
-	for (int i = 0; i < V && n_free < 2; i++)
-		n_free += !ban[i];
-	const int32_t *out = s->sr.tokens + s->sr.n_prompt;
-	for (int i = 0, at = 0; i < p->n_bad; at += p->bad_lens[i++]) {
-		const int32_t *w = p->bad_words + at;
-		int L = p->bad_lens[i];
-		if (L - 1 > n_out || memcmp(out + n_out - (L - 1), w, sizeof *w * (size_t)(L - 1)))
-			continue; /* the output does not end with the word's head */
-		if (!ban[w[L - 1]] && n_free > 1) {
-			ban[w[L - 1]] = 1;
-			n_free = 0;
-			for (int v = 0; v < V && n_free < 2; v++)
-				n_free += !ban[v];
-		}
-	}
-	return ban;
-}
-
 /* Samples choice i's tokens from its logits rows: the token after its last known one, then,
  * while each sampled token equals the draft at its position, the token after that draft.
  * Each row sees the outputs before it (penalties, guided state), and draws from the
@@ -105,7 +74,7 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 					  .stop_ids = s->mask_ids,
 					  .n_stop_ids = s->n_mask,
 					  .rng = &s->rng};
-		in.ban = banned(eng, s, in.n_output);
+		in.ban = sample_banned(&s->p, r->tokens + r->n_prompt, in.n_output, eng->vocab, eng->ban);
 		if (s->guide && s->guide_on) {
 			if (s->p.ignore_eos && guide_state_must_end(s->guide)) {
 				eng->slot[i].guide =
@@ -143,189 +112,6 @@ static void sample_choice(struct engine *eng, int i, struct eseq *s, const float
 		for (int j = 0; j < accepted; j++)
 			eng->st.spec_accepted_per_pos[j]++;
 		pthread_mutex_unlock(&eng->mu);
-	}
-}
-
-/* Drafts for the next step of every choice that is decoding (ngram lookup, or the MTP
- * module's draft). A backend that runs only uniform decode queries gets one draft count for
- * all: the longest proposal, padded with each choice's last token (a guess like any other,
- * verified like the rest), but no more than the choice nearest its length limit can take,
- * and none at all when padding would be most of the drafts. A shorter query would leave the
- * decode path for the prefill path: slower, and not the same rounding. */
-static bool decoding(const struct engine *eng, const struct sched_output *o, int i)
-{
-	const struct sched_req *r = o->reqs[i];
-	return eng->slot[i].alive && r->status == SREQ_RUNNING && r->n_computed == r->n_tokens - 1;
-}
-
-static bool spec_disabled(const struct engine *eng)
-{
-	const struct spec_config *c = &eng->o.spec;
-	return c->disable_by_batch_size > 0 && sched_n_running(eng->sched) > c->disable_by_batch_size;
-}
-
-/* The grammar state of guided choice s after its first `depth` drafts (tokens[n_tokens,
- * + depth)) into eng->mtp_guide: NULL when the grammar does not apply yet after them; *dead
- * when a draft leaves the grammar (the mask allowed it, so only if the grammar ended). */
-static const struct guide_state *guide_after_drafts(struct engine *eng, const struct eseq *s, int depth, bool *dead)
-{
-	*dead = false;
-	const struct sched_req *r = &s->sr;
-	bool on = s->guide_on;
-	if (on && depth == 0)
-		return s->guide;
-	if (on)
-		guide_state_copy(eng->mtp_guide, s->guide);
-	for (int j = 0; j < depth; j++) {
-		int32_t t = r->tokens[r->n_tokens + j];
-		if (!on) {
-			if ((on = t == s->p.guide_after))
-				guide_state_restart(eng->mtp_guide, s->guide);
-		} else if (!guide_state_advance(eng->guide_vocab, eng->mtp_guide, t)) {
-			*dead = true;
-			return NULL;
-		}
-	}
-	return on ? eng->mtp_guide : NULL;
-}
-
-/* deepseek_mtp's draft from the MTP logits of a choice that has `depth` drafts already:
- * the argmax after its logit_bias, its banned tokens (allowed_token_ids, bad_words) and its
- * grammar, as its sampler would see them after those drafts, so that a request steered
- * towards some tokens gets drafts among them (-1: none) */
-static int32_t mtp_draft(struct engine *eng, const struct eseq *s, const float *row, int depth)
-{
-	const struct sampling_params *p = &s->p;
-	const uint8_t *ban = banned(eng, s, sched_req_n_output(&s->sr) + depth);
-	const uint8_t *allow = NULL;
-	if (s->guide) {
-		bool dead;
-		const struct guide_state *g = guide_after_drafts(eng, s, depth, &dead);
-		if (dead)
-			return -1;
-		if (g) {
-			if (guide_state_mask(eng->guide_vocab, g, eng->o.eos_ids, eng->o.n_eos_ids, eng->allow) == 0)
-				return -1;
-			allow = eng->allow;
-		}
-	}
-	const float *x = row;
-	if (p->n_logit_bias) { /* biased copy (the scratch is free between samples) */
-		memcpy(eng->ss.masked, row, sizeof *row * (size_t)eng->vocab);
-		sample_logit_bias(p, eng->ss.masked, eng->vocab);
-		x = eng->ss.masked;
-	}
-	int32_t best = -1;
-	for (int v = 0; v < eng->vocab; v++)
-		if (!(ban && ban[v]) && !(allow && !allow[v]) && (best < 0 || x[v] > x[best]))
-			best = v;
-	return best;
-}
-
-/* the drafts choice i of the step may take: num_speculative_tokens, within its length */
-static int draft_room(const struct engine *eng, const struct sched_req *r)
-{
-	int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
-	return eng->o.spec.k < room ? eng->o.spec.k : (room > 0 ? room : 0);
-}
-
-/* deepseek_mtp: the MTP module runs over every position of the step whose next token is now
- * known and whose hidden state was computed from known tokens (a prefill chunk's, a decode's
- * last token and its accepted drafts), so that its latent cache follows the model's; each
- * decoding choice gets the greedy draft of the token after its last one (mtp_draft). With
- * k > 1 drafts, each further draft is a chained pass of the same layer over the previous
- * draft and the layer's own output (vLLM's way with DeepSeek's one MTP layer), at the
- * positions the scheduler's lookahead holds. The drafts go to tokens[n_tokens, ...); the
- * logits are computed only when drafts are on. */
-static int mtp_step(struct engine *eng, const struct sched_output *o, struct err *e)
-{
-	bool drafts = !spec_disabled(eng);
-	int any = 0;
-	for (int i = 0; i < o->n; i++) {
-		const struct sched_req *r = o->reqs[i];
-		eng->mtp[i].n = 0;
-		eng->mtp[i].want = false;
-		eng->slot[i].mtp_n_drafts = 0;
-		if (!eng->slot[i].alive || r->status != SREQ_RUNNING)
-			continue;
-		int end = r->step_start + r->n_sched < r->n_tokens - 1 ? r->step_start + r->n_sched : r->n_tokens - 1;
-		eng->mtp[i].n = end > r->step_start ? end - r->step_start : 0;
-		eng->mtp[i].want = drafts && eng->mtp[i].n > 0 && decoding(eng, o, i) && draft_room(eng, r) > 0;
-		any += eng->mtp[i].n;
-	}
-	if (!any)
-		return 0;
-	if (runner_execute_mtp(&eng->runner, o, eng->mtp, eng->rows, e) < 0)
-		return -1;
-	for (int depth = 0;; depth++) {
-		int chained = 0;
-		for (int i = 0; i < o->n; i++) {
-			eng->mtp[i].tok = -1;
-			if (!eng->rows[i])
-				continue;
-			struct sched_req *r = o->reqs[i];
-			int32_t d = mtp_draft(eng, eseq_of(r), eng->rows[i], depth);
-			if (d < 0)
-				continue;
-			r->tokens[r->n_tokens + depth] = d;
-			eng->slot[i].mtp_n_drafts = depth + 1;
-			if (depth + 1 < draft_room(eng, r)) {
-				eng->mtp[i].tok = d;
-				chained++;
-			}
-		}
-		if (!chained)
-			return 0;
-		if (runner_execute_mtp_chain(&eng->runner, o, eng->mtp, depth + 1, eng->rows, e) < 0)
-			return -1;
-	}
-}
-
-static void propose(struct engine *eng, const struct sched_output *o)
-{
-	const struct spec_config *c = &eng->o.spec;
-	if (spec_disabled(eng))
-		return; /* every n_spec is 0 after sched_req_append */
-	int longest = 0, least_room = c->k;
-	for (int i = 0; i < o->n; i++) {
-		if (!decoding(eng, o, i))
-			continue;
-		struct sched_req *r = o->reqs[i];
-		int room = r->max_len - r->n_tokens - 1; /* the drafts and one more token fit */
-		int k = draft_room(eng, r);
-		if (c->method == SPEC_MTP) {
-			r->n_spec = eng->slot[i].mtp_n_drafts; /* at tokens[n_tokens, ...) already, <= k */
-		} else {
-			r->n_spec = k > 0 ? spec_ngram_propose(r->tokens, r->n_tokens, c->lookup_min, c->lookup_max, k,
-							       r->tokens + r->n_tokens)
-					  : 0;
-		}
-		if (r->n_spec > longest)
-			longest = r->n_spec;
-		if (room < least_room)
-			least_room = room;
-	}
-	if (!eng->runner.c.require_uniform || longest == 0)
-		return;
-	int k = longest < least_room ? longest : least_room;
-	if (k < 0)
-		k = 0;
-	/* padding costs compute: no drafts this step if most verified tokens would be filler */
-	int n_dec = 0, proposed = 0;
-	for (int i = 0; i < o->n; i++)
-		if (decoding(eng, o, i)) {
-			n_dec++;
-			proposed += o->reqs[i]->n_spec < k ? o->reqs[i]->n_spec : k;
-		}
-	if (proposed < n_dec * k - proposed)
-		k = 0;
-	for (int i = 0; i < o->n; i++) {
-		if (!decoding(eng, o, i))
-			continue;
-		struct sched_req *r = o->reqs[i];
-		for (; r->n_spec < k; r->n_spec++)
-			r->tokens[r->n_tokens + r->n_spec] = r->tokens[r->n_tokens + r->n_spec - 1];
-		r->n_spec = k;
 	}
 }
 
@@ -401,11 +187,11 @@ int engine_step(struct engine *eng, struct err *e)
 		bool alive = true;
 		for (int j = 0; j <= n_new && alive; j++)
 			alive = seq_output(eng, s, j, n_new, sl->n_before, sl->guide, t1);
-		sl->alive = alive;
+		eng->alive[i] = alive;
 	}
-	if (eng->o.spec.method == SPEC_MTP && mtp_step(eng, &o, e) < 0)
+	if (eng->o.spec.method == SPEC_MTP && draft_mtp(&eng->draft, &o, eng->alive, eng->guide_vocab, e) < 0)
 		return -1;
 	if (eng->spec_k > 0)
-		propose(eng, &o);
+		draft_propose(&eng->draft, &o, eng->alive);
 	return 0;
 }
