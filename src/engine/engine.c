@@ -16,48 +16,46 @@
 #include "base/log.h"
 #include "base/mono.h"
 #include "engine/blocks.h"
-#include "engine/engine_internal.h"
 #include "engine/outbox.h"
 #include "engine/req.h"
+#include "engine/runner.h"
+#include "engine/sample.h"
+#include "engine/sched.h"
+#include "engine/step.h"
 #include "guide/guide.h"
 #include "io/config.h"
 #include "model/model.h"
 
 #define MOD "engine"
 
-/* ---- histograms (spec C.8 bucket sets) ---- */
-
-static void hist_init(struct engine_hist *h, const double *b, int n)
-{
-	memset(h, 0, sizeof *h);
-	h->n_bounds = n;
-	memcpy(h->bounds, b, sizeof *b * (size_t)n);
-}
-
-void engine_hist_observe(struct engine_hist *h, double v)
-{
-	int i = 0;
-	while (i < h->n_bounds && v > h->bounds[i])
-		i++;
-	h->counts[i]++;
-	h->sum += v;
-	h->count++;
-}
-
-static void stats_init(struct engine_stats *s)
-{
-	static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-				      1,     2.5,   5,    7.5,  10,   20,   40,   80,  160,  640, 2560};
-	static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-				     0.75, 1,     2.5,  5,     7.5, 10,   20,  40,  80};
-	static const double lat[] = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
-				     30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
-	memset(s, 0, sizeof *s);
-	hist_init(&s->ttft, ttft, (int)(sizeof ttft / sizeof *ttft));
-	hist_init(&s->itl, itl, (int)(sizeof itl / sizeof *itl));
-	hist_init(&s->e2e, lat, (int)(sizeof lat / sizeof *lat));
-	hist_init(&s->queue, lat, (int)(sizeof lat / sizeof *lat));
-}
+struct engine {
+	struct engine_options o;
+	const struct model_config *cfg;
+	int vocab, max_model_len, block_size, n_blocks, threshold;
+	const struct attn_backend *backend;
+	struct kv_cache kv;
+	struct block_pool *pool;
+	struct sched *sched;
+	struct runner runner;
+	struct step *step;
+	int spec_k;               /* drafts per request and step (0: no speculation) */
+	struct sample_rng rng;    /* seeds for unseeded requests */
+	pthread_mutex_t guide_mu; /* guide_vocab's creation (by the first guided submit) */
+	struct guide_vocab *guide_vocab;
+	uint64_t next_id;
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu; /* inbox, cancels, stop, stats */
+	pthread_cond_t cv;
+	struct eseq *inbox_head, *inbox_tail;
+	int n_inbox;
+	struct engine_req *cancels;
+	bool stop, dead;
+	char dead_msg[ERR_MSG_MAX];
+	struct eseq *live; /* every admitted choice, engine thread only */
+	struct engine_stats st;
+	int n_sched_waiting;
+};
 
 void engine_options_init(struct engine_options *o)
 {
@@ -113,11 +111,13 @@ static void live_remove(struct engine *eng, struct eseq *s)
 		s->live_next->live_prev = s->live_prev;
 }
 
-/* A finished choice: out of the scheduler, deliver its last event, record stats, free it
- * (engine thread). */
-void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fin, const int32_t *tok, int n_tok,
+/* A finished choice (why: finish_check's verdict, or ABORT from outside): out of the
+ * scheduler unless finish_check did there, delivers its last event, records stats, frees it
+ * (engine thread; the step's step_config.finish). */
+static void seq_finish(void *ctx, struct eseq *s, enum engine_finish fin, const int32_t *tok, int n_tok,
 		       const struct engine_logprob *lp, const char *error)
 {
+	struct engine *eng = ctx;
 	struct err e;
 	if (s->sr.status != SREQ_FINISHED) /* else the scheduler's finish_check ended it */
 		sched_finish(eng->sched, &s->sr, fin);
@@ -131,7 +131,7 @@ void engine_seq_finish(struct engine *eng, struct eseq *s, enum engine_finish fi
 	double t = mono_now_s();
 	pthread_mutex_lock(&eng->mu);
 	eng->st.finished[fin]++;
-	engine_hist_observe(&eng->st.e2e, t - s->t_arrival);
+	stats_observe(&eng->st.e2e, t - s->t_arrival);
 	pthread_mutex_unlock(&eng->mu);
 	struct engine_req *h = s->h;
 	h->seqs[s->index] = NULL;
@@ -148,7 +148,7 @@ static void abort_handle(struct engine *eng, struct engine_req *h, const char *e
 		struct eseq *s = h->seqs[i];
 		if (!s)
 			continue;
-		engine_seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
+		seq_finish(eng, s, ENGINE_FINISH_ABORT, NULL, 0, NULL, error);
 	}
 	req_unref(h);
 }
@@ -205,7 +205,7 @@ static void *engine_main(void *arg)
 		drain_inbox_locked(eng);
 		pthread_mutex_unlock(&eng->mu);
 		struct err e;
-		int rc = engine_step(eng, &e);
+		int rc = step_run(eng->step, eng->guide_vocab, &e);
 		pthread_mutex_lock(&eng->mu);
 		struct sched_counters c;
 		sched_counters_get(eng->sched, &c);
@@ -360,28 +360,18 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				   .max_spec = eng->spec_k};
 	if (runner_init(&eng->runner, &rc, o->model, eng->backend, &eng->kv, &o->hook, e) < 0)
 		goto fail;
-	if (sample_scratch_init(&eng->ss, eng->vocab, e) < 0)
-		goto fail;
-	eng->slot = calloc((size_t)o->max_num_seqs, sizeof *eng->slot);
-	eng->alive = calloc((size_t)o->max_num_seqs, sizeof *eng->alive);
-	eng->rows = calloc((size_t)o->max_num_seqs, sizeof *eng->rows);
-	eng->ban = malloc((size_t)eng->vocab);
-	eng->allow = malloc((size_t)eng->vocab);
-	if (!eng->slot || !eng->alive || !eng->rows || !eng->ban || !eng->allow) {
-		err_set(e, "engine: out of memory");
-		goto fail;
-	}
-	eng->draft = (struct draft){.sched = eng->sched,
-				    .runner = &eng->runner,
-				    .spec = o->spec,
-				    .vocab = eng->vocab,
-				    .eos_ids = eng->o.eos_ids,
-				    .n_eos_ids = o->n_eos_ids,
-				    .rows = eng->rows,
-				    .ban = eng->ban,
-				    .allow = eng->allow,
-				    .biased = eng->ss.masked};
-	if (draft_init(&eng->draft, o->max_num_seqs, e) < 0)
+	struct step_config stc = {.sched = eng->sched,
+				  .runner = &eng->runner,
+				  .vocab = eng->vocab,
+				  .max_num_seqs = o->max_num_seqs,
+				  .spec = o->spec,
+				  .eos_ids = eng->o.eos_ids,
+				  .n_eos_ids = o->n_eos_ids,
+				  .mu = &eng->mu,
+				  .st = &eng->st,
+				  .finish = seq_finish,
+				  .ctx = eng};
+	if (step_new(&stc, &eng->step, e) < 0)
 		goto fail;
 	eng->st.n_blocks = eng->n_blocks - 1;
 	eng->st.block_size = vbs;
@@ -454,11 +444,7 @@ void engine_free(struct engine *eng)
 		eng->cancels = h->cancel_next;
 		req_unref(h);
 	}
-	free(eng->slot);
-	free(eng->alive);
-	free(eng->rows);
-	draft_fini(&eng->draft);
-	sample_scratch_fini(&eng->ss);
+	step_free(eng->step);
 	if (eng->runner.logits)
 		runner_fini(&eng->runner);
 	sched_free(eng->sched);
@@ -466,8 +452,6 @@ void engine_free(struct engine *eng)
 	if (eng->kv.data)
 		kv_cache_fini(&eng->kv);
 	guide_tokens_free(eng->guide_vocab);
-	free(eng->allow);
-	free(eng->ban);
 	pthread_mutex_destroy(&eng->guide_mu);
 	pthread_mutex_destroy(&eng->mu);
 	pthread_cond_destroy(&eng->cv);

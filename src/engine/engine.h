@@ -28,12 +28,13 @@
 #include "engine/event.h"  /* struct engine_event, struct engine_logprob */
 #include "engine/finish.h" /* enum engine_finish, engine_finish_name */
 #include "engine/params.h" /* struct sampling_params, sampling_params_init */
-#include "engine/spec.h"
+#include "engine/plan.h"   /* struct engine_forward_hook */
+#include "engine/spec.h"   /* struct spec_config */
+#include "engine/stats.h"  /* struct engine_stats */
 
 struct model;
 struct attn_backend;
 struct tok;
-struct step_plan;
 struct kv_cache;
 
 #define ENGINE_PROMPT_LOGPROBS_CHUNK \
@@ -44,14 +45,6 @@ struct kv_cache;
 /* ---- sampling parameters: engine/params.h ---- */
 
 /* ---- engine options ---- */
-
-/* Optional replacement of the local forward (distributed runs: rank 0 broadcasts the
- * pointer-free plan and every rank runs model_forward on its shard). Must fill
- * logits[plan->n_logits, vocab] (fp32) with the full vocabulary. */
-struct engine_forward_hook {
-	int (*forward)(void *ctx, const struct step_plan *plan, float *logits, struct err *e);
-	void *ctx;
-};
 
 struct engine_options {
 	struct model *model;                /* loaded; not owned */
@@ -139,36 +132,7 @@ int engine_next_event(struct engine_req *r, struct engine_event *ev, int timeout
  * a step run at most ENGINE_PROMPT_LOGPROBS_CHUNK prompt tokens together. Valid until engine_release. */
 const struct engine_logprob *engine_prompt_logprobs(struct engine_req *r, int *n);
 
-/* ---- metrics (spec C.8) ---- */
-
-#define ENGINE_HIST_MAX_BUCKETS 24
-struct engine_hist {
-	int n_bounds;
-	double bounds[ENGINE_HIST_MAX_BUCKETS];       /* upper bounds (le), ascending */
-	uint64_t counts[ENGINE_HIST_MAX_BUCKETS + 1]; /* per bucket (NOT cumulative); last = +Inf */
-	double sum;
-	uint64_t count;
-};
-
-struct engine_stats {
-	int n_running, n_waiting;
-	double kv_usage; /* 1 - free / total, in [0, 1] */
-	int n_blocks, block_size;
-	uint64_t prefix_queries, prefix_hits; /* tokens */
-	uint64_t preemptions;
-	uint64_t prompt_tokens, generation_tokens;
-	uint64_t finished[4]; /* indexed by enum engine_finish (STOP, LENGTH, ABORT) */
-	uint64_t steps;
-	/* speculative decoding (vLLM's spec_decode_* counters): steps of a choice with drafts,
-	 * drafts verified, drafts kept, and kept per draft position */
-	int spec_k; /* num_speculative_tokens, 0 = off */
-	uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
-	uint64_t spec_accepted_per_pos[SPEC_MAX_TOKENS];
-	struct engine_hist ttft;  /* seconds: time_to_first_token */
-	struct engine_hist itl;   /* seconds: inter_token_latency / time_per_output_token */
-	struct engine_hist e2e;   /* seconds: e2e_request_latency */
-	struct engine_hist queue; /* seconds: request_queue_time */
-};
+/* ---- metrics (spec C.8; struct engine_stats: engine/stats.h) ---- */
 
 void engine_stats_get(struct engine *eng, struct engine_stats *s);
 

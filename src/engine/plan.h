@@ -33,6 +33,14 @@ enum {
 				  * output rows (batch.hidden_from_mtp) */
 };
 
+/* Optional replacement of the local forward (engine_options.hook; distributed runs: rank 0
+ * broadcasts the pointer-free plan and every rank runs model_forward on its shard). Must
+ * fill logits[plan->n_logits, vocab] (fp32) with the full vocabulary. */
+struct engine_forward_hook {
+	int (*forward)(void *ctx, const struct step_plan *plan, float *logits, struct err *e);
+	void *ctx;
+};
+
 /* Byte size of the packed form (a fixed header then the arrays, 8-byte aligned). */
 size_t step_plan_packed_size(const struct step_plan *p);
 /* Writes the packed form into buf[step_plan_packed_size(p)]. */

@@ -10,7 +10,6 @@
 
 #include "attn/attn.h"
 #include "base/arena.h"
-#include "engine/engine.h"
 #include "engine/plan.h"
 #include "engine/sched.h"
 
