@@ -20,7 +20,8 @@ static size_t blocks_of(const struct wmat *w) { return (size_t)((w->rows + PREPA
 
 size_t prepack_value_bytes(const struct wmat *w)
 {
-	size_t b = blocks_of(w) * (size_t)prepack_pairs(w->cols) * (size_t)prepack_words_per_pair(w->dtype) * 4;
+	size_t b = blocks_of(w) * (size_t)prepack_pairs(w->cols) *
+		   (size_t)prepack_words_per_pair(wformat_of(w->dtype)->bits) * 4;
 	return (b + 63) & ~(size_t)63;
 }
 

@@ -86,8 +86,9 @@ bool prepack_level_wants(bool act_bf16);
 size_t prepack_value_bytes(const struct wmat *w);
 void prepack_bf16(struct wmat *w, uint32_t *dst, struct pool *p);
 
-/* 32-bit words per pair step of a block (bf16 32, fp8 16) and fp8 scale segments per block */
-static inline int prepack_words_per_pair(enum dtype dt) { return dt == DT_F8_E4M3 ? PREPACK_ROWS / 2 : PREPACK_ROWS; }
+/* 32-bit words per pair step of a block of values of `bits` bits (bf16 32, fp8 16) and fp8
+ * scale segments per block */
+static inline int prepack_words_per_pair(int bits) { return PREPACK_ROWS * bits / 16; }
 static inline int prepack_segments(const struct wmat *w) { return (2 * w->packed_pairs + w->blk_c - 1) / w->blk_c; }
 
 /* Packs columns [c0, c0 + nc) (c0 even) of a [rows, cols] matrix of bf16-exact fp32 values, element

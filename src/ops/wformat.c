@@ -66,7 +66,7 @@ struct wmat wmat_view(const struct wmat *w, int r0, int nr, int c0, int nc)
 	v.packed_scale = NULL;
 	if (w->packed && r0 % PREPACK_ROWS == 0 && c0 == 0) { /* fewer columns: a prefix of each block */
 		size_t rb = (size_t)(r0 / PREPACK_ROWS);
-		v.packed = w->packed + rb * (size_t)w->packed_pairs * prepack_words_per_pair(w->dtype);
+		v.packed = w->packed + rb * (size_t)w->packed_pairs * prepack_words_per_pair(f->bits);
 		if (w->packed_scale)
 			v.packed_scale = w->packed_scale + rb * (size_t)prepack_segments(w) * PREPACK_ROWS;
 	}
