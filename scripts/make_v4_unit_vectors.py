@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Test vectors for the units of src/model_v4 (tests/unit/test_v4_*.c), computed by
+scripts/v4_reference.py's own functions (its Model methods on small synthetic weights, its
+quantisers, its checkpoint decoder on tiny-v4), written as JSON into tests/fixtures/v4-units/.
+
+  make_v4_unit_vectors.py [OUT_DIR]       (default tests/fixtures/v4-units)
+
+Every input is a float32 value (printed exactly), so the C side reads the same numbers; the
+expected outputs are the reference's float64 results.  Deterministic: fixed seeds, no clock.
+Files: quant.json (fp8 / fp4 round trips, Hadamard), fp4.json (e2m1 / e8m0 tables, rows of a
+tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), compressor.json,
+attn.json, moe.json."""
+import json, math, os, random, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import v4_reference as V4  # noqa: E402
+import mtp_reference as R  # noqa: E402
+import v32_reference as V32  # noqa: E402
+
+ROOT = os.path.join(HERE, '..')
+TINY = os.path.join(ROOT, 'tests', 'fixtures', 'tiny-v4')
+
+
+def f32(x):
+    return R.f32(x)
+
+
+def rvec(rng, n, scale=1.0):
+    return [f32(rng.uniform(-1, 1) * scale) for _ in range(n)]
+
+
+def rmat(rng, r, c, scale=1.0):
+    return [rvec(rng, c, scale) for _ in range(r)]
+
+
+def flat(m):
+    return [v for row in m for v in row]
+
+
+class FakeWeights:
+    """v4_reference.Weights' interface over a dict of already decoded tensors."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def get(self, name):
+        return self.d[name]
+
+    def quantized(self, name):
+        return False
+
+    def __contains__(self, name):
+        return name in self.d
+
+
+def model(cfg, weights):
+    """A v4_reference.Model without a checkpoint: the attributes __init__ sets, from cfg."""
+    m = object.__new__(V4.Model)
+    c = dict(json.load(open(os.path.join(TINY, 'config.json'))))
+    c.update(cfg)
+    m.c, m.w, m.aq, m.kv_sim = c, FakeWeights(weights), False, True
+    m.dim, m.hc, m.eps, m.hc_eps = c['hidden_size'], c['hc_mult'], c['rms_norm_eps'], c['hc_eps']
+    m.iters = c['hc_sinkhorn_iters']
+    m.H, m.hd, m.rd = c['num_attention_heads'], c['head_dim'], c['qk_rope_head_dim']
+    m.win, m.G, m.olr = c['sliding_window'], c['o_groups'], c['o_lora_rank']
+    m.nL, m.ratios = c['num_hidden_layers'], c['compress_ratios']
+    m.inh, m.ihd, m.K = c['index_n_heads'], c['index_head_dim'], c['index_topk']
+    m.topk_e, m.n_hash = c['num_experts_per_tok'], c['num_hash_layers']
+    m.lim, m.route_scale = c.get('swiglu_limit', 0) or 0, c['routed_scaling_factor']
+    rs = c.get('rope_scaling') or {}
+    m.yarn = dict(orig=rs.get('original_max_position_embeddings', 0), factor=rs.get('factor', 1),
+                  bf=rs.get('beta_fast', 32), bs=rs.get('beta_slow', 1))
+    m.tables, m.cs, m.rec = {}, {}, None
+    return m
+
+
+# ---------------------------------------------------------------- quant.json
+def quant_vectors():
+    rng = random.Random(11)
+    cases = []
+    # sizes with a partial last block; magnitudes from tiny to large, one all-zero block
+    for n, scale in ((200, 1.0), (96, 1e-3), (64, 300.0), (70, 1e-6)):
+        x = rvec(rng, n, scale)
+        if n == 200:
+            x[64:128] = [0.0] * 64
+            x[5] = 0.0
+        cases.append({
+            'x': x,
+            'fp8_64': V4.act_quant(x, 64),
+            'fp8_128': V4.act_quant(x, 128),
+            'fp4_32': V4.fp4_quant(x, 32),
+        })
+    had = []
+    for n in (2, 8, 64):
+        x = rvec(rng, n)
+        had.append({'x': x, 'y': V32.hadamard(x)})
+    return {'cases': cases, 'hadamard': had}
+
+
+# ---------------------------------------------------------------- fp4.json
+def fp4_vectors():
+    raw = R.load(TINY)
+    w = V4.Weights(TINY)
+    name = 'layers.2.ffn.experts.1.w1.weight'
+    dt, shape, b = raw[name]
+    assert dt == 'I8'
+    sdt, sshape, sb = raw[name[:-len('weight')] + 'scale']
+    assert sdt == 'F8_E8M0'
+    rows, kpack = 4, shape[1]
+    k = 2 * kpack
+    dec = w.get(name)[:rows]
+    rng = random.Random(12)
+    x = rvec(rng, k)
+    return {
+        'e2m1': [V4.E2M1[c & 7] * (-1 if c & 8 else 1) for c in range(16)],
+        'e8m0': {str(e): V4.e8m0(e) for e in (0, 1, 100, 126, 127, 128, 133, 254)},
+        'tensor': name, 'rows': rows, 'k': k,
+        'packed': list(b[:rows * kpack]),
+        'scales': list(sb[:rows * sshape[1]]),
+        'decoded': flat(dec),
+        'x': x,
+        'y': V4.mv(dec, x),
+    }
+
+
+def write(out, name, obj):
+    path = os.path.join(out, name)
+    with open(path, 'w') as f:
+        json.dump(obj, f, separators=(',', ':'))
+        f.write('\n')
+    print('%s: %d bytes' % (os.path.relpath(path), os.path.getsize(path)))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, 'tests', 'fixtures', 'v4-units')
+    os.makedirs(out, exist_ok=True)
+    write(out, 'quant.json', quant_vectors())
+    write(out, 'fp4.json', fp4_vectors())
+
+
+if __name__ == '__main__':
+    main()
