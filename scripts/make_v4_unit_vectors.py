@@ -124,6 +124,33 @@ def fp4_vectors():
     }
 
 
+# ---------------------------------------------------------------- hc.json
+def hc_vectors():
+    """hc_pre / hc_post / hc_head of Model on hc 4 streams of D 16, 3 tokens."""
+    rng = random.Random(13)
+    hc, D, n = 4, 16, 3
+    mix = (2 + hc) * hc
+    w = {'L_fn': rmat(rng, mix, hc * D, 0.1), 'L_scale': [f32(0.6), f32(0.9), f32(1.7)],
+         'L_base': rvec(rng, mix, 0.5),
+         'hc_head_fn': rmat(rng, hc, hc * D, 0.1), 'hc_head_scale': [f32(0.8)], 'hc_head_base': rvec(rng, hc, 0.5)}
+    m = model({'hidden_size': D, 'hc_mult': hc}, w)
+    xs = [rmat(rng, hc, D) for _ in range(n)]
+    outs = [rvec(rng, D) for _ in range(n)]
+    ys, posts, combs, xo, heads = [], [], [], [], []
+    for x, o in zip(xs, outs):
+        y, post, comb = m.hc_pre('L', x)
+        ys += y
+        posts += post
+        combs += flat(comb)
+        xo += flat(m.hc_post(o, x, post, comb))
+        heads += m.hc_head('', x)
+    return {'hc': hc, 'dim': D, 'n': n, 'iters': m.iters, 'norm_eps': m.eps, 'hc_eps': m.hc_eps,
+            'fn': flat(w['L_fn']), 'scale': w['L_scale'], 'base': w['L_base'],
+            'head_fn': flat(w['hc_head_fn']), 'head_scale': w['hc_head_scale'], 'head_base': w['hc_head_base'],
+            'x': flat(flat(xs)), 'out': flat(outs),
+            'y': ys, 'post': posts, 'comb': combs, 'x_next': xo, 'head_y': heads}
+
+
 def write(out, name, obj):
     path = os.path.join(out, name)
     with open(path, 'w') as f:
@@ -137,6 +164,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     write(out, 'quant.json', quant_vectors())
     write(out, 'fp4.json', fp4_vectors())
+    write(out, 'hc.json', hc_vectors())
 
 
 if __name__ == '__main__':
