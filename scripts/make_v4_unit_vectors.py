@@ -8,7 +8,7 @@ quantisers, its checkpoint decoder on tiny-v4), written as JSON into tests/fixtu
 Every input is a float32 value (printed exactly), so the C side reads the same numbers; the
 expected outputs are the reference's float64 results.  Deterministic: fixed seeds, no clock.
 Files: quant.json (fp8 / fp4 round trips, Hadamard), fp4.json (e2m1 / e8m0 tables, rows of a
-tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), compressor.json,
+tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), rope.json, compressor.json,
 attn.json, moe.json."""
 import json, math, os, random, sys
 
@@ -151,6 +151,26 @@ def hc_vectors():
             'y': ys, 'post': posts, 'comb': combs, 'x_next': xo, 'head_y': heads}
 
 
+# ---------------------------------------------------------------- rope.json
+def rope_vectors():
+    """tiny-v4's tables (rd 32): ratio 0 (rope_theta, no YaRN) and compressed (160000 + YaRN),
+    cos / sin at a few positions, one vector rotated forward and back."""
+    m = model({}, {})
+    rng = random.Random(14)
+    x = rvec(rng, 48)
+    out = {'dim': m.rd, 'x': x, 'positions': [0, 1, 7, 300, 4095, 65536, 1000003], 'kinds': []}
+    for ratio in (0, 4):
+        k = {'ratio': ratio, 'inv_freq': m.inv_freq(ratio), 'cos': [], 'sin': [], 'fwd': [], 'inv': []}
+        for p in out['positions']:
+            cs = m.cos_sin(p, ratio)
+            k['cos'] += [c for c, _ in cs]
+            k['sin'] += [s for _, s in cs]
+            k['fwd'] += m.rope(x, p, ratio)
+            k['inv'] += m.rope(x, p, ratio, inverse=True)
+        out['kinds'].append(k)
+    return out
+
+
 def write(out, name, obj):
     path = os.path.join(out, name)
     with open(path, 'w') as f:
@@ -165,6 +185,7 @@ def main():
     write(out, 'quant.json', quant_vectors())
     write(out, 'fp4.json', fp4_vectors())
     write(out, 'hc.json', hc_vectors())
+    write(out, 'rope.json', rope_vectors())
 
 
 if __name__ == '__main__':
