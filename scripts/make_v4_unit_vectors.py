@@ -171,11 +171,66 @@ def rope_vectors():
     return out
 
 
+# ---------------------------------------------------------------- compressor.json
+def selector(width):
+    """wkv / wgate rows picking kv (first half) or score (second half) out of x = [kv | score],
+    so the reference's fp32 linears hand the pooling exactly our kv / score rows."""
+    eye = [[1.0 if j == i else 0.0 for j in range(2 * width)] for i in range(width)]
+    return eye, [[1.0 if j == width + i else 0.0 for j in range(2 * width)] for i in range(width)]
+
+
+def comp_case(rng, ratio, d, rotate, S):
+    coff = 2 if ratio == 4 else 1
+    width = coff * d
+    wkv, wgate = selector(width)
+    P = 'c.'
+    w = {P + 'wkv.weight': wkv, P + 'wgate.weight': wgate, P + 'ape': rmat(rng, ratio, width, 0.5),
+         P + 'norm.weight': rvec(rng, d, 1.0)}
+    m = model({'qk_rope_head_dim': 8}, w)
+    kv, sc = rmat(rng, S, width, 1.0), rmat(rng, S, width, 2.0)
+    st = {}
+    m.comp_prefill(P, [a + b for a, b in zip(kv, sc)], ratio, d, rotate, st)
+    return {'ratio': ratio, 'd': d, 'kind': 'index' if rotate else 'kv', 'rope_dim': m.rd, 'eps': m.eps,
+            'n': S, 'ape': flat(w[P + 'ape']), 'norm': w[P + 'norm.weight'],
+            'kv': flat(kv), 'score': flat(sc), 'entries': flat(st['cache'])}
+
+
+def compressor_vectors():
+    """Model.comp_prefill on tiny-v4's RoPE config with rope dims 8: ratio 4 main (d 24,
+    overlapping), ratio 4 indexer (d 16, Hadamard + fp4), ratio 16 main (d 24)."""
+    rng = random.Random(15)
+    return {'cases': [comp_case(rng, 4, 24, False, 13), comp_case(rng, 4, 16, True, 14),
+                      comp_case(rng, 16, 24, False, 37)]}
+
+
+def num(v):
+    """A number as JSON: float32 values in 9 significant digits (exact once cast to float: the
+    C tests compare such values as floats), other floats in 17, integers as they are."""
+    if isinstance(v, bool) or isinstance(v, int):
+        return json.dumps(v)
+    if v != v or v in (math.inf, -math.inf):
+        raise ValueError('not finite: %r' % v)
+    if f32(v) == v:  # 9 digits name a float32 exactly (read as double, cast to float)
+        t = '%.9g' % v
+        assert f32(float(t)) == v
+        return t
+    return repr(v)
+
+
+def dumps(o):
+    if isinstance(o, dict):
+        return '{' + ','.join(json.dumps(str(k)) + ':' + dumps(v) for k, v in o.items()) + '}'
+    if isinstance(o, (list, tuple)):
+        return '[' + ','.join(dumps(v) for v in o) + ']'
+    if isinstance(o, str):
+        return json.dumps(o)
+    return num(o)
+
+
 def write(out, name, obj):
     path = os.path.join(out, name)
     with open(path, 'w') as f:
-        json.dump(obj, f, separators=(',', ':'))
-        f.write('\n')
+        f.write(dumps(obj) + '\n')
     print('%s: %d bytes' % (os.path.relpath(path), os.path.getsize(path)))
 
 
@@ -186,6 +241,7 @@ def main():
     write(out, 'fp4.json', fp4_vectors())
     write(out, 'hc.json', hc_vectors())
     write(out, 'rope.json', rope_vectors())
+    write(out, 'compressor.json', compressor_vectors())
 
 
 if __name__ == '__main__':

@@ -81,4 +81,13 @@ static inline double v4v_maxdiff(const float *got, const double *want, int n)
 	return m;
 }
 
+/* how many got[i] differ from want[i] cast to float (want: a float32 value in 9 digits) */
+static inline int v4v_mismatches(const float *got, const double *want, int n)
+{
+	int bad = 0;
+	for (int i = 0; i < n; i++)
+		bad += got[i] != (float)want[i];
+	return bad;
+}
+
 #endif
