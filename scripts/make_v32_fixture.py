@@ -2,7 +2,14 @@
 """Writes a tiny DeepSeek-V3.2 checkpoint in the published fp8 form, with an MTP module (standard
 library only, deterministic for a seed).
 
-  make_v32_fixture.py DST [--seed N] [--goldens]      (tests/fixtures/tiny-v32-mtp: --seed 18)
+  make_v32_fixture.py DST [--seed N] [--set JSON] [--no-mtp] [--goldens [--prompts A,B] [--quick]]
+                                                      (tests/fixtures/tiny-v32-mtp: --seed 18)
+
+--set JSON overrides config keys after the defaults below (another shape: hidden size, heads,
+ranks, experts, index_topk, rope_scaling, vocab_size ...); --no-mtp leaves the MTP module out
+(num_nextn_predict_layers 0, one shard). --prompts keeps only the named prompts of tiny-v3's;
+--quick leaves out the greedy, dense and perturbation runs (no greedy.json; meta.json then has
+only the fragile points).
 
 DST gets config.json (tiny-v3's shapes with 2 layers, 8 heads, model_type deepseek_v32,
 DeepseekV32ForCausalLM, index_n_heads 8, index_head_dim 32, index_topk 12,
@@ -42,6 +49,11 @@ cfg.update({
     'quantization_config': {'activation_scheme': 'dynamic', 'fmt': 'e4m3', 'quant_method': 'fp8',
                             'scale_fmt': 'ue8m0', 'weight_block_size': [128, 128]},
 })
+if '--set' in sys.argv:
+    cfg.update(json.loads(sys.argv[sys.argv.index('--set') + 1]))
+MTP = '--no-mtp' not in sys.argv
+if not MTP:
+    cfg['num_nextn_predict_layers'] = 0
 cfg = dict(sorted(cfg.items()))
 D, L, V = cfg['hidden_size'], cfg['num_hidden_layers'], cfg['vocab_size']
 H, dn, dr, dv = cfg['num_attention_heads'], cfg['qk_nope_head_dim'], cfg['qk_rope_head_dim'], cfg['v_head_dim']
@@ -154,13 +166,14 @@ for li in range(L):
 norm('model.norm', D)
 linear_bf16('lm_head', V, D, 2.5 * D ** -0.5)
 main_names = set(tensors)
-layer(L)  # the MTP module's decoder layer (MoE, with its own indexer)
-P = 'model.layers.%d.' % L
-for n in ('enorm', 'hnorm', 'shared_head.norm'):
-    norm(P + n, D)
-linear_bf16(P + 'eh_proj', D, 2 * D)
-tensors[P + 'embed_tokens.weight'] = tensors['model.embed_tokens.weight']
-linear_bf16(P + 'shared_head.head', V, D, 2.5 * D ** -0.5)
+if MTP:
+    layer(L)  # the MTP module's decoder layer (MoE, with its own indexer)
+    P = 'model.layers.%d.' % L
+    for n in ('enorm', 'hnorm', 'shared_head.norm'):
+        norm(P + n, D)
+    linear_bf16(P + 'eh_proj', D, 2 * D)
+    tensors[P + 'embed_tokens.weight'] = tensors['model.embed_tokens.weight']
+    linear_bf16(P + 'shared_head.head', V, D, 2.5 * D ** -0.5)
 
 
 def write(path, names):
@@ -182,8 +195,11 @@ with open(os.path.join(dst, 'config.json'), 'w') as f:
     f.write('\n')
 for name in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'):
     shutil.copyfile(os.path.join(SRC, name), os.path.join(dst, name))
-shards = ('model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors')
-total = write(os.path.join(dst, shards[0]), main_names) + write(os.path.join(dst, shards[1]), set(tensors) - main_names)
+shards = ('model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors') if MTP else \
+    ('model-00001-of-00001.safetensors',)
+total = write(os.path.join(dst, shards[0]), main_names)
+if MTP:
+    total += write(os.path.join(dst, shards[1]), set(tensors) - main_names)
 wm = {name: shards[name not in main_names] for name in sorted(tensors)}
 with open(os.path.join(dst, 'model.safetensors.index.json'), 'w') as f:
     json.dump({'metadata': {'total_size': total}, 'weight_map': wm}, f, indent=1)
@@ -196,11 +212,14 @@ MTP_PROMPTS = ('len17', 'len64')  # as tiny-v3-mtp: MTP and chained MTP logits f
 def goldens(dst):
     """golden/ of DST: every file from scripts/v32_reference.py, one run per prompt."""
     import subprocess, tempfile
-    gd, K = os.path.join(dst, 'golden'), cfg['index_topk']
+    gd, K, quick = os.path.join(dst, 'golden'), cfg['index_topk'], '--quick' in sys.argv
     os.makedirs(gd, exist_ok=True)
     src = json.load(open(os.path.join(SRC, 'golden', 'prompts.json')))
     prompts = []
+    keep = sys.argv[sys.argv.index('--prompts') + 1].split(',') if '--prompts' in sys.argv else None
     for p in src['prompts']:
+        if keep and p['name'] not in keep:
+            continue
         n = len(p['tokens'])
         prompts.append({'name': p['name'], 'tokens': p['tokens'], 'logits_file': p['name'] + '.logits.f32', 'shape': [n, V],
                         'topk_file': p['name'] + '.topk.i32', 'topk_shape': [L, n, K]})
@@ -213,17 +232,21 @@ def goldens(dst):
         nm = p['name']
         g = lambda suffix: os.path.join(gd, nm + suffix)  # noqa: E731
         cmd = [sys.executable, os.path.join(HERE, 'v32_reference.py'), dst, pj, nm, '--out', g('.logits.f32'),
-               '--topk-out', g('.topk.i32'), '--greedy-out', os.path.join(tmp, nm + '.greedy.json'), '--dense',
-               '--perturb', '1e-6', '--trials', '4', '--json', os.path.join(tmp, nm + '.json')]
-        if nm in MTP_PROMPTS:
+               '--topk-out', g('.topk.i32'), '--json', os.path.join(tmp, nm + '.json')]
+        if not quick:
+            cmd += ['--greedy-out', os.path.join(tmp, nm + '.greedy.json'), '--dense', '--perturb', '1e-6',
+                    '--trials', '4']
+        if MTP and nm in MTP_PROMPTS:
             cmd += ['--mtp-out', g('.mtp.f32'), '--mtp-topk-out', g('.mtp.topk.i32'), '--chain-out', g('.chainDEPTH.f32')]
         print(' '.join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True)
         reps[nm] = json.load(open(os.path.join(tmp, nm + '.json')))
-        greedy.append(json.load(open(os.path.join(tmp, nm + '.greedy.json'))))
-    with open(os.path.join(gd, 'greedy.json'), 'w') as f:
-        json.dump({'n_new': len(greedy[0]['tokens']), 'results': greedy}, f)
-        f.write('\n')
+        if not quick:
+            greedy.append(json.load(open(os.path.join(tmp, nm + '.greedy.json'))))
+    if not quick:
+        with open(os.path.join(gd, 'greedy.json'), 'w') as f:
+            json.dump({'n_new': len(greedy[0]['tokens']), 'results': greedy}, f)
+            f.write('\n')
     lg = []
     for p in prompts:
         b = open(os.path.join(gd, p['logits_file']), 'rb').read()
@@ -235,11 +258,12 @@ def goldens(dst):
         'indexer': {'quant': 'fp8_e4m3', 'scale_fmt': 'ue8m0', 'group': min(128, cfg['index_head_dim']),
                     'rope': 'non-interleaved (neox)', 'hadamard': True, 'kv_fp8': False},
         'weights': 'fp8 e4m3, 128x128 blocks, weight_scale_inv (powers of two)',
-        'mtp_prompts': list(MTP_PROMPTS),
+        'mtp_prompts': list(MTP_PROMPTS) if MTP else [],
         'max_abs_logit': max(abs(v) for v in lg), 'logit_std': math.sqrt(sum((v - mean) ** 2 for v in lg) / len(lg)),
         'prompts': {nm: {k: r[k] for k in ('fragility', 'fp8', 'fp8_flip_rows', 'min_routing_margin', 'perturb', 'sparse_vs_dense') if k in r}
                     for nm, r in reps.items()},
-        'greedy_decode': {nm: {k: r['greedy'][k] for k in ('boundary_rows', 'min_rel_gap')} for nm, r in reps.items()},
+        'greedy_decode': {nm: {k: r['greedy'][k] for k in ('boundary_rows', 'min_rel_gap')} for nm, r in reps.items()
+                          if 'greedy' in r},
     }
     with open(os.path.join(gd, 'meta.json'), 'w') as f:
         json.dump(meta, f, indent=1)

@@ -6,7 +6,8 @@
 #   prefill path with the cached context gathered across the DCP group (REFERENCE_MLA, and
 #   FLASH_ATTN_MLA downgraded to threshold 1 at I > 1), fp8 slices inside scale blocks
 #   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
-# - tiny-v32 (sparse attention) logits under TP/DCP within 1e-3 of its goldens;
+# - tiny-v32 and tiny-v32-topk8 (sparse attention) logits under TP/DCP within 1e-3 of their
+#   goldens;
 # - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
 #   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
 # - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
@@ -121,6 +122,13 @@ logits "tiny-v32 -tp 2 -dcp 2 I=1, chunks of 5" tiny-v32 len300 2 2 1 --chunk 5
 logits "tiny-v32 -tp 4 -dcp 4 I=4, chunks of 9" tiny-v32 len300 4 4 4 --chunk 9
 logits "tiny-v32 -tp 4 -dcp 2 I=16, decode path (chunk 1)" tiny-v32 len64 4 2 16 --chunk 1
 logits "tiny-v32-mtp (fp8, 8 heads) -tp 8 -dcp 8 I=1, chunks of 7" tiny-v32-mtp len300 8 8 1 --chunk 7
+# tiny-v32-topk8: 6 heads (3 a rank at -tp 2, 6 attended after the DCP q gather), index_topk 8
+# among up to 300 keys, a 128-wide indexer, YaRN over 64 positions; rows where one rank holds
+# all 8 selected keys of a layer and the other none
+logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, one forward of 300 tokens" tiny-v32-topk8 len300 2 2 1
+logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, one forward of 300 tokens" tiny-v32-topk8 len300 2 2 4
+logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, chunks of 7" tiny-v32-topk8 len300 2 2 1 --chunk 7
+logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-v32-topk8 len64 2 2 4 --chunk 1
 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
 	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
 # started under mpirun: the given ranks are used (no second launch)

@@ -203,6 +203,8 @@ static void test_golden_v3_f32(void) { check_prompts("tiny-v3", DT_F32); }
 static void test_golden_v32_f32(void) { check_prompts("tiny-v32", DT_F32); }
 /* DeepSeek's fp8 form of V3.2 (the indexer's wq_b and wk fp8 too), 8 heads, index_topk 12 */
 static void test_golden_v32_fp8_f32(void) { check_prompts("tiny-v32-mtp", DT_F32); }
+/* another shape: 6 heads, index_topk 8 of up to 300 keys, a 128-wide indexer, YaRN over 64 */
+static void test_golden_v32_topk8_f32(void) { check_prompts("tiny-v32-topk8", DT_F32); }
 /* bf16 activations against the f32 golden: this fixture has no bf16 oracle, and bf16 q/k
  * flip fp8 codes and so index sets (its README), and even its dense rows move by several
  * units in bf16; so argmax agreement on the rows with a golden margin above 0.5, prompts up
@@ -469,7 +471,8 @@ int main(int argc, char **argv)
 		T(test_greedy_v3_fp8),       T(test_greedy_r1),
 		T(test_golden_v32_f32),      T(test_golden_v32_bf16),
 		T(test_greedy_v32),          T(test_golden_v32_fp8_f32),
-		T(test_greedy_v32_fp8),      T(test_missing_tensor_error),
+		T(test_greedy_v32_fp8),      T(test_golden_v32_topk8_f32),
+		T(test_missing_tensor_error),
 		T(test_dummy_deterministic), T(test_forward_rejects_bad_batch),
 		T(test_cmd_logits),          T(test_prepack_skipped_when_memory_is_short),
 	};
