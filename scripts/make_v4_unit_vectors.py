@@ -203,6 +203,29 @@ def compressor_vectors():
                       comp_case(rng, 16, 24, False, 37)]}
 
 
+# ---------------------------------------------------------------- attn.json
+def attn_vectors():
+    """Model.sparse_attn (softmax over the keys and the per-head sink) and attn_out's inverse
+    RoPE, for 4 heads of head_dim 32 (rope 8) against 11 keys, at position 21 of a ratio-4
+    layer; the sinks span 'negligible' to 'dominant'."""
+    rng = random.Random(16)
+    H, hd, n, pos = 4, 32, 11, 21
+    sink = [f32(-3.0), f32(0.5), f32(2.0), f32(6.0)]
+    m = model({'qk_rope_head_dim': 8, 'num_attention_heads': H, 'head_dim': hd}, {'a.attn_sink': sink})
+    q, keys = rvec(rng, H * hd, 2.0), rmat(rng, n, hd, 1.0)
+    o = m.sparse_attn('a.', q, keys)
+    lse = []
+    for h in range(H):  # the log of the denominator, sink included (independent of sparse_attn)
+        sc = [sum(a * b for a, b in zip(q[h * hd:(h + 1) * hd], k)) * hd ** -0.5 for k in keys] + [sink[h]]
+        mx = max(sc)
+        lse.append(mx + math.log(sum(math.exp(v - mx) for v in sc)))
+    un = []
+    for h in range(H):
+        un += m.rope(o[h * hd:(h + 1) * hd], pos, 4, inverse=True)
+    return {'n_heads': H, 'head_dim': hd, 'rope_dim': m.rd, 'pos': pos, 'ratio': 4, 'sink': sink, 'q': q,
+            'kv': flat(keys), 'o': o, 'lse': lse, 'o_unroped': un}
+
+
 def num(v):
     """A number as JSON: float32 values in 9 significant digits (exact once cast to float: the
     C tests compare such values as floats), other floats in 17, integers as they are."""
@@ -242,6 +265,7 @@ def main():
     write(out, 'hc.json', hc_vectors())
     write(out, 'rope.json', rope_vectors())
     write(out, 'compressor.json', compressor_vectors())
+    write(out, 'attn.json', attn_vectors())
 
 
 if __name__ == '__main__':

@@ -1,0 +1,65 @@
+#include "model_v4/v4_attn.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+
+void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const float *const *kv, int n_kv,
+		 const float *sink, float *o, float *lse)
+{
+	double stack_s[512], *s = n_kv <= 512 ? stack_s : malloc((size_t)n_kv * sizeof *s);
+	double *acc = malloc((size_t)head_dim * sizeof *acc);
+	CHECK(s && acc);
+	for (int h = 0; h < n_heads; h++) {
+		const float *qh = q + (size_t)h * (size_t)head_dim;
+		float *oh = o + (size_t)h * (size_t)head_dim;
+		double m = sink ? sink[h] : -INFINITY;
+		for (int j = 0; j < n_kv; j++) {
+			double dot = 0;
+			for (int i = 0; i < head_dim; i++)
+				dot += (double)qh[i] * kv[j][i];
+			s[j] = dot * scale;
+			m = fmax(m, s[j]);
+		}
+		for (int i = 0; i < head_dim; i++)
+			acc[i] = 0;
+		if (m == -INFINITY) { /* no keys, no sink: nothing to attend */
+			for (int i = 0; i < head_dim; i++)
+				oh[i] = 0;
+			lse[h] = -INFINITY;
+			continue;
+		}
+		double z = sink ? exp(sink[h] - m) : 0;
+		for (int j = 0; j < n_kv; j++) {
+			double p = exp(s[j] - m);
+			z += p;
+			for (int i = 0; i < head_dim; i++)
+				acc[i] += p * kv[j][i];
+		}
+		for (int i = 0; i < head_dim; i++)
+			oh[i] = (float)(acc[i] / z);
+		lse[h] = (float)(m + log(z));
+	}
+	if (s != stack_s)
+		free(s);
+	free(acc);
+}
+
+void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse)
+{
+	for (int h = 0; h < n_heads; h++) {
+		double l = lse[h], sk = sink[h], m = fmax(l, sk);
+		double total = m + log(exp(l - m) + exp(sk - m)); /* l = -inf: the sink alone */
+		double keep = l == -INFINITY ? 0 : exp(l - total);
+		for (int i = 0; i < dv; i++)
+			o[(size_t)h * (size_t)dv + (size_t)i] = (float)(o[(size_t)h * (size_t)dv + (size_t)i] * keep);
+		lse[h] = (float)total;
+	}
+}
+
+void v4_attn_unrope(const struct v4_rope *r, int n_heads, int head_dim, float *o, long pos)
+{
+	for (int h = 0; h < n_heads; h++)
+		v4_rope_apply(r, o + (size_t)h * (size_t)head_dim, head_dim, pos, 1);
+}

@@ -1,0 +1,42 @@
+/* DeepSeek-V4's attention core for one query token (model.py Attention after the projections;
+ * kernel.py sparse_attn): H query heads against ONE shared kv vector per key (head_dim dims,
+ * used as key AND value; the last rd dims carry RoPE), over
+ *   the sliding window: the query's own token and the window - 1 before it, and
+ *   the compressed entries it may see (ratio 4: the indexer's top-k of them; other ratios:
+ *   all entries e < (t + 1) / ratio),
+ * with a learned per-head sink logit in the softmax denominator:
+ *   s_j = scale q_h . kv_j  (scale = head_dim^-0.5, no YaRN mscale)
+ *   o_h = sum_j exp(s_j) kv_j / (sum_j exp(s_j) + exp(sink_h))
+ * and then the inverse RoPE of each head's rope dims (at the query's position).
+ *
+ * LSE and DCP. The result comes with lse_h = log(sum_j exp(s_j) [+ exp(sink_h)]), natural log,
+ * o normalised by the same denominator: attn/merge.h's convention. The sink is one more term
+ * of the denominator and must be counted ONCE across ranks: under DCP every rank runs its own
+ * keys with sink = NULL, the partials are merged (attn_merge_states: exact for disjoint key
+ * sets), and v4_attn_add_sink adds the sink to the merged result; equivalently exactly one
+ * rank passes the sink. A rank without keys gives o = 0, lse = -inf, which merges as nothing.
+ * The inverse RoPE is linear: it may run before or after the merge. */
+#ifndef MLA_MODEL_V4_V4_ATTN_H
+#define MLA_MODEL_V4_V4_ATTN_H
+
+#include "model_v4/v4_rope.h"
+
+/* The keys query position t sees: window positions [*win_lo, t] and compressed entries
+ * [0, *n_comp) of a layer with `ratio` (0: none). */
+static inline void v4_attn_visible(int ratio, int window, long t, long *win_lo, long *n_comp)
+{
+	*win_lo = t - window + 1 > 0 ? t - window + 1 : 0;
+	*n_comp = ratio ? (t + 1) / ratio : 0;
+}
+
+/* q [H, head_dim] (per-head RMS-normalised and roped), kv[0 .. n_kv) each [head_dim] (window
+ * rows and selected entries, any order), sink [H] or NULL -> o [H, head_dim], lse [H].
+ * Scores and sums in double. */
+void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const float *const *kv, int n_kv,
+		 const float *sink, float *o, float *lse);
+/* Adds the sink to results without it (after a DCP merge): o [H, dv], lse [H] in place. */
+void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse);
+/* The inverse RoPE of every head's last r->dim dims: o [H, head_dim] at position pos. */
+void v4_attn_unrope(const struct v4_rope *r, int n_heads, int head_dim, float *o, long pos);
+
+#endif
