@@ -19,7 +19,8 @@ struct pool;
  * full tensor, so a tensor-parallel slice at any row/col boundary is used in place. */
 struct wmat {
 	enum dtype dtype; /* DT_F32, DT_F16, DT_BF16, DT_F8_E4M3 or DT_I8 (W8A8: data holds the packed
-			   * blocks and their scales, ops/quant_int8.h) */
+			   * blocks and their scales, ops/quant_int8.h): its row of the format
+			   * table, ops/wformat.h, says how every function here reads it */
 	const void *data; /* element (0, 0) of the view */
 	int rows, cols;
 	int64_t ld;
