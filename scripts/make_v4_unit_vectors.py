@@ -226,6 +226,61 @@ def attn_vectors():
             'kv': flat(keys), 'o': o, 'lse': lse, 'o_unroped': un}
 
 
+# ---------------------------------------------------------------- moe.json
+def moe_vectors():
+    """Model.moe's routing (8 experts, top 2, route_scale 1.5) on given gate logits (gate.weight
+    = identity, so the logits are the input), score layer (bias) and hash layer (tid2eid), and
+    Model.expert's clamped SwiGLU (w1 / w3 select g / u out of x = [g | u], w2 = identity) with
+    limit 2 and without a limit."""
+    rng = random.Random(17)
+    E, k, T = 8, 2, 6
+    eye = [[1.0 if j == i else 0.0 for j in range(E)] for i in range(E)]
+    bias = rvec(rng, E, 0.3)
+    vocab = 5
+    tid = [rng.sample(range(E), k) for _ in range(vocab)]
+    w = {'s.gate.weight': eye, 's.gate.bias': bias, 'h.gate.weight': eye, 'h.gate.tid2eid': tid}
+    for P in ('s.', 'h.'):  # experts of width 1 that output zeros: only the routing is looked at
+        for X in ['experts.%d.' % i for i in range(E)] + ['shared_experts.']:
+            w[P + X + 'w1.weight'] = w[P + X + 'w3.weight'] = [[0.0] * E]
+            w[P + X + 'w2.weight'] = [[0.0]] * E
+    m = model({'n_routed_experts': E, 'num_experts_per_tok': k, 'num_hash_layers': 1, 'hidden_size': E,
+               'routed_scaling_factor': 1.5}, w)
+    logits = [rvec(rng, E, 4.0) for _ in range(T)]
+    logits[1][3] = f32(25.0)  # softplus' linear branch (> 20)
+    logits[2][4] = logits[2][5] = logits[2][6] = f32(9.0)  # a 3-way tie for 2 places: ids 4, 5
+    bias[5] = bias[6] = bias[4]
+    toks = [rng.randrange(vocab) for _ in range(T)]
+    score_rows, hash_rows = [], []
+    for li, P, rows in ((1, 's.', score_rows), (0, 'h.', hash_rows)):
+        for x, tok in zip(logits, toks):
+            _, ids = m.moe(li, P, x, tok)
+            sc = [math.sqrt(V4.softplus(v)) for v in x]  # the weights as model.moe computes them
+            if li < m.n_hash:
+                order = list(tid[tok])
+            else:
+                order = V4.topk([a + b for a, b in zip(sc, bias)], k)
+            assert sorted(order) == ids
+            z = sum(sc[i] for i in order)
+            rows.append({'ids': order, 'w': [sc[i] / z * m.route_scale for i in order]})
+    # SwiGLU
+    inter = 16
+    g, u = rvec(rng, inter, 4.0), rvec(rng, inter, 4.0)
+    sel1 = [[1.0 if j == i else 0.0 for j in range(2 * inter)] for i in range(inter)]
+    sel3 = [[1.0 if j == inter + i else 0.0 for j in range(2 * inter)] for i in range(inter)]
+    eyei = [[1.0 if j == i else 0.0 for j in range(inter)] for i in range(inter)]
+    m.w.d.update({'x.w1.weight': sel1, 'x.w3.weight': sel3, 'x.w2.weight': eyei})
+    wt = f32(0.625)
+    m.lim = 2.0
+    h_lim = m.expert('x.', g + u, wt)
+    m.lim = 0
+    h_free = m.expert('x.', g + u, wt)
+    return {'n_experts': E, 'k': k, 'route_scale': m.route_scale, 'bias': bias, 'vocab': vocab,
+            'tid2eid': flat(tid), 'logits': flat(logits), 'tokens': toks,
+            'score_ids': flat([r['ids'] for r in score_rows]), 'score_w': flat([r['w'] for r in score_rows]),
+            'hash_ids': flat([r['ids'] for r in hash_rows]), 'hash_w': flat([r['w'] for r in hash_rows]),
+            'g': g, 'u': u, 'weight': wt, 'limit': 2.0, 'h_limit': h_lim, 'h_nolimit': h_free}
+
+
 def num(v):
     """A number as JSON: float32 values in 9 significant digits (exact once cast to float: the
     C tests compare such values as floats), other floats in 17, integers as they are."""
@@ -266,6 +321,7 @@ def main():
     write(out, 'rope.json', rope_vectors())
     write(out, 'compressor.json', compressor_vectors())
     write(out, 'attn.json', attn_vectors())
+    write(out, 'moe.json', moe_vectors())
 
 
 if __name__ == '__main__':
