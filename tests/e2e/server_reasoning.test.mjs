@@ -3,8 +3,9 @@
 // reasoning_content (and what follows "</think>" as content), streaming and not, and the two
 // rejoin to the raw text that /v1/completions generates from the same prompt tokens. With
 // --reasoning-parser deepseek_v3 (V3.1's hybrid thinking) only requests whose
-// chat_template_kwargs ask for thinking are split. An unknown parser name stops the server at
-// start-up with a message.
+// chat_template_kwargs ask for thinking are split; with deepseek_v4 also not those whose
+// reasoning_effort is "none". An unknown parser name stops the server at start-up with a
+// message.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
@@ -91,7 +92,7 @@ describe('reasoning parser deepseek_r1', () => {
       timeout: 30000,
     });
     assert.notEqual(p.status, 0);
-    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1, deepseek_v3\)/);
+    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1, deepseek_v3, deepseek_v4\)/);
   });
 });
 
@@ -114,5 +115,27 @@ describe('reasoning parser deepseek_v3 (thinking on request)', () => {
     assert.equal(m.reasoning_content, null);
     m = (await c.chat.completions.create({ ...params, chat_template_kwargs: { thinking: true } })).choices[0].message;
     assert.deepEqual({ reasoning: m.reasoning_content, content: m.content }, expectedSplit(raw));
+  });
+});
+
+describe('reasoning parser deepseek_v4 (thinking on request, reasoning_effort "none" off)', () => {
+  let v4;
+  before(async () => {
+    v4 = await startServer(['--served-model-name', 'tiny-v3', '--reasoning-parser', 'deepseek_v4']);
+  });
+  after(async () => {
+    const r = await v4.stop();
+    assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${v4.log().slice(-2000)}`);
+  });
+
+  test('"thinking" splits; the request\'s reasoning_effort "none" (V4\'s encoder: no thinking) does not', async () => {
+    const raw = await rawOutput(v4, 'tiny-v3'); // tiny-v3's template ignores both
+    const c = v4.client();
+    const params = { model: 'tiny-v3', messages: MSG, max_tokens: 24, temperature: 0, chat_template_kwargs: { thinking: true } };
+    let m = (await c.chat.completions.create(params)).choices[0].message;
+    assert.deepEqual({ reasoning: m.reasoning_content, content: m.content }, expectedSplit(raw));
+    m = (await c.chat.completions.create({ ...params, reasoning_effort: 'none' })).choices[0].message;
+    assert.equal(m.content, raw);
+    assert.equal(m.reasoning_content, null);
   });
 });
