@@ -9,7 +9,7 @@ Every input is a float32 value (printed exactly), so the C side reads the same n
 expected outputs are the reference's float64 results.  Deterministic: fixed seeds, no clock.
 Files: quant.json (fp8 / fp4 round trips, Hadamard), fp4.json (e2m1 / e8m0 tables, rows of a
 tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), rope.json, compressor.json,
-attn.json, moe.json."""
+attn.json, moe.json, indexer.json."""
 import json, math, os, random, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -281,6 +281,28 @@ def moe_vectors():
             'g': g, 'u': u, 'weight': wt, 'limit': 2.0, 'h_limit': h_lim, 'h_nolimit': h_free}
 
 
+# ---------------------------------------------------------------- indexer.json
+def indexer_vectors():
+    """Model.idx_query (wq_b = identity: q is the input) and Model.idx_select (weights_proj =
+    identity) for 4 heads of 16 (rope 8), index_topk 4, at query positions 37 (9 visible
+    entries: a real selection) and 10 (2 visible: all of them)."""
+    rng = random.Random(18)
+    Hn, di, K = 4, 16, 4
+    eye = [[1.0 if j == i else 0.0 for j in range(Hn * di)] for i in range(Hn * di)]
+    eyeh = [[1.0 if j == i else 0.0 for j in range(Hn)] for i in range(Hn)]
+    m = model({'qk_rope_head_dim': 8, 'index_n_heads': Hn, 'index_head_dim': di, 'index_topk': K},
+              {'i.wq_b.weight': eye, 'i.weights_proj.weight': eyeh})
+    keys = rmat(rng, 9, di, 1.0)
+    cases = []
+    for pos in (37, 10):
+        q0, w0 = rvec(rng, Hn * di, 1.5), rvec(rng, Hn, 1.0)
+        q = m.idx_query('i.', q0, pos, 4)
+        visible = (pos + 1) // 4
+        sel = m.idx_select('i.', w0, q, keys, visible)
+        cases.append({'pos': pos, 'q_in': q0, 'w_in': w0, 'q': flat(q), 'visible': visible, 'sel': sel})
+    return {'n_heads': Hn, 'head_dim': di, 'rope_dim': m.rd, 'topk': K, 'keys': flat(keys), 'cases': cases}
+
+
 def num(v):
     """A number as JSON: float32 values in 9 significant digits (exact once cast to float: the
     C tests compare such values as floats), other floats in 17, integers as they are."""
@@ -322,6 +344,7 @@ def main():
     write(out, 'compressor.json', compressor_vectors())
     write(out, 'attn.json', attn_vectors())
     write(out, 'moe.json', moe_vectors())
+    write(out, 'indexer.json', indexer_vectors())
 
 
 if __name__ == '__main__':
