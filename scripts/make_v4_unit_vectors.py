@@ -9,7 +9,7 @@ Every input is a float32 value (printed exactly), so the C side reads the same n
 expected outputs are the reference's float64 results.  Deterministic: fixed seeds, no clock.
 Files: quant.json (fp8 / fp4 round trips, Hadamard), fp4.json (e2m1 / e8m0 tables, rows of a
 tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), rope.json, compressor.json,
-attn.json, moe.json, indexer.json."""
+attn.json, moe.json, indexer.json, layer.json (the units composed into a layer's attention)."""
 import json, math, os, random, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -303,6 +303,57 @@ def indexer_vectors():
     return {'n_heads': Hn, 'head_dim': di, 'rope_dim': m.rd, 'topk': K, 'keys': flat(keys), 'cases': cases}
 
 
+# ---------------------------------------------------------------- layer.json
+def svec(rng, n, scale=1.0):
+    """Short random numbers: multiples of scale / 32 (exact, few digits in the JSON)."""
+    return [f32(rng.randint(-32, 32) * scale / 32) for _ in range(n)]
+
+
+def smat(rng, r, c, scale=1.0):
+    return [svec(rng, c, scale) for _ in range(r)]
+
+
+def layer_case(rng, ratio):
+    """Model.attn_prefill of one layer (q / kv projections, window, compressor, indexer,
+    sink attention, inverse RoPE, grouped wo_a, wo_b) on small random weights."""
+    D, ql, H, hd, rd, G, olr, inh, ihd, win, K, S = 16, 8, 4, 16, 8, 2, 8, 2, 16, 4, 2, 18
+    P = 'a.'
+    w = {P + 'wq_a.weight': smat(rng, ql, D, 0.5), P + 'q_norm.weight': svec(rng, ql),
+         P + 'wq_b.weight': smat(rng, H * hd, ql, 0.5), P + 'wkv.weight': smat(rng, hd, D, 0.5),
+         P + 'kv_norm.weight': svec(rng, hd), P + 'attn_sink': svec(rng, H, 2.0),
+         P + 'wo_a.weight': smat(rng, G * olr, H * hd // G, 0.25), P + 'wo_b.weight': smat(rng, D, G * olr, 0.25)}
+    if ratio:
+        coff = 2 if ratio == 4 else 1
+        C = P + 'compressor.'
+        w.update({C + 'wkv.weight': smat(rng, coff * hd, D, 0.5), C + 'wgate.weight': smat(rng, coff * hd, D, 0.5),
+                  C + 'ape': smat(rng, ratio, coff * hd, 0.5), C + 'norm.weight': svec(rng, hd)})
+    if ratio == 4:
+        I, C = P + 'indexer.', P + 'indexer.compressor.'
+        w.update({I + 'wq_b.weight': smat(rng, inh * ihd, ql, 0.5), I + 'weights_proj.weight': smat(rng, inh, D, 0.5),
+                  C + 'wkv.weight': smat(rng, 2 * ihd, D, 0.5), C + 'wgate.weight': smat(rng, 2 * ihd, D, 0.5),
+                  C + 'ape': smat(rng, 4, 2 * ihd, 0.5), C + 'norm.weight': svec(rng, ihd)})
+    m = model({'hidden_size': D, 'q_lora_rank': ql, 'num_attention_heads': H, 'head_dim': hd,
+               'qk_rope_head_dim': rd, 'o_groups': G, 'o_lora_rank': olr, 'index_n_heads': inh,
+               'index_head_dim': ihd, 'sliding_window': win, 'index_topk': K,
+               'compress_ratios': [ratio]}, w)
+    ys = smat(rng, S, D, 1.0)
+    out, sel = m.attn_prefill(0, P, ys, {})
+    case = {'ratio': ratio, 'dim': D, 'q_lora_rank': ql, 'n_heads': H, 'head_dim': hd, 'rope_dim': rd,
+            'o_groups': G, 'o_lora_rank': olr, 'index_n_heads': inh, 'index_head_dim': ihd, 'window': win,
+            'index_topk': K, 'eps': m.eps, 'y': flat(ys), 'out': flat(out),
+            'sel': flat([s_ + [-1] * (K - len(s_)) for s_ in sel]) if sel else []}
+    for k, v in w.items():
+        case[k[len(P):]] = flat(v) if isinstance(v[0], list) else v
+    return case
+
+
+def layer_vectors():
+    """Attention layers of ratio 4 (CSA: indexer top 2), 8 (HCA) and 0 (window only): D 16,
+    q_lora 8, 4 heads x 16 (rope 8), 2 output groups, window 4, 18 tokens in one prefill."""
+    rng = random.Random(19)
+    return {'cases': [layer_case(rng, 4), layer_case(rng, 8), layer_case(rng, 0)]}
+
+
 def num(v):
     """A number as JSON: float32 values in 9 significant digits (exact once cast to float: the
     C tests compare such values as floats), other floats in 17, integers as they are."""
@@ -345,6 +396,7 @@ def main():
     write(out, 'attn.json', attn_vectors())
     write(out, 'moe.json', moe_vectors())
     write(out, 'indexer.json', indexer_vectors())
+    write(out, 'layer.json', layer_vectors())
 
 
 if __name__ == '__main__':
