@@ -55,7 +55,7 @@ static void acc_add(struct acc s, int w, const float *kv, const float *score, co
 	}
 }
 
-/* The pooled value of feature f over one or two accumulators (b may have m = -inf, z = 0). */
+/* The pooled value of feature f over one accumulator or two (the second may be empty: m = -inf). */
 static double pooled(const float *m1, const float *z1, const float *a1, const float *m2, const float *z2,
 		     const float *a2, int f)
 {

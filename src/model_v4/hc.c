@@ -27,6 +27,18 @@ void v4_hc_mixes(const struct v4_hc *h, int head, int n, const float *x, float *
 	}
 }
 
+/* Divides every row (rows != 0) or every column of c [hc, hc] by its sum + eps. */
+static void normalise(double c[V4_HC_MAX][V4_HC_MAX], int hc, double eps, int rows)
+{
+	for (int a = 0; a < hc; a++) {
+		double z = eps;
+		for (int b = 0; b < hc; b++)
+			z += rows ? c[a][b] : c[b][a];
+		for (int b = 0; b < hc; b++)
+			*(rows ? &c[a][b] : &c[b][a]) /= z;
+	}
+}
+
 void v4_hc_sinkhorn(int hc, int iters, float eps, float *comb)
 {
 	double c[V4_HC_MAX][V4_HC_MAX];
@@ -42,20 +54,8 @@ void v4_hc_sinkhorn(int hc, int iters, float eps, float *comb)
 	}
 	for (int it = 0; it < iters; it++) {
 		if (it > 0) /* the first round normalises the columns only */
-			for (int j = 0; j < hc; j++) {
-				double z = eps;
-				for (int k = 0; k < hc; k++)
-					z += c[j][k];
-				for (int k = 0; k < hc; k++)
-					c[j][k] /= z;
-			}
-		for (int k = 0; k < hc; k++) {
-			double z = eps;
-			for (int j = 0; j < hc; j++)
-				z += c[j][k];
-			for (int j = 0; j < hc; j++)
-				c[j][k] /= z;
-		}
+			normalise(c, hc, eps, 1);
+		normalise(c, hc, eps, 0);
 	}
 	for (int j = 0; j < hc; j++)
 		for (int k = 0; k < hc; k++)

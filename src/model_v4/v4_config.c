@@ -305,14 +305,18 @@ static int parse_root(const json_t *o, const char *what, struct v4_config *c, st
 	return 0;
 }
 
-int v4_config_parse(const char *json_text, const char *what, struct v4_config *cfg, struct err *e)
+/* parse_root, then the tree goes */
+static int parse_and_free(json_t *root, const char *what, struct v4_config *cfg, struct err *e)
 {
-	json_t *root;
-	if (json_util_parse(json_text, strlen(json_text), what, &root, e))
-		return -1;
 	int rc = parse_root(root, what, cfg, e);
 	json_decref(root);
 	return rc;
+}
+
+int v4_config_parse(const char *json_text, const char *what, struct v4_config *cfg, struct err *e)
+{
+	json_t *root;
+	return json_util_parse(json_text, strlen(json_text), what, &root, e) ? -1 : parse_and_free(root, what, cfg, e);
 }
 
 int v4_config_load(const char *dir, struct v4_config *cfg, struct err *e)
@@ -320,9 +324,5 @@ int v4_config_load(const char *dir, struct v4_config *cfg, struct err *e)
 	char path[4096];
 	json_t *root;
 	snprintf(path, sizeof path, "%s/config.json", dir);
-	if (json_util_load(path, &root, e))
-		return -1;
-	int rc = parse_root(root, path, cfg, e);
-	json_decref(root);
-	return rc;
+	return json_util_load(path, &root, e) ? -1 : parse_and_free(root, path, cfg, e);
 }
