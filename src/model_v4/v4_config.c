@@ -326,3 +326,16 @@ int v4_config_load(const char *dir, struct v4_config *cfg, struct err *e)
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	return json_util_load(path, &root, e) ? -1 : parse_and_free(root, path, cfg, e);
 }
+
+bool v4_config_is_v4(const char *dir)
+{
+	char path[4096];
+	json_t *root;
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	if (json_util_load(path, &root, NULL))
+		return false;
+	const char *t = json_string_value(json_object_get(root, "model_type"));
+	bool yes = t && !strcmp(t, "deepseek_v4");
+	json_decref(root);
+	return yes;
+}

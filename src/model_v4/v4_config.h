@@ -74,6 +74,10 @@ int v4_config_load(const char *dir, struct v4_config *cfg, struct err *e);
 /* Same from a JSON text; `what` names the source in messages. */
 int v4_config_parse(const char *json_text, const char *what, struct v4_config *cfg, struct err *e);
 
+/* Whether DIR/config.json says model_type "deepseek_v4": a loader's dispatch before
+ * io/config.h's config_load (which refuses it). False when the file is unreadable. */
+bool v4_config_is_v4(const char *dir);
+
 /* The compress ratio of layer `layer` (0 .. num_hidden_layers + num_nextn_predict_layers - 1;
  * the MTP layers follow the main ones). */
 static inline int v4_layer_ratio(const struct v4_config *c, int layer) { return c->compress_ratios[layer]; }

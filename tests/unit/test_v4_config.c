@@ -183,4 +183,11 @@ static void test_defaults(void)
 	free(t);
 }
 
-TESTS(T(test_tiny_v4), T(test_flash), T(test_pro), T(test_refused), T(test_defaults))
+static void test_is_v4(void)
+{
+	EXPECT(v4_config_is_v4(fixture_path("tiny-v4")));
+	EXPECT(!v4_config_is_v4(fixture_path("tiny-v3")));
+	EXPECT(!v4_config_is_v4(fixture_path("no-such-dir")));
+}
+
+TESTS(T(test_tiny_v4), T(test_is_v4), T(test_flash), T(test_pro), T(test_refused), T(test_defaults))
