@@ -4,6 +4,28 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "model_v4/v4_quant.h"
+
+void v4_attn_prep_q(const struct v4_rope *r, int n_heads, int head_dim, float eps, long pos, float *q)
+{
+	for (int h = 0; h < n_heads; h++) {
+		float *qh = q + (size_t)h * (size_t)head_dim;
+		double ss = 0;
+		for (int i = 0; i < head_dim; i++)
+			ss += (double)qh[i] * qh[i];
+		double rs = 1 / sqrt(ss / head_dim + eps);
+		for (int i = 0; i < head_dim; i++)
+			qh[i] = (float)(qh[i] * rs);
+		v4_rope_apply(r, qh, head_dim, pos, 0);
+	}
+}
+
+void v4_attn_prep_kv(const struct v4_rope *r, int head_dim, long pos, int kv_quant, float *kv)
+{
+	v4_rope_apply(r, kv, head_dim, pos, 0);
+	if (kv_quant)
+		v4_fp8_sim(kv, head_dim - r->dim, 64);
+}
 
 void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const float *const *kv, int n_kv,
 		 const float *sink, float *o, float *lse)

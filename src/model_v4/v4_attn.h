@@ -29,6 +29,13 @@ static inline void v4_attn_visible(int ratio, int window, long t, long *win_lo, 
 	*n_comp = ratio ? (t + 1) / ratio : 0;
 }
 
+/* The query after wq_b: per head a weightless RMSNorm (eps) and RoPE at pos; q [H, head_dim]
+ * in place. */
+void v4_attn_prep_q(const struct v4_rope *r, int n_heads, int head_dim, float eps, long pos, float *q);
+/* The kv after kv_norm: RoPE at pos, then (kv_quant) the fp8 round trip of the non-RoPE dims in
+ * blocks of 64, as the window cache and model.py hold it; kv [head_dim] in place. */
+void v4_attn_prep_kv(const struct v4_rope *r, int head_dim, long pos, int kv_quant, float *kv);
+
 /* q [H, head_dim] (per-head RMS-normalised and roped), kv[0 .. n_kv) each [head_dim] (window
  * rows and selected entries, any order), sink [H] or NULL -> o [H, head_dim], lse [H].
  * Scores and sums in double. */

@@ -13,7 +13,6 @@
 #include "model_v4/compressor.h"
 #include "model_v4/v4_attn.h"
 #include "model_v4/v4_indexer.h"
-#include "model_v4/v4_quant.h"
 #include "unit/v4_vec.h"
 
 static void mv(const float *w, int rows, int cols, const float *x, float *y)
@@ -91,14 +90,10 @@ static void run_case(const json_t *j, double *worst)
 		mv(wq_a, ql, D, yt, qr);
 		rmsnorm(qr, ql, q_norm, eps);
 		mv(wq_b, H * hd, ql, qr, q);
-		for (int h = 0; h < H; h++) {
-			rmsnorm(q + h * hd, hd, NULL, eps);
-			v4_rope_apply(&rope, q + h * hd, hd, t, 0);
-		}
+		v4_attn_prep_q(&rope, H, hd, eps, t, q);
 		mv(wkv, hd, D, yt, kvs[t]);
 		rmsnorm(kvs[t], hd, kv_norm, eps);
-		v4_rope_apply(&rope, kvs[t], hd, t, 0);
-		v4_fp8_sim(kvs[t], hd - rd, 64);
+		v4_attn_prep_kv(&rope, hd, t, 1, kvs[t]);
 		const float *keys[MAXT + MAXT];
 		long lo, nc;
 		v4_attn_visible(ratio, win, t, &lo, &nc);
