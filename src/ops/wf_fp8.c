@@ -153,6 +153,8 @@ const struct wformat wformat_fp8 = {
 	.transposable = true,
 	.scale_unit = "block",
 	.quant_help = "linear layers quantized to fp8 at load, fp8 checkpoints are read as they are",
+	.usage = "bf16 checkpoints: linear layers quantized to fp8\n"
+		 "at load (128x128 blocks, as DeepSeek's fp8 ones)",
 	.quant_desc = "fp8 in 128x128 blocks",
 	.prepack_wanted = fp8_prepack_wanted,
 	.prepack_kind = fp8_prepack_kind,

@@ -79,6 +79,9 @@ const struct wformat wformat_int8 = {
 	.transposable = false,
 	.scale_unit = "row",
 	.quant_help = "W8A8, int8 weights and activations",
+	.usage = "W8A8: linear layers (bf16 or fp8) quantized to int8\n"
+		 "at load, activations to int8 at each GEMM (scales\n"
+		 "per row / token and 128 columns): int8 products",
 	.quant_desc = "int8 (a scale per row and 128 columns; activations per token and 128 columns)",
 	.kernels = gemm_int8_kernel_name,
 	.act = int8_act,

@@ -17,7 +17,8 @@
  *   - src/ops/wf_NAME.c defining `const struct wformat wformat_NAME` (its kernels may take
  *     files of their own, as the fp8 and int8 ones do);
  *   - its row in wformat.c's table ([DT_X] = &wformat_NAME, with the extern above it);
- *     a row with `quantize` is then a --quantization value (serve, bench, logits) by its name;
+ *     a row with `quantize` is then a --quantization value (serve, bench, logits) by its name,
+ *     in the engine's --help and its errors (its usage, quant_help);
  *   - its tests (tests/unit/test_wformat.c runs every row's view / get / bytes / GEMM against
  *     wmat_get, at every level).
  * Room for the coming rows: blk_k / blk_n give any scale block (MXFP4 e2m1: 32 x 1 with
@@ -106,9 +107,10 @@ struct wformat {
 	 * it transposed element by element: whole bytes per value): square scale blocks stay blocks
 	 * of the transpose, row groups do not */
 	bool transposable;
-	const char *scale_unit;                     /* what one scale covers, for errors: "block", "row" */
-	const char *quant_help;                     /* what --quantization NAME does, for its error message */
-	const char *quant_desc;                     /* what the loader made, for its log: "fp8 in 128x128 blocks" */
+	const char *scale_unit; /* what one scale covers, for errors: "block", "row" */
+	const char *quant_help; /* what --quantization NAME does, for its error message */
+	const char *usage;      /* the same for --help: lines of 52 columns at most, apart by '\n' */
+	const char *quant_desc; /* what the loader made, for its log: "fp8 in 128x128 blocks" */
 	const char *(*kernels)(enum ops_level lvl); /* the kernels a level runs, for the log (NULL: not named) */
 
 	/* ---- packing at load (NULL: never packed) ---- */

@@ -34,17 +34,34 @@ void engine_args_init(struct engine_args *a, bool serving)
 	a->generation_config = "auto";
 }
 
+/* --quantization NAME: one entry per row of the weight format table that quantizes at load */
+static void usage_quantization(FILE *f)
+{
+	for (int dt = 0; dt < DT_COUNT; dt++) {
+		const struct wformat *w = wformat_of((enum dtype)dt);
+		if (!w || !w->quantize)
+			continue;
+		char flag[64];
+		snprintf(flag, sizeof flag, "--quantization %s, -q %s", w->name, w->name);
+		fprintf(f, "  %-33s ", flag);
+		for (const char *s = w->usage;;) { /* its lines under one another */
+			size_t n = strcspn(s, "\n");
+			fprintf(f, "%.*s\n", (int)n, s);
+			if (!s[n])
+				break;
+			s += n + 1;
+			fprintf(f, "%36s", "");
+		}
+	}
+}
+
 void engine_args_usage(FILE *f)
 {
 	fprintf(f, "engine options:\n"
 		   "  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
-		   "  --load-format auto|dummy          dummy: random weights from config.json\n"
-		   "  --quantization fp8, -q fp8        bf16 checkpoints: linear layers quantized to fp8\n"
-		   "                                    at load (128x128 blocks, as DeepSeek's fp8 ones)\n"
-		   "  --quantization int8, -q int8      W8A8: linear layers (bf16 or fp8) quantized to int8\n"
-		   "                                    at load, activations to int8 at each GEMM (scales\n"
-		   "                                    per row / token and 128 columns): int8 products\n"
-		   "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
+		   "  --load-format auto|dummy          dummy: random weights from config.json\n");
+	usage_quantization(f);
+	fprintf(f, "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
 		   "                                    fp8 checkpoints and under -q fp8/int8; Q8_0 GGUFs\n"
 		   "                                    have it in 8 bits): fewer bytes per decode step\n"
 		   "  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"

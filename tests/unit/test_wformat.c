@@ -41,7 +41,8 @@ static void test_table(void)
 		EXPECTF(wformat_by_name(f->name) == f, "%s by name", f->name);
 		for (int l = 0; l < OPS_N_LEVELS; l++)
 			EXPECTF(f->panel[l], "%s: no panel at level %s", f->name, ops_level_name((enum ops_level)l));
-		EXPECTF(!f->quantize || (f->scale_unit && f->quant_help && f->quant_desc), "%s's messages", f->name);
+		EXPECTF(!f->quantize || (f->scale_unit && f->quant_help && f->usage && f->quant_desc), "%s's messages",
+			f->name);
 		EXPECTF(!f->prepack || (f->prepack_wanted && f->prepack_bytes), "%s's packing", f->name);
 		EXPECTF((f->scale == WSCALE_NONE) == (f->blk_k == 0), "%s's scale blocks", f->name);
 		struct err e = {0};
