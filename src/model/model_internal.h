@@ -84,7 +84,7 @@ struct model {
 	struct owned *owned;      /* buffers to free (model.c) */
 	int n_owned, cap_owned;
 	struct bigmem_slab small; /* the owned buffers under BIGMEM_MIN (model_own) */
-	struct owned *qbufs; /* --quantization fp8's bytes, one buffer per weight (model.c) */
+	struct owned *qbufs;      /* quantized values a packed copy replaces (walloc's drop_when_packed) */
 	int n_qbufs, cap_qbufs;
 };
 

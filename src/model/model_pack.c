@@ -16,7 +16,7 @@ static int by_address(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The --quantization fp8 buffer (m->qbufs, sorted by address) holding w's bytes, if w may
+/* The buffer of values quantized at load (m->qbufs, sorted by address) holding w's bytes, if w may
  * lose them once packed: every GEMM on a packed weight reads the packed copy (under bf16
  * activations, or any for the AVX2 fp8 layout), except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
  * boundaries; -1 otherwise */
@@ -36,8 +36,8 @@ static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_
 
 /* Packs w for the kernels of the CPU's level when that pays (ops/prepack.h) into an owned
  * buffer. w->data stays valid (the mapping, or the dummy buffer) for the other paths, except
- * --quantization fp8's own bytes, which are dropped (data NULL): the packed copy replaces them,
- * so a quantized model does not hold its weights twice. With count set it only adds the
+ * values quantized at load into m->qbufs (fp8's), which are dropped (data NULL): the packed
+ * copy replaces them, so a quantized model does not hold its weights twice. With count set it only adds the
  * bytes that packing would add to the memory in use. */
 static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, bool is_kv_b, struct err *e)
 {
