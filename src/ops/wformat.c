@@ -43,6 +43,15 @@ int wformat_parse_quantization(const char *v, const struct wformat **out, struct
 	return err_set(e, "--quantization: unsupported method '%s' (%s)", v, names);
 }
 
+void wformat_quant_names(char *buf, size_t n, const char *sep)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (int i = 0; i < DT_COUNT && at < n; i++)
+		if (formats[i] && formats[i]->quantize)
+			at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? sep : "", formats[i]->name);
+}
+
 static const struct wformat *format_of(const struct wmat *w)
 {
 	const struct wformat *f = wformat_of(w->dtype);

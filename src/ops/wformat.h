@@ -134,6 +134,8 @@ const struct wformat *wformat_by_name(const char *name);
 /* --quantization / -q VALUE: the row named VALUE that quantizes at load, or an error listing
  * them. Parsed once (setup/engine_args.c) for serve, bench and logits. */
 int wformat_parse_quantization(const char *v, const struct wformat **out, struct err *e);
+/* The names of the rows that quantize at load, apart by sep ("fp8|int8"), into buf [n]. */
+void wformat_quant_names(char *buf, size_t n, const char *sep);
 
 /* The float kernels over row-major values (f32, f16, bf16, fp8 with its block scales):
  * portable, AVX2 (register blocks, and packing per call for many tokens), AVX-512 (register

@@ -23,6 +23,7 @@
 #include "ops/cpu.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
+#include "ops/wformat.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -482,13 +483,16 @@ out:
 
 static void bench_usage(FILE *f)
 {
+	char q[64]; /* the --quantization methods: the rows of ops/wformat.h that quantize */
+	wformat_quant_names(q, sizeof q, "|");
 	fprintf(f, "usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
 		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
 		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		   "checkpoint's)] [--threads N]\n"
-		   "         [--attention-backend NAME] [--quantization fp8|int8] [--quantize-lm-head]\n"
-		   "         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json FILE]\n");
+		   "         [--attention-backend NAME] [--quantization %s] [--quantize-lm-head]\n"
+		   "         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json FILE]\n",
+		q);
 }
 
 static int int_arg(const char *v, const char *what, int lo, int *out, struct err *e)

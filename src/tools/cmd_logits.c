@@ -20,6 +20,7 @@
 #include "setup/ranks.h"
 #include "model/model.h"
 #include "ops/pool.h"
+#include "ops/wformat.h"
 
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
@@ -33,12 +34,15 @@ struct logits_opts {
 
 static void logits_usage(FILE *f)
 {
+	char q[64]; /* the --quantization methods: the rows of ops/wformat.h that quantize */
+	wformat_quant_names(q, sizeof q, "|");
 	fprintf(f,
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
-		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization fp8|int8]\n"
+		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization %s]\n"
 		"         [--quantize-lm-head]\n"
-		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n");
+		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n",
+		q);
 }
 
 static int run_logits(const struct logits_opts *o, struct err *e)

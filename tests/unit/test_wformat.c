@@ -55,6 +55,10 @@ static void test_table(void)
 	const struct wformat *q = NULL;
 	EXPECT(wformat_parse_quantization("awq", &q, &e) < 0 && !q);
 	EXPECTF(strstr(e.msg, "'awq'") && strstr(e.msg, "fp8: ") && strstr(e.msg, "int8: "), "%s", e.msg);
+	char names[64], small[6];
+	wformat_quant_names(names, sizeof names, "|");
+	wformat_quant_names(small, sizeof small, "|"); /* cut, terminated */
+	EXPECTF(!strcmp(names, "fp8|int8") && !strcmp(small, "fp8|i"), "'%s', '%s'", names, small);
 }
 
 /* owned by the test: every allocation kept, freed at the end */
