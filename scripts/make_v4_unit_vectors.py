@@ -9,7 +9,8 @@ Every input is a float32 value (printed exactly), so the C side reads the same n
 expected outputs are the reference's float64 results.  Deterministic: fixed seeds, no clock.
 Files: quant.json (fp8 / fp4 round trips, Hadamard), fp4.json (e2m1 / e8m0 tables, rows of a
 tiny-v4 FP4 expert and a GEMV), hc.json (hc_pre / hc_post / hc_head), rope.json, compressor.json,
-attn.json, moe.json, indexer.json, layer.json (the units composed into a layer's attention)."""
+attn.json, moe.json, indexer.json, layer.json (the units composed into a
+layer's attention), block.json (a whole block: hyper-connections, attention, FP4 MoE)."""
 import json, math, os, random, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -313,11 +314,15 @@ def smat(rng, r, c, scale=1.0):
     return [svec(rng, c, scale) for _ in range(r)]
 
 
-def layer_case(rng, ratio):
-    """Model.attn_prefill of one layer (q / kv projections, window, compressor, indexer,
-    sink attention, inverse RoPE, grouped wo_a, wo_b) on small random weights."""
-    D, ql, H, hd, rd, G, olr, inh, ihd, win, K, S = 16, 8, 4, 16, 8, 2, 8, 2, 16, 4, 2, 18
-    P = 'a.'
+ATTN_DIMS = dict(dim=16, q_lora_rank=8, n_heads=4, head_dim=16, rope_dim=8, o_groups=2, o_lora_rank=8,
+                 index_n_heads=2, index_head_dim=16, window=4, index_topk=2)
+
+
+def attn_weights(rng, ratio, P):
+    """One layer's attention weights (prefix P) at ATTN_DIMS, short random values."""
+    a = ATTN_DIMS
+    D, ql, H, hd, G, olr = a['dim'], a['q_lora_rank'], a['n_heads'], a['head_dim'], a['o_groups'], a['o_lora_rank']
+    inh, ihd = a['index_n_heads'], a['index_head_dim']
     w = {P + 'wq_a.weight': smat(rng, ql, D, 0.5), P + 'q_norm.weight': svec(rng, ql),
          P + 'wq_b.weight': smat(rng, H * hd, ql, 0.5), P + 'wkv.weight': smat(rng, hd, D, 0.5),
          P + 'kv_norm.weight': svec(rng, hd), P + 'attn_sink': svec(rng, H, 2.0),
@@ -332,18 +337,39 @@ def layer_case(rng, ratio):
         w.update({I + 'wq_b.weight': smat(rng, inh * ihd, ql, 0.5), I + 'weights_proj.weight': smat(rng, inh, D, 0.5),
                   C + 'wkv.weight': smat(rng, 2 * ihd, D, 0.5), C + 'wgate.weight': smat(rng, 2 * ihd, D, 0.5),
                   C + 'ape': smat(rng, 4, 2 * ihd, 0.5), C + 'norm.weight': svec(rng, ihd)})
-    m = model({'hidden_size': D, 'q_lora_rank': ql, 'num_attention_heads': H, 'head_dim': hd,
-               'qk_rope_head_dim': rd, 'o_groups': G, 'o_lora_rank': olr, 'index_n_heads': inh,
-               'index_head_dim': ihd, 'sliding_window': win, 'index_topk': K,
-               'compress_ratios': [ratio]}, w)
-    ys = smat(rng, S, D, 1.0)
-    out, sel = m.attn_prefill(0, P, ys, {})
-    case = {'ratio': ratio, 'dim': D, 'q_lora_rank': ql, 'n_heads': H, 'head_dim': hd, 'rope_dim': rd,
-            'o_groups': G, 'o_lora_rank': olr, 'index_n_heads': inh, 'index_head_dim': ihd, 'window': win,
-            'index_topk': K, 'eps': m.eps, 'y': flat(ys), 'out': flat(out),
-            'sel': flat([s_ + [-1] * (K - len(s_)) for s_ in sel]) if sel else []}
+    return w
+
+
+def attn_config(ratio, extra=None):
+    a = ATTN_DIMS
+    c = {'hidden_size': a['dim'], 'q_lora_rank': a['q_lora_rank'], 'num_attention_heads': a['n_heads'],
+         'head_dim': a['head_dim'], 'qk_rope_head_dim': a['rope_dim'], 'o_groups': a['o_groups'],
+         'o_lora_rank': a['o_lora_rank'], 'index_n_heads': a['index_n_heads'],
+         'index_head_dim': a['index_head_dim'], 'sliding_window': a['window'], 'index_topk': a['index_topk'],
+         'compress_ratios': [ratio]}
+    c.update(extra or {})
+    return c
+
+
+def put_weights(case, w, P):
     for k, v in w.items():
         case[k[len(P):]] = flat(v) if isinstance(v[0], list) else v
+
+
+def sel_rows(sel, K):
+    return flat([s_ + [-1] * (K - len(s_)) for s_ in sel]) if sel else []
+
+
+def layer_case(rng, ratio):
+    """Model.attn_prefill of one layer (q / kv projections, window, compressor, indexer,
+    sink attention, inverse RoPE, grouped wo_a, wo_b) on small random weights."""
+    S, K = 18, ATTN_DIMS['index_topk']
+    w = attn_weights(rng, ratio, 'a.')
+    m = model(attn_config(ratio), w)
+    ys = smat(rng, S, ATTN_DIMS['dim'], 1.0)
+    out, sel = m.attn_prefill(0, 'a.', ys, {})
+    case = dict(ATTN_DIMS, ratio=ratio, eps=m.eps, y=flat(ys), out=flat(out), sel=sel_rows(sel, K))
+    put_weights(case, w, 'a.')
     return case
 
 
@@ -352,6 +378,64 @@ def layer_vectors():
     q_lora 8, 4 heads x 16 (rope 8), 2 output groups, window 4, 18 tokens in one prefill."""
     rng = random.Random(19)
     return {'cases': [layer_case(rng, 4), layer_case(rng, 8), layer_case(rng, 0)]}
+
+
+# ---------------------------------------------------------------- block.json
+class MixedWeights(FakeWeights):
+    """Decoded float tensors plus raw checkpoint tensors (I8 FP4 experts with F8_E8M0 scales)
+    that v4_reference.Weights.get decodes itself."""
+
+    def __init__(self, d, raw):
+        super().__init__(d)
+        self.ref = object.__new__(V4.Weights)
+        self.ref.raw, self.ref.cache = raw, {}
+
+    def get(self, name):
+        return self.ref.get(name) if name in self.ref.raw else self.d[name]
+
+    def quantized(self, name):
+        return name in self.ref.raw and self.ref.quantized(name)
+
+
+def block_vectors():
+    """Model.block of a ratio-4 layer: hc 2 streams, hc_pre -> attn_norm -> attention ->
+    hc_post -> hc_pre -> ffn_norm -> MoE (4 FP4 experts of 32, top 2 by score + bias, an F32
+    shared expert, swiglu_limit 2) -> hc_post; 12 tokens in one prefill."""
+    rng = random.Random(20)
+    ratio, hc, S, E, k, inter = 4, 2, 12, 4, 2, 32
+    D = ATTN_DIMS['dim']
+    P = 'b.'
+    w = attn_weights(rng, ratio, P + 'attn.')
+    mix = (2 + hc) * hc
+    for n in ('hc_attn', 'hc_ffn'):
+        w.update({P + n + '_fn': smat(rng, mix, hc * D, 0.25), P + n + '_scale': svec(rng, 3, 2.0),
+                  P + n + '_base': svec(rng, mix, 1.0)})
+    w.update({P + 'attn_norm.weight': svec(rng, D), P + 'ffn_norm.weight': svec(rng, D),
+              P + 'ffn.gate.weight': smat(rng, E, D, 0.5), P + 'ffn.gate.bias': svec(rng, E, 0.25),
+              P + 'ffn.shared_experts.w1.weight': smat(rng, inter, D, 0.5),
+              P + 'ffn.shared_experts.w3.weight': smat(rng, inter, D, 0.5),
+              P + 'ffn.shared_experts.w2.weight': smat(rng, D, inter, 0.25)})
+    raw = {}
+    for i in range(E):
+        for n, (o, kk) in (('w1', (inter, D)), ('w3', (inter, D)), ('w2', (D, inter))):
+            name = P + 'ffn.experts.%d.%s.' % (i, n)
+            nb = (kk + 31) // 32
+            raw[name + 'weight'] = ('I8', [o, kk // 2], bytes(rng.randrange(256) for _ in range(o * kk // 2)))
+            raw[name + 'scale'] = ('F8_E8M0', [o, nb], bytes(rng.randrange(121, 126) for _ in range(o * nb)))
+    m = model(attn_config(ratio, {'hc_mult': hc, 'n_routed_experts': E, 'num_experts_per_tok': k,
+                                  'num_hash_layers': 0, 'moe_intermediate_size': inter}), {})
+    m.w = MixedWeights(w, raw)
+    X = [smat(rng, hc, D, 1.0) for _ in range(S)]
+    toks = [rng.randrange(16) for _ in range(S)]
+    m.rec = {'sel': {}, 'experts': {}}
+    out = m.block(0, P, X, toks, {})
+    case = dict(ATTN_DIMS, ratio=ratio, eps=m.eps, hc=hc, hc_eps=m.hc_eps, iters=m.iters, n_experts=E, topk=k,
+                inter=inter, route_scale=m.route_scale, swiglu_limit=m.lim, x=flat(flat(X)), out=flat(flat(out)),
+                sel=sel_rows(m.rec['sel'][0], ATTN_DIMS['index_topk']), experts=flat(m.rec['experts'][0]))
+    put_weights(case, w, P)
+    for name, (dt, shape, b) in raw.items():
+        case[name[len(P):]] = list(b)
+    return case
 
 
 def num(v):
@@ -397,6 +481,7 @@ def main():
     write(out, 'moe.json', moe_vectors())
     write(out, 'indexer.json', indexer_vectors())
     write(out, 'layer.json', layer_vectors())
+    write(out, 'block.json', block_vectors())
 
 
 if __name__ == '__main__':
