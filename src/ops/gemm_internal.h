@@ -52,12 +52,6 @@ static inline int gemm_seg_end(const struct wmat *w, int c)
 	return nb < w->cols ? nb : w->cols;
 }
 
-/* bf16 dot products apply: AVX512_BF16 level, bf16-exact x, weights exact in bf16 */
-static inline bool gemm_use_dp(enum ops_level lvl, const struct gemm_job *j)
-{
-	return lvl >= OPS_AVX512_BF16 && j->x_bf16 && (j->w->dtype == DT_BF16 || j->w->dtype == DT_F8_E4M3);
-}
-
 /* Rows [r0, r1) of job j for all its tokens, AVX-512 (dp: bf16 dot products).
  * gemm_avx512.c: register-blocked, for jobs with few tokens (decode, MoE experts). */
 void gemm_panel_avx512(const struct gemm_job *j, int r0, int r1, bool dp);

@@ -378,7 +378,8 @@ int gemm_panel_rows(enum ops_level lvl, const struct gemm_job *j, const void *ac
 	if (act) /* x as bf16 rows for the load-time packed weights */
 		return gemm_panel_prepacked(lvl, j, act, gemm_prepacked_ldxb(j->w->cols), r0, r1);
 	if (lvl >= OPS_AVX512 && j->w->cols > 0) {
-		bool dp = gemm_use_dp(lvl, j);
+		/* bf16 dot products: bf16-exact x, and weights whose values are (bf16, fp8) */
+		bool dp = lvl >= OPS_AVX512_BF16 && j->x_bf16 && wformat_of(j->w->dtype)->bf16_exact;
 		if (j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
 			gemm_panel_packed_avx512(j, r0, r1, dp);
 		else

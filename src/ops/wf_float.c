@@ -69,6 +69,7 @@ const struct wformat wformat_bf16 = {
 	.name = "bf16",
 	.dtype = DT_BF16,
 	.bits = 16,
+	.bf16_exact = true,
 	.get = float_get,
 	.prepack_wanted = bf16_prepack_wanted,
 	.prepack_kind = bf16_prepack_kind,

@@ -145,6 +145,7 @@ const struct wformat wformat_fp8 = {
 	.name = "fp8",
 	.dtype = DT_F8_E4M3,
 	.bits = 8,
+	.bf16_exact = true,
 	.blk_k = QBLK,
 	.blk_n = QBLK,
 	.scale = WSCALE_F32,

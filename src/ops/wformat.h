@@ -18,7 +18,7 @@
  *     files of their own, as the fp8 and int8 ones do);
  *   - its row in wformat.c's table ([DT_X] = &wformat_NAME, with the extern above it);
  *     a row with `quantize` is then a --quantization value (serve, bench, logits) by its name,
- *     in the engine's --help and its errors (its usage, quant_help);
+ *     in their --help and errors (its usage, quant_help);
  *   - its tests (tests/unit/test_wformat.c runs every row's view / get / bytes / GEMM against
  *     wmat_get, at every level).
  * Room for the coming rows: blk_k / blk_n give any scale block (MXFP4 e2m1: 32 x 1 with
@@ -81,8 +81,10 @@ struct wformat {
 	const char *name; /* "bf16", "fp8", "int8": --quantization's value when it quantizes */
 	enum dtype dtype; /* wmat.dtype, the table's key */
 	int bits;         /* bits per value: 32, 16, 8 (4: two per byte along K) */
+	bool bf16_exact;  /* every value (before its scale) is a bf16 one: bf16 dot products take it */
 	/* the scale blocks: one scale per blk_k columns (K) x blk_n rows (int8: 128 x 1); 0 with
-	 * WSCALE_NONE. fp8's are the default of its quantizer: a checkpoint's are wmat.blk_r/blk_c. */
+	 * WSCALE_NONE. fp8's are the default of its quantizer: a checkpoint's are wmat.blk_r/blk_c.
+	 * A row of a block holds blk_k * bits / 8 bytes of values. */
 	int blk_k, blk_n;
 	enum wscale scale;
 
