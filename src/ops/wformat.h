@@ -84,7 +84,7 @@ struct wformat {
 	bool bf16_exact;  /* every value (before its scale) is a bf16 one: bf16 dot products take it */
 	/* the scale blocks: one scale per blk_k columns (K) x blk_n rows (int8: 128 x 1); 0 with
 	 * WSCALE_NONE. fp8's are the default of its quantizer: a checkpoint's are wmat.blk_r/blk_c.
-	 * A row of a block holds blk_k * bits / 8 bytes of values. */
+	 * Each row of a block holds blk_k * bits / 8 bytes of values (ggml's bytes per block). */
 	int blk_k, blk_n;
 	enum wscale scale;
 
@@ -125,7 +125,7 @@ struct wformat {
 	/* ---- GEMM ---- */
 	/* the activations job j's panels read at lvl (NULL, or the field NULL: j->x as it is) */
 	const struct wact *(*act)(enum ops_level lvl, const struct gemm_job *j);
-	wformat_panel_fn panel[OPS_N_LEVELS]; /* by level (gemm_multi_at caps it at the best) */
+	wformat_panel_fn panel[OPS_N_LEVELS]; /* by level (ops_gemm_multi_at caps it at the best) */
 };
 
 /* The row of a weight dtype; NULL for one that is no weight format (DT_I32, DT_I64). */
