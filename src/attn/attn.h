@@ -57,6 +57,7 @@
 #include "base/err.h"
 
 struct pool;
+struct attn_prefill_args; /* attn/prefill.h */
 
 /* Paged latent cache: one row [kv_c (kv_lora_rank) | k_pe (rope_dim)] per token per layer.
  * Block 0 is the null block; slot = block * block_size + offset. A DeepSeek Sparse Attention
@@ -158,6 +159,10 @@ struct attn_backend {
 	 * the backend needs none. Allocates from `scratch`; sets meta->plan. */
 	int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e);
 	void (*decode)(const struct attn_decode_args *a);
+	/* The prefill sequences of a dense step (those after the first n_decodes): every dense
+	 * CPU backend points at the shared attn_prefill (attn/prefill.h); a device backend
+	 * would run its own. NULL on a sparse backend, whose `sparse` serves prefill tokens. */
+	int (*prefill)(const struct attn_prefill_args *a, struct err *e);
 	/* Sparse backends (V3.2's models need one, other models a dense one): NULL when dense */
 	void (*sparse)(const struct attn_sparse_args *a);
 };

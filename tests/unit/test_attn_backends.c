@@ -11,6 +11,7 @@
 #include "attn/backends/flashmla_sched.h"
 #include "attn/kv_cache.h"
 #include "attn/kernels/mqa.h"
+#include "attn/prefill.h"
 #include "harness.h"
 #include "ops/vec.h"
 #include "ops/pool.h"
@@ -554,6 +555,13 @@ static void test_capabilities(void)
 	EXPECT(!attn_backend_flash_attn_mla.supports_dcp_multi_token(64));
 	for (int i = 0; i < attn_backend_count(); i++)
 		EXPECT(attn_backend_at(i)->returns_lse);
+	/* every backend runs a step's prefill tokens: a dense one by its prefill entry (the CPU
+	 * ones share attn_prefill), a sparse one by its sparse entry */
+	for (int i = 0; i < attn_backend_count(); i++) {
+		const struct attn_backend *b = attn_backend_at(i);
+		EXPECTF((b->prefill != NULL) == (b->sparse == NULL), "%s", b->name);
+		EXPECTF(!b->prefill || b->prefill == attn_prefill, "%s", b->name);
+	}
 }
 
 /* ---- FlashMLA scheduler (Test ideas 13) ---- */

@@ -7,6 +7,7 @@
 #include "attn/backends/backends.h"
 #include "attn/dcp.h"
 #include "attn/kernels/mqa.h"
+#include "attn/prefill.h"
 #include "ops/pool.h"
 
 struct famla_item {
@@ -113,4 +114,5 @@ const struct attn_backend attn_backend_flash_attn_mla = {
 	.block_size_multiple = 1,
 	.plan = famla_plan,
 	.decode = famla_decode,
+	.prefill = attn_prefill,
 };

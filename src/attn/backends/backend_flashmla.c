@@ -10,6 +10,7 @@
 #include "attn/dcp.h"
 #include "attn/backends/flashmla_sched.h"
 #include "attn/merge.h"
+#include "attn/prefill.h"
 #include "attn/kernels/mqa.h"
 #include "ops/pool.h"
 
@@ -199,4 +200,5 @@ const struct attn_backend attn_backend_flashmla = {
 	.block_size_multiple = 1,
 	.plan = fmla_plan,
 	.decode = fmla_decode,
+	.prefill = attn_prefill,
 };

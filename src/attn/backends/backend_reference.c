@@ -6,6 +6,7 @@
 #include "attn/backends/backends.h"
 #include "attn/dcp.h"
 #include "attn/kv_cache.h"
+#include "attn/prefill.h"
 #include "ops/pool.h"
 
 static float row_elem(const struct kv_cache *kv, const void *row, int k)
@@ -99,4 +100,5 @@ const struct attn_backend attn_backend_reference_mla = {
 	.block_size_multiple = 1,
 	.plan = NULL,
 	.decode = ref_decode,
+	.prefill = attn_prefill,
 };
