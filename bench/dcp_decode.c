@@ -210,7 +210,7 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 	t0 = mono_now_s();
 	c0 = proc_cpu_s();
 	arena_reset(&b->scratch);
-	if (b->be->plan && b->be->plan(&m, b->H, &b->scratch, e))
+	if (b->be->plan && b->be->plan(&m, b->H, &(struct compute_ctx){.scratch = &b->scratch}, e))
 		return -1;
 	struct attn_decode_args a = {.meta = &m,
 				     .kv = &p->kv,
@@ -220,8 +220,7 @@ static int step(struct bench *b, struct point *p, int B, double *t, struct err *
 				     .q = p->qg,
 				     .out = p->out,
 				     .lse = p->lse,
-				     .pool = b->pool,
-				     .scratch = &b->scratch};
+				     .cx = &(struct compute_ctx){.pool = b->pool, .scratch = &b->scratch}};
 	b->be->decode(&a);
 	t[T_ATTN] = mono_now_s() - t0;
 	t[T_CPU] = proc_cpu_s() - c0;

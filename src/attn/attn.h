@@ -55,8 +55,8 @@
 #include "base/arena.h"
 #include "base/dtype.h"
 #include "base/err.h"
+#include "ops/backend.h"
 
-struct pool;
 struct attn_prefill_args; /* attn/prefill.h */
 
 /* Paged latent cache: one row [kv_c (kv_lora_rank) | k_pe (rope_dim)] per token per layer.
@@ -116,10 +116,10 @@ struct attn_decode_args {
 	const float *q; /* [n_decode_tokens, n_heads, row] absorbed query [q_abs | q_pe] */
 	float *out;     /* [n_decode_tokens, n_heads, kv_lora_rank] */
 	float *lse;     /* [n_decode_tokens, n_heads], natural log; -inf for an empty shard */
-	struct pool *pool;
-	struct arena *scratch; /* per-step arena for temporaries */
-	bool q_bf16;           /* every q value is a bf16 (bf16 activations): see mqa_job */
-	bool p_bf16;           /* P·V may run in bf16: see mqa_job */
+	/* where it runs: the CPU's pool, the per-step arena for temporaries (ops/backend.h) */
+	const struct compute_ctx *cx;
+	bool q_bf16; /* every q value is a bf16 (bf16 activations): see mqa_job */
+	bool p_bf16; /* P·V may run in bf16: see mqa_job */
 };
 
 /* Sparse attention (DeepSeek Sparse Attention, V3.2) over the latent cache: every token of
@@ -138,8 +138,7 @@ struct attn_sparse_args {
 	const float *q;           /* [n_tok, n_heads, row] absorbed query [q_abs | q_pe] */
 	float *out;               /* [n_tok, n_heads, kv_lora_rank] */
 	float *lse;               /* [n_tok, n_heads]; -inf, output 0 where no key is selected here */
-	struct pool *pool;
-	struct arena *scratch;
+	const struct compute_ctx *cx;
 	bool q_bf16, p_bf16; /* as attn_decode_args */
 };
 
@@ -156,8 +155,8 @@ struct attn_backend {
 	int block_size_multiple; /* required divisor of the block size (0 or 1 = any):
 					    * read through attn_backend_block_multiple */
 	/* Per-step plan computed once from the metadata and reused by every layer; NULL if
-	 * the backend needs none. Allocates from `scratch`; sets meta->plan. */
-	int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e);
+	 * the backend needs none. Allocates from cx->scratch; sets meta->plan. */
+	int (*plan)(struct attn_meta *meta, int n_heads, const struct compute_ctx *cx, struct err *e);
 	void (*decode)(const struct attn_decode_args *a);
 	/* The prefill sequences of a dense step (those after the first n_decodes): every dense
 	 * CPU backend points at the shared attn_prefill (attn/prefill.h); a device backend

@@ -267,13 +267,13 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 	int np = t_end - t_begin;
 	if (np <= 0)
 		return 0;
-	int nthr = a->pool ? pool_size(a->pool) : 1;
+	int nthr = a->cx->pool ? pool_size(a->cx->pool) : 1;
 	int ws = a->ws_rows > 0 ? a->ws_rows : 1;
-	float *kvb = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)hd);    /* [np, H*(dn+dv)] */
-	float *lse_new = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H); /* [np, H] */
+	float *kvb = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)hd);    /* [np, H*(dn+dv)] */
+	float *lse_new = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)H); /* [np, H] */
 	int max_keys = max_i(np, ws);
 	size_t work_ld = (work_floats(max_keys, dn + dr, dv) + 15) & ~(size_t)15; /* 64-byte aligned */
-	float *work = arena_alloc(a->scratch, sizeof(float) * (size_t)nthr * work_ld);
+	float *work = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)nthr * work_ld);
 	float *wsb = NULL, *kvb_ctx = NULL, *o_c = NULL, *lse_c = NULL, *o_acc = NULL, *lse_acc = NULL;
 	float *dcp_loc = NULL, *dcp_gat = NULL;
 
@@ -286,7 +286,7 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 			      .ldy = hd,
 			      .n = np,
 			      .x_bf16 = a->bf16};
-	ops_gemm_multi(a->pool, 1, &up);
+	ops_gemm_multi(a->cx->pool, 1, &up);
 	if (a->bf16)
 		ops_round_bf16(kvb, (int64_t)np * hd);
 	bool core_bf16 = a->bf16 && ops_level_best() >= OPS_AVX512_BF16;
@@ -323,26 +323,26 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 				    .max_keys = max_keys,
 				    .bf16 = core_bf16};
 		int items = H * ((ql + QB - 1) / QB);
-		pool_for(a->pool, items, 1, mha_items, &c);
+		pool_for(a->cx->pool, items, 1, mha_items, &c);
 		if (ctx == 0)
 			continue;
 		if (!wsb) {
-			wsb = arena_alloc(a->scratch, sizeof(float) * (size_t)ws * (size_t)row); /* [ws, L+dr] */
-			kvb_ctx = arena_alloc(a->scratch,
+			wsb = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)ws * (size_t)row); /* [ws, L+dr] */
+			kvb_ctx = arena_alloc(a->cx->scratch,
 					      sizeof(float) * (size_t)ws * (size_t)hd); /* [ws, H*(dn+dv)] */
-			o_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
-			lse_c = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
-			o_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
-			lse_acc = arena_alloc(a->scratch, sizeof(float) * (size_t)np * (size_t)H);
+			o_c = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
+			lse_c = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)H);
+			o_acc = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)H * (size_t)dv);
+			lse_acc = arena_alloc(a->cx->scratch, sizeof(float) * (size_t)np * (size_t)H);
 		}
 		/* local coordinates: without DCP the whole context, chunks of ws rows; under DCP
 		 * rank 0's (padded) share, chunks of ws / W local rows from every rank */
 		int span = W > 1 ? dcp_local_seq_len(ctx, W, 0, m->dcp_interleave) : ctx;
 		int step = ws / W;
 		if (W > 1 && (!dcp_loc || !dcp_gat)) {
-			dcp_loc = arena_alloc(a->scratch,
+			dcp_loc = arena_alloc(a->cx->scratch,
 					      sizeof(float) * (size_t)step * (size_t)row); /* [ws/W, row] */
-			dcp_gat = arena_alloc(a->scratch,
+			dcp_gat = arena_alloc(a->cx->scratch,
 					      sizeof(float) * (size_t)ws * (size_t)row); /* [W, ws/W, row] */
 		}
 		for (int start = 0; start < span; start += step) {
@@ -363,7 +363,7 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 					       .ldy = hd,
 					       .n = len,
 					       .x_bf16 = a->bf16};
-			ops_gemm_multi(a->pool, 1, &upc);
+			ops_gemm_multi(a->cx->pool, 1, &upc);
 			if (a->bf16)
 				ops_round_bf16(kvb_ctx, (int64_t)len * hd);
 			int first = start == 0;
@@ -375,7 +375,7 @@ int attn_prefill(const struct attn_prefill_args *a, struct err *e)
 			cc.causal = 0;
 			cc.o = first ? o_acc : o_c;
 			cc.lse = first ? lse_acc : lse_c;
-			pool_for(a->pool, items, 1, mha_items, &cc);
+			pool_for(a->cx->pool, items, 1, mha_items, &cc);
 			if (!first)
 				attn_merge_states(ql, H, dv, o_acc, lse_acc, o_c, lse_c, o_acc, lse_acc);
 		}

@@ -25,8 +25,8 @@ struct attn_prefill_args {
 	float *out;  /* [n_tokens, n_heads, v_dim]: the prefill rows are written */
 	int ws_rows; /* context rows per chunk (the bounded workspace); under DCP a
 				   * multiple of dcp_size x dcp_interleave */
-	struct pool *pool;
-	struct arena *scratch;
+	/* where it runs: the pool, the per-step arena (ops/backend.h) */
+	const struct compute_ctx *cx;
 	/* DCP (meta->dcp_size > 1): the cached context is sharded (mla-dcp-spec §4.6). Gathers
 	 * send [n] of every rank of the DCP group into recv [dcp_size, n], rank-major. Every
 	 * rank of the group calls it the same number of times with the same n. */

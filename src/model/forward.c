@@ -7,12 +7,18 @@
 #include "attn/dcp.h"
 #include "attn/kv_cache.h"
 #include "attn/prefill.h"
-#include "model/model_internal.h"
+#include "model/forward.h"
 #include "ops/pool.h"
 #include "ops/route.h"
 #include "ops/vec.h"
 
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
+
+/* where the step's attention runs: the model's pool, the per-step arena */
+static struct compute_ctx step_cx(struct model *m)
+{
+	return (struct compute_ctx){.pool = m->opt.pool, .scratch = &m->arena};
+}
 
 static void act_round(const struct model *m, float *x, size_t n)
 {
@@ -286,6 +292,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	const float *qa = qd;
 	float *oa = olat, *la = lse;
 	struct comm *cm = m->opt.comm;
+	struct compute_ctx cx = step_cx(m);
 	if (W > 1) {                                              /* DCP (mla-dcp-spec §4.4-4.5) */
 		float *qg = ALLOC(m, float, (size_t)nt *Hg *row); /* [nt, W*H, Lkv+dr] */
 		oa = ALLOC(m, float, (size_t)nt *Hg *Lkv);        /* [nt, W*H, Lkv] */
@@ -307,8 +314,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 					      .q = qa,
 					      .out = oa,
 					      .lse = la,
-					      .pool = m->opt.pool,
-					      .scratch = &m->arena,
+					      .cx = &cx,
 					      .q_bf16 = bf,
 					      .p_bf16 = bf};
 		backend->sparse(&sa);
@@ -321,8 +327,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 					      .q = qa,
 					      .out = oa,
 					      .lse = la,
-					      .pool = m->opt.pool,
-					      .scratch = &m->arena,
+					      .cx = &cx,
 					      .q_bf16 = bf,
 					      .p_bf16 = bf};
 		backend->decode(&da);
@@ -426,6 +431,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		}
 	} else {
 		if (meta->n_decodes < meta->n_seqs) {
+			struct compute_ctx cx = step_cx(m);
 			struct attn_prefill_args pa = {.meta = meta,
 						       .kv = kv,
 						       .layer = li,
@@ -442,8 +448,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 						       .ld_kv = row,
 						       .out = o,
 						       .ws_rows = m->ws_rows,
-						       .pool = pool,
-						       .scratch = &m->arena,
+						       .cx = &cx,
 						       .dcp_allgather = dcp_gather,
 						       .dcp_ctx = m->opt.comm,
 						       .bf16 = m->opt.act_dtype == DT_BF16};
@@ -651,7 +656,8 @@ static int step_begin(struct model *m, const struct batch *b, struct kv_cache *k
 	    (!m->opt.comm || meta->dcp_size != m->opt.comm->dcp_size || meta->dcp_rank != m->opt.comm->dcp_rank))
 		return err_set(e, "forward: dcp %d rank %d does not match the communicator", meta->dcp_size,
 			       meta->dcp_rank);
-	if (backend && backend->plan && backend->plan(meta, Hg, &m->arena, e))
+	struct compute_ctx cx = step_cx(m);
+	if (backend && backend->plan && backend->plan(meta, Hg, &cx, e))
 		return err_prefix(e, "attention plan");
 	return 0;
 }
@@ -692,8 +698,8 @@ static int head_logits(struct model *m, const struct wmat *head, const float *x,
 	return 0;
 }
 
-int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
-		  float *logits, struct err *e)
+int deepseek_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
+		     float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	struct attn_meta meta;
@@ -727,8 +733,8 @@ int model_forward(struct model *m, const struct batch *b, struct kv_cache *kv, c
 	return b->n_logits > 0 ? head_logits(m, &m->lm_head, xn, b->n_logits, logits, e) : 0;
 }
 
-int model_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *backend,
-		      float *logits, struct err *e)
+int deepseek_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv,
+			 const struct attn_backend *backend, float *logits, struct err *e)
 {
 	const struct model_config *c = &m->cfg;
 	if (!model_has_mtp(m))

@@ -144,7 +144,7 @@ static void run_backend(const struct attn_backend *be, const struct world *w, st
 	if (n_parts > 0)
 		CHECK(flashmla_plan_with_parts(&m, s->H, n_parts, &ar, &e) == 0);
 	else if (be->plan)
-		CHECK(be->plan(&m, s->H, &ar, &e) == 0);
+		CHECK(be->plan(&m, s->H, &(struct compute_ctx){.scratch = &ar}, &e) == 0);
 	for (int k = 0; k < w->T * s->H * s->Lkv; k++)
 		out[k] = NAN;
 	struct attn_decode_args a = {
@@ -156,8 +156,7 @@ static void run_backend(const struct attn_backend *be, const struct world *w, st
 		.q = w->qbuf,
 		.out = out,
 		.lse = lse,
-		.pool = pool,
-		.scratch = &ar,
+		.cx = &(struct compute_ctx){.pool = pool, .scratch = &ar},
 	};
 	be->decode(&a);
 	if (be->plan || n_parts > 0) /* a second layer reuses the plan and its workspace */
@@ -363,7 +362,7 @@ static void test_flashmla_rejects_non_uniform(void)
 	struct arena ar;
 	CHECK(arena_init(&ar, 1 << 16) == 0);
 	struct err e;
-	EXPECT(attn_backend_flashmla.plan(&m, 4, &ar, &e) < 0);
+	EXPECT(attn_backend_flashmla.plan(&m, 4, &(struct compute_ctx){.scratch = &ar}, &e) < 0);
 	EXPECT(strstr(e.msg, "uniform") != NULL);
 	arena_fini(&ar);
 }
@@ -782,17 +781,17 @@ static void test_scratch_bound(void)
 						      .n_decode_tokens = w.T,
 						      .dcp_size = 1,
 						      .dcp_interleave = 1};
-				CHECK(fast[b]->plan(&m, s.H, &ar, &e) == 0);
-				struct attn_decode_args a = {.meta = &m,
-							     .kv = &sh.kv,
-							     .layer = 1,
-							     .n_heads = s.H,
-							     .scale = 0.1f,
-							     .q = w.qbuf,
-							     .out = o,
-							     .lse = l,
-							     .pool = pool,
-							     .scratch = &ar};
+				CHECK(fast[b]->plan(&m, s.H, &(struct compute_ctx){.scratch = &ar}, &e) == 0);
+				struct attn_decode_args a = {
+					.meta = &m,
+					.kv = &sh.kv,
+					.layer = 1,
+					.n_heads = s.H,
+					.scale = 0.1f,
+					.q = w.qbuf,
+					.out = o,
+					.lse = l,
+					.cx = &(struct compute_ctx){.pool = pool, .scratch = &ar}};
 				fast[b]->decode(&a);
 				size_t after_one = ar.used;
 				fast[b]->decode(&a);

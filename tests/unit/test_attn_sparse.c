@@ -90,8 +90,7 @@ static void run_case(const struct setup *s, int tok0, int n_tok, const char *wha
 				     .q = q,
 				     .out = out,
 				     .lse = lse,
-				     .pool = pool,
-				     .scratch = &ar};
+				     .cx = &(struct compute_ctx){.pool = pool, .scratch = &ar}};
 	attn_backend_flashmla_sparse.sparse(&a);
 	double worst = 0;
 	int bad = 0;

@@ -91,8 +91,7 @@ static void shard_run(const struct world *w, struct shard *s, int W, int r, int 
 				     .q = w->q,
 				     .out = s->out,
 				     .lse = s->lse,
-				     .pool = pool,
-				     .scratch = &ar};
+				     .cx = &(struct compute_ctx){.pool = pool, .scratch = &ar}};
 	attn_backend_flashmla_sparse.sparse(&a);
 	arena_fini(&ar);
 	kv_cache_fini(&s->kv);

@@ -159,8 +159,7 @@ static void test_absorbed_equals_upprojected_random(void)
 					       .ld_kv = ROW,
 					       .out = out_pre,
 					       .ws_rows = chunks[ci],
-					       .pool = g_pool,
-					       .scratch = &ar};
+					       .cx = &(struct compute_ctx){.pool = g_pool, .scratch = &ar}};
 		EXPECTF(attn_prefill(&pa, &e) == 0, "%s", e.msg);
 		if (ci == 0)
 			memcpy(first, out_pre, sizeof first);
@@ -206,7 +205,7 @@ static void test_absorbed_equals_upprojected_random(void)
 			       .local_seq_lens = dsl};
 	arena_reset(&ar);
 	if (be->plan)
-		EXPECT_EQ_INT(be->plan(&dm, H, &ar, &e), 0);
+		EXPECT_EQ_INT(be->plan(&dm, H, &(struct compute_ctx){.scratch = &ar}, &e), 0);
 	struct attn_decode_args da = {.meta = &dm,
 				      .kv = &kv,
 				      .layer = 0,
@@ -215,8 +214,7 @@ static void test_absorbed_equals_upprojected_random(void)
 				      .q = qd,
 				      .out = olat,
 				      .lse = lse,
-				      .pool = g_pool,
-				      .scratch = &ar};
+				      .cx = &(struct compute_ctx){.pool = g_pool, .scratch = &ar}};
 	be->decode(&da);
 	for (int t = 0; t < NQ; t++)
 		for (int h = 0; h < H; h++)
@@ -304,8 +302,7 @@ static void test_prefill_bf16_core(void)
 					       .ld_kv = ROW,
 					       .out = out,
 					       .ws_rows = chunks[ci],
-					       .pool = g_pool,
-					       .scratch = &ar,
+					       .cx = &(struct compute_ctx){.pool = g_pool, .scratch = &ar},
 					       .bf16 = true};
 		EXPECTF(attn_prefill(&pa, &e) == 0, "%s", e.msg);
 		double worst = 0;

@@ -20,8 +20,9 @@ struct famla_plan {
 	struct mqa_workspace ws;
 };
 
-static int famla_plan(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e)
+static int famla_plan(struct attn_meta *meta, int n_heads, const struct compute_ctx *cx, struct err *e)
 {
+	struct arena *scratch = cx->scratch;
 	struct famla_plan *p = arena_alloc(scratch, sizeof *p);
 	memset(p, 0, sizeof *p);
 	meta->plan = p;
@@ -98,8 +99,9 @@ static void famla_decode(const struct attn_decode_args *a)
 	struct famla_plan *p = attn_decode_plan_get(a, famla_plan);
 	CHECK(p->n_heads == a->n_heads && p->n_decodes == m->n_decodes);
 	struct famla_ctx c = {a, p, mqa_scratch_bytes(p->tile_tok * a->n_heads, a->kv->row)};
-	mqa_workspace_reserve(&p->ws, a->scratch, pool_size(a->pool), c.kern_bytes + p->tile_tok * sizeof(int32_t));
-	pool_for(a->pool, p->n_items, 1, famla_item_run, &c);
+	mqa_workspace_reserve(&p->ws, a->cx->scratch, pool_size(a->cx->pool),
+			      c.kern_bytes + p->tile_tok * sizeof(int32_t));
+	pool_for(a->cx->pool, p->n_items, 1, famla_item_run, &c);
 }
 
 /* FA3's context-parallel mask understands token-level interleave only. */

@@ -70,13 +70,13 @@ int flashmla_plan_with_parts(struct attn_meta *meta, int n_heads, int n_parts, s
 	return 0;
 }
 
-static int fmla_plan(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e)
+static int fmla_plan(struct attn_meta *meta, int n_heads, const struct compute_ctx *cx, struct err *e)
 {
 	/* like num_sm_parts: enough (partition x query tile) items to occupy every CPU once */
 	int q = meta->n_decodes > 0 ? meta->query_start[1] - meta->query_start[0] : 1;
 	int tt = mqa_tile_tokens(n_heads), n_qtiles = (q + tt - 1) / tt;
 	int parts = mqa_cpu_count() / (n_qtiles > 0 ? n_qtiles : 1);
-	return flashmla_plan_with_parts(meta, n_heads, parts > 0 ? parts : 1, scratch, e);
+	return flashmla_plan_with_parts(meta, n_heads, parts > 0 ? parts : 1, cx->scratch, e);
 }
 
 struct fmla_ctx {
@@ -169,17 +169,17 @@ static void fmla_decode(const struct attn_decode_args *a)
 		return;
 	struct fmla_plan *p = attn_decode_plan_get(a, fmla_plan);
 	CHECK(p->n_heads == a->n_heads && p->n_decodes == m->n_decodes);
-	int nthr = pool_size(a->pool);
+	int nthr = pool_size(a->cx->pool);
 	struct fmla_ctx c = {a, p, mqa_scratch_bytes(p->tile_tok * a->n_heads, a->kv->row)};
-	mqa_workspace_reserve(&p->ws, a->scratch, nthr, c.kern_bytes + p->tile_tok * sizeof(int32_t));
+	mqa_workspace_reserve(&p->ws, a->cx->scratch, nthr, c.kern_bytes + p->tile_tok * sizeof(int32_t));
 	size_t rows = (size_t)p->n_acc * p->q_len * a->n_heads;
 	if (rows * a->kv->kv_lora_rank > p->oacc_floats) {
-		p->oacc = arena_alloc(a->scratch, rows * a->kv->kv_lora_rank * sizeof(float));
-		p->lacc = arena_alloc(a->scratch, rows * sizeof(float));
+		p->oacc = arena_alloc(a->cx->scratch, rows * a->kv->kv_lora_rank * sizeof(float));
+		p->lacc = arena_alloc(a->cx->scratch, rows * sizeof(float));
 		p->oacc_floats = rows * a->kv->kv_lora_rank;
 	}
-	pool_for(a->pool, p->n_parts * p->n_qtiles, 1, fmla_item, &c);
-	pool_for(a->pool, p->n_split_reqs * p->q_len * a->n_heads, 16, fmla_combine, &c);
+	pool_for(a->cx->pool, p->n_parts * p->n_qtiles, 1, fmla_item, &c);
+	pool_for(a->cx->pool, p->n_split_reqs * p->q_len * a->n_heads, 16, fmla_combine, &c);
 }
 
 static bool fmla_dcp_multi_token(int dcp_interleave)

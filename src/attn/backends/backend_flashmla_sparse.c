@@ -108,7 +108,7 @@ static void sparse_attend(const struct attn_sparse_args *a)
 	if (a->n_tok <= 0)
 		return;
 	struct sparse_ctx c = {.a = a};
-	int32_t *seq_of = arena_alloc(a->scratch, sizeof(int32_t) * (size_t)a->n_tok);
+	int32_t *seq_of = arena_alloc(a->cx->scratch, sizeof(int32_t) * (size_t)a->n_tok);
 	for (int i = 0, t = 0; i < m->n_seqs && t < a->n_tok; i++)
 		for (; t < a->n_tok && a->tok0 + t < m->query_start[i + 1]; t++)
 			seq_of[t] = i;
@@ -117,7 +117,7 @@ static void sparse_attend(const struct attn_sparse_args *a)
 		int k = a->sel_start[t + 1] - a->sel_start[t];
 		c.max_keys = k > c.max_keys ? k : c.max_keys;
 	}
-	int nt = pool_size(a->pool) > 0 ? pool_size(a->pool) : 1;
+	int nt = pool_size(a->cx->pool) > 0 ? pool_size(a->cx->pool) : 1;
 	c.group = a->n_heads < MAX_GROUP_HEADS ? a->n_heads : MAX_GROUP_HEADS;
 	c.n_groups = (a->n_heads + c.group - 1) / c.group;
 	c.n_splits = 1;
@@ -132,15 +132,15 @@ static void sparse_attend(const struct attn_sparse_args *a)
 	}
 	if (c.n_splits > 1) {
 		size_t rows = (size_t)a->n_tok * c.n_splits * a->n_heads;
-		c.oacc = arena_alloc(a->scratch, sizeof(float) * rows * a->kv->kv_lora_rank);
-		c.lacc = arena_alloc(a->scratch, sizeof(float) * rows);
+		c.oacc = arena_alloc(a->cx->scratch, sizeof(float) * rows * a->kv->kv_lora_rank);
+		c.lacc = arena_alloc(a->cx->scratch, sizeof(float) * rows);
 	}
 	c.kern_bytes = mqa_scratch_bytes(c.group, a->kv->row);
 	c.kern_bytes = (c.kern_bytes + 63) / 64 * 64;
-	mqa_workspace_reserve(&c.ws, a->scratch, nt, c.kern_bytes + sizeof(int64_t) * (size_t)(c.max_keys + 1));
-	pool_for(a->pool, a->n_tok * c.n_groups * c.n_splits, 1, sparse_item, &c);
+	mqa_workspace_reserve(&c.ws, a->cx->scratch, nt, c.kern_bytes + sizeof(int64_t) * (size_t)(c.max_keys + 1));
+	pool_for(a->cx->pool, a->n_tok * c.n_groups * c.n_splits, 1, sparse_item, &c);
 	if (c.n_splits > 1)
-		pool_for(a->pool, a->n_tok * a->n_heads, 16, sparse_combine, &c);
+		pool_for(a->cx->pool, a->n_tok * a->n_heads, 16, sparse_combine, &c);
 }
 
 size_t attn_sparse_scratch_bytes(int n_threads, int n_tok, int n_heads, int topk, int kv_lora_rank, int rope_dim)

@@ -88,7 +88,7 @@ static void ref_run(void *vctx, int begin, int end, int tid)
 static void ref_decode(const struct attn_decode_args *a)
 {
 	struct ref_ctx c = {a};
-	pool_for(a->pool, a->meta->n_decode_tokens * a->n_heads, 1, ref_run, &c);
+	pool_for(a->cx->pool, a->meta->n_decode_tokens * a->n_heads, 1, ref_run, &c);
 }
 
 const struct attn_backend attn_backend_reference_mla = {

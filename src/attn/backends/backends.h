@@ -24,8 +24,8 @@ size_t attn_sparse_scratch_bytes(int n_threads, int n_tok, int n_heads, int topk
 
 /* The split-KV plan of a decode call: the runner's (a->meta->plan), or one made by plan for
  * this call only (a caller that runs a backend without planning, as tests do). */
-void *attn_decode_plan_get(const struct attn_decode_args *a,
-			   int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e));
+void *attn_decode_plan_get(const struct attn_decode_args *a, int (*plan)(struct attn_meta *meta, int n_heads,
+									 const struct compute_ctx *cx, struct err *e));
 
 /* Upper bound of the bytes the decode path of any backend takes from the per-step scratch
  * arena in one step (plan + per-thread work buffers + split-KV partials), for arena sizing:

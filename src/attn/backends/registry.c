@@ -60,12 +60,12 @@ int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
 		       kind[b->sparse != NULL], kind[sparse], *names ? names : "(none compiled in)");
 }
 
-void *attn_decode_plan_get(const struct attn_decode_args *a,
-			   int (*plan)(struct attn_meta *meta, int n_heads, struct arena *scratch, struct err *e))
+void *attn_decode_plan_get(const struct attn_decode_args *a, int (*plan)(struct attn_meta *meta, int n_heads,
+									 const struct compute_ctx *cx, struct err *e))
 {
 	if (a->meta->plan)
 		return a->meta->plan;
 	struct attn_meta tmp = *a->meta;
-	CHECK(plan(&tmp, a->n_heads, a->scratch, NULL) == 0);
+	CHECK(plan(&tmp, a->n_heads, a->cx, NULL) == 0);
 	return tmp.plan;
 }
