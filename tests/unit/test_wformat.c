@@ -116,26 +116,27 @@ static void make(const struct wformat *f, const struct wmat *src, struct test_al
 	*w = (struct wmat){.dtype = f->dtype, .data = d, .rows = R, .cols = C, .ld = C};
 }
 
-/* y = x · Wᵀ at every level against Σ wmat_get x x in double: tol relative to Σ |w x| */
+/* y = x · Wᵀ (w [rows, cols]) at every level against Σ wmat_get x x in double: tol relative to Σ |w x| */
 static void check_gemm(const struct wmat *w, int n, double tol, const char *what)
 {
-	float *x = malloc(sizeof(float) * (size_t)n * C), *y = malloc(sizeof(float) * (size_t)n * R);
-	for (int i = 0; i < n * C; i++)
+	const int nr = w->rows, nc = w->cols;
+	float *x = malloc(sizeof(float) * (size_t)n * nc), *y = malloc(sizeof(float) * (size_t)n * nr);
+	for (int i = 0; i < n * nc; i++)
 		x[i] = bf16_to_f32(f32_to_bf16(test_frand(&g_seed)));
 	for (int l = 0; l <= (int)ops_level_best(); l++) {
-		struct gemm_job j = {.w = w, .x = x, .ldx = C, .y = y, .ldy = R, .n = n, .x_bf16 = 1};
+		struct gemm_job j = {.w = w, .x = x, .ldx = nc, .y = y, .ldy = nr, .n = n, .x_bf16 = 1};
 		ops_gemm_multi_at((enum ops_level)l, g_pool, 1, &j);
 		int bad = 0;
 		double worst = 0;
 		for (int t = 0; t < n; t++)
-			for (int r = 0; r < R; r++) {
+			for (int r = 0; r < nr; r++) {
 				double s = 0, m = 0;
-				for (int c = 0; c < C; c++) {
-					double p = (double)wmat_get(w, r, c) * x[(size_t)t * C + (size_t)c];
+				for (int c = 0; c < nc; c++) {
+					double p = (double)wmat_get(w, r, c) * x[(size_t)t * nc + (size_t)c];
 					s += p;
 					m += fabs(p);
 				}
-				double d = fabs(y[(size_t)t * R + (size_t)r] - s);
+				double d = fabs(y[(size_t)t * nr + (size_t)r] - s);
 				worst = fmax(worst, d / m);
 				bad += !(d <= tol * m + 1e-6);
 			}
@@ -143,6 +144,16 @@ static void check_gemm(const struct wmat *w, int n, double tol, const char *what
 			ops_level_name((enum ops_level)l), bad, worst);
 	}
 	free(x), free(y);
+}
+
+static void check_gemm(const struct wmat *w, int n, double tol, const char *what) { check_gemm(w, n, tol, what); }
+
+static void check_gemm_view(const struct wmat *v, double tol, const char *what)
+{
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s column view", what);
+	check_gemm(v, 1, tol, buf);
+	check_gemm(v, 45, tol, buf);
 }
 
 static void test_rows(void)
@@ -178,6 +189,15 @@ static void test_rows(void)
 			for (int c = 0; c < C; c++)
 				diff += wmat_get(&v, r, c) != wmat_get(&w, 32 + r, c);
 		EXPECTF(diff == 0 && wmat_bytes(&v) < wmat_bytes(&w), "%s view", f->name);
+		if (!f->view) { /* row-major: any columns too (a tensor-parallel slice inside a scale block) */
+			v = wmat_view(&w, 7, 50, 100, 150);
+			diff = 0;
+			for (int r = 0; r < 50; r++)
+				for (int c = 0; c < 150; c++)
+					diff += wmat_get(&v, r, c) != wmat_get(&w, 7 + r, 100 + c);
+			EXPECTF(diff == 0 && !v.packed, "%s column view", f->name);
+			check_gemm_view(&v, f->dtype == DT_I8 ? 0.03 : 1e-5, f->name);
+		}
 		EXPECTF(wmat_bytes(&w) >= (size_t)R * C * (size_t)f->bits / 8, "%s bytes", f->name);
 		/* int8 quantizes its activations: a step of 1/127 of each group's amax */
 		double tol = f->dtype == DT_I8 ? 0.03 : 1e-5;
