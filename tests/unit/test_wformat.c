@@ -146,8 +146,6 @@ static void check_gemm(const struct wmat *w, int n, double tol, const char *what
 	free(x), free(y);
 }
 
-static void check_gemm(const struct wmat *w, int n, double tol, const char *what) { check_gemm(w, n, tol, what); }
-
 static void check_gemm_view(const struct wmat *v, double tol, const char *what)
 {
 	char buf[64];
