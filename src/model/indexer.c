@@ -1,6 +1,6 @@
-/* DeepSeek Sparse Attention's lightning indexer (V3.2), the model side: its weights and, per
- * layer and step, the index queries, head weights and keys (DeepSeek's inference/model.py
- * `Indexer`):
+/* DeepSeek Sparse Attention's lightning indexer (V3.2), the model side (its weights are rows
+ * of tensors_deepseek.c): per layer and step, the index queries, head weights and keys
+ * (DeepSeek's inference/model.py `Indexer`):
  *   q[t, h] = fp8(hadamard(rope(wq_b · cq[t])[h]))	  [Hi, di] per token
  *   k[t]    = fp8(hadamard(rope(LayerNorm(wk · x[t]))))  [di] per token, cached
  *   w[t, h] = weights_proj · x[t] · Hi^-1/2 · di^-1/2
@@ -21,22 +21,6 @@
 #include "ops/vec.h"
 
 #define LN_EPS 1e-6f /* the indexer's LayerNorm */
-
-int model_load_indexer(struct model *m, int i, struct layer_weights *l, struct err *e)
-{
-	const struct model_config *c = &m->cfg;
-	int D = c->hidden_size, Hi = c->index_n_heads, di = c->index_head_dim, Lq = c->q_lora_rank;
-	char n[256];
-#define IX(what) (snprintf(n, sizeof n, "model.layers.%d.self_attn.indexer.%s", i, what), n)
-	return model_mat(m, IX("wq_b.weight"), Hi * di, Lq, WQ_LINEAR, &l->ix_wq_b, e) ||
-			       model_mat(m, IX("wk.weight"), di, D, WQ_LINEAR, &l->ix_wk, e) ||
-			       model_vec_f32(m, IX("k_norm.weight"), di, 1.0f, &l->ix_k_norm_w, e) ||
-			       model_vec_f32(m, IX("k_norm.bias"), di, 0.0f, &l->ix_k_norm_b, e) ||
-			       model_mat(m, IX("weights_proj.weight"), Hi, D, WQ_NONE, &l->ix_weights_proj, e)
-		       ? -1
-		       : 0;
-#undef IX
-}
 
 /* x [n] (a power of two) times the Sylvester Hadamard matrix, times n^-1/2 */
 static void hadamard(float *x, int n)

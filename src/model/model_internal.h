@@ -1,13 +1,15 @@
-/* Private to model/: the loaded weights and per-step state shared by model.c (loading) and
- * forward.c (the step). */
+/* Private to model/: the loaded weights and per-step state that the model's files share:
+ * model.c (the object: its memory, the API's dispatch to the family), load.c and the family's
+ * loading (family.h, tensors.h, weights.h), forward.c and indexer.c (the step). */
 #ifndef MLA_MODEL_MODEL_INTERNAL_H
 #define MLA_MODEL_MODEL_INTERNAL_H
 
 #include "base/arena.h"
 #include "base/bigmem.h"
 #include "dist/comm.h"
+#include "io/config.h"
 #include "io/safetensors.h"
-#include "model/model.h"
+#include "model/model_types.h"
 #include "ops/gemm.h"
 #include "ops/rope.h"
 
@@ -51,8 +53,12 @@ struct mtp_weights {
 	bool own_embed, own_head; /* false: the model's own (not loaded twice) */
 };
 
+struct model_family;
+
 struct model {
-	struct model_config cfg;
+	const struct model_family *fam; /* what loaded it and runs it (model/family.h) */
+	void *fam_state;                /* the family's own (model_own'd), if any */
+	struct model_config cfg;        /* the family fills the fields the engine reads */
 	struct model_options opt;
 	struct st_set *st;
 	struct wmat embed;            /* [vocab, D] */
@@ -88,24 +94,11 @@ struct model {
 	int n_qbufs, cap_qbufs;
 };
 
-/* What a matrix may become: WQ_NONE, as the checkpoint has it; WQ_LINEAR, a linear layer
- * (fp8 with block scales in DeepSeek's fp8 checkpoints, quantized by --quantization fp8 or
- * int8); WQ_ABSORBED, one the absorbed attention also multiplies transposed (kv_b_proj:
- * W_UKᵀ), so fp8's square blocks suit it and int8's row groups do not (they would fall along
- * the transpose's dot products): int8 leaves it as the checkpoint has it; WQ_HEAD, the
- * lm_head (quantized by --quantize-lm-head, as the linear layers are, fp8 by default). */
-enum wq { WQ_NONE, WQ_LINEAR, WQ_ABSORBED, WQ_HEAD };
-
-/* A checkpoint matrix [rows, cols] and a 1-D float tensor as owned fp32 (dummy_value under
- * dummy weights); errors name the file and tensor (model.c). */
-int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, struct wmat *w, struct err *e);
-int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
-
-/* The lightning indexer (model/indexer.c): layer i's weights; one step's selection for the
- * batch (xn [n, D] the layer's normed input, cq [n, Lq] the normed q latent): writes the
- * step's index keys to the indexer cache, then fills sel_start [n + 1] and *sel (scratch) as
- * attn_index_select does; the scratch bytes of one layer's selection. */
-int model_load_indexer(struct model *m, int i, struct layer_weights *l, struct err *e);
+/* The lightning indexer (model/indexer.c; its weights are rows of the DeepSeek tensor table):
+ * one step's selection for the batch (xn [n, D] the layer's normed input, cq [n, Lq] the
+ * normed q latent): writes the step's index keys to the indexer cache, then fills
+ * sel_start [n + 1] and *sel (scratch) as attn_index_select does; the scratch bytes of one
+ * layer's selection. */
 int model_indexer(struct model *m, int li, const struct batch *b, const struct attn_meta *meta, struct kv_cache *kv,
 		  const float *xn, const float *cq, int32_t *sel_start, int32_t **sel, struct err *e);
 size_t model_indexer_scratch_bytes(const struct model *m);
@@ -124,10 +117,12 @@ static inline void model_used(struct model *m, const struct wmat *w) { m->step_w
 /* Test hook (used by test_mla_paths): the prefill workspace rows; values < 1 are clamped. */
 void model_set_prefill_chunk(struct model *m, int ws_rows);
 
-/* A buffer the model owns until model_free (model.c); NULL when out of memory. */
+/* A buffer the model owns until model_free (model.c); NULL when out of memory. own_in: the
+ * same into the list *o of *n (capacity *cap), mapped (base/bigmem.h) whatever its size. */
 void *model_own(struct model *m, size_t bytes);
-/* Packs every weight the CPU's kernels want packed (model_pack.c), or leaves them as loaded
- * when the memory left is short (logged). */
+void *model_own_in(struct owned **o, int *n, int *cap, size_t bytes);
+/* Packs every weight the CPU's kernels want packed (model_pack.c: the family lists them), or
+ * leaves them as loaded when the memory left is short (logged). */
 int model_prepack_all(struct model *m, struct err *e);
 
 #endif

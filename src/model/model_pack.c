@@ -1,6 +1,8 @@
 /* Packing the loaded weights for the kernels of the CPU's level (ops/prepack.h), once at load:
- * which weights, in what order, and whether the memory allows it. */
-#include "model/model_internal.h"
+ * the weights the family lists (family.h: each_weight, its tensor table's), and whether the
+ * memory allows it. */
+#include "model/family.h"
+#include "model/tensors.h"
 
 #include <stdlib.h>
 
@@ -16,14 +18,14 @@ static int by_address(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The buffer of values quantized at load (m->qbufs, sorted by address) holding w's bytes, if w may
- * lose them once packed: every GEMM on a packed weight reads the packed copy (under bf16
- * activations, or any for the AVX2 fp8 layout), except the W_UV row views of kv_b (forward.c), which keep it only on 32-row
- * boundaries; -1 otherwise */
-static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_b)
+/* The buffer of values quantized at load (m->qbufs, sorted by address) holding w's bytes, if w
+ * may lose them once packed: every GEMM on a packed weight reads the packed copy (under bf16
+ * activations, or any for the AVX2 fp8 layout), except row views (TF_VIEWED: the W_UV views of
+ * kv_b in forward.c), which keep it only on 32-row boundaries; -1 otherwise */
+static int quant_buffer(const struct model *m, const struct wmat *w, bool viewed)
 {
 	const char *d = w->data;
-	int lo = 0, hi = is_kv_b ? -1 : m->n_qbufs - 1, at = -1;
+	int lo = 0, hi = viewed ? -1 : m->n_qbufs - 1, at = -1;
 	while (lo <= hi) { /* the last buffer that starts at or below d */
 		int mid = lo + (hi - lo) / 2;
 		if ((const char *)m->qbufs[mid].p <= d)
@@ -39,11 +41,11 @@ static int quant_buffer(const struct model *m, const struct wmat *w, bool is_kv_
  * values quantized at load into m->qbufs (fp8's), which are dropped (data NULL): the packed
  * copy replaces them, so a quantized model does not hold its weights twice. With count set it only adds the
  * bytes that packing would add to the memory in use. */
-static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, bool is_kv_b, struct err *e)
+static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, bool viewed, struct err *e)
 {
 	if (!w->data || !prepack_wanted(w, m->opt.act_dtype == DT_BF16))
 		return 0;
-	int qb = quant_buffer(m, w, is_kv_b);
+	int qb = quant_buffer(m, w, viewed);
 	size_t add = prepack_bytes(w), drop = count && qb >= 0 ? m->qbufs[qb].bytes : 0;
 	*bytes += add > drop ? add - drop : 0;
 	if (count)
@@ -60,37 +62,24 @@ static int prepack(struct model *m, struct wmat *w, size_t *bytes, bool count, b
 	return 0;
 }
 
-/* Every GEMM weight of the step (not the embedding table, which is indexed by row) */
+struct pack_ctx {
+	size_t *bytes;
+	bool count;
+};
+
+/* one weight of the family's list (family.h: each_weight) */
+static int pack_one(struct model *m, struct wmat *w, unsigned flags, void *ctx, struct err *e)
+{
+	const struct pack_ctx *c = ctx;
+	return prepack(m, w, c->bytes, c->count, flags & TF_VIEWED, e);
+}
+
+/* Every GEMM weight of the step, as the family lists them (not the embedding table, which is
+ * indexed by row) */
 static int prepack_each(struct model *m, size_t *bytes, bool count, struct err *e)
 {
-	if (prepack(m, &m->lm_head, bytes, count, false, e))
-		return -1;
-	if (m->mtp.own_head && prepack(m, &m->mtp.head, bytes, count, false, e))
-		return -1;
-	if (m->n_layers > m->cfg.num_hidden_layers) {
-		if (!m->mtp.own_head && !count)
-			m->mtp.head = m->lm_head; /* its packed copy too */
-		if (prepack(m, &m->mtp.eh_proj, bytes, count, false, e))
-			return -1;
-	}
-	for (int i = 0; i < m->n_layers; i++) {
-		struct layer_weights *l = &m->layers[i];
-		struct wmat *ws[] = {&l->q_proj,         &l->q_a, &l->q_b,  &l->kv_a,   &l->kv_b,    &l->o_proj,
-				     &l->gate,           &l->up,  &l->down, &l->router, &l->ix_wq_b, &l->ix_wk,
-				     &l->ix_weights_proj};
-		for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-			if (prepack(m, ws[k], bytes, count, ws[k] == &l->kv_b, e))
-				return -1;
-		for (int h = 0; h < m->n_heads_local; h++)
-			if (prepack(m, &l->uk_t[h], bytes, count, false, e))
-				return -1;
-		for (int x = 0; l->moe && x < m->cfg.n_routed_experts; x++)
-			if (prepack(m, &l->e_gate[x], bytes, count, false, e) ||
-			    prepack(m, &l->e_up[x], bytes, count, false, e) ||
-			    prepack(m, &l->e_down[x], bytes, count, false, e))
-				return -1;
-	}
-	return 0;
+	struct pack_ctx c = {bytes, count};
+	return m->fam->each_weight(m, pack_one, &c, e);
 }
 
 /* The packed copy when it fits the memory left (base/bigmem.h: cgroup limits included) with

@@ -13,6 +13,7 @@
 #include "attn/prefill.h"
 #include "fwd_util.h"
 #include "harness.h"
+#include "model/model.h"
 #include "model/model_internal.h"
 #include "ops/pool.h"
 #include "ops/vec.h"

@@ -1,0 +1,259 @@
+/* The DeepSeek family (family.h): V2, V3 (R1), V3.1 and V3.2 (DeepSeek Sparse Attention), and
+ * V3's MTP module. Its config is io/config.h's, its layers' tensors tensors_deepseek.c's, its
+ * step forward.c's (the V3.2 indexer: indexer.c). Here: the config's checks and derived state,
+ * the weights outside the layer table (embedding, final norm, lm_head, which the MTP module may
+ * share), the scratch bound, and the KV cache and attention backends it needs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/backends/backends.h"
+#include "attn/prefill.h"
+#include "base/log.h"
+#include "model/family.h"
+#include "model/forward.h"
+#include "model/tensors_deepseek.h"
+#include "ops/route.h"
+
+/* every checkpoint no family ahead of this one took: config_load names what it cannot read */
+static bool ds_matches(const char *dir) { return true; }
+
+static int check_config(const struct model_config *c, struct err *e)
+{
+	if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim / 2 > ROPE_MAX_PAIRS)
+		return err_set(e, "config: qk_rope_head_dim %d unsupported (even, <= %d)", c->qk_rope_head_dim,
+			       2 * ROPE_MAX_PAIRS);
+	if (c->n_routed_experts > ROUTE_MAX_EXPERTS)
+		return err_set(e, "config: n_routed_experts %d unsupported (<= %d)", c->n_routed_experts,
+			       ROUTE_MAX_EXPERTS);
+	if (c->n_routed_experts > 0 && (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->n_routed_experts ||
+					c->num_experts_per_tok > ROUTE_MAX_TOPK))
+		return err_set(e, "config: num_experts_per_tok %d unsupported", c->num_experts_per_tok);
+	if (c->n_group > 1 && c->n_routed_experts % c->n_group)
+		return err_set(e, "config: n_routed_experts %d is not a multiple of n_group %d", c->n_routed_experts,
+			       c->n_group);
+	return 0;
+}
+
+static int ds_configure(struct model *m, const char *dir, struct err *e)
+{
+	if (config_load(dir, &m->cfg, e) || check_config(&m->cfg, e))
+		return -1;
+	const struct model_config *c = &m->cfg;
+	if (c->num_attention_heads % m->tp_size)
+		return err_set(e, "model: tensor-parallel-size %d must divide num_attention_heads %d", m->tp_size,
+			       c->num_attention_heads);
+	m->n_heads_local = c->num_attention_heads / m->tp_size;
+	m->head0 = m->tp_rank * m->n_heads_local;
+	struct rope_params rp = {.dim = c->qk_rope_head_dim,
+				 .theta = c->rope_theta,
+				 .yarn = c->rope_yarn,
+				 .factor = c->yarn_factor,
+				 .original_max_position = c->yarn_original_max_position,
+				 .beta_fast = c->yarn_beta_fast,
+				 .beta_slow = c->yarn_beta_slow,
+				 .mscale = c->yarn_mscale,
+				 .mscale_all_dim = c->yarn_mscale_all_dim};
+	ops_rope_init(&m->rope, &rp);
+	m->scale = ops_mla_softmax_scale(c->qk_nope_head_dim + c->qk_rope_head_dim, &rp);
+	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1)
+		return err_set(e,
+			       "%s/config.json: speculative method deepseek_mtp needs the checkpoint's MTP layer, and "
+			       "num_nextn_predict_layers is 0",
+			       dir);
+	return 0;
+}
+
+/* Layer i (the MTP module's decoder layer: i = num_hidden_layers) from the table */
+static int load_layer(struct model *m, int i, struct err *e)
+{
+	struct layer_weights *l = &m->layers[i];
+	l->moe = config_layer_is_moe(&m->cfg, i);
+	l->has_shared = l->moe && m->cfg.n_shared_experts > 0;
+	return tensors_load(m, &tensors_deepseek, i, e);
+}
+
+/* The MTP module's embedding or head: its own tensor, unless the checkpoint has none or a
+ * byte-equal copy of the model's (DeepSeek's V3/R1 carry copies: 1.9 GB each). A head is
+ * split by vocabulary under TP, and fp8 under --quantize-lm-head, as the model's. */
+static int mtp_shared_mat(struct model *m, const char *name, const char *model_name, bool head,
+			  const struct wmat *model_w, struct wmat *w, bool *own, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	*own = false;
+	*w = *model_w;
+	if (m->opt.load_dummy)
+		return 0;
+	const struct st_tensor *t = st_find(m->st, name), *mt = st_find(m->st, model_name);
+	if (!t || (mt && t->dtype == mt->dtype && t->nbytes == mt->nbytes && !memcmp(t->data, mt->data, t->nbytes)))
+		return 0;
+	*own = true;
+	if (head)
+		return model_mat_part(m, name, c->vocab_size, c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0,
+				      m->vocab_cols[m->tp_rank], w, e);
+	return model_mat(m, name, c->vocab_size, c->hidden_size, WQ_NONE, w, e);
+}
+
+/* The MTP module, model.layers.{L} (L = num_hidden_layers): its embedding and head (maybe the
+ * model's), then its rows of the table and its decoder layer */
+static int load_mtp(struct model *m, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	int L = c->num_hidden_layers, D = c->hidden_size;
+	struct mtp_weights *t = &m->mtp;
+	char emb[256], head[256];
+	snprintf(emb, sizeof emb, "model.layers.%d.embed_tokens.weight", L);
+	snprintf(head, sizeof head, "model.layers.%d.shared_head.head.weight", L);
+	if (mtp_shared_mat(m, emb, "model.embed_tokens.weight", false, &m->embed, &t->embed, &t->own_embed, e) ||
+	    mtp_shared_mat(m, head, c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", true,
+			   &m->lm_head, &t->head, &t->own_head, e) ||
+	    load_layer(m, L, e))
+		return -1;
+	m->n_layers = L + 1;
+	m->hidden = model_own(m, sizeof(float) * (size_t)m->opt.max_batch_tokens * (size_t)D);
+	m->mtp_hidden = model_own(m, sizeof(float) * (size_t)m->opt.max_seqs * (size_t)D);
+	if (!m->hidden || !m->mtp_hidden)
+		return err_set(e, "model: out of memory for the MTP hidden states");
+	return 0;
+}
+
+static int ds_load(struct model *m, const char *dir, struct err *e)
+{
+	const struct model_config *c = &m->cfg;
+	m->n_layers = c->num_hidden_layers;
+	m->layers = calloc((size_t)c->num_hidden_layers + 1, sizeof *m->layers);
+	if (!m->layers)
+		return err_set(e, "model: out of memory");
+	int tty = isatty(2);
+	if (model_mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, WQ_NONE, &m->embed, e) ||
+	    model_vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
+		return -1;
+	/* tied embeddings share the bytes, unless the head is to be fp8: then it is a copy */
+	if (c->tie_word_embeddings && !m->opt.quantize_lm_head) {
+		m->lm_head = m->tp_size > 1
+				     ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
+				     : m->embed;
+	} else if (model_mat_part(m, c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+				  c->vocab_size, c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0,
+				  m->vocab_cols[m->tp_rank], &m->lm_head, e)) {
+		return -1;
+	}
+	for (int i = 0; i < c->num_hidden_layers; i++) {
+		if (load_layer(m, i, e))
+			return -1;
+		if (tty)
+			fprintf(stderr, "\rloading %s: layer %d/%d, %.2f GB",
+				m->opt.load_dummy ? "dummy weights" : dir, i + 1, c->num_hidden_layers,
+				m->weight_bytes / 1e9);
+	}
+	if (m->opt.load_mtp && load_mtp(m, e))
+		return -1;
+	if (tty)
+		fprintf(stderr, "\n");
+	return 0;
+}
+
+/* The lm_head (and the MTP module's own head), then every layer's table rows */
+static int ds_each_weight(struct model *m, model_weight_fn fn, void *ctx, struct err *e)
+{
+	if (fn(m, &m->lm_head, 0, ctx, e))
+		return -1;
+	if (m->mtp.own_head && fn(m, &m->mtp.head, 0, ctx, e))
+		return -1;
+	if (model_has_mtp(m) && !m->mtp.own_head)
+		m->mtp.head = m->lm_head; /* the model's, packed copy included */
+	for (int i = 0; i < m->n_layers; i++)
+		if (tensors_each_mat(m, &tensors_deepseek, i, fn, ctx, e))
+			return -1;
+	return 0;
+}
+
+static void ds_log_loaded(const struct model *m)
+{
+	if (model_has_mtp(m))
+		LOG_I("model", "MTP module: layer %d%s%s", m->cfg.num_hidden_layers,
+		      m->mtp.own_embed ? ", its own embedding" : ", the model's embedding",
+		      m->mtp.own_head ? ", its own head" : ", the model's lm_head");
+}
+
+static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Upper bound of one forward's scratch: mirrors the ALLOC calls of forward.c. */
+static size_t scratch_bytes(const struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	size_t n = (size_t)m->opt.max_batch_tokens, D = (size_t)c->hidden_size, H = (size_t)c->num_attention_heads;
+	size_t dn = (size_t)c->qk_nope_head_dim, dr = (size_t)c->qk_rope_head_dim, dv = (size_t)c->v_head_dim;
+	size_t Lq = (size_t)c->q_lora_rank, Lkv = (size_t)c->kv_lora_rank, row = Lkv + dr;
+	size_t k = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0), E = (size_t)c->n_routed_experts;
+	size_t Im = (size_t)c->moe_intermediate_size, Is = (size_t)c->n_shared_experts * Im, nk = n * k;
+	size_t dec = attn_decode_scratch_bytes(m->n_threads, m->opt.max_seqs, (int)n, (int)H, (int)Lkv, (int)dr);
+	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows,
+						m->n_threads);
+	/* h, xn, the backend plan; MTP: its [n, 2D] input */
+	size_t persistent = (m->opt.load_mtp ? 4 : 2) * n * D * 4 + dec;
+	size_t attn = 4 * (n * H * (dn + dr) + n * row + n * Lq + n * H * dv + n * H * row + n * H * Lkv + n * H) +
+		      H * (sizeof(struct wmat) + sizeof(struct gemm_job) + 128) + pre + dec;
+	size_t dense = 4 * 2 * n * (size_t)c->intermediate_size;
+	size_t moe = 4 * (n * E + 2 * nk + 3 * (E + 1) + 2 * nk + nk * D + 2 * nk * Im + 2 * n * Is + nk * D + n * D) +
+		     (2 * E + 2) * sizeof(struct gemm_job);
+	if (config_is_sparse(c)) /* the indexer, then the absorbed path in chunks of 256 tokens */
+		attn += model_indexer_scratch_bytes(m) + 4 * (n + 1) + 64 +
+			attn_sparse_scratch_bytes(m->n_threads, n < 256 ? (int)n : 256, (int)H, c->index_topk,
+						  (int)Lkv, (int)dr);
+	size_t logits = n * D * 4;
+	/* TP / DCP: the all-reduce temporaries [2, n, D], lm_head's column slice [n, V/T], the
+	 * decode q all-gather [n, W*H, row], partial outputs and LSEs [W, n, W*H], the local
+	 * head outputs, and the prefill context gather */
+	size_t W = (size_t)(m->opt.comm ? m->opt.comm->dcp_size : 1), dist = 0;
+	if (m->tp_size > 1)
+		dist = 4 * (2 * n * D + n * (size_t)c->vocab_size + n * H * row + n * H * Lkv + (W + 2) * n * H) +
+		       attn_prefill_dcp_scratch_bytes(m->ws_rows, (int)W, (int)Lkv, (int)dr) + 16 * 64;
+	return persistent + dist + max_z(max_z(attn, dense), max_z(moe, logits)) + 64 * 64;
+}
+
+/* ---- what the model needs around it: the KV cache (the latent rows of every layer, and DeepSeek
+ * Sparse Attention's indexer keys beside them) and the attention backend (dense or sparse) ---- */
+static int index_dim(const struct model *m) { return config_is_sparse(&m->cfg) ? m->cfg.index_head_dim : 0; }
+
+static size_t ds_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
+{
+	return kv_cache_bytes_per_block(m->n_layers, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim,
+					kv_dtype) +
+	       kv_cache_index_bytes_per_block(m->n_layers, block_size, index_dim(m));
+}
+
+static int ds_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
+			    enum dtype kv_dtype, struct err *e)
+{
+	return kv_cache_init_indexed(kv, m->n_layers, n_blocks, block_size, m->cfg.kv_lora_rank,
+				     m->cfg.qk_rope_head_dim, kv_dtype, index_dim(m), e);
+}
+
+static const struct attn_backend *ds_default_backend(const struct model *m)
+{
+	return attn_backend_default(config_is_sparse(&m->cfg));
+}
+
+static int ds_check_backend(const struct model *m, const struct attn_backend *b, struct err *e)
+{
+	return attn_backend_check(b, config_is_sparse(&m->cfg), e);
+}
+
+const struct model_family model_family_deepseek = {
+	.name = "deepseek",
+	.matches = ds_matches,
+	.configure = ds_configure,
+	.load = ds_load,
+	.each_weight = ds_each_weight,
+	.log_loaded = ds_log_loaded,
+	.scratch_bytes = scratch_bytes,
+	.forward = deepseek_forward,
+	.mtp_forward = deepseek_mtp_forward,
+	.kv_bytes_per_block = ds_kv_bytes_per_block,
+	.kv_cache_init = ds_kv_cache_init,
+	.default_backend = ds_default_backend,
+	.check_backend = ds_check_backend,
+	.tensors = &tensors_deepseek,
+};

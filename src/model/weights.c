@@ -1,0 +1,313 @@
+/* One tensor of a checkpoint as the model holds it (weights.c): found, checked (presence,
+ * shape, dtype: errors name the file and the tensor), kept in the mapping in its compact dtype
+ * (bf16 stays bf16, fp8 stays fp8 + block scales) or quantized at load (--quantization), and cut
+ * to this rank's part under tensor parallelism; or deterministic random values under
+ * --load-format dummy. The tensor tables (tensors.h) load every weight through these. */
+#include "model/weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mono.h"
+#include "ops/pool.h"
+#include "ops/wformat.h"
+
+#define BLK 128
+
+/* ---- deterministic dummy weights ---- */
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s, uint64_t seed)
+{
+	uint64_t h = 1469598103934665603ull ^ seed;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+#define DUMMY_CHUNK 65536
+struct dummy_ctx {
+	uint16_t *dst;
+	size_t n;
+	uint64_t seed;
+	float amp;
+};
+
+/* Random bf16 bit patterns: random sign and mantissa, exponent spread over the 4 binades
+ * below amp (|w| in [amp/16, amp)), so weights have a sensible scale whatever the width.
+ * Chunk k uses its own stream, so the thread count does not change the values. */
+static void dummy_fill(void *arg, int begin, int end, int tid)
+{
+	const struct dummy_ctx *c = arg;
+	int e_top = 0;
+	frexpf(c->amp, &e_top); /* amp in [2^(e_top-1), 2^e_top) */
+	uint16_t ebase = (uint16_t)(e_top - 1 + 127);
+	for (int k = begin; k < end; k++) {
+		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
+		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
+		for (size_t i = i0; i < i1; i += 4) {
+			uint64_t r = splitmix(&s);
+			for (size_t j = 0; j < 4 && i + j < i1; j++) {
+				uint16_t b = (uint16_t)(r >> (16 * j));
+				uint16_t e = (uint16_t)(ebase - ((b >> 8) & 3));
+				c->dst[i + j] = (uint16_t)((b & 0x8000) | (uint16_t)(e << 7) | (b & 0x7f));
+			}
+		}
+	}
+}
+
+static void dummy_bf16(struct model *m, const char *name, uint16_t *d, size_t n, float amp)
+{
+	struct dummy_ctx c = {d, n, name_hash(name, m->opt.dummy_seed), amp};
+	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill, &c);
+}
+
+/* Random e4m3 bytes for fp8 checkpoints: random sign and mantissa, exponent field 4-7
+ * (|v| in [1/8, 2)), never NaN; the caller's block scale of amp / 2 gives |w| in
+ * [amp/16, amp) as the bf16 dummies. Per-chunk streams, as dummy_fill. */
+static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	const struct dummy_ctx *c = arg;
+	uint8_t *d = (uint8_t *)c->dst;
+	for (int k = begin; k < end; k++) {
+		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
+		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
+		for (size_t i = i0; i < i1; i += 8) {
+			uint64_t r = splitmix(&s);
+			for (size_t j = 0; j < 8 && i + j < i1; j++) {
+				uint8_t b = (uint8_t)(r >> (8 * j));
+				d[i + j] = (uint8_t)((b & 0x80) | (uint8_t)((4 + ((b >> 3) & 3)) << 3) | (b & 7));
+			}
+		}
+	}
+}
+
+/* A dummy fp8 matrix with its block-scale grid (--load-format dummy on an fp8 config, so
+ * that benchmarks read the bytes a real checkpoint would). */
+static int dummy_fp8(struct model *m, const char *name, int rows, int cols, struct wmat *w, struct err *e)
+{
+	size_t n = (size_t)rows * (size_t)cols;
+	int br = m->cfg.fp8_block_rows, bc = m->cfg.fp8_block_cols, sr = (rows + br - 1) / br,
+	    sc = (cols + bc - 1) / bc;
+	uint8_t *d = model_own(m, n);
+	float *scale = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	if (!d || !scale)
+		return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n);
+	struct dummy_ctx c = {(uint16_t *)(void *)d, n, name_hash(name, m->opt.dummy_seed), 0};
+	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, dummy_fill_fp8, &c);
+	float s = 0.85f / sqrtf((float)cols); /* amp / 2 of the bf16 dummies */
+	if (m->cfg.fp8_scale_ue8m0) {         /* powers of two, as such checkpoints store */
+		int ex;
+		frexpf(s, &ex);
+		s = ldexpf(1.0f, ex - 1);
+	}
+	for (int i = 0; i < sr * sc; i++)
+		scale[i] = s;
+	w->dtype = DT_F8_E4M3;
+	w->data = d;
+	w->scale = scale;
+	w->scale_ld = sc;
+	w->blk_r = br;
+	w->blk_c = bc;
+	m->weight_bytes += n + sizeof(float) * (size_t)sr * (size_t)sc;
+	return 0;
+}
+
+/* ---- tensors from the checkpoint ---- */
+
+/* memory for a quantized matrix (ops/wformat.h: struct walloc): counted as weights; the
+ * bytes a packed copy replaces in their own list (m->qbufs), freed once packed */
+static void *quant_alloc(void *ctx, size_t bytes, bool drop_when_packed)
+{
+	struct model *m = ctx;
+	void *p = drop_when_packed ? model_own_in(&m->qbufs, &m->n_qbufs, &m->cap_qbufs, bytes) : model_own(m, bytes);
+	if (p)
+		m->weight_bytes += bytes;
+	return p;
+}
+
+/* rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (a checkpoint tensor in the mapping, or
+ * dummy weights) quantized to format f into owned memory; *w's (row0, col0) is where it starts
+ * in src (the format may widen the region to whole scale blocks: mat_part's view is relative) */
+static int quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
+			const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
+			struct err *e)
+{
+	double t0 = mono_now_s();
+	struct walloc a = {quant_alloc, m};
+	int br = -1, bc = -1, rc = f->quantize(m->opt.pool, src, r0, nr, c0, nc, &a, w, &br, &bc);
+	if (rc == -2)
+		return err_set(e, "%s: tensor %s: out of memory quantizing it to %s", file, name, f->name);
+	if (rc)
+		return err_set(e, "%s: tensor %s: weight [%d, %d] is not finite (%g); %s cannot scale its %s", file,
+			       name, br, bc, wmat_get(src, br, bc), flag, f->scale_unit);
+	m->quant_src_bytes += (size_t)w->rows * (size_t)w->cols * dtype_size(src->dtype);
+	m->quant_s += mono_now_s() - t0;
+	return 0;
+}
+
+const struct wformat *model_quant_format(const struct model *m, enum wq q)
+{
+	const struct wformat *f = m->opt.quant;
+	if (q == WQ_LINEAR || (q == WQ_ABSORBED && f && f->transposable))
+		return f;
+	if (q == WQ_HEAD && m->opt.quantize_lm_head)
+		return f ? f : wformat_by_name("fp8");
+	return NULL;
+}
+
+/* A [rows, cols] matrix, or (quantized at load) the part of it that covers rows
+ * [r0, r0 + nr) x cols [c0, c0 + nc): *w's (row0, col0) is where it starts */
+static int mat_region(struct model *m, const char *name, int rows, int cols, enum wq q, int r0, int nr, int c0, int nc,
+		      struct wmat *w, struct err *e)
+{
+	memset(w, 0, sizeof *w);
+	w->rows = rows;
+	w->cols = cols;
+	w->ld = cols;
+	w->blk_r = w->blk_c = BLK;
+	bool lin = q == WQ_LINEAR || q == WQ_ABSORBED;
+	const struct wformat *qf = model_quant_format(m, q);
+	char flag[64];
+	if (q == WQ_HEAD)
+		snprintf(flag, sizeof flag, "--quantize-lm-head");
+	else
+		snprintf(flag, sizeof flag, "--quantization %s", qf ? qf->name : "");
+	if (m->opt.load_dummy && lin && m->cfg.fp8) {
+		if (dummy_fp8(m, name, rows, cols, w, e))
+			return -1;
+		if (!qf || qf->dtype == w->dtype)
+			return 0;
+		struct wmat src = *w;
+		m->weight_bytes -= wmat_bytes(&src); /* the fp8 bytes stay allocated, unused */
+		return quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+	}
+	if (m->opt.load_dummy) {
+		size_t n = (size_t)rows * (size_t)cols;
+		uint16_t *d = qf ? malloc(n * 2) : model_own(m, n * 2);
+		if (!d)
+			return err_set(e, "%s: out of memory for dummy tensor (%zu bytes)", name, n * 2);
+		dummy_bf16(m, name, d, n, 1.7f / sqrtf((float)cols));
+		w->dtype = DT_BF16;
+		w->data = d;
+		if (!qf) {
+			m->weight_bytes += n * 2;
+			return 0;
+		}
+		struct wmat src = *w;
+		int rc = quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		free(d);
+		return rc;
+	}
+	unsigned mask = ST_FLOATS | (lin && m->cfg.fp8 ? ST_DT(DT_F8_E4M3) : 0);
+	const struct st_tensor *t;
+	if (st_expect(m->st, name, mask, rows, cols, &t, e))
+		return -1;
+	w->dtype = t->dtype;
+	w->data = t->data;
+	size_t esz = dtype_size(t->dtype);
+	if ((uintptr_t)t->data % esz) { /* unaligned inside the file: one aligned copy */
+		void *c = model_own(m, t->nbytes);
+		if (!c)
+			return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+		memcpy(c, t->data, t->nbytes);
+		w->data = c;
+	}
+	if (qf && t->dtype != DT_F8_E4M3 && qf->dtype != t->dtype) {
+		struct wmat src = *w;
+		return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+	}
+	if (t->dtype == DT_F8_E4M3) {
+		char sname[512];
+		snprintf(sname, sizeof sname, "%s_scale_inv", name);
+		int br = m->cfg.fp8_block_rows > 0 ? m->cfg.fp8_block_rows : BLK;
+		int bc = m->cfg.fp8_block_cols > 0 ? m->cfg.fp8_block_cols : BLK;
+		int sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+		const struct st_tensor *s;
+		if (st_expect(m->st, sname, ST_DT(DT_F32), sr, sc, &s, e))
+			return -1;
+		float *sc_copy = model_own(m, s->nbytes);
+		if (!sc_copy)
+			return err_set(e, "%s: tensor %s: out of memory", s->file, sname);
+		memcpy(sc_copy, s->data, s->nbytes);
+		w->scale = sc_copy;
+		w->scale_ld = sc;
+		w->blk_r = br;
+		w->blk_c = bc;
+		if (qf && qf->dtype != DT_F8_E4M3) { /* requantized from the fp8 values times their block scales */
+			struct wmat src = *w;
+			return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+		}
+		m->weight_bytes += s->nbytes;
+	}
+	m->weight_bytes += t->nbytes;
+	return 0;
+}
+
+int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, struct wmat *w, struct err *e)
+{
+	return mat_region(m, name, rows, cols, q, 0, rows, 0, cols, w, e);
+}
+
+int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e)
+{
+	float *v = model_own(m, sizeof(float) * (size_t)n);
+	if (!v)
+		return err_set(e, "%s: out of memory", name);
+	if (m->opt.load_dummy) {
+		for (int i = 0; i < n; i++)
+			v[i] = dummy_value;
+	} else {
+		const struct st_tensor *t;
+		if (st_expect(m->st, name, ST_FLOATS, n, 0, &t, e))
+			return -1;
+		for (int i = 0; i < n; i++) {
+			if (t->dtype == DT_F32) {
+				memcpy(&v[i], (const char *)t->data + 4 * (size_t)i, 4);
+			} else {
+				uint16_t h;
+				memcpy(&h, (const char *)t->data + 2 * (size_t)i, 2);
+				v[i] = t->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+			}
+		}
+		m->weight_bytes += t->nbytes;
+	}
+	*out = v;
+	return 0;
+}
+
+void model_tp_part(const struct model *m, int n_total, int *lo, int *n)
+{
+	int T = m->tp_size, r = m->tp_rank;
+	*lo = (int)((int64_t)n_total * r / T);
+	*n = (int)((int64_t)n_total * (r + 1) / T) - *lo;
+}
+
+int model_mat_part(struct model *m, const char *name, int rows, int cols, enum wq q, enum split how, int lo, int n,
+		   struct wmat *w, struct err *e)
+{
+	size_t before = m->weight_bytes;
+	bool split = how != SPLIT_NONE && m->tp_size > 1;
+	bool by_rows = how == SPLIT_ROWS;
+	struct wmat full; /* the whole matrix, or (quantized) the blocks that cover the view */
+	if (mat_region(m, name, rows, cols, q, split && by_rows ? lo : 0, split && by_rows ? n : rows,
+		       split && !by_rows ? lo : 0, split && !by_rows ? n : cols, &full, e))
+		return -1;
+	if (!split) {
+		*w = full;
+		return 0;
+	}
+	*w = by_rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols)
+		     : wmat_view(&full, 0, full.rows, lo - full.col0, n);
+	m->weight_bytes = before + wmat_bytes(w);
+	return 0;
+}
