@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "ops/backend.h"
 
 size_t kv_cache_bytes_per_block(int n_layers, int block_size, int row, enum dtype dtype)
 {
@@ -88,6 +89,13 @@ void kv_cache_fini(struct kv_cache *kv)
 	memset(kv, 0, sizeof *kv);
 }
 
+void *kv_cache_layer_rows(const struct kv_cache *kv, int layer)
+{
+	CHECK(layer >= 0 && layer < kv->n_layers);
+	size_t rows = (size_t)layer * (size_t)kv_cache_n_slots(kv);
+	return (unsigned char *)kv->data + rows * (size_t)kv->row * dtype_size(kv->dtype);
+}
+
 void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot)
 {
 	int64_t n_slots = kv_cache_n_slots(kv);
@@ -107,27 +115,15 @@ const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot
 	return buf;
 }
 
-static void put(const struct kv_cache *kv, void *dst, int off, const float *src, int n)
-{
-	if (kv->dtype == DT_F32) {
-		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
-		return;
-	}
-	uint16_t *h = (uint16_t *)dst + off;
-	for (int i = 0; i < n; i++)
-		h[i] = f32_to_bf16(src[i]);
-}
-
 void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, int ld_c,
 			    const float *k_pe, int ld_pe, int n)
 {
-	for (int i = 0; i < n; i++) {
-		if (slots[i] < 0)
-			continue;
-		void *row = kv_cache_row_ptr(kv, layer, slots[i]);
-		put(kv, row, 0, kv_c + (size_t)i * ld_c, kv->kv_lora_rank);
-		put(kv, row, kv->kv_lora_rank, k_pe + (size_t)i * ld_pe, kv->rope_dim);
-	}
+	int64_t n_slots = kv_cache_n_slots(kv);
+	CHECK(layer >= 0 && layer < kv->n_layers);
+	for (int i = 0; i < n; i++)
+		CHECK(slots[i] < n_slots);
+	ops_rows_write(kv_cache_layer_rows(kv, layer), kv->dtype, kv->row, kv->kv_lora_rank, slots, n, kv_c, ld_c,
+		       k_pe, ld_pe);
 }
 
 void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, const float *k_pe, int n)

@@ -16,6 +16,8 @@ static inline int64_t kv_cache_slot(const int32_t *bt_row, int block_size, int64
 	return (int64_t)bt_row[k / block_size] * block_size + k % block_size;
 }
 
+/* Layer `layer`'s rows [n_slots, row] (dtype elements): a kv_write's table (ops/backend.h). */
+void *kv_cache_layer_rows(const struct kv_cache *kv, int layer);
 /* Raw pointer to row `slot` of `layer` (dtype elements, row wide). CHECKs the bounds. */
 void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot);
 

@@ -8,157 +8,71 @@
 #include "attn/kv_cache.h"
 #include "attn/prefill.h"
 #include "model/forward.h"
-#include "ops/pool.h"
+#include "ops/backend.h"
 #include "ops/route.h"
-#include "ops/vec.h"
 
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
 
-/* where the step's attention runs: the model's pool, the per-step arena */
+/* The step's execution context: the CPU ops backend (ops/backend.h) on the model's pool and
+ * per-step arena. The one place a device backend would be chosen. */
 static struct compute_ctx step_cx(struct model *m)
 {
-	return (struct compute_ctx){.pool = m->opt.pool, .scratch = &m->arena};
+	return (struct compute_ctx){.ops = &ops_backend_cpu, .pool = m->opt.pool, .scratch = &m->arena};
 }
 
-static void act_round(const struct model *m, float *x, size_t n)
+/* The operations of the step through the table, with the model's rounding and eps: under
+ * bf16 activations every activation is rounded once final (model_act_bf16). */
+static void act_round(struct model *m, float *x, size_t n)
 {
-	if (model_act_bf16(m))
-		ops_round_bf16(x, (int64_t)n);
+	struct compute_ctx cx = step_cx(m);
+	if (model_act_bf16(m) && n > 0)
+		cx.ops->round_bf16(&cx, x, n);
 }
 
-/* The model's GEMMs (model_gemm_run). Under bf16 activations every x is rounded (act_round)
- * before it is multiplied, which is the contract that lets the kernels run bf16 dot products.
+/* The model's GEMMs. Under bf16 activations every x is rounded (act_round) before it is
+ * multiplied, which is the contract that lets the kernels run bf16 dot products (x_bf16).
  * An output that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 =
  * model_act_bf16), in the threads that computed it rather than in a serial pass afterwards. */
-static void gemm1(const struct model *m, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
+static void gemm_run(struct model *m, int n_jobs, struct gemm_job *j)
+{
+	struct compute_ctx cx = step_cx(m);
+	for (int i = 0; i < n_jobs; i++)
+		j[i].x_bf16 = model_act_bf16(m);
+	cx.ops->gemm(&cx, n_jobs, j);
+}
+
+static void gemm1(struct model *m, const struct wmat *w, const float *x, int ldx, int n, float *y, int ldy)
 {
 	struct gemm_job j = {.w = w, .x = x, .ldx = ldx, .n = n, .y = y, .ldy = ldy};
-	model_gemm_run(m, 1, &j);
+	gemm_run(m, 1, &j);
 }
 
-/* ---- elementwise work spread over the pool (the step's serial fraction) ---- */
-struct ew_ctx {
-	const struct model *m;
-	float *out, *y;
-	const float *a, *b, *w;
-	int d, lda, ldy;
-	float eps;
-	/* MoE gather / combine */
-	const int *slot_of, *ids;
-	const float *tw;
-	int k;
-	/* MLA q / latent rows */
-	const int32_t *pos;
-	int H, dn, dr, Lkv;
-};
-
-#define EW_CHUNK 8192
-static void silu_range(void *arg, int begin, int end, int tid)
+static void rmsnorm(struct model *m, float *y, int ldy, const float *x, int ldx, const float *w, int n, int d)
 {
-	const struct ew_ctx *c = arg;
-	size_t i0 = (size_t)begin * EW_CHUNK, i1 = (size_t)end * EW_CHUNK;
-	if (i1 > (size_t)c->d)
-		i1 = (size_t)c->d;
-	ops_silu_mul(c->out + i0, c->a + i0, c->b + i0, (int)(i1 - i0));
-	if (c->m->opt.act_dtype == DT_BF16)
-		ops_round_bf16(c->out + i0, (int64_t)(i1 - i0));
-}
-
-static void round_range(void *arg, int begin, int end, int tid)
-{
-	const struct ew_ctx *c = arg;
-	size_t i0 = (size_t)begin * EW_CHUNK, i1 = (size_t)end * EW_CHUNK;
-	if (i1 > (size_t)c->d)
-		i1 = (size_t)c->d;
-	ops_round_bf16(c->out + i0, (int64_t)(i1 - i0));
-}
-
-/* act_round over the pool: for the large ones (batch x heads x latent) */
-static void par_act_round(struct model *m, float *x, size_t n)
-{
-	if (!model_act_bf16(m) || n == 0)
-		return;
-	if (n <= EW_CHUNK) {
-		ops_round_bf16(x, (int64_t)n);
-		return;
-	}
-	struct ew_ctx c = {.m = m, .out = x, .d = (int)n};
-	pool_for(m->opt.pool, (int)((n + EW_CHUNK - 1) / EW_CHUNK), 1, round_range, &c);
+	struct compute_ctx cx = step_cx(m);
+	cx.ops->rmsnorm(&cx, y, ldy, x, ldx, w, n, d, m->cfg.rms_norm_eps, model_act_bf16(m));
 }
 
 /* out = silu(g) * u over n values, rounded like the activations */
-static void par_silu_mul(struct model *m, float *out, const float *g, const float *u, size_t n)
+static void swiglu(struct model *m, float *out, const float *g, const float *u, size_t n)
 {
-	struct ew_ctx c = {.m = m, .out = out, .a = g, .b = u, .d = (int)n};
-	pool_for(m->opt.pool, (int)((n + EW_CHUNK - 1) / EW_CHUNK), 1, silu_range, &c);
+	struct compute_ctx cx = step_cx(m);
+	cx.ops->swiglu(&cx, out, g, u, n, model_act_bf16(m));
 }
 
-static void norm_range(void *arg, int begin, int end, int tid)
+/* h += y, rounded like the activations when `round` */
+static void add(struct model *m, float *h, const float *y, size_t n, bool round)
 {
-	const struct ew_ctx *c = arg;
-	ops_rmsnorm(c->y + (size_t)begin * c->ldy, c->ldy, c->a + (size_t)begin * c->lda, c->lda, c->w, end - begin,
-		    c->d, c->eps);
-	if (c->m->opt.act_dtype == DT_BF16)
-		for (int t = begin; t < end; t++)
-			ops_round_bf16(c->y + (size_t)t * c->ldy, c->d);
+	struct compute_ctx cx = step_cx(m);
+	cx.ops->add(&cx, h, y, n, round && model_act_bf16(m));
 }
 
-static void par_rmsnorm(struct model *m, float *y, int ldy, const float *x, int ldx, const float *w, int n, int d)
+/* dst[i] = src[rows ? rows[i] : i], n rows of d */
+static void copy_rows(struct model *m, float *dst, int ldd, const float *src, int lds, const int32_t *rows, int n,
+		      int d)
 {
-	struct ew_ctx c = {.m = m, .y = y, .ldy = ldy, .a = x, .lda = ldx, .w = w, .d = d, .eps = m->cfg.rms_norm_eps};
-	pool_for(m->opt.pool, n, 16, norm_range, &c);
-}
-
-/* xg[slot_of[t*k+s]] = xn[t] */
-static void gather_range(void *arg, int begin, int end, int tid)
-{
-	const struct ew_ctx *c = arg;
-	for (int t = begin; t < end; t++)
-		for (int s = 0; s < c->k; s++)
-			memcpy(c->out + (size_t)c->slot_of[t * c->k + s] * c->d, c->a + (size_t)t * c->d,
-			       sizeof(float) * (size_t)c->d);
-}
-
-/* h[t] += round(Σ_s tw[j] · dd[j]) over the token's slots j */
-static void combine_range(void *arg, int begin, int end, int tid)
-{
-	const struct ew_ctx *c = arg;
-	int D = c->d;
-	for (int t = begin; t < end; t++) {
-		float *r = c->out + (size_t)t * D, *h = c->y ? c->y + (size_t)t * D : NULL;
-		memset(r, 0, sizeof(float) * (size_t)D);
-		for (int s = 0; s < c->k; s++) {
-			int j = c->slot_of[t * c->k + s];
-			ops_axpy(r, c->tw[j], c->b + (size_t)j * D, D);
-		}
-		if (!c->y) /* tensor parallel: a partial sum, rounded after the all-reduce */
-			continue;
-		if (c->m->opt.act_dtype == DT_BF16)
-			ops_round_bf16(r, D);
-		for (int i = 0; i < D; i++)
-			h[i] += r[i];
-		if (c->m->opt.act_dtype == DT_BF16)
-			ops_round_bf16(h, D);
-	}
-}
-
-/* per token: the latent norm on kv_c, RoPE on q_pe (every head) and k_pe, then q and the
- * latent row rounded like the activations (out: q [n, H, dn+dr], y: kvr [n, Lkv+dr]) */
-static void qk_range(void *arg, int begin, int end, int tid)
-{
-	const struct ew_ctx *c = arg;
-	const struct model *m = c->m;
-	int qw = c->H * (c->dn + c->dr), row = c->Lkv + c->dr;
-	for (int t = begin; t < end; t++) {
-		float *q = c->out + (size_t)t * qw, *kv = c->y + (size_t)t * row;
-		ops_rmsnorm(kv, row, kv, row, c->w, 1, c->Lkv, c->eps);
-		ops_rope_apply(&m->rope, q + c->dn, c->H, c->dn + c->dr, c->pos[t]);
-		ops_rope_apply(&m->rope, kv + c->Lkv, 1, row, c->pos[t]);
-		if (model_act_bf16(m)) {
-			ops_round_bf16(q, qw);
-			ops_round_bf16(kv, row);
-		}
-	}
+	struct compute_ctx cx = step_cx(m);
+	cx.ops->copy_rows(&cx, dst, ldd, src, lds, rows, n, d);
 }
 
 static int validate(const struct model *m, const struct batch *b, const struct kv_cache *kv,
@@ -217,12 +131,11 @@ static int validate(const struct model *m, const struct batch *b, const struct k
 	return 0;
 }
 
-static void embed_rows(const struct model *m, const struct wmat *embed, const int32_t *tokens, int n, float *h)
+/* h [n, D] = the embedding's rows of the tokens */
+static void embed_rows(struct model *m, const struct wmat *embed, const int32_t *tokens, int n, float *h)
 {
-	int D = m->cfg.hidden_size;
-	for (int t = 0; t < n; t++)
-		for (int i = 0; i < D; i++)
-			h[(size_t)t * D + i] = wmat_get(embed, tokens[t], i);
+	struct compute_ctx cx = step_cx(m);
+	cx.ops->embed(&cx, embed, tokens, n, m->cfg.hidden_size, h);
 }
 
 /* Tensor parallelism: sums a row-parallel output over the TP group (in place). */
@@ -231,14 +144,6 @@ static int tp_sum(struct model *m, float *buf, size_t n, struct err *e)
 	if (m->tp_size <= 1)
 		return 0;
 	return comm_tp_allreduce_sum(m->opt.comm, buf, n, e) ? err_prefix(e, "forward") : 0;
-}
-
-/* h += y (the summed row-parallel output), rounded like the activations */
-static void residual_add(struct model *m, float *h, const float *y, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h[i] += y[i];
-	act_round(m, h, n);
 }
 
 /* prefill under DCP: the cached context all-gather over the DCP group */
@@ -272,10 +177,8 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	struct wmat *wv = ALLOC(m, struct wmat, H);
 	struct gemm_job *j = ALLOC(m, struct gemm_job, H);
 	const float *qt = q + (size_t)t0 * qw;
-	for (int t = 0; t < nt; t++) /* q_pe, with its RoPE (qk_range) */
-		for (int hh = 0; hh < H; hh++)
-			memcpy(qd + ((size_t)t * H + hh) * row + Lkv,
-			       qt + (size_t)t * qw + (size_t)hh * (dn + dr) + dn, sizeof(float) * (size_t)dr);
+	/* q_pe of every (token, head), with its RoPE (mla_rope) */
+	copy_rows(m, qd + Lkv, row, qt + dn, dn + dr, NULL, nt * H, dr);
 	for (int hh = 0; hh < H; hh++) {
 		j[hh] = (struct gemm_job){.w = &l->uk_t[hh],
 					  .x = qt + (size_t)hh * (dn + dr),
@@ -287,7 +190,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 		if (t0 == 0)
 			model_used(m, &l->uk_t[hh]);
 	}
-	model_gemm_run(m, H, j);
+	gemm_run(m, H, j);
 	/* qd [nt, H, :Lkv] = q_abs */
 	const float *qa = qd;
 	float *oa = olat, *la = lse;
@@ -340,7 +243,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 		if (comm_dcp_reduce_scatter_inner(cm, oa, (size_t)nt, (size_t)H * Lkv, olat, e))
 			return err_prefix(e, "layer %d: dcp reduce-scatter", li);
 	}
-	par_act_round(m, olat, (size_t)nt * H * Lkv);
+	act_round(m, olat, (size_t)nt * H * Lkv);
 	for (int hh = 0; hh < H; hh++) {
 		wv[hh] = wmat_view(&l->kv_b, hh * (dn + dv) + dn, dv, 0, Lkv);
 		j[hh] = (struct gemm_job){.w = &wv[hh],
@@ -353,7 +256,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 		if (t0 == 0)
 			model_used(m, &wv[hh]);
 	}
-	model_gemm_run(m, H, j);
+	gemm_run(m, H, j);
 	return 0;
 }
 
@@ -362,7 +265,6 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 {
 	const struct model_config *c = &m->cfg;
 	const struct layer_weights *l = &m->layers[li];
-	struct pool *pool = m->opt.pool;
 	/* H: this rank's heads (all of them without tensor parallelism) */
 	int n = b->n_tokens, D = c->hidden_size, H = m->n_heads_local, dn = c->qk_nope_head_dim;
 	int dr = c->qk_rope_head_dim, dv = c->v_head_dim, Lq = c->q_lora_rank, Lkv = c->kv_lora_rank;
@@ -382,9 +284,8 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			 .ldy = row,
 			 .n = n,
 			 .round_bf16 = model_act_bf16(m)}};
-		model_gemm_run(m, 2, j);
-		ops_rmsnorm(cq, Lq, cq, Lq, l->q_a_norm, n, Lq, c->rms_norm_eps);
-		act_round(m, cq, (size_t)n * Lq);
+		gemm_run(m, 2, j);
+		rmsnorm(m, cq, Lq, cq, Lq, l->q_a_norm, n, Lq);
 		gemm1(m, &l->q_b, cq, Lq, n, q, qw);
 		model_used(m, &l->q_a);
 		model_used(m, &l->q_b);
@@ -399,23 +300,27 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 					 .ldy = row,
 					 .n = n,
 					 .round_bf16 = model_act_bf16(m)}};
-		model_gemm_run(m, 2, j);
+		gemm_run(m, 2, j);
 	}
 	model_used(m, &l->kv_a);
 	model_used(m, &l->o_proj);
-	struct ew_ctx qk = {.m = m,
-			    .out = q,
-			    .y = kvr,
-			    .w = l->kv_a_norm,
-			    .eps = c->rms_norm_eps,
-			    .pos = b->positions,
-			    .H = H,
-			    .dn = dn,
-			    .dr = dr,
-			    .Lkv = Lkv};
-	pool_for(pool, n, 4, qk_range, &qk);
+	struct compute_ctx cx = step_cx(m);
+	struct ops_mla_rope qk = {.rope = &m->rope,
+				  .q = q,
+				  .kv = kvr,
+				  .norm_w = l->kv_a_norm,
+				  .eps = c->rms_norm_eps,
+				  .pos = b->positions,
+				  .n = n,
+				  .H = H,
+				  .dn = dn,
+				  .dr = dr,
+				  .Lkv = Lkv,
+				  .round_bf16 = model_act_bf16(m)};
+	cx.ops->mla_rope(&cx, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
-	kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
+	cx.ops->kv_write(&cx, kv_cache_layer_rows(kv, li), kv->dtype, row, Lkv, meta->slots, n, kvr, row, kvr + Lkv,
+			 row);
 
 	float *o = ALLOC(m, float, (size_t)n *H *dv); /* [n, H, dv] */
 	if (sparse) { /* every token: the indexer's top-k, then the absorbed path over them */
@@ -431,7 +336,6 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 		}
 	} else {
 		if (meta->n_decodes < meta->n_seqs) {
-			struct compute_ctx cx = step_cx(m);
 			struct attn_prefill_args pa = {.meta = meta,
 						       .kv = kv,
 						       .layer = li,
@@ -466,10 +370,10 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 	if (m->tp_size > 1) { /* row-parallel o_proj: partial sums, all-reduced, then the residual */
 		float *y = ALLOC(m, float, (size_t)n *D); /* [n, D] */
 		struct gemm_job jo = {.w = &l->o_proj, .x = o, .ldx = H * dv, .y = y, .ldy = D, .n = n};
-		model_gemm_run(m, 1, &jo);
+		gemm_run(m, 1, &jo);
 		if (tp_sum(m, y, (size_t)n * D, e))
 			return err_prefix(e, "layer %d: o_proj all-reduce", li);
-		residual_add(m, h, y, (size_t)n * D);
+		add(m, h, y, (size_t)n * D, true); /* the residual */
 		return 0;
 	}
 	struct gemm_job jo = {.w = &l->o_proj,
@@ -480,7 +384,7 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 			      .n = n,
 			      .accumulate = 1,
 			      .round_bf16 = model_act_bf16(m)};
-	model_gemm_run(m, 1, &jo);
+	gemm_run(m, 1, &jo);
 	return 0;
 }
 
@@ -490,7 +394,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 {
 	const struct model_config *c = &m->cfg;
 	const struct layer_weights *l = &m->layers[li];
-	struct pool *pool = m->opt.pool;
+	struct compute_ctx cx = step_cx(m);
 	int D = c->hidden_size;
 	bool tp = m->tp_size > 1;
 	if (!l->moe) {
@@ -499,18 +403,18 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		struct gemm_job j[2] = {
 			{.w = &l->gate, .x = xn, .ldx = D, .y = g, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)},
 			{.w = &l->up, .x = xn, .ldx = D, .y = u, .ldy = I, .n = n, .round_bf16 = model_act_bf16(m)}};
-		model_gemm_run(m, 2, j);
+		gemm_run(m, 2, j);
 		model_used(m, &l->gate);
 		model_used(m, &l->up);
 		model_used(m, &l->down);
-		par_silu_mul(m, g, g, u, (size_t)n * I);
+		swiglu(m, g, g, u, (size_t)n * I);
 		if (tp) {
 			float *y = ALLOC(m, float, (size_t)n *D); /* [n, D] partial */
 			struct gemm_job jd = {.w = &l->down, .x = g, .ldx = I, .y = y, .ldy = D, .n = n};
-			model_gemm_run(m, 1, &jd);
+			gemm_run(m, 1, &jd);
 			if (tp_sum(m, y, (size_t)n * D, e))
 				return err_prefix(e, "layer %d: mlp all-reduce", li);
-			residual_add(m, h, y, (size_t)n * D);
+			add(m, h, y, (size_t)n * D, true); /* the residual */
 			return 0;
 		}
 		struct gemm_job jd = {.w = &l->down,
@@ -521,7 +425,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 				      .n = n,
 				      .accumulate = 1,
 				      .round_bf16 = model_act_bf16(m)};
-		model_gemm_run(m, 1, &jd);
+		gemm_run(m, 1, &jd);
 		return 0;
 	}
 	/* the router is replicated: every rank picks the same experts and runs its slice of each */
@@ -531,7 +435,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	/* the router is a bf16 linear in bf16 engines: its logits are rounded */
 	struct gemm_job jr = {
 		.w = &l->router, .x = xn, .ldx = D, .y = rl, .ldy = E, .n = n, .round_bf16 = model_act_bf16(m)};
-	model_gemm_run(m, 1, &jr);
+	gemm_run(m, 1, &jr);
 	model_used(m, &l->router);
 	int *ids = ALLOC(m, int, (size_t)n *k);     /* [n, k] */
 	float *wts = ALLOC(m, float, (size_t)n *k); /* [n, k] */
@@ -544,12 +448,11 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 				  .routed_scaling_factor = c->routed_scaling_factor,
 				  .bias = l->bias};
 	int *count = ALLOC(m, int, E + 1), *off = ALLOC(m, int, E + 1);
+	cx.ops->moe_route(&cx, &rp, rl, n, ids, wts);
+	/* the host groups the rows by expert: the GEMM jobs are built from these counts */
 	memset(count, 0, sizeof(int) * (size_t)(E + 1));
-	for (int t = 0; t < n; t++) {
-		ops_moe_route(&rp, rl + (size_t)t * E, ids + (size_t)t * k, wts + (size_t)t * k);
-		for (int s = 0; s < k; s++)
-			count[ids[(size_t)t * k + s]]++;
-	}
+	for (int t = 0; t < n * k; t++)
+		count[ids[t]]++;
 	off[0] = 0;
 	for (int x = 0; x < E; x++)
 		off[x + 1] = off[x] + count[x];
@@ -566,8 +469,7 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 			tw[j] = wts[(size_t)t * k + s];
 			slot_of[t * k + s] = j;
 		}
-	struct ew_ctx gc = {.m = m, .out = xg, .a = xn, .d = D, .k = k, .slot_of = slot_of};
-	pool_for(pool, n, 4, gather_range, &gc);
+	cx.ops->moe_gather(&cx, xg, xn, slot_of, n, k, D);
 	float *gg = ALLOC(m, float, (size_t)nk *Im), *uu = ALLOC(m, float, (size_t)nk *Im); /* [n*k, Im] */
 	float *sg = NULL, *su = NULL;
 	struct gemm_job *j = ALLOC(m, struct gemm_job, 2 * E + 2);
@@ -604,16 +506,16 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 		j[nj++] = (struct gemm_job){
 			.w = &l->up, .x = xn, .ldx = D, .y = su, .ldy = Is, .n = n, .round_bf16 = model_act_bf16(m)};
 	}
-	model_gemm_run(m, nj, j);
-	par_silu_mul(m, gg, gg, uu, (size_t)nk * Im);
+	gemm_run(m, nj, j);
+	swiglu(m, gg, gg, uu, (size_t)nk * Im);
 	if (l->has_shared)
-		par_silu_mul(m, sg, sg, su, (size_t)n * Is);
+		swiglu(m, sg, sg, su, (size_t)n * Is);
 	float *dd = ALLOC(m, float, (size_t)nk *D); /* [n*k, D] expert outputs */
 	/* [n, D] routed sum; under TP followed by [n, D] shared partial, all-reduced together */
 	float *routed = ALLOC(m, float, (size_t)(tp ? 2 : 1) * n * D);
 	float *shared = tp ? routed + (size_t)n * D : h;
 	if (tp)
-		memset(shared, 0, sizeof(float) * (size_t)n * D);
+		cx.ops->zero(&cx, shared, (size_t)n * D);
 	nj = 0;
 	for (int x = 0; x < E; x++)
 		if (count[x])
@@ -626,19 +528,16 @@ static int ffn(struct model *m, int li, int n, const float *xn, float *h, struct
 	if (l->has_shared)
 		j[nj++] = (struct gemm_job){
 			.w = &l->down, .x = sg, .ldx = Is, .y = shared, .ldy = D, .n = n, .accumulate = !tp};
-	model_gemm_run(m, nj, j);
-	struct ew_ctx cc = {
-		.m = m, .out = routed, .y = tp ? NULL : h, .b = dd, .d = D, .k = k, .slot_of = slot_of, .tw = tw};
-	pool_for(pool, n, 4, combine_range, &cc);
+	gemm_run(m, nj, j);
+	cx.ops->moe_combine(&cx, routed, tp ? NULL : h, dd, tw, slot_of, n, k, D, model_act_bf16(m));
 	if (!tp)
 		return 0;
 	if (tp_sum(m, routed, (size_t)2 * n * D, e))
 		return err_prefix(e, "layer %d: moe all-reduce", li);
 	/* as one process: h + shared, then + the rounded routed sum, rounded */
 	act_round(m, routed, (size_t)n * D);
-	for (size_t i = 0; i < (size_t)n * D; i++)
-		h[i] += shared[i];
-	residual_add(m, h, routed, (size_t)n * D);
+	add(m, h, shared, (size_t)n * D, false);
+	add(m, h, routed, (size_t)n * D, true);
 	return 0;
 }
 
@@ -670,11 +569,11 @@ static int layer_forward(struct model *m, int li, const struct batch *b, const s
 	const struct layer_weights *l = &m->layers[li];
 	int n = b->n_tokens, D = m->cfg.hidden_size;
 	m->arena.used = mark;
-	par_rmsnorm(m, xn, D, h, D, l->attn_norm, n, D);
+	rmsnorm(m, xn, D, h, D, l->attn_norm, n, D);
 	if (attention(m, li, b, meta, kv, backend, xn, h, e))
 		return -1;
 	m->arena.used = mark;
-	par_rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
+	rmsnorm(m, xn, D, h, D, l->ffn_norm, n, D);
 	return ffn(m, li, n, xn, h, e);
 }
 
@@ -719,16 +618,12 @@ int deepseek_forward(struct model *m, const struct batch *b, struct kv_cache *kv
 			return -1;
 	m->arena.used = mark;
 	if (m->hidden) { /* every row's final-normed state, for the MTP step that follows */
-		par_rmsnorm(m, m->hidden, D, h, D, m->final_norm, n, D);
+		rmsnorm(m, m->hidden, D, h, D, m->final_norm, n, D);
 		m->n_hidden = n;
-		for (int i = 0; i < b->n_logits; i++)
-			memcpy(xn + (size_t)i * D, m->hidden + (size_t)b->logits_rows[i] * D,
-			       sizeof(float) * (size_t)D);
-	} else {
-		for (int i = 0; i < b->n_logits; i++)
-			ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, m->final_norm, 1, D,
-				    c->rms_norm_eps);
-		act_round(m, xn, (size_t)b->n_logits * D);
+		copy_rows(m, xn, D, m->hidden, D, b->logits_rows, b->n_logits, D);
+	} else { /* the logits rows alone */
+		copy_rows(m, xn, D, h, D, b->logits_rows, b->n_logits, D);
+		rmsnorm(m, xn, D, xn, D, m->final_norm, b->n_logits, D);
 	}
 	return b->n_logits > 0 ? head_logits(m, &m->lm_head, xn, b->n_logits, logits, e) : 0;
 }
@@ -756,16 +651,16 @@ int deepseek_mtp_forward(struct model *m, const struct batch *b, struct kv_cache
 	float *xn = ALLOC(m, float, (size_t)n *D);      /* [n, D] */
 	float *eh = ALLOC(m, float, (size_t)n * 2 * D); /* [n, 2D] eh_proj's input */
 	embed_rows(m, &t->embed, b->tokens, n, h);
-	for (int r = 0; r < n; r++) {
+	struct compute_ctx cx = step_cx(m);
+	for (int r = 0; r < n; r++)
 		if (b->positions[r] == 0) /* as vLLM: position 0 has no previous token to follow */
-			memset(h + (size_t)r * D, 0, sizeof(float) * (size_t)D);
-		memcpy(xn + (size_t)r * D, src + (size_t)b->hidden_rows[r] * D, sizeof(float) * (size_t)D);
-	}
-	par_rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
-	par_rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
+			cx.ops->zero(&cx, h + (size_t)r * D, (size_t)D);
+	copy_rows(m, xn, D, src, D, b->hidden_rows, n, D);
+	rmsnorm(m, eh, 2 * D, h, D, t->enorm, n, D);
+	rmsnorm(m, eh + D, 2 * D, xn, D, t->hnorm, n, D);
 	struct gemm_job j = {
 		.w = &t->eh_proj, .x = eh, .ldx = 2 * D, .y = h, .ldy = D, .n = n, .round_bf16 = model_act_bf16(m)};
-	model_gemm_run(m, 1, &j);
+	gemm_run(m, 1, &j);
 	model_used(m, &t->eh_proj);
 	size_t mark = m->arena.used;
 	if (layer_forward(m, c->num_hidden_layers, b, &meta, kv, backend, xn, h, mark, e))
@@ -773,13 +668,8 @@ int deepseek_mtp_forward(struct model *m, const struct batch *b, struct kv_cache
 	m->arena.used = mark;
 	/* the rows a chained pass may follow (one per sequence: the engine's drafts) */
 	m->n_mtp_hidden = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;
-	for (int i = 0; i < b->n_logits; i++) {
-		if (i < m->n_mtp_hidden)
-			memcpy(m->mtp_hidden + (size_t)i * D, h + (size_t)b->logits_rows[i] * D,
-			       sizeof(float) * (size_t)D);
-		ops_rmsnorm(xn + (size_t)i * D, D, h + (size_t)b->logits_rows[i] * D, D, t->head_norm, 1, D,
-			    c->rms_norm_eps);
-	}
-	act_round(m, xn, (size_t)b->n_logits * D);
+	copy_rows(m, m->mtp_hidden, D, h, D, b->logits_rows, m->n_mtp_hidden, D);
+	copy_rows(m, xn, D, h, D, b->logits_rows, b->n_logits, D);
+	rmsnorm(m, xn, D, xn, D, t->head_norm, b->n_logits, D);
 	return b->n_logits > 0 ? head_logits(m, &t->head, xn, b->n_logits, logits, e) : 0;
 }
