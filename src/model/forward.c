@@ -8,9 +8,11 @@
 #include "attn/kv_cache.h"
 #include "attn/prefill.h"
 #include "model/forward.h"
+#include "model/step_scratch.h"
 #include "ops/backend.h"
 #include "ops/route.h"
 
+/* Every ALLOC is a term of the step's layout (step_scratch.c), which sizes the arena */
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
 
 /* The step's execution context: the CPU ops backend (ops/backend.h) on the model's pool and
@@ -152,9 +154,6 @@ static int dcp_gather(void *ctx, const float *send, size_t n, float *recv, struc
 	return comm_dcp_allgather(ctx, send, n, recv, e);
 }
 
-/* Sparse attention runs its tokens through the absorbed path this many at a time (bounds
- * the [tokens, heads, 576] buffers whatever the batch) */
-#define SPARSE_CHUNK 256
 
 /* The absorbed path (mla-dcp-spec §2.6) of the step's tokens [t0, t0 + nt) (q: the step's
  * [n, H, dn+dr], o: [n, H, dv]): q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; [q_abs | q_pe] attends
