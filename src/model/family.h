@@ -63,7 +63,7 @@ struct model_family {
 			     enum dtype kv_dtype, struct err *e);
 	const struct attn_backend *(*default_backend)(const struct model *m);
 	int (*check_backend)(const struct model *m, const struct attn_backend *b, struct err *e);
-	const struct tensor_table *tensors; /* its layers' tensors (tests walk it) */
+	const struct tensor_table *tensors; /* its tensors: the model's and each layer's (tests walk it) */
 };
 
 extern const struct model_family model_family_deepseek;

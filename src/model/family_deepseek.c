@@ -1,8 +1,8 @@
 /* The DeepSeek family (family.h): V2, V3 (R1), V3.1 and V3.2 (DeepSeek Sparse Attention), and
  * V3's MTP module. Its config is io/config.h's, its layers' tensors tensors_deepseek.c's, its
  * step forward.c's (the V3.2 indexer: indexer.c). Here: the config's checks and derived state,
- * the weights outside the layer table (embedding, final norm, lm_head, which the MTP module may
- * share), the scratch bound, and the KV cache and attention backends it needs. */
+ * the load's order over the table and the MTP module's embedding and head (the model's when the
+ * checkpoint's are copies), the scratch bound, and the KV cache and attention backends it needs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,19 +126,8 @@ static int ds_load(struct model *m, const char *dir, struct err *e)
 	if (!m->layers)
 		return err_set(e, "model: out of memory");
 	int tty = isatty(2);
-	if (model_mat(m, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, WQ_NONE, &m->embed, e) ||
-	    model_vec_f32(m, "model.norm.weight", c->hidden_size, 1.0f, &m->final_norm, e))
+	if (tensors_load(m, &tensors_deepseek, TENSORS_MODEL, e))
 		return -1;
-	/* tied embeddings share the bytes, unless the head is to be fp8: then it is a copy */
-	if (c->tie_word_embeddings && !m->opt.quantize_lm_head) {
-		m->lm_head = m->tp_size > 1
-				     ? wmat_view(&m->embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, c->hidden_size)
-				     : m->embed;
-	} else if (model_mat_part(m, c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-				  c->vocab_size, c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0,
-				  m->vocab_cols[m->tp_rank], &m->lm_head, e)) {
-		return -1;
-	}
 	for (int i = 0; i < c->num_hidden_layers; i++) {
 		if (load_layer(m, i, e))
 			return -1;
@@ -154,10 +143,10 @@ static int ds_load(struct model *m, const char *dir, struct err *e)
 	return 0;
 }
 
-/* The lm_head (and the MTP module's own head), then every layer's table rows */
+/* The table's rows of the model (the lm_head), the MTP module's own head, then every layer's */
 static int ds_each_weight(struct model *m, model_weight_fn fn, void *ctx, struct err *e)
 {
-	if (fn(m, &m->lm_head, 0, ctx, e))
+	if (tensors_each_mat(m, &tensors_deepseek, TENSORS_MODEL, fn, ctx, e))
 		return -1;
 	if (m->mtp.own_head && fn(m, &m->mtp.head, 0, ctx, e))
 		return -1;

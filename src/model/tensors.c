@@ -7,15 +7,15 @@
 /* the struct row s's offset is into, on the layer */
 static char *base_of(struct model *m, const struct tensor_spec *s, int layer)
 {
-	return s->base == TB_MTP ? (char *)&m->mtp : (char *)&m->layers[layer];
+	return s->base == TB_MODEL ? (char *)m : s->base == TB_MTP ? (char *)&m->mtp : (char *)&m->layers[layer];
 }
 
 bool tensors_on(const struct model *m, const struct tensor_spec *s, int layer)
 {
-	bool mtp_layer = layer >= m->cfg.num_hidden_layers;
-	if (s->base == TB_MTP && !mtp_layer)
-		return false;
-	return !s->on || s->on(m, layer);
+	bool here = s->base == TB_MODEL ? layer == TENSORS_MODEL
+		    : s->base == TB_MTP ? layer >= m->cfg.num_hidden_layers
+					: layer >= 0;
+	return here && (!s->on || s->on(m, layer));
 }
 
 static int dim1(const struct model *m, const struct tensor_table *t, int sym) { return sym ? t->dim(m, sym) : 1; }

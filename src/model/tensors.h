@@ -17,9 +17,11 @@ enum tensor_kind {
 	TK_DERIVED, /* a struct wmat built at load by another row's `after` (no name): packed only */
 };
 
-/* The struct a row's offset is into: layer i's struct layer_weights, or the MTP module's
- * struct mtp_weights (rows present on the MTP layer only). */
-enum tensor_base { TB_LAYER, TB_MTP };
+/* The struct a row's offset is into: layer i's struct layer_weights, the MTP module's struct
+ * mtp_weights (rows present on the MTP layer only), or struct model itself (the tensors outside
+ * the layers: the walkers take them as layer TENSORS_MODEL). */
+enum tensor_base { TB_LAYER, TB_MTP, TB_MODEL };
+#define TENSORS_MODEL (-1)
 
 enum tensor_flag {
 	TF_NO_PACK = 1, /* not multiplied by a GEMM (indexed by row): never packed */
@@ -56,7 +58,8 @@ struct tensor_table {
 	int (*dim)(const struct model *m, int sym); /* a shape / count symbol's value */
 };
 
-/* Whether row s has a tensor on layer `layer` (the MTP layer: layers[num_hidden_layers]). */
+/* Whether row s has a tensor on layer `layer` (the MTP layer: layers[num_hidden_layers]; the
+ * model's own rows: TENSORS_MODEL). */
 bool tensors_on(const struct model *m, const struct tensor_spec *s, int layer);
 /* Loads and checks every row present on the layer into its field (arrays allocated here),
  * this rank's part of each split row; an array's consecutive rows load index by index (the

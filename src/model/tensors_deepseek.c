@@ -1,8 +1,9 @@
 /* DeepSeek V2/V3/V3.1/V3.2's tensors (DeepseekV2/V3ForCausalLM, DeepSeek's inference/model.py;
  * the MTP module of V3's tech report §2.2): the table that loading, its checks, TP slicing and
  * prepacking walk (tensors.h). A layer's rows land in struct layer_weights (model_internal.h),
- * the MTP module's own in struct mtp_weights; the embedding, the final norm and the lm_head,
- * which the MTP module may share, are family_deepseek.c's. */
+ * the MTP module's own in struct mtp_weights, the embedding, the final norm and the lm_head in
+ * struct model; the MTP module's embedding and head, which may be the model's, are
+ * family_deepseek.c's. */
 #include "model/tensors_deepseek.h"
 
 #include <string.h>
@@ -30,6 +31,7 @@ enum {
 	HI_DI,  /* the indexer's queries, Hi x di (V3.2) */
 	DI,     /* its head dim */
 	HI,     /* its heads */
+	V,      /* vocab_size: what TP splits the lm_head by */
 };
 
 static int dim(const struct model *m, int sym)
@@ -58,6 +60,7 @@ static int dim(const struct model *m, int sym)
 	case HI_DI: return c->index_n_heads * c->index_head_dim;
 	case DI: return c->index_head_dim;
 	case HI: return c->index_n_heads;
+	case V: return c->vocab_size;
 	}
 	return 0;
 }
@@ -70,6 +73,20 @@ static bool dense(const struct model *m, int i) { return !m->layers[i].moe; }
 static bool moe(const struct model *m, int i) { return m->layers[i].moe; }
 static bool moe_bias(const struct model *m, int i) { return m->layers[i].moe && m->cfg.topk_method == TOPK_NOAUX_TC; }
 static bool shared(const struct model *m, int i) { return m->layers[i].has_shared; }
+/* the lm_head: its own tensor, the embedding's bytes (tied), or a copy of them to be quantized
+ * (tied, --quantize-lm-head) */
+static bool untied(const struct model *m, int i) { return !m->cfg.tie_word_embeddings; }
+static bool tied_view(const struct model *m, int i) { return m->cfg.tie_word_embeddings && !m->opt.quantize_lm_head; }
+static bool tied_copy(const struct model *m, int i) { return m->cfg.tie_word_embeddings && m->opt.quantize_lm_head; }
+
+/* the embedding's `after`: tied embeddings share the bytes with the lm_head (this rank's rows) */
+static int tie_head(struct model *m, int layer, const struct wmat *embed, struct err *e)
+{
+	if (tied_view(m, layer))
+		m->lm_head = m->tp_size > 1 ? wmat_view(embed, m->vocab0, m->vocab_cols[m->tp_rank], 0, embed->cols)
+					    : *embed;
+	return 0;
+}
 
 /* W_UKᵀ of every local head (kv_b_proj's `after`), built once at load in the weight's own
  * dtype from the whole matrix w: uk_t[h] is [Lkv, dn]
@@ -121,13 +138,21 @@ static int build_uk_t(struct model *m, int layer, const struct wmat *w, struct e
 	return 0;
 }
 
+#define G(field) TB_MODEL, offsetof(struct model, field)
 #define L(field) TB_LAYER, offsetof(struct layer_weights, field)
 #define M(field) TB_MTP, offsetof(struct mtp_weights, field)
 #define P "model.layers.%d."
 
-/* Each layer's, in the order they load. Shapes [rows, cols]; TP: column-parallel rows or
- * row-parallel columns by heads or intermediate columns; the rest is whole on every rank. */
+/* In the order they load: the model's own, then each layer's. Shapes [rows, cols]; TP:
+ * column-parallel rows or row-parallel columns by heads, intermediate columns or vocabulary
+ * rows; the rest is whole on every rank. */
 static const struct tensor_spec rows[] = {
+	{"model.embed_tokens.weight", TK_MAT, G(embed), V, D, .after = tie_head, .flags = TF_NO_PACK},
+	{"model.norm.weight", TK_VEC, G(final_norm), D, 0, .fill = 1},
+	{"lm_head.weight", TK_MAT, G(lm_head), V, D, .on = untied, .q = WQ_HEAD, .split = SPLIT_ROWS, .tp_over = V},
+	{"model.embed_tokens.weight", TK_MAT, G(lm_head), V, D, .on = tied_copy, .q = WQ_HEAD, .split = SPLIT_ROWS,
+	 .tp_over = V},
+	{NULL, TK_DERIVED, G(lm_head), V, D, .on = tied_view}, /* the embedding's rows (tie_head) */
 	{P "input_layernorm.weight", TK_VEC, L(attn_norm), D, 0, .fill = 1},
 	{P "post_attention_layernorm.weight", TK_VEC, L(ffn_norm), D, 0, .fill = 1},
 	/* MLA: the latent kv row and its norm, the output, kv_b (W_UK / W_UV) */

@@ -2,9 +2,12 @@
  * registry finds the family of each fixture; the table is the whole list of a layer's weights
  * (what a load fills is exactly what the table's rows name), its rows' shapes are the
  * checkpoint's, and its TP parts tile every split dimension on any number of ranks. */
+#include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fwd_util.h"
 #include "harness.h"
@@ -18,7 +21,8 @@ static const char *const fixtures[] = {"tiny-v2", "tiny-v3", "tiny-r1", "tiny-v3
 
 static struct pool *pool;
 
-static struct model *load(const char *name, bool mtp, bool dummy)
+/* DIR's checkpoint (MTP module, dummy weights, --quantize-lm-head as asked); NULL, failed */
+static struct model *load_dir(const char *dir, bool mtp, bool dummy, bool head)
 {
 	struct err e = {0};
 	if (!pool && pool_new(2, &pool, &e))
@@ -29,11 +33,17 @@ static struct model *load(const char *name, bool mtp, bool dummy)
 				  .max_model_len = 64,
 				  .pool = pool,
 				  .load_mtp = mtp,
-				  .load_dummy = dummy};
+				  .load_dummy = dummy,
+				  .quantize_lm_head = head};
 	struct model *m = NULL;
-	if (model_load(fixture_path(name), &o, &m, &e))
-		harness_fail(__FILE__, __LINE__, "%s: %s", name, e.msg);
+	if (model_load(dir, &o, &m, &e))
+		harness_fail(__FILE__, __LINE__, "%s: %s", dir, e.msg);
 	return m;
+}
+
+static struct model *load(const char *name, bool mtp, bool dummy)
+{
+	return load_dir(fixture_path(name), mtp, dummy, false);
 }
 
 static void test_registry(void)
@@ -52,72 +62,91 @@ static void test_registry(void)
 		EXPECTF(model_family_find(fixture_path(fixtures[k])) == &model_family_deepseek, "%s", fixtures[k]);
 }
 
-/* Every row's pattern names a layer tensor, and a row's symbols have values on the fixtures */
+static size_t base_size(enum tensor_base b)
+{
+	return b == TB_MODEL ? sizeof(struct model)
+	       : b == TB_MTP ? sizeof(struct mtp_weights)
+			     : sizeof(struct layer_weights);
+}
+
+/* Every row's pattern names a tensor of its base (a layer's: %d the layer, then the array
+ * index), its field fits its struct, and only matrices are split or arrays */
 static void test_rows_well_formed(void)
 {
 	const struct tensor_table *t = &tensors_deepseek;
 	EXPECT(t->n > 0 && !strcmp(t->family, "deepseek"));
 	for (int k = 0; k < t->n; k++) {
 		const struct tensor_spec *s = &t->rows[k];
+		size_t sz = s->kind == TK_VEC || s->count ? sizeof(void *) : sizeof(struct wmat);
+		EXPECTF(s->off + sz <= base_size(s->base), "row %d: %s: offset", k, s->name);
+		EXPECTF((s->split == SPLIT_NONE) == (s->tp_over == 0), "row %d: %s: split without tp_over", k,
+			s->name);
 		if (s->kind == TK_DERIVED) {
-			EXPECTF(!s->name && s->count, "row %d: a derived row is an unnamed array", k);
+			EXPECTF(!s->name && s->split == SPLIT_NONE, "row %d: a derived row is built, not read", k);
+			continue;
+		}
+		EXPECTF(s->kind == TK_MAT || (s->split == SPLIT_NONE && !s->count), "row %d: %s", k, s->name);
+		if (s->base == TB_MODEL) {
+			EXPECTF(s->name && !strchr(s->name, '%') && !s->count, "row %d: %s", k, s->name);
 			continue;
 		}
 		EXPECTF(s->name && !strncmp(s->name, "model.layers.%d.", 16), "row %d: %s", k, s->name);
 		EXPECTF((strstr(s->name, "%d.") != strrchr(s->name, '%')) == (s->count != 0), "row %d: %s", k,
 			s->name);
-		EXPECTF(s->kind == TK_MAT || (s->split == SPLIT_NONE && !s->count), "row %d: %s", k, s->name);
-		EXPECTF((s->split == SPLIT_NONE) == (s->tp_over == 0), "row %d: %s: split without tp_over", k,
-			s->name);
-		EXPECTF(s->off + (s->kind == TK_VEC || s->count ? sizeof(void *) : sizeof(struct wmat)) <=
-				(s->base == TB_MTP ? sizeof(struct mtp_weights) : sizeof(struct layer_weights)),
-			"row %d: %s: offset", k, s->name);
 	}
 }
 
-/* A load fills exactly the fields that the rows present on the layer name: the copy of a loaded
- * layer made from the table's rows alone (plus the layer's flags) equals it byte for byte. */
-static void check_covered(struct model *m, const char *name)
+/* The rows present on layer i (TENSORS_MODEL: the model's own) are loaded with their shapes
+ * (this rank's whole: no TP here); a copy of the layer built from them alone (and the layer's
+ * flags) equals the layer byte for byte, so that no weight is loaded outside the table. */
+static void check_layer(struct model *m, const char *name, int i)
 {
 	const struct tensor_table *t = &tensors_deepseek;
-	for (int i = 0; i < m->n_layers; i++) {
-		struct layer_weights copy;
-		struct mtp_weights mcopy;
-		memset(&copy, 0, sizeof copy);
-		memset(&mcopy, 0, sizeof mcopy);
-		copy.moe = m->layers[i].moe;
-		copy.has_shared = m->layers[i].has_shared;
-		for (int k = 0; k < t->n; k++) {
-			const struct tensor_spec *s = &t->rows[k];
-			if (!tensors_on(m, s, i))
-				continue;
-			size_t sz = s->kind == TK_VEC || s->count ? sizeof(void *) : sizeof(struct wmat);
-			if (s->base == TB_MTP)
-				memcpy((char *)&mcopy + s->off, (const char *)&m->mtp + s->off, sz);
-			else
-				memcpy((char *)&copy + s->off, (const char *)&m->layers[i] + s->off, sz);
-			const void *p = (const char *)(s->base == TB_MTP ? (void *)&m->mtp : (void *)&m->layers[i]) +
-					s->off;
-			if (s->kind == TK_VEC || s->count) {
-				EXPECTF(*(void *const *)p, "%s layer %d: row %d (%s) not loaded", name, i, k, s->name);
-				continue;
-			}
-			const struct wmat *w = p;
-			EXPECTF((w->data || w->packed) && w->rows == t->dim(m, s->rows) &&
-					w->cols == t->dim(m, s->cols),
-				"%s layer %d: %s [%d, %d]", name, i, s->name, w->rows, w->cols);
+	struct layer_weights copy;
+	struct mtp_weights mcopy;
+	memset(&copy, 0, sizeof copy);
+	memset(&mcopy, 0, sizeof mcopy);
+	int n_head = 0;
+	for (int k = 0; k < t->n; k++) {
+		const struct tensor_spec *s = &t->rows[k];
+		if (!tensors_on(m, s, i))
+			continue;
+		char *base = s->base == TB_MODEL ? (char *)m
+			     : s->base == TB_MTP ? (char *)&m->mtp
+						 : (char *)&m->layers[i];
+		size_t sz = s->kind == TK_VEC || s->count ? sizeof(void *) : sizeof(struct wmat);
+		if (s->base != TB_MODEL)
+			memcpy((s->base == TB_MTP ? (char *)&mcopy : (char *)&copy) + s->off, base + s->off, sz);
+		n_head += s->base == TB_MODEL && s->off == offsetof(struct model, lm_head);
+		if (s->kind == TK_VEC || s->count) {
+			EXPECTF(*(void **)(base + s->off), "%s layer %d: row %d (%s) not loaded", name, i, k, s->name);
+			continue;
 		}
-		EXPECTF(!memcmp(&copy, &m->layers[i], sizeof copy), "%s: layer %d holds a weight no row names", name,
-			i);
-		if (i == m->cfg.num_hidden_layers) { /* the MTP module: its embedding and head are not rows */
-			mcopy.embed = m->mtp.embed;
-			mcopy.head = m->mtp.head;
-			mcopy.own_embed = m->mtp.own_embed;
-			mcopy.own_head = m->mtp.own_head;
-			EXPECTF(!memcmp(&mcopy, &m->mtp, sizeof mcopy),
-				"%s: the MTP module holds a weight no row names", name);
-		}
+		const struct wmat *w = (const struct wmat *)(base + s->off);
+		EXPECTF((w->data || w->packed) && w->rows == t->dim(m, s->rows) && w->cols == t->dim(m, s->cols),
+			"%s layer %d: %s [%d, %d]", name, i, s->name, w->rows, w->cols);
 	}
+	if (i == TENSORS_MODEL) {
+		EXPECTF(n_head == 1, "%s: %d rows give the lm_head", name, n_head);
+		return;
+	}
+	copy.moe = m->layers[i].moe;
+	copy.has_shared = m->layers[i].has_shared;
+	EXPECTF(!memcmp(&copy, &m->layers[i], sizeof copy), "%s: layer %d holds a weight no row names", name, i);
+	if (i == m->cfg.num_hidden_layers) { /* the MTP module: its embedding and head are not rows */
+		mcopy.embed = m->mtp.embed;
+		mcopy.head = m->mtp.head;
+		mcopy.own_embed = m->mtp.own_embed;
+		mcopy.own_head = m->mtp.own_head;
+		EXPECTF(!memcmp(&mcopy, &m->mtp, sizeof mcopy), "%s: the MTP module holds a weight no row names",
+			name);
+	}
+}
+
+static void check_covered(struct model *m, const char *name)
+{
+	for (int i = TENSORS_MODEL; i < m->n_layers; i++)
+		check_layer(m, name, i);
 }
 
 static void test_table_covers_layers(void)
@@ -151,6 +180,43 @@ static void test_table_covers_layers(void)
 			check_covered(m, q[k].name);
 		model_free(m);
 	}
+}
+
+/* Tied embeddings (no fixture has them: tiny-v3 with tie_word_embeddings true): the lm_head is
+ * the embedding's bytes, or under --quantize-lm-head an fp8 copy of them; dummy weights too */
+static void test_tied_head(void)
+{
+	char dir[] = "/tmp/mlaserve-tied-XXXXXX", path[4096];
+	EXPECT(mkdtemp(dir) != NULL);
+	json_error_t je;
+	json_t *cfg = json_load_file(fixture_path("tiny-v3/config.json"), 0, &je);
+	EXPECT(cfg != NULL);
+	if (!cfg)
+		return;
+	json_object_set_new(cfg, "tie_word_embeddings", json_true());
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	EXPECT(json_dump_file(cfg, path, 0) == 0);
+	json_decref(cfg);
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	char src[4096];
+	EXPECT(realpath(fixture_path("tiny-v3/model.safetensors"), src) != NULL);
+	EXPECT(symlink(src, path) == 0);
+	for (int k = 0; k < 4; k++) {
+		bool head = k & 1, dummy = k & 2;
+		struct model *m = load_dir(dir, false, dummy, head);
+		if (!m)
+			continue;
+		EXPECT(m->lm_head.rows == m->cfg.vocab_size && m->lm_head.cols == m->cfg.hidden_size);
+		if (head)
+			EXPECTF(m->lm_head.dtype == DT_F8_E4M3 && m->embed.dtype != DT_F8_E4M3, "dummy %d", dummy);
+		else
+			EXPECTF(m->lm_head.data == m->embed.data, "dummy %d: the lm_head is not the embedding", dummy);
+		model_free(m);
+	}
+	unlink(path);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	unlink(path);
+	rmdir(dir);
 }
 
 /* The parts of every split row over T ranks tile [0, total) in rank order */
@@ -191,4 +257,5 @@ static void test_tp_parts_tile(void)
 	}
 }
 
-TESTS(T(test_registry), T(test_rows_well_formed), T(test_table_covers_layers), T(test_tp_parts_tile))
+TESTS(T(test_registry), T(test_rows_well_formed), T(test_table_covers_layers), T(test_tied_head),
+      T(test_tp_parts_tile))
