@@ -25,7 +25,9 @@ struct st_set; /* all shards of one checkpoint */
 
 /* Opens DIR/model.safetensors.index.json (shards) or else DIR/model.safetensors, or else the
  * single *.safetensors file in DIR. Validates every header: header length bound, JSON well
- * formed, known dtype, offsets inside the file, non-overlapping, nbytes == dtype x shape.
+ * formed, known dtype (F32, F16, BF16, F8_E4M3, F8_E8M0, I64, I32, I8, U8: DeepSeek-V4's FP4
+ * experts are I8 pairs of e2m1 codes with F8_E8M0 scales), offsets inside the file,
+ * non-overlapping, nbytes == dtype x shape.
  * Tensors of layers >= n_layers_keep (MTP modules) and "rotary_emb.inv_freq" are dropped
  * (n_layers_keep < 0 keeps all). Errors name the file and the tensor. */
 int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err *e);

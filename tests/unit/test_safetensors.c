@@ -245,6 +245,34 @@ static void test_fp8_scales(void)
 	}
 }
 
+/* DeepSeek-V4's dtypes: its FP4 experts as I8 [out, in/2] with F8_E8M0 scales [out, in/32]
+ * (5 layers with the MTP one, 8 experts, w1 w2 w3), its fp8 weights with F8_E8M0 scales per
+ * 128x128; a wmat-only dtype is no checkpoint's */
+static void test_v4_dtypes(void)
+{
+	struct st_set *s = NULL;
+	struct err e = {{0}};
+	EXPECTF(st_open(fixture_path("tiny-v4"), -1, &s, &e) == 0, "%s", e.msg);
+	if (!s)
+		return;
+	int n_i8 = 0, n_e8m0 = 0;
+	for (int i = 0; i < st_count(s); i++) {
+		n_i8 += st_at(s, i)->dtype == DT_I8;
+		n_e8m0 += st_at(s, i)->dtype == DT_F8_E8M0;
+	}
+	EXPECTF(n_i8 == 5 * 8 * 3 && n_e8m0 > n_i8, "%d I8, %d F8_E8M0 tensors", n_i8, n_e8m0);
+	const struct st_tensor *w, *sc;
+	EXPECTF(st_expect(s, "layers.2.ffn.experts.1.w1.weight", ST_DT(DT_I8), 128, 128, &w, &e) == 0, "%s", e.msg);
+	EXPECTF(st_expect(s, "layers.2.ffn.experts.1.w1.scale", ST_DT(DT_F8_E8M0), 128, 8, &sc, &e) == 0, "%s", e.msg);
+	EXPECT(st_expect(s, "layers.2.ffn.experts.1.w1.scale", ST_DT(DT_F32), 128, 8, &sc, &e) < 0 &&
+	       strstr(e.msg, "dtype F8_E8M0, expected F32"));
+	enum dtype dt;
+	EXPECT(dtype_from_name("F8_E8M0", &dt) == 0 && dt == DT_F8_E8M0 && dtype_size(dt) == 1);
+	EXPECT(dtype_from_name("U8", &dt) == 0 && dt == DT_U8 && dtype_size(dt) == 1);
+	EXPECT(dtype_from_name("F4_E2M1", &dt) < 0);
+	st_close(s);
+}
+
 static void test_expect(void)
 {
 	struct st_set *s = NULL;
@@ -571,5 +599,6 @@ static void test_corrupt_entries(void)
 	tmp_remove();
 }
 
-TESTS(T(test_open_fixtures), T(test_fp8_scales), T(test_expect), T(test_drop_layers), T(test_hand_built_and_dropped),
-      T(test_sharded), T(test_file_choice), T(test_corrupt_raw), T(test_corrupt_entries))
+TESTS(T(test_open_fixtures), T(test_fp8_scales), T(test_v4_dtypes), T(test_expect), T(test_drop_layers),
+      T(test_hand_built_and_dropped), T(test_sharded), T(test_file_choice), T(test_corrupt_raw),
+      T(test_corrupt_entries))
