@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "model/family.h"
 #include "model/forward.h"
+#include "model/step_scratch.h"
 #include "model/tensors_deepseek.h"
 #include "ops/route.h"
 
@@ -166,42 +167,6 @@ static void ds_log_loaded(const struct model *m)
 		      m->mtp.own_head ? ", its own head" : ", the model's lm_head");
 }
 
-static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
-
-/* Upper bound of one forward's scratch: mirrors the ALLOC calls of forward.c. */
-static size_t scratch_bytes(const struct model *m)
-{
-	const struct model_config *c = &m->cfg;
-	size_t n = (size_t)m->opt.max_batch_tokens, D = (size_t)c->hidden_size, H = (size_t)c->num_attention_heads;
-	size_t dn = (size_t)c->qk_nope_head_dim, dr = (size_t)c->qk_rope_head_dim, dv = (size_t)c->v_head_dim;
-	size_t Lq = (size_t)c->q_lora_rank, Lkv = (size_t)c->kv_lora_rank, row = Lkv + dr;
-	size_t k = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0), E = (size_t)c->n_routed_experts;
-	size_t Im = (size_t)c->moe_intermediate_size, Is = (size_t)c->n_shared_experts * Im, nk = n * k;
-	size_t dec = attn_decode_scratch_bytes(m->n_threads, m->opt.max_seqs, (int)n, (int)H, (int)Lkv, (int)dr);
-	size_t pre = attn_prefill_scratch_bytes((int)n, (int)H, (int)dn, (int)dr, (int)dv, (int)Lkv, m->ws_rows,
-						m->n_threads);
-	/* h, xn, the backend plan; MTP: its [n, 2D] input */
-	size_t persistent = (m->opt.load_mtp ? 4 : 2) * n * D * 4 + dec;
-	size_t attn = 4 * (n * H * (dn + dr) + n * row + n * Lq + n * H * dv + n * H * row + n * H * Lkv + n * H) +
-		      H * (sizeof(struct wmat) + sizeof(struct gemm_job) + 128) + pre + dec;
-	size_t dense = 4 * 2 * n * (size_t)c->intermediate_size;
-	size_t moe = 4 * (n * E + 2 * nk + 3 * (E + 1) + 2 * nk + nk * D + 2 * nk * Im + 2 * n * Is + nk * D + n * D) +
-		     (2 * E + 2) * sizeof(struct gemm_job);
-	if (config_is_sparse(c)) /* the indexer, then the absorbed path in chunks of 256 tokens */
-		attn += model_indexer_scratch_bytes(m) + 4 * (n + 1) + 64 +
-			attn_sparse_scratch_bytes(m->n_threads, n < 256 ? (int)n : 256, (int)H, c->index_topk,
-						  (int)Lkv, (int)dr);
-	size_t logits = n * D * 4;
-	/* TP / DCP: the all-reduce temporaries [2, n, D], lm_head's column slice [n, V/T], the
-	 * decode q all-gather [n, W*H, row], partial outputs and LSEs [W, n, W*H], the local
-	 * head outputs, and the prefill context gather */
-	size_t W = (size_t)(m->opt.comm ? m->opt.comm->dcp_size : 1), dist = 0;
-	if (m->tp_size > 1)
-		dist = 4 * (2 * n * D + n * (size_t)c->vocab_size + n * H * row + n * H * Lkv + (W + 2) * n * H) +
-		       attn_prefill_dcp_scratch_bytes(m->ws_rows, (int)W, (int)Lkv, (int)dr) + 16 * 64;
-	return persistent + dist + max_z(max_z(attn, dense), max_z(moe, logits)) + 64 * 64;
-}
-
 /* ---- what the model needs around it: the KV cache (the latent rows of every layer, and DeepSeek
  * Sparse Attention's indexer keys beside them) and the attention backend (dense or sparse) ---- */
 static int index_dim(const struct model *m) { return config_is_sparse(&m->cfg) ? m->cfg.index_head_dim : 0; }
@@ -237,7 +202,7 @@ const struct model_family model_family_deepseek = {
 	.load = ds_load,
 	.each_weight = ds_each_weight,
 	.log_loaded = ds_log_loaded,
-	.scratch_bytes = scratch_bytes,
+	.scratch_bytes = deepseek_step_scratch_bytes, /* step_scratch.c */
 	.forward = deepseek_forward,
 	.mtp_forward = deepseek_mtp_forward,
 	.kv_bytes_per_block = ds_kv_bytes_per_block,
