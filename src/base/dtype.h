@@ -11,8 +11,10 @@
 
 /* DT_I8: int8 weights of --quantization int8 (ops/quant_int8.h), and a checkpoint's I8 tensors
  * (V4's FP4 experts: e2m1 pairs as bytes); DT_F8_E8M0: scale bytes 2^(e - 127) (MXFP4's);
- * DT_F4_E2M1: a weight of e2m1 pairs, two per byte (ops/wf_fp4.c), never a checkpoint's dtype */
-enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_I8, DT_F8_E8M0, DT_U8, DT_F4_E2M1, DT_COUNT };
+ * DT_F4_E2M1: a weight of e2m1 pairs, two per byte (ops/wf_fp4.c), never a checkpoint's dtype;
+ * DT_I4: int4 weights in groups of 32 (ops/quant_int4.h), made at load */
+enum dtype { DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I64, DT_I32, DT_I8, DT_F8_E8M0, DT_U8, DT_F4_E2M1,
+	     DT_I4, DT_COUNT };
 
 size_t dtype_size(enum dtype dt);
 const char *dtype_name(enum dtype dt);                  /* safetensors spelling: "BF16" ... */

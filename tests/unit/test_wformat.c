@@ -1,9 +1,10 @@
 /* The weight format table (ops/wformat.h), row by row: every row complete (a name, an element,
  * a panel per level; a quantizing row its messages), looked up by dtype and name, --quantization
  * taking exactly the rows that quantize; and for each row a matrix made in it (floats as they
- * are, fp8 and int8 quantized at load through the row's quantize), whose views read the same
+ * are, fp8, int8 and int4 quantized at load through the row's quantize), whose views read the same
  * elements, whose bytes add up, and whose GEMM at every level, packed at load or not, agrees
- * with the sum of wmat_get x x (int8 within its activation rounding); a quantizer's errors. */
+ * with the sum of wmat_get x x (int8 and int4 within their activation rounding); a quantizer's
+ * errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static void test_table(void)
 	char names[64], small[6];
 	wformat_quant_names(names, sizeof names, "|");
 	wformat_quant_names(small, sizeof small, "|"); /* cut, terminated */
-	EXPECTF(!strcmp(names, "fp8|int8") && !strcmp(small, "fp8|i"), "'%s', '%s'", names, small);
+	EXPECTF(!strcmp(names, "fp8|int8|int4") && !strcmp(small, "fp8|i"), "'%s', '%s'", names, small);
 }
 
 /* owned by the test: every allocation kept, freed at the end */
@@ -174,9 +175,11 @@ static void test_rows(void)
 		for (int r = 0; r < R; r++)
 			for (int c = 0; c < C; c++) {
 				double v = wmat_get(&src, r, c), d = fabs(wmat_get(&w, r, c) - v);
-				/* fp8: 3 mantissa bits; int8: half a step of a row group's amax (<= 4) / 127 */
+				/* fp8: 3 mantissa bits; int8: half a step of a row group's amax (<= 4) / 127;
+				 * int4: a step of amax / 7.5 (+amax becomes 7) */
 				far += !(d <= (f->dtype == DT_F8_E4M3 ? fabs(v) / 16 + 1e-4
 					       : f->dtype == DT_I8    ? 2.0 / 127 + 1e-6
+					       : f->dtype == DT_I4    ? 4.0 / 7.5 + 1e-6
 								      : 1e-4));
 			}
 		EXPECTF(far == 0, "%s: %d values far from the source", f->name, far);
@@ -195,10 +198,19 @@ static void test_rows(void)
 					diff += wmat_get(&v, r, c) != wmat_get(&w, 7 + r, 100 + c);
 			EXPECTF(diff == 0 && !v.packed, "%s column view", f->name);
 			check_gemm_view(&v, f->dtype == DT_I8 ? 0.03 : 1e-5, f->name);
+		} else if (f->dtype == DT_I4) { /* columns from a 32-column group on */
+			v = wmat_view(&w, 64, 32, 64, 150);
+			diff = 0;
+			for (int r = 0; r < 32; r++)
+				for (int c = 0; c < 150; c++)
+					diff += wmat_get(&v, r, c) != wmat_get(&w, 64 + r, 64 + c);
+			EXPECTF(diff == 0 && wmat_bytes(&v) == 5 * 640, "%s column view", f->name);
+			check_gemm_view(&v, 0.03, f->name);
 		}
 		EXPECTF(wmat_bytes(&w) >= (size_t)R * C * (size_t)f->bits / 8, "%s bytes", f->name);
-		/* int8 quantizes its activations: a step of 1/127 of each group's amax */
-		double tol = f->dtype == DT_I8 ? 0.03 : 1e-5;
+		/* int8 and int4 (below bf16 dot products) quantize their activations: a step of 1/127 of
+		 * each group's amax */
+		double tol = f->dtype == DT_I8 || f->dtype == DT_I4 ? 0.03 : 1e-5;
 		check_gemm(&w, 1, tol, f->name);
 		check_gemm(&w, 45, tol, f->name);
 		if (f->prepack && prepack_wanted(&w, true)) { /* the packed copy, as the model's */
