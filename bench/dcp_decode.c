@@ -1,5 +1,5 @@
 /* DCP decode attention, one layer, per step: on each of the W ranks of a tp = dcp = W group
- * (started by mpirun; W = 1 runs without MPI), the pieces of mla-dcp-spec §4.8 timed apart:
+ * (started by mpirun; W = 1 runs without MPI), the pieces of docs/mla-dcp.md §4.8 timed apart:
  *   q all-gather     comm_dcp_allgather_inner: q [B, H/W, 576] -> [B, H, 576]
  *   attention        backend plan + decode (FLASHMLA by default) for all H heads over this
  *                    rank's KV shard (local_len(L) ~ L/W tokens per sequence), wall and

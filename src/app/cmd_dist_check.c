@@ -323,7 +323,7 @@ static void check_plans(struct check *k)
 }
 
 /* Reference attention of one (sequence, head) over the keys listed by pos[n]: the MQA decode
- * path of mla-dcp-spec §2.6 (score = q . row, value = the first D of the row). */
+ * path of docs/mla-dcp.md §2.6 (score = q . row, value = the first D of the row). */
 static void attend(const float *q, int row, int D, float scale, int n, const int *pos, const float *kv, float *out,
 		   float *lse)
 {

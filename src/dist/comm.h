@@ -1,5 +1,5 @@
 /* The communicator: MPI ranks (or a world of one without MPI), the TP and DCP groups of
- * mla-dcp-spec §4.2, the collectives the forward needs, and the step-plan broadcast.
+ * docs/mla-dcp.md §4.2, the collectives the forward needs, and the step-plan broadcast.
  *
  * Layout: TP groups are consecutive runs of tp ranks; DCP groups are consecutive runs of dcp
  * ranks, so each lies inside one TP group (TP=8, DCP=2: {0,1} {2,3} {4,5} {6,7}).

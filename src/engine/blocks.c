@@ -1,4 +1,4 @@
-/* KV block pool with prefix caching (spec B.4/B.5). */
+/* KV block pool with prefix caching (docs/reference.md B.4/B.5). */
 #include "engine/blocks.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The KV block pool (spec B.4/B.5): fixed-size blocks lent by id with reference counts,
+/* The KV block pool (docs/reference.md B.4/B.5): fixed-size blocks lent by id with reference counts,
  * block 0 reserved as the null block, a doubly-linked free queue (allocate from the head,
  * free to the tail) and prefix caching of full blocks by chained keyed hashes with token
  * comparison on every hit. Cached blocks that nobody references stay in the free queue and

@@ -2,7 +2,7 @@
  * dist/comm): rank 0's engine forward hook broadcasts the pointer-free step plan and runs its
  * shard; every other rank loops on the plans and runs the same forward on its shard.
  *
- * Every rank turns the one plan into its own batch: under DCP (mla-dcp-spec §4.3) the slot
+ * Every rank turns the one plan into its own batch: under DCP (docs/mla-dcp.md §4.3) the slot
  * of a token another rank stores becomes -1, local_seq_lens is the rank's share of each
  * sequence, and the plan's (virtual, block_size x W) block ids address the rank's physical
  * blocks of block_size tokens.

@@ -279,7 +279,7 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 		goto fail;
 	}
 	/* Under DCP the scheduler's block is virtual: bs x W tokens, of which each rank stores
-	 * bs in its physical block of the same id (mla-dcp-spec §4.1). */
+	 * bs in its physical block of the same id (docs/mla-dcp.md §4.1). */
 	int W = o->dcp_size > 1 ? o->dcp_size : 1;
 	int vbs = bs * W;
 	int I = o->dcp_interleave > 0 ? o->dcp_interleave : 1;

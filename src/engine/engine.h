@@ -1,6 +1,6 @@
 /* The inference engine: a thread that owns the scheduler, the KV block pool and the model
  * runner, fed by engine_submit and drained through per-request handles. The HTTP server and
- * the offline `generate` command both use this API (../docs/DESIGN.md §2).
+ * the offline `generate` command both use this API (docs/DESIGN.md §2).
  *
  * Threading: every function here is safe to call from any thread. Only the engine thread
  * touches scheduler state; submit/cancel post to its inbox, events are delivered through a
@@ -64,7 +64,7 @@ struct engine_options {
 	int32_t eos_ids[8];
 	struct engine_forward_hook hook; /* forward == NULL: local model_forward */
 	/* Decode context parallelism as seen by the scheduler/runner (1 = off): resolves the
-	 * reorder threshold (mla-dcp-spec §1.1) and makes the scheduler's block virtual,
+	 * reorder threshold (docs/mla-dcp.md §1.1) and makes the scheduler's block virtual,
 	 * block_size x dcp_size tokens, while the local KV cache keeps block_size (§4.1). */
 	int dcp_size, dcp_interleave;
 	/* Speculative decoding (method SPEC_NONE: off): drafts verified in the next step; the
@@ -132,7 +132,7 @@ int engine_next_event(struct engine_req *r, struct engine_event *ev, int timeout
  * a step run at most ENGINE_PROMPT_LOGPROBS_CHUNK prompt tokens together. Valid until engine_release. */
 const struct engine_logprob *engine_prompt_logprobs(struct engine_req *r, int *n);
 
-/* ---- metrics (spec C.8; struct engine_stats: engine/stats.h) ---- */
+/* ---- metrics (docs/reference.md C.8; struct engine_stats: engine/stats.h) ---- */
 
 void engine_stats_get(struct engine *eng, struct engine_stats *s);
 

@@ -1,5 +1,5 @@
 /* Why a sequence ends: the one decision and its one enum (nano-vllm's postprocess, with
- * vLLM's stop strings and our grammar ends). The stop conditions of spec B.6 in one order:
+ * vLLM's stop strings and our grammar ends). The stop conditions of docs/reference.md B.6 in one order:
  * the length limits first (so max_model_len is never passed), then, past min_tokens, EOS
  * and the stop token ids, then a stop string completed in the token's text, then the
  * grammar's end. The scheduler calls finish_check when it appends a token (so that it

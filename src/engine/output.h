@@ -1,4 +1,4 @@
-/* The output stage of one choice: incremental detokenization and stop strings (spec B.6:
+/* The output stage of one choice: incremental detokenization and stop strings (docs/reference.md B.6:
  * stop strings are found in the detokenized text, which is truncated before the stop string
  * unless include_stop_str_in_output). Text that could still become the start of a stop
  * string is held back (vLLM's stop buffer) so a delta never has to be taken back; deltas

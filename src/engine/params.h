@@ -1,4 +1,4 @@
-/* A request's sampling parameters (vLLM SamplingParams semantics, spec C.2): the server's
+/* A request's sampling parameters (vLLM SamplingParams semantics, docs/reference.md C.2): the server's
  * defaults, the parameters, their limits and their validation. Plain values: what the
  * sampler, the output stage and the HTTP layer read alike (engine.h for the engine). */
 #ifndef MLA_ENGINE_PARAMS_H
@@ -18,7 +18,7 @@ struct guide_grammar;
 #define ENGINE_MAX_LOGIT_BIAS 300
 
 /* Server-side defaults: generation_config.json values (or the OpenAI defaults when absent).
- * A request's explicit value wins over these (spec C.2 "sampling default precedence"). */
+ * A request's explicit value wins over these (docs/reference.md C.2 "sampling default precedence"). */
 struct sampling_defaults {
 	float temperature;                         /* 1.0 */
 	float top_p;                               /* 1.0 */
@@ -81,7 +81,7 @@ struct sampling_params {
  * skip_special_tokens = true, no seed, no stops. */
 void sampling_params_init(struct sampling_params *p, const struct sampling_defaults *d);
 void sampling_defaults_init(struct sampling_defaults *d); /* the OpenAI defaults */
-/* Range checks of spec C.2; error names the field and the value. */
+/* Range checks of docs/reference.md C.2; error names the field and the value. */
 int sampling_params_validate(const struct sampling_params *p, int vocab_size, struct err *e);
 
 #endif

@@ -1,4 +1,4 @@
-/* Batch reordering (mla-dcp-spec §1.4) and the decode/prefill split (§1.5). */
+/* Batch reordering (docs/mla-dcp.md §1.4) and the decode/prefill split (§1.5). */
 #include "engine/reorder.h"
 
 #include <stdlib.h>

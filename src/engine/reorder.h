@@ -1,4 +1,4 @@
-/* Batch reordering and the decode/prefill split (mla-dcp-spec §1.4, §1.5): decodes first,
+/* Batch reordering and the decode/prefill split (docs/mla-dcp.md §1.4, §1.5): decodes first,
  * then extends (continuing prefills), then fresh prefills, moved with the minimal-swap
  * cycle-following permutation vLLM uses, so that the exact orders match. */
 #ifndef MLA_ENGINE_REORDER_H

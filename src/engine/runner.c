@@ -56,7 +56,7 @@ void runner_fini(struct runner *rn)
 
 /* ---- pieces of both plans (the model's step and the MTP module's) ---- */
 
-/* perm[k]: the sequence that goes k-th (decodes first, spec §1.4), or the given order */
+/* perm[k]: the sequence that goes k-th (decodes first, docs/mla-dcp.md §1.4), or the given order */
 static void plan_order(const struct runner *rn, int n, const int32_t *n_q, const int32_t *n_comp, int32_t *perm)
 {
 	if (rn->c.threshold > 0)
@@ -74,7 +74,7 @@ static void plan_bt_row(int32_t *row, const struct kv_seq *kv, int max_blocks)
 		row[j] = 0;
 }
 
-/* the decode / prefill split of the ordered plan (spec §1.5) */
+/* the decode / prefill split of the ordered plan (docs/mla-dcp.md §1.5) */
 static void plan_split(const struct runner *rn, struct step_plan *p)
 {
 	if (rn->c.threshold <= 0)

@@ -1,4 +1,4 @@
-/* Token sampling with vLLM V1 Sampler semantics (spec C.2): raw logprobs captured first,
+/* Token sampling with vLLM V1 Sampler semantics (docs/reference.md C.2): raw logprobs captured first,
  * then logit_bias and the min_tokens mask, penalties (repetition over prompt + output,
  * frequency / presence over output), greedy argmax when temperature < 1e-5, else
  * temperature, min_p, top_k, top_p, and a draw from the request's own RNG (so a seeded

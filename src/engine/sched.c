@@ -1,4 +1,4 @@
-/* vLLM V1 scheduler (spec B.2/B.3/B.6). */
+/* vLLM V1 scheduler (docs/reference.md B.2/B.3/B.6). */
 #include "engine/sched.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The scheduler: vLLM V1's algorithm (spec B.2/B.3/B.6). Each step gives every scheduled
+/* The scheduler: vLLM V1's algorithm (docs/reference.md B.2/B.3/B.6). Each step gives every scheduled
  * request some number of new tokens so num_computed catches up with num_tokens: running
  * requests first (in admission order), then waiting ones FCFS, under a token budget and a
  * running-request cap, with chunked prefill, recompute preemption of the most recently

@@ -1,4 +1,4 @@
-/* The engine's metrics (spec C.8): counters and latency histograms, read through
+/* The engine's metrics (docs/reference.md C.8): counters and latency histograms, read through
  * engine_stats_get (engine.h) and kept by the engine thread under the engine's lock. */
 #ifndef MLA_ENGINE_STATS_H
 #define MLA_ENGINE_STATS_H

@@ -1,4 +1,4 @@
-/* config.json → a validated model configuration (spec A.1). */
+/* config.json → a validated model configuration (docs/reference.md A.1). */
 #ifndef MLA_IO_CONFIG_H
 #define MLA_IO_CONFIG_H
 

@@ -52,7 +52,7 @@ static int set_shared(struct model *m, struct err *e)
 	m->n_threads = m->opt.pool ? pool_size(m->opt.pool) : 1;
 	m->ws_rows = m->opt.max_model_len < 1024 ? m->opt.max_model_len : 1024;
 	int W = m->opt.comm ? m->opt.comm->dcp_size : 1;
-	if (W > 1) { /* DCP context chunks: whole multiples of W x I (mla-dcp-spec §4.6) */
+	if (W > 1) { /* DCP context chunks: whole multiples of W x I (docs/mla-dcp.md §4.6) */
 		int wi = W * (m->opt.dcp_interleave > 0 ? m->opt.dcp_interleave : 1);
 		m->ws_rows = (m->ws_rows + wi - 1) / wi * wi;
 	}

@@ -1,5 +1,5 @@
 /* Rotary embedding on interleaved pairs (x[2i], x[2i+1]) with DeepSeek YaRN frequencies
- * (spec A.5, A.6). */
+ * (docs/reference.md A.5, A.6). */
 #ifndef MLA_OPS_ROPE_H
 #define MLA_OPS_ROPE_H
 

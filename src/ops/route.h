@@ -1,4 +1,4 @@
-/* MoE gate routing (spec A.7): softmax or sigmoid scores, correction bias for selection only,
+/* MoE gate routing (docs/reference.md A.7): softmax or sigmoid scores, correction bias for selection only,
  * group-limited selection (group score = max, or top-2 sum with a bias), -inf masking of the
  * dropped groups, top-k with the lower index winning ties, optional renormalisation, and the
  * routed scaling factor folded into the weights (same math as scaling the routed sum). */

@@ -1,6 +1,6 @@
 /* The OpenAI-compatible HTTP server (`mlaserve serve`): libmicrohttpd, one thread per
  * connection (bounded by max_connections), streaming through a blocking content reader.
- * Endpoints (spec C.1): GET /health /ping /version /v1/models /metrics, POST /ping
+ * Endpoints (docs/reference.md C.1): GET /health /ping /version /v1/models /metrics, POST /ping
  * /v1/chat/completions /v1/completions /tokenize /detokenize. */
 #ifndef MLA_SERVER_SERVER_H
 #define MLA_SERVER_SERVER_H

@@ -1,4 +1,4 @@
-/* DCP math (mla-dcp-spec §4; Test ideas 14, 15, 16 (combine), 17 (mask), 18 (chunks), 19). */
+/* DCP math (docs/mla-dcp.md §4): the combine, the causal mask, context chunks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

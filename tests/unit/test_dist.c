@@ -18,7 +18,7 @@ static void no_launcher_env(void)
 
 static void test_layout_tp8_dcp2(void)
 {
-	/* spec §4.2: TP=8, DCP=2 gives dcp groups {0,1} {2,3} {4,5} {6,7} */
+	/* docs/mla-dcp.md §4.2: TP=8, DCP=2 gives dcp groups {0,1} {2,3} {4,5} {6,7} */
 	for (int r = 0; r < 8; r++) {
 		struct comm_layout l;
 		EXPECT_EQ_INT(comm_layout_compute(8, r, 8, 2, &l, NULL), 0);

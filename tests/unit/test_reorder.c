@@ -1,5 +1,5 @@
-/* Batch reordering, the decode/prefill split and threshold resolution (mla-dcp-spec §1, §5,
- * §6 test_batch_reordering, Test ideas 1-4). */
+/* Batch reordering, the decode/prefill split and threshold resolution (docs/mla-dcp.md §1, §5,
+ * §6 test_batch_reordering). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,7 +140,7 @@ static void test_split_decodes_and_prefills(void)
 	EXPECT_SPLIT(split(NULL, 0, 1, false), 0, 0, 0, 0);
 }
 
-/* ---- threshold resolution (Test ideas 4) ---- */
+/* ---- threshold resolution ---- */
 
 static bool never(int i)
 {

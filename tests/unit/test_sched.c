@@ -1,5 +1,5 @@
 /* Scheduler: budgets, chunked prefill, max_num_seqs, preemption order, prefix hits, stop
- * conditions, and every block free again when all requests finish (spec B.2-B.6). */
+ * conditions, and every block free again when all requests finish (docs/reference.md B.2-B.6). */
 #include <stdlib.h>
 #include <string.h>
 

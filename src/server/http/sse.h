@@ -1,4 +1,4 @@
-/* Server-sent events framing (spec C.4) into the byte buffer the HTTP layer streams from
+/* Server-sent events framing (docs/reference.md C.4) into the byte buffer the HTTP layer streams from
  * (base/strbuf.h): every event is "data: <compact json>\n\n"; the stream ends with
  * "data: [DONE]\n\n". */
 #ifndef MLA_SERVER_HTTP_SSE_H

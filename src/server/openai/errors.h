@@ -1,4 +1,4 @@
-/* OpenAI-style API errors: {"error": {"message", "type", "param", "code"}} (spec C.6).
+/* OpenAI-style API errors: {"error": {"message", "type", "param", "code"}} (docs/reference.md C.6).
  * Request parsing and handlers fill a struct api_error; routes_reply_error (routes.h) answers
  * with its body, and the transport's own errors get the same body (routes_error_body). */
 #ifndef MLA_SERVER_OPENAI_ERRORS_H

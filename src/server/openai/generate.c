@@ -1,7 +1,7 @@
 /* /v1/chat/completions and /v1/completions (and /v1/responses, as a chat request answered in
  * its own shapes: server/openai/responses.h): parse + validate, render the chat template, tokenize,
  * submit to the engine (one handle per prompt, n choices each), then either collect the whole
- * answer (here) or stream it as SSE (generate_stream.c; spec C.3-C.5). */
+ * answer (here) or stream it as SSE (generate_stream.c; docs/reference.md C.3-C.5). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The streamed answer of generate.c (SSE, spec C.4): a chunk per engine event, in the shapes of
+/* The streamed answer of generate.c (SSE, docs/reference.md C.4): a chunk per engine event, in the shapes of
  * the request's API (chat, completions, or the Responses API's typed events). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Response bodies in vLLM's OpenAI-compatible shapes (spec C.3-C.5): chat.completion,
+/* Response bodies in vLLM's OpenAI-compatible shapes (docs/reference.md C.3-C.5): chat.completion,
  * chat.completion.chunk, text_completion (whole and chunks), usage, logprobs, /v1/models.
  * Every string that came from the model goes through utf8_sanitize, so a broken byte
  * sequence becomes U+FFFD instead of a serialization failure. Builders return new

@@ -1,4 +1,4 @@
-/* Parsing and validation of /v1/chat/completions and /v1/completions bodies (spec C.2, C.5)
+/* Parsing and validation of /v1/chat/completions and /v1/completions bodies (docs/reference.md C.2, C.5)
  * into engine sampling parameters. Pure functions: no engine, no tokenizer, no I/O, so every
  * rule and every error body is unit-tested (tests/unit/test_server_request.c).
  *

@@ -1,4 +1,4 @@
-/* Parser for one streamed OpenAI response (server-sent events, spec C.4/C.5) as the
+/* Parser for one streamed OpenAI response (server-sent events, docs/reference.md C.4/C.5) as the
  * benchmark client receives it: bytes arrive in arbitrary pieces with their arrival time;
  * the parser assembles SSE events (data: lines up to a blank line), decodes each with
  * jansson and records the timing of content chunks, the usage chunk, error events and the
