@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "base/mono.h"
 #include "setup/cli_util.h"
@@ -273,7 +274,7 @@ static int resolve_opts(struct serve_opts *o, char *model_dir, size_t n, struct 
 	}
 	o->sc.model_root = model_dir;
 	if (!o->sc.api_key)
-		o->sc.api_key = getenv("MLASERVE_API_KEY");
+		o->sc.api_key = env_get(ENV_API_KEY);
 	if (!o->sc.api_key)
 		o->sc.api_key = getenv("VLLM_API_KEY");
 	if (o->sc.api_key && !o->sc.api_key[0])

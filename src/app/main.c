@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "tools/tools.h"
 
+#include "base/env.h"
 #include "base/version.h"
 
 static int cmd_version(int argc, char **argv)
@@ -36,6 +37,9 @@ static void usage(FILE *f)
 	fprintf(f, "usage: mlaserve COMMAND [options]   (mlaserve COMMAND --help for its options)\n\n");
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nenvironment:\n");
+	for (int v = 0; v < ENV_COUNT; v++)
+		fprintf(f, "  %-27s %s\n", env_name((enum env_var)v), env_help((enum env_var)v));
 }
 
 int main(int argc, char **argv)

@@ -1,5 +1,6 @@
 #include "base/bigmem.h"
 
+#include "base/env.h"
 #include "base/log.h"
 
 #include <pthread.h>
@@ -141,7 +142,7 @@ static double huge_ms, small_ms;
 
 static void hugepages_decide(void)
 {
-	const char *hp = getenv("MLASERVE_HUGEPAGES");
+	const char *hp = env_get(ENV_HUGEPAGES);
 	if (hp && *hp) {
 		hugepages_on = strcmp(hp, "0") != 0;
 		return;
@@ -262,7 +263,7 @@ static size_t cgroup_left(void)
 
 size_t bigmem_available(void)
 {
-	const char *env = getenv("MLASERVE_MEM_AVAILABLE");
+	const char *env = env_get(ENV_MEM_AVAILABLE);
 	size_t forced = env && *env ? parse_size(env) : 0;
 	if (forced)
 		return forced;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "dist/comm.h"
 
 int dist_launch_argv(const char *mpirun, const char *exe, int argc, char **argv, int n_ranks, char *np_buf, int np_cap,
@@ -128,7 +129,7 @@ static void watchdog(pid_t mpirun, const char *name)
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
-	const char *g = getenv(DIST_GRACE_ENV);
+	const char *g = env_get(ENV_MPIRUN_GRACE);
 	double grace = g && atof(g) > 0 ? atof(g) : 10, none_since = 0;
 	bool seen = false;
 	struct timespec nap = {0, 200000000L};
@@ -161,7 +162,7 @@ int dist_maybe_relaunch(int argc, char **argv, int n_ranks, struct err *e)
 {
 	if (n_ranks <= 1 || comm_under_launcher())
 		return 0;
-	if (getenv(DIST_LAUNCH_ENV))
+	if (env_get(ENV_DIST_LAUNCHED))
 		return err_set(e,
 			       "self-launch of %d ranks: %s is set but no mpi launcher variables are (mpirun did not "
 			       "start the ranks)",
@@ -171,7 +172,7 @@ int dist_maybe_relaunch(int argc, char **argv, int n_ranks, struct err *e)
 	if (k <= 0)
 		return err_set(e, "self-launch: cannot read /proc/self/exe: %s", strerror(errno));
 	exe[k] = 0;
-	const char *mpirun = getenv(DIST_MPIRUN_ENV);
+	const char *mpirun = env_get(ENV_MPIRUN);
 	if (!mpirun || !*mpirun)
 		mpirun = "mpirun";
 	int cap = argc + 32;

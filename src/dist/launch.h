@@ -8,14 +8,15 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "base/env.h"
 #include "base/err.h"
 
 /* Set in the ranks of a self-launch; seeing it without a launcher means the launch failed. */
-#define DIST_LAUNCH_ENV "MLASERVE_DIST_LAUNCHED"
+#define DIST_LAUNCH_ENV ENV_NAME_DIST_LAUNCHED
 /* Overrides the mpirun program (default: "mpirun" on PATH). */
-#define DIST_MPIRUN_ENV "MLASERVE_MPIRUN"
+#define DIST_MPIRUN_ENV ENV_NAME_MPIRUN
 /* Seconds mpirun has to end after its last rank did before it is killed (default 10). */
-#define DIST_GRACE_ENV "MLASERVE_MPIRUN_GRACE"
+#define DIST_GRACE_ENV ENV_NAME_MPIRUN_GRACE
 
 /* Call early, before threads or files are opened, with the sub-command's argc/argv as
  * app/commands.h passes them (argv[0] = the command name, e.g. "serve"). Returns 0 when the

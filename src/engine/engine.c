@@ -13,6 +13,7 @@
 
 #include "attn/attn.h"
 #include "attn/threshold.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "base/mono.h"
 #include "engine/blocks.h"
@@ -240,7 +241,7 @@ static void *engine_main(void *arg)
 static const struct attn_backend *pick_backend(const struct engine_options *o, struct err *e)
 {
 	const struct attn_backend *b = o->backend;
-	const char *env = getenv("MLASERVE_ATTENTION_BACKEND");
+	const char *env = env_get(ENV_ATTENTION_BACKEND);
 	if (!b && env && *env && !(b = attn_backend_by_name(env))) {
 		err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", env);
 		return NULL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/log.h"
 
 #include <cpuid.h>
@@ -50,7 +51,7 @@ static enum ops_level probe(void)
 	/* the cap first: below amx the process does not even ask for the tile permission (it
 	 * enlarges every signal frame of the threads that use tiles) */
 	int cap_level = OPS_N_LEVELS - 1;
-	const char *cap = getenv("MLASERVE_CPU_LEVEL");
+	const char *cap = env_get(ENV_CPU_LEVEL);
 	if (cap && *cap) {
 		int i = 0;
 		if (!strcmp(cap, "avx2_vnni"))

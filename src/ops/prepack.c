@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "ops/bf16_512.h"
@@ -39,7 +40,7 @@ static bool prepack_enabled(void)
 	static atomic_int cached = -1;
 	int v = atomic_load_explicit(&cached, memory_order_relaxed);
 	if (v < 0) {
-		const char *s = getenv("MLASERVE_PREPACK");
+		const char *s = env_get(ENV_PREPACK);
 		v = !s || !*s || strcmp(s, "0") != 0;
 		if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
 			LOG_W("ops", "MLASERVE_PREPACK=%s is neither 0 nor 1: ignored, packing", s);

@@ -10,6 +10,7 @@
 
 #include "attn/attn.h"
 #include "base/dtype.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "io/config.h"
 #include "model/model.h"
@@ -424,7 +425,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
 	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
 	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
-									  : getenv("MLASERVE_ATTENTION_BACKEND");
+									  : env_get(ENV_ATTENTION_BACKEND);
 	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
 	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
 		return err_prefix(e, "%s", a->model_dir);

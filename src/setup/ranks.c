@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "dist/launch.h"
 #include "engine/dist_exec.h"
@@ -19,7 +20,7 @@ static int default_block_size(const struct engine_args *a, bool sparse, const st
 {
 	const char *name = a->attention_backend;
 	if (!name || !*name)
-		name = getenv("MLASERVE_ATTENTION_BACKEND");
+		name = env_get(ENV_ATTENTION_BACKEND);
 	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default(sparse);
 	if (!*be)
 		return err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", name);
