@@ -10,8 +10,12 @@
  * where the kernel picks its integer decode (ops_cpu_denormals_fast): also
  * "prepacked f16", the same kernel with its f16 decode.
  *
- *   gemm_levels [--dtype bf16|fp8|int8|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
- *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1]
+ * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x, AVX512_BF16).
+ * --bytes: after each row, each variant's best time per matrix (us) and the weight bytes it read
+ * per second (GB/s: wmat_bytes, int4 5 bits a weight with its scales).
+ *
+ *   gemm_levels [--dtype bf16|fp8|int8|int4|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
+ *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1] [--bytes]
  * --jobs J: J matrices per call, each with its own x and y columns (as the model's per-head
  * W_UK / W_UV: 128 jobs of 512x128 or 128x512 in V3).
  */
@@ -25,6 +29,7 @@
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
+#include "ops/quant_int4.h"
 #include "ops/quant_int8.h"
 
 #include "bench_util.h"
@@ -44,12 +49,16 @@ int main(int argc, char **argv)
 {
 	int n_jobs = 1;
 	const char *dtn = "bf16";
-	int rows = 2048, cols = 2048, reps = 9, threads = 2, ns[MAX_N], nn = 0, prepacked_only = 0;
+	int rows = 2048, cols = 2048, reps = 9, threads = 2, ns[MAX_N], nn = 0, prepacked_only = 0, show_bytes = 0;
 	const char *nlist = "8,16,24,32,48,64,128,512";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--prepacked-only")) {
 			prepacked_only = 1;
+			continue;
+		}
+		if (!strcmp(a, "--bytes")) {
+			show_bytes = 1;
 			continue;
 		}
 		if (!v) {
@@ -78,6 +87,7 @@ int main(int argc, char **argv)
 	}
 	enum dtype dt = !strcmp(dtn, "fp8")    ? DT_F8_E4M3
 			: !strcmp(dtn, "int8") ? DT_I8
+			: !strcmp(dtn, "int4") ? DT_I4
 			: !strcmp(dtn, "f16")  ? DT_F16
 			: !strcmp(dtn, "f32")  ? DT_F32
 					       : DT_BF16;
@@ -119,16 +129,18 @@ int main(int argc, char **argv)
 				     .scale_ld = sc,
 				     .blk_r = 128,
 				     .blk_c = 128};
-		if (dt == DT_I8) { /* W8A8: quantized from these bytes read as bf16 */
+		if (dt == DT_I8 || dt == DT_I4) { /* W8A8 / int4: quantized from random bf16 values */
 			struct wmat src = w[m];
 			src.dtype = DT_BF16;
 			uint16_t *h = malloc(2 * wb);
 			for (size_t i = 0; i < wb; i++)
 				h[i] = f32_to_bf16((float)(next_rand() % 2001) / 1000.0f - 1.0f);
 			src.data = h;
-			char *q = malloc(int8_data_bytes(rows, cols));
+			size_t qb = dt == DT_I8 ? int8_data_bytes(rows, cols) : int4_data_bytes(rows, cols);
+			char *q = aligned_alloc(64, (qb + 63) / 64 * 64);
 			int br, bc;
-			if (!q || quant_int8_weights(pool, &src, 0, rows, 0, cols, q, &w[m], &br, &bc))
+			if (!q || (dt == DT_I8 ? quant_int8_weights : quant_int4_weights)(pool, &src, 0, rows, 0, cols,
+											  q, &w[m], &br, &bc))
 				return 1;
 			free(h);
 			free(d);
@@ -171,17 +183,24 @@ int main(int argc, char **argv)
 			var[2] = var[1], var[2].name = "prepacked f16", var[2].f16 = 1, nv = 3;
 	}
 	int v0 = prepacked_only && nv > 3 ? 3 : 0; /* the first variant run: the ratios' baseline */
-	if (dt == DT_I8) { /* the int8 kernels: AVX2, AVX-VNNI and AVX-512 VNNI where the CPU has them */
+	if (dt == DT_I8 || dt == DT_I4) { /* the int8 kernels: AVX2, AVX-VNNI and AVX-512 VNNI where the CPU has
+					  * them; int4's W4A8 as well, and its W4A16 on bf16 x */
 		int vnni0 = ops_cpu_has_avx_vnni();
 		ops_cpu_set_avx_vnni(1);
 		int has_vnni = ops_cpu_has_avx_vnni();
 		ops_cpu_set_avx_vnni(vnni0);
+		int i4 = dt == DT_I4;
 		nv = 0;
-		var[nv].lvl = OPS_AVX2, var[nv].name = "int8 avx2", var[nv++].vnni = 0;
+		var[nv].lvl = OPS_AVX2, var[nv].name = i4 ? "w4a8 avx2" : "int8 avx2", var[nv++].vnni = 0;
 		if (has_vnni)
-			var[nv].lvl = OPS_AVX2, var[nv].name = "int8 avx-vnni", var[nv++].vnni = 1;
+			var[nv].lvl = OPS_AVX2, var[nv].name = i4 ? "w4a8 avx-vnni" : "int8 avx-vnni",
+			var[nv++].vnni = 1;
 		if (best >= OPS_AVX512)
-			var[nv].lvl = OPS_AVX512, var[nv].name = "int8 avx512", var[nv++].vnni = 0;
+			var[nv].lvl = OPS_AVX512, var[nv].name = i4 ? "w4a8 avx512" : "int8 avx512",
+			var[nv++].vnni = 0;
+		if (i4 && best >= OPS_AVX512_BF16)
+			var[nv].lvl = OPS_AVX512_BF16, var[nv].xb = 1, var[nv].name = "w4a16 bf16-dp",
+			var[nv++].vnni = 0;
 		v0 = prepacked_only ? nv - 1 : 0;
 	}
 	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",
@@ -228,6 +247,13 @@ int main(int argc, char **argv)
 			printf(" %8.1f (%4.2fx)", 2.0 * rows * cols * n / t[v][0] * 1e-9, ratio[reps / 2]);
 		}
 		printf("\n");
+		if (show_bytes) { /* t[v] sorted: t[v][0] the best */
+			printf("%6s", "us,GB/s");
+			for (int v = v0; v < nv; v++)
+				printf(" %7.1f %8.1f", t[v][0] * 1e6,
+				       (double)wmat_bytes(var[v].packed ? &wp[0] : &w[0]) / t[v][0] * 1e-9);
+			printf("\n");
+		}
 	}
 	for (int m = 0; m < ncopy; m++) {
 		free((void *)w[m].data);
