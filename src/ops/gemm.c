@@ -52,7 +52,8 @@ static int job_panel(enum ops_level lvl, const struct gemm_job *j)
 	/* prepacked: a chunk is reused across token tiles whatever the item size, so items only
 	 * set how often a thread's stream jumps (a cold start each time): 256 rows measured
 	 * 1.05-1.1x 64 at 6-12 tokens (MoE experts at batch 64), no worse elsewhere */
-	if (lvl >= OPS_AVX512_BF16 && j->w->packed && j->w->packed_kind == PREPACK_KIND_DP && j->x_bf16)
+	if (lvl >= OPS_AVX512_BF16 && j->w->packed && j->w->packed_kind == PREPACK_KIND_DP &&
+	    (j->x_bf16 || j->act_fp8))
 		return 4 * PANEL;
 	return j->n <= 3 ? 4 * PANEL : PANEL;
 }

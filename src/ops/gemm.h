@@ -24,7 +24,12 @@ struct wmat {
 	const void *data; /* element (0, 0) of the view */
 	int rows, cols;
 	int64_t ld;
-	const float *scale; /* fp8 only: [ceil(full_rows/blk_r), scale_ld] */
+	/* the scale grid [ceil(full_rows/blk_r), scale_ld]: fp32 (fp8, WSCALE_F32 / UE8M0), or
+	 * one byte 2^(e - 127) per block (fp4, WSCALE_E8M0: DeepSeek-V4's F8_E8M0 tensors) */
+	union {
+		const float *scale;
+		const uint8_t *scale_e8m0;
+	};
 	int scale_ld, row0, col0, blk_r, blk_c;
 	/* optional: the view's weights packed for the bf16 dot-product kernels (ops/prepack.h),
 	 * packed_pairs column pairs per 32-row block (fp8: packed_scale, each row's block scale
@@ -53,6 +58,11 @@ struct gemm_job {
 	 * bfloat16): bf16 and fp8 weights may then run bf16 dot products, whose products are
 	 * exact, so only the fp32 summation order differs from the fp32 path. */
 	int x_bf16;
+	/* DeepSeek-V4's act_quant: x rounded to e4m3 per token and 128 columns under a ue8m0
+	 * scale before the product (ops/wformat.h: wact_fp8_act128), by the rows whose GEMMs V4
+	 * quantizes (fp8, fp4); the others read x as it is, as they all do without scratch
+	 * memory for the rounded copy. 0: x exactly (V4's float32 mode). */
+	int act_fp8;
 	/* y rounded to bf16 (nearest even, as ops_round_bf16) once final, by the thread that
 	 * computed it while it is in cache: the model's activation rounding without a serial
 	 * pass over y */

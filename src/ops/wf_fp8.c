@@ -130,11 +130,29 @@ static void fp8_prepack(struct wmat *w, uint32_t *dst, struct pool *p, int kind)
 	w->packed_scale = (const float *)(const void *)((const char *)dst + prepack_value_bytes(w));
 }
 
+/* the bf16 rows of the dot-product kernels on the packed copy; under gemm_job.act_fp8 x
+ * rounded through fp8 first (those bf16 rows, or fp32 rows for every other kernel) */
+static const struct wact *fp8_act(enum ops_level lvl, const struct gemm_job *j)
+{
+	const struct wmat *w = j->w;
+	if (!j->act_fp8)
+		return wformat_act_dp(lvl, j);
+	return lvl >= OPS_AVX512_BF16 && w->packed && w->packed_kind == PREPACK_KIND_DP && w->cols > 0
+		       ? &wact_fp8_act128_bf16
+		       : &wact_fp8_act128;
+}
+
 /* from the AVX2 level on: the AVX2 layout's own kernel (whatever the level: tests pack it on
  * newer CPUs), else the row-major kernels, or the dot-product ones on the packed copy */
 static int fp8_panel(enum ops_level lvl, const struct gemm_job *j, const void *act, int r0, int r1)
 {
-	if (j->w->packed && j->w->packed_kind == PREPACK_KIND_FP8_AVX2 && j->w->cols > 0) {
+	struct gemm_job xj;
+	if (act && j->act_fp8 && fp8_act(lvl, j) == &wact_fp8_act128) { /* the rounded x in fp32 */
+		xj = wact_fp8_job(j, act);
+		j = &xj;
+		act = NULL;
+	}
+	if (lvl >= OPS_AVX2 && j->w->packed && j->w->packed_kind == PREPACK_KIND_FP8_AVX2 && j->w->cols > 0) {
 		gemm_panel_fp8_avx2(j, r0, r1);
 		return 0;
 	}
@@ -161,10 +179,6 @@ const struct wformat wformat_fp8 = {
 	.prepack_kind = fp8_prepack_kind,
 	.prepack_bytes = fp8_prepack_bytes,
 	.prepack = fp8_prepack,
-	.act = wformat_act_dp,
-	.panel = {[OPS_PORTABLE] = gemm_panel_rows,
-		  [OPS_AVX2] = fp8_panel,
-		  [OPS_AVX512] = fp8_panel,
-		  [OPS_AVX512_BF16] = fp8_panel,
-		  [OPS_AMX] = fp8_panel},
+	.act = fp8_act,
+	.panel = {fp8_panel, fp8_panel, fp8_panel, fp8_panel, fp8_panel},
 };

@@ -11,10 +11,11 @@
 extern const struct wformat wformat_f32, wformat_f16, wformat_bf16; /* wf_float.c */
 extern const struct wformat wformat_fp8;                            /* wf_fp8.c */
 extern const struct wformat wformat_int8;                           /* wf_int8.c */
+extern const struct wformat wformat_fp4;                            /* wf_fp4.c */
 extern const struct wformat wformat_int4;                           /* wf_int4.c */
 static const struct wformat *const formats[DT_COUNT] = {
 	[DT_F32] = &wformat_f32,     [DT_F16] = &wformat_f16, [DT_BF16] = &wformat_bf16,
-	[DT_F8_E4M3] = &wformat_fp8, [DT_I8] = &wformat_int8,
+	[DT_F8_E4M3] = &wformat_fp8, [DT_I8] = &wformat_int8, [DT_F4_E2M1] = &wformat_fp4,
 	[DT_I4] = &wformat_int4,
 };
 

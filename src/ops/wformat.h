@@ -9,8 +9,11 @@
  * Rows today (wformat.c): f32, f16, bf16 (wf_float.c: row-major, the shared float kernels,
  * bf16 packed for the dot-product / AVX2 kernels), fp8 (wf_fp8.c: e4m3 with one fp32 scale per
  * blk_r x blk_c block, 128x128 in DeepSeek's checkpoints and under --quantization fp8; ue8m0
- * checkpoints store the same fp32 grid holding powers of two) and int8 (wf_int8.c: W8A8, a
- * scale per row and 128 columns, activations quantized per token and 128 columns per call).
+ * checkpoints store the same fp32 grid holding powers of two), int8 (wf_int8.c: W8A8, a
+ * scale per row and 128 columns, activations quantized per token and 128 columns per call)
+ * and fp4 (wf_fp4.c: MXFP4, e2m1 pairs with an e8m0 byte per 32 along K in wmat.scale_e8m0,
+ * DeepSeek-V4's experts as their checkpoint stores them). fp8 and fp4 round x through fp8 per
+ * 128 columns first when the job asks (gemm_job.act_fp8: wact_fp8_act128, V4's act_quant).
  *
  * A new format plugs in as one file and one row:
  *   - a DT_ value for wmat.dtype (base/dtype.h, its name in dtype.c), unless it reuses one;
@@ -64,6 +67,13 @@ struct wact {
 };
 extern const struct wact wact_bf16_rows;   /* x as bf16 rows (gemm_prepacked_ldxb apart) */
 extern const struct wact wact_int8_groups; /* x as int8 per 128 columns + scales (quant_int8.h) */
+/* gemm_job.act_fp8 (wact_fp8.c): x rounded as DeepSeek-V4's act_quant (e4m3 per token and
+ * 128 columns, a power-of-two scale), as fp32 rows [n, cols] (panels run on
+ * wact_fp8_job(j, act)), or as bf16 rows (wact_bf16_rows' layout) for the dot-product kernels */
+extern const struct wact wact_fp8_act128, wact_fp8_act128_bf16;
+/* one token's x [n] rounded so → out [n]; a job j on the rounded fp32 rows act */
+void wact_fp8_round(const float *x, int n, float *out);
+struct gemm_job wact_fp8_job(const struct gemm_job *j, const void *act);
 
 /* Rows [r0, r1) (r0 a multiple of GEMM_PANEL) of job j for all its tokens at level lvl; act: the
  * call's prepared activations (NULL: the format wants none for this job, or there was no

@@ -12,9 +12,11 @@
 
 #include "base/dtype.h"
 #include "harness.h"
+#include "model_v4/fp4.h"
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/prepack.h"
+#include "ops/wf_fp4.h"
 #include "ops/wformat.h"
 
 #define R 96  /* rows: three 32-row blocks */
@@ -91,6 +93,25 @@ static void make(const struct wformat *f, const struct wmat *src, struct test_al
 		struct walloc wa = {alloc_fn, a};
 		int br, bc;
 		EXPECT_EQ_INT(f->quantize(g_pool, src, 0, R, 0, C, &wa, w, &br, &bc), 0);
+		return;
+	}
+	if (f->dtype == DT_F4_E2M1) { /* MXFP4 as DeepSeek's converter makes it: 2^ceil(log2(amax / 6)) */
+		int G = (C + 31) / 32;
+		uint8_t *q = alloc_fn(a, (size_t)R * C / 2, false), *sc = alloc_fn(a, (size_t)R * (size_t)G, false);
+		for (int r = 0; r < R; r++)
+			for (int g = 0; g < G; g++) {
+				int c1 = g * 32 + 32 < C ? g * 32 + 32 : C;
+				float amax = 0;
+				for (int c = g * 32; c < c1; c++)
+					amax = fmaxf(amax, fabsf(wmat_get(src, r, c)));
+				int e = amax > 0 ? (int)ceil(log2(amax / 6.0)) : -127;
+				sc[r * G + g] = (uint8_t)(e + 127);
+				for (int c = g * 32; c < c1; c += 2)
+					q[(r * C + c) / 2] =
+						(uint8_t)(fp4_f32_to_e2m1(ldexpf(wmat_get(src, r, c), -e)) |
+							  fp4_f32_to_e2m1(ldexpf(wmat_get(src, r, c + 1), -e)) << 4);
+			}
+		*w = wf_fp4_wmat(q, sc, R, C);
 		return;
 	}
 	size_t esz = (size_t)f->bits / 8;
@@ -175,6 +196,11 @@ static void test_rows(void)
 		for (int r = 0; r < R; r++)
 			for (int c = 0; c < C; c++) {
 				double v = wmat_get(&src, r, c), d = fabs(wmat_get(&w, r, c) - v);
+				/* fp4: half a step, |v| / 4, or a quarter of the group's scale (<= 1) */
+				if (f->dtype == DT_F4_E2M1) {
+					far += !(d <= fabs(v) / 4 + 0.25);
+					continue;
+				}
 				/* fp8: 3 mantissa bits; int8: half a step of a row group's amax (<= 4) / 127;
 				 * int4: a step of amax / 7.5 (+amax becomes 7) */
 				far += !(d <= (f->dtype == DT_F8_E4M3 ? fabs(v) / 16 + 1e-4
@@ -190,7 +216,9 @@ static void test_rows(void)
 			for (int c = 0; c < C; c++)
 				diff += wmat_get(&v, r, c) != wmat_get(&w, 32 + r, c);
 		EXPECTF(diff == 0 && wmat_bytes(&v) < wmat_bytes(&w), "%s view", f->name);
-		if (!f->view) { /* row-major: any columns too (a tensor-parallel slice inside a scale block) */
+		/* row-major (fp4 from even columns): any columns too (a tensor-parallel slice inside a
+		 * scale block) */
+		if (!f->view || f->dtype == DT_F4_E2M1) {
 			v = wmat_view(&w, 7, 50, 100, 150);
 			diff = 0;
 			for (int r = 0; r < 50; r++)
