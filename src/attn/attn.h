@@ -1,6 +1,6 @@
 /* MLA attention: the paged latent KV cache, per-step attention metadata, and the backend
  * interface. Backends declare capabilities; code never compares backend names
- * (../docs/DESIGN.md §3, mla-dcp-spec §1-4).
+ * (docs/DESIGN.md §3, docs/mla-dcp.md §1-4).
  *
  * The short names of the attention code (src/attn/, its kernels and backends), as vLLM's
  * MLA common.py lists them. Model dimensions (DeepSeek-V2/V3 values in brackets):
@@ -25,7 +25,7 @@
  *            absorbed into latent space [Lkv], so that decode attends [q_abs | q_pe] to
  *            cached rows directly (MQA: one shared KV head)
  *     lse    log-sum-exp of a row's scores (natural log), by which partial outputs merge
- * Decode context parallelism (mla-dcp-spec; dcp.h):
+ * Decode context parallelism (docs/mla-dcp.md; dcp.h):
  *     W      dcp_size: ranks that shard the KV cache (1: off)
  *     r      dcp_rank: this rank in [0, W)
  *     I      dcp_interleave: consecutive tokens a rank stores before the next rank's
@@ -105,7 +105,7 @@ struct attn_meta {
 
 enum query_len_support { QLEN_SINGLE_ONLY, QLEN_UNIFORM, QLEN_VARLEN };
 
-/* Decode attention over the latent cache (MQA, one shared KV head), mla-dcp-spec §2.6.
+/* Decode attention over the latent cache (MQA, one shared KV head), docs/mla-dcp.md §2.6.
  * Query t of decode sequence i with q_len q sees global positions g <= L - q + t. */
 struct attn_decode_args {
 	const struct attn_meta *meta;
@@ -149,7 +149,7 @@ struct attn_backend {
 	/* Can run decode queries with q_len > 1 when the KV is sharded (DCP > 1) at this
 	 * interleave size (needs a global-position causal mask). NULL = never. */
 	bool (*supports_dcp_multi_token)(int dcp_interleave);
-	/* Returns the decode LSE: DCP merges the ranks' partial outputs by it (mla-dcp-spec
+	/* Returns the decode LSE: DCP merges the ranks' partial outputs by it (docs/mla-dcp.md
 	 * §4.5), so attn_threshold_setup refuses a backend without it under DCP > 1. */
 	bool returns_lse;
 	int block_size_multiple; /* required divisor of the block size (0 or 1 = any):

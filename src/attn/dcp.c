@@ -1,4 +1,4 @@
-/* Decode context parallelism math (mla-dcp-spec §4.3-4.7). */
+/* Decode context parallelism math (docs/mla-dcp.md §4.3-4.7). */
 #include "attn/dcp.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Decode context parallelism math (mla-dcp-spec §4): which rank stores which token, local
+/* Decode context parallelism math (docs/mla-dcp.md §4): which rank stores which token, local
  * lengths, the global-position causal mask for q_len > 1, and the LSE correction applied
  * before the reduce-scatter. Pure functions; the collectives live in dist/. */
 #ifndef MLA_ATTN_DCP_H

@@ -1,4 +1,4 @@
-/* The paged latent KV cache: allocation and row read/write (mla-dcp-spec §2.2). */
+/* The paged latent KV cache: allocation and row read/write (docs/mla-dcp.md §2.2). */
 #include "attn/kv_cache.h"
 
 #include <stdint.h>

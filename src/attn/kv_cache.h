@@ -10,7 +10,7 @@
 /* Total rows (slots) per layer: n_blocks * block_size. */
 static inline int64_t kv_cache_n_slots(const struct kv_cache *kv) { return (int64_t)kv->n_blocks * kv->block_size; }
 
-/* Slot of local key index k of a sequence whose pages are `bt_row` (mla-dcp-spec §2.2). */
+/* Slot of local key index k of a sequence whose pages are `bt_row` (docs/mla-dcp.md §2.2). */
 static inline int64_t kv_cache_slot(const int32_t *bt_row, int block_size, int64_t k)
 {
 	return (int64_t)bt_row[k / block_size] * block_size + k % block_size;

@@ -1,5 +1,5 @@
 /* Log-sum-exp merge of two partial attention results over disjoint key sets
- * (mla-dcp-spec §2.5 step 5). */
+ * (docs/mla-dcp.md §2.5 step 5). */
 #ifndef MLA_ATTN_MERGE_H
 #define MLA_ATTN_MERGE_H
 

@@ -215,7 +215,7 @@ static int read_ctx_rows(const struct attn_prefill_args *a, int i, int k0, int n
 	return 0;
 }
 
-/* Under DCP the context of sequence i is sharded (mla-dcp-spec §4.6): chunk c of C_loc local
+/* Under DCP the context of sequence i is sharded (docs/mla-dcp.md §4.6): chunk c of C_loc local
  * rows is padded to rank 0's (the largest) count, all-gathered over the group and
  * concatenated rank by rank, keeping each rank's true rows. The key order is a permutation
  * of the positions: harmless, the context attention is non-causal and RoPE sits in k_pe.

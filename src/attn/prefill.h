@@ -1,4 +1,4 @@
-/* The shared prefill path of MLA (mla-dcp-spec §2.5): up-project the step's latents with
+/* The shared prefill path of MLA (docs/mla-dcp.md §2.5): up-project the step's latents with
  * kv_b_proj, causal MHA of each sequence's new tokens among themselves, and the cached
  * context (positions < seq_len - q_len) gathered from the paged cache in chunks of at most
  * ws_rows rows, up-projected, attended non-causally and merged by log-sum-exp. Runs every
@@ -27,7 +27,7 @@ struct attn_prefill_args {
 				   * multiple of dcp_size x dcp_interleave */
 	/* where it runs: the pool, the per-step arena (ops/backend.h) */
 	const struct compute_ctx *cx;
-	/* DCP (meta->dcp_size > 1): the cached context is sharded (mla-dcp-spec §4.6). Gathers
+	/* DCP (meta->dcp_size > 1): the cached context is sharded (docs/mla-dcp.md §4.6). Gathers
 	 * send [n] of every rank of the DCP group into recv [dcp_size, n], rank-major. Every
 	 * rank of the group calls it the same number of times with the same n. */
 	int (*dcp_allgather)(void *ctx, const float *send, size_t n, float *recv, struct err *e);

@@ -1,4 +1,4 @@
-/* reorder_batch_threshold resolution (mla-dcp-spec §1.1, §1.3, §5). */
+/* reorder_batch_threshold resolution (docs/mla-dcp.md §1.1, §1.3, §5). */
 #include "attn/threshold.h"
 
 #include <stdio.h>

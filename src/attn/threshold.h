@@ -1,4 +1,4 @@
-/* Start-up resolution of the effective reorder_batch_threshold (mla-dcp-spec §1.1, §1.3, §5):
+/* Start-up resolution of the effective reorder_batch_threshold (docs/mla-dcp.md §1.1, §1.3, §5):
  * each backend's declared value (or the --reorder-batch-threshold override), raised to 1 + k
  * under speculative decoding when it takes multi-token decodes, forced to 1 under DCP unless
  * it declares multi-token support at the interleave size, then the minimum over the backends
@@ -42,7 +42,7 @@ struct attn_runner_rule {
  * override > 0 (--reorder-batch-threshold) replaces the declared threshold before the rule,
  * so DCP still lowers it to 1 where the backend cannot run multi-token decodes there.
  * Refuses an override > 1 on a SINGLE_ONLY backend, and a backend that does not return the
- * LSE under DCP > 1 (the ranks' partial outputs are merged by it, mla-dcp-spec §4.5). */
+ * LSE under DCP > 1 (the ranks' partial outputs are merged by it, docs/mla-dcp.md §4.5). */
 int attn_threshold_setup(const struct attn_backend *be, int override, int dcp_size, int dcp_interleave,
 			 int num_spec_tokens, struct attn_runner_rule *out, struct err *e);
 

@@ -1,4 +1,4 @@
-/* One forward step (spec A.3-A.8): embed → layers (RMSNorm → MLA → residual → RMSNorm →
+/* One forward step (docs/reference.md A.3-A.8): embed → layers (RMSNorm → MLA → residual → RMSNorm →
  * dense SwiGLU or MoE → residual) → final norm → lm_head for the requested rows. Every
  * temporary comes from the model's per-step arena; nothing here mallocs. */
 #include <math.h>
@@ -155,7 +155,7 @@ static int dcp_gather(void *ctx, const float *send, size_t n, float *recv, struc
 }
 
 
-/* The absorbed path (mla-dcp-spec §2.6) of the step's tokens [t0, t0 + nt) (q: the step's
+/* The absorbed path (docs/mla-dcp.md §2.6) of the step's tokens [t0, t0 + nt) (q: the step's
  * [n, H, dn+dr], o: [n, H, dv]): q_abs[t,h] = W_UK[h]ᵀ q_nope[t,h]; [q_abs | q_pe] attends
  * the latent cache (under DCP the group's heads attend this rank's shard, partial outputs
  * merged by their LSE); o[t,h] = W_UV[h] · o_lat[t,h]. sel_start / sel: sparse attention's
@@ -195,7 +195,7 @@ static int absorbed(struct model *m, int li, const struct attn_meta *meta, struc
 	float *oa = olat, *la = lse;
 	struct comm *cm = m->opt.comm;
 	struct compute_ctx cx = step_cx(m);
-	if (W > 1) {                                              /* DCP (mla-dcp-spec §4.4-4.5) */
+	if (W > 1) {                                              /* DCP (docs/mla-dcp.md §4.4-4.5) */
 		float *qg = ALLOC(m, float, (size_t)nt *Hg *row); /* [nt, W*H, Lkv+dr] */
 		oa = ALLOC(m, float, (size_t)nt *Hg *Lkv);        /* [nt, W*H, Lkv] */
 		la = ALLOC(m, float, (size_t)nt *Hg);             /* [nt, W*H] */

@@ -1,5 +1,5 @@
-/* Decode attention backends against REFERENCE_MLA (mla-dcp-spec §2.6, §3, §4; Test ideas
- * 8, 9, 12, 13, 16, 17): random paged batches, permuted block tables, fp32 and bf16 caches,
+/* Decode attention backends against REFERENCE_MLA (docs/mla-dcp.md §2.6, §3, §4): random paged
+ * batches, permuted block tables, fp32 and bf16 caches,
  * multi-token causal decodes, DCP shards simulated in one process, the FlashMLA scheduler. */
 #include <math.h>
 #include <stdlib.h>
@@ -563,7 +563,7 @@ static void test_capabilities(void)
 	}
 }
 
-/* ---- FlashMLA scheduler (Test ideas 13) ---- */
+/* ---- FlashMLA scheduler ---- */
 
 static void test_sched_hand_example(void)
 {
@@ -640,7 +640,7 @@ static void test_split_combine_matches_unsplit(void)
 		d = vs_reference(&attn_backend_flashmla, &s, pool, parts_list[k]);
 		EXPECTF(d <= TOL, "q 3 parts %d: %g", parts_list[k], d);
 	}
-	/* split vs unsplit FlashMLA directly: 1e-6 relative (Test ideas 13) */
+	/* split vs unsplit FlashMLA directly: 1e-6 relative */
 	struct batch_spec s = spec(6, L, q, 4, DT_F32);
 	struct world w;
 	world_make(&w, &s);

@@ -1,6 +1,6 @@
 
 
-/* The two MLA attention paths and the LSE merge (mla-dcp-spec §2.5, §2.6): absorbed
+/* The two MLA attention paths and the LSE merge (docs/mla-dcp.md §2.5, §2.6): absorbed
  * (decode) vs up-projected (prefill) attention, chunked prefill vs one forward, context
  * workspace chunk sizes, merge of disjoint key sets, LSE edge cases. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* FLASH_ATTN_MLA: decode attention for variable query lengths (mla-dcp-spec §3.2). Work
+/* FLASH_ATTN_MLA: decode attention for variable query lengths (docs/mla-dcp.md §3.2). Work
  * items are (request, query tile), listed once per step by the plan; each runs the shared MQA
  * kernel over the request's whole visible key range. Under DCP, q_len > 1 uses the
  * global-position mask; like FA3 it declares that only for interleave 1. */

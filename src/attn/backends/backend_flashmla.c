@@ -1,5 +1,5 @@
 /* FLASHMLA: decode attention for uniform query lengths with a FlashMLA-style split-KV plan
- * (mla-dcp-spec §3.1). The plan (tile scheduler) is computed once per step; each work item
+ * (docs/mla-dcp.md §3.1). The plan (tile scheduler) is computed once per step; each work item
  * is (partition, query tile) and walks the partition's key range over the requests with the
  * shared MQA kernel; split requests are combined through (out, lse). Under DCP, query t sees
  * the local keys whose global position is <= L - q + t (§4.7), for any interleave size. */

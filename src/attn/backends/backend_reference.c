@@ -1,5 +1,5 @@
 /* REFERENCE_MLA: the simplest correct decode attention over the latent cache, used as the
- * oracle for the other backends (mla-dcp-spec §2.6, §4.7). One (token, head) at a time:
+ * oracle for the other backends (docs/mla-dcp.md §2.6, §4.7). One (token, head) at a time:
  * scores over the visible keys in double, max-subtracted softmax, out = sum p * kv_c. */
 #include <math.h>
 

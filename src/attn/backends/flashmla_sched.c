@@ -1,4 +1,4 @@
-/* FlashMLA tile scheduler (mla-dcp-spec §3.1), the same greedy fill as get_mla_metadata. */
+/* FlashMLA tile scheduler (docs/mla-dcp.md §3.1), the same greedy fill as get_mla_metadata. */
 #include "attn/backends/flashmla_sched.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The FlashMLA split-KV tile scheduler (get_mla_metadata, mla-dcp-spec §3.1): 64-token
+/* The FlashMLA split-KV tile scheduler (get_mla_metadata, docs/mla-dcp.md §3.1): 64-token
  * key blocks of every request are spread over n_parts work partitions with a fixed cost of 5
  * blocks per piece; a request may be split across partitions. Computed once per step. */
 #ifndef MLA_ATTN_BACKENDS_FLASHMLA_SCHED_H

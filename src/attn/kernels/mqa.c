@@ -1,4 +1,4 @@
-/* Paged MQA over the latent cache (mla-dcp-spec §2.6): scores = scale * q576 . row,
+/* Paged MQA over the latent cache (docs/mla-dcp.md §2.6): scores = scale * q576 . row,
  * online softmax, out = sum p * kv_c. AMX (mqa_amx.c), AVX-512 (mqa_avx512.c) and AVX2+FMA
  * inner loops with a portable fallback. */
 #include "attn/kernels/mqa.h"
