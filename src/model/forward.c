@@ -1,6 +1,15 @@
 /* One forward step (docs/reference.md A.3-A.8): embed → layers (RMSNorm → MLA → residual → RMSNorm →
  * dense SwiGLU or MoE → residual) → final norm → lm_head for the requested rows. Every
- * temporary comes from the model's per-step arena; nothing here mallocs. */
+ * temporary comes from the model's per-step arena; nothing here mallocs.
+ *
+ * Names (attention's own are in attn/attn.h's glossary):
+ *   n, nt     tokens of the step / of one call        D    hidden_size
+ *   H         this rank's attention heads             Hg   heads attended (W x H under DCP)
+ *   dn, dr    qk_nope / qk_rope head dims             dv   v_head_dim
+ *   Lq, Lkv   q_lora_rank, kv_lora_rank               row  Lkv + dr, one latent cache row
+ *   qw        H x (dn + dr), a token's q              W    DCP ranks (1: off)
+ *   E, k      routed experts, experts a token takes   Im   moe_intermediate_size
+ *   li        layer index                             t0   first token of a call */
 #include <math.h>
 #include <string.h>
 
