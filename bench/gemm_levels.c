@@ -13,8 +13,12 @@
  * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x, AVX512_BF16).
  * --bytes: after each row, each variant's best time per matrix (us) and the weight bytes it read
  * per second (GB/s: wmat_bytes, int4 5 bits a weight with its scales).
+ * fp4 (ops/wf_fp4.h, DeepSeek-V4's MXFP4 experts: random codes, an e8m0 scale per 32 of each
+ * copy, 4.25 bits a weight): its kernels at avx2 / avx512 (fp32 x) and vdpbf16ps (bf16 x). V4's
+ * expert GEMV against the same shape in fp8 and bf16, one token:
+ *   gemm_levels --dtype fp4|fp8|bf16 --rows 2048 --cols 4096 --n 1 --bytes
  *
- *   gemm_levels [--dtype bf16|fp8|int8|int4|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
+ *   gemm_levels [--dtype bf16|fp8|fp4|int8|int4|f16|f32] [--rows 2048] [--cols 2048] [--n 8,16,32,64,512]
  *                [--reps 9] [--threads 2] [--prepacked-only] [--jobs 1] [--bytes]
  * --jobs J: J matrices per call, each with its own x and y columns (as the model's per-head
  * W_UK / W_UV: 128 jobs of 512x128 or 128x512 in V3).
@@ -31,6 +35,7 @@
 #include "ops/prepack.h"
 #include "ops/quant_int4.h"
 #include "ops/quant_int8.h"
+#include "ops/wf_fp4.h"
 
 #include "bench_util.h"
 
@@ -88,6 +93,7 @@ int main(int argc, char **argv)
 	enum dtype dt = !strcmp(dtn, "fp8")    ? DT_F8_E4M3
 			: !strcmp(dtn, "int8") ? DT_I8
 			: !strcmp(dtn, "int4") ? DT_I4
+			: !strcmp(dtn, "fp4")  ? DT_F4_E2M1
 			: !strcmp(dtn, "f16")  ? DT_F16
 			: !strcmp(dtn, "f32")  ? DT_F32
 					       : DT_BF16;
@@ -104,7 +110,7 @@ int main(int argc, char **argv)
 	}
 
 	/* weights: random bytes, exponents kept small (fp8: no NaN); fp8 scales per 128x128 */
-	size_t wb = (size_t)rows * (size_t)cols * dtype_size(dt);
+	size_t wb = (size_t)rows * (size_t)cols * dtype_size(dt) / (dt == DT_F4_E2M1 ? 2 : 1);
 	/* a VM may report its host's L3 (480 MB seen): MLASERVE_BENCH_COPY_MB sets the total */
 	size_t copy_bytes = getenv("MLASERVE_BENCH_COPY_MB") ? (size_t)atol(getenv("MLASERVE_BENCH_COPY_MB")) << 20
 							     : COPY_BYTES;
@@ -129,6 +135,13 @@ int main(int argc, char **argv)
 				     .scale_ld = sc,
 				     .blk_r = 128,
 				     .blk_c = 128};
+		if (dt == DT_F4_E2M1) { /* any byte holds two codes; scales 2^-9 .. 2^-2 */
+			size_t nsc = (size_t)rows * (size_t)((cols + 31) / 32);
+			uint8_t *e8 = malloc(nsc);
+			for (size_t i = 0; i < nsc; i++)
+				e8[i] = (uint8_t)(118 + next_rand() % 8);
+			w[m] = wf_fp4_wmat(d, e8, rows, cols);
+		}
 		if (dt == DT_I8 || dt == DT_I4) { /* W8A8 / int4: quantized from random bf16 values */
 			struct wmat src = w[m];
 			src.dtype = DT_BF16;
@@ -171,7 +184,7 @@ int main(int argc, char **argv)
 		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0, 0},
 		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0, 0},
 		    {OPS_AMX, 1, 1, "prepacked amx", 0, 0}};
-	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3)
+	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3 || dt == DT_F4_E2M1)
 			 ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
 		 : best >= OPS_AVX512 ? 2
 				      : 1;
@@ -257,6 +270,8 @@ int main(int argc, char **argv)
 	}
 	for (int m = 0; m < ncopy; m++) {
 		free((void *)w[m].data);
+		if (dt == DT_F4_E2M1)
+			free((void *)w[m].scale_e8m0);
 		free((void *)wp[m].packed);
 	}
 	free(w);

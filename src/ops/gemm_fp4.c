@@ -24,6 +24,12 @@
 const float wf_fp4_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
 			       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+/* fp32 bits of e8m0 byte e, 2^(e - 127) (wf_fp4_e8m0): a load in the kernels' loops */
+#define E8M0(e) ((e) == 0 ? 0x00400000u : (e) == 255 ? 0x7fc00000u : (uint32_t)(e) << 23)
+#define E8(e) E8M0(e), E8M0(e + 1), E8M0(e + 2), E8M0(e + 3), E8M0(e + 4), E8M0(e + 5), E8M0(e + 6), E8M0(e + 7)
+#define E64(e) E8(e), E8(e + 8), E8(e + 16), E8(e + 24), E8(e + 32), E8(e + 40), E8(e + 48), E8(e + 56)
+static const uint32_t e8m0_bits[256] = {E64(0), E64(64), E64(128), E64(192)};
+
 /* where the kernels read x: fp32 rows, or bf16 rows */
 struct xsrc {
 	const float *x;
@@ -69,11 +75,18 @@ static inline int group_end(const struct wmat *w, int c)
 	return e < w->cols ? e : w->cols;
 }
 
-/* ---- whole groups: out[rr][t] = Σ_{groups g < ng from c0} scale(rr, g) Σ_g W x ---- */
-typedef void (*grp_fn)(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0, int ng,
-		       int nr, int nt, float out[NR][NT]);
+/* ---- whole groups: out[rr][t] = Σ_{groups g < ng from c0} scale(rr, g) Σ_g W x ----
+ * wp[rr], sp[rr]: row rr's bytes and scales from column c0; wp[NR + rr]: the next block's rows,
+ * prefetched a line per 4 groups (rows of a V4 expert are 1-2 KB: the hardware prefetcher
+ * barely ramps up within one) */
+#define PREFETCH_NEXT(wp, g)                    \
+	if (((g)&3) == 0)                       \
+		for (int pr = 0; pr < NR; pr++) \
+			_mm_prefetch((const char *)(wp)[NR + pr] + (size_t)(g)*G / 2, _MM_HINT_T0);
+typedef void (*grp_fn)(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+		       int ng, int nr, int nt, float out[NR][NT]);
 
-static void grp_portable(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+static void grp_portable(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			 int ng, int nr, int nt, float out[NR][NT])
 {
 	for (int rr = 0; rr < nr; rr++)
@@ -96,8 +109,8 @@ static void grp_portable(const uint8_t *const wp[NR], const uint8_t *const sp[NR
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 #define AVX2_FN __attribute__((target("avx2,fma")))
 
-/* a group's 16 bytes → its 32 values (scaled by s) in element order */
-AVX2_INLINE void dec_avx2(const uint8_t *p, float s, __m256 v[4])
+/* a group's 16 bytes → twice its 32 values (scaled by sv) in element order */
+AVX2_INLINE void dec_avx2(const uint8_t *p, __m256 sv, __m256 v[4])
 {
 	const __m128i m = _mm_set1_epi8(0x0f);
 	const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12); /* 2 x e2m1 */
@@ -105,7 +118,6 @@ AVX2_INLINE void dec_avx2(const uint8_t *p, float s, __m256 v[4])
 	__m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
 	__m128i v0 = _mm_shuffle_epi8(lut, _mm_unpacklo_epi8(lo, hi)); /* elements 0..15 */
 	__m128i v1 = _mm_shuffle_epi8(lut, _mm_unpackhi_epi8(lo, hi)); /* 16..31 */
-	__m256 sv = _mm256_set1_ps(s * 0.5f);
 	v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0)), sv);
 	v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8))), sv);
 	v[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1)), sv);
@@ -120,7 +132,7 @@ AVX2_INLINE float hsum_avx2(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-AVX2_INLINE void grp_avx2_t(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+AVX2_INLINE void grp_avx2_t(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			    int ng, float out[NR][NT], const int nr, const int nt)
 {
 	__m256 acc[NR][2];
@@ -131,10 +143,12 @@ AVX2_INLINE void grp_avx2_t(const uint8_t *const wp[NR], const uint8_t *const sp
 			acc[rr][t] = _mm256_setzero_ps();
 	for (int g = 0; g < ng; g++) {
 		const float *xr = x->x + c0 + g * G;
+		PREFETCH_NEXT(wp, g)
 #pragma GCC unroll 4
 		for (int rr = 0; rr < nr; rr++) {
 			__m256 v[4];
-			dec_avx2(wp[rr] + (size_t)g * G / 2, wf_fp4_e8m0(sp[rr][g]), v);
+			dec_avx2(wp[rr] + (size_t)g * G / 2,
+				 _mm256_castsi256_ps(_mm256_set1_epi32((int)e8m0_bits[sp[rr][g]])), v);
 #pragma GCC unroll 2
 			for (int t = 0; t < nt; t++) {
 				const float *xt = xr + (size_t)t * (size_t)x->ldx;
@@ -147,11 +161,11 @@ AVX2_INLINE void grp_avx2_t(const uint8_t *const wp[NR], const uint8_t *const sp
 	}
 	for (int rr = 0; rr < nr; rr++)
 		for (int t = 0; t < nt; t++)
-			out[rr][t] = hsum_avx2(acc[rr][t]);
+			out[rr][t] = hsum_avx2(acc[rr][t]) * 0.5f; /* the table's 2 x e2m1 (exact) */
 }
 
-static AVX2_FN void grp_avx2(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
-			     int ng, int nr, int nt, float out[NR][NT])
+static AVX2_FN void grp_avx2(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x,
+			     int c0, int ng, int nr, int nt, float out[NR][NT])
 {
 	if (nr == NR)
 		nt == 2 ? grp_avx2_t(wp, sp, x, c0, ng, out, NR, 2) : grp_avx2_t(wp, sp, x, c0, ng, out, NR, 1);
@@ -176,7 +190,7 @@ A512_INLINE void dec_512(const uint8_t *p, __m512 s, __m512 *v0, __m512 *v1)
 	*v1 = _mm512_mul_ps(_mm512_permutexvar_ps(i1, lut), s);
 }
 
-A512_INLINE void grp_512_t(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+A512_INLINE void grp_512_t(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			   int ng, float out[NR][NT], const int nr, const int nt)
 {
 	__m512 acc[NR][NT];
@@ -187,10 +201,12 @@ A512_INLINE void grp_512_t(const uint8_t *const wp[NR], const uint8_t *const sp[
 			acc[rr][t] = _mm512_setzero_ps();
 	for (int g = 0; g < ng; g++) {
 		const float *xr = x->x + c0 + g * G;
+		PREFETCH_NEXT(wp, g)
 #pragma GCC unroll 4
 		for (int rr = 0; rr < nr; rr++) {
 			__m512 v0, v1;
-			dec_512(wp[rr] + (size_t)g * G / 2, _mm512_set1_ps(wf_fp4_e8m0(sp[rr][g])), &v0, &v1);
+			dec_512(wp[rr] + (size_t)g * G / 2,
+				_mm512_castsi512_ps(_mm512_set1_epi32((int)e8m0_bits[sp[rr][g]])), &v0, &v1);
 #pragma GCC unroll 4
 			for (int t = 0; t < nt; t++) {
 				const float *xt = xr + (size_t)t * (size_t)x->ldx;
@@ -220,7 +236,7 @@ A512_INLINE __m512i dec_bf16(const uint8_t *p)
 	return _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), lut);
 }
 
-A512_INLINE void grp_dp_t(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+A512_INLINE void grp_dp_t(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			  int ng, float out[NR][NT], const int nr, const int nt)
 {
 	__m512 acc[NR][NT];
@@ -231,13 +247,14 @@ A512_INLINE void grp_dp_t(const uint8_t *const wp[NR], const uint8_t *const sp[N
 			acc[rr][t] = _mm512_setzero_ps();
 	for (int g = 0; g < ng; g++) {
 		__m512i xv[NT];
+		PREFETCH_NEXT(wp, g)
 #pragma GCC unroll 4
 		for (int t = 0; t < nt; t++)
 			xv[t] = _mm512_loadu_si512(x->xb + (size_t)t * (size_t)x->ldxb + (size_t)(c0 + g * G));
 #pragma GCC unroll 4
 		for (int rr = 0; rr < nr; rr++) {
 			__m512i wv = dec_bf16(wp[rr] + (size_t)g * G / 2);
-			__m512 s = _mm512_set1_ps(wf_fp4_e8m0(sp[rr][g]));
+			__m512 s = _mm512_castsi512_ps(_mm512_set1_epi32((int)e8m0_bits[sp[rr][g]]));
 #pragma GCC unroll 4
 			for (int t = 0; t < nt; t++)
 				acc[rr][t] = _mm512_fmadd_ps(
@@ -257,13 +274,13 @@ A512_INLINE void grp_dp_t(const uint8_t *const wp[NR], const uint8_t *const sp[N
 	else                                                                                     \
 		nt == NT ? T(wp, sp, x, c0, ng, out, 1, NT) : T(wp, sp, x, c0, ng, out, 1, 1);
 
-static A512_FN void grp_512(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+static A512_FN void grp_512(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			    int ng, int nr, int nt, float out[NR][NT])
 {
 	BLOCK_CASES(grp_512_t)
 }
 
-static A512_FN void grp_dp(const uint8_t *const wp[NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
+static A512_FN void grp_dp(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			   int ng, int nr, int nt, float out[NR][NT])
 {
 	BLOCK_CASES(grp_dp_t)
@@ -303,10 +320,11 @@ int gemm_panel_fp4(enum ops_level lvl, const struct gemm_job *j, const float *x,
 			xt.xb += (size_t)t0 * (size_t)ldxb;
 		for (int r = r0, nr; r < r1; r += nr) {
 			nr = r1 - r >= NR ? NR : 1;
-			const uint8_t *wp[NR], *sp[NR];
+			const uint8_t *wp[2 * NR], *sp[NR];
 			for (int rr = 0; rr < NR; rr++) { /* past nr: row r's, never read */
-				int rw = rr < nr ? r + rr : r;
+				int rw = rr < nr ? r + rr : r, rn = r + nr + rr < r1 ? r + nr + rr : r1 - 1;
 				wp[rr] = row_at(w, rw, ch);
+				wp[NR + rr] = row_at(w, rn, ch); /* the next block's, prefetched */
 				sp[rr] = scale_at(w, rw, ch);
 			}
 			float out[NR][NT] = {{0}};
