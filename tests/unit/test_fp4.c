@@ -22,6 +22,7 @@
 
 static struct pool *g_pool;
 static uint64_t g_seed = 0xf04f04;
+static double g_worst, g_worst_rule; /* the largest errors seen, for the log */
 
 static void setup(void)
 {
@@ -91,6 +92,7 @@ static void check_levels(const struct wmat *w, int n, int bf16, const char *what
 			for (int i = 0; acc && i < n * R; i++)
 				y[i] -= 1.0f;
 			double worst = max_rel(y, want, mag, n * R);
+			g_worst = acc ? g_worst : fmax(g_worst, worst);
 			EXPECTF(worst < (acc ? 1e-5 : 2e-6), "%s, %d tokens%s%s, level %s: %g of Σ|w x|", what, n,
 				bf16 ? ", bf16 x" : "", acc ? ", accumulate" : "", ops_level_name((enum ops_level)l),
 				worst);
@@ -133,24 +135,38 @@ static void test_gemm(void)
 	check_levels(&v, 4, 0, "fp4 view from column 64");
 	v = wmat_view(&w, 8, 8, 70, 20);
 	check_levels(&v, 3, 0, "fp4 view inside a group");
+	/* the scales at both ends of fp32's range: the codes meet x in bf16 unscaled, the scale
+	 * multiplies in fp32, so none is flushed (2^-126 .. 2^-119) or out of range (2^109 .. 2^116) */
+	for (int i = 0; i < 70 * 10; i++)
+		s[i] = (uint8_t)(i % 2 ? 1 + i % 8 : 236 + i % 8);
+	check_levels(&w, 1, 1, "fp4 with extreme scales");
+	check_levels(&w, 5, 0, "fp4 with extreme scales");
 	free(p), free(s);
 
 	/* against fp4_gemv_ref itself, on a V4 shape slice: 256 x 2048 */
 	struct wmat b = random_fp4(256, 2048, &p, &s);
 	float *x = malloc(sizeof(float) * 2048), y[256], ref[256];
+	double mag[256];
 	for (int i = 0; i < 2048; i++)
 		x[i] = test_frand(&g_seed);
 	fp4_gemv_ref(p, s, 256, 2048, x, ref);
+	for (int r = 0; r < 256; r++) {
+		mag[r] = 0;
+		for (int c = 0; c < 2048; c++)
+			mag[r] += fabs((double)wmat_get(&b, r, c) * x[c]);
+	}
 	for (int l = 0; l <= (int)ops_level_best(); l++) {
 		ops_gemm_multi_at((enum ops_level)l, g_pool, 1,
 				  &(struct gemm_job){.w = &b, .x = x, .ldx = 2048, .y = y, .ldy = 256, .n = 1});
 		double worst = 0;
 		for (int r = 0; r < 256; r++)
-			worst = fmax(worst, fabs(y[r] - ref[r]) / (fabs(ref[r]) + 1e-3));
-		EXPECTF(worst < 1e-4, "fp4 256x2048 level %s vs fp4_gemv_ref: %g", ops_level_name((enum ops_level)l),
-			worst);
+			worst = fmax(worst, fabs(y[r] - ref[r]) / mag[r]);
+		g_worst = fmax(g_worst, worst);
+		EXPECTF(worst < 2e-6, "fp4 256x2048 level %s vs fp4_gemv_ref: %g of Σ|w x|",
+			ops_level_name((enum ops_level)l), worst);
 	}
 	free(x), free(p), free(s);
+	printf("# fp4 GEMM, every level, 1-9 tokens, views: max %.2g of sum |w x| (accumulate apart)\n", g_worst);
 }
 
 /* wact_fp8_round is v4_fp8_sim with blocks of 128, bit for bit, over magnitudes from 1e-9 to
@@ -214,6 +230,7 @@ static void check_act_rule(const struct wmat *w, int n, const char *what)
 			struct gemm_job j = {.w = w, .x = x, .ldx = C, .y = y, .ldy = R, .n = n, .act_fp8 = rule};
 			ops_gemm_multi_at((enum ops_level)l, g_pool, 1, &j);
 			double worst = max_rel(y, rule ? want : want_x, rule ? mag : mag_x, n * R);
+			g_worst_rule = fmax(g_worst_rule, worst);
 			EXPECTF(worst < 2e-6, "%s, %d tokens, %s, level %s: %g of Σ|w x|", what, n,
 				rule ? "x rounded through fp8" : "x as it is", ops_level_name((enum ops_level)l),
 				worst);
@@ -251,6 +268,7 @@ static void test_act_rule(void)
 	for (int i = 0; i < m.n; i++)
 		free(m.p[i]);
 	free(src);
+	printf("# fp8 / fp4 under the rule and without: max %.2g of sum |w x|\n", g_worst_rule);
 }
 
 /* tiny-v4's routed experts (I8 [out, in/2] + F8_E8M0 [out, in/32]) into fp4 wmats, every level
