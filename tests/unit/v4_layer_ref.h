@@ -1,9 +1,10 @@
 /* The model_v4 units composed into one layer's attention, token by token as a decode step
  * runs it (the test side of the forward: the GEMVs here stand for its GEMMs). Per token t:
- *   qr = q_norm(wq_a y); q = wq_b qr, per-head RMS, RoPE(t); kv = kv_norm(wkv y), RoPE(t), fp8
- *   the compressor(s) fed token t (an entry completed by t is visible to t)
- *   ratio 4: indexer q / weights, top-k of the visible indexer entries
- *   attention over window rows [t - win + 1, t] + the entries, sink; inverse RoPE(t)
+ *   qr = q_norm(wq_a y); q = wq_b qr; kv = kv_norm(wkv y); the compressors' wkv / wgate rows;
+ *   ratio 4: the indexer's wq_b qr and weights_proj y
+ *   then model_v4/v4_block.h's v4_attn_seq (the forward's own composition: per-head RMS and
+ *   RoPE, fp8 kv, the compressors fed, the indexer's top-k, window + entries + sink attention,
+ *   inverse RoPE) for the one token
  *   z_g = wo_a_g o_g per group; out = wo_b z
  * Weights come from a case of v4-units/layer.json or block.json, under a key prefix. */
 #ifndef MLA_TESTS_UNIT_V4_LAYER_REF_H
@@ -11,9 +12,7 @@
 
 #include <stdio.h>
 
-#include "model_v4/compressor.h"
-#include "model_v4/v4_attn.h"
-#include "model_v4/v4_indexer.h"
+#include "model_v4/v4_block.h"
 #include "unit/v4_vec.h"
 
 #define V4T_MAXT 32
@@ -44,10 +43,10 @@ struct v4t_attn {
 	struct v4_rope rope;
 	float *wq_a, *q_norm, *wq_b, *wkv, *kv_norm, *sink, *wo_a, *wo_b;
 	struct v4_comp comp, icomp;
-	float *c_w[4], *i_w[6]; /* compressor wkv wgate ape norm; indexer wq_b weights_proj + its compressor */
-	float *cst, *icst, *ents, *ients;
-	int n_ent, n_ient;
-	float kvs[V4T_MAXT][64];
+	float *c_w[4], *i_w[6];  /* compressor wkv wgate ape norm; indexer wq_b weights_proj + its compressor */
+	struct v4_attn_layer al; /* the layer as v4_block.h runs it */
+	struct v4_seq_attn st;   /* the sequence's state */
+	float *stmem;
 };
 
 static inline float *v4t_w(const json_t *j, const char *prefix, const char *key)
@@ -85,24 +84,32 @@ static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_at
 		for (int i = 0; i < 4; i++)
 			a->c_w[i] = v4t_w(j, pre, ck[i]);
 		a->comp = (struct v4_comp){a->ratio, a->hd, a->eps, V4_COMP_KV, a->c_w[2], a->c_w[3], &a->rope};
-		a->cst = malloc(v4_comp_state_floats(&a->comp) * sizeof *a->cst);
-		a->ents = malloc((size_t)V4T_MAXT * (size_t)a->hd * sizeof *a->ents);
-		v4_comp_state_init(&a->comp, a->cst);
 	}
 	if (a->ratio == 4) {
 		for (int i = 0; i < 6; i++)
 			a->i_w[i] = v4t_w(j, pre, ik[i]);
 		a->icomp = (struct v4_comp){4, a->ihd, a->eps, V4_COMP_INDEX, a->i_w[4], a->i_w[5], &a->rope};
-		a->icst = malloc(v4_comp_state_floats(&a->icomp) * sizeof *a->icst);
-		a->ients = malloc((size_t)V4T_MAXT * (size_t)a->ihd * sizeof *a->ients);
-		v4_comp_state_init(&a->icomp, a->icst);
 	}
+	a->al = (struct v4_attn_layer){.ratio = a->ratio,
+				       .n_heads = a->H,
+				       .head_dim = a->hd,
+				       .window = a->win,
+				       .index_heads = a->inh,
+				       .index_dim = a->ihd,
+				       .index_topk = a->K,
+				       .eps = a->eps,
+				       .sink = a->sink,
+				       .rope = a->rope,
+				       .comp = a->comp,
+				       .icomp = a->icomp};
+	a->stmem = malloc(v4_seq_attn_floats(&a->al, V4T_MAXT) * sizeof(float));
+	v4_seq_attn_init(&a->al, a->stmem, V4T_MAXT, &a->st);
 }
 
 static inline void v4t_attn_free(struct v4t_attn *a)
 {
 	free(a->wq_a), free(a->q_norm), free(a->wq_b), free(a->wkv), free(a->kv_norm), free(a->sink);
-	free(a->wo_a), free(a->wo_b), free(a->cst), free(a->icst), free(a->ents), free(a->ients);
+	free(a->wo_a), free(a->wo_b), free(a->stmem);
 	for (int i = 0; i < 4; i++)
 		free(a->c_w[i]);
 	for (int i = 0; i < 6; i++)
@@ -114,48 +121,26 @@ static inline void v4t_attn_free(struct v4t_attn *a)
 static inline void v4t_attn_token(struct v4t_attn *a, int t, const float *y, float *out, int32_t *sel)
 {
 	int D = a->D, H = a->H, hd = a->hd;
-	float qr[64], q[256], o[256], z[64], ckv[128], csc[128], iq[256], iw[16], lse[64];
+	float qr[64], q[256], kv[64], o[256], z[64], ckv[128], csc[128], iq[256], iw[16], ikv[128], isc[128];
 	CHECK(t < V4T_MAXT);
 	v4t_mv(a->wq_a, a->ql, D, y, qr);
 	v4t_rmsnorm(qr, a->ql, a->q_norm, a->eps);
 	v4t_mv(a->wq_b, H * hd, a->ql, qr, q);
-	v4_attn_prep_q(&a->rope, H, hd, a->eps, t, q);
-	v4t_mv(a->wkv, hd, D, y, a->kvs[t]);
-	v4t_rmsnorm(a->kvs[t], hd, a->kv_norm, a->eps);
-	v4_attn_prep_kv(&a->rope, hd, t, 1, a->kvs[t]);
-	const float *keys[2 * V4T_MAXT];
-	long lo, nc;
-	v4_attn_visible(a->ratio, a->win, t, &lo, &nc);
-	int nk = 0;
-	for (long p = lo; p <= t; p++)
-		keys[nk++] = a->kvs[p];
+	v4t_mv(a->wkv, hd, D, y, kv);
+	v4t_rmsnorm(kv, hd, a->kv_norm, a->eps);
 	if (a->ratio) {
 		int w = v4_comp_width(&a->comp);
 		v4t_mv(a->c_w[0], w, D, y, ckv);
 		v4t_mv(a->c_w[1], w, D, y, csc);
-		a->n_ent += v4_comp_feed(&a->comp, a->cst, t, 1, ckv, csc, a->ents + (size_t)a->n_ent * (size_t)hd);
-		EXPECT_EQ_INT(a->n_ent, nc);
 	}
-	for (int i = 0; i < a->K; i++)
-		sel[i] = -1;
 	if (a->ratio == 4) {
 		v4t_mv(a->i_w[0], a->inh * a->ihd, a->ql, qr, iq);
-		v4_index_query(&a->rope, a->inh, a->ihd, t, 1, iq);
 		v4t_mv(a->i_w[1], a->inh, D, y, iw);
-		v4_index_weights(a->inh, a->ihd, iw);
-		v4t_mv(a->i_w[2], 2 * a->ihd, D, y, ckv);
-		v4t_mv(a->i_w[3], 2 * a->ihd, D, y, csc);
-		a->n_ient += v4_comp_feed(&a->icomp, a->icst, t, 1, ckv, csc,
-					  a->ients + (size_t)a->n_ient * (size_t)a->ihd);
-		int ns = v4_index_select(a->inh, a->ihd, iq, iw, a->ients, (int)nc, a->K, sel);
-		for (int i = 0; i < ns; i++)
-			keys[nk++] = a->ents + (size_t)sel[i] * (size_t)hd;
-	} else {
-		for (long en = 0; en < nc; en++)
-			keys[nk++] = a->ents + (size_t)en * (size_t)hd;
+		v4t_mv(a->i_w[2], 2 * a->ihd, D, y, ikv);
+		v4t_mv(a->i_w[3], 2 * a->ihd, D, y, isc);
 	}
-	v4_attn_one(H, hd, 1.0f / sqrtf((float)hd), q, keys, nk, a->sink, o, lse);
-	v4_attn_unrope(&a->rope, H, hd, o, t);
+	struct err e = {{0}};
+	EXPECTF(v4_attn_seq(&a->al, &a->st, t, 1, q, kv, ckv, csc, iq, iw, ikv, isc, o, sel, &e) == 0, "%s", e.msg);
 	int gl = H * hd / a->G;
 	for (int g = 0; g < a->G; g++)
 		v4t_mv(a->wo_a + (size_t)g * (size_t)a->olr * (size_t)gl, a->olr, gl, o + g * gl, z + g * a->olr);

@@ -1,0 +1,64 @@
+/* DeepSeek-V4's attention of one layer over one sequence's new tokens, after the projections
+ * (the caller's GEMMs) and before wo_a: the composition of the model_v4 units that
+ * tests/unit/test_v4_block.c checks against the reference token by token, here over a chunk.
+ * Per token t at position p of the chunk [pos0, pos0 + n):
+ *   q_t: per-head RMS + RoPE(p); kv_t: RoPE(p) + fp8 of the non-RoPE dims (v4_attn.h)
+ *   the compressor(s) fed the chunk's tokens (compressor.h): an entry completed by t is
+ *   visible to t, and only those: entries e < (p + 1) / ratio
+ *   ratio 4: the indexer's top-k of the visible indexer entries (v4_indexer.h)
+ *   attention over the window [p - window + 1, p] (ring rows before the chunk, the chunk's own
+ *   rows after) + the entries, with the sink; the inverse RoPE of each head at p.
+ * The sequence's state (struct v4_seq_attn) lives in caller memory: the window ring, the
+ * compressed and indexer entries, the compressors' unfinished windows; any split of a
+ * sequence into chunks gives the same results bit for bit. */
+#ifndef MLA_MODEL_V4_V4_BLOCK_H
+#define MLA_MODEL_V4_V4_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "model_v4/compressor.h"
+#include "model_v4/v4_rope.h"
+
+/* One layer's attention sizes and weightless parts */
+struct v4_attn_layer {
+	int ratio;             /* 0: window only; 4: CSA with the indexer; other: HCA */
+	int n_heads, head_dim; /* H, hd */
+	int window;            /* sliding_window */
+	int index_heads, index_dim, index_topk;
+	float eps;                  /* rms_norm_eps */
+	const float *sink;          /* [H] attn_sink */
+	struct v4_rope rope;        /* ratio 0: rope_theta; compressed layers: compress_rope_theta + YaRN */
+	struct v4_comp comp, icomp; /* the main compressor (ratio > 0), the indexer's (ratio 4) */
+};
+
+/* One sequence's state of one layer (positions 0 .. pos0 - 1 fed) */
+struct v4_seq_attn {
+	float *ring;       /* [window, hd]: position p's kv at row p % window */
+	float *ents;       /* [max_len / ratio, hd] compressed entries */
+	float *ients;      /* [max_len / 4, index_dim] the indexer's keys (ratio 4) */
+	float *cst, *icst; /* the compressors' unfinished windows (compressor.h) */
+	int max_ent;
+};
+
+/* Floats of one sequence's state for max_len positions. */
+size_t v4_seq_attn_floats(const struct v4_attn_layer *l, int max_len);
+/* Carves s out of mem [v4_seq_attn_floats] and resets it (a fresh sequence). */
+void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, int max_len, struct v4_seq_attn *s);
+/* Resets s (its memory kept): the sequence starts again at position 0. */
+void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s);
+
+/* The chunk's projections (rows of n tokens):
+ *   q [n, H*hd] wq_b's output (prepared in place), kv [n, hd] kv_norm's output (in place),
+ *   ckv, csc [n, comp width] the compressor's wkv / wgate outputs (ratio > 0),
+ *   iq [n, index_heads * index_dim] the indexer's wq_b output (in place), iw [n, index_heads]
+ *   its weights_proj output (in place), ikv, isc [n, 2 index_dim] its compressor's (ratio 4)
+ * -> o [n, H*hd] the attention output after the inverse RoPE; sel [n, index_topk] the
+ * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. Fails when the
+ * sequence outgrows max_len. */
+int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0, int n, float *q, float *kv,
+		const float *ckv, const float *csc, float *iq, float *iw, const float *ikv, const float *isc, float *o,
+		int32_t *sel, struct err *e);
+
+#endif
