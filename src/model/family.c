@@ -3,7 +3,7 @@
  * it cannot read). */
 #include "model/family.h"
 
-static const struct model_family *const families[] = {&model_family_deepseek};
+static const struct model_family *const families[] = {&model_family_v4, &model_family_deepseek};
 
 int model_families(const struct model_family *const **out)
 {

@@ -67,6 +67,7 @@ struct model_family {
 };
 
 extern const struct model_family model_family_deepseek;
+extern const struct model_family model_family_v4; /* family_v4.c: DeepSeek-V4 */
 
 /* The family of the checkpoint in DIR: the first of family.c's list that matches. */
 const struct model_family *model_family_find(const char *dir);

@@ -1,0 +1,257 @@
+/* The DeepSeek-V4 family (family.h): V4-Flash / V4-Pro checkpoints (config.json model_type
+ * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
+ * forward_v4.c's over the model_v4 units. This first version runs float32 activations on one
+ * rank with per-sequence attention state (forward_v4.h); what it cannot run yet is refused
+ * here with one line: bf16 activations, TP / DCP, --quantization, dummy weights, MTP drafting.
+ * The MTP modules' weights are loaded (mtp.K.*) for the coming MTP step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/backends/backends.h"
+#include "base/log.h"
+#include "model/family.h"
+#include "model/forward_v4.h"
+#include "model/tensors.h"
+
+static bool v4_matches(const char *dir) { return v4_config_is_v4(dir); }
+
+/* what this version refuses, before any weight is read */
+static int refuse(const struct model *m, const char *dir, struct err *e)
+{
+	int dcp = m->opt.comm ? m->opt.comm->dcp_size : 1;
+	if (m->tp_size > 1 || dcp > 1)
+		return err_set(e, "%s: DeepSeek-V4 runs on one rank for now (tensor-parallel-size %d, dcp %d)", dir,
+			       m->tp_size, dcp);
+	if (m->opt.load_mtp)
+		return err_set(e, "%s: DeepSeek-V4: MTP speculative decoding is not supported yet", dir);
+	if (m->opt.quant || m->opt.quantize_lm_head)
+		return err_set(e,
+			       "%s: DeepSeek-V4: --quantization / --quantize-lm-head are not supported (its weights "
+			       "are fp8 / fp4 already)",
+			       dir);
+	if (m->opt.load_dummy)
+		return err_set(e, "%s: DeepSeek-V4: --load-format dummy is not supported yet", dir);
+	return 0;
+}
+
+/* m->cfg: the fields the engine, load.c and the tools read */
+static void fill_cfg(struct model_config *o, const struct v4_config *c)
+{
+	memset(o, 0, sizeof *o);
+	snprintf(o->model_type, sizeof o->model_type, "deepseek_v4");
+	o->vocab_size = c->vocab_size;
+	o->hidden_size = c->hidden_size;
+	o->moe_intermediate_size = c->moe_intermediate_size;
+	o->num_hidden_layers = c->num_hidden_layers;
+	o->num_nextn_predict_layers = c->num_nextn_predict_layers;
+	o->num_attention_heads = c->num_attention_heads;
+	o->q_lora_rank = c->q_lora_rank;
+	o->kv_lora_rank = c->head_dim - c->qk_rope_head_dim; /* the kv's non-RoPE dims */
+	o->qk_rope_head_dim = c->qk_rope_head_dim;
+	o->v_head_dim = c->head_dim;
+	o->n_routed_experts = c->n_routed_experts;
+	o->num_experts_per_tok = c->num_experts_per_tok;
+	o->n_shared_experts = c->n_shared_experts;
+	o->norm_topk_prob = c->norm_topk_prob;
+	o->routed_scaling_factor = c->routed_scaling_factor;
+	o->rms_norm_eps = c->rms_norm_eps;
+	o->rope_theta = c->rope_theta;
+	o->max_position_embeddings = c->max_position_embeddings;
+	o->tie_word_embeddings = c->tie_word_embeddings;
+	o->bos_token_id = c->bos_token_id;
+	o->eos_token_id = c->eos_token_id;
+	o->fp8 = c->fp8;
+	o->fp8_block_rows = c->fp8_block_rows;
+	o->fp8_block_cols = c->fp8_block_cols;
+	o->fp8_scale_ue8m0 = c->fp8_scale_ue8m0;
+	snprintf(o->torch_dtype, sizeof o->torch_dtype, "%s", c->torch_dtype);
+}
+
+static int v4_configure(struct model *m, const char *dir, struct err *e)
+{
+	struct v4_model *v = model_own(m, sizeof *v);
+	if (!v)
+		return err_set(e, "model: out of memory");
+	memset(v, 0, sizeof *v);
+	m->fam_state = v;
+	if (v4_config_load(dir, &v->c, e) || refuse(m, dir, e))
+		return -1;
+	const struct v4_config *c = &v->c;
+	if (c->hc_mult > V4_HC_MAX)
+		return err_set(e, "%s/config.json: hc_mult %d unsupported (<= %d)", dir, c->hc_mult, V4_HC_MAX);
+	if (c->num_attention_heads % c->o_groups)
+		return err_set(e, "%s/config.json: o_groups %d does not divide num_attention_heads %d", dir,
+			       c->o_groups, c->num_attention_heads);
+	if (c->expert_dtype == V4_EXPERT_FP8)
+		return err_set(e, "%s/config.json: expert_dtype fp8 (V4-Flash-Base) is not supported yet", dir);
+	fill_cfg(&m->cfg, c);
+	m->n_heads_local = c->num_attention_heads;
+	m->head0 = 0;
+	return 0;
+}
+
+/* a block's weightless parts and views, once its tensors are in */
+static int derive(const struct v4_config *c, struct v4_layer *L, struct err *e)
+{
+	int r = v4_layer_ratio(c, L->idx);
+	struct v4_attn_layer *a = &L->attn;
+	*a = (struct v4_attn_layer){.ratio = r,
+				    .n_heads = c->num_attention_heads,
+				    .head_dim = c->head_dim,
+				    .window = c->sliding_window,
+				    .index_heads = c->index_n_heads,
+				    .index_dim = c->index_head_dim,
+				    .index_topk = c->index_topk,
+				    .eps = c->rms_norm_eps,
+				    .sink = L->sink};
+	if (v4_rope_init_layer(&a->rope, c, r, e))
+		return -1;
+	if (r)
+		a->comp = (struct v4_comp){r, c->head_dim, c->rms_norm_eps, V4_COMP_KV, L->c_ape, L->c_norm, &a->rope};
+	if (r == 4)
+		a->icomp = (struct v4_comp){4,         c->index_head_dim, c->rms_norm_eps, V4_COMP_INDEX,
+					    L->ic_ape, L->ic_norm,        &a->rope};
+	struct v4_hc h = {.hc = c->hc_mult,
+			  .dim = c->hidden_size,
+			  .iters = c->hc_sinkhorn_iters,
+			  .norm_eps = c->rms_norm_eps,
+			  .hc_eps = c->hc_eps};
+	L->hca = h, L->hca.fn = L->hca_fn, L->hca.scale = L->hca_scale, L->hca.base = L->hca_base;
+	L->hcf = h, L->hcf.fn = L->hcf_fn, L->hcf.scale = L->hcf_scale, L->hcf.base = L->hcf_base;
+	L->route = (struct v4_route){
+		c->n_routed_experts, c->num_experts_per_tok, c->routed_scaling_factor, L->gate_bias,
+		L->tid2eid,          c->vocab_size};
+	return 0;
+}
+
+static struct v4_hc head_hc(const struct v4_config *c, const float *fn, const float *scale, const float *base)
+{
+	return (struct v4_hc){.hc = c->hc_mult,
+			      .dim = c->hidden_size,
+			      .iters = c->hc_sinkhorn_iters,
+			      .norm_eps = c->rms_norm_eps,
+			      .hc_eps = c->hc_eps,
+			      .fn = fn,
+			      .scale = scale,
+			      .base = base};
+}
+
+/* max_seqs slots of per-layer attention state for max_model_len positions */
+static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
+{
+	const struct v4_config *c = &v->c;
+	v->max_len = m->opt.max_model_len;
+	v->n_slots = m->opt.max_seqs;
+	v->slots = model_own(m, sizeof *v->slots * (size_t)v->n_slots);
+	if (!v->slots)
+		return err_set(e, "DeepSeek-V4: out of memory for the sequence state");
+	size_t per = 0;
+	for (int l = 0; l < c->num_hidden_layers; l++)
+		per += v4_seq_attn_floats(&v->w.layers[l].attn, v->max_len);
+	for (int i = 0; i < v->n_slots; i++) {
+		struct v4_slot *s = &v->slots[i];
+		s->first_block = -1;
+		s->pos = 0;
+		s->last_step = 0;
+		s->layer = model_own(m, sizeof *s->layer * (size_t)c->num_hidden_layers);
+		float *mem = model_own(m, sizeof(float) * per);
+		if (!s->layer || !mem)
+			return err_set(e, "DeepSeek-V4: out of memory for %d sequences of %d positions (%.1f MB each)",
+				       v->n_slots, v->max_len, per * 4 / 1e6);
+		for (int l = 0; l < c->num_hidden_layers; l++) {
+			v4_seq_attn_init(&v->w.layers[l].attn, mem, v->max_len, &s->layer[l]);
+			mem += v4_seq_attn_floats(&v->w.layers[l].attn, v->max_len);
+		}
+	}
+	return 0;
+}
+
+static int v4_load(struct model *m, const char *dir, struct err *e)
+{
+	struct v4_model *v = m->fam_state;
+	const struct v4_config *c = &v->c;
+	if (m->opt.act_dtype != DT_F32)
+		return err_set(e, "%s: DeepSeek-V4 runs float32 activations for now (--dtype float32)", dir);
+	m->n_layers = c->num_hidden_layers;
+	v->w.n_mtp = c->num_nextn_predict_layers;
+	v->w.layers = model_own(m, sizeof *v->w.layers * (size_t)c->num_hidden_layers);
+	v->w.mtp = model_own(m, sizeof *v->w.mtp * (size_t)(v->w.n_mtp ? v->w.n_mtp : 1));
+	if (!v->w.layers || !v->w.mtp)
+		return err_set(e, "model: out of memory");
+	memset(v->w.layers, 0, sizeof *v->w.layers * (size_t)c->num_hidden_layers);
+	memset(v->w.mtp, 0, sizeof *v->w.mtp * (size_t)(v->w.n_mtp ? v->w.n_mtp : 1));
+	if (v4_tensors_load(m, c, &v->w, v->w.n_mtp, e))
+		return -1;
+	v->w.hch = head_hc(c, v->w.hc_head_fn, v->w.hc_head_scale, v->w.hc_head_base);
+	for (int l = 0; l < c->num_hidden_layers; l++)
+		if (derive(c, &v->w.layers[l], e))
+			return -1;
+	for (int k = 0; k < v->w.n_mtp; k++) {
+		struct v4_mtp *t = &v->w.mtp[k];
+		if (derive(c, &t->blk, e))
+			return -1;
+		t->hch = head_hc(c, t->hc_fn, t->hc_scale, t->hc_base);
+	}
+	return alloc_slots(m, v, e);
+}
+
+/* nothing packed yet: the float32 GEMMs read the weights as loaded */
+static int v4_each_weight(struct model *m, model_weight_fn fn, void *ctx, struct err *e) { return 0; }
+
+static void v4_log_loaded(const struct model *m)
+{
+	const struct v4_model *v = m->fam_state;
+	char r[256] = "";
+	for (int l = 0, o = 0; l < v->c.num_hidden_layers && o < (int)sizeof r - 8; l++)
+		o += snprintf(r + o, sizeof r - (size_t)o, "%s%d", l ? " " : "", v4_layer_ratio(&v->c, l));
+	LOG_I("model", "DeepSeek-V4: %d layers, compress ratios [%s]", v->c.num_hidden_layers, r);
+	LOG_I("model",
+	      "DeepSeek-V4: %d MTP module(s) loaded (not run yet); attention state for %d sequences x %d "
+	      "positions (per sequence, not paged yet)",
+	      v->w.n_mtp, v->n_slots, v->max_len);
+}
+
+static int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
+			  float *logits, struct err *e)
+{
+	return err_set(e, "DeepSeek-V4: the MTP step is not implemented yet");
+}
+
+/* the engine's KV cache: one layer of head_dim rows per token, so its block budget counts
+ * tokens as a paged V4 cache would (the state itself is forward_v4.h's, for now) */
+static size_t v4_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
+{
+	return kv_cache_bytes_per_block(1, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim, kv_dtype);
+}
+
+static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
+			    enum dtype kv_dtype, struct err *e)
+{
+	return kv_cache_init(kv, 1, n_blocks, block_size, m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim, kv_dtype, e);
+}
+
+/* the engine's split of a step needs a backend; V4's attention is its own (v4_block.h) */
+static const struct attn_backend *v4_default_backend(const struct model *m) { return attn_backend_default(false); }
+static int v4_check_backend(const struct model *m, const struct attn_backend *b, struct err *e) { return 0; }
+
+static int no_dim(const struct model *m, int sym) { return 0; }
+/* tensors.c's walkers do not read V4's formats: its rows are tensors_v4.c's own table */
+static const struct tensor_table v4_tensor_table = {"deepseek_v4", NULL, 0, no_dim};
+
+const struct model_family model_family_v4 = {
+	.name = "deepseek_v4",
+	.matches = v4_matches,
+	.configure = v4_configure,
+	.load = v4_load,
+	.each_weight = v4_each_weight,
+	.log_loaded = v4_log_loaded,
+	.scratch_bytes = v4_step_scratch_bytes,
+	.forward = v4_forward,
+	.mtp_forward = v4_mtp_forward,
+	.kv_bytes_per_block = v4_kv_bytes_per_block,
+	.kv_cache_init = v4_kv_cache_init,
+	.default_backend = v4_default_backend,
+	.check_backend = v4_check_backend,
+	.tensors = &v4_tensor_table,
+};

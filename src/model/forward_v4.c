@@ -1,0 +1,321 @@
+/* DeepSeek-V4's step (forward_v4.h): float32 activations, the linears as GEMMs over the
+ * step's tokens (the ops GEMM on fp8 / bf16 / f32 weights), the attention of each sequence
+ * through model_v4/v4_block.h, hyper-connections, hash / scored MoE routing, the head. Per
+ * layer, over x [n, hc, D] (the hc residual streams of the step's n tokens):
+ *   y = attn_norm(hc_pre(x)); x = hc_post(wo_b(wo_a(attention(y))), x)
+ *   y = ffn_norm(hc_pre(x)); x = hc_post(sum_e w_e expert_e(y) + shared(y), x)
+ * then logits = head(norm(hc_head(x))) of the requested rows. */
+#include "model/forward_v4.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/arena.h"
+
+/* The step's buffers, rows of n tokens (nl logits rows) */
+struct bufs {
+	float *x;            /* [n, hc, D] */
+	float *y, *out;      /* [n, D] */
+	float *post, *comb;  /* [n, hc], [n, hc, hc] */
+	float *qr;           /* [n, q_lora] */
+	float *q, *o;        /* [n, H*hd] */
+	float *kv;           /* [n, hd] */
+	float *ckv, *csc;    /* [n, 2 hd] the compressor's (width 2 hd at most) */
+	float *iq;           /* [n, Hi*di] */
+	float *iw;           /* [n, Hi] */
+	float *ikv, *isc;    /* [n, 2 di] */
+	float *z;            /* [n, G*o_lora] */
+	float *glog, *wts;   /* [n, E], [n, k] */
+	int32_t *ids, *rows; /* [n, k] the routed experts; [n] one expert's token rows */
+	float *xe, *eo;      /* [n, D] one expert's rows in, out */
+	float *g, *u;        /* [n, I] */
+	float *hl;           /* [nl, D] */
+};
+
+static size_t take(struct arena *a, void **p, size_t bytes)
+{
+	size_t r = (bytes + 63) / 64 * 64;
+	if (a)
+		*p = arena_alloc(a, bytes);
+	return r;
+}
+
+/* the layout (a NULL arena: its size only) */
+static size_t layout(const struct v4_config *c, int n, int nl, struct arena *a, struct bufs *b)
+{
+	size_t f = sizeof(float), N = (size_t)n, s = 0;
+	int D = c->hidden_size, hc = c->hc_mult, H = c->num_attention_heads, hd = c->head_dim;
+	int k = c->num_experts_per_tok, I = c->moe_intermediate_size, Hi = c->index_n_heads;
+	int di = c->index_head_dim;
+	s += take(a, (void **)&b->x, f * N * (size_t)(hc * D));
+	s += take(a, (void **)&b->y, f * N * (size_t)D);
+	s += take(a, (void **)&b->out, f * N * (size_t)D);
+	s += take(a, (void **)&b->post, f * N * (size_t)hc);
+	s += take(a, (void **)&b->comb, f * N * (size_t)(hc * hc));
+	s += take(a, (void **)&b->qr, f * N * (size_t)c->q_lora_rank);
+	s += take(a, (void **)&b->q, f * N * (size_t)(H * hd));
+	s += take(a, (void **)&b->o, f * N * (size_t)(H * hd));
+	s += take(a, (void **)&b->kv, f * N * (size_t)hd);
+	s += take(a, (void **)&b->ckv, f * N * (size_t)(2 * hd));
+	s += take(a, (void **)&b->csc, f * N * (size_t)(2 * hd));
+	s += take(a, (void **)&b->iq, f * N * (size_t)(Hi * di));
+	s += take(a, (void **)&b->iw, f * N * (size_t)Hi);
+	s += take(a, (void **)&b->ikv, f * N * (size_t)(2 * di));
+	s += take(a, (void **)&b->isc, f * N * (size_t)(2 * di));
+	s += take(a, (void **)&b->z, f * N * (size_t)(c->o_groups * c->o_lora_rank));
+	s += take(a, (void **)&b->glog, f * N * (size_t)c->n_routed_experts);
+	s += take(a, (void **)&b->wts, f * N * (size_t)k);
+	s += take(a, (void **)&b->ids, sizeof(int32_t) * N * (size_t)k);
+	s += take(a, (void **)&b->rows, sizeof(int32_t) * N);
+	s += take(a, (void **)&b->xe, f * N * (size_t)D);
+	s += take(a, (void **)&b->eo, f * N * (size_t)D);
+	s += take(a, (void **)&b->g, f * N * (size_t)I);
+	s += take(a, (void **)&b->u, f * N * (size_t)I);
+	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
+	return s;
+}
+
+size_t v4_step_scratch_bytes(const struct model *m)
+{
+	const struct v4_model *v = m->fam_state;
+	struct bufs b;
+	int n = m->opt.max_batch_tokens;
+	return layout(&v->c, n, n, NULL, &b) + 4096;
+}
+
+/* x [n, d] rows: RMSNorm with weight w (sums in double, as the reference) */
+static void rmsnorm_rows(float *x, int n, int d, const float *w, float eps)
+{
+	for (int t = 0; t < n; t++) {
+		float *r = x + (size_t)t * (size_t)d;
+		double ss = 0;
+		for (int i = 0; i < d; i++)
+			ss += (double)r[i] * r[i];
+		double k = 1 / sqrt(ss / d + eps);
+		for (int i = 0; i < d; i++)
+			r[i] = (float)(r[i] * k * w[i]);
+	}
+}
+
+/* jobs of the step: y [n, ldy] = x [n, ldx] · wᵀ */
+static struct gemm_job job(const struct wmat *w, const float *x, int ldx, float *y, int ldy, int n)
+{
+	return (struct gemm_job){.w = w, .x = x, .y = y, .n = n, .ldx = ldx, .ldy = ldy};
+}
+
+static void run(struct model *m, int nj, struct gemm_job *j)
+{
+	if (nj > 0 && j[0].n > 0)
+		model_gemm_run(m, nj, j);
+}
+
+/* The sequences' slots (forward_v4.h): a sequence at position 0 takes one (a free one, else
+ * the least recently used); a later chunk must find its own where it stopped. */
+static int claim_slots(struct v4_model *v, const struct batch *b, struct v4_slot **out, struct err *e)
+{
+	const struct attn_meta *a = &b->attn;
+	v->step++;
+	for (int k = 0; k < a->n_seqs; k++) {
+		int32_t first = a->block_table[(size_t)k * (size_t)a->max_blocks];
+		long start = b->positions[a->query_start[k]];
+		long end = start + (a->query_start[k + 1] - a->query_start[k]);
+		if (end > v->max_len)
+			return err_set(e, "DeepSeek-V4: position %ld past max_model_len %d", end - 1, v->max_len);
+		struct v4_slot *s = NULL;
+		for (int i = 0; i < v->n_slots && !s; i++)
+			if (v->slots[i].first_block == first)
+				s = &v->slots[i];
+		if (start == 0) {
+			for (int i = 0; i < v->n_slots && !s; i++)
+				if (v->slots[i].first_block < 0)
+					s = &v->slots[i];
+			for (int i = 0; i < v->n_slots && !s; i++)
+				if (v->slots[i].last_step != v->step && (!s || v->slots[i].last_step < s->last_step))
+					s = &v->slots[i];
+			if (!s)
+				return err_set(e, "DeepSeek-V4: more than %d sequences in one step", v->n_slots);
+			s->first_block = first;
+			s->pos = 0;
+			for (int l = 0; l < v->c.num_hidden_layers; l++)
+				v4_seq_attn_reset(&v->w.layers[l].attn, &s->layer[l]);
+		} else if (!s || s->pos != start) {
+			return err_set(
+				e,
+				"DeepSeek-V4: sequence %d continues at position %ld, but this version keeps its "
+				"attention state only for sequences it ran from position 0 without a gap (no "
+				"prefix caching or preemption yet)",
+				k, start);
+		}
+		s->last_step = v->step;
+		out[k] = s;
+	}
+	return 0;
+}
+
+/* One layer's attention sub-block: y [n, D] (normed) -> b->out [n, D] */
+static int attention(struct model *m, struct v4_model *v, int li, const struct batch *b, struct v4_slot **slots,
+		     struct bufs *u, struct err *e)
+{
+	const struct v4_config *c = &v->c;
+	struct v4_layer *L = &v->w.layers[li];
+	int n = b->n_tokens, D = c->hidden_size, H = c->num_attention_heads, hd = c->head_dim, r = L->attn.ratio;
+	int ql = c->q_lora_rank, cw = r == 4 ? 2 * hd : hd, Hi = c->index_n_heads, di = c->index_head_dim;
+	int G = c->o_groups, olr = c->o_lora_rank, gl = H * hd / G;
+	struct gemm_job j[8];
+	int nj = 0;
+	j[nj++] = job(&L->wq_a, u->y, D, u->qr, ql, n);
+	j[nj++] = job(&L->wkv, u->y, D, u->kv, hd, n);
+	if (r) {
+		j[nj++] = job(&L->c_wkv, u->y, D, u->ckv, cw, n);
+		j[nj++] = job(&L->c_wgate, u->y, D, u->csc, cw, n);
+	}
+	if (r == 4) {
+		j[nj++] = job(&L->ix_wproj, u->y, D, u->iw, Hi, n);
+		j[nj++] = job(&L->ic_wkv, u->y, D, u->ikv, 2 * di, n);
+		j[nj++] = job(&L->ic_wgate, u->y, D, u->isc, 2 * di, n);
+	}
+	run(m, nj, j);
+	rmsnorm_rows(u->qr, n, ql, L->q_norm, c->rms_norm_eps);
+	rmsnorm_rows(u->kv, n, hd, L->kv_norm, c->rms_norm_eps);
+	nj = 0;
+	j[nj++] = job(&L->wq_b, u->qr, ql, u->q, H * hd, n);
+	if (r == 4)
+		j[nj++] = job(&L->ix_wq_b, u->qr, ql, u->iq, Hi * di, n);
+	run(m, nj, j);
+	for (int k = 0; k < b->attn.n_seqs; k++) {
+		int t0 = b->attn.query_start[k], nt = b->attn.query_start[k + 1] - t0;
+		size_t T = (size_t)t0;
+		if (nt &&
+		    v4_attn_seq(&L->attn, &slots[k]->layer[li], b->positions[t0], nt, u->q + T * (size_t)(H * hd),
+				u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw, u->csc + T * (size_t)cw,
+				u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi, u->ikv + T * (size_t)(2 * di),
+				u->isc + T * (size_t)(2 * di), u->o + T * (size_t)(H * hd), NULL, e))
+			return -1;
+	}
+	/* wo_a per group: z_g [n, o_lora] = wo_a[g*o_lora.., g*gl..] o_g */
+	struct wmat wg[16];
+	if (G > 16)
+		return err_set(e, "DeepSeek-V4: o_groups %d > 16", G);
+	for (int g = 0; g < G; g++) {
+		wg[g] = wmat_view(&L->wo_a, g * olr, olr, 0, gl);
+		struct gemm_job jg = job(&wg[g], u->o + (size_t)g * (size_t)gl, H * hd, u->z + (size_t)g * (size_t)olr,
+					 G * olr, n);
+		run(m, 1, &jg);
+	}
+	j[0] = job(&L->wo_b, u->z, G * olr, u->out, D, n);
+	run(m, 1, j);
+	return 0;
+}
+
+/* One layer's MoE: y [n, D] (normed) -> b->out [n, D]: the shared expert, then each routed
+ * expert over the rows that chose it (its routing weight applied before w2) */
+static int moe(struct model *m, struct v4_model *v, int li, const struct batch *b, struct bufs *u, struct err *e)
+{
+	const struct v4_config *c = &v->c;
+	struct v4_layer *L = &v->w.layers[li];
+	int n = b->n_tokens, D = c->hidden_size, I = c->moe_intermediate_size, k = c->num_experts_per_tok;
+	float lim = c->swiglu_limit;
+	struct gemm_job j[3] = {job(&L->gate, u->y, D, u->glog, c->n_routed_experts, n),
+				job(&L->s1, u->y, D, u->g, I, n), job(&L->s3, u->y, D, u->u, I, n)};
+	run(m, 3, j);
+	for (int t = 0; t < n; t++) {
+		size_t o = (size_t)t * (size_t)I;
+		v4_swiglu_clamped(I, u->g + o, u->u + o, 1.0f, lim, u->g + o);
+		if (v4_route_one(&L->route, u->glog + (size_t)t * (size_t)c->n_routed_experts, b->tokens[t],
+				 u->ids + (size_t)t * (size_t)k, u->wts + (size_t)t * (size_t)k, e))
+			return -1;
+	}
+	j[0] = job(&L->s2, u->g, I, u->out, D, n);
+	run(m, 1, j);
+	for (int ex = 0; ex < c->n_routed_experts; ex++) {
+		int cnt = 0;
+		for (int t = 0; t < n; t++)
+			for (int i = 0; i < k; i++)
+				if (u->ids[t * k + i] == ex) {
+					u->rows[cnt] = t * k + i; /* the token and its slot */
+					memcpy(u->xe + (size_t)cnt * (size_t)D, u->y + (size_t)t * (size_t)D,
+					       sizeof(float) * (size_t)D);
+					cnt++;
+				}
+		if (!cnt)
+			continue;
+		struct gemm_job je[2] = {job(&L->w1[ex], u->xe, D, u->g, I, cnt),
+					 job(&L->w3[ex], u->xe, D, u->u, I, cnt)};
+		run(m, 2, je);
+		for (int r = 0; r < cnt; r++) {
+			size_t o = (size_t)r * (size_t)I;
+			v4_swiglu_clamped(I, u->g + o, u->u + o, u->wts[u->rows[r]], lim, u->g + o);
+		}
+		je[0] = job(&L->w2[ex], u->g, I, u->eo, D, cnt);
+		run(m, 1, je);
+		for (int r = 0; r < cnt; r++) {
+			float *dst = u->out + (size_t)(u->rows[r] / k) * (size_t)D,
+			      *src = u->eo + (size_t)r * (size_t)D;
+			for (int d = 0; d < D; d++)
+				dst[d] += src[d];
+		}
+	}
+	return 0;
+}
+
+int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
+	       float *logits, struct err *e)
+{
+	struct v4_model *v = m->fam_state;
+	const struct v4_config *c = &v->c;
+	int n = b->n_tokens, nl = b->n_logits, D = c->hidden_size, hc = c->hc_mult;
+	if (n > m->opt.max_batch_tokens || nl > m->opt.max_batch_tokens || b->attn.n_seqs > v->n_slots)
+		return err_set(e, "DeepSeek-V4: step of %d tokens, %d sequences over the model's %d, %d", n,
+			       b->attn.n_seqs, m->opt.max_batch_tokens, v->n_slots);
+	struct v4_slot **slots = malloc(sizeof *slots * (size_t)(b->attn.n_seqs ? b->attn.n_seqs : 1));
+	if (!slots)
+		return err_set(e, "DeepSeek-V4: out of memory");
+	int rc = -1;
+	if (claim_slots(v, b, slots, e))
+		goto out;
+	arena_reset(&m->arena);
+	struct bufs u;
+	layout(c, n, nl, &m->arena, &u);
+	m->step_weight_bytes = 0;
+	/* the embedding, repeated over the hc streams */
+	for (int t = 0; t < n; t++) {
+		const struct wmat *w = &v->w.embed;
+		if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size) {
+			err_set(e, "DeepSeek-V4: token %d outside the vocabulary (%d)", b->tokens[t], c->vocab_size);
+			goto out;
+		}
+		for (int d = 0; d < D; d++)
+			u.x[(size_t)t * (size_t)(hc * D) + (size_t)d] = wmat_get(w, b->tokens[t], d);
+		for (int s = 1; s < hc; s++)
+			memcpy(u.x + ((size_t)t * (size_t)hc + (size_t)s) * (size_t)D,
+			       u.x + (size_t)t * (size_t)(hc * D), sizeof(float) * (size_t)D);
+	}
+	for (int li = 0; li < c->num_hidden_layers; li++) {
+		struct v4_layer *L = &v->w.layers[li];
+		v4_hc_pre(&L->hca, n, u.x, u.y, u.post, u.comb);
+		rmsnorm_rows(u.y, n, D, L->attn_norm, c->rms_norm_eps);
+		if (attention(m, v, li, b, slots, &u, e))
+			goto out;
+		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
+		v4_hc_pre(&L->hcf, n, u.x, u.y, u.post, u.comb);
+		rmsnorm_rows(u.y, n, D, L->ffn_norm, c->rms_norm_eps);
+		if (moe(m, v, li, b, &u, e))
+			goto out;
+		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
+	}
+	for (int r = 0; r < nl; r++) {
+		int t = b->logits_rows[r];
+		v4_hc_head(&v->w.hch, 1, u.x + (size_t)t * (size_t)(hc * D), u.hl + (size_t)r * (size_t)D);
+	}
+	rmsnorm_rows(u.hl, nl, D, v->w.norm, c->rms_norm_eps);
+	struct gemm_job jh = job(&v->w.head, u.hl, D, logits, c->vocab_size, nl);
+	run(m, 1, &jh);
+	for (int k = 0; k < b->attn.n_seqs; k++)
+		slots[k]->pos = b->positions[b->attn.query_start[k]] +
+				(b->attn.query_start[k + 1] - b->attn.query_start[k]);
+	rc = 0;
+out:
+	free(slots);
+	return rc;
+}

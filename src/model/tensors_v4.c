@@ -1,0 +1,395 @@
+/* DeepSeek-V4's tensor table and its walker (tensors_v4.h). */
+#include "model/tensors_v4.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/weights.h"
+#include "model_v4/fp4.h"
+
+enum v4_kind {
+	VK_FP8,     /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
+	VK_FP8_F32, /* the same dequantised to an f32 wmat (wo_a) */
+	VK_MAT,     /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
+	VK_FP4,     /* I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact) */
+	VK_F32,     /* any float tensor [rows] or [rows, cols] -> owned f32 */
+	VK_I64,     /* I64 [rows, cols] -> owned int64 */
+};
+
+/* whose struct a row's offset is into */
+enum v4_base { VB_MODEL, VB_LAYER, VB_MTP };
+
+/* shape symbols */
+enum {
+	D = 1,
+	HC_D,
+	HC,
+	HC_MIX,
+	THREE,
+	ONE,
+	Q,
+	HHD,
+	HD,
+	HD2,
+	GO,
+	HDG,
+	RATIO,
+	CW,
+	HIDI,
+	HI,
+	DI,
+	DI2,
+	FOUR,
+	E,
+	IM,
+	TOPK,
+	V,
+	H,
+};
+
+struct v4_tensor_spec {
+	const char *name;
+	enum v4_kind kind;
+	enum v4_base base;
+	size_t off;
+	int rows, cols; /* cols 0: 1-D */
+	bool count;     /* one per routed expert (%d after the prefix) */
+	bool (*on)(const struct v4_config *c, int idx);
+};
+
+static int dim(const struct v4_config *c, int idx, int sym)
+{
+	int r = idx >= 0 ? v4_layer_ratio(c, idx) : 0;
+	switch (sym) {
+	case D: return c->hidden_size;
+	case HC_D: return c->hc_mult * c->hidden_size;
+	case HC: return c->hc_mult;
+	case HC_MIX: return (2 + c->hc_mult) * c->hc_mult;
+	case THREE: return 3;
+	case ONE: return 1;
+	case Q: return c->q_lora_rank;
+	case HHD: return c->num_attention_heads * c->head_dim;
+	case HD: return c->head_dim;
+	case HD2: return 2 * c->head_dim;
+	case GO: return c->o_groups * c->o_lora_rank;
+	case HDG: return c->num_attention_heads * c->head_dim / c->o_groups;
+	case RATIO: return r;
+	case CW: return r == 4 ? 2 * c->head_dim : c->head_dim;
+	case HIDI: return c->index_n_heads * c->index_head_dim;
+	case HI: return c->index_n_heads;
+	case DI: return c->index_head_dim;
+	case DI2: return 2 * c->index_head_dim;
+	case FOUR: return 4;
+	case E: return c->n_routed_experts;
+	case IM: return c->moe_intermediate_size;
+	case TOPK: return c->num_experts_per_tok;
+	case V: return c->vocab_size;
+	case H: return c->num_attention_heads;
+	}
+	return 0;
+}
+
+static bool compressed(const struct v4_config *c, int i) { return v4_layer_ratio(c, i) > 0; }
+static bool csa(const struct v4_config *c, int i) { return v4_layer_ratio(c, i) == 4; }
+static bool hash(const struct v4_config *c, int i) { return v4_layer_is_hash(c, i); }
+static bool scored(const struct v4_config *c, int i) { return !v4_layer_is_hash(c, i); }
+
+#define G(f) VB_MODEL, offsetof(struct v4_weights, f)
+#define L(f) VB_LAYER, offsetof(struct v4_layer, f)
+#define M(f) VB_MTP, offsetof(struct v4_mtp, f)
+
+static const struct v4_tensor_spec rows[] = {
+	{"embed.weight", VK_MAT, G(embed), V, D, .count = false},
+	{"norm.weight", VK_F32, G(norm), D, 0, .count = false},
+	{"head.weight", VK_MAT, G(head), V, D, .count = false},
+	{"hc_head_fn", VK_F32, G(hc_head_fn), HC, HC_D, .count = false},
+	{"hc_head_base", VK_F32, G(hc_head_base), HC, 0, .count = false},
+	{"hc_head_scale", VK_F32, G(hc_head_scale), ONE, 0, .count = false},
+	/* a block: hyper-connections, norms */
+	{"%shc_attn_fn", VK_F32, L(hca_fn), HC_MIX, HC_D, .count = false},
+	{"%shc_attn_base", VK_F32, L(hca_base), HC_MIX, 0, .count = false},
+	{"%shc_attn_scale", VK_F32, L(hca_scale), THREE, 0, .count = false},
+	{"%shc_ffn_fn", VK_F32, L(hcf_fn), HC_MIX, HC_D, .count = false},
+	{"%shc_ffn_base", VK_F32, L(hcf_base), HC_MIX, 0, .count = false},
+	{"%shc_ffn_scale", VK_F32, L(hcf_scale), THREE, 0, .count = false},
+	{"%sattn_norm.weight", VK_F32, L(attn_norm), D, 0, .count = false},
+	{"%sffn_norm.weight", VK_F32, L(ffn_norm), D, 0, .count = false},
+	/* attention: the q latent, one kv, the grouped low-rank output, the sink */
+	{"%sattn.wq_a.weight", VK_FP8, L(wq_a), Q, D, .count = false},
+	{"%sattn.q_norm.weight", VK_F32, L(q_norm), Q, 0, .count = false},
+	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .count = false},
+	{"%sattn.wkv.weight", VK_FP8, L(wkv), HD, D, .count = false},
+	{"%sattn.kv_norm.weight", VK_F32, L(kv_norm), HD, 0, .count = false},
+	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .count = false},
+	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .count = false},
+	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .count = false},
+	/* the compressor (ratio > 0) */
+	{"%sattn.compressor.wkv.weight", VK_MAT, L(c_wkv), CW, D, .on = compressed},
+	{"%sattn.compressor.wgate.weight", VK_MAT, L(c_wgate), CW, D, .on = compressed},
+	{"%sattn.compressor.ape", VK_F32, L(c_ape), RATIO, CW, .on = compressed},
+	{"%sattn.compressor.norm.weight", VK_F32, L(c_norm), HD, 0, .on = compressed},
+	/* the indexer (ratio 4) */
+	{"%sattn.indexer.wq_b.weight", VK_FP8, L(ix_wq_b), HIDI, Q, .on = csa},
+	{"%sattn.indexer.weights_proj.weight", VK_MAT, L(ix_wproj), HI, D, .on = csa},
+	{"%sattn.indexer.compressor.wkv.weight", VK_MAT, L(ic_wkv), DI2, D, .on = csa},
+	{"%sattn.indexer.compressor.wgate.weight", VK_MAT, L(ic_wgate), DI2, D, .on = csa},
+	{"%sattn.indexer.compressor.ape", VK_F32, L(ic_ape), FOUR, DI2, .on = csa},
+	{"%sattn.indexer.compressor.norm.weight", VK_F32, L(ic_norm), DI, 0, .on = csa},
+	/* MoE: the router, hash or scored; the routed experts; the shared one */
+	{"%sffn.gate.weight", VK_MAT, L(gate), E, D, .count = false},
+	{"%sffn.gate.tid2eid", VK_I64, L(tid2eid), V, TOPK, .on = hash},
+	{"%sffn.gate.bias", VK_F32, L(gate_bias), E, 0, .on = scored},
+	{"%sffn.experts.%d.w1.weight", VK_FP4, L(w1), IM, D, .count = true},
+	{"%sffn.experts.%d.w3.weight", VK_FP4, L(w3), IM, D, .count = true},
+	{"%sffn.experts.%d.w2.weight", VK_FP4, L(w2), D, IM, .count = true},
+	{"%sffn.shared_experts.w1.weight", VK_FP8, L(s1), IM, D, .count = false},
+	{"%sffn.shared_experts.w3.weight", VK_FP8, L(s3), IM, D, .count = false},
+	{"%sffn.shared_experts.w2.weight", VK_FP8, L(s2), D, IM, .count = false},
+	/* an MTP module's own (mtp.K.*; model.py shares the main embedding and head) */
+	{"%se_proj.weight", VK_FP8, M(e_proj), D, D, .count = false},
+	{"%sh_proj.weight", VK_FP8, M(h_proj), D, D, .count = false},
+	{"%senorm.weight", VK_F32, M(enorm), D, 0, .count = false},
+	{"%shnorm.weight", VK_F32, M(hnorm), D, 0, .count = false},
+	{"%snorm.weight", VK_F32, M(norm), D, 0, .count = false},
+	{"%shc_head_fn", VK_F32, M(hc_fn), HC, HC_D, .count = false},
+	{"%shc_head_base", VK_F32, M(hc_base), HC, 0, .count = false},
+	{"%shc_head_scale", VK_F32, M(hc_scale), ONE, 0, .count = false},
+};
+
+const struct v4_tensor_spec *const v4_tensor_rows = rows;
+const int v4_tensor_n_rows = (int)(sizeof rows / sizeof rows[0]);
+const char *v4_tensor_name(int k) { return rows[k].name; }
+
+struct ctx {
+	struct model *m;
+	const struct v4_config *c;
+	int idx; /* the block's compress_ratios entry (-1: the model's rows) */
+};
+
+/* a tensor's bytes in owned, aligned memory */
+static const void *aligned(struct ctx *x, const struct st_tensor *t, struct err *e)
+{
+	size_t a = dtype_size(t->dtype);
+	if (!((uintptr_t)t->data % (a ? a : 1)))
+		return t->data;
+	void *p = model_own(x->m, t->nbytes);
+	if (!p) {
+		err_set(e, "%s: tensor %s: out of memory", t->file, t->name);
+		return NULL;
+	}
+	return memcpy(p, t->data, t->nbytes);
+}
+
+/* `NAME.weight`'s `NAME.scale`: F8_E8M0 [sr, sc] -> fp32 powers of two */
+static float *e8m0_scales(struct ctx *x, const char *wname, int sr, int sc, struct err *e)
+{
+	char sname[320];
+	size_t n = strlen(wname) - strlen("weight");
+	snprintf(sname, sizeof sname, "%.*sscale", (int)n, wname);
+	const struct st_tensor *t;
+	if (st_expect(x->m->st, sname, ST_DT(DT_F8_E8M0), sr, sc, &t, e))
+		return NULL;
+	float *s = model_own(x->m, sizeof(float) * (size_t)sr * (size_t)sc);
+	if (!s) {
+		err_set(e, "%s: tensor %s: out of memory", t->file, sname);
+		return NULL;
+	}
+	const uint8_t *b = t->data;
+	for (size_t i = 0; i < (size_t)sr * (size_t)sc; i++) {
+		if (b[i] == 0xff) {
+			err_set(e, "%s: tensor %s: scale %zu is NaN (0xff)", t->file, sname, i);
+			return NULL;
+		}
+		s[i] = fp4_e8m0_to_f32(b[i]);
+	}
+	x->m->weight_bytes += t->nbytes;
+	return s;
+}
+
+static int load_fp8(struct ctx *x, const char *name, int rows, int cols, bool to_f32, struct wmat *w, struct err *e)
+{
+	const struct st_tensor *t;
+	if (st_expect(x->m->st, name, ST_DT(DT_F8_E4M3), rows, cols, &t, e))
+		return -1;
+	int br = x->c->fp8_block_rows > 0 ? x->c->fp8_block_rows : 128;
+	int bc = x->c->fp8_block_cols > 0 ? x->c->fp8_block_cols : 128;
+	int sc = (cols + bc - 1) / bc;
+	float *s = e8m0_scales(x, name, (rows + br - 1) / br, sc, e);
+	if (!s)
+		return -1;
+	*w = (struct wmat){.dtype = DT_F8_E4M3,
+			   .data = t->data,
+			   .rows = rows,
+			   .cols = cols,
+			   .ld = cols,
+			   .scale_ld = sc,
+			   .blk_r = br,
+			   .blk_c = bc};
+	w->scale = s;
+	if (!to_f32) {
+		x->m->weight_bytes += t->nbytes;
+		return 0;
+	}
+	float *f = model_own(x->m, sizeof(float) * (size_t)rows * (size_t)cols);
+	if (!f)
+		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < cols; c++)
+			f[(size_t)r * (size_t)cols + (size_t)c] = wmat_get(w, r, c);
+	*w = (struct wmat){.dtype = DT_F32, .data = f, .rows = rows, .cols = cols, .ld = cols};
+	x->m->weight_bytes += sizeof(float) * (size_t)rows * (size_t)cols;
+	return 0;
+}
+
+/* MXFP4 widened to bf16: e2m1 (at most 2 significant bits) x 2^k is a bf16 for every scale
+ * in bf16's range, so the weight is exact */
+static int load_fp4(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
+{
+	const struct st_tensor *t, *s;
+	char sname[320];
+	snprintf(sname, sizeof sname, "%.*sscale", (int)(strlen(name) - strlen("weight")), name);
+	if (st_expect(x->m->st, name, ST_DT(DT_I8) | ST_DT(DT_U8), rows, cols / 2, &t, e) ||
+	    st_expect(x->m->st, sname, ST_DT(DT_F8_E8M0), rows, (cols + FP4_BLOCK - 1) / FP4_BLOCK, &s, e))
+		return -1;
+	uint16_t *d = model_own(x->m, sizeof(uint16_t) * (size_t)rows * (size_t)cols);
+	float *row = malloc(sizeof(float) * (size_t)cols);
+	if (!d || !row) {
+		free(row);
+		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+	}
+	int nb = (cols + FP4_BLOCK - 1) / FP4_BLOCK;
+	for (int r = 0; r < rows; r++) {
+		const uint8_t *sc = (const uint8_t *)s->data + (size_t)r * (size_t)nb;
+		for (int b = 0; b < nb; b++)
+			if (sc[b] == 0xff || sc[b] < 127 - 126 || sc[b] > 127 + 125) {
+				free(row);
+				return err_set(e, "%s: tensor %s: scale [%d, %d] = 2^%d outside bf16's normal range",
+					       s->file, sname, r, b, sc[b] - 127);
+			}
+		fp4_decode_row((const uint8_t *)t->data + (size_t)r * (size_t)(cols / 2), sc, cols, row);
+		for (int c = 0; c < cols; c++)
+			d[(size_t)r * (size_t)cols + (size_t)c] = f32_to_bf16(row[c]);
+	}
+	free(row);
+	*w = (struct wmat){.dtype = DT_BF16, .data = d, .rows = rows, .cols = cols, .ld = cols};
+	x->m->weight_bytes += t->nbytes + s->nbytes;
+	return 0;
+}
+
+static int load_mat(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
+{
+	const struct st_tensor *t;
+	if (st_expect(x->m->st, name, ST_FLOATS, rows, cols, &t, e))
+		return -1;
+	const void *p = aligned(x, t, e);
+	if (!p)
+		return -1;
+	*w = (struct wmat){.dtype = t->dtype, .data = p, .rows = rows, .cols = cols, .ld = cols};
+	x->m->weight_bytes += t->nbytes;
+	return 0;
+}
+
+static int load_i64(struct ctx *x, const char *name, int rows, int cols, int64_t **out, struct err *e)
+{
+	const struct st_tensor *t;
+	if (st_expect(x->m->st, name, ST_DT(DT_I64), rows, cols, &t, e))
+		return -1;
+	int64_t *v = model_own(x->m, t->nbytes);
+	if (!v)
+		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+	memcpy(v, t->data, t->nbytes);
+	x->m->weight_bytes += t->nbytes;
+	*out = v;
+	return 0;
+}
+
+/* any float tensor [rows] or [rows, cols] as f32 */
+static int load_f32(struct ctx *x, const char *name, int rows, int cols, float **out, struct err *e)
+{
+	const struct st_tensor *t;
+	if (st_expect(x->m->st, name, ST_FLOATS, rows, cols, &t, e))
+		return -1;
+	size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+	float *v = model_own(x->m, sizeof(float) * n);
+	if (!v)
+		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+	for (size_t i = 0; i < n; i++) {
+		if (t->dtype == DT_F32) {
+			memcpy(&v[i], (const char *)t->data + 4 * i, 4);
+		} else {
+			uint16_t h;
+			memcpy(&h, (const char *)t->data + 2 * i, 2);
+			v[i] = t->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+		}
+	}
+	x->m->weight_bytes += t->nbytes;
+	*out = v;
+	return 0;
+}
+
+static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, void *p, struct err *e)
+{
+	const struct v4_config *c = x->c;
+	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0;
+	switch (s->kind) {
+	case VK_FP8: return load_fp8(x, name, rows, cols, false, p, e);
+	case VK_FP8_F32: return load_fp8(x, name, rows, cols, true, p, e);
+	case VK_MAT: return load_mat(x, name, rows, cols, p, e);
+	case VK_FP4: return load_fp4(x, name, rows, cols, p, e);
+	case VK_F32: return load_f32(x, name, rows, cols, p, e);
+	case VK_I64: return load_i64(x, name, rows, cols, p, e);
+	}
+	return 0;
+}
+
+/* the rows of one base: the model's (prefix ""), a block's or an MTP module's own */
+static int load_base(struct ctx *x, enum v4_base base, char *obj, const char *prefix, struct err *e)
+{
+	char name[320];
+	for (int k = 0; k < v4_tensor_n_rows; k++) {
+		const struct v4_tensor_spec *s = &rows[k];
+		if (s->base != base || (s->on && !s->on(x->c, x->idx)))
+			continue;
+		if (!s->count) {
+			snprintf(name, sizeof name, s->name, prefix);
+			if (load_row(x, s, name, obj + s->off, e))
+				return -1;
+			continue;
+		}
+		int n = x->c->n_routed_experts;
+		struct wmat *arr = model_own(x->m, sizeof(struct wmat) * (size_t)n);
+		if (!arr)
+			return err_set(e, "%s: out of memory", prefix);
+		*(struct wmat **)(void *)(obj + s->off) = arr;
+		for (int i = 0; i < n; i++) {
+			snprintf(name, sizeof name, s->name, prefix, i);
+			if (load_row(x, s, name, &arr[i], e))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int v4_tensors_load(struct model *m, const struct v4_config *c, struct v4_weights *w, int n_mtp, struct err *e)
+{
+	struct ctx x = {m, c, -1};
+	char prefix[64];
+	if (load_base(&x, VB_MODEL, (char *)w, "", e))
+		return -1;
+	for (int i = 0; i < c->num_hidden_layers; i++) {
+		x.idx = w->layers[i].idx = i;
+		snprintf(prefix, sizeof prefix, "layers.%d.", i);
+		if (load_base(&x, VB_LAYER, (char *)&w->layers[i], prefix, e))
+			return -1;
+	}
+	for (int k = 0; k < n_mtp; k++) {
+		x.idx = w->mtp[k].blk.idx = c->num_hidden_layers + k;
+		snprintf(prefix, sizeof prefix, "mtp.%d.", k);
+		if (load_base(&x, VB_LAYER, (char *)&w->mtp[k].blk, prefix, e) ||
+		    load_base(&x, VB_MTP, (char *)&w->mtp[k], prefix, e))
+			return -1;
+	}
+	return 0;
+}

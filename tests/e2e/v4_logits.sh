@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# DeepSeek-V4 through the real binary: `mlaserve logits tests/fixtures/tiny-v4` on every golden
+# prompt in one prefill, in chunks of 5 and token by token, every row within 1e-3 of
+# golden/lenN.logits.f32 (act-quant off); then a checkpoint with a tensor missing: exit status 1
+# and one line naming it; bf16 activations refused with one line. Prints ok/not ok.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BIN=$ROOT/${BUILD:-build}/mlaserve
+FIX=$ROOT/tests/fixtures/tiny-v4
+command -v python3 >/dev/null || { echo "not ok - python3 missing"; exit 1; }
+[ -x "$BIN" ] || { echo "not ok - $BIN missing"; exit 1; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+python3 - "$FIX/golden/prompts.json" >"$WORK/prompts" <<'PY'
+import json, sys
+for p in json.load(open(sys.argv[1]))['prompts']:
+    print(p['name'], ','.join(map(str, p['tokens'])), p['logits_file'])
+PY
+
+while read -r name toks gold; do
+	for chunk in 0 5 1; do
+		what="$name, $([ $chunk = 0 ] && echo 'one prefill' || echo "--chunk $chunk")"
+		args=(--tokens "$toks" --dtype float32 --out "$WORK/out.f32")
+		[ $chunk = 0 ] || args+=(--chunk $chunk)
+		if ! "$BIN" logits "$FIX" "${args[@]}" 2>"$WORK/err"; then
+			echo "not ok - $what: $(tail -1 "$WORK/err")"
+			continue
+		fi
+		python3 - "$WORK/out.f32" "$FIX/golden/$gold" "$what" <<'PY'
+import array, sys
+a, g = array.array('f'), array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); g.frombytes(open(sys.argv[2], 'rb').read())
+d = max(abs(x - y) for x, y in zip(a, g)) if len(a) == len(g) else float('inf')
+print('%s - %s: max |diff| %.3g (%d values)' % ('ok' if d < 1e-3 else 'not ok', sys.argv[3], d, len(a)))
+PY
+	done
+done <"$WORK/prompts"
+
+# one line and exit status 1: the command, what stderr must name
+refused() {
+	local what=$1 want=$2
+	shift 2
+	"$@" >/dev/null 2>"$WORK/err"
+	local rc=$? lines
+	lines=$(grep -vc '^INFO\|^WARN' "$WORK/err")
+	if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q -- "$want" "$WORK/err"; then
+		echo "ok - $what: $(grep -v '^INFO\|^WARN' "$WORK/err")"
+	else
+		echo "not ok - $what: exit $rc, $lines lines: $(cat "$WORK/err")"
+	fi
+}
+
+mkdir "$WORK/bad"
+cp "$FIX"/*.json "$FIX"/*.safetensors "$WORK/bad/"
+python3 - "$WORK/bad" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+shard = d + '/model-00001-of-00002.safetensors'
+raw = open(shard, 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+del h['layers.2.attn.wkv.weight']
+text = json.dumps(h).encode()
+open(shard, 'wb').write(struct.pack('<Q', len(text)) + text + raw[8 + n:])
+idx = json.load(open(d + '/model.safetensors.index.json'))
+del idx['weight_map']['layers.2.attn.wkv.weight']
+json.dump(idx, open(d + '/model.safetensors.index.json', 'w'))
+PY
+refused "missing tensor" "layers.2.attn.wkv.weight" "$BIN" logits "$WORK/bad" --tokens 0,1 --dtype float32 --out "$WORK/x"
+refused "bf16 activations" "float32" "$BIN" logits "$FIX" --tokens 0,1 --dtype bfloat16 --out "$WORK/x"
