@@ -3,11 +3,11 @@
 
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model/weights.h"
 #include "model_v4/fp4.h"
+#include "ops/wf_fp4.h"
 
 enum v4_kind {
 	VK_FP8,     /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
@@ -243,37 +243,23 @@ static int load_fp8(struct ctx *x, const char *name, int rows, int cols, bool to
 	return 0;
 }
 
-/* MXFP4 widened to bf16: e2m1 (at most 2 significant bits) x 2^k is a bf16 for every scale
- * in bf16's range, so the weight is exact */
+/* MXFP4 read in place through the fp4 weight row (ops/wf_fp4.h): the packed codes and the
+ * e8m0 scale bytes as the checkpoint stores them */
 static int load_fp4(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
 {
 	const struct st_tensor *t, *s;
 	char sname[320];
 	snprintf(sname, sizeof sname, "%.*sscale", (int)(strlen(name) - strlen("weight")), name);
+	int ng = (cols + FP4_GROUP - 1) / FP4_GROUP;
 	if (st_expect(x->m->st, name, ST_DT(DT_I8) | ST_DT(DT_U8), rows, cols / 2, &t, e) ||
-	    st_expect(x->m->st, sname, ST_DT(DT_F8_E8M0), rows, (cols + FP4_BLOCK - 1) / FP4_BLOCK, &s, e))
+	    st_expect(x->m->st, sname, ST_DT(DT_F8_E8M0), rows, ng, &s, e))
 		return -1;
-	uint16_t *d = model_own(x->m, sizeof(uint16_t) * (size_t)rows * (size_t)cols);
-	float *row = malloc(sizeof(float) * (size_t)cols);
-	if (!d || !row) {
-		free(row);
-		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
-	}
-	int nb = (cols + FP4_BLOCK - 1) / FP4_BLOCK;
-	for (int r = 0; r < rows; r++) {
-		const uint8_t *sc = (const uint8_t *)s->data + (size_t)r * (size_t)nb;
-		for (int b = 0; b < nb; b++)
-			if (sc[b] == 0xff || sc[b] < 127 - 126 || sc[b] > 127 + 125) {
-				free(row);
-				return err_set(e, "%s: tensor %s: scale [%d, %d] = 2^%d outside bf16's normal range",
-					       s->file, sname, r, b, sc[b] - 127);
-			}
-		fp4_decode_row((const uint8_t *)t->data + (size_t)r * (size_t)(cols / 2), sc, cols, row);
-		for (int c = 0; c < cols; c++)
-			d[(size_t)r * (size_t)cols + (size_t)c] = f32_to_bf16(row[c]);
-	}
-	free(row);
-	*w = (struct wmat){.dtype = DT_BF16, .data = d, .rows = rows, .cols = cols, .ld = cols};
+	const uint8_t *sc = s->data;
+	for (size_t i = 0; i < (size_t)rows * (size_t)ng; i++)
+		if (sc[i] == 0xff)
+			return err_set(e, "%s: tensor %s: scale [%zu, %zu] is NaN (0xff)", s->file, sname,
+				       i / (size_t)ng, i % (size_t)ng);
+	*w = wf_fp4_wmat(t->data, sc, rows, cols);
 	x->m->weight_bytes += t->nbytes + s->nbytes;
 	return 0;
 }

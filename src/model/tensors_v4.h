@@ -7,8 +7,8 @@
  *   - FP8 e4m3 matrices with F8_E8M0 `.scale` per 128x128 block (not F32 `_scale_inv`): the
  *     existing fp8 row, the ue8m0 bytes widened to fp32 powers of two (exact);
  *   - wo_a: FP8 dequantised per block to f32 at load (model.py runs it as BF16, no act quant);
- *   - routed experts: I8 e2m1 pairs + F8_E8M0 per 32 along K, widened to bf16 wmats at load:
- *     exact (every e2m1 x 2^k is a bf16) until the MXFP4 weight row (ops/wf_fp4.c) lands;
+ *   - routed experts: I8 e2m1 pairs + F8_E8M0 per 32 along K, read in place by the MXFP4
+ *     weight row (ops/wf_fp4.h, DT_F4_E2M1);
  *   - hyper-connection, ape and sink tensors F32; tid2eid I64.
  * Errors name the file and the tensor, as the DeepSeek family's loader does. */
 #ifndef MLA_MODEL_TENSORS_V4_H
@@ -47,7 +47,7 @@ struct v4_layer {
 	struct wmat gate;          /* [E, D] */
 	float *gate_bias;          /* [E] */
 	int64_t *tid2eid;          /* [vocab, k] */
-	struct wmat *w1, *w3, *w2; /* [E] each: [I, D], [I, D], [D, I] bf16 (widened MXFP4) */
+	struct wmat *w1, *w3, *w2; /* [E] each: [I, D], [I, D], [D, I] MXFP4 */
 	struct wmat s1, s3, s2;    /* the shared expert, fp8 */
 	/* derived at load */
 	struct v4_attn_layer attn;
