@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "model_v4/v4_attn.h"
 
 /* The step's buffers, rows of n tokens (nl logits rows) */
 struct bufs {
@@ -82,20 +83,6 @@ size_t v4_step_scratch_bytes(const struct model *m)
 	struct bufs b;
 	int n = m->opt.max_batch_tokens;
 	return layout(&v->c, n, n, NULL, &b) + 4096;
-}
-
-/* x [n, d] rows: RMSNorm with weight w (sums in double, as the reference) */
-static void rmsnorm_rows(float *x, int n, int d, const float *w, float eps)
-{
-	for (int t = 0; t < n; t++) {
-		float *r = x + (size_t)t * (size_t)d;
-		double ss = 0;
-		for (int i = 0; i < d; i++)
-			ss += (double)r[i] * r[i];
-		double k = 1 / sqrt(ss / d + eps);
-		for (int i = 0; i < d; i++)
-			r[i] = (float)(r[i] * k * w[i]);
-	}
 }
 
 /* jobs of the step: y [n, ldy] = x [n, ldx] · wᵀ */
@@ -176,8 +163,8 @@ static int attention(struct model *m, struct v4_model *v, int li, const struct b
 		j[nj++] = job(&L->ic_wgate, u->y, D, u->isc, 2 * di, n);
 	}
 	run(m, nj, j);
-	rmsnorm_rows(u->qr, n, ql, L->q_norm, c->rms_norm_eps);
-	rmsnorm_rows(u->kv, n, hd, L->kv_norm, c->rms_norm_eps);
+	v4_rmsnorm_rows(u->qr, n, ql, L->q_norm, c->rms_norm_eps);
+	v4_rmsnorm_rows(u->kv, n, hd, L->kv_norm, c->rms_norm_eps);
 	nj = 0;
 	j[nj++] = job(&L->wq_b, u->qr, ql, u->q, H * hd, n);
 	if (r == 4)
@@ -294,12 +281,12 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 	for (int li = 0; li < c->num_hidden_layers; li++) {
 		struct v4_layer *L = &v->w.layers[li];
 		v4_hc_pre(&L->hca, n, u.x, u.y, u.post, u.comb);
-		rmsnorm_rows(u.y, n, D, L->attn_norm, c->rms_norm_eps);
+		v4_rmsnorm_rows(u.y, n, D, L->attn_norm, c->rms_norm_eps);
 		if (attention(m, v, li, b, slots, &u, e))
 			goto out;
 		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
 		v4_hc_pre(&L->hcf, n, u.x, u.y, u.post, u.comb);
-		rmsnorm_rows(u.y, n, D, L->ffn_norm, c->rms_norm_eps);
+		v4_rmsnorm_rows(u.y, n, D, L->ffn_norm, c->rms_norm_eps);
 		if (moe(m, v, li, b, &u, e))
 			goto out;
 		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
@@ -308,7 +295,7 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 		int t = b->logits_rows[r];
 		v4_hc_head(&v->w.hch, 1, u.x + (size_t)t * (size_t)(hc * D), u.hl + (size_t)r * (size_t)D);
 	}
-	rmsnorm_rows(u.hl, nl, D, v->w.norm, c->rms_norm_eps);
+	v4_rmsnorm_rows(u.hl, nl, D, v->w.norm, c->rms_norm_eps);
 	struct gemm_job jh = job(&v->w.head, u.hl, D, logits, c->vocab_size, nl);
 	run(m, 1, &jh);
 	for (int k = 0; k < b->attn.n_seqs; k++)

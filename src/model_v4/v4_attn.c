@@ -6,18 +6,24 @@
 #include "base/err.h"
 #include "model_v4/v4_quant.h"
 
+void v4_rmsnorm_rows(float *x, int n, int d, const float *w, float eps)
+{
+	for (int t = 0; t < n; t++) {
+		float *r = x + (size_t)t * (size_t)d;
+		double ss = 0;
+		for (int i = 0; i < d; i++)
+			ss += (double)r[i] * r[i];
+		double rs = 1 / sqrt(ss / d + eps);
+		for (int i = 0; i < d; i++)
+			r[i] = (float)(w ? r[i] * rs * w[i] : r[i] * rs);
+	}
+}
+
 void v4_attn_prep_q(const struct v4_rope *r, int n_heads, int head_dim, float eps, long pos, float *q)
 {
-	for (int h = 0; h < n_heads; h++) {
-		float *qh = q + (size_t)h * (size_t)head_dim;
-		double ss = 0;
-		for (int i = 0; i < head_dim; i++)
-			ss += (double)qh[i] * qh[i];
-		double rs = 1 / sqrt(ss / head_dim + eps);
-		for (int i = 0; i < head_dim; i++)
-			qh[i] = (float)(qh[i] * rs);
-		v4_rope_apply(r, qh, head_dim, pos, 0);
-	}
+	v4_rmsnorm_rows(q, n_heads, head_dim, NULL, eps);
+	for (int h = 0; h < n_heads; h++)
+		v4_rope_apply(r, q + (size_t)h * (size_t)head_dim, head_dim, pos, 0);
 }
 
 void v4_attn_prep_kv(const struct v4_rope *r, int head_dim, long pos, int kv_quant, float *kv)

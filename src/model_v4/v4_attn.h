@@ -29,6 +29,9 @@ static inline void v4_attn_visible(int ratio, int window, long t, long *win_lo, 
 	*n_comp = ratio ? (t + 1) / ratio : 0;
 }
 
+/* x [n, d] rows in place: x * rsqrt(mean(x^2) + eps), times w [d] when not NULL (model.py's
+ * RMSNorm; the query's per-head norm has no weight). Sums in double. */
+void v4_rmsnorm_rows(float *x, int n, int d, const float *w, float eps);
 /* The query after wq_b: per head a weightless RMSNorm (eps) and RoPE at pos; q [H, head_dim]
  * in place. */
 void v4_attn_prep_q(const struct v4_rope *r, int n_heads, int head_dim, float eps, long pos, float *q);

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "model_v4/v4_attn.h"
 #include "model_v4/v4_block.h"
 #include "unit/v4_vec.h"
 
@@ -27,15 +28,7 @@ static inline void v4t_mv(const float *w, int rows, int cols, const float *x, fl
 	}
 }
 
-static inline void v4t_rmsnorm(float *x, int n, const float *w, float eps)
-{
-	double ss = 0;
-	for (int i = 0; i < n; i++)
-		ss += (double)x[i] * x[i];
-	double r = 1 / sqrt(ss / n + eps);
-	for (int i = 0; i < n; i++)
-		x[i] = (float)(x[i] * r * (w ? w[i] : 1));
-}
+static inline void v4t_rmsnorm(float *x, int n, const float *w, float eps) { v4_rmsnorm_rows(x, 1, n, w, eps); }
 
 struct v4t_attn {
 	int ratio, D, ql, H, hd, G, olr, inh, ihd, win, K;
