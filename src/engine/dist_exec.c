@@ -1,4 +1,7 @@
-/* Distributed step execution (dist_exec.h). */
+/* Distributed step execution (dist_exec.h). The seam is the pointer-free step plan
+ * (engine/plan.h, step_plan_pack / unpack): with one rank the runner calls model_forward
+ * directly; with several, this hook broadcasts the packed plan (dist/comm.c) and every rank
+ * rebuilds the same struct batch from it, so no rank ever needs a request. */
 #include "engine/dist_exec.h"
 
 #include <stdlib.h>

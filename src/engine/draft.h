@@ -1,7 +1,23 @@
 /* Speculative decoding's part of a step, after its outputs: deepseek_mtp's MTP passes and
  * each decoding choice's drafts for the next step (ngram lookup, spec.h, or the MTP
  * module's). The step hands in its scheduler, runner and scratch (struct draft's borrowed
- * fields); engine thread only. */
+ * fields); engine thread only.
+ *
+ * Drafts live in the choice's own token array past n_tokens (sched_req.n_spec), so the
+ * scheduler schedules them like any tokens (a cut keeps a prefix of them) and the runner reads
+ * them from the same place. A backend that needs uniform decode queries (FLASHMLA) gets one
+ * draft count for the whole step, since a mixed batch would send the shorter queries to the
+ * prefill path (slower, other rounding): short proposals are padded with their last token, and
+ * a step drafts nothing when padding would be most of its drafts.
+ *
+ * MTP (deepseek_mtp): the module's decoder layer is layers[L] and writes latent cache layer L
+ * (model_kv_layers counts it). The plans (STEP_PLAN_MTP, STEP_PLAN_MTP_CHAIN) are built by the
+ * runner from the scheduler's records and broadcast like any plan, so the model never sees a
+ * request. A chained pass's latent row lands at a position the model has not computed yet
+ * (sched_config.lookahead holds it): a guess that the next step's first pass rewrites before
+ * any later position reads it, as a layer writes a step's latent rows before its attention.
+ * Chained drafts honour logit_bias, bans and the grammar (advanced over the earlier drafts on
+ * a scratch copy). */
 #ifndef MLA_ENGINE_DRAFT_H
 #define MLA_ENGINE_DRAFT_H
 

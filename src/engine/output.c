@@ -1,4 +1,7 @@
-/* Detokenization + stop strings of one choice (output.h). */
+/* Detokenization + stop strings of one choice (output.h). The engine owns the output stage,
+ * as vLLM's front-end OutputProcessor does: the incremental detokenizer (tok/detok.c) runs
+ * here, hence the engine -> tok arrow, so that the HTTP server and the offline `generate`
+ * command get the same text. */
 #include "engine/output.h"
 
 #include <stdlib.h>

@@ -1,6 +1,10 @@
 /* One engine step (step.h): schedule, run the forward, sample each choice's token (and,
  * with speculative decoding, verify its drafts), append, run the output stage, and propose
- * the next drafts (draft.c). */
+ * the next drafts (draft.c). Drafts are verified by sampling their rows in order with the
+ * choice's ordinary sampler state (penalties, grammar, one RNG draw per token), keeping each
+ * while it equals the token sampled at its position; the scheduler then moves n_computed back
+ * to n_tokens - 1, so the stale latent rows of rejected drafts are simply written again (only
+ * blocks full of real tokens are ever hashed for the prefix cache). */
 #include "engine/step.h"
 
 #include <stdlib.h>
