@@ -1,6 +1,9 @@
 /* MLA attention: the paged latent KV cache, per-step attention metadata, and the backend
  * interface. Backends declare capabilities; code never compares backend names
- * (docs/DESIGN.md §3, docs/mla-dcp.md §1-4).
+ * (docs/DESIGN.md §3, docs/mla-dcp.md §1-4). Each backend is one file of backends/ built on
+ * the shared paged-MQA kernel (kernels/mqa.c); prefill.c is the shared prefill path, merge.c
+ * the (out, lse) merge, dcp.c the DCP math, threshold.c the one threshold rule, indexer.c the
+ * V3.2 top-k; the batch reordering and decode/prefill split are engine/reorder.c's.
  *
  * The short names of the attention code (src/attn/, its kernels and backends), as vLLM's
  * MLA common.py lists them. Model dimensions (DeepSeek-V2/V3 values in brackets):

@@ -6,7 +6,10 @@
  * algorithm or the layout). Under DCP each rank scores its own shard with global positions,
  * keeps its local top-k, and the ranks' candidates are gathered and merged into the global
  * top-k, of which each rank keeps the keys it stores: the key in the global top-k is in its
- * own rank's local top-k, so the merge is exact; a rank with fewer keys than k sends padding. */
+ * own rank's local top-k, so the merge is exact; a rank with fewer keys than k sends padding.
+ * The indexer cache lives in struct kv_cache beside the latent rows, at the same slots, so the
+ * scheduler's blocks hold both and nothing above attn/ knows it exists. The model side (q,
+ * head weights, fp8 keys) is model/indexer.c; the scoring kernels kernels/indexer_kernels.c. */
 #ifndef MLA_ATTN_INDEXER_H
 #define MLA_ATTN_INDEXER_H
 

@@ -192,7 +192,7 @@ const struct attn_backend attn_backend_flashmla = {
 	.name = "FLASHMLA",
 	/* Tuned on the CPU (docs/PERFORMANCE.md, "FLASHMLA threshold"): the absorbed decode
 	 * path beats the up-projected prefill path up to q_len ~128 and loses from ~192 on
-	 * (x1.23-1.70 slower at 512, the value the reference engine first shipped). */
+	 * (clearly at 512, the value the reference engine first shipped). */
 	.reorder_batch_threshold = 128,
 	.query_len_support = QLEN_UNIFORM,
 	.supports_dcp_multi_token = fmla_dcp_multi_token,

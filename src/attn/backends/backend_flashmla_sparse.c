@@ -4,7 +4,10 @@
  * rows (mqa_job.slots). With fewer items than threads (a decode batch) a token's keys are
  * split across threads instead (split-KV: partial outputs merged by their LSE, every head in
  * one tile, each key read once). The selection holds local keys, so DCP needs nothing more
- * than the LSE merge that follows. */
+ * than the LSE merge that follows. Its table has a `sparse` entry instead of `decode`: the
+ * model runs every token of a sparse model through it (model/forward.c, SPARSE_CHUNK tokens at
+ * a time, with the decode path's q all-gather), and attn_backend_check refuses a backend of
+ * the wrong kind for the model before the weights load. */
 #include <math.h>
 #include <string.h>
 

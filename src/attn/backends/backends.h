@@ -8,7 +8,7 @@
  * implements the general visibility rule (bottom-right causal, global positions under DCP)
  * so tests use it as the oracle for every other backend. */
 extern const struct attn_backend attn_backend_reference_mla;
-/* FLASHMLA: UNIFORM q_len, threshold 128 (measured on the CPU, see backend_flashmla.c),
+/* FLASHMLA: UNIFORM q_len, threshold 128 (tuned on the CPU, see backend_flashmla.c),
  * split-KV schedule planned once per step, any DCP interleave for q_len > 1
  * (global-position mask). */
 extern const struct attn_backend attn_backend_flashmla;

@@ -368,8 +368,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	if (amx_s || amx_v)
 		mqa_amx_begin(nr);
 	/* keys per block (score rows `block` apart): past 32 heads the AMX kernels take 256, so
-	 * that their C tiles go through memory 4x less often (128 heads 1.07-1.1x at batch 64,
-	 * context 2048); with 16 heads the wide block lost (0.93-0.96x). Chosen by the heads, not
+	 * that their C tiles go through memory 4x less often (a gain at 128 heads); with 16 heads
+	 * the wide block lost. Chosen by the heads, not
 	 * the tile's rows, so that a token's result does not depend on how many tokens of its
 	 * sequence share the tile. */
 	const int block = amx_s && amx_v && jb->n_heads > 32 ? MQA_KEY_BLOCK_WIDE : MQA_KEY_BLOCK;
@@ -395,8 +395,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		key_rows(jb, base, rb, kb + nk, nn, nx);
 		/* the next block's rows sit on scattered pages the hardware prefetcher does not
 		 * follow: fetch them while this block computes. The AVX-512 scores spread the
-		 * prefetches over their steps (-15% time with a cold cache); a burst here stalls
-		 * on the miss queue and gains less (-2..-6%), but the AVX2 kernels take it. */
+		 * prefetches over their steps (better with a cold cache); a burst here stalls on
+		 * the miss queue and gains less, but the AVX2 kernels take it. */
 		if (!avx512)
 			for (int j = 0; j < nn; j++)
 				for (size_t o = 0; o < rb; o += 64)

@@ -34,7 +34,8 @@ struct mqa_job {
 				* bf16 dot products (exact products, fp32 sums) */
 	bool p_bf16;        /* with q_bf16: the value pass may round the probabilities to bf16
 				* and run bf16 dot products on the cached values, as bf16 engines
-				* do (P·V in bf16); the softmax and its LSE stay fp32 */
+				* do (P·V in bf16); the softmax and its LSE stay fp32; an
+				* output moves by at most max|V| 2^-9 (tested) */
 };
 
 /* CPUs this process may run on (sizes the split-KV partitions). */

@@ -11,8 +11,8 @@
  * other rows are rescaled beforehand, and no epilogue runs; the price is a column order of
  * their own within each 32 columns, restored once per job.
  *
- * One tdpbf16ps (16 x 16 x 32) costs ~16 cycles; measured on this Xeon, two loads per product
- * from L1 and even a single accumulator chain keep that pace, so the loops are plain. Tiles
+ * One tdpbf16ps (16 x 16 x 32) costs ~16 cycles; two loads per product from L1 and even a
+ * single accumulator chain keep that pace, so the loops are plain. Tiles
  * (palette 1): 0 1 C, 4 5 A, 6 B for the scores and full row groups; 2 3 7 have the row count
  * of a last group of fewer than 16 query rows (C and A of the value pass). */
 #include "attn/kernels/mqa_amx.h"
@@ -104,9 +104,8 @@ INLINE void group_rows(const uint16_t *const *kr, int nk, size_t rb, size_t byte
 
 /* PF_LINES lines of the next block per pair of tile products (~32 cycles), in address order,
  * through both passes of a block: its loads then overlap this block's work, while denser
- * bursts stall on the fill buffers. Measured with 16 heads at context 512 over 64 sequences:
- * 8 lines per pair took ~10% more time, 2 ~6% more, and every line spread within the score
- * pass (as the AVX-512 kernel does) ~15% more. */
+ * bursts (8 lines per pair) stall on the fill buffers; sparser ones (2) and every line spread
+ * within the score pass (as the AVX-512 kernel does) were slower too. */
 #define PF_LINES 4
 INLINE void pf_some(struct mqa_amx_pf *c)
 {
@@ -147,9 +146,8 @@ AMX_FN void mqa_amx_scores(const uint32_t *qv, int nr, int row, const uint16_t *
 		int g = 0;
 		/* past two groups (q 54 KB and more, in L2 anyway), two whole row groups at once
 		 * (tiles 2 3 7 then have 16 rows): every key and query tile serves two products, one
-		 * load per product instead of 1.5. With the value pass's pairs, 128 heads 1.11-1.17x
-		 * per job; with 2 groups the pair of query tiles pushed the keys out of L1 (0.96x at
-		 * 32 heads) */
+		 * load per product instead of 1.5 (with the value pass's pairs, a clear gain at 128
+		 * heads); with 2 groups the pair of query tiles pushed the keys out of L1 and lost */
 		for (; two && G > 2 && nr % 16 == 0 && g + 1 < G; g += 2) {
 			const char *b0 = (const char *)(qv + (size_t)g * S * 256), *b1 = b0 + (size_t)S * 1024;
 			_tile_zero(0);
@@ -231,7 +229,7 @@ INLINE int group_active(const int *nvis, int nr, int g)
 /* Up to SPLIT_MAX_G row groups: B = 16 cached rows x 32 columns as they are (pairs of
  * neighbouring columns of one key), A = the probabilities widened to (p, 0) dwords for the
  * even columns and (0, p) for the odd ones: twice the products of the packed kernel, but
- * nothing to pack (with 16 rows, 2.2x faster per block than packing). */
+ * nothing to pack (with 16 rows, faster per block than packing). */
 
 /* one row group's A tiles: for each 16-key step s, [s][even, odd][16 rows][16 keys] dwords;
  * rounded as mqa512_prob_pairs; zero past nk */

@@ -296,8 +296,8 @@ BF16 void mqa512_to_bf16(uint16_t *dst, const float *src, int n)
 }
 
 /* The bf16 twin of DOT_STEP / dot4x4 / mqa512_scores. One generic version (element type and
- * multiply-add as template constants) measured 25-35% slower on gcc 12: it spilled the
- * query vector through the stack on every bf16 step. */
+ * multiply-add as template constants) ran slower on gcc 12: it spilled the query vector
+ * through the stack on every bf16 step. */
 #define DP_STEP(LD)                                                                          \
 	do {                                                                                 \
 		__m512bh y0 = LD(k0 + d), y1 = LD(k1 + d), y2 = LD(k2 + d), y3 = LD(k3 + d); \
@@ -387,8 +387,8 @@ BF16 void mqa512_prob_pairs(const float *s, int ls, int nr, int nk, uint32_t *pp
 		}
 }
 
-/* The key pairs are interleaved with unpacklo/hi_epi16 (one cheap uop each; vpermt2w measured
- * slower than the whole fp32 pass), which interleave within 128-bit lanes: accumulator 0
+/* The key pairs are interleaved with unpacklo/hi_epi16 (one cheap uop each; vpermt2w made the
+ * pass slower than the whole fp32 one), which interleave within 128-bit lanes: accumulator 0
  * holds columns {0-3, 8-11, 16-19, 24-27} of the stripe, accumulator 1 the others. The
  * outputs are permuted into that order when loaded and back when stored. */
 INLINE_BF16 void split_cols(__m512 lo, __m512 hi, __m512i ia, __m512i ib, __m512 *a0, __m512 *a1)
