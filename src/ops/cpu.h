@@ -1,7 +1,10 @@
 /* Runtime CPU dispatch levels for the kernels in ops/ and attn/, ordered: a level includes
  * every level below it. The best level is probed once; MLASERVE_CPU_LEVEL (portable, avx2,
  * avx2_vnni, avx512, avx512_bf16 or amx) caps it, for A/B benchmarks and for testing the lower
- * paths on a newer CPU. */
+ * paths on a newer CPU. amx needs CPUID's AMX-TILE and AMX-BF16 and Linux's per-process
+ * permission for the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM)), which the probe asks for.
+ * Every kernel test runs every level the CPU has against the portable one; levels above the
+ * CPU's are clamped (ops_gemm_multi_at), not reached. */
 #ifndef MLA_OPS_CPU_H
 #define MLA_OPS_CPU_H
 

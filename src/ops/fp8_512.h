@@ -1,11 +1,11 @@
 /* fp8 e4m3 → bf16 on AVX512_BF16 for the dot-product GEMM kernels (gemm_avx512.c,
  * gemm_prepacked512.c). Exact: every e4m3 value is a normal bf16 (vdpbf16ps would flush
- * denormal inputs). Normal values by integer arithmetic (the exponent rebiased from 7 to
- * 127 is an add on the shifted magnitude), the 8 subnormals (exponent field 0) from a
- * one-register table: one fast single-source permute instead of the four two-source ones
- * of a 128-entry table, which held the fp8 kernels to ~33 GB/s at one token. The NaN bytes
- * 0x7f/0xff decode as ±480 (never present in checkpoints). Include from files whose
- * functions carry an AVX512_BF16 target attribute. */
+ * denormal inputs). Normal values by integer arithmetic (the exponent rebiased from 7 to 127 is
+ * an add on the shifted magnitude), the 8 subnormals (exponent field 0) from a one-register
+ * table: one fast single-source permute instead of the four two-source ones of a 128-entry
+ * table, which held the fp8 kernels well under the bandwidth at one token. The NaN bytes
+ * 0x7f/0xff decode as ±480 (never present in checkpoints). Include from files whose functions
+ * carry an AVX512_BF16 target attribute. */
 #ifndef MLA_OPS_FP8_512_H
 #define MLA_OPS_FP8_512_H
 

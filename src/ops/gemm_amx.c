@@ -6,11 +6,10 @@
  * row halves), C2 C3 (second token tile), A0 A1, B0 B1. A C tile sums the block's whole k
  * depth (blocks are padded to 16 pairs), then goes through L1 into y.
  *
- * One tdpbf16ps (16 x 16 x 32) costs the same 16 cycles for 1 token as for 16: 3.4 TFLOP/s
- * per core at 16 tokens on a Xeon with AMX (1 token: ~215 GFLOP/s, the dp kernel's peak),
- * while a 1 KB B tile per 16 cycles outruns DRAM. So one kernel serves every token count,
- * and a token's sum runs in the same order whatever its batch (its tile row), as in
- * ops/gemm_prepacked512.c.
+ * One tdpbf16ps (16 x 16 x 32) costs the same 16 cycles for 1 token as for 16 (at 1 token
+ * about the dp kernel's peak, at 16 sixteen times it), while a 1 KB B tile per 16 cycles
+ * outruns DRAM. So one kernel serves every token count, and a token's sum runs in the same
+ * order whatever its batch (its tile row), as in ops/gemm_prepacked512.c.
  *
  * Past 32 tokens a block takes several passes of 32 tokens; for bf16 weights these run k
  * chunk by k chunk over groups of blocks (panel_bf16_chunked) so that DRAM keeps streaming,
@@ -40,14 +39,13 @@
 #define AMX_CHUNK_STEPS 64               /* k chunk of the multi-pass path: 2048 columns */
 #define AMX_CBUF_TILES \
 	64 /* sets of 4 C tiles (4 KB) parked between chunks: 256 KB of scratch (the chunked path uses 16) */
-/* past this many tokens panel_bf16_blocked, else panel_bf16_chunked (gemm_levels 4096x7168,
- * weights from DRAM: blocked 0.92x at 64 tokens, 1.09x at 96, 1.12-1.15x at 128, 1.4x at 256,
- * 1.6x at 512, 1.45x at 1024) */
+/* past this many tokens panel_bf16_blocked, else panel_bf16_chunked (weights from DRAM: blocked
+ * loses below this and wins more and more above it, bench/gemm_levels) */
 #define AMX_BLOCKED_MIN_TOKENS 64
 #define AMX_BLOCK_STEPS 8        /* k chunk of the blocked path: 256 columns */
 #define AMX_FP8_GROUP_TOKENS 512 /* fp8: tokens per group (acc: G blocks x 512 x 32 floats = 256 KB at G 4) */
-/* fp8: past this many tokens groups of blocks (x no longer fits in L2; gemm_levels 4096x7168:
- * 0.83-0.88x at 96 tokens, 1.01-1.05x at 128, 1.5x at 256-512, 3.3x at 1024) */
+/* fp8: past this many tokens groups of blocks (x no longer fits in L2: grouping loses below this
+ * and wins more and more above it, bench/gemm_levels) */
 #define AMX_FP8_GROUPED_MIN_TOKENS 128
 _Static_assert(AMX_BLOCKED_MIN_TOKENS <= 512, "panel_bf16_chunked needs 4 x (token tiles) <= AMX_CBUF_TILES");
 #define FP8_PF_AHEAD 32768 /* fp8: the segment this far ahead goes into L2 during the tile passes */
@@ -66,7 +64,7 @@ static void tiles_config(int m0)
 static inline void prefetch_l1(const char *p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
 static inline void prefetch_l2(const char *p) { __asm__ volatile("prefetcht1 %0" ::"m"(*p)); }
 
-/* one step's 32 lines: 1.05-1.1x fewer (2 per step) at 16-64 tokens from DRAM */
+/* one step's 32 lines: all of them, which beat 2 per step at 16-64 tokens from DRAM */
 static inline void prefetch_step(const char *p)
 {
 #pragma GCC unroll 32
@@ -207,8 +205,8 @@ static AMX_FN void acc_copy(float *acc, int n, float *y, size_t ldy, int nr, int
 
 /* every token of j against one block's steps (wb: bf16 pairs, steps of 2 KB), into the
  * block's 32 columns of y at rb; pf: prefetch for the first pass (2 KB per step; into L1 up
- * to 16 tokens, else into L2: 1.03-1.045x at 20-32 tokens, gemm_levels 4096x7168 from DRAM,
- * while L2 loses 2-4% at 1-4), or pf2: pf2_bytes of the stream into L2, spread over all passes */
+ * to 16 tokens, else into L2, which wins past 16 tokens from DRAM and loses at 1-4), or pf2:
+ * pf2_bytes of the stream into L2, spread over all passes */
 static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, const char *wb, int steps, float *yb,
 				    size_t ldy, int nr, int add, const float *sc, const char *pf, const char *pf2,
 				    int pf2_bytes, int rnd)
@@ -227,13 +225,12 @@ static AMX_FN void block_all_tokens(int n, const char *xb, size_t ldx_bytes, con
 }
 
 /* bf16 weights, more than 32 tokens: each block takes one pass per 32 tokens, and only the
- * first reads the weights from DRAM. So groups of G blocks run k chunk by k chunk: a chunk of
- * x (64 tokens: 256 KB) stays in L2 across the group, and every pass prefetches its share of
- * the next piece of the stream (a block's chunk) into L2, so that DRAM keeps streaming while
- * the later passes work from L2 (over the one-pass-at-a-time loop, weights from DRAM: 64
- * tokens 1.08x with 2048 columns, 1.19x with 7168; 128 tokens 1.17x and 1.3x). The C tiles of a group
- * wait in cbuf [G][passes][4][16][16] between chunks; reloading them is exact, so a token's
- * sum is the one-pass kernel's, bit for bit. */
+ * first reads the weights from DRAM. So groups of G blocks run k chunk by k chunk: a chunk of x
+ * (64 tokens: 256 KB) stays in L2 across the group, and every pass prefetches its share of the
+ * next piece of the stream (a block's chunk) into L2, so that DRAM keeps streaming while the
+ * later passes work from L2 (faster than one pass at a time with the weights in DRAM, the more
+ * so the wider the matrix). The C tiles of a group wait in cbuf [G][passes][4][16][16] between
+ * chunks; reloading them is exact, so a token's sum is the one-pass kernel's, bit for bit. */
 static AMX_FN void panel_bf16_chunked(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1,
 				      int steps, float *cbuf)
 {
@@ -327,12 +324,12 @@ static AMX_FN void panel_bf16_blocked(const struct gemm_job *j, const char *x, s
 	}
 }
 
-/* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words);
- * every CPU with AMX has AVX512_VBMI (fp8_vbmi_decode). The stream 8 KB ahead is prefetched
- * into L2, not L1: at 1-16 tokens from DRAM (gemm_levels 4096x7168, 2 threads) 1.06-1.14x
- * over prefetcht0 at the same distance (T0 holds an L1 fill buffer for the whole DRAM trip, and
- * the decode between the prefetches leaves too few of them in flight); past 16 tokens the
- * passes prefetch the stream into L2 anyway (FP8_PF_AHEAD), and it makes no difference. */
+/* fp8 steps [0, np) of a segment → bf16 pairs in the bf16 layout (dec [np][32] words); every
+ * CPU with AMX has AVX512_VBMI (fp8_vbmi_decode). The stream 8 KB ahead is prefetched into L2,
+ * not L1: at 1-16 tokens from DRAM it beats prefetcht0 at the same distance (T0 holds an L1
+ * fill buffer for the whole DRAM trip, and the decode between the prefetches leaves too few of
+ * them in flight); past 16 tokens the passes prefetch the stream into L2 anyway (FP8_PF_AHEAD),
+ * and it makes no difference. */
 static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vbmi *t, uint32_t *dec)
 {
 	for (int p = 0; p < np; p++) {
@@ -344,14 +341,14 @@ static AMX_FN void decode_segment(const uint8_t *wp, int np, const struct fp8_vb
 	}
 }
 
-/* fp8 weights. Each 128-column scale segment of a block is decoded once into dec (L1) and
- * every token of the group passes over it; its C tiles are scaled into acc [tokens][32] (past
- * 1 token; contiguous, where y's rows lie a page apart per token) and acc goes to y once per
- * block (at 4-16 tokens 1.02-1.05x over y directly). Past AMX_FP8_GROUPED_MIN_TOKENS the blocks
- * run in groups of G, segment by segment, over groups of up to AMX_FP8_GROUP_TOKENS tokens,
- * so that a segment's x chunk is reused from L2 by the group's blocks instead of every block
- * streaming all of x (as panel_bf16_blocked). Per (row, token) the same operations in the same
- * order: the same bits whatever the grouping. */
+/* fp8 weights. Each 128-column scale segment of a block is decoded once into dec (L1) and every
+ * token of the group passes over it; its C tiles are scaled into acc [tokens][32] (past 1
+ * token; contiguous, where y's rows lie a page apart per token) and acc goes to y once per
+ * block (a little faster than y directly at 4-16 tokens). Past AMX_FP8_GROUPED_MIN_TOKENS the
+ * blocks run in groups of G, segment by segment, over groups of up to AMX_FP8_GROUP_TOKENS
+ * tokens, so that a segment's x chunk is reused from L2 by the group's blocks instead of every
+ * block streaming all of x (as panel_bf16_blocked). Per (row, token) the same operations in the
+ * same order: the same bits whatever the grouping. */
 static AMX_FN void panel_fp8(const struct gemm_job *j, const char *x, size_t ldx_bytes, int r0, int r1, int P, int P16)
 {
 	const struct wmat *w = j->w;
@@ -387,8 +384,8 @@ static AMX_FN void panel_fp8(const struct gemm_job *j, const char *x, size_t ldx
 					decode_segment(wp + (size_t)k0 * 2 * SR, kn, &t, dec);
 					/* past 16 tokens DRAM streams on while the tiles work: the stream's next
 					 * piece into L2 (a segment FP8_PF_AHEAD ahead in the block, or the next
-					 * block's segment in a group); at 1-16 tokens, where the decode is the
-					 * bottleneck, 0.85-0.9x */
+					 * block's segment in a group); not at 1-16 tokens, where the decode is
+					 * the bottleneck and it slowed the kernel */
 					const uint8_t *ahead = G == 1         ? wp + (size_t)k0 * 2 * SR + FP8_PF_AHEAD
 							       : b + 1 < g1   ? wp + bbytes + (size_t)k0 * 2 * SR
 							       : k0 + seg < P ? base + (size_t)g0 * bbytes +

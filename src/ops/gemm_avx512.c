@@ -26,9 +26,9 @@
 							   "f16c")))
 
 #define TILE_T 6 /* tokens per tile */
-/* Software prefetch distance along the weight stream (into L2). The hardware prefetchers
- * alone left few-token GEMMs at ~83% of the read bandwidth; 8 KB ahead reached 95-100%
- * (bench/gemm_levels.c-style A/B over 150 expert-sized matrices, Zen 5). */
+/* Software prefetch distance along the weight stream (into L2). The hardware prefetchers alone
+ * leave few-token GEMMs short of the read bandwidth; 8 KB ahead reaches it (A/B over
+ * expert-sized matrices, bench/gemm_levels). */
 #define PF_AHEAD 8192
 #define XB_COLS 32768 /* widest x the dp path converts (wider: the fma path) */
 
@@ -207,7 +207,7 @@ static int tile_tokens(const struct wmat *w, bool dp) { return w->dtype != DT_F8
 
 /* Rows per block for a single tile of nt tokens (several tiles: see gemm_panel_avx512). One
  * tile is bandwidth-bound: dp streams one row at a time (rows 4 KB apart read side by side
- * measured 10-25% slower on Zen 5), fma needs 8 rows to amortize the x loads over the
+ * ran slower), fma needs 8 rows to amortize the x loads over the
  * widening, fp8 fma tiles of 2-3 tokens 4 rows. */
 static int tile_rows(const struct wmat *w, int nt, bool dp)
 {

@@ -1,17 +1,17 @@
 /* bf16 GEMM at the AVX2 level on weights packed at load in the dot-product layout
  * (ops/prepack.h, PREPACK_KIND_DP), for any token count, fp32 x and fp32 sums.
  *
- * Why: gemm.c's row-major kernels transpose every 8x8 block of a weight panel at each call
- * (prefill ran at 40% of the FMA peak on Zen 5 capped at AVX2, against 58% for fp8 in its
- * packed layout) and sum decode rows horizontally. In the packed layout a step (32 rows x a
- * column pair, 128 bytes, one word per row) becomes fp32 with one shift (the even column)
- * and one mask (the odd one) per 8 rows, no shuffle: rows sit in the lanes, x is one
- * broadcast per column and no horizontal sum is left. Few tokens decode in the loop; more
- * decode each 128-column chunk once into an L1 buffer of fp32 that the token tiles share
- * (prefill), as ops/gemm_fp8_avx2.c does for fp8.
+ * Why: the row-major kernels (gemm_rows.c) transpose every 8x8 block of a weight panel at each
+ * call (prefill ran well under the FMA peak at the AVX2 level, and under fp8 in its packed
+ * layout) and sum decode rows horizontally. In the packed layout a step (32 rows x a column
+ * pair, 128 bytes, one word per row) becomes fp32 with one shift (the even column) and one mask
+ * (the odd one) per 8 rows, no shuffle: rows sit in the lanes, x is one broadcast per column
+ * and no horizontal sum is left. Few tokens decode in the loop; more decode each 128-column
+ * chunk once into an L1 buffer of fp32 that the token tiles share (prefill), as
+ * ops/gemm_fp8_avx2.c does for fp8.
  *
- * Every (row, token) sums its columns in order within 128-column chunks and adds the chunks
- * in order, on both paths: a token's result does not depend on its batch. */
+ * Every (row, token) sums its columns in order within 128-column chunks and adds the chunks in
+ * order, on both paths: a token's result does not depend on its batch. */
 #include <immintrin.h>
 
 #include "base/err.h"
@@ -24,7 +24,7 @@
 #define SR PREPACK_ROWS /* rows per block = 32-bit words per pair step */
 #define CP 64           /* pairs per chunk: 128 columns */
 #define TD 2            /* tokens decoded in the loop at most (8 accumulators) */
-#define PF 4096         /* prefetch distance in the streaming kernel, bytes (32 steps; 1.04-1.09x 2048's) */
+#define PF 4096         /* prefetch distance in the streaming kernel, bytes (32 steps: beats 2048) */
 #define TOK_CHUNK 128   /* tokens per pass over a block: tot stays 16 KB of stack */
 
 /* 8 rows of a step (8 words) → column 2p (*e) and 2p + 1 (*o) as fp32 */

@@ -1,21 +1,21 @@
 /* fp8 e4m3 GEMM on weights packed at load in the AVX2 layout (ops/prepack.h,
  * PREPACK_KIND_FP8_AVX2), for any token count, fp32 x and fp32 sums.
  *
- * Why a layout of its own: the row-major kernels of gemm.c spent ~10 operations per 8 weights
- * (a byte load and zero-extension, two shifts, two masks, an or, the conversion, the FMA),
- * plus per 128-column segment and row a horizontal sum and a block-scale lookup with two
- * integer divisions: 1/3 of the bandwidth bound at one token. Here a thread streams its
- * 32-row blocks k-major (one sequential stream), a 64-byte step holds 32 rows x 2 columns;
- * rows sit in the lanes, so x is one broadcast per column, the segment's block scale one
- * vector per 8 rows, and no horizontal sum is left. In each 32 bytes (16 rows), dword j holds
- * rows j and 8 + j of both columns (prepack_fp8_avx2_byte), so that 16-bit shifts decode two
- * bytes of every dword at once.
+ * Why a layout of its own: the row-major kernels (gemm_rows.c) spent ~10 operations per 8
+ * weights (a byte load and zero-extension, two shifts, two masks, an or, the conversion, the
+ * FMA), plus per 128-column segment and row a horizontal sum and a block-scale lookup with two
+ * integer divisions: far from the bandwidth bound at one token. Here a thread streams its
+ * 32-row blocks k-major (one sequential stream), a 64-byte step holds 32 rows x 2 columns; rows
+ * sit in the lanes, so x is one broadcast per column, the segment's block scale one vector per
+ * 8 rows, and no horizontal sum is left. In each 32 bytes (16 rows), dword j holds rows j and 8
+ * + j of both columns (prepack_fp8_avx2_byte), so that 16-bit shifts decode two bytes of every
+ * dword at once.
  *
  * Two exact decodes of 32 bytes. The integer one (dec_int_*): two 16-bit arithmetic shifts put
  * bytes 1 and 3 of each dword (and, after a 16-bit shift left, bytes 0 and 2) on fp32's sign,
- * exponent and mantissa bits with their sign above; a 32-bit shift for the low ones and a
- * mask each: 9 operations for 32 weights (vpmovsxbd, a shift and a mask per 8 took 12), fp32
- * bits 2^-120 too small, e4m3's subnormals as fp32 denormals. The f16 one (dec_f16_*): the same
+ * exponent and mantissa bits with their sign above; a 32-bit shift for the low ones and a mask
+ * each: 9 operations for 32 weights (vpmovsxbd, a shift and a mask per 8 took 12), fp32 bits
+ * 2^-120 too small, e4m3's subnormals as fp32 denormals. The f16 one (dec_f16_*): the same
  * bytes in f16's fields (2^-8 too small) and four vcvtph2ps, which issue on Zen 5's two FMA
  * pipes; its lanes hold rows 0, 8, 1, 9, ... 3, 11 and 4, 12, ... 7, 15 (scales permuted to
  * them, sums put back in order). The integer decode runs where denormal operands cost nothing
@@ -38,7 +38,7 @@
 #define SR PREPACK_ROWS /* rows per block */
 #define STEP 64         /* bytes per pair step of a block */
 #define TD 2            /* tokens decoded in the loop at most (8 accumulators) */
-#define PF 4096         /* prefetch distance of the stream, bytes (1.1x 1024's at one token) */
+#define PF 4096         /* prefetch distance of the stream, bytes: covers DRAM latency at one token */
 
 /* The decodes of 16 rows x 2 columns (32 bytes) in two steps: dec_*_split, then each of the
  * four vectors by dec_*_w, so that a kernel can use each one as soon as it is made (two

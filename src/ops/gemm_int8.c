@@ -1,17 +1,18 @@
-/* W8A8 int8 GEMM on the packed blocks of ops/quant_int8.h, activations already quantized
- * (qxu [n][int8_cols_pad(cols)] offset by 128, sx [n][groups]). Per chunk of tokens, per 32-row
+/* W8A8 int8 GEMM on the packed blocks of ops/quant_int8.h, activations already quantized (qxu
+ * [n][int8_cols_pad(cols)] offset by 128, sx [n][groups]). Per chunk of tokens, per 32-row
  * block, per 128-column group, per tile of tokens: the group's exact int32 dots over its
- * 4-column steps (4 KB of weights, reused from L1 by every tile), then one
- * fma(dot, sw · sx, tot) per row and token into tot [tokens][32], the same order on every
- * level (quant_int8.h), so the levels agree to the bit.
+ * 4-column steps (4 KB of weights, reused from L1 by every tile), then one fma(dot, sw · sx,
+ * tot) per row and token into tot [tokens][32], the same order on every level (quant_int8.h),
+ * so the levels agree to the bit.
  *
- * AVX-512 VNNI: vpdpbusd multiplies the broadcast 4 offset bytes of a token by a step's 16
- * rows x 4 signed weights and adds the 4 products into each row's int32; qsum removes the
- * 128 offset once per group. AVX-VNNI (its 256-bit VEX form, on AVX2 CPUs: Intel cores since
- * Alder Lake, Zen 5) does the same 8 rows at a time, 1.8-2.3x the AVX2 kernel. AVX2 (no VNNI): vpsignb moves the activation's sign onto the
- * weights, vpmaddubsw multiplies |qx| (unsigned) by them into int16 pairs (at most
- * 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs into int32. Its x has a
- * layout of its own (AVX2_X below): qx and |qx| made once per call, not per block and step. */
+ * AVX-512 VNNI: vpdpbusd multiplies the broadcast 4 offset bytes of a token by a step's 16 rows
+ * x 4 signed weights and adds the 4 products into each row's int32; qsum removes the 128 offset
+ * once per group. AVX-VNNI (its 256-bit VEX form, on AVX2 CPUs: Intel cores since Alder Lake,
+ * Zen 5) does the same 8 rows at a time, well ahead of the AVX2 kernel. AVX2 (no VNNI): vpsignb
+ * moves the activation's sign onto the weights, vpmaddubsw multiplies |qx| (unsigned) by them
+ * into int16 pairs (at most 2 x 127 x 127: never saturates) and vpmaddwd by ones sums the pairs
+ * into int32. Its x has a layout of its own (AVX2_X below): qx and |qx| made once per call, not
+ * per block and step. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -24,7 +25,7 @@
 
 #define R INT8_ROWS
 #define TOK_CHUNK 64 /* tokens per pass over a block: tot is 8 KB */
-#define PF 2048      /* prefetch distance in the weight stream, bytes (1.1x 1024's at one or two tokens, AVX2) */
+#define PF 2048      /* prefetch distance in the weight stream, bytes: covers DRAM latency at one or two tokens */
 /* most columns of a matrix whose x the panel quantizes itself, a token at a time (V3's widest
  * GEMM input has 18432) */
 #define INT8_STACK_COLS 32768
@@ -105,7 +106,7 @@ A2_INLINE void finish_avx2(struct grp gr, __m256i acc[][4], const float *sx_col,
 
 /* AVX-VNNI: the offset activations (qxu rows ldq apart) times the weights by vpdpbusd, qsum
  * removed at the end. Three tokens: 12 independent sums keep both pipes busy through vpdpbusd's
- * latency; with the weights as memory operands of each (not in registers) it ran 0.77x. */
+ * latency; the weights sit in registers, as memory operands of each vpdpbusd ran slower. */
 A2_INLINE void tile_vnni_t(struct grp gr, const uint8_t *qx, size_t ldq, const float *sx_col, size_t ldsx,
 			   float *tot, int first, int stream, const int nt)
 {
@@ -156,9 +157,9 @@ static A2 void block_vnni(struct grp gr, const uint8_t *qx, size_t ldq, const fl
 /* AVX2 without VNNI. Its x layout, AVX2_X: tokens in chunks of TOK_CHUNK; a chunk of n tokens
  * is G runs (one per column group) of n x AVX2_X_TOK bytes, token after token, each token's
  * run its group's steps of 8 bytes: the step's 4 qx (signed), then their 4 |qx|. So the
- * tiles of a group read one contiguous run (a qxu row per token was 128 bytes every ldq:
- * 11% of the kernel's samples sat on those loads), and the kernel does not make qx and |qx|
- * again for every block (2 of its 18 vector operations per step and token). */
+ * tiles of a group read one contiguous run (a qxu row per token, 128 bytes every ldq, stalled
+ * the kernel on those loads), and the kernel does not make qx and |qx| again for every block
+ * (2 of its 18 vector operations per step and token). */
 #define AVX2_X_TOK (INT8_GROUP / 4 * 8)
 
 /* tokens 0 and 1 of a tile, one step: 32 multiply-adds per operation pair. Inline asm: with
@@ -398,7 +399,7 @@ static A5 void block_512(struct grp gr, const uint8_t *qx, size_t ldq, const flo
 
 /* ---- driver ---- */
 
-/* y[0, n) = (add ? y : 0) + v (a branch per row made this loop 40% of the kernel's time), then
+/* y[0, n) = (add ? y : 0) + v (no branch per row: it dominated the kernel's time), then
  * rounded to bf16 when the job asks (gemm_job.round_bf16) while the rows are in L1 */
 static void store_rows(float *restrict y, const float *restrict v, int n, int add, int round)
 {
@@ -489,8 +490,8 @@ int gemm_panel_int8(enum ops_level lvl, const struct gemm_job *j, const uint8_t 
 			store_rows(j->y + rb, tot, 2 * R, j->accumulate, j->round_bf16);
 		}
 	/* token chunks outside the blocks: a chunk's rows of y are written a panel's width at a time
-	 * (with the blocks outside, each 128-byte store went to another token's row, 4 KB-aliased:
-	 * 6% of a prefill), while the panel's weights (64 rows) stay in L2 across the chunks */
+	 * (with the blocks outside, each 128-byte store went to another token's row, 4 KB-aliased),
+	 * while the panel's weights (64 rows) stay in L2 across the chunks */
 	int rb0 = rb;
 	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
 		int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;

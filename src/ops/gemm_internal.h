@@ -1,7 +1,9 @@
 /* Shared by the GEMM files (gemm.c: driver; gemm_rows.c: portable and AVX2 kernels on
  * row-major weights; gemm_avx512.c: AVX-512 register-blocked kernels for few tokens;
- * gemm_pack512.c: AVX-512 packed kernels for many tokens; the format rows wf_*.c). Not part
- * of the ops API. */
+ * gemm_pack512.c: AVX-512 packed kernels for many tokens; gemm_prepacked512.c and gemm_amx.c:
+ * weights packed at load (ops/prepack.h), any token count; gemm_bf16_avx2.c and
+ * gemm_fp8_avx2.c: the same at the AVX2 level; gemm_int8.c: W8A8 at every level; the format
+ * rows wf_*.c). Not part of the ops API. */
 #ifndef MLA_OPS_GEMM_INTERNAL_H
 #define MLA_OPS_GEMM_INTERNAL_H
 

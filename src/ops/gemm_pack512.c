@@ -489,10 +489,9 @@ static A512 void panel_dp(const struct gemm_job *j, int r0, int r1)
 /* ---- entry ---- */
 
 /* Token counts from which packing beats the register-blocked kernels (gemm_avx512.c), per
- * weight dtype: 2048 x 2048 weights, 1 and 2 threads, Zen 5 (bench/gemm_pack512.sh compares
- * the levels). Packing costs about as much per weight as 8-16 tokens of kernel; the
- * register-blocked fp8 tiles are small (a second accumulator set) and fp32 weights double its
- * bytes, so packing pays much sooner for those. */
+ * weight dtype (bench/gemm_pack512.sh compares the levels). Packing costs about as much per
+ * weight as 8-16 tokens of kernel; the register-blocked fp8 tiles are small (a second
+ * accumulator set) and fp32 weights double its bytes, so packing pays much sooner for those. */
 int gemm_pack512_min_tokens(enum dtype dt, bool dp)
 {
 	switch (dt) {

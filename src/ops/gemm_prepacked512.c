@@ -2,13 +2,13 @@
  * Per 32-row block and k chunk of KP pairs, every token tile of up to TT tokens runs an
  * outer-product micro-kernel: per pair step two weight loads (32 rows), nt broadcasts of an x
  * pair and 2·nt vdpbf16ps into 2·nt accumulators (24 at nt = 12); no conversion, transpose
- * or horizontal sum in the loop. Measured in L2 on Zen 5: ~100% of the one-thread dp peak
- * from 8 tokens on, against 55-70% for the row-dot kernels.
+ * or horizontal sum in the loop: in L2 it runs at the one-thread dp peak from 8 tokens on,
+ * which the row-dot kernels do not reach.
  *
  * Streaming from DRAM, the tiles after the first re-read the chunk from L1/L2 while no miss
  * is outstanding, so each tile prefetches its share of the NEXT chunk (which follows in
  * memory: blocks are k-major and a thread's blocks contiguous): memory and the dp units are
- * busy together (n = 16-64: 1.4-1.7x the row-dot kernels).
+ * busy together.
  *
  * fp8 weights (1-byte pairs): one chunk per 128-column scale segment, each chunk's partial
  * sums scaled per row as they are added into y (panel_fp8).
@@ -31,13 +31,13 @@
 #define SR PREPACK_ROWS /* rows per block: two zmm of pairs */
 #define TT 12           /* tokens per tile at most (24 accumulators) */
 #define KP 256          /* pairs per k chunk: a full tile's x (12 x 1 KB) stays in L1 */
-#define PF_SINGLE 8192  /* one tile: prefetch distance (3-5% over the next chunk's 32 KB) */
+#define PF_SINGLE 8192  /* one tile: prefetch distance (beats prefetching the next chunk's 32 KB) */
 
 static inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* store_acc's flags: add into y; round the result to bf16 (the last chunk of a
- * gemm_job.round_bf16: here instead of a pass over y after the panel, which took 2.6% of an
- * fp8 prefill's samples on Zen 5) */
+ * gemm_job.round_bf16: here, while the rows are in cache, instead of a pass over y after the
+ * panel) */
 #define ACC_ADD 1
 #define ACC_ROUND 2
 
@@ -85,8 +85,8 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 	for (int t = 0; t < nt; t++)
 		a0[t] = a1[t] = _mm512_setzero_ps();
 	for (int p = 0; p < np; p++) {
-		/* into L2: an L1 prefetch holds a fill buffer for the whole DRAM trip (1-4 tokens
-		 * from DRAM 1.07-1.2x, fp8 one token 1.16-1.19x) */
+		/* into L2: an L1 prefetch holds a fill buffer for the whole DRAM trip (L2 wins at 1-4
+		 * tokens from DRAM, bf16 and fp8) */
 		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T1);
 		if (pfs > 64)
 			_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs + 64), _MM_HINT_T1);
@@ -133,7 +133,7 @@ void gemm_prepacked512_fp8_decoder(int vbmi) { fp8_decoder = vbmi; }
 
 /* the kernels once per step decoder (ops/gemm_fp8_dp.inc): on AVX512_VBMI CPUs (Zen 4 and
  * later; Cooper Lake, the one AVX512_BF16 CPU without it, takes the first set) the byte
- * lookups of fp8_vbmi_decode, ~3x fewer operations per weight */
+ * lookups of fp8_vbmi_decode, a few times fewer operations per weight */
 #define FP8_SFX _512
 #define FP8_FN A512
 #define FP8_INLINE A512_INLINE

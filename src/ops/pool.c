@@ -10,8 +10,8 @@
 
 /* After a job, a worker (and the caller waiting for the others) polls for this long before
  * it sleeps: a decode step issues pool_for calls back to back, and waking a sleeping thread
- * measured 70-90 us per call on a shared 2-vCPU machine (several ms per step); bounded, so
- * an idle server's threads still sleep. */
+ * costs tens of us per call on a shared machine; bounded, so an idle server's threads still
+ * sleep. */
 #define SPIN_S 150e-6
 
 struct pool {

@@ -15,8 +15,12 @@ void pool_free(struct pool *p);
 int pool_size(const struct pool *p);
 
 /* Splits [0, n) into pool_size() contiguous ranges (at least `grain` items each, except the
- * last) and runs fn(ctx, begin, end, tid) on them, the caller's thread taking one range.
- * A NULL pool runs fn(ctx, 0, n, 0) inline. Not reentrant: do not call pool_for from fn. */
+ * last) and runs fn(ctx, begin, end, tid) on them, the caller's thread taking one range. Range
+ * t always runs with tid t, so per-tid buffers and results do not depend on timing. Once its
+ * own range is done the caller runs every range whose worker has not started it (a claim per
+ * range): a worker that is asleep or kept off its core by another process then costs no wait
+ * for its wake-up at each of a step's hundreds of jobs. A NULL pool runs fn(ctx, 0, n, 0)
+ * inline. Not reentrant: do not call pool_for from fn. */
 void pool_for(struct pool *p, int n, int grain, void (*fn)(void *ctx, int begin, int end, int tid), void *ctx);
 
 #endif

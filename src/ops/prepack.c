@@ -70,7 +70,7 @@ struct pack_ctx {
 
 /* AVX-512: 16 rows x 16 pairs at a time, loaded as 16 rows of 32 bf16 (zero past the
  * columns or the rows) and transposed as 32-bit words, so that each pair step is stored
- * whole. ~10x the scalar loop (which ran at ~2 GB/s: seconds for a multi-GB model). */
+ * whole: the scalar loop took seconds for a multi-GB model. */
 static __attribute__((target("avx512f,avx512bw"))) void pack_block_avx512(const struct wmat *w, int b, uint32_t *d)
 {
 	size_t P = (size_t)((w->cols + 1) / 2);
@@ -99,7 +99,7 @@ static __attribute__((target("avx512f,avx512bw"))) void pack_block_avx512(const 
 
 /* AVX2: 8 rows x 8 pairs at a time (32 bytes of each row), transposed as 32-bit words, so that
  * each pair step's 8 rows are stored whole; the pairs past the last 8 whole ones (an odd last
- * column among them) word by word. Several times the scalar loop (~2 GB/s). */
+ * column among them) word by word. Several times the scalar loop. */
 #define A2_PACK_FN __attribute__((target("avx2")))
 static A2_PACK_FN void pack_block_avx2(const struct wmat *w, int b, uint32_t *d)
 {

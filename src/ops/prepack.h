@@ -26,7 +26,10 @@
  * decode two bytes of every dword at once, each into the lanes of its 8 rows.
  *
  * A packed wmat keeps its `data` (the checkpoint's mapping): the other kernels, wmat_get and
- * views that cut a block or columns still use it. */
+ * views that cut a block or columns still use it; a view that starts on a block at column 0
+ * keeps `packed`. Why one layout for every token count: one kernel per level, and each
+ * (row, token) summed in the same order whatever the batch. The prefill attention packs its
+ * per-head K and V^T the same way (prepack_f32) and runs prepack_gemm_1t per thread. */
 #ifndef MLA_OPS_PREPACK_H
 #define MLA_OPS_PREPACK_H
 

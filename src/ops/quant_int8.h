@@ -21,7 +21,7 @@
  * columns padded to a multiple of 4 and rows to 32 with zeros. A step is two zmm (16 rows x 4
  * bytes each: what vpdpbusd multiplies by a broadcast of 4 activation bytes) or four ymm; the
  * offset sums take vpdpbusd's 128 back out. One stream per thread: scales in arrays of their own
- * cost ~8% at one token. Activations are stored offset, qxu = qx + 128 (u8: vpdpbusd's
+ * slowed one-token GEMMs. Activations are stored offset, qxu = qx + 128 (u8: vpdpbusd's
  * unsigned operand), rows int8_cols_pad(cols) bytes apart with the pad columns 128 (the AVX2
  * kernel without VNNI reads a layout of its own made from them: gemm_int8_quant_x). */
 #ifndef MLA_OPS_QUANT_INT8_H

@@ -84,8 +84,8 @@ void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int
 
 #define AVX512_FN __attribute__((target("avx512f,avx512dq,fma")))
 
-/* 16 lanes at a time with the polynomial exp (about 1 ulp from expf): the scalar expf was
- * 2-3% of a batch-64 decode step (every MoE intermediate value). */
+/* 16 lanes at a time with the polynomial exp (about 1 ulp from expf): the scalar expf showed
+ * in decode steps (it runs on every MoE intermediate value). */
 static AVX512_FN void silu_mul_avx512(float *out, const float *g, const float *u, int n)
 {
 	const __m512 one = _mm512_set1_ps(1.0f);
@@ -98,8 +98,8 @@ static AVX512_FN void silu_mul_avx512(float *out, const float *g, const float *u
 	}
 }
 
-/* silu_mul_avx512's 8-lane twin (the same bits: vexp.h): the scalar expf was 2.5% of an int8
- * prefill at the AVX2 level. The tail goes through a buffer: vmaskmovps stores are slow on AMD. */
+/* silu_mul_avx512's 8-lane twin (the same bits: vexp.h): the scalar expf showed in prefills
+ * at the AVX2 level. The tail goes through a buffer: vmaskmovps stores are slow on AMD. */
 static AVX2_FN __m256 silu_mul8(__m256 g, __m256 u)
 {
 	__m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
