@@ -41,7 +41,8 @@ static void act_round(struct model *m, float *x, size_t n)
 }
 
 /* The model's GEMMs. Under bf16 activations every x is rounded (act_round) before it is
- * multiplied, which is the contract that lets the kernels run bf16 dot products (x_bf16).
+ * multiplied, which is the contract that lets the kernels run bf16 dot products (x_bf16):
+ * their products are exact, so float32 mode stays the exact reference.
  * An output that is rounded as it stands is rounded by the GEMM itself (job.round_bf16 =
  * model_act_bf16), in the threads that computed it rather than in a serial pass afterwards. */
 static void gemm_run(struct model *m, int n_jobs, struct gemm_job *j)

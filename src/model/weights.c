@@ -2,7 +2,13 @@
  * shape, dtype: errors name the file and the tensor), kept in the mapping in its compact dtype
  * (bf16 stays bf16, fp8 stays fp8 + block scales) or quantized at load (--quantization), and cut
  * to this rank's part under tensor parallelism; or deterministic random values under
- * --load-format dummy. The tensor tables (tensors.h) load every weight through these. */
+ * --load-format dummy. The tensor tables (tensors.h) load every weight through these.
+ * Weights kept in the mapping are views (struct wmat with row / column offsets), so a
+ * tensor-parallel slice at any boundary, inside fp8 scale blocks too, costs no copy. Weights
+ * quantized at load cover the rank's slice with the format's whole scale blocks (fp8: the
+ * 128x128 blocks around it; int8: exactly the slice) and the wmat's (row0, col0) says where
+ * that cover starts, so every rank holds the bytes and scales of the whole matrix quantized at
+ * once. */
 #include "model/weights.h"
 
 #include <math.h>
