@@ -5,7 +5,9 @@
  * 3. rules that are whole alternatives of each other in a cycle are merged into one;
  * 4. Paull's algorithm over each strongly connected group of rules that start alternatives
  *    of each other: earlier rules substituted into later ones' first elements, then each
- *    rule's direct left recursion turned into a repetition rule. */
+ *    rule's direct left recursion turned into a repetition rule.
+ * Rewritten at compile time rather than parsed by an Earley parser, so that the matcher's
+ * stacks stay small fixed frames. */
 #include "guide/cfg_unleft.h"
 
 #include <stdlib.h>

@@ -1,14 +1,20 @@
 /* A byte-level matcher of a guide grammar (guide/grammar.h): a pushdown automaton over the
- * bytes of the output, one stack per alternative still alive (anyOf alternatives that
- * accept the same bytes so far, e.g. two object schemas before their first key differs).
+ * bytes of the output, one stack per alternative still alive (anyOf alternatives that accept
+ * the same bytes so far, e.g. two object schemas before their first key differs).
  *
  * JSON as generated: no whitespace before or after the top-level value, elsewhere at most
- * JM_MAX_WS whitespace bytes in a row with at most one line break among them (pretty
- * printing fits; a model cannot loop on blank lines, a known failure of unbounded
- * whitespace), strings of valid UTF-8 without raw control characters, numbers of at most
- * JM_MAX_NUM bytes, nesting at most 30 containers deep (JM_MAX_DEPTH frames, the root's
- * included). A choice (guided_choice) is its raw bytes, and a regex (guided_regex) raw text
- * that its DFA accepts. */
+ * JM_MAX_WS whitespace bytes in a row with at most one line break among them (pretty printing
+ * fits; a model cannot loop on blank lines, a known failure of unbounded whitespace), strings
+ * of valid UTF-8 without raw control characters, numbers of at most JM_MAX_NUM bytes, nesting
+ * at most 30 containers deep (JM_MAX_DEPTH frames, the root's included). A choice
+ * (guided_choice) is its raw bytes, and a regex (guided_regex) raw text that its DFA accepts.
+ *
+ * Why a byte matcher over a value graph rather than a general grammar engine: JSON is what
+ * users ask for, and the state stays a few small frames that the vocabulary trie walk copies
+ * per node. anyOf runs as parallel stacks (no backtracking); GBNF / Lark rules (guide/cfg.h)
+ * run on the same stacks (matcher.c: F_CFG frames), so the mask, the engine and the fuzz
+ * targets serve both. Duplicate parses (an ambiguous grammar reaching one stack several ways)
+ * are dropped as they are made, so that they do not take the places of distinct ones. */
 #ifndef MLA_GUIDE_MATCHER_H
 #define MLA_GUIDE_MATCHER_H
 

@@ -14,7 +14,7 @@
 enum { STR_NEVER, STR_CONTENT, STR_QUOTE };
 
 /* The masks of recent states. A walk where most of the vocabulary fits (a grammar's or a
- * regex's free-text class) visits the whole trie, 20-40 ms for 100K tokens, and such outputs
+ * regex's free-text class) visits the whole trie, tens of ms for 100K tokens, and such outputs
  * come back to the same state token after token (the class repeated: the same frames). The
  * key is the grammar's id, the state's live frames and the EOS ids, compared whole. */
 #define MASK_CACHE 8
@@ -41,7 +41,7 @@ struct guide_vocab {
 	int32_t *tok_next; /* [vocab] the next token ending at the same node */
 	int max_len;
 	/* Inside a JSON string (the top frame plain) most tokens are allowed and the walk would
-	 * visit the whole trie (~7.5 ms for 100K tokens): instead each token is classified once
+	 * visit the whole trie (milliseconds per token): instead each token is classified once
 	 * from the state right after an opening quote: string content only (allowed while the
 	 * string's maxLength leaves room for its characters), refused there, or holding a
 	 * closing quote (run through the matcher). */

@@ -1,7 +1,16 @@
 /* The OpenAI-compatible HTTP server (`mlaserve serve`): libmicrohttpd, one thread per
  * connection (bounded by max_connections), streaming through a blocking content reader.
  * Endpoints (docs/reference.md C.1): GET /health /ping /version /v1/models /metrics, POST /ping
- * /v1/chat/completions /v1/completions /tokenize /detokenize. */
+ * /v1/chat/completions /v1/completions /tokenize /detokenize.
+ *
+ * Three folders: http/ is the transport and includes only base/ (it calls the protocol through
+ * struct http_handler: on_request, error_body, on_stop; streams through http_reply_stream);
+ * openai/ is the protocol (routes.c is the handler; struct server, openai/state.h, owns the
+ * http_server); parsers/ splits the output text (reasoning, tool calls). server.c wires openai/
+ * into http/. max_tokens is stored once: sampling_params.max_tokens is the request's own value
+ * or -1 (an explicit one must fit the context), the generation_config default is filled in at
+ * submission (generate.c) and the engine caps it; engine_submit checks every sampling
+ * parameter as its invariant. */
 #ifndef MLA_SERVER_SERVER_H
 #define MLA_SERVER_SERVER_H
 

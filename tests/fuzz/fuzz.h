@@ -5,7 +5,13 @@
  *   - `make all` links them with tests/fuzz/replay.c as build/tests/test_fuzz_NAME, which
  *     runs every input kept in tests/fuzz/corpus/NAME/ (seeds, and each input that once
  *     crashed or broke a property) as part of the test suite, under `make asan` too.
- * A target never prints; a broken property aborts (a crash to both drivers). */
+ * A target never prints; a broken property aborts (a crash to both drivers). Every parser of
+ * untrusted input (request bodies, the Responses translation, chat templates, the tokenizer,
+ * schemas, regexes, grammars, tool-call and reasoning parsers, checkpoint files) has a target,
+ * and so has the engine as a whole (fuzz_engine.c: every choice ends once and every KV block
+ * comes back). Targets check properties, not just "no crash": refused requests are 4xx with a
+ * message, encode / decode round-trips, streamed parsers equal whole ones, regex DFAs agree with
+ * PCRE2, a refused byte leaves the matcher unchanged. */
 #ifndef MLA_TESTS_FUZZ_H
 #define MLA_TESTS_FUZZ_H
 

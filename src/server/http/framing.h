@@ -11,7 +11,8 @@
  * in order after the requests before it, either a request of its own (an error in a head)
  * or the end of the chunked body with a trailer (an error inside a body), both carrying the
  * header HFRAME_MARK = "<secret> <status> <message>". The access handler answers it as
- * an OpenAI-style JSON error and closes the connection (http.c). */
+ * an OpenAI-style JSON error and closes the connection (http.c). TLS keeps libmicrohttpd's own
+ * listener (no relay), with the same checks on the parsed headers (http.c: framing_check). */
 #ifndef MLA_SERVER_HTTP_FRAMING_H
 #define MLA_SERVER_HTTP_FRAMING_H
 

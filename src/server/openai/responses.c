@@ -1,4 +1,9 @@
-/* The Responses API over the chat pipeline (responses.h). */
+/* The Responses API over the chat pipeline (responses.h): a translation, not a third
+ * pipeline. The request becomes a chat body that goes through the chat parser, template and
+ * engine like any other; only the answer's shape differs: generate.c / generate_stream.c hand
+ * the choice's reasoning and content to resp_object, or stream them to resp_stream_delta, a
+ * small state machine that opens and closes the output items around the deltas and numbers
+ * every event. Tool calls come from the chat path's own parsers. */
 #include "server/openai/responses.h"
 
 #include <stdlib.h>
