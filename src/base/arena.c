@@ -6,9 +6,8 @@
 static size_t alloc_bytes(size_t cap) { return (cap + 63) & ~(size_t)63; }
 
 /* The step path writes the arena's pages on the first step that reaches them: as page faults
- * in the middle of the first request's GEMMs (0.3-0.4 s of a 512-token prefill, 1.25x, on a
- * 2-vCPU VM). So they are populated here, once, at start-up (2.3 GB, V3 attention at 2048
- * tokens: 0.1-0.4 s); huge pages where they pay (bigmem.h) also spare the TLB. */
+ * in the middle of the first request's GEMMs, which slowed its prefill. So they are populated
+ * here, once, at start-up; huge pages where they pay (bigmem.h) also spare the TLB. */
 int arena_init(struct arena *a, size_t cap)
 {
 	size_t bytes = alloc_bytes(cap);

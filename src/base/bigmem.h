@@ -1,8 +1,8 @@
 /* The model's large buffers (packed, quantized or dummy weights) as anonymous mappings with
- * transparent huge pages advised: fewer TLB misses while the GEMMs stream them (fp8 decode
- * 1.04-1.06x at batch 1 on bench-v3fp8-2L), where they pay: on a VM whose host backs memory
- * lazily (Firecracker with free page reporting) a fresh huge page's first touch took 6-25 ms,
- * and loads were 4-16x slower (docs/PERFORMANCE.md). So the first large allocation measures it
+ * transparent huge pages advised: fewer TLB misses while the GEMMs stream them, where they
+ * pay: on a VM whose host backs memory lazily (Firecracker with free page reporting) a fresh
+ * huge page's first touch takes milliseconds and loads were several times slower
+ * (docs/PERFORMANCE.md). So the first large allocation measures it
  * (bigmem_hugepages); MLASERVE_HUGEPAGES=0 or 1 decides instead. */
 #ifndef MLA_BASE_BIGMEM_H
 #define MLA_BASE_BIGMEM_H
@@ -17,9 +17,9 @@
 void *bigmem_alloc(size_t bytes);
 void bigmem_free(void *p, size_t bytes);
 /* Small buffers (under BIGMEM_MIN) that live as long as their owner, carved out of shared
- * chunks of bigmem (huge pages where they pay) instead of 4 KB pages each: V2-Lite's packed
- * fp8 experts (2.9 MB each) on 4 KB pages made its fp8 decode 1.1-1.2x slower (TLB misses;
- * docs/PERFORMANCE.md §2.5). A zero-initialized slab is empty; its buffers are freed together. */
+ * chunks of bigmem (huge pages where they pay) instead of 4 KB pages each: small packed weights
+ * such as V2-Lite's fp8 experts (2.9 MB each) on 4 KB pages slowed its decode with TLB misses
+ * (docs/PERFORMANCE.md §2.5). A zero-initialized slab is empty; its buffers are freed together. */
 struct bigmem_slab {
 	char **chunks;
 	int n, cap;
@@ -32,7 +32,7 @@ void *bigmem_slab_alloc(struct bigmem_slab *s, size_t bytes);
 void bigmem_slab_free(struct bigmem_slab *s);
 
 /* Writes the pages of [p, p + bytes) in, contents unchanged: MADV_POPULATE_WRITE where Linux has
- * it (5.14; on a 2 vCPU VM 5x faster than a write per 4 KB page), else a zero written per page of
+ * it (5.14; much faster than a write per 4 KB page), else a zero written per page of
  * a buffer still all zero (bigmem_alloc's). */
 void bigmem_populate(void *p, size_t bytes);
 

@@ -33,7 +33,7 @@ struct plan_hdr {
 
 /* Idle wait for the next plan: poll for PLAN_SPIN_NS, then short naps until PLAN_SHORT_NS
  * (steps a few ms apart wake within ~0.1 ms), then naps doubling up to PLAN_SLEEP_MAX_NS
- * (an idle server's ranks wake ~1000 times a second: ~1% of a core). */
+ * (an idle server's ranks wake about once a millisecond: a small share of a core). */
 #define PLAN_SPIN_NS 100000L
 #define PLAN_SHORT_NS 5000000L
 #define PLAN_SLEEP_MIN_NS 50000L

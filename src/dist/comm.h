@@ -114,8 +114,8 @@ int comm_plan_send(struct comm *c, const void *buf, size_t n, struct err *e);
 /* Rank 0: tells every other rank to leave its plan loop. */
 int comm_plan_send_stop(struct comm *c, struct err *e);
 /* Other ranks: waits for the next plan without spinning (MPI's blocking wait would keep
- * them at ~90% CPU): MPI_Test for 0.1 ms, 50 us naps up to 5 ms, then naps doubling to 1 ms,
- * so an idle server's ranks use ~1% CPU. Returns 1 with the plan in m (pos = 0), 0 on stop
+ * them busy): MPI_Test for 0.1 ms, 50 us naps up to 5 ms, then naps doubling to 1 ms, so an
+ * idle server's ranks use little CPU. Returns 1 with the plan in m (pos = 0), 0 on stop
  * (and on every call after it), < 0 on error. */
 int comm_plan_recv(struct comm *c, struct comm_msg *m, struct err *e);
 
