@@ -5,7 +5,8 @@
  *
  * W4A8 (x quantized per token and 128 columns, quant_int4_x): a chunk's `v & 15` and
  * `v >> 4 & 15` are two steps of 4 columns of unsigned u = q + 8, multiplied by 4 broadcast
- * signed activation bytes; the dot is Σ u qx - 8 Σ qx (the sum made with x). AVX-512 VNNI and
+ * signed activation bytes; the dot is Σ u qx - 8 Σ qx (-8 Σ qx made with x: the sums start
+ * from it, no subtraction per group and token). AVX-512 VNNI and
  * AVX-VNNI: vpdpbusd (u8 weights x s8 activations) into int32 per row. AVX2: vpmaddubsw into
  * int16 pairs, which add up within a group without saturating (quant_int4.h), and one
  * vpmaddwd by ones per group. Every level sums the same exact int32 and combines it the same
@@ -39,10 +40,18 @@
 struct xa {
 	const int8_t *qx;   /* W4A8: token t's at qx + t ld */
 	const float *sx;    /* its scales per 128 columns at sx + t ldsx */
-	const int32_t *sum; /* its 8 Σ qx per group at sum + t lds */
+	const int32_t *sum; /* its -8 Σ qx per group at sum + t lds */
 	const uint16_t *xb; /* W4A16: token t's at xb + t ld */
 	size_t ld, ldsx, lds;
 };
+
+/* group g's successor PF_GROUPS ahead, into L1 (a block's groups are one stream) */
+static inline void prefetch_ahead(const char *grp, int g, int G)
+{
+	if (g + PF_GROUPS < G)
+		for (int l = 0; l < INT4_GROUP_BYTES; l += 64)
+			__builtin_prefetch(grp + PF_GROUPS * INT4_GROUP_BYTES + l);
+}
 
 /* ---- portable (W4A8) ---- */
 static void grp_portable(const char *grp, const struct xa *a, int g, int nt, float *tot, int first)
@@ -50,18 +59,27 @@ static void grp_portable(const char *grp, const struct xa *a, int g, int nt, flo
 	const float *sw = (const float *)(const void *)grp;
 	for (int t = 0; t < nt; t++)
 		for (int i = 0; i < R; i++) {
-			int32_t dot = 0;
+			int32_t dot = a->sum[(size_t)t * a->lds + (size_t)g];
 			for (int c = 0; c < INT4_GROUP; c++) {
 				uint8_t b = (uint8_t)grp[int4_byte(i, c)];
 				dot += (int32_t)(int4_high(c) ? b >> 4 : b & 15) *
 				       a->qx[(size_t)t * a->ld + (size_t)(g * INT4_GROUP + c)];
 			}
-			dot -= a->sum[(size_t)t * a->lds + (size_t)g];
 			float comb = sw[i] * a->sx[(size_t)t * a->ldsx + (size_t)(g / 4)];
 			float *o = tot + (size_t)t * R + i;
 			*o = fmaf((float)dot, comb, first ? 0.0f : *o);
 		}
 }
+
+/* the G groups of a block (blk: its first), n tokens, into tot [n][32] */
+static void blk_portable(const char *blk, const struct xa *a, int G, int nt, float *tot)
+{
+	for (int g = 0; g < G; g++) {
+		const char *grp = blk + (size_t)g * INT4_GROUP_BYTES;
+		grp_portable(grp, a, g, nt, tot, g == 0);
+	}
+}
+
 
 /* ---- AVX2 and AVX-VNNI (W4A8) ---- */
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
@@ -83,10 +101,12 @@ A2_INLINE void tile_avx2_t(const char *grp, const struct xa *a, int g, float *to
 	__m256i acc[TT2][4];
 	const __m256i m = _mm256_set1_epi8(15);
 #pragma GCC unroll 2
-	for (int t = 0; t < nt; t++)
+	for (int t = 0; t < nt; t++) { /* vnni: from -8 Σ qx; the int16 sums from 0 (it is added after) */
+		__m256i s0 = vnni ? _mm256_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]) : _mm256_setzero_si256();
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++)
-			acc[t][q] = _mm256_setzero_si256();
+			acc[t][q] = s0;
+	}
 	const char *ch = grp + INT4_HDR;
 #pragma GCC unroll 1
 	for (int p = 0; p < 4; p++) {
@@ -119,13 +139,14 @@ A2_INLINE void tile_avx2_t(const char *grp, const struct xa *a, int g, float *to
 	const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 2
 	for (int t = 0; t < nt; t++) {
-		__m256i s8 = _mm256_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]);
 		__m256 sxv = _mm256_set1_ps(a->sx[(size_t)t * a->ldsx + (size_t)(g / 4)]);
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++) { /* quarter q: rows 16 (q / 2) + 8 (q % 2) .. */
 			int r = 16 * (q / 2) + 8 * (q % 2);
-			__m256i d = vnni ? acc[t][q] : _mm256_madd_epi16(acc[t][q], ones);
-			d = _mm256_sub_epi32(d, s8);
+			__m256i d = acc[t][q];
+			if (!vnni)
+				d = _mm256_add_epi32(_mm256_madd_epi16(d, ones),
+						     _mm256_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]));
 			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps((const float *)(const void *)grp + r), sxv);
 			float *o = tot + (size_t)t * R + r;
 			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
@@ -134,25 +155,30 @@ A2_INLINE void tile_avx2_t(const char *grp, const struct xa *a, int g, float *to
 	}
 }
 
-/* the tiles of n tokens (vnni: AVX-VNNI, else AVX2) */
-A2_INLINE void grp_avx2_any(const char *grp, const struct xa *a, int g, int n, float *tot, int first, const int vnni)
+/* the G groups of a block, each by tiles of n tokens (vnni: AVX-VNNI, else AVX2) */
+A2_INLINE void blk_avx2_any(const char *blk, const struct xa *a, int G, int n, float *tot, const int vnni)
 {
-	struct xa at = *a;
-	for (int t0 = 0; t0 < n; t0 += TT2, at.qx += TT2 * a->ld, at.sx += TT2 * a->ldsx, at.sum += TT2 * a->lds)
-		if (n - t0 >= 2)
-			tile_avx2_t(grp, &at, g, tot + (size_t)t0 * R, first, 2, vnni);
-		else
-			tile_avx2_t(grp, &at, g, tot + (size_t)t0 * R, first, 1, vnni);
+	for (int g = 0; g < G; g++) {
+		const char *grp = blk + (size_t)g * INT4_GROUP_BYTES;
+		prefetch_ahead(grp, g, G);
+		struct xa at = *a;
+		for (int t0 = 0; t0 < n;
+		     t0 += TT2, at.qx += TT2 * a->ld, at.sx += TT2 * a->ldsx, at.sum += TT2 * a->lds)
+			if (n - t0 >= 2)
+				tile_avx2_t(grp, &at, g, tot + (size_t)t0 * R, g == 0, 2, vnni);
+			else
+				tile_avx2_t(grp, &at, g, tot + (size_t)t0 * R, g == 0, 1, vnni);
+	}
 }
 
-static A2 void grp_avx2(const char *grp, const struct xa *a, int g, int n, float *tot, int first)
+static A2 void blk_avx2(const char *blk, const struct xa *a, int G, int n, float *tot)
 {
-	grp_avx2_any(grp, a, g, n, tot, first, 0);
+	blk_avx2_any(blk, a, G, n, tot, 0);
 }
 
-static A2 void grp_vnni(const char *grp, const struct xa *a, int g, int n, float *tot, int first)
+static A2 void blk_vnni(const char *blk, const struct xa *a, int G, int n, float *tot)
 {
-	grp_avx2_any(grp, a, g, n, tot, first, 1);
+	blk_avx2_any(blk, a, G, n, tot, 1);
 }
 
 /* ---- AVX-512 VNNI (W4A8) ---- */
@@ -166,13 +192,18 @@ A5_INLINE __m512i dpbusd512(__m512i acc, __m512i u, __m512i s)
 	return acc;
 }
 
+/* acc[t][h][k]: token t, rows 16 h.., chain k (one token: the high nibbles' steps in chains of
+ * their own, so that vpdpbusd's latency does not bound it) */
 A5_INLINE void tile_512_t(const char *grp, const struct xa *a, int g, float *tot, int first, const int nt)
 {
-	__m512i acc[TT5][2];
+	const int K = nt == 1 ? 2 : 1;
+	__m512i acc[TT5][2][2];
 	const __m512i m = _mm512_set1_epi8(15);
 #pragma GCC unroll 6
-	for (int t = 0; t < nt; t++)
-		acc[t][0] = acc[t][1] = _mm512_setzero_si512();
+	for (int t = 0; t < nt; t++) { /* from -8 Σ qx */
+		acc[t][0][0] = acc[t][1][0] = _mm512_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]);
+		acc[t][0][K - 1] = acc[t][1][K - 1] = K == 2 ? _mm512_setzero_si512() : acc[t][0][0];
+	}
 	const char *ch = grp + INT4_HDR;
 #pragma GCC unroll 4
 	for (int p = 0; p < 4; p++) {
@@ -187,39 +218,49 @@ A5_INLINE void tile_512_t(const char *grp, const struct xa *a, int g, float *tot
 			memcpy(&lo, x, 4);
 			memcpy(&hi, x + 4, 4);
 			__m512i xl = _mm512_set1_epi32(lo), xh = _mm512_set1_epi32(hi);
-			acc[t][0] = dpbusd512(acc[t][0], l0, xl);
-			acc[t][1] = dpbusd512(acc[t][1], l1, xl);
-			acc[t][0] = dpbusd512(acc[t][0], h0, xh);
-			acc[t][1] = dpbusd512(acc[t][1], h1, xh);
+			acc[t][0][0] = dpbusd512(acc[t][0][0], l0, xl);
+			acc[t][1][0] = dpbusd512(acc[t][1][0], l1, xl);
+			acc[t][0][K - 1] = dpbusd512(acc[t][0][K - 1], h0, xh);
+			acc[t][1][K - 1] = dpbusd512(acc[t][1][K - 1], h1, xh);
 		}
 	}
 	__m512 sw0 = _mm512_loadu_ps((const void *)grp), sw1 = _mm512_loadu_ps((const void *)(grp + 64));
 #pragma GCC unroll 6
 	for (int t = 0; t < nt; t++) {
-		__m512i s8 = _mm512_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]);
+		if (K == 2) /* exact in any order */
+			acc[t][0][0] = _mm512_add_epi32(acc[t][0][0], acc[t][0][1]),
+			acc[t][1][0] = _mm512_add_epi32(acc[t][1][0], acc[t][1][1]);
 		__m512 sxv = _mm512_set1_ps(a->sx[(size_t)t * a->ldsx + (size_t)(g / 4)]);
 		float *o = tot + (size_t)t * R;
 		__m512 p0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
 		__m512 p1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
-		_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t][0], s8)),
-						    _mm512_mul_ps(sw0, sxv), p0));
-		_mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t][1], s8)),
-							 _mm512_mul_ps(sw1, sxv), p1));
+		_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t][0][0]), _mm512_mul_ps(sw0, sxv), p0));
+		_mm512_storeu_ps(o + 16,
+				 _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t][1][0]), _mm512_mul_ps(sw1, sxv), p1));
 	}
 }
 
-static A5 void grp_512(const char *grp, const struct xa *a, int g, int n, float *tot, int first)
+static A5 void blk_512(const char *blk, const struct xa *a, int G, int n, float *tot)
 {
-	struct xa at = *a;
-	for (int t0 = 0; t0 < n; t0 += TT5, at.qx += TT5 * a->ld, at.sx += TT5 * a->ldsx, at.sum += TT5 * a->lds) {
-		float *o = tot + (size_t)t0 * R;
-		switch (n - t0 < TT5 ? n - t0 : TT5) {
-		case 1: tile_512_t(grp, &at, g, o, first, 1); break;
-		case 2: tile_512_t(grp, &at, g, o, first, 2); break;
-		case 3: tile_512_t(grp, &at, g, o, first, 3); break;
-		case 4: tile_512_t(grp, &at, g, o, first, 4); break;
-		case 5: tile_512_t(grp, &at, g, o, first, 5); break;
-		default: tile_512_t(grp, &at, g, o, first, 6); break;
+	for (int g = 0; g < G; g++) {
+		const char *grp = blk + (size_t)g * INT4_GROUP_BYTES;
+		prefetch_ahead(grp, g, G);
+		if (n == 1) { /* decode: the tile inline, no switch */
+			tile_512_t(grp, a, g, tot, g == 0, 1);
+			continue;
+		}
+		struct xa at = *a;
+		for (int t0 = 0; t0 < n;
+		     t0 += TT5, at.qx += TT5 * a->ld, at.sx += TT5 * a->ldsx, at.sum += TT5 * a->lds) {
+			float *o = tot + (size_t)t0 * R;
+			switch (n - t0 < TT5 ? n - t0 : TT5) {
+			case 1: tile_512_t(grp, &at, g, o, g == 0, 1); break;
+			case 2: tile_512_t(grp, &at, g, o, g == 0, 2); break;
+			case 3: tile_512_t(grp, &at, g, o, g == 0, 3); break;
+			case 4: tile_512_t(grp, &at, g, o, g == 0, 4); break;
+			case 5: tile_512_t(grp, &at, g, o, g == 0, 5); break;
+			default: tile_512_t(grp, &at, g, o, g == 0, 6); break;
+			}
 		}
 	}
 }
@@ -279,32 +320,41 @@ B5_INLINE void tile_bf16_t(const char *grp, const struct xa *a, int g, __m512i t
 	}
 }
 
-static B5 void grp_bf16(const char *grp, const struct xa *a, int g, int n, float *tot, int first)
+static B5 void blk_bf16(const char *blk, const struct xa *a, int G, int n, float *tot)
 {
 	__m512i tab = _mm512_loadu_si512((const void *)bf16_table);
-	struct xa at = *a;
-	for (int t0 = 0; t0 < n; t0 += TTB, at.xb += TTB * a->ld) {
-		float *o = tot + (size_t)t0 * R;
-		switch (n - t0 < TTB ? n - t0 : TTB) {
-		case 1: tile_bf16_t(grp, &at, g, tab, o, first, 1); break;
-		case 2: tile_bf16_t(grp, &at, g, tab, o, first, 2); break;
-		case 3: tile_bf16_t(grp, &at, g, tab, o, first, 3); break;
-		default: tile_bf16_t(grp, &at, g, tab, o, first, 4); break;
+	for (int g = 0; g < G; g++) {
+		const char *grp = blk + (size_t)g * INT4_GROUP_BYTES;
+		prefetch_ahead(grp, g, G);
+		if (n == 1) {
+			tile_bf16_t(grp, a, g, tab, tot, g == 0, 1);
+			continue;
+		}
+		struct xa at = *a;
+		for (int t0 = 0; t0 < n; t0 += TTB, at.xb += TTB * a->ld) {
+			float *o = tot + (size_t)t0 * R;
+			switch (n - t0 < TTB ? n - t0 : TTB) {
+			case 1: tile_bf16_t(grp, &at, g, tab, o, g == 0, 1); break;
+			case 2: tile_bf16_t(grp, &at, g, tab, o, g == 0, 2); break;
+			case 3: tile_bf16_t(grp, &at, g, tab, o, g == 0, 3); break;
+			default: tile_bf16_t(grp, &at, g, tab, o, g == 0, 4); break;
+			}
 		}
 	}
 }
 
 /* ---- driver ---- */
-typedef void (*grp_fn)(const char *grp, const struct xa *a, int g, int n, float *tot, int first);
+/* the G groups of a block (blk: its first) for n tokens into tot [n][32] */
+typedef void (*blk_fn)(const char *blk, const struct xa *a, int G, int n, float *tot);
 
 int gemm_int4_w16(enum ops_level lvl, const struct gemm_job *j) { return lvl >= OPS_AVX512_BF16 && j->x_bf16; }
 
 /* W4A8 kernels by gemm_int8_kernel's number (the same CPU features) */
-static grp_fn kernel_of(enum ops_level lvl, int w16)
+static blk_fn kernel_of(enum ops_level lvl, int w16)
 {
 	if (w16)
-		return grp_bf16;
-	static const grp_fn k[] = {grp_portable, grp_avx2, grp_512, grp_vnni};
+		return blk_bf16;
+	static const blk_fn k[] = {blk_portable, blk_avx2, blk_512, blk_vnni};
 	return k[gemm_int8_kernel(lvl)];
 }
 
@@ -385,7 +435,7 @@ int gemm_panel_int4(enum ops_level lvl, const struct gemm_job *j, const void *ac
 		}
 		return 1;
 	}
-	grp_fn fn = kernel_of(lvl, w16);
+	blk_fn fn = kernel_of(lvl, w16);
 	struct xa a = xa_of(act, w16, w->cols);
 	_Alignas(64) float tot[TOK_CHUNK * R];
 	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
@@ -399,13 +449,7 @@ int gemm_panel_int4(enum ops_level lvl, const struct gemm_job *j, const void *ac
 			int nr = r1 - rb < R ? r1 - rb : R;
 			if (!G) /* no columns: every sum is 0 */
 				memset(tot, 0, sizeof tot);
-			for (int g = 0; g < G; g++) {
-				const char *grp = int4_group(w, rb / R, g);
-				if (g + PF_GROUPS < G)
-					for (int l = 0; l < INT4_GROUP_BYTES; l += 64)
-						__builtin_prefetch(grp + PF_GROUPS * INT4_GROUP_BYTES + l);
-				fn(grp, &at, g, n, tot, g == 0);
-			}
+			fn(int4_group(w, rb / R, 0), &at, G, n, tot);
 			for (int t = 0; t < n; t++)
 				store_rows(j->y + (size_t)(t0 + t) * (size_t)j->ldy + rb, tot + (size_t)t * R, nr,
 					   j->accumulate, j->round_bf16);

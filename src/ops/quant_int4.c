@@ -219,7 +219,7 @@ void quant_int4_x(const float *x, int cols, int8_t *qx, float *sx, int32_t *sums
 		int32_t s = 0;
 		for (int k = 0; k < INT4_GROUP; k++)
 			s += qx[g * INT4_GROUP + k];
-		sums[g] = 8 * s;
+		sums[g] = -8 * s;
 	}
 }
 

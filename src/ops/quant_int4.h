@@ -85,8 +85,8 @@ int quant_int4_q(const struct wmat *w, int r, int c);
 /* ---- activations ----
  * W4A8: x quantized per token and 128 columns exactly as the int8 row does (ops/quant_int8.h:
  * sx = amax / 127, qx = rint(x / sx)), stored signed, rows int4_x_ld(cols) bytes apart (pad 0),
- * with each 32-column group's 8 Σ qx (the kernels multiply u = q + 8 by qx: the dot is
- * Σ u qx - 8 Σ qx). Per weight group the int32 dot is exact (|Σ q qx| <= 32 x 8 x 127; the AVX2
+ * with each 32-column group's -8 Σ qx (the kernels multiply u = q + 8 by qx: the dot is
+ * Σ u qx - 8 Σ qx, their sums start from it). Per weight group the int32 dot is exact (|Σ q qx| <= 32 x 8 x 127; the AVX2
  * kernel's int16 partial sums reach at most 16 x 15 x 127 = 30480), and
  *   y[t][r] = fma(dot_g, sw[r][g] * sx[t][g / 4], ...)  over g = 0, 1, ... in order, from 0
  * on every level, so the W4A8 levels agree to the bit. Per 128 as the int8 row (one activation
