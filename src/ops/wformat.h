@@ -27,13 +27,12 @@
  * Room for the coming rows: blk_k / blk_n give any scale block (MXFP4 e2m1: 32 x 1 with
  * WSCALE_E8M0 bytes; int4 pack-quantized: group 32 x 1, WSCALE_F32; V4's fp8: 128 x 128
  * WSCALE_UE8M0), `bits` sub-byte values (4: two per byte, views then cut at even columns),
- * `act` activations other than bf16 rows or int8 groups (V4's fp8 act_quant: e4m3 per 128
- * columns, a struct wact of its own), and `view` / `bytes` a layout that is not row-major (as
- * int8's blocks, or a format packed at load into its kernels' own blocks). What such a row
- * still needs beyond its file: a scale grid of bytes (E8M0) read through wmat.scale, today a
- * const float * (its get and kernels cast it; or the field becomes const void *), and, for a
- * format read from a checkpoint rather than made at load, the loader's lookup of its scale
- * tensor (model.c reads fp8's `<name>_scale_inv` itself). */
+ * `act` activations other than bf16 rows or int8 groups (V4's fp8 act_quant: wact_fp8_act128),
+ * and `view` / `bytes` a layout that is not row-major (as int8's blocks, or a format packed
+ * at load into its kernels' own blocks). A grid of scale bytes is read through
+ * wmat.scale_e8m0 (a union with the fp32 wmat.scale). What a format read from a checkpoint
+ * rather than made at load still needs: the loader's lookup of its scale tensor (model.c
+ * reads fp8's `<name>_scale_inv` itself; V4's are `<name>.scale`, F8_E8M0). */
 #ifndef MLA_OPS_WFORMAT_H
 #define MLA_OPS_WFORMAT_H
 
