@@ -10,7 +10,9 @@
  * bf16 packed for the dot-product / AVX2 kernels), fp8 (wf_fp8.c: e4m3 with one fp32 scale per
  * blk_r x blk_c block, 128x128 in DeepSeek's checkpoints and under --quantization fp8; ue8m0
  * checkpoints store the same fp32 grid holding powers of two), int8 (wf_int8.c: W8A8, a
- * scale per row and 128 columns, activations quantized per token and 128 columns per call)
+ * scale per row and 128 columns, activations quantized per token and 128 columns per call),
+ * int4 (wf_int4.c: signed 4-bit in groups of 32 along K with an fp32 scale each, in 32-row
+ * blocks; bf16 x as it is from AVX512_BF16 on, else x quantized as int8's: W4A16 / W4A8)
  * and fp4 (wf_fp4.c: MXFP4, e2m1 pairs with an e8m0 byte per 32 along K in wmat.scale_e8m0,
  * DeepSeek-V4's experts as their checkpoint stores them). fp8 and fp4 round x through fp8 per
  * 128 columns first when the job asks (gemm_job.act_fp8: wact_fp8_act128, V4's act_quant).
@@ -25,10 +27,10 @@
  *   - its tests (tests/unit/test_wformat.c runs every row's view / get / bytes / GEMM against
  *     wmat_get, at every level).
  * Room for the coming rows: blk_k / blk_n give any scale block (MXFP4 e2m1: 32 x 1 with
- * WSCALE_E8M0 bytes; int4 pack-quantized: group 32 x 1, WSCALE_F32; V4's fp8: 128 x 128
+ * WSCALE_E8M0 bytes; V4's fp8: 128 x 128
  * WSCALE_UE8M0), `bits` sub-byte values (4: two per byte, views then cut at even columns),
  * `act` activations other than bf16 rows or int8 groups (V4's fp8 act_quant: wact_fp8_act128),
- * and `view` / `bytes` a layout that is not row-major (as int8's blocks, or a format packed
+ * and `view` / `bytes` a layout that is not row-major (as int8's and int4's blocks, or a format packed
  * at load into its kernels' own blocks). A grid of scale bytes is read through
  * wmat.scale_e8m0 (a union with the fp32 wmat.scale). What a format read from a checkpoint
  * rather than made at load still needs: the loader's lookup of its scale tensor (model.c
