@@ -5,7 +5,8 @@
  *                value) → fp32, times the group's scale / 2 (exact: a power of two), FMA;
  *   AVX-512      the same bytes duplicated → vpsrlvd (nibble per lane) → vpermps of the
  *                16-entry fp32 table, times the scale, FMA;
- *   AVX512_BF16  (and AMX: its tiles would need one scale per 16 x 32 tile product) 16 bytes
+ *   AVX512_BF16  one token (more: the AVX-512 kernel, wf_fp4.c; AMX the same: its tiles would
+ *                need one scale per 16 x 32 tile product) 16 bytes
  *                → vpmovzxbd → vpermw of a bf16 table gives the group's 16 bf16 pairs in
  *                element order, vdpbf16ps with x's bf16 pairs, then the group's sum x its
  *                scale in fp32: the codes are exact bf16 and the scale never enters bf16, so
@@ -267,12 +268,20 @@ A512_INLINE void grp_dp_t(const uint8_t *const wp[2 * NR], const uint8_t *const 
 			out[rr][t] = _mm512_reduce_add_ps(acc[rr][t]);
 }
 
-/* NR rows or 1, NT tokens or 1 (the panel's blocks) */
-#define BLOCK_CASES(T)                                                                           \
-	if (nr == NR)                                                                            \
-		nt == NT ? T(wp, sp, x, c0, ng, out, NR, NT) : T(wp, sp, x, c0, ng, out, NR, 1); \
-	else                                                                                     \
-		nt == NT ? T(wp, sp, x, c0, ng, out, 1, NT) : T(wp, sp, x, c0, ng, out, 1, 1);
+/* NR rows or 1, 1 to NT tokens (the panel's blocks) */
+#define TOKEN_CASES(T, R)                                 \
+	switch (nt) {                                     \
+	case 1: T(wp, sp, x, c0, ng, out, R, 1); break;   \
+	case 2: T(wp, sp, x, c0, ng, out, R, 2); break;   \
+	case 3: T(wp, sp, x, c0, ng, out, R, 3); break;   \
+	default: T(wp, sp, x, c0, ng, out, R, NT); break; \
+	}
+#define BLOCK_CASES(T)             \
+	if (nr == NR) {            \
+		TOKEN_CASES(T, NR) \
+	} else {                   \
+		TOKEN_CASES(T, 1)  \
+	}
 
 static A512_FN void grp_512(const uint8_t *const wp[2 * NR], const uint8_t *const sp[NR], const struct xsrc *x, int c0,
 			    int ng, int nr, int nt, float out[NR][NT])
@@ -310,9 +319,9 @@ int gemm_panel_fp4(enum ops_level lvl, const struct gemm_job *j, const float *x,
 	 * groups, a part group */
 	int ch = w->col0 % G ? group_end(w, 0) : 0;
 	int ng = (w->cols - ch) / G, ce = ch + ng * G;
-	/* blocks of nt_max tokens or 1, NR rows or 1: the kernels' shapes */
+	/* blocks of up to nt_max tokens, NR rows or 1: the kernels' shapes */
 	for (int t0 = 0, nt; t0 < j->n; t0 += nt) {
-		nt = j->n - t0 >= nt_max ? nt_max : 1;
+		nt = j->n - t0 < nt_max ? j->n - t0 : nt_max;
 		struct xsrc xt = xs;
 		if (xt.x)
 			xt.x += (size_t)t0 * (size_t)ldx;
