@@ -6,7 +6,9 @@
  * (model_pack.c).
  *
  * Today: DeepSeek V2/V3/V3.1/V3.2 (family_deepseek.c: MLA, MoE, the V3.2 lightning indexer,
- * the MTP module; tensors_deepseek.c, forward.c, indexer.c).
+ * the MTP module; tensors_deepseek.c, forward.c, indexer.c) and DeepSeek-V4 (family_v4.c:
+ * float32 on one rank, per-sequence attention state; tensors_v4.c, forward_v4.c over
+ * model_v4/'s units).
  *
  * What a second family (DeepSeek-V4: model_v4/ holds its numeric units and its config) provides,
  * as `const struct model_family model_family_NAME` in its own files and one line in family.c's

@@ -2,8 +2,9 @@
  * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
  * forward_v4.c's over the model_v4 units. This first version runs float32 activations on one
  * rank with per-sequence attention state (forward_v4.h); what it cannot run yet is refused
- * here with one line: bf16 activations, TP / DCP, --quantization, dummy weights, MTP drafting.
- * The MTP modules' weights are loaded (mtp.K.*) for the coming MTP step. */
+ * here with one line: bf16 activations, TP / DCP, --quantization, dummy weights. The MTP
+ * modules' weights are always loaded (mtp.K.*); with load_mtp the first one runs
+ * model_mtp_forward (forward_v4.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,6 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 	if (m->tp_size > 1 || dcp > 1)
 		return err_set(e, "%s: DeepSeek-V4 runs on one rank for now (tensor-parallel-size %d, dcp %d)", dir,
 			       m->tp_size, dcp);
-	if (m->opt.load_mtp)
-		return err_set(e, "%s: DeepSeek-V4: MTP speculative decoding is not supported yet", dir);
 	if (m->opt.quant || m->opt.quantize_lm_head)
 		return err_set(e,
 			       "%s: DeepSeek-V4: --quantization / --quantize-lm-head are not supported (its weights "
@@ -83,6 +82,8 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 	if (c->num_attention_heads % c->o_groups)
 		return err_set(e, "%s/config.json: o_groups %d does not divide num_attention_heads %d", dir,
 			       c->o_groups, c->num_attention_heads);
+	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1)
+		return err_set(e, "%s/config.json: the MTP module is wanted, and num_nextn_predict_layers is 0", dir);
 	if (c->expert_dtype == V4_EXPERT_FP8)
 		return err_set(e, "%s/config.json: expert_dtype fp8 (V4-Flash-Base) is not supported yet", dir);
 	fill_cfg(&m->cfg, c);
@@ -146,22 +147,23 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 	v->slots = model_own(m, sizeof *v->slots * (size_t)v->n_slots);
 	if (!v->slots)
 		return err_set(e, "DeepSeek-V4: out of memory for the sequence state");
+	v->n_state_layers = c->num_hidden_layers + v->w.n_mtp;
 	size_t per = 0;
-	for (int l = 0; l < c->num_hidden_layers; l++)
-		per += v4_seq_attn_floats(&v->w.layers[l].attn, v->max_len);
+	for (int l = 0; l < v->n_state_layers; l++)
+		per += v4_seq_attn_floats(v4_state_layer(v, l), v->max_len);
 	for (int i = 0; i < v->n_slots; i++) {
 		struct v4_slot *s = &v->slots[i];
 		s->first_block = -1;
 		s->pos = 0;
 		s->last_step = 0;
-		s->layer = model_own(m, sizeof *s->layer * (size_t)c->num_hidden_layers);
+		s->layer = model_own(m, sizeof *s->layer * (size_t)v->n_state_layers);
 		float *mem = model_own(m, sizeof(float) * per);
 		if (!s->layer || !mem)
 			return err_set(e, "DeepSeek-V4: out of memory for %d sequences of %d positions (%.1f MB each)",
 				       v->n_slots, v->max_len, per * 4 / 1e6);
-		for (int l = 0; l < c->num_hidden_layers; l++) {
-			v4_seq_attn_init(&v->w.layers[l].attn, mem, v->max_len, &s->layer[l]);
-			mem += v4_seq_attn_floats(&v->w.layers[l].attn, v->max_len);
+		for (int l = 0; l < v->n_state_layers; l++) {
+			v4_seq_attn_init(v4_state_layer(v, l), mem, v->max_len, &s->layer[l]);
+			mem += v4_seq_attn_floats(v4_state_layer(v, l), v->max_len);
 		}
 	}
 	return 0;
@@ -193,6 +195,14 @@ static int v4_load(struct model *m, const char *dir, struct err *e)
 			return -1;
 		t->hch = head_hc(c, t->hc_fn, t->hc_scale, t->hc_base);
 	}
+	if (m->opt.load_mtp) { /* the MTP module's inputs: model.h's model_mtp_forward */
+		size_t row = sizeof(float) * (size_t)(c->hc_mult * c->hidden_size);
+		v->hid = model_own(m, row * (size_t)m->opt.max_batch_tokens);
+		v->mtp_hid = model_own(m, row * (size_t)m->opt.max_seqs);
+		if (!v->hid || !v->mtp_hid)
+			return err_set(e, "DeepSeek-V4: out of memory for the MTP hidden states");
+		m->n_layers = c->num_hidden_layers + 1;
+	}
 	return alloc_slots(m, v, e);
 }
 
@@ -210,12 +220,6 @@ static void v4_log_loaded(const struct model *m)
 	      "DeepSeek-V4: %d MTP module(s) loaded (not run yet); attention state for %d sequences x %d "
 	      "positions (per sequence, not paged yet)",
 	      v->w.n_mtp, v->n_slots, v->max_len);
-}
-
-static int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
-			  float *logits, struct err *e)
-{
-	return err_set(e, "DeepSeek-V4: the MTP step is not implemented yet");
 }
 
 /* the engine's KV cache: one layer of head_dim rows per token, so its block budget counts

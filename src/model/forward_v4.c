@@ -32,6 +32,7 @@ struct bufs {
 	float *xe, *eo;      /* [n, D] one expert's rows in, out */
 	float *g, *u;        /* [n, I] */
 	float *hl;           /* [nl, D] */
+	float *hx;           /* [n, hc, D] the MTP module's hnorm'd hidden streams */
 };
 
 static size_t take(struct arena *a, void **p, size_t bytes)
@@ -74,6 +75,7 @@ static size_t layout(const struct v4_config *c, int n, int nl, struct arena *a, 
 	s += take(a, (void **)&b->g, f * N * (size_t)I);
 	s += take(a, (void **)&b->u, f * N * (size_t)I);
 	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
+	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
 	return s;
 }
 
@@ -98,10 +100,13 @@ static void run(struct model *m, int nj, struct gemm_job *j)
 }
 
 /* The sequences' slots (forward_v4.h): a sequence at position 0 takes one (a free one, else
- * the least recently used); a later chunk must find its own where it stopped. */
-static int claim_slots(struct v4_model *v, const struct batch *b, struct v4_slot **out, struct err *e)
+ * the least recently used) and starts afresh; a later chunk must find its own where it
+ * stopped. An MTP step (mtp) continues its sequence's slot: its MTP state from position 0 or
+ * where the last MTP step stopped. */
+static int claim_slots(struct v4_model *v, const struct batch *b, bool mtp, struct v4_slot **out, struct err *e)
 {
 	const struct attn_meta *a = &b->attn;
+	int L = v->c.num_hidden_layers;
 	v->step++;
 	for (int k = 0; k < a->n_seqs; k++) {
 		int32_t first = a->block_table[(size_t)k * (size_t)a->max_blocks];
@@ -113,7 +118,7 @@ static int claim_slots(struct v4_model *v, const struct batch *b, struct v4_slot
 		for (int i = 0; i < v->n_slots && !s; i++)
 			if (v->slots[i].first_block == first)
 				s = &v->slots[i];
-		if (start == 0) {
+		if (start == 0 && !mtp) {
 			for (int i = 0; i < v->n_slots && !s; i++)
 				if (v->slots[i].first_block < 0)
 					s = &v->slots[i];
@@ -123,16 +128,20 @@ static int claim_slots(struct v4_model *v, const struct batch *b, struct v4_slot
 			if (!s)
 				return err_set(e, "DeepSeek-V4: more than %d sequences in one step", v->n_slots);
 			s->first_block = first;
-			s->pos = 0;
-			for (int l = 0; l < v->c.num_hidden_layers; l++)
-				v4_seq_attn_reset(&v->w.layers[l].attn, &s->layer[l]);
-		} else if (!s || s->pos != start) {
+			s->pos = s->mtp_pos = 0;
+			for (int l = 0; l < v->n_state_layers; l++)
+				v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
+		} else if (start == 0 && s) { /* the MTP module's first step of the sequence */
+			s->mtp_pos = 0;
+			for (int l = L; l < v->n_state_layers; l++)
+				v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
+		} else if (!s || (mtp ? s->mtp_pos : s->pos) != start) {
 			return err_set(
 				e,
-				"DeepSeek-V4: sequence %d continues at position %ld, but this version keeps its "
-				"attention state only for sequences it ran from position 0 without a gap (no "
-				"prefix caching or preemption yet)",
-				k, start);
+				"DeepSeek-V4%s: sequence %d continues at position %ld, but this version keeps "
+				"its attention state only for sequences it ran from position 0 without a gap or "
+				"a step back (no prefix caching, preemption or rejected drafts yet)",
+				mtp ? " MTP" : "", k, start);
 		}
 		s->last_step = v->step;
 		out[k] = s;
@@ -141,11 +150,10 @@ static int claim_slots(struct v4_model *v, const struct batch *b, struct v4_slot
 }
 
 /* One layer's attention sub-block: y [n, D] (normed) -> b->out [n, D] */
-static int attention(struct model *m, struct v4_model *v, int li, const struct batch *b, struct v4_slot **slots,
-		     struct bufs *u, struct err *e)
+static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, int li, const struct batch *b,
+		     struct v4_slot **slots, struct bufs *u, struct err *e)
 {
 	const struct v4_config *c = &v->c;
-	struct v4_layer *L = &v->w.layers[li];
 	int n = b->n_tokens, D = c->hidden_size, H = c->num_attention_heads, hd = c->head_dim, r = L->attn.ratio;
 	int ql = c->q_lora_rank, cw = r == 4 ? 2 * hd : hd, Hi = c->index_n_heads, di = c->index_head_dim;
 	int G = c->o_groups, olr = c->o_lora_rank, gl = H * hd / G;
@@ -197,10 +205,10 @@ static int attention(struct model *m, struct v4_model *v, int li, const struct b
 
 /* One layer's MoE: y [n, D] (normed) -> b->out [n, D]: the shared expert, then each routed
  * expert over the rows that chose it (its routing weight applied before w2) */
-static int moe(struct model *m, struct v4_model *v, int li, const struct batch *b, struct bufs *u, struct err *e)
+static int moe(struct model *m, struct v4_model *v, struct v4_layer *L, const struct batch *b, struct bufs *u,
+	       struct err *e)
 {
 	const struct v4_config *c = &v->c;
-	struct v4_layer *L = &v->w.layers[li];
 	int n = b->n_tokens, D = c->hidden_size, I = c->moe_intermediate_size, k = c->num_experts_per_tok;
 	float lim = c->swiglu_limit;
 	struct gemm_job j[3] = {job(&L->gate, u->y, D, u->glog, c->n_routed_experts, n),
@@ -246,63 +254,151 @@ static int moe(struct model *m, struct v4_model *v, int li, const struct batch *
 	return 0;
 }
 
+/* One block (li: its state in the slots) over x [n, hc, D] in place */
+static int block(struct model *m, struct v4_model *v, struct v4_layer *L, int li, const struct batch *b,
+		 struct v4_slot **slots, struct bufs *u, struct err *e)
+{
+	const struct v4_config *c = &v->c;
+	int n = b->n_tokens, D = c->hidden_size, hc = c->hc_mult;
+	v4_hc_pre(&L->hca, n, u->x, u->y, u->post, u->comb);
+	v4_rmsnorm_rows(u->y, n, D, L->attn_norm, c->rms_norm_eps);
+	if (attention(m, v, L, li, b, slots, u, e))
+		return -1;
+	v4_hc_post(hc, D, n, u->out, u->x, u->post, u->comb, u->x);
+	v4_hc_pre(&L->hcf, n, u->x, u->y, u->post, u->comb);
+	v4_rmsnorm_rows(u->y, n, D, L->ffn_norm, c->rms_norm_eps);
+	if (moe(m, v, L, b, u, e))
+		return -1;
+	v4_hc_post(hc, D, n, u->out, u->x, u->post, u->comb, u->x);
+	return 0;
+}
+
+/* logits [nl, vocab] of the requested rows of x: head(norm(hc_head(x))) */
+static void head(struct model *m, struct v4_model *v, const struct v4_hc *hch, const float *norm,
+		 const struct batch *b, struct bufs *u, float *logits)
+{
+	const struct v4_config *c = &v->c;
+	int nl = b->n_logits, D = c->hidden_size, hc = c->hc_mult;
+	for (int r = 0; r < nl; r++)
+		v4_hc_head(hch, 1, u->x + (size_t)b->logits_rows[r] * (size_t)(hc * D), u->hl + (size_t)r * (size_t)D);
+	v4_rmsnorm_rows(u->hl, nl, D, norm, c->rms_norm_eps);
+	struct gemm_job jh = job(&v->w.head, u->hl, D, logits, c->vocab_size, nl);
+	run(m, 1, &jh);
+}
+
+/* the step's checks, slots and scratch */
+static int begin(struct model *m, struct v4_model *v, const struct batch *b, bool mtp, struct v4_slot ***slots,
+		 struct bufs *u, struct err *e)
+{
+	int n = b->n_tokens, nl = b->n_logits;
+	if (n > m->opt.max_batch_tokens || nl > m->opt.max_batch_tokens || b->attn.n_seqs > v->n_slots)
+		return err_set(e, "DeepSeek-V4: a step of %d tokens, %d sequences (at most %d, %d)", n, b->attn.n_seqs,
+			       m->opt.max_batch_tokens, v->n_slots);
+	for (int t = 0; t < n; t++)
+		if (b->tokens[t] < 0 || b->tokens[t] >= v->c.vocab_size)
+			return err_set(e, "DeepSeek-V4: token %d outside the vocabulary (%d)", b->tokens[t],
+				       v->c.vocab_size);
+	*slots = malloc(sizeof **slots * (size_t)(b->attn.n_seqs ? b->attn.n_seqs : 1));
+	if (!*slots)
+		return err_set(e, "DeepSeek-V4: out of memory");
+	if (claim_slots(v, b, mtp, *slots, e)) {
+		free(*slots);
+		return -1;
+	}
+	arena_reset(&m->arena);
+	layout(&v->c, n, nl, &m->arena, u);
+	m->step_weight_bytes = 0;
+	return 0;
+}
+
+static void advance(const struct batch *b, bool mtp, struct v4_slot **slots)
+{
+	for (int k = 0; k < b->attn.n_seqs; k++) {
+		long end = b->positions[b->attn.query_start[k]] +
+			   (b->attn.query_start[k + 1] - b->attn.query_start[k]);
+		*(mtp ? &slots[k]->mtp_pos : &slots[k]->pos) = end;
+	}
+}
+
 int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
 	       float *logits, struct err *e)
 {
 	struct v4_model *v = m->fam_state;
 	const struct v4_config *c = &v->c;
-	int n = b->n_tokens, nl = b->n_logits, D = c->hidden_size, hc = c->hc_mult;
-	if (n > m->opt.max_batch_tokens || nl > m->opt.max_batch_tokens || b->attn.n_seqs > v->n_slots)
-		return err_set(e, "DeepSeek-V4: step of %d tokens, %d sequences over the model's %d, %d", n,
-			       b->attn.n_seqs, m->opt.max_batch_tokens, v->n_slots);
-	struct v4_slot **slots = malloc(sizeof *slots * (size_t)(b->attn.n_seqs ? b->attn.n_seqs : 1));
-	if (!slots)
-		return err_set(e, "DeepSeek-V4: out of memory");
-	int rc = -1;
-	if (claim_slots(v, b, slots, e))
-		goto out;
-	arena_reset(&m->arena);
+	int n = b->n_tokens, D = c->hidden_size, hc = c->hc_mult;
+	struct v4_slot **slots;
 	struct bufs u;
-	layout(c, n, nl, &m->arena, &u);
-	m->step_weight_bytes = 0;
+	if (begin(m, v, b, false, &slots, &u, e))
+		return -1;
 	/* the embedding, repeated over the hc streams */
 	for (int t = 0; t < n; t++) {
-		const struct wmat *w = &v->w.embed;
-		if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size) {
-			err_set(e, "DeepSeek-V4: token %d outside the vocabulary (%d)", b->tokens[t], c->vocab_size);
-			goto out;
-		}
+		float *xt = u.x + (size_t)t * (size_t)(hc * D);
 		for (int d = 0; d < D; d++)
-			u.x[(size_t)t * (size_t)(hc * D) + (size_t)d] = wmat_get(w, b->tokens[t], d);
+			xt[d] = wmat_get(&v->w.embed, b->tokens[t], d);
 		for (int s = 1; s < hc; s++)
-			memcpy(u.x + ((size_t)t * (size_t)hc + (size_t)s) * (size_t)D,
-			       u.x + (size_t)t * (size_t)(hc * D), sizeof(float) * (size_t)D);
+			memcpy(xt + (size_t)s * (size_t)D, xt, sizeof(float) * (size_t)D);
 	}
-	for (int li = 0; li < c->num_hidden_layers; li++) {
-		struct v4_layer *L = &v->w.layers[li];
-		v4_hc_pre(&L->hca, n, u.x, u.y, u.post, u.comb);
-		v4_rmsnorm_rows(u.y, n, D, L->attn_norm, c->rms_norm_eps);
-		if (attention(m, v, li, b, slots, &u, e))
-			goto out;
-		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
-		v4_hc_pre(&L->hcf, n, u.x, u.y, u.post, u.comb);
-		v4_rmsnorm_rows(u.y, n, D, L->ffn_norm, c->rms_norm_eps);
-		if (moe(m, v, li, b, &u, e))
-			goto out;
-		v4_hc_post(hc, D, n, u.out, u.x, u.post, u.comb, u.x);
+	for (int li = 0; li < c->num_hidden_layers; li++)
+		if (block(m, v, &v->w.layers[li], li, b, slots, &u, e)) {
+			free(slots);
+			return -1;
+		}
+	if (v->hid) { /* the MTP module's input: the final streams, before hc_head */
+		memcpy(v->hid, u.x, sizeof(float) * (size_t)n * (size_t)(hc * D));
+		v->n_hid = n;
 	}
-	for (int r = 0; r < nl; r++) {
-		int t = b->logits_rows[r];
-		v4_hc_head(&v->w.hch, 1, u.x + (size_t)t * (size_t)(hc * D), u.hl + (size_t)r * (size_t)D);
-	}
-	v4_rmsnorm_rows(u.hl, nl, D, v->w.norm, c->rms_norm_eps);
-	struct gemm_job jh = job(&v->w.head, u.hl, D, logits, c->vocab_size, nl);
-	run(m, 1, &jh);
-	for (int k = 0; k < b->attn.n_seqs; k++)
-		slots[k]->pos = b->positions[b->attn.query_start[k]] +
-				(b->attn.query_start[k + 1] - b->attn.query_start[k]);
-	rc = 0;
-out:
+	head(m, v, &v->w.hch, v->w.norm, b, &u, logits);
+	advance(b, false, slots);
 	free(slots);
-	return rc;
+	return 0;
+}
+
+int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
+		   float *logits, struct err *e)
+{
+	struct v4_model *v = m->fam_state;
+	const struct v4_config *c = &v->c;
+	int n = b->n_tokens, D = c->hidden_size, hc = c->hc_mult;
+	if (!v->hid)
+		return err_set(e, "DeepSeek-V4: the MTP module was not loaded");
+	const float *src = b->hidden_from_mtp ? v->mtp_hid : v->hid;
+	int n_src = b->hidden_from_mtp ? v->n_mtp_hid : v->n_hid;
+	for (int t = 0; t < n; t++)
+		if (b->hidden_rows[t] < 0 || b->hidden_rows[t] >= n_src)
+			return err_set(e, "DeepSeek-V4 MTP: hidden row %d of %d", b->hidden_rows[t], n_src);
+	struct v4_slot **slots;
+	struct bufs u;
+	if (begin(m, v, b, true, &slots, &u, e))
+		return -1;
+	struct v4_mtp *t0 = &v->w.mtp[0];
+	/* x[t, s] = e_proj(enorm(embed(token))) + h_proj(hnorm(h[t, s])) */
+	for (int t = 0; t < n; t++) {
+		for (int d = 0; d < D; d++)
+			u.y[(size_t)t * (size_t)D + (size_t)d] = wmat_get(&v->w.embed, b->tokens[t], d);
+		memcpy(u.hx + (size_t)t * (size_t)(hc * D), src + (size_t)b->hidden_rows[t] * (size_t)(hc * D),
+		       sizeof(float) * (size_t)(hc * D));
+	}
+	v4_rmsnorm_rows(u.y, n, D, t0->enorm, c->rms_norm_eps);
+	v4_rmsnorm_rows(u.hx, n * hc, D, t0->hnorm, c->rms_norm_eps);
+	struct gemm_job j[2] = {job(&t0->e_proj, u.y, D, u.out, D, n), job(&t0->h_proj, u.hx, D, u.x, D, n * hc)};
+	run(m, 2, j);
+	for (int t = 0; t < n; t++)
+		for (int s = 0; s < hc; s++) {
+			float *xs = u.x + ((size_t)t * (size_t)hc + (size_t)s) * (size_t)D;
+			for (int d = 0; d < D; d++)
+				xs[d] += u.out[(size_t)t * (size_t)D + (size_t)d];
+		}
+	if (block(m, v, &t0->blk, c->num_hidden_layers, b, slots, &u, e)) {
+		free(slots);
+		return -1;
+	}
+	/* a chained draft's input: the output streams of the logits rows */
+	v->n_mtp_hid = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;
+	for (int r = 0; r < v->n_mtp_hid; r++)
+		memcpy(v->mtp_hid + (size_t)r * (size_t)(hc * D), u.x + (size_t)b->logits_rows[r] * (size_t)(hc * D),
+		       sizeof(float) * (size_t)(hc * D));
+	head(m, v, &t0->hch, t0->norm, b, &u, logits);
+	advance(b, true, slots);
+	free(slots);
+	return 0;
 }

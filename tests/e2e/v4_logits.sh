@@ -68,5 +68,6 @@ idx = json.load(open(d + '/model.safetensors.index.json'))
 del idx['weight_map']['layers.2.attn.wkv.weight']
 json.dump(idx, open(d + '/model.safetensors.index.json', 'w'))
 PY
-refused "missing tensor" "layers.2.attn.wkv.weight" "$BIN" logits "$WORK/bad" --tokens 0,1 --dtype float32 --out "$WORK/x"
+refused "missing tensor" "layers.2.attn.wkv.weight" \
+	"$BIN" logits "$WORK/bad" --tokens 0,1 --dtype float32 --out "$WORK/x"
 refused "bf16 activations" "float32" "$BIN" logits "$FIX" --tokens 0,1 --dtype bfloat16 --out "$WORK/x"

@@ -232,4 +232,66 @@ static inline void fwd_check_golden_runs(struct model *m, const char *what, cons
 	free(out);
 }
 
+/* tokens [start, start + q) through the model, then the MTP module over the positions of
+ * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
+static inline int fwd_mtp_chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok,
+				int n, int start, int q, float *mtp, struct err *e)
+{
+	int32_t *buf = malloc(sizeof(int32_t) * 4 * (size_t)q), qs[2] = {0, q}, sl[1] = {start + q};
+	int32_t *pos = buf, *rows = buf + q, *next = buf + 2 * q, *hid = buf + 3 * q;
+	int64_t *slots = malloc(sizeof(int64_t) * (size_t)q);
+	int rc = -1;
+	for (int i = 0; i < q; i++) {
+		pos[i] = start + i;
+		rows[i] = i;
+		hid[i] = i;
+		next[i] = start + i + 1 < n ? tok[start + i + 1] : 0;
+		slots[i] = (int64_t)s->bt[(start + i) / FWD_BS] * FWD_BS + (start + i) % FWD_BS;
+	}
+	bool decode = be && q == 1;
+	struct batch b = {.n_tokens = q, .tokens = tok + start, .positions = pos};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = q,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = decode,
+				    .n_decode_tokens = decode ? q : 0,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
+	if (model_forward(m, &b, &s->kv, be, NULL, e))
+		goto out;
+	int k = start + q < n ? q : n - 1 - start; /* the last position has no next token */
+	rc = 0;
+	if (k <= 0)
+		goto out;
+	qs[1] = k;
+	sl[0] = start + k;
+	decode = be && k == 1;
+	b = (struct batch){.n_tokens = k,
+			   .tokens = next,
+			   .positions = pos,
+			   .n_logits = k,
+			   .logits_rows = rows,
+			   .hidden_rows = hid};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = k,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = s->bt,
+				    .max_blocks = s->max_blocks,
+				    .slots = slots,
+				    .n_decodes = decode,
+				    .n_decode_tokens = decode ? k : 0,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
+	rc = model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
+out:
+	free(buf);
+	free(slots);
+	return rc;
+}
+
 #endif

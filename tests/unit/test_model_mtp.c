@@ -32,62 +32,7 @@ static struct model *load(const char *name, bool mtp, struct err *e)
 	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
 }
 
-/* tokens [start, start + q) through the model, then the MTP module over the positions of
- * the chunk whose next token is known; mtp [k, V] gets its logits. Returns k, or -1. */
-static int chunk(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int n,
-		 int start, int q, float *mtp, struct err *e)
-{
-	int32_t pos[128], rows[128], next[128], hid[128], qs[2] = {0, q}, sl[1] = {start + q};
-	int64_t slots[128];
-	for (int i = 0; i < q; i++) {
-		pos[i] = start + i;
-		rows[i] = i;
-		hid[i] = i;
-		next[i] = start + i + 1 < n ? tok[start + i + 1] : 0;
-		slots[i] = (int64_t)s->bt[(start + i) / FWD_BS] * FWD_BS + (start + i) % FWD_BS;
-	}
-	bool decode = be && q == 1;
-	struct batch b = {.n_tokens = q, .tokens = tok + start, .positions = pos};
-	b.attn = (struct attn_meta){.n_seqs = 1,
-				    .n_tokens = q,
-				    .query_start = qs,
-				    .seq_lens = sl,
-				    .block_table = s->bt,
-				    .max_blocks = s->max_blocks,
-				    .slots = slots,
-				    .n_decodes = decode,
-				    .n_decode_tokens = decode ? q : 0,
-				    .dcp_size = 1,
-				    .local_seq_lens = sl};
-	if (model_forward(m, &b, &s->kv, be, NULL, e))
-		return -1;
-	int k = start + q < n ? q : n - 1 - start; /* the last position has no next token */
-	if (k <= 0)
-		return 0;
-	qs[1] = k;
-	sl[0] = start + k;
-	decode = be && k == 1;
-	b = (struct batch){.n_tokens = k,
-			   .tokens = next,
-			   .positions = pos,
-			   .n_logits = k,
-			   .logits_rows = rows,
-			   .hidden_rows = hid};
-	b.attn = (struct attn_meta){.n_seqs = 1,
-				    .n_tokens = k,
-				    .query_start = qs,
-				    .seq_lens = sl,
-				    .block_table = s->bt,
-				    .max_blocks = s->max_blocks,
-				    .slots = slots,
-				    .n_decodes = decode,
-				    .n_decode_tokens = decode ? k : 0,
-				    .dcp_size = 1,
-				    .local_seq_lens = sl};
-	return model_mtp_forward(m, &b, &s->kv, be, mtp, e) ? -1 : k;
-}
-
-/* A chained pass after chunk(): the module at position pos, fed tok[pos + 1] and row `hid`
+/* A chained pass after fwd_mtp_chunk(): the module at position pos, fed tok[pos + 1] and row `hid`
  * of its own last pass (what the engine does past the first draft, with the draft in place
  * of the prompt's token); out [V]. */
 static int chain(struct model *m, struct fwd_seq *s, const struct attn_backend *be, const int32_t *tok, int pos,
@@ -147,7 +92,7 @@ static void check(const char *fixture, const char *main_fixture, const char *nam
 	for (int start = 0, q = first_chunk; tok && gold && start < n; start += q, q = step) {
 		if (q > n - start)
 			q = n - start;
-		int k = chunk(m, &s, be, tok, n, start, q, out, &e);
+		int k = fwd_mtp_chunk(m, &s, be, tok, n, start, q, out, &e);
 		EXPECTF(k >= 0, "%s %s at %d: %s", fixture, name, start, k < 0 ? e.msg : "");
 		if (k < 0)
 			break;
