@@ -65,12 +65,17 @@ static void log_loaded(const struct model *m, const char *dir)
 	bigmem_log_hugepages();
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
-	const struct wformat *qf = m->opt.quant, *hf = model_quant_format(m, WQ_HEAD);
+	const struct wformat *qf = m->opt.quant, *rf = model_quant_format(m, WQ_LINEAR),
+			     *hf = model_quant_format(m, WQ_HEAD);
 	if (m->quant_src_bytes) {
-		const struct wformat *f = qf ? qf : hf;
-		char what[128] = "--quantize-lm-head";
-		if (qf)
-			snprintf(what, sizeof what, "--quantization %s%s", qf->name,
+		const struct wformat *f = qf ? qf : rf ? rf : hf;
+		char what[192] = "--quantize-lm-head";
+		if (qf && rf != qf) /* the routed experts in one format, the rest in another */
+			snprintf(what, sizeof what,
+				 "--quantization %s (the routed experts; the other linear layers %s)%s", qf->name,
+				 rf ? rf->name : "as the checkpoint has them", hf ? " --quantize-lm-head" : "");
+		else if (qf || rf)
+			snprintf(what, sizeof what, "--quantization %s%s", f->name,
 				 hf ? " --quantize-lm-head" : " (the linear layers)");
 		LOG_I("model", "%s: %.2f GB of weights quantized to %s in %.1f s%s%s%s", what,
 		      m->quant_src_bytes / 1e9, f->quant_desc, m->quant_s, f->kernels ? " (" : "",

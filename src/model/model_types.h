@@ -39,6 +39,11 @@ struct model_options {
 	 * 128 columns at each GEMM (ops/quant_int8.h), fp8 checkpoints requantized. A format whose
 	 * scales are no square blocks (not transposable) leaves kv_b_proj as the checkpoint has it. */
 	const struct wformat *quant;
+	/* --quantization-rest NAME (quant_rest_set): the format of the linear layers other than the
+	 * routed experts (NULL: as the checkpoint has them); unset, --quantization's, but int8 under
+	 * int4 (the CPU recipes' routed experts in 4 bits, attention and shared experts in 8) */
+	const struct wformat *quant_rest;
+	bool quant_rest_set;
 	/* --quantize-lm-head: the lm_head too, as the linear layers (fp8 without --quantization;
 	 * a DeepSeek fp8 checkpoint keeps it bf16, as vLLM's fp8 does; llama.cpp's Q8_0 quantizes
 	 * it): a quarter fewer bytes per decode step on small models, logits within fp8's rounding */

@@ -161,14 +161,38 @@ static int quantize_mat(struct model *m, const struct wformat *f, const char *fi
 	return 0;
 }
 
-const struct wformat *model_quant_format(const struct model *m, enum wq q)
+/* the format of the linear layers other than the routed experts: --quantization-rest's (NULL:
+ * kept), else --quantization's, int8 under int4 (routed experts are most of a DeepSeek MoE's
+ * bytes and take 4 bits well; attention and the shared experts, read by every token, keep 8) */
+static const struct wformat *rest_format(const struct model *m)
 {
 	const struct wformat *f = m->opt.quant;
-	if (q == WQ_LINEAR || (q == WQ_ABSORBED && f && f->transposable))
-		return f;
-	if (q == WQ_HEAD && m->opt.quantize_lm_head)
-		return f ? f : wformat_by_name("fp8");
+	if (m->opt.quant_rest_set)
+		return m->opt.quant_rest;
+	return f && f->dtype == DT_I4 ? wformat_by_name("int8") : f;
+}
+
+const struct wformat *model_quant_format(const struct model *m, enum wq q)
+{
+	const struct wformat *r = rest_format(m);
+	switch (q) {
+	case WQ_EXPERT: return m->opt.quant;
+	case WQ_LINEAR: return r;
+	case WQ_ABSORBED: return r && r->transposable ? r : NULL;
+	case WQ_HEAD: return !m->opt.quantize_lm_head ? NULL : r ? r : wformat_by_name("fp8");
+	case WQ_NONE: break;
+	}
 	return NULL;
+}
+
+/* int4 cut by tensor parallelism inside a group of 32 columns: its groups would not be the
+ * checkpoint's nor the single-rank run's (int8's exactly-the-slice groups of 128 may be) */
+static int tp_cut_error(const char *name, const struct wformat *f, int cols, int c0, struct err *e)
+{
+	return err_set(e,
+		       "%s: tensor parallelism cuts its %d columns at %d, inside one of %s's groups of %d: use a "
+		       "--tensor-parallel-size whose part of the %d columns is a multiple of %d",
+		       name, cols, c0, f->name, f->blk_k, cols, f->blk_k);
 }
 
 /* A [rows, cols] matrix, or (quantized at load) the part of it that covers rows
@@ -181,13 +205,16 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	w->cols = cols;
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
-	bool lin = q == WQ_LINEAR || q == WQ_ABSORBED;
+	bool lin = q == WQ_LINEAR || q == WQ_EXPERT || q == WQ_ABSORBED;
 	const struct wformat *qf = model_quant_format(m, q);
 	char flag[64];
 	if (q == WQ_HEAD)
 		snprintf(flag, sizeof flag, "--quantize-lm-head");
 	else
-		snprintf(flag, sizeof flag, "--quantization %s", qf ? qf->name : "");
+		snprintf(flag, sizeof flag, "--quantization%s %s",
+			 q != WQ_EXPERT && m->opt.quant_rest_set ? "-rest" : "", qf ? qf->name : "");
+	if (qf && qf->dtype == DT_I4 && c0 % qf->blk_k)
+		return tp_cut_error(name, qf, cols, c0, e);
 	if (m->opt.load_dummy && lin && m->cfg.fp8) {
 		if (dummy_fp8(m, name, rows, cols, w, e))
 			return -1;

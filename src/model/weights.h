@@ -7,20 +7,23 @@
 
 /* What a matrix may be in the checkpoint and become at load: WQ_NONE, a float tensor kept as
  * the checkpoint has it; WQ_LINEAR, a linear layer (also fp8 with block scales in DeepSeek's
- * fp8 checkpoints, quantized by --quantization fp8 or int8); WQ_ABSORBED, one the absorbed
+ * fp8 checkpoints, or pack-quantized int4 in a compressed-tensors one; quantized by
+ * --quantization, or --quantization-rest); WQ_EXPERT, a routed expert's linear layer (the same,
+ * quantized by --quantization: int4's class of its own); WQ_ABSORBED, one the absorbed
  * attention also multiplies transposed (kv_b_proj: W_UKᵀ), so fp8's square blocks suit it and
  * int8's row groups do not (they would fall along the transpose's dot products): int8 leaves it
  * as the checkpoint has it; WQ_HEAD, the lm_head (a float tensor, quantized by
  * --quantize-lm-head, as the linear layers are, fp8 by default). */
-enum wq { WQ_NONE, WQ_LINEAR, WQ_ABSORBED, WQ_HEAD };
+enum wq { WQ_NONE, WQ_LINEAR, WQ_EXPERT, WQ_ABSORBED, WQ_HEAD };
 
 /* How tensor parallelism cuts a matrix: not (every rank holds it whole), by rows (the output
  * dimension: column-parallel), by columns (the input dimension: row-parallel). */
 enum split { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS };
 
 /* The format a matrix of kind q is quantized to at load (NULL: kept as the checkpoint has it):
- * the linear layers take --quantization's, kv_b_proj too when its scales suit the transpose,
- * the lm_head (--quantize-lm-head) --quantization's or else fp8. */
+ * the routed experts take --quantization's; the other linear layers --quantization-rest's, or
+ * without it --quantization's (int8 under int4); kv_b_proj the same when its scales suit the
+ * transpose; the lm_head (--quantize-lm-head) the other linear layers' or else fp8. */
 const struct wformat *model_quant_format(const struct model *m, enum wq q);
 
 /* The checkpoint matrix `name` [rows, cols] (checked), or dummy values. */

@@ -62,6 +62,10 @@ void engine_args_usage(FILE *f)
 		   "  --dtype auto|float32|bfloat16     activation dtype (default auto = checkpoint)\n"
 		   "  --load-format auto|dummy          dummy: random weights from config.json\n");
 	usage_quantization(f);
+	fprintf(f, "  --quantization-rest NAME|bf16     under -q, the linear layers other than the routed\n"
+		   "                                    experts (attention, shared experts, dense MLP):\n"
+		   "                                    fp8, int8 or bf16 (as the checkpoint has them);\n"
+		   "                                    default -q's, int8 under -q int4\n");
 	fprintf(f, "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
 		   "                                    fp8 checkpoints and under -q fp8/int8; Q8_0 GGUFs\n"
 		   "                                    have it in 8 bits): fewer bytes per decode step\n"
@@ -283,6 +287,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 						 "--load-format",
 						 "--quantization",
 						 "-q",
+						 "--quantization-rest",
 						 "--attention-backend",
 						 "--block-size",
 						 "--reorder-batch-threshold",
@@ -331,6 +336,8 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		a->load_dummy = !strcmp(v, "dummy");
 	} else if (!strcmp(flag, "--quantization") || !strcmp(flag, "-q")) {
 		rc = engine_args_quantization(v, &a->quant, e);
+	} else if (!strcmp(flag, "--quantization-rest")) {
+		rc = engine_args_quantization_rest(v, &a->quant_rest, &a->quant_rest_set, e);
 	} else if (!strcmp(flag, "--attention-backend")) {
 		if (!attn_backend_by_name(v)) {
 			char names[256] = "";
@@ -404,6 +411,20 @@ int engine_args_quantization(const char *v, const struct wformat **out, struct e
 	return wformat_parse_quantization(v, out, e); /* the last one given wins */
 }
 
+int engine_args_quantization_rest(const char *v, const struct wformat **out, bool *set, struct err *e)
+{
+	const struct wformat *f = wformat_by_name(v);
+	if (strcmp(v, "bf16") && strcmp(v, "none") && !(f && f->quantize)) {
+		char names[128];
+		wformat_quant_names(names, sizeof names, ", ");
+		return err_set(e, "--quantization-rest: invalid value '%s' (%s, or bf16: as the checkpoint has them)",
+			       v, names);
+	}
+	*out = f && f->quantize ? f : NULL;
+	*set = true;
+	return 0;
+}
+
 static bool file_exists(const char *dir, const char *name)
 {
 	char p[4096];
@@ -419,6 +440,8 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	*model = NULL;
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
+	if (a->quant_rest_set && !a->quant)
+		return err_set(e, "--quantization-rest needs --quantization (the routed experts' format)");
 	struct model_config cfg;
 	if (config_load(a->model_dir, &cfg, e) < 0)
 		return -1;
@@ -449,6 +472,8 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 				   .dcp_interleave = a->dcp_interleave,
 				   .load_mtp = a->spec.method == SPEC_MTP,
 				   .quant = a->quant,
+				   .quant_rest = a->quant_rest,
+				   .quant_rest_set = a->quant_rest_set,
 				   .quantize_lm_head = a->quantize_lm_head};
 	mo.act_dtype = act_dtype;
 	mo.act_dtype_auto = act_auto;
@@ -473,6 +498,8 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	memset(rt, 0, sizeof *rt);
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
+	if (a->quant_rest_set && !a->quant)
+		return err_set(e, "--quantization-rest needs --quantization (the routed experts' format)");
 	struct model_config cfg;
 	if (config_load(a->model_dir, &cfg, e) < 0)
 		return -1;

@@ -16,9 +16,13 @@ struct wformat;
 
 struct engine_args {
 	const char *model_dir;
-	const char *dtype;             /* --dtype auto|float32|bfloat16 (default auto) */
-	bool load_dummy;               /* --load-format dummy */
-	const struct wformat *quant;   /* --quantization NAME (-q): a row of ops/wformat.h (NULL: none) */
+	const char *dtype;           /* --dtype auto|float32|bfloat16 (default auto) */
+	bool load_dummy;             /* --load-format dummy */
+	const struct wformat *quant; /* --quantization NAME (-q): a row of ops/wformat.h (NULL: none) */
+	/* --quantization-rest NAME|bf16 (quant_rest_set): the linear layers other than the routed
+	 * experts (NULL: as the checkpoint has them); unset: --quantization's, int8 under int4 */
+	const struct wformat *quant_rest;
+	bool quant_rest_set;
 	bool quantize_lm_head;         /* --quantize-lm-head */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;                /* --block-size (0 = backend default) */
@@ -53,6 +57,9 @@ void engine_args_usage(FILE *f);
 /* --quantization / -q VALUE: the weight format the linear layers are quantized to at load
  * (fp8, int8: the rows of ops/wformat.h that quantize); serve, bench and logits parse it here */
 int engine_args_quantization(const char *v, const struct wformat **out, struct err *e);
+/* --quantization-rest VALUE: such a row, or bf16 / none (*out NULL: kept as the checkpoint has
+ * them); *set true */
+int engine_args_quantization_rest(const char *v, const struct wformat **out, bool *set, struct err *e);
 /* Parses "123", "4K", "512MiB", "2G" (powers of 1024). */
 int engine_args_parse_bytes(const char *s, size_t *out);
 

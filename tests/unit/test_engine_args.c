@@ -59,6 +59,16 @@ static void test_values(void)
 	EXPECT(parse_all(&a, q1, &e) == 0 && a.quant == wformat_by_name("fp8"));
 	EXPECT(parse_all(&a, q5, &e) == 0 && a.quant == wformat_by_name("int8"));
 	EXPECTF(parse_all(&a, q3, &e) == -1 && strstr(e.msg, "--quantization") && strstr(e.msg, "'awq'"), "%s", e.msg);
+	/* --quantization-rest: a format that quantizes, or bf16 / none (kept as the checkpoint has them) */
+	char *r1[] = {"-q", "int4", "--quantization-rest", "fp8", NULL}, *r2[] = {"--quantization-rest=bf16", NULL},
+	     *r3[] = {"--quantization-rest", "q4_k", NULL};
+	EXPECT(!a.quant_rest_set);
+	EXPECT(parse_all(&a, r1, &e) == 0 && a.quant == wformat_by_name("int4") && a.quant_rest_set &&
+	       a.quant_rest == wformat_by_name("fp8"));
+	EXPECT(parse_all(&a, r2, &e) == 0 && a.quant_rest_set && !a.quant_rest);
+	EXPECTF(parse_all(&a, r3, &e) == -1 && strstr(e.msg, "--quantization-rest: invalid value 'q4_k'") &&
+			strstr(e.msg, "int8") && strstr(e.msg, "bf16"),
+		"%s", e.msg);
 	/* --quantize-lm-head takes no value: the argument after it is the next flag */
 	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
 	EXPECT(!a.quantize_lm_head);

@@ -1,0 +1,138 @@
+/* int4 at load (model/weights.c, tensors_deepseek.c's WQ_EXPERT rows): --quantization int4
+ * puts the routed experts in int4 and the other linear layers in int8 (or --quantization-rest's
+ * format, or as the checkpoint has them); a tensor-parallel cut inside a group of 32 is refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fwd_util.h"
+#include "harness.h"
+#include "model/model.h"
+#include "model/tensors_deepseek.h"
+#include "ops/pool.h"
+#include "ops/quant_int4.h"
+#include "ops/quant_int8.h"
+#include "ops/wformat.h"
+
+static struct pool *g_pool;
+
+/* tiny-v3 (or DIR) under -q quant [--quantization-rest rest (rest_set)]; NULL, failed */
+static struct model *load_q(const char *fixture, const char *quant, const char *rest, bool rest_set, bool head)
+{
+	struct err e = {0};
+	if (!g_pool && pool_new(2, &g_pool, &e))
+		return NULL;
+	struct model_options o = {.act_dtype = DT_F32,
+				  .max_batch_tokens = 64,
+				  .max_seqs = 4,
+				  .max_model_len = 64,
+				  .pool = g_pool,
+				  .quant = quant ? wformat_by_name(quant) : NULL,
+				  .quant_rest = rest ? wformat_by_name(rest) : NULL,
+				  .quant_rest_set = rest_set,
+				  .quantize_lm_head = head};
+	struct model *m = NULL;
+	if (model_load(fixture_path(fixture), &o, &m, &e))
+		harness_fail(__FILE__, __LINE__, "%s: %s", fixture, e.msg);
+	return m;
+}
+
+/* what each class of tiny-v3's layer 1 (MoE with a shared expert) and its head became */
+static void expect_dtypes(const char *what, const struct model *m, enum dtype expert, enum dtype rest, enum dtype kv_b,
+			  enum dtype head)
+{
+	const struct layer_weights *l = &m->layers[1];
+	EXPECTF(l->e_gate[0].dtype == expert && l->e_up[7].dtype == expert && l->e_down[3].dtype == expert,
+		"%s: routed experts %s, expected %s", what, dtype_name(l->e_gate[0].dtype), dtype_name(expert));
+	EXPECTF(l->q_a.dtype == rest && l->o_proj.dtype == rest && l->gate.dtype == rest && l->down.dtype == rest &&
+			m->layers[0].up.dtype == rest,
+		"%s: attention / shared experts / dense MLP %s %s %s, expected %s", what, dtype_name(l->q_a.dtype),
+		dtype_name(l->gate.dtype), dtype_name(m->layers[0].up.dtype), dtype_name(rest));
+	EXPECTF(l->kv_b.dtype == kv_b, "%s: kv_b_proj %s, expected %s", what, dtype_name(l->kv_b.dtype),
+		dtype_name(kv_b));
+	EXPECTF(l->router.dtype == DT_BF16 && m->embed.dtype == DT_BF16, "%s: router %s, embedding %s", what,
+		dtype_name(l->router.dtype), dtype_name(m->embed.dtype));
+	EXPECTF(m->lm_head.dtype == head, "%s: lm_head %s, expected %s", what, dtype_name(m->lm_head.dtype),
+		dtype_name(head));
+}
+
+static void test_policy(void)
+{
+	static const struct {
+		const char *what, *quant, *rest;
+		bool rest_set, head;
+		enum dtype expert, others, kv_b, lm_head;
+	} cases[] = {
+		{"-q int4", "int4", NULL, false, false, DT_I4, DT_I8, DT_BF16, DT_BF16},
+		{"-q int4 --quantize-lm-head", "int4", NULL, false, true, DT_I4, DT_I8, DT_BF16, DT_I8},
+		{"-q int4 --quantization-rest fp8", "int4", "fp8", true, false, DT_I4, DT_F8_E4M3, DT_F8_E4M3,
+		 DT_BF16},
+		{"-q int4 --quantization-rest bf16", "int4", NULL, true, false, DT_I4, DT_BF16, DT_BF16, DT_BF16},
+		{"-q int4 --quantization-rest int4", "int4", "int4", true, false, DT_I4, DT_I4, DT_BF16, DT_BF16},
+		{"-q int8 (as before)", "int8", NULL, false, false, DT_I8, DT_I8, DT_BF16, DT_BF16},
+		{"-q fp8 --quantization-rest int8", "fp8", "int8", true, false, DT_F8_E4M3, DT_I8, DT_BF16, DT_BF16},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct model *m = load_q("tiny-v3", cases[i].quant, cases[i].rest, cases[i].rest_set, cases[i].head);
+		if (m)
+			expect_dtypes(cases[i].what, m, cases[i].expert, cases[i].others, cases[i].kv_b,
+				      cases[i].lm_head);
+		model_free(m);
+	}
+}
+
+/* Fewer bytes than -q int8: the experts at 5 bits a weight (4 + an fp32 scale per 32) */
+static void test_bytes(void)
+{
+	struct model *q8 = load_q("tiny-v3", "int8", NULL, false, false),
+		     *q4 = load_q("tiny-v3", "int4", NULL, false, false);
+	if (q8 && q4) {
+		const struct model_config *c = model_config(q4);
+		int moe_layers = 0;
+		for (int i = 0; i < c->num_hidden_layers; i++)
+			moe_layers += config_layer_is_moe(c, i);
+		size_t D = (size_t)c->hidden_size, I = (size_t)c->moe_intermediate_size,
+		       E = (size_t)c->n_routed_experts;
+		size_t expert8 = 2 * int8_data_bytes((int)I, (int)D) + int8_data_bytes((int)D, (int)I);
+		size_t expert4 = 2 * int4_data_bytes((int)I, (int)D) + int4_data_bytes((int)D, (int)I);
+		EXPECTF(model_weight_bytes(q8) - model_weight_bytes(q4) == moe_layers * E * (expert8 - expert4),
+			"%zu bytes under int8, %zu under int4", model_weight_bytes(q8), model_weight_bytes(q4));
+	}
+	model_free(q8), model_free(q4);
+}
+
+/* A rank's part of a routed expert's K dim (down_proj's columns) must start on a group of 32:
+ * tiny-v3's 64 intermediate columns cut in 4 start rank 1 at 16, refused naming the tensor */
+static void test_tp_cut(void)
+{
+	struct model *m = calloc(1, sizeof *m);
+	struct err e = {0};
+	if (!m || config_load(fixture_path("tiny-v3"), &m->cfg, &e))
+		harness_fail(__FILE__, __LINE__, "tiny-v3: %s", e.msg);
+	m->opt.load_dummy = true;
+	m->opt.quant = wformat_by_name("int4");
+	m->tp_size = 4;
+	m->tp_rank = 1;
+	struct wmat w;
+	const char *name = "model.layers.1.mlp.experts.0.down_proj.weight";
+	int D = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+	EXPECT(model_mat_part(m, name, D, I, WQ_EXPERT, SPLIT_COLS, 16, 16, &w, &e) == -1);
+	EXPECTF(strstr(e.msg, name) && strstr(e.msg, "at 16") && strstr(e.msg, "groups of 32"), "%s", e.msg);
+	/* at 32 (two ranks): the rank's part is its own whole groups */
+	m->tp_size = 2;
+	EXPECTF(model_mat_part(m, name, D, I, WQ_EXPERT, SPLIT_COLS, 32, 32, &w, &e) == 0, "%s", e.msg);
+	EXPECT(w.dtype == DT_I4 && w.rows == D && w.cols == 32 && w.col0 == 32);
+	/* rows (gate_proj's output dim) may be cut anywhere */
+	EXPECTF(model_mat_part(m, "model.layers.1.mlp.experts.0.gate_proj.weight", I, D, WQ_EXPERT, SPLIT_ROWS, 16, 16,
+			       &w, &e) == 0,
+		"%s", e.msg);
+	model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct test_case cases[] = {T(test_policy), T(test_bytes), T(test_tp_cut)};
+	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+	pool_free(g_pool);
+	return rc;
+}
