@@ -10,7 +10,7 @@
  * where the kernel picks its integer decode (ops_cpu_denormals_fast): also
  * "prepacked f16", the same kernel with its f16 decode.
  *
- * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x, AVX512_BF16).
+ * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x: AVX512_BF16, AMX).
  * --bytes: after each row, each variant's best time per matrix (us) and the weight bytes it read
  * per second (GB/s: wmat_bytes, int4 5 bits a weight with its scales).
  * fp4 (ops/wf_fp4.h, DeepSeek-V4's MXFP4 experts: random codes, an e8m0 scale per 32 of each
@@ -214,6 +214,8 @@ int main(int argc, char **argv)
 		if (i4 && best >= OPS_AVX512_BF16)
 			var[nv].lvl = OPS_AVX512_BF16, var[nv].xb = 1, var[nv].name = "w4a16 bf16-dp",
 			var[nv++].vnni = 0;
+		if (i4 && best >= OPS_AMX) /* AMX tiles from 2 tokens */
+			var[nv].lvl = OPS_AMX, var[nv].xb = 1, var[nv].name = "w4a16 amx", var[nv++].vnni = 0;
 		v0 = prepacked_only ? nv - 1 : 0;
 	}
 	printf("%s %dx%d%s, %d threads, %d weight copies, best of %d (GFLOP/s) and median speedup over %s\n",

@@ -19,12 +19,14 @@
  * so bit 4 of the index, the next nibble's, is ignored), in four 16-bit shifts of the chunk:
  * column pairs (0,2) (4,6) (1,3) (5,7) of 16 rows, which vdpbf16ps multiplies by the matching
  * pairs of x (stored in that order, quant_int4_x_bf16); products exact, fp32 sums; y += dot x
- * sw per group. */
+ * sw per group. At the amx level from AMX_MIN_TOKENS tokens those decoded pairs are B tiles
+ * for tdpbf16ps (blk_amx). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "ops/amx.h"
 #include "ops/cpu.h"
 #include "ops/gemm_internal.h"
 #include "ops/quant_int4.h"
@@ -343,6 +345,65 @@ static B5 void blk_bf16(const char *blk, const struct xa *a, int G, int n, float
 	}
 }
 
+/* ---- W4A16 on AMX tiles (the amx level, from AMX_MIN_TOKENS tokens) ----
+ * Per group and 16 tokens: the group's 8 chunks decoded as above are its two B tiles (16 pairs
+ * x 16 rows each: row 4 p + k of half h is chunk (p, h)'s decoded pairs k, in x's order), the
+ * tokens' 32 columns one A tile straight from x; one tdpbf16ps per half, its C tile through
+ * L1 into tot with the group's scales. */
+#define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define AMX_MIN_TOKENS 2 /* below, the dp kernel: the tile path costs as much for 1 token as for 16 */
+
+static AMX_FN void blk_amx(const char *blk, const struct xa *a, int G, int n, float *tot)
+{
+	_Alignas(64) uint16_t bt[2][16 * 32]; /* the two B tiles */
+	_Alignas(64) float ct[2][16 * 16];    /* the two C tiles */
+	__m512i tab = _mm512_loadu_si512((const void *)bf16_table);
+	for (int t0 = 0; t0 < n; t0 += 16) {
+		int m = n - t0 < 16 ? n - t0 : 16;
+		uint8_t rows[8] = {(uint8_t)m, (uint8_t)m, (uint8_t)m, 16, 16, 16, 16, 16}; /* C0 C1 A B0 B1 */
+		amx_tiles_config(rows);
+		const uint16_t *x = a->xb + (size_t)t0 * a->ld;
+		for (int g = 0; g < G; g++) {
+			const char *grp = blk + (size_t)g * INT4_GROUP_BYTES;
+			prefetch_ahead(grp, g, G);
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+				for (int p = 0; p < 4; p++) {
+					__m512i v = _mm512_loadu_si512(
+						(const void *)(grp + INT4_HDR + (2 * p + h) * INT4_CHUNK));
+					uint16_t *o = bt[h] + 4 * p * 32;
+					_mm512_store_si512((void *)o, _mm512_permutexvar_epi16(v, tab));
+					_mm512_store_si512((void *)(o + 32),
+							   _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), tab));
+					_mm512_store_si512((void *)(o + 64),
+							   _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), tab));
+					_mm512_store_si512((void *)(o + 96),
+							   _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), tab));
+				}
+			_tile_zero(0);
+			_tile_zero(1);
+			_tile_loadd(2, x + (size_t)g * INT4_GROUP, 2 * a->ld);
+			_tile_loadd(3, bt[0], 64);
+			_tile_loadd(4, bt[1], 64);
+			_tile_dpbf16ps(0, 2, 3);
+			_tile_dpbf16ps(1, 2, 4);
+			_tile_stored(0, ct[0], 64);
+			_tile_stored(1, ct[1], 64);
+			__m512 sw0 = _mm512_loadu_ps((const void *)grp),
+			       sw1 = _mm512_loadu_ps((const void *)(grp + 64));
+			for (int t = 0; t < m; t++) {
+				float *o = tot + (size_t)(t0 + t) * R;
+				__m512 p0 = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+				__m512 p1 = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
+				_mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_load_ps(ct[0] + 16 * t), sw0, p0));
+				_mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_load_ps(ct[1] + 16 * t), sw1, p1));
+			}
+		}
+	}
+	_tile_release();
+}
+
 /* ---- driver ---- */
 /* the G groups of a block (blk: its first) for n tokens into tot [n][32] */
 typedef void (*blk_fn)(const char *blk, const struct xa *a, int G, int n, float *tot);
@@ -350,10 +411,10 @@ typedef void (*blk_fn)(const char *blk, const struct xa *a, int G, int n, float 
 int gemm_int4_w16(enum ops_level lvl, const struct gemm_job *j) { return lvl >= OPS_AVX512_BF16 && j->x_bf16; }
 
 /* W4A8 kernels by gemm_int8_kernel's number (the same CPU features) */
-static blk_fn kernel_of(enum ops_level lvl, int w16)
+static blk_fn kernel_of(enum ops_level lvl, int w16, int n)
 {
 	if (w16)
-		return blk_bf16;
+		return lvl >= OPS_AMX && n >= AMX_MIN_TOKENS ? blk_amx : blk_bf16;
 	static const blk_fn k[] = {blk_portable, blk_avx2, blk_512, blk_vnni};
 	return k[gemm_int8_kernel(lvl)];
 }
@@ -361,6 +422,8 @@ static blk_fn kernel_of(enum ops_level lvl, int w16)
 const char *gemm_int4_kernel_name(enum ops_level lvl)
 {
 	static const char *names[] = {"W4A8 portable", "W4A8 AVX2", "W4A8 AVX-512 VNNI", "W4A8 AVX-VNNI"};
+	if (lvl >= OPS_AMX)
+		return "W4A16 AMX tiles (bf16 activations; vdpbf16ps at 1 token), else W4A8 AVX-512 VNNI";
 	if (lvl >= OPS_AVX512_BF16)
 		return gemm_int8_kernel(lvl) == 2 ? "W4A16 vdpbf16ps (bf16 activations), else W4A8 AVX-512 VNNI"
 						  : "W4A16 vdpbf16ps (bf16 activations), else W4A8 AVX2";
@@ -435,11 +498,11 @@ int gemm_panel_int4(enum ops_level lvl, const struct gemm_job *j, const void *ac
 		}
 		return 1;
 	}
-	blk_fn fn = kernel_of(lvl, w16);
 	struct xa a = xa_of(act, w16, w->cols);
 	_Alignas(64) float tot[TOK_CHUNK * R];
 	for (int t0 = 0; t0 < j->n; t0 += TOK_CHUNK) {
 		int n = j->n - t0 < TOK_CHUNK ? j->n - t0 : TOK_CHUNK;
+		blk_fn fn = kernel_of(lvl, w16, n);
 		struct xa at = a;
 		if (w16)
 			at.xb += (size_t)t0 * a.ld;

@@ -3,17 +3,16 @@
  * pack-quantized), in blocks of 32 rows (never row-major: the layout of ops/quant_int4.h),
  * quantized at load from any float or fp8 matrix (or repacked from such a checkpoint,
  * quant_int4_from_packed). Each GEMM call prepares its activations once: bf16-exact x from the
- * AVX512_BF16 level on stays bf16 (W4A16: the nibbles decoded to bf16 for vdpbf16ps), else x
- * is quantized per token and 128 columns as the int8 row's (W4A8: exact int32 dots per group,
- * vpdpbusd / AVX-VNNI / AVX2 / portable). gemm_int4.c holds the kernels.
+ * AVX512_BF16 level on stays bf16 (W4A16: the nibbles decoded to bf16 for vdpbf16ps, or for
+ * AMX tiles from 2 tokens at the amx level), else x is quantized per token and 128 columns as
+ * the int8 row's (W4A8: exact int32 dots per group, vpdpbusd / AVX-VNNI / AVX2 / portable).
+ * gemm_int4.c holds the kernels.
  *
- * --quantization int4 today quantizes every linear layer the loader gives a quantizing row
- * (model_quant_format's WQ_LINEAR), as -q int8 does. Its intended policy (routed experts in
- * int4, the rest in int8) needs, in the loader: a class of its own for the routed experts'
- * rows in the tensor table, and model_quant_format answering int4 for it and int8 for the
- * other linear rows; for a pack-quantized checkpoint, the lookup of `<name>.weight_packed` (I32
- * [out, in / 8]) and `<name>.weight_scale` (BF16 [out, in / 32]) with quant_int4_from_packed
- * on the rank's region (columns cut at multiples of 32: moe_intermediate_size / tp is). */
+ * --quantization int4 puts the routed experts in this row (model_quant_format's WQ_EXPERT) and
+ * the other linear layers in --quantization-rest's (int8 by default). A pack-quantized
+ * checkpoint's `<name>.weight_packed` (I32 [out, in / 8]) and `<name>.weight_scale` (BF16
+ * [out, in / 32]) become this row through quant_int4_from_packed on the rank's region (columns
+ * cut at multiples of 32). */
 #include "ops/gemm_internal.h"
 #include "ops/quant_int4.h"
 #include "ops/wformat.h"
