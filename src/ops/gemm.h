@@ -1,7 +1,7 @@
-/* Weight matrices and the GEMM y[n, rows] = x[n, cols] · Wᵀ on compact weights (bf16, f16,
- * f32, fp8 e4m3 with 128x128 block scales), fp32 accumulate, one pass over the weights for
- * all n tokens, threaded over output rows. Runtime CPU dispatch (ops/cpu.h): portable C,
- * AVX2+FMA+F16C, AVX-512, and AVX512_BF16 dot products when the activations are bf16. */
+/* Weight matrices and the GEMM y[n, rows] = x[n, cols] · Wᵀ on compact weights (every row of
+ * the weight-format table, ops/wformat.h: bf16, f16, f32, fp8 e4m3 with block scales, int8,
+ * int4, MXFP4), fp32 accumulate, one pass over the weights for all n tokens, threaded over
+ * output rows. Runtime CPU dispatch (ops/cpu.h): each format's panel per level. */
 #ifndef MLA_OPS_GEMM_H
 #define MLA_OPS_GEMM_H
 
@@ -18,9 +18,10 @@ struct pool;
  * where scale points at the FULL tensor's grid and (row0, col0) is the view's offset in the
  * full tensor, so a tensor-parallel slice at any row/col boundary is used in place. */
 struct wmat {
-	enum dtype dtype; /* DT_F32, DT_F16, DT_BF16, DT_F8_E4M3 or DT_I8 (W8A8: data holds the packed
-			   * blocks and their scales, ops/quant_int8.h): its row of the format
-			   * table, ops/wformat.h, says how every function here reads it */
+	enum dtype dtype; /* its row of the format table (ops/wformat.h) says how every function
+			   * here reads it: DT_F32, DT_F16, DT_BF16, DT_F8_E4M3, DT_I8 / DT_I4 (data
+			   * holds packed blocks and their scales, ops/quant_int8.h, quant_int4.h),
+			   * DT_F4_E2M1 (MXFP4 pairs, scale_e8m0) */
 	const void *data; /* element (0, 0) of the view */
 	int rows, cols;
 	int64_t ld;

@@ -33,7 +33,7 @@
  * and `view` / `bytes` a layout that is not row-major (as int8's and int4's blocks, or a format packed
  * at load into its kernels' own blocks). A grid of scale bytes is read through
  * wmat.scale_e8m0 (a union with the fp32 wmat.scale). What a format read from a checkpoint
- * rather than made at load still needs: the loader's lookup of its scale tensor (model.c
+ * rather than made at load still needs: the loader's lookup of its scale tensor (weights.c
  * reads fp8's `<name>_scale_inv` itself; V4's are `<name>.scale`, F8_E8M0). */
 #ifndef MLA_OPS_WFORMAT_H
 #define MLA_OPS_WFORMAT_H
@@ -116,7 +116,7 @@ struct wformat {
 	 * not finite; -2 out of memory. */
 	int (*quantize)(struct pool *p, const struct wmat *src, int r0, int nr, int c0, int nc, const struct walloc *a,
 			struct wmat *out, int *bad_r, int *bad_c);
-	/* the loader may give it kv_b_proj, whose transpose W_UKᵀ is multiplied too (model.c copies
+	/* the loader may give it kv_b_proj, whose transpose W_UKᵀ is multiplied too (tensors_deepseek.c copies
 	 * it transposed element by element: whole bytes per value): square scale blocks stay blocks
 	 * of the transpose, row groups do not */
 	bool transposable;
