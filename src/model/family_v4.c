@@ -222,17 +222,17 @@ static void v4_log_loaded(const struct model *m)
 	      v->w.n_mtp, v->n_slots, v->max_len);
 }
 
-/* the engine's KV cache: one layer of head_dim rows per token, so its block budget counts
- * tokens as a paged V4 cache would (the state itself is forward_v4.h's, for now) */
+/* the engine's KV cache: only its block ids name a sequence's slot (the state is forward_v4.h's,
+ * for now, its capacity max_seqs sequences), so one value a token, never written */
 static size_t v4_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
 {
-	return kv_cache_bytes_per_block(1, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim, kv_dtype);
+	return kv_cache_bytes_per_block(1, block_size, 1, kv_dtype);
 }
 
 static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
 			    enum dtype kv_dtype, struct err *e)
 {
-	return kv_cache_init(kv, 1, n_blocks, block_size, m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim, kv_dtype, e);
+	return kv_cache_init(kv, 1, n_blocks, block_size, 1, 0, kv_dtype, e);
 }
 
 /* the engine's split of a step needs a backend; V4's attention is its own (v4_block.h) */
@@ -258,4 +258,9 @@ const struct model_family model_family_v4 = {
 	.default_backend = v4_default_backend,
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
+	.no_prefix_caching = "DeepSeek-V4 keeps its attention state per sequence, not in shared KV blocks (yet)",
+	.no_parallel = "DeepSeek-V4 runs on one rank for now",
+	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
+	.auto_float32 = true,
+	.seq_state = true,
 };

@@ -4,6 +4,7 @@
 #include "model/model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/bigmem.h"
 #include "model/family.h"
@@ -50,6 +51,29 @@ void model_free(struct model *m)
 	arena_fini(&m->arena);
 	st_close(m->st);
 	free(m);
+}
+
+/* the family's configure on a model of one rank that loads nothing: its checks and m->cfg */
+int model_probe_config(const char *dir, struct model_probe *p, struct err *e)
+{
+	memset(p, 0, sizeof *p);
+	struct model *m = calloc(1, sizeof *m);
+	if (!m)
+		return err_set(e, "model: out of memory");
+	const struct model_family *f = model_family_find(dir);
+	m->fam = f;
+	m->tp_size = 1;
+	int rc = f->configure(m, dir, e);
+	if (!rc)
+		*p = (struct model_probe){.family = f->name,
+					  .cfg = m->cfg,
+					  .no_prefix_caching = f->no_prefix_caching,
+					  .no_parallel = f->no_parallel,
+					  .no_spec = f->no_spec,
+					  .auto_float32 = f->auto_float32,
+					  .seq_state = f->seq_state};
+	model_free(m);
+	return rc ? -1 : 0;
 }
 
 const struct model_config *model_config(const struct model *m) { return &m->cfg; }

@@ -15,6 +15,21 @@
 
 struct model;
 
+/* What the caller learns of DIR's checkpoint before loading it, from the family that would
+ * load it (family.h): the config fields the engine reads (vocab_size,
+ * max_position_embeddings, bos/eos_token_id, torch_dtype, num_attention_heads,
+ * index_topk for sparse attention), and what the engine must not do with it, each a reason
+ * to show (NULL: allowed). */
+struct model_probe {
+	const char *family; /* its name: "deepseek", "deepseek_v4" */
+	struct model_config cfg;
+	const char *no_prefix_caching, *no_parallel, *no_spec;
+	bool auto_float32; /* --dtype auto resolves to float32 */
+	bool seq_state;    /* per-sequence attention state (max_num_seqs of them, at load) */
+};
+/* Reads and checks DIR/config.json as one rank's load would (no weights are read). */
+int model_probe_config(const char *dir, struct model_probe *p, struct err *e);
+
 int model_load(const char *dir, const struct model_options *opt, struct model **out, struct err *e);
 void model_free(struct model *m);
 const struct model_config *model_config(const struct model *m);

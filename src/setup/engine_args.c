@@ -12,7 +12,6 @@
 #include "base/dtype.h"
 #include "base/env.h"
 #include "base/log.h"
-#include "io/config.h"
 #include "model/model.h"
 #include "ops/pool.h"
 #include "ops/wformat.h"
@@ -260,11 +259,13 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 	/* flags without a value */
 	if (!strcmp(arg, "--enable-prefix-caching")) {
 		a->enable_prefix_caching = true;
+		a->prefix_caching_set = true;
 		(*i)++;
 		return 1;
 	}
 	if (!strcmp(arg, "--no-enable-prefix-caching")) {
 		a->enable_prefix_caching = false;
+		a->prefix_caching_set = true;
 		(*i)++;
 		return 1;
 	}
@@ -433,30 +434,47 @@ static bool file_exists(const char *dir, const char *name)
 	return stat(p, &st) == 0;
 }
 
-int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model, enum dtype *kv_dtype,
-			   struct err *e)
+int engine_args_check_family(const struct engine_args *a, const struct model_probe *p, struct err *e)
+{
+	if (p->no_parallel && (a->tp_size > 1 || a->dcp_size > 1))
+		return err_set(e, "%s: %s (--tensor-parallel-size %d, --decode-context-parallel-size %d)",
+			       a->model_dir, p->no_parallel, a->tp_size, a->dcp_size);
+	if (p->no_spec && a->spec.method != SPEC_NONE)
+		return err_set(e, "%s: --speculative-config is not supported: %s", a->model_dir, p->no_spec);
+	if (p->no_prefix_caching && a->prefix_caching_set && a->enable_prefix_caching)
+		return err_set(e, "%s: --enable-prefix-caching is not supported: %s", a->model_dir,
+			       p->no_prefix_caching);
+	return 0;
+}
+
+/* engine_args_open_model on the checkpoint's probe (read once by the caller) */
+static int open_model(const struct engine_args *a, const struct model_probe *p, struct pool **pool,
+		      struct model **model, enum dtype *kv_dtype, struct err *e)
 {
 	*pool = NULL;
 	*model = NULL;
-	if (!a->model_dir)
-		return err_set(e, "no model directory");
 	if (a->quant_rest_set && !a->quant)
 		return err_set(e, "--quantization-rest needs --quantization (the routed experts' format)");
-	struct model_config cfg;
-	if (config_load(a->model_dir, &cfg, e) < 0)
+	if (engine_args_check_family(a, p, e))
 		return -1;
-	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
+	const struct model_config *cfg = &p->cfg;
+	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg->max_position_embeddings;
 	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
 	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
 									  : env_get(ENV_ATTENTION_BACKEND);
 	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
-	if (be && attn_backend_check(be, config_is_sparse(&cfg), e))
+	if (be && attn_backend_check(be, config_is_sparse(cfg), e))
 		return err_prefix(e, "%s", a->model_dir);
 	enum dtype act_dtype, kvd;
 	bool act_auto, kv_auto;
 	if (dtype_parse_flag("--dtype", a->dtype, &act_dtype, &act_auto, e) < 0 ||
 	    dtype_parse_flag("--kv-cache-dtype", a->kv_cache_dtype, &kvd, &kv_auto, e) < 0)
 		return -1;
+	if (act_auto && p->auto_float32) { /* the family runs float32 only, whatever the checkpoint's dtype */
+		act_dtype = DT_F32;
+		act_auto = false;
+		LOG_I(MOD, "--dtype auto: float32 (%s runs float32 activations only for now)", p->family);
+	}
 	if (pool_new(a->threads, pool, e) < 0)
 		return -1;
 	struct model_options mo = {.act_dtype = DT_F32,
@@ -486,10 +504,39 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	if (!kv_auto)
 		*kv_dtype = kvd;
 	else if (mo.act_dtype_auto)
-		*kv_dtype = strcmp(cfg.torch_dtype, "float32") ? DT_BF16 : DT_F32;
+		*kv_dtype = strcmp(cfg->torch_dtype, "float32") ? DT_BF16 : DT_F32;
 	else
 		*kv_dtype = mo.act_dtype == DT_F32 ? DT_F32 : DT_BF16;
 	return 0;
+}
+
+int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model, enum dtype *kv_dtype,
+			   struct err *e)
+{
+	*pool = NULL;
+	*model = NULL;
+	if (!a->model_dir)
+		return err_set(e, "no model directory");
+	struct model_probe p;
+	if (model_probe_config(a->model_dir, &p, e) < 0)
+		return -1;
+	return open_model(a, &p, pool, model, kv_dtype, e);
+}
+
+/* A family with per-sequence attention state (model.h's seq_state) holds max_num_seqs
+ * sequences of max_model_len positions from its load: that is its capacity, whatever the KV
+ * budget; the engine's pool (sized for max_num_seqs full sequences when no budget is given)
+ * only names their blocks. */
+static void seq_state_note(const struct engine_args *a, const struct model_probe *p, int max_model_len)
+{
+	if (a->kv_cache_memory)
+		LOG_W(MOD,
+		      "--kv-cache-memory does not size %s's attention state: --max-num-seqs and --max-model-len do",
+		      p->family);
+	LOG_I(MOD,
+	      "kv cache: %s keeps its attention state per sequence, allocated at load: %d sequences (--max-num-seqs) "
+	      "x %d positions (--max-model-len); the block pool below only names their blocks (one value a token)",
+	      p->family, a->max_num_seqs, max_model_len);
 }
 
 int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook, struct engine_runtime *rt,
@@ -498,14 +545,13 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	memset(rt, 0, sizeof *rt);
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
-	if (a->quant_rest_set && !a->quant)
-		return err_set(e, "--quantization-rest needs --quantization (the routed experts' format)");
-	struct model_config cfg;
-	if (config_load(a->model_dir, &cfg, e) < 0)
+	struct model_probe p;
+	if (model_probe_config(a->model_dir, &p, e) < 0)
 		return -1;
+	const struct model_config cfg = p.cfg;
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;
 	enum dtype kvd;
-	if (engine_args_open_model(a, &rt->pool, &rt->model, &kvd, e) < 0)
+	if (open_model(a, &p, &rt->pool, &rt->model, &kvd, e) < 0)
 		goto fail;
 
 	const char *tdir = a->tokenizer ? a->tokenizer : a->model_dir;
@@ -539,9 +585,15 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 		o->backend = attn_backend_by_name(a->attention_backend);
 	o->block_size = a->block_size;
 	o->reorder_batch_threshold = a->reorder_batch_threshold;
-	o->kv_cache_memory = a->kv_cache_memory;
+	o->kv_cache_memory = p.seq_state ? 0 : a->kv_cache_memory; /* 0: blocks for max_num_seqs sequences */
 	o->kv_dtype = kvd;
 	o->enable_prefix_caching = a->enable_prefix_caching;
+	if (p.no_prefix_caching && o->enable_prefix_caching) { /* vLLM's way with such models: off, said once */
+		LOG_W(MOD, "prefix caching is off for %s: %s", p.family, p.no_prefix_caching);
+		o->enable_prefix_caching = false;
+	}
+	if (p.seq_state)
+		seq_state_note(a, &p, max_model_len);
 	o->max_num_seqs = a->max_num_seqs;
 	o->max_num_batched_tokens = a->max_num_batched_tokens;
 	o->max_model_len = max_model_len;

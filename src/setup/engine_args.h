@@ -30,6 +30,7 @@ struct engine_args {
 	size_t kv_cache_memory;        /* --kv-cache-memory BYTES[K|M|G|KiB|MiB|GiB] (0 = auto) */
 	const char *kv_cache_dtype;    /* --kv-cache-dtype auto|bfloat16|float32 */
 	bool enable_prefix_caching;    /* --enable-prefix-caching / --no-enable-prefix-caching */
+	bool prefix_caching_set;       /* one of them given (an explicit on is refused where unsupported) */
 	int max_num_seqs;              /* --max-num-seqs */
 	int max_num_batched_tokens;    /* --max-num-batched-tokens */
 	int max_model_len;             /* --max-model-len (0 = config) */
@@ -82,6 +83,11 @@ struct engine_runtime {
  * cache dtype the flags resolve to. */
 int engine_args_open_model(const struct engine_args *a, struct pool **pool, struct model **model, enum dtype *kv_dtype,
 			   struct err *e);
+
+/* The flags against what the checkpoint's family cannot run (model.h's model_probe): -tp /
+ * -dcp > 1, --speculative-config, an explicit --enable-prefix-caching; e names the reason. */
+struct model_probe;
+int engine_args_check_family(const struct engine_args *a, const struct model_probe *p, struct err *e);
 
 /* Opens everything from a->model_dir. hook may be NULL (local forward). */
 int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook, struct engine_runtime *rt,

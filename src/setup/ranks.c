@@ -10,7 +10,6 @@
 #include "base/log.h"
 #include "dist/launch.h"
 #include "engine/dist_exec.h"
-#include "io/config.h"
 #include "model/model.h"
 #include "ops/pool.h"
 
@@ -31,16 +30,17 @@ int ranks_check_args(const struct engine_args *a, struct err *e)
 {
 	if (a->tp_size <= 1 && a->dcp_size <= 1)
 		return 0;
-	struct model_config cfg;
+	struct model_probe p;
 	const struct attn_backend *be;
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
-	if (config_load(a->model_dir, &cfg, e) < 0)
+	/* the family's own refusal (one rank only) before any rank starts */
+	if (model_probe_config(a->model_dir, &p, e) < 0 || engine_args_check_family(a, &p, e))
 		return -1;
-	int bs = default_block_size(a, config_is_sparse(&cfg), &be, e);
+	int bs = default_block_size(a, config_is_sparse(&p.cfg), &be, e);
 	if (bs < 0)
 		return -1;
-	if (comm_config_check(a->tp_size, a->dcp_size, cfg.num_attention_heads, a->dcp_interleave, bs, e))
+	if (comm_config_check(a->tp_size, a->dcp_size, p.cfg.num_attention_heads, a->dcp_interleave, bs, e))
 		return err_prefix(e, "%s", a->model_dir);
 	return 0;
 }
