@@ -6,6 +6,7 @@ logits that no independent implementation gives us.
   mtp_reference.py MODEL_DIR PROMPTS_JSON NAME [OUT [CHAIN_OUT]]
   mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --quantize-int4 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
 prints the largest difference between its logits and the fixture's golden ones (the check
@@ -26,7 +27,15 @@ float32(w / scale) (ties to the even code), times scale; OUT gets the model's lo
 With --quantize-int8 they are W8A8 as `--quantization int8` specifies (ops/quant_int8.h),
 kv_b_proj excepted: int8 weights with a float32 scale per row and 128 columns, each
 product's input quantized the same way per 128 columns, exact integer dots per group, each
-scaled by float32(sw * sx) and added in float32, group by group."""
+scaled by float32(sw * sx) and added in float32, group by group.
+With --quantize-int4 the routed experts are int4 as `--quantization int4` quantizes them at load
+(ops/quant_int4.h: per row and 32 columns, scale = max(float32(amax / 7.5), FLT_EPSILON), q =
+clamp(rint(float32(w / scale)), -8, 7)) and the other layers int8 as --quantize-int8's.
+A compressed-tensors pack-quantized int4 module (<name>_packed and <name>_scale in the
+checkpoint, scripts/make_int4_fixture.py) is read exactly (q x scale per row and 32 columns)
+and multiplied as the engine does with float32 activations (W4A8): x quantized per 128
+columns as int8's, each 32-column group's exact integer dot scaled by float32(sw * sx) and
+added in float32, group by group."""
 import json, math, os, struct, sys
 
 
@@ -83,17 +92,22 @@ def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128
 
 
 class Weights:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False):
+        quantize_int8 = quantize_int8 or quantize_int4  # int4's routed experts, int8's other layers
         self.raw, self.cache, self.quantize_fp8, self.int8 = load(dirname), {}, quantize_fp8 or quantize_int8, quantize_int8
+        self.int4 = quantize_int4
         # int8 leaves kv_b_proj alone (the absorbed attention multiplies its transpose)
         q = tuple(n for n in QUANTIZED if n != 'kv_b_proj') if quantize_int8 else QUANTIZED
         self.quantized = q + (('lm_head',) if quantize_head else ())
 
     def __contains__(self, name):
-        return name in self.raw
+        return name in self.raw or name + '_packed' in self.raw
 
     def get(self, name):  # a vector, or a matrix as a list of rows
         if name in self.cache:
+            return self.cache[name]
+        if name not in self.raw and name + '_packed' in self.raw:  # compressed-tensors int4
+            self.cache[name] = Q4(self.raw[name + '_packed'], self.get(name + '_scale'))
             return self.cache[name]
         dt, shape, b = self.raw[name]
         if dt == 'F32':
@@ -113,7 +127,8 @@ class Weights:
                 sc = self.get(name + '_scale_inv')
                 out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
             if self.quantize_fp8 and name.endswith('.weight') and name.split('.')[-2] in self.quantized:
-                out = Q8(out) if self.int8 else out if dt == 'F8_E4M3' else quantize(out)
+                out = (q4_quantize(out) if self.int4 and '.mlp.experts.' in name else Q8(out) if self.int8
+                       else out if dt == 'F8_E4M3' else quantize(out))
         self.cache[name] = out
         return out
 
@@ -131,6 +146,30 @@ class Q8:  # an int8-quantized matrix (--quantization int8): q[r][c] and a scale
             self.s.append(sr)
 
 
+class Q4:  # a compressed-tensors pack-quantized int4 matrix: q[r][c] (-8..7) and a scale per row and 32 columns
+    def __init__(self, packed, scales):
+        dt, (R, W), b = packed
+        words = struct.unpack('<%dI' % (R * W), b)  # eight q + 8 per word, lowest nibble first
+        self.s = scales
+        C = 32 * len(scales[0])
+        self.q = [[(words[r * W + c // 8] >> 4 * (c % 8) & 15) - 8 for c in range(C)] for r in range(R)]
+
+
+def q4_quantize(rows):  # --quantization int4 at load (ops/quant_int4.h): scale = max(amax / 7.5, FLT_EPSILON)
+    m = Q4.__new__(Q4)
+    m.q, m.s = [], []
+    for row in rows:
+        qr, sr = [], []
+        for a in range(0, len(row), 32):
+            g = [f32(v) for v in row[a:a + 32]]
+            s = max(f32(max(abs(v) for v in g) / 7.5), 2.0 ** -23)
+            sr.append(s)
+            qr += [max(-8, min(7, round(f32(v / s)))) for v in g]  # round: ties to even, as rintf
+        m.q.append(qr)
+        m.s.append(sr)
+    return m
+
+
 def quant_group(v):  # float32 values -> (scale, ints): scale = amax / 127, q = rint(v / scale), ties to even
     v = [f32(x) for x in v]
     s = f32(max(abs(x) for x in v) / 127.0)
@@ -138,6 +177,17 @@ def quant_group(v):  # float32 values -> (scale, ints): scale = amax / 127, q = 
 
 
 def mv(W, x):
+    if isinstance(W, Q4):  # W4A8 (float32 activations): x per 128 columns as int8's, exact dots per 32
+        gx = [quant_group(x[a:a + 128]) for a in range(0, len(x), 128)]
+        out = []
+        for qr, sr in zip(W.q, W.s):
+            acc = 0.0
+            for g, sw in enumerate(sr):
+                sx, qx = gx[g // 4]
+                dot = sum(a * b for a, b in zip(qr[g * 32:(g + 1) * 32], qx[g % 4 * 32:g % 4 * 32 + 32]))
+                acc = f32(dot * f32(sw * sx) + acc)
+            out.append(acc)
+        return out
     if not isinstance(W, Q8):
         return [sum(a * b for a, b in zip(row, x)) for row in W]
     # W8A8: x quantized per 128 columns too; each group's exact integer dot scaled by
@@ -163,9 +213,9 @@ def silu(z):
 
 
 class Model:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False):
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
-        self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8)
+        self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8, quantize_int4)
         c = self.c
         dr, theta = c['qk_rope_head_dim'], c['rope_theta']
         f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
@@ -316,7 +366,8 @@ def write_f32(path, rows):
 
 
 def main():
-    q8 = sys.argv[1] == '--quantize-int8'
+    q4 = sys.argv[1] == '--quantize-int4'
+    q8 = q4 or sys.argv[1] == '--quantize-int8'
     q = q8 or sys.argv[1] == '--quantize-fp8'
     if q:
         del sys.argv[1]
@@ -324,7 +375,7 @@ def main():
     if qh:
         del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m = Model(model_dir, q and not q8, qh, q8)
+    m = Model(model_dir, q and not q8, qh, q8, q4)
     d = json.load(open(prompts))
     pr = next(p for p in d['prompts'] if p['name'] == name)
     toks = pr['tokens']
@@ -336,7 +387,7 @@ def main():
     print('%s: max |logit - golden| over %d x %d: %.3g%s' % (name, n, V, diff, ' (unquantized golden)' if q else ''))
     if q:
         write_f32(sys.argv[4], logits)
-        print('wrote %s: logits [%d, %d] of the %s-quantized model' % (sys.argv[4], n, V, 'int8' if q8 else 'fp8'))
+        print('wrote %s: logits [%d, %d] of the %s-quantized model' % (sys.argv[4], n, V, 'int4' if q4 else 'int8' if q8 else 'fp8'))
         return
     if len(sys.argv) < 5:
         return

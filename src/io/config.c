@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/json_util.h"
@@ -225,6 +226,93 @@ static int parse_rope(struct src root, struct model_config *c)
 	return 0;
 }
 
+/* config_groups.NAME.weights: what quant_int4_from_packed reads, and nothing else */
+static int parse_ct_weights(struct src s, const char *path, const json_t *w)
+{
+	char k[256];
+	const json_t *v;
+#define CT_BAD(leaf, expected)                                                                                \
+	json_util_bad(s.e, s.what, (snprintf(k, sizeof k, "%s.%s", path, leaf), k), json_object_get(w, leaf), \
+		      "unsupported", "%s", expected)
+	if (!json_is_object(w))
+		return json_util_bad(s.e, s.what, (snprintf(k, sizeof k, "%s", path), k), w, "unsupported",
+				     "expected an object of int4 weights");
+	v = json_object_get(w, "num_bits");
+	if (!json_is_integer(v) || json_integer_value(v) != 4)
+		return CT_BAD("num_bits", "expected 4: int4 weights are the compressed-tensors scheme read here");
+	v = json_object_get(w, "type");
+	if (v && !json_is_null(v) && (!json_is_string(v) || strcmp(json_string_value(v), "int")))
+		return CT_BAD("type", "expected int");
+	v = json_object_get(w, "symmetric");
+	if (v && !json_is_null(v) && !json_is_true(v))
+		return CT_BAD("symmetric", "expected true: zero points (asymmetric int4) are not supported");
+	v = json_object_get(w, "strategy");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "group"))
+		return CT_BAD("strategy", "expected group");
+	v = json_object_get(w, "group_size");
+	if (!json_is_integer(v) || json_integer_value(v) != 32)
+		return CT_BAD("group_size", "expected 32: the int4 kernels' groups");
+	v = json_object_get(w, "actorder");
+	if (v && !json_is_null(v) && !json_is_false(v))
+		return CT_BAD("actorder", "expected null: activation ordering (g_idx) is not supported");
+	v = json_object_get(w, "dynamic");
+	if (v && !json_is_null(v) && !json_is_false(v))
+		return CT_BAD("dynamic", "expected false: the checkpoint's scales are read as they are");
+	v = json_object_get(w, "block_structure");
+	if (v && !json_is_null(v))
+		return CT_BAD("block_structure", "expected null (group quantization)");
+#undef CT_BAD
+	return 0;
+}
+
+/* compressed-tensors: pack-quantized int4 weights on the Linear modules (one config group) */
+static int parse_ct(struct src s, const json_t *q, struct model_config *c)
+{
+	const char *fmt;
+	if (json_util_str(q, s.what, "quantization_config.format", NULL, &fmt, s.e) < 0)
+		return -1;
+	if (!fmt || strcmp(fmt, "pack-quantized"))
+		return json_util_bad(s.e, s.what, "quantization_config.format", json_object_get(q, "format"),
+				     "unsupported", "expected pack-quantized (int4 in int32 words)");
+	const json_t *groups = json_object_get(q, "config_groups");
+	if (!json_is_object(groups) || json_object_size(groups) != 1)
+		return json_util_bad(s.e, s.what, "quantization_config.config_groups", groups, "unsupported",
+				     "expected one group (int4 weights on the Linear modules)");
+	const char *gname = json_object_iter_key(json_object_iter((json_t *)groups));
+	const json_t *g = json_object_get(groups, gname), *t = json_object_get(g, "targets");
+	char path[128];
+	snprintf(path, sizeof path, "quantization_config.config_groups.%s", gname);
+	char k[160];
+	if (!json_is_array(t) || json_array_size(t) != 1 || !json_is_string(json_array_get(t, 0)) ||
+	    strcmp(json_string_value(json_array_get(t, 0)), "Linear"))
+		return json_util_bad(s.e, s.what, (snprintf(k, sizeof k, "%s.targets", path), k), t, "unsupported",
+				     "expected [\"Linear\"] (the modules not in ignore)");
+	static const char *const acts[] = {"input_activations", "output_activations"};
+	for (int i = 0; i < 2; i++) {
+		const json_t *a = json_object_get(g, acts[i]);
+		if (a && !json_is_null(a))
+			return json_util_bad(s.e, s.what, (snprintf(k, sizeof k, "%s.%s", path, acts[i]), k), a,
+					     "unsupported", "expected null: W4A16, activations not quantized");
+	}
+	snprintf(k, sizeof k, "%s.weights", path);
+	if (parse_ct_weights(s, k, json_object_get(g, "weights")))
+		return -1;
+	const json_t *ig = json_object_get(q, "ignore");
+	size_t i;
+	const json_t *v;
+	if (ig && !json_is_null(ig) && !json_is_array(ig))
+		return json_util_bad(s.e, s.what, "quantization_config.ignore", ig, "invalid",
+				     "expected a list of module names");
+	json_array_foreach(ig, i, v)
+	{
+		if (!json_is_string(v))
+			return json_util_bad(s.e, s.what, "quantization_config.ignore", v, "invalid",
+					     "expected a module name or \"re:REGEX\"");
+	}
+	c->ct_int4 = true;
+	return 0;
+}
+
 static int parse_quant(struct src root, struct model_config *c)
 {
 	const json_t *q = json_object_get(root.o, "quantization_config");
@@ -240,9 +328,12 @@ static int parse_quant(struct src root, struct model_config *c)
 	    json_util_str(q, s.what, "quantization_config.activation_scheme", NULL, &act, s.e) < 0 ||
 	    json_util_str(q, s.what, "quantization_config.scale_fmt", NULL, &scale_fmt, s.e) < 0)
 		return -1;
+	if (method && !strcmp(method, "compressed-tensors"))
+		return parse_ct(s, q, c);
 	if (!method || !strstr(method, "fp8"))
 		return json_util_bad(s.e, s.what, "quantization_config.quant_method",
-				     json_object_get(q, "quant_method"), "unsupported", "expected fp8");
+				     json_object_get(q, "quant_method"), "unsupported",
+				     "expected fp8 or compressed-tensors");
 	if (strcmp(fmt, "e4m3"))
 		return json_util_bad(s.e, s.what, "quantization_config.fmt", json_object_get(q, "fmt"), "unsupported",
 				     "expected e4m3");
@@ -345,6 +436,37 @@ int config_load(const char *dir, struct model_config *cfg, struct err *e)
 	int rc = parse_root(root, path, cfg, e);
 	json_decref(root);
 	return rc;
+}
+
+int config_ct_ignore(const char *dir, char ***out, int *n, struct err *e)
+{
+	char path[4096];
+	json_t *root;
+	*out = NULL;
+	*n = 0;
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	if (json_util_load(path, &root, e))
+		return -1;
+	const json_t *ig = json_object_get(json_object_get(root, "quantization_config"), "ignore");
+	size_t k = json_is_array(ig) ? json_array_size(ig) : 0;
+	char **list = k ? calloc(k, sizeof *list) : NULL;
+	int rc = k && !list ? err_set(e, "%s: out of memory", path) : 0;
+	for (size_t i = 0; i < k && !rc; i++) {
+		const char *v = json_string_value(json_array_get(ig, i));
+		if (!v || !(list[i] = strdup(v)))
+			rc = err_set(e, "%s: quantization_config.ignore[%zu]: %s", path, i,
+				     v ? "out of memory" : "expected a string");
+	}
+	json_decref(root);
+	if (rc) {
+		for (size_t i = 0; list && i < k; i++)
+			free(list[i]);
+		free(list);
+		return -1;
+	}
+	*out = list;
+	*n = (int)k;
+	return 0;
 }
 
 bool config_layer_is_moe(const struct model_config *cfg, int layer)

@@ -49,7 +49,12 @@ struct model_config {
 	bool fp8;                           /* quant_method fp8, fmt e4m3 */
 	int fp8_block_rows, fp8_block_cols; /* weight_block_size, 128x128 */
 	bool fp8_scale_ue8m0;               /* scale_fmt "ue8m0" */
-	char torch_dtype[16];               /* "bfloat16", "float32", ... as written */
+	/* compressed-tensors pack-quantized W4A16 (Kimi K2-Thinking's, llm-compressor's): the Linear
+	 * modules outside its ignore list (config_ct_ignore) are <module>.weight_packed (I32
+	 * [out, in / 8]), .weight_scale ([out, in / 32]) and .weight_shape (I64 [2]): signed int4
+	 * in groups of 32 columns, symmetric, no activation order */
+	bool ct_int4;
+	char torch_dtype[16]; /* "bfloat16", "float32", ... as written */
 	/* DeepSeek Sparse Attention (deepseek_v32): the lightning indexer of every layer scores
 	 * the past tokens with index_n_heads heads of index_head_dim and MLA attends to the
 	 * index_topk best; index_topk 0 = dense MLA (V2/V3) */
@@ -64,6 +69,10 @@ static inline bool config_is_sparse(const struct model_config *c) { return c->in
 int config_load(const char *dir, struct model_config *cfg, struct err *e);
 /* Same from a JSON text (tests). `what` names the source in messages. */
 int config_parse(const char *json_text, const char *what, struct model_config *cfg, struct err *e);
+/* DIR/config.json's quantization_config.ignore (compressed-tensors: module names, "re:REGEX"
+ * matched from the name's start), as *n malloc'd strings in *out (free each and the array);
+ * none: *out NULL, *n 0. */
+int config_ct_ignore(const char *dir, char ***out, int *n, struct err *e);
 /* Layer i is MoE iff n_routed_experts > 0, i >= first_k_dense_replace, i % moe_layer_freq == 0. */
 bool config_layer_is_moe(const struct model_config *cfg, int layer);
 

@@ -11,6 +11,7 @@
 #include "model/family.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "model/weights_ct.h"
 #include "ops/cpu.h"
 #include "ops/pool.h"
 #include "ops/wformat.h"
@@ -83,6 +84,11 @@ static void log_loaded(const struct model *m, const char *dir)
 	} else if (qf) {
 		LOG_I("model", "--quantization %s: the checkpoint's linear layers are %s already", qf->name, qf->name);
 	}
+	if (m->ct_bytes)
+		LOG_I("model",
+		      "compressed-tensors pack-quantized int4: %.2f GB of linear layers repacked for the int4 "
+		      "kernels (%s)",
+		      m->ct_bytes / 1e9, wformat_by_name("int4")->kernels(lvl));
 	if (m->fam->log_loaded)
 		m->fam->log_loaded(m);
 	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB, %s kernels%s",
@@ -102,7 +108,9 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	const struct model_config *c = &m->cfg;
 	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers + (m->opt.load_mtp ? 1 : 0), &m->st, e))
 		goto fail;
-	if (m->fam->load(m, dir, e) || model_prepack_all(m, e))
+	int rc = model_ct_begin(m, dir, e) || m->fam->load(m, dir, e);
+	model_ct_end(m);
+	if (rc || model_prepack_all(m, e))
 		goto fail;
 	size_t scratch = m->fam->scratch_bytes(m);
 	if (arena_init(&m->arena, scratch)) {

@@ -84,6 +84,8 @@ struct model {
 	size_t weight_bytes;
 	size_t quant_src_bytes;   /* --quantization: the bytes quantized */
 	double quant_s;           /* and the seconds it took */
+	struct ct_ignore *ct;     /* a compressed-tensors int4 checkpoint's ignore list while loading */
+	size_t ct_bytes;          /* and the int4 bytes repacked from it */
 	size_t step_weight_bytes; /* weights read by the last forward */
 	double step_index_s;      /* seconds the last forward spent in the sparse-attention indexer */
 	struct arena arena;       /* per-step scratch */

@@ -8,7 +8,7 @@
  * quantized at load cover the rank's slice with the format's whole scale blocks (fp8: the
  * 128x128 blocks around it; int8: exactly the slice) and the wmat's (row0, col0) says where
  * that cover starts, so every rank holds the bytes and scales of the whole matrix quantized at
- * once. */
+ * once. Compressed-tensors int4 checkpoints' modules: weights_ct.c. */
 #include "model/weights.h"
 
 #include <math.h>
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/mono.h"
+#include "model/weights_ct.h"
 #include "ops/pool.h"
 #include "ops/wformat.h"
 
@@ -206,7 +207,11 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
 	bool lin = q == WQ_LINEAR || q == WQ_EXPERT || q == WQ_ABSORBED;
-	const struct wformat *qf = model_quant_format(m, q);
+	/* a compressed-tensors int4 module stays int4 whatever -q says (dummy weights: made so) */
+	bool packed = model_ct_packed(m, name, q != WQ_NONE);
+	if (packed && (q == WQ_ABSORBED || !m->opt.load_dummy))
+		return model_ct_load(m, name, rows, cols, q == WQ_ABSORBED, r0, nr, c0, nc, w, e);
+	const struct wformat *qf = packed ? wformat_by_name("int4") : model_quant_format(m, q);
 	char flag[64];
 	if (q == WQ_HEAD)
 		snprintf(flag, sizeof flag, "--quantize-lm-head");

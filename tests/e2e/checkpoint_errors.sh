@@ -74,6 +74,13 @@ elif op == 'extra':
     header['model.layers.0.self_attn.rotary_emb.inv_freq'] = {'dtype': 'F32', 'shape': [8], 'data_offsets': [end + 256, end + 288]}
     data += b'\x80\x3f' * 128 + b'\0' * 32
     write(header)
+elif op == 'add':  # add NAME DTYPE SHAPE: a zero tensor appended
+    nb = {'I32': 4, 'F32': 4, 'BF16': 2, 'I64': 8}[args[1]]
+    shape = json.loads(args[2])
+    for d in shape: nb *= d
+    header[args[0]] = {'dtype': args[1], 'shape': shape, 'data_offsets': [len(data), len(data) + nb]}
+    data += b'\0' * nb
+    write(header)
 else:
     sys.exit('st_edit: unknown op ' + op)
 EOF
@@ -227,6 +234,60 @@ v32_fresh; CHECK_ARGS="--attention-backend FLASHMLA" check "V3.2: a dense attent
 	"attention backend FLASHMLA serves dense MLA attention and the model needs sparse" "FLASHMLA_SPARSE"
 fresh; CHECK_ARGS="--attention-backend FLASHMLA_SPARSE" check "a dense model refuses the sparse backend" \
 	"attention backend FLASHMLA_SPARSE serves sparse"
+
+# compressed-tensors pack-quantized int4 (tiny-v3-int4): what its config or tensors say that the
+# int4 row does not read is refused with one line naming the key or the tensor
+ct_fresh() {
+	rm -rf "$WORK/m"
+	cp -r "$ROOT/tests/fixtures/tiny-v3-int4" "$WORK/m"
+	M=$WORK/m
+	ST=$M/model.safetensors
+}
+# qcfg PY: a Python statement on q = config.json's quantization_config (w: its group's weights)
+qcfg() {
+	python3 - "$M/config.json" "$1" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); q = c['quantization_config']; w = q['config_groups']['group_0']['weights']
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], 'w'), indent=2)
+EOF
+}
+CG="quantization_config.config_groups.group_0"
+ct_fresh; qcfg "w['num_bits'] = 8"
+check "int4: num_bits 8" "$M/config.json: key \"$CG.weights.num_bits\": unsupported value 8" "expected 4"
+ct_fresh; qcfg "w['group_size'] = 128"
+check "int4: group_size 128" "$M/config.json: key \"$CG.weights.group_size\": unsupported value 128" "expected 32"
+ct_fresh; qcfg "w['symmetric'] = False"
+check "int4: asymmetric (zero points)" "key \"$CG.weights.symmetric\": unsupported value false" "zero points"
+ct_fresh; qcfg "w['actorder'] = 'group'"
+check "int4: actorder group" "key \"$CG.weights.actorder\": unsupported value \"group\"" "activation ordering"
+ct_fresh; qcfg "w['dynamic'] = True"
+check "int4: dynamic" "key \"$CG.weights.dynamic\": unsupported value true"
+ct_fresh; qcfg "w['strategy'] = 'channel'"
+check "int4: channel strategy" "key \"$CG.weights.strategy\": unsupported value \"channel\"" "expected group"
+ct_fresh; qcfg "q['format'] = 'int-quantized'"
+check "int4: another format" "key \"quantization_config.format\": unsupported value \"int-quantized\"" \
+	"expected pack-quantized"
+ct_fresh; qcfg "q['config_groups']['group_0']['input_activations'] = {'num_bits': 8, 'type': 'int', 'dynamic': True}"
+check "int4: quantized activations (W4A8)" "key \"$CG.input_activations\"" "W4A16"
+ct_fresh; qcfg "q['quant_method'] = 'awq'"
+check "int4: another quant_method" "key \"quantization_config.quant_method\": unsupported value \"awq\""
+ct_fresh; qcfg "q['ignore'].append('re:(')"
+check "int4: a bad ignore regex" "$M/config.json: quantization_config.ignore[4] \"re:(\""
+ct_fresh; qcfg "q['ignore'][1] = 're:.*self_attn\\\\.(kv_a_proj_with_mqa|q_a_proj|q_b_proj|o_proj).*'"
+check "int4: kv_b_proj not ignored" "model.layers.0.self_attn.kv_b_proj: pack-quantized int4 is not supported" \
+	"quantization_config.ignore must list it"
+X=model.layers.1.mlp.experts.2.down_proj
+ct_fresh; st_edit "$ST" add $X.weight_zero_point I32 '[128, 1]'
+check "int4: a zero-point tensor" "$ST: tensor $X.weight_zero_point: zero points (asymmetric int4) is not supported"
+ct_fresh; st_edit "$ST" add $X.weight_g_idx I32 '[64]'
+check "int4: a g_idx tensor" "$ST: tensor $X.weight_g_idx: activation order (g_idx) is not supported"
+ct_fresh; st_edit "$ST" set $X.weight_packed shape '[64, 16]'
+check "int4: wrong-shape weight_packed" "$ST: tensor $X.weight_packed: shape [64, 16], expected [128, 8]"
+ct_fresh; st_edit "$ST" del $X.weight_scale
+check "int4: missing weight_scale" "$M: missing tensor $X.weight_scale"
+ct_fresh; st_edit "$ST" nan $X.weight_scale 5
+check "int4: a NaN scale" "$ST: tensor $X.weight_scale: scale [2, 1] is nan"
 
 # Accepted variants must give the very same logits as the fixture itself.
 same() {

@@ -351,7 +351,7 @@ static void test_rejected_values(void)
 		{"rope_scaling.mscale", "-1", "key \"rope_scaling.mscale\": invalid value -1"},
 		{"quantization_config", "5", "key \"quantization_config\": invalid value 5"},
 		{"quantization_config.quant_method", "\"gptq\"",
-		 "key \"quantization_config.quant_method\": unsupported value \"gptq\" (expected fp8)"},
+		 "key \"quantization_config.quant_method\": unsupported value \"gptq\" (expected fp8 or compressed-tensors)"},
 		{"quantization_config.quant_method", NULL,
 		 "key \"quantization_config.quant_method\": unsupported value (absent)"},
 		{"quantization_config.fmt", "\"e5m2\"",

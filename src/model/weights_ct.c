@@ -1,0 +1,229 @@
+/* compressed-tensors pack-quantized int4 checkpoints (weights_ct.h; Kimi K2-Thinking's and
+ * llm-compressor's W4A16): which Linear modules the config's ignore list leaves as they are,
+ * and the others' weight_packed / weight_scale / weight_shape repacked into the int4 row
+ * (ops/quant_int4.h) for this rank's part. Nothing is rounded: the nibbles and scales move. */
+#include <float.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/weights_ct.h"
+#include "ops/quant_int4.h"
+#include "ops/wformat.h"
+
+struct ct_ignore {
+	int n;
+	char **names; /* [n] as config.json writes them: a module name, or "re:REGEX" */
+	regex_t *re;  /* [n]: the "re:" ones compiled (is_re) */
+	bool *is_re;
+};
+
+/* "re:P" as compressed-tensors matches it (Python's re.match: from the name's start) in POSIX
+ * ERE: ^(P), with the Python spellings of the published lists translated ((?: and \d) */
+static char *ere_of(const char *p)
+{
+	char *out = malloc(3 * strlen(p) + 8), *o = out;
+	if (!out)
+		return NULL;
+	o += sprintf(o, "^(");
+	for (; *p; p++) {
+		if (!strncmp(p, "(?:", 3)) {
+			*o++ = '(';
+			p += 2;
+		} else if (!strncmp(p, "\\d", 2)) {
+			o += sprintf(o, "[0-9]");
+			p++;
+		} else if (*p == '\\' && p[1]) {
+			*o++ = *p++;
+			*o++ = *p;
+		} else {
+			*o++ = *p;
+		}
+	}
+	sprintf(o, ")");
+	return out;
+}
+
+void model_ct_end(struct model *m)
+{
+	struct ct_ignore *c = m->ct;
+	if (!c)
+		return;
+	for (int i = 0; i < c->n; i++) {
+		if (c->is_re && c->is_re[i])
+			regfree(&c->re[i]);
+		free(c->names[i]);
+	}
+	free(c->names);
+	free(c->re);
+	free(c->is_re);
+	free(c);
+	m->ct = NULL;
+}
+
+int model_ct_begin(struct model *m, const char *dir, struct err *e)
+{
+	if (!m->cfg.ct_int4)
+		return 0;
+	struct ct_ignore *c = calloc(1, sizeof *c);
+	if (!c)
+		return err_set(e, "%s: out of memory", dir);
+	if (config_ct_ignore(dir, &c->names, &c->n, e)) {
+		free(c);
+		return -1;
+	}
+	m->ct = c;
+	c->re = calloc((size_t)c->n + 1, sizeof *c->re);
+	c->is_re = calloc((size_t)c->n + 1, sizeof *c->is_re);
+	if (!c->re || !c->is_re)
+		return err_set(e, "%s: out of memory", dir);
+	for (int i = 0; i < c->n; i++) {
+		if (strncmp(c->names[i], "re:", 3))
+			continue;
+		char *ere = ere_of(c->names[i] + 3);
+		int rc = ere ? regcomp(&c->re[i], ere, REG_EXTENDED | REG_NOSUB) : REG_ESPACE;
+		free(ere);
+		if (rc) {
+			char why[128];
+			regerror(rc, ere ? &c->re[i] : NULL, why, sizeof why);
+			return err_set(e, "%s/config.json: quantization_config.ignore[%d] \"%s\": %s", dir, i,
+				       c->names[i], why);
+		}
+		c->is_re[i] = true;
+	}
+	return 0;
+}
+
+/* the module of a weight: its name without ".weight" (into buf [n]) */
+static const char *module_of(const char *name, char *buf, size_t n)
+{
+	size_t len = strlen(name);
+	if (len > 7 && !strcmp(name + len - 7, ".weight"))
+		len -= 7;
+	snprintf(buf, n, "%.*s", (int)len, name);
+	return buf;
+}
+
+bool model_ct_packed(const struct model *m, const char *name, bool linear)
+{
+	/* compressed-tensors quantizes nn.Linear modules: not the embedding (the tied head's copy
+	 * is read from it), nor DeepSeek's router (MoEGate), nor the norms */
+	if (!m->cfg.ct_int4 || !linear || !strncmp(name, "model.embed_tokens.", 19))
+		return false;
+	char mod[256];
+	module_of(name, mod, sizeof mod);
+	const struct ct_ignore *c = m->ct;
+	for (int i = 0; c && i < c->n; i++)
+		if (c->is_re[i] ? !regexec(&c->re[i], mod, 0, NULL, 0) : !strcmp(c->names[i], mod))
+			return false;
+	return true;
+}
+
+/* scale (r, g) of the checkpoint's weight_scale as fp32 (bf16, f16: exactly) */
+static float scale_at(const struct st_tensor *s, const void *data, int64_t lds, int r, int g)
+{
+	size_t i = (size_t)r * (size_t)lds + (size_t)g;
+	if (s->dtype == DT_F32) {
+		float f;
+		memcpy(&f, (const char *)data + 4 * i, 4);
+		return f;
+	}
+	uint16_t h;
+	memcpy(&h, (const char *)data + 2 * i, 2);
+	return s->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+/* a tensor's bytes aligned to `align` for the repack: in place, or a malloc'd copy (*tmp) */
+static const void *aligned(const struct st_tensor *t, size_t align, void **tmp)
+{
+	*tmp = NULL;
+	if ((uintptr_t)t->data % align == 0)
+		return t->data;
+	if ((*tmp = malloc(t->nbytes)))
+		memcpy(*tmp, t->data, t->nbytes);
+	return *tmp;
+}
+
+/* weight_packed and weight_scale found and checked against weight_shape; no zero points, no
+ * g_idx (the config said so: a tensor saying otherwise is refused too) */
+static int find_parts(struct model *m, const char *mod, int rows, int cols, const struct st_tensor **pk,
+		      const struct st_tensor **sc, struct err *e)
+{
+	char n[320];
+	static const char *const refused[][2] = {{"weight_zero_point", "zero points (asymmetric int4)"},
+						 {"weight_g_idx", "activation order (g_idx)"}};
+	for (int i = 0; i < 2; i++) {
+		snprintf(n, sizeof n, "%s.%s", mod, refused[i][0]);
+		const struct st_tensor *t = st_find(m->st, n);
+		if (t)
+			return err_set(e, "%s: tensor %s: %s is not supported (symmetric groups of 32 in order)",
+				       t->file, n, refused[i][1]);
+	}
+	const struct st_tensor *sh;
+	snprintf(n, sizeof n, "%s.weight_shape", mod);
+	if (st_expect(m->st, n, ST_DT(DT_I64), 2, 0, &sh, e))
+		return -1;
+	int64_t shape[2];
+	memcpy(shape, sh->data, sizeof shape);
+	if (shape[0] != rows || shape[1] != cols)
+		return err_set(e, "%s: tensor %s: [%lld, %lld], expected [%d, %d] (the module's weight)", sh->file, n,
+			       (long long)shape[0], (long long)shape[1], rows, cols);
+	snprintf(n, sizeof n, "%s.weight_packed", mod);
+	if (st_expect(m->st, n, ST_DT(DT_I32), rows, (cols + 7) / 8, pk, e))
+		return -1;
+	snprintf(n, sizeof n, "%s.weight_scale", mod);
+	return st_expect(m->st, n, ST_FLOATS, rows, int4_groups(cols), sc, e);
+}
+
+int model_ct_load(struct model *m, const char *name, int rows, int cols, bool absorbed, int r0, int nr, int c0, int nc,
+		  struct wmat *w, struct err *e)
+{
+	char mod[256];
+	module_of(name, mod, sizeof mod);
+	if (absorbed)
+		return err_set(e,
+			       "%s: pack-quantized int4 is not supported for it (the absorbed attention multiplies "
+			       "its transpose): config.json's quantization_config.ignore must list it",
+			       mod);
+	if (c0 % INT4_GROUP)
+		return err_set(e,
+			       "%s: tensor parallelism cuts its %d columns at %d, inside one of the checkpoint's int4 "
+			       "groups of 32: use a --tensor-parallel-size whose part of them is a multiple of 32",
+			       mod, cols, c0);
+	const struct st_tensor *pk, *sc;
+	if (find_parts(m, mod, rows, cols, &pk, &sc, e))
+		return -1;
+	void *tp, *ts, *tb = NULL;
+	const int32_t *packed = aligned(pk, 4, &tp);
+	const void *scale = aligned(sc, dtype_size(sc->dtype), &ts);
+	int64_t lds = int4_groups(cols);
+	/* quant_int4_from_packed reads bf16 scales; f16 / f32 ones are written in exactly after */
+	const uint16_t *sb = scale;
+	if (sc->dtype != DT_BF16 && (tb = calloc((size_t)rows * (size_t)lds, 2)))
+		sb = tb;
+	size_t bytes = int4_data_bytes(nr, nc);
+	char *d = model_own(m, bytes);
+	int br = -1, bc = -1, rc = -1;
+	if (packed && scale && sb && d)
+		rc = quant_int4_from_packed(m->opt.pool, packed, (cols + 7) / 8, sb, lds, r0, nr, c0, nc, d, w, &br,
+					    &bc);
+	bool oom = rc && br < 0;
+	for (int i = 0; !rc && sc->dtype != DT_BF16 && i < nr; i++)
+		for (int g = 0; !rc && g < int4_groups(nc); g++) {
+			float s = scale_at(sc, scale, lds, r0 + i, c0 / INT4_GROUP + g);
+			memcpy((char *)int4_group(w, i / INT4_ROWS, g) + 4 * (size_t)(i % INT4_ROWS), &s, 4);
+			if (!(s >= 0.0f && s <= FLT_MAX))
+				rc = -1, br = r0 + i, bc = c0 + g * INT4_GROUP;
+		}
+	float bad = rc && !oom ? scale_at(sc, scale, lds, br, bc / INT4_GROUP) : 0;
+	free(tp), free(ts), free(tb);
+	if (oom)
+		return err_set(e, "%s: tensor %s: out of memory repacking it", pk->file, pk->name);
+	if (rc)
+		return err_set(e, "%s: tensor %s: scale [%d, %d] is %g: int4 groups need finite scales >= 0", sc->file,
+			       sc->name, br, bc / INT4_GROUP, bad);
+	m->weight_bytes += bytes;
+	m->ct_bytes += bytes;
+	return 0;
+}
