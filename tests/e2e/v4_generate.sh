@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# DeepSeek-V4 through the engine: `mlaserve generate tests/fixtures/tiny-v4 --prompt-ids` on
+# every golden prompt gives golden/greedy.json's greedy tokens (act-quant off: the logits'
+# argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
+# near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
+# yet refused with one line and exit status 1, for generate and serve alike: -tp 2, an
+# explicit --enable-prefix-caching, --speculative-config. Prints ok/not ok.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BUILD:-build}/mlaserve
+FIX=tests/fixtures/tiny-v4
+command -v python3 >/dev/null || { echo "not ok - python3 missing"; exit 1; }
+[ -x "$BIN" ] || { echo "not ok - $BIN missing"; exit 1; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# name, prompt ids, the golden tokens up to the first near tie
+python3 - "$FIX/golden" >"$WORK/cases" <<'PY'
+import json, sys
+d = sys.argv[1]
+prompts = {p['name']: p['tokens'] for p in json.load(open(d + '/prompts.json'))['prompts']}
+for r in json.load(open(d + '/greedy.json'))['results']:
+    n = next((i for i, m in enumerate(r['margins']) if m < 0.01), len(r['tokens']))
+    print(r['name'], ','.join(map(str, prompts[r['name']])), ','.join(map(str, r['tokens'][:n])), n)
+PY
+
+while read -r name ids want n; do
+	got=$(timeout 120 "$BIN" generate "$FIX" --dtype float32 --prompt-ids "$ids" --max-tokens "$n" --ignore-eos \
+		--temperature 0 --max-num-seqs 4 --max-model-len 512 2>"$WORK/err")
+	if [ "$got" = "$want" ]; then
+		echo "ok - generate $name: $n greedy tokens as golden/greedy.json"
+	else
+		echo "not ok - generate $name: got $got, want $want: $(tail -1 "$WORK/err")"
+	fi
+done <"$WORK/cases"
+
+# all of them in one engine: batched steps, 5 sequences through 4 per-sequence state slots
+args=()
+while read -r name ids want n; do args+=(--prompt-ids "$ids"); done <"$WORK/cases"
+timeout 120 "$BIN" generate "$FIX" --dtype float32 "${args[@]}" --max-tokens 16 --ignore-eos --temperature 0 \
+	--max-num-seqs 4 --max-model-len 512 >"$WORK/batch" 2>"$WORK/err"
+k=0
+while read -r name ids want n; do
+	k=$((k + 1))
+	got=$(sed -n "${k}p" "$WORK/batch" | cut -d, -f1-"$n")
+	if [ "$got" = "$want" ]; then
+		echo "ok - generate, 5 prompts batched over 4 slots: $name as golden/greedy.json"
+	else
+		echo "not ok - generate, 5 prompts batched: $name: got $got, want $want: $(tail -1 "$WORK/err")"
+	fi
+done <"$WORK/cases"
+
+# --dtype auto: float32, said in the log; prefix caching off with one WARN naming why
+if "$BIN" generate "$FIX" --prompt-ids 0,5,9 --max-tokens 2 --max-num-seqs 2 --max-model-len 64 >/dev/null \
+	2>"$WORK/err" && grep -q -- '--dtype auto: float32' "$WORK/err" &&
+	[ "$(grep -c '^WARN.*prefix caching is off' "$WORK/err")" = 1 ]; then
+	echo "ok - --dtype auto runs float32; prefix caching off with one WARN"
+else
+	echo "not ok - --dtype auto / prefix caching WARN: $(cat "$WORK/err")"
+fi
+
+# one line and exit status 1: the command, what stderr must name
+refused() {
+	local what=$1 want=$2
+	shift 2
+	timeout 60 "$@" >/dev/null 2>"$WORK/err" </dev/null
+	local rc=$? lines
+	lines=$(grep -vc '^INFO\|^WARN' "$WORK/err")
+	if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q -- "$want" "$WORK/err"; then
+		echo "ok - $what: $(grep -v '^INFO\|^WARN' "$WORK/err")"
+	else
+		echo "not ok - $what: exit $rc, $lines lines: $(cat "$WORK/err")"
+	fi
+}
+
+for cmd in generate serve; do
+	args=(--prompt-ids 0,5,9)
+	[ $cmd = serve ] && args=(--host 127.0.0.1 --port 0)
+	refused "$cmd -tp 2" "runs on one rank" "$BIN" $cmd "$FIX" "${args[@]}" -tp 2
+	refused "$cmd --enable-prefix-caching" "enable-prefix-caching is not supported" \
+		"$BIN" $cmd "$FIX" "${args[@]}" --enable-prefix-caching
+	refused "$cmd --speculative-config" "speculative-config is not supported" "$BIN" $cmd "$FIX" "${args[@]}" \
+		--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
+done
+refused "generate --dtype bfloat16" "float32" "$BIN" generate "$FIX" --prompt-ids 0,5,9 --dtype bfloat16
