@@ -407,11 +407,11 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	sampling_params_init(&d.defaults, &rt.defaults);
 	LOG_I(MOD,
 	      "model %s (%s): %d layers, hidden %d, %d heads, kv_lora_rank %d, rope dim %d, "
-	      "%d routed experts (top %d) + %d shared, vocab %d, checkpoint dtype %s%s, --dtype %s",
+	      "%d routed experts (top %d) + %d shared, vocab %d, checkpoint dtype %s%s, activations %s (--dtype %s)",
 	      model_dir, mc->model_type, mc->num_hidden_layers, mc->hidden_size, mc->num_attention_heads,
 	      mc->kv_lora_rank, mc->qk_rope_head_dim, mc->n_routed_experts, mc->num_experts_per_tok,
 	      mc->n_shared_experts, mc->vocab_size, mc->torch_dtype, mc->fp8 ? " (fp8 block-quantized)" : "",
-	      o->ea.dtype ? o->ea.dtype : "auto");
+	      dtype_name(model_act_dtype(rt.model)), o->ea.dtype ? o->ea.dtype : "auto");
 	LOG_I(MOD, "default sampling: temperature %g, top_p %g, top_k %d (generation_config.json%s)",
 	      (double)d.defaults.temperature, (double)d.defaults.top_p, d.defaults.top_k,
 	      rt.hf.has_generation_config ? "" : " absent: OpenAI defaults");
