@@ -22,9 +22,11 @@ With --goldens it writes DST/golden/prompts.json (tiny-v3's prompts, or those na
 NAME.logits.f32 for each: scripts/mtp_reference.py's float64 forward reading the int4 modules
 exactly (q x scale) and multiplying them as the engine does with float32 activations (W4A8:
 x per 128 columns in int8, exact integer dots per 32-column group)."""
-import json, os, struct, subprocess, sys
+import json, os, struct, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import mtp_reference as ref  # noqa: E402  its safetensors reader, its forward for the goldens
 SRC = os.path.join(HERE, '..', 'tests', 'fixtures', 'tiny-v3')
 IGNORE = ['lm_head', 're:.*self_attn.*', 're:.*shared_experts.*', 're:.*mlp\\.(gate|up|gate_up|down)_proj.*']
 QCONFIG = {
@@ -40,17 +42,6 @@ QCONFIG = {
     'ignore': IGNORE,
     'kv_cache_scheme': None,
 }
-
-
-def read_st(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    out = {}
-    for name, h in json.loads(b[8:8 + n]).items():
-        if name != '__metadata__':
-            a, e = h['data_offsets']
-            out[name] = (h['dtype'], h['shape'], b[8 + n + a:8 + n + e])
-    return out
 
 
 def write_st(path, tensors):  # name -> (dtype, shape, bytes), in name order, 8-byte aligned
@@ -111,7 +102,7 @@ def main():
     cfg['quantization_config'] = QCONFIG
     json.dump(cfg, open(os.path.join(dst, 'config.json'), 'w'), indent=2)
     out = {}
-    for name, (dt, shape, b) in read_st(os.path.join(SRC, 'model.safetensors')).items():
+    for name, (dt, shape, b) in ref.load(SRC).items():
         if '.mlp.experts.' not in name:
             out[name] = (dt, shape, b)
             continue
@@ -128,8 +119,6 @@ def main():
     prompts['model'] = 'tiny-v3-int4'
     prompts['prompts'] = [p for p in prompts['prompts'] if not only or p['name'] in only]
     json.dump(prompts, open(os.path.join(gdir, 'prompts.json'), 'w'), indent=1)
-    sys.path.insert(0, HERE)
-    import mtp_reference as ref
     m = ref.Model(dst)
     for p in prompts['prompts']:
         _, logits = ref.forward(m, p['tokens'])

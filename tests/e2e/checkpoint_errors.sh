@@ -95,9 +95,10 @@ json.dump(c, open(sys.argv[1], 'w'), indent=2)
 EOF
 }
 
+# fresh [DIR]: $M a copy of DIR (default tiny-v3), $ST its model.safetensors
 fresh() {
 	rm -rf "$WORK/m"
-	cp -r "$FIX" "$WORK/m"
+	cp -r "${1:-$FIX}" "$WORK/m"
 	M=$WORK/m
 	ST=$M/model.safetensors
 }
@@ -237,12 +238,7 @@ fresh; CHECK_ARGS="--attention-backend FLASHMLA_SPARSE" check "a dense model ref
 
 # compressed-tensors pack-quantized int4 (tiny-v3-int4): what its config or tensors say that the
 # int4 row does not read is refused with one line naming the key or the tensor
-ct_fresh() {
-	rm -rf "$WORK/m"
-	cp -r "$ROOT/tests/fixtures/tiny-v3-int4" "$WORK/m"
-	M=$WORK/m
-	ST=$M/model.safetensors
-}
+ct_fresh() { fresh "$ROOT/tests/fixtures/tiny-v3-int4"; }
 # qcfg PY: a Python statement on q = config.json's quantization_config (w: its group's weights)
 qcfg() {
 	python3 - "$M/config.json" "$1" <<'EOF'

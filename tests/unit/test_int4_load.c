@@ -129,45 +129,45 @@ static void test_tp_cut(void)
 	model_free(m);
 }
 
-/* -q int4 on tiny-v3 (bf16): logits within 1e-3 of scripts/mtp_reference.py --quantize-int4 (the
- * routed experts quantized as quant_int4.h says, the other linear layers as -q int8's, both
- * multiplied as the kernels do with float32 activations) on every backend and chunking; one
- * position in 16 may part at an activation's half step, as test_int8's goldens */
+/* m's logits of prompt `name` on every backend and chunking within 1e-3 of the golden
+ * fixture/golden/NAME.SUFFIX.f32, but one position in 16 that may part at an activation's half
+ * step (the W4A8 kernels quantize x per 128 columns, as test_int8's goldens) */
+static void check_golden(struct model *m, const char *fixture, const char *name, const char *suffix)
+{
+	int n, V = model_config(m)->vocab_size;
+	int32_t *tok;
+	float *gold = fwd_golden(fixture, name, suffix, V, &tok, &n);
+	char what[128];
+	snprintf(what, sizeof what, "%s %s.%s", fixture, name, suffix);
+	if (tok && gold)
+		fwd_check_golden_runs(m, what, tok, n, gold, V, n / 16 > 1 ? n / 16 : 1);
+	free(gold);
+	free(tok);
+}
+
+/* -q int4 on tiny-v3 (bf16) against scripts/mtp_reference.py --quantize-int4: the routed experts
+ * quantized as quant_int4.h says, the other linear layers as -q int8's, both multiplied as the
+ * kernels do with float32 activations */
 static void test_golden_quantized(void)
 {
 	struct model *m = load_q("tiny-v3", "int4", NULL, false, false);
-	if (!m)
-		return;
-	int n, V = model_config(m)->vocab_size;
-	int32_t *tok;
-	float *gold = fwd_golden("tiny-v3", "len17", "int4q", V, &tok, &n);
-	if (tok && gold)
-		fwd_check_golden_runs(m, "tiny-v3 -q int4 len17", tok, n, gold, V, n / 16 > 1 ? n / 16 : 1);
-	free(gold);
-	free(tok);
+	if (m)
+		check_golden(m, "tiny-v3", "len17", "int4q");
 	model_free(m);
 }
 
 /* A compressed-tensors pack-quantized checkpoint (tests/fixtures/tiny-v3-int4, made by
  * scripts/make_int4_fixture.py): the routed experts repacked into the int4 row exactly (bf16
- * scales on layer 1, f32 on layer 2), the modules its ignore list names as they are; logits
- * within 1e-3 of the float64 reference that reads the same int4 values and quantizes the
- * activations as the W4A8 kernels do (so that one position in 16 may part at a half step, as
- * test_int8's goldens) on every backend and chunking */
+ * scales on layer 1, f32 on layer 2), the modules its ignore list names as they are; against
+ * the float64 reference that reads the same int4 values */
 static void test_ct_golden(void)
 {
 	struct model *m = load_q("tiny-v3-int4", NULL, NULL, false, false);
-	if (!m)
-		return;
-	expect_dtypes("tiny-v3-int4", m, DT_I4, DT_BF16, DT_BF16, DT_BF16);
-	EXPECT(m->layers[2].e_down[5].dtype == DT_I4 && m->layers[0].gate.dtype == DT_BF16);
-	int n, V = model_config(m)->vocab_size;
-	int32_t *tok;
-	float *gold = fwd_golden("tiny-v3-int4", "len17", "logits", V, &tok, &n);
-	if (tok && gold)
-		fwd_check_golden_runs(m, "tiny-v3-int4 len17", tok, n, gold, V, n / 16 > 1 ? n / 16 : 1);
-	free(gold);
-	free(tok);
+	if (m) {
+		expect_dtypes("tiny-v3-int4", m, DT_I4, DT_BF16, DT_BF16, DT_BF16);
+		EXPECT(m->layers[2].e_down[5].dtype == DT_I4 && m->layers[0].gate.dtype == DT_BF16);
+		check_golden(m, "tiny-v3-int4", "len17", "logits");
+	}
 	model_free(m);
 	/* -q int4 leaves the checkpoint's int4 as it is and puts the rest in int8 */
 	m = load_q("tiny-v3-int4", "int4", NULL, false, false);
