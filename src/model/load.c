@@ -69,8 +69,11 @@ static void log_loaded(const struct model *m, const char *dir)
 	const struct wformat *qf = m->opt.quant, *rf = model_quant_format(m, WQ_LINEAR),
 			     *hf = model_quant_format(m, WQ_HEAD);
 	if (m->quant_src_bytes) {
-		const struct wformat *f = qf ? qf : rf ? rf : hf;
-		char what[192] = "--quantize-lm-head";
+		/* none asked: a compressed-tensors config's int4 modules made from dummy weights */
+		const struct wformat *f = qf ? qf : rf ? rf : hf ? hf : wformat_by_name("int4");
+		char what[192] = "compressed-tensors int4 (dummy weights)";
+		if (hf && !qf && !rf)
+			snprintf(what, sizeof what, "--quantize-lm-head");
 		if (qf && rf != qf) /* the routed experts in one format, the rest in another */
 			snprintf(what, sizeof what,
 				 "--quantization %s (the routed experts; the other linear layers %s)%s", qf->name,

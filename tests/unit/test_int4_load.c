@@ -176,10 +176,50 @@ static void test_ct_golden(void)
 	model_free(m);
 }
 
+/* tiny-v3-int4's routed experts under tensor parallelism: a rank's part of down_proj's K dim
+ * repacked from the checkpoint holds the whole matrix's values there (whole groups: at 32);
+ * a cut inside a group (at 16) is refused naming the module. Dummy weights of such a config
+ * make the same modules int4. */
+static void test_ct_parts(void)
+{
+	struct model *m = calloc(1, sizeof *m);
+	struct err e = {0};
+	const char *dir = fixture_path("tiny-v3-int4");
+	if (!m || config_load(dir, &m->cfg, &e) || st_open(dir, -1, &m->st, &e))
+		harness_fail(__FILE__, __LINE__, "tiny-v3-int4: %s", e.msg);
+	m->tp_size = 2;
+	const char *name = "model.layers.2.mlp.experts.3.down_proj.weight"; /* f32 scales */
+	int D = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+	struct wmat whole, part;
+	EXPECTF(model_mat(m, name, D, I, WQ_EXPERT, &whole, &e) == 0, "%s", e.msg);
+	EXPECTF(model_mat_part(m, name, D, I, WQ_EXPERT, SPLIT_COLS, 32, 32, &part, &e) == 0, "%s", e.msg);
+	int same = whole.dtype == DT_I4 && part.dtype == DT_I4 && part.cols == 32;
+	for (int r = 0; same && r < D; r++)
+		for (int c = 0; c < 32; c++)
+			same &= quant_int4_get(&part, r, c) == quant_int4_get(&whole, r, 32 + c);
+	EXPECT(same);
+	m->tp_size = 4;
+	EXPECT(model_mat_part(m, name, D, I, WQ_EXPERT, SPLIT_COLS, 16, 16, &part, &e) == -1);
+	EXPECTF(strstr(e.msg, "model.layers.2.mlp.experts.3.down_proj: tensor parallelism cuts its 64 columns at 16"),
+		"%s", e.msg);
+	model_free(m);
+	struct model_options o = {.act_dtype = DT_F32,
+				  .max_batch_tokens = 16,
+				  .max_seqs = 2,
+				  .max_model_len = 32,
+				  .pool = g_pool,
+				  .load_dummy = true};
+	m = NULL;
+	EXPECTF(model_load(dir, &o, &m, &e) == 0, "%s", e.msg);
+	if (m)
+		expect_dtypes("tiny-v3-int4, dummy weights", m, DT_I4, DT_BF16, DT_BF16, DT_BF16);
+	model_free(m);
+}
+
 int main(int argc, char **argv)
 {
-	static const struct test_case cases[] = {T(test_policy), T(test_bytes), T(test_tp_cut),
-						 T(test_golden_quantized), T(test_ct_golden)};
+	static const struct test_case cases[] = {T(test_policy),           T(test_bytes),     T(test_tp_cut),
+						 T(test_golden_quantized), T(test_ct_golden), T(test_ct_parts)};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
 	return rc;
