@@ -1,8 +1,11 @@
 // Helpers for the end-to-end tests: start the real `mlaserve serve` binary on a free
 // loopback port (--port 0; the bound port is read from its start-up log line), stop it with
-// SIGTERM, read /metrics, speak raw HTTP when a test needs malformed input.
+// SIGTERM, read /metrics, speak raw HTTP when a test needs malformed input, tokenize, copy a
+// fixture without its chat template.
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
@@ -143,4 +146,29 @@ export function idPrompt(seed, len) {
     ids.push(2 + (x % 1000));
   }
   return ids;
+}
+
+// A copy of tests/fixtures/NAME (its golden/ left out) in a fresh temporary folder, without the
+// chat_template of its tokenizer_config.json: as DeepSeek ships V3.2 and V4, whose prompts the
+// server's native encoders render. Returns the folder (the caller removes it).
+export function fixtureWithoutTemplate(name) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
+  const src = path.join(repoRoot, 'tests/fixtures', name);
+  for (const f of fs.readdirSync(src)) if (f !== 'golden') fs.copyFileSync(path.join(src, f), path.join(dir, f));
+  const cfgPath = path.join(dir, 'tokenizer_config.json');
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
+  delete cfg.chat_template;
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  return dir;
+}
+
+// POST /tokenize on a server's base URL: the token ids of body ({prompt} or {messages}) for model.
+export async function tokenize(base, model, body) {
+  const res = await fetch(`${base}/tokenize`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, ...body }),
+  });
+  if (res.status !== 200) throw new Error(`/tokenize: ${res.status} ${await res.text()}`);
+  return (await res.json()).tokens;
 }

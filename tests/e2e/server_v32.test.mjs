@@ -7,10 +7,8 @@
 // backend served it.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { repoRoot, startServer } from './server_lib.mjs';
+import { fixtureWithoutTemplate, startServer, tokenize as tokenizeOn } from './server_lib.mjs';
 
 let srv, client, dir;
 const MODEL = 'tiny-v32';
@@ -18,13 +16,7 @@ const MODEL = 'tiny-v32';
 const MSG = [{ role: 'user', content: 'who is there, and what do they want from us at this late hour of the night?' }];
 
 before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'v32-'));
-  const src = path.join(repoRoot, 'tests/fixtures/tiny-v32');
-  for (const f of fs.readdirSync(src)) if (f !== 'golden') fs.copyFileSync(path.join(src, f), path.join(dir, f));
-  const cfgPath = path.join(dir, 'tokenizer_config.json');
-  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
-  delete cfg.chat_template; // as DeepSeek ships V3.2
-  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  dir = fixtureWithoutTemplate('tiny-v32'); // as DeepSeek ships it: the server's own encoder renders
   srv = await startServer([dir, '--served-model-name', MODEL, '--reasoning-parser', 'deepseek_v3']);
   client = srv.client();
 });
@@ -34,15 +26,7 @@ after(async () => {
   assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${srv.log().slice(-2000)}`);
 });
 
-async function tokenize(body) {
-  const res = await fetch(`${srv.base}/tokenize`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, ...body }),
-  });
-  assert.equal(res.status, 200);
-  return (await res.json()).tokens;
-}
+const tokenize = (body) => tokenizeOn(srv.base, MODEL, body);
 
 test('the V3.2 encoder renders the prompts, the sparse backend serves them', async () => {
   assert.match(srv.log(), /prompts are rendered by the deepseek_v32 encoder/);

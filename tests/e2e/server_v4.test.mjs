@@ -9,10 +9,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { binary, repoRoot, startServer } from './server_lib.mjs';
+import { binary, fixtureWithoutTemplate, repoRoot, startServer, tokenize as tokenizeOn } from './server_lib.mjs';
 
 let srv, client, dir;
 const MODEL = 'tiny-v4';
@@ -21,12 +20,7 @@ const MSG = [{ role: 'user', content: 'who is there, and what do they want from 
 const BOS = '<｜begin▁of▁sentence｜>';
 
 before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'v4-'));
-  for (const f of fs.readdirSync(FIX)) if (f !== 'golden') fs.copyFileSync(path.join(FIX, f), path.join(dir, f));
-  const cfgPath = path.join(dir, 'tokenizer_config.json');
-  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
-  delete cfg.chat_template; // as DeepSeek ships V4: the server's own encoder renders
-  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  dir = fixtureWithoutTemplate('tiny-v4'); // as DeepSeek ships it: the server's own encoder renders
   srv = await startServer([dir, '--served-model-name', MODEL, '--dtype', 'auto', '--max-num-seqs', '4',
     '--max-model-len', '1024', '--reasoning-parser', 'deepseek_v4', '--enable-auto-tool-choice',
     '--tool-call-parser', 'deepseek_v4']);
@@ -38,15 +32,7 @@ after(async () => {
   assert.equal(r.code, 0, `exit status ${JSON.stringify(r)}\n${srv.log().slice(-2000)}`);
 });
 
-async function tokenize(body) {
-  const res = await fetch(`${srv.base}/tokenize`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, ...body }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  return (await res.json()).tokens;
-}
+const tokenize = (body) => tokenizeOn(srv.base, MODEL, body);
 
 test('start-up: the V4 encoder, float32 for --dtype auto, prefix caching off with one WARN', () => {
   const log = srv.log();

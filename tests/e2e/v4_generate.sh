@@ -59,19 +59,7 @@ else
 	echo "not ok - --dtype auto / prefix caching WARN: $(cat "$WORK/err")"
 fi
 
-# one line and exit status 1: the command, what stderr must name
-refused() {
-	local what=$1 want=$2
-	shift 2
-	timeout 60 "$@" >/dev/null 2>"$WORK/err" </dev/null
-	local rc=$? lines
-	lines=$(grep -vc '^INFO\|^WARN' "$WORK/err")
-	if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q -- "$want" "$WORK/err"; then
-		echo "ok - $what: $(grep -v '^INFO\|^WARN' "$WORK/err")"
-	else
-		echo "not ok - $what: exit $rc, $lines lines: $(cat "$WORK/err")"
-	fi
-}
+. tests/e2e/refused.inc
 
 for cmd in generate serve; do
 	args=(--prompt-ids 0,5,9)

@@ -38,19 +38,7 @@ PY
 	done
 done <"$WORK/prompts"
 
-# one line and exit status 1: the command, what stderr must name
-refused() {
-	local what=$1 want=$2
-	shift 2
-	"$@" >/dev/null 2>"$WORK/err"
-	local rc=$? lines
-	lines=$(grep -vc '^INFO\|^WARN' "$WORK/err")
-	if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q -- "$want" "$WORK/err"; then
-		echo "ok - $what: $(grep -v '^INFO\|^WARN' "$WORK/err")"
-	else
-		echo "not ok - $what: exit $rc, $lines lines: $(cat "$WORK/err")"
-	fi
-}
+. tests/e2e/refused.inc
 
 mkdir "$WORK/bad"
 cp "$FIX"/*.json "$FIX"/*.safetensors "$WORK/bad/"
