@@ -69,6 +69,17 @@ static void test_values(void)
 	EXPECTF(parse_all(&a, r3, &e) == -1 && strstr(e.msg, "--quantization-rest: invalid value 'q4_k'") &&
 			strstr(e.msg, "int8") && strstr(e.msg, "bf16"),
 		"%s", e.msg);
+	/* --quantization-rest alone is refused before the model loads */
+	struct engine_args r;
+	engine_args_init(&r, false);
+	r.model_dir = fixture_path("tiny-v3");
+	r.quant_rest_set = true;
+	struct pool *pool;
+	struct model *model;
+	enum dtype kvd;
+	EXPECTF(engine_args_open_model(&r, &pool, &model, &kvd, &e) == -1 &&
+			strstr(e.msg, "--quantization-rest needs --quantization"),
+		"%s", e.msg);
 	/* --quantize-lm-head takes no value: the argument after it is the next flag */
 	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
 	EXPECT(!a.quantize_lm_head);
