@@ -53,8 +53,8 @@ void model_free(struct model *m)
 	free(m);
 }
 
-/* the family's configure on a model of one rank that loads nothing: its checks and m->cfg */
-int model_probe_config(const char *dir, struct model_probe *p, struct err *e)
+/* the family's configure on rank 0 of a model that loads nothing: its checks and m->cfg */
+int model_probe_config(const char *dir, int tp_size, struct model_probe *p, struct err *e)
 {
 	memset(p, 0, sizeof *p);
 	struct model *m = calloc(1, sizeof *m);
@@ -62,7 +62,7 @@ int model_probe_config(const char *dir, struct model_probe *p, struct err *e)
 		return err_set(e, "model: out of memory");
 	const struct model_family *f = model_family_find(dir);
 	m->fam = f;
-	m->tp_size = 1;
+	m->tp_size = tp_size > 1 ? tp_size : 1;
 	int rc = f->configure(m, dir, e);
 	if (!rc)
 		*p = (struct model_probe){.family = f->name,

@@ -27,8 +27,10 @@ struct model_probe {
 	bool auto_float32; /* --dtype auto resolves to float32 */
 	bool seq_state;    /* per-sequence attention state (max_num_seqs of them, at load) */
 };
-/* Reads and checks DIR/config.json as one rank's load would (no weights are read). */
-int model_probe_config(const char *dir, struct model_probe *p, struct err *e);
+/* Reads and checks DIR/config.json as a rank's load would (no weights are read), for a model
+ * cut over tp_size ranks (1: one rank): a cut the family cannot make is refused here, before
+ * any rank starts. */
+int model_probe_config(const char *dir, int tp_size, struct model_probe *p, struct err *e);
 
 int model_load(const char *dir, const struct model_options *opt, struct model **out, struct err *e);
 void model_free(struct model *m);

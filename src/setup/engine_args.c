@@ -518,7 +518,7 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
 	struct model_probe p;
-	if (model_probe_config(a->model_dir, &p, e) < 0)
+	if (model_probe_config(a->model_dir, a->tp_size, &p, e) < 0)
 		return -1;
 	return open_model(a, &p, pool, model, kv_dtype, e);
 }
@@ -546,7 +546,7 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
 	struct model_probe p;
-	if (model_probe_config(a->model_dir, &p, e) < 0)
+	if (model_probe_config(a->model_dir, a->tp_size, &p, e) < 0)
 		return -1;
 	const struct model_config cfg = p.cfg;
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg.max_position_embeddings;

@@ -34,15 +34,16 @@ int ranks_check_args(const struct engine_args *a, struct err *e)
 	const struct attn_backend *be;
 	if (!a->model_dir)
 		return err_set(e, "no model directory");
-	/* the family's own refusal (one rank only) before any rank starts */
-	if (model_probe_config(a->model_dir, &p, e) < 0 || engine_args_check_family(a, &p, e))
+	/* the family's refusals (one rank only), the layout's checks, then the cut the family makes
+	 * (its configure at this tp_size): all before any rank starts */
+	if (model_probe_config(a->model_dir, 1, &p, e) < 0 || engine_args_check_family(a, &p, e))
 		return -1;
 	int bs = default_block_size(a, config_is_sparse(&p.cfg), &be, e);
 	if (bs < 0)
 		return -1;
 	if (comm_config_check(a->tp_size, a->dcp_size, p.cfg.num_attention_heads, a->dcp_interleave, bs, e))
 		return err_prefix(e, "%s", a->model_dir);
-	return 0;
+	return a->tp_size > 1 ? model_probe_config(a->model_dir, a->tp_size, &p, e) : 0;
 }
 
 int ranks_threads(int threads_flag, const struct comm *c)
