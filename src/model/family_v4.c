@@ -1,10 +1,10 @@
 /* The DeepSeek-V4 family (family.h): V4-Flash / V4-Pro checkpoints (config.json model_type
  * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
- * forward_v4.c's over the model_v4 units. This first version runs float32 activations on one
- * rank with per-sequence attention state (forward_v4.h); what it cannot run yet is refused
- * here with one line: bf16 activations, TP / DCP, --quantization, dummy weights. The MTP
- * modules' weights are always loaded (mtp.K.*); with load_mtp the first one runs
- * model_mtp_forward (forward_v4.c). */
+ * forward_v4.c's over the model_v4 units. This first version runs float32 activations with
+ * per-sequence attention state (forward_v4.h), on one rank or tensor-parallel (check_tp); what
+ * it cannot run yet is refused here with one line: bf16 activations, DCP, --quantization,
+ * dummy weights. The MTP modules' weights are always loaded (mtp.K.*); with load_mtp the first
+ * one runs model_mtp_forward (forward_v4.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "model/family.h"
 #include "model/forward_v4.h"
 #include "model/tensors.h"
+#include "ops/wf_fp4.h"
 
 static bool v4_matches(const char *dir) { return v4_config_is_v4(dir); }
 
@@ -21,9 +22,11 @@ static bool v4_matches(const char *dir) { return v4_config_is_v4(dir); }
 static int refuse(const struct model *m, const char *dir, struct err *e)
 {
 	int dcp = m->opt.comm ? m->opt.comm->dcp_size : 1;
-	if (m->tp_size > 1 || dcp > 1)
-		return err_set(e, "%s: DeepSeek-V4 runs on one rank for now (tensor-parallel-size %d, dcp %d)", dir,
-			       m->tp_size, dcp);
+	if (dcp > 1)
+		return err_set(e,
+			       "%s: DeepSeek-V4: decode context parallelism is not supported yet (dcp %d; tensor "
+			       "parallelism is)",
+			       dir, dcp);
 	if (m->opt.quant || m->opt.quantize_lm_head)
 		return err_set(e,
 			       "%s: DeepSeek-V4: --quantization / --quantize-lm-head are not supported (its weights "
@@ -31,6 +34,27 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 			       dir);
 	if (m->opt.load_dummy)
 		return err_set(e, "%s: DeepSeek-V4: --load-format dummy is not supported yet", dir);
+	return 0;
+}
+
+/* Tensor parallelism as vLLM's deepseek_v4.py cuts it (tensors_v4.c's table): each rank its
+ * heads with whole wo_a groups, and its slice of every expert's intermediate columns; the
+ * MXFP4 experts' w2 is cut along K, at a scale group's edge only */
+static int check_tp(const struct model *m, const struct v4_config *c, const char *dir, struct err *e)
+{
+	int T = m->tp_size, I = c->moe_intermediate_size;
+	if (T <= 1)
+		return 0;
+	if (c->o_groups % T)
+		return err_set(e,
+			       "%s: DeepSeek-V4: tensor-parallel-size %d must divide o_groups %d (each rank holds "
+			       "whole output groups)",
+			       dir, T, c->o_groups);
+	if (I % T || (I / T) % FP4_GROUP)
+		return err_set(e,
+			       "%s: DeepSeek-V4: tensor-parallel-size %d must cut moe_intermediate_size %d into "
+			       "multiples of %d (the MXFP4 experts' scale groups)",
+			       dir, T, I, FP4_GROUP);
 	return 0;
 }
 
@@ -77,6 +101,8 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 	if (v4_config_load(dir, &v->c, e) || refuse(m, dir, e))
 		return -1;
 	const struct v4_config *c = &v->c;
+	if (check_tp(m, c, dir, e))
+		return -1;
 	if (c->hc_mult > V4_HC_MAX)
 		return err_set(e, "%s/config.json: hc_mult %d unsupported (<= %d)", dir, c->hc_mult, V4_HC_MAX);
 	if (c->num_attention_heads % c->o_groups)
@@ -87,18 +113,18 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 	if (c->expert_dtype == V4_EXPERT_FP8)
 		return err_set(e, "%s/config.json: expert_dtype fp8 (V4-Flash-Base) is not supported yet", dir);
 	fill_cfg(&m->cfg, c);
-	m->n_heads_local = c->num_attention_heads;
-	m->head0 = 0;
+	m->n_heads_local = c->num_attention_heads / m->tp_size; /* o_groups | heads, T | o_groups */
+	m->head0 = m->tp_rank * m->n_heads_local;
 	return 0;
 }
 
-/* a block's weightless parts and views, once its tensors are in */
-static int derive(const struct v4_config *c, struct v4_layer *L, struct err *e)
+/* a block's weightless parts and views, once its tensors are in (this rank's heads) */
+static int derive(const struct model *m, const struct v4_config *c, struct v4_layer *L, struct err *e)
 {
 	int r = v4_layer_ratio(c, L->idx);
 	struct v4_attn_layer *a = &L->attn;
 	*a = (struct v4_attn_layer){.ratio = r,
-				    .n_heads = c->num_attention_heads,
+				    .n_heads = m->n_heads_local,
 				    .head_dim = c->head_dim,
 				    .window = c->sliding_window,
 				    .index_heads = c->index_n_heads,
@@ -187,11 +213,11 @@ static int v4_load(struct model *m, const char *dir, struct err *e)
 		return -1;
 	v->w.hch = head_hc(c, v->w.hc_head_fn, v->w.hc_head_scale, v->w.hc_head_base);
 	for (int l = 0; l < c->num_hidden_layers; l++)
-		if (derive(c, &v->w.layers[l], e))
+		if (derive(m, c, &v->w.layers[l], e))
 			return -1;
 	for (int k = 0; k < v->w.n_mtp; k++) {
 		struct v4_mtp *t = &v->w.mtp[k];
-		if (derive(c, &t->blk, e))
+		if (derive(m, c, &t->blk, e))
 			return -1;
 		t->hch = head_hc(c, t->hc_fn, t->hc_scale, t->hc_base);
 	}
@@ -216,6 +242,12 @@ static void v4_log_loaded(const struct model *m)
 	for (int l = 0, o = 0; l < v->c.num_hidden_layers && o < (int)sizeof r - 8; l++)
 		o += snprintf(r + o, sizeof r - (size_t)o, "%s%d", l ? " " : "", v4_layer_ratio(&v->c, l));
 	LOG_I("model", "DeepSeek-V4: %d layers, compress ratios [%s]", v->c.num_hidden_layers, r);
+	if (m->tp_size > 1)
+		LOG_I("model",
+		      "DeepSeek-V4: TP rank %d of %d: heads [%d, %d), %d of %d output groups, %d of %d expert "
+		      "columns",
+		      m->tp_rank, m->tp_size, m->head0, m->head0 + m->n_heads_local, v->c.o_groups / m->tp_size,
+		      v->c.o_groups, v->c.moe_intermediate_size / m->tp_size, v->c.moe_intermediate_size);
 	LOG_I("model",
 	      "DeepSeek-V4: %d MTP module(s) loaded (not run yet); attention state for %d sequences x %d "
 	      "positions (per sequence, not paged yet)",
@@ -259,7 +291,6 @@ const struct model_family model_family_v4 = {
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
 	.no_prefix_caching = "DeepSeek-V4 keeps its attention state per sequence, not in shared KV blocks (yet)",
-	.no_parallel = "DeepSeek-V4 runs on one rank for now",
 	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
 	.auto_float32 = true,
 	.seq_state = true,

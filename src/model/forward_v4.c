@@ -4,7 +4,13 @@
  * layer, over x [n, hc, D] (the hc residual streams of the step's n tokens):
  *   y = attn_norm(hc_pre(x)); x = hc_post(wo_b(wo_a(attention(y))), x)
  *   y = ffn_norm(hc_pre(x)); x = hc_post(sum_e w_e expert_e(y) + shared(y), x)
- * then logits = head(norm(hc_head(x))) of the requested rows. */
+ * then logits = head(norm(hc_head(x))) of the requested rows.
+ * Under tensor parallelism (tensors_v4.c's table) a rank runs its heads through attention and
+ * its whole wo_a groups, and its slice of each expert's intermediate columns: wo_b's and the
+ * MoE's outputs are partial sums, all-reduced once each; everything else (the q latent, the one
+ * kv, the compressors, the indexer, hyper-connections, the router) is computed whole on every
+ * rank from the same inputs, so every rank routes and selects alike. The head is
+ * vocab-parallel, its logit columns gathered to rank 0, as forward.c's. */
 #include "model/forward_v4.h"
 
 #include <math.h>
@@ -12,6 +18,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "dist/comm.h"
 #include "model_v4/v4_attn.h"
 
 /* The step's buffers, rows of n tokens (nl logits rows) */
@@ -32,6 +39,7 @@ struct bufs {
 	float *xe, *eo;      /* [n, D] one expert's rows in, out */
 	float *g, *u;        /* [n, I] */
 	float *hl;           /* [nl, D] */
+	float *hp;           /* [nl, vocab / T] this rank's logit columns (TP) */
 	float *hx;           /* [n, hc, D] the MTP module's hnorm'd hidden streams */
 };
 
@@ -75,6 +83,7 @@ static size_t layout(const struct v4_config *c, int n, int nl, struct arena *a, 
 	s += take(a, (void **)&b->g, f * N * (size_t)I);
 	s += take(a, (void **)&b->u, f * N * (size_t)I);
 	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
+	s += take(a, (void **)&b->hp, f * (size_t)nl * (size_t)c->vocab_size);
 	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
 	return s;
 }
@@ -97,6 +106,16 @@ static void run(struct model *m, int nj, struct gemm_job *j)
 {
 	if (nj > 0 && j[0].n > 0)
 		model_gemm_run(m, nj, j);
+}
+
+/* TP: a row-parallel output's partial sums [n, D], summed over the group in place */
+static int tp_sum(struct model *m, float *buf, int n, const char *what, struct err *e)
+{
+	if (m->tp_size <= 1)
+		return 0;
+	if (comm_tp_allreduce_sum(m->opt.comm, buf, (size_t)n * (size_t)m->cfg.hidden_size, e))
+		return err_prefix(e, "DeepSeek-V4: %s all-reduce", what);
+	return 0;
 }
 
 /* The sequences' slots (forward_v4.h): a sequence at position 0 takes one (a free one, else
@@ -154,9 +173,10 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 		     struct v4_slot **slots, struct bufs *u, struct err *e)
 {
 	const struct v4_config *c = &v->c;
-	int n = b->n_tokens, D = c->hidden_size, H = c->num_attention_heads, hd = c->head_dim, r = L->attn.ratio;
+	/* H, G: this rank's heads and output groups; gl: one group's o columns */
+	int n = b->n_tokens, D = c->hidden_size, H = m->n_heads_local, hd = c->head_dim, r = L->attn.ratio;
 	int ql = c->q_lora_rank, cw = r == 4 ? 2 * hd : hd, Hi = c->index_n_heads, di = c->index_head_dim;
-	int G = c->o_groups, olr = c->o_lora_rank, gl = H * hd / G;
+	int G = c->o_groups / m->tp_size, olr = c->o_lora_rank, gl = c->num_attention_heads * hd / c->o_groups;
 	struct gemm_job j[8];
 	int nj = 0;
 	j[nj++] = job(&L->wq_a, u->y, D, u->qr, ql, n);
@@ -200,7 +220,7 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 	}
 	j[0] = job(&L->wo_b, u->z, G * olr, u->out, D, n);
 	run(m, 1, j);
-	return 0;
+	return tp_sum(m, u->out, n, "wo_b", e);
 }
 
 /* One layer's MoE: y [n, D] (normed) -> b->out [n, D]: the shared expert, then each routed
@@ -209,7 +229,8 @@ static int moe(struct model *m, struct v4_model *v, struct v4_layer *L, const st
 	       struct err *e)
 {
 	const struct v4_config *c = &v->c;
-	int n = b->n_tokens, D = c->hidden_size, I = c->moe_intermediate_size, k = c->num_experts_per_tok;
+	/* I: this rank's intermediate columns of each expert */
+	int n = b->n_tokens, D = c->hidden_size, I = L->s1.rows, k = c->num_experts_per_tok;
 	float lim = c->swiglu_limit;
 	struct gemm_job j[3] = {job(&L->gate, u->y, D, u->glog, c->n_routed_experts, n),
 				job(&L->s1, u->y, D, u->g, I, n), job(&L->s3, u->y, D, u->u, I, n)};
@@ -251,7 +272,7 @@ static int moe(struct model *m, struct v4_model *v, struct v4_layer *L, const st
 				dst[d] += src[d];
 		}
 	}
-	return 0;
+	return tp_sum(m, u->out, n, "MoE", e);
 }
 
 /* One block (li: its state in the slots) over x [n, hc, D] in place */
@@ -273,17 +294,28 @@ static int block(struct model *m, struct v4_model *v, struct v4_layer *L, int li
 	return 0;
 }
 
-/* logits [nl, vocab] of the requested rows of x: head(norm(hc_head(x))) */
-static void head(struct model *m, struct v4_model *v, const struct v4_hc *hch, const float *norm,
-		 const struct batch *b, struct bufs *u, float *logits)
+/* logits [nl, vocab] of the requested rows of x: head(norm(hc_head(x))); under TP this
+ * rank's vocabulary rows of the head, the columns gathered to rank 0 (logits: rank 0's) */
+static int head(struct model *m, struct v4_model *v, const struct v4_hc *hch, const float *norm, const struct batch *b,
+		struct bufs *u, float *logits, struct err *e)
 {
 	const struct v4_config *c = &v->c;
 	int nl = b->n_logits, D = c->hidden_size, hc = c->hc_mult;
 	for (int r = 0; r < nl; r++)
 		v4_hc_head(hch, 1, u->x + (size_t)b->logits_rows[r] * (size_t)(hc * D), u->hl + (size_t)r * (size_t)D);
 	v4_rmsnorm_rows(u->hl, nl, D, norm, c->rms_norm_eps);
-	struct gemm_job jh = job(&v->w.head, u->hl, D, logits, c->vocab_size, nl);
+	if (m->tp_size <= 1) {
+		struct gemm_job jh = job(&v->w.head, u->hl, D, logits, c->vocab_size, nl);
+		run(m, 1, &jh);
+		return 0;
+	}
+	int nv = m->vocab_cols[m->tp_rank];
+	struct gemm_job jh = job(&v->w.head, u->hl, D, u->hp, nv, nl);
 	run(m, 1, &jh);
+	if (comm_tp_gather_cols(m->opt.comm, u->hp, (size_t)nl, m->vocab_cols, m->tp_rank == 0 ? logits : NULL, false,
+				e))
+		return err_prefix(e, "DeepSeek-V4: head gather");
+	return 0;
 }
 
 /* the step's checks, slots and scratch */
@@ -347,10 +379,10 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 		memcpy(v->hid, u.x, sizeof(float) * (size_t)n * (size_t)(hc * D));
 		v->n_hid = n;
 	}
-	head(m, v, &v->w.hch, v->w.norm, b, &u, logits);
+	int rc = head(m, v, &v->w.hch, v->w.norm, b, &u, logits, e);
 	advance(b, false, slots);
 	free(slots);
-	return 0;
+	return rc;
 }
 
 int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
@@ -397,8 +429,8 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 	for (int r = 0; r < v->n_mtp_hid; r++)
 		memcpy(v->mtp_hid + (size_t)r * (size_t)(hc * D), u.x + (size_t)b->logits_rows[r] * (size_t)(hc * D),
 		       sizeof(float) * (size_t)(hc * D));
-	head(m, v, &t0->hch, t0->norm, b, &u, logits);
+	int rc = head(m, v, &t0->hch, t0->norm, b, &u, logits, e);
 	advance(b, true, slots);
 	free(slots);
-	return 0;
+	return rc;
 }

@@ -7,8 +7,9 @@
  * load for max_model_len positions, max_seqs slots. A sequence is known by the first block of
  * its block table: it takes a slot when it starts at position 0 and must then continue where
  * it stopped (the MTP module's state the same, apart), so prefix caching, preemption with
- * recompute from a cached prefix, rejected speculative drafts, TP and DCP are refused
- * (family_v4.c, and a one-line error at the step) rather than computed wrong. The paged
+ * recompute from a cached prefix, rejected speculative drafts and DCP are refused
+ * (family_v4.c, and a one-line error at the step) rather than computed wrong. Under TP every
+ * rank keeps the whole state (one shared kv, the compressors and the indexer are replicated). The paged
  * layouts of attn/kv_cache.h come next; the engine's KV cache is allocated but unused. */
 #ifndef MLA_MODEL_FORWARD_V4_H
 #define MLA_MODEL_FORWARD_V4_H

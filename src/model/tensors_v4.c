@@ -47,6 +47,8 @@ enum {
 	TOPK,
 	V,
 	H,
+	OG,
+	OLR,
 };
 
 struct v4_tensor_spec {
@@ -57,6 +59,10 @@ struct v4_tensor_spec {
 	int rows, cols; /* cols 0: 1-D */
 	bool count;     /* one per routed expert (%d after the prefix) */
 	bool (*on)(const struct v4_config *c, int idx);
+	/* tensor parallelism: this rank's rows or columns, dim(tp_over) units (heads, groups,
+	 * intermediate columns, vocabulary rows) of dim(tp_per) each (0: 1); SPLIT_NONE: whole */
+	enum split split;
+	int tp_over, tp_per;
 };
 
 static int dim(const struct v4_config *c, int idx, int sym)
@@ -87,6 +93,8 @@ static int dim(const struct v4_config *c, int idx, int sym)
 	case TOPK: return c->num_experts_per_tok;
 	case V: return c->vocab_size;
 	case H: return c->num_attention_heads;
+	case OG: return c->o_groups;
+	case OLR: return c->o_lora_rank;
 	}
 	return 0;
 }
@@ -103,7 +111,7 @@ static bool scored(const struct v4_config *c, int i) { return !v4_layer_is_hash(
 static const struct v4_tensor_spec rows[] = {
 	{"embed.weight", VK_MAT, G(embed), V, D, .count = false},
 	{"norm.weight", VK_F32, G(norm), D, 0, .count = false},
-	{"head.weight", VK_MAT, G(head), V, D, .count = false},
+	{"head.weight", VK_MAT, G(head), V, D, .split = SPLIT_ROWS, .tp_over = V}, /* vocab-parallel */
 	{"hc_head_fn", VK_F32, G(hc_head_fn), HC, HC_D, .count = false},
 	{"hc_head_base", VK_F32, G(hc_head_base), HC, 0, .count = false},
 	{"hc_head_scale", VK_F32, G(hc_head_scale), ONE, 0, .count = false},
@@ -116,15 +124,16 @@ static const struct v4_tensor_spec rows[] = {
 	{"%shc_ffn_scale", VK_F32, L(hcf_scale), THREE, 0, .count = false},
 	{"%sattn_norm.weight", VK_F32, L(attn_norm), D, 0, .count = false},
 	{"%sffn_norm.weight", VK_F32, L(ffn_norm), D, 0, .count = false},
-	/* attention: the q latent, one kv, the grouped low-rank output, the sink */
+	/* attention: the q latent, one kv, the grouped low-rank output, the sink; under TP a
+	 * rank's heads (wq_b's rows, their sinks) and whole wo_a groups (wo_b's columns of them) */
 	{"%sattn.wq_a.weight", VK_FP8, L(wq_a), Q, D, .count = false},
 	{"%sattn.q_norm.weight", VK_F32, L(q_norm), Q, 0, .count = false},
-	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .count = false},
+	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .split = SPLIT_ROWS, .tp_over = H, .tp_per = HD},
 	{"%sattn.wkv.weight", VK_FP8, L(wkv), HD, D, .count = false},
 	{"%sattn.kv_norm.weight", VK_F32, L(kv_norm), HD, 0, .count = false},
-	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .count = false},
-	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .count = false},
-	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .count = false},
+	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR},
+	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .split = SPLIT_COLS, .tp_over = OG, .tp_per = OLR},
+	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .split = SPLIT_ROWS, .tp_over = H},
 	/* the compressor (ratio > 0) */
 	{"%sattn.compressor.wkv.weight", VK_MAT, L(c_wkv), CW, D, .on = compressed},
 	{"%sattn.compressor.wgate.weight", VK_MAT, L(c_wgate), CW, D, .on = compressed},
@@ -137,16 +146,17 @@ static const struct v4_tensor_spec rows[] = {
 	{"%sattn.indexer.compressor.wgate.weight", VK_MAT, L(ic_wgate), DI2, D, .on = csa},
 	{"%sattn.indexer.compressor.ape", VK_F32, L(ic_ape), FOUR, DI2, .on = csa},
 	{"%sattn.indexer.compressor.norm.weight", VK_F32, L(ic_norm), DI, 0, .on = csa},
-	/* MoE: the router, hash or scored; the routed experts; the shared one */
+	/* MoE: the router, hash or scored; the routed experts; the shared one; under TP each
+	 * expert's intermediate columns (w1 / w3 rows, w2 columns) */
 	{"%sffn.gate.weight", VK_MAT, L(gate), E, D, .count = false},
 	{"%sffn.gate.tid2eid", VK_I64, L(tid2eid), V, TOPK, .on = hash},
 	{"%sffn.gate.bias", VK_F32, L(gate_bias), E, 0, .on = scored},
-	{"%sffn.experts.%d.w1.weight", VK_FP4, L(w1), IM, D, .count = true},
-	{"%sffn.experts.%d.w3.weight", VK_FP4, L(w3), IM, D, .count = true},
-	{"%sffn.experts.%d.w2.weight", VK_FP4, L(w2), D, IM, .count = true},
-	{"%sffn.shared_experts.w1.weight", VK_FP8, L(s1), IM, D, .count = false},
-	{"%sffn.shared_experts.w3.weight", VK_FP8, L(s3), IM, D, .count = false},
-	{"%sffn.shared_experts.w2.weight", VK_FP8, L(s2), D, IM, .count = false},
+	{"%sffn.experts.%d.w1.weight", VK_FP4, L(w1), IM, D, .count = true, .split = SPLIT_ROWS, .tp_over = IM},
+	{"%sffn.experts.%d.w3.weight", VK_FP4, L(w3), IM, D, .count = true, .split = SPLIT_ROWS, .tp_over = IM},
+	{"%sffn.experts.%d.w2.weight", VK_FP4, L(w2), D, IM, .count = true, .split = SPLIT_COLS, .tp_over = IM},
+	{"%sffn.shared_experts.w1.weight", VK_FP8, L(s1), IM, D, .split = SPLIT_ROWS, .tp_over = IM},
+	{"%sffn.shared_experts.w3.weight", VK_FP8, L(s3), IM, D, .split = SPLIT_ROWS, .tp_over = IM},
+	{"%sffn.shared_experts.w2.weight", VK_FP8, L(s2), D, IM, .split = SPLIT_COLS, .tp_over = IM},
 	/* an MTP module's own (mtp.K.*; model.py shares the main embedding and head) */
 	{"%se_proj.weight", VK_FP8, M(e_proj), D, D, .count = false},
 	{"%sh_proj.weight", VK_FP8, M(h_proj), D, D, .count = false},
@@ -208,7 +218,7 @@ static float *e8m0_scales(struct ctx *x, const char *wname, int sr, int sc, stru
 	return s;
 }
 
-static int load_fp8(struct ctx *x, const char *name, int rows, int cols, bool to_f32, struct wmat *w, struct err *e)
+static int load_fp8(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
 {
 	const struct st_tensor *t;
 	if (st_expect(x->m->st, name, ST_DT(DT_F8_E4M3), rows, cols, &t, e))
@@ -228,13 +238,17 @@ static int load_fp8(struct ctx *x, const char *name, int rows, int cols, bool to
 			   .blk_r = br,
 			   .blk_c = bc};
 	w->scale = s;
-	if (!to_f32) {
-		x->m->weight_bytes += t->nbytes;
-		return 0;
-	}
+	x->m->weight_bytes += t->nbytes;
+	return 0;
+}
+
+/* w (fp8, maybe this rank's view) dequantised per block to an owned f32 matrix */
+static int to_f32(struct ctx *x, const char *name, struct wmat *w, struct err *e)
+{
+	int rows = w->rows, cols = w->cols;
 	float *f = model_own(x->m, sizeof(float) * (size_t)rows * (size_t)cols);
 	if (!f)
-		return err_set(e, "%s: tensor %s: out of memory", t->file, name);
+		return err_set(e, "tensor %s: out of memory", name);
 	for (int r = 0; r < rows; r++)
 		for (int c = 0; c < cols; c++)
 			f[(size_t)r * (size_t)cols + (size_t)c] = wmat_get(w, r, c);
@@ -315,19 +329,47 @@ static int load_f32(struct ctx *x, const char *name, int rows, int cols, float *
 	return 0;
 }
 
+/* this rank's [lo, lo + n) of a split row's rows or columns (configure checked that the
+ * units divide, but for the vocabulary, cut as load.c's vocab_cols) */
+static void tp_part(const struct ctx *x, const struct v4_tensor_spec *s, int *lo, int *n)
+{
+	int T = x->m->tp_size, r = x->m->tp_rank, over = dim(x->c, x->idx, s->tp_over);
+	int per = s->tp_per ? dim(x->c, x->idx, s->tp_per) : 1;
+	int u0 = (int)((int64_t)over * r / T), u1 = (int)((int64_t)over * (r + 1) / T);
+	*lo = u0 * per;
+	*n = (u1 - u0) * per;
+}
+
 static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, void *p, struct err *e)
 {
 	const struct v4_config *c = x->c;
-	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0;
+	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0, rc = 0;
+	size_t before = x->m->weight_bytes;
 	switch (s->kind) {
-	case VK_FP8: return load_fp8(x, name, rows, cols, false, p, e);
-	case VK_FP8_F32: return load_fp8(x, name, rows, cols, true, p, e);
-	case VK_MAT: return load_mat(x, name, rows, cols, p, e);
-	case VK_FP4: return load_fp4(x, name, rows, cols, p, e);
-	case VK_F32: return load_f32(x, name, rows, cols, p, e);
-	case VK_I64: return load_i64(x, name, rows, cols, p, e);
+	case VK_FP8:
+	case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
+	case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
+	case VK_FP4: rc = load_fp4(x, name, rows, cols, p, e); break;
+	case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
+	case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;
 	}
-	return 0;
+	if (rc)
+		return -1;
+	if (s->split != SPLIT_NONE && x->m->tp_size > 1) {
+		int lo, n;
+		tp_part(x, s, &lo, &n);
+		if (s->kind == VK_F32) { /* a vector's slice (the sinks of this rank's heads) */
+			*(float **)p += lo;
+		} else {
+			struct wmat *w = p;
+			*w = s->split == SPLIT_ROWS ? wmat_view(w, lo, n, 0, cols) : wmat_view(w, 0, rows, lo, n);
+			x->m->weight_bytes = before + wmat_bytes(w); /* this rank's part */
+		}
+	}
+	if (s->kind != VK_FP8_F32)
+		return 0;
+	x->m->weight_bytes = before;
+	return to_f32(x, name, p, e);
 }
 
 /* the rows of one base: the model's (prefix ""), a block's or an MTP module's own */

@@ -8,6 +8,8 @@
 #   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
 # - tiny-v32 and tiny-v32-topk8 (sparse attention) logits under TP/DCP within 1e-3 of their
 #   goldens;
+# - tiny-v4 (DeepSeek-V4) logits under -tp 2 within 1e-3 of its goldens (one sliding window
+#   excepted in one forward of 300 tokens, below), greedy generate -tp 2 = one process;
 # - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
 #   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
 # - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
@@ -61,6 +63,11 @@ if os.environ.get("MEDIAN"):  # the median position's max |diff| (quantization n
     pos = sorted(max(abs(x - y) for x, y in zip(a[t * V:(t + 1) * V], b[t * V:(t + 1) * V])) for t in range(n // V))
     print("median position's max |diff| %.2e (max %.2e)" % (pos[len(pos) // 2], worst))
     sys.exit(0 if pos[len(pos) // 2] <= float(os.environ["MEDIAN"]) else 1)
+if os.environ.get("V4_WINDOW") and 1e-3 < worst < 0.02:  # rows over 1e-3 in one sliding window of 16
+    V = n // len(p["tokens"])
+    off = [t for t in range(n // V) if max(abs(x - y) for x, y in zip(a[t * V:(t + 1) * V], b[t * V:(t + 1) * V])) > 1e-3]
+    print("max |diff| %.2e, over 1e-3 on rows %d-%d only" % (worst, off[0], off[-1]))
+    sys.exit(0 if off[-1] - off[0] < 16 else 1)
 print("max |diff| %.2e" % worst)
 sys.exit(0 if worst <= 1e-3 else 1)
 EOF
@@ -129,6 +136,24 @@ logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, one forward of 300 tokens" tiny-v32-top
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, one forward of 300 tokens" tiny-v32-topk8 len300 2 2 4
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, chunks of 7" tiny-v32-topk8 len300 2 2 1 --chunk 7
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-v32-topk8 len64 2 2 4 --chunk 1
+# DeepSeek-V4 (tiny-v4: 4 heads, o_groups 2, moe_intermediate 128; -tp 4 does not divide the
+# groups): -tp 2 runs 2 heads and one wo_a group a rank, half of each expert's columns. In one
+# forward of 300 tokens the all-reduce's summation order flips one kv fp8 (e4m3) rounding: the
+# 16 queries of that key's sliding window move by ~2e-3 (without the kv fp8 simulation -tp 2 is
+# within 9e-6 of one process), so there one run of at most 16 rows may reach 0.02, as
+# test_model_v4 allows the oracle's own f32 run on len300's MTP rows
+V4_WINDOW=1 logits "tiny-v4 -tp 2, one forward of 300 tokens" tiny-v4 len300 2 1 1
+logits "tiny-v4 -tp 2, chunks of 5" tiny-v4 len64 2 1 1 --chunk 5
+logits "tiny-v4 -tp 2, chunks of 5 over 300 tokens" tiny-v4 len300 2 1 1 --chunk 5
+logits "tiny-v4 -tp 2, decode path (chunk 1)" tiny-v4 len17 2 1 1 --chunk 1
+v4_gen() { # greedy generate on tiny-v4 at -tp T (prompt len17, 16 new tokens)
+	timeout 120 "$BIN" generate tests/fixtures/tiny-v4 --prompt-ids "$(ids tiny-v4 len17)" --max-tokens 16 \
+		--ignore-eos --dtype float32 "$@" 2>>"$out" </dev/null | tail -1
+}
+: >"$out"
+g1=$(v4_gen) g2=$(v4_gen -tp 2)
+if [ -n "$g1" ] && [ "$g1" = "$g2" ]; then ok "tiny-v4 generate -tp 2: the tokens of one process ($g2)"
+else notok "tiny-v4 generate -tp 2: the tokens of one process" "-tp 1 '$g1', -tp 2 '$g2'"; fi
 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
 	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
 # started under mpirun: the given ranks are used (no second launch)
@@ -178,6 +203,10 @@ fails "-dcp 4 with -tp 2 is refused" "must divide tensor-parallel-size 2" \
 	generate tests/fixtures/tiny-v3 --prompt-ids 0,1 -tp 2 -dcp 4
 fails "an interleave that does not divide the block size is refused" "must divide block-size 16" \
 	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
+fails "tiny-v4 -tp 4 is refused (o_groups 2)" "tensor-parallel-size 4 must divide o_groups 2" \
+	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4
+fails "tiny-v4 -dcp 2 is refused (by each rank)" "DeepSeek-V4: decode context parallelism is not supported" \
+	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 2 -dcp 2
 
 # ---- greedy generation of a mixed batch: D = 1 and D > 1 agree, every backend ----
 # The short prompts decode while the 300-token prompt prefills in chunks of the token budget

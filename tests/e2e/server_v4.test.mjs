@@ -138,8 +138,7 @@ function refused(args, want) {
   assert.match(lines[0], want);
 }
 
-test('refused with one line: -tp 2, --enable-prefix-caching, --speculative-config, bf16', () => {
-  refused(['-tp', '2'], /DeepSeek-V4 runs on one rank/);
+test('refused with one line: --enable-prefix-caching, --speculative-config, bf16', () => {
   refused(['--enable-prefix-caching'], /--enable-prefix-caching is not supported: DeepSeek-V4/);
   refused(['--speculative-config', '{"method": "deepseek_mtp"}'], /--speculative-config is not supported/);
   refused(['--dtype', 'bfloat16'], /float32/);

@@ -3,8 +3,8 @@
 # every golden prompt gives golden/greedy.json's greedy tokens (act-quant off: the logits'
 # argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
 # near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
-# yet refused with one line and exit status 1, for generate and serve alike: -tp 2, an
-# explicit --enable-prefix-caching, --speculative-config. Prints ok/not ok.
+# yet refused with one line and exit status 1, for generate and serve alike: an explicit
+# --enable-prefix-caching, --speculative-config (-tp 2 runs: dist_model.sh). Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
@@ -64,7 +64,6 @@ fi
 for cmd in generate serve; do
 	args=(--prompt-ids 0,5,9)
 	[ $cmd = serve ] && args=(--host 127.0.0.1 --port 0)
-	refused "$cmd -tp 2" "runs on one rank" "$BIN" $cmd "$FIX" "${args[@]}" -tp 2
 	refused "$cmd --enable-prefix-caching" "enable-prefix-caching is not supported" \
 		"$BIN" $cmd "$FIX" "${args[@]}" --enable-prefix-caching
 	refused "$cmd --speculative-config" "speculative-config is not supported" "$BIN" $cmd "$FIX" "${args[@]}" \
