@@ -162,10 +162,18 @@ static int find_parts(struct model *m, const char *mod, int rows, int cols, cons
 	}
 	const struct st_tensor *sh;
 	snprintf(n, sizeof n, "%s.weight_shape", mod);
-	if (st_expect(m->st, n, ST_DT(DT_I64), 2, 0, &sh, e))
+	if (st_expect(m->st, n, ST_DT(DT_I64) | ST_DT(DT_I32), 2, 0, &sh, e)) /* torch.tensor(shape): I64 */
 		return -1;
 	int64_t shape[2];
-	memcpy(shape, sh->data, sizeof shape);
+	for (int i = 0; i < 2; i++) {
+		int32_t s32;
+		if (sh->dtype == DT_I64) {
+			memcpy(&shape[i], (const char *)sh->data + 8 * i, 8);
+		} else {
+			memcpy(&s32, (const char *)sh->data + 4 * i, 4);
+			shape[i] = s32;
+		}
+	}
 	if (shape[0] != rows || shape[1] != cols)
 		return err_set(e, "%s: tensor %s: [%lld, %lld], expected [%d, %d] (the module's weight)", sh->file, n,
 			       (long long)shape[0], (long long)shape[1], rows, cols);

@@ -280,6 +280,8 @@ ct_fresh; st_edit "$ST" add $X.weight_g_idx I32 '[64]'
 check "int4: a g_idx tensor" "$ST: tensor $X.weight_g_idx: activation order (g_idx) is not supported"
 ct_fresh; st_edit "$ST" set $X.weight_packed shape '[64, 16]'
 check "int4: wrong-shape weight_packed" "$ST: tensor $X.weight_packed: shape [64, 16], expected [128, 8]"
+ct_fresh; st_edit "$ST" nan $X.weight_shape 0
+check "int4: weight_shape not the module's" "$ST: tensor $X.weight_shape: [32704, 64], expected [128, 64]"
 ct_fresh; st_edit "$ST" del $X.weight_scale
 check "int4: missing weight_scale" "$M: missing tensor $X.weight_scale"
 ct_fresh; st_edit "$ST" nan $X.weight_scale 5
