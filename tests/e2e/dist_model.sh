@@ -9,7 +9,8 @@
 # - tiny-v32 and tiny-v32-topk8 (sparse attention) logits under TP/DCP within 1e-3 of their
 #   goldens;
 # - tiny-v4 (DeepSeek-V4) logits under -tp 2 within 1e-3 of its goldens (one sliding window
-#   excepted in one forward of 300 tokens, below), greedy generate -tp 2 = one process;
+#   excepted in one forward of 300 tokens, below), greedy generate -tp 2 = one process, its
+#   MTP module's logits under -tp 2 (tests/unit/test_model_v4_tp.c under mpirun);
 # - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
 #   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
 # - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
@@ -154,6 +155,12 @@ v4_gen() { # greedy generate on tiny-v4 at -tp T (prompt len17, 16 new tokens)
 g1=$(v4_gen) g2=$(v4_gen -tp 2)
 if [ -n "$g1" ] && [ "$g1" = "$g2" ]; then ok "tiny-v4 generate -tp 2: the tokens of one process ($g2)"
 else notok "tiny-v4 generate -tp 2: the tokens of one process" "-tp 1 '$g1', -tp 2 '$g2'"; fi
+# the MTP module under -tp 2, in process: rank 0's MTP logits vs golden (test_model_v4_tp.c)
+timeout 200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+	"${BUILD:-build}/tests/test_model_v4_tp" >"$out" 2>&1 </dev/null; rc=$?
+if [ $rc -eq 0 ] && grep -q '^ok - test_tp_mtp' "$out" && ! grep -q '^not ok' "$out"; then
+	ok "tiny-v4 MTP logits -tp 2, one prefill and chunks of 5 ($(grep -c '^# -tp 2 MTP' "$out") checks)"
+else notok "tiny-v4 MTP logits -tp 2" "exit status $rc"; fi
 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1 \
 	logits "tiny-v3 -tp 2 -dcp 2 over TCP loopback (shared memory off)" tiny-v3 len17 2 2 1 --chunk 5
 # started under mpirun: the given ranks are used (no second launch)
