@@ -22,21 +22,6 @@
 
 #define LN_EPS 1e-6f /* the indexer's LayerNorm */
 
-/* x [n] (a power of two) times the Sylvester Hadamard matrix, times n^-1/2 */
-static void hadamard(float *x, int n)
-{
-	for (int h = 1; h < n; h *= 2)
-		for (int i = 0; i < n; i += 2 * h)
-			for (int j = i; j < i + h; j++) {
-				float a = x[j], b = x[j + h];
-				x[j] = a + b;
-				x[j + h] = a - b;
-			}
-	float s = 1.0f / sqrtf((float)n);
-	for (int i = 0; i < n; i++)
-		x[i] *= s;
-}
-
 /* act_quant's scale: amax (at least 1e-4) x fl32(1/448), rounded up to a power of two */
 static float ue8m0_scale(float amax)
 {
@@ -110,7 +95,7 @@ static void ix_range(void *arg, int begin, int end, int tid)
 		round_if(m, k, di);
 		rotate(m, k, 1, di, c->pos[t]);
 		round_if(m, k, di);
-		hadamard(k, di);
+		ops_hadamard(k, di);
 		round_if(m, k, di);
 		quant_fp8(k, di, g, c->codes + (size_t)t * di, c->scales + (size_t)t * (di / g));
 		float *q = c->q + (size_t)t * Hi * di;
@@ -118,7 +103,7 @@ static void ix_range(void *arg, int begin, int end, int tid)
 		round_if(m, q, Hi * di);
 		for (int h = 0; h < Hi; h++) {
 			float sc[1024 / 32];
-			hadamard(q + (size_t)h * di, di);
+			ops_hadamard(q + (size_t)h * di, di);
 			round_if(m, q + (size_t)h * di, di);
 			quant_fp8(q + (size_t)h * di, di, g, NULL, sc);
 		}

@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "model_v4/v4_quant.h"
+#include "ops/vec.h"
 
 /* state: an open accumulator of `w` features is three rows [w]: running max m, sum z of
  * exp(s - m), weighted sum a of exp(s - m) kv. Layout: cur (width) then, for ratio 4, prev (d):
@@ -83,7 +84,7 @@ static void finish(const struct v4_comp *c, double *v, float *out, long pos)
 	if (c->kind == V4_COMP_KV)
 		v4_fp8_sim(out, d - c->rope->dim, 64);
 	else if (c->kind == V4_COMP_INDEX) {
-		v4_hadamard(out, d);
+		ops_hadamard(out, d);
 		v4_fp4_sim(out, d, 32);
 	}
 }

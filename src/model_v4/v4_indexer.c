@@ -5,13 +5,14 @@
 
 #include "base/err.h"
 #include "model_v4/v4_quant.h"
+#include "ops/vec.h"
 
 void v4_index_query(const struct v4_rope *r, int n_heads, int di, long pos, int fp4_sim, float *q)
 {
 	for (int h = 0; h < n_heads; h++) {
 		float *qh = q + (size_t)h * (size_t)di;
 		v4_rope_apply(r, qh, di, pos, 0);
-		v4_hadamard(qh, di);
+		ops_hadamard(qh, di);
 		if (fp4_sim)
 			v4_fp4_sim(qh, di, 32);
 	}

@@ -49,17 +49,3 @@ void v4_fp4_sim(float *x, int n, int block)
 			x[i] = fp4_e2m1_to_f32(fp4_f32_to_e2m1(fminf(fmaxf(x[i] / s, -6.0f), 6.0f))) * s;
 	}
 }
-
-void v4_hadamard(float *x, int n)
-{
-	for (int h = 1; h < n; h *= 2)
-		for (int i = 0; i < n; i += 2 * h)
-			for (int j = i; j < i + h; j++) {
-				float a = x[j], b = x[j + h];
-				x[j] = a + b;
-				x[j + h] = a - b;
-			}
-	float sc = 1.0f / sqrtf((float)n);
-	for (int i = 0; i < n; i++)
-		x[i] *= sc;
-}

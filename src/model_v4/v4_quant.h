@@ -16,8 +16,5 @@ float v4_fp8_scale(float amax);
 void v4_fp8_sim(float *x, int n, int block);
 /* x [n] through fp4 e2m1 in blocks of `block` (32), in place. */
 void v4_fp4_sim(float *x, int n, int block);
-/* x [n] = x H_n n^-1/2 (Sylvester order, H[i][j] = (-1)^popcount(i & j)), in place; n a power
- * of two. Its own inverse. */
-void v4_hadamard(float *x, int n);
 
 #endif

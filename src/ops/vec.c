@@ -354,3 +354,17 @@ void ops_round_bf16(float *x, int64_t n)
 	for (int64_t i = 0; i < n; i++)
 		x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
+
+void ops_hadamard(float *x, int n)
+{
+	for (int h = 1; h < n; h *= 2)
+		for (int i = 0; i < n; i += 2 * h)
+			for (int j = i; j < i + h; j++) {
+				float a = x[j], b = x[j + h];
+				x[j] = a + b;
+				x[j + h] = a - b;
+			}
+	float s = 1.0f / sqrtf((float)n);
+	for (int i = 0; i < n; i++)
+		x[i] *= s;
+}

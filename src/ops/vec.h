@@ -16,6 +16,9 @@ void ops_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int
 void ops_silu_mul(float *out, const float *g, const float *u, int n);
 /* In place softmax over n values (max-subtracted, fp32); returns the log-sum-exp. */
 float ops_softmax(float *x, int n);
+/* x [n] (a power of two) times the Sylvester Hadamard matrix, times n^-1/2, in place (the
+ * rotation DeepSeek's indexers and V4's indexer compressor apply before rounding) */
+void ops_hadamard(float *x, int n);
 /* The same on x[i] * scale (x is scaled in place first), the probabilities then rounded to
  * bf16 if round_bf16: the bits of the scale loop, ops_softmax and ops_round_bf16 in turn, in
  * fewer passes over the row (the prefill attention's score rows). */

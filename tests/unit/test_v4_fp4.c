@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "model_v4/fp4.h"
 #include "model_v4/v4_quant.h"
+#include "ops/vec.h"
 #include "unit/v4_vec.h"
 
 static void test_tables(void)
@@ -97,10 +98,10 @@ static void test_round_trips(void)
 		int n = v4v_len(c, "x");
 		float *x = v4v_f32(c, "x");
 		double *want = v4v_f64(c, "y");
-		v4_hadamard(x, n);
+		ops_hadamard(x, n);
 		double d = v4v_maxdiff(x, want, n);
 		worst = d > worst ? d : worst;
-		v4_hadamard(x, n); /* an involution */
+		ops_hadamard(x, n); /* an involution */
 		float *x0 = v4v_f32(c, "x");
 		for (int k = 0; k < n; k++)
 			EXPECT_NEAR(x[k], x0[k], 1e-6);
