@@ -68,8 +68,9 @@ struct model_family {
 	const struct tensor_table *tensors; /* its tensors: the model's and each layer's (tests walk it) */
 	/* What the engine must not do with this family's models, each the reason a user reads
 	 * (NULL: allowed): reuse KV blocks across requests (prefix caching), run on more than one
-	 * rank (-tp / -dcp > 1), draft tokens (--speculative-config). */
-	const char *no_prefix_caching, *no_parallel, *no_spec;
+	 * rank (-tp / -dcp > 1), shard the KV over decode-context ranks (-dcp > 1), draft tokens
+	 * (--speculative-config). */
+	const char *no_prefix_caching, *no_parallel, *no_dcp, *no_spec;
 	bool auto_float32; /* --dtype auto means float32 (its only activation dtype yet) */
 	/* its attention state is per sequence, allocated at load for max_num_seqs sequences of
 	 * max_model_len positions: the engine's KV pool then only names the sequences' blocks */

@@ -291,6 +291,7 @@ const struct model_family model_family_v4 = {
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
 	.no_prefix_caching = "DeepSeek-V4 keeps its attention state per sequence, not in shared KV blocks (yet)",
+	.no_dcp = "DeepSeek-V4: decode context parallelism is not supported yet (tensor parallelism is)",
 	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
 	.auto_float32 = true,
 	.seq_state = true,

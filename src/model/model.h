@@ -23,7 +23,7 @@ struct model;
 struct model_probe {
 	const char *family; /* its name: "deepseek", "deepseek_v4" */
 	struct model_config cfg;
-	const char *no_prefix_caching, *no_parallel, *no_spec;
+	const char *no_prefix_caching, *no_parallel, *no_dcp, *no_spec;
 	bool auto_float32; /* --dtype auto resolves to float32 */
 	bool seq_state;    /* per-sequence attention state (max_num_seqs of them, at load) */
 };

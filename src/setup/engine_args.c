@@ -439,6 +439,8 @@ int engine_args_check_family(const struct engine_args *a, const struct model_pro
 	if (p->no_parallel && (a->tp_size > 1 || a->dcp_size > 1))
 		return err_set(e, "%s: %s (--tensor-parallel-size %d, --decode-context-parallel-size %d)",
 			       a->model_dir, p->no_parallel, a->tp_size, a->dcp_size);
+	if (p->no_dcp && a->dcp_size > 1)
+		return err_set(e, "%s: %s (--decode-context-parallel-size %d)", a->model_dir, p->no_dcp, a->dcp_size);
 	if (p->no_spec && a->spec.method != SPEC_NONE)
 		return err_set(e, "%s: --speculative-config is not supported: %s", a->model_dir, p->no_spec);
 	if (p->no_prefix_caching && a->prefix_caching_set && a->enable_prefix_caching)

@@ -212,7 +212,7 @@ fails "an interleave that does not divide the block size is refused" "must divid
 	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
 fails "tiny-v4 -tp 4 is refused (o_groups 2)" "tensor-parallel-size 4 must divide o_groups 2" \
 	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4
-fails "tiny-v4 -dcp 2 is refused (by each rank)" "DeepSeek-V4: decode context parallelism is not supported" \
+fails "tiny-v4 -dcp 2 is refused (before any rank starts)" "DeepSeek-V4: decode context parallelism is not supported" \
 	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 2 -dcp 2
 
 # ---- greedy generation of a mixed batch: D = 1 and D > 1 agree, every backend ----

@@ -4,7 +4,8 @@
 # argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
 # near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
 # yet refused with one line and exit status 1, for generate and serve alike: an explicit
-# --enable-prefix-caching, --speculative-config (-tp 2 runs: dist_model.sh). Prints ok/not ok.
+# --enable-prefix-caching, --speculative-config, -dcp 2 (-tp 2 runs: dist_model.sh).
+# Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BUILD:-build}/mlaserve
@@ -70,3 +71,6 @@ for cmd in generate serve; do
 		--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
 done
 refused "generate --dtype bfloat16" "float32" "$BIN" generate "$FIX" --prompt-ids 0,5,9 --dtype bfloat16
+# before any rank starts (no mpirun): one line from rank 0
+refused "generate -tp 2 -dcp 2" "decode context parallelism is not supported" \
+	"$BIN" generate "$FIX" --prompt-ids 0,5,9 -tp 2 -dcp 2
