@@ -2,8 +2,12 @@
 """Writes a tiny DeepSeek-V3.2 checkpoint in the published fp8 form, with an MTP module (standard
 library only, deterministic for a seed).
 
-  make_v32_fixture.py DST [--seed N] [--set JSON] [--no-mtp] [--goldens [--prompts A,B] [--quick]]
+  make_v32_fixture.py DST [--seed N] [--set JSON] [--no-mtp] [--no-indexer] [--goldens [--prompts A,B] [--quick]]
                                                       (tests/fixtures/tiny-v32-mtp: --seed 18)
+
+--no-indexer writes a dense V3-shaped model instead (no index_* keys, no indexer tensors; its
+goldens: scripts/mtp_reference.py's logits only): tests/fixtures/tiny-kimi-k2 with --set of
+Kimi K2's keys (model_type kimi_k2). tests/fixtures/tiny-glm5: --set of GLM-5's (glm_moe_dsa).
 
 --set JSON overrides config keys after the defaults below (another shape: hidden size, heads,
 ranks, experts, index_topk, rope_scaling, vocab_size ...); --no-mtp leaves the MTP module out
@@ -49,16 +53,21 @@ cfg.update({
     'quantization_config': {'activation_scheme': 'dynamic', 'fmt': 'e4m3', 'quant_method': 'fp8',
                             'scale_fmt': 'ue8m0', 'weight_block_size': [128, 128]},
 })
-if '--set' in sys.argv:
+if '--set' in sys.argv:  # a key set to null is left out (GLM-5's rope_theta lives in rope_parameters)
     cfg.update(json.loads(sys.argv[sys.argv.index('--set') + 1]))
+    cfg = {k: v for k, v in cfg.items() if v is not None}
 MTP = '--no-mtp' not in sys.argv
 if not MTP:
     cfg['num_nextn_predict_layers'] = 0
+IDX = '--no-indexer' not in sys.argv  # a dense V3-shaped model (Kimi K2's): no indexer keys or tensors
+if not IDX:
+    for k in ('index_n_heads', 'index_head_dim', 'index_topk', 'indexer_rope_interleave'):
+        cfg.pop(k, None)
 cfg = dict(sorted(cfg.items()))
 D, L, V = cfg['hidden_size'], cfg['num_hidden_layers'], cfg['vocab_size']
 H, dn, dr, dv = cfg['num_attention_heads'], cfg['qk_nope_head_dim'], cfg['qk_rope_head_dim'], cfg['v_head_dim']
 QL, KL, I, MI, E = cfg['q_lora_rank'], cfg['kv_lora_rank'], cfg['intermediate_size'], cfg['moe_intermediate_size'], cfg['n_routed_experts']
-NH, HD = cfg['index_n_heads'], cfg['index_head_dim']
+NH, HD = (cfg['index_n_heads'], cfg['index_head_dim']) if IDX else (0, 0)
 
 state = (0x9E3779B97F4A7C15 * (seed + 1)) & 0xFFFFFFFFFFFFFFFF or 1
 
@@ -140,12 +149,18 @@ def layer(li):
     norm(A + 'kv_a_layernorm', KL)
     linear_fp8(A + 'kv_b_proj', H * (dn + dv), KL)
     linear_fp8(A + 'o_proj', D, H * dv)
+    if not IDX:
+        return mlp(P, li)
     X = A + 'indexer.'
     linear_fp8(X + 'wq_b', NH * HD, QL)
     linear_fp8(X + 'wk', HD, D)
     tensors[X + 'k_norm.weight'] = ('F32', [HD], f32(gauss(HD, 0.1, 1.0)))
     tensors[X + 'k_norm.bias'] = ('F32', [HD], f32(gauss(HD, 0.1)))
     linear_bf16(X + 'weights_proj', NH, D)
+    mlp(P, li)
+
+
+def mlp(P, li):
     M = P + 'mlp.'
     if li < cfg['first_k_dense_replace']:
         linear_fp8(M + 'gate_proj', I, D)
@@ -209,6 +224,35 @@ print('wrote %s: seed %d, %d tensors, %d bytes of weights' % (dst, seed, len(ten
 MTP_PROMPTS = ('len17', 'len64')  # as tiny-v3-mtp: MTP and chained MTP logits for these
 
 
+def dense_goldens(dst):
+    """golden/ of a --no-indexer DST: prompts.json and the logits of scripts/mtp_reference.py's
+    float64 V3 forward (no MTP, greedy or fragility runs)."""
+    import mtp_reference as R
+    gd = os.path.join(dst, 'golden')
+    os.makedirs(gd, exist_ok=True)
+    keep = sys.argv[sys.argv.index('--prompts') + 1].split(',') if '--prompts' in sys.argv else None
+    src = json.load(open(os.path.join(SRC, 'golden', 'prompts.json')))
+    prompts = [{'name': p['name'], 'tokens': p['tokens'], 'logits_file': p['name'] + '.logits.f32',
+                'shape': [len(p['tokens']), V]} for p in src['prompts'] if not keep or p['name'] in keep]
+    with open(os.path.join(gd, 'prompts.json'), 'w') as f:
+        json.dump({'model': os.path.basename(os.path.normpath(dst)), 'vocab_size': V, 'prompts': prompts}, f, indent=1)
+        f.write('\n')
+    m, lg = R.Model(dst), []
+    for p in prompts:
+        _, logits = R.forward(m, p['tokens'])
+        R.write_f32(os.path.join(gd, p['logits_file']), logits)
+        lg += [v for row in logits for v in row]
+        print('wrote %s' % p['logits_file'], flush=True)
+    mean = sum(lg) / len(lg)
+    with open(os.path.join(gd, 'meta.json'), 'w') as f:
+        json.dump({'model': os.path.basename(os.path.normpath(dst)), 'seed': seed, 'dtype': 'float64 (written as float32)',
+                   'reference': 'scripts/mtp_reference.py', 'weights': 'fp8 e4m3, 128x128 blocks, weight_scale_inv (powers of two)',
+                   'max_abs_logit': max(abs(v) for v in lg),
+                   'logit_std': math.sqrt(sum((v - mean) ** 2 for v in lg) / len(lg))}, f, indent=1)
+        f.write('\n')
+    print('wrote %s' % gd)
+
+
 def goldens(dst):
     """golden/ of DST: every file from scripts/v32_reference.py, one run per prompt."""
     import subprocess, tempfile
@@ -256,7 +300,8 @@ def goldens(dst):
         'model': os.path.basename(os.path.normpath(dst)), 'seed': seed, 'dtype': 'float64 (written as float32)',
         'reference': 'scripts/v32_reference.py (on scripts/mtp_reference.py)', 'index_topk': K,
         'indexer': {'quant': 'fp8_e4m3', 'scale_fmt': 'ue8m0', 'group': min(128, cfg['index_head_dim']),
-                    'rope': 'non-interleaved (neox)', 'hadamard': True, 'kv_fp8': False},
+                    'rope': 'interleaved' if cfg.get('indexer_rope_interleave', cfg['model_type'] == 'glm_moe_dsa')
+                    else 'non-interleaved (neox)', 'hadamard': True, 'kv_fp8': False},
         'weights': 'fp8 e4m3, 128x128 blocks, weight_scale_inv (powers of two)',
         'mtp_prompts': list(MTP_PROMPTS) if MTP else [],
         'max_abs_logit': max(abs(v) for v in lg), 'logit_std': math.sqrt(sum((v - mean) ** 2 for v in lg) / len(lg)),
@@ -273,4 +318,4 @@ def goldens(dst):
 
 
 if '--goldens' in sys.argv:
-    goldens(dst)
+    goldens(dst) if IDX else dense_goldens(dst)

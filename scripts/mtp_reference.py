@@ -217,9 +217,10 @@ class Model:
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
         self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8, quantize_int4)
         c = self.c
-        dr, theta = c['qk_rope_head_dim'], c['rope_theta']
+        rp = c.get('rope_parameters')  # newer transformers: rope_theta and rope_type inside (GLM-5's)
+        dr, theta = c['qk_rope_head_dim'], rp.get('rope_theta', c.get('rope_theta', 10000)) if rp else c['rope_theta']
         f = [theta ** (-2 * i / dr) for i in range(dr // 2)]
-        rs = c.get('rope_scaling')
+        rs = c.get('rope_scaling') if not rp else rp if rp.get('rope_type', 'default') != 'default' else None
         scale = (c['qk_nope_head_dim'] + dr) ** -0.5
         if rs:  # YaRN (§A.6)
             L, fac = rs['original_max_position_embeddings'], rs['factor']

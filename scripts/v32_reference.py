@@ -152,6 +152,11 @@ class V32Model(R.Model):
         self.route_margin = {}  # MoE layer -> per row: the smallest score gap that decides its experts
         self.perturb = None  # (rel, random.Random) while a noise trial runs
 
+    def rope_indexer(self, x, p):  # NeoX halves (DeepSeek's), or MLA's interleaved pairs with
+        # indexer_rope_interleave true (GLM-5's, vLLM's is_neox_style = not indexer_rope_interleave)
+        return self.rope(x, p) if self.c.get('indexer_rope_interleave', self.c.get('model_type') == 'glm_moe_dsa') \
+            else self.rope_neox(x, p)
+
     def rope_neox(self, x, p):  # the indexer's RoPE: NOT interleaved, pairs (x_i, x_{i + r/2})
         out, half = list(x), len(self.freqs)
         for i, fi in enumerate(self.freqs):
@@ -177,14 +182,14 @@ class V32Model(R.Model):
             heads, nq_t = [], []
             for h in range(nh):
                 v = q[h * hd:(h + 1) * hd]
-                v = hadamard(self.rope_neox(v[:dr], p) + v[dr:])
+                v = hadamard(self.rope_indexer(v[:dr], p) + v[dr:])
                 near = []
                 heads.append(act_quant(self.noise(v), self.group, self.fp8, near))
                 nq_t += [(h, j, alt, dist) for j, alt, dist in near]
             iq.append(heads)
             nq.append(nq_t)
             k = layernorm(R.mv(w.get(P + 'wk.weight'), x), w.get(P + 'k_norm.weight'), w.get(P + 'k_norm.bias'))
-            k = hadamard(self.rope_neox(k[:dr], p) + k[dr:])
+            k = hadamard(self.rope_indexer(k[:dr], p) + k[dr:])
             near = []
             ik.append(act_quant(self.noise(k), self.group, self.fp8, near))
             nk.append(near)

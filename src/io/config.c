@@ -97,10 +97,10 @@ static int check_architectures(struct src s)
 	{
 		const char *n = json_string_value(v);
 		if (!n || (strcmp(n, "DeepseekV2ForCausalLM") && strcmp(n, "DeepseekV3ForCausalLM") &&
-			   strcmp(n, "DeepseekV32ForCausalLM")))
+			   strcmp(n, "DeepseekV32ForCausalLM") && strcmp(n, "GlmMoeDsaForCausalLM")))
 			return json_util_bad(s.e, s.what, "architectures", v, "unsupported",
-					     "expected DeepseekV2ForCausalLM, DeepseekV3ForCausalLM or "
-					     "DeepseekV32ForCausalLM");
+					     "expected DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+					     "DeepseekV32ForCausalLM or GlmMoeDsaForCausalLM");
 	}
 	return 0;
 }
@@ -355,13 +355,15 @@ static int parse_quant(struct src root, struct model_config *c)
 	return 0;
 }
 
-/* DeepSeek Sparse Attention's indexer (deepseek_v32; vLLM reads the same keys) */
-static int parse_indexer(struct src s, struct model_config *c)
+/* DeepSeek Sparse Attention's indexer (deepseek_v32, glm_moe_dsa: vLLM reads the same keys).
+ * indexer_rope_interleave defaults to false for deepseek_v32 (DeepSeek's NeoX halves), true for
+ * glm_moe_dsa (GLM-5 writes true; vLLM's GLM path assumes it). */
+static int parse_indexer(struct src s, bool glm, struct model_config *c)
 {
 	if (get_int(s, "index_n_heads", true, 0, 1, &c->index_n_heads) ||
 	    get_int(s, "index_head_dim", true, 0, 2, &c->index_head_dim) ||
 	    get_int(s, "index_topk", true, 0, 1, &c->index_topk) ||
-	    json_util_bool(s.o, s.what, "indexer_rope_interleave", false, &c->indexer_rope_interleave, s.e) < 0)
+	    json_util_bool(s.o, s.what, "indexer_rope_interleave", glm, &c->indexer_rope_interleave, s.e) < 0)
 		return -1;
 	if (c->index_n_heads > 1024)
 		return json_util_bad(s.e, s.what, "index_n_heads", json_util_get(s.o, "index_n_heads"), "invalid",
@@ -382,9 +384,82 @@ static int parse_indexer(struct src s, struct model_config *c)
 	return 0;
 }
 
+/* Keys of the MLA relatives (and V3.2's) that would change the forward, each refused unless it
+ * says what the forward does: attention_bias (no biases in MLA's projections here), GLM's
+ * rope_interleave (MLA's RoPE is interleaved pairs), and GLM-5.x's indexer sharing (layers that
+ * reuse another layer's index set: indexer_types other than "full", index_topk_freq > 1,
+ * index_skip_topk_offset, index_topk_pattern), and mlp_layer_types that disagrees with
+ * first_k_dense_replace / moe_layer_freq. */
+static bool null_or_absent(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	return !v || json_is_null(v);
+}
+
+static int check_unhonoured(struct src s, const struct model_config *c)
+{
+	bool b;
+	long long v;
+	if (json_util_bool(s.o, s.what, "attention_bias", false, &b, s.e) < 0)
+		return -1;
+	if (b)
+		return json_util_bad(s.e, s.what, "attention_bias", json_util_get(s.o, "attention_bias"),
+				     "unsupported", "expected false: MLA's projections have no biases here");
+	if (json_util_bool(s.o, s.what, "rope_interleave", true, &b, s.e) < 0)
+		return -1;
+	if (!b)
+		return json_util_bad(s.e, s.what, "rope_interleave", json_util_get(s.o, "rope_interleave"),
+				     "unsupported", "expected true: MLA's RoPE rotates interleaved pairs");
+	const json_t *it = json_object_get(s.o, "indexer_types");
+	if (it && !json_is_null(it)) {
+		size_t i;
+		const json_t *x;
+		if (!json_is_array(it))
+			return json_util_bad(s.e, s.what, "indexer_types", it, "invalid", "expected a list");
+		json_array_foreach(it, i, x)
+		{
+			if (!json_is_string(x) || strcmp(json_string_value(x), "full"))
+				return json_util_bad(s.e, s.what, "indexer_types", x, "unsupported",
+						     "expected \"full\" for every layer: shared index sets are "
+						     "not supported");
+		}
+	}
+	if (json_util_int(s.o, s.what, "index_topk_freq", 1, &v, s.e) < 0)
+		return -1;
+	if (v != 1)
+		return json_util_bad(s.e, s.what, "index_topk_freq", json_util_get(s.o, "index_topk_freq"),
+				     "unsupported", "expected 1: shared index sets are not supported");
+	if (!null_or_absent(s.o, "index_skip_topk_offset"))
+		return json_util_bad(s.e, s.what, "index_skip_topk_offset",
+				     json_util_get(s.o, "index_skip_topk_offset"), "unsupported",
+				     "expected null: shared index sets are not supported");
+	if (!null_or_absent(s.o, "index_topk_pattern"))
+		return json_util_bad(s.e, s.what, "index_topk_pattern", json_util_get(s.o, "index_topk_pattern"),
+				     "unsupported", "expected null: shared index sets are not supported");
+	const json_t *ml = json_object_get(s.o, "mlp_layer_types");
+	if (ml && !json_is_null(ml)) {
+		if (!json_is_array(ml))
+			return json_util_bad(s.e, s.what, "mlp_layer_types", ml, "invalid", "expected a list");
+		size_t i;
+		const json_t *x;
+		json_array_foreach(ml, i, x)
+		{
+			const char *want = config_layer_is_moe(c, (int)i) ? "sparse" : "dense";
+			if (!json_is_string(x) || strcmp(json_string_value(x), want))
+				return json_util_bad(s.e, s.what, "mlp_layer_types", x, "unsupported",
+						     "expected \"%s\" for layer %zu (first_k_dense_replace %d, "
+						     "moe_layer_freq %d)",
+						     want, i, c->first_k_dense_replace, c->moe_layer_freq);
+		}
+	}
+	return 0;
+}
+
 static int parse_root(const json_t *root, const char *what, struct model_config *c, struct err *e)
 {
-	static const char *const types[] = {"deepseek_v2", "deepseek_v3", "deepseek_v32"};
+	/* kimi_k2 (Kimi K2 / K2-Thinking, DeepseekV3ForCausalLM) is V3 with its own dims;
+	 * glm_moe_dsa (GLM-5, GlmMoeDsaForCausalLM) is V3.2 with its own dims */
+	static const char *const types[] = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"};
 	static const char *const acts[] = {"silu"};
 	static const char *const dtypes[] = {"bfloat16", "float16", "float32"};
 	struct src s = {root, what, e};
@@ -394,10 +469,12 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 		char buf[64];
 		return err_set(e, "%s: expected a JSON object, got %s", what, json_util_show(root, buf, sizeof buf));
 	}
-	if (get_enum(s, "model_type", NULL, types, 3, "deepseek_v2, deepseek_v3 or deepseek_v32", &mt) ||
+	if (get_enum(s, "model_type", NULL, types, 5, "deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2 or glm_moe_dsa",
+		     &mt) ||
 	    check_architectures(s) || get_enum(s, "hidden_act", "silu", acts, 1, "silu", &act))
 		return -1;
-	bool v3 = mt >= 1; /* V3.2 is V3 plus the indexer */
+	bool v3 = mt >= 1;                /* V3.2 is V3 plus the indexer */
+	bool sparse = mt == 2 || mt == 4; /* deepseek_v32, glm_moe_dsa */
 	snprintf(c->model_type, sizeof c->model_type, "%s", types[mt]);
 	const char *dkey = json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype";
 	if (parse_dims(s, v3, c) || parse_moe(s, v3, c) ||
@@ -405,7 +482,7 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 	    get_num(s, "rope_theta", false, 10000, 0, true, &c->rope_theta) || parse_rope(s, c) || parse_quant(s, c) ||
 	    json_util_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings, e) < 0 ||
 	    get_token_id(s, "bos_token_id", &c->bos_token_id) || get_token_id(s, "eos_token_id", &c->eos_token_id) ||
-	    (mt == 2 && parse_indexer(s, c)))
+	    (sparse && parse_indexer(s, mt == 4, c)) || check_unhonoured(s, c))
 		return -1;
 	const json_t *dv = json_object_get(root, dkey);
 	if (dv && !json_is_null(dv)) {

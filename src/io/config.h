@@ -10,7 +10,7 @@ enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED_GREEDY, TOPK_NOAUX_TC };
 enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 
 struct model_config {
-	char model_type[32]; /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" */
+	char model_type[32]; /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" | "kimi_k2" (V3) | "glm_moe_dsa" (V3.2) */
 	int vocab_size;
 	int hidden_size;           /* D */
 	int intermediate_size;     /* dense MLP width */
@@ -59,7 +59,7 @@ struct model_config {
 	 * the past tokens with index_n_heads heads of index_head_dim and MLA attends to the
 	 * index_topk best; index_topk 0 = dense MLA (V2/V3) */
 	int index_n_heads, index_head_dim, index_topk;
-	bool indexer_rope_interleave; /* vLLM's key; false (DeepSeek's): NeoX halves */
+	bool indexer_rope_interleave; /* vLLM's key; false (DeepSeek's): NeoX halves; GLM-5: true */
 };
 
 /* The model uses DeepSeek Sparse Attention (V3.2). */
