@@ -351,7 +351,8 @@ static void test_rejected_values(void)
 		{"rope_scaling.mscale", "-1", "key \"rope_scaling.mscale\": invalid value -1"},
 		{"quantization_config", "5", "key \"quantization_config\": invalid value 5"},
 		{"quantization_config.quant_method", "\"gptq\"",
-		 "key \"quantization_config.quant_method\": unsupported value \"gptq\" (expected fp8 or compressed-tensors)"},
+		 "key \"quantization_config.quant_method\": unsupported value \"gptq\" (expected fp8 or "
+		 "compressed-tensors)"},
 		{"quantization_config.quant_method", NULL,
 		 "key \"quantization_config.quant_method\": unsupported value (absent)"},
 		{"quantization_config.fmt", "\"e5m2\"",
@@ -380,6 +381,136 @@ static void test_rejected_values(void)
 	}
 }
 
+/* The MLA relatives: Kimi K2 (kimi_k2, read as V3) and GLM-5 (glm_moe_dsa, read as V3.2), their
+ * fixtures, their published configs' keys, and what of theirs is refused. */
+#define KIMI_K2                                                                                      \
+	"{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"kimi_k2\", "             \
+	"\"auto_map\": {\"AutoConfig\": \"configuration_deepseek.DeepseekV3Config\"}, "              \
+	"\"bos_token_id\": 163584, \"eos_token_id\": 163585, "                                       \
+	"\"first_k_dense_replace\": 1, \"hidden_act\": \"silu\", \"hidden_size\": 7168, "            \
+	"\"intermediate_size\": 18432, \"kv_lora_rank\": 512, \"max_position_embeddings\": 131072, " \
+	"\"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 1, "                   \
+	"\"n_routed_experts\": 384, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "             \
+	"\"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61, "       \
+	"\"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 0, \"q_lora_rank\": 1536, "      \
+	"\"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, "             \
+	"\"rope_scaling\": {\"beta_fast\": 1.0, \"beta_slow\": 1.0, \"factor\": 32.0, \"mscale\": "  \
+	"1.0, \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, \"type\": "       \
+	"\"yarn\"}, \"rope_theta\": 50000.0, \"routed_scaling_factor\": 2.827, \"scoring_func\": "   \
+	"\"sigmoid\", \"tie_word_embeddings\": false, \"topk_group\": 1, \"topk_method\": "          \
+	"\"noaux_tc\", \"torch_dtype\": \"bfloat16\", \"v_head_dim\": 128, \"vocab_size\": 163840"
+
+#define GLM5                                                                                              \
+	"{\"model_type\": \"glm_moe_dsa\", \"dtype\": \"bfloat16\", \"eos_token_id\": [154820, 154827], " \
+	"\"first_k_dense_replace\": 3, \"hidden_act\": \"silu\", \"hidden_size\": 6144, "                 \
+	"\"index_head_dim\": 128, \"index_n_heads\": 32, \"index_topk\": 2048, "                          \
+	"\"indexer_rope_interleave\": true, \"intermediate_size\": 12288, \"kv_lora_rank\": 512, "        \
+	"\"max_position_embeddings\": 202752, \"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, "   \
+	"\"n_group\": 1, \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": "        \
+	"true, \"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 78, "      \
+	"\"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 2048, "           \
+	"\"qk_nope_head_dim\": 192, \"qk_rope_head_dim\": 64, \"rms_norm_eps\": 1e-05, "                  \
+	"\"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": "                                  \
+	"\"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "                   \
+	"\"tie_word_embeddings\": false, \"topk_group\": 1, \"topk_method\": \"noaux_tc\", "              \
+	"\"v_head_dim\": 256, \"vocab_size\": 154880"
+
+static void test_mla_relatives(void)
+{
+	struct model_config c;
+	struct err e = {{0}};
+	EXPECTF(config_parse(KIMI_K2 ", \"attention_bias\": false}", WHAT, &c, &e) == 0, "%s", e.msg);
+	EXPECT(strcmp(c.model_type, "kimi_k2") == 0 && !config_is_sparse(&c));
+	EXPECT_EQ_INT(c.n_routed_experts, 384);
+	EXPECT_EQ_INT(c.n_group, 1);
+	EXPECT_EQ_INT(c.topk_group, 1);
+	EXPECT(c.topk_method == TOPK_NOAUX_TC && c.scoring_func == SCORING_SIGMOID && c.norm_topk_prob);
+	EXPECT_NEAR(c.routed_scaling_factor, 2.827, 1e-6);
+	EXPECT_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+	EXPECT(c.rope_yarn);
+	EXPECT_NEAR(c.rope_theta, 50000, 0);
+	EXPECT_NEAR(c.yarn_factor, 32, 0);
+	EXPECT_NEAR(c.yarn_beta_fast, 1, 0);
+	EXPECT_NEAR(c.yarn_beta_slow, 1, 0);
+	EXPECT_EQ_INT(c.yarn_original_max_position, 4096);
+	EXPECT_EQ_INT(c.num_nextn_predict_layers, 0);
+	EXPECT_EQ_INT(c.bos_token_id, 163584);
+
+	EXPECTF(config_parse(GLM5 ", \"architectures\": [\"GlmMoeDsaForCausalLM\"], \"attention_bias\": false, "
+				  "\"rope_interleave\": true}",
+			     WHAT, &c, &e) == 0,
+		"%s", e.msg);
+	EXPECT(strcmp(c.model_type, "glm_moe_dsa") == 0 && config_is_sparse(&c));
+	EXPECT_EQ_INT(c.qk_nope_head_dim, 192);
+	EXPECT_EQ_INT(c.v_head_dim, 256);
+	EXPECT_EQ_INT(c.q_lora_rank, 2048);
+	EXPECT_EQ_INT(c.num_attention_heads, 64);
+	EXPECT_EQ_INT(c.num_hidden_layers, 78);
+	EXPECT_EQ_INT(c.index_n_heads, 32);
+	EXPECT_EQ_INT(c.index_head_dim, 128);
+	EXPECT_EQ_INT(c.index_topk, 2048);
+	EXPECT(c.indexer_rope_interleave);
+	EXPECT(!c.rope_yarn);
+	EXPECT_NEAR(c.rope_theta, 1000000, 0);
+	EXPECT(!config_layer_is_moe(&c, 2) && config_layer_is_moe(&c, 3));
+	EXPECT_EQ_INT(c.eos_token_id, 154820);
+	EXPECT(strcmp(c.torch_dtype, "bfloat16") == 0);
+	/* indexer_rope_interleave absent: true for glm_moe_dsa, false for deepseek_v32 */
+	EXPECTF(config_parse("{\"model_type\": \"glm_moe_dsa\", \"q_lora_rank\": 8, \"index_n_heads\": 2, "
+			     "\"index_head_dim\": 8, \"index_topk\": 4, " MINIMAL "}",
+			     WHAT, &c, &e) == 0,
+		"%s", e.msg);
+	EXPECT(c.indexer_rope_interleave);
+	EXPECTF(config_parse("{\"model_type\": \"deepseek_v32\", \"q_lora_rank\": 8, \"index_n_heads\": 2, "
+			     "\"index_head_dim\": 8, \"index_topk\": 4, " MINIMAL "}",
+			     WHAT, &c, &e) == 0,
+		"%s", e.msg);
+	EXPECT(!c.indexer_rope_interleave);
+	/* GLM-5's mlp_layer_types, when it agrees with first_k_dense_replace */
+	EXPECTF(config_parse(GLM5 ", \"mlp_layer_types\": [\"dense\", \"dense\", "
+				  "\"dense\", \"sparse\", \"sparse\"], \"indexer_types\": [\"full\", \"full\", "
+				  "\"full\", \"full\", \"full\"], \"index_topk_freq\": 1, \"index_topk_pattern\": "
+				  "null}",
+			     WHAT, &c, &e) == 0,
+		"%s", e.msg);
+
+	EXPECTF(config_load(fixture_path("tiny-kimi-k2"), &c, &e) == 0, "%s", e.msg);
+	EXPECT(strcmp(c.model_type, "kimi_k2") == 0 && c.fp8 && !config_is_sparse(&c));
+	EXPECT_EQ_INT(c.n_group, 1);
+	EXPECT_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+	EXPECTF(config_load(fixture_path("tiny-glm5"), &c, &e) == 0, "%s", e.msg);
+	EXPECT(strcmp(c.model_type, "glm_moe_dsa") == 0 && config_is_sparse(&c) && c.indexer_rope_interleave);
+	EXPECT_EQ_INT(c.qk_nope_head_dim, 48);
+	EXPECT_EQ_INT(c.v_head_dim, 64);
+
+	/* what they may set that the forward does not do: refused, naming the key */
+	static const struct {
+		const char *json, *msg;
+	} bad[] = {
+		{GLM5 ", \"rope_interleave\": false}",
+		 "key \"rope_interleave\": unsupported value false (expected true: MLA's RoPE rotates interleaved "
+		 "pairs)"},
+		{GLM5 ", \"indexer_types\": [\"full\", \"full\", \"full\", \"shared\"]}",
+		 "key \"indexer_types\": unsupported value \"shared\""},
+		{GLM5 ", \"index_topk_freq\": 4}", "key \"index_topk_freq\": unsupported value 4"},
+		{GLM5 ", \"index_skip_topk_offset\": 3}", "key \"index_skip_topk_offset\": unsupported value 3"},
+		{GLM5 ", \"index_topk_pattern\": \"FFSS\"}", "key \"index_topk_pattern\": unsupported value"},
+		{GLM5 ", \"mlp_layer_types\": [\"dense\", \"sparse\"]}",
+		 "key \"mlp_layer_types\": unsupported value \"sparse\" (expected \"dense\" for layer 1"},
+		{GLM5 ", \"attention_bias\": true}", "key \"attention_bias\": unsupported value true"},
+		{KIMI_K2 ", \"attention_bias\": true}", "key \"attention_bias\": unsupported value true"},
+		{GLM5 ", \"architectures\": [\"Glm4MoeForCausalLM\"]}",
+		 "key \"architectures\": unsupported value \"Glm4MoeForCausalLM\""},
+		{"{\"model_type\": \"kimi_k25\", " MINIMAL "}", "key \"model_type\": unsupported value \"kimi_k25\""},
+		{"{\"model_type\": \"glm4_moe\", " MINIMAL "}", "key \"model_type\": unsupported value \"glm4_moe\""},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int rc = config_parse(bad[i].json, WHAT, &c, &e);
+		EXPECTF(rc == -1 && strstr(e.msg, bad[i].msg), "case %zu: rc %d, message \"%s\", expected \"%s\"", i,
+			rc, e.msg, bad[i].msg);
+	}
+}
+
 static void test_bad_documents(void)
 {
 	struct model_config c;
@@ -398,4 +529,4 @@ static void test_bad_documents(void)
 }
 
 TESTS(T(test_tiny_v3), T(test_tiny_v2), T(test_tiny_v3_fp8), T(test_tiny_r1), T(test_bench_configs), T(test_defaults),
-      T(test_rope_parameters_and_ue8m0), T(test_rejected_values), T(test_bad_documents))
+      T(test_rope_parameters_and_ue8m0), T(test_rejected_values), T(test_bad_documents), T(test_mla_relatives))

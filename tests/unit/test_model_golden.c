@@ -205,6 +205,12 @@ static void test_golden_v32_f32(void) { check_prompts("tiny-v32", DT_F32); }
 static void test_golden_v32_fp8_f32(void) { check_prompts("tiny-v32-mtp", DT_F32); }
 /* another shape: 6 heads, index_topk 8 of up to 300 keys, a 128-wide indexer, YaRN over 64 */
 static void test_golden_v32_topk8_f32(void) { check_prompts("tiny-v32-topk8", DT_F32); }
+/* Kimi K2 (model_type kimi_k2, V3's forward): 8 heads, 12 experts top-4 in one group, rms eps
+ * 1e-5, YaRN with beta_fast = beta_slow = 1 (Kimi's); fp8 weights */
+static void test_golden_kimi_k2_f32(void) { check_prompts("tiny-kimi-k2", DT_F32); }
+/* GLM-5 (glm_moe_dsa, V3.2's forward): qk_nope 48 != v_head 64, 2 dense layers of 3, indexer
+ * 4 x 64 with interleaved RoPE (indexer_rope_interleave), rope_parameters, index_topk 12 */
+static void test_golden_glm5_f32(void) { check_prompts("tiny-glm5", DT_F32); }
 /* bf16 activations against the f32 golden: this fixture has no bf16 oracle, and bf16 q/k
  * flip fp8 codes and so index sets (its README), and even its dense rows move by several
  * units in bf16; so argmax agreement on the rows with a golden margin above 0.5, prompts up
@@ -481,6 +487,8 @@ int main(int argc, char **argv)
 		T(test_golden_v32_fp8_f32),
 		T(test_greedy_v32_fp8),
 		T(test_golden_v32_topk8_f32),
+		T(test_golden_kimi_k2_f32),
+		T(test_golden_glm5_f32),
 		T(test_missing_tensor_error),
 		T(test_dummy_deterministic),
 		T(test_forward_rejects_bad_batch),
