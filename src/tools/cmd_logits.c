@@ -27,6 +27,8 @@ struct logits_opts {
 	int dummy, threads, chunk;
 	/* --quantization NAME (engine_args_quantization: a row of ops/wformat.h, NULL: none) */
 	const struct wformat *quant;
+	const struct wformat *quant_rest; /* --quantization-rest (engine_args_quantization_rest) */
+	bool quant_rest_set;
 	bool quantize_lm_head; /* --quantize-lm-head */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
@@ -40,7 +42,7 @@ static void logits_usage(FILE *f)
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
 		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization %s]\n"
-		"         [--quantize-lm-head]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n",
 		q);
 }
@@ -69,8 +71,9 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 		err_set(e, "--attention-backend: unknown backend '%s'", o->backend);
 		goto out;
 	}
-	struct model_config mc; /* a backend of the wrong kind is refused before the weights load */
-	if (be && (config_load(o->dir, &mc, e) || attn_backend_check(be, config_is_sparse(&mc), e)))
+	struct model_probe mp; /* a backend of the wrong kind is refused before the weights load */
+	if (be && (model_probe_config(o->dir, c ? c->tp_size : 1, &mp, e) ||
+		   attn_backend_check(be, config_is_sparse(&mp.cfg), e)))
 		goto out;
 	if (pool_new(o->threads, &pool, e))
 		goto out;
@@ -87,6 +90,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .comm = c,
 				   .dcp_interleave = o->interleave,
 				   .quant = o->quant,
+				   .quant_rest = o->quant_rest,
+				   .quant_rest_set = o->quant_rest_set,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -234,6 +239,9 @@ int cmd_logits(int argc, char **argv)
 			else if (!strcmp(a, "--quantization") || !strcmp(a, "-q")) {
 				if (engine_args_quantization(v, &o.quant, &e))
 					goto fail;
+			} else if (!strcmp(a, "--quantization-rest")) {
+				if (engine_args_quantization_rest(v, &o.quant_rest, &o.quant_rest_set, &e))
+					goto fail;
 			} else if (!strcmp(a, "--load-format")) {
 				if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors")) {
 					fprintf(stderr,
@@ -279,6 +287,10 @@ int cmd_logits(int argc, char **argv)
 	if (!o.dir || !o.tokens || !o.out) {
 		logits_usage(stderr);
 		return 2;
+	}
+	if (o.quant_rest_set && !o.quant) {
+		err_set(&e, "--quantization-rest needs --quantization (the routed experts' format)");
+		goto fail;
 	}
 	if (o.tp > 1 || o.dcp > 1) {
 		/* checks, self-launch (before any thread), then every rank runs the same chunks */

@@ -2,7 +2,8 @@
 # DeepSeek-V4 through the real binary: `mlaserve logits tests/fixtures/tiny-v4` on every golden
 # prompt in one prefill, in chunks of 5 and token by token, every row within 1e-3 of
 # golden/lenN.logits.f32 (act-quant off); then a checkpoint with a tensor missing: exit status 1
-# and one line naming it; bf16 activations refused with one line. Prints ok/not ok.
+# and one line naming it; bf16 activations refused with one line; an explicit
+# --attention-backend. Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -37,6 +38,15 @@ print('%s - %s: max |diff| %.3g (%d values)' % ('ok' if d < 1e-3 else 'not ok', 
 PY
 	done
 done <"$WORK/prompts"
+
+# an explicit --attention-backend: the config is read through the V4 family, not refused as an
+# unknown model_type
+if "$BIN" logits "$FIX" --tokens 0,1,2 --dtype float32 --attention-backend FLASHMLA --out "$WORK/be.f32" \
+	2>"$WORK/err"; then
+	echo "ok - --attention-backend FLASHMLA names a backend, the V4 config is read by its family"
+else
+	echo "not ok - --attention-backend FLASHMLA: $(tail -1 "$WORK/err")"
+fi
 
 . tests/e2e/refused.inc
 

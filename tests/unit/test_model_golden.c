@@ -424,6 +424,16 @@ static void test_cmd_logits(void)
 	EXPECT_EQ_INT(cmd_logits(6, bad3), 1);
 	char *bad4[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,x", "--out", out};
 	EXPECT_EQ_INT(cmd_logits(6, bad4), 1);
+	/* --quantization-rest: a value, and only under --quantization */
+	char *bad5[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,1", "--out",
+			out,      "--quantization-rest",           "int8"};
+	EXPECT_EQ_INT(cmd_logits(8, bad5), 1);
+	char *bad6[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,1", "--out", out, "-q",
+			"int4",   "--quantization-rest",           "int3"};
+	EXPECT_EQ_INT(cmd_logits(10, bad6), 1);
+	char *rest[] = {"logits", (char *)fixture_path("tiny-v3"), "--tokens", "0,1", "--out", out, "-q",
+			"int4",   "--quantization-rest",           "bf16"};
+	EXPECT_EQ_INT(cmd_logits(10, rest), 0);
 	unlink(out);
 	free(gold);
 	free(tok);
