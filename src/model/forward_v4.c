@@ -23,24 +23,26 @@
 
 /* The step's buffers, rows of n tokens (nl logits rows) */
 struct bufs {
-	float *x;            /* [n, hc, D] */
-	float *y, *out;      /* [n, D] */
-	float *post, *comb;  /* [n, hc], [n, hc, hc] */
-	float *qr;           /* [n, q_lora] */
-	float *q, *o;        /* [n, H*hd] */
-	float *kv;           /* [n, hd] */
-	float *ckv, *csc;    /* [n, 2 hd] the compressor's (width 2 hd at most) */
-	float *iq;           /* [n, Hi*di] */
-	float *iw;           /* [n, Hi] */
-	float *ikv, *isc;    /* [n, 2 di] */
-	float *z;            /* [n, G*o_lora] */
-	float *glog, *wts;   /* [n, E], [n, k] */
-	int32_t *ids, *rows; /* [n, k] the routed experts; [n] one expert's token rows */
-	float *xe, *eo;      /* [n, D] one expert's rows in, out */
-	float *g, *u;        /* [n, I] */
-	float *hl;           /* [nl, D] */
-	float *hp;           /* [nl, vocab / T] this rank's logit columns (TP) */
-	float *hx;           /* [n, hc, D] the MTP module's hnorm'd hidden streams */
+	float *x;               /* [n, hc, D] */
+	float *y, *out;         /* [n, D] */
+	float *post, *comb;     /* [n, hc], [n, hc, hc] */
+	float *qr;              /* [n, q_lora] */
+	float *q, *o;           /* [n, H*hd] */
+	float *kv;              /* [n, hd] */
+	float *ckv, *csc;       /* [n, 2 hd] the compressor's (width 2 hd at most) */
+	float *iq;              /* [n, Hi*di] */
+	float *iw;              /* [n, Hi] */
+	float *ikv, *isc;       /* [n, 2 di] */
+	float *z;               /* [n, G*o_lora] */
+	float *glog, *wts;      /* [n, E], [n, k] */
+	int32_t *ids, *rows;    /* [n, k] the routed experts; [n] one expert's token rows */
+	float *xe, *eo;         /* [n, D] one expert's rows in, out */
+	float *g, *u;           /* [n, I] */
+	float *hl;              /* [nl, D] */
+	float *hp;              /* [nl, vocab / T] this rank's logit columns (TP) */
+	float *hx;              /* [n, hc, D] the MTP module's hnorm'd hidden streams */
+	void *work;             /* v4_attn_seq's scratch (the largest state layer's) */
+	struct v4_slot **slots; /* [n_slots] the step's sequences' state slots */
 };
 
 static size_t take(struct arena *a, void **p, size_t bytes)
@@ -52,8 +54,20 @@ static size_t take(struct arena *a, void **p, size_t bytes)
 }
 
 /* the layout (a NULL arena: its size only) */
-static size_t layout(const struct v4_config *c, int n, int nl, struct arena *a, struct bufs *b)
+/* v4_attn_seq's work for the largest of the state layers */
+static size_t attn_work_bytes(const struct v4_model *v)
 {
+	size_t w = 0;
+	for (int l = 0; l < v->n_state_layers; l++) {
+		size_t x = v4_attn_seq_work_bytes(v4_state_layer(v, l), v->max_len);
+		w = x > w ? x : w;
+	}
+	return w;
+}
+
+static size_t layout(const struct v4_model *v, int n, int nl, struct arena *a, struct bufs *b)
+{
+	const struct v4_config *c = &v->c;
 	size_t f = sizeof(float), N = (size_t)n, s = 0;
 	int D = c->hidden_size, hc = c->hc_mult, H = c->num_attention_heads, hd = c->head_dim;
 	int k = c->num_experts_per_tok, I = c->moe_intermediate_size, Hi = c->index_n_heads;
@@ -85,6 +99,8 @@ static size_t layout(const struct v4_config *c, int n, int nl, struct arena *a, 
 	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
 	s += take(a, (void **)&b->hp, f * (size_t)nl * (size_t)c->vocab_size);
 	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
+	s += take(a, &b->work, attn_work_bytes(v));
+	s += take(a, (void **)&b->slots, sizeof(struct v4_slot *) * (size_t)(v->n_slots > 0 ? v->n_slots : 1));
 	return s;
 }
 
@@ -93,7 +109,7 @@ size_t v4_step_scratch_bytes(const struct model *m)
 	const struct v4_model *v = m->fam_state;
 	struct bufs b;
 	int n = m->opt.max_batch_tokens;
-	return layout(&v->c, n, n, NULL, &b) + 4096;
+	return layout(v, n, n, NULL, &b) + 4096;
 }
 
 /* jobs of the step: y [n, ldy] = x [n, ldx] · wᵀ */
@@ -205,7 +221,7 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 		    v4_attn_seq(&L->attn, &slots[k]->layer[li], b->positions[t0], nt, u->q + T * (size_t)(H * hd),
 				u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw, u->csc + T * (size_t)cw,
 				u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi, u->ikv + T * (size_t)(2 * di),
-				u->isc + T * (size_t)(2 * di), u->o + T * (size_t)(H * hd), NULL, e))
+				u->isc + T * (size_t)(2 * di), u->o + T * (size_t)(H * hd), NULL, u->work, e))
 			return -1;
 	}
 	/* wo_a per group: z_g [n, o_lora] = wo_a[g*o_lora.., g*gl..] o_g */
@@ -330,15 +346,11 @@ static int begin(struct model *m, struct v4_model *v, const struct batch *b, boo
 		if (b->tokens[t] < 0 || b->tokens[t] >= v->c.vocab_size)
 			return err_set(e, "DeepSeek-V4: token %d outside the vocabulary (%d)", b->tokens[t],
 				       v->c.vocab_size);
-	*slots = malloc(sizeof **slots * (size_t)(b->attn.n_seqs ? b->attn.n_seqs : 1));
-	if (!*slots)
-		return err_set(e, "DeepSeek-V4: out of memory");
-	if (claim_slots(v, b, mtp, *slots, e)) {
-		free(*slots);
-		return -1;
-	}
 	arena_reset(&m->arena);
-	layout(&v->c, n, nl, &m->arena, u);
+	layout(v, n, nl, &m->arena, u);
+	*slots = u->slots; /* n_seqs <= n_slots (checked above) */
+	if (claim_slots(v, b, mtp, *slots, e))
+		return -1;
 	m->step_weight_bytes = 0;
 	return 0;
 }
@@ -371,17 +383,14 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 			memcpy(xt + (size_t)s * (size_t)D, xt, sizeof(float) * (size_t)D);
 	}
 	for (int li = 0; li < c->num_hidden_layers; li++)
-		if (block(m, v, &v->w.layers[li], li, b, slots, &u, e)) {
-			free(slots);
+		if (block(m, v, &v->w.layers[li], li, b, slots, &u, e))
 			return -1;
-		}
 	if (v->hid) { /* the MTP module's input: the final streams, before hc_head */
 		memcpy(v->hid, u.x, sizeof(float) * (size_t)n * (size_t)(hc * D));
 		v->n_hid = n;
 	}
 	int rc = head(m, v, &v->w.hch, v->w.norm, b, &u, logits, e);
 	advance(b, false, slots);
-	free(slots);
 	return rc;
 }
 
@@ -420,10 +429,8 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 			for (int d = 0; d < D; d++)
 				xs[d] += u.out[(size_t)t * (size_t)D + (size_t)d];
 		}
-	if (block(m, v, &t0->blk, c->num_hidden_layers, b, slots, &u, e)) {
-		free(slots);
+	if (block(m, v, &t0->blk, c->num_hidden_layers, b, slots, &u, e))
 		return -1;
-	}
 	/* a chained draft's input: the output streams of the logits rows */
 	v->n_mtp_hid = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;
 	for (int r = 0; r < v->n_mtp_hid; r++)
@@ -431,6 +438,5 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 		       sizeof(float) * (size_t)(hc * D));
 	int rc = head(m, v, &t0->hch, t0->norm, b, &u, logits, e);
 	advance(b, true, slots);
-	free(slots);
 	return rc;
 }

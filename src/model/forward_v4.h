@@ -40,7 +40,7 @@ struct v4_model {
 };
 
 /* The attention of state layer i: main layer i, then MTP block i - num_hidden_layers */
-static inline struct v4_attn_layer *v4_state_layer(struct v4_model *v, int i)
+static inline const struct v4_attn_layer *v4_state_layer(const struct v4_model *v, int i)
 {
 	int L = v->c.num_hidden_layers;
 	return i < L ? &v->w.layers[i].attn : &v->w.mtp[i - L].blk.attn;

@@ -48,9 +48,18 @@ void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, int max_len, st
 	v4_seq_attn_reset(l, s);
 }
 
+static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
+
+size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, int max_len)
+{
+	size_t keys = (size_t)l->window + (size_t)max_entries(l->ratio, max_len);
+	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
+	return up64(sizeof(float *) * keys) + up64(sizeof(int32_t) * K) + up64(sizeof(float) * (size_t)l->n_heads);
+}
+
 int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0, int n, float *q, float *kv,
 		const float *ckv, const float *csc, float *iq, float *iw, const float *ikv, const float *isc, float *o,
-		int32_t *sel, struct err *e)
+		int32_t *sel, void *work, struct err *e)
 {
 	int H = l->n_heads, hd = l->head_dim, win = l->window, r = l->ratio, K = l->index_topk;
 	int ih = l->index_heads, id = l->index_dim;
@@ -73,14 +82,13 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0,
 			v4_index_weights(ih, id, iw + (size_t)t * (size_t)ih);
 		}
 	}
-	int max_keys = win + (r ? (int)(end / r) : 0);
-	const float **keys = malloc(sizeof *keys * (size_t)max_keys);
-	int32_t *pick = malloc(sizeof *pick * (size_t)(K > 0 ? K : 1));
-	float *lse = malloc(sizeof *lse * (size_t)H);
-	if (!keys || !pick || !lse) {
-		free(keys), free(pick), free(lse);
-		return err_set(e, "v4 attention: out of memory");
-	}
+	/* work: [window + max_ent] key rows, [K] picks, [H] LSEs (v4_attn_seq_work_bytes) */
+	unsigned char *w = work;
+	const float **keys = (const float **)w;
+	w += up64(sizeof(float *) * ((size_t)win + (size_t)s->max_ent));
+	int32_t *pick = (int32_t *)w;
+	w += up64(sizeof(int32_t) * (size_t)(K > 0 ? K : 1));
+	float *lse = (float *)w;
 	for (int t = 0; t < n; t++) {
 		long p = pos0 + t, lo, nc;
 		v4_attn_visible(r, win, p, &lo, &nc);
@@ -111,6 +119,5 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0,
 	for (int t = n > win ? n - win : 0; t < n; t++) /* the ring keeps the last window */
 		memcpy(s->ring + (size_t)((pos0 + t) % win) * (size_t)hd, kv + (size_t)t * (size_t)hd,
 		       sizeof(float) * (size_t)hd);
-	free(keys), free(pick), free(lse);
 	return 0;
 }

@@ -55,10 +55,14 @@ void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s);
  *   iq [n, index_heads * index_dim] the indexer's wq_b output (in place), iw [n, index_heads]
  *   its weights_proj output (in place), ikv, isc [n, 2 index_dim] its compressor's (ratio 4)
  * -> o [n, H*hd] the attention output after the inverse RoPE; sel [n, index_topk] the
- * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. Fails when the
- * sequence outgrows max_len. */
+ * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. work: the caller's
+ * scratch of v4_attn_seq_work_bytes(l, max_len) bytes, 64-byte aligned (the step allocates
+ * nothing). Fails when the sequence outgrows max_len. */
 int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0, int n, float *q, float *kv,
 		const float *ckv, const float *csc, float *iq, float *iw, const float *ikv, const float *isc, float *o,
-		int32_t *sel, struct err *e);
+		int32_t *sel, void *work, struct err *e);
+/* Bytes of v4_attn_seq's work for a state of max_len positions: one query's key pointers, the
+ * indexer's picks and the heads' LSEs. */
+size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, int max_len);
 
 #endif

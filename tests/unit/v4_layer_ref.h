@@ -40,6 +40,7 @@ struct v4t_attn {
 	struct v4_attn_layer al; /* the layer as v4_block.h runs it */
 	struct v4_seq_attn st;   /* the sequence's state */
 	float *stmem;
+	void *work; /* v4_attn_seq's scratch */
 };
 
 static inline float *v4t_w(const json_t *j, const char *prefix, const char *key)
@@ -97,12 +98,13 @@ static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_at
 				       .icomp = a->icomp};
 	a->stmem = malloc(v4_seq_attn_floats(&a->al, V4T_MAXT) * sizeof(float));
 	v4_seq_attn_init(&a->al, a->stmem, V4T_MAXT, &a->st);
+	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT) + 63) / 64 * 64);
 }
 
 static inline void v4t_attn_free(struct v4t_attn *a)
 {
 	free(a->wq_a), free(a->q_norm), free(a->wq_b), free(a->wkv), free(a->kv_norm), free(a->sink);
-	free(a->wo_a), free(a->wo_b), free(a->stmem);
+	free(a->wo_a), free(a->wo_b), free(a->stmem), free(a->work);
 	for (int i = 0; i < 4; i++)
 		free(a->c_w[i]);
 	for (int i = 0; i < 6; i++)
@@ -133,7 +135,8 @@ static inline void v4t_attn_token(struct v4t_attn *a, int t, const float *y, flo
 		v4t_mv(a->i_w[3], 2 * a->ihd, D, y, isc);
 	}
 	struct err e = {{0}};
-	EXPECTF(v4_attn_seq(&a->al, &a->st, t, 1, q, kv, ckv, csc, iq, iw, ikv, isc, o, sel, &e) == 0, "%s", e.msg);
+	EXPECTF(v4_attn_seq(&a->al, &a->st, t, 1, q, kv, ckv, csc, iq, iw, ikv, isc, o, sel, a->work, &e) == 0, "%s",
+		e.msg);
 	int gl = H * hd / a->G;
 	for (int g = 0; g < a->G; g++)
 		v4t_mv(a->wo_a + (size_t)g * (size_t)a->olr * (size_t)gl, a->olr, gl, o + g * gl, z + g * a->olr);
