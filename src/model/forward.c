@@ -24,12 +24,7 @@
 /* Every ALLOC is a term of the step's layout (step_scratch.c), which sizes the arena */
 #define ALLOC(m, type, count) ((type *)arena_alloc(&(m)->arena, sizeof(type) * (size_t)(count)))
 
-/* The step's execution context: the CPU ops backend (ops/backend.h) on the model's pool and
- * per-step arena. The one place a device backend would be chosen. */
-static struct compute_ctx step_cx(struct model *m)
-{
-	return (struct compute_ctx){.ops = &ops_backend_cpu, .pool = m->opt.pool, .scratch = &m->arena};
-}
+static struct compute_ctx step_cx(struct model *m) { return model_step_cx(m); }
 
 /* The operations of the step through the table, with the model's rounding and eps: under
  * bf16 activations every activation is rounded once final (model_act_bf16). */

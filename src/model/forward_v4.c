@@ -374,14 +374,13 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 	struct bufs u;
 	if (begin(m, v, b, false, &slots, &u, e))
 		return -1;
-	/* the embedding, repeated over the hc streams */
-	for (int t = 0; t < n; t++) {
-		float *xt = u.x + (size_t)t * (size_t)(hc * D);
-		for (int d = 0; d < D; d++)
-			xt[d] = wmat_get(&v->w.embed, b->tokens[t], d);
-		for (int s = 1; s < hc; s++)
-			memcpy(xt + (size_t)s * (size_t)D, xt, sizeof(float) * (size_t)D);
-	}
+	/* the embedding [n, D], repeated over the hc streams */
+	struct compute_ctx cx = model_step_cx(m);
+	cx.ops->embed(&cx, &v->w.embed, b->tokens, n, D, u.y);
+	for (int t = 0; t < n; t++)
+		for (int s = 0; s < hc; s++)
+			memcpy(u.x + ((size_t)t * (size_t)hc + (size_t)s) * (size_t)D, u.y + (size_t)t * (size_t)D,
+			       sizeof(float) * (size_t)D);
 	for (int li = 0; li < c->num_hidden_layers; li++)
 		if (block(m, v, &v->w.layers[li], li, b, slots, &u, e))
 			return -1;
@@ -413,9 +412,9 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 		return -1;
 	struct v4_mtp *t0 = &v->w.mtp[0];
 	/* x[t, s] = e_proj(enorm(embed(token))) + h_proj(hnorm(h[t, s])) */
+	struct compute_ctx cx = model_step_cx(m);
+	cx.ops->embed(&cx, &v->w.embed, b->tokens, n, D, u.y);
 	for (int t = 0; t < n; t++) {
-		for (int d = 0; d < D; d++)
-			u.y[(size_t)t * (size_t)D + (size_t)d] = wmat_get(&v->w.embed, b->tokens[t], d);
 		memcpy(u.hx + (size_t)t * (size_t)(hc * D), src + (size_t)b->hidden_rows[t] * (size_t)(hc * D),
 		       sizeof(float) * (size_t)(hc * D));
 	}

@@ -10,6 +10,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/model_types.h"
+#include "ops/backend.h"
 #include "ops/gemm.h"
 #include "ops/rope.h"
 
@@ -126,5 +127,12 @@ void *model_own_in(struct owned **o, int *n, int *cap, size_t bytes);
 /* Packs every weight the CPU's kernels want packed (model_pack.c: the family lists them), or
  * leaves them as loaded when the memory left is short (logged). */
 int model_prepack_all(struct model *m, struct err *e);
+
+/* The step's execution context: the CPU ops backend (ops/backend.h) on the model's pool and
+ * per-step arena. The one place a device backend would be chosen, for every family. */
+static inline struct compute_ctx model_step_cx(struct model *m)
+{
+	return (struct compute_ctx){.ops = &ops_backend_cpu, .pool = m->opt.pool, .scratch = &m->arena};
+}
 
 #endif
