@@ -2,13 +2,18 @@
 
 #include <math.h>
 
+/* made_at_load: a weight layout of ours (packed at load), never a checkpoint tensor's dtype */
 static const struct {
 	const char *name;
 	size_t size;
+	bool made_at_load;
 } dtype_info[DT_COUNT] = {
-	[DT_F32] = {"F32", 4}, [DT_F16] = {"F16", 2},         [DT_BF16] = {"BF16", 2}, [DT_F8_E4M3] = {"F8_E4M3", 1},
-	[DT_I64] = {"I64", 8}, [DT_I32] = {"I32", 4},         [DT_I8] = {"I8", 1},     [DT_F8_E8M0] = {"F8_E8M0", 1},
-	[DT_U8] = {"U8", 1},   [DT_F4_E2M1] = {"F4_E2M1", 1}, [DT_I4] = {"I4", 1},
+	[DT_F32] = {"F32", 4},     [DT_F16] = {"F16", 2},
+	[DT_BF16] = {"BF16", 2},   [DT_F8_E4M3] = {"F8_E4M3", 1},
+	[DT_I64] = {"I64", 8},     [DT_I32] = {"I32", 4},
+	[DT_I8] = {"I8", 1},       [DT_F8_E8M0] = {"F8_E8M0", 1},
+	[DT_U8] = {"U8", 1},       [DT_F4_E2M1] = {"F4_E2M1", 1, true},
+	[DT_I4] = {"I4", 1, true},
 };
 
 size_t dtype_size(enum dtype dt) { return dtype_info[dt].size; }
@@ -30,7 +35,7 @@ int dtype_parse_flag(const char *flag, const char *s, enum dtype *out, bool *is_
 int dtype_from_name(const char *name, enum dtype *out)
 {
 	for (int i = 0; i < DT_COUNT; i++)
-		if (i != DT_F4_E2M1 && i != DT_I4 && strcmp(dtype_info[i].name, name) == 0) {
+		if (!dtype_info[i].made_at_load && strcmp(dtype_info[i].name, name) == 0) {
 			*out = (enum dtype)i;
 			return 0;
 		}
