@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attn/backends/backends.h"
+#include "base/bigmem.h"
 #include "base/log.h"
 #include "model/family.h"
 #include "model/forward_v4.h"
@@ -177,6 +178,13 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 	size_t per = 0;
 	for (int l = 0; l < v->n_state_layers; l++)
 		per += v4_seq_attn_floats(v4_state_layer(v, l), v->max_len);
+	/* refused before it is touched: an overcommitted allocation would be killed, not fail */
+	double need = (double)per * sizeof(float) * v->n_slots, avail = (double)bigmem_available();
+	if (need > avail)
+		return err_set(e,
+			       "DeepSeek-V4: %d sequences of %d positions need %.1f GB of attention state, %.1f GB "
+			       "available (lower --max-num-seqs or --max-model-len)",
+			       v->n_slots, v->max_len, need / 1e9, avail / 1e9);
 	for (int i = 0; i < v->n_slots; i++) {
 		struct v4_slot *s = &v->slots[i];
 		s->first_block = -1;

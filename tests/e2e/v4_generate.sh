@@ -71,6 +71,9 @@ for cmd in generate serve; do
 		--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
 done
 refused "generate --dtype bfloat16" "float32" "$BIN" generate "$FIX" --prompt-ids 0,5,9 --dtype bfloat16
+# the per-sequence state is checked against the memory before it is allocated
+refused "generate, state larger than the memory" "lower --max-num-seqs or --max-model-len" \
+	env MLASERVE_MEM_AVAILABLE=1M "$BIN" generate "$FIX" --prompt-ids 0,5,9
 # before any rank starts (no mpirun): one line from rank 0
 refused "generate -tp 2 -dcp 2" "decode context parallelism is not supported" \
 	"$BIN" generate "$FIX" --prompt-ids 0,5,9 -tp 2 -dcp 2
