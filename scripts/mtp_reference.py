@@ -91,6 +91,18 @@ def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128
     return out
 
 
+
+def decode_flat(dt, b):
+    """A tensor's bytes as a flat list of values for F32, BF16 and F8_E4M3 (the codes' values,
+    unscaled); None for another dtype."""
+    if dt == 'F32':
+        return list(struct.unpack('<%df' % (len(b) // 4), b))
+    if dt == 'BF16':
+        return [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in struct.unpack('<%dH' % (len(b) // 2), b)]
+    if dt == 'F8_E4M3':
+        return [FP8[x] for x in b]
+    return None
+
 class Weights:
     def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False):
         quantize_int8 = quantize_int8 or quantize_int4  # int4's routed experts, int8's other layers
@@ -110,13 +122,8 @@ class Weights:
             self.cache[name] = Q4(self.raw[name + '_packed'], self.get(name + '_scale'))
             return self.cache[name]
         dt, shape, b = self.raw[name]
-        if dt == 'F32':
-            flat = list(struct.unpack('<%df' % (len(b) // 4), b))
-        elif dt == 'BF16':
-            flat = [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in struct.unpack('<%dH' % (len(b) // 2), b)]
-        elif dt == 'F8_E4M3':
-            flat = [FP8[x] for x in b]
-        else:
+        flat = decode_flat(dt, b)
+        if flat is None:
             raise SystemExit('%s: dtype %s' % (name, dt))
         if len(shape) == 1:
             out = flat

@@ -186,12 +186,9 @@ class Weights:
         if name in self.cache:
             return self.cache[name]
         dt, shape, b = self.raw[name]
-        if dt == 'F32':
-            flat = list(struct.unpack('<%df' % (len(b) // 4), b))
-        elif dt == 'BF16':
-            flat = [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in struct.unpack('<%dH' % (len(b) // 2), b)]
-        elif dt == 'F8_E4M3':
-            flat = [R.FP8[x] for x in b]
+        flat = R.decode_flat(dt, b)
+        if flat is not None:
+            pass
         elif dt == 'F8_E8M0':
             flat = [e8m0(x) for x in b]
         elif dt == 'I8':  # packed e2m1 pairs
