@@ -2,8 +2,8 @@
  * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
  * forward_v4.c's over the model_v4 units. This first version runs float32 activations with
  * per-sequence attention state (forward_v4.h), on one rank or tensor-parallel (check_tp); what
- * it cannot run yet is refused here with one line: bf16 activations, DCP, --quantization,
- * dummy weights. The MTP modules' weights are always loaded (mtp.K.*); with load_mtp the first
+ * it cannot run yet is refused here with one line: bf16 activations, DCP, --quantization.
+ * --load-format dummy makes random weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded (mtp.K.*); with load_mtp the first
  * one runs model_mtp_forward (forward_v4.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +33,6 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 			       "%s: DeepSeek-V4: --quantization / --quantize-lm-head are not supported (its weights "
 			       "are fp8 / fp4 already)",
 			       dir);
-	if (m->opt.load_dummy)
-		return err_set(e, "%s: DeepSeek-V4: --load-format dummy is not supported yet", dir);
 	return 0;
 }
 
@@ -111,7 +109,7 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 			       c->o_groups, c->num_attention_heads);
 	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1)
 		return err_set(e, "%s/config.json: the MTP module is wanted, and num_nextn_predict_layers is 0", dir);
-	if (c->expert_dtype == V4_EXPERT_FP8)
+	if (c->expert_dtype == V4_EXPERT_FP8 && !m->opt.load_dummy)
 		return err_set(e, "%s/config.json: expert_dtype fp8 (V4-Flash-Base) is not supported yet", dir);
 	fill_cfg(&m->cfg, c);
 	m->n_heads_local = c->num_attention_heads / m->tp_size; /* o_groups | heads, T | o_groups */
@@ -203,6 +201,42 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 	return 0;
 }
 
+/* "fp8 1.2 GB, MXFP4 3.4 GB, ..." of per-format byte counts */
+static void format_list(const size_t *b, char *out, size_t cap)
+{
+	static const struct {
+		enum dtype dt;
+		const char *what;
+	} f[] = {{DT_F8_E4M3, "fp8 e4m3 + ue8m0 scales"},
+		 {DT_F4_E2M1, "MXFP4 + e8m0 scales"},
+		 {DT_BF16, "bf16"},
+		 {DT_F16, "f16"},
+		 {DT_F32, "f32"},
+		 {DT_I64, "i64"}};
+	size_t o = 0;
+	out[0] = 0;
+	for (size_t i = 0; i < sizeof f / sizeof f[0] && o < cap; i++)
+		if (b[f[i].dt])
+			o += (size_t)snprintf(out + o, cap - o, "%s%s %.2f GB", o ? ", " : "", f[i].what,
+					      b[f[i].dt] / 1e9);
+}
+
+/* dummy weights are written as they are made: refused before, when they cannot fit (an
+ * overcommitted allocation would be killed on first touch, not fail) */
+static int check_dummy_memory(struct model *m, const struct v4_config *c, int n_mtp, const char *dir, struct err *e)
+{
+	size_t by[DT_COUNT];
+	double need = (double)v4_tensors_dummy_bytes(m, c, n_mtp, by), avail = (double)bigmem_available();
+	if (need <= avail)
+		return 0;
+	char list[256];
+	format_list(by, list, sizeof list);
+	return err_set(e,
+		       "%s: DeepSeek-V4 dummy weights need %.1f GB (%s), %.1f GB available: use a config with "
+		       "fewer layers or experts (bench/configs/v4-flash-2L)",
+		       dir, need / 1e9, list, avail / 1e9);
+}
+
 static int v4_load(struct model *m, const char *dir, struct err *e)
 {
 	struct v4_model *v = m->fam_state;
@@ -217,6 +251,8 @@ static int v4_load(struct model *m, const char *dir, struct err *e)
 		return err_set(e, "model: out of memory");
 	memset(v->w.layers, 0, sizeof *v->w.layers * (size_t)c->num_hidden_layers);
 	memset(v->w.mtp, 0, sizeof *v->w.mtp * (size_t)(v->w.n_mtp ? v->w.n_mtp : 1));
+	if (m->opt.load_dummy && check_dummy_memory(m, c, v->w.n_mtp, dir, e))
+		return -1;
 	if (v4_tensors_load(m, c, &v->w, v->w.n_mtp, e))
 		return -1;
 	v->w.hch = head_hc(c, v->w.hc_head_fn, v->w.hc_head_scale, v->w.hc_head_base);
@@ -250,6 +286,9 @@ static void v4_log_loaded(const struct model *m)
 	for (int l = 0, o = 0; l < v->c.num_hidden_layers && o < (int)sizeof r - 8; l++)
 		o += snprintf(r + o, sizeof r - (size_t)o, "%s%d", l ? " " : "", v4_layer_ratio(&v->c, l));
 	LOG_I("model", "DeepSeek-V4: %d layers, compress ratios [%s]", v->c.num_hidden_layers, r);
+	char list[256];
+	format_list(v->w.format_bytes, list, sizeof list);
+	LOG_I("model", "DeepSeek-V4 weights by format%s: %s", m->opt.load_dummy ? " (dummy)" : "", list);
 	if (m->tp_size > 1)
 		LOG_I("model",
 		      "DeepSeek-V4: TP rank %d of %d: heads [%d, %d), %d of %d output groups, %d of %d expert "

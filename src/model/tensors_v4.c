@@ -1,8 +1,10 @@
 /* DeepSeek-V4's tensor table and its walker (tensors_v4.h). */
 #include "model/tensors_v4.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/weights.h"
@@ -175,6 +177,7 @@ const char *v4_tensor_name(int k) { return rows[k].name; }
 struct ctx {
 	struct model *m;
 	const struct v4_config *c;
+	struct v4_weights *w;
 	int idx; /* the block's compress_ratios entry (-1: the model's rows) */
 };
 
@@ -329,6 +332,154 @@ static int load_f32(struct ctx *x, const char *name, int rows, int cols, float *
 	return 0;
 }
 
+/* ---- --load-format dummy: random weights in the formats a checkpoint of this config holds ---- */
+
+/* what a matrix row becomes without a checkpoint: the published formats (fp8 e4m3 with
+ * ue8m0 128x128 scales; MXFP4 routed experts, FP8 ones for expert_dtype fp8 as V4-Flash-Base),
+ * or bf16 where the config has no quantization_config */
+static enum dtype dummy_dtype(const struct v4_config *c, enum v4_kind k)
+{
+	if (k == VK_MAT)
+		return DT_BF16;
+	if (k == VK_FP4 && c->expert_dtype == V4_EXPERT_FP4)
+		return DT_F4_E2M1;
+	if (!c->fp8)
+		return DT_BF16;
+	return k == VK_FP4 && c->expert_dtype != V4_EXPERT_FP8 ? DT_F4_E2M1 : DT_F8_E4M3;
+}
+
+/* 2^floor(log2(v)): a ue8m0 scale */
+static float pow2_floor(float v)
+{
+	int ex;
+	frexpf(v, &ex);
+	return ldexpf(1.0f, ex - 1);
+}
+
+/* A [rows, cols] matrix of random values whose RMS is ~0.8 / sqrt(cols) in every format (the
+ * bf16 dummies' |w| in [a/16, a), a = 1.7 / sqrt(cols)). tmp: allocated with malloc instead of
+ * owned (wo_a, widened to f32 after the TP cut), the caller frees it. */
+static int dummy_mat(struct ctx *x, const char *name, enum dtype dt, int rows, int cols, struct wmat *w, void **tmp,
+		     struct err *e)
+{
+	struct model *m = x->m;
+	size_t n = (size_t)rows * (size_t)cols, bytes = dt == DT_F4_E2M1 ? n / 2 : n * dtype_size(dt);
+	void *d = tmp ? malloc(bytes) : model_own(m, bytes);
+	if (tmp)
+		*tmp = d;
+	if (!d)
+		return err_set(e, "dummy: tensor %s: out of memory (%zu bytes)", name, bytes);
+	float amp = 1.7f / sqrtf((float)cols);
+	if (dt == DT_BF16) {
+		model_dummy_fill(m, name, DT_BF16, d, n, amp);
+		*w = (struct wmat){.dtype = DT_BF16, .data = d, .rows = rows, .cols = cols, .ld = cols};
+		m->weight_bytes += bytes;
+		return 0;
+	}
+	if (dt == DT_F4_E2M1) { /* e2m1 codes: RMS ~2.9, scaled down by one power of two per 32 */
+		int ng = (cols + FP4_GROUP - 1) / FP4_GROUP;
+		uint8_t *sc = model_own(m, (size_t)rows * (size_t)ng);
+		if (!sc)
+			return err_set(e, "dummy: tensor %s: out of memory", name);
+		model_dummy_fill(m, name, DT_U8, d, bytes, 0);
+		int ex;
+		frexpf(pow2_floor(0.8f / sqrtf((float)cols) / 2.9f), &ex);
+		memset(sc, 127 + ex - 1, (size_t)rows * (size_t)ng);
+		*w = wf_fp4_wmat(d, sc, rows, cols);
+		m->weight_bytes += bytes + (size_t)rows * (size_t)ng;
+		return 0;
+	}
+	/* fp8: e4m3 |v| in [1/8, 2) times a ue8m0 block scale of ~amp / 2 */
+	int br = x->c->fp8_block_rows > 0 ? x->c->fp8_block_rows : 128;
+	int bc = x->c->fp8_block_cols > 0 ? x->c->fp8_block_cols : 128;
+	int sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+	float *scale = model_own(m, sizeof(float) * (size_t)sr * (size_t)sc);
+	if (!scale)
+		return err_set(e, "dummy: tensor %s: out of memory", name);
+	model_dummy_fill(m, name, DT_F8_E4M3, d, n, 0);
+	float s = pow2_floor(amp / 2);
+	for (size_t i = 0; i < (size_t)sr * (size_t)sc; i++)
+		scale[i] = s;
+	*w = (struct wmat){.dtype = DT_F8_E4M3,
+			   .data = d,
+			   .rows = rows,
+			   .cols = cols,
+			   .ld = cols,
+			   .scale = scale,
+			   .scale_ld = sc,
+			   .blk_r = br,
+			   .blk_c = bc};
+	m->weight_bytes += n + (size_t)sr * (size_t)sc; /* the e8m0 bytes a checkpoint holds */
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *t)
+{
+	size_t a = strlen(s), b = strlen(t);
+	return a >= b && !strcmp(s + a - b, t);
+}
+
+/* a float vector or small matrix: norms 1, the router's bias and the sinks 0, the rest
+ * (hyper-connection mixes, the compressors' position biases) random, RMS ~0.8 / sqrt(cols) */
+static int dummy_f32(struct ctx *x, const char *name, int rows, int cols, float **out, struct err *e)
+{
+	size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+	float *v = model_own(x->m, sizeof(float) * n);
+	if (!v)
+		return err_set(e, "dummy: tensor %s: out of memory", name);
+	if (ends_with(name, "norm.weight") || ends_with(name, "gate.bias") || ends_with(name, "attn_sink")) {
+		float f = ends_with(name, "norm.weight") ? 1.0f : 0.0f;
+		for (size_t i = 0; i < n; i++)
+			v[i] = f;
+	} else { /* bf16 values widened */
+		uint16_t *h = malloc(sizeof(uint16_t) * n);
+		if (!h)
+			return err_set(e, "dummy: tensor %s: out of memory", name);
+		model_dummy_fill(x->m, name, DT_BF16, h, n, 1.7f / sqrtf((float)(cols ? cols : 64)));
+		for (size_t i = 0; i < n; i++)
+			v[i] = bf16_to_f32(h[i]);
+		free(h);
+	}
+	x->m->weight_bytes += sizeof(float) * n;
+	*out = v;
+	return 0;
+}
+
+/* tid2eid [vocab, k]: k distinct experts per token */
+static int dummy_tid2eid(struct ctx *x, const char *name, int rows, int cols, int64_t **out, struct err *e)
+{
+	int E = x->c->n_routed_experts;
+	int64_t *v = model_own(x->m, sizeof(int64_t) * (size_t)rows * (size_t)cols);
+	if (!v)
+		return err_set(e, "dummy: tensor %s: out of memory", name);
+	uint64_t r = 0x2545f4914f6cdd1dull ^ x->m->opt.dummy_seed;
+	for (int t = 0; t < rows; t++)
+		for (int j = 0; j < cols; j++) {
+			bool dup;
+			do {
+				r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+				v[(size_t)t * cols + j] = (int64_t)(r % (uint64_t)E);
+				dup = false;
+				for (int i = 0; i < j; i++)
+					dup |= v[(size_t)t * cols + i] == v[(size_t)t * cols + j];
+			} while (dup);
+		}
+	x->m->weight_bytes += sizeof(int64_t) * (size_t)rows * (size_t)cols;
+	*out = v;
+	return 0;
+}
+
+static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, int rows, int cols, void *p,
+		     void **tmp, struct err *e)
+{
+	switch (s->kind) {
+	case VK_F32: return dummy_f32(x, name, rows, cols, p, e);
+	case VK_I64: return dummy_tid2eid(x, name, rows, cols, p, e);
+	case VK_FP8_F32: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, tmp, e);
+	default: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, NULL, e);
+	}
+}
+
 /* this rank's [lo, lo + n) of a split row's rows or columns (configure checked that the
  * units divide, but for the vocabulary, cut as load.c's vocab_cols) */
 static void tp_part(const struct ctx *x, const struct v4_tensor_spec *s, int *lo, int *n)
@@ -340,21 +491,35 @@ static void tp_part(const struct ctx *x, const struct v4_tensor_spec *s, int *lo
 	*n = (u1 - u0) * per;
 }
 
+/* the load report's bytes per format: what a row's matrix (or vector) is held as */
+static void count_format(struct ctx *x, const struct v4_tensor_spec *s, const void *p, size_t bytes)
+{
+	enum dtype dt = s->kind == VK_F32 ? DT_F32 : s->kind == VK_I64 ? DT_I64 : ((const struct wmat *)p)->dtype;
+	x->w->format_bytes[dt] += bytes;
+}
+
 static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, void *p, struct err *e)
 {
 	const struct v4_config *c = x->c;
 	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0, rc = 0;
 	size_t before = x->m->weight_bytes;
-	switch (s->kind) {
-	case VK_FP8:
-	case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
-	case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
-	case VK_FP4: rc = load_fp4(x, name, rows, cols, p, e); break;
-	case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
-	case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;
+	void *tmp = NULL; /* a dummy wo_a's fp8 bytes, until widened */
+	if (x->m->opt.load_dummy) {
+		rc = dummy_row(x, s, name, rows, cols, p, &tmp, e);
+	} else {
+		switch (s->kind) {
+		case VK_FP8:
+		case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
+		case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
+		case VK_FP4: rc = load_fp4(x, name, rows, cols, p, e); break;
+		case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
+		case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;
+		}
 	}
-	if (rc)
+	if (rc) {
+		free(tmp);
 		return -1;
+	}
 	if (s->split != SPLIT_NONE && x->m->tp_size > 1) {
 		int lo, n;
 		tp_part(x, s, &lo, &n);
@@ -366,10 +531,15 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 			x->m->weight_bytes = before + wmat_bytes(w); /* this rank's part */
 		}
 	}
-	if (s->kind != VK_FP8_F32)
+	if (s->kind != VK_FP8_F32) {
+		count_format(x, s, p, x->m->weight_bytes - before);
 		return 0;
+	}
 	x->m->weight_bytes = before;
-	return to_f32(x, name, p, e);
+	rc = to_f32(x, name, p, e);
+	free(tmp);
+	count_format(x, s, p, x->m->weight_bytes - before);
+	return rc;
 }
 
 /* the rows of one base: the model's (prefix ""), a block's or an MTP module's own */
@@ -400,9 +570,47 @@ static int load_base(struct ctx *x, enum v4_base base, char *obj, const char *pr
 	return 0;
 }
 
+/* the bytes one row's dummy tensor(s) will hold, by format: whole matrices (a TP rank makes
+ * them whole and keeps its view) */
+static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_t out[DT_COUNT])
+{
+	const struct v4_config *c = x->c;
+	double rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 1;
+	double n = rows * cols * (s->count ? c->n_routed_experts : 1);
+	enum dtype dt = s->kind == VK_F32 || s->kind == VK_FP8_F32 ? DT_F32
+			: s->kind == VK_I64                        ? DT_I64
+								   : dummy_dtype(c, s->kind);
+	double per = s->count ? c->n_routed_experts : 1; /* matrices */
+	double b = dt == DT_F4_E2M1   ? n / 2 + per * rows * ceil(cols / FP4_GROUP)
+		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)
+				      : n * (double)dtype_size(dt);
+	out[dt] += (size_t)b;
+}
+
+size_t v4_tensors_dummy_bytes(struct model *m, const struct v4_config *c, int n_mtp, size_t out[DT_COUNT])
+{
+	struct ctx x = {m, c, NULL, -1};
+	memset(out, 0, sizeof(size_t) * DT_COUNT);
+	for (int idx = -1; idx < c->num_hidden_layers + n_mtp; idx++) {
+		x.idx = idx;
+		for (int k = 0; k < v4_tensor_n_rows; k++) {
+			const struct v4_tensor_spec *s = &rows[k];
+			bool want = idx < 0 ? s->base == VB_MODEL
+					    : s->base == VB_LAYER ||
+						      (s->base == VB_MTP && idx >= c->num_hidden_layers);
+			if (want && (!s->on || s->on(c, idx)))
+				row_bytes(&x, s, out);
+		}
+	}
+	size_t total = 0;
+	for (int d = 0; d < DT_COUNT; d++)
+		total += out[d];
+	return total;
+}
+
 int v4_tensors_load(struct model *m, const struct v4_config *c, struct v4_weights *w, int n_mtp, struct err *e)
 {
-	struct ctx x = {m, c, -1};
+	struct ctx x = {m, c, w, -1};
 	char prefix[64];
 	if (load_base(&x, VB_MODEL, (char *)w, "", e))
 		return -1;

@@ -72,6 +72,7 @@ struct v4_weights {
 	struct v4_layer *layers; /* [num_hidden_layers] */
 	struct v4_mtp *mtp;      /* [n_mtp] */
 	int n_mtp;
+	size_t format_bytes[DT_COUNT]; /* bytes held per format (fp8 and fp4: with their scales) */
 };
 
 struct v4_tensor_spec;
@@ -86,5 +87,10 @@ const char *v4_tensor_name(int k);
  * main layer's, and n_mtp MTP modules. cfg is the V4 config; m receives the bytes counted
  * and owns the memory. Errors: "FILE: tensor NAME: ..." / "DIR: missing tensor NAME". */
 int v4_tensors_load(struct model *m, const struct v4_config *cfg, struct v4_weights *w, int n_mtp, struct err *e);
+
+/* The bytes --load-format dummy will allocate for this config (whole matrices, also under
+ * TP), per format in out (fp8 / fp4 with their scale bytes), and their total: checked against
+ * the memory available before anything is allocated. */
+size_t v4_tensors_dummy_bytes(struct model *m, const struct v4_config *cfg, int n_mtp, size_t out[DT_COUNT]);
 
 #endif

@@ -98,6 +98,36 @@ static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
 	}
 }
 
+/* Random bytes (any value: MXFP4's e2m1 code pairs are all finite). Per-chunk streams. */
+static void dummy_fill_bytes(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	const struct dummy_ctx *c = arg;
+	uint8_t *d = (uint8_t *)c->dst;
+	for (int k = begin; k < end; k++) {
+		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
+		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
+		for (size_t i = i0; i < i1; i += 8) {
+			uint64_t r = splitmix(&s);
+			for (size_t j = 0; j < 8 && i + j < i1; j++)
+				d[i + j] = (uint8_t)(r >> (8 * j));
+		}
+	}
+}
+
+int model_dummy_fill(struct model *m, const char *name, enum dtype dt, void *dst, size_t n, float amp)
+{
+	struct dummy_ctx c = {dst, n, name_hash(name, m->opt.dummy_seed), amp};
+	void (*fn)(void *, int, int, int) = dt == DT_BF16      ? dummy_fill
+					    : dt == DT_F8_E4M3 ? dummy_fill_fp8
+					    : dt == DT_U8      ? dummy_fill_bytes
+							       : NULL;
+	if (!fn)
+		return -1;
+	pool_for(m->opt.pool, (int)((n + DUMMY_CHUNK - 1) / DUMMY_CHUNK), 1, fn, &c);
+	return 0;
+}
+
 /* A dummy fp8 matrix with its block-scale grid (--load-format dummy on an fp8 config, so
  * that benchmarks read the bytes a real checkpoint would). */
 static int dummy_fp8(struct model *m, const char *name, int rows, int cols, struct wmat *w, struct err *e)

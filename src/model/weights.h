@@ -37,6 +37,11 @@ int model_mat_part(struct model *m, const char *name, int rows, int cols, enum w
 /* A 1-D float tensor [n] (any float dtype) as owned fp32 (dummy_value under dummy weights). */
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
 
+/* Deterministic random values for `name` (seeded by it and the dummy seed; any thread count
+ * gives the same): DT_BF16 n values, |v| in [amp/16, amp) with random signs; DT_F8_E4M3 n
+ * e4m3 bytes, |v| in [1/8, 2) (amp unused); DT_U8 n random bytes. -1 for another dtype. */
+int model_dummy_fill(struct model *m, const char *name, enum dtype dt, void *dst, size_t n, float amp);
+
 /* Tensor parallelism: this rank's part [lo, lo + n) of n_total (heads, intermediate columns,
  * vocabulary rows); uneven totals give the first ranks one more. */
 void model_tp_part(const struct model *m, int n_total, int *lo, int *n);
