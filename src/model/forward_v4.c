@@ -120,8 +120,11 @@ static struct gemm_job job(const struct wmat *w, const float *x, int ldx, float 
 
 static void run(struct model *m, int nj, struct gemm_job *j)
 {
-	if (nj > 0 && j[0].n > 0)
-		model_gemm_run(m, nj, j);
+	if (nj <= 0 || j[0].n <= 0)
+		return;
+	model_gemm_run(m, nj, j);
+	for (int i = 0; i < nj; i++) /* the step's weight bytes (bench latency's roofline) */
+		model_used(m, j[i].w);
 }
 
 /* TP: a row-parallel output's partial sums [n, D], summed over the group in place */

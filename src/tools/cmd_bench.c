@@ -228,6 +228,49 @@ static double decode_flops(const struct model_config *c, int B, int ctx)
 	return 2.0 * B * (per_tok + D * c->vocab_size);
 }
 
+/* One I-token prompt of random tokens as sequence s (block table bt + s * mb): the timed
+ * prefill, and with per-sequence attention state each decode sequence's own context */
+static int prefill_seq(struct model *m, struct kv_cache *kv, const struct attn_backend *be, const int32_t *bt, int mb,
+		       int s, int I, float *logits, struct err *e)
+{
+	const struct model_config *c = model_config(m);
+	int bs = kv->block_size, rc = -1;
+	const int32_t *tab = bt + (size_t)s * (size_t)mb;
+	int32_t *tok = malloc(sizeof(int32_t) * (size_t)I), *pos = malloc(sizeof(int32_t) * (size_t)I);
+	int64_t *slots = malloc(sizeof(int64_t) * (size_t)I);
+	if (!tok || !pos || !slots) {
+		err_set(e, "bench: out of memory");
+		goto out;
+	}
+	uint64_t r = 42;
+	for (int i = 0; i < I; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		tok[i] = (int32_t)((r >> 33) % (uint64_t)c->vocab_size);
+		pos[i] = i;
+		slots[i] = (int64_t)tab[i / bs] * bs + i % bs;
+	}
+	int32_t qs[2] = {0, I}, sl[1] = {I}, row = I - 1;
+	struct batch b = {.n_tokens = I, .tokens = tok, .positions = pos, .n_logits = 1, .logits_rows = &row};
+	b.attn = (struct attn_meta){.n_seqs = 1,
+				    .n_tokens = I,
+				    .query_start = qs,
+				    .seq_lens = sl,
+				    .block_table = tab,
+				    .max_blocks = mb,
+				    .slots = slots,
+				    .dcp_size = 1,
+				    .local_seq_lens = sl};
+	rc = model_forward(m, &b, kv, be, logits, e);
+out:
+	free(tok), free(pos), free(slots);
+	return rc;
+}
+
+/* DeepSeek-V4 keeps each sequence's attention state (window, compressed entries, the
+ * compressors' unfinished windows) apart from the latent rows a copy would duplicate: each
+ * decode run prefills its sequences afresh */
+static bool own_state(const struct model *m) { return !strcmp(model_config(m)->model_type, "deepseek_v4"); }
+
 #define MAX_BATCHES 8
 struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
@@ -262,6 +305,9 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 		goto out;
 	}
 	double bytes = 0;
+	for (int s = 0; s < B && own_state(m); s++)
+		if (prefill_seq(m, kv, be, bt, mb, s, I, logits, e))
+			goto out;
 	for (int k = 0; k < O; k++) {
 		for (int s = 0; s < B; s++) {
 			int p = I + k;
@@ -301,7 +347,7 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 	res->p50 = step_s[first + ns / 2];
 	res->best = step_s[first];
 	res->mean = tot / ns;
-	res->flops_step = decode_flops(c, B, I + O / 2);
+	res->flops_step = own_state(m) ? 0 : decode_flops(c, B, I + O / 2);
 	res->tps = B / res->mean;
 	res->bytes_step = bytes / O;
 	rc = 0;
@@ -327,8 +373,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	struct pool *pool = NULL;
 	struct model *m = NULL;
 	struct kv_cache kv = {0};
-	int32_t *bt = NULL, *tok = NULL, *pos = NULL, *rows = NULL;
-	int64_t *slots = NULL;
+	int32_t *bt = NULL;
 	float *logits = NULL;
 	struct decode_result res[MAX_BATCHES];
 	const struct attn_backend *be = o->backend ? attn_backend_by_name(o->backend) : NULL;
@@ -347,6 +392,13 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
+	struct model_probe probe;
+	if (mo.act_dtype_auto) { /* a family that runs float32 only (DeepSeek-V4) */
+		if (model_probe_config(o->dir, 1, &probe, e))
+			goto out;
+		if (probe.auto_float32)
+			mo.act_dtype_auto = false, mo.act_dtype = DT_F32;
+	}
 	double t_load = mono_now_s();
 	if (model_load(o->dir, &mo, &m, e))
 		goto out;
@@ -363,47 +415,25 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	if (model_kv_cache_init(m, &kv, 1 + Bmax * mb, bs, kvd, e))
 		goto out;
 	bt = malloc(sizeof(int32_t) * (size_t)Bmax * mb);
-	tok = malloc(sizeof(int32_t) * (size_t)I);
-	pos = malloc(sizeof(int32_t) * (size_t)I);
-	rows = malloc(sizeof(int32_t) * (size_t)I);
-	slots = malloc(sizeof(int64_t) * (size_t)I);
 	logits = malloc(sizeof(float) * (size_t)c->vocab_size);
-	if (!bt || !tok || !pos || !rows || !slots || !logits) {
+	if (!bt || !logits) {
 		err_set(e, "bench: out of memory");
 		goto out;
 	}
 	for (int i = 0; i < Bmax * mb; i++)
 		bt[i] = 1 + i;
-	/* prefill: one I-token prompt (sequence 0) */
-	uint64_t r = 42;
-	for (int i = 0; i < I; i++) {
-		r = r * 6364136223846793005ull + 1442695040888963407ull;
-		tok[i] = (int32_t)((r >> 33) % (uint64_t)c->vocab_size);
-		pos[i] = i;
-		slots[i] = (int64_t)bt[i / bs] * bs + i % bs;
-	}
-	int32_t qs[2] = {0, I}, sl[1] = {I};
-	rows[0] = I - 1;
-	struct batch b = {.n_tokens = I, .tokens = tok, .positions = pos, .n_logits = 1, .logits_rows = rows};
-	b.attn = (struct attn_meta){.n_seqs = 1,
-				    .n_tokens = I,
-				    .query_start = qs,
-				    .seq_lens = sl,
-				    .block_table = bt,
-				    .max_blocks = mb,
-				    .slots = slots,
-				    .dcp_size = 1,
-				    .local_seq_lens = sl};
-	for (int w = 0; w < o->warmup; w++) /* same prompt, same slots: the timed run overwrites them */
-		if (model_forward(m, &b, &kv, be, logits, e))
+	/* prefill: one I-token prompt (sequence 0); the warm-up runs the same prompt on the same
+	 * slots, which the timed run overwrites */
+	for (int w = 0; w < o->warmup; w++)
+		if (prefill_seq(m, &kv, be, bt, mb, 0, I, logits, e))
 			goto out;
 	double t0 = mono_now_s(), c0 = proc_cpu_s();
-	if (model_forward(m, &b, &kv, be, logits, e))
+	if (prefill_seq(m, &kv, be, bt, mb, 0, I, logits, e))
 		goto out;
 	double t_prefill = mono_now_s() - t0, cpu_prefill = proc_cpu_s() - c0;
-	double pf_flops = prefill_flops(c, I, 0, 2);
+	double pf_flops = own_state(m) ? 0 : prefill_flops(c, I, 0, 2);
 	/* the other sequences get a copy of sequence 0's context rows (same content, own pages) */
-	for (int s = 1; s < Bmax; s++)
+	for (int s = 1; s < Bmax && !own_state(m); s++)
 		for (int l = 0; l < c->num_hidden_layers; l++)
 			for (int p = 0; p < I; p++)
 				memcpy(kv_cache_row_ptr(&kv, l, (int64_t)bt[s * mb + p / bs] * bs + p % bs),
@@ -427,11 +457,15 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	       o->dummy ? "dummy" : o->dir, c->num_hidden_layers, model_weight_bytes(m) / 1e9, t_load,
 	       act_bf16 ? "bfloat16" : "float32", pool_size(pool), ops_level_name(ops_level_best()), be->name);
 	printf("read bandwidth %.1f GB/s; compute peak %.1f GFLOP/s (%s)\n", bw, peak, peak_what);
-	printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second %.0f%% of "
-	       "the "
-	       "one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n",
-	       I, t_prefill, pf_tps, pf_gf, peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1,
-	       100 * cpu_prefill / t_prefill / pool_size(pool), pool_size(pool));
+	if (own_state(m))
+		printf("prefill  %d tokens: %.3f s, %.1f tokens/s (CPU busy %.0f%% of %d threads); FLOPs not modelled "
+		       "for deepseek_v4: the decode bound is its weight bytes at the read bandwidth\n",
+		       I, t_prefill, pf_tps, 100 * cpu_prefill / t_prefill / pool_size(pool), pool_size(pool));
+	else
+		printf("prefill  %d tokens: %.3f s, %.1f tokens/s, %.1f GFLOP/s = %.0f%% of peak; per CPU-second "
+		       "%.0f%% of the one-thread peak %.1f (CPU busy %.0f%% of %d threads)\n",
+		       I, t_prefill, pf_tps, pf_gf, peak > 0 ? 100 * pf_gf / peak : 0, 100 * pf_cpu_frac, peak1,
+		       100 * cpu_prefill / t_prefill / pool_size(pool), pool_size(pool));
 	for (int i = 0; i < o->n_batches; i++) {
 		struct decode_result *d = &res[i];
 		/* the step's bound: its weight bytes at the bandwidth or its FLOPs at the peak,
@@ -474,7 +508,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	}
 	rc = 0;
 out:
-	free(bt), free(tok), free(pos), free(rows), free(slots), free(logits);
+	free(bt), free(logits);
 	kv_cache_fini(&kv);
 	model_free(m);
 	pool_free(pool);
@@ -485,13 +519,15 @@ static void bench_usage(FILE *f)
 {
 	char q[64]; /* the --quantization methods: the rows of ops/wformat.h that quantize */
 	wformat_quant_names(q, sizeof q, "|");
-	fprintf(f, "usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
-		   "       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
-		   "       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
-		   "         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
-		   "checkpoint's)] [--threads N]\n"
-		   "         [--attention-backend NAME] [--quantization %s] [--quantize-lm-head]\n"
-		   "         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json FILE]\n",
+	fprintf(f,
+		"usage: mlaserve bench serve [options]   (the serving benchmark client; bench serve --help)\n"
+		"       mlaserve bench throughput MODEL_DIR [options]   (offline, through the engine; --help)\n"
+		"       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
+		"         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
+		"checkpoint's)] [--threads N]\n"
+		"         [--attention-backend NAME] [--quantization %s] [--quantize-lm-head]\n"
+		"         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json "
+		"FILE]\n",
 		q);
 }
 
@@ -508,8 +544,8 @@ static int int_arg(const char *v, const char *what, int lo, int *out, struct err
 
 int cmd_bench(int argc, char **argv)
 {
-	struct bench_opts o = {.dtype = "auto", .batches = {1}, .n_batches = 1, .in_len = 512, .out_len = 16,
-				.warmup = 1};
+	struct bench_opts o = {
+		.dtype = "auto", .batches = {1}, .n_batches = 1, .in_len = 512, .out_len = 16, .warmup = 1};
 	struct err e = {{0}};
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return bench_serve_main(argc - 1, argv + 1);
