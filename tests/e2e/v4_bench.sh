@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# DeepSeek-V4 in `mlaserve bench latency`: tiny-v4's config with --load-format dummy and the
+# checkpoint itself, decode at batch 1 and 3 (each sequence prefilled, then stepped), the JSON's
+# figures (prefill, decode tokens/s, weight bytes per step: more at batch 3, whose tokens
+# route to more experts); the published V4-Flash / V4-Pro configs refused in one line when the
+# dummy weights exceed the memory available (MLASERVE_MEM_AVAILABLE fixes it). Prints ok/not ok.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BIN=$ROOT/${BUILD:-build}/mlaserve
+command -v python3 >/dev/null || { echo "not ok - python3 missing"; exit 1; }
+[ -x "$BIN" ] || { echo "not ok - $BIN missing"; exit 1; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+. tests/e2e/refused.inc
+
+for fmt in dummy auto; do
+	what="bench latency tiny-v4 --load-format $fmt --batch-size 1,3"
+	if ! timeout 300 "$BIN" bench latency tests/fixtures/tiny-v4 --load-format $fmt --batch-size 1,3 \
+		--input-len 20 --output-len 4 --threads 2 --output-json "$WORK/$fmt.json" >"$WORK/$fmt.out" 2>&1; then
+		echo "not ok - $what: $(tail -1 "$WORK/$fmt.out")"
+		continue
+	fi
+	python3 - "$WORK/$fmt.json" "$what" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d['runs']
+ok = (d['prefill_tokens_per_s'] > 0 and len(r) == 2 and [x['batch_size'] for x in r] == [1, 3]
+      and all(x['decode_tokens_per_s'] > 0 and x['weight_bytes_per_step'] > 0 for x in r)
+      and r[1]['weight_bytes_per_step'] >= r[0]['weight_bytes_per_step'])
+print('%s - %s: prefill %.0f tokens/s, decode %s tokens/s, %s bytes a step' % (
+    'ok' if ok else 'not ok', sys.argv[2], d['prefill_tokens_per_s'],
+    [round(x['decode_tokens_per_s'], 1) for x in r], [int(x['weight_bytes_per_step']) for x in r]))
+PY
+done
+if grep -q "DeepSeek-V4 weights by format (dummy): fp8 e4m3 + ue8m0 scales .* GB, MXFP4 + e8m0 scales" "$WORK/dummy.out"; then
+	echo "ok - the load report's bytes per format"
+else
+	echo "not ok - the load report's bytes per format: $(grep 'by format' "$WORK/dummy.out")"
+fi
+for c in v4-flash v4-pro; do
+	MLASERVE_MEM_AVAILABLE=16G refused "bench/configs/$c dummy on 16 GB" "DeepSeek-V4 dummy weights need .* GB available" \
+		"$BIN" bench latency "bench/configs/$c" --load-format dummy --input-len 4 --output-len 2
+done
