@@ -92,7 +92,7 @@ describe('reasoning parser deepseek_r1', () => {
       timeout: 30000,
     });
     assert.notEqual(p.status, 0);
-    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1, deepseek_v3, deepseek_v4\)/);
+    assert.match(p.stderr, /--reasoning-parser: unknown parser 'nope' \(supported: deepseek_r1, deepseek_v3, deepseek_v4, glm45, kimi_k2\)/);
   });
 });
 

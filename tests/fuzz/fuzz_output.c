@@ -135,10 +135,10 @@ static void forced(bool required, uint32_t seed, const char *text, size_t n)
 	tool_split_fini(&s);
 }
 
-/* dsml: deepseek_v4's split */
-static void reasoning(uint32_t seed, const char *text, size_t n, bool dsml)
+/* dsml: deepseek_v4's split; kimi: kimi_k2's */
+static void reasoning(uint32_t seed, const char *text, size_t n, bool dsml, bool kimi)
 {
-	struct reasoning_split a = {.dsml = dsml}, b = {.dsml = dsml};
+	struct reasoning_split a = {.dsml = dsml, .kimi = kimi}, b = {.dsml = dsml, .kimi = kimi};
 	struct strbuf ra = {0}, ca = {0}, rb = {0}, cb = {0};
 	FUZZ_CHECK(reasoning_feed(&a, text, n, true, &ra, &ca) == 0);
 	size_t at = 0;
@@ -166,15 +166,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 2;
 	if (!utf8_valid(text, n, NULL)) /* model output is text: the detokenizer's, valid UTF-8 */
 		return 0;
-	switch (data[0] % 8) {
+	switch (data[0] >= 248 && data[0] <= 250 ? data[0] : data[0] % 8) { /* 248..250: the relatives' */
+	case 248: tools(TOOL_PARSER_KIMI_K2, seed, text, n); break;
+	case 249: tools(TOOL_PARSER_GLM47, seed, text, n); break;
+	case 250: reasoning(seed, text, n, false, true); break;
 	case 0: tools(TOOL_PARSER_DEEPSEEK_V3, seed, text, n); break;
 	case 1: tools(TOOL_PARSER_DEEPSEEK_V31, seed, text, n); break;
 	case 2: forced(true, seed, text, n); break;
 	case 3: forced(false, seed, text, n); break;
 	case 5: tools(TOOL_PARSER_DEEPSEEK_V32, seed, text, n); break;
 	case 6: tools(TOOL_PARSER_DEEPSEEK_V4, seed, text, n); break;
-	case 7: reasoning(seed, text, n, true); break;
-	default: reasoning(seed, text, n, false);
+	case 7: reasoning(seed, text, n, true, false); break;
+	default: reasoning(seed, text, n, false, false);
 	}
 	return 0;
 }

@@ -496,7 +496,25 @@ static void test_extras(void)
 	lim.priority = false;
 }
 
-TESTS(T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields), T(test_chat_errors),
-      T(test_tools_reach_the_template), T(test_tools_validated), T(test_missing_content_is_empty), T(test_tool_choice),
-      T(test_nulls_are_unset), T(test_completion_prompts), T(test_length_checks), T(test_continue_final_cut),
-      T(test_error_body))
+/* image parts: a 400 that says the model takes no images, whatever else the part holds */
+static void test_image_input_refused(void)
+{
+	static const char *const bodies[] = {
+		"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"what is this?\"},"
+		"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]}]}",
+		"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"x\"}]}]}",
+		"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}"};
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		struct srv_request r;
+		struct api_error ae;
+		EXPECT_EQ_INT(parse(bodies[i], SRV_API_CHAT, &r, &ae), 400);
+		EXPECTF(strstr(ae.message, "this model does not accept image input") && !strcmp(ae.param, "messages"),
+			"%s", ae.message);
+		srv_request_fini(&r);
+	}
+}
+
+TESTS(T(test_image_input_refused), T(test_extras), T(test_prompt_logprobs), T(test_chat_defaults), T(test_chat_fields),
+      T(test_chat_errors), T(test_tools_reach_the_template), T(test_tools_validated), T(test_missing_content_is_empty),
+      T(test_tool_choice), T(test_nulls_are_unset), T(test_completion_prompts), T(test_length_checks),
+      T(test_continue_final_cut), T(test_error_body))

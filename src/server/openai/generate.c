@@ -216,10 +216,17 @@ static int gen_prepare(struct gen *g, struct api_error *ae)
 	if (g->reasoning && g->req.sp.guide)
 		g->req.sp.guide_after = tok_token_to_id(s->deps.tok, REASONING_END);
 	g->tools = g->api == SRV_API_CHAT && (g->req.parse_tools || g->req.structured.forced);
+	/* Kimi's tool-call tags are special tokens: kept in the text the parser reads (vLLM's
+	 * kimi_k2 and glm47 parsers turn skip_special_tokens off for requests with tools) */
+	if (g->req.parse_tools &&
+	    (s->cfg.tool_parser == TOOL_PARSER_KIMI_K2 || s->cfg.tool_parser == TOOL_PARSER_GLM47))
+		g->req.sp.skip_special_tokens = false;
 	for (int i = 0; i < g->n_choices; i++) {
 		g->ch[i].out.index = i;
 		g->ch[i].out.stop_token = -1;
 		g->ch[i].rs.dsml = s->cfg.reasoning_parser == REASONING_DEEPSEEK_V4;
+		g->ch[i].rs.kimi = s->cfg.reasoning_parser == REASONING_KIMI_K2;
+		g->ch[i].ts.tools = g->req.tools;
 	}
 	if (g->api == SRV_API_CHAT && g->req.echo && chat_echo(g, ae) < 0)
 		return -1;
@@ -444,7 +451,7 @@ static enum MHD_Result reply_collected(struct gen *g)
 		if (add_prompt_logprobs(g) < 0)
 			return MHD_NO;
 		for (int i = 0; g->reasoning && i < g->n_choices; i++) { /* the reasoning parser: whole text */
-			struct reasoning_split rs = {.dsml = g->ch[i].rs.dsml};
+			struct reasoning_split rs = {.dsml = g->ch[i].rs.dsml, .kimi = g->ch[i].rs.kimi};
 			struct strbuf content = {0};
 			if (reasoning_feed(&rs, g->ch[i].out.text.p, g->ch[i].out.text.n, true,
 					   &g->ch[i].out.reasoning, &content) < 0) {
@@ -463,8 +470,8 @@ static enum MHD_Result reply_collected(struct gen *g)
 						      g->req.structured.forced_name, c->text.p, c->text.n,
 						      &c->tool_calls) < 0)
 					return MHD_NO;
-			} else if (tool_calls_parse(gen_tool_parser(g), c->text.p, c->text.n, &c->tool_calls,
-						    &content_len) < 0) {
+			} else if (tool_calls_parse_typed(gen_tool_parser(g), g->req.tools, c->text.p, c->text.n,
+							  &c->tool_calls, &content_len) < 0) {
 				return MHD_NO;
 			}
 			if (json_array_size(c->tool_calls)) {

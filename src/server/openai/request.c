@@ -248,6 +248,12 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 		json_array_foreach(c, j, part)
 		{
 			const json_t *type = json_object_get(part, "type");
+			const char *ts = json_string_value(type);
+			if (ts && (!strcmp(ts, "image_url") || !strcmp(ts, "input_image") || !strcmp(ts, "image")))
+				return api_error_set(ae, 400, "messages",
+						     "'messages[%zu].content[%zu]': this model does not accept "
+						     "image input (%s): it serves a text model only",
+						     idx, j, ts);
 			if (!json_is_object(part) || !json_is_string(type) ||
 			    strcmp(json_string_value(type), "text") || !json_is_string(json_object_get(part, "text")))
 				return api_error_set(ae, 400, "messages",
@@ -414,6 +420,8 @@ int srv_request_parse(const json_t *body, enum srv_api api, const struct samplin
 		r->parse_tools = lim->auto_tools && json_is_array(tools) && json_array_size(tools) > 0 &&
 				 (!choice || json_is_null(choice) ||
 				  (json_is_string(choice) && !strcmp(json_string_value(choice), "auto")));
+		if (json_is_array(tools))
+			r->tools = json_incref((json_t *)tools);
 	} else {
 		if (parse_prompt(body, lim, r, ae) < 0)
 			goto fail;
@@ -452,6 +460,7 @@ void srv_request_fini(struct srv_request *r)
 	srv_structured_fini(&r->structured);
 	json_decref(r->messages);
 	json_decref(r->chat_template_kwargs);
+	json_decref(r->tools);
 	for (int i = 0; i < r->n_prompts; i++)
 		free(r->prompts[i].ids);
 	free(r->prompts);

@@ -45,6 +45,8 @@ struct srv_request {
 	const char *chat_template;    /* request-supplied template (not trusted: rejected) */
 	json_t *chat_template_kwargs; /* own reference or NULL */
 	bool parse_tools;             /* tools given, tool_choice "auto" (or unset) and the server parses them */
+	json_t *tools;                /* the request's tools (own reference or NULL): glm47 types
+				       * arguments from their schemas */
 	/* completions */
 	int n_prompts;
 	struct srv_prompt *prompts;

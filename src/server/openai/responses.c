@@ -70,6 +70,12 @@ static int message_text(const json_t *content, size_t item, struct strbuf *out, 
 	{
 		const char *type = json_string_value(json_object_get(part, "type"));
 		const json_t *text = json_object_get(part, "text");
+		if (type && (!strcmp(type, "input_image") || !strcmp(type, "image_url")))
+			return api_error_set(
+				ae, 400, "input",
+				"input[%zu].content[%zu]: this model does not accept image input (%s): it "
+				"serves a text model only",
+				item, i, type);
 		if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")))
 			return api_error_set(
 				ae, 400, "input",

@@ -5,10 +5,10 @@
 
 #include "server/parsers/tags.h"
 
-static const char OPEN[] = "<think>", CLOSE[] = REASONING_END, CALLS[] = "<｜DSML｜tool_calls>";
+static const char OPEN[] = "<think>", CLOSE[] = REASONING_END, DSML_CALLS[] = "<｜DSML｜tool_calls>",
+		  KIMI_CALLS[] = "<|tool_calls_section_begin|>";
 #define OPEN_LEN (sizeof OPEN - 1)
 #define CLOSE_LEN (sizeof CLOSE - 1)
-#define CALLS_LEN (sizeof CALLS - 1)
 
 /* IN_CALLS: V4's tool calls began inside the reasoning; they are content, but the first
  * "</think>" is still the reasoning's end, left out as vLLM leaves it out */
@@ -22,6 +22,10 @@ int reasoning_parser_from_name(const char *name)
 		return REASONING_DEEPSEEK_V3;
 	if (!strcmp(name, "deepseek_v4"))
 		return REASONING_DEEPSEEK_V4;
+	if (!strcmp(name, "kimi_k2"))
+		return REASONING_KIMI_K2;
+	if (!strcmp(name, "glm45"))
+		return REASONING_GLM45;
 	return -1;
 }
 
@@ -34,6 +38,14 @@ static bool py_truthy(const json_t *t) /* Python's bool() of a kwarg (absent: fa
 
 bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 {
+	const json_t *thinking = json_object_get(chat_template_kwargs, "thinking"),
+		     *enable = json_object_get(chat_template_kwargs, "enable_thinking");
+	if (parser == REASONING_KIMI_K2) /* bool(kwargs.get("thinking", True)) */
+		return !thinking || py_truthy(thinking);
+	if (parser == REASONING_GLM45 && !thinking && !enable) /* thinking unless told otherwise */
+		return true;
+	if (parser == REASONING_GLM45)
+		return py_truthy(thinking) || py_truthy(enable);
 	if (parser != REASONING_DEEPSEEK_V3 && parser != REASONING_DEEPSEEK_V4)
 		return parser == REASONING_DEEPSEEK_R1;
 	const char *effort = json_string_value(json_object_get(chat_template_kwargs, "reasoning_effort"));
@@ -44,16 +56,22 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 }
 
 /* text [p, p + n) is reasoning (IN_REASONING) or tool calls (IN_CALLS); the end of it may begin
- * "</think>" (or, in V4's reasoning, the calls' tag) unless last */
+ * "</think>" (or, in V4's and Kimi's reasoning, the calls' tag) unless last */
 static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct strbuf *reasoning,
 			  struct strbuf *content)
 {
-	bool calls_end_it = s->dsml && s->state == IN_REASONING;
+	bool calls_end_it = (s->dsml || s->kimi) && s->state == IN_REASONING;
+	const char *calls_tag = s->kimi ? KIMI_CALLS : DSML_CALLS;
+	size_t calls_len = strlen(calls_tag);
 	const char *close = memmem(p, n, CLOSE, CLOSE_LEN),
-		   *calls = calls_end_it ? memmem(p, n, CALLS, CALLS_LEN) : NULL;
+		   *calls = calls_end_it ? memmem(p, n, calls_tag, calls_len) : NULL;
 	if (calls && (!close || calls < close)) { /* the calls are content, from their tag on */
 		if (strbuf_put(reasoning, p, (size_t)(calls - p)) < 0)
 			return -1;
+		if (s->kimi) { /* Kimi: all of the rest is content */
+			s->state = IN_CONTENT;
+			return strbuf_put(content, calls, n - (size_t)(calls - p));
+		}
 		s->state = IN_CALLS;
 		return reasoning_text(s, calls, n - (size_t)(calls - p), last, reasoning, content);
 	}
@@ -66,7 +84,7 @@ static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bo
 		return n > after ? strbuf_put(content, p + after, n - after) : 0;
 	}
 	size_t keep = last ? 0 : tag_partial_tail(p, n, CLOSE, CLOSE_LEN);
-	size_t keep_calls = last || !calls_end_it ? 0 : tag_partial_tail(p, n, CALLS, CALLS_LEN);
+	size_t keep_calls = last || !calls_end_it ? 0 : tag_partial_tail(p, n, calls_tag, calls_len);
 	keep = keep > keep_calls ? keep : keep_calls;
 	if (strbuf_put(to, p, n - keep) < 0)
 		return -1;
@@ -80,7 +98,7 @@ int reasoning_feed(struct reasoning_split *s, const char *text, size_t len, bool
 {
 	if (s->state == IN_CONTENT)
 		return len ? strbuf_put(content, text, len) : 0;
-	/* the held bytes (at most 21) go in front of the new text */
+	/* the held bytes (at most 27) go in front of the new text */
 	char small[256];
 	struct strbuf joined = {0};
 	const char *p = text;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/parsers/jstr.h"
+#include "server/parsers/tool_calls_kimi_glm.h"
 #include "base/pyjson.h"
 #include "server/parsers/tags.h"
 #include "base/utf8.h"
@@ -31,6 +32,10 @@ int tool_parser_from_name(const char *name)
 		return TOOL_PARSER_DEEPSEEK_V32;
 	if (!strcmp(name, "deepseek_v4"))
 		return TOOL_PARSER_DEEPSEEK_V4;
+	if (!strcmp(name, "kimi_k2"))
+		return TOOL_PARSER_KIMI_K2;
+	if (!strcmp(name, "glm47"))
+		return TOOL_PARSER_GLM47;
 	return -1;
 }
 
@@ -88,6 +93,10 @@ static bool is_dsml(int parser) { return parser == TOOL_PARSER_DEEPSEEK_V32 || p
 /* the tag that opens the calls (nl: with the "\n\n" before it) */
 static const char *calls_tag(int parser, bool nl)
 {
+	if (parser == TOOL_PARSER_KIMI_K2)
+		return KIMI_SECTION_BEGIN;
+	if (parser == TOOL_PARSER_GLM47)
+		return GLM_CALL_BEGIN;
 	return is_dsml(parser) ? DSML_CALLS[parser == TOOL_PARSER_DEEPSEEK_V4][nl] : CALLS_BEGIN;
 }
 
@@ -211,9 +220,28 @@ static size_t calls_partial(int parser, const char *k, size_t n)
 
 int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len)
 {
+	return tool_calls_parse_typed(parser, NULL, text, len, calls, content_len);
+}
+
+int tool_calls_parse_typed(int parser, const json_t *tools, const char *text, size_t len, json_t **calls,
+			   size_t *content_len)
+{
 	*content_len = len;
 	if (!(*calls = json_array()))
 		return -1;
+	if (parser == TOOL_PARSER_KIMI_K2 || parser == TOOL_PARSER_GLM47) {
+		const char *tag = calls_tag(parser, false),
+			   *b = text ? find(text, text + len, tag, strlen(tag)) : NULL;
+		if (b && (parser == TOOL_PARSER_KIMI_K2 ? kimi_k2_calls(b, text + len, *calls)
+							: glm47_calls(b, text + len, tools, *calls)) < 0) {
+			json_decref(*calls);
+			*calls = NULL;
+			return -1;
+		}
+		if (json_array_size(*calls))
+			*content_len = (size_t)(b - text);
+		return 0;
+	}
 	if (is_dsml(parser)) {
 		const char *cend, *b = calls_begin(parser, text, len, &cend);
 		if (b && dsml_invokes(b + strlen(calls_tag(parser, false)), text + len, *calls) < 0) {
@@ -269,7 +297,7 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 	if (!last || !s->in_calls)
 		return 0;
 	size_t content_len;
-	if (tool_calls_parse(parser, s->kept.p, s->kept.n, calls, &content_len) < 0)
+	if (tool_calls_parse_typed(parser, s->tools, s->kept.p, s->kept.n, calls, &content_len) < 0)
 		return -1;
 	if (json_array_size(*calls) == 0) { /* nothing parsed: all of it is content */
 		json_decref(*calls);

@@ -23,6 +23,18 @@
  * deepseek_v4 (V4: tok/chat_dsv4.h): the same DSML inside <｜DSML｜tool_calls> instead of
  *   <｜DSML｜function_calls> (vLLM's deepseek_v4 parser is its deepseek_v32 one with that tag).
  *
+ * kimi_k2 (Kimi K2, K2.5, K2.6; vLLM's KimiK2ToolParser):
+ *   <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGUMENTS
+ *   <|tool_call_end|> (more calls) <|tool_calls_section_end|>
+ *   The call's id is its "functions.NAME:IDX" as written (the chat template renders it back in
+ *   the history), its name what lies between the last "." and the first ":" of it, its
+ *   arguments the text as written, whitespace around them trimmed (tool_calls_kimi_glm.c).
+ * glm47 (GLM-4.7, GLM-5, GLM-5.1; vLLM's Glm47MoeModelToolParser):
+ *   <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
+ *   A VALUE whose parameter the request's tool schema types "string" stays as written; any
+ *   other is read as JSON, then as a Python literal, else kept as a string; the arguments are
+ *   json.dumps of them (tool_calls_kimi_glm.c).
+ *
  * A call that does not have its parser's shape is skipped; when no call parses at all, the
  * whole output stays content (vLLM would drop it). While streaming, content goes out up to
  * the first "<｜tool▁calls▁begin｜>" (deepseek_v32: "\n\n<｜DSML｜function_calls>", deepseek_v4:
@@ -44,21 +56,28 @@ enum tool_parser {
 	TOOL_PARSER_DEEPSEEK_V31,
 	TOOL_PARSER_DEEPSEEK_V32,
 	TOOL_PARSER_DEEPSEEK_V4,
+	TOOL_PARSER_KIMI_K2,
+	TOOL_PARSER_GLM47,
 };
 
 /* The parser called `name` (vLLM's names); -1 when unknown. */
 int tool_parser_from_name(const char *name);
-#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4"
+#define TOOL_PARSER_NAMES "deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, glm47, kimi_k2"
 
 /* Parses a whole output: *calls gets a new array of {"id", "type", "function": {"name",
  * "arguments"}} (empty when there are none) and *content_len how much of text is content.
  * 0 ok, -1 out of memory. */
 int tool_calls_parse(int parser, const char *text, size_t len, json_t **calls, size_t *content_len);
+/* The same with the request's `tools` array (NULL: none), which glm47 reads the argument
+ * types from. */
+int tool_calls_parse_typed(int parser, const json_t *tools, const char *text, size_t len, json_t **calls,
+			   size_t *content_len);
 
 /* One streaming choice, zero-initialized to start. */
 struct tool_split {
-	bool in_calls;      /* the calls have begun: text is being kept */
-	struct strbuf kept; /* the held-back tail, then (in_calls) everything from the calls on */
+	bool in_calls;       /* the calls have begun: text is being kept */
+	struct strbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
+	const json_t *tools; /* the request's tools (borrowed; NULL: none): set before the first piece */
 };
 
 /* Feeds the next piece of content; appends to *content what is decided to be content. At the
