@@ -395,7 +395,7 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 		      comm.world_size, o->ea.tp_size, o->ea.dcp_size, o->ea.dcp_interleave);
 	}
 	if (!rt.tok) {
-		err_set(e, "%s: no tokenizer.json (the server needs a tokenizer)", model_dir);
+		err_set(e, "%s: no tokenizer.json or tiktoken.model (the server needs a tokenizer)", model_dir);
 		goto out;
 	}
 	if (open_chat_template(o, &rt, model_dir, &tpl, &tpl_text, e) < 0)

@@ -426,14 +426,6 @@ int engine_args_quantization_rest(const char *v, const struct wformat **out, boo
 	return 0;
 }
 
-static bool file_exists(const char *dir, const char *name)
-{
-	char p[4096];
-	struct stat st;
-	snprintf(p, sizeof p, "%s/%s", dir, name);
-	return stat(p, &st) == 0;
-}
-
 int engine_args_check_family(const struct engine_args *a, const struct model_probe *p, struct err *e)
 {
 	if (p->no_parallel && (a->tp_size > 1 || a->dcp_size > 1))
@@ -557,11 +549,12 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 		goto fail;
 
 	const char *tdir = a->tokenizer ? a->tokenizer : a->model_dir;
-	if (a->tokenizer || file_exists(a->model_dir, "tokenizer.json")) {
+	if (a->tokenizer || tok_dir_kind(a->model_dir) != TOK_DIR_NONE) {
 		if (tok_load(tdir, &rt->tok, e) < 0)
 			goto fail;
 	} else {
-		LOG_W(MOD, "%s has no tokenizer.json: token ids only, no text or stop strings", a->model_dir);
+		LOG_W(MOD, "%s has no tokenizer.json or tiktoken.model: token ids only, no text or stop strings",
+		      a->model_dir);
 	}
 	if (hf_config_load(a->model_dir, &rt->hf, e) < 0)
 		goto fail;

@@ -10,6 +10,7 @@
 #include "tok/bpe.h"
 #include "tok/normalize.h"
 #include "tok/pretok.h"
+#include "tok/tiktoken.h"
 #include "tok/tok_util.h"
 #include "tok/tokenizer.h"
 
@@ -30,6 +31,7 @@ struct tok {
 	struct norm norm;
 	bool norm_identity;
 	struct pretok pretok;
+	struct tiktoken *tk;          /* Kimi's tiktoken.model: encoding goes through it (NULL otherwise) */
 	const struct pretok **stages; /* its leaves, in order */
 	size_t n_stages;
 	bool byte_level;
@@ -49,6 +51,11 @@ struct tok {
 	struct tok_ctx **pool;
 	size_t n_pool, cap_pool;
 };
+
+/* tokenizer.c: id → string / flags tables from the BPE vocab and the added tokens. */
+int tok_build_id_tables(struct tok *t, struct err *e);
+/* tiktoken_open.c: fills t from DIR/tiktoken.model (t->what) and DIR/tokenizer_config.json. */
+int tok_tiktoken_load(struct tok *t, const char *dir, struct err *e);
 
 /* detok.c: parses "decoder" and builds the per-id tables (after id_str / flags exist). */
 int tok_decoder_load(struct tok *t, const json_t *dec, struct err *e);

@@ -22,6 +22,7 @@ struct tok_ctx {
 	struct strbuf norm, tmp;
 	struct added_piece *seg, *sub;
 	size_t n_seg, cap_seg, n_sub, cap_sub;
+	struct tiktoken_scratch tks;
 };
 
 /* ---- post-processor ---- */
@@ -141,7 +142,7 @@ static int config_override(struct tok *t, const char *dir, struct err *e)
 
 /* ---- load ---- */
 
-static int build_id_tables(struct tok *t, struct err *e)
+int tok_build_id_tables(struct tok *t, struct err *e)
 {
 	int32_t n = t->bpe.n_ids;
 	for (size_t i = 0; i < t->added.n; i++)
@@ -196,9 +197,23 @@ static int load_json(struct tok *t, const json_t *root, struct err *e)
 		bpe_set_byte_level(&t->bpe);
 	if (pretok_flatten(&t->pretok, &t->stages, &t->n_stages))
 		return tok_oom(e);
-	if (build_id_tables(t, e) || post_load(t, json_object_get(root, "post_processor"), e))
+	if (tok_build_id_tables(t, e) || post_load(t, json_object_get(root, "post_processor"), e))
 		return -1;
 	return tok_decoder_load(t, json_object_get(root, "decoder"), e);
+}
+
+static bool has_file(const char *dir, const char *name)
+{
+	char p[4096];
+	struct stat st;
+	return (size_t)snprintf(p, sizeof p, "%s/%s", dir, name) < sizeof p && !stat(p, &st) && S_ISREG(st.st_mode);
+}
+
+enum tok_dir_kind tok_dir_kind(const char *dir)
+{
+	if (has_file(dir, "tokenizer.json"))
+		return TOK_DIR_JSON;
+	return has_file(dir, "tiktoken.model") ? TOK_DIR_TIKTOKEN : TOK_DIR_NONE;
 }
 
 int tok_load(const char *path, struct tok **out, struct err *e)
@@ -218,14 +233,20 @@ int tok_load(const char *path, struct tok **out, struct err *e)
 		tok_free(t);
 		return err_set(e, "%s: out of memory", path);
 	}
-	snprintf(t->what, n, is_dir ? "%s/tokenizer.json" : "%s", path);
-	json_t *root = NULL;
-	int rc = json_util_load(t->what, &root, e);
-	if (!rc)
-		rc = load_json(t, root, e);
-	json_decref(root);
-	if (!rc && is_dir)
-		rc = config_override(t, path, e);
+	int rc;
+	if (is_dir && tok_dir_kind(path) == TOK_DIR_TIKTOKEN) {
+		snprintf(t->what, n, "%s/tiktoken.model", path);
+		rc = tok_tiktoken_load(t, path, e);
+	} else {
+		snprintf(t->what, n, is_dir ? "%s/tokenizer.json" : "%s", path);
+		json_t *root = NULL;
+		rc = json_util_load(t->what, &root, e);
+		if (!rc)
+			rc = load_json(t, root, e);
+		json_decref(root);
+		if (!rc && is_dir)
+			rc = config_override(t, path, e);
+	}
 	if (rc) {
 		tok_free(t);
 		return -1;
@@ -248,6 +269,7 @@ static void ctx_free(struct tok_ctx *c)
 	strbuf_fini(&c->tmp);
 	free(c->seg);
 	free(c->sub);
+	tiktoken_scratch_free(&c->tks);
 	free(c);
 }
 
@@ -271,6 +293,9 @@ void tok_free(struct tok *t)
 	free(t->prefix.v);
 	free(t->suffix.v);
 	free(t->what);
+	if (t->tk)
+		tiktoken_free(t->tk);
+	free(t->tk);
 	free(t);
 }
 
@@ -411,8 +436,14 @@ int tok_encode(const struct tok *t, const char *text, size_t len, bool add_speci
 		free(out.v);
 		return tok_oom(e);
 	}
-	c->n_seg = 0;
-	int rc = added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg) ? tok_oom(e) : 0;
+	int rc = 0;
+	if (t->tk) {
+		rc = tiktoken_encode(t->tk, &t->added, &c->tks, text, len, &out, e);
+		c->n_seg = 0;
+	} else {
+		c->n_seg = 0;
+		rc = added_split(&t->added, false, text, len, &c->seg, &c->n_seg, &c->cap_seg) ? tok_oom(e) : 0;
+	}
 	for (size_t i = 0; i < c->n_seg && !rc; i++) {
 		struct added_piece sg = c->seg[i];
 		if (sg.id >= 0)

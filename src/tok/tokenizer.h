@@ -24,11 +24,18 @@ struct hf_config;
  * errors return -1; both fill the struct err): a server answers it with 500, not 400. */
 #define TOK_ENOMEM (-2)
 
+/* Which tokenizer a directory holds: tokenizer.json, else Kimi's tiktoken.model (read with
+ * tokenizer_config.json's special tokens, tok/tiktoken.h), else none. */
+enum tok_dir_kind { TOK_DIR_NONE, TOK_DIR_JSON, TOK_DIR_TIKTOKEN };
+enum tok_dir_kind tok_dir_kind(const char *dir);
+
 /* Loads a tokenizer. `path` is either a directory (reads DIR/tokenizer.json and, if present,
- * DIR/tokenizer_config.json and DIR/generation_config.json through hf_config_load) or the
- * path of a tokenizer.json file (then only that file is read). A directory with tokenizer
- * files and no weights is fine. Errors name the file and the construct
- * ("DIR/tokenizer.json: pre_tokenizer: unsupported pre-tokenizer type 'Foo'",
+ * DIR/tokenizer_config.json and DIR/generation_config.json through hf_config_load; without a
+ * tokenizer.json, DIR/tiktoken.model and DIR/tokenizer_config.json as Kimi's
+ * tokenization_kimi.py reads them) or the path of a tokenizer.json file (then only that file
+ * is read). A directory with tokenizer files and no weights is fine. Errors name the file
+ * and the construct ("DIR/tiktoken.model: line 7: ...",
+ * "DIR/tokenizer.json: pre_tokenizer: unsupported pre-tokenizer type 'Foo'",
  * "DIR/tokenizer.json: model.merges[12]: 'ab' is not in the vocab", ...). */
 int tok_load(const char *path, struct tok **out, struct err *e);
 void tok_free(struct tok *t);
