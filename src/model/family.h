@@ -7,7 +7,7 @@
  *
  * Today: DeepSeek V2/V3/V3.1/V3.2 (family_deepseek.c: MLA, MoE, the V3.2 lightning indexer,
  * the MTP module; tensors_deepseek.c, forward.c, indexer.c) and DeepSeek-V4 (family_v4.c:
- * float32 on one rank, per-sequence attention state; tensors_v4.c, forward_v4.c over
+ * float32, compressed entries in the paged pool; tensors_v4.c, forward_v4.c over
  * model_v4/'s units).
  *
  * What a second family (DeepSeek-V4: model_v4/ holds its numeric units and its config) provides,
@@ -72,9 +72,6 @@ struct model_family {
 	 * (--speculative-config). */
 	const char *no_prefix_caching, *no_parallel, *no_dcp, *no_spec;
 	bool auto_float32; /* --dtype auto means float32 (its only activation dtype yet) */
-	/* its attention state is per sequence, allocated at load for max_num_seqs sequences of
-	 * max_model_len positions: the engine's KV pool then only names the sequences' blocks */
-	bool seq_state;
 };
 
 extern const struct model_family model_family_deepseek;

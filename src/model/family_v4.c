@@ -1,9 +1,11 @@
 /* The DeepSeek-V4 family (family.h): V4-Flash / V4-Pro checkpoints (config.json model_type
  * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
- * forward_v4.c's over the model_v4 units. This first version runs float32 activations with
- * per-sequence attention state (forward_v4.h), on one rank or tensor-parallel (check_tp); what
- * it cannot run yet is refused here with one line: bf16 activations, DCP, --quantization.
- * --load-format dummy makes random weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded (mtp.K.*); with load_mtp the first
+ * forward_v4.c's over the model_v4 units. This first version runs float32 activations, its
+ * compressed entries in the engine's paged pool and its window rows per sequence
+ * (forward_v4.h), on one rank or tensor-parallel (check_tp); what it cannot run yet is refused
+ * here with one line: bf16 activations, DCP, --quantization. --load-format dummy makes random
+ * weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded
+ * (mtp.K.*); with load_mtp the first
  * one runs model_mtp_forward (forward_v4.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,26 +165,28 @@ static struct v4_hc head_hc(const struct v4_config *c, const float *fn, const fl
 			      .base = base};
 }
 
-/* max_seqs slots of per-layer attention state for max_model_len positions */
+/* max_seqs slots of the bounded per-sequence state (window rows, compressor states) */
 static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 {
 	const struct v4_config *c = &v->c;
 	v->max_len = m->opt.max_model_len;
 	v->n_slots = m->opt.max_seqs;
-	v->slots = model_own(m, sizeof *v->slots * (size_t)v->n_slots);
-	if (!v->slots)
-		return err_set(e, "DeepSeek-V4: out of memory for the sequence state");
 	v->n_state_layers = c->num_hidden_layers + v->w.n_mtp;
+	v->slots = model_own(m, sizeof *v->slots * (size_t)v->n_slots);
+	v->pool.ent = model_own(m, sizeof(size_t) * (size_t)v->n_state_layers);
+	v->pool.ix = model_own(m, sizeof(size_t) * (size_t)v->n_state_layers);
+	if (!v->slots || !v->pool.ent || !v->pool.ix)
+		return err_set(e, "DeepSeek-V4: out of memory for the sequence state");
 	size_t per = 0;
 	for (int l = 0; l < v->n_state_layers; l++)
-		per += v4_seq_attn_floats(v4_state_layer(v, l), v->max_len);
+		per += v4_seq_attn_floats(v4_state_layer(v, l));
 	/* refused before it is touched: an overcommitted allocation would be killed, not fail */
 	double need = (double)per * sizeof(float) * v->n_slots, avail = (double)bigmem_available();
 	if (need > avail)
 		return err_set(e,
-			       "DeepSeek-V4: %d sequences of %d positions need %.1f GB of attention state, %.1f GB "
-			       "available (lower --max-num-seqs or --max-model-len)",
-			       v->n_slots, v->max_len, need / 1e9, avail / 1e9);
+			       "DeepSeek-V4: %d sequences' window rows and compressor states need %.1f GB, %.1f GB "
+			       "available (lower --max-num-seqs)",
+			       v->n_slots, need / 1e9, avail / 1e9);
 	for (int i = 0; i < v->n_slots; i++) {
 		struct v4_slot *s = &v->slots[i];
 		s->first_block = -1;
@@ -191,13 +195,14 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 		s->layer = model_own(m, sizeof *s->layer * (size_t)v->n_state_layers);
 		float *mem = model_own(m, sizeof(float) * per);
 		if (!s->layer || !mem)
-			return err_set(e, "DeepSeek-V4: out of memory for %d sequences of %d positions (%.1f MB each)",
-				       v->n_slots, v->max_len, per * 4 / 1e6);
+			return err_set(e, "DeepSeek-V4: out of memory for %d sequences' state (%.1f MB each)",
+				       v->n_slots, per * 4 / 1e6);
 		for (int l = 0; l < v->n_state_layers; l++) {
-			v4_seq_attn_init(v4_state_layer(v, l), mem, v->max_len, &s->layer[l]);
-			mem += v4_seq_attn_floats(v4_state_layer(v, l), v->max_len);
+			v4_seq_attn_init(v4_state_layer(v, l), mem, &s->layer[l]);
+			mem += v4_seq_attn_floats(v4_state_layer(v, l));
 		}
 	}
+	v->slot_bytes = per * sizeof(float);
 	return 0;
 }
 
@@ -295,23 +300,42 @@ static void v4_log_loaded(const struct model *m)
 		      "columns",
 		      m->tp_rank, m->tp_size, m->head0, m->head0 + m->n_heads_local, v->c.o_groups / m->tp_size,
 		      v->c.o_groups, v->c.moe_intermediate_size / m->tp_size, v->c.moe_intermediate_size);
-	LOG_I("model",
-	      "DeepSeek-V4: %d MTP module(s) loaded (not run yet); attention state for %d sequences x %d "
-	      "positions (per sequence, not paged yet)",
-	      v->w.n_mtp, v->n_slots, v->max_len);
+	LOG_I("model", "DeepSeek-V4: %d MTP module(s) loaded; window rows and compressor states for %d sequences",
+	      v->w.n_mtp, v->n_slots);
 }
 
-/* the engine's KV cache: only its block ids name a sequence's slot (the state is forward_v4.h's,
- * for now, its capacity max_seqs sequences), so one value a token, never written */
+/* The engine's KV pool holds what grows with the context (forward_v4.h): each block's compressed
+ * entries and indexer keys of every state layer, float32 (the reference's fp8 / fp4 round
+ * trips are in the values), as struct kv_cache rows of one layer: a block is bs rows of
+ * ceil(used floats / bs) floats. kv_dtype does not apply: the state is float32 as the
+ * float32 forward computes it. */
+static int row_floats(const struct model *m, int block_size)
+{
+	struct v4_model *v = m->fam_state;
+	v4_pool_layout(v, block_size);
+	size_t r = (v->pool.block_floats + (size_t)block_size - 1) / (size_t)block_size;
+	return r > 0 ? (int)r : 1;
+}
+
 static size_t v4_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
 {
-	return kv_cache_bytes_per_block(1, block_size, 1, kv_dtype);
+	return kv_cache_bytes_per_block(1, block_size, row_floats(m, block_size), DT_F32);
 }
 
 static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
 			    enum dtype kv_dtype, struct err *e)
 {
-	return kv_cache_init(kv, 1, n_blocks, block_size, 1, 0, kv_dtype, e);
+	const struct v4_model *v = m->fam_state;
+	if (kv_cache_init(kv, 1, n_blocks, block_size, row_floats(m, block_size), 0, DT_F32, e))
+		return err_prefix(e, "DeepSeek-V4");
+	double f = sizeof(float), bs = block_size;
+	LOG_I("kv",
+	      "DeepSeek-V4 KV pool: %d blocks of %d tokens, %lld tokens of capacity; bytes per token: "
+	      "compressed entries %.1f, indexer keys %.1f (all layers, float32); per sequence, not paged: "
+	      "window rows and compressor states %.1f KB x %d sequences",
+	      n_blocks - 1, block_size, (long long)(n_blocks - 1) * block_size, v->pool.ent_b * f / bs,
+	      v->pool.ix_b * f / bs, v->slot_bytes / 1024.0, v->n_slots);
+	return 0;
 }
 
 /* the engine's split of a step needs a backend; V4's attention is its own (v4_block.h) */
@@ -337,9 +361,9 @@ const struct model_family model_family_v4 = {
 	.default_backend = v4_default_backend,
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
-	.no_prefix_caching = "DeepSeek-V4 keeps its attention state per sequence, not in shared KV blocks (yet)",
+	.no_prefix_caching = "DeepSeek-V4 keeps its window rows and compressor states per sequence, not in shared "
+			     "KV blocks (yet)",
 	.no_dcp = "DeepSeek-V4: decode context parallelism is not supported yet (tensor parallelism is)",
 	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
 	.auto_float32 = true,
-	.seq_state = true,
 };

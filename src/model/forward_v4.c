@@ -55,11 +55,11 @@ static size_t take(struct arena *a, void **p, size_t bytes)
 
 /* the layout (a NULL arena: its size only) */
 /* v4_attn_seq's work for the largest of the state layers */
-static size_t attn_work_bytes(const struct v4_model *v)
+static size_t attn_work_bytes(const struct v4_model *v, int n)
 {
 	size_t w = 0;
 	for (int l = 0; l < v->n_state_layers; l++) {
-		size_t x = v4_attn_seq_work_bytes(v4_state_layer(v, l), v->max_len);
+		size_t x = v4_attn_seq_work_bytes(v4_state_layer(v, l), v->max_len, n);
 		w = x > w ? x : w;
 	}
 	return w;
@@ -99,7 +99,7 @@ static size_t layout(const struct v4_model *v, int n, int nl, struct arena *a, s
 	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
 	s += take(a, (void **)&b->hp, f * (size_t)nl * (size_t)c->vocab_size);
 	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
-	s += take(a, &b->work, attn_work_bytes(v));
+	s += take(a, &b->work, attn_work_bytes(v, n));
 	s += take(a, (void **)&b->slots, sizeof(struct v4_slot *) * (size_t)(v->n_slots > 0 ? v->n_slots : 1));
 	return s;
 }
@@ -110,6 +110,24 @@ size_t v4_step_scratch_bytes(const struct model *m)
 	struct bufs b;
 	int n = m->opt.max_batch_tokens;
 	return layout(v, n, n, NULL, &b) + 4096;
+}
+
+void v4_pool_layout(struct v4_model *v, int bs)
+{
+	size_t o = 0;
+	v->pool.ent_b = v->pool.ix_b = 0;
+	for (int l = 0; l < v->n_state_layers; l++) {
+		const struct v4_attn_layer *a = v4_state_layer(v, l);
+		size_t ne = (size_t)v4_page_slots(a->ratio, bs) * (size_t)a->head_dim;
+		size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, bs) * (size_t)a->index_dim : 0;
+		v->pool.ent[l] = o;
+		v->pool.ix[l] = o + ne;
+		o += ne + ni;
+		v->pool.ent_b += ne;
+		v->pool.ix_b += ni;
+	}
+	v->pool.bs = bs;
+	v->pool.block_floats = o;
 }
 
 /* jobs of the step: y [n, ldy] = x [n, ldx] · wᵀ */
@@ -152,6 +170,9 @@ static int claim_slots(struct v4_model *v, const struct batch *b, bool mtp, stru
 		long end = start + (a->query_start[k + 1] - a->query_start[k]);
 		if (end > v->max_len)
 			return err_set(e, "DeepSeek-V4: position %ld past max_model_len %d", end - 1, v->max_len);
+		if (a->max_blocks * v->pool.bs < end)
+			return err_set(e, "DeepSeek-V4: sequence %d's %d blocks do not hold position %ld", k,
+				       a->max_blocks, end - 1);
 		struct v4_slot *s = NULL;
 		for (int i = 0; i < v->n_slots && !s; i++)
 			if (v->slots[i].first_block == first)
@@ -189,7 +210,7 @@ static int claim_slots(struct v4_model *v, const struct batch *b, bool mtp, stru
 
 /* One layer's attention sub-block: y [n, D] (normed) -> b->out [n, D] */
 static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, int li, const struct batch *b,
-		     struct v4_slot **slots, struct bufs *u, struct err *e)
+		     struct kv_cache *kv, struct v4_slot **slots, struct bufs *u, struct err *e)
 {
 	const struct v4_config *c = &v->c;
 	/* H, G: this rank's heads and output groups; gl: one group's o columns */
@@ -217,14 +238,21 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 	if (r == 4)
 		j[nj++] = job(&L->ix_wq_b, u->qr, ql, u->iq, Hi * di, n);
 	run(m, nj, j);
-	for (int k = 0; k < b->attn.n_seqs; k++) {
-		int t0 = b->attn.query_start[k], nt = b->attn.query_start[k + 1] - t0;
+	const struct attn_meta *am = &b->attn;
+	for (int k = 0; k < am->n_seqs; k++) {
+		int t0 = am->query_start[k], nt = am->query_start[k + 1] - t0;
 		size_t T = (size_t)t0;
-		if (nt &&
-		    v4_attn_seq(&L->attn, &slots[k]->layer[li], b->positions[t0], nt, u->q + T * (size_t)(H * hd),
-				u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw, u->csc + T * (size_t)cw,
-				u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi, u->ikv + T * (size_t)(2 * di),
-				u->isc + T * (size_t)(2 * di), u->o + T * (size_t)(H * hd), NULL, u->work, e))
+		struct v4_pages pg = {.base = kv->data,
+				      .block_floats = (size_t)kv->block_size * (size_t)kv->row,
+				      .bt = am->block_table + (size_t)k * (size_t)am->max_blocks,
+				      .bs = kv->block_size,
+				      .ent_off = v->pool.ent[li],
+				      .ix_off = v->pool.ix[li]};
+		if (nt && v4_attn_seq(&L->attn, &slots[k]->layer[li], &pg, b->positions[t0], nt,
+				      u->q + T * (size_t)(H * hd), u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw,
+				      u->csc + T * (size_t)cw, u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi,
+				      u->ikv + T * (size_t)(2 * di), u->isc + T * (size_t)(2 * di),
+				      u->o + T * (size_t)(H * hd), NULL, u->work, v->max_len, e))
 			return -1;
 	}
 	/* wo_a per group: z_g [n, o_lora] = wo_a[g*o_lora.., g*gl..] o_g */
@@ -296,13 +324,13 @@ static int moe(struct model *m, struct v4_model *v, struct v4_layer *L, const st
 
 /* One block (li: its state in the slots) over x [n, hc, D] in place */
 static int block(struct model *m, struct v4_model *v, struct v4_layer *L, int li, const struct batch *b,
-		 struct v4_slot **slots, struct bufs *u, struct err *e)
+		 struct kv_cache *kv, struct v4_slot **slots, struct bufs *u, struct err *e)
 {
 	const struct v4_config *c = &v->c;
 	int n = b->n_tokens, D = c->hidden_size, hc = c->hc_mult;
 	v4_hc_pre(&L->hca, n, u->x, u->y, u->post, u->comb);
 	v4_rmsnorm_rows(u->y, n, D, L->attn_norm, c->rms_norm_eps);
-	if (attention(m, v, L, li, b, slots, u, e))
+	if (attention(m, v, L, li, b, kv, slots, u, e))
 		return -1;
 	v4_hc_post(hc, D, n, u->out, u->x, u->post, u->comb, u->x);
 	v4_hc_pre(&L->hcf, n, u->x, u->y, u->post, u->comb);
@@ -338,10 +366,14 @@ static int head(struct model *m, struct v4_model *v, const struct v4_hc *hch, co
 }
 
 /* the step's checks, slots and scratch */
-static int begin(struct model *m, struct v4_model *v, const struct batch *b, bool mtp, struct v4_slot ***slots,
-		 struct bufs *u, struct err *e)
+static int begin(struct model *m, struct v4_model *v, const struct batch *b, const struct kv_cache *kv, bool mtp,
+		 struct v4_slot ***slots, struct bufs *u, struct err *e)
 {
 	int n = b->n_tokens, nl = b->n_logits;
+	if (kv && kv->block_size != v->pool.bs)
+		v4_pool_layout(v, kv->block_size);
+	if (!kv || !kv->data || (size_t)kv->block_size * (size_t)kv->row < v->pool.block_floats)
+		return err_set(e, "DeepSeek-V4: the KV cache was not made by this model (model_kv_cache_init)");
 	if (n > m->opt.max_batch_tokens || nl > m->opt.max_batch_tokens || b->attn.n_seqs > v->n_slots)
 		return err_set(e, "DeepSeek-V4: a step of %d tokens, %d sequences (at most %d, %d)", n, b->attn.n_seqs,
 			       m->opt.max_batch_tokens, v->n_slots);
@@ -375,7 +407,7 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 	int n = b->n_tokens, D = c->hidden_size, hc = c->hc_mult;
 	struct v4_slot **slots;
 	struct bufs u;
-	if (begin(m, v, b, false, &slots, &u, e))
+	if (begin(m, v, b, kv, false, &slots, &u, e))
 		return -1;
 	/* the embedding [n, D], repeated over the hc streams */
 	struct compute_ctx cx = model_step_cx(m);
@@ -385,7 +417,7 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 			memcpy(u.x + ((size_t)t * (size_t)hc + (size_t)s) * (size_t)D, u.y + (size_t)t * (size_t)D,
 			       sizeof(float) * (size_t)D);
 	for (int li = 0; li < c->num_hidden_layers; li++)
-		if (block(m, v, &v->w.layers[li], li, b, slots, &u, e))
+		if (block(m, v, &v->w.layers[li], li, b, kv, slots, &u, e))
 			return -1;
 	if (v->hid) { /* the MTP module's input: the final streams, before hc_head */
 		memcpy(v->hid, u.x, sizeof(float) * (size_t)n * (size_t)(hc * D));
@@ -411,7 +443,7 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 			return err_set(e, "DeepSeek-V4 MTP: hidden row %d of %d", b->hidden_rows[t], n_src);
 	struct v4_slot **slots;
 	struct bufs u;
-	if (begin(m, v, b, true, &slots, &u, e))
+	if (begin(m, v, b, kv, true, &slots, &u, e))
 		return -1;
 	struct v4_mtp *t0 = &v->w.mtp[0];
 	/* x[t, s] = e_proj(enorm(embed(token))) + h_proj(hnorm(h[t, s])) */
@@ -431,7 +463,7 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 			for (int d = 0; d < D; d++)
 				xs[d] += u.out[(size_t)t * (size_t)D + (size_t)d];
 		}
-	if (block(m, v, &t0->blk, c->num_hidden_layers, b, slots, &u, e))
+	if (block(m, v, &t0->blk, c->num_hidden_layers, b, kv, slots, &u, e))
 		return -1;
 	/* a chained draft's input: the output streams of the logits rows */
 	v->n_mtp_hid = b->n_logits <= m->opt.max_seqs ? b->n_logits : 0;

@@ -71,8 +71,7 @@ int model_probe_config(const char *dir, int tp_size, struct model_probe *p, stru
 					  .no_parallel = f->no_parallel,
 					  .no_dcp = f->no_dcp,
 					  .no_spec = f->no_spec,
-					  .auto_float32 = f->auto_float32,
-					  .seq_state = f->seq_state};
+					  .auto_float32 = f->auto_float32};
 	model_free(m);
 	return rc ? -1 : 0;
 }

@@ -25,7 +25,6 @@ struct model_probe {
 	struct model_config cfg;
 	const char *no_prefix_caching, *no_parallel, *no_dcp, *no_spec;
 	bool auto_float32; /* --dtype auto resolves to float32 */
-	bool seq_state;    /* per-sequence attention state (max_num_seqs of them, at load) */
 };
 /* Reads and checks DIR/config.json as a rank's load would (no weights are read), for a model
  * cut over tp_size ranks (1: one rank): a cut the family cannot make is refused here, before

@@ -7,16 +7,15 @@
 #include "model_v4/v4_attn.h"
 #include "model_v4/v4_indexer.h"
 
-static int max_entries(int ratio, int max_len) { return ratio ? max_len / ratio + 1 : 0; }
+static long max_entries(int ratio, long max_len) { return ratio ? max_len / ratio + 1 : 0; }
 
-size_t v4_seq_attn_floats(const struct v4_attn_layer *l, int max_len)
+size_t v4_seq_attn_floats(const struct v4_attn_layer *l)
 {
 	size_t n = (size_t)l->window * (size_t)l->head_dim;
-	if (l->ratio) {
-		n += (size_t)max_entries(l->ratio, max_len) * (size_t)l->head_dim + v4_comp_state_floats(&l->comp);
-		if (l->ratio == 4)
-			n += (size_t)max_entries(4, max_len) * (size_t)l->index_dim + v4_comp_state_floats(&l->icomp);
-	}
+	if (l->ratio)
+		n += v4_comp_state_floats(&l->comp);
+	if (l->ratio == 4)
+		n += v4_comp_state_floats(&l->icomp);
 	return n;
 }
 
@@ -28,92 +27,128 @@ void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s)
 		v4_comp_state_init(&l->icomp, s->icst);
 }
 
-void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, int max_len, struct v4_seq_attn *s)
+void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, struct v4_seq_attn *s)
 {
 	memset(s, 0, sizeof *s);
-	s->max_ent = max_entries(l->ratio, max_len);
 	s->ring = mem;
 	mem += (size_t)l->window * (size_t)l->head_dim;
 	if (l->ratio) {
-		s->ents = mem;
-		mem += (size_t)s->max_ent * (size_t)l->head_dim;
 		s->cst = mem;
 		mem += v4_comp_state_floats(&l->comp);
 	}
-	if (l->ratio == 4) {
-		s->ients = mem;
-		mem += (size_t)s->max_ent * (size_t)l->index_dim;
+	if (l->ratio == 4)
 		s->icst = mem;
-	}
 	v4_seq_attn_reset(l, s);
 }
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
-size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, int max_len)
+/* the work's regions (v4_attn_seq_work_bytes) */
+struct work {
+	const float **ents, **iks, **keys; /* [max_ent] entries, [max_ent] indexer keys, [window + max_ent] */
+	float *fed, *ifed;                 /* [max_n / r + 1, hd], [max_n / 4 + 1, index_dim] a feed's entries */
+	int32_t *pick;                     /* [K] */
+	float *lse;                        /* [H] */
+};
+
+static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n, unsigned char *w, struct work *o)
 {
-	size_t keys = (size_t)l->window + (size_t)max_entries(l->ratio, max_len);
+	size_t me = (size_t)max_entries(l->ratio, max_len), s = 0, P = sizeof(float *);
+	size_t fed = l->ratio ? ((size_t)max_n / (size_t)l->ratio + 1) * (size_t)l->head_dim : 0;
+	size_t ifed = l->ratio == 4 ? ((size_t)max_n / 4 + 1) * (size_t)l->index_dim : 0;
 	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
-	return up64(sizeof(float *) * keys) + up64(sizeof(int32_t) * K) + up64(sizeof(float) * (size_t)l->n_heads);
+	size_t sz[7] = {P * me,
+			P * me,
+			P * ((size_t)l->window + me),
+			sizeof(float) * fed,
+			sizeof(float) * ifed,
+			sizeof(int32_t) * K,
+			sizeof(float) * (size_t)l->n_heads};
+	void **dst[7] = {(void **)&o->ents, (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
+			 (void **)&o->ifed, (void **)&o->pick, (void **)&o->lse};
+	for (int i = 0; i < 7; i++) {
+		if (w)
+			*dst[i] = w + s;
+		s += up64(sz[i]);
+	}
+	return s;
 }
 
-int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0, int n, float *q, float *kv,
-		const float *ckv, const float *csc, float *iq, float *iw, const float *ikv, const float *isc, float *o,
-		int32_t *sel, void *work, struct err *e)
+size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, long max_len, int max_n)
+{
+	struct work w;
+	return work_layout(l, max_len, max_n, NULL, &w);
+}
+
+/* feeds a compressor the chunk and writes the entries it completes to their pages */
+static void feed(const struct v4_comp *c, float *state, const struct v4_pages *pg, size_t off, long pos0, int n,
+		 const float *kv, const float *score, float *fed)
+{
+	int cnt = v4_comp_feed(c, state, pos0, n, kv, score, fed);
+	long e0 = pos0 / c->ratio;
+	for (int i = 0; i < cnt; i++)
+		memcpy(v4_page_entry(pg, c->ratio, e0 + i, c->d, off), fed + (size_t)i * (size_t)c->d,
+		       sizeof(float) * (size_t)c->d);
+}
+
+int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const struct v4_pages *pg, long pos0, int n,
+		float *q, float *kv, const float *ckv, const float *csc, float *iq, float *iw, const float *ikv,
+		const float *isc, float *o, int32_t *sel, void *work, long max_len, struct err *e)
 {
 	int H = l->n_heads, hd = l->head_dim, win = l->window, r = l->ratio, K = l->index_topk;
 	int ih = l->index_heads, id = l->index_dim;
 	long end = pos0 + n;
-	if (r && end / r > s->max_ent)
-		return err_set(e, "v4 attention: position %ld past the state's %d entries of ratio %d", end - 1,
-			       s->max_ent, r);
+	if (end > max_len)
+		return err_set(e, "v4 attention: position %ld past the %ld positions the step was sized for", end - 1,
+			       max_len);
+	struct work w;
+	work_layout(l, max_len, n, work, &w);
 	for (int t = 0; t < n; t++) {
 		v4_attn_prep_q(&l->rope, H, hd, l->eps, pos0 + t, q + (size_t)t * (size_t)(H * hd));
 		v4_attn_prep_kv(&l->rope, hd, pos0 + t, 1, kv + (size_t)t * (size_t)hd);
 	}
 	/* the entries the chunk completes: token t sees those e < (p + 1) / r, all completed by
 	 * then, so the whole chunk is fed first */
-	if (r)
-		v4_comp_feed(&l->comp, s->cst, pos0, n, ckv, csc, s->ents + (size_t)(pos0 / r) * (size_t)hd);
+	long n_ent = r ? end / r : 0;
+	if (r) {
+		feed(&l->comp, s->cst, pg, pg->ent_off, pos0, n, ckv, csc, w.fed);
+		for (long c = 0; c < n_ent; c++)
+			w.ents[c] = v4_page_entry(pg, r, c, hd, pg->ent_off);
+	}
 	if (r == 4) {
-		v4_comp_feed(&l->icomp, s->icst, pos0, n, ikv, isc, s->ients + (size_t)(pos0 / 4) * (size_t)id);
+		feed(&l->icomp, s->icst, pg, pg->ix_off, pos0, n, ikv, isc, w.ifed);
+		for (long c = 0; c < n_ent; c++)
+			w.iks[c] = v4_page_entry(pg, 4, c, id, pg->ix_off);
 		for (int t = 0; t < n; t++) {
 			v4_index_query(&l->rope, ih, id, pos0 + t, 1, iq + (size_t)t * (size_t)(ih * id));
 			v4_index_weights(ih, id, iw + (size_t)t * (size_t)ih);
 		}
 	}
-	/* work: [window + max_ent] key rows, [K] picks, [H] LSEs (v4_attn_seq_work_bytes) */
-	unsigned char *w = work;
-	const float **keys = (const float **)w;
-	w += up64(sizeof(float *) * ((size_t)win + (size_t)s->max_ent));
-	int32_t *pick = (int32_t *)w;
-	w += up64(sizeof(int32_t) * (size_t)(K > 0 ? K : 1));
-	float *lse = (float *)w;
 	for (int t = 0; t < n; t++) {
 		long p = pos0 + t, lo, nc;
 		v4_attn_visible(r, win, p, &lo, &nc);
 		int nk = 0;
 		for (long k = lo; k <= p; k++) /* the chunk's own rows, else the ring's */
-			keys[nk++] = k >= pos0 ? kv + (size_t)(k - pos0) * (size_t)hd
-					       : s->ring + (size_t)(k % win) * (size_t)hd;
+			w.keys[nk++] = k >= pos0 ? kv + (size_t)(k - pos0) * (size_t)hd
+						 : s->ring + (size_t)(k % win) * (size_t)hd;
 		int32_t *st = sel ? sel + (size_t)t * (size_t)K : NULL;
 		for (int i = 0; st && i < K; i++)
 			st[i] = -1;
 		if (r == 4) {
 			int ns = v4_index_select(ih, id, iq + (size_t)t * (size_t)(ih * id),
-						 iw + (size_t)t * (size_t)ih, s->ients, (int)nc, K, pick);
+						 iw + (size_t)t * (size_t)ih, w.iks, (int)nc, K, w.pick);
 			for (int i = 0; i < ns; i++) {
-				keys[nk++] = s->ents + (size_t)pick[i] * (size_t)hd;
+				w.keys[nk++] = w.ents[w.pick[i]];
 				if (st)
-					st[i] = pick[i];
+					st[i] = w.pick[i];
 			}
 		} else {
 			for (long c = 0; c < nc; c++)
-				keys[nk++] = s->ents + (size_t)c * (size_t)hd;
+				w.keys[nk++] = w.ents[c];
 		}
 		float *ot = o + (size_t)t * (size_t)(H * hd);
-		v4_attn_one(H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), keys, nk, l->sink, ot,
-			    lse);
+		v4_attn_one(H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk, l->sink, ot,
+			    w.lse);
 		v4_attn_unrope(&l->rope, H, hd, ot, p);
 	}
 	for (int t = n > win ? n - win : 0; t < n; t++) /* the ring keeps the last window */

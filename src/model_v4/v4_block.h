@@ -8,9 +8,10 @@
  *   ratio 4: the indexer's top-k of the visible indexer entries (v4_indexer.h)
  *   attention over the window [p - window + 1, p] (ring rows before the chunk, the chunk's own
  *   rows after) + the entries, with the sink; the inverse RoPE of each head at p.
- * The sequence's state (struct v4_seq_attn) lives in caller memory: the window ring, the
- * compressed and indexer entries, the compressors' unfinished windows; any split of a
- * sequence into chunks gives the same results bit for bit. */
+ * The sequence's state is the window ring and the compressors' unfinished windows (struct
+ * v4_seq_attn, bounded: caller memory) and the compressed and indexer entries (struct
+ * v4_pages: the paged pool); any split of a sequence into chunks gives the same results bit
+ * for bit. */
 #ifndef MLA_MODEL_V4_V4_BLOCK_H
 #define MLA_MODEL_V4_V4_BLOCK_H
 
@@ -33,19 +34,39 @@ struct v4_attn_layer {
 	struct v4_comp comp, icomp; /* the main compressor (ratio > 0), the indexer's (ratio 4) */
 };
 
-/* One sequence's state of one layer (positions 0 .. pos0 - 1 fed) */
-struct v4_seq_attn {
-	float *ring;       /* [window, hd]: position p's kv at row p % window */
-	float *ents;       /* [max_len / ratio, hd] compressed entries */
-	float *ients;      /* [max_len / 4, index_dim] the indexer's keys (ratio 4) */
-	float *cst, *icst; /* the compressors' unfinished windows (compressor.h) */
-	int max_ent;
+/* Where a sequence's compressed entries and indexer keys live: the engine's paged pool (the
+ * family's layout of struct kv_cache's data, family_v4.c). Entry e of a layer with ratio r
+ * belongs to the block of its LAST token q = (e + 1) r - 1, at slot (q % bs) / r of the
+ * layer's ceil(bs / r) slots there: it is written while that block is being filled and never
+ * after, so a full block (one the prefix cache may share) holds only entries of its own
+ * prefix, whatever bs and r. */
+struct v4_pages {
+	float *base;            /* block b at base + b * block_floats */
+	size_t block_floats;    /* floats of one block (every layer's) */
+	const int32_t *bt;      /* the sequence's block table */
+	int bs;                 /* tokens per block */
+	size_t ent_off, ix_off; /* this layer's entries [slots, head_dim], indexer keys [slots, index_dim] */
 };
 
-/* Floats of one sequence's state for max_len positions. */
-size_t v4_seq_attn_floats(const struct v4_attn_layer *l, int max_len);
+static inline int v4_page_slots(int ratio, int bs) { return ratio ? (bs + ratio - 1) / ratio : 0; }
+
+/* Entry e [dim] of a layer of ratio r at offset off of each block */
+static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, int dim, size_t off)
+{
+	long q = (e + 1) * r - 1;
+	return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * (size_t)dim;
+}
+
+/* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged */
+struct v4_seq_attn {
+	float *ring;       /* [window, hd]: position p's kv at row p % window */
+	float *cst, *icst; /* the compressors' unfinished windows (compressor.h) */
+};
+
+/* Floats of one sequence's state of layer l (window rows and compressor states). */
+size_t v4_seq_attn_floats(const struct v4_attn_layer *l);
 /* Carves s out of mem [v4_seq_attn_floats] and resets it (a fresh sequence). */
-void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, int max_len, struct v4_seq_attn *s);
+void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, struct v4_seq_attn *s);
 /* Resets s (its memory kept): the sequence starts again at position 0. */
 void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s);
 
@@ -55,14 +76,16 @@ void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s);
  *   iq [n, index_heads * index_dim] the indexer's wq_b output (in place), iw [n, index_heads]
  *   its weights_proj output (in place), ikv, isc [n, 2 index_dim] its compressor's (ratio 4)
  * -> o [n, H*hd] the attention output after the inverse RoPE; sel [n, index_topk] the
- * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. work: the caller's
- * scratch of v4_attn_seq_work_bytes(l, max_len) bytes, 64-byte aligned (the step allocates
- * nothing). Fails when the sequence outgrows max_len. */
-int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, long pos0, int n, float *q, float *kv,
-		const float *ckv, const float *csc, float *iq, float *iw, const float *ikv, const float *isc, float *o,
-		int32_t *sel, void *work, struct err *e);
-/* Bytes of v4_attn_seq's work for a state of max_len positions: one query's key pointers, the
- * indexer's picks and the heads' LSEs. */
-size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, int max_len);
+ * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. The entries the chunk
+ * completes are written to pg's blocks (which must cover position pos0 + n - 1). work: the
+ * caller's scratch of v4_attn_seq_work_bytes(l, max_len, n) bytes, 64-byte aligned (the step
+ * allocates nothing). Fails when the sequence outgrows max_len. */
+int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const struct v4_pages *pg, long pos0, int n,
+		float *q, float *kv, const float *ckv, const float *csc, float *iq, float *iw, const float *ikv,
+		const float *isc, float *o, int32_t *sel, void *work, long max_len, struct err *e);
+/* Bytes of v4_attn_seq's work for a sequence of max_len positions fed max_n tokens at a time:
+ * the entries' and one query's key pointers, the entries a feed completes, the indexer's picks
+ * and the heads' LSEs. */
+size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, long max_len, int max_n);
 
 #endif

@@ -68,8 +68,8 @@ static int by_entry(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int v4_index_select(int n_heads, int di, const float *q, const float *w, const float *keys, int visible, int topk,
-		    int32_t *sel)
+int v4_index_select(int n_heads, int di, const float *q, const float *w, const float *const *keys, int visible,
+		    int topk, int32_t *sel)
 {
 	int k = topk < visible ? topk : visible, n = 0;
 	if (k <= 0)
@@ -77,7 +77,7 @@ int v4_index_select(int n_heads, int di, const float *q, const float *w, const f
 	struct cand *h = malloc((size_t)k * sizeof *h);
 	CHECK(h);
 	for (int e = 0; e < visible; e++) { /* a min-heap of the k best so far */
-		struct cand c = {v4_index_score(n_heads, di, q, w, keys + (size_t)e * (size_t)di), e};
+		struct cand c = {v4_index_score(n_heads, di, q, w, keys[e]), e};
 		if (n < k) {
 			h[n++] = c;
 			for (int i = n / 2 - 1; n == k && i >= 0; i--)

@@ -517,22 +517,6 @@ int engine_args_open_model(const struct engine_args *a, struct pool **pool, stru
 	return open_model(a, &p, pool, model, kv_dtype, e);
 }
 
-/* A family with per-sequence attention state (model.h's seq_state) holds max_num_seqs
- * sequences of max_model_len positions from its load: that is its capacity, whatever the KV
- * budget; the engine's pool (sized for max_num_seqs full sequences when no budget is given)
- * only names their blocks. */
-static void seq_state_note(const struct engine_args *a, const struct model_probe *p, int max_model_len)
-{
-	if (a->kv_cache_memory)
-		LOG_W(MOD,
-		      "--kv-cache-memory does not size %s's attention state: --max-num-seqs and --max-model-len do",
-		      p->family);
-	LOG_I(MOD,
-	      "kv cache: %s keeps its attention state per sequence, allocated at load: %d sequences (--max-num-seqs) "
-	      "x %d positions (--max-model-len); the block pool below only names their blocks (one value a token)",
-	      p->family, a->max_num_seqs, max_model_len);
-}
-
 int engine_runtime_open(const struct engine_args *a, const struct engine_forward_hook *hook, struct engine_runtime *rt,
 			struct err *e)
 {
@@ -580,15 +564,13 @@ int engine_runtime_open(const struct engine_args *a, const struct engine_forward
 		o->backend = attn_backend_by_name(a->attention_backend);
 	o->block_size = a->block_size;
 	o->reorder_batch_threshold = a->reorder_batch_threshold;
-	o->kv_cache_memory = p.seq_state ? 0 : a->kv_cache_memory; /* 0: blocks for max_num_seqs sequences */
+	o->kv_cache_memory = a->kv_cache_memory; /* 0: blocks for max_num_seqs sequences */
 	o->kv_dtype = kvd;
 	o->enable_prefix_caching = a->enable_prefix_caching;
 	if (p.no_prefix_caching && o->enable_prefix_caching) { /* vLLM's way with such models: off, said once */
 		LOG_W(MOD, "prefix caching is off for %s: %s", p.family, p.no_prefix_caching);
 		o->enable_prefix_caching = false;
 	}
-	if (p.seq_state)
-		seq_state_note(a, &p, max_model_len);
 	o->max_num_seqs = a->max_num_seqs;
 	o->max_num_batched_tokens = a->max_num_batched_tokens;
 	o->max_model_len = max_model_len;

@@ -39,7 +39,7 @@ test('start-up: the V4 encoder, float32 for --dtype auto, prefix caching off wit
   assert.match(log, /prompts are rendered by the deepseek_v4 encoder/);
   assert.match(log, /--dtype auto: float32/);
   assert.equal(log.match(/^WARN.*prefix caching is off.*$/gm)?.length, 1, log);
-  assert.match(log, /attention state per sequence, allocated at load: 4 sequences .* x 1024 positions/);
+  assert.match(log, /DeepSeek-V4 KV pool: \d+ blocks of \d+ tokens, \d+ tokens of capacity; bytes per token: compressed entries [\d.]+, indexer keys [\d.]+/);
 });
 
 test('the V4 encoder renders chat, thinking and reasoning_effort', async () => {

@@ -1,7 +1,7 @@
 /* DeepSeek-V4 through model.h (model/family_v4.c): tiny-v4's golden logits (act-quant off,
  * golden/README.md) on every row of every prompt within 1e-3, in one prefill, in chunks of 5
  * and token by token (the compressor state, window ring and entries across steps), two
- * sequences in one step; the MTP module's logits (one prefill, chunked); what this version
+ * sequences in one step; the paged pool at several block sizes with scattered blocks; the MTP module's logits (one prefill, chunked); what this version
  * refuses; and one error per kind of bad checkpoint
  * tensor (missing, misshapen, mistyped), each one line naming the file and the tensor. */
 #include <dirent.h>
@@ -175,6 +175,74 @@ static void test_two_sequences(void)
 	EXPECT(strstr(e.msg, "prefix caching") != NULL);
 	free(out);
 	kv_cache_fini(&kv);
+	for (int k = 0; k < np; k++)
+		free(p[k].tok), free(p[k].gold);
+	model_free(m);
+}
+
+/* The paged pool at block sizes that divide no ratio, one, and all of them (5, 16, 128), with
+ * the blocks scattered in reverse order: len300 in chunks of 37 stays within TOL of its
+ * golden (an entry in the wrong block, or overwritten by its neighbour, would not) */
+static void test_paged_layouts(void)
+{
+	struct err e = {{0}};
+	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
+	EXPECTF(m, "%s", e.msg);
+	if (!m)
+		return;
+	int V = model_config(m)->vocab_size;
+	struct prompt p[8];
+	int np = load_prompts(p, 8, V);
+	struct prompt *a = NULL;
+	for (int k = 0; k < np; k++)
+		if (p[k].n == 300)
+			a = &p[k];
+	CHECK(a);
+	float *out = malloc(sizeof(float) * 37 * (size_t)V);
+	static const int sizes[3] = {5, 16, 128};
+	for (int si = 0; si < 3; si++) {
+		int bs = sizes[si], nb = (a->n + bs - 1) / bs;
+		struct kv_cache kv = {0};
+		CHECK(model_kv_cache_init(m, &kv, 2 * nb + 2, bs, DT_F32, &e) == 0);
+		int32_t bt[64];
+		for (int i = 0; i < nb; i++)
+			bt[i] = 2 * (nb - i); /* every other block, last first */
+		double worst = 0;
+		int rc = 0;
+		for (int s0 = 0; s0 < a->n && !rc; s0 += 37) {
+			int n = a->n - s0 < 37 ? a->n - s0 : 37;
+			int32_t pos[37], rows[37], qs[2] = {0, n}, sl[1] = {s0 + n};
+			int64_t slots[37];
+			for (int t = 0; t < n; t++) {
+				pos[t] = s0 + t;
+				rows[t] = t;
+				slots[t] = kv_cache_slot(bt, bs, s0 + t);
+			}
+			struct batch b = {.n_tokens = n,
+					  .tokens = a->tok + s0,
+					  .positions = pos,
+					  .n_logits = n,
+					  .logits_rows = rows};
+			b.attn = (struct attn_meta){.n_seqs = 1,
+						    .n_tokens = n,
+						    .query_start = qs,
+						    .seq_lens = sl,
+						    .block_table = bt,
+						    .max_blocks = nb,
+						    .slots = slots,
+						    .dcp_size = 1,
+						    .local_seq_lens = sl};
+			rc = model_forward(m, &b, &kv, attn_backend_by_name("REFERENCE_MLA"), out, &e);
+			EXPECTF(rc == 0, "block size %d, chunk at %d: %s", bs, s0, e.msg);
+			for (int t = 0; t < n && !rc; t++)
+				worst = fmax(worst, max_diff(out + (size_t)t * (size_t)V,
+							     a->gold + (size_t)(s0 + t) * (size_t)V, (size_t)V));
+		}
+		printf("# len300, block size %d, scattered blocks, chunks of 37: max |diff| %.3g\n", bs, worst);
+		EXPECTF(worst < TOL, "block size %d: max |diff| %g", bs, worst);
+		kv_cache_fini(&kv);
+	}
+	free(out);
 	for (int k = 0; k < np; k++)
 		free(p[k].tok), free(p[k].gold);
 	model_free(m);
@@ -358,4 +426,5 @@ static void test_bad_checkpoints(void)
 
 static void cleanup(void) { pool_free(the_pool); }
 
-TESTS(T(test_golden), T(test_two_sequences), T(test_refusals), T(test_mtp), T(test_bad_checkpoints), T(cleanup))
+TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_refusals), T(test_mtp),
+      T(test_bad_checkpoints), T(cleanup))

@@ -32,7 +32,12 @@ static void test_vs_reference(void)
 		EXPECTF(bad == 0, "%d values differ", bad);
 		v4_index_weights(H, di, w);
 		int32_t sel[16];
-		int n = v4_index_select(H, di, q, w, keys, v4v_int(c, "visible"), K, sel);
+		const float *kp[64];
+		int vis = v4v_int(c, "visible");
+		CHECK(vis <= 64);
+		for (int k = 0; k < vis; k++)
+			kp[k] = keys + (size_t)k * (size_t)di;
+		int n = v4_index_select(H, di, q, w, kp, vis, K, sel);
 		EXPECT_EQ_INT(n, v4v_len(c, "sel"));
 		for (int a = 0; a < n; a++)
 			EXPECTF(sel[a] == wsel[a], "case %zu: sel[%d] = %d, expected %lld", i, a, sel[a], wsel[a]);
@@ -59,6 +64,9 @@ static void test_selection(void)
 	uint64_t s = 9;
 	enum { N = 300 };
 	float keys[N], q = 1, w = 1;
+	const float *kp[N];
+	for (int e = 0; e < N; e++)
+		kp[e] = &keys[e];
 	double sc[N];
 	int order[N];
 	for (int trial = 0; trial < 20; trial++) {
@@ -71,7 +79,7 @@ static void test_selection(void)
 		g_sc = sc;
 		qsort(order, (size_t)visible, sizeof *order, by_rank);
 		int32_t sel[64], want[64];
-		int n = v4_index_select(1, 1, &q, &w, keys, visible, k, sel);
+		int n = v4_index_select(1, 1, &q, &w, kp, visible, k, sel);
 		int m = k < visible ? k : visible;
 		EXPECT_EQ_INT(n, m);
 		for (int a = 0; a < m; a++)

@@ -38,8 +38,11 @@ struct v4t_attn {
 	struct v4_comp comp, icomp;
 	float *c_w[4], *i_w[6];  /* compressor wkv wgate ape norm; indexer wq_b weights_proj + its compressor */
 	struct v4_attn_layer al; /* the layer as v4_block.h runs it */
-	struct v4_seq_attn st;   /* the sequence's state */
+	struct v4_seq_attn st;   /* the sequence's bounded state */
 	float *stmem;
+	struct v4_pages pg; /* its entries: one block of V4T_MAXT tokens */
+	int32_t bt[1];
+	float *pgmem;
 	void *work; /* v4_attn_seq's scratch */
 };
 
@@ -96,15 +99,20 @@ static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_at
 				       .rope = a->rope,
 				       .comp = a->comp,
 				       .icomp = a->icomp};
-	a->stmem = malloc(v4_seq_attn_floats(&a->al, V4T_MAXT) * sizeof(float));
-	v4_seq_attn_init(&a->al, a->stmem, V4T_MAXT, &a->st);
-	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT) + 63) / 64 * 64);
+	a->stmem = malloc(v4_seq_attn_floats(&a->al) * sizeof(float));
+	v4_seq_attn_init(&a->al, a->stmem, &a->st);
+	size_t ne = (size_t)v4_page_slots(a->ratio, V4T_MAXT) * (size_t)a->hd;
+	size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, V4T_MAXT) * (size_t)a->ihd : 0;
+	a->pgmem = calloc(ne + ni + 1, sizeof(float));
+	a->bt[0] = 0;
+	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne};
+	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT, 1) + 63) / 64 * 64);
 }
 
 static inline void v4t_attn_free(struct v4t_attn *a)
 {
 	free(a->wq_a), free(a->q_norm), free(a->wq_b), free(a->wkv), free(a->kv_norm), free(a->sink);
-	free(a->wo_a), free(a->wo_b), free(a->stmem), free(a->work);
+	free(a->wo_a), free(a->wo_b), free(a->stmem), free(a->work), free(a->pgmem);
 	for (int i = 0; i < 4; i++)
 		free(a->c_w[i]);
 	for (int i = 0; i < 6; i++)
@@ -135,8 +143,9 @@ static inline void v4t_attn_token(struct v4t_attn *a, int t, const float *y, flo
 		v4t_mv(a->i_w[3], 2 * a->ihd, D, y, isc);
 	}
 	struct err e = {{0}};
-	EXPECTF(v4_attn_seq(&a->al, &a->st, t, 1, q, kv, ckv, csc, iq, iw, ikv, isc, o, sel, a->work, &e) == 0, "%s",
-		e.msg);
+	EXPECTF(v4_attn_seq(&a->al, &a->st, &a->pg, t, 1, q, kv, ckv, csc, iq, iw, ikv, isc, o, sel, a->work, V4T_MAXT,
+			    &e) == 0,
+		"%s", e.msg);
 	int gl = H * hd / a->G;
 	for (int g = 0; g < a->G; g++)
 		v4t_mv(a->wo_a + (size_t)g * (size_t)a->olr * (size_t)gl, a->olr, gl, o + g * gl, z + g * a->olr);
