@@ -493,12 +493,55 @@ static int parse_root(const json_t *root, const char *what, struct model_config 
 	return 0;
 }
 
+static bool is_kimi_k25(const json_t *root)
+{
+	const char *mt = json_string_value(json_object_get(root, "model_type"));
+	return mt && !strcmp(mt, "kimi_k25");
+}
+
+/* Kimi K2.5 / K2.6: the text model's config is text_config (a kimi_k2 / DeepSeek-V3 one); its
+ * quantization_config is there, or else at the top (as vLLM's KimiK25Config hoists it) */
+static int parse_kimi_k25(const json_t *root, const char *what, struct model_config *c, struct err *e)
+{
+	const json_t *a = json_object_get(root, "architectures"), *tc = json_object_get(root, "text_config");
+	const char *arch = json_string_value(json_array_get(a, 0));
+	if (a && !json_is_null(a) &&
+	    (json_array_size(a) != 1 || !arch || strcmp(arch, "KimiK25ForConditionalGeneration")))
+		return json_util_bad(e, what, "architectures", a, "unsupported",
+				     "expected [\"KimiK25ForConditionalGeneration\"] for model_type kimi_k25");
+	if (!json_is_object(tc))
+		return json_util_bad(e, what, "text_config", tc, "invalid",
+				     "expected the text model's config (an object) for model_type kimi_k25");
+	json_t *text = json_copy((json_t *)tc);
+	const json_t *q = json_object_get(root, "quantization_config");
+	if (!text || (q && !json_object_get(text, "quantization_config") &&
+		      json_object_set(text, "quantization_config", (json_t *)q) < 0)) {
+		json_decref(text);
+		return err_set(e, "%s: out of memory", what);
+	}
+	char sub_what[4200];
+	snprintf(sub_what, sizeof sub_what, "%s: text_config", what);
+	int rc = is_kimi_k25(text) ? json_util_bad(e, sub_what, "model_type", json_object_get(text, "model_type"),
+						   "unsupported", "expected the text model's type")
+				   : parse_root(text, sub_what, c, e);
+	json_decref(text);
+	if (rc)
+		return -1;
+	snprintf(c->weight_prefix, sizeof c->weight_prefix, "language_model.");
+	return 0;
+}
+
+static int parse_any(const json_t *root, const char *what, struct model_config *c, struct err *e)
+{
+	return is_kimi_k25(root) ? parse_kimi_k25(root, what, c, e) : parse_root(root, what, c, e);
+}
+
 int config_parse(const char *json_text, const char *what, struct model_config *cfg, struct err *e)
 {
 	json_t *root;
 	if (json_util_parse(json_text, strlen(json_text), what, &root, e))
 		return -1;
-	int rc = parse_root(root, what, cfg, e);
+	int rc = parse_any(root, what, cfg, e);
 	json_decref(root);
 	return rc;
 }
@@ -510,7 +553,7 @@ int config_load(const char *dir, struct model_config *cfg, struct err *e)
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	if (json_util_load(path, &root, e))
 		return -1;
-	int rc = parse_root(root, path, cfg, e);
+	int rc = parse_any(root, path, cfg, e);
 	json_decref(root);
 	return rc;
 }
@@ -524,7 +567,10 @@ int config_ct_ignore(const char *dir, char ***out, int *n, struct err *e)
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	if (json_util_load(path, &root, e))
 		return -1;
-	const json_t *ig = json_object_get(json_object_get(root, "quantization_config"), "ignore");
+	const json_t *q = json_object_get(root, "quantization_config");
+	if (is_kimi_k25(root) && json_object_get(json_object_get(root, "text_config"), "quantization_config"))
+		q = json_object_get(json_object_get(root, "text_config"), "quantization_config");
+	const json_t *ig = json_object_get(q, "ignore");
 	size_t k = json_is_array(ig) ? json_array_size(ig) : 0;
 	char **list = k ? calloc(k, sizeof *list) : NULL;
 	int rc = k && !list ? err_set(e, "%s: out of memory", path) : 0;

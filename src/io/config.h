@@ -11,6 +11,10 @@ enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 
 struct model_config {
 	char model_type[32]; /* "deepseek_v2" | "deepseek_v3" | "deepseek_v32" | "kimi_k2" (V3) | "glm_moe_dsa" (V3.2) */
+	/* Kimi K2.5 / K2.6 (model_type kimi_k25, KimiK25ForConditionalGeneration): the fields are
+	 * its text_config's, the tensors those under "language_model." (the vision tower and the
+	 * projector are left unread); "" for the others */
+	char weight_prefix[32];
 	int vocab_size;
 	int hidden_size;           /* D */
 	int intermediate_size;     /* dense MLP width */

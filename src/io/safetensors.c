@@ -29,6 +29,7 @@ struct shard {
 
 struct st_set {
 	char *dir;
+	const char *prefix; /* st_open_under's: names kept without it ("" for all) */
 	struct shard *shards;
 	int n_shards;
 	struct st_tensor *t; /* sorted by name */
@@ -178,7 +179,11 @@ static int parse_header(struct st_set *s, struct shard *sh, int keep, struct err
 			goto out;
 		t.data = sh->data + rs[nr].begin;
 		nr++;
-		if (!dropped(name, keep) && (rc = push(s, &t, e)))
+		size_t pl = strlen(s->prefix);
+		if (strncmp(name, s->prefix, pl)) /* outside the model read (a vision tower) */
+			continue;
+		t.name = name + pl;
+		if (!dropped(t.name, keep) && (rc = push(s, &t, e)))
 			goto out;
 	}
 	qsort(rs, nr, sizeof *rs, cmp_range);
@@ -333,6 +338,11 @@ static int find_single(const char *dir, char *path, size_t n, struct err *e)
 
 int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err *e)
 {
+	return st_open_under(dir, "", n_layers_keep, out, e);
+}
+
+int st_open_under(const char *dir, const char *prefix, int n_layers_keep, struct st_set **out, struct err *e)
+{
 	struct st_set *s = calloc(1, sizeof *s);
 	char path[4096];
 	struct stat st;
@@ -342,6 +352,7 @@ int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err 
 		free(s);
 		return err_set(e, "%s: out of memory", dir);
 	}
+	s->prefix = prefix;
 	snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
 	if (stat(path, &st) == 0) {
 		rc = open_indexed(s, path, n_layers_keep, e);
@@ -359,7 +370,7 @@ int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err 
 		qsort(s->t, (size_t)s->n, sizeof *s->t, cmp_tensor);
 		for (int i = 1; i < s->n && rc == 0; i++)
 			if (strcmp(s->t[i - 1].name, s->t[i].name) == 0)
-				rc = err_set(e, "%s: tensor %s: also in %s", s->t[i].file, s->t[i].name,
+				rc = err_set(e, "%s: tensor %s%s: also in %s", s->t[i].file, s->prefix, s->t[i].name,
 					     s->t[i - 1].file);
 	}
 	if (rc) {
@@ -408,14 +419,14 @@ int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int
 	if (out)
 		*out = t;
 	if (!t)
-		return err_set(e, "%s: missing tensor %s", s->dir, name);
+		return err_set(e, "%s: missing tensor %s%s", s->dir, s->prefix, name);
 	int64_t want[2] = {rows, cols};
 	int nd = cols ? 2 : 1;
 	if (t->ndim != nd || t->shape[0] != rows || (nd == 2 && t->shape[1] != cols)) {
 		char got[96], exp[96];
 		fmt_shape(got, sizeof got, t->ndim, t->shape);
 		fmt_shape(exp, sizeof exp, nd, want);
-		return err_set(e, "%s: tensor %s: shape %s, expected %s", t->file, name, got, exp);
+		return err_set(e, "%s: tensor %s%s: shape %s, expected %s", t->file, s->prefix, name, got, exp);
 	}
 	if (!(dtype_mask & ST_DT(t->dtype))) {
 		char exp[96] = "";
@@ -429,7 +440,8 @@ int st_expect(const struct st_set *s, const char *name, unsigned dtype_mask, int
 						      : ", ",
 					 dtype_name((enum dtype)d));
 			}
-		return err_set(e, "%s: tensor %s: dtype %s, expected %s", t->file, name, dtype_name(t->dtype), exp);
+		return err_set(e, "%s: tensor %s%s: dtype %s, expected %s", t->file, s->prefix, name,
+			       dtype_name(t->dtype), exp);
 	}
 	return 0;
 }

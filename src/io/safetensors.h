@@ -31,6 +31,10 @@ struct st_set; /* all shards of one checkpoint */
  * Tensors of layers >= n_layers_keep (MTP modules) and "rotary_emb.inv_freq" are dropped
  * (n_layers_keep < 0 keeps all). Errors name the file and the tensor. */
 int st_open(const char *dir, int n_layers_keep, struct st_set **out, struct err *e);
+/* The same keeping only the tensors whose names begin with `prefix` (a string that outlives
+ * the set), found by their names without it (Kimi K2.5's text model under "language_model.");
+ * every header is still validated whole, and messages name tensors in full. */
+int st_open_under(const char *dir, const char *prefix, int n_layers_keep, struct st_set **out, struct err *e);
 void st_close(struct st_set *s);
 
 int st_count(const struct st_set *s);

@@ -109,7 +109,8 @@ int model_load(const char *dir, const struct model_options *opt, struct model **
 	if (set_options(m, opt, e) || m->fam->configure(m, dir, e) || set_shared(m, e))
 		goto fail;
 	const struct model_config *c = &m->cfg;
-	if (!m->opt.load_dummy && st_open(dir, c->num_hidden_layers + (m->opt.load_mtp ? 1 : 0), &m->st, e))
+	if (!m->opt.load_dummy &&
+	    st_open_under(dir, c->weight_prefix, c->num_hidden_layers + (m->opt.load_mtp ? 1 : 0), &m->st, e))
 		goto fail;
 	int rc = model_ct_begin(m, dir, e) || m->fam->load(m, dir, e);
 	model_ct_end(m);

@@ -111,8 +111,9 @@ bool model_ct_packed(const struct model *m, const char *name, bool linear)
 	 * is read from it), nor DeepSeek's router (MoEGate), nor the norms */
 	if (!m->cfg.ct_int4 || !linear || !strncmp(name, "model.embed_tokens.", 19))
 		return false;
-	char mod[256];
-	module_of(name, mod, sizeof mod);
+	char full[320], mod[320]; /* the ignore list names modules in full (Kimi K2.5: language_model.…) */
+	snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
+	module_of(full, mod, sizeof mod);
 	const struct ct_ignore *c = m->ct;
 	for (int i = 0; c && i < c->n; i++)
 		if (c->is_re[i] ? !regexec(&c->re[i], mod, 0, NULL, 0) : !strcmp(c->names[i], mod))
@@ -150,7 +151,7 @@ static const void *aligned(const struct st_tensor *t, size_t align, void **tmp)
 static int find_parts(struct model *m, const char *mod, int rows, int cols, const struct st_tensor **pk,
 		      const struct st_tensor **sc, struct err *e)
 {
-	char n[320];
+	char n[400];
 	static const char *const refused[][2] = {{"weight_zero_point", "zero points (asymmetric int4)"},
 						 {"weight_g_idx", "activation order (g_idx)"}};
 	for (int i = 0; i < 2; i++) {
@@ -187,8 +188,9 @@ static int find_parts(struct model *m, const char *mod, int rows, int cols, cons
 int model_ct_load(struct model *m, const char *name, int rows, int cols, bool absorbed, int r0, int nr, int c0, int nc,
 		  struct wmat *w, struct err *e)
 {
-	char mod[256];
-	module_of(name, mod, sizeof mod);
+	char full[320], mod[320]; /* the ignore list names modules in full (Kimi K2.5: language_model.…) */
+	snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
+	module_of(full, mod, sizeof mod);
 	if (absorbed)
 		return err_set(e,
 			       "%s: pack-quantized int4 is not supported for it (the absorbed attention multiplies "

@@ -478,6 +478,19 @@ static void test_mla_relatives(void)
 	EXPECT(strcmp(c.model_type, "kimi_k2") == 0 && c.fp8 && !config_is_sparse(&c));
 	EXPECT_EQ_INT(c.n_group, 1);
 	EXPECT_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+	EXPECT(c.weight_prefix[0] == 0);
+	/* Kimi K2.5 / K2.6: its text_config is the model, its tensors under language_model.; a
+	 * quantization_config at the top applies when text_config has none */
+	EXPECTF(config_load(fixture_path("tiny-kimi-k25"), &c, &e) == 0, "%s", e.msg);
+	EXPECT(strcmp(c.model_type, "kimi_k2") == 0 && c.fp8 && !strcmp(c.weight_prefix, "language_model."));
+	EXPECT_EQ_INT(c.num_attention_heads, 8);
+	EXPECTF(config_parse("{\"architectures\": [\"KimiK25ForConditionalGeneration\"], \"model_type\": "
+			     "\"kimi_k25\", \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
+			     "\"weight_block_size\": [128, 128], \"activation_scheme\": \"dynamic\"}, "
+			     "\"vision_config\": {\"hidden_size\": 1152}, \"text_config\": " KIMI_K2 "}}",
+			     WHAT, &c, &e) == 0,
+		"%s", e.msg);
+	EXPECT(c.fp8 && c.n_routed_experts == 384 && !strcmp(c.weight_prefix, "language_model."));
 	EXPECTF(config_load(fixture_path("tiny-glm5"), &c, &e) == 0, "%s", e.msg);
 	EXPECT(strcmp(c.model_type, "glm_moe_dsa") == 0 && config_is_sparse(&c) && c.indexer_rope_interleave);
 	EXPECT_EQ_INT(c.qk_nope_head_dim, 48);
@@ -501,7 +514,15 @@ static void test_mla_relatives(void)
 		{KIMI_K2 ", \"attention_bias\": true}", "key \"attention_bias\": unsupported value true"},
 		{GLM5 ", \"architectures\": [\"Glm4MoeForCausalLM\"]}",
 		 "key \"architectures\": unsupported value \"Glm4MoeForCausalLM\""},
-		{"{\"model_type\": \"kimi_k25\", " MINIMAL "}", "key \"model_type\": unsupported value \"kimi_k25\""},
+		/* Kimi K2.5 without its text model, or with another wrapper's architecture */
+		{"{\"model_type\": \"kimi_k25\", " MINIMAL "}", "key \"text_config\": invalid value"},
+		{"{\"model_type\": \"kimi_k25\", \"architectures\": [\"KimiVLForConditionalGeneration\"], "
+		 "\"text_config\": " KIMI_K2 "}}",
+		 "key \"architectures\": unsupported value"},
+		{"{\"model_type\": \"kimi_k25\", \"text_config\": {\"model_type\": \"kimi_k25\"}}",
+		 "text_config: key \"model_type\": unsupported value \"kimi_k25\""},
+		{"{\"model_type\": \"kimi_k25\", \"text_config\": " KIMI_K2 ", \"attention_bias\": true}}",
+		 "text_config: key \"attention_bias\": unsupported value true"},
 		{"{\"model_type\": \"glm4_moe\", " MINIMAL "}", "key \"model_type\": unsupported value \"glm4_moe\""},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -63,15 +63,16 @@ static float top_margin(const float *g, int V, int *arg)
 	return g[a] - second;
 }
 
-/* Every row of every prompt: f32 within 1e-3 of the golden logits; bf16 by the README's rule. */
-static void check_prompts(const char *model, enum dtype act)
+/* Every row of every prompt: f32 within 1e-3 of the golden logits of fixture `gold_of` (its
+ * golden/); bf16 by the README's rule. */
+static void check_prompts_against(const char *model, const char *gold_of, enum dtype act)
 {
 	struct err e;
 	struct model *m = load(model, act, &e);
 	EXPECTF(m, "%s: %s", model, e.msg);
 	if (!m)
 		return;
-	json_t *p = load_json(model, "prompts.json");
+	json_t *p = load_json(gold_of, "prompts.json");
 	EXPECTF(p, "%s: prompts.json", model);
 	int V = model_config(m)->vocab_size;
 	/* the oracle backend; V3.2 (sparse attention) has one backend */
@@ -85,7 +86,7 @@ static void check_prompts(const char *model, enum dtype act)
 		int n;
 		int32_t *tok = json_tokens(json_object_get(pr, "tokens"), &n);
 		char rel[256];
-		snprintf(rel, sizeof rel, "%s/golden/%s", model,
+		snprintf(rel, sizeof rel, "%s/golden/%s", gold_of,
 			 json_string_value(json_object_get(pr, "logits_file")));
 		float *gold = fwd_read_f32(fixture_path(rel), (size_t)n * V);
 		float *out = malloc(sizeof(float) * (size_t)n * V);
@@ -136,6 +137,8 @@ static void check_prompts(const char *model, enum dtype act)
 	json_decref(p);
 	model_free(m);
 }
+
+static void check_prompts(const char *model, enum dtype act) { check_prompts_against(model, model, act); }
 
 /* Greedy continuation, one token per step through the decode path (REFERENCE_MLA), equal to
  * greedy.json up to the first step whose golden margin is below 1e-2. */
@@ -208,6 +211,10 @@ static void test_golden_v32_topk8_f32(void) { check_prompts("tiny-v32-topk8", DT
 /* Kimi K2 (model_type kimi_k2, V3's forward): 8 heads, 12 experts top-4 in one group, rms eps
  * 1e-5, YaRN with beta_fast = beta_slow = 1 (Kimi's); fp8 weights */
 static void test_golden_kimi_k2_f32(void) { check_prompts("tiny-kimi-k2", DT_F32); }
+/* Kimi K2.5 / K2.6 (kimi_k25): tiny-kimi-k2 wrapped as K2.5 ships (text_config, tensors under
+ * language_model., a vision tower and projector beside them; scripts/make_kimi_k25_fixture.py):
+ * the same logits as tiny-kimi-k2's goldens */
+static void test_golden_kimi_k25_f32(void) { check_prompts_against("tiny-kimi-k25", "tiny-kimi-k2", DT_F32); }
 /* GLM-5 (glm_moe_dsa, V3.2's forward): qk_nope 48 != v_head 64, 2 dense layers of 3, indexer
  * 4 x 64 with interleaved RoPE (indexer_rope_interleave), rope_parameters, index_topk 12 */
 static void test_golden_glm5_f32(void) { check_prompts("tiny-glm5", DT_F32); }
@@ -479,31 +486,19 @@ static void test_prepack_skipped_when_memory_is_short(void)
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
-		T(test_golden_v3_f32),
-		T(test_golden_v2_f32),
-		T(test_golden_v3_fp8_f32),
-		T(test_golden_r1_f32),
-		T(test_golden_v3_bf16),
-		T(test_golden_v2_bf16),
-		T(test_golden_v3_fp8_bf16),
-		T(test_golden_r1_bf16),
-		T(test_greedy_v3),
-		T(test_greedy_v2),
-		T(test_greedy_v3_fp8),
-		T(test_greedy_r1),
-		T(test_golden_v32_f32),
-		T(test_golden_v32_bf16),
-		T(test_greedy_v32),
-		T(test_golden_v32_fp8_f32),
-		T(test_greedy_v32_fp8),
-		T(test_golden_v32_topk8_f32),
-		T(test_golden_kimi_k2_f32),
-		T(test_golden_glm5_f32),
-		T(test_missing_tensor_error),
-		T(test_dummy_deterministic),
-		T(test_forward_rejects_bad_batch),
-		T(test_cmd_logits),
-		T(test_prepack_skipped_when_memory_is_short),
+		T(test_golden_v3_f32),       T(test_golden_v2_f32),
+		T(test_golden_v3_fp8_f32),   T(test_golden_r1_f32),
+		T(test_golden_v3_bf16),      T(test_golden_v2_bf16),
+		T(test_golden_v3_fp8_bf16),  T(test_golden_r1_bf16),
+		T(test_greedy_v3),           T(test_greedy_v2),
+		T(test_greedy_v3_fp8),       T(test_greedy_r1),
+		T(test_golden_v32_f32),      T(test_golden_v32_bf16),
+		T(test_greedy_v32),          T(test_golden_v32_fp8_f32),
+		T(test_greedy_v32_fp8),      T(test_golden_v32_topk8_f32),
+		T(test_golden_kimi_k2_f32),  T(test_golden_kimi_k25_f32),
+		T(test_golden_glm5_f32),     T(test_missing_tensor_error),
+		T(test_dummy_deterministic), T(test_forward_rejects_bad_batch),
+		T(test_cmd_logits),          T(test_prepack_skipped_when_memory_is_short),
 	};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
