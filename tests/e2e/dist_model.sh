@@ -7,7 +7,7 @@
 #   FLASH_ATTN_MLA downgraded to threshold 1 at I > 1), fp8 slices inside scale blocks
 #   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
 # - tiny-v32 and tiny-v32-topk8 (sparse attention) logits under TP/DCP within 1e-3 of their
-#   goldens;
+#   goldens; the relatives' (tiny-kimi-k2, tiny-kimi-k25, tiny-glm5) likewise;
 # - tiny-v4 (DeepSeek-V4) logits under -tp 2 within 1e-3 of its goldens (one sliding window
 #   excepted in one forward of 300 tokens, below), greedy generate -tp 2 = one process, its
 #   MTP module's logits under -tp 2 (tests/unit/test_model_v4_tp.c under mpirun);
@@ -74,16 +74,17 @@ sys.exit(0 if worst <= 1e-3 else 1)
 EOF
 }
 
-# logits NAME MODEL PROMPT T D I [extra args...]
+# logits NAME MODEL PROMPT T D I [extra args...] (GOLD_OF=FIXTURE: that fixture's prompts and goldens)
 logits() {
 	local name=$1 model=$2 prompt=$3 t=$4 d=$5 i=$6; shift 6
+	local gold_of=${GOLD_OF:-$model}
 	rm -f "$tmp/l.f32"
-	timeout 120 "$BIN" logits "tests/fixtures/$model" --tokens "$(ids "$model" "$prompt")" \
+	timeout 120 "$BIN" logits "tests/fixtures/$model" --tokens "$(ids "$gold_of" "$prompt")" \
 		--out "$tmp/l.f32" --dtype float32 -tp "$t" -dcp "$d" \
 		--dcp-kv-cache-interleave-size "$i" "$@" >"$out" 2>&1
 	local rc=$? res
 	if [ $rc -ne 0 ]; then notok "$name" "exit status $rc"; return; fi
-	if res=$(cmp_logits "$model" "$prompt" "$tmp/l.f32"); then ok "$name ($res)"
+	if res=$(cmp_logits "$gold_of" "$prompt" "$tmp/l.f32"); then ok "$name ($res)"
 	else notok "$name" "$res"; fi
 }
 
@@ -137,6 +138,20 @@ logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, one forward of 300 tokens" tiny-v32-top
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, one forward of 300 tokens" tiny-v32-topk8 len300 2 2 4
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=1, chunks of 7" tiny-v32-topk8 len300 2 2 1 --chunk 7
 logits "tiny-v32-topk8 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-v32-topk8 len64 2 2 4 --chunk 1
+# The MLA relatives: Kimi K2 (tiny-kimi-k2: V3's forward, 8 heads, 12 experts top-4 in one
+# group, fp8) and GLM-5 (tiny-glm5: V3.2's forward, qk_nope 48 != v_head 64, a 4 x 64 indexer
+# with interleaved RoPE, index_topk 12 of up to 64 keys); Kimi K2.5 (tiny-kimi-k25: K2's text
+# model under language_model.) against K2's goldens
+logits "tiny-kimi-k2 -tp 2 -dcp 2 I=1, one forward" tiny-kimi-k2 len64 2 2 1
+logits "tiny-kimi-k2 -tp 2 -dcp 2 I=1, chunks of 5" tiny-kimi-k2 len64 2 2 1 --chunk 5
+logits "tiny-kimi-k2 -tp 2 -dcp 2 I=16, decode path (chunk 1)" tiny-kimi-k2 len17 2 2 16 --chunk 1
+logits "tiny-kimi-k2 -tp 4 -dcp 4 I=1, REFERENCE_MLA chunks of 7" tiny-kimi-k2 len64 4 4 1 --chunk 7 \
+	--attention-backend REFERENCE_MLA
+GOLD_OF=tiny-kimi-k2 logits "tiny-kimi-k25 -tp 2 -dcp 2 I=1, chunks of 5" tiny-kimi-k25 len64 2 2 1 --chunk 5
+logits "tiny-glm5 -tp 2 -dcp 2 I=1, one forward" tiny-glm5 len64 2 2 1
+logits "tiny-glm5 -tp 2 -dcp 2 I=1, chunks of 5" tiny-glm5 len64 2 2 1 --chunk 5
+logits "tiny-glm5 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-glm5 len17 2 2 4 --chunk 1
+logits "tiny-glm5 -tp 4 -dcp 2 I=16, chunks of 9" tiny-glm5 len64 4 2 16 --chunk 9
 # DeepSeek-V4 (tiny-v4: 4 heads, o_groups 2, moe_intermediate 128; -tp 4 does not divide the
 # groups): -tp 2 runs 2 heads and one wo_a group a rank, half of each expert's columns. In one
 # forward of 300 tokens the all-reduce's summation order flips one kv fp8 (e4m3) rounding: the
