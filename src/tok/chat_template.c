@@ -6,12 +6,14 @@
 #include "tok/chat_template.h"
 #include "tok/chat_dsv32.h"
 #include "tok/chat_dsv4.h"
+#include "tok/tokenizer.h"
 #include "jinja/jinja.h"
 
 struct chat_template {
 	struct jpool pool;
 	struct jnode *root;
 	const char *native; /* NULL: Jinja (root); else the native encoder's name */
+	bool sort_tools;    /* Kimi's tokenizer: the tools' keys sorted, deeply, before rendering */
 };
 
 int chat_template_compile(const char *source, struct chat_template **out, struct err *e)
@@ -36,8 +38,15 @@ int chat_template_compile(const char *source, struct chat_template **out, struct
 int chat_template_open(const char *source, const char *model_dir, struct chat_template **out, struct err *e)
 {
 	*out = NULL;
-	if (source)
-		return chat_template_compile(source, out, e);
+	/* tokenization_kimi.py's apply_chat_template sorts the tools before the template sees them
+	 * (deep_sort_dict), and vLLM renders through it */
+	bool kimi = model_dir && tok_dir_kind(model_dir) == TOK_DIR_TIKTOKEN;
+	if (source) {
+		if (chat_template_compile(source, out, e) < 0)
+			return -1;
+		(*out)->sort_tools = kimi;
+		return 0;
+	}
 	const char *native = !model_dir                        ? NULL
 			     : chat_dsv32_for_model(model_dir) ? "deepseek_v32"
 			     : chat_dsv4_for_model(model_dir)  ? "deepseek_v4"
@@ -183,6 +192,43 @@ static int native_render(const char *native, struct jctx *c, struct jval *msgs, 
 	return chat_dsv4_encode(c, msgs, &tools, &o);
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A copy of j with every object's keys in sorted order (Python's sorted() on str keys is
+ * code point order, which is UTF-8 byte order), or NULL when out of memory. */
+static json_t *deep_sorted(const json_t *j, int depth)
+{
+	if (depth > 4 * JINJA_MAX_DEPTH)
+		return NULL;
+	if (json_is_array(j)) {
+		json_t *a = json_array();
+		for (size_t i = 0; a && i < json_array_size(j); i++)
+			if (json_array_append_new(a, deep_sorted(json_array_get(j, i), depth + 1))) {
+				json_decref(a);
+				a = NULL;
+			}
+		return a;
+	}
+	if (!json_is_object(j))
+		return json_incref((json_t *)j);
+	size_t n = json_object_size(j), k = 0;
+	const char **keys = malloc((n ? n : 1) * sizeof *keys);
+	json_t *o = keys ? json_object() : NULL;
+	const char *key;
+	json_t *v;
+	if (o) {
+		json_object_foreach((json_t *)j, key, v) keys[k++] = key;
+		qsort(keys, n, sizeof *keys, cmp_str);
+		for (k = 0; k < n && o; k++)
+			if (json_object_set_new(o, keys[k], deep_sorted(json_object_get(j, keys[k]), depth + 1))) {
+				json_decref(o);
+				o = NULL;
+			}
+	}
+	free(keys);
+	return o;
+}
+
 int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
 			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
 			 struct err *e)
@@ -190,6 +236,16 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 	*out_text = NULL;
 	if (kwargs && !json_is_object(kwargs))
 		return err_set(e, "chat template: kwargs must be an object");
+	json_t *sorted_kwargs = NULL;
+	if (tpl->sort_tools && json_object_get(kwargs, "tools")) {
+		json_t *tools = deep_sorted(json_object_get(kwargs, "tools"), 0);
+		sorted_kwargs = tools ? json_copy((json_t *)kwargs) : NULL;
+		if (!sorted_kwargs || json_object_set_new(sorted_kwargs, "tools", tools)) {
+			json_decref(sorted_kwargs);
+			return err_set(e, "chat template: out of memory (or tools nested too deeply)");
+		}
+		kwargs = sorted_kwargs;
+	}
 	struct jpool pool;
 	jpool_init(&pool, JINJA_MAX_POOL);
 	struct strbuf out = {.limit = JINJA_MAX_OUT};
@@ -242,5 +298,6 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 done:
 	free(out.p);
 	jpool_fini(&pool);
+	json_decref(sorted_kwargs);
 	return r;
 }

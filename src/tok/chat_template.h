@@ -38,7 +38,9 @@ void chat_template_free(struct chat_template *tpl); /* NULL is fine */
  * vLLM does: thinking mode when `thinking` or `enable_thinking` is true; V4's also
  * `reasoning_effort` (a string) and `drop_thinking` (default true). add_generation_prompt and
  * the bos/eos strings do not change them (the encoders always end a user turn with
- * <｜Assistant｜>). */
+ * <｜Assistant｜>). With Kimi's tokenizer in model_dir (tiktoken.model, no tokenizer.json) the
+ * render sorts the keys of `tools`, deeply, first, as tokenization_kimi.py's
+ * apply_chat_template does. */
 int chat_template_open(const char *source, const char *model_dir, struct chat_template **out, struct err *e);
 
 /* The native encoder's name ("deepseek_v32", "deepseek_v4"), NULL for a Jinja template (or NULL tpl). */
