@@ -33,3 +33,19 @@ $BIN tokenize "$tmp" --text a >/dev/null 2>"$tmp/err"; rc=$?
 check "malformed tokenizer.json (exit 1)" "1" "$rc"
 grep -q "tokenizer.json" "$tmp/err" && echo "ok - malformed tokenizer.json names the file" \
 	|| echo "not ok - malformed tokenizer.json names the file: $(cat "$tmp/err")"
+# Kimi's tokenizer (tiktoken.model, no tokenizer.json): special-token text is one id each; a bad
+# rank file is one line naming the file and the line, exit 1 (tokenize and serve alike)
+check "tokenize kimi (tiktoken.model) specials" "[771, 408, 257, 785, 104, 105, 770]" \
+	"$($BIN tokenize $FX/tiny-kimi-k2 --text '<|im_user|>user<|im_middle|>hi<|im_end|>')"
+check "detokenize kimi, split characters joined" "你好 🙂" \
+	"$($BIN detokenize $FX/kimi-tok --ids "$($BIN tokenize $FX/kimi-tok --text '你好 🙂' | tr -d '[] ')")"
+mkdir "$tmp/kimi"
+cp $FX/tiny-kimi-k2/*.json $FX/tiny-kimi-k2/*.safetensors $FX/tiny-kimi-k2/tiktoken.model "$tmp/kimi/"
+sed -i '300s/.*/QUJD x/' "$tmp/kimi/tiktoken.model"
+for cmd in "tokenize $tmp/kimi --text a" "serve $tmp/kimi --port 0"; do
+	$BIN $cmd >/dev/null 2>"$tmp/err"; rc=$?
+	check "bad tiktoken.model: ${cmd%% *} exits 1" "1" "$rc"
+	check "bad tiktoken.model: ${cmd%% *} names file and line" \
+		"$tmp/kimi/tiktoken.model: line 300: bad rank (expected an integer from 0 to 2147483646)" \
+		"$(grep -v '^INFO ' "$tmp/err" | sed 's/^mlaserve [a-z]*: //')"
+done
