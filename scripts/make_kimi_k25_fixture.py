@@ -3,6 +3,12 @@
 KimiK25ForConditionalGeneration (model_type kimi_k25).
 
   scripts/make_kimi_k25_fixture.py tests/fixtures/tiny-kimi-k2 tests/fixtures/tiny-kimi-k25
+  scripts/make_kimi_k25_fixture.py K2_DIR OUT_DIR [--ignore-full-names] [--drop NAME]...
+
+--ignore-full-names writes a compressed-tensors ignore list's module names as the wrapper
+names them (lm_head -> language_model.lm_head); --drop leaves a K2 tensor out (its K2 name),
+for tests of the error a missing tensor gives. K2_DIR may hold any V3-family text model
+(model_type kimi_k2 or deepseek_v3).
 
 config.json: the K2 config becomes "text_config" (its quantization_config stays in it, where
 K2.5 publishes it), beside a small "vision_config" and K2.5's top-level keys. Tensors: every
@@ -13,6 +19,7 @@ of every K2 tensor are copied unchanged, so the logits are K2's (its golden/ is 
 The tokenizer files and generation_config.json are copied. Pure Python: safetensors is a
 little-endian u64 header length, a JSON header and the data.
 """
+import argparse
 import json
 import os
 import random
@@ -50,13 +57,20 @@ def k25_name(name):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: make_kimi_k25_fixture.py K2_DIR OUT_DIR")
-    src, out = sys.argv[1], sys.argv[2]
+    ap = argparse.ArgumentParser(description="Kimi K2.5 fixture from a Kimi K2 one")
+    ap.add_argument("src")
+    ap.add_argument("out")
+    ap.add_argument("--ignore-full-names", action="store_true")
+    ap.add_argument("--drop", action="append", default=[])
+    args = ap.parse_args()
+    src, out = args.src, args.out
     with open(os.path.join(src, "config.json")) as f:
         text = json.load(f)
-    if text.get("model_type") != "kimi_k2":
-        sys.exit(f"{src}/config.json: model_type {text.get('model_type')!r}, expected 'kimi_k2'")
+    if text.get("model_type") not in ("kimi_k2", "deepseek_v3"):
+        sys.exit(f"{src}/config.json: model_type {text.get('model_type')!r}, expected 'kimi_k2' or 'deepseek_v3'")
+    q = text.get("quantization_config") or {}
+    if args.ignore_full_names and q.get("ignore"):
+        q["ignore"] = [n if n.startswith("re:") else "language_model." + n for n in q["ignore"]]
     os.makedirs(out, exist_ok=True)
     config = {
         "architectures": ["KimiK25ForConditionalGeneration"],
@@ -89,7 +103,7 @@ def main():
     for shard in shards:
         header, data = read_safetensors(os.path.join(src, shard))
         for name, v in header.items():
-            if name == "__metadata__":
+            if name == "__metadata__" or name in args.drop:
                 continue
             b, e = v["data_offsets"]
             tensors.append((k25_name(name), v["dtype"], v["shape"], data[b:e]))

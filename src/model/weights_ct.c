@@ -111,13 +111,17 @@ bool model_ct_packed(const struct model *m, const char *name, bool linear)
 	 * is read from it), nor DeepSeek's router (MoEGate), nor the norms */
 	if (!m->cfg.ct_int4 || !linear || !strncmp(name, "model.embed_tokens.", 19))
 		return false;
-	char full[320], mod[320]; /* the ignore list names modules in full (Kimi K2.5: language_model.…) */
+	/* an ignore list names a module as the checkpoint's model does: in full (Kimi K2.5's
+	 * wrapper: "language_model.…") or as the text model alone; either matches */
+	char full[320], mods[2][320];
 	snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
-	module_of(full, mod, sizeof mod);
+	module_of(full, mods[0], sizeof mods[0]);
+	module_of(name, mods[1], sizeof mods[1]);
 	const struct ct_ignore *c = m->ct;
-	for (int i = 0; c && i < c->n; i++)
-		if (c->is_re[i] ? !regexec(&c->re[i], mod, 0, NULL, 0) : !strcmp(c->names[i], mod))
-			return false;
+	for (int k = 0; k < (m->cfg.weight_prefix[0] ? 2 : 1); k++)
+		for (int i = 0; c && i < c->n; i++)
+			if (c->is_re[i] ? !regexec(&c->re[i], mods[k], 0, NULL, 0) : !strcmp(c->names[i], mods[k]))
+				return false;
 	return true;
 }
 
@@ -158,8 +162,8 @@ static int find_parts(struct model *m, const char *mod, int rows, int cols, cons
 		snprintf(n, sizeof n, "%s.%s", mod, refused[i][0]);
 		const struct st_tensor *t = st_find(m->st, n);
 		if (t)
-			return err_set(e, "%s: tensor %s: %s is not supported (symmetric groups of 32 in order)",
-				       t->file, n, refused[i][1]);
+			return err_set(e, "%s: tensor %s%s: %s is not supported (symmetric groups of 32 in order)",
+				       t->file, m->cfg.weight_prefix, n, refused[i][1]);
 	}
 	const struct st_tensor *sh;
 	snprintf(n, sizeof n, "%s.weight_shape", mod);
@@ -188,19 +192,19 @@ static int find_parts(struct model *m, const char *mod, int rows, int cols, cons
 int model_ct_load(struct model *m, const char *name, int rows, int cols, bool absorbed, int r0, int nr, int c0, int nc,
 		  struct wmat *w, struct err *e)
 {
-	char full[320], mod[320]; /* the ignore list names modules in full (Kimi K2.5: language_model.…) */
-	snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
-	module_of(full, mod, sizeof mod);
+	char mod[320], full[352]; /* full: as the checkpoint names it (Kimi K2.5: language_model.…) */
+	module_of(name, mod, sizeof mod);
+	snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, mod);
 	if (absorbed)
 		return err_set(e,
 			       "%s: pack-quantized int4 is not supported for it (the absorbed attention multiplies "
 			       "its transpose): config.json's quantization_config.ignore must list it",
-			       mod);
+			       full);
 	if (c0 % INT4_GROUP)
 		return err_set(e,
 			       "%s: tensor parallelism cuts its %d columns at %d, inside one of the checkpoint's int4 "
 			       "groups of 32: use a --tensor-parallel-size whose part of them is a multiple of 32",
-			       mod, cols, c0);
+			       full, cols, c0);
 	const struct st_tensor *pk, *sc;
 	if (find_parts(m, mod, rows, cols, &pk, &sc, e))
 		return -1;
