@@ -5,7 +5,8 @@
 #   wrapper's full names (language_model.lm_head): float32 logits within 1e-3 of tiny-v3-int4's
 #   goldens, so the int4 experts and the bf16 modules the list names load as they did unwrapped;
 # - a wrapped checkpoint missing a text tensor: exit 1, one line naming it in full;
-# - config.json of model_type kimi_k25 without text_config: exit 1, one line naming the key.
+# - config.json of model_type kimi_k25 without text_config: exit 1, one line naming the key;
+# - tiny-kimi-k25 generates the same greedy tokens as tiny-kimi-k2.
 # Prints ok/not ok lines.
 set -u
 cd "$(dirname "$0")/../.."
@@ -66,4 +67,15 @@ if [ $rc -eq 1 ] && [ "$(grep -vc '^INFO' "$tmp/err")" -eq 1 ] && grep -q 'confi
 	ok "$name"
 else
 	notok "$name" "exit status $rc"
+fi
+
+name="tiny-kimi-k25 generates what tiny-kimi-k2 does (greedy, its tiktoken tokenizer and template copied)"
+for m in tiny-kimi-k2 tiny-kimi-k25; do
+	timeout 60 "$BIN" generate "tests/fixtures/$m" --prompt "Hello, Kimi" --max-tokens 12 --temperature 0 \
+		>"$tmp/$m.out" 2>"$tmp/err"
+done
+if [ -s "$tmp/tiny-kimi-k2.out" ] && cmp -s "$tmp/tiny-kimi-k2.out" "$tmp/tiny-kimi-k25.out"; then
+	ok "$name"
+else
+	notok "$name" "$(cat "$tmp/tiny-kimi-k25.out" 2>/dev/null | head -c 200)"
 fi

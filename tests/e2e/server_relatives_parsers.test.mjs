@@ -15,17 +15,6 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { binary, repoRoot, startServer, tokenize } from './server_lib.mjs';
 
-const KIMI_TEMPLATE = `{%- for m in messages -%}
-{%- if m.role == 'user' -%}<|im_user|>user<|im_middle|>{{ m.content }}<|im_end|>
-{%- elif m.role == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>{{ m.content }}
-{%- if m.tool_calls -%}<|tool_calls_section_begin|>
-{%- for tc in m.tool_calls -%}<|tool_call_begin|>{{ tc.id }}<|tool_call_argument_begin|>{{ tc.function.arguments }}<|tool_call_end|>{%- endfor -%}
-<|tool_calls_section_end|>{%- endif -%}<|im_end|>
-{%- elif m.role == 'tool' -%}<|im_system|>tool<|im_middle|>## Return of {{ m.tool_call_id }}
-{{ m.content }}<|im_end|>
-{%- endif -%}{%- endfor -%}
-{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}`;
-
 const GLM_TEMPLATE = `[gMASK]<sop>{%- for m in messages -%}
 {%- if m.role == 'user' -%}<|user|>{{ m.content }}
 {%- elif m.role == 'assistant' -%}<|assistant|></think>{{ m.content }}
@@ -34,14 +23,16 @@ const GLM_TEMPLATE = `[gMASK]<sop>{%- for m in messages -%}
 {%- endif -%}{%- endfor -%}
 {%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}`;
 
-// a copy of tests/fixtures/NAME (no golden/) with `template` as its chat template
+// a copy of tests/fixtures/NAME (no golden/) with `template` as its chat template (null: the
+// fixture's own chat_template.jinja)
 function fixtureWithTemplate(name, template) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
   const src = path.join(repoRoot, 'tests/fixtures', name);
   for (const f of fs.readdirSync(src)) if (f !== 'golden') fs.copyFileSync(path.join(src, f), path.join(dir, f));
   const cfgPath = path.join(dir, 'tokenizer_config.json');
   const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
-  cfg.chat_template = template;
+  if (template === null) delete cfg.chat_template;
+  else cfg.chat_template = template;
   // tiny-kimi-k2's tokenizer has "</think>" as one token, after which (as in vLLM) structured
   // outputs start to constrain: left out here, the grammar forces the thinking text too
   for (const [id, t] of Object.entries(cfg.added_tokens_decoder ?? {}))
@@ -111,7 +102,8 @@ describe('kimi_k2 parsers (tiny-kimi-k2)', () => {
   const CALL = '<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
     + '{"city": "Paris", "days": 2}<|tool_call_end|><|tool_calls_section_end|>';
   before(async () => {
-    dir = fixtureWithTemplate('tiny-kimi-k2', KIMI_TEMPLATE);
+    dir = fixtureWithTemplate('tiny-kimi-k2', null);
+    assert.ok(fs.existsSync(path.join(dir, 'chat_template.jinja')));
     srv = await startServer([dir, '--served-model-name', MODEL, '--enable-auto-tool-choice',
       '--tool-call-parser', 'kimi_k2', '--reasoning-parser', 'kimi_k2']);
     client = srv.client();
@@ -163,6 +155,7 @@ describe('kimi_k2 parsers (tiny-kimi-k2)', () => {
     const prompt = (await res.json()).prompt;
     assert.ok(prompt.includes(`<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>${call.function.arguments}`), prompt);
     assert.ok(prompt.includes('## Return of functions.get_weather:0\n18 C, sunny'), prompt);
+    assert.ok(prompt.startsWith('<|im_system|>tool_declare<|im_middle|>'), prompt); // Kimi's own template
     const next = await client.chat.completions.create({ model: MODEL, messages: history, tools: TOOLS, max_tokens: 4 });
     assert.equal(next.choices[0].message.role, 'assistant');
   });
