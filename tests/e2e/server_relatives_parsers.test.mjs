@@ -160,6 +160,16 @@ describe('kimi_k2 parsers (tiny-kimi-k2)', () => {
     assert.equal(next.choices[0].message.role, 'assistant');
   });
 
+  test('the call tags are special tokens: kept in the text the parser reads for requests with tools', async () => {
+    const ids = await tokenize(srv.base, MODEL, { prompt: '<|tool_calls_section_begin|>', add_special_tokens: false });
+    assert.equal(ids.length, 1);
+    const params = { model: MODEL, messages: MSG, max_tokens: 1, temperature: 0, logit_bias: { [ids[0]]: 100 } };
+    const withTools = await client.chat.completions.create({ ...params, tools: TOOLS });
+    assert.equal(withTools.choices[0].message.content, '<|tool_calls_section_begin|>');
+    const without = await client.chat.completions.create(params); // skip_special_tokens as asked
+    assert.equal(without.choices[0].message.content ?? '', '');
+  });
+
   test('an image part is a 400 naming image input', async () => {
     await assert.rejects(client.chat.completions.create({
       model: MODEL, max_tokens: 4,
