@@ -251,6 +251,8 @@ static const struct attn_backend *pick_backend(const struct engine_options *o, s
 	return model_check_backend(o->model, b, e) ? NULL : b;
 }
 
+static bool hit_ends_ok(void *model, int32_t block) { return model_prefix_resumable(model, block); }
+
 int engine_new(const struct engine_options *o, struct engine **out, struct err *e)
 {
 	if (!o->model)
@@ -334,7 +336,9 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 				  .drop_last_hit = o->spec.method == SPEC_MTP,
 				  .priority = o->priority_scheduling,
 				  /* chained MTP passes write their latent rows past the step's tokens */
-				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0};
+				  .lookahead = o->spec.method == SPEC_MTP ? o->spec.k - 1 : 0,
+				  .hit_ends_ok = hit_ends_ok,
+				  .hit_ctx = o->model};
 	if (sched_new(&sc, eng->pool, &eng->sched, e) < 0)
 		goto fail;
 	eng->spec_k = o->spec.method != SPEC_NONE ? o->spec.k : 0;

@@ -283,6 +283,8 @@ void sched_step(struct sched *s, struct sched_output *o)
 				n_hit = blocks_find_cached(s->pool, &r->kv, r->tokens, r->n_tokens, s->hit);
 			if (n_hit > 0 && s->c.drop_last_hit)
 				n_hit--;
+			while (n_hit > 0 && s->c.hit_ends_ok && !s->c.hit_ends_ok(s->c.hit_ctx, s->hit[n_hit - 1]))
+				n_hit--;
 			int n_cached = n_hit * blocks_size(s->pool);
 			int n = r->n_tokens - n_cached;
 			if (r->max_chunk > 0 && n > r->max_chunk)

@@ -73,6 +73,10 @@ struct sched_config {
 				 * (deepseek_mtp, as vLLM's EAGLE/MTP: the MTP row of a block's last
 				 * position depends on the next block's first token, and the step
 				 * needs the hidden states the hit would skip) */
+	/* whether a hit may end after block `block` (NULL: any): a model that keeps the state at
+	 * a block's end for some blocks only (DeepSeek-V4's window rows) */
+	bool (*hit_ends_ok)(void *ctx, int32_t block);
+	void *hit_ctx;
 };
 
 struct sched_counters {

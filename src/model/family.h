@@ -63,6 +63,9 @@ struct model_family {
 	size_t (*kv_bytes_per_block)(const struct model *m, int block_size, enum dtype kv_dtype);
 	int (*kv_cache_init)(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size,
 			     enum dtype kv_dtype, struct err *e);
+	/* whether a prefix-cache hit may end after full block `block` (NULL: always): a family
+	 * whose state at a block boundary is not all in the blocks keeps it for some blocks only */
+	bool (*prefix_resumable)(const struct model *m, int32_t block);
 	const struct attn_backend *(*default_backend)(const struct model *m);
 	int (*check_backend)(const struct model *m, const struct attn_backend *b, struct err *e);
 	const struct tensor_table *tensors; /* its tensors: the model's and each layer's (tests walk it) */

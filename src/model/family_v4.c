@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "model/family.h"
 #include "model/forward_v4.h"
+#include "model/v4_seqstate.h"
 #include "model/tensors.h"
 #include "ops/wf_fp4.h"
 
@@ -165,6 +166,40 @@ static struct v4_hc head_hc(const struct v4_config *c, const float *fn, const fl
 			      .base = base};
 }
 
+/* The boundary snapshots (v4_seqstate.c): 8 per sequence slot, at most an eighth of the memory
+ * available, at least 4 */
+static int alloc_snaps(struct model *m, struct v4_model *v, struct err *e)
+{
+	int L = v->c.num_hidden_layers;
+	size_t per = 0;
+	for (int l = 0; l < L; l++)
+		per += v4_seq_attn_floats(v4_state_layer(v, l));
+	double fit = (double)bigmem_available() / 8 / ((double)per * sizeof(float) + 1);
+	int n = 8 * v->n_slots;
+	if (n > fit)
+		n = (int)fit;
+	if (n < 4)
+		n = 4;
+	v->n_snaps = n;
+	v->snaps = model_own(m, sizeof *v->snaps * (size_t)n);
+	if (!v->snaps)
+		return err_set(e, "DeepSeek-V4: out of memory for the prefix snapshots");
+	for (int i = 0; i < n; i++) {
+		struct v4_snap *sn = &v->snaps[i];
+		*sn = (struct v4_snap){.block = -1};
+		sn->layer = model_own(m, sizeof *sn->layer * (size_t)L);
+		float *mem = model_own(m, sizeof(float) * per);
+		if (!sn->layer || !mem)
+			return err_set(e, "DeepSeek-V4: out of memory for %d prefix snapshots of %.1f MB", n,
+				       per * 4 / 1e6);
+		for (int l = 0; l < L; l++) {
+			v4_seq_attn_init(v4_state_layer(v, l), mem, &sn->layer[l]);
+			mem += v4_seq_attn_floats(v4_state_layer(v, l));
+		}
+	}
+	return 0;
+}
+
 /* max_seqs slots of the bounded per-sequence state (window rows, compressor states) */
 static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 {
@@ -189,7 +224,7 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 			       v->n_slots, need / 1e9, avail / 1e9);
 	for (int i = 0; i < v->n_slots; i++) {
 		struct v4_slot *s = &v->slots[i];
-		s->first_block = -1;
+		s->first_block = s->key_block = -1;
 		s->pos = 0;
 		s->last_step = 0;
 		s->layer = model_own(m, sizeof *s->layer * (size_t)v->n_state_layers);
@@ -203,7 +238,7 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 		}
 	}
 	v->slot_bytes = per * sizeof(float);
-	return 0;
+	return alloc_snaps(m, v, e);
 }
 
 /* "fp8 1.2 GB, MXFP4 3.4 GB, ..." of per-format byte counts */
@@ -332,11 +367,14 @@ static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_bl
 	LOG_I("kv",
 	      "DeepSeek-V4 KV pool: %d blocks of %d tokens, %lld tokens of capacity; bytes per token: "
 	      "compressed entries %.1f, indexer keys %.1f (all layers, float32); per sequence, not paged: "
-	      "window rows and compressor states %.1f KB x %d sequences",
+	      "window rows and compressor states %.1f KB x %d sequences, and x %d prefix-cache snapshots",
 	      n_blocks - 1, block_size, (long long)(n_blocks - 1) * block_size, v->pool.ent_b * f / bs,
-	      v->pool.ix_b * f / bs, v->slot_bytes / 1024.0, v->n_slots);
+	      v->pool.ix_b * f / bs, v->slot_bytes / 1024.0, v->n_slots, v->n_snaps);
 	return 0;
 }
+
+/* a prefix-cache hit may end after `block` only where the state at its end is kept */
+static bool v4_prefix_resumable(const struct model *m, int32_t block) { return v4_resumable(m->fam_state, block); }
 
 /* the engine's split of a step needs a backend; V4's attention is its own (v4_block.h) */
 static const struct attn_backend *v4_default_backend(const struct model *m) { return attn_backend_default(false); }
@@ -358,11 +396,10 @@ const struct model_family model_family_v4 = {
 	.mtp_forward = v4_mtp_forward,
 	.kv_bytes_per_block = v4_kv_bytes_per_block,
 	.kv_cache_init = v4_kv_cache_init,
+	.prefix_resumable = v4_prefix_resumable,
 	.default_backend = v4_default_backend,
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
-	.no_prefix_caching = "DeepSeek-V4 keeps its window rows and compressor states per sequence, not in shared "
-			     "KV blocks (yet)",
 	.no_dcp = "DeepSeek-V4: decode context parallelism is not supported yet (tensor parallelism is)",
 	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
 	.auto_float32 = true,

@@ -19,6 +19,7 @@
 
 #include "base/arena.h"
 #include "dist/comm.h"
+#include "model/v4_seqstate.h"
 #include "model_v4/v4_attn.h"
 
 /* The step's buffers, rows of n tokens (nl logits rows) */
@@ -43,6 +44,8 @@ struct bufs {
 	float *hx;              /* [n, hc, D] the MTP module's hnorm'd hidden streams */
 	void *work;             /* v4_attn_seq's scratch (the largest state layer's) */
 	struct v4_slot **slots; /* [n_slots] the step's sequences' state slots */
+	struct v4_save *saves;  /* [n_snaps] the step's boundary snapshots */
+	int n_saves;
 };
 
 static size_t take(struct arena *a, void **p, size_t bytes)
@@ -101,6 +104,7 @@ static size_t layout(const struct v4_model *v, int n, int nl, struct arena *a, s
 	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
 	s += take(a, &b->work, attn_work_bytes(v, n));
 	s += take(a, (void **)&b->slots, sizeof(struct v4_slot *) * (size_t)(v->n_slots > 0 ? v->n_slots : 1));
+	s += take(a, (void **)&b->saves, sizeof(struct v4_save) * (size_t)(v->n_snaps > 0 ? v->n_snaps : 1));
 	return s;
 }
 
@@ -155,59 +159,6 @@ static int tp_sum(struct model *m, float *buf, int n, const char *what, struct e
 	return 0;
 }
 
-/* The sequences' slots (forward_v4.h): a sequence at position 0 takes one (a free one, else
- * the least recently used) and starts afresh; a later chunk must find its own where it
- * stopped. An MTP step (mtp) continues its sequence's slot: its MTP state from position 0 or
- * where the last MTP step stopped. */
-static int claim_slots(struct v4_model *v, const struct batch *b, bool mtp, struct v4_slot **out, struct err *e)
-{
-	const struct attn_meta *a = &b->attn;
-	int L = v->c.num_hidden_layers;
-	v->step++;
-	for (int k = 0; k < a->n_seqs; k++) {
-		int32_t first = a->block_table[(size_t)k * (size_t)a->max_blocks];
-		long start = b->positions[a->query_start[k]];
-		long end = start + (a->query_start[k + 1] - a->query_start[k]);
-		if (end > v->max_len)
-			return err_set(e, "DeepSeek-V4: position %ld past max_model_len %d", end - 1, v->max_len);
-		if (a->max_blocks * v->pool.bs < end)
-			return err_set(e, "DeepSeek-V4: sequence %d's %d blocks do not hold position %ld", k,
-				       a->max_blocks, end - 1);
-		struct v4_slot *s = NULL;
-		for (int i = 0; i < v->n_slots && !s; i++)
-			if (v->slots[i].first_block == first)
-				s = &v->slots[i];
-		if (start == 0 && !mtp) {
-			for (int i = 0; i < v->n_slots && !s; i++)
-				if (v->slots[i].first_block < 0)
-					s = &v->slots[i];
-			for (int i = 0; i < v->n_slots && !s; i++)
-				if (v->slots[i].last_step != v->step && (!s || v->slots[i].last_step < s->last_step))
-					s = &v->slots[i];
-			if (!s)
-				return err_set(e, "DeepSeek-V4: more than %d sequences in one step", v->n_slots);
-			s->first_block = first;
-			s->pos = s->mtp_pos = 0;
-			for (int l = 0; l < v->n_state_layers; l++)
-				v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
-		} else if (start == 0 && s) { /* the MTP module's first step of the sequence */
-			s->mtp_pos = 0;
-			for (int l = L; l < v->n_state_layers; l++)
-				v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
-		} else if (!s || (mtp ? s->mtp_pos : s->pos) != start) {
-			return err_set(
-				e,
-				"DeepSeek-V4%s: sequence %d continues at position %ld, but this version keeps "
-				"its attention state only for sequences it ran from position 0 without a gap or "
-				"a step back (no prefix caching, preemption or rejected drafts yet)",
-				mtp ? " MTP" : "", k, start);
-		}
-		s->last_step = v->step;
-		out[k] = s;
-	}
-	return 0;
-}
-
 /* One layer's attention sub-block: y [n, D] (normed) -> b->out [n, D] */
 static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, int li, const struct batch *b,
 		     struct kv_cache *kv, struct v4_slot **slots, struct bufs *u, struct err *e)
@@ -241,19 +192,34 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 	const struct attn_meta *am = &b->attn;
 	for (int k = 0; k < am->n_seqs; k++) {
 		int t0 = am->query_start[k], nt = am->query_start[k + 1] - t0;
-		size_t T = (size_t)t0;
+		long p0 = b->positions[t0];
 		struct v4_pages pg = {.base = kv->data,
 				      .block_floats = (size_t)kv->block_size * (size_t)kv->row,
 				      .bt = am->block_table + (size_t)k * (size_t)am->max_blocks,
 				      .bs = kv->block_size,
 				      .ent_off = v->pool.ent[li],
 				      .ix_off = v->pool.ix[li]};
-		if (nt && v4_attn_seq(&L->attn, &slots[k]->layer[li], &pg, b->positions[t0], nt,
-				      u->q + T * (size_t)(H * hd), u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw,
-				      u->csc + T * (size_t)cw, u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi,
-				      u->ikv + T * (size_t)(2 * di), u->isc + T * (size_t)(2 * di),
-				      u->o + T * (size_t)(H * hd), NULL, u->work, v->max_len, e))
-			return -1;
+		struct v4_seq_attn *st = &slots[k]->layer[li];
+		/* in pieces that end at the boundaries whose state is saved (the split changes
+		 * nothing: v4_block.h), the state copied there */
+		for (int done = 0; done < nt;) {
+			int piece = nt - done, snap = -1;
+			for (int j = 0; li < c->num_hidden_layers && j < u->n_saves; j++) {
+				int len = (int)(u->saves[j].pos - (p0 + done));
+				if (u->saves[j].seq == k && len > 0 && len <= piece)
+					piece = len, snap = u->saves[j].snap;
+			}
+			size_t T = (size_t)(t0 + done);
+			if (v4_attn_seq(&L->attn, st, &pg, p0 + done, piece, u->q + T * (size_t)(H * hd),
+					u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw, u->csc + T * (size_t)cw,
+					u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi,
+					u->ikv + T * (size_t)(2 * di), u->isc + T * (size_t)(2 * di),
+					u->o + T * (size_t)(H * hd), NULL, u->work, v->max_len, e))
+				return -1;
+			if (snap >= 0 && (p0 + done + piece) % v->pool.bs == 0)
+				v4_save_layer(v, snap, li, st);
+			done += piece;
+		}
 	}
 	/* wo_a per group: z_g [n, o_lora] = wo_a[g*o_lora.., g*gl..] o_g */
 	struct wmat wg[16];
@@ -384,19 +350,11 @@ static int begin(struct model *m, struct v4_model *v, const struct batch *b, con
 	arena_reset(&m->arena);
 	layout(v, n, nl, &m->arena, u);
 	*slots = u->slots; /* n_seqs <= n_slots (checked above) */
-	if (claim_slots(v, b, mtp, *slots, e))
+	if (v4_claim_slots(v, b, mtp, *slots, e))
 		return -1;
+	u->n_saves = mtp ? 0 : v4_plan_saves(v, b, u->saves);
 	m->step_weight_bytes = 0;
 	return 0;
-}
-
-static void advance(const struct batch *b, bool mtp, struct v4_slot **slots)
-{
-	for (int k = 0; k < b->attn.n_seqs; k++) {
-		long end = b->positions[b->attn.query_start[k]] +
-			   (b->attn.query_start[k + 1] - b->attn.query_start[k]);
-		*(mtp ? &slots[k]->mtp_pos : &slots[k]->pos) = end;
-	}
 }
 
 int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, const struct attn_backend *be,
@@ -424,7 +382,8 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 		v->n_hid = n;
 	}
 	int rc = head(m, v, &v->w.hch, v->w.norm, b, &u, logits, e);
-	advance(b, false, slots);
+	v4_advance(v, b, false, slots);
+	v4_commit_saves(v, u.saves, u.n_saves);
 	return rc;
 }
 
@@ -471,6 +430,6 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 		memcpy(v->mtp_hid + (size_t)r * (size_t)(hc * D), u.x + (size_t)b->logits_rows[r] * (size_t)(hc * D),
 		       sizeof(float) * (size_t)(hc * D));
 	int rc = head(m, v, &t0->hch, t0->norm, b, &u, logits, e);
-	advance(b, true, slots);
+	v4_advance(v, b, true, slots);
 	return rc;
 }

@@ -114,6 +114,11 @@ int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks
 	return m->fam->kv_cache_init(m, kv, n_blocks, block_size, kv_dtype, e);
 }
 
+bool model_prefix_resumable(const struct model *m, int32_t block)
+{
+	return !m->fam->prefix_resumable || m->fam->prefix_resumable(m, block);
+}
+
 const struct attn_backend *model_default_backend(const struct model *m) { return m->fam->default_backend(m); }
 
 int model_check_backend(const struct model *m, const struct attn_backend *b, struct err *e)

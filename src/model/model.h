@@ -54,6 +54,8 @@ bool model_has_mtp(const struct model *m);
 size_t model_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype);
 int model_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_blocks, int block_size, enum dtype kv_dtype,
 			struct err *e);
+/* Whether a prefix-cache hit may end after full block `block` (family.h's prefix_resumable). */
+bool model_prefix_resumable(const struct model *m, int32_t block);
 /* The attention backend this model runs by default (sparse for V3.2, else the first dense
  * one), and whether `b` can run it (e filled naming the backends that can). */
 const struct attn_backend *model_default_backend(const struct model *m);

@@ -1,8 +1,8 @@
 // DeepSeek-V4 served end to end through the official openai client: tiny-v4 (float32, one
 // process) without a chat_template, so its prompts are rendered by the native port of
 // DeepSeek's V4 encoding (tok/chat_dsv4.c), with --reasoning-parser and --tool-call-parser
-// deepseek_v4. Checked: the start-up log (the encoder, float32 for --dtype auto, prefix
-// caching off with one WARN), the rendered prompts (chat, thinking, reasoning_effort "max"
+// deepseek_v4. Checked: the start-up log (the encoder, float32 for --dtype auto, the KV
+// pool's capacity and bytes per token), the rendered prompts (chat, thinking, reasoning_effort "max"
 // and "none", tools), greedy chat whole = streamed = /v1/completions on the same token ids,
 // usage counts (whole and streamed), several requests at once, a tool request through the
 // parser, and what V4 cannot run yet refused before the server starts (one line, exit 1).
@@ -34,11 +34,10 @@ after(async () => {
 
 const tokenize = (body) => tokenizeOn(srv.base, MODEL, body);
 
-test('start-up: the V4 encoder, float32 for --dtype auto, prefix caching off with one WARN', () => {
+test('start-up: the V4 encoder, float32 for --dtype auto, the KV pool', () => {
   const log = srv.log();
   assert.match(log, /prompts are rendered by the deepseek_v4 encoder/);
   assert.match(log, /--dtype auto: float32/);
-  assert.equal(log.match(/^WARN.*prefix caching is off.*$/gm)?.length, 1, log);
   assert.match(log, /DeepSeek-V4 KV pool: \d+ blocks of \d+ tokens, \d+ tokens of capacity; bytes per token: compressed entries [\d.]+, indexer keys [\d.]+/);
 });
 
@@ -138,8 +137,7 @@ function refused(args, want) {
   assert.match(lines[0], want);
 }
 
-test('refused with one line: --enable-prefix-caching, --speculative-config, bf16', () => {
-  refused(['--enable-prefix-caching'], /--enable-prefix-caching is not supported: DeepSeek-V4/);
+test('refused with one line: --speculative-config, bf16', () => {
   refused(['--speculative-config', '{"method": "deepseek_mtp"}'], /--speculative-config is not supported/);
   refused(['--dtype', 'bfloat16'], /float32/);
 });

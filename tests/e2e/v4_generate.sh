@@ -4,7 +4,8 @@
 # argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
 # near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
 # yet refused with one line and exit status 1, for generate and serve alike: an explicit
-# --enable-prefix-caching, --speculative-config, -dcp 2 (-tp 2 runs: dist_model.sh).
+# --speculative-config, -dcp 2 (-tp 2 runs: dist_model.sh). Prefix caching: requests that share
+# block-aligned prefixes with earlier ones give the tokens and logprobs of a cold run.
 # Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
@@ -73,13 +74,52 @@ else
 	echo "not ok - a full KV pool: ${pre:-?} preemptions, outputs $(cmp "$WORK/pool.ample" "$WORK/pool.86528" 2>&1): $(tail -1 "$WORK/err.86528")"
 fi
 
-# --dtype auto: float32, said in the log; prefix caching off with one WARN naming why
+# prefix caching: one request at a time (--max-num-seqs 1), each sharing a prefix with an
+# earlier one (len300's first 200, 100 and all 300 tokens, then 37); warm (the default, whole
+# prompts or chunks of 37 tokens) = cold (--no-enable-prefix-caching): the same tokens, the
+# same top-3 logprobs (within 1e-4), and the warm runs hit the cache
+python3 - "$FIX/golden/prompts.json" >"$WORK/pc.jsonl" <<'PY'
+import json, sys
+P = [p for p in json.load(open(sys.argv[1]))['prompts'] if len(p['tokens']) == 300][0]['tokens']
+for r in (P, P[:200] + [7, 8, 9, 10, 11], P[:100] + [3] * 20, P + [5, 6], P[:37], P[:200] + [12]):
+    print(json.dumps({"prompt_token_ids": r, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 3}))
+PY
+for run in cold warm warm37; do
+	extra=(--no-enable-prefix-caching)
+	[ $run = warm ] && extra=()
+	[ $run = warm37 ] && extra=(--max-num-batched-tokens 37)
+	timeout 120 "$BIN" generate "$FIX" --dtype float32 --prompts-file "$WORK/pc.jsonl" --max-num-seqs 1 \
+		--max-model-len 512 "${extra[@]}" --output "$WORK/pc.$run" 2>"$WORK/err.$run"
+done
+for run in warm warm37; do
+	hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$WORK/err.$run")
+	python3 - "$WORK/pc.cold" "$WORK/pc.$run" "$run" "${hit:-0}" <<'PY'
+import json, sys
+try:
+    a = [json.loads(l) for l in open(sys.argv[1])]
+    b = [json.loads(l) for l in open(sys.argv[2])]
+except (OSError, ValueError) as x:
+    print('not ok - prefix caching (%s): %s' % (sys.argv[3], x)); sys.exit()
+bad, worst = [], 0.0
+for i, (x, y) in enumerate(zip(a, b)):
+    if x['token_ids'] != y['token_ids']:
+        bad.append(i)
+    for p, q in zip(x['logprobs'], y['logprobs']):
+        for t, v in p.items():
+            worst = max(worst, abs(v['logprob'] - q[t]['logprob']) if t in q else 1e9)
+hit = int(sys.argv[4])
+ok = len(a) == 6 and len(b) == 6 and not bad and worst <= 1e-4 and hit > 0
+print('%s - prefix caching (%s): %d cached prompt tokens, tokens as a cold run%s, top-3 logprobs max |diff| %.3g'
+      % ('ok' if ok else 'not ok', sys.argv[3], hit, '' if not bad else ' except prompts %s' % bad, worst))
+PY
+done
+
+# --dtype auto: float32, said in the log
 if "$BIN" generate "$FIX" --prompt-ids 0,5,9 --max-tokens 2 --max-num-seqs 2 --max-model-len 64 >/dev/null \
-	2>"$WORK/err" && grep -q -- '--dtype auto: float32' "$WORK/err" &&
-	[ "$(grep -c '^WARN.*prefix caching is off' "$WORK/err")" = 1 ]; then
-	echo "ok - --dtype auto runs float32; prefix caching off with one WARN"
+	2>"$WORK/err" && grep -q -- '--dtype auto: float32' "$WORK/err"; then
+	echo "ok - --dtype auto runs float32"
 else
-	echo "not ok - --dtype auto / prefix caching WARN: $(cat "$WORK/err")"
+	echo "not ok - --dtype auto: $(cat "$WORK/err")"
 fi
 
 . tests/e2e/refused.inc
@@ -87,8 +127,6 @@ fi
 for cmd in generate serve; do
 	args=(--prompt-ids 0,5,9)
 	[ $cmd = serve ] && args=(--host 127.0.0.1 --port 0)
-	refused "$cmd --enable-prefix-caching" "enable-prefix-caching is not supported" \
-		"$BIN" $cmd "$FIX" "${args[@]}" --enable-prefix-caching
 	refused "$cmd --speculative-config" "speculative-config is not supported" "$BIN" $cmd "$FIX" "${args[@]}" \
 		--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
 done

@@ -1,7 +1,8 @@
 /* DeepSeek-V4 through model.h (model/family_v4.c): tiny-v4's golden logits (act-quant off,
  * golden/README.md) on every row of every prompt within 1e-3, in one prefill, in chunks of 5
  * and token by token (the compressor state, window ring and entries across steps), two
- * sequences in one step; the paged pool at several block sizes with scattered blocks; the MTP module's logits (one prefill, chunked); what this version
+ * sequences in one step; the paged pool at several block sizes with scattered blocks; a
+ * sequence continuing from a cached block's snapshot; the MTP module's logits (one prefill, chunked); what this version
  * refuses; and one error per kind of bad checkpoint
  * tensor (missing, misshapen, mistyped), each one line naming the file and the tensor. */
 #include <dirent.h>
@@ -172,7 +173,7 @@ static void test_two_sequences(void)
 				    .local_seq_lens = s1};
 	EXPECT(model_forward(m, &b, &kv, attn_backend_by_name("REFERENCE_MLA"), out, &e) != 0);
 	printf("# refused: %s\n", e.msg);
-	EXPECT(strstr(e.msg, "prefix caching") != NULL);
+	EXPECT(strstr(e.msg, "neither kept nor a snapshot") != NULL);
 	free(out);
 	kv_cache_fini(&kv);
 	for (int k = 0; k < np; k++)
@@ -243,6 +244,81 @@ static void test_paged_layouts(void)
 		kv_cache_fini(&kv);
 	}
 	free(out);
+	for (int k = 0; k < np; k++)
+		free(p[k].tok), free(p[k].gold);
+	model_free(m);
+}
+
+/* Prefix caching at the model: len300 in chunks of 37 (blocks 1..19 of 16 tokens) keeps a
+ * snapshot of each completed block; a second sequence that shares blocks 1..12 continues at 192
+ * from block 12's snapshot into its own blocks and gives len300's golden rows 192..299; a
+ * block never completed has none */
+static void test_prefix_resume(void)
+{
+	struct err e = {{0}};
+	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
+	EXPECTF(m, "%s", e.msg);
+	if (!m)
+		return;
+	int V = model_config(m)->vocab_size;
+	struct prompt p[8];
+	int np = load_prompts(p, 8, V);
+	struct prompt *a = NULL;
+	for (int k = 0; k < np; k++)
+		if (p[k].n == 300)
+			a = &p[k];
+	CHECK(a);
+	struct kv_cache kv = {0};
+	CHECK(model_kv_cache_init(m, &kv, 64, FWD_BS, DT_F32, &e) == 0);
+	float *out = malloc(sizeof(float) * 128 * (size_t)V);
+	int32_t bt[2][19];
+	for (int i = 0; i < 19; i++) {
+		bt[0][i] = 1 + i;
+		bt[1][i] = i < 12 ? 1 + i : 30 + i; /* the first 12 shared */
+	}
+	double worst = 0;
+	for (int seq = 0; seq < 2; seq++) {
+		int step = seq ? 108 : 37;
+		for (int s0 = seq ? 192 : 0; s0 < a->n; s0 += step) {
+			int n = a->n - s0 < step ? a->n - s0 : step;
+			int32_t pos[128], rows[128], qs[2] = {0, n}, sl[1] = {s0 + n};
+			int64_t slots[128];
+			for (int t = 0; t < n; t++) {
+				pos[t] = s0 + t;
+				rows[t] = t;
+				slots[t] = kv_cache_slot(bt[seq], FWD_BS, s0 + t);
+			}
+			struct batch b = {.n_tokens = n,
+					  .tokens = a->tok + s0,
+					  .positions = pos,
+					  .n_logits = n,
+					  .logits_rows = rows};
+			b.attn = (struct attn_meta){.n_seqs = 1,
+						    .n_tokens = n,
+						    .query_start = qs,
+						    .seq_lens = sl,
+						    .block_table = bt[seq],
+						    .max_blocks = 19,
+						    .slots = slots,
+						    .dcp_size = 1,
+						    .local_seq_lens = sl};
+			int rc = model_forward(m, &b, &kv, attn_backend_by_name("REFERENCE_MLA"), out, &e);
+			EXPECTF(rc == 0, "sequence %d at %d: %s", seq, s0, e.msg);
+			if (rc)
+				break;
+			for (int t = 0; seq && t < n; t++)
+				worst = fmax(worst, max_diff(out + (size_t)t * (size_t)V,
+							     a->gold + (size_t)(s0 + t) * (size_t)V, (size_t)V));
+		}
+		if (!seq) {
+			EXPECT(model_prefix_resumable(m, 12));  /* block 12 ends at 192 */
+			EXPECT(!model_prefix_resumable(m, 19)); /* 288 .. 299: never full */
+		}
+	}
+	printf("# a second sequence from block 12's snapshot (positions 192..299): max |diff| %.3g\n", worst);
+	EXPECTF(worst < TOL, "max |diff| %g", worst);
+	free(out);
+	kv_cache_fini(&kv);
 	for (int k = 0; k < np; k++)
 		free(p[k].tok), free(p[k].gold);
 	model_free(m);
@@ -426,5 +502,5 @@ static void test_bad_checkpoints(void)
 
 static void cleanup(void) { pool_free(the_pool); }
 
-TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_refusals), T(test_mtp),
-      T(test_bad_checkpoints), T(cleanup))
+TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_prefix_resume), T(test_refusals),
+      T(test_mtp), T(test_bad_checkpoints), T(cleanup))
