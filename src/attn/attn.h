@@ -57,6 +57,7 @@
 
 #include "base/arena.h"
 #include "base/dtype.h"
+#include "attn/kernels/kv_fp8.h"
 #include "base/err.h"
 #include "ops/backend.h"
 
@@ -66,12 +67,17 @@ struct attn_prefill_args; /* attn/prefill.h */
  * Block 0 is the null block; slot = block * block_size + offset. A DeepSeek Sparse Attention
  * model (V3.2) also keeps its indexer's key of every token at the same slot: index_dim e4m3
  * codes and one fp32 scale per group of min(128, index_dim), so a block holds both caches of
- * its tokens and both are allocated, prefix-shared, preempted and freed as one. */
+ * its tokens and both are allocated, prefix-shared, preempted and freed as one.
+ * DT_F8_E4M3 (--kv-cache-dtype fp8) keeps a row as e4m3 codes with fp32 scales (kv_fp8.h):
+ * FlashMLA's fp8_ds_mla layout for the sparse models (those with the indexer cache), the dense
+ * one for the others. */
 struct kv_cache {
 	int n_layers, n_blocks, block_size;
 	int kv_lora_rank, rope_dim, row; /* row = kv_lora_rank + rope_dim (576 for real models) */
-	enum dtype dtype;                /* DT_F32 or DT_BF16 */
-	void *data;                      /* [n_layers][n_blocks * block_size][row] */
+	enum dtype dtype;                /* DT_F32, DT_BF16 or DT_F8_E4M3 */
+	int row_bytes;                   /* bytes of one cached row */
+	struct kv_fp8_layout fp8;        /* the row's layout for DT_F8_E4M3 */
+	void *data;                      /* [n_layers][n_blocks * block_size][row_bytes] */
 	int index_dim, index_groups;     /* 0: no indexer cache */
 	uint8_t *index_codes;            /* [n_layers][n_blocks * block_size][index_dim] e4m3 */
 	float *index_scales;             /* [n_layers][n_blocks * block_size][index_groups] */
@@ -84,6 +90,9 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 			  int rope_dim, enum dtype dtype, int index_dim, struct err *e);
 void kv_cache_fini(struct kv_cache *kv);
 size_t kv_cache_bytes_per_block(int n_layers, int block_size, int row, enum dtype dtype);
+/* Bytes of one cached latent row: row values of F32 / BF16, or an fp8 row (kv_fp8.h: fp8_ds_mla
+ * with `sparse`, 656 bytes at 512 + 64; else 596); 0 for a geometry the dtype cannot hold. */
+size_t kv_cache_row_bytes(int kv_lora_rank, int rope_dim, enum dtype dtype, bool sparse);
 /* The indexer cache's bytes of one block (0 for index_dim 0). */
 size_t kv_cache_index_bytes_per_block(int n_layers, int block_size, int index_dim);
 /* Elements of one fp8 scale group of the indexer key (DeepSeek's act_quant block, 128). */

@@ -13,6 +13,15 @@ size_t kv_cache_bytes_per_block(int n_layers, int block_size, int row, enum dtyp
 	return (size_t)n_layers * (size_t)block_size * (size_t)row * dtype_size(dtype);
 }
 
+size_t kv_cache_row_bytes(int kv_lora_rank, int rope_dim, enum dtype dtype, bool sparse)
+{
+	if (dtype != DT_F8_E4M3)
+		return (size_t)(kv_lora_rank + rope_dim) * dtype_size(dtype);
+	struct kv_fp8_layout l;
+	struct err e;
+	return kv_fp8_layout_init(&l, kv_lora_rank, rope_dim, sparse, &e) < 0 ? 0 : (size_t)l.row_bytes;
+}
+
 size_t kv_cache_index_bytes_per_block(int n_layers, int block_size, int index_dim)
 {
 	if (index_dim <= 0)
@@ -36,8 +45,11 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 			       block_size);
 	if (kv_lora_rank <= 0 || rope_dim < 0)
 		return err_set(e, "kv cache: bad row: kv_lora_rank %d, rope dim %d", kv_lora_rank, rope_dim);
-	if (dtype != DT_F32 && dtype != DT_BF16)
-		return err_set(e, "kv cache: unsupported dtype %s (want F32 or BF16)", dtype_name(dtype));
+	if (dtype != DT_F32 && dtype != DT_BF16 && dtype != DT_F8_E4M3)
+		return err_set(e, "kv cache: unsupported dtype %s (want F32, BF16 or F8_E4M3)", dtype_name(dtype));
+	/* the sparse models (with the indexer cache) take FlashMLA's fp8_ds_mla row */
+	if (dtype == DT_F8_E4M3 && kv_fp8_layout_init(&kv->fp8, kv_lora_rank, rope_dim, index_dim > 0, e) < 0)
+		return -1;
 	if (index_dim < 0 || (index_dim > 0 && index_dim % kv_cache_index_group(index_dim)))
 		return err_set(e, "kv cache: bad indexer key width %d", index_dim);
 	/* the indexer addresses a layer's keys with 32-bit byte offsets (attn/indexer.c) */
@@ -48,7 +60,8 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 			"of %d-byte keys); lower --kv-cache-memory",
 			n_blocks, block_size, (long long)(INT32_MAX / index_dim), index_dim);
 	int row = kv_lora_rank + rope_dim;
-	size_t per_block = kv_cache_bytes_per_block(n_layers, block_size, row, dtype);
+	size_t row_bytes = dtype == DT_F8_E4M3 ? (size_t)kv->fp8.row_bytes : (size_t)row * dtype_size(dtype);
+	size_t per_block = (size_t)n_layers * (size_t)block_size * row_bytes;
 	if (per_block == 0 || (size_t)n_blocks > SIZE_MAX / per_block)
 		return err_set(e, "kv cache: %d blocks of %zu bytes overflow", n_blocks, per_block);
 	/* calloc: pages of a large cache stay untouched (and zero) until first written */
@@ -77,6 +90,7 @@ int kv_cache_init_indexed(struct kv_cache *kv, int n_layers, int n_blocks, int b
 	kv->kv_lora_rank = kv_lora_rank;
 	kv->rope_dim = rope_dim;
 	kv->row = row;
+	kv->row_bytes = (int)row_bytes;
 	kv->dtype = dtype;
 	return 0;
 }
@@ -93,15 +107,15 @@ void *kv_cache_layer_rows(const struct kv_cache *kv, int layer)
 {
 	CHECK(layer >= 0 && layer < kv->n_layers);
 	size_t rows = (size_t)layer * (size_t)kv_cache_n_slots(kv);
-	return (unsigned char *)kv->data + rows * (size_t)kv->row * dtype_size(kv->dtype);
+	return (unsigned char *)kv->data + rows * (size_t)kv->row_bytes;
 }
 
 void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot)
 {
 	int64_t n_slots = kv_cache_n_slots(kv);
 	CHECK(layer >= 0 && layer < kv->n_layers && slot >= 0 && slot < n_slots);
-	size_t idx = ((size_t)layer * (size_t)n_slots + (size_t)slot) * (size_t)kv->row;
-	return (unsigned char *)kv->data + idx * dtype_size(kv->dtype);
+	size_t idx = (size_t)layer * (size_t)n_slots + (size_t)slot;
+	return (unsigned char *)kv->data + idx * (size_t)kv->row_bytes;
 }
 
 const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot, float *buf)
@@ -109,6 +123,10 @@ const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot
 	void *p = kv_cache_row_ptr(kv, layer, slot);
 	if (kv->dtype == DT_F32)
 		return p;
+	if (kv->dtype == DT_F8_E4M3) {
+		kv_fp8_decode_f32(&kv->fp8, p, buf, ops_level_best());
+		return buf;
+	}
 	const uint16_t *h = p;
 	for (int i = 0; i < kv->row; i++)
 		buf[i] = bf16_to_f32(h[i]);
@@ -122,6 +140,14 @@ void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots
 	CHECK(layer >= 0 && layer < kv->n_layers);
 	for (int i = 0; i < n; i++)
 		CHECK(slots[i] < n_slots);
+	if (kv->dtype == DT_F8_E4M3) {
+		unsigned char *rows = kv_cache_layer_rows(kv, layer);
+		for (int i = 0; i < n; i++)
+			if (slots[i] >= 0)
+				kv_fp8_encode(&kv->fp8, kv_c + (size_t)i * ld_c, k_pe + (size_t)i * ld_pe,
+					      rows + (size_t)slots[i] * kv->row_bytes);
+		return;
+	}
 	ops_rows_write(kv_cache_layer_rows(kv, layer), kv->dtype, kv->row, kv->kv_lora_rank, slots, n, kv_c, ld_c,
 		       k_pe, ld_pe);
 }

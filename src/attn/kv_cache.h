@@ -16,9 +16,10 @@ static inline int64_t kv_cache_slot(const int32_t *bt_row, int block_size, int64
 	return (int64_t)bt_row[k / block_size] * block_size + k % block_size;
 }
 
-/* Layer `layer`'s rows [n_slots, row] (dtype elements): a kv_write's table (ops/backend.h). */
+/* Layer `layer`'s rows [n_slots, row_bytes]: a kv_write's table (ops/backend.h) for F32 / BF16;
+ * an fp8 cache is written through kv_cache_write* only. */
 void *kv_cache_layer_rows(const struct kv_cache *kv, int layer);
-/* Raw pointer to row `slot` of `layer` (dtype elements, row wide). CHECKs the bounds. */
+/* Raw pointer to row `slot` of `layer` (row_bytes). CHECKs the bounds. */
 void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot);
 
 /* Row `slot` of `layer` as fp32 [row]: a pointer into the cache for DT_F32, else the row
@@ -26,7 +27,7 @@ void *kv_cache_row_ptr(const struct kv_cache *kv, int layer, int64_t slot);
 const float *kv_cache_row_f32(const struct kv_cache *kv, int layer, int64_t slot, float *buf);
 
 /* Writes n tokens: row slots[i] = [kv_c[i] (kv_lora_rank) | k_pe[i] (rope_dim)], converting
- * to the cache dtype. slots[i] < 0 (padding, or a position owned by another DCP rank) is
+ * to the cache dtype (fp8: encoded, kv_fp8.h). slots[i] < 0 (padding, or a position owned by another DCP rank) is
  * skipped. kv_c: [n, kv_lora_rank], k_pe: [n, rope_dim], both contiguous. */
 void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, const float *k_pe, int n);
 /* Same with row strides (in floats) for kv_c and k_pe, e.g. both inside one [n, 576] buffer. */

@@ -32,6 +32,23 @@ int dtype_parse_flag(const char *flag, const char *s, enum dtype *out, bool *is_
 	return 0;
 }
 
+int dtype_parse_kv_flag(const char *s, enum dtype *out, bool *is_auto, struct err *e)
+{
+	*is_auto = false;
+	if (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3")) {
+		*out = DT_F8_E4M3;
+		return 0;
+	}
+	if (!strcmp(s, "fp8_e5m2"))
+		return err_set(e,
+			       "--kv-cache-dtype fp8_e5m2: not supported; fp8 (= fp8_e4m3) keeps the latent cache in "
+			       "e4m3 with per-group scales");
+	if (strcmp(s, "auto") && strcmp(s, "float32") && strcmp(s, "bfloat16"))
+		return err_set(e, "--kv-cache-dtype: invalid value '%s' (auto, float32, bfloat16, fp8 or fp8_e4m3)",
+			       s);
+	return dtype_parse_flag("--kv-cache-dtype", s, out, is_auto, e);
+}
+
 int dtype_from_name(const char *name, enum dtype *out)
 {
 	for (int i = 0; i < DT_COUNT; i++)

@@ -22,6 +22,9 @@ int dtype_from_name(const char *name, enum dtype *out); /* 0 ok, -1 unknown */
 /* The value of a dtype flag (--dtype, --kv-cache-dtype): "float32" (DT_F32), "bfloat16"
  * (DT_BF16) or "auto" (*is_auto, *out DT_F32: the caller resolves it); flag names it in e. */
 int dtype_parse_flag(const char *flag, const char *s, enum dtype *out, bool *is_auto, struct err *e);
+/* --kv-cache-dtype: dtype_parse_flag's values, and "fp8" / "fp8_e4m3" (DT_F8_E4M3: the latent
+ * cache in e4m3 with scales); "fp8_e5m2" is refused in one line. */
+int dtype_parse_kv_flag(const char *s, enum dtype *out, bool *is_auto, struct err *e);
 
 static inline float bf16_to_f32(uint16_t h)
 {

@@ -129,7 +129,7 @@ int dist_exec_serve(struct dist_exec *d, struct model *model, struct kv_cache *k
 	if (comm_msg_get(&d->msg, &s, sizeof s, e))
 		return -1;
 	if (s.magic != SETUP_MAGIC || s.n_blocks < 1 || s.block_size < 1 || !attn_backend_at(s.backend) ||
-	    (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16))
+	    (s.kv_dtype != DT_F32 && s.kv_dtype != DT_BF16 && s.kv_dtype != DT_F8_E4M3))
 		return err_set(e, "dist: bad setup message (magic 0x%x, %d blocks of %d)", (unsigned)s.magic,
 			       s.n_blocks, s.block_size);
 	if (model_kv_cache_init(model, kv, s.n_blocks, s.block_size, (enum dtype)s.kv_dtype, e) < 0)

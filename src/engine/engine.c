@@ -102,6 +102,12 @@ const struct engine_logprob *engine_prompt_logprobs(struct engine_req *h, int *n
 
 /* ---- engine thread ---- */
 
+/* the cache's dtype as the start-up log names it */
+static const char *kv_dtype_label(enum dtype d)
+{
+	return d == DT_F8_E4M3 ? "fp8 e4m3 with scales" : d == DT_BF16 ? "bfloat16" : "float32";
+}
+
 static void live_remove(struct engine *eng, struct eseq *s)
 {
 	if (s->live_prev)
@@ -296,8 +302,8 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 			o->max_num_batched_tokens);
 		goto fail;
 	}
-	if (o->kv_dtype != DT_F32 && o->kv_dtype != DT_BF16) {
-		err_set(e, "kv cache dtype %s is not supported (float32 or bfloat16)", dtype_name(o->kv_dtype));
+	if (o->kv_dtype != DT_F32 && o->kv_dtype != DT_BF16 && o->kv_dtype != DT_F8_E4M3) {
+		err_set(e, "kv cache dtype %s is not supported (float32, bfloat16 or fp8)", dtype_name(o->kv_dtype));
 		goto fail;
 	}
 	/* KV pool: the byte budget, but never more blocks than max_num_seqs full sequences use */
@@ -385,14 +391,16 @@ int engine_new(const struct engine_options *o, struct engine **out, struct err *
 	if (W > 1)
 		LOG_I(MOD,
 		      "kv cache: %d blocks x %d tokens = %lld tokens over %d DCP ranks (%d tokens per "
-		      "rank and block; %.1f MiB per rank, %s), prefix caching %s",
+		      "rank and block; %.1f MiB per rank, %s, %zu bytes a token), prefix caching %s",
 		      eng->n_blocks - 1, vbs, (long long)(eng->n_blocks - 1) * vbs, W, bs,
-		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
+		      (double)per_block * eng->n_blocks / (1 << 20), kv_dtype_label(o->kv_dtype), per_block / bs,
 		      o->enable_prefix_caching ? "on" : "off");
 	else
-		LOG_I(MOD, "kv cache: %d blocks x %d tokens = %lld tokens (%.1f MiB, %s), prefix caching %s",
+		LOG_I(MOD,
+		      "kv cache: %d blocks x %d tokens = %lld tokens (%.1f MiB, %s, %zu bytes a token), prefix "
+		      "caching %s",
 		      eng->n_blocks - 1, bs, (long long)(eng->n_blocks - 1) * bs,
-		      (double)per_block * eng->n_blocks / (1 << 20), dtype_name(o->kv_dtype),
+		      (double)per_block * eng->n_blocks / (1 << 20), kv_dtype_label(o->kv_dtype), per_block / bs,
 		      o->enable_prefix_caching ? "on" : "off");
 	if (eng->kv.index_dim > 0)
 		LOG_I(MOD,

@@ -173,8 +173,8 @@ static int index_dim(const struct model *m) { return config_is_sparse(&m->cfg) ?
 
 static size_t ds_kv_bytes_per_block(const struct model *m, int block_size, enum dtype kv_dtype)
 {
-	return kv_cache_bytes_per_block(m->n_layers, block_size, m->cfg.kv_lora_rank + m->cfg.qk_rope_head_dim,
-					kv_dtype) +
+	size_t row = kv_cache_row_bytes(m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim, kv_dtype, index_dim(m) > 0);
+	return (size_t)m->n_layers * (size_t)block_size * row +
 	       kv_cache_index_bytes_per_block(m->n_layers, block_size, index_dim(m));
 }
 

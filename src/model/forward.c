@@ -323,8 +323,12 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 				  .round_bf16 = model_act_bf16(m)};
 	cx.ops->mla_rope(&cx, &qk);
 	/* the step's own rows are in the cache before any attention reads it */
-	cx.ops->kv_write(&cx, kv_cache_layer_rows(kv, li), kv->dtype, row, Lkv, meta->slots, n, kvr, row, kvr + Lkv,
-			 row);
+	/* an fp8 row's codes and scales are the attention layer's format (attn/kernels/kv_fp8.h) */
+	if (kv->dtype == DT_F8_E4M3)
+		kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
+	else
+		cx.ops->kv_write(&cx, kv_cache_layer_rows(kv, li), kv->dtype, row, Lkv, meta->slots, n, kvr, row,
+				 kvr + Lkv, row);
 
 	float *o = ALLOC(m, float, (size_t)n *H *dv); /* [n, H, dv] */
 	if (sparse) { /* every token: the indexer's top-k, then the absorbed path over them */

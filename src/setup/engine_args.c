@@ -76,7 +76,11 @@ void engine_args_usage(FILE *f)
 		   "  --reorder-batch-threshold N       longest query still run as a decode (default:\n"
 		   "                                    the backend's; still 1 under DCP if unsupported)\n"
 		   "  --kv-cache-memory BYTES           KV pool size, e.g. 2GiB (default: auto)\n"
-		   "  --kv-cache-dtype auto|bfloat16|float32\n"
+		   "  --kv-cache-dtype auto|bfloat16|float32|fp8   fp8 (= fp8_e4m3): the latent cache in e4m3\n"
+		   "                                    with fp32 scales per 128 values: 596 bytes a token\n"
+		   "                                    and layer (V2/V3: 1152 in bf16, 1.93x the tokens),\n"
+		   "                                    656 for V3.2 (FlashMLA's fp8_ds_mla) + its indexer's\n"
+		   "                                    132; not for DeepSeek-V4\n"
 		   "  --enable-prefix-caching | --no-enable-prefix-caching   (default on)\n"
 		   "  --max-num-seqs N                  running requests per step (256)\n"
 		   "  --max-num-batched-tokens N        token budget per step\n"
@@ -357,7 +361,7 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 		if (engine_args_parse_bytes(v, &a->kv_cache_memory) < 0 || a->kv_cache_memory == 0)
 			return err_set(e, "--kv-cache-memory: invalid size '%s' (e.g. 1073741824, 512MiB, 2G)", v);
 	} else if (!strcmp(flag, "--kv-cache-dtype")) {
-		if (dtype_parse_flag(flag, v, &dt, &dt_auto, e) < 0)
+		if (dtype_parse_kv_flag(v, &dt, &dt_auto, e) < 0)
 			return -1;
 		a->kv_cache_dtype = v;
 	} else if (!strcmp(flag, "--max-num-seqs")) {
@@ -462,8 +466,13 @@ static int open_model(const struct engine_args *a, const struct model_probe *p, 
 	enum dtype act_dtype, kvd;
 	bool act_auto, kv_auto;
 	if (dtype_parse_flag("--dtype", a->dtype, &act_dtype, &act_auto, e) < 0 ||
-	    dtype_parse_flag("--kv-cache-dtype", a->kv_cache_dtype, &kvd, &kv_auto, e) < 0)
+	    dtype_parse_kv_flag(a->kv_cache_dtype, &kvd, &kv_auto, e) < 0)
 		return -1;
+	if (kvd == DT_F8_E4M3 && p->seq_state)
+		return err_set(e,
+			       "--kv-cache-dtype fp8: %s keeps its own per-sequence attention state, not the paged latent "
+			       "cache; fp8 is not supported for it (use auto, bfloat16 or float32)",
+			       p->family);
 	if (act_auto && p->auto_float32) { /* the family runs float32 only, whatever the checkpoint's dtype */
 		act_dtype = DT_F32;
 		act_auto = false;

@@ -438,7 +438,7 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 			for (int p = 0; p < I; p++)
 				memcpy(kv_cache_row_ptr(&kv, l, (int64_t)bt[s * mb + p / bs] * bs + p % bs),
 				       kv_cache_row_ptr(&kv, l, (int64_t)bt[p / bs] * bs + p % bs),
-				       (size_t)kv.row * dtype_size(kv.dtype));
+				       (size_t)kv.row_bytes);
 	/* bandwidth before and after the decode runs, the better one kept: on a shared machine
 	 * the bound is what the machine could give, so contention lowers the fraction */
 	double bw = measure_read_bw(pool, (size_t)1 << 29);

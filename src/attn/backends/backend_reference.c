@@ -11,6 +11,8 @@
 
 static float row_elem(const struct kv_cache *kv, const void *row, int k)
 {
+	if (kv->dtype == DT_F8_E4M3)
+		return kv_fp8_value(&kv->fp8, row, k);
 	return kv->dtype == DT_F32 ? ((const float *)row)[k] : bf16_to_f32(((const uint16_t *)row)[k]);
 }
 

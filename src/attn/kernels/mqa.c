@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/kv_cache.h"
+#include "attn/kernels/kv_fp8.h"
 #include "attn/kernels/mqa_amx.h"
 #include "attn/kernels/mqa_avx512.h"
 
@@ -43,7 +44,9 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 	       4 * align64((size_t)max_rows * sizeof(float)) +                         /* m, l, alpha, n */
 	       align64(q_bf16_bytes(max_rows, row)) +                                  /* q as bf16 */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
-	       align64(mqa_amx_work_bytes(row)); /* AMX key copies, value tiles */
+	       align64(mqa_amx_work_bytes(row)) +                                      /* AMX key copies, value tiles */
+	       align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t)) + /* fp8 rows decoded to bf16 */
+	       align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));          /* their pointers */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads, size_t per_thread)
@@ -354,9 +357,15 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	uint32_t *pp = (uint32_t *)p;
 	p += align64((size_t)nr * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t));
 	void *work = p;
+	p += align64(mqa_amx_work_bytes(row));
+	uint16_t *kb16 = (uint16_t *)p; /* an fp8 block decoded to bf16 for the dp / AMX kernels */
+	p += align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t));
+	const void **kr16 = (const void **)p;
+	bool fp8 = kv->dtype == DT_F8_E4M3;
 	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows,
-	 * and with p_bf16 the value pass too (no fp32 copy of the block then) */
-	bool dp = level >= OPS_AVX512_BF16 && jb->q_bf16 && kv->dtype == DT_BF16;
+	 * and with p_bf16 the value pass too (no fp32 copy of the block then). An fp8 block is
+	 * decoded to bf16 first (its values rounded to bf16, as a bf16 engine would hold them). */
+	bool dp = level >= OPS_AVX512_BF16 && jb->q_bf16 && (kv->dtype == DT_BF16 || fp8);
 	bool dpv = dp && jb->p_bf16;
 	/* AMX tiles for the same products where the dims fit (576 / 512 do) */
 	bool amx_s = dp && level >= OPS_AMX && mqa_amx_scores_ok(row);
@@ -386,7 +395,7 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		l[i] = 0;
 	}
 	const unsigned char *base = kv_cache_row_ptr(kv, jb->layer, 0);
-	size_t rb = (size_t)row * dtype_size(kv->dtype);
+	size_t rb = (size_t)kv->row_bytes;
 	int n0 = kmax - jb->k_begin < block ? kmax - jb->k_begin : block;
 	key_rows(jb, base, rb, jb->k_begin, n0, cur);
 	for (int kb = jb->k_begin; kb < kmax; kb += block) {
@@ -401,10 +410,17 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			for (int j = 0; j < nn; j++)
 				for (size_t o = 0; o < rb; o += 64)
 					_mm_prefetch((const char *)nx[j] + o, _MM_HINT_T0);
+		for (int j = 0; j < nk && fp8 && dp; j++) {
+			uint16_t *dst = kb16 + (size_t)j * row;
+			kr16[j] = dst;
+			kv_fp8_decode_bf16(&kv->fp8, cur[j], dst, level);
+		}
 		for (int j = 0; j < nk && !dpv; j++) {
 			float *dst = kbuf + (size_t)j * row;
 			kp[j] = dst;
-			if (kv->dtype == DT_F32) /* a sequential copy beats scattered reads */
+			if (fp8)
+				kv_fp8_decode_f32(&kv->fp8, cur[j], dst, level);
+			else if (kv->dtype == DT_F32) /* a sequential copy beats scattered reads */
 				memcpy(dst, cur[j], rb);
 			else if (avx512)
 				mqa512_bf16_row(dst, cur[j], row);
@@ -416,6 +432,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		/* this block now sits in kbuf: cur takes the next block's rows */
 		const void **t = cur;
 		cur = nx, nx = t;
+		/* the bf16 rows of this block: the cache's, or the fp8 rows decoded */
+		const uint16_t *const *kr = (const uint16_t *const *)(fp8 ? kr16 : nx);
 		for (int i = 0; i < nr; i++) {
 			int nv = jb->vis[i / jb->n_heads] - kb; /* visible keys of this block */
 			nvis[i] = nv > nk ? nk : nv;
@@ -423,19 +441,19 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		if (avx512) {
 			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
 			if (amx_s) /* after the swap nx holds this block's cache rows */
-				mqa_amx_scores((const uint32_t *)qb, nr, row, (const uint16_t *const *)nx, nk,
+				mqa_amx_scores((const uint32_t *)qb, nr, row, kr, nk,
 					       jb->scale, s, block, work, &pf);
 			else if (dp)
-				mqa512_scores_dp(qb, nr, row, (const uint16_t *const *)nx, nk, jb->scale, s, cur, nn,
+				mqa512_scores_dp(qb, nr, row, kr, nk, jb->scale, s, cur, nn,
 						 (int)rb);
 			else
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, block, nr, nk, nvis, m, l, alpha);
 			if (amx_v)
-				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, (const uint16_t *const *)nx, row,
+				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, kr, row,
 					      nk, pp, work, &pf);
 			else if (dpv)
-				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, (const uint16_t *const *)nx, nk, pp);
+				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, kr, nk, pp);
 			else
 				mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
 			continue;

@@ -1,0 +1,199 @@
+/* The 8-bit latent cache row: encoding (the scale rule of kv_fp8.h) and decoding at each kernel
+ * level. Every level gives the same values: code * scale is one fp32 product of exact factors. */
+#include "attn/kernels/kv_fp8.h"
+
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/dtype.h"
+
+int kv_fp8_layout_init(struct kv_fp8_layout *l, int nope, int rope, bool rope_bf16, struct err *e)
+{
+	memset(l, 0, sizeof *l);
+	int g = nope < 128 ? nope : 128;
+	if (nope <= 0 || rope < 0 || nope % g || nope / g >= KV_FP8_MAX_SCALES)
+		return err_set(e, "kv cache fp8: the latent width %d is not a multiple of its scale group %d", nope,
+			       g);
+	l->nope = nope;
+	l->rope = rope;
+	l->group = g;
+	l->rope_bf16 = rope_bf16;
+	if (rope_bf16) {
+		l->n_scales = nope / g;
+		l->scale_off = nope;
+		l->rope_off = nope + 4 * l->n_scales;
+		l->row_bytes = l->rope_off + 2 * rope;
+	} else {
+		l->n_scales = nope / g + (rope > 0);
+		l->rope_off = nope;
+		l->scale_off = nope + rope;
+		l->row_bytes = l->scale_off + 4 * l->n_scales;
+	}
+	return 0;
+}
+
+/* codes of n values under one scale: s = max(amax / 448, FLT_MIN), code = e4m3(x / s) */
+static float encode_group(const float *x, int n, uint8_t *codes)
+{
+	float amax = 0;
+	for (int i = 0; i < n; i++)
+		amax = fmaxf(amax, fabsf(x[i]));
+	float s = fmaxf(amax / 448.0f, FLT_MIN);
+	for (int i = 0; i < n; i++)
+		codes[i] = f32_to_fp8_e4m3(x[i] / s);
+	return s;
+}
+
+static float *row_scales(const struct kv_fp8_layout *l, uint8_t *row) { return (float *)(row + l->scale_off); }
+
+void kv_fp8_encode(const struct kv_fp8_layout *l, const float *kv_c, const float *k_pe, uint8_t *row)
+{
+	float sc[KV_FP8_MAX_SCALES];
+	int ng = l->nope / l->group;
+	for (int g = 0; g < ng; g++)
+		sc[g] = encode_group(kv_c + g * l->group, l->group, row + g * l->group);
+	if (l->rope_bf16) {
+		uint16_t *r = (uint16_t *)(row + l->rope_off);
+		for (int i = 0; i < l->rope; i++)
+			r[i] = f32_to_bf16(k_pe[i]);
+	} else if (l->rope > 0) {
+		sc[ng] = encode_group(k_pe, l->rope, row + l->rope_off);
+	}
+	memcpy(row_scales(l, row), sc, sizeof(float) * (size_t)l->n_scales);
+}
+
+float kv_fp8_value(const struct kv_fp8_layout *l, const uint8_t *row, int k)
+{
+	float s;
+	if (k < l->nope) {
+		memcpy(&s, row + l->scale_off + 4 * (k / l->group), 4);
+		return fp8_e4m3_table[row[k]] * s;
+	}
+	k -= l->nope;
+	if (l->rope_bf16) {
+		uint16_t h;
+		memcpy(&h, row + l->rope_off + 2 * k, 2);
+		return bf16_to_f32(h);
+	}
+	memcpy(&s, row + l->scale_off + 4 * (l->n_scales - 1), 4);
+	return fp8_e4m3_table[row[l->rope_off + k]] * s;
+}
+
+/* ---- decoding n codes under scale s into fp32 ---- */
+
+static void codes_portable(const uint8_t *c, int n, float s, float *dst)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = fp8_e4m3_table[c[i]] * s;
+}
+
+/* e4m3 → fp32 by integer arithmetic: a normal code's exponent rebiased (7 → 127) is an add on the
+ * shifted magnitude; the subnormals (exponent field 0) are m * 2^-9. 0x7f (NaN, never written by
+ * the encoder, which saturates) gives 480. */
+#define AVX2 __attribute__((target("avx2,fma")))
+AVX2 static void codes_avx2(const uint8_t *c, int n, float s, float *dst)
+{
+	const __m256 vs = _mm256_set1_ps(s), sub_scale = _mm256_set1_ps(1.0f / 512.0f);
+	const __m256i m7f = _mm256_set1_epi32(0x7f), bias = _mm256_set1_epi32(120 << 23), eight = _mm256_set1_epi32(8);
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
+		__m256i mag = _mm256_and_si256(b, m7f);
+		__m256 nrm = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), bias));
+		__m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), sub_scale);
+		__m256 is_sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(eight, mag));
+		__m256 v = _mm256_blendv_ps(nrm, sub, is_sub);
+		__m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(b, 7), 31);
+		v = _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+		_mm256_storeu_ps(dst + i, _mm256_mul_ps(v, vs));
+	}
+	codes_portable(c + i, n - i, s, dst + i);
+}
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+AVX512 static inline __m512 decode16_512(const uint8_t *c, __m512 vs)
+{
+	__m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
+	__m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
+	__m512i nrm = _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23));
+	__m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(1.0f / 512.0f));
+	__mmask16 is_sub = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(8));
+	__m512 v = _mm512_mask_mov_ps(_mm512_castsi512_ps(nrm), is_sub, sub);
+	__m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(b, 7), 31);
+	v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+	return _mm512_mul_ps(v, vs);
+}
+
+AVX512 static void codes_avx512(const uint8_t *c, int n, float s, float *dst)
+{
+	const __m512 vs = _mm512_set1_ps(s);
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(dst + i, decode16_512(c + i, vs));
+	codes_portable(c + i, n - i, s, dst + i);
+}
+
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+AVX512BF16 static void codes_bf16_512(const uint8_t *c, int n, float s, uint16_t *dst)
+{
+	const __m512 vs = _mm512_set1_ps(s);
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m256bh h = _mm512_cvtneps_pbh(decode16_512(c + i, vs));
+		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)h);
+	}
+	for (; i < n; i++)
+		dst[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * s);
+}
+
+static void codes_at(const uint8_t *c, int n, float s, float *dst, enum ops_level level)
+{
+	if (level >= OPS_AVX512)
+		codes_avx512(c, n, s, dst);
+	else if (level >= OPS_AVX2)
+		codes_avx2(c, n, s, dst);
+	else
+		codes_portable(c, n, s, dst);
+}
+
+void kv_fp8_decode_f32(const struct kv_fp8_layout *l, const uint8_t *row, float *dst, enum ops_level level)
+{
+	float sc[KV_FP8_MAX_SCALES];
+	memcpy(sc, row + l->scale_off, sizeof(float) * (size_t)l->n_scales);
+	int ng = l->nope / l->group;
+	for (int g = 0; g < ng; g++)
+		codes_at(row + g * l->group, l->group, sc[g], dst + g * l->group, level);
+	if (l->rope_bf16) {
+		const uint16_t *r = (const uint16_t *)(row + l->rope_off);
+		for (int i = 0; i < l->rope; i++)
+			dst[l->nope + i] = bf16_to_f32(r[i]);
+	} else if (l->rope > 0) {
+		codes_at(row + l->rope_off, l->rope, sc[ng], dst + l->nope, level);
+	}
+}
+
+void kv_fp8_decode_bf16(const struct kv_fp8_layout *l, const uint8_t *row, uint16_t *dst, enum ops_level level)
+{
+	float sc[KV_FP8_MAX_SCALES];
+	memcpy(sc, row + l->scale_off, sizeof(float) * (size_t)l->n_scales);
+	int ng = l->nope / l->group;
+	for (int g = 0; g <= ng; g++) {
+		const uint8_t *c = g < ng ? row + g * l->group : row + l->rope_off;
+		int n = g < ng ? l->group : l->rope;
+		uint16_t *d = dst + g * l->group;
+		if (n == 0)
+			continue;
+		if (g == ng && l->rope_bf16) {
+			memcpy(d, c, sizeof(uint16_t) * (size_t)n);
+			continue;
+		}
+		if (level >= OPS_AVX512_BF16) {
+			codes_bf16_512(c, n, sc[g], d);
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			d[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * sc[g]);
+	}
+}
