@@ -7,6 +7,7 @@ logits that no independent implementation gives us.
   mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int4 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --kv-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
 prints the largest difference between its logits and the fixture's golden ones (the check
@@ -35,7 +36,12 @@ A compressed-tensors pack-quantized int4 module (<name>_packed and <name>_scale 
 checkpoint, scripts/make_int4_fixture.py) is read exactly (q x scale per row and 32 columns)
 and multiplied as the engine does with float32 activations (W4A8): x quantized per 128
 columns as int8's, each 32-column group's exact integer dot scaled by float32(sw * sx) and
-added in float32, group by group."""
+added in float32, group by group.
+With --kv-fp8 every attention reads its keys and values from a latent cache rounded as
+`--kv-cache-dtype fp8` stores it (attn/kernels/kv_fp8.h: kv_c per group of min(128, Lkv) values,
+scale s = max(float32(amax / 448), FLT_MIN), each value the e4m3 nearest to float32(x / s) times
+s; k_pe the same as one more group), the token's own row included, as a decode step reads it;
+OUT gets the logits [n, vocab]."""
 import json, math, os, struct, sys
 
 
@@ -77,6 +83,29 @@ def e4m3_nearest(v):  # by search over the 127 finite non-negative values (bytes
     d_lo, d_hi = a - FP8[lo], FP8[hi] - a
     b = lo if d_lo < d_hi or (d_lo == d_hi and lo % 2 == 0) else hi
     return -FP8[b] if v < 0 else FP8[b]
+
+
+FLT_MIN = 2.0 ** -126
+
+
+def bf16(x):  # float32(x) rounded to bfloat16, nearest even
+    u = struct.unpack('<I', struct.pack('<f', x))[0]
+    u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000
+    return struct.unpack('<f', struct.pack('<I', u))[0]
+
+
+def kv_fp8_group(v):  # --kv-cache-dtype fp8's rule on one group: s = max(f32(amax / 448), FLT_MIN),
+    # each value the nearest e4m3 of f32(x / s) (ties even, saturating), decoded as f32(code * s)
+    v = [f32(x) for x in v]
+    s = max(f32(max(abs(x) for x in v) / 448.0), FLT_MIN)
+    return [f32(e4m3_nearest(f32(x / s)) * s) for x in v]
+
+
+def kv_fp8_row(kvc, kpe, ds_mla):  # a cached latent row as --kv-cache-dtype fp8 stores it: kv_c in
+    # groups of min(128, Lkv); k_pe in bf16 (FlashMLA's fp8_ds_mla, V3.2) or one more e4m3 group
+    g = min(128, len(kvc))
+    c = [y for a in range(0, len(kvc), g) for y in kv_fp8_group(kvc[a:a + g])]
+    return c, [bf16(x) for x in kpe] if ds_mla else kv_fp8_group(kpe)
 
 
 def quantize(rows):  # rows of float32 values -> dequantized fp8 values, 128x128 blocks
@@ -270,6 +299,8 @@ class Model:
             qs.append([hq[:dn] + self.rope(hq[dn:], p) for hq in heads])
             kv = mv(w.get(P + 'self_attn.kv_a_proj_with_mqa.weight'), x)
             kvc, kpe = rmsnorm(kv[:Lkv], w.get(P + 'self_attn.kv_a_layernorm.weight'), eps), self.rope(kv[Lkv:], p)
+            if KV_FP8:  # every key and value read back from the rounded cache (the decode path's view)
+                kvc, kpe = kv_fp8_row(kvc, kpe, False)
             up = mv(w.get(P + 'self_attn.kv_b_proj.weight'), kvc)
             ks.append([up[h * (dn + dv):h * (dn + dv) + dn] + kpe for h in range(H)])
             vs.append([up[h * (dn + dv) + dn:(h + 1) * (dn + dv)] for h in range(H)])
@@ -373,7 +404,22 @@ def write_f32(path, rows):
         f.write(struct.pack('<%df' % sum(len(r) for r in rows), *[v for row in rows for v in row]))
 
 
+KV_FP8 = False  # --kv-fp8
+
+
 def main():
+    global KV_FP8
+    if sys.argv[1] == '--kv-fp8':
+        KV_FP8 = True
+        del sys.argv[1]
+        model_dir, prompts, name, out = sys.argv[1:5]
+        m = Model(model_dir)
+        pr = next(p for p in json.load(open(prompts))['prompts'] if p['name'] == name)
+        fin, logits = forward(m, pr['tokens'])
+        write_f32(out, logits)
+        print('wrote %s: logits [%d, %d] with the latent cache rounded as --kv-cache-dtype fp8' %
+              (out, len(logits), m.c['vocab_size']))
+        return
     q4 = sys.argv[1] == '--quantize-int4'
     q8 = q4 or sys.argv[1] == '--quantize-int8'
     q = q8 or sys.argv[1] == '--quantize-fp8'

@@ -31,6 +31,9 @@ other way (float32 noise moves q/k by about 1e-5 ulp), with that code's distance
                     incremental decode); each decode row's boundary gap joins the fragile points
   --dense           also run the same weights with dense MLA (no indexer) and report how far the
                     rows with more than index_topk keys move: the proof that selection matters
+  --kv-fp8          the latent cache rounded as --kv-cache-dtype fp8 stores it (FlashMLA's
+                    fp8_ds_mla: kv_c per 128 values in e4m3, scale max(float32(amax / 448),
+                    FLT_MIN); k_pe bf16), every key read back from it (mtp_reference.py)
   --json F          the numbers printed, machine-readable
   --perturb REL     also rerun the model TRIALS times (--trials, default 4) with every indexer q/k
                     element (before its fp8 rounding) and every head weight multiplied by
@@ -264,6 +267,8 @@ class V32Model(R.Model):
             qs.append([hq[:dn] + self.rope(hq[dn:], p) for hq in heads])  # MLA RoPE: interleaved
             kv = R.mv(w.get(P + 'self_attn.kv_a_proj_with_mqa.weight'), x)
             kvc, kpe = R.rmsnorm(kv[:Lkv], w.get(P + 'self_attn.kv_a_layernorm.weight'), eps), self.rope(kv[Lkv:], p)
+            if R.KV_FP8:  # the keys and values as FlashMLA's fp8_ds_mla cache holds them (bf16 rope)
+                kvc, kpe = R.kv_fp8_row(kvc, kpe, True)
             up = R.mv(w.get(P + 'self_attn.kv_b_proj.weight'), kvc)
             ks.append([up[h * (dn + dv):h * (dn + dv) + dn] + kpe for h in range(H)])
             vs.append([up[h * (dn + dv) + dn:(h + 1) * (dn + dv)] for h in range(H)])
@@ -353,10 +358,11 @@ def main():
     it = iter(sys.argv[1:])
     for a in it:
         if a.startswith('--'):
-            opt[a[2:]] = True if a == '--dense' else next(it)
+            opt[a[2:]] = True if a in ('--dense', '--kv-fp8') else next(it)
         else:
             args.append(a)
     model_dir, prompts, name = args
+    R.KV_FP8 = 'kv-fp8' in opt
     m = V32Model(model_dir)
     c = m.c
     pr = next(p for p in json.load(open(prompts))['prompts'] if p['name'] == name)

@@ -47,7 +47,8 @@ float kv_fp8_value(const struct kv_fp8_layout *l, const uint8_t *row, int k);
 /* dst [nope + rope] = the row's values as fp32, exactly (code * scale), at a kernel level */
 void kv_fp8_decode_f32(const struct kv_fp8_layout *l, const uint8_t *row, float *dst, enum ops_level level);
 /* dst [nope + rope] = the same values rounded to bf16 (level >= OPS_AVX512_BF16 vectorises it;
- * any level gives the same bits): the rows of the bf16 dot-product and AMX kernels */
+ * the same bits at any level, but that there a value below FLT_MIN may become a zero, as the
+ * bf16 dot products read such inputs anyway): the rows of the dp and AMX kernels */
 void kv_fp8_decode_bf16(const struct kv_fp8_layout *l, const uint8_t *row, uint16_t *dst, enum ops_level level);
 
 #endif

@@ -1,0 +1,272 @@
+/* --kv-cache-dtype fp8: the row codec (attn/kernels/kv_fp8.h) and the model against the float64
+ * references run with --kv-fp8 (tests/fixtures/tiny-v3, tiny-v32: golden/lenN.kvfp8.f32). The suite
+ * runs this binary at the CPU's best level; tests/e2e/kv_fp8.sh runs it again at avx2 and
+ * portable. The goldens: `python3 scripts/mtp_reference.py --kv-fp8 tests/fixtures/tiny-v3
+ * tests/fixtures/tiny-v3/golden/prompts.json lenN OUT`, `scripts/v32_reference.py ... --kv-fp8`. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/kernels/kv_fp8.h"
+#include "attn/kv_cache.h"
+#include "fwd_util.h"
+#include "harness.h"
+#include "model/model.h"
+#include "ops/cpu.h"
+#include "ops/pool.h"
+
+static uint64_t g_rng = 12345;
+static float urand(void) /* [-1, 1) */
+{
+	g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2 - 1;
+}
+
+/* the scale of a group as the rule gives it */
+static float rule_scale(const float *x, int n)
+{
+	float a = 0;
+	for (int i = 0; i < n; i++)
+		a = fmaxf(a, fabsf(x[i]));
+	return fmaxf(a / 448.0f, FLT_MIN);
+}
+
+/* |decoded - x| within half an e4m3 step: 2^-4 |x| for normal codes, 2^-10 s below them, plus
+ * the fp32 product's rounding */
+static int within(float d, float x, float s)
+{
+	float bound = fmaxf(ldexpf(fabsf(x), -4), ldexpf(s, -10)) * (1 + 1e-6f) + fabsf(x) * 1e-7f;
+	return fabsf(d - x) <= bound;
+}
+
+/* encodes a row of nope + rope values and checks every level's decode against the bound and
+ * against the portable decode (bit for bit), fp32 and bf16 */
+static void check_row(int nope, int rope, bool ds, const float *c, const float *pe)
+{
+	struct kv_fp8_layout l;
+	struct err e;
+	CHECK(kv_fp8_layout_init(&l, nope, rope, ds, &e) == 0);
+	uint8_t *row = calloc((size_t)l.row_bytes, 1);
+	float *ref = malloc(sizeof(float) * (size_t)(nope + rope)),
+	      *got = malloc(sizeof(float) * (size_t)(nope + rope));
+	uint16_t *rb = malloc(2 * (size_t)(nope + rope)), *gb = malloc(2 * (size_t)(nope + rope));
+	kv_fp8_encode(&l, c, pe, row);
+	kv_fp8_decode_f32(&l, row, ref, OPS_PORTABLE);
+	kv_fp8_decode_bf16(&l, row, rb, OPS_PORTABLE);
+	int bad = 0;
+	for (int g = 0; g < nope; g += l.group) {
+		float s = rule_scale(c + g, l.group);
+		for (int i = g; i < g + l.group; i++)
+			bad += !within(ref[i], c[i], s);
+	}
+	float sr = rope ? rule_scale(pe, rope) : 0;
+	for (int i = 0; i < rope; i++)
+		bad += ds ? ref[nope + i] != bf16_to_f32(f32_to_bf16(pe[i])) : !within(ref[nope + i], pe[i], sr);
+	for (int i = 0; i < nope + rope; i++)
+		bad += kv_fp8_value(&l, row, i) != ref[i] || rb[i] != f32_to_bf16(ref[i]);
+	EXPECTF(bad == 0, "%d of %d values off (nope %d, rope %d, ds %d)", bad, nope + rope, nope, rope, ds);
+	for (int lv = OPS_AVX2; lv <= (int)ops_level_best(); lv++) {
+		kv_fp8_decode_f32(&l, row, got, (enum ops_level)lv);
+		kv_fp8_decode_bf16(&l, row, gb, (enum ops_level)lv);
+		int diff = memcmp(got, ref, sizeof(float) * (size_t)(nope + rope)) != 0;
+		for (int i = 0; i < nope + rope; i++) /* a denormal value may go to a zero of its sign */
+			diff += gb[i] != rb[i] && !(fpclassify(ref[i]) == FP_SUBNORMAL && (gb[i] & 0x7fff) == 0);
+		EXPECTF(!diff, "level %s decodes otherwise", ops_level_name((enum ops_level)lv));
+	}
+	free(row);
+	free(ref);
+	free(got);
+	free(rb);
+	free(gb);
+}
+
+static void test_layouts(void)
+{
+	struct kv_fp8_layout l;
+	struct err e;
+	/* FlashMLA's fp8_ds_mla: 512 e4m3, 4 fp32 scales, 64 bf16 = 656 bytes; the dense row 596 */
+	EXPECT(kv_fp8_layout_init(&l, 512, 64, true, &e) == 0 && l.row_bytes == 656 && l.scale_off == 512 &&
+	       l.rope_off == 528 && l.n_scales == 4);
+	EXPECT(kv_fp8_layout_init(&l, 512, 64, false, &e) == 0 && l.row_bytes == 596 && l.rope_off == 512 &&
+	       l.scale_off == 576 && l.n_scales == 5);
+	EXPECT(kv_fp8_layout_init(&l, 64, 16, false, &e) == 0 && l.group == 64 && l.row_bytes == 64 + 16 + 8);
+	EXPECT(kv_fp8_layout_init(&l, 200, 64, false, &e) < 0);
+	EXPECT_EQ_INT(kv_cache_row_bytes(512, 64, DT_F8_E4M3, true), 656);
+	EXPECT_EQ_INT(kv_cache_row_bytes(512, 64, DT_F8_E4M3, false), 596);
+	EXPECT_EQ_INT(kv_cache_row_bytes(512, 64, DT_BF16, false), 1152);
+}
+
+/* the capacity in tokens of one byte budget: fp8 at least 1.9x bf16 for the dense V2/V3 row;
+ * V3.2's fp8_ds_mla row (656) with its indexer keys (132 either way) gives 1.63x */
+static void test_capacity(void)
+{
+	size_t budget = (size_t)64 << 30;
+	size_t bf16 = budget / kv_cache_row_bytes(512, 64, DT_BF16, false);
+	size_t fp8 = budget / kv_cache_row_bytes(512, 64, DT_F8_E4M3, false);
+	EXPECTF(fp8 * 10 >= bf16 * 19, "dense: %zu fp8 tokens against %zu bf16", fp8, bf16);
+	size_t idx = kv_cache_index_bytes_per_block(1, 1, 128);
+	EXPECT_EQ_INT(idx, 132);
+	size_t s16 = budget / (kv_cache_row_bytes(512, 64, DT_BF16, true) + idx);
+	size_t s8 = budget / (kv_cache_row_bytes(512, 64, DT_F8_E4M3, true) + idx);
+	EXPECT(s8 * 100 >= s16 * 162 && s8 * 100 < s16 * 164);
+}
+
+static void test_round_trip(void)
+{
+	float c[512], pe[64];
+	for (int trial = 0; trial < 20; trial++) {
+		float mag = ldexpf(1, trial * 6 - 60); /* 2^-60 .. 2^54 */
+		for (int i = 0; i < 512; i++)
+			c[i] = urand() * mag * (i % 97 == 0 ? 30 : 1);
+		for (int i = 0; i < 64; i++)
+			pe[i] = urand() * mag * 4;
+		check_row(512, 64, true, c, pe);
+		check_row(512, 64, false, c, pe);
+		check_row(64, 16, false, c, pe);
+		check_row(96, 24, true, c, pe);
+	}
+}
+
+static void test_zero_and_extreme_rows(void)
+{
+	float c[512] = {0}, pe[64] = {0};
+	struct kv_fp8_layout l;
+	struct err e;
+	CHECK(kv_fp8_layout_init(&l, 512, 64, false, &e) == 0);
+	uint8_t row[596];
+	float d[576];
+	kv_fp8_encode(&l, c, pe, row);
+	kv_fp8_decode_f32(&l, row, d, ops_level_best());
+	int nz = 0;
+	for (int i = 0; i < 576; i++)
+		nz += d[i] != 0;
+	float s;
+	memcpy(&s, row + l.scale_off, 4);
+	EXPECT(nz == 0 && s == FLT_MIN);
+	check_row(512, 64, false, c, pe);
+	/* the largest finite floats (amax / 448 stays finite), and denormals (the scale floors at
+	 * FLT_MIN: they decode within 2^-10 FLT_MIN) */
+	for (int i = 0; i < 512; i++)
+		c[i] = (i & 1 ? -FLT_MAX : FLT_MAX) * (1 - i / 1024.0f);
+	for (int i = 0; i < 64; i++)
+		pe[i] = (i & 1 ? 1e-42f : -3e-40f);
+	check_row(512, 64, false, c, pe);
+	check_row(512, 64, true, c, pe);
+	/* one huge value among tiny ones: the tiny ones fall to 0 or subnormal codes, within bound */
+	for (int i = 0; i < 512; i++)
+		c[i] = i == 7 ? 1e6f : 1e-3f * urand();
+	check_row(512, 64, false, c, pe);
+}
+
+/* ---- the model against the --kv-fp8 references ---- */
+
+static struct pool *g_pool;
+
+static struct model *load(const char *name, struct err *e)
+{
+	if (!g_pool && pool_new(2, &g_pool, e))
+		return NULL;
+	struct model_options o = {
+		.act_dtype = DT_F32, .max_batch_tokens = 128, .max_seqs = 4, .max_model_len = 128, .pool = g_pool};
+	struct model *m = NULL;
+	return model_load(fixture_path(name), &o, &m, e) ? NULL : m;
+}
+
+/* tokens through backend in chunks of `chunk` (0: all), decodes or prefills, over an fp8 cache */
+static int run_fp8(struct model *m, const char *backend, const int32_t *tok, int n, int chunk, int decode, float *out,
+		   struct err *e)
+{
+	struct fwd_seq s;
+	int V = model_config(m)->vocab_size, q = chunk ? chunk : n;
+	int rc = fwd_seq_init(&s, model_config(m), n, DT_F8_E4M3, e);
+	for (int st = 0; st < n && !rc; st += q)
+		rc = fwd_step(m, &s, attn_backend_by_name(backend), tok, st, st + q <= n ? q : n - st, decode,
+			      out + (size_t)st * V, e);
+	fwd_seq_fini(&s);
+	return rc;
+}
+
+struct fp8_run {
+	const char *backend;
+	int chunk, decode;
+};
+
+/* Tolerance 1e-3 on every logit (float32 against float64; the unrounded goldens hold the same);
+ * the rounding itself moves logits by far more (checked: else the test could not fail) */
+static void check_fixture(const char *fixture, const char *prompt, const struct fp8_run *runs, int n_runs)
+{
+	struct err e;
+	struct model *m = load(fixture, &e);
+	EXPECTF(m, "%s: %s", fixture, m ? "" : e.msg);
+	if (!m)
+		return;
+	int V = model_config(m)->vocab_size, n;
+	int32_t *tok;
+	float *gold = fwd_golden(fixture, prompt, "kvfp8", V, &tok, &n);
+	int32_t *t2;
+	int n2;
+	float *plain = fwd_golden(fixture, prompt, "logits", V, &t2, &n2);
+	float *out = malloc(sizeof(float) * (size_t)n * V);
+	if (gold && plain && out) {
+		float moved = fwd_max_abs_diff(gold, plain, (size_t)n * V);
+		EXPECTF(moved > 1e-2f, "%s: the fp8 reference moves logits by only %g", fixture, moved);
+		for (int r = 0; r < n_runs; r++) {
+			EXPECTF(run_fp8(m, runs[r].backend, tok, n, runs[r].chunk, runs[r].decode, out, &e) == 0, "%s",
+				e.msg);
+			float d = fwd_max_abs_diff(out, gold, (size_t)n * V);
+			EXPECTF(d <= 1e-3f,
+				"%s %s, chunks of %d (%s): max |logit - kvfp8 reference| %g (fp8 moved %g)", fixture,
+				prompt, runs[r].chunk, runs[r].backend, d, moved);
+		}
+	}
+	free(out);
+	free(gold);
+	free(plain);
+	free(tok);
+	free(t2);
+	model_free(m);
+}
+
+/* dense models: the decode path reads every row (its own too) from the cache; a prefill attends
+ * its own fresh rows, so the runs here are decodes */
+static void test_golden_v3_kv_fp8(void)
+{
+	static const struct fp8_run runs[] = {{"FLASHMLA", 1, 1},
+					      {"FLASH_ATTN_MLA", 1, 1},
+					      {"REFERENCE_MLA", 1, 1},
+					      {"FLASHMLA", 7, 1},
+					      {"FLASH_ATTN_MLA", 7, 1}};
+	check_fixture("tiny-v3", "len17", runs, 5);
+	check_fixture("tiny-v3", "len64", runs, 2);
+}
+
+/* V3.2: every token, prefill or decode, attends through the sparse path over the cache */
+static void test_golden_v32_kv_fp8(void)
+{
+	static const struct fp8_run runs[] = {{"FLASHMLA_SPARSE", 0, 0}, {"FLASHMLA_SPARSE", 1, 1}};
+	check_fixture("tiny-v32", "len17", runs, 2);
+}
+
+/* the whole prompt as one prefill attends its fresh rows: the unrounded golden, fp8 cache or not */
+static void test_prefill_fresh_rows(void)
+{
+	struct err e;
+	struct model *m = load("tiny-v3", &e);
+	CHECK(m);
+	int V = model_config(m)->vocab_size, n;
+	int32_t *tok;
+	float *gold = fwd_golden("tiny-v3", "len17", "logits", V, &tok, &n);
+	float *out = malloc(sizeof(float) * (size_t)n * V);
+	EXPECT(gold && out && run_fp8(m, "FLASHMLA", tok, n, 0, 0, out, &e) == 0);
+	if (gold && out)
+		EXPECT(fwd_max_abs_diff(out, gold, (size_t)n * V) <= 1e-3f);
+	free(out);
+	free(gold);
+	free(tok);
+	model_free(m);
+}
+
+TESTS(T(test_layouts), T(test_capacity), T(test_round_trip), T(test_zero_and_extreme_rows), T(test_golden_v3_kv_fp8),
+      T(test_golden_v32_kv_fp8), T(test_prefill_fresh_rows))
