@@ -468,10 +468,11 @@ static int open_model(const struct engine_args *a, const struct model_probe *p, 
 	if (dtype_parse_flag("--dtype", a->dtype, &act_dtype, &act_auto, e) < 0 ||
 	    dtype_parse_kv_flag(a->kv_cache_dtype, &kvd, &kv_auto, e) < 0)
 		return -1;
-	if (kvd == DT_F8_E4M3 && p->seq_state)
+	/* the fp8 row is the MLA latent cache's (attn/kernels/kv_fp8.h); V4 keeps its own float32 state */
+	if (kvd == DT_F8_E4M3 && strcmp(p->family, "deepseek"))
 		return err_set(e,
-			       "--kv-cache-dtype fp8: %s keeps its own per-sequence attention state, not the paged latent "
-			       "cache; fp8 is not supported for it (use auto, bfloat16 or float32)",
+			       "--kv-cache-dtype fp8: %s keeps its own attention state (float32), not the MLA latent "
+			       "cache; fp8 is not supported for it (use auto)",
 			       p->family);
 	if (act_auto && p->auto_float32) { /* the family runs float32 only, whatever the checkpoint's dtype */
 		act_dtype = DT_F32;
