@@ -152,6 +152,20 @@ void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots
 		       k_pe, ld_pe);
 }
 
+void kv_cache_round_rows(const struct kv_cache *kv, float *rows, int ld, int n)
+{
+	if (kv->dtype != DT_F8_E4M3)
+		return;
+	uint8_t buf[KV_FP8_MAX_ROW_BYTES];
+	CHECK(kv->row_bytes <= (int)sizeof buf);
+	enum ops_level level = ops_level_best();
+	for (int i = 0; i < n; i++) {
+		float *r = rows + (size_t)i * ld;
+		kv_fp8_encode(&kv->fp8, r, r + kv->kv_lora_rank, buf);
+		kv_fp8_decode_f32(&kv->fp8, buf, r, level);
+	}
+}
+
 void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, const float *k_pe, int n)
 {
 	kv_cache_write_strided(kv, layer, slots, kv_c, kv->kv_lora_rank, k_pe, kv->rope_dim, n);

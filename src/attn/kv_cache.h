@@ -34,6 +34,10 @@ void kv_cache_write(struct kv_cache *kv, int layer, const int64_t *slots, const 
 void kv_cache_write_strided(struct kv_cache *kv, int layer, const int64_t *slots, const float *kv_c, int ld_c,
 			    const float *k_pe, int ld_pe, int n);
 
+/* An fp8 cache: rows [n, row] (ld floats apart) become the values the cache holds for them
+ * (encoded and decoded, kv_fp8.h); other dtypes: nothing. */
+void kv_cache_round_rows(const struct kv_cache *kv, float *rows, int ld, int n);
+
 /* The indexer cache (V3.2): writes n tokens' keys, codes [n, index_dim] (e4m3) and scales
  * [n, index_groups], at slots[i] (< 0 skipped). */
 void kv_cache_index_write(struct kv_cache *kv, int layer, const int64_t *slots, const uint8_t *codes,

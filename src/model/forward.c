@@ -322,11 +322,14 @@ static int attention(struct model *m, int li, const struct batch *b, const struc
 				  .Lkv = Lkv,
 				  .round_bf16 = model_act_bf16(m)};
 	cx.ops->mla_rope(&cx, &qk);
-	/* the step's own rows are in the cache before any attention reads it */
-	/* an fp8 row's codes and scales are the attention layer's format (attn/kernels/kv_fp8.h) */
-	if (kv->dtype == DT_F8_E4M3)
+	/* the step's own rows are in the cache before any attention reads it. An fp8 row's codes
+	 * and scales are the attention layer's format (attn/kernels/kv_fp8.h); the step's fresh rows
+	 * then take the values the cache holds, so that a prefill attends its own tokens as a later
+	 * step (a decode, the next chunk, a prefix-cache hit) reads them back */
+	if (kv->dtype == DT_F8_E4M3) {
 		kv_cache_write_strided(kv, li, meta->slots, kvr, row, kvr + Lkv, row, n);
-	else
+		kv_cache_round_rows(kv, kvr, row, n);
+	} else
 		cx.ops->kv_write(&cx, kv_cache_layer_rows(kv, li), kv->dtype, row, Lkv, meta->slots, n, kvr, row,
 				 kvr + Lkv, row);
 

@@ -24,6 +24,7 @@
 
 struct logits_opts {
 	const char *dir, *tokens, *out, *dtype, *backend;
+	const char *kv_dtype; /* --kv-cache-dtype (NULL: auto) */
 	int dummy, threads, chunk;
 	/* --quantization NAME (engine_args_quantization: a row of ops/wformat.h, NULL: none) */
 	const struct wformat *quant;
@@ -42,7 +43,7 @@ static void logits_usage(FILE *f)
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
 		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization %s]\n"
-		"         [--quantization-rest NAME|bf16] [--quantize-lm-head]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--kv-cache-dtype auto|float32|bfloat16|fp8]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n",
 		q);
 }
@@ -122,6 +123,12 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	/* the cache dtype follows the activations: float32 runs are exact */
 	enum dtype kvd = (mo.act_dtype_auto ? strcmp(cfg->torch_dtype, "float32") : mo.act_dtype != DT_F32) ? DT_BF16
 													    : DT_F32;
+	bool kv_auto = true;
+	enum dtype kv_set;
+	if (o->kv_dtype && dtype_parse_kv_flag(o->kv_dtype, &kv_set, &kv_auto, e) < 0)
+		goto out;
+	if (!kv_auto)
+		kvd = kv_set;
 	if (model_kv_cache_init(m, &kv, nb + 1, bs, kvd, e))
 		goto out;
 	logits = malloc(sizeof(float) * (size_t)n * (size_t)cfg->vocab_size);
@@ -236,6 +243,8 @@ int cmd_logits(int argc, char **argv)
 				o.dtype = v;
 			else if (!strcmp(a, "--attention-backend"))
 				o.backend = v;
+			else if (!strcmp(a, "--kv-cache-dtype"))
+				o.kv_dtype = v;
 			else if (!strcmp(a, "--quantization") || !strcmp(a, "-q")) {
 				if (engine_args_quantization(v, &o.quant, &e))
 					goto fail;

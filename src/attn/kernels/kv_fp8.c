@@ -13,7 +13,8 @@ int kv_fp8_layout_init(struct kv_fp8_layout *l, int nope, int rope, bool rope_bf
 {
 	memset(l, 0, sizeof *l);
 	int g = nope < 128 ? nope : 128;
-	if (nope <= 0 || rope < 0 || nope % g || nope / g >= KV_FP8_MAX_SCALES)
+	if (nope <= 0 || rope < 0 || nope % g || nope / g >= KV_FP8_MAX_SCALES ||
+	    nope + 3 * rope + 256 > KV_FP8_MAX_ROW_BYTES)
 		return err_set(e, "kv cache fp8: the latent width %d is not a multiple of its scale group %d", nope,
 			       g);
 	l->nope = nope;

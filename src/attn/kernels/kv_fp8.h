@@ -24,7 +24,8 @@
 #include "base/err.h"
 #include "ops/cpu.h"
 
-#define KV_FP8_MAX_SCALES 64 /* scales of a row at most: latent widths up to 63 x 128 */
+#define KV_FP8_MAX_SCALES 64       /* scales of a row at most: latent widths up to 63 x 128 */
+#define KV_FP8_MAX_ROW_BYTES 16384 /* rows a caller may encode into a stack buffer */
 
 struct kv_fp8_layout {
 	int nope, rope; /* Lkv, dr: values of the row */
