@@ -129,6 +129,7 @@ static int derive(const struct model *m, const struct v4_config *c, struct v4_la
 				    .n_heads = m->n_heads_local,
 				    .head_dim = c->head_dim,
 				    .window = c->sliding_window,
+				    .rollback = m->opt.max_rollback,
 				    .index_heads = c->index_n_heads,
 				    .index_dim = c->index_head_dim,
 				    .index_topk = c->index_topk,
@@ -205,6 +206,7 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 {
 	const struct v4_config *c = &v->c;
 	v->max_len = m->opt.max_model_len;
+	v->rollback = m->opt.max_rollback;
 	v->n_slots = m->opt.max_seqs;
 	v->n_state_layers = c->num_hidden_layers + v->w.n_mtp;
 	v->slots = model_own(m, sizeof *v->slots * (size_t)v->n_slots);
@@ -224,10 +226,15 @@ static int alloc_slots(struct model *m, struct v4_model *v, struct err *e)
 			       v->n_slots, need / 1e9, avail / 1e9);
 	for (int i = 0; i < v->n_slots; i++) {
 		struct v4_slot *s = &v->slots[i];
-		s->first_block = s->key_block = -1;
+		s->first_block = -1;
 		s->pos = 0;
 		s->last_step = 0;
 		s->layer = model_own(m, sizeof *s->layer * (size_t)v->n_state_layers);
+		s->ck_block = model_own(m, sizeof(int32_t) * (size_t)(m->opt.max_rollback + 1));
+		if (!s->ck_block)
+			return err_set(e, "DeepSeek-V4: out of memory for the sequence state");
+		for (int j = 0; j <= m->opt.max_rollback; j++)
+			s->ck_block[j] = -1;
 		float *mem = model_own(m, sizeof(float) * per);
 		if (!s->layer || !mem)
 			return err_set(e, "DeepSeek-V4: out of memory for %d sequences' state (%.1f MB each)",
@@ -401,6 +408,5 @@ const struct model_family model_family_v4 = {
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
 	.no_dcp = "DeepSeek-V4: decode context parallelism is not supported yet (tensor parallelism is)",
-	.no_spec = "DeepSeek-V4 cannot take back a rejected draft's attention state yet",
 	.auto_float32 = true,
 };

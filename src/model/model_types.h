@@ -32,6 +32,7 @@ struct model_options {
 	struct comm *comm;
 	int dcp_interleave; /* DCP runs: the prefill context chunk is a multiple of W x this */
 	bool load_mtp;      /* also load the checkpoint's MTP module (deepseek_mtp drafts) */
+	int max_rollback;   /* positions a step's drafts may take a sequence back (0: no drafts) */
 	/* --quantization NAME: the format (ops/wformat.h) the linear layers are quantized to at load
 	 * (NULL: as the checkpoint has them). fp8: those of a bf16/f16/f32 checkpoint that a
 	 * DeepSeek fp8 checkpoint stores in fp8, in 128x128 blocks (ops/quant_fp8.h); int8: W8A8,

@@ -22,7 +22,7 @@
 
 struct v4_slot {
 	int32_t first_block;       /* the sequence's first block (-1: free) */
-	int32_t key_block;         /* the block of position pos - 1 (v4_seqstate.c) */
+	int32_t *ck_block;         /* [R + 1] the block of position x at x % (R + 1), the last R + 1 fed */
 	long pos;                  /* positions fed */
 	long mtp_pos;              /* positions fed to the MTP module */
 	unsigned long last_step;   /* for reuse, least recently used first */
@@ -55,7 +55,8 @@ struct v4_pool {
 struct v4_model {
 	struct v4_config c;
 	struct v4_weights w;
-	int max_len; /* positions a sequence may reach (max_model_len) */
+	int max_len;  /* positions a sequence may reach (max_model_len) */
+	int rollback; /* R: positions a step's drafts may take a sequence back */
 	int n_slots;
 	struct v4_slot *slots;
 	size_t slot_bytes; /* one slot's state */

@@ -1,12 +1,13 @@
 /* DeepSeek-V4's per-sequence state slots and the boundary snapshots that let a sequence
  * continue from a cached prefix (forward_v4.h).
  *
- * A slot is known by the block that holds its last fed position (key_block) and that
- * position + 1 (pos): a chunk at start > 0 finds the slot with pos == start and key_block ==
- * its block table's block of start - 1. Inside a block that block is the sequence's own (the
- * engine shares only full blocks); at a block boundary it may be a full block that another
- * sequence shares through the prefix cache, and then the state at that boundary is a
- * snapshot's: the window rows and compressor states of every main layer as they were when the
+ * A slot is known by the blocks of its last R + 1 fed positions (ck_block) and its position
+ * pos: a chunk at start > 0 finds the slot with start in [pos - R, pos] whose block of
+ * start - 1 is its block table's, and takes it back to start when start < pos (R: the
+ * rollback of speculative drafts, 0 without them). Inside a block that block is the
+ * sequence's own (the engine shares only full blocks); at a block boundary it may be a full
+ * block that another sequence shares through the prefix cache, and then the state at that
+ * boundary is a snapshot's: the window rows and compressor states of every main layer as they were when the
  * block was completed, saved by the forward that completed it. Any sequence whose blocks up to
  * the boundary are the same (the same prefix: the cache's chained hashes) continues exactly
  * from it. */
@@ -38,12 +39,17 @@ static struct v4_snap *find_snap(const struct v4_model *v, int32_t block)
 	return NULL;
 }
 
-bool v4_resumable(const struct v4_model *v, int32_t block) { return find_snap(v, block) != NULL; }
+/* With the MTP module loaded no hit is taken: its state is not in the snapshots. */
+bool v4_resumable(const struct v4_model *v, int32_t block) { return !v->hid && find_snap(v, block) != NULL; }
 
-/* a slot not taken in this step: a free one, else the least recently used */
-static struct v4_slot *fresh_slot(struct v4_model *v)
+/* a slot not taken in this step: one that held a sequence with the same first block (gone:
+ * a sequence at position 0 owns its first block), a free one, else the least recently used */
+static struct v4_slot *fresh_slot(struct v4_model *v, int32_t first)
 {
 	struct v4_slot *s = NULL;
+	for (int i = 0; i < v->n_slots && !s && first >= 0; i++)
+		if (v->slots[i].first_block == first && v->slots[i].last_step != v->step)
+			s = &v->slots[i];
 	for (int i = 0; i < v->n_slots && !s; i++)
 		if (v->slots[i].first_block < 0)
 			s = &v->slots[i];
@@ -59,14 +65,20 @@ static int claim_main(struct v4_model *v, const struct batch *b, int k, struct v
 	int bs = v->pool.bs, L = v->c.num_hidden_layers;
 	const int32_t *bt = seq_bt(b, k);
 	long start = seq_start(b, k);
+	int R = v->rollback;
 	struct v4_slot *s = NULL;
 	if (start > 0)
 		for (int i = 0; i < v->n_slots && !s; i++) {
 			struct v4_slot *c = &v->slots[i];
-			if (c->first_block >= 0 && c->pos == start && c->key_block == bt[(start - 1) / bs] &&
-			    c->last_step != v->step)
+			if (c->first_block >= 0 && c->last_step != v->step && start <= c->pos && c->pos - start <= R &&
+			    c->ck_block[(start - 1) % (R + 1)] == bt[(start - 1) / bs])
 				s = c;
 		}
+	if (s && s->pos > start) { /* drafts rejected: back to start */
+		for (int l = 0; l < L; l++)
+			v4_seq_attn_rollback(v4_state_layer(v, l), &s->layer[l], start);
+		s->pos = start;
+	}
 	if (!s) {
 		const struct v4_snap *sn = start > 0 && start % bs == 0 ? find_snap(v, bt[start / bs - 1]) : NULL;
 		if (start > 0 && !sn)
@@ -74,7 +86,7 @@ static int claim_main(struct v4_model *v, const struct batch *b, int k, struct v
 				       "DeepSeek-V4: sequence %d continues at position %ld, but its window rows and "
 				       "compressor states there are neither kept nor a snapshot of a cached block",
 				       k, start);
-		if (!(s = fresh_slot(v)))
+		if (!(s = fresh_slot(v, start == 0 ? bt[0] : -1)))
 			return err_set(e, "DeepSeek-V4: more than %d sequences in one step", v->n_slots);
 		for (int l = 0; l < v->n_state_layers; l++)
 			if (sn && l < L)
@@ -85,6 +97,8 @@ static int claim_main(struct v4_model *v, const struct batch *b, int k, struct v
 			((struct v4_snap *)sn)->used = v->step;
 		s->pos = start;
 		s->mtp_pos = start > 0 ? -1 : 0; /* the MTP module's state is not in the snapshot */
+		for (int j = 0; j <= R; j++)
+			s->ck_block[j] = -1;
 	}
 	s->first_block = bt[0];
 	*out = s;
@@ -105,6 +119,10 @@ static int claim_mtp(struct v4_model *v, const struct batch *b, int k, struct v4
 		s->mtp_pos = 0;
 		for (int l = L; l < v->n_state_layers; l++)
 			v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
+	} else if (s && start < s->mtp_pos && s->mtp_pos - start <= v->rollback) { /* chained drafts back */
+		for (int l = L; l < v->n_state_layers; l++)
+			v4_seq_attn_rollback(v4_state_layer(v, l), &s->layer[l], start);
+		s->mtp_pos = start;
 	} else if (!s || s->mtp_pos != start) {
 		return err_set(e,
 			       "DeepSeek-V4 MTP: sequence %d continues at position %ld, but the MTP module's state "
@@ -141,16 +159,26 @@ void v4_advance(struct v4_model *v, const struct batch *b, bool mtp, struct v4_s
 			slots[k]->mtp_pos = end;
 			continue;
 		}
-		if (end == seq_start(b, k))
+		long start = seq_start(b, k);
+		if (end == start)
 			continue;
-		/* this step wrote position end - 1 into block x, so x is this sequence's alone: any
-		 * other slot known by x is a finished sequence's that had x before */
-		int32_t x = seq_bt(b, k)[(end - 1) / v->pool.bs];
-		for (int i = 0; i < v->n_slots; i++)
-			if (&v->slots[i] != slots[k] && v->slots[i].key_block == x)
-				v->slots[i].first_block = v->slots[i].key_block = -1;
+		int bs = v->pool.bs, R = v->rollback;
+		const int32_t *bt = seq_bt(b, k);
+		/* this step wrote positions start .. end - 1, so their blocks are this sequence's
+		 * alone (and at 0 its first block): any other slot known by one is a finished
+		 * sequence's that had it before */
+		for (int i = 0; i < v->n_slots; i++) {
+			struct v4_slot *o = &v->slots[i];
+			bool gone = o != slots[k] && start == 0 && o->first_block == bt[0];
+			for (int j = 0; o != slots[k] && !gone && o->first_block >= 0 && j <= R; j++)
+				for (long x = start / bs; x <= (end - 1) / bs && !gone; x++)
+					gone = o->ck_block[j] == bt[x];
+			if (gone)
+				o->first_block = -1;
+		}
+		for (long x = end - R - 1 > start ? end - R - 1 : start; x < end; x++)
+			slots[k]->ck_block[x % (R + 1)] = bt[x / bs];
 		slots[k]->pos = end;
-		slots[k]->key_block = x;
 	}
 }
 

@@ -9,14 +9,25 @@
 
 static long max_entries(int ratio, long max_len) { return ratio ? max_len / ratio + 1 : 0; }
 
+static int ring_rows(const struct v4_attn_layer *l) { return l->window + l->rollback; }
+
+/* floats of the compressors' states (cst then icst, adjacent) */
+static size_t comp_floats(const struct v4_attn_layer *l)
+{
+	return (l->ratio ? v4_comp_state_floats(&l->comp) : 0) + (l->ratio == 4 ? v4_comp_state_floats(&l->icomp) : 0);
+}
+
 size_t v4_seq_attn_floats(const struct v4_attn_layer *l)
 {
-	size_t n = (size_t)l->window * (size_t)l->head_dim;
-	if (l->ratio)
-		n += v4_comp_state_floats(&l->comp);
-	if (l->ratio == 4)
-		n += v4_comp_state_floats(&l->icomp);
-	return n;
+	return (size_t)ring_rows(l) * (size_t)l->head_dim +
+	       comp_floats(l) * (size_t)(1 + (l->rollback ? l->rollback + 1 : 0));
+}
+
+void v4_seq_attn_rollback(const struct v4_attn_layer *l, struct v4_seq_attn *s, long q)
+{
+	size_t cf = comp_floats(l);
+	if (cf && l->rollback && q >= 1)
+		memcpy(s->cst, s->ck + (size_t)((q - 1) % (l->rollback + 1)) * cf, sizeof(float) * cf);
 }
 
 void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s)
@@ -31,13 +42,16 @@ void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, struct v4_seq_a
 {
 	memset(s, 0, sizeof *s);
 	s->ring = mem;
-	mem += (size_t)l->window * (size_t)l->head_dim;
+	mem += (size_t)ring_rows(l) * (size_t)l->head_dim;
 	if (l->ratio) {
 		s->cst = mem;
 		mem += v4_comp_state_floats(&l->comp);
 	}
-	if (l->ratio == 4)
+	if (l->ratio == 4) {
 		s->icst = mem;
+		mem += v4_comp_state_floats(&l->icomp);
+	}
+	s->ck = l->rollback ? mem : NULL;
 	v4_seq_attn_reset(l, s);
 }
 
@@ -59,7 +73,7 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
 	size_t sz[7] = {P * me,
 			P * me,
-			P * ((size_t)l->window + me),
+			P * ((size_t)ring_rows(l) + me),
 			sizeof(float) * fed,
 			sizeof(float) * ifed,
 			sizeof(int32_t) * K,
@@ -80,12 +94,15 @@ size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, long max_len, int m
 	return work_layout(l, max_len, max_n, NULL, &w);
 }
 
-/* feeds a compressor the chunk and writes the entries it completes to their pages */
-static void feed(const struct v4_comp *c, float *state, const struct v4_pages *pg, size_t off, long pos0, int n,
-		 const float *kv, const float *score, float *fed)
+/* feeds a compressor tokens [t0, t1) of the chunk at pos0 and writes the entries they complete
+ * to their pages */
+static void feed(const struct v4_comp *c, float *state, const struct v4_pages *pg, size_t off, long pos0, int t0,
+		 int t1, const float *kv, const float *score, float *fed)
 {
-	int cnt = v4_comp_feed(c, state, pos0, n, kv, score, fed);
-	long e0 = pos0 / c->ratio;
+	int w = v4_comp_width(c);
+	int cnt = v4_comp_feed(c, state, pos0 + t0, t1 - t0, kv + (size_t)t0 * (size_t)w,
+			       score + (size_t)t0 * (size_t)w, fed);
+	long e0 = (pos0 + t0) / c->ratio;
 	for (int i = 0; i < cnt; i++)
 		memcpy(v4_page_entry(pg, c->ratio, e0 + i, c->d, off), fed + (size_t)i * (size_t)c->d,
 		       sizeof(float) * (size_t)c->d);
@@ -95,7 +112,7 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		float *q, float *kv, const float *ckv, const float *csc, float *iq, float *iw, const float *ikv,
 		const float *isc, float *o, int32_t *sel, void *work, long max_len, struct err *e)
 {
-	int H = l->n_heads, hd = l->head_dim, win = l->window, r = l->ratio, K = l->index_topk;
+	int H = l->n_heads, hd = l->head_dim, win = l->window, r = l->ratio, K = l->index_topk, rr = ring_rows(l);
 	int ih = l->index_heads, id = l->index_dim;
 	long end = pos0 + n;
 	if (end > max_len)
@@ -110,13 +127,19 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 	/* the entries the chunk completes: token t sees those e < (p + 1) / r, all completed by
 	 * then, so the whole chunk is fed first */
 	long n_ent = r ? end / r : 0;
-	if (r) {
-		feed(&l->comp, s->cst, pg, pg->ent_off, pos0, n, ckv, csc, w.fed);
-		for (long c = 0; c < n_ent; c++)
-			w.ents[c] = v4_page_entry(pg, r, c, hd, pg->ent_off);
+	/* the last R + 1 tokens one at a time, the states after each kept (rollback) */
+	int R = l->rollback, tail = R && r ? (n < R + 1 ? n : R + 1) : 0;
+	size_t cf = comp_floats(l);
+	for (int t0 = 0, t1 = n - tail; r && t0 < n; t0 = t1, t1 = t1 + 1) {
+		feed(&l->comp, s->cst, pg, pg->ent_off, pos0, t0, t1, ckv, csc, w.fed);
+		if (r == 4)
+			feed(&l->icomp, s->icst, pg, pg->ix_off, pos0, t0, t1, ikv, isc, w.ifed);
+		if (tail && t1 > n - tail)
+			memcpy(s->ck + (size_t)((pos0 + t1 - 1) % (R + 1)) * cf, s->cst, sizeof(float) * cf);
 	}
+	for (long c = 0; c < n_ent; c++)
+		w.ents[c] = v4_page_entry(pg, r, c, hd, pg->ent_off);
 	if (r == 4) {
-		feed(&l->icomp, s->icst, pg, pg->ix_off, pos0, n, ikv, isc, w.ifed);
 		for (long c = 0; c < n_ent; c++)
 			w.iks[c] = v4_page_entry(pg, 4, c, id, pg->ix_off);
 		for (int t = 0; t < n; t++) {
@@ -130,7 +153,7 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		int nk = 0;
 		for (long k = lo; k <= p; k++) /* the chunk's own rows, else the ring's */
 			w.keys[nk++] = k >= pos0 ? kv + (size_t)(k - pos0) * (size_t)hd
-						 : s->ring + (size_t)(k % win) * (size_t)hd;
+						 : s->ring + (size_t)(k % rr) * (size_t)hd;
 		int32_t *st = sel ? sel + (size_t)t * (size_t)K : NULL;
 		for (int i = 0; st && i < K; i++)
 			st[i] = -1;
@@ -151,8 +174,8 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 			    w.lse);
 		v4_attn_unrope(&l->rope, H, hd, ot, p);
 	}
-	for (int t = n > win ? n - win : 0; t < n; t++) /* the ring keeps the last window */
-		memcpy(s->ring + (size_t)((pos0 + t) % win) * (size_t)hd, kv + (size_t)t * (size_t)hd,
+	for (int t = n > rr ? n - rr : 0; t < n; t++) /* the ring keeps the last window + R */
+		memcpy(s->ring + (size_t)((pos0 + t) % rr) * (size_t)hd, kv + (size_t)t * (size_t)hd,
 		       sizeof(float) * (size_t)hd);
 	return 0;
 }

@@ -27,6 +27,7 @@ struct v4_attn_layer {
 	int ratio;             /* 0: window only; 4: CSA with the indexer; other: HCA */
 	int n_heads, head_dim; /* H, hd */
 	int window;            /* sliding_window */
+	int rollback;          /* positions a sequence may be taken back (speculative drafts; 0: none) */
 	int index_heads, index_dim, index_topk;
 	float eps;                  /* rms_norm_eps */
 	const float *sink;          /* [H] attn_sink */
@@ -57,10 +58,14 @@ static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, int 
 	return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * (size_t)dim;
 }
 
-/* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged */
+/* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged.
+ * With rollback R > 0 the ring keeps R rows more and the compressors' states after each of
+ * the last R + 1 positions fed are kept, so that the sequence may continue from any of the
+ * last R positions (rejected drafts): v4_seq_attn_rollback. */
 struct v4_seq_attn {
-	float *ring;       /* [window, hd]: position p's kv at row p % window */
+	float *ring;       /* [window + R, hd]: position p's kv at row p % (window + R) */
 	float *cst, *icst; /* the compressors' unfinished windows (compressor.h) */
+	float *ck;         /* [R + 1, cst + icst floats]: after position x, row x % (R + 1) */
 };
 
 /* Floats of one sequence's state of layer l (window rows and compressor states). */
@@ -69,6 +74,9 @@ size_t v4_seq_attn_floats(const struct v4_attn_layer *l);
 void v4_seq_attn_init(const struct v4_attn_layer *l, float *mem, struct v4_seq_attn *s);
 /* Resets s (its memory kept): the sequence starts again at position 0. */
 void v4_seq_attn_reset(const struct v4_attn_layer *l, struct v4_seq_attn *s);
+/* s fed positions up to p - 1 continues at q instead, p - R <= q < p, q >= 1: the
+ * compressors' states as they were after position q - 1 (the ring needs nothing). */
+void v4_seq_attn_rollback(const struct v4_attn_layer *l, struct v4_seq_attn *s, long q);
 
 /* The chunk's projections (rows of n tokens):
  *   q [n, H*hd] wq_b's output (prepared in place), kv [n, hd] kv_norm's output (in place),

@@ -137,7 +137,6 @@ function refused(args, want) {
   assert.match(lines[0], want);
 }
 
-test('refused with one line: --speculative-config, bf16', () => {
-  refused(['--speculative-config', '{"method": "deepseek_mtp"}'], /--speculative-config is not supported/);
+test('refused with one line: bf16', () => {
   refused(['--dtype', 'bfloat16'], /float32/);
 });

@@ -4,8 +4,9 @@
 # argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
 # near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
 # yet refused with one line and exit status 1, for generate and serve alike: an explicit
-# --speculative-config, -dcp 2 (-tp 2 runs: dist_model.sh). Prefix caching: requests that share
-# block-aligned prefixes with earlier ones give the tokens and logprobs of a cold run.
+# -dcp 2 (-tp 2 runs: dist_model.sh). Prefix caching: requests that share block-aligned
+# prefixes with earlier ones give the tokens and logprobs of a cold run. Speculative decoding
+# (deepseek_mtp with 1 and 3 drafts, ngram): the tokens of a run without drafts.
 # Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
@@ -76,7 +77,7 @@ fi
 
 # prefix caching: one request at a time (--max-num-seqs 1), each sharing a prefix with an
 # earlier one (len300's first 200, 100 and all 300 tokens, then 37); warm (the default, whole
-# prompts or chunks of 37 tokens) = cold (--no-enable-prefix-caching): the same tokens, the
+# prompts, chunks of 37 tokens, n-gram drafts) = cold (--no-enable-prefix-caching): the same tokens, the
 # same top-3 logprobs (within 1e-4), and the warm runs hit the cache
 python3 - "$FIX/golden/prompts.json" >"$WORK/pc.jsonl" <<'PY'
 import json, sys
@@ -84,14 +85,15 @@ P = [p for p in json.load(open(sys.argv[1]))['prompts'] if len(p['tokens']) == 3
 for r in (P, P[:200] + [7, 8, 9, 10, 11], P[:100] + [3] * 20, P + [5, 6], P[:37], P[:200] + [12]):
     print(json.dumps({"prompt_token_ids": r, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 3}))
 PY
-for run in cold warm warm37; do
+for run in cold warm warm37 warm-ngram; do
 	extra=(--no-enable-prefix-caching)
 	[ $run = warm ] && extra=()
 	[ $run = warm37 ] && extra=(--max-num-batched-tokens 37)
+	[ $run = warm-ngram ] && extra=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}')
 	timeout 120 "$BIN" generate "$FIX" --dtype float32 --prompts-file "$WORK/pc.jsonl" --max-num-seqs 1 \
 		--max-model-len 512 "${extra[@]}" --output "$WORK/pc.$run" 2>"$WORK/err.$run"
 done
-for run in warm warm37; do
+for run in warm warm37 warm-ngram; do
 	hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$WORK/err.$run")
 	python3 - "$WORK/pc.cold" "$WORK/pc.$run" "$run" "${hit:-0}" <<'PY'
 import json, sys
@@ -114,6 +116,65 @@ print('%s - prefix caching (%s): %d cached prompt tokens, tokens as a cold run%s
 PY
 done
 
+# speculative decoding: the golden prompts, 48 greedy tokens each, steered by a logit_bias (the
+# random-weight MTP module's drafts are then kept now and then, and rejected the rest: both
+# paths, and the rollback of the attention state, run); every run's tokens = no drafts'
+python3 - "$FIX/golden/prompts.json" >"$WORK/sp.jsonl" <<'PY'
+import json, sys
+for p in json.load(open(sys.argv[1]))['prompts']:
+    print(json.dumps({"prompt_token_ids": p['tokens'], "max_tokens": 48, "temperature": 0, "ignore_eos": True,
+                      "logit_bias": {"5": 7, "9": 7, "77": 7}}))
+PY
+spec() { # name, extra flags...
+	local name=$1
+	shift
+	timeout 300 "$BIN" generate "$FIX" --dtype float32 --prompts-file "$WORK/sp.jsonl" --max-num-seqs 4 \
+		--max-model-len 512 "$@" --output "$WORK/sp.$name" 2>"$WORK/err.sp.$name" ||
+		echo "not ok - speculative decoding $name: $(tail -1 "$WORK/err.sp.$name")"
+}
+spec none
+MTP1='{"method": "deepseek_mtp", "num_speculative_tokens": 1}'
+MTP3='{"method": "deepseek_mtp", "num_speculative_tokens": 3}'
+spec mtp1 --speculative-config "$MTP1"
+spec mtp3 --speculative-config "$MTP3"
+spec mtp3-chunk7 --speculative-config "$MTP3" --max-num-batched-tokens 7
+spec ngram3 --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}'
+# and in a pool too small for all at once (4 rotations of len64, 100 tokens each, as above):
+# preempted and recomputed with drafts
+python3 - "$FIX/golden/prompts.json" >"$WORK/sp2.jsonl" <<'PY'
+import json, sys
+t = [p for p in json.load(open(sys.argv[1]))['prompts'] if len(p['tokens']) == 64][0]['tokens']
+for i in range(4):
+    print(json.dumps({"prompt_token_ids": t[i:] + t[:i], "max_tokens": 100, "temperature": 0, "ignore_eos": True,
+                      "logit_bias": {"5": 7, "9": 7, "77": 7}}))
+PY
+cp "$WORK/sp.jsonl" "$WORK/sp1.jsonl"
+cp "$WORK/sp2.jsonl" "$WORK/sp.jsonl"
+spec pool-none --max-model-len 400
+spec pool-mtp1 --speculative-config "$MTP1" --kv-cache-memory 86528 --max-model-len 400
+cp "$WORK/sp.pool-none" "$WORK/sp.none2"
+cp "$WORK/sp1.jsonl" "$WORK/sp.jsonl"
+for name in mtp1 mtp3 mtp3-chunk7 pool-mtp1 ngram3; do
+	ref=none
+	[ $name = pool-mtp1 ] && ref=none2
+	python3 - "$WORK/sp.$ref" "$WORK/sp.$name" "$WORK/err.sp.$name" "$name" <<'PY'
+import json, re, sys
+try:
+    a = [json.loads(l)['token_ids'] for l in open(sys.argv[1])]
+    b = [json.loads(l)['token_ids'] for l in open(sys.argv[2])]
+except (OSError, ValueError) as x:
+    print('not ok - speculative decoding %s: %s' % (sys.argv[4], x)); sys.exit()
+m = re.search(r'(\d+) of (\d+) draft tokens accepted', open(sys.argv[3]).read())
+kept, drafts = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+pre = re.search(r'(\d+) preemptions', open(sys.argv[3]).read())
+mtp = 'mtp' in sys.argv[4]
+pool = sys.argv[4].startswith('pool')
+ok = len(a) >= 4 and a == b and drafts > kept and (kept > 0 or not mtp) and (not pool or (pre and int(pre.group(1)) > 0))
+print('%s - speculative decoding %s: the tokens of no drafts (%d prompts), %d of %d drafts kept%s'
+      % ('ok' if ok else 'not ok', sys.argv[4], len(b), kept, drafts, ', %s preemptions' % pre.group(1) if pre else ''))
+PY
+done
+
 # --dtype auto: float32, said in the log
 if "$BIN" generate "$FIX" --prompt-ids 0,5,9 --max-tokens 2 --max-num-seqs 2 --max-model-len 64 >/dev/null \
 	2>"$WORK/err" && grep -q -- '--dtype auto: float32' "$WORK/err"; then
@@ -124,12 +185,6 @@ fi
 
 . tests/e2e/refused.inc
 
-for cmd in generate serve; do
-	args=(--prompt-ids 0,5,9)
-	[ $cmd = serve ] && args=(--host 127.0.0.1 --port 0)
-	refused "$cmd --speculative-config" "speculative-config is not supported" "$BIN" $cmd "$FIX" "${args[@]}" \
-		--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
-done
 refused "generate --dtype bfloat16" "float32" "$BIN" generate "$FIX" --prompt-ids 0,5,9 --dtype bfloat16
 # the per-sequence state is checked against the memory before it is allocated
 refused "generate, state larger than the memory" "lower --max-num-seqs" \
