@@ -167,16 +167,16 @@ static struct v4_hc head_hc(const struct v4_config *c, const float *fn, const fl
 			      .base = base};
 }
 
-/* The boundary snapshots (v4_seqstate.c): 8 per sequence slot, at most an eighth of the memory
- * available, at least 4 */
+/* The boundary snapshots (v4_seqstate.c): 2 per sequence slot and at least 16, but at most a
+ * sixteenth of the memory available (and at least 4) */
 static int alloc_snaps(struct model *m, struct v4_model *v, struct err *e)
 {
 	int L = v->c.num_hidden_layers;
 	size_t per = 0;
 	for (int l = 0; l < L; l++)
 		per += v4_seq_attn_floats(v4_state_layer(v, l));
-	double fit = (double)bigmem_available() / 8 / ((double)per * sizeof(float) + 1);
-	int n = 8 * v->n_slots;
+	double fit = (double)bigmem_available() / 16 / ((double)per * sizeof(float) + 1);
+	int n = 2 * v->n_slots > 16 ? 2 * v->n_slots : 16;
 	if (n > fit)
 		n = (int)fit;
 	if (n < 4)

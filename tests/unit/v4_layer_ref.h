@@ -53,7 +53,8 @@ static inline float *v4t_w(const json_t *j, const char *prefix, const char *key)
 	return v4v_f32(j, k);
 }
 
-static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_attn *a)
+/* rollback: the positions the state may be taken back (v4_seq_attn_rollback) */
+static inline void v4t_attn_load_r(const json_t *j, const char *pre, struct v4t_attn *a, int rollback)
 {
 	memset(a, 0, sizeof *a);
 	a->ratio = v4v_int(j, "ratio"), a->D = v4v_int(j, "dim"), a->ql = v4v_int(j, "q_lora_rank");
@@ -98,7 +99,8 @@ static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_at
 				       .sink = a->sink,
 				       .rope = a->rope,
 				       .comp = a->comp,
-				       .icomp = a->icomp};
+				       .icomp = a->icomp,
+				       .rollback = rollback};
 	a->stmem = malloc(v4_seq_attn_floats(&a->al) * sizeof(float));
 	v4_seq_attn_init(&a->al, a->stmem, &a->st);
 	size_t ne = (size_t)v4_page_slots(a->ratio, V4T_MAXT) * (size_t)a->hd;
@@ -107,6 +109,11 @@ static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_at
 	a->bt[0] = 0;
 	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne};
 	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT, 1) + 63) / 64 * 64);
+}
+
+static inline void v4t_attn_load(const json_t *j, const char *pre, struct v4t_attn *a)
+{
+	v4t_attn_load_r(j, pre, a, 0);
 }
 
 static inline void v4t_attn_free(struct v4t_attn *a)
