@@ -94,3 +94,18 @@ test('a completions prompt with special-token text counts them as one id each', 
   const r = await client.completions.create({ model: MODEL, prompt, max_tokens: 3, temperature: 0 });
   assert.equal(r.usage.prompt_tokens, want.length);
 });
+
+test('an answer forced to CJK and emoji text: byte-level tokens split characters, whole = streamed', async () => {
+  const want = '你好世界，模型推理。🙂👍🏽 naïve';
+  const params = { model: MODEL, messages: MSG, max_tokens: 60, temperature: 0,
+    structured_outputs: { regex: want.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') } };
+  const whole = await client.chat.completions.create(params);
+  assert.equal(whole.choices[0].message.content, want);
+  // the ids spell it with byte tokens: more of them than characters
+  assert.ok(whole.usage.completion_tokens > Array.from(want).length, `${whole.usage.completion_tokens} tokens`);
+  const deltas = [];
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true }))
+    deltas.push(chunk.choices[0]?.delta?.content ?? '');
+  assert.equal(deltas.join(''), want);
+  assert.ok(deltas.every((d) => !d.includes('\ufffd')));
+});

@@ -1,5 +1,6 @@
-/* Fuzz target "tokenizer": the tiny fixtures' tokenizer and DeepSeek LLM's (byte-level BPE,
- * no normalizer: encoding is lossless). Byte 0 picks the tokenizer and the mode:
+/* Fuzz target "tokenizer": the tiny fixtures' tokenizer, DeepSeek LLM's and Kimi's kind
+ * (tiktoken.model, tests/fixtures/kimi-tok) (byte-level BPE, no normalizer: encoding is
+ * lossless). Byte 0 picks the tokenizer (bit 3 set: Kimi's; else bit 0) and the mode:
  *   text: valid UTF-8 encodes and decodes back to itself (special tokens in the text
  *         included); invalid UTF-8 is an error that names a byte inside the text;
  *   ids:  pairs of bytes as token ids (some past the vocab), decoded whole and through the
@@ -13,13 +14,14 @@
 
 const char fuzz_name[] = "tokenizer";
 
-static struct tok *toks[2];
+static struct tok *toks[3];
 
 static void setup(void)
 {
 	struct err e;
 	FUZZ_SETUP(tok_load("tests/fixtures/tiny-v3", &toks[0], &e) == 0, e.msg);
 	FUZZ_SETUP(tok_load("tests/fixtures/tokenizer", &toks[1], &e) == 0, e.msg);
+	FUZZ_SETUP(tok_load("tests/fixtures/kimi-tok", &toks[2], &e) == 0, e.msg);
 }
 
 static void text_mode(const struct tok *t, const char *p, size_t n, bool add_special)
@@ -114,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	if (size < 1 || size > 4096)
 		return 0;
-	const struct tok *t = toks[data[0] & 1];
+	const struct tok *t = toks[data[0] & 8 ? 2 : data[0] & 1];
 	bool flag = data[0] & 4;
 	if (data[0] & 2)
 		ids_mode(t, data + 1, size - 1, flag);
