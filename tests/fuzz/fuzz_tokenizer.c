@@ -4,12 +4,15 @@
  *   text: valid UTF-8 encodes and decodes back to itself (special tokens in the text
  *         included); invalid UTF-8 is an error that names a byte inside the text;
  *   ids:  pairs of bytes as token ids (some past the vocab), decoded whole and through the
- *         streaming detokenizer, which must give the same bytes; the text is valid UTF-8. */
+ *         streaming detokenizer, which must give the same bytes; the text is valid UTF-8;
+ *   rank file (bit 4): the rest parsed as a tiktoken.model: either every byte has a rank, or
+ *         one error naming the file and, unless a byte is missing, the line. */
 #include <stdbool.h>
 #include <string.h>
 
 #include "fuzz/fuzz.h"
 #include "base/utf8.h"
+#include "tok/tiktoken.h"
 #include "tok/tokenizer.h"
 
 const char fuzz_name[] = "tokenizer";
@@ -110,12 +113,33 @@ static void ids_mode(const struct tok *t, const uint8_t *p, size_t n, bool skip_
 	free(ids);
 }
 
+static void rank_file_mode(const char *p, size_t n)
+{
+	struct tiktoken k;
+	struct err e;
+	if (tiktoken_parse(&k, p, n, "fuzz.model", &e)) {
+		FUZZ_CHECK(!strncmp(e.msg, "fuzz.model: line ", 17) || !strncmp(e.msg, "fuzz.model: byte 0x", 19) ||
+			   strstr(e.msg, "out of memory"));
+		return;
+	}
+	FUZZ_CHECK(k.n_ranks >= 256 && k.max_rank >= k.n_ranks - 1);
+	for (int b = 0; b < 256; b++) {
+		char c = (char)b;
+		FUZZ_CHECK(tok_strmap_get(&k.ranks, &c, 1) >= 0);
+	}
+	tiktoken_free(&k);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!toks[0])
 		setup();
 	if (size < 1 || size > 4096)
 		return 0;
+	if (data[0] & 16) {
+		rank_file_mode((const char *)data + 1, size - 1);
+		return 0;
+	}
 	const struct tok *t = toks[data[0] & 8 ? 2 : data[0] & 1];
 	bool flag = data[0] & 4;
 	if (data[0] & 2)
