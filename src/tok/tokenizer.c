@@ -234,9 +234,18 @@ int tok_load(const char *path, struct tok **out, struct err *e)
 		return err_set(e, "%s: out of memory", path);
 	}
 	int rc;
-	if (is_dir && tok_dir_kind(path) == TOK_DIR_TIKTOKEN) {
-		snprintf(t->what, n, "%s/tiktoken.model", path);
-		rc = tok_tiktoken_load(t, path, e);
+	size_t pl = strlen(path), tl = strlen("tiktoken.model");
+	bool tiktoken_file = !is_dir && pl >= tl && !strcmp(path + pl - tl, "tiktoken.model") &&
+			     (pl == tl || path[pl - tl - 1] == '/');
+	if ((is_dir && tok_dir_kind(path) == TOK_DIR_TIKTOKEN) || tiktoken_file) {
+		/* the rank file's folder holds the tokenizer_config.json that names the specials */
+		char *dir = tiktoken_file ? tok_strndup(path, pl - tl) : NULL;
+		if (dir && pl > tl)
+			dir[pl - tl - 1] = 0;
+		const char *d = tiktoken_file ? (dir && *dir ? dir : ".") : path;
+		snprintf(t->what, n, "%s/tiktoken.model", d);
+		rc = dir || !tiktoken_file ? tok_tiktoken_load(t, d, e) : tok_oom(e);
+		free(dir);
 	} else {
 		snprintf(t->what, n, is_dir ? "%s/tokenizer.json" : "%s", path);
 		json_t *root = NULL;

@@ -33,7 +33,7 @@ enum tok_dir_kind tok_dir_kind(const char *dir);
  * DIR/tokenizer_config.json and DIR/generation_config.json through hf_config_load; without a
  * tokenizer.json, DIR/tiktoken.model and DIR/tokenizer_config.json as Kimi's
  * tokenization_kimi.py reads them) or the path of a tokenizer.json file (then only that file
- * is read). A directory with tokenizer files and no weights is fine. Errors name the file
+ * is read) or of a tiktoken.model (read with its folder's tokenizer_config.json). A directory with tokenizer files and no weights is fine. Errors name the file
  * and the construct ("DIR/tiktoken.model: line 7: ...",
  * "DIR/tokenizer.json: pre_tokenizer: unsupported pre-tokenizer type 'Foo'",
  * "DIR/tokenizer.json: model.merges[12]: 'ab' is not in the vocab", ...). */

@@ -37,6 +37,8 @@ grep -q "tokenizer.json" "$tmp/err" && echo "ok - malformed tokenizer.json names
 # rank file is one line naming the file and the line, exit 1 (tokenize and serve alike)
 check "tokenize kimi (tiktoken.model) specials" "[771, 408, 257, 785, 104, 105, 770]" \
 	"$($BIN tokenize $FX/tiny-kimi-k2 --text '<|im_user|>user<|im_middle|>hi<|im_end|>')"
+check "tokenize kimi given the tiktoken.model path (its folder's specials)" "[97, 4098]" \
+	"$($BIN tokenize $FX/kimi-tok/tiktoken.model --text 'a<|im_end|>')"
 check "detokenize kimi, split characters joined" "你好 🙂" \
 	"$($BIN detokenize $FX/kimi-tok --ids "$($BIN tokenize $FX/kimi-tok --text '你好 🙂' | tr -d '[] ')")"
 mkdir "$tmp/kimi"
