@@ -1,6 +1,7 @@
 /* mlaserve tokenize DIR --text "..." [--add-special-tokens]   → [id, id, ...]
  * mlaserve detokenize DIR --ids 1,2,3 [--skip-special-tokens] → the text
- * DIR is a checkpoint (or tokenizer-only) directory, or a tokenizer.json path. */
+ * DIR is a checkpoint (or tokenizer-only) directory (tokenizer.json, or Kimi's tiktoken.model),
+ * or a tokenizer.json or tiktoken.model path. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -90,7 +90,7 @@ void engine_args_usage(FILE *f)
 		   "                                    the queue and picks who is preempted (default fcfs)\n"
 		   "  --seed N                          engine seed (default 0)\n"
 		   "  --threads N                       compute threads (default: all CPUs)\n"
-		   "  --tokenizer PATH                  tokenizer dir or tokenizer.json\n"
+		   "  --tokenizer PATH                  tokenizer dir, tokenizer.json or (Kimi) tiktoken.model\n"
 		   "  --generation-config auto|vllm|DIR sampling defaults from the model's\n"
 		   "                                    generation_config.json (auto), none (vllm), or DIR's\n"
 		   "  --override-generation-config JSON e.g. '{\"temperature\": 0.6}', over those defaults\n"
