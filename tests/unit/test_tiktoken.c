@@ -99,6 +99,42 @@ static void test_bpe_core(void)
 	EXPECTF(n + 1 == 1000 && !strncmp(got, "257,257,", 8), "4000 bytes of ab: %.40s... (%d ids)", got, n + 1);
 }
 
+/* tokenization_kimi.py's cut before a run of more than max_run (non-)whitespace characters,
+ * counted in characters: with max_run 3, "ababab" is encoded as "aba" + "bab" */
+static void test_long_runs_cut(void)
+{
+	char *rf = rank_file("ab");
+	struct tiktoken k;
+	struct err e;
+	EXPECTF(tiktoken_parse(&k, rf, strlen(rf), "x", &e) == 0, "%s", e.msg);
+	free(rf);
+	struct added_set none = {0};
+	struct tiktoken_scratch s = {0};
+	static const struct {
+		const char *text;
+		size_t max_run;
+		int n;
+		int32_t ids[8];
+	} cases[] = {
+		{"ababab", 25000, 3, {256, 256, 256}},
+		{"ababab", 3, 4, {256, 97, 98, 256}},
+		{"éé ab", 2, 6, {0xc3, 0xa9, 0xc3, 0xa9, 32, 256}}, /* characters, not bytes: no cut */
+		{"abab  ab", 3, 6, {256, 97, 98, 32, 32, 256}},     /* spaces start a new run */
+	};
+	for (int i = 0; i < 4; i++) {
+		k.max_run = cases[i].max_run;
+		struct tok_ids ids = {0};
+		EXPECT(tiktoken_encode(&k, &none, &s, cases[i].text, strlen(cases[i].text), &ids, &e) == 0);
+		bool same = (int)ids.n == cases[i].n;
+		for (size_t j = 0; same && j < ids.n; j++)
+			same = ids.v[j] == cases[i].ids[j];
+		EXPECTF(same, "case %d '%s': %zu ids, first %d", i, cases[i].text, ids.n, ids.n ? ids.v[0] : -1);
+		free(ids.v);
+	}
+	tiktoken_scratch_free(&s);
+	tiktoken_free(&k);
+}
+
 static void expect_parse_error(const char *text, const char *want)
 {
 	struct tiktoken k;
@@ -279,5 +315,5 @@ static void test_detok_streamed_equals_whole(void)
 	tok_free(t);
 }
 
-TESTS(T(test_bpe_core), T(test_rank_file_errors), T(test_loader_errors), T(test_specials),
+TESTS(T(test_bpe_core), T(test_long_runs_cut), T(test_rank_file_errors), T(test_loader_errors), T(test_specials),
       T(test_detok_streamed_equals_whole))
