@@ -347,10 +347,10 @@ static void v4_log_loaded(const struct model *m)
 }
 
 /* The engine's KV pool holds what grows with the context (forward_v4.h): each block's compressed
- * entries and indexer keys of every state layer, float32 (the reference's fp8 / fp4 round
- * trips are in the values), as struct kv_cache rows of one layer: a block is bs rows of
- * ceil(used floats / bs) floats. kv_dtype does not apply: the state is float32 as the
- * float32 forward computes it. */
+ * entries and indexer keys of every state layer, stored packed (model_v4/v4_pack.h: fp8 / fp4
+ * codes with e8m0 scales, the entries' RoPE dims float32; exact, as they are the reference's
+ * round trips), as struct kv_cache rows of one layer: a block is bs rows of
+ * ceil(used floats / bs) floats. kv_dtype does not apply. */
 static int row_floats(const struct model *m, int block_size)
 {
 	struct v4_model *v = m->fam_state;
@@ -373,7 +373,8 @@ static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_bl
 	double f = sizeof(float), bs = block_size;
 	LOG_I("kv",
 	      "DeepSeek-V4 KV pool: %d blocks of %d tokens, %lld tokens of capacity; bytes per token: "
-	      "compressed entries %.1f, indexer keys %.1f (all layers, float32); per sequence, not paged: "
+	      "compressed entries %.1f (fp8 + e8m0, RoPE dims f32), indexer keys %.1f (fp4 + e8m0), all layers; "
+	      "per sequence, not paged: "
 	      "window rows and compressor states %.1f KB x %d sequences, and x %d prefix-cache snapshots",
 	      n_blocks - 1, block_size, (long long)(n_blocks - 1) * block_size, v->pool.ent_b * f / bs,
 	      v->pool.ix_b * f / bs, v->slot_bytes / 1024.0, v->n_slots, v->n_snaps);

@@ -122,8 +122,8 @@ void v4_pool_layout(struct v4_model *v, int bs)
 	v->pool.ent_b = v->pool.ix_b = 0;
 	for (int l = 0; l < v->n_state_layers; l++) {
 		const struct v4_attn_layer *a = v4_state_layer(v, l);
-		size_t ne = (size_t)v4_page_slots(a->ratio, bs) * (size_t)a->head_dim;
-		size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, bs) * (size_t)a->index_dim : 0;
+		size_t ne = a->ratio ? (size_t)v4_page_slots(a->ratio, bs) * v4_comp_entry_floats(&a->comp) : 0;
+		size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, bs) * v4_comp_entry_floats(&a->icomp) : 0;
 		v->pool.ent[l] = o;
 		v->pool.ix[l] = o + ne;
 		o += ne + ni;
@@ -198,7 +198,9 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 				      .bt = am->block_table + (size_t)k * (size_t)am->max_blocks,
 				      .bs = kv->block_size,
 				      .ent_off = v->pool.ent[li],
-				      .ix_off = v->pool.ix[li]};
+				      .ix_off = v->pool.ix[li],
+				      .ent_w = L->attn.ratio ? v4_comp_entry_floats(&L->attn.comp) : 0,
+				      .ix_w = L->attn.ratio == 4 ? v4_comp_entry_floats(&L->attn.icomp) : 0};
 		struct v4_seq_attn *st = &slots[k]->layer[li];
 		/* in pieces that end at the boundaries whose state is saved (the split changes
 		 * nothing: v4_block.h), the state copied there */

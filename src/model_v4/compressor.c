@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model_v4/v4_pack.h"
 #include "model_v4/v4_quant.h"
 #include "ops/vec.h"
 
@@ -118,4 +119,31 @@ int v4_comp_feed(const struct v4_comp *c, float *state, long pos0, int n, const 
 		count++;
 	}
 	return count;
+}
+
+size_t v4_comp_entry_floats(const struct v4_comp *c)
+{
+	return c->kind == V4_COMP_KV      ? v4_pack_kv_floats(c->d, c->rope->dim)
+	       : c->kind == V4_COMP_INDEX ? v4_pack_ix_floats(c->d)
+					  : (size_t)c->d;
+}
+
+void v4_comp_store(const struct v4_comp *c, const float *x, float *dst)
+{
+	if (c->kind == V4_COMP_KV)
+		v4_pack_kv(x, c->d, c->rope->dim, dst);
+	else if (c->kind == V4_COMP_INDEX)
+		v4_pack_ix(x, c->d, dst);
+	else
+		memcpy(dst, x, sizeof(float) * (size_t)c->d);
+}
+
+void v4_comp_load(const struct v4_comp *c, const float *src, float *x)
+{
+	if (c->kind == V4_COMP_KV)
+		v4_unpack_kv(src, c->d, c->rope->dim, x);
+	else if (c->kind == V4_COMP_INDEX)
+		v4_unpack_ix(src, c->d, x);
+	else
+		memcpy(x, src, sizeof(float) * (size_t)c->d);
 }

@@ -49,6 +49,11 @@ void v4_comp_state_init(const struct v4_comp *c, float *state);
  * to entries [count, d] and returns count; the first is entry pos0 / r. */
 int v4_comp_feed(const struct v4_comp *c, float *state, long pos0, int n, const float *kv, const float *score,
 		 float *entries);
+/* An entry as the paged pool stores it (model_v4/v4_pack.h: fp8 / fp4 codes for the quantised
+ * kinds, exact; the float row for V4_COMP_PLAIN): its floats, and x [d] to and from it. */
+size_t v4_comp_entry_floats(const struct v4_comp *c);
+void v4_comp_store(const struct v4_comp *c, const float *x, float *dst);
+void v4_comp_load(const struct v4_comp *c, const float *src, float *x);
 /* Entries that a feed of n tokens at pos0 completes (to size `entries`). */
 static inline int v4_comp_count(int ratio, long pos0, int n) { return (int)((pos0 + n) / ratio - pos0 / ratio); }
 

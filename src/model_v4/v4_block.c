@@ -59,10 +59,11 @@ static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* the work's regions (v4_attn_seq_work_bytes) */
 struct work {
-	const float **ents, **iks, **keys; /* [max_ent] entries, [max_ent] indexer keys, [window + max_ent] */
+	const float **ents, **iks, **keys; /* [max_ent] stored entries, indexer keys; [window + R + max_ent] */
 	float *fed, *ifed;                 /* [max_n / r + 1, hd], [max_n / 4 + 1, index_dim] a feed's entries */
-	int32_t *pick;                     /* [K] */
-	float *lse;                        /* [H] */
+	float *rows;   /* unpacked entries: ratio 4 [K, hd] one query's picks; other ratios [max_ent, hd] all */
+	int32_t *pick; /* [K] */
+	float *lse;    /* [H] */
 };
 
 static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n, unsigned char *w, struct work *o)
@@ -71,16 +72,18 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 	size_t fed = l->ratio ? ((size_t)max_n / (size_t)l->ratio + 1) * (size_t)l->head_dim : 0;
 	size_t ifed = l->ratio == 4 ? ((size_t)max_n / 4 + 1) * (size_t)l->index_dim : 0;
 	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
-	size_t sz[7] = {P * me,
+	size_t rows = (l->ratio == 4 ? K : l->ratio ? me : 0) * (size_t)l->head_dim;
+	size_t sz[8] = {P * me,
 			P * me,
 			P * ((size_t)ring_rows(l) + me),
 			sizeof(float) * fed,
 			sizeof(float) * ifed,
+			sizeof(float) * rows,
 			sizeof(int32_t) * K,
 			sizeof(float) * (size_t)l->n_heads};
-	void **dst[7] = {(void **)&o->ents, (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
-			 (void **)&o->ifed, (void **)&o->pick, (void **)&o->lse};
-	for (int i = 0; i < 7; i++) {
+	void **dst[8] = {(void **)&o->ents, (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
+			 (void **)&o->ifed, (void **)&o->rows, (void **)&o->pick, (void **)&o->lse};
+	for (int i = 0; i < 8; i++) {
 		if (w)
 			*dst[i] = w + s;
 		s += up64(sz[i]);
@@ -96,16 +99,28 @@ size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, long max_len, int m
 
 /* feeds a compressor tokens [t0, t1) of the chunk at pos0 and writes the entries they complete
  * to their pages */
-static void feed(const struct v4_comp *c, float *state, const struct v4_pages *pg, size_t off, long pos0, int t0,
-		 int t1, const float *kv, const float *score, float *fed)
+static void feed(const struct v4_comp *c, float *state, const struct v4_pages *pg, size_t off, size_t width, long pos0,
+		 int t0, int t1, const float *kv, const float *score, float *fed)
 {
 	int w = v4_comp_width(c);
 	int cnt = v4_comp_feed(c, state, pos0 + t0, t1 - t0, kv + (size_t)t0 * (size_t)w,
 			       score + (size_t)t0 * (size_t)w, fed);
 	long e0 = (pos0 + t0) / c->ratio;
 	for (int i = 0; i < cnt; i++)
-		memcpy(v4_page_entry(pg, c->ratio, e0 + i, c->d, off), fed + (size_t)i * (size_t)c->d,
-		       sizeof(float) * (size_t)c->d);
+		v4_comp_store(c, fed + (size_t)i * (size_t)c->d, v4_page_entry(pg, c->ratio, e0 + i, width, off));
+}
+
+/* the indexer's stored keys, unpacked one at a time as they are scored */
+struct ix_keys {
+	const struct v4_comp *c;
+	const float **keys;
+};
+
+static const float *ix_key(void *ctx, long e, float *buf)
+{
+	const struct ix_keys *k = ctx;
+	v4_comp_load(k->c, k->keys[e], buf);
+	return buf;
 }
 
 int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const struct v4_pages *pg, long pos0, int n,
@@ -131,17 +146,19 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 	int R = l->rollback, tail = R && r ? (n < R + 1 ? n : R + 1) : 0;
 	size_t cf = comp_floats(l);
 	for (int t0 = 0, t1 = n - tail; r && t0 < n; t0 = t1, t1 = t1 + 1) {
-		feed(&l->comp, s->cst, pg, pg->ent_off, pos0, t0, t1, ckv, csc, w.fed);
+		feed(&l->comp, s->cst, pg, pg->ent_off, pg->ent_w, pos0, t0, t1, ckv, csc, w.fed);
 		if (r == 4)
-			feed(&l->icomp, s->icst, pg, pg->ix_off, pos0, t0, t1, ikv, isc, w.ifed);
+			feed(&l->icomp, s->icst, pg, pg->ix_off, pg->ix_w, pos0, t0, t1, ikv, isc, w.ifed);
 		if (tail && t1 > n - tail)
 			memcpy(s->ck + (size_t)((pos0 + t1 - 1) % (R + 1)) * cf, s->cst, sizeof(float) * cf);
 	}
 	for (long c = 0; c < n_ent; c++)
-		w.ents[c] = v4_page_entry(pg, r, c, hd, pg->ent_off);
+		w.ents[c] = v4_page_entry(pg, r, c, pg->ent_w, pg->ent_off);
+	for (long c = 0; r != 4 && c < n_ent; c++) /* every entry is read: unpacked once */
+		v4_comp_load(&l->comp, w.ents[c], w.rows + (size_t)c * (size_t)hd);
 	if (r == 4) {
 		for (long c = 0; c < n_ent; c++)
-			w.iks[c] = v4_page_entry(pg, 4, c, id, pg->ix_off);
+			w.iks[c] = v4_page_entry(pg, 4, c, pg->ix_w, pg->ix_off);
 		for (int t = 0; t < n; t++) {
 			v4_index_query(&l->rope, ih, id, pos0 + t, 1, iq + (size_t)t * (size_t)(ih * id));
 			v4_index_weights(ih, id, iw + (size_t)t * (size_t)ih);
@@ -158,16 +175,19 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		for (int i = 0; st && i < K; i++)
 			st[i] = -1;
 		if (r == 4) {
+			struct ix_keys ik = {&l->icomp, w.iks};
 			int ns = v4_index_select(ih, id, iq + (size_t)t * (size_t)(ih * id),
-						 iw + (size_t)t * (size_t)ih, w.iks, (int)nc, K, w.pick);
+						 iw + (size_t)t * (size_t)ih, ix_key, &ik, (int)nc, K, w.pick);
 			for (int i = 0; i < ns; i++) {
-				w.keys[nk++] = w.ents[w.pick[i]];
+				float *row = w.rows + (size_t)i * (size_t)hd;
+				v4_comp_load(&l->comp, w.ents[w.pick[i]], row);
+				w.keys[nk++] = row;
 				if (st)
 					st[i] = w.pick[i];
 			}
 		} else {
 			for (long c = 0; c < nc; c++)
-				w.keys[nk++] = w.ents[c];
+				w.keys[nk++] = w.rows + (size_t)c * (size_t)hd;
 		}
 		float *ot = o + (size_t)t * (size_t)(H * hd);
 		v4_attn_one(H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk, l->sink, ot,

@@ -40,22 +40,24 @@ struct v4_attn_layer {
  * belongs to the block of its LAST token q = (e + 1) r - 1, at slot (q % bs) / r of the
  * layer's ceil(bs / r) slots there: it is written while that block is being filled and never
  * after, so a full block (one the prefix cache may share) holds only entries of its own
- * prefix, whatever bs and r. */
+ * prefix, whatever bs and r. Entries are stored packed (compressor.h's v4_comp_store: fp8 /
+ * fp4 codes, exact) and unpacked where attention reads them. */
 struct v4_pages {
 	float *base;            /* block b at base + b * block_floats */
 	size_t block_floats;    /* floats of one block (every layer's) */
 	const int32_t *bt;      /* the sequence's block table */
 	int bs;                 /* tokens per block */
-	size_t ent_off, ix_off; /* this layer's entries [slots, head_dim], indexer keys [slots, index_dim] */
+	size_t ent_off, ix_off; /* this layer's entries [slots, ent_w], indexer keys [slots, ix_w] */
+	size_t ent_w, ix_w;     /* floats of a stored entry, indexer key (v4_comp_entry_floats) */
 };
 
 static inline int v4_page_slots(int ratio, int bs) { return ratio ? (bs + ratio - 1) / ratio : 0; }
 
-/* Entry e [dim] of a layer of ratio r at offset off of each block */
-static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, int dim, size_t off)
+/* Stored entry e [width floats] of a layer of ratio r at offset off of each block */
+static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, size_t width, size_t off)
 {
 	long q = (e + 1) * r - 1;
-	return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * (size_t)dim;
+	return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * width;
 }
 
 /* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged.

@@ -68,16 +68,17 @@ static int by_entry(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int v4_index_select(int n_heads, int di, const float *q, const float *w, const float *const *keys, int visible,
+int v4_index_select(int n_heads, int di, const float *q, const float *w, v4_index_key_fn key, void *ctx, int visible,
 		    int topk, int32_t *sel)
 {
 	int k = topk < visible ? topk : visible, n = 0;
 	if (k <= 0)
 		return 0;
 	struct cand *h = malloc((size_t)k * sizeof *h);
-	CHECK(h);
+	float *buf = malloc((size_t)di * sizeof *buf);
+	CHECK(h && buf);
 	for (int e = 0; e < visible; e++) { /* a min-heap of the k best so far */
-		struct cand c = {v4_index_score(n_heads, di, q, w, keys[e]), e};
+		struct cand c = {v4_index_score(n_heads, di, q, w, key(ctx, e, buf)), e};
 		if (n < k) {
 			h[n++] = c;
 			for (int i = n / 2 - 1; n == k && i >= 0; i--)
@@ -90,6 +91,7 @@ int v4_index_select(int n_heads, int di, const float *q, const float *w, const f
 	for (int i = 0; i < k; i++)
 		sel[i] = h[i].e;
 	free(h);
+	free(buf);
 	qsort(sel, (size_t)k, sizeof *sel, by_entry);
 	return k;
 }

@@ -22,9 +22,12 @@ void v4_index_query(const struct v4_rope *r, int n_heads, int di, long pos, int 
 void v4_index_weights(int n_heads, int di, float *w);
 /* One token's score of entry k [di]. Sums in double. */
 double v4_index_score(int n_heads, int di, const float *q, const float *w, const float *k);
-/* Scores keys[0 .. visible) (each [di]) and writes the selected entry indices (ascending) to sel [<= topk];
- * returns how many (min(topk, visible)). */
-int v4_index_select(int n_heads, int di, const float *q, const float *w, const float *const *keys, int visible,
+/* Key e [di] of the visible ones: a pointer to it, or buf [di] filled with it (a packed key
+ * unpacked, v4_pack.h). */
+typedef const float *(*v4_index_key_fn)(void *ctx, long e, float *buf);
+/* Scores keys 0 .. visible - 1 and writes the selected entry indices (ascending) to
+ * sel [<= topk]; returns how many (min(topk, visible)). */
+int v4_index_select(int n_heads, int di, const float *q, const float *w, v4_index_key_fn key, void *ctx, int visible,
 		    int topk, int32_t *sel);
 
 #endif

@@ -38,13 +38,18 @@ void v4_fp8_sim(float *x, int n, int block)
 	}
 }
 
+float v4_fp4_scale(float amax)
+{
+	/* this product stays in double in the kernel's formula (no fp32 rounding) */
+	double a = fmax(amax, 6.0 * 0x1p-126);
+	return (float)pow2_ceil(a * (double)(1.0f / 6.0f));
+}
+
 void v4_fp4_sim(float *x, int n, int block)
 {
 	for (int b = 0; b < n; b += block) {
 		int m = n - b < block ? n - b : block;
-		/* this product stays in double in the kernel's formula (no fp32 rounding) */
-		double amax = fmax(block_amax(x + b, m), 6.0 * 0x1p-126);
-		float s = (float)pow2_ceil(amax * (double)(1.0f / 6.0f));
+		float s = v4_fp4_scale(block_amax(x + b, m));
 		for (int i = b; i < b + m; i++)
 			x[i] = fp4_e2m1_to_f32(fp4_f32_to_e2m1(fminf(fmaxf(x[i] / s, -6.0f), 6.0f))) * s;
 	}

@@ -12,6 +12,8 @@
 
 /* The ue8m0 scale of a block whose largest magnitude is amax. */
 float v4_fp8_scale(float amax);
+/* The ue8m0 scale of an fp4 block whose largest magnitude is amax. */
+float v4_fp4_scale(float amax);
 /* x [n] through fp8 e4m3 in blocks of `block`, in place. */
 void v4_fp8_sim(float *x, int n, int block);
 /* x [n] through fp4 e2m1 in blocks of `block` (32), in place. */

@@ -38,7 +38,7 @@ test('start-up: the V4 encoder, float32 for --dtype auto, the KV pool', () => {
   const log = srv.log();
   assert.match(log, /prompts are rendered by the deepseek_v4 encoder/);
   assert.match(log, /--dtype auto: float32/);
-  assert.match(log, /DeepSeek-V4 KV pool: \d+ blocks of \d+ tokens, \d+ tokens of capacity; bytes per token: compressed entries [\d.]+, indexer keys [\d.]+/);
+  assert.match(log, /DeepSeek-V4 KV pool: \d+ blocks of \d+ tokens, \d+ tokens of capacity; bytes per token: compressed entries [\d.]+ \(fp8 \+ e8m0, RoPE dims f32\), indexer keys [\d.]+ \(fp4 \+ e8m0\)/);
 });
 
 test('the V4 encoder renders chat, thinking and reasoning_effort', async () => {

@@ -61,18 +61,23 @@ rot=()
 while read -r name ids want n; do
 	[ "$name" = len64 ] && rot=$(python3 -c "import sys;t=sys.argv[1].split(',');print(' '.join('--prompt-ids '+','.join(t[i:]+t[:i]) for i in range(4)))" "$ids")
 done <"$WORK/cases"
-for mem in ample 86528; do
-	extra=()
-	[ $mem = ample ] || extra=(--kv-cache-memory $mem)
+# 26 blocks of 16 tokens at the bytes a token the engine reports
+"$BIN" generate "$FIX" --dtype float32 --prompt-ids 0,5,9 --max-tokens 1 --max-num-seqs 4 --max-model-len 400 \
+	--block-size 16 2>"$WORK/err.probe" >/dev/null
+per=$(sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p' "$WORK/err.probe")
+small=$((26 * 16 * ${per:-0}))
+for mem in ample small; do
+	extra=(--block-size 16)
+	[ $mem = ample ] || extra+=(--kv-cache-memory $small)
 	# shellcheck disable=SC2086
 	timeout 120 "$BIN" generate "$FIX" --dtype float32 $rot --max-tokens 100 --ignore-eos --temperature 0 \
 		--max-num-seqs 4 --max-model-len 400 "${extra[@]}" >"$WORK/pool.$mem" 2>"$WORK/err.$mem"
 done
-pre=$(sed -n 's/.* \([0-9]*\) preemptions.*/\1/p' "$WORK/err.86528")
-if [ -s "$WORK/pool.ample" ] && cmp -s "$WORK/pool.ample" "$WORK/pool.86528" && [ "${pre:-0}" -gt 0 ]; then
+pre=$(sed -n 's/.* \([0-9]*\) preemptions.*/\1/p' "$WORK/err.small")
+if [ -s "$WORK/pool.ample" ] && cmp -s "$WORK/pool.ample" "$WORK/pool.small" && [ "${pre:-0}" -gt 0 ]; then
 	echo "ok - a full KV pool: $pre preemptions, recomputed, the same 4 x 100 tokens as an ample pool"
 else
-	echo "not ok - a full KV pool: ${pre:-?} preemptions, outputs $(cmp "$WORK/pool.ample" "$WORK/pool.86528" 2>&1): $(tail -1 "$WORK/err.86528")"
+	echo "not ok - a full KV pool: ${pre:-?} preemptions, outputs $(cmp "$WORK/pool.ample" "$WORK/pool.small" 2>&1): $(tail -1 "$WORK/err.small")"
 fi
 
 # prefix caching: one request at a time (--max-num-seqs 1), each sharing a prefix with an
@@ -150,8 +155,8 @@ for i in range(4):
 PY
 cp "$WORK/sp.jsonl" "$WORK/sp1.jsonl"
 cp "$WORK/sp2.jsonl" "$WORK/sp.jsonl"
-spec pool-none --max-model-len 400
-spec pool-mtp1 --speculative-config "$MTP1" --kv-cache-memory 86528 --max-model-len 400
+spec pool-none --max-model-len 400 --block-size 16
+spec pool-mtp1 --speculative-config "$MTP1" --kv-cache-memory $small --block-size 16 --max-model-len 400
 cp "$WORK/sp.pool-none" "$WORK/sp.none2"
 cp "$WORK/sp1.jsonl" "$WORK/sp.jsonl"
 for name in mtp1 mtp3 mtp3-chunk7 pool-mtp1 ngram3; do

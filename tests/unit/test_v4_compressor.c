@@ -1,11 +1,13 @@
 /* model_v4/compressor against scripts/v4_reference.py's Model.comp_prefill
  * (v4-units/compressor.json: ratio 4 main d 24 with overlapping windows, ratio 4 indexer d 16
  * with Hadamard + fp4, ratio 16 main d 24; sequences that end inside a window), and the state
- * machine: token-by-token, chunked and whole feeds give the same entries bit for bit. */
+ * machine: token-by-token, chunked and whole feeds give the same entries bit for bit; stored
+ * entries give back their values bit for bit. */
 #include <string.h>
 
 #include "harness.h"
 #include "model_v4/compressor.h"
+#include "model_v4/v4_quant.h"
 #include "unit/v4_vec.h"
 
 struct ccase {
@@ -106,4 +108,41 @@ static void test_state_size(void)
 	EXPECT_EQ_INT(v4_comp_count(4, 2, 7), 2);
 }
 
-TESTS(T(test_vs_reference), T(test_state_size))
+/* Stored entries (v4_comp_store / load, model_v4/v4_pack.h) give back every bit of the round
+ * trips they hold: main entries (d 512 and 96, RoPE 64 and 32) and indexer keys (d 128 and 64)
+ * of magnitudes from 1e-9 to 1e4, zeros and negative zeros among them; and take the floats
+ * of their formats */
+static void test_stored_entries(void)
+{
+	struct v4_rope r64 = {.dim = 64}, r32 = {.dim = 32};
+	struct v4_comp kinds[4] = {{4, 512, 1e-6f, V4_COMP_KV, NULL, NULL, &r64},
+				   {16, 96, 1e-6f, V4_COMP_KV, NULL, NULL, &r32},
+				   {4, 128, 1e-6f, V4_COMP_INDEX, NULL, NULL, &r64},
+				   {4, 64, 1e-6f, V4_COMP_INDEX, NULL, NULL, &r32}};
+	EXPECT_EQ_INT(v4_comp_entry_floats(&kinds[0]), 64 + (448 + 7 + 3) / 4);
+	EXPECT_EQ_INT(v4_comp_entry_floats(&kinds[2]), (64 + 4) / 4);
+	uint64_t rs = 5;
+	int bad = 0, n = 0;
+	for (int trial = 0; trial < 400; trial++) {
+		const struct v4_comp *c = &kinds[trial % 4];
+		float x[512], back[512], st[512];
+		double mag = pow(10.0, -9 + (trial % 14));
+		for (int i = 0; i < c->d; i++) {
+			x[i] = (float)(test_frand(&rs) * mag);
+			if (i % 37 == 5)
+				x[i] = trial % 2 ? -0.0f : 0.0f;
+		}
+		if (c->kind == V4_COMP_KV)
+			v4_fp8_sim(x, c->d - c->rope->dim, 64);
+		else
+			v4_fp4_sim(x, c->d, 32);
+		v4_comp_store(c, x, st);
+		v4_comp_load(c, st, back);
+		for (int i = 0; i < c->d; i++, n++)
+			bad += memcmp(&x[i], &back[i], sizeof(float)) != 0;
+	}
+	printf("# stored entries: %d of %d values not given back bit for bit\n", bad, n);
+	EXPECT_EQ_INT(bad, 0);
+}
+
+TESTS(T(test_vs_reference), T(test_state_size), T(test_stored_entries))

@@ -7,6 +7,9 @@
 #include "model_v4/v4_indexer.h"
 #include "unit/v4_vec.h"
 
+/* keys given as a pointer array */
+static const float *ptr_key(void *ctx, long e, float *buf) { return ((const float *const *)ctx)[e]; }
+
 static void test_vs_reference(void)
 {
 	json_t *j = v4v_load("indexer.json");
@@ -37,7 +40,7 @@ static void test_vs_reference(void)
 		CHECK(vis <= 64);
 		for (int k = 0; k < vis; k++)
 			kp[k] = keys + (size_t)k * (size_t)di;
-		int n = v4_index_select(H, di, q, w, kp, vis, K, sel);
+		int n = v4_index_select(H, di, q, w, ptr_key, kp, vis, K, sel);
 		EXPECT_EQ_INT(n, v4v_len(c, "sel"));
 		for (int a = 0; a < n; a++)
 			EXPECTF(sel[a] == wsel[a], "case %zu: sel[%d] = %d, expected %lld", i, a, sel[a], wsel[a]);
@@ -79,7 +82,7 @@ static void test_selection(void)
 		g_sc = sc;
 		qsort(order, (size_t)visible, sizeof *order, by_rank);
 		int32_t sel[64], want[64];
-		int n = v4_index_select(1, 1, &q, &w, kp, visible, k, sel);
+		int n = v4_index_select(1, 1, &q, &w, ptr_key, kp, visible, k, sel);
 		int m = k < visible ? k : visible;
 		EXPECT_EQ_INT(n, m);
 		for (int a = 0; a < m; a++)

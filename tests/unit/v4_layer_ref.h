@@ -103,11 +103,13 @@ static inline void v4t_attn_load_r(const json_t *j, const char *pre, struct v4t_
 				       .rollback = rollback};
 	a->stmem = malloc(v4_seq_attn_floats(&a->al) * sizeof(float));
 	v4_seq_attn_init(&a->al, a->stmem, &a->st);
-	size_t ne = (size_t)v4_page_slots(a->ratio, V4T_MAXT) * (size_t)a->hd;
-	size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, V4T_MAXT) * (size_t)a->ihd : 0;
+	size_t ew = a->ratio ? v4_comp_entry_floats(&a->comp) : 0,
+	       iw = a->ratio == 4 ? v4_comp_entry_floats(&a->icomp) : 0;
+	size_t ne = (size_t)v4_page_slots(a->ratio, V4T_MAXT) * ew;
+	size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, V4T_MAXT) * iw : 0;
 	a->pgmem = calloc(ne + ni + 1, sizeof(float));
 	a->bt[0] = 0;
-	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne};
+	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne, ew, iw};
 	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT, 1) + 63) / 64 * 64);
 }
 
