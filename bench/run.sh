@@ -3,7 +3,7 @@
 # prints its numbers. `make bench` runs this after building everything (the quick version of
 # every section, a few minutes on 2 cores) and ends with a summary; BUILD picks the build
 # directory. Run one section with: bash bench/run.sh tokenizer. Sections: guide tokenizer forward
-# gemm throughput scaling paths threshold blocksize prefix serve dcp spec v32. BENCH_FULL=1 runs the sizes
+# gemm throughput scaling paths threshold blocksize prefix serve dcp spec v32 v4. BENCH_FULL=1 runs the sizes
 # docs/PERFORMANCE.md reports (much longer). JSON results land in $BUILD/bench/.
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
@@ -242,6 +242,23 @@ if want v32; then
 	"$BUILD/bench/v32_decode" bench/configs/bench-v32-attn-1L bench/configs/bench-v32-attn-1L-dense \
 		--ctx $ctx --batch 1,8 --reps $reps --json "$OUT/v32.json" | tee "$OUT/v32.txt"
 	note "v32: $(awk '$1 ~ /^[0-9]+$/ && $2 == 32768 {printf "b%s 32K %s; ", $1, $7}' "$OUT/v32.txt")"
+fi
+
+# DeepSeek-V4 (docs/PERFORMANCE.md, "DeepSeek-V4"): V4-Flash's attention with a small MLP, one
+# decode step against context (bench/v4_decode.c: the state filled, no prefill); with
+# BENCH_FULL=1 also 128K and 1M, and the V4-Flash layer stack in fp4+fp8 against bf16 and V3.2
+# of its widths (bench/v4_stacks.sh).
+if want v4; then
+	echo "== v4 (DeepSeek-V4 decode against context; the layer stack's formats)"
+	bench_build v4_decode
+	ctx=4096,32768 reps=2
+	[ "$full" = 1 ] && ctx=4096,32768,131072,1048448 reps=3
+	"$BUILD/bench/v4_decode" bench/configs/v4-flash-attn-2L --ctx $ctx --batch 1,8 --reps $reps \
+		--json "$OUT/v4_decode.json" | tee "$OUT/v4_decode.txt"
+	note "v4: $(awk '$1 == "context" && $3 == "batch" {sub(":", "", $4); printf "%s b%s %s ms; ", $2, $4, $7}' "$OUT/v4_decode.txt")"
+	if [ "$full" = 1 ]; then
+		BUILD=$BUILD bash bench/v4_stacks.sh | tee "$OUT/v4_stacks.txt"
+	fi
 fi
 
 if [ -s "$summary" ]; then
