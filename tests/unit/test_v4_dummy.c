@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "attn/kv_cache.h"
 #include "model/forward_v4.h"
 #include "ops/pool.h"
 #include "unit/fwd_util.h"
@@ -92,6 +93,8 @@ static void run_seq(struct model *m, float *last)
 		tok[i] = (int32_t)((i * 131 + 7) % V);
 	struct fwd_seq s;
 	CHECK(fwd_seq_init(&s, model_config(m), 64, DT_F32, &e) == 0);
+	kv_cache_fini(&s.kv); /* V4's own pool layout */
+	CHECK(model_kv_cache_init(m, &s.kv, s.max_blocks + 1, FWD_BS, DT_F32, &e) == 0);
 	float *out = malloc(sizeof(float) * 40 * (size_t)V);
 	const struct attn_backend *be = model_default_backend(m);
 	EXPECTF(fwd_step(m, &s, be, tok, 0, 40, 0, out, &e) == 0, "%s", e.msg);
