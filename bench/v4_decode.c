@@ -83,7 +83,8 @@ static int step(struct model *m, struct kv_cache *kv, int B, const long *pos, co
 
 struct res {
 	int C, B;
-	double p50_ms, best_ms, tps, gb_step, state_gb_seq, busy; /* busy: CPU time / wall / threads */
+	double p50_ms, best_ms, tps, gb_step, state_gb_seq;
+	double cpu_ms, busy; /* CPU time a step (all threads); busy: CPU time / wall / threads */
 };
 
 /* the keys one decode token scans and attends in each kind of layer at context C */
@@ -182,7 +183,7 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 			for (int s = 0; s < B; s++)
 				pos[s]++;
 		}
-		double busy = (proc_cpu_s() - c0) / (mono_now_s() - w0) / pool_size(pool);
+		double cpu = proc_cpu_s() - c0, busy = cpu / (mono_now_s() - w0) / pool_size(pool);
 		qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
 		struct res *r = &out[bi];
 		*r = (struct res){.C = C,
@@ -192,6 +193,7 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 				  .tps = B / t[reps / 2],
 				  .gb_step = bytes / reps / 1e9,
 				  .state_gb_seq = state / B / 1e9,
+				  .cpu_ms = cpu / reps * 1e3,
 				  .busy = busy};
 	}
 	rc = 0;
@@ -269,16 +271,17 @@ int main(int argc, char **argv)
 			break;
 		}
 		for (int b = 0; b < nb; b++) {
-			printf("context %7d batch %d: step p50 %8.2f ms (best %8.2f), %7.2f tokens/s; %.3f GB of "
-			       "weights "
-			       "a step; state %.3f GB a sequence (float32); CPU busy %.0f%%\n",
-			       r[b].C, r[b].B, r[b].p50_ms, r[b].best_ms, r[b].tps, r[b].gb_step, r[b].state_gb_seq,
-			       100 * r[b].busy);
-			json_array_append_new(arr, json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "context", r[b].C,
-							     "batch", r[b].B, "step_ms_p50", r[b].p50_ms,
-							     "step_ms_best", r[b].best_ms, "tokens_per_s", r[b].tps,
-							     "weight_gb_step", r[b].gb_step, "state_gb_per_seq",
-							     r[b].state_gb_seq, "cpu_busy", r[b].busy));
+			printf("context %7d batch %d: step p50 %8.2f ms (best %8.2f), %7.2f tokens/s, CPU %8.2f ms a "
+			       "step "
+			       "(busy %.0f%%); %.3f GB of weights a step; state %.3f GB a sequence\n",
+			       r[b].C, r[b].B, r[b].p50_ms, r[b].best_ms, r[b].tps, r[b].cpu_ms, 100 * r[b].busy,
+			       r[b].gb_step, r[b].state_gb_seq);
+			json_array_append_new(arr,
+					      json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "context", r[b].C,
+							"batch", r[b].B, "step_ms_p50", r[b].p50_ms, "step_ms_best",
+							r[b].best_ms, "tokens_per_s", r[b].tps, "weight_gb_step",
+							r[b].gb_step, "state_gb_per_seq", r[b].state_gb_seq,
+							"cpu_busy", r[b].busy, "cpu_ms_step", r[b].cpu_ms));
 		}
 		fflush(stdout);
 	}

@@ -37,22 +37,24 @@ def load(run, r):
     cfg, dt = run.split(':')
     return json.load(open('%s/%s-%s-%d.json' % (out, cfg, dt, r)))
 base = {}
-print('%-34s %5s %10s %9s %10s %9s %7s' % ('stack (activations)', 'batch', 'tokens/s', 'vs fp4', 'GB/step',
-                                           'GB/s rd', 'bw use'))
+print('%-34s %5s %9s %7s %9s %9s %7s %8s %7s' % ('stack (activations)', 'batch', 'tokens/s', 'ratio', 'CPU ms',
+                                                 'tok/CPU-s', 'ratio', 'GB/step', 'bw use'))
 for run in runs:
     js = [load(run, r) for r in range(1, rounds + 1)]
     for b in (1, 8):
         rs = [next(x for x in j['runs'] if x['batch_size'] == b) for j in js]
         tps = st.median(x['decode_tokens_per_s'] for x in rs)
+        cpu = st.median(x['decode_step_cpu_ms'] for x in rs)
         gb = st.median(x['weight_bytes_per_step'] for x in rs) / 1e9
         bw = max(j['read_bandwidth_gb_s'] for j in js)
-        step = b / tps
+        tpc = b / (cpu / 1e3)
         if run == runs[0]:
-            base[b] = tps
-        name = run.replace(':auto', '').replace(':', ' ')
-        act = 'float32' if 'v4-' in run or 'float32' in run else 'bf16'
-        print('%-34s %5d %10.2f %8.2fx %10.3f %9.1f %6.0f%%' % (
-            '%s (%s)' % (run.split(':')[0], act), b, tps, tps / base[b], gb, bw, 100 * gb / step / bw))
-print('tokens/s: median of %d rounds; bw use: the bytes a step reads / its median time / the best read '
-      'bandwidth the runs measured' % rounds)
+            base[b] = (tps, tpc)
+        act = 'float32' if run.startswith('v4-') or 'float32' in run else 'bf16'
+        print('%-34s %5d %9.2f %6.2fx %9.1f %9.2f %6.2fx %8.3f %6.0f%%' % (
+            '%s (%s)' % (run.split(':')[0], act), b, tps, tps / base[b][0], cpu, tpc, tpc / base[b][1], gb,
+            100 * gb * tps / b / bw))
+print('medians of %d rounds; ratio: against the first stack; CPU ms: CPU time a step, all threads (steadier '
+      'than wall time where other processes take the cores); bw use: the bytes a step reads at the median '
+      'step time / the best read bandwidth the runs measured' % rounds)
 PY

@@ -285,6 +285,7 @@ struct bench_opts {
 struct decode_result {
 	int batch;
 	double tps, p50, mean, best, bytes_step, flops_step, roof_steps, roof_frac;
+	double cpu_step;   /* CPU seconds a step, all threads (steady where other processes take cores) */
 	const char *bound; /* "bandwidth" or "compute" */
 };
 
@@ -304,7 +305,7 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 		err_set(e, "bench: out of memory");
 		goto out;
 	}
-	double bytes = 0;
+	double bytes = 0, cpu = 0;
 	for (int s = 0; s < B && own_state(m); s++)
 		if (prefill_seq(m, kv, be, bt, mb, s, I, logits, e))
 			goto out;
@@ -331,10 +332,12 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 					    .n_decode_tokens = B,
 					    .dcp_size = 1,
 					    .local_seq_lens = sl};
-		double ts = mono_now_s();
+		double ts = mono_now_s(), cs = proc_cpu_s();
 		if (model_forward(m, &d, kv, be, logits, e))
 			goto out;
 		step_s[k] = mono_now_s() - ts;
+		if (k >= (O > 2 ? 1 : 0))
+			cpu += proc_cpu_s() - cs;
 		bytes += (double)model_step_weight_bytes(m);
 	}
 	/* the first step warms caches: statistics over the rest when there are enough */
@@ -347,6 +350,7 @@ static int run_decode(struct model *m, struct kv_cache *kv, const struct attn_ba
 	res->p50 = step_s[first + ns / 2];
 	res->best = step_s[first];
 	res->mean = tot / ns;
+	res->cpu_step = cpu / ns;
 	res->flops_step = own_state(m) ? 0 : decode_flops(c, B, I + O / 2);
 	res->tps = B / res->mean;
 	res->bytes_step = bytes / O;
@@ -358,11 +362,11 @@ out:
 
 static json_t *decode_json(const struct decode_result *d)
 {
-	return json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s}", "batch_size", d->batch, "decode_tokens_per_s",
-			 d->tps, "decode_step_ms_p50", d->p50 * 1e3, "decode_step_ms_mean", d->mean * 1e3,
-			 "decode_step_ms_best", d->best * 1e3, "weight_bytes_per_step", d->bytes_step,
-			 "flops_per_step", d->flops_step, "roofline_steps_per_s", d->roof_steps, "roofline_fraction",
-			 d->roof_frac, "bound", d->bound);
+	return json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s}", "batch_size", d->batch,
+			 "decode_tokens_per_s", d->tps, "decode_step_ms_p50", d->p50 * 1e3, "decode_step_ms_mean",
+			 d->mean * 1e3, "decode_step_ms_best", d->best * 1e3, "decode_step_cpu_ms", d->cpu_step * 1e3,
+			 "weight_bytes_per_step", d->bytes_step, "flops_per_step", d->flops_step,
+			 "roofline_steps_per_s", d->roof_steps, "roofline_fraction", d->roof_frac, "bound", d->bound);
 }
 
 static int run_bench(const struct bench_opts *o, struct err *e)
@@ -478,11 +482,10 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		/* the median step against the best bandwidth: contention on a shared machine
 		 * lowers the fraction, never raises it */
 		d->roof_frac = d->roof_steps > 0 ? (1.0 / d->p50) / d->roof_steps : 0;
-		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f, best %.2f), %.1f tokens/s; %.3f "
-		       "GB, "
-		       "%.1f GFLOP per step -> bound (%s) %.1f steps/s, achieved %.0f%%\n",
-		       d->batch, I, d->p50 * 1e3, d->mean * 1e3, d->best * 1e3, d->tps, d->bytes_step / 1e9,
-		       d->flops_step / 1e9, d->bound, d->roof_steps, 100 * d->roof_frac);
+		printf("decode   batch %d, context %d: step p50 %.2f ms (mean %.2f, best %.2f; CPU %.2f ms), %.1f "
+		       "tokens/s; %.3f GB, %.1f GFLOP per step -> bound (%s) %.1f steps/s, achieved %.0f%%\n",
+		       d->batch, I, d->p50 * 1e3, d->mean * 1e3, d->best * 1e3, d->cpu_step * 1e3, d->tps,
+		       d->bytes_step / 1e9, d->flops_step / 1e9, d->bound, d->roof_steps, 100 * d->roof_frac);
 	}
 	if (o->json) {
 		json_t *runs = json_array();
