@@ -171,6 +171,8 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 				}
 			}
 			sl->pos = C;
+			for (long x = C - 1 - v->rollback; x < C; x++) /* the blocks of its last positions */
+				sl->ck_block[x % (v->rollback + 1)] = pg.bt[x / bs];
 			pos[s] = C;
 		}
 		double t[64], bytes = 0, c0 = proc_cpu_s(), w0 = mono_now_s();
