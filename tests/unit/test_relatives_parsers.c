@@ -78,6 +78,11 @@ static const struct tcase cases[] = {
 	 GB " f \n<arg_key> k </arg_key>\n<arg_value>1</arg_value><arg_key>k</arg_key> <arg_value>2</arg_value>" GE,
 	 "", 1, NULL, "f", "{\"k\": 2}", NULL, NULL},
 	{TOOL_PARSER_GLM47, "no tools here", "no tools here", 0, NULL, NULL, NULL, NULL, NULL},
+	/* content of only whitespace before the calls is none; whitespace before text is content */
+	{TOOL_PARSER_GLM47, "\n \n" GB "f" GE, "", 1, NULL, "f", "{}", NULL, NULL},
+	{TOOL_PARSER_GLM47, "\n a\n" GB "f" GE, "\n a\n", 1, NULL, "f", "{}", NULL, NULL},
+	{TOOL_PARSER_GLM47, "\n \n", "\n \n", 0, NULL, NULL, NULL, NULL, NULL},
+	{TOOL_PARSER_GLM47, "\n" GB "two words" GE, "\n" GB "two words" GE, 0, NULL, NULL, NULL, NULL, NULL},
 	/* malformed: a name with a space, cut by max_tokens: all content */
 	{TOOL_PARSER_GLM47, "x" GB "two words" GE, "x" GB "two words" GE, 0, NULL, NULL, NULL, NULL, NULL},
 	/* no name before the first <arg_key>: vLLM's lazy name runs on to "</tool_call>" */

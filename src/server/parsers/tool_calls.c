@@ -102,6 +102,15 @@ static const char *calls_tag(int parser, bool nl)
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
+/* Python's str.isspace() over ASCII (or an empty text) */
+static bool all_space(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!is_space(p[i]))
+			return false;
+	return true;
+}
+
 static const char *skip_space(const char *p, const char *end)
 {
 	while (p < end && is_space(*p))
@@ -239,7 +248,9 @@ int tool_calls_parse_typed(int parser, const json_t *tools, const char *text, si
 			return -1;
 		}
 		if (json_array_size(*calls))
-			*content_len = (size_t)(b - text);
+			*content_len = parser == TOOL_PARSER_GLM47 && all_space(text, (size_t)(b - text))
+					       ? 0
+					       : (size_t)(b - text);
 		return 0;
 	}
 	if (is_dsml(parser)) {
@@ -286,6 +297,10 @@ int tool_split_feed(struct tool_split *s, int parser, const char *text, size_t l
 		size_t out = begin  ? (size_t)(cend - k)
 			     : last ? s->kept.n
 				    : s->kept.n - calls_partial(parser, k, s->kept.n);
+		/* glm47: content of only whitespace before the calls is none; held until told */
+		if (parser == TOOL_PARSER_GLM47 && !s->emitted && (begin || !last) && all_space(k, out))
+			out = 0;
+		s->emitted = s->emitted || out;
 		if (out && strbuf_put(content, k, out) < 0)
 			return -1;
 		if (out) {

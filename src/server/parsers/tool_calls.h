@@ -33,7 +33,8 @@
  *   <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
  *   A VALUE whose parameter the request's tool schema types "string" stays as written; any
  *   other is read as JSON, then as a Python literal, else kept as a string; the arguments are
- *   json.dumps of them (tool_calls_kimi_glm.c).
+ *   json.dumps of them (tool_calls_kimi_glm.c). Content of only whitespace before the calls is
+ *   none (vLLM's whole-output answer; streamed, it is held back until something else comes).
  *
  * A call that does not have its parser's shape is skipped; when no call parses at all, the
  * whole output stays content (vLLM would drop it). While streaming, content goes out up to
@@ -76,6 +77,7 @@ int tool_calls_parse_typed(int parser, const json_t *tools, const char *text, si
 /* One streaming choice, zero-initialized to start. */
 struct tool_split {
 	bool in_calls;       /* the calls have begun: text is being kept */
+	bool emitted;        /* some content has gone out */
 	struct strbuf kept;  /* the held-back tail, then (in_calls) everything from the calls on */
 	const json_t *tools; /* the request's tools (borrowed; NULL: none): set before the first piece */
 };
