@@ -274,6 +274,7 @@ static bool own_state(const struct model *m) { return !strcmp(model_config(m)->m
 #define MAX_BATCHES 8
 struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
+	const char *kv_dtype; /* --kv-cache-dtype (NULL: auto, the activations') */
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
 	int warmup; /* --num-iters-warmup: untimed prefills first (the first touch of scratch pages) */
@@ -415,7 +416,14 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 	int bs = attn_backend_default_block_size(be);
 	int mb = (I + O + bs - 1) / bs;
 	/* the KV cache follows the activations, as the server's --kv-cache-dtype auto does */
-	enum dtype kvd = model_act_dtype(m) == DT_BF16 ? DT_BF16 : DT_F32;
+	enum dtype kvd = model_act_dtype(m) == DT_BF16 ? DT_BF16 : DT_F32, kv_set;
+	bool kv_auto = true;
+	if (o->kv_dtype && dtype_parse_kv_flag(o->kv_dtype, &kv_set, &kv_auto, e) < 0)
+		goto out;
+	if (!kv_auto)
+		kvd = kv_set;
+	fprintf(stderr, "bench: kv cache %s, %zu bytes a token\n", kvd == DT_F8_E4M3 ? "fp8" : dtype_name(kvd),
+		model_kv_bytes_per_block(m, bs, kvd) / (size_t)bs);
 	if (model_kv_cache_init(m, &kv, 1 + Bmax * mb, bs, kvd, e))
 		goto out;
 	bt = malloc(sizeof(int32_t) * (size_t)Bmax * mb);
@@ -529,6 +537,7 @@ static void bench_usage(FILE *f)
 		"         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		"checkpoint's)] [--threads N]\n"
 		"         [--attention-backend NAME] [--quantization %s] [--quantize-lm-head]\n"
+		"         [--kv-cache-dtype auto|float32|bfloat16|fp8 (default auto: the activations')]\n"
 		"         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json "
 		"FILE]\n",
 		q);
@@ -606,6 +615,8 @@ int cmd_bench(int argc, char **argv)
 			o.json = v;
 		else if (!strcmp(a, "--dtype"))
 			o.dtype = v;
+		else if (!strcmp(a, "--kv-cache-dtype"))
+			o.kv_dtype = v;
 		else if (!strcmp(a, "--attention-backend"))
 			o.backend = v;
 		else if (!strcmp(a, "--quantization") || !strcmp(a, "-q"))

@@ -90,60 +90,54 @@ static void codes_portable(const uint8_t *c, int n, float s, float *dst)
 		dst[i] = fp8_e4m3_table[c[i]] * s;
 }
 
-/* e4m3 → fp32 by integer arithmetic: a normal code's exponent rebiased (7 → 127) is an add on the
- * shifted magnitude; the subnormals (exponent field 0) are m * 2^-9. 0x7f (NaN, never written by
- * the encoder, which saturates) gives 480. */
-#define AVX2 __attribute__((target("avx2,fma")))
+/* e4m3 → fp32 through fp16: a code's bits shifted into an fp16's (the byte sign-extended and
+ * shifted left by 7 puts exponent and mantissa at bits 7-13 and the sign at 14-15; bit 14 cleared) are an fp16 of value code * 2^-8, subnormal codes included, which the
+ * hardware converts to fp32 exactly; the 2^8 joins the scale (s * 256 is exact, and the product
+ * (code * 2^-8) * (s * 2^8) rounds as code * s does). 0x7f (NaN, never written: the encoder
+ * saturates) gives 480. */
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
 AVX2 static void codes_avx2(const uint8_t *c, int n, float s, float *dst)
 {
-	const __m256 vs = _mm256_set1_ps(s), sub_scale = _mm256_set1_ps(1.0f / 512.0f);
-	const __m256i m7f = _mm256_set1_epi32(0x7f), bias = _mm256_set1_epi32(120 << 23), eight = _mm256_set1_epi32(8);
+	const __m256 vs = _mm256_set1_ps(s * 256.0f);
 	int i = 0;
 	for (; i + 8 <= n; i += 8) {
-		__m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
-		__m256i mag = _mm256_and_si256(b, m7f);
-		__m256 nrm = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), bias));
-		__m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), sub_scale);
-		__m256 is_sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(eight, mag));
-		__m256 v = _mm256_blendv_ps(nrm, sub, is_sub);
-		__m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(b, 7), 31);
-		v = _mm256_or_ps(v, _mm256_castsi256_ps(sign));
-		_mm256_storeu_ps(dst + i, _mm256_mul_ps(v, vs));
+		__m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(c + i)));
+		__m128i h = _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16((short)0xbf80));
+		_mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(h), vs));
 	}
 	codes_portable(c + i, n - i, s, dst + i);
 }
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-AVX512 static inline __m512 decode16_512(const uint8_t *c, __m512 vs)
+/* 32 codes as fp16 bits (code * 2^-8) in 16-bit lanes, in order */
+AVX512 static inline __m512i fp16_of_codes(const uint8_t *c)
 {
-	__m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
-	__m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
-	__m512i nrm = _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23));
-	__m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(1.0f / 512.0f));
-	__mmask16 is_sub = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(8));
-	__m512 v = _mm512_mask_mov_ps(_mm512_castsi512_ps(nrm), is_sub, sub);
-	__m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(b, 7), 31);
-	v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
-	return _mm512_mul_ps(v, vs);
+	__m512i b = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)c));
+	return _mm512_and_si512(_mm512_slli_epi16(b, 7), _mm512_set1_epi16((short)0xbf80));
 }
 
 AVX512 static void codes_avx512(const uint8_t *c, int n, float s, float *dst)
 {
-	const __m512 vs = _mm512_set1_ps(s);
+	const __m512 vs = _mm512_set1_ps(s * 256.0f);
 	int i = 0;
-	for (; i + 16 <= n; i += 16)
-		_mm512_storeu_ps(dst + i, decode16_512(c + i, vs));
+	for (; i + 32 <= n; i += 32) {
+		__m512i h = fp16_of_codes(c + i);
+		_mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), vs));
+		_mm512_storeu_ps(dst + i + 16, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), vs));
+	}
 	codes_portable(c + i, n - i, s, dst + i);
 }
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 AVX512BF16 static void codes_bf16_512(const uint8_t *c, int n, float s, uint16_t *dst)
 {
-	const __m512 vs = _mm512_set1_ps(s);
+	const __m512 vs = _mm512_set1_ps(s * 256.0f);
 	int i = 0;
-	for (; i + 16 <= n; i += 16) {
-		__m256bh h = _mm512_cvtneps_pbh(decode16_512(c + i, vs));
-		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)h);
+	for (; i + 32 <= n; i += 32) {
+		__m512i h = fp16_of_codes(c + i);
+		__m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), vs);
+		__m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), vs);
+		_mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 	}
 	for (; i < n; i++)
 		dst[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * s);
