@@ -274,7 +274,7 @@ static bool own_state(const struct model *m) { return !strcmp(model_config(m)->m
 #define MAX_BATCHES 8
 struct bench_opts {
 	const char *dir, *json, *dtype, *backend;
-	const char *kv_dtype; /* --kv-cache-dtype (NULL: auto, the activations') */
+	const char *kv_dtype;                /* --kv-cache-dtype (NULL: auto, the activations') */
 	int batches[MAX_BATCHES], n_batches; /* --batch-size 1,16: one decode run each */
 	int in_len, out_len, dummy, threads;
 	int warmup; /* --num-iters-warmup: untimed prefills first (the first touch of scratch pages) */

@@ -43,7 +43,8 @@ static void logits_usage(FILE *f)
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
 		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization %s]\n"
-		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--kv-cache-dtype auto|float32|bfloat16|fp8]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--kv-cache-dtype "
+		"auto|float32|bfloat16|fp8]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n",
 		q);
 }

@@ -44,7 +44,7 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 	       4 * align64((size_t)max_rows * sizeof(float)) +                         /* m, l, alpha, n */
 	       align64(q_bf16_bytes(max_rows, row)) +                                  /* q as bf16 */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
-	       align64(mqa_amx_work_bytes(row)) +                                      /* AMX key copies, value tiles */
+	       align64(mqa_amx_work_bytes(row)) +                             /* AMX key copies, value tiles */
 	       align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t)) + /* fp8 rows decoded to bf16 */
 	       align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));          /* their pointers */
 }
@@ -441,17 +441,14 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		if (avx512) {
 			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
 			if (amx_s) /* after the swap nx holds this block's cache rows */
-				mqa_amx_scores((const uint32_t *)qb, nr, row, kr, nk,
-					       jb->scale, s, block, work, &pf);
+				mqa_amx_scores((const uint32_t *)qb, nr, row, kr, nk, jb->scale, s, block, work, &pf);
 			else if (dp)
-				mqa512_scores_dp(qb, nr, row, kr, nk, jb->scale, s, cur, nn,
-						 (int)rb);
+				mqa512_scores_dp(qb, nr, row, kr, nk, jb->scale, s, cur, nn, (int)rb);
 			else
 				mqa512_scores(jb->q, nr, row, kp, nk, jb->scale, s, cur, nn, (int)rb);
 			mqa512_softmax(s, block, nr, nk, nvis, m, l, alpha);
 			if (amx_v)
-				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, kr, row,
-					      nk, pp, work, &pf);
+				mqa_amx_accum(jb->out, nr, dv, alpha, s, block, nvis, kr, row, nk, pp, work, &pf);
 			else if (dpv)
 				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, kr, nk, pp);
 			else
