@@ -5,7 +5,7 @@
 #   goldens, one process and -tp 2 -dcp 2 (the DCP partials of the decode path, the prefill's
 #   gathered context);
 # - greedy `generate` of prompts sharing a prefix: the same tokens with prefix caching on (hits
-#   counted) and off;
+#   counted) and off, and under -tp 2 -dcp 2;
 # - the start-up log: tokens and bytes a token from the budget, fp8 against bf16;
 # - fp8_e5m2 and DeepSeek-V4 refused in one line.
 # Prints ok/not ok lines.
@@ -87,6 +87,14 @@ else
 	notok "generate fp8 prefix caching" "on: $on / off: $off / hits ${hits:-none}"
 fi
 
+# the engine under -tp 2 -dcp 2 (the ranks' fp8 caches, the DCP merge of the decode partials)
+tp=$(gen --enable-prefix-caching -tp 2 -dcp 2)
+if [ -n "$tp" ] && [ "$tp" = "$on" ]; then
+	ok "generate fp8 -tp 2 -dcp 2: the same greedy tokens as one process"
+else
+	notok "generate fp8 -tp 2 -dcp 2" "one process: $on / -tp 2 -dcp 2: $tp"
+fi
+
 # the log line: tokens = blocks x 16, bytes a token = layers x the row's bytes
 # (tiny-v3: 3 layers, Lkv 64 + dr 16: bf16 160 bytes, fp8 64 + 16 + 2 scales = 88)
 logline() {
@@ -96,7 +104,8 @@ logline() {
 }
 l8=$(logline fp8)
 l16=$(logline bfloat16)
-if python3 - "$l8" "$l16" <<'EOF'; then
+if r=$(python3 - "$l8" "$l16" <<'EOF'
+
 import re, sys
 def parse(s):
     m = re.search(r"(\d+) blocks x 16 tokens = (\d+) tokens .*, (\d+) bytes a token", s)
@@ -109,9 +118,10 @@ ok = ok and b8 == budget // (16 * p8) and b16 == budget // (16 * p16)
 print("fp8 %d tokens (%d bytes a token), bf16 %d (%d): %.2fx" % (t8, p8, t16, p16, t8 / t16))
 sys.exit(0 if ok else 1)
 EOF
-	ok "start-up log in tokens and bytes a token ($l8)"
+); then
+	ok "start-up log in tokens and bytes a token: $r"
 else
-	notok "start-up log" "fp8: '$l8' bf16: '$l16'"
+	notok "start-up log" "fp8: '$l8' bf16: '$l16' $r"
 fi
 
 # refusals: one line, a failing exit (2: a bad flag value, 1: the model refuses it)
