@@ -72,6 +72,14 @@ if want mqa; then
 	"$BUILD/bench/mqa_levels" --seqs 64 --ctx 512 | tee "$OUT/mqa-levels.txt"
 fi
 
+# Decode attention over an fp8 latent cache against a bf16 one (bench/kv_fp8_decode.c): one
+# thread, the same rows in both, alternating passes (docs/PERFORMANCE.md §13).
+if want kvfp8; then
+	echo "== kvfp8 (fp8 against bf16 KV cache, decode attention)"
+	bench_build kv_fp8_decode
+	"$BUILD/bench/kv_fp8_decode" --ctx 8192 --seqs 2 --reps 5 | tee "$OUT/kv-fp8-decode.txt"
+fi
+
 # Forward pass (bench/configs/bench-v2lite-4L, random weights): prefill of one 512-token prompt,
 # decode at batch 1 and 16 with 512 tokens of context, measured DRAM read bandwidth and the
 # decode roofline (bandwidth / weight bytes read per step). Quick version: 8 decode steps.
