@@ -73,7 +73,7 @@ if want mqa; then
 fi
 
 # Decode attention over an fp8 latent cache against a bf16 one (bench/kv_fp8_decode.c): one
-# thread, the same rows in both, alternating passes (docs/PERFORMANCE.md §13).
+# thread, the same rows in both, alternating passes (docs/PERFORMANCE.md, "8-bit KV cache").
 if want kvfp8; then
 	echo "== kvfp8 (fp8 against bf16 KV cache, decode attention)"
 	bench_build kv_fp8_decode
