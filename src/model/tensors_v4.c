@@ -12,12 +12,11 @@
 #include "ops/wf_fp4.h"
 
 enum v4_kind {
-	VK_FP8,     /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
-	VK_FP8_F32, /* the same dequantised to an f32 wmat (wo_a) */
-	VK_MAT,     /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
-	VK_FP4,     /* I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact) */
-	VK_F32,     /* any float tensor [rows] or [rows, cols] -> owned f32 */
-	VK_I64,     /* I64 [rows, cols] -> owned int64 */
+	VK_FP8, /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
+	VK_MAT, /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
+	VK_FP4, /* I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact) */
+	VK_F32, /* any float tensor [rows] or [rows, cols] -> owned f32 */
+	VK_I64, /* I64 [rows, cols] -> owned int64 */
 };
 
 /* whose struct a row's offset is into */
@@ -133,7 +132,7 @@ static const struct v4_tensor_spec rows[] = {
 	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .split = SPLIT_ROWS, .tp_over = H, .tp_per = HD},
 	{"%sattn.wkv.weight", VK_FP8, L(wkv), HD, D, .count = false},
 	{"%sattn.kv_norm.weight", VK_F32, L(kv_norm), HD, 0, .count = false},
-	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR},
+	{"%sattn.wo_a.weight", VK_FP8, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR},
 	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .split = SPLIT_COLS, .tp_over = OG, .tp_per = OLR},
 	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .split = SPLIT_ROWS, .tp_over = H},
 	/* the compressor (ratio > 0) */
@@ -245,21 +244,6 @@ static int load_fp8(struct ctx *x, const char *name, int rows, int cols, struct 
 	return 0;
 }
 
-/* w (fp8, maybe this rank's view) dequantised per block to an owned f32 matrix */
-static int to_f32(struct ctx *x, const char *name, struct wmat *w, struct err *e)
-{
-	int rows = w->rows, cols = w->cols;
-	float *f = model_own(x->m, sizeof(float) * (size_t)rows * (size_t)cols);
-	if (!f)
-		return err_set(e, "tensor %s: out of memory", name);
-	for (int r = 0; r < rows; r++)
-		for (int c = 0; c < cols; c++)
-			f[(size_t)r * (size_t)cols + (size_t)c] = wmat_get(w, r, c);
-	*w = (struct wmat){.dtype = DT_F32, .data = f, .rows = rows, .cols = cols, .ld = cols};
-	x->m->weight_bytes += sizeof(float) * (size_t)rows * (size_t)cols;
-	return 0;
-}
-
 /* MXFP4 read in place through the fp4 weight row (ops/wf_fp4.h): the packed codes and the
  * e8m0 scale bytes as the checkpoint stores them */
 static int load_fp4(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
@@ -357,16 +341,12 @@ static float pow2_floor(float v)
 }
 
 /* A [rows, cols] matrix of random values whose RMS is ~0.8 / sqrt(cols) in every format (the
- * bf16 dummies' |w| in [a/16, a), a = 1.7 / sqrt(cols)). tmp: allocated with malloc instead of
- * owned (wo_a, widened to f32 after the TP cut), the caller frees it. */
-static int dummy_mat(struct ctx *x, const char *name, enum dtype dt, int rows, int cols, struct wmat *w, void **tmp,
-		     struct err *e)
+ * bf16 dummies' |w| in [a/16, a), a = 1.7 / sqrt(cols)). */
+static int dummy_mat(struct ctx *x, const char *name, enum dtype dt, int rows, int cols, struct wmat *w, struct err *e)
 {
 	struct model *m = x->m;
 	size_t n = (size_t)rows * (size_t)cols, bytes = dt == DT_F4_E2M1 ? n / 2 : n * dtype_size(dt);
-	void *d = tmp ? malloc(bytes) : model_own(m, bytes);
-	if (tmp)
-		*tmp = d;
+	void *d = model_own(m, bytes);
 	if (!d)
 		return err_set(e, "dummy: tensor %s: out of memory (%zu bytes)", name, bytes);
 	float amp = 1.7f / sqrtf((float)cols);
@@ -470,13 +450,12 @@ static int dummy_tid2eid(struct ctx *x, const char *name, int rows, int cols, in
 }
 
 static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, int rows, int cols, void *p,
-		     void **tmp, struct err *e)
+		     struct err *e)
 {
 	switch (s->kind) {
 	case VK_F32: return dummy_f32(x, name, rows, cols, p, e);
 	case VK_I64: return dummy_tid2eid(x, name, rows, cols, p, e);
-	case VK_FP8_F32: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, tmp, e);
-	default: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, NULL, e);
+	default: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, e);
 	}
 }
 
@@ -503,23 +482,19 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	const struct v4_config *c = x->c;
 	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0, rc = 0;
 	size_t before = x->m->weight_bytes;
-	void *tmp = NULL; /* a dummy wo_a's fp8 bytes, until widened */
 	if (x->m->opt.load_dummy) {
-		rc = dummy_row(x, s, name, rows, cols, p, &tmp, e);
+		rc = dummy_row(x, s, name, rows, cols, p, e);
 	} else {
 		switch (s->kind) {
-		case VK_FP8:
-		case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
+		case VK_FP8: rc = load_fp8(x, name, rows, cols, p, e); break;
 		case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
 		case VK_FP4: rc = load_fp4(x, name, rows, cols, p, e); break;
 		case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
 		case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;
 		}
 	}
-	if (rc) {
-		free(tmp);
+	if (rc)
 		return -1;
-	}
 	if (s->split != SPLIT_NONE && x->m->tp_size > 1) {
 		int lo, n;
 		tp_part(x, s, &lo, &n);
@@ -531,15 +506,8 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 			x->m->weight_bytes = before + wmat_bytes(w); /* this rank's part */
 		}
 	}
-	if (s->kind != VK_FP8_F32) {
-		count_format(x, s, p, x->m->weight_bytes - before);
-		return 0;
-	}
-	x->m->weight_bytes = before;
-	rc = to_f32(x, name, p, e);
-	free(tmp);
 	count_format(x, s, p, x->m->weight_bytes - before);
-	return rc;
+	return 0;
 }
 
 /* the rows of one base: the model's (prefix ""), a block's or an MTP module's own */
@@ -577,9 +545,7 @@ static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_
 	const struct v4_config *c = x->c;
 	double rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 1;
 	double n = rows * cols * (s->count ? c->n_routed_experts : 1);
-	enum dtype dt = s->kind == VK_F32 || s->kind == VK_FP8_F32 ? DT_F32
-			: s->kind == VK_I64                        ? DT_I64
-								   : dummy_dtype(c, s->kind);
+	enum dtype dt = s->kind == VK_F32 ? DT_F32 : s->kind == VK_I64 ? DT_I64 : dummy_dtype(c, s->kind);
 	double per = s->count ? c->n_routed_experts : 1; /* matrices */
 	double b = dt == DT_F4_E2M1   ? n / 2 + per * rows * ceil(cols / FP4_GROUP)
 		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)
