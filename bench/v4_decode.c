@@ -13,8 +13,8 @@
  *             [--threads N] [--json FILE]
  *
  * The state is forward_v4.h's, reached through the model's family state as only a benchmark
- * may: the compressed entries and indexer keys in the engine's paged pool (float32), the
- * window rows per sequence.
+ * may: the compressed entries and indexer keys in the engine's paged pool (packed as the pool
+ * stores them: fp8 / fp4 codes), the window rows per sequence.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -23,6 +23,7 @@
 #include "attn/kv_cache.h"
 #include "base/log.h"
 #include "model/forward_v4.h"
+#include "model_v4/compressor.h"
 #include "model/model.h"
 #include "ops/pool.h"
 
@@ -47,6 +48,29 @@ static void fill_rows(float *dst, long n, int w, const float *pool, int pw, int 
 	for (long i = 0; i < n; i++)
 		memcpy(dst + (size_t)i * (size_t)w, pool + (size_t)((i * 7 + salt) % POOL_ROWS) * (size_t)pw,
 		       sizeof(float) * (size_t)w);
+}
+
+#define PACKED_ROWS 256 /* distinct packed entries, cycled */
+
+/* PACKED_ROWS random rows packed as layer a's pool stores its entries and indexer keys
+ * (compressor.h's v4_comp_store); the buffers grow to the widest layer's */
+static int pack_rows(const struct v4_attn_layer *a, const float *pool, int pw, float **ent, float **ix, struct err *e)
+{
+	size_t ew = v4_comp_entry_floats(&a->comp), iw = a->ratio == 4 ? v4_comp_entry_floats(&a->icomp) : 1;
+	float *p = realloc(*ent, sizeof(float) * PACKED_ROWS * ew),
+	      *q = realloc(*ix, sizeof(float) * PACKED_ROWS * iw);
+	if (p)
+		*ent = p;
+	if (q)
+		*ix = q;
+	if (!p || !q)
+		return err_set(e, "out of memory");
+	for (int i = 0; i < PACKED_ROWS; i++) {
+		v4_comp_store(&a->comp, pool + (size_t)i * (size_t)pw, p + (size_t)i * ew);
+		if (a->ratio == 4)
+			v4_comp_store(&a->icomp, pool + (size_t)(i + 1) * (size_t)pw, q + (size_t)i * iw);
+	}
+	return 0;
 }
 
 /* one step of B single tokens at positions pos[s], sequence s on blocks bt + s * mb */
@@ -122,6 +146,7 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 	int bs = BS, mb = (C + reps + 8 + BS - 1) / BS, V = model_config(m)->vocab_size;
 	int32_t *bt = malloc(sizeof(int32_t) * (size_t)Bmax * (size_t)mb);
 	struct kv_cache kv = {0};
+	float *packed = NULL, *ipacked = NULL;
 	float *logits = malloc(sizeof(float) * (size_t)Bmax * (size_t)V);
 	if (!logits || !bt) {
 		err_set(e, "out of memory");
@@ -160,14 +185,18 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 				v4_seq_attn_reset(a, st);
 				fill_rows(st->ring, a->window, a->head_dim, rpool, rw, s + l);
 				state += 4.0 * (double)v4_seq_attn_floats(a);
-				for (long en = 0; r && en < C / r; en++) {
-					const float *src = rpool + (size_t)((en * 7 + s + l) % POOL_ROWS) * (size_t)rw;
-					memcpy(v4_page_entry(&pg, r, en, a->head_dim, v->pool.ent[l]), src,
-					       sizeof(float) * (size_t)a->head_dim);
+				size_t ew = r ? v4_comp_entry_floats(&a->comp) : 0,
+				       iw = r == 4 ? v4_comp_entry_floats(&a->icomp) : 0;
+				if (r && pack_rows(a, rpool, rw, &packed, &ipacked, e))
+					goto out_free;
+				for (long en = 0; r && en < C / r; en++) { /* stored packed, as the pool holds them */
+					size_t row = (size_t)((en * 7 + s + l) % PACKED_ROWS);
+					memcpy(v4_page_entry(&pg, r, en, ew, v->pool.ent[l]), packed + row * ew,
+					       sizeof(float) * ew);
 					if (r == 4)
-						memcpy(v4_page_entry(&pg, r, en, a->index_dim, v->pool.ix[l]), src,
-						       sizeof(float) * (size_t)a->index_dim);
-					state += 4.0 * (a->head_dim + (r == 4 ? a->index_dim : 0));
+						memcpy(v4_page_entry(&pg, r, en, iw, v->pool.ix[l]),
+						       ipacked + row * iw, sizeof(float) * iw);
+					state += 4.0 * (double)(ew + iw);
 				}
 			}
 			sl->pos = C;
@@ -201,6 +230,7 @@ static int run_ctx(const char *dir, int C, const int *batches, int nb, int reps,
 	rc = 0;
 out_free:
 	kv_cache_fini(&kv);
+	free(packed), free(ipacked);
 	free(logits);
 	free(bt);
 out:
