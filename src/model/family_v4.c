@@ -3,7 +3,8 @@
  * forward_v4.c's over the model_v4 units. This first version runs float32 activations, its
  * compressed entries in the engine's paged pool and its window rows per sequence
  * (forward_v4.h), on one rank or tensor-parallel (check_tp); what it cannot run yet is refused
- * here with one line: bf16 activations, DCP, --quantization. --load-format dummy makes random
+ * here with one line: bf16 activations, DCP, --quantization (--quantize-lm-head makes its bf16
+ * lm_head fp8). --load-format dummy makes random
  * weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded
  * (mtp.K.*); with load_mtp the first
  * one runs model_mtp_forward (forward_v4.c). */
@@ -31,10 +32,10 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 			       "%s: DeepSeek-V4: decode context parallelism is not supported yet (dcp %d; tensor "
 			       "parallelism is)",
 			       dir, dcp);
-	if (m->opt.quant || m->opt.quantize_lm_head)
+	if (m->opt.quant || m->opt.quant_rest_set)
 		return err_set(e,
-			       "%s: DeepSeek-V4: --quantization / --quantize-lm-head are not supported (its weights "
-			       "are fp8 / fp4 already)",
+			       "%s: DeepSeek-V4: --quantization is not supported (its weights are fp8 / fp4 already; "
+			       "--quantize-lm-head is)",
 			       dir);
 	return 0;
 }
@@ -254,7 +255,7 @@ static void format_list(const size_t *b, char *out, size_t cap)
 	static const struct {
 		enum dtype dt;
 		const char *what;
-	} f[] = {{DT_F8_E4M3, "fp8 e4m3 + ue8m0 scales"},
+	} f[] = {{DT_F8_E4M3, "fp8 e4m3 + block scales"},
 		 {DT_F4_E2M1, "MXFP4 + e8m0 scales"},
 		 {DT_BF16, "bf16"},
 		 {DT_F16, "f16"},

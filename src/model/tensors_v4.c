@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/weights.h"
+#include "ops/wformat.h"
 #include "model_v4/fp4.h"
 #include "ops/wf_fp4.h"
 
@@ -449,14 +450,35 @@ static int dummy_tid2eid(struct ctx *x, const char *name, int rows, int cols, in
 	return 0;
 }
 
+/* the lm_head under --quantize-lm-head: fp8 (its block scales), as the other linear layers */
+static bool head_fp8(const struct ctx *x, const struct v4_tensor_spec *s)
+{
+	return x->m->opt.quantize_lm_head && s->off == offsetof(struct v4_weights, head) && s->base == VB_MODEL;
+}
+
 static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, int rows, int cols, void *p,
 		     struct err *e)
 {
 	switch (s->kind) {
 	case VK_F32: return dummy_f32(x, name, rows, cols, p, e);
 	case VK_I64: return dummy_tid2eid(x, name, rows, cols, p, e);
-	default: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, e);
+	default: return dummy_mat(x, name, head_fp8(x, s) ? DT_F8_E4M3 : dummy_dtype(x->c, s->kind), rows, cols, p, e);
 	}
+}
+
+/* --quantize-lm-head on a checkpoint: this rank's rows [lo, lo + n) of the head (bf16 in the
+ * mapping) quantized to fp8, the bf16 bytes no longer counted */
+static int quantize_head(struct ctx *x, const char *name, struct wmat *w, int lo, int n, size_t before, struct err *e)
+{
+	struct wmat src = *w, full;
+	x->m->weight_bytes = before;
+	if (model_quantize_mat(x->m, model_quant_format(x->m, WQ_HEAD), "checkpoint", name, &src, lo, n, 0, src.cols,
+			       "--quantize-lm-head", &full, e))
+		return -1;
+	*w = wmat_view(&full, lo - full.row0, n, 0, full.cols);
+	if (x->m->tp_size > 1)
+		x->m->weight_bytes = before + wmat_bytes(w);
+	return 0;
 }
 
 /* this rank's [lo, lo + n) of a split row's rows or columns (configure checked that the
@@ -495,6 +517,15 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	}
 	if (rc)
 		return -1;
+	if (head_fp8(x, s) && !x->m->opt.load_dummy) {
+		int lo = 0, n = rows;
+		if (x->m->tp_size > 1)
+			tp_part(x, s, &lo, &n);
+		if (quantize_head(x, name, p, lo, n, before, e))
+			return -1;
+		count_format(x, s, p, x->m->weight_bytes - before);
+		return 0;
+	}
 	if (s->split != SPLIT_NONE && x->m->tp_size > 1) {
 		int lo, n;
 		tp_part(x, s, &lo, &n);
@@ -545,7 +576,10 @@ static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_
 	const struct v4_config *c = x->c;
 	double rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 1;
 	double n = rows * cols * (s->count ? c->n_routed_experts : 1);
-	enum dtype dt = s->kind == VK_F32 ? DT_F32 : s->kind == VK_I64 ? DT_I64 : dummy_dtype(c, s->kind);
+	enum dtype dt = s->kind == VK_F32   ? DT_F32
+			: s->kind == VK_I64 ? DT_I64
+			: head_fp8(x, s)    ? DT_F8_E4M3
+					    : dummy_dtype(c, s->kind);
 	double per = s->count ? c->n_routed_experts : 1; /* matrices */
 	double b = dt == DT_F4_E2M1   ? n / 2 + per * rows * ceil(cols / FP4_GROUP)
 		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)

@@ -175,9 +175,9 @@ static void *quant_alloc(void *ctx, size_t bytes, bool drop_when_packed)
 /* rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (a checkpoint tensor in the mapping, or
  * dummy weights) quantized to format f into owned memory; *w's (row0, col0) is where it starts
  * in src (the format may widen the region to whole scale blocks: mat_part's view is relative) */
-static int quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
-			const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
-			struct err *e)
+int model_quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
+		       const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
+		       struct err *e)
 {
 	double t0 = mono_now_s();
 	struct walloc a = {quant_alloc, m};
@@ -257,7 +257,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 			return 0;
 		struct wmat src = *w;
 		m->weight_bytes -= wmat_bytes(&src); /* the fp8 bytes stay allocated, unused */
-		return quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		return model_quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 	}
 	if (m->opt.load_dummy) {
 		size_t n = (size_t)rows * (size_t)cols;
@@ -272,7 +272,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 			return 0;
 		}
 		struct wmat src = *w;
-		int rc = quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
+		int rc = model_quantize_mat(m, qf, "dummy", name, &src, r0, nr, c0, nc, flag, w, e);
 		free(d);
 		return rc;
 	}
@@ -292,7 +292,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	}
 	if (qf && t->dtype != DT_F8_E4M3 && qf->dtype != t->dtype) {
 		struct wmat src = *w;
-		return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+		return model_quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 	}
 	if (t->dtype == DT_F8_E4M3) {
 		char sname[512];
@@ -313,7 +313,7 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		w->blk_c = bc;
 		if (qf && qf->dtype != DT_F8_E4M3) { /* requantized from the fp8 values times their block scales */
 			struct wmat src = *w;
-			return quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
+			return model_quantize_mat(m, qf, t->file, name, &src, r0, nr, c0, nc, flag, w, e);
 		}
 		m->weight_bytes += s->nbytes;
 	}

@@ -37,6 +37,14 @@ int model_mat_part(struct model *m, const char *name, int rows, int cols, enum w
 /* A 1-D float tensor [n] (any float dtype) as owned fp32 (dummy_value under dummy weights). */
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
 
+/* Rows [r0, r0 + nr) x cols [c0, c0 + nc) of src (a checkpoint tensor in the mapping, or dummy
+ * weights) quantized to format f into memory m owns (counted as weights, and in the load
+ * report's quantized bytes); *w's (row0, col0) is where it starts in src (f may widen the region
+ * to whole scale blocks). file, name and flag (the option that asked) name it in errors. */
+int model_quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
+		       const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
+		       struct err *e);
+
 /* Deterministic random values for `name` (seeded by it and the dummy seed; any thread count
  * gives the same): DT_BF16 n values, |v| in [amp/16, amp) with random signs; DT_F8_E4M3 n
  * e4m3 bytes, |v| in [1/8, 2) (amp unused); DT_U8 n random bytes. -1 for another dtype. */

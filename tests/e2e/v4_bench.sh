@@ -33,7 +33,7 @@ print('%s - %s: prefill %.0f tokens/s, decode %s tokens/s, %s bytes a step' % (
     [round(x['decode_tokens_per_s'], 1) for x in r], [int(x['weight_bytes_per_step']) for x in r]))
 PY
 done
-if grep -q "DeepSeek-V4 weights by format (dummy): fp8 e4m3 + ue8m0 scales .* GB, MXFP4 + e8m0 scales" "$WORK/dummy.out"; then
+if grep -q "DeepSeek-V4 weights by format (dummy): fp8 e4m3 + block scales .* GB, MXFP4 + e8m0 scales" "$WORK/dummy.out"; then
 	echo "ok - the load report's bytes per format"
 else
 	echo "not ok - the load report's bytes per format: $(grep 'by format' "$WORK/dummy.out")"

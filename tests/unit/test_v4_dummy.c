@@ -204,6 +204,64 @@ static void test_other_formats(void)
 	EXPECTF(strstr(e.msg, "expert_dtype fp8"), "%s", e.msg);
 }
 
+/* --quantize-lm-head: the head in fp8 (checkpoint or dummy), logits near the bf16 head's
+ * (the same hidden states; each weight within 2^-4 of its value: e4m3 keeps 3 mantissa bits);
+ * --quantization refused in one line */
+static void test_quantize_lm_head(void)
+{
+	struct err e = {{0}};
+	struct model_options o = {
+		.act_dtype = DT_F32, .max_batch_tokens = 64, .max_seqs = 2, .max_model_len = 64, .pool = pool()};
+	struct model *a = NULL, *b = NULL;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &a, &e) == 0, "%s", e.msg);
+	o.quantize_lm_head = true;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &b, &e) == 0, "%s", e.msg);
+	if (!a || !b)
+		return;
+	const struct wmat *ha = &v4(a)->w.head, *hb = &v4(b)->w.head;
+	EXPECT(ha->dtype == DT_BF16 && hb->dtype == DT_F8_E4M3);
+	EXPECT(v4(b)->w.format_bytes[DT_F8_E4M3] > v4(a)->w.format_bytes[DT_F8_E4M3]);
+	/* e4m3 under a block scale amax / 448: normals within 2^-4 relative, subnormals within half
+	 * their step, 2^-10 of the scale (every block's amax <= the matrix's) */
+	float amax_w = 0;
+	for (int r = 0; r < ha->rows; r++)
+		for (int c = 0; c < ha->cols; c++)
+			amax_w = fmaxf(amax_w, fabsf(wmat_get(ha, r, c)));
+	int bad = 0;
+	for (int r = 0; r < ha->rows; r += 7)
+		for (int c = 0; c < ha->cols; c++) {
+			float x = wmat_get(ha, r, c), y = wmat_get(hb, r, c);
+			bad += fabsf(x - y) > fabsf(x) * 0x1p-4f + amax_w / 448 * 0x1p-10f;
+		}
+	EXPECTF(bad == 0, "%d head weights off by more than e4m3's rounding", bad);
+	int V = 1024;
+	float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+	run_seq(a, la);
+	run_seq(b, lb);
+	double d = 0, amax = 0;
+	for (int i = 0; i < V; i++)
+		d = fmax(d, fabs((double)la[i] - lb[i])), amax = fmax(amax, fabs((double)la[i]));
+	printf("# quantize-lm-head: last row's logits within %.3g (largest %.3g)\n", d, amax);
+	EXPECTF(d < 0.1 * amax, "%g of %g", d, amax);
+	free(la), free(lb);
+	model_free(a), model_free(b);
+	/* dummy weights: the head made fp8, the precheck counting it so */
+	o.load_dummy = true;
+	o.dummy_seed = 1;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &b, &e) == 0, "%s", e.msg);
+	if (b) {
+		size_t by[DT_COUNT];
+		EXPECT(v4(b)->w.head.dtype == DT_F8_E4M3);
+		EXPECT(v4_tensors_dummy_bytes(b, &v4(b)->c, v4(b)->w.n_mtp, by) == model_weight_bytes(b));
+		model_free(b);
+	}
+	o.load_dummy = false;
+	o.quantize_lm_head = false;
+	o.quant = wformat_by_name("int8");
+	EXPECT(model_load(fixture_path("tiny-v4"), &o, &b, &e) != 0);
+	EXPECTF(strstr(e.msg, "--quantization is not supported") && !strchr(e.msg, '\n'), "%s", e.msg);
+}
+
 /* too large for the memory available: one line with the bytes per format, before any
  * allocation (MLASERVE_MEM_AVAILABLE fixes the memory whatever the machine has) */
 static void test_too_large(void)
@@ -238,4 +296,4 @@ static void cleanup(void)
 	pool_free(the_pool);
 }
 
-TESTS(T(test_formats), T(test_seeds), T(test_other_formats), T(test_too_large), T(cleanup))
+TESTS(T(test_formats), T(test_seeds), T(test_other_formats), T(test_quantize_lm_head), T(test_too_large), T(cleanup))
