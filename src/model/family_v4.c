@@ -172,7 +172,7 @@ static struct v4_hc head_hc(const struct v4_config *c, const float *fn, const fl
  * sixteenth of the memory available (and at least 4) */
 static int alloc_snaps(struct model *m, struct v4_model *v, struct err *e)
 {
-	int L = v->c.num_hidden_layers;
+	int L = v->n_state_layers;
 	size_t per = 0;
 	for (int l = 0; l < L; l++)
 		per += v4_seq_attn_floats(v4_state_layer(v, l));

@@ -206,7 +206,7 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 		 * nothing: v4_block.h), the state copied there */
 		for (int done = 0; done < nt;) {
 			int piece = nt - done, snap = -1;
-			for (int j = 0; li < c->num_hidden_layers && j < u->n_saves; j++) {
+			for (int j = 0; j < u->n_saves; j++) {
 				int len = (int)(u->saves[j].pos - (p0 + done));
 				if (u->saves[j].seq == k && len > 0 && len <= piece)
 					piece = len, snap = u->saves[j].snap;
@@ -354,7 +354,7 @@ static int begin(struct model *m, struct v4_model *v, const struct batch *b, con
 	*slots = u->slots; /* n_seqs <= n_slots (checked above) */
 	if (v4_claim_slots(v, b, mtp, *slots, e))
 		return -1;
-	u->n_saves = mtp ? 0 : v4_plan_saves(v, b, u->saves);
+	u->n_saves = mtp && b->hidden_from_mtp ? 0 : v4_plan_saves(v, b, mtp, u->saves);
 	m->step_weight_bytes = 0;
 	return 0;
 }
@@ -385,7 +385,7 @@ int v4_forward(struct model *m, const struct batch *b, struct kv_cache *kv, cons
 	}
 	int rc = head(m, v, &v->w.hch, v->w.norm, b, &u, logits, e);
 	v4_advance(v, b, false, slots);
-	v4_commit_saves(v, u.saves, u.n_saves);
+	v4_commit_saves(v, u.saves, u.n_saves, false);
 	return rc;
 }
 
@@ -433,5 +433,6 @@ int v4_mtp_forward(struct model *m, const struct batch *b, struct kv_cache *kv, 
 		       sizeof(float) * (size_t)(hc * D));
 	int rc = head(m, v, &t0->hch, t0->norm, b, &u, logits, e);
 	v4_advance(v, b, true, slots);
+	v4_commit_saves(v, u.saves, u.n_saves, true);
 	return rc;
 }

@@ -11,8 +11,8 @@
  * position (v4_seqstate.c); a preempted sequence recomputes into a fresh slot. A sequence that
  * starts after cached blocks (prefix caching) takes the state at the last one's end from a
  * snapshot that the forward completing that block saved (struct v4_snap, the most recent
- * ones kept; model_prefix_resumable tells the scheduler which blocks have one). The MTP
- * module's state is kept only for sequences it ran from position 0. Under TP every rank keeps
+ * ones kept; model_prefix_resumable tells the scheduler which blocks have one); with the MTP
+ * module loaded a snapshot holds its state too, saved by the MTP step that passes the block. Under TP every rank keeps
  * the whole state (one shared kv, the compressors and the indexer are replicated) and saves
  * the same snapshots. */
 #ifndef MLA_MODEL_V4_MODEL_H
@@ -31,10 +31,11 @@ struct v4_slot {
 
 /* The state of every main layer at the end of a full block (v4_seqstate.c) */
 struct v4_snap {
-	int32_t block; /* that block */
-	bool valid;
+	int32_t block;             /* that block */
+	bool valid;                /* the main layers' state is there */
+	bool mtp_valid;            /* and the MTP module's (saved by the MTP step that passed it) */
 	unsigned long used;        /* the step that saved or last restored it */
-	struct v4_seq_attn *layer; /* [num_hidden_layers] */
+	struct v4_seq_attn *layer; /* [n_state_layers] */
 };
 
 /* One snapshot a step saves: sequence seq's state at position pos (a block boundary) */

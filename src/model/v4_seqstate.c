@@ -39,8 +39,12 @@ static struct v4_snap *find_snap(const struct v4_model *v, int32_t block)
 	return NULL;
 }
 
-/* With the MTP module loaded no hit is taken: its state is not in the snapshots. */
-bool v4_resumable(const struct v4_model *v, int32_t block) { return !v->hid && find_snap(v, block) != NULL; }
+/* With the MTP module loaded a hit needs its state in the snapshot too. */
+bool v4_resumable(const struct v4_model *v, int32_t block)
+{
+	const struct v4_snap *sn = find_snap(v, block);
+	return sn && (!v->hid || sn->mtp_valid);
+}
 
 /* a slot not taken in this step: one that held a sequence with the same first block (gone:
  * a sequence at position 0 owns its first block), a free one, else the least recently used */
@@ -88,15 +92,16 @@ static int claim_main(struct v4_model *v, const struct batch *b, int k, struct v
 				       k, start);
 		if (!(s = fresh_slot(v, start == 0 ? bt[0] : -1)))
 			return err_set(e, "DeepSeek-V4: more than %d sequences in one step", v->n_slots);
+		bool with_mtp = sn && sn->mtp_valid;
 		for (int l = 0; l < v->n_state_layers; l++)
-			if (sn && l < L)
+			if (sn && (l < L || with_mtp))
 				copy_layer(v, l, &s->layer[l], &sn->layer[l]);
 			else
 				v4_seq_attn_reset(v4_state_layer(v, l), &s->layer[l]);
 		if (sn)
 			((struct v4_snap *)sn)->used = v->step;
 		s->pos = start;
-		s->mtp_pos = start > 0 ? -1 : 0; /* the MTP module's state is not in the snapshot */
+		s->mtp_pos = start == 0 || with_mtp ? start : -1;
 		for (int j = 0; j <= R; j++)
 			s->ck_block[j] = -1;
 	}
@@ -105,16 +110,22 @@ static int claim_main(struct v4_model *v, const struct batch *b, int k, struct v
 	return 0;
 }
 
-/* an MTP step continues the slot of its sequence (found by its first block): its MTP state
- * from position 0 or where the last MTP step stopped */
+/* an MTP step continues the slot of its sequence: the one whose last fed position's block is
+ * the sequence's own there (the main step wrote it: no other sequence has it); its MTP state
+ * from position 0, where the last MTP step stopped, or a snapshot's */
 static int claim_mtp(struct v4_model *v, const struct batch *b, int k, struct v4_slot **out, struct err *e)
 {
-	int L = v->c.num_hidden_layers;
+	int L = v->c.num_hidden_layers, bs = v->pool.bs, R = v->rollback;
 	long start = seq_start(b, k);
+	const int32_t *bt = seq_bt(b, k);
 	struct v4_slot *s = NULL;
-	for (int i = 0; i < v->n_slots && !s; i++)
-		if (v->slots[i].first_block == seq_bt(b, k)[0] && v->slots[i].last_step != v->step)
-			s = &v->slots[i];
+	for (int i = 0; i < v->n_slots && !s; i++) {
+		struct v4_slot *c = &v->slots[i];
+		if (c->first_block >= 0 && c->last_step != v->step && c->pos >= 1 &&
+		    (c->pos - 1) / bs < b->attn.max_blocks &&
+		    bt[(c->pos - 1) / bs] == c->ck_block[(c->pos - 1) % (R + 1)])
+			s = c;
+	}
 	if (s && start == 0) {
 		s->mtp_pos = 0;
 		for (int l = L; l < v->n_state_layers; l++)
@@ -201,15 +212,30 @@ static int take_snap(struct v4_model *v, const struct v4_save *sv, int n)
 	return best;
 }
 
-int v4_plan_saves(struct v4_model *v, const struct batch *b, struct v4_save *sv)
+/* the MTP step's: into the snapshots the main steps saved of the blocks it passes */
+static int plan_mtp_saves(struct v4_model *v, const struct batch *b, struct v4_save *sv)
 {
+	int bs = v->pool.bs, n = 0;
+	for (int k = 0; k < b->attn.n_seqs; k++)
+		for (long p = (seq_start(b, k) / bs + 1) * bs; p <= seq_end(b, k) && n < v->n_snaps; p += bs) {
+			struct v4_snap *sn = find_snap(v, seq_bt(b, k)[p / bs - 1]);
+			if (sn && !sn->mtp_valid)
+				sv[n++] = (struct v4_save){k, p, (int)(sn - v->snaps)};
+		}
+	return n;
+}
+
+int v4_plan_saves(struct v4_model *v, const struct batch *b, bool mtp, struct v4_save *sv)
+{
+	if (mtp)
+		return plan_mtp_saves(v, b, sv);
 	int bs = v->pool.bs, n = 0, cap = v->n_snaps / 2 > 0 ? v->n_snaps / 2 : 1;
 	/* every block this step completes changes: its old snapshot, if any, is void */
 	for (int k = 0; k < b->attn.n_seqs; k++)
 		for (long p = (seq_start(b, k) / bs + 1) * bs; p <= seq_end(b, k); p += bs) {
 			struct v4_snap *o = find_snap(v, seq_bt(b, k)[p / bs - 1]);
 			if (o)
-				o->valid = false;
+				o->valid = o->mtp_valid = false;
 		}
 	/* the latest boundaries of each sequence first, in turn, up to half the snapshots */
 	for (int back = 0, more = 1; more && n < cap; back++) {
@@ -222,7 +248,7 @@ int v4_plan_saves(struct v4_model *v, const struct batch *b, struct v4_save *sv)
 			int i = take_snap(v, sv, n);
 			if (i < 0)
 				return n;
-			v->snaps[i].valid = false;
+			v->snaps[i].valid = v->snaps[i].mtp_valid = false;
 			v->snaps[i].block = seq_bt(b, k)[p / bs - 1];
 			sv[n++] = (struct v4_save){k, p, i};
 		}
@@ -235,10 +261,14 @@ void v4_save_layer(struct v4_model *v, int snap, int li, const struct v4_seq_att
 	copy_layer(v, li, &v->snaps[snap].layer[li], st);
 }
 
-void v4_commit_saves(struct v4_model *v, const struct v4_save *sv, int n)
+void v4_commit_saves(struct v4_model *v, const struct v4_save *sv, int n, bool mtp)
 {
 	for (int j = 0; j < n; j++) {
-		v->snaps[sv[j].snap].valid = true;
-		v->snaps[sv[j].snap].used = v->step;
+		struct v4_snap *sn = &v->snaps[sv[j].snap];
+		if (mtp && sn->valid) /* still the block the main step saved */
+			sn->mtp_valid = true;
+		else if (!mtp)
+			sn->valid = true;
+		sn->used = v->step;
 	}
 }

@@ -11,10 +11,11 @@ int v4_claim_slots(struct v4_model *v, const struct batch *b, bool mtp, struct v
 void v4_advance(struct v4_model *v, const struct batch *b, bool mtp, struct v4_slot **slots);
 /* whether a sequence may start after the full block `block` (a snapshot of its end is kept) */
 bool v4_resumable(const struct v4_model *v, int32_t block);
-/* the snapshots this step saves (sv [n_snaps]; their count): the blocks it completes */
-int v4_plan_saves(struct v4_model *v, const struct batch *b, struct v4_save *sv);
+/* the snapshots this step saves (sv [n_snaps]; their count): the blocks it completes; an MTP
+ * step (mtp) adds its state to the snapshots of the blocks it passes that have none yet */
+int v4_plan_saves(struct v4_model *v, const struct batch *b, bool mtp, struct v4_save *sv);
 void v4_save_layer(struct v4_model *v, int snap, int li, const struct v4_seq_attn *st);
 /* the saves are complete (every layer's state copied) */
-void v4_commit_saves(struct v4_model *v, const struct v4_save *sv, int n);
+void v4_commit_saves(struct v4_model *v, const struct v4_save *sv, int n, bool mtp);
 
 #endif

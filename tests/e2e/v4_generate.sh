@@ -82,23 +82,28 @@ fi
 
 # prefix caching: one request at a time (--max-num-seqs 1), each sharing a prefix with an
 # earlier one (len300's first 200, 100 and all 300 tokens, then 37); warm (the default, whole
-# prompts, chunks of 37 tokens, n-gram drafts) = cold (--no-enable-prefix-caching): the same tokens, the
+# prompts, chunks of 37 tokens, n-gram drafts, MTP drafts: the module's state from the
+# snapshots too) = cold (--no-enable-prefix-caching): the same tokens, the
 # same top-3 logprobs (within 1e-4), and the warm runs hit the cache
 python3 - "$FIX/golden/prompts.json" >"$WORK/pc.jsonl" <<'PY'
 import json, sys
 P = [p for p in json.load(open(sys.argv[1]))['prompts'] if len(p['tokens']) == 300][0]['tokens']
 for r in (P, P[:200] + [7, 8, 9, 10, 11], P[:100] + [3] * 20, P + [5, 6], P[:37], P[:200] + [12]):
-    print(json.dumps({"prompt_token_ids": r, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 3}))
+    print(json.dumps({"prompt_token_ids": r, "max_tokens": 24, "temperature": 0, "ignore_eos": True, "logprobs": 3,
+                      "logit_bias": {"5": 7, "9": 7, "77": 7}}))
 PY
-for run in cold warm warm37 warm-ngram; do
+for run in cold cold-mtp warm warm37 warm-ngram warm-mtp; do
 	extra=(--no-enable-prefix-caching)
 	[ $run = warm ] && extra=()
 	[ $run = warm37 ] && extra=(--max-num-batched-tokens 37)
 	[ $run = warm-ngram ] && extra=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}')
+	mtp=(--speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 2}')
+	[ $run = warm-mtp ] && extra=("${mtp[@]}")
+	[ $run = cold-mtp ] && extra+=("${mtp[@]}")
 	timeout 120 "$BIN" generate "$FIX" --dtype float32 --prompts-file "$WORK/pc.jsonl" --max-num-seqs 1 \
 		--max-model-len 512 "${extra[@]}" --output "$WORK/pc.$run" 2>"$WORK/err.$run"
 done
-for run in warm warm37 warm-ngram; do
+for run in warm warm37 warm-ngram warm-mtp; do
 	hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$WORK/err.$run")
 	python3 - "$WORK/pc.cold" "$WORK/pc.$run" "$run" "${hit:-0}" <<'PY'
 import json, sys
@@ -179,6 +184,16 @@ print('%s - speculative decoding %s: the tokens of no drafts (%d prompts), %d of
       % ('ok' if ok else 'not ok', sys.argv[4], len(b), kept, drafts, ', %s preemptions' % pre.group(1) if pre else ''))
 PY
 done
+# with MTP drafts, prefix hits change nothing of the drafting: the same drafts kept as cold
+# (logit_bias steers the random-weight module's drafts into being kept now and then; that the
+# module's state comes back exactly from a snapshot is test_model_v4's prefix_resume_mtp)
+dk() { sed -n 's/.*: \([0-9]* of [0-9]*\) draft tokens accepted.*/\1/p' "$1"; }
+kept=$(dk "$WORK/err.cold-mtp")
+if [ "${kept%% *}" -gt 0 ] 2>/dev/null && [ "$kept" = "$(dk "$WORK/err.warm-mtp")" ]; then
+	echo "ok - prefix caching with MTP drafts: $(dk "$WORK/err.warm-mtp") drafts kept, as cold"
+else
+	echo "not ok - prefix caching with MTP drafts: $(dk "$WORK/err.warm-mtp") drafts kept, cold $(dk "$WORK/err.cold-mtp")"
+fi
 
 # --dtype auto: float32, said in the log
 if "$BIN" generate "$FIX" --prompt-ids 0,5,9 --max-tokens 2 --max-num-seqs 2 --max-model-len 64 >/dev/null \

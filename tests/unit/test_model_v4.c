@@ -324,6 +324,71 @@ static void test_prefix_resume(void)
 	model_free(m);
 }
 
+/* The same with the MTP module: len300 through the main and MTP steps in chunks of 37, then a
+ * second sequence sharing blocks 1..12 continues at 192 from block 12's snapshot (the MTP
+ * module's window rows with it): its MTP logits rows 192..298 are the golden ones */
+static void test_prefix_resume_mtp(void)
+{
+	struct err e = {{0}};
+	struct model_options o = {.act_dtype = DT_F32,
+				  .max_batch_tokens = 320,
+				  .max_seqs = 4,
+				  .max_model_len = 320,
+				  .pool = pool(),
+				  .load_mtp = true};
+	struct model *m = NULL;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &m, &e) == 0, "%s", e.msg);
+	if (!m)
+		return;
+	int V = model_config(m)->vocab_size;
+	struct prompt p[8];
+	int np = load_prompts(p, 8, V), k300 = -1;
+	for (int k = 0; k < np; k++)
+		if (p[k].n == 300)
+			k300 = k;
+	CHECK(k300 >= 0);
+	json_t *j = json_load_file(fixture_path("tiny-v4/golden/prompts.json"), 0, NULL);
+	char rel[128];
+	snprintf(rel, sizeof rel, "tiny-v4/golden/%s",
+		 json_string_value(json_object_get(json_array_get(json_object_get(j, "prompts"), (size_t)k300),
+						   "mtp_logits_file")));
+	json_decref(j);
+	int n = 300;
+	float *gold = fwd_read_f32(fixture_path(rel), (size_t)(n - 1) * (size_t)V);
+	float *out = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	CHECK(gold && out);
+	struct fwd_seq a, b;
+	CHECK(fwd_seq_init_layers(&a, model_config(m), model_kv_layers(m), 2 * n, DT_F32, &e) == 0);
+	b = a;
+	int32_t bt[64];
+	for (int i = 0; i < a.max_blocks; i++)
+		bt[i] = i < 12 ? a.bt[i] : a.bt[i] + 20; /* the first 12 shared, then blocks of its own */
+	b.bt = bt;
+	b.max_blocks = 19;
+	a.max_blocks = 19;
+	int rc = 0;
+	for (int s = 0; s < n && rc >= 0; s += 37)
+		rc = fwd_mtp_chunk(m, &a, attn_backend_by_name("REFERENCE_MLA"), p[k300].tok, n, s,
+				   s + 37 <= n ? 37 : n - s, out + (size_t)s * (size_t)V, &e);
+	EXPECTF(rc >= 0, "the first sequence: %s", e.msg);
+	EXPECT(model_prefix_resumable(m, a.bt[11]));
+	for (int s = 192; s < n && rc >= 0; s += 37)
+		rc = fwd_mtp_chunk(m, &b, attn_backend_by_name("REFERENCE_MLA"), p[k300].tok, n, s,
+				   s + 37 <= n ? 37 : n - s, out + (size_t)s * (size_t)V, &e);
+	EXPECTF(rc >= 0, "the second sequence: %s", e.msg);
+	double d = 0;
+	for (int r = 192; r < n - 1 && rc >= 0; r++)
+		d = fmax(d, max_diff(out + (size_t)r * (size_t)V, gold + (size_t)r * (size_t)V, (size_t)V));
+	printf("# MTP logits of a second sequence from block 12's snapshot (rows 192..298): max |diff| %.3g\n", d);
+	EXPECTF(rc >= 0 && d < TOL, "max |diff| %g", d);
+	a.max_blocks = (2 * n + FWD_BS - 1) / FWD_BS;
+	fwd_seq_fini(&a);
+	free(gold), free(out);
+	for (int k = 0; k < np; k++)
+		free(p[k].tok), free(p[k].gold);
+	model_free(m);
+}
+
 /* what this version refuses, one line each */
 static void test_refusals(void)
 {
@@ -502,5 +567,5 @@ static void test_bad_checkpoints(void)
 
 static void cleanup(void) { pool_free(the_pool); }
 
-TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_prefix_resume), T(test_refusals),
-      T(test_mtp), T(test_bad_checkpoints), T(cleanup))
+TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_prefix_resume), T(test_prefix_resume_mtp),
+      T(test_refusals), T(test_mtp), T(test_bad_checkpoints), T(cleanup))
