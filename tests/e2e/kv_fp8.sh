@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --kv-cache-dtype fp8 end to end:
-# - test_kv_fp8 (codec, --kv-fp8 goldens) at the avx2 and portable levels too;
+# - test_kv_fp8 (codec, --kv-fp8 goldens) at the avx512_bf16, avx512, avx2 and portable levels too;
 # - `mlaserve logits --kv-cache-dtype fp8` of tiny-v3 and tiny-v32 within 1e-3 of the --kv-fp8
 #   goldens, one process and -tp 2 -dcp 2 (the DCP partials of the decode path, the prefill's
 #   gathered context);
@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }
 notok() { echo "not ok - $1: $2"; sed 's/^/    /' "$out" | tail -12; }
 
-for lv in avx2 portable; do
+for lv in avx512_bf16 avx512 avx2 portable; do # (capped at what the CPU has)
 	if MLASERVE_CPU_LEVEL=$lv "$BUILD/tests/test_kv_fp8" >"$out" 2>&1 && ! grep -q "^not ok" "$out"; then
 		ok "test_kv_fp8 at $lv"
 	else
