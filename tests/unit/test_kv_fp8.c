@@ -1,8 +1,9 @@
 /* --kv-cache-dtype fp8: the row codec (attn/kernels/kv_fp8.h) and the model against the float64
- * references run with --kv-fp8 (tests/fixtures/tiny-v3, tiny-v32: golden/lenN.kvfp8.f32). The suite
- * runs this binary at the CPU's best level; tests/e2e/kv_fp8.sh runs it again at each lower
- * level (avx512_bf16 to portable). The goldens: `python3 scripts/mtp_reference.py --kv-fp8 tests/fixtures/tiny-v3
- * tests/fixtures/tiny-v3/golden/prompts.json lenN OUT`, `scripts/v32_reference.py ... --kv-fp8`. */
+ * references run with --kv-fp8 (tests/fixtures/tiny-v3, tiny-v32: golden/lenN.kvfp8.f32). The
+ * suite runs this binary at the CPU's best level; tests/e2e/kv_fp8.sh runs it again at each
+ * lower level (avx512_bf16 to portable). The goldens: `python3 scripts/mtp_reference.py --kv-fp8
+ * tests/fixtures/tiny-v3 tests/fixtures/tiny-v3/golden/prompts.json lenN OUT`,
+ * `scripts/v32_reference.py ... --kv-fp8`. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
