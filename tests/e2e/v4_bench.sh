@@ -2,7 +2,7 @@
 # DeepSeek-V4 in `mlaserve bench latency`: tiny-v4's config with --load-format dummy and the
 # checkpoint itself, decode at batch 1 and 3 (each sequence prefilled, then stepped), the JSON's
 # figures (prefill, decode tokens/s, weight bytes per step: more at batch 3, whose tokens
-# route to more experts); the published V4-Flash / V4-Pro configs refused in one line when the
+# route to more experts); bench throughput through the engine; the published V4-Flash / V4-Pro configs refused in one line when the
 # dummy weights exceed the memory available (MLASERVE_MEM_AVAILABLE fixes it). Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
@@ -37,6 +37,20 @@ if grep -q "DeepSeek-V4 weights by format (dummy): fp8 e4m3 + block scales .* GB
 	echo "ok - the load report's bytes per format"
 else
 	echo "not ok - the load report's bytes per format: $(grep 'by format' "$WORK/dummy.out")"
+fi
+# bench throughput: the engine over V4's dummy weights, every request answered
+what="bench throughput tiny-v4 --load-format dummy"
+if timeout 300 "$BIN" bench throughput tests/fixtures/tiny-v4 --load-format dummy --num-prompts 6 --input-len 16 \
+	--output-len 8 --output-json "$WORK/tp.json" >"$WORK/tp.out" 2>&1; then
+	python3 - "$WORK/tp.json" "$what" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = d['num_requests'] == 6 and d['failed'] == 0 and d['total_output_tokens'] == 48 and d['output_tokens_per_second'] > 0
+print('%s - %s: %.1f output tokens/s over %d requests' % ('ok' if ok else 'not ok', sys.argv[2],
+      d['output_tokens_per_second'], d['num_requests']))
+PY
+else
+	echo "not ok - $what: $(tail -1 "$WORK/tp.out")"
 fi
 for c in v4-flash v4-pro; do
 	MLASERVE_MEM_AVAILABLE=16G refused "bench/configs/$c dummy on 16 GB" "DeepSeek-V4 dummy weights need .* GB available" \
