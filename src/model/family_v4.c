@@ -3,8 +3,9 @@
  * forward_v4.c's over the model_v4 units. This first version runs float32 activations, its
  * compressed entries in the engine's paged pool and its window rows per sequence
  * (forward_v4.h), on one rank or tensor-parallel (check_tp); what it cannot run yet is refused
- * here with one line: bf16 activations, DCP, --quantization (--quantize-lm-head makes its bf16
- * lm_head fp8). --load-format dummy makes random
+ * here with one line: bf16 activations, DCP, --quantization other than int8 / int4 (which
+ * requantize the fp8 linear layers and the MXFP4 experts at load; --quantize-lm-head makes its
+ * bf16 lm_head fp8). --load-format dummy makes random
  * weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded
  * (mtp.K.*); with load_mtp the first
  * one runs model_mtp_forward (forward_v4.c). */
@@ -20,6 +21,7 @@
 #include "model/v4_seqstate.h"
 #include "model/tensors.h"
 #include "ops/wf_fp4.h"
+#include "ops/wformat.h"
 
 static bool v4_matches(const char *dir) { return v4_config_is_v4(dir); }
 
@@ -32,11 +34,14 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 			       "%s: DeepSeek-V4: decode context parallelism is not supported yet (dcp %d; tensor "
 			       "parallelism is)",
 			       dir, dcp);
-	if (m->opt.quant || m->opt.quant_rest_set)
-		return err_set(e,
-			       "%s: DeepSeek-V4: --quantization is not supported (its weights are fp8 / fp4 already; "
-			       "--quantize-lm-head is)",
-			       dir);
+	const struct wformat *q = m->opt.quant, *r = m->opt.quant_rest;
+	if ((q && q->dtype != DT_I8 && q->dtype != DT_I4) || (m->opt.quant_rest_set && r && r->dtype != DT_I8))
+		return err_set(
+			e,
+			"%s: DeepSeek-V4: --quantization%s %s is not supported (its linear layers are fp8 and its "
+			"experts MXFP4 already; int8 and int4 are)",
+			dir, q && q->dtype != DT_I8 && q->dtype != DT_I4 ? "" : "-rest",
+			q && q->dtype != DT_I8 && q->dtype != DT_I4 ? q->name : r->name);
 	return 0;
 }
 
@@ -257,6 +262,8 @@ static void format_list(const size_t *b, char *out, size_t cap)
 		const char *what;
 	} f[] = {{DT_F8_E4M3, "fp8 e4m3 + block scales"},
 		 {DT_F4_E2M1, "MXFP4 + e8m0 scales"},
+		 {DT_I8, "int8 + scales"},
+		 {DT_I4, "int4 + scales"},
 		 {DT_BF16, "bf16"},
 		 {DT_F16, "f16"},
 		 {DT_F32, "f32"},

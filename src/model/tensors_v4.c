@@ -499,6 +499,43 @@ static void count_format(struct ctx *x, const struct v4_tensor_spec *s, const vo
 	x->w->format_bytes[dt] += bytes;
 }
 
+/* -q: a row's format at load (NULL: as the checkpoint has it): the routed experts
+ * --quantization's, the other fp8 linear rows --quantization-rest's (int8 under int4); the
+ * bf16 rows (router, compressors, indexer weights) and the f32 ones stay */
+static const struct wformat *row_quant(const struct ctx *x, const struct v4_tensor_spec *s)
+{
+	return s->kind == VK_FP4   ? model_quant_format(x->m, WQ_EXPERT)
+	       : s->kind == VK_FP8 ? model_quant_format(x->m, WQ_LINEAR)
+				   : NULL;
+}
+
+/* w (this rank's rows or columns [lo, lo + n) of it by s->split) quantized to f at load: the
+ * region only, then this rank's view; the source bytes no longer counted */
+static int quantize_row(struct ctx *x, const struct v4_tensor_spec *s, const struct wformat *f, const char *name,
+			struct wmat *w, size_t before, struct err *e)
+{
+	int lo = 0, n = s->split == SPLIT_COLS ? w->cols : w->rows;
+	bool cut = s->split != SPLIT_NONE && x->m->tp_size > 1;
+	if (cut)
+		tp_part(x, s, &lo, &n);
+	bool rows = s->split != SPLIT_COLS;
+	char flag[64];
+	snprintf(flag, sizeof flag, "--quantization %s", x->m->opt.quant ? x->m->opt.quant->name : f->name);
+	if (f->dtype == DT_I4 && !rows && lo % f->blk_k)
+		return err_set(e, "%s: tensor parallelism cuts it at column %d, inside one of %s's groups of %d", name,
+			       lo, f->name, f->blk_k);
+	struct wmat src = *w, full;
+	x->m->weight_bytes = before;
+	if (model_quantize_mat(x->m, f, x->m->opt.load_dummy ? "dummy" : "checkpoint", name, &src, rows ? lo : 0,
+			       rows ? n : src.rows, rows ? 0 : lo, rows ? src.cols : n, flag, &full, e))
+		return -1;
+	*w = rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols)
+		  : wmat_view(&full, 0, full.rows, lo - full.col0, n);
+	if (cut)
+		x->m->weight_bytes = before + wmat_bytes(w);
+	return 0;
+}
+
 static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, void *p, struct err *e)
 {
 	const struct v4_config *c = x->c;
@@ -517,6 +554,13 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	}
 	if (rc)
 		return -1;
+	const struct wformat *qf = row_quant(x, s);
+	if (qf && qf->dtype != ((struct wmat *)p)->dtype) {
+		if (quantize_row(x, s, qf, name, p, before, e))
+			return -1;
+		count_format(x, s, p, x->m->weight_bytes - before);
+		return 0;
+	}
 	if (head_fp8(x, s) && !x->m->opt.load_dummy) {
 		int lo = 0, n = rows;
 		if (x->m->tp_size > 1)
@@ -585,6 +629,9 @@ static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_
 		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)
 				      : n * (double)dtype_size(dt);
 	out[dt] += (size_t)b;
+	const struct wformat *qf = row_quant(x, s);
+	if (qf && qf->dtype != dt) /* the copy -q makes (the dummy bytes stay): its bits and a scale per group */
+		out[qf->dtype] += (size_t)(n * qf->bits / 8 + n / (qf->blk_k > 0 ? qf->blk_k : 128) * 4);
 }
 
 size_t v4_tensors_dummy_bytes(struct model *m, const struct v4_config *c, int n_mtp, size_t out[DT_COUNT])

@@ -255,11 +255,73 @@ static void test_quantize_lm_head(void)
 		EXPECT(v4_tensors_dummy_bytes(b, &v4(b)->c, v4(b)->w.n_mtp, by) == model_weight_bytes(b));
 		model_free(b);
 	}
-	o.load_dummy = false;
-	o.quantize_lm_head = false;
-	o.quant = wformat_by_name("int8");
+}
+
+/* the largest |value| of row r's columns [c0, c0 + n) of w */
+static float group_amax(const struct wmat *w, int r, int c0, int n)
+{
+	float a = 0;
+	for (int c = c0; c < c0 + n && c < w->cols; c++)
+		a = fmaxf(a, fabsf(wmat_get(w, r, c)));
+	return a;
+}
+
+/* q within its format's rounding of src: groups of g columns of a row, levels amax / qmax */
+static int off_rounding(const struct wmat *src, const struct wmat *q, int g, float qmax)
+{
+	int bad = 0;
+	for (int r = 0; r < src->rows; r += 5)
+		for (int c0 = 0; c0 < src->cols; c0 += g) {
+			float step = group_amax(src, r, c0, g) / qmax;
+			for (int c = c0; c < c0 + g && c < src->cols; c++)
+				bad += fabsf(wmat_get(src, r, c) - wmat_get(q, r, c)) > step * 0.5001f + 1e-30f;
+		}
+	return bad;
+}
+
+/* -q int8 / int4: the fp8 linear layers int8 (a scale per row and 128 columns), the MXFP4
+ * experts int4 under int4 (a scale per row and 32), each weight within its rounding of the
+ * checkpoint's; the bf16 rows kept; finite logits; -q fp8 refused in one line */
+static void test_quantization(void)
+{
+	struct err e = {{0}};
+	struct model_options o = {
+		.act_dtype = DT_F32, .max_batch_tokens = 64, .max_seqs = 2, .max_model_len = 64, .pool = pool()};
+	struct model *a = NULL, *b = NULL;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &a, &e) == 0, "%s", e.msg);
+	float *out = malloc(sizeof(float) * 1024);
+	const char *fmts[2] = {"int8", "int4"};
+	for (int k = 0; k < 2 && a; k++) {
+		o.quant = wformat_by_name(fmts[k]);
+		EXPECTF(model_load(fixture_path("tiny-v4"), &o, &b, &e) == 0, "%s", e.msg);
+		if (!b)
+			continue;
+		const struct v4_layer *La = &v4(a)->w.layers[1], *Lb = &v4(b)->w.layers[1];
+		EXPECT(Lb->wq_b.dtype == DT_I8 && Lb->wo_a.dtype == DT_I8 && Lb->s2.dtype == DT_I8);
+		EXPECT(Lb->w1[0].dtype == (k ? DT_I4 : DT_I8) && Lb->w2[5].dtype == (k ? DT_I4 : DT_I8));
+		EXPECT(Lb->gate.dtype == DT_BF16 && Lb->c_wkv.dtype == DT_BF16);
+		int bad = off_rounding(&La->wq_b, &Lb->wq_b, 128, 127) + off_rounding(&La->wo_b, &Lb->wo_b, 128, 127);
+		bad += k ? off_rounding(&La->w1[0], &Lb->w1[0], 32, 7) + off_rounding(&La->w2[5], &Lb->w2[5], 32, 7)
+			 : off_rounding(&La->w1[0], &Lb->w1[0], 128, 127);
+		EXPECTF(bad == 0, "-q %s: %d weights off their rounding", fmts[k], bad);
+		run_seq(b, out);
+		model_free(b);
+	}
+	model_free(a);
+	free(out);
+	o.quant = wformat_by_name("fp8");
 	EXPECT(model_load(fixture_path("tiny-v4"), &o, &b, &e) != 0);
-	EXPECTF(strstr(e.msg, "--quantization is not supported") && !strchr(e.msg, '\n'), "%s", e.msg);
+	EXPECTF(strstr(e.msg, "--quantization fp8 is not supported") && !strchr(e.msg, '\n'), "%s", e.msg);
+	/* dummy weights: the precheck covers the dummy bytes and the quantized copies */
+	o.quant = wformat_by_name("int4");
+	o.load_dummy = true;
+	EXPECTF(model_load(fixture_path("tiny-v4"), &o, &b, &e) == 0, "%s", e.msg);
+	if (b) {
+		size_t by[DT_COUNT];
+		EXPECT(v4_tensors_dummy_bytes(b, &v4(b)->c, v4(b)->w.n_mtp, by) >= model_weight_bytes(b));
+		EXPECT(by[DT_I4] > 0 && by[DT_I8] > 0);
+		model_free(b);
+	}
 }
 
 /* too large for the memory available: one line with the bytes per format, before any
@@ -296,4 +358,5 @@ static void cleanup(void)
 	pool_free(the_pool);
 }
 
-TESTS(T(test_formats), T(test_seeds), T(test_other_formats), T(test_quantize_lm_head), T(test_too_large), T(cleanup))
+TESTS(T(test_formats), T(test_seeds), T(test_other_formats), T(test_quantize_lm_head), T(test_quantization),
+      T(test_too_large), T(cleanup))
