@@ -450,10 +450,19 @@ static int dummy_tid2eid(struct ctx *x, const char *name, int rows, int cols, in
 	return 0;
 }
 
-/* the lm_head under --quantize-lm-head: fp8 (its block scales), as the other linear layers */
+/* the lm_head's format under --quantize-lm-head (NULL: bf16 as the checkpoint has it): fp8, or
+ * --quantization-rest's / int8 under -q, as for V3 */
+static const struct wformat *head_quant(const struct ctx *x, const struct v4_tensor_spec *s)
+{
+	bool head = s->off == offsetof(struct v4_weights, head) && s->base == VB_MODEL;
+	return head && x->m->opt.quantize_lm_head ? model_quant_format(x->m, WQ_HEAD) : NULL;
+}
+
+/* dummy weights of a head made fp8 directly (no bf16 copy to quantize) */
 static bool head_fp8(const struct ctx *x, const struct v4_tensor_spec *s)
 {
-	return x->m->opt.quantize_lm_head && s->off == offsetof(struct v4_weights, head) && s->base == VB_MODEL;
+	const struct wformat *f = head_quant(x, s);
+	return f && f->dtype == DT_F8_E4M3;
 }
 
 static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, int rows, int cols, void *p,
@@ -466,14 +475,14 @@ static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *
 	}
 }
 
-/* --quantize-lm-head on a checkpoint: this rank's rows [lo, lo + n) of the head (bf16 in the
- * mapping) quantized to fp8, the bf16 bytes no longer counted */
+/* --quantize-lm-head: this rank's rows [lo, lo + n) of the head (bf16: in the mapping, or
+ * dummy) quantized to its format, the bf16 bytes no longer counted */
 static int quantize_head(struct ctx *x, const char *name, struct wmat *w, int lo, int n, size_t before, struct err *e)
 {
 	struct wmat src = *w, full;
 	x->m->weight_bytes = before;
-	if (model_quantize_mat(x->m, model_quant_format(x->m, WQ_HEAD), "checkpoint", name, &src, lo, n, 0, src.cols,
-			       "--quantize-lm-head", &full, e))
+	if (model_quantize_mat(x->m, model_quant_format(x->m, WQ_HEAD), x->m->opt.load_dummy ? "dummy" : "checkpoint",
+			       name, &src, lo, n, 0, src.cols, "--quantize-lm-head", &full, e))
 		return -1;
 	*w = wmat_view(&full, lo - full.row0, n, 0, full.cols);
 	if (x->m->tp_size > 1)
@@ -561,7 +570,7 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 		count_format(x, s, p, x->m->weight_bytes - before);
 		return 0;
 	}
-	if (head_fp8(x, s) && !x->m->opt.load_dummy) {
+	if (head_quant(x, s) && head_quant(x, s)->dtype != ((struct wmat *)p)->dtype) {
 		int lo = 0, n = rows;
 		if (x->m->tp_size > 1)
 			tp_part(x, s, &lo, &n);
@@ -629,7 +638,7 @@ static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_
 		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)
 				      : n * (double)dtype_size(dt);
 	out[dt] += (size_t)b;
-	const struct wformat *qf = row_quant(x, s);
+	const struct wformat *qf = head_fp8(x, s) ? NULL : head_quant(x, s) ? head_quant(x, s) : row_quant(x, s);
 	if (qf && qf->dtype != dt) /* the copy -q makes (the dummy bytes stay): its bits and a scale per group */
 		out[qf->dtype] += (size_t)(n * qf->bits / 8 + n / (qf->blk_k > 0 ? qf->blk_k : 128) * 4);
 }
