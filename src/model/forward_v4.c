@@ -200,7 +200,8 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 				      .ent_off = v->pool.ent[li],
 				      .ix_off = v->pool.ix[li],
 				      .ent_w = L->attn.ratio ? v4_comp_entry_floats(&L->attn.comp) : 0,
-				      .ix_w = L->attn.ratio == 4 ? v4_comp_entry_floats(&L->attn.icomp) : 0};
+				      .ix_w = L->attn.ratio == 4 ? v4_comp_entry_floats(&L->attn.icomp) : 0,
+				      .pool = m->opt.pool};
 		struct v4_seq_attn *st = &slots[k]->layer[li];
 		/* in pieces that end at the boundaries whose state is saved (the split changes
 		 * nothing: v4_block.h), the state copied there */

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "model_v4/v4_kernels.h"
 #include "model_v4/v4_quant.h"
+#include "ops/pool.h"
 
 void v4_rmsnorm_rows(float *x, int n, int d, const float *w, float eps)
 {
@@ -72,6 +74,31 @@ void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const f
 	if (s != stack_s)
 		free(s);
 	free(acc);
+}
+
+struct heads_job {
+	enum ops_level lv;
+	int hd, n_kv;
+	float scale;
+	const float *q, *const *kv, *sink;
+	float *o, *lse;
+};
+
+static void heads_range(void *ctx, int h0, int h1, int tid)
+{
+	const struct heads_job *j = ctx;
+	float stack_s[1024], *s = j->n_kv <= 1024 ? stack_s : malloc((size_t)j->n_kv * sizeof *s);
+	CHECK(s);
+	v4k_attn_heads(j->lv, h0, h1, j->hd, j->scale, j->q, j->kv, j->n_kv, j->sink, j->o, j->lse, s);
+	if (s != stack_s)
+		free(s);
+}
+
+void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
+		  int n_kv, const float *sink, float *o, float *lse)
+{
+	struct heads_job j = {ops_level_best(), head_dim, n_kv, scale, q, kv, sink, o, lse};
+	pool_for(pool, n_heads, 1, heads_range, &j);
 }
 
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse)

@@ -41,9 +41,14 @@ void v4_attn_prep_kv(const struct v4_rope *r, int head_dim, long pos, int kv_qua
 
 /* q [H, head_dim] (per-head RMS-normalised and roped), kv[0 .. n_kv) each [head_dim] (window
  * rows and selected entries, any order), sink [H] or NULL -> o [H, head_dim], lse [H].
- * Scores and sums in double. */
+ * Scores and sums in double: the reference v4_attn_fast is tested against. */
 void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const float *const *kv, int n_kv,
 		 const float *sink, float *o, float *lse);
+struct pool;
+/* v4_attn_one in float32 (v4_kernels.h) at ops_level_best(), the heads split over the pool
+ * (NULL: this thread). */
+void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
+		  int n_kv, const float *sink, float *o, float *lse);
 /* Adds the sink to results without it (after a DCP merge): o [H, dv], lse [H] in place. */
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse);
 /* The inverse RoPE of every head's last r->dim dims: o [H, head_dim] at position pos. */

@@ -6,6 +6,7 @@
 
 #include "model_v4/v4_attn.h"
 #include "model_v4/v4_indexer.h"
+#include "ops/pool.h"
 
 static long max_entries(int ratio, long max_len) { return ratio ? max_len / ratio + 1 : 0; }
 
@@ -61,9 +62,10 @@ static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 struct work {
 	const float **ents, **iks, **keys; /* [max_ent] stored entries, indexer keys; [window + R + max_ent] */
 	float *fed, *ifed;                 /* [max_n / r + 1, hd], [max_n / 4 + 1, index_dim] a feed's entries */
-	float *rows;   /* unpacked entries: ratio 4 [K, hd] one query's picks; other ratios [max_ent, hd] all */
-	int32_t *pick; /* [K] */
-	float *lse;    /* [H] */
+	float *rows;    /* unpacked entries: ratio 4 [K, hd] one query's picks; other ratios [max_ent, hd] all */
+	int32_t *pick;  /* [K] */
+	float *lse;     /* [H] */
+	double *scores; /* [max_ent] the indexer's */
 };
 
 static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n, unsigned char *w, struct work *o)
@@ -73,17 +75,19 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 	size_t ifed = l->ratio == 4 ? ((size_t)max_n / 4 + 1) * (size_t)l->index_dim : 0;
 	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
 	size_t rows = (l->ratio == 4 ? K : l->ratio ? me : 0) * (size_t)l->head_dim;
-	size_t sz[8] = {P * me,
+	size_t sz[9] = {P * me,
 			P * me,
 			P * ((size_t)ring_rows(l) + me),
 			sizeof(float) * fed,
 			sizeof(float) * ifed,
 			sizeof(float) * rows,
 			sizeof(int32_t) * K,
-			sizeof(float) * (size_t)l->n_heads};
-	void **dst[8] = {(void **)&o->ents, (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
-			 (void **)&o->ifed, (void **)&o->rows, (void **)&o->pick, (void **)&o->lse};
-	for (int i = 0; i < 8; i++) {
+			sizeof(float) * (size_t)l->n_heads,
+			sizeof(double) * (l->ratio == 4 ? me : 0)};
+	void **dst[9] = {(void **)&o->ents, (void **)&o->iks,  (void **)&o->keys,
+			 (void **)&o->fed,  (void **)&o->ifed, (void **)&o->rows,
+			 (void **)&o->pick, (void **)&o->lse,  (void **)&o->scores};
+	for (int i = 0; i < 9; i++) {
 		if (w)
 			*dst[i] = w + s;
 		s += up64(sz[i]);
@@ -110,17 +114,19 @@ static void feed(const struct v4_comp *c, float *state, const struct v4_pages *p
 		v4_comp_store(c, fed + (size_t)i * (size_t)c->d, v4_page_entry(pg, c->ratio, e0 + i, width, off));
 }
 
-/* the indexer's stored keys, unpacked one at a time as they are scored */
-struct ix_keys {
+/* stored entries unpacked to rows, split over the pool */
+struct unpack_job {
 	const struct v4_comp *c;
-	const float **keys;
+	const float *const *src; /* [n] stored entries */
+	const int32_t *pick;     /* NULL: entries 0 .. n - 1, else pick[i] */
+	float *rows;             /* [n, c->d] */
 };
 
-static const float *ix_key(void *ctx, long e, float *buf)
+static void unpack_range(void *ctx, int i0, int i1, int tid)
 {
-	const struct ix_keys *k = ctx;
-	v4_comp_load(k->c, k->keys[e], buf);
-	return buf;
+	const struct unpack_job *j = ctx;
+	for (int i = i0; i < i1; i++)
+		v4_comp_load(j->c, j->src[j->pick ? j->pick[i] : i], j->rows + (size_t)i * (size_t)j->c->d);
 }
 
 int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const struct v4_pages *pg, long pos0, int n,
@@ -154,8 +160,10 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 	}
 	for (long c = 0; c < n_ent; c++)
 		w.ents[c] = v4_page_entry(pg, r, c, pg->ent_w, pg->ent_off);
-	for (long c = 0; r != 4 && c < n_ent; c++) /* every entry is read: unpacked once */
-		v4_comp_load(&l->comp, w.ents[c], w.rows + (size_t)c * (size_t)hd);
+	if (r && r != 4) { /* every entry is read: unpacked once */
+		struct unpack_job uj = {&l->comp, w.ents, NULL, w.rows};
+		pool_for(pg->pool, (int)n_ent, 64, unpack_range, &uj);
+	}
 	if (r == 4) {
 		for (long c = 0; c < n_ent; c++)
 			w.iks[c] = v4_page_entry(pg, 4, c, pg->ix_w, pg->ix_off);
@@ -175,13 +183,13 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		for (int i = 0; st && i < K; i++)
 			st[i] = -1;
 		if (r == 4) {
-			struct ix_keys ik = {&l->icomp, w.iks};
-			int ns = v4_index_select(ih, id, iq + (size_t)t * (size_t)(ih * id),
-						 iw + (size_t)t * (size_t)ih, ix_key, &ik, (int)nc, K, w.pick);
+			int ns = v4_index_select_fast(pg->pool, ih, id, iq + (size_t)t * (size_t)(ih * id),
+						      iw + (size_t)t * (size_t)ih, w.iks,
+						      l->icomp.kind == V4_COMP_INDEX, (int)nc, K, w.scores, w.pick);
+			struct unpack_job uj = {&l->comp, w.ents, w.pick, w.rows};
+			pool_for(pg->pool, ns, 64, unpack_range, &uj);
 			for (int i = 0; i < ns; i++) {
-				float *row = w.rows + (size_t)i * (size_t)hd;
-				v4_comp_load(&l->comp, w.ents[w.pick[i]], row);
-				w.keys[nk++] = row;
+				w.keys[nk++] = w.rows + (size_t)i * (size_t)hd;
 				if (st)
 					st[i] = w.pick[i];
 			}
@@ -190,8 +198,8 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 				w.keys[nk++] = w.rows + (size_t)c * (size_t)hd;
 		}
 		float *ot = o + (size_t)t * (size_t)(H * hd);
-		v4_attn_one(H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk, l->sink, ot,
-			    w.lse);
+		v4_attn_fast(pg->pool, H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk,
+			     l->sink, ot, w.lse);
 		v4_attn_unrope(&l->rope, H, hd, ot, p);
 	}
 	for (int t = n > rr ? n - rr : 0; t < n; t++) /* the ring keeps the last window + R */

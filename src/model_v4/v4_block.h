@@ -49,6 +49,7 @@ struct v4_pages {
 	int bs;                 /* tokens per block */
 	size_t ent_off, ix_off; /* this layer's entries [slots, ent_w], indexer keys [slots, ix_w] */
 	size_t ent_w, ix_w;     /* floats of a stored entry, indexer key (v4_comp_entry_floats) */
+	struct pool *pool;      /* the step's workers for the attention and indexer (NULL: none) */
 };
 
 static inline int v4_page_slots(int ratio, int bs) { return ratio ? (bs + ratio - 1) / ratio : 0; }

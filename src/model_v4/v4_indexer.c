@@ -4,7 +4,9 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "model_v4/v4_kernels.h"
 #include "model_v4/v4_quant.h"
+#include "ops/pool.h"
 #include "ops/vec.h"
 
 void v4_index_query(const struct v4_rope *r, int n_heads, int di, long pos, int fp4_sim, float *q)
@@ -92,6 +94,51 @@ int v4_index_select(int n_heads, int di, const float *q, const float *w, v4_inde
 		sel[i] = h[i].e;
 	free(h);
 	free(buf);
+	qsort(sel, (size_t)k, sizeof *sel, by_entry);
+	return k;
+}
+
+struct scores_job {
+	enum ops_level lv;
+	int H, di;
+	const float *q, *w;
+	const struct v4k_keys *k;
+	long visible;
+	double *s;
+};
+
+static void scores_range(void *ctx, int t0, int t1, int tid)
+{
+	const struct scores_job *j = ctx;
+	long e0 = (long)t0 * V4K_KB, e1 = (long)t1 * V4K_KB < j->visible ? (long)t1 * V4K_KB : j->visible;
+	v4k_index_scores(j->lv, j->H, j->di, j->q, j->w, j->k, e0, e1, j->s + e0);
+}
+
+int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q, const float *w,
+			 const float *const *keys, int packed, int visible, int topk, double *scores, int32_t *sel)
+{
+	int k = topk < visible ? topk : visible, n = 0;
+	if (k <= 0)
+		return 0;
+	struct v4k_keys kk = {keys, packed};
+	struct scores_job j = {ops_level_best(), n_heads, di, q, w, &kk, visible, scores};
+	pool_for(pool, (visible + V4K_KB - 1) / V4K_KB, 16, scores_range, &j);
+	struct cand *h = malloc((size_t)k * sizeof *h);
+	CHECK(h);
+	for (int e = 0; e < visible; e++) { /* as v4_index_select */
+		struct cand c = {scores[e], e};
+		if (n < k) {
+			h[n++] = c;
+			for (int i = n / 2 - 1; n == k && i >= 0; i--)
+				sift_down(h, n, i);
+		} else if (worse(h[0], c)) {
+			h[0] = c;
+			sift_down(h, n, 0);
+		}
+	}
+	for (int i = 0; i < k; i++)
+		sel[i] = h[i].e;
+	free(h);
 	qsort(sel, (size_t)k, sizeof *sel, by_entry);
 	return k;
 }

@@ -26,8 +26,15 @@ double v4_index_score(int n_heads, int di, const float *q, const float *w, const
  * unpacked, v4_pack.h). */
 typedef const float *(*v4_index_key_fn)(void *ctx, long e, float *buf);
 /* Scores keys 0 .. visible - 1 and writes the selected entry indices (ascending) to
- * sel [<= topk]; returns how many (min(topk, visible)). */
+ * sel [<= topk]; returns how many (min(topk, visible)). The double-precision reference. */
 int v4_index_select(int n_heads, int di, const float *q, const float *w, v4_index_key_fn key, void *ctx, int visible,
 		    int topk, int32_t *sel);
+
+struct pool;
+/* v4_index_select with float32 dots (v4_kernels.h) at ops_level_best(), the keys split over
+ * the pool (NULL: this thread): keys[e] packed (v4_pack_ix, when packed) or [di] floats,
+ * scores [visible] the caller's scratch (left holding each key's score). */
+int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q, const float *w,
+			 const float *const *keys, int packed, int visible, int topk, double *scores, int32_t *sel);
 
 #endif

@@ -1,0 +1,41 @@
+/* float32 SIMD kernels of DeepSeek-V4's attention core and indexer scoring (v4_attn.h,
+ * v4_indexer.h define what they compute; those files keep the double-precision references).
+ * One body per kernel, built for AVX-512, AVX2 + FMA and portable C (GCC vector types: the
+ * level decides the instructions, not the arithmetic's order), chosen by ops_level_best().
+ *
+ * Attention: per head, s_j = scale q . kv_j summed in float32 (16 lane partials, then the
+ * lanes), softmax with the sink in float32 exps and a double denominator, o = sum_j p_j kv_j
+ * in float32.
+ * Indexer: 16 keys at a time, each in a lane of its own (its score does not depend on its
+ * neighbours), q_h . k summed over the dims in float32, relu, w_h * dot summed over the heads
+ * in double. The stored keys are e2m1 codes x a power of two per 32 and the query has been
+ * through the same fp4 round trip, so within a block every product and partial sum is exact
+ * in float32: the float32 dot differs from the double one only where block sums of different
+ * scales meet. */
+#ifndef MLA_MODEL_V4_V4_KERNELS_H
+#define MLA_MODEL_V4_V4_KERNELS_H
+
+#include <stddef.h>
+
+#include "ops/cpu.h"
+
+#define V4K_KB 16 /* keys of an indexer tile */
+
+/* Heads [h0, h1) of v4_attn_one (same arguments, q/o [H, hd] indexed by head), at level lv.
+ * scratch: [n_kv] floats. */
+void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
+		    int n_kv, const float *sink, float *o, float *lse, float *scratch);
+
+/* Where the indexer's keys are: packed (v4_pack_ix: e2m1 codes and e8m0 bytes) or float rows. */
+struct v4k_keys {
+	const float *const *rows; /* rows[e]: key e, packed or [di] floats */
+	int packed;
+};
+
+/* scores s[e - e0] of keys e0 .. e1 - 1 for one query: q [H, di], w [H] (v4_index_score's
+ * terms), at level lv. di <= V4K_MAX_DI, di % 32 == 0 when packed. */
+#define V4K_MAX_DI 1024
+void v4k_index_scores(enum ops_level lv, int H, int di, const float *q, const float *w, const struct v4k_keys *k,
+		      long e0, long e1, double *s);
+
+#endif
