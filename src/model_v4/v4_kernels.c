@@ -19,6 +19,9 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
 
 #define INLINE static inline __attribute__((always_inline))
 #define AVX2_FN __attribute__((target("avx2,fma")))
@@ -34,6 +37,7 @@ INLINE v16f ld16(const float *p)
 INLINE float lanes_sum(v16f a)
 {
 	float s = 0;
+#pragma GCC unroll 16
 	for (int l = 0; l < 16; l++)
 		s += a[l];
 	return s;
@@ -87,9 +91,11 @@ INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q,
 			v16f a[PV_CHUNK / 16] = {{0}};
 			for (int j = 0; j < n_kv; j++) {
 				const float *kj = kv[j] + c;
+#pragma GCC unroll 8
 				for (int u = 0; u < PV_CHUNK / 16; u++)
 					a[u] += s[j] * ld16(kj + 16 * u);
 			}
+#pragma GCC unroll 8
 			for (int u = 0; u < PV_CHUNK / 16; u++) {
 				v16f r = a[u] * inv;
 				memcpy(oh + c + 16 * u, &r, sizeof r);
@@ -163,20 +169,26 @@ static void ix_tile(const struct v4k_keys *k, int di, long e0, int n, float *kt)
 	}
 }
 
-/* G heads from h: sd[lane] += w_h relu(q_h . k_lane) */
-INLINE void ix_heads(int G, int h, int di, const float *q, const float *w, const float *kt, double *sd)
+/* G heads from h: (sd0 | sd1)[lane] += w_h relu(q_h . k_lane), the heads in order */
+INLINE void ix_heads(int G, int h, int di, const float *q, const float *w, const float *kt, v8d *sd0, v8d *sd1)
 {
 	v16f a[8] = {{0}};
 	const float *qh = q + (size_t)h * (size_t)di;
 	for (int d = 0; d < di; d++) {
 		v16f kd = ld16(kt + (size_t)d * V4K_KB);
+#pragma GCC unroll 8
 		for (int u = 0; u < G; u++)
 			a[u] += qh[(size_t)u * (size_t)di + (size_t)d] * kd;
 	}
+	const v16f zero = {0};
+#pragma GCC unroll 8
 	for (int u = 0; u < G; u++) {
+		v16f r = (v16f)((v16i)a[u] & (a[u] > zero)); /* relu */
+		v8f lo = __builtin_shufflevector(r, r, 0, 1, 2, 3, 4, 5, 6, 7);
+		v8f hi = __builtin_shufflevector(r, r, 8, 9, 10, 11, 12, 13, 14, 15);
 		double wu = w[h + u];
-		for (int l = 0; l < V4K_KB; l++)
-			sd[l] += wu * (double)(a[u][l] > 0 ? a[u][l] : 0);
+		*sd0 += wu * __builtin_convertvector(lo, v8d);
+		*sd1 += wu * __builtin_convertvector(hi, v8d);
 	}
 }
 
@@ -187,12 +199,12 @@ INLINE void ix_scores_body(int H, int di, const float *q, const float *w, const 
 	for (long e = e0; e < e1; e += V4K_KB) {
 		int n = e1 - e < V4K_KB ? (int)(e1 - e) : V4K_KB;
 		ix_tile(k, di, e, n, kt);
-		double sd[V4K_KB] = {0};
+		v8d sd[2] = {{0}, {0}};
 		int h = 0;
 		for (; h + 8 <= H; h += 8)
-			ix_heads(8, h, di, q, w, kt, sd);
+			ix_heads(8, h, di, q, w, kt, &sd[0], &sd[1]);
 		for (; h < H; h++)
-			ix_heads(1, h, di, q, w, kt, sd);
+			ix_heads(1, h, di, q, w, kt, &sd[0], &sd[1]);
 		memcpy(s + (e - e0), sd, sizeof(double) * (size_t)n);
 	}
 }
