@@ -175,12 +175,13 @@ void v4_advance(struct v4_model *v, const struct batch *b, bool mtp, struct v4_s
 			continue;
 		int bs = v->pool.bs, R = v->rollback;
 		const int32_t *bt = seq_bt(b, k);
-		/* this step wrote positions start .. end - 1, so their blocks are this sequence's
-		 * alone (and at 0 its first block): any other slot known by one is a finished
-		 * sequence's that had it before */
+		/* this step wrote positions start .. end - 1, so no other live sequence has fed
+		 * positions in their blocks (one admitted in this step may share a full one it hits,
+		 * but its own last positions are in blocks of its own): any other slot known by one
+		 * is a finished sequence's that had it before */
 		for (int i = 0; i < v->n_slots; i++) {
 			struct v4_slot *o = &v->slots[i];
-			bool gone = o != slots[k] && start == 0 && o->first_block == bt[0];
+			bool gone = false;
 			for (int j = 0; o != slots[k] && !gone && o->first_block >= 0 && j <= R; j++)
 				for (long x = start / bs; x <= (end - 1) / bs && !gone; x++)
 					gone = o->ck_block[j] == bt[x];

@@ -184,6 +184,27 @@ print('%s - speculative decoding %s: the tokens of no drafts (%d prompts), %d of
       % ('ok' if ok else 'not ok', sys.argv[4], len(b), kept, drafts, ', %s preemptions' % pre.group(1) if pre else ''))
 PY
 done
+# 4 at a time, 40 tokens each, MTP drafts: a request may also hit blocks that another computes
+# in the same step (how many hit depends on when the engine takes each request); the tokens of a
+# cold run without drafts
+python3 -c "import json, sys
+for l in open(sys.argv[1]):
+    o = json.loads(l); o['max_tokens'] = 40; del o['logprobs']; print(json.dumps(o))" "$WORK/pc.jsonl" >"$WORK/pc4.jsonl"
+for run in cold warm; do
+	extra=(--no-enable-prefix-caching)
+	[ $run = warm ] && extra=(--speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 2}')
+	timeout 120 "$BIN" generate "$FIX" --dtype float32 --prompts-file "$WORK/pc4.jsonl" --max-num-seqs 4 \
+		--max-model-len 512 "${extra[@]}" --output "$WORK/pc4.$run" 2>"$WORK/err.pc4.$run"
+done
+hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$WORK/err.pc4.warm")
+if [ -n "$hit" ] && [ -s "$WORK/pc4.cold" ] &&
+	[ "$(python3 -c "import json,sys;print([json.loads(l)['token_ids'] for l in open(sys.argv[1])])" "$WORK/pc4.cold")" = \
+		"$(python3 -c "import json,sys;print([json.loads(l)['token_ids'] for l in open(sys.argv[1])])" "$WORK/pc4.warm" 2>&1)" ]; then
+	echo "ok - prefix caching, 4 requests at a time with MTP drafts: $hit cached prompt tokens, tokens as a cold run"
+else
+	echo "not ok - prefix caching, 4 requests at a time with MTP drafts: ${hit:-?} cached: $(grep -v ^INFO "$WORK/err.pc4.warm" | tail -1)"
+fi
+
 # with MTP drafts, prefix hits change nothing of the drafting: the same drafts kept as cold
 # (logit_bias steers the random-weight module's drafts into being kept now and then; that the
 # module's state comes back exactly from a snapshot is test_model_v4's prefix_resume_mtp)

@@ -324,6 +324,108 @@ static void test_prefix_resume(void)
 	model_free(m);
 }
 
+/* One step of two sequences that share their first 12 blocks: one computes them from position
+ * 0 (the same tokens: a request that found nothing cached), the other starts at 192 from block
+ * 12's snapshot (it hit those blocks as the first registered them); then both go on in chunks of
+ * 37, each from its own state: every row as the golden's */
+static void test_prefix_same_step(void)
+{
+	struct err e = {{0}};
+	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
+	EXPECTF(m, "%s", e.msg);
+	if (!m)
+		return;
+	int V = model_config(m)->vocab_size;
+	struct prompt p[8];
+	int np = load_prompts(p, 8, V);
+	struct prompt *a = NULL;
+	for (int k = 0; k < np; k++)
+		if (p[k].n == 300)
+			a = &p[k];
+	CHECK(a);
+	struct kv_cache kv = {0};
+	CHECK(model_kv_cache_init(m, &kv, 64, FWD_BS, DT_F32, &e) == 0);
+	float *out = malloc(sizeof(float) * 80 * (size_t)V);
+	int32_t bt[3][19];
+	for (int i = 0; i < 19; i++) {
+		bt[0][i] = 1 + i;                   /* the first sequence: its snapshot of block 12 */
+		bt[1][i] = i < 12 ? 1 + i : 40 + i; /* from 0 over the first's blocks, then its own */
+		bt[2][i] = i < 12 ? 1 + i : 20 + i; /* from 192 */
+	}
+	double worst = 0;
+	int rc = 0;
+	/* the first sequence, whole: block 12's snapshot */
+	for (int s0 = 0; s0 < 192 && !rc; s0 += 64) {
+		int32_t pos[64], rows[64], qs[2] = {0, 64}, sl[1] = {s0 + 64};
+		int64_t slots[64];
+		for (int t = 0; t < 64; t++)
+			pos[t] = s0 + t, rows[t] = t, slots[t] = kv_cache_slot(bt[0], FWD_BS, s0 + t);
+		struct batch b = {
+			.n_tokens = 64, .tokens = a->tok + s0, .positions = pos, .n_logits = 1, .logits_rows = rows};
+		b.attn = (struct attn_meta){.n_seqs = 1,
+					    .n_tokens = 64,
+					    .query_start = qs,
+					    .seq_lens = sl,
+					    .block_table = bt[0],
+					    .max_blocks = 19,
+					    .slots = slots,
+					    .dcp_size = 1,
+					    .local_seq_lens = sl};
+		rc = model_forward(m, &b, &kv, attn_backend_by_name("REFERENCE_MLA"), out, &e);
+	}
+	EXPECTF(rc == 0, "%s", e.msg);
+	/* then the two together, chunks of 37: the one from 0 and the one from 192 */
+	int at[2] = {0, 192};
+	while (!rc && (at[0] < 100 || at[1] < a->n)) {
+		int32_t tok[80], pos[80], rows[80], qs[3] = {0}, sl[2], bts[2][19];
+		int64_t slots[80];
+		int ns = 0, n = 0;
+		for (int q = 0; q < 2; q++) {
+			int end = q ? a->n : 100, c = end - at[q] < 37 ? end - at[q] : 37;
+			if (c <= 0)
+				continue;
+			for (int t = 0; t < c; t++, n++) {
+				tok[n] = a->tok[at[q] + t];
+				pos[n] = at[q] + t;
+				rows[n] = n;
+				slots[n] = kv_cache_slot(bt[1 + q], FWD_BS, at[q] + t);
+			}
+			memcpy(bts[ns], bt[1 + q], sizeof bts[ns]);
+			sl[ns] = at[q] + c;
+			qs[++ns] = n;
+		}
+		struct batch b = {.n_tokens = n, .tokens = tok, .positions = pos, .n_logits = n, .logits_rows = rows};
+		b.attn = (struct attn_meta){.n_seqs = ns,
+					    .n_tokens = n,
+					    .query_start = qs,
+					    .seq_lens = sl,
+					    .block_table = &bts[0][0],
+					    .max_blocks = 19,
+					    .slots = slots,
+					    .dcp_size = 1,
+					    .local_seq_lens = sl};
+		rc = model_forward(m, &b, &kv, attn_backend_by_name("REFERENCE_MLA"), out, &e);
+		EXPECTF(rc == 0, "at %d / %d: %s", at[0], at[1], e.msg);
+		for (int t = 0; t < n && !rc; t++)
+			worst = fmax(worst, max_diff(out + (size_t)t * (size_t)V, a->gold + (size_t)pos[t] * (size_t)V,
+						     (size_t)V));
+		for (int q = 0, i = 0; q < 2; q++) {
+			int end = q ? a->n : 100, c = end - at[q] < 37 ? end - at[q] : 37;
+			if (c > 0)
+				at[q] += c, i++;
+		}
+	}
+	printf("# one from 0 and one from block 12's snapshot over the same first blocks, in the same steps: "
+	       "max |diff| %.3g\n",
+	       worst);
+	EXPECTF(worst < TOL, "max |diff| %g", worst);
+	free(out);
+	kv_cache_fini(&kv);
+	for (int k = 0; k < np; k++)
+		free(p[k].tok), free(p[k].gold);
+	model_free(m);
+}
+
 /* The same with the MTP module: len300 through the main and MTP steps in chunks of 37, then a
  * second sequence sharing blocks 1..12 continues at 192 from block 12's snapshot (the MTP
  * module's window rows with it): its MTP logits rows 192..298 are the golden ones */
@@ -570,5 +672,5 @@ static void test_bad_checkpoints(void)
 
 static void cleanup(void) { pool_free(the_pool); }
 
-TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_prefix_resume), T(test_prefix_resume_mtp),
-      T(test_refusals), T(test_mtp), T(test_bad_checkpoints), T(cleanup))
+TESTS(T(test_golden), T(test_two_sequences), T(test_paged_layouts), T(test_prefix_resume), T(test_prefix_same_step),
+      T(test_prefix_resume_mtp), T(test_refusals), T(test_mtp), T(test_bad_checkpoints), T(cleanup))
