@@ -1,10 +1,12 @@
 /* mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]
  *                            [--chat-template FILE.jinja] [--kwargs JSON]
+ *                            [--vllm [--chat-template-content-format auto|string|openai]]
  * Prints the rendered prompt (no trailing newline added). The template and the bos/eos
  * strings come from DIR/tokenizer_config.json (or DIR/chat_template.jinja; a DeepSeek-V3.2 or
  * V4 checkpoint without one gets DeepSeek's own encoder, tok/chat_dsv32.h, tok/chat_dsv4.h);
  * FILE.json is a messages array, or an object {"messages": [...], other keys passed to the template, e.g.
- * "tools"}. */
+ * "tools"}. The messages reach the template as transformers passes them (text parts joined);
+ * with --vllm as the server renders them, the way vLLM does (tok/chat_history.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +20,19 @@
 static const char usage_text[] =
 	"usage: mlaserve chat-template DIR --messages FILE.json [--add-generation-prompt]\n"
 	"                              [--chat-template FILE.jinja] [--kwargs JSON]\n"
+	"                              [--vllm [--chat-template-content-format auto|string|openai]]\n"
 	"prints the prompt rendered with DIR's chat template (tokenizer_config.json; for a\n"
 	"DeepSeek-V3.2 or V4 checkpoint without one, its own encoder: --kwargs '{\"thinking\": true}';\n"
-	"V4's also reads \"reasoning_effort\" (\"max\", \"none\") and \"drop_thinking\")\n";
+	"V4's also reads \"reasoning_effort\" (\"max\", \"none\") and \"drop_thinking\");\n"
+	"--vllm: the messages as the server (and vLLM) hands them to the template: content as one\n"
+	"string or a list of text parts (the content format: auto detects it from the template),\n"
+	"tool calls' arguments decoded from JSON\n";
 
 int cmd_chat_template(int argc, char **argv)
 {
 	const char *dir = NULL, *msgs_path = NULL, *tpl_path = NULL, *kwargs_text = NULL;
-	bool agp = false;
+	bool agp = false, vllm = false;
+	enum chat_content_format fmt = CHAT_CONTENT_AUTO;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--messages") && i + 1 < argc)
 			msgs_path = argv[++i];
@@ -35,7 +42,17 @@ int cmd_chat_template(int argc, char **argv)
 			kwargs_text = argv[++i];
 		else if (!strcmp(argv[i], "--add-generation-prompt"))
 			agp = true;
-		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+		else if (!strcmp(argv[i], "--vllm"))
+			vllm = true;
+		else if (!strcmp(argv[i], "--chat-template-content-format") && i + 1 < argc) {
+			struct err fe = {{0}};
+			if (chat_content_format_parse(argv[++i], &fmt, &fe) < 0) {
+				fprintf(stderr, "mlaserve chat-template: --chat-template-content-format: %s\n",
+					fe.msg);
+				return 2;
+			}
+			vllm = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage_text, stdout);
 			return 0;
 		} else if (argv[i][0] != '-' && !dir)
@@ -106,7 +123,8 @@ int cmd_chat_template(int argc, char **argv)
 		json_object_update(kwargs, extra);
 		json_decref(extra);
 	}
-	if (chat_template_render(tpl, messages, agp, cfg.bos_token, cfg.eos_token, kwargs, &out, &e) < 0)
+	if ((vllm ? chat_template_render_vllm(tpl, messages, fmt, agp, cfg.bos_token, cfg.eos_token, kwargs, &out, &e)
+		  : chat_template_render(tpl, messages, agp, cfg.bos_token, cfg.eos_token, kwargs, &out, &e)) < 0)
 		goto done;
 	fputs(out, stdout);
 	rc = 0;

@@ -36,9 +36,10 @@
 struct serve_opts {
 	struct engine_args ea;
 	struct server_config sc;
-	const char *model_arg;                  /* as given (default served name) */
-	const char *chat_template;              /* --chat-template FILE or inline text */
-	const char *ssl_keyfile, *ssl_certfile; /* HTTPS (server/http/tls.h) */
+	const char *model_arg;                   /* as given (default served name) */
+	const char *chat_template;               /* --chat-template FILE or inline text */
+	enum chat_content_format content_format; /* --chat-template-content-format */
+	const char *ssl_keyfile, *ssl_certfile;  /* HTTPS (server/http/tls.h) */
 	bool log_requests, log_stats;
 };
 
@@ -55,6 +56,10 @@ static void serve_usage(FILE *f)
 		"  --api-key KEY                   require \"Authorization: Bearer KEY\" on /v1/* (also\n"
 		"                                  env MLASERVE_API_KEY or VLLM_API_KEY)\n"
 		"  --chat-template FILE|TEXT       override the tokenizer's chat template\n"
+		"  --chat-template-content-format auto|string|openai   how message content reaches the\n"
+		"                                  template: one string (text parts joined by \"\\n\") or a\n"
+		"                                  list of text parts; auto (default): openai when the\n"
+		"                                  template loops over a message's content, as vLLM detects\n"
 		"  --ssl-keyfile FILE --ssl-certfile FILE   serve HTTPS with this PEM key and\n"
 		"                                  certificate chain (checked before the model loads)\n"
 		"  --max-request-body-bytes N      larger bodies get 413 (default 16MiB)\n"
@@ -135,6 +140,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o, struct err *e
 			o->sc.api_key = v;
 		} else if (FLAG("--chat-template", NULL)) {
 			o->chat_template = v;
+		} else if (FLAG("--chat-template-content-format", NULL)) {
+			if (chat_content_format_parse(v, &o->content_format, e) < 0)
+				return err_prefix(e, "--chat-template-content-format");
 		} else if (FLAG("--ssl-keyfile", NULL)) {
 			o->ssl_keyfile = v;
 		} else if (FLAG("--ssl-certfile", NULL)) {
@@ -306,6 +314,13 @@ static int open_chat_template(const struct serve_opts *o, const struct engine_ru
 		LOG_I(MOD, "no chat template: prompts are rendered by the %s encoder", chat_template_native(*tpl));
 	if (!*tpl)
 		LOG_W(MOD, "the model has no chat template: /v1/chat/completions will answer 400");
+	else
+		LOG_I(MOD, "chat template content format: %s (%s)",
+		      chat_content_format_name(o->content_format == CHAT_CONTENT_AUTO
+						       ? chat_template_content_format(*tpl)
+						       : o->content_format),
+		      o->content_format == CHAT_CONTENT_AUTO ? "detected; --chat-template-content-format overrides"
+							     : "--chat-template-content-format");
 	return 0;
 }
 
@@ -405,6 +420,7 @@ static int serve(struct serve_opts *o, int argc, char **argv, struct err *e)
 	struct server_deps d = {.eng = rt.engine,
 				.tok = rt.tok,
 				.tpl = tpl,
+				.content_format = o->content_format,
 				.bos_token = rt.hf.bos_token,
 				.eos_token = rt.hf.eos_token,
 				.vocab_size = mc->vocab_size};

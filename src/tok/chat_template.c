@@ -1,10 +1,12 @@
 /* Chat templates: compile once (lexer + parser into a pool the template owns), render per
  * request (values and scopes in a per-render pool, freed at the end). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tok/chat_template.h"
 #include "tok/chat_dsv32.h"
+#include "tok/chat_history.h"
 #include "tok/chat_dsv4.h"
 #include "tok/tokenizer.h"
 #include "jinja/jinja.h"
@@ -14,6 +16,7 @@ struct chat_template {
 	struct jnode *root;
 	const char *native; /* NULL: Jinja (root); else the native encoder's name */
 	bool sort_tools;    /* Kimi's tokenizer: the tools' keys sorted, deeply, before rendering */
+	enum chat_content_format content_format; /* detected as vLLM does */
 };
 
 int chat_template_compile(const char *source, struct chat_template **out, struct err *e)
@@ -31,6 +34,7 @@ int chat_template_compile(const char *source, struct chat_template **out, struct
 		chat_template_free(t);
 		return -1;
 	}
+	t->content_format = chat_content_format_detect(t->root);
 	*out = t;
 	return 0;
 }
@@ -58,11 +62,17 @@ int chat_template_open(const char *source, const char *model_dir, struct chat_te
 		return err_set(e, "chat template: out of memory");
 	jpool_init(&t->pool, 0);
 	t->native = native;
+	t->content_format = CHAT_CONTENT_STRING; /* vLLM: no Jinja text to detect from */
 	*out = t;
 	return 0;
 }
 
 const char *chat_template_native(const struct chat_template *tpl) { return tpl ? tpl->native : NULL; }
+
+enum chat_content_format chat_template_content_format(const struct chat_template *tpl)
+{
+	return tpl ? tpl->content_format : CHAT_CONTENT_STRING;
+}
 
 void chat_template_free(struct chat_template *tpl)
 {
@@ -125,8 +135,9 @@ static int from_json(struct jctx *c, const json_t *j, int depth, struct jval *ou
 
 int jinja_from_json(struct jctx *c, const struct json_t *j, struct jval *out) { return from_json(c, j, 0, out); }
 
-/* messages -> list of dicts; content given as [{type:"text", text}] parts is flattened. */
-static int convert_messages(struct jctx *c, const json_t *messages, struct jval *out)
+/* messages -> list of dicts; when `flatten`, content given as [{type:"text", text}] parts is
+ * joined into one string. */
+static int convert_messages(struct jctx *c, const json_t *messages, bool flatten, struct jval *out)
 {
 	if (!json_is_array(messages))
 		return err_set(c->e, "chat template: messages must be an array");
@@ -137,7 +148,7 @@ static int convert_messages(struct jctx *c, const json_t *messages, struct jval 
 		if (m->k != JV_DICT)
 			return err_set(c->e, "chat template: messages[%zu] must be an object", i);
 		struct jval *content = jdict_get(m->u.d, "content", 7);
-		if (!content || content->k != JV_LIST)
+		if (!flatten || !content || content->k != JV_LIST)
 			continue;
 		struct strbuf b = {.limit = JINJA_MAX_OUT};
 		for (size_t k = 0; k < content->u.l->n; k++) {
@@ -229,9 +240,8 @@ static json_t *deep_sorted(const json_t *j, int depth)
 	return o;
 }
 
-int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
-			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
-			 struct err *e)
+static int render(const struct chat_template *tpl, const json_t *messages, bool flatten, bool add_generation_prompt,
+		  const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text, struct err *e)
 {
 	*out_text = NULL;
 	if (kwargs && !json_is_object(kwargs))
@@ -257,7 +267,7 @@ int chat_template_render(const struct chat_template *tpl, const json_t *messages
 		err_set(e, "chat template: out of memory");
 		goto done;
 	}
-	if (convert_messages(&c, messages, &msgs) < 0)
+	if (convert_messages(&c, messages, flatten, &msgs) < 0)
 		goto done;
 	jscope_set(&c, c.root, "messages", msgs);
 	jscope_set(&c, c.root, "add_generation_prompt", jv_bool(add_generation_prompt));
@@ -299,5 +309,30 @@ done:
 	free(out.p);
 	jpool_fini(&pool);
 	json_decref(sorted_kwargs);
+	return r;
+}
+
+int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
+			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
+			 struct err *e)
+{
+	return render(tpl, messages, true, add_generation_prompt, bos_token, eos_token, kwargs, out_text, e);
+}
+
+int chat_template_render_vllm(const struct chat_template *tpl, const json_t *messages, enum chat_content_format format,
+			      bool add_generation_prompt, const char *bos_token, const char *eos_token,
+			      const json_t *kwargs, char **out_text, struct err *e)
+{
+	*out_text = NULL;
+	json_t *history;
+	if (format == CHAT_CONTENT_AUTO)
+		format = chat_template_content_format(tpl);
+	if (chat_history_vllm(messages, format, &history, e) < 0) {
+		char msg[sizeof e->msg];
+		snprintf(msg, sizeof msg, "%s", e->msg);
+		return err_set(e, "chat template: %s", msg);
+	}
+	int r = render(tpl, history, false, add_generation_prompt, bos_token, eos_token, kwargs, out_text, e);
+	json_decref(history);
 	return r;
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
+#include "tok/chat_history.h"
 
 struct chat_template;
 
@@ -53,6 +54,8 @@ const char *chat_template_native(const struct chat_template *tpl);
  *                         is an array of parts [{type:"text", text}, ...] is flattened to one
  *                         string, the texts joined with "\n" (vLLM's "string" content format,
  *                         what the DeepSeek templates expect); a non-text part is an error.
+ *                         This is transformers' view of the messages (tool-call arguments as
+ *                         given); chat_template_render_vllm below is the server's.
  *   add_generation_prompt the flag
  *   bos_token, eos_token  the strings (NULL -> the variable is left undefined)
  *   tools, documents      none (null), unless `kwargs` sets them
@@ -67,5 +70,17 @@ const char *chat_template_native(const struct chat_template *tpl);
 int chat_template_render(const struct chat_template *tpl, const json_t *messages, bool add_generation_prompt,
 			 const char *bos_token, const char *eos_token, const json_t *kwargs, char **out_text,
 			 struct err *e);
+
+/* vLLM's content format for this template (chat_content_format_detect; "string" for the
+ * native encoders and a NULL tpl). */
+enum chat_content_format chat_template_content_format(const struct chat_template *tpl);
+
+/* Render as vLLM's chat completions do: the messages first converted by chat_history_vllm in
+ * `format` (CHAT_CONTENT_AUTO: the template's detected one), so content is a string or a list
+ * of text parts, never flattened again, and tool calls' arguments are decoded JSON. Errors as
+ * chat_template_render's. */
+int chat_template_render_vllm(const struct chat_template *tpl, const json_t *messages, enum chat_content_format format,
+			      bool add_generation_prompt, const char *bos_token, const char *eos_token,
+			      const json_t *kwargs, char **out_text, struct err *e);
 
 #endif

@@ -236,8 +236,8 @@ static void test_tools_validated(void)
 #undef U
 }
 
-/* vLLM: a message without content (an assistant's with only tool_calls) or with null content
- * reaches the template with content "". */
+/* A message without content (an assistant's with only tool_calls) or with null content is
+ * accepted as given: the render makes it vLLM's "" or [] (test_chat_history). */
 static void test_missing_content_is_empty(void)
 {
 	struct srv_request r;
@@ -248,9 +248,8 @@ static void test_missing_content_is_empty(void)
 			    SRV_API_CHAT, &r, &ae),
 		      0);
 	EXPECT_EQ_INT(json_array_size(r.messages), 3);
-	for (size_t i = 0; i < json_array_size(r.messages); i++)
-		EXPECT(json_is_string(json_object_get(json_array_get(r.messages, i), "content")));
-	EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 1), "content")), ""));
+	EXPECT(json_object_get(json_array_get(r.messages, 1), "content") == NULL);
+	EXPECT(json_is_null(json_object_get(json_array_get(r.messages, 2), "content")));
 	EXPECT(json_object_get(json_array_get(r.messages, 1), "tool_calls") != NULL);
 	srv_request_fini(&r);
 }

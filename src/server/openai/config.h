@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "tok/chat_history.h"
 
 struct tok;
 struct chat_template;
@@ -38,12 +39,13 @@ struct server_config {
 };
 
 struct server_deps {
-	struct engine *eng;                /* not owned */
-	const struct tok *tok;             /* not owned */
-	const struct chat_template *tpl;   /* not owned; NULL: chat requests get 400 */
-	const char *bos_token, *eos_token; /* template variables (may be NULL) */
-	struct sampling_params defaults;   /* generation_config over OpenAI defaults */
-	int vocab_size;                    /* token ids accepted in requests */
+	struct engine *eng;                      /* not owned */
+	const struct tok *tok;                   /* not owned */
+	const struct chat_template *tpl;         /* not owned; NULL: chat requests get 400 */
+	enum chat_content_format content_format; /* how messages reach tpl (AUTO: its detected one) */
+	const char *bos_token, *eos_token;       /* template variables (may be NULL) */
+	struct sampling_params defaults;         /* generation_config over OpenAI defaults */
+	int vocab_size;                          /* token ids accepted in requests */
 };
 
 #endif

@@ -91,8 +91,9 @@ int gen_chat_prompt(struct server *s, const json_t *messages, bool add_generatio
 	json_t *hidden = nul_hide(messages, sentinel, &failed); /* U+0000 through a C string */
 	if (failed)
 		return api_error_set(ae, 400, "messages", "cannot render the messages' U+0000 characters");
-	int rrc = chat_template_render(s->deps.tpl, hidden ? hidden : messages, add_generation_prompt,
-				       s->deps.bos_token, s->deps.eos_token, kwargs, &text, &e);
+	int rrc = chat_template_render_vllm(s->deps.tpl, hidden ? hidden : messages, s->deps.content_format,
+					    add_generation_prompt, s->deps.bos_token, s->deps.eos_token, kwargs, &text,
+					    &e);
 	json_decref(hidden);
 	if (rrc < 0)
 		return api_error_set(ae, 400, "messages", "%s", e.msg);

@@ -220,7 +220,7 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 	if (json_array_size(m) == 0)
 		return api_error_set(ae, 400, "messages", "'messages' must contain at least one message");
 	static const char *const roles[] = {"system", "user", "assistant", "tool", "developer", "function", NULL};
-	size_t idx, n_empty = 0;
+	size_t idx;
 	const json_t *msg;
 	json_array_foreach(m, idx, msg)
 	{
@@ -234,8 +234,6 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 					     "assistant, tool, developer",
 					     idx);
 		const json_t *c = json_object_get(msg, "content");
-		if (!c || json_is_null(c))
-			n_empty++;
 		if (!c || json_is_null(c) || json_is_string(c))
 			continue;
 		if (!json_is_array(c))
@@ -263,21 +261,9 @@ static int parse_messages(const json_t *body, struct srv_request *r, struct api_
 						     idx, j);
 		}
 	}
-	/* vLLM: a message without content (an assistant's with only tool_calls) or with null
-	 * content reaches the template with content "" */
-	r->messages = n_empty ? json_copy((json_t *)m) : json_incref((json_t *)m);
-	if (!r->messages)
-		return api_error_set(ae, 500, NULL, "out of memory");
-	json_array_foreach(r->messages, idx, msg)
-	{
-		const json_t *c = json_object_get(msg, "content");
-		if (c && !json_is_null(c))
-			continue;
-		json_t *cp = json_copy((json_t *)msg);
-		if (!cp || json_object_set_new(cp, "content", json_string("")) < 0 ||
-		    json_array_set_new(r->messages, idx, cp) < 0)
-			return api_error_set(ae, 500, NULL, "out of memory");
-	}
+	/* a message without content (an assistant's with only tool_calls) or with null content
+	 * reaches the template as vLLM's "" or [] (tok/chat_history.h) */
+	r->messages = json_incref((json_t *)m);
 	r->add_generation_prompt = true;
 	if (req_get_bool(body, "add_generation_prompt", &r->add_generation_prompt, ae) < 0 ||
 	    req_get_bool(body, "continue_final_message", &r->continue_final_message, ae) < 0)
@@ -502,6 +488,9 @@ long srv_continue_final_cut(const json_t *messages, const char *rendered, size_t
 	const json_t *c = json_object_get(last, "content");
 	if (json_is_array(c)) /* transformers uses the text of the last part */
 		c = json_object_get(json_array_get(c, json_array_size(c) - 1), "text");
+	json_t *empty = NULL;
+	if (!c || json_is_null(c)) /* rendered as vLLM's "" */
+		c = empty = json_string("");
 	if (!json_is_string(c))
 		return api_error_set(ae, 400, "messages",
 				     "continue_final_message: the final message has no text content");
@@ -515,6 +504,7 @@ long srv_continue_final_cut(const json_t *messages, const char *rendered, size_t
 			m--;
 		hit = last_occurrence(rendered, len, s, m);
 	}
+	json_decref(empty);
 	if (!hit)
 		return api_error_set(ae, 400, "messages",
 				     "continue_final_message: the final message was not found in "
