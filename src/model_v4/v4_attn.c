@@ -101,6 +101,28 @@ void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, con
 	pool_for(pool, n_heads, 1, heads_range, &j);
 }
 
+struct ref_job {
+	int hd, n_kv;
+	float scale;
+	const float *q, *const *kv, *sink;
+	float *o, *lse;
+};
+
+static void ref_range(void *ctx, int h0, int h1, int tid)
+{
+	const struct ref_job *j = ctx;
+	size_t off = (size_t)h0 * (size_t)j->hd;
+	v4_attn_one(h1 - h0, j->hd, j->scale, j->q + off, j->kv, j->n_kv, j->sink ? j->sink + h0 : NULL, j->o + off,
+		    j->lse + h0);
+}
+
+void v4_attn_pool(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
+		  int n_kv, const float *sink, float *o, float *lse)
+{
+	struct ref_job j = {head_dim, n_kv, scale, q, kv, sink, o, lse};
+	pool_for(pool, n_heads, 1, ref_range, &j);
+}
+
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse)
 {
 	for (int h = 0; h < n_heads; h++) {

@@ -49,6 +49,11 @@ struct pool;
  * (NULL: this thread). */
 void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
 		  int n_kv, const float *sink, float *o, float *lse);
+/* v4_attn_one (double) with the heads split over the pool: its results bit for bit. The model
+ * runs this one: v4_attn_fast's float32 moves the outputs by ~1e-7, enough to flip an fp8
+ * rounding midpoint downstream between a cold and a prefix-cached run (v4_generate.sh). */
+void v4_attn_pool(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
+		  int n_kv, const float *sink, float *o, float *lse);
 /* Adds the sink to results without it (after a DCP merge): o [H, dv], lse [H] in place. */
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse);
 /* The inverse RoPE of every head's last r->dim dims: o [H, head_dim] at position pos. */
