@@ -121,7 +121,7 @@ static void test_formats(void)
 	const struct v4_layer *L = &v->w.layers[1];
 	EXPECT(L->wq_a.dtype == DT_F8_E4M3 && L->wq_b.dtype == DT_F8_E4M3 && L->s1.dtype == DT_F8_E4M3);
 	EXPECT(L->w1[0].dtype == DT_F4_E2M1 && L->w2[3].dtype == DT_F4_E2M1);
-	EXPECT(L->wo_a.dtype == DT_F8_E4M3 && L->gate.dtype == DT_BF16 && L->c_wkv.dtype == DT_BF16);
+	EXPECT(L->wo_a.dtype == DT_F32 && L->gate.dtype == DT_BF16 && L->c_wkv.dtype == DT_BF16);
 	/* ue8m0: every block scale a power of two */
 	int ex;
 	EXPECT(frexpf(L->wq_b.scale[0], &ex) == 0.5f);
@@ -192,7 +192,7 @@ static void test_other_formats(void)
 	EXPECTF(m, "%s", e.msg);
 	if (m) {
 		const struct v4_layer *L = &v4(m)->w.layers[2];
-		EXPECT(L->w1[0].dtype == DT_BF16 && L->wq_b.dtype == DT_BF16 && L->wo_a.dtype == DT_BF16);
+		EXPECT(L->w1[0].dtype == DT_BF16 && L->wq_b.dtype == DT_BF16 && L->wo_a.dtype == DT_F32);
 		EXPECT(v4(m)->w.format_bytes[DT_F4_E2M1] == 0 && v4(m)->w.format_bytes[DT_F8_E4M3] == 0);
 		run_seq(m, out);
 		model_free(m);
