@@ -8,7 +8,7 @@
 # at batch 1 and 8, then prints decode tokens/s, each against the fp4+fp8 stack, and the weight
 # bytes a step reads against the read bandwidth the same run measured (bench latency's probe).
 #   bash bench/v4_stacks.sh            (ROUNDS=2 INPUT=64 OUTPUT=8 THREADS=2; BUILD=build)
-# V4_FULL=1 adds bench/configs/v4-flash-2L (all 256 experts, ~9.3 GB).
+# V4_FULL=1 adds bench/configs/v4-flash-2L (all 256 experts, ~9.5 GB).
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
