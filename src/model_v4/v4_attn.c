@@ -87,7 +87,8 @@ struct heads_job {
 static void heads_range(void *ctx, int h0, int h1, int tid)
 {
 	const struct heads_job *j = ctx;
-	float stack_s[1024], *s = j->n_kv <= 1024 ? stack_s : malloc((size_t)j->n_kv * sizeof *s);
+	size_t n = 4 * ((size_t)j->n_kv + (size_t)j->hd); /* v4k_attn_heads' scratch */
+	double stack_s[8192], *s = n <= 8192 ? stack_s : malloc(n * sizeof *s);
 	CHECK(s);
 	v4k_attn_heads(j->lv, h0, h1, j->hd, j->scale, j->q, j->kv, j->n_kv, j->sink, j->o, j->lse, s);
 	if (s != stack_s)
@@ -99,28 +100,6 @@ void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, con
 {
 	struct heads_job j = {ops_level_best(), head_dim, n_kv, scale, q, kv, sink, o, lse};
 	pool_for(pool, n_heads, 1, heads_range, &j);
-}
-
-struct ref_job {
-	int hd, n_kv;
-	float scale;
-	const float *q, *const *kv, *sink;
-	float *o, *lse;
-};
-
-static void ref_range(void *ctx, int h0, int h1, int tid)
-{
-	const struct ref_job *j = ctx;
-	size_t off = (size_t)h0 * (size_t)j->hd;
-	v4_attn_one(h1 - h0, j->hd, j->scale, j->q + off, j->kv, j->n_kv, j->sink ? j->sink + h0 : NULL, j->o + off,
-		    j->lse + h0);
-}
-
-void v4_attn_pool(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
-		  int n_kv, const float *sink, float *o, float *lse)
-{
-	struct ref_job j = {head_dim, n_kv, scale, q, kv, sink, o, lse};
-	pool_for(pool, n_heads, 1, ref_range, &j);
 }
 
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse)

@@ -45,14 +45,9 @@ void v4_attn_prep_kv(const struct v4_rope *r, int head_dim, long pos, int kv_qua
 void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const float *const *kv, int n_kv,
 		 const float *sink, float *o, float *lse);
 struct pool;
-/* v4_attn_one in float32 (v4_kernels.h) at ops_level_best(), the heads split over the pool
+/* v4_attn_one in SIMD double (v4_kernels.h) at ops_level_best(), the heads split over the pool
  * (NULL: this thread). */
 void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
-		  int n_kv, const float *sink, float *o, float *lse);
-/* v4_attn_one (double) with the heads split over the pool: its results bit for bit. The model
- * runs this one: v4_attn_fast's float32 moves the outputs by ~1e-7, enough to flip an fp8
- * rounding midpoint downstream between a cold and a prefix-cached run (v4_generate.sh). */
-void v4_attn_pool(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
 		  int n_kv, const float *sink, float *o, float *lse);
 /* Adds the sink to results without it (after a DCP merge): o [H, dv], lse [H] in place. */
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse);

@@ -198,7 +198,7 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 				w.keys[nk++] = w.rows + (size_t)c * (size_t)hd;
 		}
 		float *ot = o + (size_t)t * (size_t)(H * hd);
-		v4_attn_pool(pg->pool, H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk,
+		v4_attn_fast(pg->pool, H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk,
 			     l->sink, ot, w.lse);
 		v4_attn_unrope(&l->rope, H, hd, ot, p);
 	}

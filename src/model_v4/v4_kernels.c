@@ -34,110 +34,150 @@ INLINE v16f ld16(const float *p)
 	return v;
 }
 
-INLINE float lanes_sum(v16f a)
+INLINE v8d ld8d(const float *p) /* 8 floats widened to double */
 {
-	float s = 0;
-#pragma GCC unroll 16
-	for (int l = 0; l < 16; l++)
+	v8f v;
+	memcpy(&v, p, sizeof v);
+	return __builtin_convertvector(v, v8d);
+}
+
+INLINE double lanes_sum8(v8d a)
+{
+	double s = 0;
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++)
 		s += a[l];
 	return s;
 }
 
-/* q . k over n dims: four 16-lane float32 partials, then the lanes */
-INLINE float dot_f32(const float *q, const float *k, int n)
+/* G heads' q (doubles, rows of n) . k (floats) over n dims: per head two 8-lane double partials
+ * (even and odd blocks of 8), then the lanes; k widened once for the G heads */
+INLINE void dots_f64(int G, const double *q, const float *k, int n, double *out)
 {
-	v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+	v8d a[4][2] = {{{0}}}, qv;
 	int i = 0;
-	for (; i + 64 <= n; i += 64) {
-		a0 += ld16(q + i) * ld16(k + i);
-		a1 += ld16(q + i + 16) * ld16(k + i + 16);
-		a2 += ld16(q + i + 32) * ld16(k + i + 32);
-		a3 += ld16(q + i + 48) * ld16(k + i + 48);
+	for (; i + 16 <= n; i += 16) {
+		v8d k0 = ld8d(k + i), k1 = ld8d(k + i + 8);
+#pragma GCC unroll 4
+		for (int u = 0; u < G; u++) {
+			memcpy(&qv, q + (size_t)u * (size_t)n + (size_t)i, sizeof qv);
+			a[u][0] += qv * k0;
+			memcpy(&qv, q + (size_t)u * (size_t)n + (size_t)i + 8, sizeof qv);
+			a[u][1] += qv * k1;
+		}
 	}
-	for (; i + 16 <= n; i += 16)
-		a0 += ld16(q + i) * ld16(k + i);
-	float s = lanes_sum((a0 + a1) + (a2 + a3));
-	for (; i < n; i++)
-		s += q[i] * k[i];
-	return s;
+#pragma GCC unroll 4
+	for (int u = 0; u < G; u++) {
+		double s = lanes_sum8(a[u][0] + a[u][1]);
+		for (int t = i; t < n; t++)
+			s += q[(size_t)u * (size_t)n + (size_t)t] * k[t];
+		out[u] = s;
+	}
 }
 
-#define PV_CHUNK 128 /* dims of o held in registers while the keys stream past */
+#define PV_CHUNK 32 /* dims of o held in registers (doubles, 4 heads) while the keys stream past */
 
-INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-			    const float *sink, float *o, float *lse, float *s)
+/* G heads from h: s [G][n_kv] and qd [G][hd] doubles of scratch */
+INLINE void attn_group(int G, int h, int hd, float scale, const float *q, const float *const *kv, int n_kv,
+		       const float *sink, float *o, float *lse, double *s, double *qd)
 {
-	for (int h = h0; h < h1; h++) {
-		const float *qh = q + (size_t)h * (size_t)hd;
-		float *oh = o + (size_t)h * (size_t)hd;
-		float m = sink ? sink[h] : -INFINITY;
-		for (int j = 0; j < n_kv; j++) {
-			s[j] = dot_f32(qh, kv[j], hd) * scale;
-			m = fmaxf(m, s[j]);
+	for (int u = 0; u < G; u++)
+		for (int i = 0; i < hd; i++)
+			qd[(size_t)u * (size_t)hd + (size_t)i] = q[(size_t)(h + u) * (size_t)hd + (size_t)i];
+	double m[4], z[4], d[4];
+	for (int u = 0; u < G; u++)
+		m[u] = sink ? sink[h + u] : -INFINITY;
+	for (int j = 0; j < n_kv; j++) {
+		dots_f64(G, qd, kv[j], hd, d);
+		for (int u = 0; u < G; u++) {
+			s[(size_t)u * (size_t)n_kv + (size_t)j] = d[u] * scale;
+			m[u] = fmax(m[u], d[u] * scale);
 		}
-		if (m == -INFINITY) { /* no keys, no sink: nothing to attend */
-			memset(oh, 0, sizeof(float) * (size_t)hd);
-			lse[h] = -INFINITY;
-			continue;
-		}
-		double z = sink ? exp((double)sink[h] - m) : 0;
-		for (int j = 0; j < n_kv; j++) {
-			s[j] = expf(s[j] - m);
-			z += s[j];
-		}
-		float inv = (float)(1 / z);
-		int c = 0;
-		for (; c + PV_CHUNK <= hd; c += PV_CHUNK) {
-			v16f a[PV_CHUNK / 16] = {{0}};
-			for (int j = 0; j < n_kv; j++) {
-				const float *kj = kv[j] + c;
-#pragma GCC unroll 8
-				for (int u = 0; u < PV_CHUNK / 16; u++)
-					a[u] += s[j] * ld16(kj + 16 * u);
-			}
-#pragma GCC unroll 8
-			for (int u = 0; u < PV_CHUNK / 16; u++) {
-				v16f r = a[u] * inv;
-				memcpy(oh + c + 16 * u, &r, sizeof r);
-			}
-		}
-		for (; c < hd; c++) {
-			float a = 0;
-			for (int j = 0; j < n_kv; j++)
-				a += s[j] * kv[j][c];
-			oh[c] = a * inv;
-		}
-		lse[h] = (float)(m + log(z));
 	}
+	for (int u = 0; u < G; u++) {
+		double *su = s + (size_t)u * (size_t)n_kv;
+		z[u] = 0;
+		if (m[u] == -INFINITY) /* no keys, no sink: nothing to attend (o = 0 below) */
+			continue;
+		z[u] = sink ? exp(sink[h + u] - m[u]) : 0;
+		for (int j = 0; j < n_kv; j++) {
+			su[j] = exp(su[j] - m[u]);
+			z[u] += su[j];
+		}
+	}
+	int c = 0;
+	for (; c + PV_CHUNK <= hd; c += PV_CHUNK) {
+		v8d a[4][PV_CHUNK / 8] = {{{0}}};
+		for (int j = 0; j < n_kv; j++) {
+			const float *kj = kv[j] + c;
+			v8d kc[PV_CHUNK / 8];
+#pragma GCC unroll 4
+			for (int v = 0; v < PV_CHUNK / 8; v++)
+				kc[v] = ld8d(kj + 8 * v);
+#pragma GCC unroll 4
+			for (int u = 0; u < G; u++) {
+				double p = s[(size_t)u * (size_t)n_kv + (size_t)j];
+#pragma GCC unroll 4
+				for (int v = 0; v < PV_CHUNK / 8; v++)
+					a[u][v] += p * kc[v];
+			}
+		}
+		for (int u = 0; u < G; u++)
+			for (int v = 0; v < PV_CHUNK / 8; v++)
+				for (int l = 0; l < 8; l++)
+					o[(size_t)(h + u) * (size_t)hd + (size_t)(c + 8 * v + l)] =
+						m[u] == -INFINITY ? 0 : (float)(a[u][v][l] / z[u]);
+	}
+	for (; c < hd; c++)
+		for (int u = 0; u < G; u++) {
+			double a = 0;
+			for (int j = 0; j < n_kv; j++)
+				a += s[(size_t)u * (size_t)n_kv + (size_t)j] * kv[j][c];
+			o[(size_t)(h + u) * (size_t)hd + (size_t)c] = m[u] == -INFINITY ? 0 : (float)(a / z[u]);
+		}
+	for (int u = 0; u < G; u++)
+		lse[h + u] = m[u] == -INFINITY ? -INFINITY : (float)(m[u] + log(z[u]));
+}
+
+/* s: [4 n_kv] doubles, qd: [4 hd] doubles */
+INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
+			    const float *sink, float *o, float *lse, double *s, double *qd)
+{
+	int h = h0;
+	for (; h + 4 <= h1; h += 4)
+		attn_group(4, h, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
+	for (; h < h1; h++)
+		attn_group(1, h, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
 }
 
 AVX512_FN static void attn_heads_avx512(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-					int n_kv, const float *sink, float *o, float *lse, float *s)
+					int n_kv, const float *sink, float *o, float *lse, double *s, double *qd)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
 }
 
 AVX2_FN static void attn_heads_avx2(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-				    int n_kv, const float *sink, float *o, float *lse, float *s)
+				    int n_kv, const float *sink, float *o, float *lse, double *s, double *qd)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
 }
 
 static void attn_heads_portable(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-				const float *sink, float *o, float *lse, float *s)
+				const float *sink, float *o, float *lse, double *s, double *qd)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
 }
 
 void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-		    int n_kv, const float *sink, float *o, float *lse, float *scratch)
+		    int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
+	double *qd = scratch + 4 * (size_t)n_kv;
 	if (lv >= OPS_AVX512)
-		attn_heads_avx512(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+		attn_heads_avx512(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
 	else if (lv >= OPS_AVX2)
-		attn_heads_avx2(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+		attn_heads_avx2(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
 	else
-		attn_heads_portable(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+		attn_heads_portable(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
 }
 
 /* ---- indexer ---- */

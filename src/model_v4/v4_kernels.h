@@ -1,11 +1,13 @@
-/* float32 SIMD kernels of DeepSeek-V4's attention core and indexer scoring (v4_attn.h,
+/* SIMD kernels of DeepSeek-V4's attention core and indexer scoring (v4_attn.h,
  * v4_indexer.h define what they compute; those files keep the double-precision references).
  * One body per kernel, built for AVX-512, AVX2 + FMA and portable C (GCC vector types: the
  * level decides the instructions, not the arithmetic's order), chosen by ops_level_best().
  *
- * Attention: per head, s_j = scale q . kv_j summed in float32 (16 lane partials, then the
- * lanes), softmax with the sink in float32 exps and a double denominator, o = sum_j p_j kv_j
- * in float32.
+ * Attention in double, as the reference: per head, s_j = scale q . kv_j (8-lane partials,
+ * then the lanes; four heads a pass over the keys), softmax with the sink, o = sum_j p_j kv_j, rounded to float at the end. Only
+ * the dots' summation order differs from v4_attn_one (~1e-16 relative), so the outputs are its
+ * floats but for rare last-bit roundings. (A float32 version moved them by ~1e-7: enough to
+ * flip an fp8 rounding midpoint downstream between a cold and a prefix-cached run.)
  * Indexer: 16 keys at a time, each in a lane of its own (its score does not depend on its
  * neighbours), q_h . k summed over the dims in float32, relu, w_h * dot summed over the heads
  * in double. The stored keys are e2m1 codes x a power of two per 32 and the query has been
@@ -22,9 +24,9 @@
 #define V4K_KB 16 /* keys of an indexer tile */
 
 /* Heads [h0, h1) of v4_attn_one (same arguments, q/o [H, hd] indexed by head), at level lv.
- * scratch: [n_kv] floats. */
+ * scratch: [4 (n_kv + hd)] doubles. */
 void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-		    int n_kv, const float *sink, float *o, float *lse, float *scratch);
+		    int n_kv, const float *sink, float *o, float *lse, double *scratch);
 
 /* Where the indexer's keys are: packed (v4_pack_ix: e2m1 codes and e8m0 bytes) or float rows. */
 struct v4k_keys {
