@@ -61,6 +61,14 @@ static void render(const struct chat_template *t, const json_t *messages, bool g
 	} else {
 		FUZZ_CHECK(!text && e.msg[0]);
 	}
+	/* the server's render: the history converted as vLLM does (tok/chat_history.h) */
+	e.msg[0] = 0;
+	if (chat_template_render_vllm(t, messages, CHAT_CONTENT_AUTO, gen, NULL, NULL, kwargs, &text, &e) == 0) {
+		FUZZ_CHECK(text);
+		free(text);
+	} else {
+		FUZZ_CHECK(!text && e.msg[0]);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
