@@ -280,6 +280,8 @@ struct bench_opts {
 	int warmup; /* --num-iters-warmup: untimed prefills first (the first touch of scratch pages) */
 	/* --quantization NAME (engine_args_quantization: a row of ops/wformat.h, NULL: none) */
 	const struct wformat *quant;
+	const struct wformat *quant_rest; /* --quantization-rest (engine_args_quantization_rest) */
+	bool quant_rest_set;
 	bool quantize_lm_head; /* --quantize-lm-head */
 };
 
@@ -394,6 +396,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .max_model_len = I + O,
 				   .pool = pool,
 				   .quant = o->quant,
+				   .quant_rest = o->quant_rest,
+				   .quant_rest_set = o->quant_rest_set,
 				   .quantize_lm_head = o->quantize_lm_head};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
@@ -536,7 +540,8 @@ static void bench_usage(FILE *f)
 		"       mlaserve bench latency MODEL_DIR [--batch-size B[,B2..]] [--input-len I] [--output-len O]\n"
 		"         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		"checkpoint's)] [--threads N]\n"
-		"         [--attention-backend NAME] [--quantization %s] [--quantize-lm-head]\n"
+		"         [--attention-backend NAME] [--quantization %s]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head]\n"
 		"         [--kv-cache-dtype auto|float32|bfloat16|fp8 (default auto: the activations')]\n"
 		"         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json "
 		"FILE]\n",
@@ -621,6 +626,8 @@ int cmd_bench(int argc, char **argv)
 			o.backend = v;
 		else if (!strcmp(a, "--quantization") || !strcmp(a, "-q"))
 			bad = engine_args_quantization(v, &o.quant, &e);
+		else if (!strcmp(a, "--quantization-rest"))
+			bad = engine_args_quantization_rest(v, &o.quant_rest, &o.quant_rest_set, &e);
 		else if (!strcmp(a, "--load-format")) {
 			if (strcmp(v, "dummy") && strcmp(v, "auto") && strcmp(v, "safetensors"))
 				bad = err_set(&e, "--load-format: invalid value '%s' (auto, safetensors or dummy)", v);
@@ -636,6 +643,10 @@ int cmd_bench(int argc, char **argv)
 	if (!o.dir) {
 		bench_usage(stderr);
 		return 2;
+	}
+	if (o.quant_rest_set && !o.quant) {
+		err_set(&e, "--quantization-rest needs --quantization (the routed experts' format)");
+		goto fail;
 	}
 	if (run_bench(&o, &e))
 		goto fail;
