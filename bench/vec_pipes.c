@@ -2,7 +2,9 @@
  * one core: 12 independent chains of each, instructions per ns. Two instructions that reach
  * together no more than either alone share the same pipes. On Zen 5 the fp32 FMA, vcvtph2ps
  * (the f16 decode of ops/gemm_fp8_avx2.c), vpmaddubsw, vpmaddwd and vpdpbusd all issue on the
- * same two pipes: what bounds the AVX2 GEMMs (docs/PERFORMANCE.md §10).
+ * same two pipes: what bounds the AVX2 GEMMs (docs/PERFORMANCE.md §10). On AVX512_BF16 CPUs
+ * also 512-bit rows: vdpbf16ps (what the avx512_bf16 GEMMs run on) against the fp32 FMA (on the
+ * Xeon of docs/PERFORMANCE.md §10.2, a quarter of its rate: half its FLOPs).
  *
  *   vec_pipes            (no options; compare the rows with each other, not across machines)
  */
@@ -16,7 +18,7 @@
 static double now_s(void)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); /* this thread's time: co-tenants do not count */
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -71,6 +73,32 @@ PAIR(t_fma_sll, FMA, SLL)
 PAIR(t_fma_and, FMA, AND)
 PAIR(t_fma_movsx, FMA, MOVSX)
 
+/* 512-bit: 12 chains, even ones OP1, odd ones OP2 */
+#define A5 __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline))
+#define DP5(a) _mm512_castps_si512(_mm512_dpbf16_ps(_mm512_castsi512_ps(a), (__m512bh)b, (__m512bh)b))
+#define FMA5(a) \
+	_mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), _mm512_castsi512_ps(b)))
+#define SLL5(a) _mm512_slli_epi32(a, 7)
+#define PAIR5(NAME, OP1, OP2)                                                                                    \
+	static A5 double NAME(void)                                                                              \
+	{                                                                                                        \
+		__m512i b = _mm512_set1_epi32(0x3f803f80), a0 = _mm512_set1_epi32(1), a1 = a0, a2 = a0, a3 = a0, \
+			a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                \
+		double t0 = now_s();                                                                             \
+		for (long k = 0; k < ROUNDS; k++) {                                                              \
+			a0 = OP1(a0), a1 = OP2(a1), a2 = OP1(a2), a3 = OP2(a3), a4 = OP1(a4), a5 = OP2(a5);      \
+			a6 = OP1(a6), a7 = OP2(a7), a8 = OP1(a8), a9 = OP2(a9), a10 = OP1(a10), a11 = OP2(a11);  \
+			__asm__ volatile(""                                                                      \
+					 : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), \
+					   "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));                  \
+		}                                                                                                \
+		return ROUNDS * 12 / (now_s() - t0) * 1e-9;                                                      \
+	}
+PAIR5(t5_dp, DP5, DP5)
+PAIR5(t5_fma, FMA5, FMA5)
+PAIR5(t5_dp_fma, DP5, FMA5)
+PAIR5(t5_fma_sll, FMA5, SLL5)
+
 int main(void)
 {
 	__builtin_cpu_init();
@@ -106,5 +134,14 @@ int main(void)
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
 		if (!rows[i].vnni || vnni)
 			printf("%-24s %6.2f\n", rows[i].name, rows[i].f());
+	if (!__builtin_cpu_supports("avx512bf16"))
+		return 0;
+	/* FLOPs per instruction: vdpbf16ps 64 (16 lanes x 2 products), the fp32 FMA 32 */
+	double dp = t5_dp(), fma = t5_fma();
+	printf("%-24s %s\n", "instructions (512-bit)", "per ns, one core");
+	printf("%-24s %6.2f  (%.0f GFLOP/s)\n", "vdpbf16ps", dp, 64 * dp);
+	printf("%-24s %6.2f  (%.0f GFLOP/s)\n", "vfmadd (fp32 FMA)", fma, 32 * fma);
+	printf("%-24s %6.2f\n", "vdpbf16ps + FMA", t5_dp_fma());
+	printf("%-24s %6.2f\n", "FMA + vpslld", t5_fma_sll());
 	return 0;
 }
