@@ -10,6 +10,9 @@
  * where the kernel picks its integer decode (ops_cpu_denormals_fast): also
  * "prepacked f16", the same kernel with its f16 decode.
  *
+ * "prepacked fma": the packed bf16 weights widened to fp32 FMAs from 8 tokens (what the
+ * avx512_bf16 level runs where vdpbf16ps is the slower, ops_cpu_bf16_dp_slow), against
+ * "prepacked dp" (vdpbf16ps); the fp8 rows run the same kernel in both.
  * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x: AVX512_BF16, AMX).
  * --bytes: after each row, each variant's best time per matrix (us) and the weight bytes it read
  * per second (GB/s: wmat_bytes, int4 5 bits a weight with its scales).
@@ -179,13 +182,15 @@ int main(int argc, char **argv)
 		const char *name;
 		int vnni; /* AVX-VNNI on (the int8 kernels at the avx2 level) */
 		int f16;  /* the AVX2 fp8 kernel's f16 decode instead of the one the CPU picked */
-	} var[5] = {{OPS_AVX2, 0, 0, "avx2", 0, 0},
-		    {OPS_AVX512, 0, 0, "avx512", 0, 0},
-		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0, 0},
-		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0, 0},
-		    {OPS_AMX, 1, 1, "prepacked amx", 0, 0}};
+		int fma;  /* ops_cpu_set_bf16_dp_slow: 0 vdpbf16ps, 1 fp32 FMAs (bf16 from 8 tokens), -1 as measured */
+	} var[6] = {{OPS_AVX2, 0, 0, "avx2", 0, 0, -1},
+		    {OPS_AVX512, 0, 0, "avx512", 0, 0, -1},
+		    {OPS_AVX512_BF16, 1, 0, "avx512 bf16-dp", 0, 0, -1},
+		    {OPS_AVX512_BF16, 1, 1, "prepacked dp", 0, 0, 0},
+		    {OPS_AVX512_BF16, 1, 1, "prepacked fma", 0, 0, 1},
+		    {OPS_AMX, 1, 1, "prepacked amx", 0, 0, -1}};
 	int nv = best >= OPS_AVX512_BF16 && (dt == DT_BF16 || dt == DT_F8_E4M3 || dt == DT_F4_E2M1)
-			 ? (wp[0].packed ? (best >= OPS_AMX ? 5 : 4) : 3)
+			 ? (wp[0].packed ? (best >= OPS_AMX ? 6 : 5) : 3)
 		 : best >= OPS_AVX512 ? 2
 				      : 1;
 	int dnz = ops_cpu_denormals_fast();
@@ -229,11 +234,12 @@ int main(int argc, char **argv)
 	printf("\n");
 	for (int ni = 0; ni < nn; ni++) {
 		int n = ns[ni];
-		double t[5][MAX_REPS];
+		double t[6][MAX_REPS];
 		for (int r = 0; r < reps; r++)
 			for (int v = v0; v < nv; v++) {
 				ops_cpu_set_avx_vnni(var[v].vnni);
 				ops_cpu_set_denormals_fast(var[v].f16 ? 0 : dnz);
+				ops_cpu_set_bf16_dp_slow(var[v].fma);
 				double t0 = mono_now_s();
 				int done = 0;
 				for (int m = 0; m < ncopy || done < n_jobs; m += n_jobs) {

@@ -198,3 +198,59 @@ void ops_cpu_set_denormals_fast(int on)
 	bool usable = ops_level_best() >= OPS_AVX2 && !(_mm_getcsr() & 0x40);
 	atomic_store_explicit(&denormals_fast, on < 0 ? denormals_measure() : on && usable, memory_order_relaxed);
 }
+
+/* ---- vdpbf16ps against the 512-bit fp32 FMA ---- */
+
+/* best of 3, seconds: 1024 rounds of 12 independent zmm bf16 dot products (dp) or fp32 FMAs;
+ * each vdpbf16ps does twice an FMA's multiply-adds */
+#define ZMM_OP(a) (dp ? _mm512_dpbf16_ps(a, (__m512bh)b, (__m512bh)b) : _mm512_fmadd_ps(a, b, b))
+static __attribute__((target("avx512f,avx512bf16"))) double zmm_time(const int dp)
+{
+	__m512 b = _mm512_set1_ps(1.0f);
+	double best = 1e9;
+	for (int rep = 0; rep < 3; rep++) {
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,
+		       a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int k = 0; k < 1024; k++) {
+			a0 = ZMM_OP(a0), a1 = ZMM_OP(a1), a2 = ZMM_OP(a2), a3 = ZMM_OP(a3), a4 = ZMM_OP(a4);
+			a5 = ZMM_OP(a5), a6 = ZMM_OP(a6), a7 = ZMM_OP(a7), a8 = ZMM_OP(a8), a9 = ZMM_OP(a9);
+			a10 = ZMM_OP(a10), a11 = ZMM_OP(a11);
+			__asm__ volatile(""
+					 : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6),
+					   "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+		best = dt < best ? dt : best;
+	}
+	return best;
+}
+#undef ZMM_OP
+
+/* vdpbf16ps's multiply-adds per second under 3/4 of the FMA's (Intel's Xeons: half) */
+static int dp_slow_measure(void)
+{
+	if (ops_level_best() < OPS_AVX512_BF16)
+		return 0;
+	return zmm_time(1) * 0.75 > 2 * zmm_time(0);
+}
+
+static atomic_int dp_slow = -1;
+
+int ops_cpu_bf16_dp_slow(void)
+{
+	int v = atomic_load_explicit(&dp_slow, memory_order_relaxed);
+	if (v < 0) {
+		v = dp_slow_measure();
+		atomic_store_explicit(&dp_slow, v, memory_order_relaxed);
+	}
+	return v;
+}
+
+void ops_cpu_set_bf16_dp_slow(int on)
+{
+	atomic_store_explicit(&dp_slow, on < 0 ? dp_slow_measure() : on && ops_level_best() >= OPS_AVX512_BF16,
+			      memory_order_relaxed);
+}

@@ -40,4 +40,12 @@ int ops_cpu_denormals_fast(void);
 /* tests and benchmarks: 1 on (where usable: AVX2, no DAZ), 0 off, -1 measure again */
 void ops_cpu_set_denormals_fast(int on);
 
+/* Whether vdpbf16ps does fewer multiply-adds a second than the 512-bit fp32 FMA (measured once,
+ * at first use: on Intel's Xeons half as many, on Zen 4/5 twice as many). The AVX512_BF16
+ * GEMM on packed weights then runs fp32 FMAs on the widened pairs from 8 tokens on
+ * (ops/gemm_prepacked512.c). */
+int ops_cpu_bf16_dp_slow(void);
+/* tests and benchmarks: 1 on (where the CPU has AVX512_BF16), 0 off, -1 measure again */
+void ops_cpu_set_bf16_dp_slow(int on);
+
 #endif

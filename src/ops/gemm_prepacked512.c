@@ -13,6 +13,12 @@
  * fp8 weights (1-byte pairs): one chunk per 128-column scale segment, each chunk's partial
  * sums scaled per row as they are added into y (panel_fp8).
  *
+ * Where vdpbf16ps does fewer multiply-adds than the fp32 FMA (ops_cpu_bf16_dp_slow: Intel's
+ * Xeons, half), bf16 weights from FMA_MIN_TOKENS tokens on run fp32 FMAs instead (mkf_t): each
+ * pair step widens its two weight vectors once, then two FMAs a token, odd k first as
+ * vdpbf16ps adds its products (exact in fp32), so the sums are vdpbf16ps's, bit for bit, but
+ * for subnormals (which vdpbf16ps reads and writes as zeros).
+ *
  * Every (row, token) is summed in the same order whatever n is (pairs in order within a
  * chunk, chunks added into y in order): a token's result does not depend on its batch. */
 #include <immintrin.h>
@@ -100,6 +106,59 @@ A512_INLINE void mk_t(const uint32_t *wp, int np, const uint32_t *xp, size_t ldx
 	}
 	store_acc(a0, a1, y, ldy, m0, m1, fl, sc, nt);
 }
+
+/* mk_t's sums by fp32 FMAs: the pairs of a step widened to fp32 (even k: << 16, odd k: the high
+ * half), x read as fp32 (bf16-exact: gemm_job.x_bf16) at x + t·ldx + 2p */
+A512_INLINE void mkf_t(const uint32_t *wp, int np, const float *x, size_t ldx, float *y, size_t ldy, __mmask16 m0,
+		       __mmask16 m1, int fl, uintptr_t pf, int pfs, const int nt)
+{
+	__m512 a0[TT], a1[TT];
+	const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 12
+	for (int t = 0; t < nt; t++)
+		a0[t] = a1[t] = _mm512_setzero_ps();
+	for (int p = 0; p < np; p++) {
+		_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs), _MM_HINT_T1);
+		if (pfs > 64)
+			_mm_prefetch((const char *)(pf + (uintptr_t)p * (uintptr_t)pfs + 64), _MM_HINT_T1);
+		__m512i w0 = _mm512_load_si512(wp + (size_t)p * SR), w1 = _mm512_load_si512(wp + (size_t)p * SR + 16);
+		__m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)),
+		       w0o = _mm512_castsi512_ps(_mm512_and_si512(w0, hi)),
+		       w1e = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)),
+		       w1o = _mm512_castsi512_ps(_mm512_and_si512(w1, hi));
+#pragma GCC unroll 12
+		for (int t = 0; t < nt; t++) {
+			const float *xt = x + (size_t)t * ldx + 2 * (size_t)p;
+			__m512 xo = _mm512_set1_ps(xt[1]), xe = _mm512_set1_ps(xt[0]);
+			a0[t] = _mm512_fmadd_ps(w0e, xe, _mm512_fmadd_ps(w0o, xo, a0[t]));
+			a1[t] = _mm512_fmadd_ps(w1e, xe, _mm512_fmadd_ps(w1o, xo, a1[t]));
+		}
+	}
+	store_acc(a0, a1, y, ldy, m0, m1, fl, NULL, nt);
+}
+
+static A512 void mkf(const uint32_t *wp, int np, const float *x, size_t ldx, float *y, size_t ldy, __mmask16 m0,
+		     __mmask16 m1, int fl, uintptr_t pf, int pfs, int nt)
+{
+#define MK(N) mkf_t(wp, np, x, ldx, y, ldy, m0, m1, fl, pf, pfs, N)
+	switch (nt) { /* tiles of under 8 tokens where n is not a multiple of 12 */
+	case 1: MK(1); break;
+	case 2: MK(2); break;
+	case 3: MK(3); break;
+	case 4: MK(4); break;
+	case 5: MK(5); break;
+	case 6: MK(6); break;
+	case 7: MK(7); break;
+	case 8: MK(8); break;
+	case 9: MK(9); break;
+	case 10: MK(10); break;
+	case 11: MK(11); break;
+	default: MK(12); break;
+	}
+#undef MK
+}
+
+#define FMA_MIN_TOKENS 8 /* fewer: bound by the weights' bytes */
 
 /* one copy per tile size: the accumulators stay in registers */
 static A512 void mk(const uint32_t *wp, int np, const uint32_t *xp, size_t ldxp, float *y, size_t ldy, __mmask16 m0,
@@ -202,8 +261,8 @@ static A512 void panel_fp8(const struct gemm_job *j, const uint32_t *xp, size_t 
 		for (int k0 = 0, g = 0; k0 < P; k0 += seg, g++) {
 			int kn = P - k0 < seg ? P - k0 : seg;
 			mk8x2(wa + (size_t)k0 * 2 * SR, wb + (size_t)k0 * 2 * SR, kn, xp + (size_t)k0, j->y + rb,
-			      j->y + rb + SR, 0xffff, 0xffff, mask16(nb), mask16(nb - 16), acc_flags(j, k0, k0 + kn, P),
-			      sca + (size_t)g * SR, scb + (size_t)g * SR,
+			      j->y + rb + SR, 0xffff, 0xffff, mask16(nb), mask16(nb - 16),
+			      acc_flags(j, k0, k0 + kn, P), sca + (size_t)g * SR, scb + (size_t)g * SR,
 			      (uintptr_t)(wa + (size_t)k0 * 2 * SR) + PF_SINGLE,
 			      (uintptr_t)(wb + (size_t)k0 * 2 * SR) + PF_SINGLE, 2 * SR);
 		}
@@ -253,6 +312,9 @@ int gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ld
 		panel_fp8(j, xp, ldxp, r0, r1);
 		return P > 0; /* rounded in store_acc (acc_flags) */
 	}
+	/* fp32 FMAs: x as the job has it (bf16-exact; not V4's fp8-rounded copy in xb), whole
+	 * pairs of columns only (an odd last column's pair would read x past cols) */
+	int fma = j->n >= FMA_MIN_TOKENS && j->x_bf16 && !j->act_fp8 && w->cols % 2 == 0 && ops_cpu_bf16_dp_slow();
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)stride * SR;
@@ -261,12 +323,18 @@ int gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ld
 			uintptr_t chunk = (uintptr_t)(wp + (size_t)k0 * SR), bytes = (uintptr_t)kn * SR * 4;
 			for (int ti = 0, t0 = 0; ti < ntile; ti++) {
 				int nt = j->n / ntile + (ti < j->n % ntile); /* near-equal tiles */
-				mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp,
-				   j->y + (size_t)t0 * (size_t)j->ldy + rb, (size_t)j->ldy, mask16(nr),
-				   mask16(nr - 16), acc_flags(j, k0, k0 + kn, P), NULL,
-				   ntile == 1 ? chunk + PF_SINGLE
-					      : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile,
-				   (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1), nt);
+				float *y = j->y + (size_t)t0 * (size_t)j->ldy + rb;
+				uintptr_t pf = ntile == 1 ? chunk + PF_SINGLE
+							  : chunk + bytes + bytes * (uintptr_t)ti / (uintptr_t)ntile;
+				int pfs = (int)(SR * 4 / ntile > 0 ? SR * 4 / ntile : 1),
+				    fl = acc_flags(j, k0, k0 + kn, P);
+				if (fma)
+					mkf(wp + (size_t)k0 * SR, kn,
+					    j->x + (size_t)t0 * (size_t)j->ldx + 2 * (size_t)k0, (size_t)j->ldx, y,
+					    (size_t)j->ldy, mask16(nr), mask16(nr - 16), fl, pf, pfs, nt);
+				else
+					mk(wp + (size_t)k0 * SR, kn, xp + (size_t)t0 * ldxp + (size_t)k0, ldxp, y,
+					   (size_t)j->ldy, mask16(nr), mask16(nr - 16), fl, NULL, pf, pfs, nt);
 				t0 += nt;
 			}
 		}

@@ -480,7 +480,8 @@ static void test_fp8(void)
 				/* rows 0-15 of the block at even bytes, 16-31 at odd ones (ops/prepack.h) */
 				size_t q = 2 * (size_t)(r % 16) + (size_t)(c & 1), half = (size_t)(r % 32) / 16;
 				size_t at = v.packed_kind == PREPACK_KIND_FP8_AVX2
-						    ? 32 * half + 4 * (size_t)(r % 8) + 2 * (size_t)(r % 16 / 8) + (size_t)(c & 1)
+						    ? 32 * half + 4 * (size_t)(r % 8) + 2 * (size_t)(r % 16 / 8) +
+							      (size_t)(c & 1)
 						    : 2 * q + half;
 				bad += b8[((size_t)(r / 32) * P + (size_t)c / 2) * 64 + at] != want;
 			}
@@ -736,6 +737,26 @@ static void test_batch_invariance(void)
 	check_batch_invariance(300, 4200, g_pool); /* k in chunks past 32 tokens: C tiles parked */
 }
 
+/* The fp32-FMA kernel that replaces vdpbf16ps from 8 tokens on where vdpbf16ps is the slower
+ * (ops_cpu_bf16_dp_slow), forced on and off whatever the CPU: against the reference, odd and
+ * even columns, partial row blocks and tiles of every size; where the CPU measures it slow (and
+ * runs it), test_batch_invariance holds it to vdpbf16ps's sums at one token, bit for bit. */
+static void test_fma_pairs(void)
+{
+	if (ops_level_best() < OPS_AVX512_BF16) {
+		printf("  no AVX512_BF16 on this CPU (level %s): skipped\n", ops_level_name(ops_level_best()));
+		return;
+	}
+	int rows[] = {32, 100}, cols[] = {64, 127, 514, 2048};
+	int ns[] = {7, 8, 12, 13, 20, 25, 64};
+	for (int on = 1; on >= 0; on--) {
+		ops_cpu_set_bf16_dp_slow(on);
+		check_gemm_grid(rows, LEN(rows), cols, LEN(cols), ns, LEN(ns), g_pool,
+				on ? "fp32 FMA pairs" : "vdpbf16ps");
+	}
+	ops_cpu_set_bf16_dp_slow(-1);
+}
+
 /* ---- 5. several jobs in one call ---- */
 
 /* MoE style: gate and up (packed) share x, an unpacked weight and a packed view share
@@ -964,6 +985,7 @@ int main(int argc, char **argv)
 		T(test_fp32_x_on_packed),
 		T(test_views),
 		T(test_batch_invariance),
+		T(test_fma_pairs),
 		T(test_multi_jobs),
 		T(test_many_jobs),
 		T(test_round_output),
