@@ -323,9 +323,11 @@ int gemm_panel_prepacked512(const struct gemm_job *j, const uint16_t *xb, int ld
 		panel_fp8(j, xp, ldxp, r0, r1);
 		return P > 0; /* rounded in store_acc (acc_flags) */
 	}
-	/* fp32 FMAs: x as the job has it (bf16-exact; not V4's fp8-rounded copy in xb), whole
+	/* fp32 FMAs: x as the job has it (bf16-exact; not V4's fp8-rounded copy in xb; none when the
+	 * caller gave bf16 rows only: prepack_gemm_1t_xb), whole
 	 * pairs of columns only (an odd last column's pair would read x past cols) */
-	int fma = j->n >= FMA_MIN_TOKENS && j->x_bf16 && !j->act_fp8 && w->cols % 2 == 0 && ops_cpu_bf16_dp_slow();
+	int fma = j->n >= FMA_MIN_TOKENS && j->x && j->x_bf16 && !j->act_fp8 && w->cols % 2 == 0 &&
+		  ops_cpu_bf16_dp_slow();
 	for (int rb = r0; rb < r1; rb += SR) {
 		int nr = r1 - rb < SR ? r1 - rb : SR;
 		const uint32_t *wp = w->packed + (size_t)(rb / SR) * (size_t)stride * SR;
