@@ -10,6 +10,7 @@
 
 #include "attn/backends/backends.h"
 #include "attn/prefill.h"
+#include "base/bigmem.h"
 #include "base/log.h"
 #include "model/family.h"
 #include "model/forward.h"
@@ -67,12 +68,61 @@ static int ds_configure(struct model *m, const char *dir, struct err *e)
 }
 
 /* Layer i (the MTP module's decoder layer: i = num_hidden_layers) from the table */
-static int load_layer(struct model *m, int i, struct err *e)
+static void layer_kind(struct model *m, int i)
 {
 	struct layer_weights *l = &m->layers[i];
 	l->moe = config_layer_is_moe(&m->cfg, i);
 	l->has_shared = l->moe && m->cfg.n_shared_experts > 0;
+}
+
+static int load_layer(struct model *m, int i, struct err *e)
+{
+	layer_kind(m, i);
 	return tensors_load(m, &tensors_deepseek, i, e);
+}
+
+/* "int4 + group scales 1.2 GB, bf16 3.4 GB, ..." of per-dtype byte counts */
+static void format_list(const size_t *b, char *out, size_t cap)
+{
+	static const struct {
+		enum dtype dt;
+		const char *what;
+	} f[] = {{DT_I4, "int4 + group scales"},
+		 {DT_I8, "int8 + scales"},
+		 {DT_F8_E4M3, "fp8 e4m3 + block scales"},
+		 {DT_BF16, "bf16"},
+		 {DT_F32, "f32"}};
+	size_t o = 0;
+	out[0] = 0;
+	for (size_t i = 0; i < sizeof f / sizeof f[0] && o < cap; i++)
+		if (b[f[i].dt]) /* the norms' f32 are MBs */
+			o += (size_t)snprintf(out + o, cap - o, "%s%s %.2f %s", o ? ", " : "", f[i].what,
+					      b[f[i].dt] / (b[f[i].dt] < 10000000 ? 1e6 : 1e9),
+					      b[f[i].dt] < 10000000 ? "MB" : "GB");
+}
+
+/* dummy weights are written as they are made: refused before any, when they cannot fit (an
+ * overcommitted allocation would be killed on first touch, not fail); the bytes by format
+ * are the load report's */
+static int check_dummy_memory(struct model *m, const char *dir, char *list, size_t cap, struct err *e)
+{
+	size_t by[DT_COUNT] = {0}, need = 0;
+	int n = m->cfg.num_hidden_layers + (m->opt.load_mtp ? 1 : 0);
+	tensors_dummy_bytes(m, &tensors_deepseek, TENSORS_MODEL, by);
+	for (int i = 0; i < n; i++) {
+		layer_kind(m, i);
+		tensors_dummy_bytes(m, &tensors_deepseek, i, by);
+	}
+	for (int d = 0; d < DT_COUNT; d++)
+		need += by[d];
+	format_list(by, list, cap);
+	size_t avail = bigmem_available();
+	if (need <= avail)
+		return 0;
+	return err_set(e,
+		       "%s: dummy weights need %.1f GB (%s), %.1f GB available: use a config with fewer layers or "
+		       "experts (as bench/configs/*-2L-e16)",
+		       dir, need / 1e9, list, avail / 1e9);
 }
 
 /* The MTP module's embedding or head: its own tensor, unless the checkpoint has none or a
@@ -126,6 +176,9 @@ static int ds_load(struct model *m, const char *dir, struct err *e)
 	m->layers = calloc((size_t)c->num_hidden_layers + 1, sizeof *m->layers);
 	if (!m->layers)
 		return err_set(e, "model: out of memory");
+	char by_format[256] = "";
+	if (m->opt.load_dummy && check_dummy_memory(m, dir, by_format, sizeof by_format, e))
+		return -1;
 	int tty = isatty(2);
 	if (tensors_load(m, &tensors_deepseek, TENSORS_MODEL, e))
 		return -1;
@@ -141,6 +194,8 @@ static int ds_load(struct model *m, const char *dir, struct err *e)
 		return -1;
 	if (tty)
 		fprintf(stderr, "\n");
+	if (m->opt.load_dummy)
+		LOG_I("model", "weights by format (dummy): %s", by_format);
 	return 0;
 }
 

@@ -69,11 +69,9 @@ static void log_loaded(const struct model *m, const char *dir)
 	const struct wformat *qf = m->opt.quant, *rf = model_quant_format(m, WQ_LINEAR),
 			     *hf = model_quant_format(m, WQ_HEAD);
 	if (m->quant_src_bytes) {
-		/* none asked: a compressed-tensors config's int4 modules made from dummy weights */
-		const struct wformat *f = qf ? qf : rf ? rf : hf ? hf : wformat_by_name("int4");
-		char what[192] = "compressed-tensors int4 (dummy weights)";
-		if (hf && !qf && !rf)
-			snprintf(what, sizeof what, "--quantize-lm-head");
+		/* quantized at load: one of the three was asked */
+		const struct wformat *f = qf ? qf : rf ? rf : hf;
+		char what[192] = "--quantize-lm-head";
 		if (qf && rf != qf) /* the routed experts in one format, the rest in another */
 			snprintf(what, sizeof what,
 				 "--quantization %s (the routed experts; the other linear layers %s)%s", qf->name,
@@ -89,9 +87,10 @@ static void log_loaded(const struct model *m, const char *dir)
 	}
 	if (m->ct_bytes)
 		LOG_I("model",
-		      "compressed-tensors pack-quantized int4: %.2f GB of linear layers repacked for the int4 "
+		      "compressed-tensors pack-quantized int4%s: %.2f GB of linear layers repacked for the int4 "
 		      "kernels (%s)",
-		      m->ct_bytes / 1e9, wformat_by_name("int4")->kernels(lvl));
+		      m->opt.load_dummy ? " (dummy weights)" : "", m->ct_bytes / 1e9,
+		      wformat_by_name("int4")->kernels(lvl));
 	if (m->fam->log_loaded)
 		m->fam->log_loaded(m);
 	LOG_I("model", "%s: %d layers, %.2f GB of weights, %s activations, scratch %.1f MB, %s kernels%s",

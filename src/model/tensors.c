@@ -127,3 +127,25 @@ int tensors_each_mat(struct model *m, const struct tensor_table *t, int layer, t
 	}
 	return 0;
 }
+
+void tensors_dummy_bytes(const struct model *m, const struct tensor_table *t, int layer, size_t by[DT_COUNT])
+{
+	char name[256];
+	for (int k = 0; k < t->n; k++) {
+		const struct tensor_spec *s = &t->rows[k];
+		if (s->kind == TK_DERIVED || !tensors_on(m, s, layer))
+			continue;
+		int rows = t->dim(m, s->rows), count = s->count ? t->dim(m, s->count) : 1;
+		if (s->kind == TK_VEC) {
+			by[DT_F32] += 4 * (size_t)rows * (size_t)count;
+			continue;
+		}
+		int cols = t->dim(m, s->cols), lo, n, total;
+		tensors_tp_part(m, t, s, &lo, &n, &total);
+		for (int x = 0; x < count; x++) {
+			snprintf(name, sizeof name, s->name, layer, x);
+			model_mat_dummy_bytes(m, name, rows, cols, s->q, s->tp_whole ? SPLIT_NONE : s->split, lo, n,
+					      by);
+		}
+	}
+}

@@ -75,4 +75,8 @@ typedef int (*tensors_mat_fn)(struct model *m, struct wmat *w, unsigned flags, v
 int tensors_each_mat(struct model *m, const struct tensor_table *t, int layer, tensors_mat_fn fn, void *ctx,
 		     struct err *e);
 
+/* What --load-format dummy allocates for the rows present on the layer, by the dtype each
+ * becomes (model_mat_dummy_bytes; vectors as f32), added to by[]; derived rows not counted */
+void tensors_dummy_bytes(const struct model *m, const struct tensor_table *t, int layer, size_t by[DT_COUNT]);
+
 #endif

@@ -19,6 +19,7 @@
 #include "base/mono.h"
 #include "model/weights_ct.h"
 #include "ops/pool.h"
+#include "ops/quant_int4.h"
 #include "ops/wformat.h"
 
 #define BLK 128
@@ -237,11 +238,11 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	w->ld = cols;
 	w->blk_r = w->blk_c = BLK;
 	bool lin = q == WQ_LINEAR || q == WQ_EXPERT || q == WQ_ABSORBED;
-	/* a compressed-tensors int4 module stays int4 whatever -q says (dummy weights: made so) */
-	bool packed = model_ct_packed(m, name, q != WQ_NONE);
-	if (packed && (q == WQ_ABSORBED || !m->opt.load_dummy))
+	/* a compressed-tensors int4 module stays int4 whatever -q says (dummy weights: random
+	 * packed nibbles and scales through the same repack) */
+	if (model_ct_packed(m, name, q != WQ_NONE))
 		return model_ct_load(m, name, rows, cols, q == WQ_ABSORBED, r0, nr, c0, nc, w, e);
-	const struct wformat *qf = packed ? wformat_by_name("int4") : model_quant_format(m, q);
+	const struct wformat *qf = model_quant_format(m, q);
 	char flag[64];
 	if (q == WQ_HEAD)
 		snprintf(flag, sizeof flag, "--quantize-lm-head");
@@ -319,6 +320,33 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 	}
 	m->weight_bytes += t->nbytes;
 	return 0;
+}
+
+void model_mat_dummy_bytes(const struct model *m, const char *name, int rows, int cols, enum wq q, enum split how,
+			   int lo, int n, size_t by[DT_COUNT])
+{
+	bool split = how != SPLIT_NONE && m->tp_size > 1;
+	int nr = split && how == SPLIT_ROWS ? n : rows, nc = split && how == SPLIT_COLS ? n : cols;
+	bool lin = q == WQ_LINEAR || q == WQ_EXPERT || q == WQ_ABSORBED;
+	size_t whole = (size_t)rows * (size_t)cols;
+	if (model_ct_packed(m, name, q != WQ_NONE)) {
+		by[DT_I4] += int4_data_bytes(nr, nc);
+		return;
+	}
+	const struct wformat *qf = model_quant_format(m, q);
+	if (lin && m->cfg.fp8) { /* made whole in fp8 (and kept) before any requantizing */
+		int br = m->cfg.fp8_block_rows > 0 ? m->cfg.fp8_block_rows : BLK;
+		int bc = m->cfg.fp8_block_cols > 0 ? m->cfg.fp8_block_cols : BLK;
+		by[DT_F8_E4M3] += whole + 4 * (size_t)((rows + br - 1) / br) * (size_t)((cols + bc - 1) / bc);
+		if (!qf || qf->dtype == DT_F8_E4M3)
+			return;
+	}
+	if (!qf) {
+		by[DT_BF16] += whole * 2;
+		return;
+	}
+	struct wmat w = {.dtype = qf->dtype, .rows = nr, .cols = nc, .ld = nc, .blk_r = qf->blk_n, .blk_c = qf->blk_k};
+	by[qf->dtype] += wmat_bytes(&w);
 }
 
 int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, struct wmat *w, struct err *e)

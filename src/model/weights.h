@@ -34,6 +34,11 @@ int model_mat(struct model *m, const char *name, int rows, int cols, enum wq q, 
  * only the view's bytes. SPLIT_NONE, or no TP: the whole matrix. */
 int model_mat_part(struct model *m, const char *name, int rows, int cols, enum wq q, enum split how, int lo, int n,
 		   struct wmat *w, struct err *e);
+/* What --load-format dummy allocates for model_mat_part's matrix (rows or columns [lo, lo + n)
+ * kept under how): added to by[] under the dtype it becomes (mat_region's choice: a
+ * compressed-tensors int4 module, fp8 with its grid, the --quantization format, or bf16) */
+void model_mat_dummy_bytes(const struct model *m, const char *name, int rows, int cols, enum wq q, enum split how,
+			   int lo, int n, size_t by[DT_COUNT]);
 /* A 1-D float tensor [n] (any float dtype) as owned fp32 (dummy_value under dummy weights). */
 int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, float **out, struct err *e);
 

@@ -3,11 +3,13 @@
  * and the others' weight_packed / weight_scale / weight_shape repacked into the int4 row
  * (ops/quant_int4.h) for this rank's part. Nothing is rounded: the nibbles and scales move. */
 #include <float.h>
+#include <math.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/weights.h"
 #include "model/weights_ct.h"
 #include "ops/quant_int4.h"
 #include "ops/wformat.h"
@@ -126,17 +128,17 @@ bool model_ct_packed(const struct model *m, const char *name, bool linear)
 }
 
 /* scale (r, g) of the checkpoint's weight_scale as fp32 (bf16, f16: exactly) */
-static float scale_at(const struct st_tensor *s, const void *data, int64_t lds, int r, int g)
+static float scale_at(enum dtype dt, const void *data, int64_t lds, int r, int g)
 {
 	size_t i = (size_t)r * (size_t)lds + (size_t)g;
-	if (s->dtype == DT_F32) {
+	if (dt == DT_F32) {
 		float f;
 		memcpy(&f, (const char *)data + 4 * i, 4);
 		return f;
 	}
 	uint16_t h;
 	memcpy(&h, (const char *)data + 2 * i, 2);
-	return s->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+	return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
 }
 
 /* a tensor's bytes aligned to `align` for the repack: in place, or a malloc'd copy (*tmp) */
@@ -189,6 +191,27 @@ static int find_parts(struct model *m, const char *mod, int rows, int cols, cons
 	return st_expect(m->st, n, ST_FLOATS, rows, int4_groups(cols), sc, e);
 }
 
+/* --load-format dummy: the module's weight_packed [rows, cols/8] int32 as random bytes (every
+ * nibble q+8 uniform over 0..15) and weight_scale [rows, cols/32] bf16 > 0, as a checkpoint
+ * holds them (scales up to 1.7/sqrt(cols)/8: |q x scale| as wide as the bf16 dummies) */
+static int dummy_parts(struct model *m, const char *full, int rows, int cols, int32_t **pk, uint16_t **sc,
+		       struct err *e)
+{
+	size_t np = (size_t)rows * (size_t)((cols + 7) / 8), ns = (size_t)rows * (size_t)int4_groups(cols);
+	*pk = malloc(np * 4);
+	*sc = malloc(ns * 2);
+	if (!*pk || !*sc)
+		return err_set(e, "%s: out of memory for dummy int4 weights (%zu bytes)", full, np * 4 + ns * 2);
+	char n[400];
+	snprintf(n, sizeof n, "%s.weight_packed", full);
+	model_dummy_fill(m, n, DT_U8, *pk, np * 4, 0);
+	snprintf(n, sizeof n, "%s.weight_scale", full);
+	model_dummy_fill(m, n, DT_BF16, *sc, ns, 1.7f / sqrtf((float)cols) / 8);
+	for (size_t i = 0; i < ns; i++)
+		(*sc)[i] &= 0x7fff;
+	return 0;
+}
+
 int model_ct_load(struct model *m, const char *name, int rows, int cols, bool absorbed, int r0, int nr, int c0, int nc,
 		  struct wmat *w, struct err *e)
 {
@@ -205,16 +228,27 @@ int model_ct_load(struct model *m, const char *name, int rows, int cols, bool ab
 			       "%s: tensor parallelism cuts its %d columns at %d, inside one of the checkpoint's int4 "
 			       "groups of 32: use a --tensor-parallel-size whose part of them is a multiple of 32",
 			       full, cols, c0);
-	const struct st_tensor *pk, *sc;
-	if (find_parts(m, mod, rows, cols, &pk, &sc, e))
+	/* the parts: the checkpoint's tensors, or dummy ones in their layout (bf16 scales) */
+	const struct st_tensor *pk = NULL, *sc = NULL;
+	int32_t *dpk = NULL;
+	uint16_t *dsc = NULL;
+	if (m->opt.load_dummy ? dummy_parts(m, full, rows, cols, &dpk, &dsc, e)
+			      : find_parts(m, mod, rows, cols, &pk, &sc, e)) {
+		free(dpk), free(dsc);
 		return -1;
-	void *tp, *ts, *tb = NULL;
-	const int32_t *packed = aligned(pk, 4, &tp);
-	const void *scale = aligned(sc, dtype_size(sc->dtype), &ts);
+	}
+	enum dtype sdt = sc ? sc->dtype : DT_BF16;
+	char pname[400], sname[400];
+	snprintf(pname, sizeof pname, "%s.weight_packed", full);
+	snprintf(sname, sizeof sname, "%s.weight_scale", full);
+	const char *pfile = pk ? pk->file : "dummy", *sfile = sc ? sc->file : "dummy";
+	void *tp = NULL, *ts = NULL, *tb = NULL;
+	const int32_t *packed = pk ? aligned(pk, 4, &tp) : dpk;
+	const void *scale = sc ? aligned(sc, dtype_size(sdt), &ts) : dsc;
 	int64_t lds = int4_groups(cols);
 	/* quant_int4_from_packed reads bf16 scales; f16 / f32 ones are written in exactly after */
 	const uint16_t *sb = scale;
-	if (sc->dtype != DT_BF16 && (tb = calloc((size_t)rows * (size_t)lds, 2)))
+	if (sdt != DT_BF16 && (tb = calloc((size_t)rows * (size_t)lds, 2)))
 		sb = tb;
 	size_t bytes = int4_data_bytes(nr, nc);
 	char *d = model_own(m, bytes);
@@ -223,20 +257,20 @@ int model_ct_load(struct model *m, const char *name, int rows, int cols, bool ab
 		rc = quant_int4_from_packed(m->opt.pool, packed, (cols + 7) / 8, sb, lds, r0, nr, c0, nc, d, w, &br,
 					    &bc);
 	bool oom = rc && br < 0;
-	for (int i = 0; !rc && sc->dtype != DT_BF16 && i < nr; i++)
+	for (int i = 0; !rc && sdt != DT_BF16 && i < nr; i++)
 		for (int g = 0; !rc && g < int4_groups(nc); g++) {
-			float s = scale_at(sc, scale, lds, r0 + i, c0 / INT4_GROUP + g);
+			float s = scale_at(sdt, scale, lds, r0 + i, c0 / INT4_GROUP + g);
 			memcpy((char *)int4_group(w, i / INT4_ROWS, g) + 4 * (size_t)(i % INT4_ROWS), &s, 4);
 			if (!(s >= 0.0f && s <= FLT_MAX))
 				rc = -1, br = r0 + i, bc = c0 + g * INT4_GROUP;
 		}
-	float bad = rc && !oom ? scale_at(sc, scale, lds, br, bc / INT4_GROUP) : 0;
-	free(tp), free(ts), free(tb);
+	float bad = rc && !oom ? scale_at(sdt, scale, lds, br, bc / INT4_GROUP) : 0;
+	free(tp), free(ts), free(tb), free(dpk), free(dsc);
 	if (oom)
-		return err_set(e, "%s: tensor %s: out of memory repacking it", pk->file, pk->name);
+		return err_set(e, "%s: tensor %s: out of memory repacking it", pfile, pk ? pk->name : pname);
 	if (rc)
-		return err_set(e, "%s: tensor %s: scale [%d, %d] is %g: int4 groups need finite scales >= 0", sc->file,
-			       sc->name, br, bc / INT4_GROUP, bad);
+		return err_set(e, "%s: tensor %s: scale [%d, %d] is %g: int4 groups need finite scales >= 0", sfile,
+			       sc ? sc->name : sname, br, bc / INT4_GROUP, bad);
 	m->weight_bytes += bytes;
 	m->ct_bytes += bytes;
 	return 0;
