@@ -1,6 +1,7 @@
 /* int4 at load (model/weights.c, tensors_deepseek.c's WQ_EXPERT rows): --quantization int4
  * puts the routed experts in int4 and the other linear layers in int8 (or --quantization-rest's
  * format, or as the checkpoint has them); a tensor-parallel cut inside a group of 32 is refused. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,16 +235,40 @@ static void test_ct_parts(void)
 	EXPECTF(strstr(e.msg, "model.layers.2.mlp.experts.3.down_proj: tensor parallelism cuts its 64 columns at 16"),
 		"%s", e.msg);
 	model_free(m);
-	m = load_with("tiny-v3-int4", (struct model_options){.act_dtype = DT_F32, .load_dummy = true});
-	if (m)
-		expect_dtypes("tiny-v3-int4, dummy weights", m, DT_I4, DT_BF16, DT_BF16, DT_BF16);
+}
+
+/* --load-format dummy on a compressed-tensors config: the int4 modules are the checkpoint's
+ * layout (random nibbles q+8 and bf16 scales) repacked, not bf16 quantized at load, whose
+ * symmetric groups never hold -8: every value is q x its group's scale, q in [-8, 7], -8 and 7
+ * both present, every scale > 0 and a bf16 value */
+static void test_ct_dummy(void)
+{
+	struct model *m = load_with("tiny-v3-int4", (struct model_options){.act_dtype = DT_F32, .load_dummy = true});
+	if (!m)
+		return;
+	expect_dtypes("tiny-v3-int4, dummy weights", m, DT_I4, DT_BF16, DT_BF16, DT_BF16);
+	const struct wmat *w = &m->layers[1].e_down[2];
+	int seen[16] = {0}, bad = 0;
+	for (int r = 0; r < w->rows; r++)
+		for (int c = 0; c < w->cols; c++) {
+			float s;
+			memcpy(&s, int4_group(w, r / INT4_ROWS, c / INT4_GROUP) + 4 * (size_t)(r % INT4_ROWS), 4);
+			float q = quant_int4_get(w, r, c) / s;
+			bool ok = s > 0 && bf16_to_f32(f32_to_bf16(s)) == s && q == rintf(q) && q >= -8 && q <= 7;
+			bad += !ok;
+			if (ok)
+				seen[(int)q + 8]++;
+		}
+	EXPECTF(!bad && seen[0] && seen[15], "%d values off the int4 grid, -8 seen %d times, 7 %d", bad, seen[0],
+		seen[15]);
 	model_free(m);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {T(test_policy),           T(test_bytes),     T(test_tp_cut),
-						 T(test_golden_quantized), T(test_ct_golden), T(test_ct_parts)};
+						 T(test_golden_quantized), T(test_ct_golden), T(test_ct_parts),
+						 T(test_ct_dummy)};
 	int rc = harness_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 	pool_free(g_pool);
 	return rc;
