@@ -238,9 +238,9 @@ static void test_ct_parts(void)
 }
 
 /* --load-format dummy on a compressed-tensors config: the int4 modules are the checkpoint's
- * layout (random nibbles q+8 and bf16 scales) repacked, not bf16 quantized at load, whose
- * symmetric groups never hold -8: every value is q x its group's scale, q in [-8, 7], -8 and 7
- * both present, every scale > 0 and a bf16 value */
+ * layout (random nibbles q+8 and bf16 scales) repacked, not bf16 dummies quantized at load
+ * (whose fp32 scales amax / 7.5 are seldom bf16 values, and whose q crowd near 0): every value
+ * is q x its group's scale, the scale a bf16 value > 0, each q of [-8, 7] ~1/16 of them */
 static void test_ct_dummy(void)
 {
 	struct model *m = load_with("tiny-v3-int4", (struct model_options){.act_dtype = DT_F32, .load_dummy = true});
@@ -259,8 +259,11 @@ static void test_ct_dummy(void)
 			if (ok)
 				seen[(int)q + 8]++;
 		}
-	EXPECTF(!bad && seen[0] && seen[15], "%d values off the int4 grid, -8 seen %d times, 7 %d", bad, seen[0],
-		seen[15]);
+	int rarest = w->rows * w->cols;
+	for (int k = 0; k < 16; k++)
+		rarest = seen[k] < rarest ? seen[k] : rarest;
+	EXPECTF(!bad && rarest * 32 >= w->rows * w->cols, "%d values off the int4 grid; the rarest q %d of %d", bad,
+		rarest, w->rows * w->cols);
 	model_free(m);
 }
 
