@@ -3,6 +3,7 @@
 #ifndef MLA_MODEL_WEIGHTS_H
 #define MLA_MODEL_WEIGHTS_H
 
+#include "model/dummy.h"
 #include "model/model_internal.h"
 
 /* What a matrix may be in the checkpoint and become at load: WQ_NONE, a float tensor kept as
@@ -49,11 +50,6 @@ int model_vec_f32(struct model *m, const char *name, int n, float dummy_value, f
 int model_quantize_mat(struct model *m, const struct wformat *f, const char *file, const char *name,
 		       const struct wmat *src, int r0, int nr, int c0, int nc, const char *flag, struct wmat *w,
 		       struct err *e);
-
-/* Deterministic random values for `name` (seeded by it and the dummy seed; any thread count
- * gives the same): DT_BF16 n values, |v| in [amp/16, amp) with random signs; DT_F8_E4M3 n
- * e4m3 bytes, |v| in [1/8, 2) (amp unused); DT_U8 n random bytes. -1 for another dtype. */
-int model_dummy_fill(struct model *m, const char *name, enum dtype dt, void *dst, size_t n, float amp);
 
 /* Tensor parallelism: this rank's part [lo, lo + n) of n_total (heads, intermediate columns,
  * vocabulary rows); uneven totals give the first ranks one more. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/weights.h"
+#include "model/dummy.h"
 #include "model/weights_ct.h"
 #include "ops/quant_int4.h"
 #include "ops/wformat.h"
