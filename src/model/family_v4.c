@@ -118,8 +118,6 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 			       c->o_groups, c->num_attention_heads);
 	if (m->opt.load_mtp && c->num_nextn_predict_layers < 1)
 		return err_set(e, "%s/config.json: the MTP module is wanted, and num_nextn_predict_layers is 0", dir);
-	if (c->expert_dtype == V4_EXPERT_FP8 && !m->opt.load_dummy)
-		return err_set(e, "%s/config.json: expert_dtype fp8 (V4-Flash-Base) is not supported yet", dir);
 	fill_cfg(&m->cfg, c);
 	m->n_heads_local = c->num_attention_heads / m->tp_size; /* o_groups | heads, T | o_groups */
 	m->head0 = m->tp_rank * m->n_heads_local;

@@ -16,7 +16,8 @@ enum v4_kind {
 	VK_FP8,     /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
 	VK_FP8_F32, /* the same widened to an f32 wmat after the TP cut (wo_a) */
 	VK_MAT,     /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
-	VK_FP4,     /* I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact) */
+	VK_FP4,     /* routed experts: I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact);
+		     * as VK_FP8 under expert_dtype fp8 (V4-Flash-Base) */
 	VK_F32,     /* any float tensor [rows] or [rows, cols] -> owned f32 */
 	VK_I64,     /* I64 [rows, cols] -> owned int64 */
 };
@@ -570,6 +571,14 @@ static int quantize_row(struct ctx *x, const struct v4_tensor_spec *s, const str
 	return 0;
 }
 
+static bool expert_fp8(const struct ctx *x, const char *name)
+{
+	if (x->c->expert_dtype != V4_EXPERT_UNSPECIFIED)
+		return x->c->expert_dtype == V4_EXPERT_FP8;
+	const struct st_tensor *t = st_find(x->m->st, name);
+	return t && t->dtype == DT_F8_E4M3;
+}
+
 static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, void *p, struct err *e)
 {
 	const struct v4_config *c = x->c;
@@ -583,7 +592,11 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 		case VK_FP8:
 		case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
 		case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
-		case VK_FP4: rc = load_fp4(x, name, rows, cols, p, e); break;
+		case VK_FP4: /* V4-Flash-Base's routed experts are fp8 as the dense weights; without
+			      * expert_dtype the tensor's dtype says which */
+			rc = expert_fp8(x, name) ? load_fp8(x, name, rows, cols, p, e)
+						 : load_fp4(x, name, rows, cols, p, e);
+			break;
 		case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
 		case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;
 		}

@@ -287,6 +287,20 @@ check "int4: missing weight_scale" "$M: missing tensor $X.weight_scale"
 ct_fresh; st_edit "$ST" nan $X.weight_scale 5
 check "int4: a NaN scale" "$ST: tensor $X.weight_scale: scale [2, 1] is nan"
 
+# DeepSeek-V4-Flash-Base: routed experts fp8 e4m3 with e8m0 128x128 block scales
+v4b_fresh() { fresh "$ROOT/tests/fixtures/tiny-v4-base"; }
+VX=layers.1.ffn.experts.3
+v4b_fresh; st_edit "$ST" set $VX.w2.scale shape '[1, 2]'
+check "V4-Base: wrong-shape expert scale" "$ST: tensor $VX.w2.scale: shape [1, 2], expected [2, 1]"
+v4b_fresh; st_edit "$ST" set $VX.w1.weight dtype '"I8"'
+check "V4-Base: wrong-dtype expert weight" "$ST: tensor $VX.w1.weight:" "dtype I8"
+v4b_fresh; st_edit "$ST" set $VX.w3.weight shape '[256, 128]'
+check "V4-Base: wrong-shape expert weight" "$ST: tensor $VX.w3.weight: shape [256, 128], expected [128, 256]"
+v4b_fresh; st_edit "$ST" del $VX.w3.scale
+check "V4-Base: missing expert scale" "$M: missing tensor $VX.w3.scale"
+fresh "$ROOT/tests/fixtures/tiny-v4"; cfg_set expert_dtype '"fp8"'
+check "V4: MXFP4 experts under expert_dtype fp8" "tensor layers.0.ffn.experts.0.w1.weight: shape [128, 128], expected [128, 256]"
+
 # Accepted variants must give the very same logits as the fixture itself.
 same() {
 	local name=$1 why=""
@@ -302,4 +316,11 @@ if timeout 60 "$BIN" logits "$FIX" --tokens 0,1 --out "$WORK/ref.bin" >/dev/null
 	same "MTP layer and rotary_emb.inv_freq tensors are ignored"
 else
 	echo "not ok - logits on the intact fixture failed"
+fi
+# V4 without expert_dtype: the experts' dtype decides (FP8 here), the same logits as with the key
+if timeout 60 "$BIN" logits "$ROOT/tests/fixtures/tiny-v4-base" --tokens 0,1 --out "$WORK/ref.bin" >/dev/null 2>&1; then
+	v4b_fresh; python3 -c "import json, sys; c = json.load(open(sys.argv[1])); del c['expert_dtype']; json.dump(c, open(sys.argv[1], 'w'))" "$M/config.json"
+	same "V4-Base without expert_dtype: FP8 experts by their dtype"
+else
+	echo "not ok - logits on the intact tiny-v4-base failed"
 fi
