@@ -5,8 +5,9 @@
 
 The config is tiny-v4's with `expert_dtype: fp8`; every routed expert's MXFP4 weight (I8 e2m1
 pairs + F8_E8M0 scale per 32 columns) becomes F8_E4M3 with an F8_E8M0 `.scale` per 128x128
-block, as the dense weights are: per block s = 2^ceil(log2(amax / 448)) (ue8m0), each weight
-the e4m3 code nearest to w / s (ties to the even code).  The other tensors are copied.  With
+block, as the dense weights are: per block (bi, bj) s = 2^(ceil(log2(amax / 448)) + (bi + 2 bj) % 4)
+(ue8m0; the shift makes neighbouring blocks' scales differ), each weight the e4m3 code nearest
+to w / s (ties to the even code; the small ones of a shifted block round).  The other tensors are copied.  With
 --goldens, golden/ gets scripts/v4_reference.py's act-quant-off logits, MTP logits, indexer
 selections and expert sets of the prompts (default len1,len5,len17,len64) of tiny-v4's
 golden/prompts.json, in tiny-v4/golden's layout."""
@@ -37,7 +38,9 @@ def to_fp8(w):  # rows of floats -> (F8_E4M3 bytes, F8_E8M0 bytes [ceil(r/128), 
         for bj in range(sc):
             amax = max(abs(w[i][j]) for i in range(bi * BLOCK, min(r, bi * BLOCK + BLOCK))
                        for j in range(bj * BLOCK, min(c, bj * BLOCK + BLOCK)))
-            scale[bi][bj] = 2.0 ** math.ceil(math.log2(amax / 448)) if amax > 0 else 1.0
+            # + a shift of 0..3 by block: the blocks' scales differ (a mixed-up block index shows)
+            shift = (bi + 2 * bj) % 4
+            scale[bi][bj] = 2.0 ** (math.ceil(math.log2(amax / 448)) + shift) if amax > 0 else 1.0
     codes = bytes(e4m3_byte(w[i][j] / scale[i // BLOCK][j // BLOCK]) for i in range(r) for j in range(c))
     sbytes = bytes(int(math.log2(s)) + 127 for row in scale for s in row)
     return codes, sbytes, [sr, sc]
