@@ -514,6 +514,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 		if (j && first)
 			json_object_update(j, first);
 		json_decref(first);
+		if (j) /* the load report's total, exact (its log line rounds to 10 MB) */
+			json_object_set_new(j, "model_weight_bytes", json_integer((json_int_t)model_weight_bytes(m)));
 		if (!j || json_dump_file(j, o->json, JSON_INDENT(2))) {
 			json_decref(j);
 			err_set(e, "%s: cannot write the JSON report", o->json);
