@@ -3,7 +3,7 @@
 own count, without loading the whole model:
 
   python3 bench/memory_table.py bench/configs/deepseek-r1 [--mlaserve build/mlaserve]
-      [--kv-fp8-bytes 656] [--contexts 32768,131072] [--budget-gib 370]
+      [--kv-fp8-bytes N] [--contexts 32768,131072] [--budget-gib 370]
 
 A full DeepSeek-V3/R1 does not fit a small machine, so this loads cut-down copies of the config
 with `mlaserve bench latency --load-format dummy` (random weights, the real loader and quantizers)
@@ -22,8 +22,11 @@ config as the loader takes them (first_k_dense_replace, moe_layer_freq); the MTP
 loaded without speculative decoding and is left out. Formats: bf16 (the config without its
 quantization_config), the checkpoint's fp8 (its 128x128 blocks), -q int8, -q int4 (routed experts
 int4, the rest int8) and -q int4 --quantization-rest fp8. The latent KV cache: per token and
-layer (kv_lora_rank + qk_rope_head_dim) bf16 values, or --kv-fp8-bytes (V3.2's fp8_ds_mla: 512 e4m3
-values, 4 fp32 scales, 64 bf16 rope values = 656 bytes). Needs ~8 GB of memory; a few minutes."""
+layer (kv_lora_rank + qk_rope_head_dim) bf16 values, or --kv-cache-dtype fp8's row: dense MLA
+(V2, V3/R1) kv_lora_rank + rope e4m3 values and a fp32 scale per 128 of them and one for the rope
+(596 bytes), V3.2 (index_topk set) FlashMLA's fp8_ds_mla (512 e4m3, 4 fp32 scales, 64 bf16 rope
+values: 656); --kv-fp8-bytes overrides it. Needs ~8 GB of memory; ~5 loads per format, each a
+minute or more."""
 import argparse
 import json
 import os
@@ -70,7 +73,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config_dir")
     ap.add_argument("--mlaserve", default="build/mlaserve")
-    ap.add_argument("--kv-fp8-bytes", type=int, default=656, help="fp8 KV bytes per token and layer")
+    ap.add_argument("--kv-fp8-bytes", type=int, help="fp8 KV bytes per token and layer (default: the layout's)")
     ap.add_argument("--contexts", default="32768,131072")
     ap.add_argument("--budget-gib", type=float, default=370.0,
                     help="the bound that int4 experts + 8-bit rest + an fp8 cache at the first context must meet")
@@ -129,6 +132,10 @@ def main():
 
     gib = 2.0**30
     kv_bf16 = (full["kv_lora_rank"] + full["qk_rope_head_dim"]) * 2
+    if a.kv_fp8_bytes is None:  # --kv-cache-dtype fp8's rows (attn/kv_cache.h)
+        lkv, dr = full["kv_lora_rank"], full["qk_rope_head_dim"]
+        sparse = full.get("index_topk") is not None
+        a.kv_fp8_bytes = lkv + 4 * (lkv // 128) + 2 * dr if sparse else lkv + dr + 4 * (-(-lkv // 128) + 1)
     kv = [("bf16", kv_bf16), ("fp8", a.kv_fp8_bytes)]
     name = full.get("_name_or_path") or os.path.basename(os.path.normpath(a.config_dir))
     print("%s: %d layers (%d dense, %d MoE x %d routed experts), MTP layer not loaded; GiB = 2^30 bytes"
