@@ -32,7 +32,7 @@
 # Usage (environment):
 #   PEER_BENCH=/path/llama-bench [PEER_GGUF_BF16=model-bf16.gguf] [PEER_GGUF_Q8=model-q8_0.gguf] \
 #   [PEER_GGUF_Q4="IQ4_KS=model-iq4_ks.gguf Q4_0=model-q4_0.gguf ..."] [PEER_Q4_RTR="0 1"] \
-#   [PEER_BATCHED=/path/llama-batched-bench] [BATCHES="4 16"] \
+#   [PEER_BATCHED=/path/llama-batched-bench] [BATCHES="4 16"] [PEER_BATCHED_FLAGS="-fa 1 -mla 3"] \
 #   OUR_MODEL=hf_dir [THREADS=2] [REPS=2] [GEN=64] [PEER_FLAGS="-fa 1 -mla 3 -fmoe 1"] \
 #   [OUR_Q8_FLAGS="--quantization fp8 --quantize-lm-head"] \
 #   [OUR_INT8_FLAGS="--quantization int8 --quantize-lm-head"] [OUR_INT4_FLAGS="--quantization int4"] \
@@ -63,6 +63,8 @@ OUR_INT4_FLAGS=${OUR_INT4_FLAGS:---quantization int4}
 PEER_GGUF_Q4=${PEER_GGUF_Q4:-}
 PEER_Q4_RTR=${PEER_Q4_RTR-0 1}
 PEER_BATCHED=${PEER_BATCHED:-}
+# llama-batched-bench takes the common flags: fused MoE is on by default there (no -fmoe), -rtr has no value
+PEER_BATCHED_FLAGS=${PEER_BATCHED_FLAGS:--fa 1 -mla 3}
 BATCHES=${BATCHES-4 16}
 
 [ -n "$PEER_BENCH" ] || die "PEER_BENCH is not set: the peer's llama-bench binary (see shared/peers/README.md)"
@@ -148,7 +150,7 @@ peer() {
 		for b in $BATCHES; do npl="$npl${npl:+,}$b"; done
 		# shellcheck disable=SC2086
 		"$PEER_BATCHED" -m "$gguf" -t "$THREADS" -c $((512 + ${BATCHES##* } * GEN + 64)) -npp 512 -ntg "$GEN" \
-			-npl "$npl" -pps $PEER_FLAGS "$@" >"${j%.json}-batched.log" 2>&1 ||
+			-npl "$npl" -pps $PEER_BATCHED_FLAGS ${1:+-rtr} >"${j%.json}-batched.log" 2>&1 ||
 			die "llama-batched-bench failed, see ${j%.json}-batched.log"
 	fi
 	python3 - "${j%.json}-pp.json" "$j" "$rep" "$fmt" "${j%.json}-batched.log" >>"$res" <<'EOF'
