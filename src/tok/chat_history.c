@@ -228,9 +228,12 @@ static int decode_arguments(json_t *call, struct err *e)
 	return 0;
 }
 
-int chat_history_vllm(const json_t *messages, enum chat_content_format fmt, json_t **out, struct err *e)
+int chat_history_vllm(const json_t *messages, enum chat_content_format fmt, bool keep_arguments, json_t **out,
+		      bool *decoded, struct err *e)
 {
 	*out = NULL;
+	if (decoded)
+		*decoded = false;
 	if (!json_is_array(messages))
 		return err_set(e, "messages must be an array");
 	json_t *all = json_deep_copy(messages);
@@ -257,6 +260,10 @@ int chat_history_vllm(const json_t *messages, enum chat_content_format fmt, json
 			json_object_del(msg, "tool_calls");
 			continue;
 		}
+		if (keep_arguments)
+			continue;
+		if (decoded)
+			*decoded = true;
 		size_t k;
 		json_t *call;
 		json_array_foreach(calls, k, call)

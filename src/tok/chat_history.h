@@ -34,7 +34,9 @@ enum chat_content_format chat_content_format_detect(const struct jnode *root);
  * (STRING or OPENAI): contents as above; an assistant message's empty tool_calls list dropped;
  * each tool call's function.arguments, a JSON string, decoded (into whatever JSON value it
  * holds; a string that is not JSON becomes {}, as does an arguments that is neither a string,
- * an object nor an array). Content parts other than text are an error (-1, e set). */
-int chat_history_vllm(const json_t *messages, enum chat_content_format fmt, json_t **out, struct err *e);
+ * an object nor an array) unless keep_arguments (then left as sent). Content parts other than
+ * text are an error (-1, e set). *decoded (may be NULL): whether some arguments were decoded. */
+int chat_history_vllm(const json_t *messages, enum chat_content_format fmt, bool keep_arguments, json_t **out,
+		      bool *decoded, struct err *e);
 
 #endif

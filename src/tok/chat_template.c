@@ -324,15 +324,23 @@ int chat_template_render_vllm(const struct chat_template *tpl, const json_t *mes
 			      const json_t *kwargs, char **out_text, struct err *e)
 {
 	*out_text = NULL;
-	json_t *history;
 	if (format == CHAT_CONTENT_AUTO)
 		format = chat_template_content_format(tpl);
-	if (chat_history_vllm(messages, format, &history, e) < 0) {
-		char msg[sizeof e->msg];
-		snprintf(msg, sizeof msg, "%s", e->msg);
-		return err_set(e, "chat template: %s", msg);
+	int r = -1;
+	bool decoded = false;
+	/* decoded arguments first, as vLLM; a template that then fails (DeepSeek's concatenate
+	 * `arguments` as a string: vLLM answers 400) is given them as sent, as transformers does */
+	for (int keep = 0; keep < 2 && r < 0; keep++) {
+		json_t *history;
+		if (chat_history_vllm(messages, format, keep, &history, &decoded, e) < 0) {
+			char msg[sizeof e->msg];
+			snprintf(msg, sizeof msg, "%s", e->msg);
+			return err_set(e, "chat template: %s", msg);
+		}
+		r = render(tpl, history, false, add_generation_prompt, bos_token, eos_token, kwargs, out_text, e);
+		json_decref(history);
+		if (!decoded)
+			break;
 	}
-	int r = render(tpl, history, false, add_generation_prompt, bos_token, eos_token, kwargs, out_text, e);
-	json_decref(history);
 	return r;
 }

@@ -77,8 +77,9 @@ enum chat_content_format chat_template_content_format(const struct chat_template
 
 /* Render as vLLM's chat completions do: the messages first converted by chat_history_vllm in
  * `format` (CHAT_CONTENT_AUTO: the template's detected one), so content is a string or a list
- * of text parts, never flattened again, and tool calls' arguments are decoded JSON. Errors as
- * chat_template_render's. */
+ * of text parts, never flattened again, and tool calls' arguments are decoded JSON. A template
+ * that fails on decoded arguments (DeepSeek-R1 / V3.1's concatenate them as strings, where vLLM
+ * answers 400) is rendered again with them as sent. Errors as chat_template_render's. */
 int chat_template_render_vllm(const struct chat_template *tpl, const json_t *messages, enum chat_content_format format,
 			      bool add_generation_prompt, const char *bos_token, const char *eos_token,
 			      const json_t *kwargs, char **out_text, struct err *e);

@@ -5,7 +5,7 @@ lstrip_blocks and loopcontrols; HF's tojson filter; raise_exception and strftime
 oracle for `mlaserve chat-template` (tests/e2e/kimi_chat_template.sh).
 
     chat_template_oracle.py DIR REQUEST.json [--add-generation-prompt] [--sort-tools]
-                            [--vllm auto|string|openai]
+                            [--vllm auto|string|openai [--keep-arguments]]
 
 REQUEST.json: {"messages": [...], other keys passed to the template (tools, ...)}. The template
 is DIR/tokenizer_config.json's chat_template or DIR/chat_template.jinja; bos_token and
@@ -102,7 +102,7 @@ def detect_format(env, source):
     return "string"
 
 
-def vllm_messages(messages, fmt):
+def vllm_messages(messages, fmt, keep_arguments=False):
     out = []
     for m in messages:
         m = json.loads(json.dumps(m))
@@ -118,7 +118,7 @@ def vllm_messages(messages, fmt):
         if m.get("role") == "assistant" and isinstance(calls, list):
             if not calls:
                 del m["tool_calls"]
-            for call in calls:
+            for call in [] if keep_arguments else calls:
                 fn = call.get("function")
                 args = fn.get("arguments") if isinstance(fn, dict) else None
                 if isinstance(fn, dict) and not isinstance(args, (dict, list)):
@@ -159,7 +159,8 @@ def main():
             kwargs.setdefault(name, token_str(cfg[name]))
     messages = req["messages"]
     if vllm:
-        messages = vllm_messages(messages, detect_format(env, source) if vllm == "auto" else vllm)
+        messages = vllm_messages(messages, detect_format(env, source) if vllm == "auto" else vllm,
+                                 "--keep-arguments" in flags)
     out = env.from_string(source).render(messages=messages,
                                          add_generation_prompt="--add-generation-prompt" in flags, **kwargs)
     sys.stdout.write(out)

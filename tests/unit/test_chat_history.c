@@ -109,7 +109,7 @@ static char *convert(const char *messages, enum chat_content_format fmt, struct 
 {
 	json_t *m = json_loads(messages, 0, NULL), *out = NULL;
 	char *s = NULL;
-	if (chat_history_vllm(m, fmt, &out, e) == 0)
+	if (chat_history_vllm(m, fmt, false, &out, NULL, e) == 0)
 		s = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
 	char *before = json_dumps(m, JSON_COMPACT);
 	json_t *again = json_loads(messages, 0, NULL);
