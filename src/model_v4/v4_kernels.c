@@ -41,12 +41,12 @@ INLINE v8d ld8d(const float *p) /* 8 floats widened to double */
 	return __builtin_convertvector(v, v8d);
 }
 
-INLINE double lanes_sum8(v8d a)
+INLINE double lanes_sum8(const v8d *a) /* by address: GCC notes a 64-byte vector argument */
 {
 	double s = 0;
 #pragma GCC unroll 8
 	for (int l = 0; l < 8; l++)
-		s += a[l];
+		s += (*a)[l];
 	return s;
 }
 
@@ -68,7 +68,8 @@ INLINE void dots_f64(int G, const double *q, const float *k, int n, double *out)
 	}
 #pragma GCC unroll 4
 	for (int u = 0; u < G; u++) {
-		double s = lanes_sum8(a[u][0] + a[u][1]);
+		v8d pair = a[u][0] + a[u][1];
+		double s = lanes_sum8(&pair);
 		for (int t = i; t < n; t++)
 			s += q[(size_t)u * (size_t)n + (size_t)t] * k[t];
 		out[u] = s;
