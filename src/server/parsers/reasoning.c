@@ -60,6 +60,10 @@ bool reasoning_applies(int parser, const json_t *chat_template_kwargs)
 static int reasoning_text(struct reasoning_split *s, const char *p, size_t n, bool last, struct strbuf *reasoning,
 			  struct strbuf *content)
 {
+	if (!n) { /* an empty piece (p may be NULL): nothing to split, nothing held */
+		s->n_hold = 0;
+		return 0;
+	}
 	bool calls_end_it = (s->dsml || s->kimi) && s->state == IN_REASONING;
 	const char *calls_tag = s->kimi ? KIMI_CALLS : DSML_CALLS;
 	size_t calls_len = strlen(calls_tag);
