@@ -123,7 +123,8 @@ int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q,
 	struct v4k_keys kk = {keys, packed};
 	struct scores_job j = {ops_level_best(), n_heads, di, q, w, &kk, visible, scores};
 	pool_for(pool, (visible + V4K_KB - 1) / V4K_KB, 16, scores_range, &j);
-	struct cand *h = malloc((size_t)k * sizeof *h);
+	/* the step's path: the published index_topk (512, 1024) fit the stack */
+	struct cand stack_h[2048], *h = k <= 2048 ? stack_h : malloc((size_t)k * sizeof *h);
 	CHECK(h);
 	for (int e = 0; e < visible; e++) { /* as v4_index_select */
 		struct cand c = {scores[e], e};
@@ -138,7 +139,8 @@ int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q,
 	}
 	for (int i = 0; i < k; i++)
 		sel[i] = h[i].e;
-	free(h);
+	if (h != stack_h)
+		free(h);
 	qsort(sel, (size_t)k, sizeof *sel, by_entry);
 	return k;
 }
