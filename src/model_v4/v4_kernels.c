@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model_v4/fp4.h"
+#include "model_v4/v4_ix_amx.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(fast)
@@ -271,6 +272,8 @@ static void ix_scores_portable(int H, int di, const float *q, const float *w, co
 void v4k_index_scores(enum ops_level lv, int H, int di, const float *q, const float *w, const struct v4k_keys *k,
 		      long e0, long e1, double *s)
 {
+	if (lv >= OPS_AMX && k->packed && v4k_ix_amx_scores(H, di, q, w, k, e0, e1, s) == 0)
+		return;
 	if (lv >= OPS_AVX512)
 		ix_scores_avx512(H, di, q, w, k, e0, e1, s);
 	else if (lv >= OPS_AVX2)

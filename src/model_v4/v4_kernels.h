@@ -13,7 +13,8 @@
  * in double. The stored keys are e2m1 codes x a power of two per 32 and the query has been
  * through the same fp4 round trip, so within a block every product and partial sum is exact
  * in float32: the float32 dot differs from the double one only where block sums of different
- * scales meet. */
+ * scales meet. At the amx level packed keys go through tdpbf16ps tiles (v4_ix_amx.h), with the
+ * same exact products. */
 #ifndef MLA_MODEL_V4_V4_KERNELS_H
 #define MLA_MODEL_V4_V4_KERNELS_H
 

@@ -2,7 +2,8 @@
  * v4_index_score / v4_index_select, at every CPU level this machine has, on random inputs:
  *   attention (in double, as the reference but for the dots' order): o and lse within 1e-6;
  *   indexer scores: within n u sum_h |w_h| sum_i |q_hi k_i| (n = di, u = 2^-24: the float32
- *     rounding bound of a di-term sum), the keys packed as the pool stores them and as floats;
+ *     rounding bound of a di-term sum), the keys packed as the pool stores them and as floats,
+ *     also with block scales far apart; at amx the tiles' path taken (bf16 queries only);
  *   selection: the reference's wherever the k-th and (k+1)-th scores are further apart than
  *     twice that bound;
  * and the pool's split (heads, key ranges) bit for bit the one-thread result. */
@@ -13,6 +14,7 @@
 #include "harness.h"
 #include "model_v4/v4_attn.h"
 #include "model_v4/v4_indexer.h"
+#include "model_v4/v4_ix_amx.h"
 #include "model_v4/v4_kernels.h"
 #include "model_v4/v4_pack.h"
 #include "model_v4/v4_quant.h"
@@ -83,10 +85,22 @@ static int descending(const void *a, const void *b)
 	return (x < y) - (x > y);
 }
 
-static void ix_case(int H, int di, int visible, int topk, uint64_t *s)
+/* x [n] in blocks of 32, each times 2^(-spread .. spread): block sums of different scales */
+static void spread_blocks(float *x, int n, int spread, uint64_t *s)
+{
+	for (int b = 0; spread && b < n; b += 32) {
+		float f = ldexpf(1.0f, (int)(test_rand(s) % (uint32_t)(2 * spread + 1)) - spread);
+		for (int i = b; i < b + 32 && i < n; i++)
+			x[i] *= f;
+	}
+}
+
+static void ix_case(int H, int di, int visible, int topk, int spread, uint64_t *s)
 {
 	float *q = rand_vec(s, (size_t)H * (size_t)di, 2.0f), *w = rand_vec(s, (size_t)H, 1.0f);
 	float *keys = rand_vec(s, (size_t)visible * (size_t)di, 1.5f);
+	spread_blocks(q, H * di, spread, s);
+	spread_blocks(keys, visible * di, spread, s);
 	v4_fp4_sim(q, H * di, 32); /* as v4_index_query leaves it */
 	v4_fp4_sim(keys, visible * di, 32);
 	size_t pw = v4_pack_ix_floats(di);
@@ -129,6 +143,14 @@ static void ix_case(int H, int di, int visible, int topk, uint64_t *s)
 			       d, worst_bound);
 			EXPECTF(over == 0, "%s: %d scores past the bound", ops_level_name((enum ops_level)lv), over);
 		}
+	if (ops_level_best() >= OPS_AMX) { /* the tiles run (not the fallback), and refuse a non-bf16 q */
+		struct v4k_keys kk = {prows, 1};
+		EXPECT_EQ_INT(v4k_ix_amx_scores(H, di, q, w, &kk, 0, visible, sc), 0);
+		float q0 = q[0];
+		q[0] = 1.0f + 0x1p-20f;
+		EXPECT_EQ_INT(v4k_ix_amx_scores(H, di, q, w, &kk, 0, visible, sc), -1);
+		q[0] = q0;
+	}
 	/* the selection, the pool's against one thread's and against the reference */
 	int ng = v4_index_select_fast(NULL, H, di, q, w, prows, 1, visible, topk, sc, got);
 	int np = v4_index_select_fast(g_pool, H, di, q, w, prows, 1, visible, topk, sp, gotp);
@@ -154,9 +176,10 @@ static void ix_case(int H, int di, int visible, int topk, uint64_t *s)
 static void test_indexer(void)
 {
 	uint64_t s = 7;
-	ix_case(64, 128, 1000, 512, &s); /* V4-Flash's indexer: 64 heads x 128, top-512 */
-	ix_case(5, 64, 37, 8, &s);       /* heads not a multiple of 8, a partial tile */
-	ix_case(3, 32, 16, 4, &s);
+	ix_case(64, 128, 1000, 512, 0, &s); /* V4-Flash's indexer: 64 heads x 128, top-512 */
+	ix_case(5, 64, 37, 8, 0, &s);       /* heads not a multiple of 8, a partial tile */
+	ix_case(3, 32, 16, 4, 0, &s);
+	ix_case(80, 96, 300, 64, 12, &s); /* two passes of head groups (amx), block scales 2^-12 .. 2^12 apart */
 }
 
 static void setup(void)
