@@ -28,12 +28,6 @@ static bool v4_matches(const char *dir) { return v4_config_is_v4(dir); }
 /* what this version refuses, before any weight is read */
 static int refuse(const struct model *m, const char *dir, struct err *e)
 {
-	int dcp = m->opt.comm ? m->opt.comm->dcp_size : 1;
-	if (dcp > 1)
-		return err_set(e,
-			       "%s: DeepSeek-V4: decode context parallelism is not supported yet (dcp %d; tensor "
-			       "parallelism is)",
-			       dir, dcp);
 	const struct wformat *q = m->opt.quant, *r = m->opt.quant_rest;
 	if ((q && q->dtype != DT_I8 && q->dtype != DT_I4) || (m->opt.quant_rest_set && r && r->dtype != DT_I8))
 		return err_set(
@@ -121,8 +115,16 @@ static int v4_configure(struct model *m, const char *dir, struct err *e)
 	fill_cfg(&m->cfg, c);
 	m->n_heads_local = c->num_attention_heads / m->tp_size; /* o_groups | heads, T | o_groups */
 	m->head0 = m->tp_rank * m->n_heads_local;
+	/* DCP: the group's ranks are consecutive TP ranks (comm.h), so its heads are contiguous */
+	const struct comm *cm = m->opt.comm;
+	v->dcp_size = cm && cm->dcp_size > 1 ? cm->dcp_size : 1;
+	v->dcp_rank = v->dcp_size > 1 ? cm->dcp_rank : 0;
+	v->dcp_interleave = v->dcp_size > 1 && m->opt.dcp_interleave > 0 ? m->opt.dcp_interleave : 1;
+	v->dcp_heads = v->dcp_size * m->n_heads_local;
 	return 0;
 }
+
+static int v4_dcp_size(const struct model *m) { return ((const struct v4_model *)m->fam_state)->dcp_size; }
 
 /* a block's weightless parts and views, once its tensors are in (this rank's heads) */
 static int derive(const struct model *m, const struct v4_config *c, struct v4_layer *L, struct err *e)
@@ -137,6 +139,7 @@ static int derive(const struct model *m, const struct v4_config *c, struct v4_la
 				    .index_heads = c->index_n_heads,
 				    .index_dim = c->index_head_dim,
 				    .index_topk = c->index_topk,
+				    .dcp_size = v4_dcp_size(m),
 				    .eps = c->rms_norm_eps,
 				    .sink = L->sink};
 	if (v4_rope_init_layer(&a->rope, c, r, e))
@@ -414,6 +417,5 @@ const struct model_family model_family_v4 = {
 	.default_backend = v4_default_backend,
 	.check_backend = v4_check_backend,
 	.tensors = &v4_tensor_table,
-	.no_dcp = "DeepSeek-V4: decode context parallelism is not supported yet (tensor parallelism is)",
 	.auto_float32 = true,
 };

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/dcp.h"
 #include "base/arena.h"
 #include "dist/comm.h"
 #include "model/v4_seqstate.h"
@@ -42,6 +43,9 @@ struct bufs {
 	float *hl;              /* [nl, D] */
 	float *hp;              /* [nl, vocab / T] this rank's logit columns (TP) */
 	float *hx;              /* [n, hc, D] the MTP module's hnorm'd hidden streams */
+	float *qg, *og;         /* DCP: [n, W*H*hd] the group's queries, partial outputs */
+	float *lse, *lses;      /* DCP: [n, W*H] partial LSEs, [W, n, W*H] the group's */
+	float *lseg;            /* DCP: [n, W*H] merged LSEs */
 	void *work;             /* v4_attn_seq's scratch (the largest state layer's) */
 	struct v4_slot **slots; /* [n_slots] the step's sequences' state slots */
 	struct v4_save *saves;  /* [n_snaps] the step's boundary snapshots */
@@ -102,6 +106,12 @@ static size_t layout(const struct v4_model *v, int n, int nl, struct arena *a, s
 	s += take(a, (void **)&b->hl, f * (size_t)nl * (size_t)D);
 	s += take(a, (void **)&b->hp, f * (size_t)nl * (size_t)c->vocab_size);
 	s += take(a, (void **)&b->hx, f * N * (size_t)(hc * D));
+	size_t Wd = (size_t)(v->dcp_size > 1 ? v->dcp_size : 0), Hg = Wd ? (size_t)v->dcp_heads : 0;
+	s += take(a, (void **)&b->qg, f * N * Hg * (size_t)hd);
+	s += take(a, (void **)&b->og, f * N * Hg * (size_t)hd);
+	s += take(a, (void **)&b->lse, f * N * Hg);
+	s += take(a, (void **)&b->lses, f * Wd * N * Hg);
+	s += take(a, (void **)&b->lseg, f * N * Hg);
 	s += take(a, &b->work, attn_work_bytes(v, n));
 	s += take(a, (void **)&b->slots, sizeof(struct v4_slot *) * (size_t)(v->n_slots > 0 ? v->n_slots : 1));
 	s += take(a, (void **)&b->saves, sizeof(struct v4_save) * (size_t)(v->n_snaps > 0 ? v->n_snaps : 1));
@@ -119,18 +129,22 @@ size_t v4_step_scratch_bytes(const struct model *m)
 void v4_pool_layout(struct v4_model *v, int bs)
 {
 	size_t o = 0;
+	int W = v->dcp_size > 1 ? v->dcp_size : 1, I = v->dcp_interleave > 0 ? v->dcp_interleave : 1;
 	v->pool.ent_b = v->pool.ix_b = 0;
 	for (int l = 0; l < v->n_state_layers; l++) {
 		const struct v4_attn_layer *a = v4_state_layer(v, l);
-		size_t ne = a->ratio ? (size_t)v4_page_slots(a->ratio, bs) * v4_comp_entry_floats(&a->comp) : 0;
-		size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, bs) * v4_comp_entry_floats(&a->icomp) : 0;
+		size_t ne = a->ratio ? (size_t)v4_page_slots_dcp(a->ratio, bs, W, I) * v4_comp_entry_floats(&a->comp)
+				     : 0;
+		size_t ni = a->ratio == 4 ? (size_t)v4_page_slots_dcp(4, bs, W, I) * v4_comp_entry_floats(&a->icomp)
+					  : 0;
 		v->pool.ent[l] = o;
 		v->pool.ix[l] = o + ne;
 		o += ne + ni;
 		v->pool.ent_b += ne;
 		v->pool.ix_b += ni;
 	}
-	v->pool.bs = bs;
+	v->pool.bs = bs * W;
+	v->pool.pbs = bs;
 	v->pool.block_floats = o;
 }
 
@@ -156,6 +170,33 @@ static int tp_sum(struct model *m, float *buf, int n, const char *what, struct e
 		return 0;
 	if (comm_tp_allreduce_sum(m->opt.comm, buf, (size_t)n * (size_t)m->cfg.hidden_size, e))
 		return err_prefix(e, "DeepSeek-V4: %s all-reduce", what);
+	return 0;
+}
+
+static int dcp_gather(void *ctx, const void *send, size_t nbytes, void *recv, struct err *e)
+{
+	return comm_dcp_allgather_bytes(ctx, send, nbytes, recv, e);
+}
+
+/* DCP: the group's partial results og [n, W*H, hd] with their LSEs [n, W*H] (no sink, before
+ * the inverse RoPE) -> this rank's heads o [n, H*hd]: each rank's share rescaled by the merged
+ * LSE and summed over the group into the heads' owners (docs/mla-dcp.md §4.5, exact for the
+ * disjoint key sets), then the sink once, as one more term of the merged denominator, and the
+ * inverse RoPE (linear: after the sum as before it) */
+static int dcp_merge(struct model *m, struct v4_model *v, struct v4_layer *L, const struct batch *b, struct bufs *u,
+		     struct err *e)
+{
+	int n = b->n_tokens, H = m->n_heads_local, W = v->dcp_size, Hg = W * H, hd = v->c.head_dim, r = v->dcp_rank;
+	if (comm_dcp_allgather(m->opt.comm, u->lse, (size_t)n * (size_t)Hg, u->lses, e))
+		return err_prefix(e, "DeepSeek-V4: DCP LSE gather");
+	dcp_lse_correct(u->lses, W, n, Hg, r, u->og, hd, u->lseg);
+	if (comm_dcp_reduce_scatter_inner(m->opt.comm, u->og, (size_t)n, (size_t)(H * hd), u->o, e))
+		return err_prefix(e, "DeepSeek-V4: DCP reduce-scatter");
+	for (int t = 0; t < n; t++) {
+		float *ot = u->o + (size_t)t * (size_t)(H * hd);
+		v4_attn_add_sink(H, hd, L->attn.sink, ot, u->lseg + (size_t)t * (size_t)Hg + (size_t)(r * H));
+		v4_attn_unrope(&L->attn.rope, H, hd, ot, b->positions[t]);
+	}
 	return 0;
 }
 
@@ -189,10 +230,19 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 	if (r == 4)
 		j[nj++] = job(&L->ix_wq_b, u->qr, ql, u->iq, Hi * di, n);
 	run(m, nj, j);
+	/* under DCP the group's heads attend this rank's keys (v4_block.h), merged below */
+	int W = v->dcp_size > 1 ? v->dcp_size : 1, Hq = W * H;
+	float *qa = u->q, *oa = u->o;
+	if (W > 1) {
+		if (comm_dcp_allgather_inner(m->opt.comm, u->q, (size_t)n, (size_t)(H * hd), u->qg, e))
+			return err_prefix(e, "DeepSeek-V4: DCP query gather");
+		qa = u->qg, oa = u->og;
+	}
 	const struct attn_meta *am = &b->attn;
 	for (int k = 0; k < am->n_seqs; k++) {
 		int t0 = am->query_start[k], nt = am->query_start[k + 1] - t0;
 		long p0 = b->positions[t0];
+		struct v4_dcp dcp = {W, v->dcp_rank, v->dcp_interleave, dcp_gather, m->opt.comm, NULL};
 		struct v4_pages pg = {.base = kv->data,
 				      .block_floats = (size_t)kv->block_size * (size_t)kv->row,
 				      .bt = am->block_table + (size_t)k * (size_t)am->max_blocks,
@@ -201,7 +251,8 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 				      .ix_off = v->pool.ix[li],
 				      .ent_w = L->attn.ratio ? v4_comp_entry_floats(&L->attn.comp) : 0,
 				      .ix_w = L->attn.ratio == 4 ? v4_comp_entry_floats(&L->attn.icomp) : 0,
-				      .pool = m->opt.pool};
+				      .pool = m->opt.pool,
+				      .dcp = W > 1 ? &dcp : NULL};
 		struct v4_seq_attn *st = &slots[k]->layer[li];
 		/* in pieces that end at the boundaries whose state is saved (the split changes
 		 * nothing: v4_block.h), the state copied there */
@@ -213,17 +264,20 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 					piece = len, snap = u->saves[j].snap;
 			}
 			size_t T = (size_t)(t0 + done);
-			if (v4_attn_seq(&L->attn, st, &pg, p0 + done, piece, u->q + T * (size_t)(H * hd),
+			dcp.lse = W > 1 ? u->lse + T * (size_t)Hq : NULL;
+			if (v4_attn_seq(&L->attn, st, &pg, p0 + done, piece, qa + T * (size_t)(Hq * hd),
 					u->kv + T * (size_t)hd, u->ckv + T * (size_t)cw, u->csc + T * (size_t)cw,
 					u->iq + T * (size_t)(Hi * di), u->iw + T * (size_t)Hi,
 					u->ikv + T * (size_t)(2 * di), u->isc + T * (size_t)(2 * di),
-					u->o + T * (size_t)(H * hd), NULL, u->work, v->max_len, e))
+					oa + T * (size_t)(Hq * hd), NULL, u->work, v->max_len, e))
 				return -1;
 			if (snap >= 0 && (p0 + done + piece) % v->pool.bs == 0)
 				v4_save_layer(v, snap, li, st);
 			done += piece;
 		}
 	}
+	if (W > 1 && dcp_merge(m, v, L, b, u, e))
+		return -1;
 	/* wo_a per group: z_g [n, o_lora] = wo_a[g*o_lora.., g*gl..] o_g */
 	struct wmat wg[16];
 	if (G > 16)
@@ -339,10 +393,16 @@ static int begin(struct model *m, struct v4_model *v, const struct batch *b, con
 		 struct v4_slot ***slots, struct bufs *u, struct err *e)
 {
 	int n = b->n_tokens, nl = b->n_logits;
-	if (kv && kv->block_size != v->pool.bs)
+	if (kv && kv->block_size != v->pool.pbs)
 		v4_pool_layout(v, kv->block_size);
 	if (!kv || !kv->data || (size_t)kv->block_size * (size_t)kv->row < v->pool.block_floats)
 		return err_set(e, "DeepSeek-V4: the KV cache was not made by this model (model_kv_cache_init)");
+	int W = b->attn.dcp_size > 1 ? b->attn.dcp_size : 1;
+	if (W != v->dcp_size ||
+	    (W > 1 && (b->attn.dcp_rank != v->dcp_rank || b->attn.dcp_interleave != v->dcp_interleave)))
+		return err_set(
+			e, "DeepSeek-V4: a step for DCP rank %d of %d (interleave %d), the model loaded for %d of %d (%d)",
+			b->attn.dcp_rank, W, b->attn.dcp_interleave, v->dcp_rank, v->dcp_size, v->dcp_interleave);
 	if (n > m->opt.max_batch_tokens || nl > m->opt.max_batch_tokens || b->attn.n_seqs > v->n_slots)
 		return err_set(e, "DeepSeek-V4: a step of %d tokens, %d sequences (at most %d, %d)", n, b->attn.n_seqs,
 			       m->opt.max_batch_tokens, v->n_slots);

@@ -47,7 +47,8 @@ struct v4_save {
 
 /* The paged pool's layout of one block of bs tokens, in floats (v4_pool_layout) */
 struct v4_pool {
-	int bs;              /* 0: not laid out yet */
+	int bs;              /* tokens of a block table's block (under DCP the virtual pbs x W); 0: not laid out yet */
+	int pbs;             /* tokens of a physical block (the kv cache's block size) */
 	size_t block_floats; /* used floats of a block */
 	size_t *ent, *ix;    /* [n_state_layers] offsets of each layer's entries, indexer keys */
 	size_t ent_b, ix_b;  /* floats of a block: all CSA + HCA entries, all indexer keys */
@@ -66,6 +67,8 @@ struct v4_model {
 	int n_state_layers; /* num_hidden_layers + the MTP blocks */
 	unsigned long step;
 	struct v4_pool pool;
+	int dcp_size, dcp_rank, dcp_interleave; /* W, r, I (1, 0, 1: one process) */
+	int dcp_heads;                          /* W x this rank's heads: the heads a rank attends under DCP */
 	/* with the MTP module (model_options.load_mtp): the last forward's final streams, before
 	 * hc_head [max_batch_tokens, hc, D], and the last MTP step's output streams of its logits
 	 * rows [max_seqs, hc, D] (a chained draft's input) */
@@ -80,7 +83,8 @@ static inline const struct v4_attn_layer *v4_state_layer(const struct v4_model *
 	return i < L ? &v->w.layers[i].attn : &v->w.mtp[i - L].blk.attn;
 }
 
-/* Lays the pool out for blocks of bs tokens (v->pool; its offset arrays were allocated at load). */
+/* Lays the pool out for physical blocks of bs tokens (v->pool; its offset arrays were
+ * allocated at load; under DCP the block table's blocks are bs x W tokens). */
 void v4_pool_layout(struct v4_model *v, int bs);
 
 #endif

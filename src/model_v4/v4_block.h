@@ -15,9 +15,11 @@
 #ifndef MLA_MODEL_V4_V4_BLOCK_H
 #define MLA_MODEL_V4_V4_BLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/dcp.h"
 #include "base/err.h"
 #include "model_v4/compressor.h"
 #include "model_v4/v4_rope.h"
@@ -29,6 +31,7 @@ struct v4_attn_layer {
 	int window;            /* sliding_window */
 	int rollback;          /* positions a sequence may be taken back (speculative drafts; 0: none) */
 	int index_heads, index_dim, index_topk;
+	int dcp_size;               /* W: the DCP group's size (0 or 1: one process); attended heads W x n_heads */
 	float eps;                  /* rms_norm_eps */
 	const float *sink;          /* [H] attn_sink */
 	struct v4_rope rope;        /* ratio 0: rope_theta; compressed layers: compress_rope_theta + YaRN */
@@ -41,24 +44,63 @@ struct v4_attn_layer {
  * layer's ceil(bs / r) slots there: it is written while that block is being filled and never
  * after, so a full block (one the prefix cache may share) holds only entries of its own
  * prefix, whatever bs and r. Entries are stored packed (compressor.h's v4_comp_store: fp8 /
- * fp4 codes, exact) and unpacked where attention reads them. */
+ * fp4 codes, exact) and unpacked where attention reads them.
+ *
+ * Under DCP (dcp != NULL) the block table is the scheduler's virtual one (bs x W tokens a
+ * block, docs/mla-dcp.md §4.1) and the entries are a sequence sharded as the MLA cache's
+ * tokens are (§4.3), by entry index: entry e lives on rank (e / I) % W only, in the block of
+ * its last token, at its rank-local index minus the rank-local count of the entries that end
+ * before that block (v4_page_slots_dcp slots a block). */
+typedef int (*v4_gather_fn)(void *ctx, const void *send, size_t nbytes, void *recv, struct err *e);
+struct v4_cand;
+struct v4_dcp {
+	int size, rank, interleave; /* W, r, I */
+	v4_gather_fn gather;        /* all-gather over the DCP group: send [nbytes] -> recv [W, nbytes] */
+	void *gather_ctx;
+	float *lse; /* [n, W x H] out: each query's partial LSE (no sink) per attended head */
+};
+
 struct v4_pages {
-	float *base;            /* block b at base + b * block_floats */
-	size_t block_floats;    /* floats of one block (every layer's) */
-	const int32_t *bt;      /* the sequence's block table */
-	int bs;                 /* tokens per block */
-	size_t ent_off, ix_off; /* this layer's entries [slots, ent_w], indexer keys [slots, ix_w] */
-	size_t ent_w, ix_w;     /* floats of a stored entry, indexer key (v4_comp_entry_floats) */
-	struct pool *pool;      /* the step's workers for the attention and indexer (NULL: none) */
+	float *base;              /* block b at base + b * block_floats */
+	size_t block_floats;      /* floats of one block (every layer's) */
+	const int32_t *bt;        /* the sequence's block table */
+	int bs;                   /* tokens per physical block */
+	size_t ent_off, ix_off;   /* this layer's entries [slots, ent_w], indexer keys [slots, ix_w] */
+	size_t ent_w, ix_w;       /* floats of a stored entry, indexer key (v4_comp_entry_floats) */
+	struct pool *pool;        /* the step's workers for the attention and indexer (NULL: none) */
+	const struct v4_dcp *dcp; /* NULL: one process */
 };
 
 static inline int v4_page_slots(int ratio, int bs) { return ratio ? (bs + ratio - 1) / ratio : 0; }
+/* Slots of a block for a layer of ratio r under DCP: the most entries one rank holds of one
+ * virtual block of bs x W tokens (v4_page_slots when W is 1). */
+int v4_page_slots_dcp(int ratio, int bs, int W, int I);
 
-/* Stored entry e [width floats] of a layer of ratio r at offset off of each block */
+static inline bool v4_entry_owned(const struct v4_dcp *d, long e)
+{
+	return !d || (e / d->interleave) % d->size == d->rank;
+}
+/* entries of this rank among 0 .. n - 1 (all of them in one process) */
+static inline long v4_entries_local(const struct v4_dcp *d, long n)
+{
+	return d ? dcp_local_seq_len((int)n, d->size, d->rank, d->interleave) : n;
+}
+/* the global index of this rank's j-th entry */
+static inline long v4_entry_global(const struct v4_dcp *d, long j)
+{
+	return d ? (long)dcp_global_pos(j, d->size, d->rank, d->interleave) : j;
+}
+
+/* Stored entry e [width floats] of a layer of ratio r at offset off of each block (under DCP
+ * only an entry this rank owns) */
 static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, size_t width, size_t off)
 {
 	long q = (e + 1) * r - 1;
-	return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * width;
+	if (!p->dcp)
+		return p->base + (size_t)p->bt[q / p->bs] * p->block_floats + off + (size_t)((q % p->bs) / r) * width;
+	long vb = (long)p->bs * p->dcp->size, x = q / vb;
+	long slot = v4_entries_local(p->dcp, e) - v4_entries_local(p->dcp, x * vb / r);
+	return p->base + (size_t)p->bt[x] * p->block_floats + off + (size_t)slot * width;
 }
 
 /* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged.
@@ -90,7 +132,16 @@ void v4_seq_attn_rollback(const struct v4_attn_layer *l, struct v4_seq_attn *s, 
  * indexer's selection (ascending, -1 padded) when not NULL and ratio 4. The entries the chunk
  * completes are written to pg's blocks (which must cover position pos0 + n - 1). work: the
  * caller's scratch of v4_attn_seq_work_bytes(l, max_len, n) bytes, 64-byte aligned (the step
- * allocates nothing). Fails when the sequence outgrows max_len. */
+ * allocates nothing). Fails when the sequence outgrows max_len.
+ * Under DCP (pg->dcp, l->dcp_size W): q and o hold the group's W x n_heads heads (the caller
+ * gathered q); the rank attends the window rows and the entries it owns (both by the rule of
+ * v4_entry_owned, on positions and on entry indices: each key counted once in the group), the
+ * CSA selection being the group's top-k (the ranks' candidates gathered every 32 tokens,
+ * v4_index_merge, so the selection is one process's). o is then the partial result without
+ * the sink and before the inverse RoPE, with its LSE in pg->dcp->lse: the caller merges the
+ * ranks' partials (attn/dcp.h), adds the sink once (v4_attn_add_sink) and un-ropes. The window
+ * rows and the compressors' states are every rank's (each feeds every token), the entries
+ * stored only on their owner. */
 int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const struct v4_pages *pg, long pos0, int n,
 		float *q, float *kv, const float *ckv, const float *csc, float *iq, float *iw, const float *ikv,
 		const float *isc, float *o, int32_t *sel, void *work, long max_len, struct err *e);

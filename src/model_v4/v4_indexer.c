@@ -144,3 +144,31 @@ int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q,
 	qsort(sel, (size_t)k, sizeof *sel, by_entry);
 	return k;
 }
+
+int v4_index_merge(int W, const struct v4_cand *cand, size_t stride, int k, int32_t *sel)
+{
+	struct cand stack_h[2048], *h = k <= 2048 ? stack_h : malloc((size_t)k * sizeof *h);
+	CHECK(h);
+	int n = 0;
+	for (int r = 0; r < W; r++)
+		for (int i = 0; i < k; i++) {
+			const struct v4_cand *x = cand + (size_t)r * stride + (size_t)i;
+			if (x->e < 0)
+				continue;
+			struct cand c = {x->s, x->e};
+			if (n < k) {
+				h[n++] = c;
+				for (int j = n / 2 - 1; n == k && j >= 0; j--)
+					sift_down(h, n, j);
+			} else if (worse(h[0], c)) {
+				h[0] = c;
+				sift_down(h, n, 0);
+			}
+		}
+	for (int i = 0; i < n; i++)
+		sel[i] = h[i].e;
+	if (h != stack_h)
+		free(h);
+	qsort(sel, (size_t)n, sizeof *sel, by_entry);
+	return n;
+}

@@ -12,6 +12,7 @@
 #ifndef MLA_MODEL_V4_V4_INDEXER_H
 #define MLA_MODEL_V4_V4_INDEXER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model_v4/v4_rope.h"
@@ -36,5 +37,17 @@ struct pool;
  * scores [visible] the caller's scratch (left holding each key's score). */
 int v4_index_select_fast(struct pool *pool, int n_heads, int di, const float *q, const float *w,
 			 const float *const *keys, int packed, int visible, int topk, double *scores, int32_t *sel);
+
+/* Under DCP (v4_block.h): a rank's candidates for one query token, its local top-k as
+ * (score, global entry), e = -1 padding. */
+struct v4_cand {
+	double s;
+	int32_t e, pad;
+};
+/* The global top-k of W ranks' candidates cand [W, stride] (each rank's first k valid or
+ * padded): the best k under the order of v4_index_select (higher score, then the lower
+ * entry), which the union of the ranks' local top-k contains; sel ascending, returns how
+ * many. */
+int v4_index_merge(int W, const struct v4_cand *cand, size_t stride, int k, int32_t *sel);
 
 #endif

@@ -109,7 +109,7 @@ static inline void v4t_attn_load_r(const json_t *j, const char *pre, struct v4t_
 	size_t ni = a->ratio == 4 ? (size_t)v4_page_slots(4, V4T_MAXT) * iw : 0;
 	a->pgmem = calloc(ne + ni + 1, sizeof(float));
 	a->bt[0] = 0;
-	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne, ew, iw, NULL};
+	a->pg = (struct v4_pages){a->pgmem, ne + ni, a->bt, V4T_MAXT, 0, ne, ew, iw, NULL, NULL};
 	a->work = aligned_alloc(64, (v4_attn_seq_work_bytes(&a->al, V4T_MAXT, 1) + 63) / 64 * 64);
 }
 
