@@ -2,8 +2,9 @@
  * deepseek_v4). Its config is model_v4/v4_config.h's, its tensors tensors_v4.c's, its step
  * forward_v4.c's over the model_v4 units. This first version runs float32 activations, its
  * compressed entries in the engine's paged pool and its window rows per sequence
- * (forward_v4.h), on one rank or tensor-parallel (check_tp); what it cannot run yet is refused
- * here with one line: bf16 activations, DCP, --quantization other than int8 / int4 (which
+ * (forward_v4.h), on one rank, tensor-parallel (check_tp) or with decode context parallelism
+ * (model_v4/v4_block.h: the entries sharded by entry index); what it cannot run yet is refused
+ * here with one line: bf16 activations, --quantization other than int8 / int4 (which
  * requantize the fp8 linear layers and the MXFP4 experts at load; --quantize-lm-head makes its
  * bf16 lm_head fp8). --load-format dummy makes random
  * weights in the config's formats (tensors_v4.c). The MTP modules' weights are always loaded

@@ -10,7 +10,11 @@
  * MoE's outputs are partial sums, all-reduced once each; everything else (the q latent, the one
  * kv, the compressors, the indexer, hyper-connections, the router) is computed whole on every
  * rank from the same inputs, so every rank routes and selects alike. The head is
- * vocab-parallel, its logit columns gathered to rank 0, as forward.c's. */
+ * vocab-parallel, its logit columns gathered to rank 0, as forward.c's.
+ * Under DCP (docs/mla-dcp.md §7) the group's q is all-gathered, every rank attends the group's
+ * heads over the keys it owns (v4_block.h), and dcp_merge combines the partials by their LSEs,
+ * adds the sink once and un-ropes: one all-gather of q, one of the LSEs and one reduce-scatter a
+ * layer, and one all-gather of the indexer's candidates per 32 tokens of a CSA layer. */
 #include "model/forward_v4.h"
 
 #include <math.h>

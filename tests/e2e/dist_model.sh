@@ -162,14 +162,23 @@ V4_WINDOW=1 logits "tiny-v4 -tp 2, one forward of 300 tokens" tiny-v4 len300 2 1
 logits "tiny-v4 -tp 2, chunks of 5" tiny-v4 len64 2 1 1 --chunk 5
 logits "tiny-v4 -tp 2, chunks of 5 over 300 tokens" tiny-v4 len300 2 1 1 --chunk 5
 logits "tiny-v4 -tp 2, decode path (chunk 1)" tiny-v4 len17 2 1 1 --chunk 1
+# DCP (docs/mla-dcp.md §7): compressed entries and indexer keys sharded by entry index, window
+# rows by position, the group's heads attend each rank's keys, partials merged by LSE with the
+# sink once; the CSA top-k (index_topk 8) merged across the ranks
+logits "tiny-v4 -tp 2 -dcp 2 I=1, one forward of 300 tokens" tiny-v4 len300 2 2 1
+logits "tiny-v4 -tp 2 -dcp 2 I=1, chunks of 7" tiny-v4 len64 2 2 1 --chunk 7
+logits "tiny-v4 -tp 2 -dcp 2 I=4, chunks of 7 over 300 tokens" tiny-v4 len300 2 2 4 --chunk 7
+logits "tiny-v4 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-v4 len64 2 2 4 --chunk 1
 v4_gen() { # greedy generate on tiny-v4 at -tp T (prompt len17, 16 new tokens)
 	timeout 120 "$BIN" generate tests/fixtures/tiny-v4 --prompt-ids "$(ids tiny-v4 len17)" --max-tokens 16 \
 		--ignore-eos --dtype float32 "$@" 2>>"$out" </dev/null | tail -1
 }
 : >"$out"
-g1=$(v4_gen) g2=$(v4_gen -tp 2)
+g1=$(v4_gen) g2=$(v4_gen -tp 2) g3=$(v4_gen -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 4)
 if [ -n "$g1" ] && [ "$g1" = "$g2" ]; then ok "tiny-v4 generate -tp 2: the tokens of one process ($g2)"
 else notok "tiny-v4 generate -tp 2: the tokens of one process" "-tp 1 '$g1', -tp 2 '$g2'"; fi
+if [ -n "$g1" ] && [ "$g1" = "$g3" ]; then ok "tiny-v4 generate -tp 2 -dcp 2 I=4: the tokens of one process"
+else notok "tiny-v4 generate -tp 2 -dcp 2 I=4: the tokens of one process" "-tp 1 '$g1', -dcp 2 '$g3'"; fi
 # the MTP module under -tp 2, in process: rank 0's MTP logits vs golden (test_model_v4_tp.c)
 timeout 200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
 	"${BUILD:-build}/tests/test_model_v4_tp" >"$out" 2>&1 </dev/null; rc=$?
@@ -232,8 +241,6 @@ fails "an interleave that does not divide the block size is refused" "must divid
 	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
 fails "tiny-v4 -tp 4 is refused (o_groups 2)" "tensor-parallel-size 4 must divide o_groups 2" \
 	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4
-fails "tiny-v4 -dcp 2 is refused (before any rank starts)" "DeepSeek-V4: decode context parallelism is not supported" \
-	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 2 -dcp 2
 
 # ---- greedy generation of a mixed batch: D = 1 and D > 1 agree, every backend ----
 # The short prompts decode while the 300-token prompt prefills in chunks of the token budget
@@ -264,6 +271,21 @@ for be in FLASHMLA FLASH_ATTN_MLA REFERENCE_MLA; do
 		if [ "$got" = "$want" ]; then ok "$name"
 		else notok "$name" "got [$(echo $got)] want [$(echo $want)]"; fi
 	done
+done
+
+# V4: the same mixed batch (its prefix-cache hit resumes from a boundary snapshot; under DCP
+# the virtual block is 16 x W tokens, 64 a boundary of both)
+want=$(GEN_MODEL=tiny-v4 gen 1 1 1 "")
+if [ -z "$want" ]; then notok "generate tiny-v4 single process" "no output"; fi
+for cfg in "2 2 1" "2 2 4"; do
+	[ -z "$want" ] && break
+	set -- $cfg
+	got=$(GEN_MODEL=tiny-v4 gen "$1" "$2" "$3" "")
+	hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$out")
+	name="generate tiny-v4 mixed batch, -tp $1 -dcp $2 I=$3, same greedy tokens as one process"
+	if [ "$got" != "$want" ]; then notok "$name" "got [$(echo $got)] want [$(echo $want)]"
+	elif [ "${hit:-0}" -lt 64 ]; then notok "$name" "${hit:-no} prefix-cache tokens hit, 64 expected"
+	else ok "$name ($hit prompt tokens from the prefix cache)"; fi
 done
 
 # V3.2: the same mixed batch (prefix-cache hit, chunked 300-token prefill: sparse selection)
@@ -325,6 +347,20 @@ for k in 1 3; do
 		done
 	done
 done
+
+# DeepSeek-V4's MTP module under -tp 2 -dcp 2 I=4: the tokens without drafts, and the drafts
+# kept in one process
+MTP='{"method": "deepseek_mtp", "num_speculative_tokens": 2}'
+one=$(SPEC_MODEL=tests/fixtures/tiny-v4 SPEC_TP="-tp 1" spec_gen "" 1 --speculative-config "$MTP")
+kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+want=$(SPEC_MODEL=tests/fixtures/tiny-v4 spec_gen "" 4)
+got=$(SPEC_MODEL=tests/fixtures/tiny-v4 spec_gen "" 4 --speculative-config "$MTP")
+kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
+name="generate tiny-v4 -tp 2 -dcp 2 I=4, deepseek_mtp k=2: the tokens without drafts"
+if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
+	notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
+elif [ "${kept:-0}" -eq 0 ] || [ "$kept" != "$kept1" ]; then notok "$name" "$kept drafts kept, $kept1 in one process"
+else ok "$name ($kept drafts kept, as in one process)"; fi
 
 # V3.2's MTP layer (with its own indexer) under -tp 2 -dcp 2: the tokens without drafts, and
 # the drafts kept in one process
