@@ -42,16 +42,25 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 
 /* Tensor parallelism as vLLM's deepseek_v4.py cuts it (tensors_v4.c's table): each rank its
  * heads with whole wo_a groups, and its slice of every expert's intermediate columns; the
- * MXFP4 experts' w2 is cut along K, at a scale group's edge only */
+ * MXFP4 experts' w2 is cut along K, at a scale group's edge only. A T that is a multiple of
+ * o_groups (more ranks than groups: tiny-v4's 2 at -tp 4) shares each group among T / o_groups
+ * ranks, each with its heads' columns of the group's wo_a and the group's wo_b columns: nothing
+ * nonlinear sits between wo_a and wo_b, so the ranks' partial products add up in the all-reduce
+ * after wo_b as whole groups' do. */
 static int check_tp(const struct model *m, const struct v4_config *c, const char *dir, struct err *e)
 {
 	int T = m->tp_size, I = c->moe_intermediate_size;
 	if (T <= 1)
 		return 0;
-	if (c->o_groups % T)
+	if (c->o_groups % T && T % c->o_groups)
 		return err_set(e,
-			       "%s: DeepSeek-V4: tensor-parallel-size %d must divide o_groups %d (each rank holds "
-			       "whole output groups)",
+			       "%s: DeepSeek-V4: tensor-parallel-size %d must divide o_groups %d or be a multiple of "
+			       "it (each rank holds whole output groups, or an equal part of one)",
+			       dir, T, c->o_groups);
+	if (T > c->o_groups && m->opt.quant) /* quantize_row cuts rows or columns, not both */
+		return err_set(e,
+			       "%s: DeepSeek-V4: --quantization with tensor-parallel-size %d above o_groups %d is not "
+			       "supported (wo_a would be cut in both dimensions)",
 			       dir, T, c->o_groups);
 	if (I % T || (I / T) % FP4_GROUP)
 		return err_set(e,
@@ -350,8 +359,9 @@ static void v4_log_loaded(const struct model *m)
 		LOG_I("model",
 		      "DeepSeek-V4: TP rank %d of %d: heads [%d, %d), %d of %d output groups, %d of %d expert "
 		      "columns",
-		      m->tp_rank, m->tp_size, m->head0, m->head0 + m->n_heads_local, v->c.o_groups / m->tp_size,
-		      v->c.o_groups, v->c.moe_intermediate_size / m->tp_size, v->c.moe_intermediate_size);
+		      m->tp_rank, m->tp_size, m->head0, m->head0 + m->n_heads_local,
+		      v->c.o_groups >= m->tp_size ? v->c.o_groups / m->tp_size : 1, v->c.o_groups,
+		      v->c.moe_intermediate_size / m->tp_size, v->c.moe_intermediate_size);
 	LOG_I("model", "DeepSeek-V4: %d MTP module(s) loaded; window rows and compressor states for %d sequences",
 	      v->w.n_mtp, v->n_slots);
 }

@@ -212,7 +212,8 @@ static int attention(struct model *m, struct v4_model *v, struct v4_layer *L, in
 	/* H, G: this rank's heads and output groups; gl: one group's o columns */
 	int n = b->n_tokens, D = c->hidden_size, H = m->n_heads_local, hd = c->head_dim, r = L->attn.ratio;
 	int ql = c->q_lora_rank, cw = r == 4 ? 2 * hd : hd, Hi = c->index_n_heads, di = c->index_head_dim;
-	int G = c->o_groups / m->tp_size, olr = c->o_lora_rank, gl = c->num_attention_heads * hd / c->o_groups;
+	/* (more ranks than groups: one group's share, its heads' columns of it) */
+	int G = c->o_groups >= m->tp_size ? c->o_groups / m->tp_size : 1, olr = c->o_lora_rank, gl = H * hd / G;
 	struct gemm_job j[8];
 	int nj = 0;
 	j[nj++] = job(&L->wq_a, u->y, D, u->qr, ql, n);

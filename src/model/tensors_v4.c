@@ -67,6 +67,9 @@ struct v4_tensor_spec {
 	 * intermediate columns, vocabulary rows) of dim(tp_per) each (0: 1); SPLIT_NONE: whole */
 	enum split split;
 	int tp_over, tp_per;
+	/* o_groups under T a multiple of them: each group shared by T / o_groups ranks, wo_a's
+	 * columns (the group's heads) cut among them too (dim(tp_sub) columns) */
+	int tp_sub;
 };
 
 static int dim(const struct v4_config *c, int idx, int sym)
@@ -135,7 +138,8 @@ static const struct v4_tensor_spec rows[] = {
 	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .split = SPLIT_ROWS, .tp_over = H, .tp_per = HD},
 	{"%sattn.wkv.weight", VK_FP8, L(wkv), HD, D, .count = false},
 	{"%sattn.kv_norm.weight", VK_F32, L(kv_norm), HD, 0, .count = false},
-	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR},
+	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR,
+	 .tp_sub = HDG},
 	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .split = SPLIT_COLS, .tp_over = OG, .tp_per = OLR},
 	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .split = SPLIT_ROWS, .tp_over = H},
 	/* the compressor (ratio > 0) */
@@ -523,6 +527,8 @@ static void tp_part(const struct ctx *x, const struct v4_tensor_spec *s, int *lo
 	int T = x->m->tp_size, r = x->m->tp_rank, over = dim(x->c, x->idx, s->tp_over);
 	int per = s->tp_per ? dim(x->c, x->idx, s->tp_per) : 1;
 	int u0 = (int)((int64_t)over * r / T), u1 = (int)((int64_t)over * (r + 1) / T);
+	if (s->tp_over == OG && T > over) /* T / o_groups ranks share group r / (T / o_groups) */
+		u0 = r / (T / over), u1 = u0 + 1;
 	*lo = u0 * per;
 	*n = (u1 - u0) * per;
 }
@@ -623,6 +629,11 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 		} else {
 			struct wmat *w = p;
 			*w = s->split == SPLIT_ROWS ? wmat_view(w, lo, n, 0, cols) : wmat_view(w, 0, rows, lo, n);
+			int share = x->m->tp_size / x->c->o_groups; /* ranks a group is cut among */
+			if (s->tp_sub && share > 1) {
+				int sub = dim(x->c, x->idx, s->tp_sub) / share;
+				*w = wmat_view(w, 0, n, x->m->tp_rank % share * sub, sub);
+			}
 			x->m->weight_bytes = before + wmat_bytes(w); /* this rank's part */
 		}
 	}

@@ -8,9 +8,10 @@
 #   (tiny-r1 at -tp 8), and Open MPI forced onto TCP over loopback;
 # - tiny-v32 and tiny-v32-topk8 (sparse attention) logits under TP/DCP within 1e-3 of their
 #   goldens; the relatives' (tiny-kimi-k2, tiny-kimi-k25, tiny-glm5) likewise;
-# - tiny-v4 (DeepSeek-V4) logits under -tp 2 within 1e-3 of its goldens (one sliding window
-#   excepted in one forward of 300 tokens, below), greedy generate -tp 2 = one process, its
-#   MTP module's logits under -tp 2 (tests/unit/test_model_v4_tp.c under mpirun);
+# - tiny-v4 (DeepSeek-V4) logits under -tp 2, -tp 4, -tp 2 -dcp 2 and -tp 4 -dcp 4 within 1e-3
+#   of its goldens (one sliding window excepted in one forward of 300 tokens without DCP,
+#   below), greedy generate -tp 2 and -dcp 2 = one process (a mixed batch with a prefix-cache
+#   hit, MTP drafts), its MTP module's logits under -tp 2 (tests/unit/test_model_v4_tp.c);
 # - greedy `generate` of a mixed batch (decodes, a prefix-cache extend, a long chunked
 #   prefill in the same steps) gives the same tokens with D = 1 and D > 1 for every backend;
 # - `serve tests/fixtures/tiny-r1 -tp 8 -dcp 8` answers a chat completion with 200 under
@@ -152,11 +153,11 @@ logits "tiny-glm5 -tp 2 -dcp 2 I=1, one forward" tiny-glm5 len64 2 2 1
 logits "tiny-glm5 -tp 2 -dcp 2 I=1, chunks of 5" tiny-glm5 len64 2 2 1 --chunk 5
 logits "tiny-glm5 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-glm5 len17 2 2 4 --chunk 1
 logits "tiny-glm5 -tp 4 -dcp 2 I=16, chunks of 9" tiny-glm5 len64 4 2 16 --chunk 9
-# DeepSeek-V4 (tiny-v4: 4 heads, o_groups 2, moe_intermediate 128; -tp 4 does not divide the
-# groups): -tp 2 runs 2 heads and one wo_a group a rank, half of each expert's columns. In one
-# forward of 300 tokens the all-reduce's summation order flips one kv fp8 (e4m3) rounding: the
-# 16 queries of that key's sliding window move by ~2e-3 (without the kv fp8 simulation -tp 2 is
-# within 9e-6 of one process), so there one run of at most 16 rows may reach 0.02, as
+# DeepSeek-V4 (tiny-v4: 4 heads, o_groups 2, moe_intermediate 128): -tp 2 runs 2 heads and one
+# wo_a group a rank, half of each expert's columns. In one forward of 300 tokens the
+# all-reduce's summation order flips one kv fp8 (e4m3) rounding: the 16 queries of that key's
+# sliding window move by ~2e-3 (without the kv fp8 simulation -tp 2 is within 9e-6 of one
+# process), so there one run of at most 16 rows may reach 0.02, as
 # test_model_v4 allows the oracle's own f32 run on len300's MTP rows
 V4_WINDOW=1 logits "tiny-v4 -tp 2, one forward of 300 tokens" tiny-v4 len300 2 1 1
 logits "tiny-v4 -tp 2, chunks of 5" tiny-v4 len64 2 1 1 --chunk 5
@@ -169,6 +170,13 @@ logits "tiny-v4 -tp 2 -dcp 2 I=1, one forward of 300 tokens" tiny-v4 len300 2 2 
 logits "tiny-v4 -tp 2 -dcp 2 I=1, chunks of 7" tiny-v4 len64 2 2 1 --chunk 7
 logits "tiny-v4 -tp 2 -dcp 2 I=4, chunks of 7 over 300 tokens" tiny-v4 len300 2 2 4 --chunk 7
 logits "tiny-v4 -tp 2 -dcp 2 I=4, decode path (chunk 1)" tiny-v4 len64 2 2 4 --chunk 1
+# -tp 4: more ranks than o_groups (2): each group's wo_a cut by its heads' columns among 2 ranks,
+# the partial products summed by the all-reduce after wo_b (the same fp8 flip as -tp 2 in one
+# forward of 300 tokens)
+V4_WINDOW=1 logits "tiny-v4 -tp 4 (a wo_a group on 2 ranks), one forward of 300 tokens" tiny-v4 len300 4 1 1
+logits "tiny-v4 -tp 4 -dcp 4 I=4, one forward of 300 tokens" tiny-v4 len300 4 4 4
+logits "tiny-v4 -tp 4 -dcp 4 I=4, chunks of 9 over 300 tokens" tiny-v4 len300 4 4 4 --chunk 9
+logits "tiny-v4 -tp 4 -dcp 4 I=4, decode path (chunk 1)" tiny-v4 len64 4 4 4 --chunk 1
 v4_gen() { # greedy generate on tiny-v4 at -tp T (prompt len17, 16 new tokens)
 	timeout 120 "$BIN" generate tests/fixtures/tiny-v4 --prompt-ids "$(ids tiny-v4 len17)" --max-tokens 16 \
 		--ignore-eos --dtype float32 "$@" 2>>"$out" </dev/null | tail -1
@@ -239,8 +247,8 @@ fails "-dcp 4 with -tp 2 is refused" "must divide tensor-parallel-size 2" \
 	generate tests/fixtures/tiny-v3 --prompt-ids 0,1 -tp 2 -dcp 4
 fails "an interleave that does not divide the block size is refused" "must divide block-size 16" \
 	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
-fails "tiny-v4 -tp 4 is refused (o_groups 2)" "tensor-parallel-size 4 must divide o_groups 2" \
-	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4
+fails "tiny-v4 -tp 4 -q int8 is refused (wo_a cut in both dimensions)" "above o_groups 2 is not supported" \
+	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4 -q int8
 
 # ---- greedy generation of a mixed batch: D = 1 and D > 1 agree, every backend ----
 # The short prompts decode while the 300-token prompt prefills in chunks of the token budget
@@ -277,7 +285,7 @@ done
 # the virtual block is 16 x W tokens, 64 a boundary of both)
 want=$(GEN_MODEL=tiny-v4 gen 1 1 1 "")
 if [ -z "$want" ]; then notok "generate tiny-v4 single process" "no output"; fi
-for cfg in "2 2 1" "2 2 4"; do
+for cfg in "2 2 1" "4 4 4"; do
 	[ -z "$want" ] && break
 	set -- $cfg
 	got=$(GEN_MODEL=tiny-v4 gen "$1" "$2" "$3" "")
@@ -348,19 +356,19 @@ for k in 1 3; do
 	done
 done
 
-# DeepSeek-V4's MTP module under -tp 2 -dcp 2 I=4: the tokens without drafts, and the drafts
-# kept in one process
+# DeepSeek-V4's MTP module under -tp 2 -dcp 2 I=4: the tokens without drafts and those of one
+# process with drafts. (How many drafts are kept is not compared: it moves between runs of one
+# process too, 17 or 18 of ~184 here, with the steps' composition.)
 MTP='{"method": "deepseek_mtp", "num_speculative_tokens": 2}'
 one=$(SPEC_MODEL=tests/fixtures/tiny-v4 SPEC_TP="-tp 1" spec_gen "" 1 --speculative-config "$MTP")
-kept1=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
 want=$(SPEC_MODEL=tests/fixtures/tiny-v4 spec_gen "" 4)
 got=$(SPEC_MODEL=tests/fixtures/tiny-v4 spec_gen "" 4 --speculative-config "$MTP")
 kept=$(sed -n 's/.*speculative decoding: \([0-9]*\) of.*/\1/p' "$out")
-name="generate tiny-v4 -tp 2 -dcp 2 I=4, deepseek_mtp k=2: the tokens without drafts"
+name="generate tiny-v4 -tp 2 -dcp 2 I=4, deepseek_mtp k=2: the tokens without drafts and of one process"
 if [ -z "$want" ] || [ "$got" != "$want" ] || [ "$one" != "$want" ]; then
 	notok "$name" "got [$(echo $got)] want [$(echo $want)] one process [$(echo $one)]"
-elif [ "${kept:-0}" -eq 0 ] || [ "$kept" != "$kept1" ]; then notok "$name" "$kept drafts kept, $kept1 in one process"
-else ok "$name ($kept drafts kept, as in one process)"; fi
+elif [ "${kept:-0}" -eq 0 ]; then notok "$name" "no draft was kept"
+else ok "$name ($kept drafts kept)"; fi
 
 # V3.2's MTP layer (with its own indexer) under -tp 2 -dcp 2: the tokens without drafts, and
 # the drafts kept in one process
