@@ -2,12 +2,14 @@
  * thread runs mqa_run_at on every sequence of a batch (one query token, all heads in a tile) over
  * two caches of the same random rows, bf16 and fp8, in alternating order, and prints the median
  * time per sequence and the ratio bf16 / fp8 (> 1: fp8 faster). --f32 runs the float32 model's
- * path (fp32 q and scores); by default q and P·V are bf16, the bf16 model's path. The caches hold
+ * path (fp32 q and scores); by default q and P·V are bf16, the bf16 model's path. Times are the
+ * process's CPU time (it runs one thread), not wall time. The caches hold
  * seqs x ctx x 1152 (bf16) and x 596 (fp8; 656 with --sparse) bytes: past the last-level cache
  * the keys come from DRAM, as in a long-context decode.
  *
  *   kv_fp8_decode [--heads 16,128] [--ctx 8192,32768] [--seqs 4] [--reps 7] [--level amx|...]
- *                 [--f32] [--sparse]
+ *                 [--f32] [--sparse] [--only bf16|fp8]
+ * --only times one cache (for a profiler); the other column and the ratio are then 0.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,12 +72,13 @@ static int caches_make(struct caches *c, int seqs, int ctx, bool sparse, struct 
 	return 0;
 }
 
-/* seconds per sequence: every sequence once over cache kv */
+/* CPU seconds per sequence (one thread: co-tenants of a shared machine do not count): every
+ * sequence once over cache kv */
 static double pass(const struct caches *c, const struct kv_cache *kv, const float *q, int H, bool bf16,
 		   enum ops_level lv, void *ws, float *out, float *lse)
 {
 	int32_t vis[1] = {c->ctx};
-	double t0 = mono_now_s();
+	double t0 = proc_cpu_s();
 	for (int s = 0; s < c->seqs; s++) {
 		struct mqa_job j = {.kv = kv,
 				    .layer = 0,
@@ -93,7 +96,7 @@ static double pass(const struct caches *c, const struct kv_cache *kv, const floa
 				    .p_bf16 = bf16};
 		mqa_run_at(&j, ws, lv);
 	}
-	return (mono_now_s() - t0) / c->seqs;
+	return (proc_cpu_s() - t0) / c->seqs;
 }
 
 static int level_parse(const char *v, enum ops_level *lv)
@@ -111,6 +114,7 @@ int main(int argc, char **argv)
 	int heads[MAXV] = {16, 128}, nh = 2, ctxs[MAXV] = {8192, 32768}, nc = 2;
 	int seqs = 4, reps = 7;
 	bool f32 = false, sparse = false;
+	int only = -1; /* 0: bf16 alone, 1: fp8 alone */
 	enum ops_level lv = ops_level_best();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,6 +131,8 @@ int main(int argc, char **argv)
 			seqs = atoi(v), ok = seqs > 0;
 		else if (ok && !strcmp(a, "--reps"))
 			reps = atoi(v), ok = reps > 0 && reps <= MAXREPS;
+		else if (ok && !strcmp(a, "--only"))
+			only = !strcmp(v, "bf16") ? 0 : !strcmp(v, "fp8") ? 1 : -2, ok = only >= 0;
 		else if (ok && !strcmp(a, "--level"))
 			ok = !level_parse(v, &lv) && lv <= ops_level_best();
 		else
@@ -134,7 +140,8 @@ int main(int argc, char **argv)
 		if (!ok) {
 			fprintf(stderr,
 				"usage: kv_fp8_decode [--heads 16,128] [--ctx 8192,32768] [--seqs 4] [--reps 7] "
-				"[--level amx|avx512_bf16|avx512|avx2|portable] [--f32] [--sparse]\n");
+				"[--level amx|avx512_bf16|avx512|avx2|portable] [--f32] [--sparse] [--only "
+				"bf16|fp8]\n");
 			return 2;
 		}
 		i++;
@@ -158,15 +165,20 @@ int main(int argc, char **argv)
 			float *out = aligned_alloc(64, sizeof(float) * (size_t)H * 512),
 			      *lse = malloc(sizeof(float) * H);
 			double tb[MAXREPS], tf[MAXREPS], rat[MAXREPS];
-			pass(&c, &c.kv[0], q, H, !f32, lv, ws, out, lse); /* warm up: pages, caches */
-			pass(&c, &c.kv[1], q, H, !f32, lv, ws, out, lse);
+			for (int k = 0; k < 2; k++) /* warm up: pages, caches */
+				if (only < 0 || only == k)
+					pass(&c, &c.kv[k], q, H, !f32, lv, ws, out, lse);
 			for (int r = 0; r < reps; r++) {
 				int first = r % 2;
-				double t1 = pass(&c, &c.kv[first], q, H, !f32, lv, ws, out, lse);
-				double t2 = pass(&c, &c.kv[!first], q, H, !f32, lv, ws, out, lse);
-				tb[r] = first ? t2 : t1;
-				tf[r] = first ? t1 : t2;
-				rat[r] = tb[r] / tf[r];
+				double t[2] = {0, 0};
+				for (int k = 0; k < 2; k++) {
+					int which = k ? !first : first;
+					if (only < 0 || only == which)
+						t[which] = pass(&c, &c.kv[which], q, H, !f32, lv, ws, out, lse);
+				}
+				tb[r] = t[0];
+				tf[r] = t[1];
+				rat[r] = only < 0 ? tb[r] / tf[r] : 0;
 			}
 			qsort(tb, (size_t)reps, sizeof(double), bench_cmp_double);
 			qsort(tf, (size_t)reps, sizeof(double), bench_cmp_double);

@@ -11,6 +11,7 @@
 
 #include "attn/attn.h"
 #include "attn/kernels/kv_fp8.h"
+#include "attn/kernels/mqa.h"
 #include "attn/kv_cache.h"
 #include "fwd_util.h"
 #include "harness.h"
@@ -161,6 +162,107 @@ static void test_zero_and_extreme_rows(void)
 	check_row(512, 64, false, c, pe);
 }
 
+/* every code (but the NaNs, never written) under scales at and around the ends of the table
+ * decode's range (2^-116 .. 2^100) and between: each level's bf16 decode gives the portable bits */
+static void test_all_codes(void)
+{
+	static const float scales[] = {FLT_MIN,  0x1p-117f, 0x1.fffffep-117f, 0x1p-116f, 0x1.8p-116f, 3.7e-20f,
+				       0.0123f,  1.0f,      0.7734375f,       5.3e17f,   0x1p100f,    0x1.000002p100f,
+				       0x1p110f, 7.9e35f};
+	struct kv_fp8_layout l;
+	struct err e;
+	CHECK(kv_fp8_layout_init(&l, 512, 64, false, &e) == 0);
+	uint8_t row[596];
+	uint16_t ref[576], got[576];
+	for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+		for (int i = 0; i < 576; i++) {
+			int c = (i * 37 + (int)si) & 0xff;
+			row[i] = (uint8_t)((c & 0x7f) == 0x7f ? c - 1 : c);
+		}
+		for (int g = 0; g < l.n_scales; g++)
+			memcpy(row + l.scale_off + 4 * g,
+			       &scales[(si + (size_t)g) % (sizeof scales / sizeof scales[0])], 4);
+		kv_fp8_decode_bf16(&l, row, ref, OPS_PORTABLE);
+		for (int lv = OPS_AVX2; lv <= (int)ops_level_best(); lv++) {
+			kv_fp8_decode_bf16(&l, row, got, (enum ops_level)lv);
+			int diff = 0;
+			for (int i = 0; i < 576; i++)
+				diff += got[i] != ref[i] && !(fpclassify(kv_fp8_value(&l, row, i)) == FP_SUBNORMAL &&
+							      (got[i] & 0x7fff) == 0);
+			EXPECTF(!diff, "level %s, scale %g: %d values differ", ops_level_name((enum ops_level)lv),
+				(double)scales[si], diff);
+		}
+	}
+}
+
+/* The paged MQA over an fp8 cache against the same kernels over a bf16 cache holding the fp8
+ * rows' bf16 decodes: bit for bit at every bf16-product level (the AMX kernels decode each block
+ * while the previous block's tiles run), for 16 and 128 heads (64- and 256-key blocks), several
+ * blocks and a part one, pages in a scattered order, two query tokens seeing different keys. */
+static void test_mqa_over_decoded_rows(void)
+{
+	enum { CTX = 700, BS = 64, NB = (CTX + BS - 1) / BS };
+	struct kv_cache kv[2]; /* fp8, bf16 */
+	struct err e;
+	CHECK(kv_cache_init(&kv[0], 1, NB + 1, BS, 512, 64, DT_F8_E4M3, &e) == 0);
+	CHECK(kv_cache_init(&kv[1], 1, NB + 1, BS, 512, 64, DT_BF16, &e) == 0);
+	int32_t bt[NB];
+	for (int b = 0; b < NB; b++)
+		bt[b] = 1 + (b * 5) % NB; /* NB = 11: a permutation */
+	float c[576], d[576];
+	uint16_t h[576];
+	for (int p = 0; p < CTX; p++) {
+		for (int i = 0; i < 576; i++)
+			c[i] = urand() * (i < 512 ? 1.0f : 3.0f) * (i % 61 == 0 ? 40.0f : 1.0f);
+		int64_t slot = kv_cache_slot(bt, BS, p);
+		kv_cache_write(&kv[0], 0, &slot, c, c + 512, 1);
+		kv_fp8_decode_bf16(&kv[0].fp8, kv_cache_row_ptr(&kv[0], 0, slot), h, OPS_PORTABLE);
+		for (int i = 0; i < 576; i++)
+			d[i] = bf16_to_f32(h[i]);
+		kv_cache_write(&kv[1], 0, &slot, d, d + 512, 1);
+	}
+	static const int heads[] = {16, 128};
+	for (int hi = 0; hi < 2; hi++) {
+		int H = heads[hi], nr = 2 * H;
+		float *q = malloc(sizeof(float) * (size_t)nr * 576);
+		for (int i = 0; i < nr * 576; i++)
+			q[i] = bf16_to_f32(f32_to_bf16(urand()));
+		void *ws = aligned_alloc(64, (mqa_scratch_bytes(nr, 576) + 63) & ~(size_t)63);
+		float *out[2], *lse[2];
+		for (int lv = OPS_AVX512_BF16; lv <= (int)ops_level_best(); lv++) {
+			for (int k = 0; k < 2; k++) {
+				out[k] = malloc(sizeof(float) * (size_t)nr * 512);
+				lse[k] = malloc(sizeof(float) * (size_t)nr);
+				int32_t vis[2] = {CTX - 37, CTX};
+				struct mqa_job j = {.kv = &kv[k],
+						    .bt = bt,
+						    .scale = 0.05f,
+						    .q = q,
+						    .n_tok = 2,
+						    .n_heads = H,
+						    .vis = vis,
+						    .k_begin = 0,
+						    .k_end = CTX,
+						    .out = out[k],
+						    .lse = lse[k],
+						    .q_bf16 = true,
+						    .p_bf16 = true};
+				mqa_run_at(&j, ws, (enum ops_level)lv);
+			}
+			EXPECTF(!memcmp(out[0], out[1], sizeof(float) * (size_t)nr * 512) &&
+					!memcmp(lse[0], lse[1], sizeof(float) * (size_t)nr),
+				"level %s, %d heads: fp8 and its decoded bf16 rows differ",
+				ops_level_name((enum ops_level)lv), H);
+			for (int k = 0; k < 2; k++)
+				free(out[k]), free(lse[k]);
+		}
+		free(q);
+		free(ws);
+	}
+	kv_cache_fini(&kv[0]);
+	kv_cache_fini(&kv[1]);
+}
+
 /* ---- the model against the --kv-fp8 references ---- */
 
 static struct pool *g_pool;
@@ -249,5 +351,5 @@ static void test_golden_v32_kv_fp8(void)
 	check_fixture("tiny-v32", "len17", runs, 2);
 }
 
-TESTS(T(test_layouts), T(test_capacity), T(test_round_trip), T(test_zero_and_extreme_rows), T(test_golden_v3_kv_fp8),
-      T(test_golden_v32_kv_fp8))
+TESTS(T(test_layouts), T(test_capacity), T(test_round_trip), T(test_zero_and_extreme_rows), T(test_all_codes),
+      T(test_mqa_over_decoded_rows), T(test_golden_v3_kv_fp8), T(test_golden_v32_kv_fp8))

@@ -129,7 +129,8 @@ AVX512 static void codes_avx512(const uint8_t *c, int n, float s, float *dst)
 }
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-AVX512BF16 static void codes_bf16_512(const uint8_t *c, int n, float s, uint16_t *dst)
+/* through fp32, for any scale: bf16(code * s) */
+AVX512BF16 static void codes_bf16_512_any(const uint8_t *c, int n, float s, uint16_t *dst)
 {
 	const __m512 vs = _mm512_set1_ps(s * 256.0f);
 	int i = 0;
@@ -141,6 +142,43 @@ AVX512BF16 static void codes_bf16_512(const uint8_t *c, int n, float s, uint16_t
 	}
 	for (; i < n; i++)
 		dst[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * s);
+}
+
+/* The same bits by table, where every product stays a normal float (2^-116 <= s <= 2^100):
+ * scaling by a power of two commutes with both roundings (fp32, then bf16), so a normal code
+ * (exponent e >= 1, mantissa m) gives bf16(1.m * s) with e - 7 added to its exponent field, and
+ * a subnormal one (e = 0) bf16(m 2^-9 * s): 16 products per group instead of one per value.
+ * A code's low 5 bits (m, e mod 4) pick from a 32-word table holding bf16(1.m * s) + (e mod 4
+ * - 7) << 7; (e & 12) << 7 and the sign are added from the code's shifted bits; subnormal
+ * codes then take their own 8 words. (0x7f, never written, gives 480 s as the fp32 path.) */
+AVX512BF16 static void codes_bf16_512(const uint8_t *c, int n, float s, uint16_t *dst)
+{
+	if (!(s >= 0x1p-116f && s <= 0x1p100f) || n % 32) {
+		codes_bf16_512_any(c, n, s, dst);
+		return;
+	}
+	/* 1.m for m = 0..7, then m 2^-9 */
+	const __m512 f = _mm512_setr_ps(1.0f, 1.125f, 1.25f, 1.375f, 1.5f, 1.625f, 1.75f, 1.875f, 0, 0x1p-9f, 0x2p-9f,
+					0x3p-9f, 0x4p-9f, 0x5p-9f, 0x6p-9f, 0x7p-9f);
+	__m256i b = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(f, _mm512_set1_ps(s)));
+	/* word 8k + m: bf16(1.m * s) + (k - 7) << 7, k = e mod 4 */
+	static const int16_t exp_off[32] = {-896, -896, -896, -896, -896, -896, -896, -896, -768, -768, -768,
+					    -768, -768, -768, -768, -768, -640, -640, -640, -640, -640, -640,
+					    -640, -640, -512, -512, -512, -512, -512, -512, -512, -512};
+	const __m512i off = _mm512_loadu_si512(exp_off);
+	const __m512i norm = _mm512_add_epi16(_mm512_broadcast_i32x4(_mm256_castsi256_si128(b)), off);
+	const __m512i sub = _mm512_castsi256_si512(_mm256_permute2x128_si256(b, b, 0x11));
+	const __m512i hi_bits = _mm512_set1_epi16((short)0x8600), e_bits = _mm512_set1_epi16(0x78);
+	for (int i = 0; i < n; i += 32) {
+		/* the sign-extended code: bits 0-2 m, 3-6 e, 7-15 the sign */
+		__m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(c + i)));
+		__m512i r = _mm512_permutexvar_epi16(w, norm);
+		r = _mm512_mask_permutexvar_epi16(r, _mm512_testn_epi16_mask(w, e_bits), w, sub);
+		/* (w << 4) & 0x8600: the sign at bit 15, e & 12 at bits 9-10 (no carry: the field
+		 * stays within 1..254 for these scales) */
+		r = _mm512_add_epi16(r, _mm512_and_si512(_mm512_slli_epi16(w, 4), hi_bits));
+		_mm512_storeu_si512(dst + i, r);
+	}
 }
 
 static void codes_at(const uint8_t *c, int n, float s, float *dst, enum ops_level level)
@@ -169,26 +207,29 @@ void kv_fp8_decode_f32(const struct kv_fp8_layout *l, const uint8_t *row, float 
 	}
 }
 
+void kv_fp8_decode_bf16_part(const struct kv_fp8_layout *l, const uint8_t *row, int part, uint16_t *dst,
+			     enum ops_level level)
+{
+	int ng = l->nope / l->group;
+	const uint8_t *c = part < ng ? row + part * l->group : row + l->rope_off;
+	int n = part < ng ? l->group : l->rope;
+	uint16_t *d = dst + part * l->group;
+	if (part == ng && l->rope_bf16) {
+		memcpy(d, c, sizeof(uint16_t) * (size_t)n);
+		return;
+	}
+	float s;
+	memcpy(&s, row + l->scale_off + 4 * part, 4);
+	if (level >= OPS_AVX512_BF16) {
+		codes_bf16_512(c, n, s, d);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		d[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * s);
+}
+
 void kv_fp8_decode_bf16(const struct kv_fp8_layout *l, const uint8_t *row, uint16_t *dst, enum ops_level level)
 {
-	float sc[KV_FP8_MAX_SCALES];
-	memcpy(sc, row + l->scale_off, sizeof(float) * (size_t)l->n_scales);
-	int ng = l->nope / l->group;
-	for (int g = 0; g <= ng; g++) {
-		const uint8_t *c = g < ng ? row + g * l->group : row + l->rope_off;
-		int n = g < ng ? l->group : l->rope;
-		uint16_t *d = dst + g * l->group;
-		if (n == 0)
-			continue;
-		if (g == ng && l->rope_bf16) {
-			memcpy(d, c, sizeof(uint16_t) * (size_t)n);
-			continue;
-		}
-		if (level >= OPS_AVX512_BF16) {
-			codes_bf16_512(c, n, sc[g], d);
-			continue;
-		}
-		for (int i = 0; i < n; i++)
-			d[i] = f32_to_bf16(fp8_e4m3_table[c[i]] * sc[g]);
-	}
+	for (int p = 0; p < kv_fp8_parts(l); p++)
+		kv_fp8_decode_bf16_part(l, row, p, dst, level);
 }

@@ -51,5 +51,11 @@ void kv_fp8_decode_f32(const struct kv_fp8_layout *l, const uint8_t *row, float 
  * the same bits at any level, but that there a value below FLT_MIN may become a zero, as the
  * bf16 dot products read such inputs anyway): the rows of the dp and AMX kernels */
 void kv_fp8_decode_bf16(const struct kv_fp8_layout *l, const uint8_t *row, uint16_t *dst, enum ops_level level);
+/* The parts of a row, decoded one at a time by kv_fp8_decode_bf16_part: its latent groups, then
+ * the rope values (if any) */
+static inline int kv_fp8_parts(const struct kv_fp8_layout *l) { return l->nope / l->group + (l->rope > 0); }
+/* part `part` of kv_fp8_decode_bf16 (dst: the whole row's values, as there) */
+void kv_fp8_decode_bf16_part(const struct kv_fp8_layout *l, const uint8_t *row, int part, uint16_t *dst,
+			     enum ops_level level);
 
 #endif

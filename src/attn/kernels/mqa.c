@@ -44,9 +44,9 @@ size_t mqa_scratch_bytes(int max_rows, int row)
 	       4 * align64((size_t)max_rows * sizeof(float)) +                         /* m, l, alpha, n */
 	       align64(q_bf16_bytes(max_rows, row)) +                                  /* q as bf16 */
 	       align64((size_t)max_rows * MQA_KEY_BLOCK_WIDE / 2 * sizeof(uint32_t)) + /* bf16 P pairs */
-	       align64(mqa_amx_work_bytes(row)) +                             /* AMX key copies, value tiles */
-	       align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t)) + /* fp8 rows decoded to bf16 */
-	       align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));          /* their pointers */
+	       align64(mqa_amx_work_bytes(row)) +                                 /* AMX key copies, value tiles */
+	       2 * align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t)) + /* fp8 rows decoded to bf16 */
+	       align64((size_t)MQA_KEY_BLOCK_WIDE * sizeof(void *));              /* their pointers */
 }
 
 void mqa_workspace_reserve(struct mqa_workspace *w, struct arena *a, int n_threads, size_t per_thread)
@@ -327,6 +327,17 @@ static void softmax_scalar(float *s, int nr, const int *nvis, float *m, float *l
 	}
 }
 
+/* fp8 parts of the next block's nn rows to decode per prefetch step of the AMX kernels, so that
+ * the decode ends about with this block's (nk keys) tile products: the steps are about one per
+ * pair of products, ceil(keys / 32) x row / 32 for each 16 query rows in the scores and
+ * ceil(keys / 16) x dv / 32 in the values. */
+static int fp8_parts_per_step(const struct kv_fp8_layout *l, int nr, int row, int dv, int nk, int nn)
+{
+	long groups = (nr + 15) / 16, steps = groups * ((nk + 31) / 32 * (row / 32) + (nk + 15) / 16 * (dv / 32));
+	long parts = (long)nn * kv_fp8_parts(l);
+	return steps > 0 ? (int)((parts + steps - 1) / steps) : 1;
+}
+
 void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 {
 	const struct kv_cache *kv = jb->kv;
@@ -360,6 +371,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	p += align64(mqa_amx_work_bytes(row));
 	uint16_t *kb16 = (uint16_t *)p; /* an fp8 block decoded to bf16 for the dp / AMX kernels */
 	p += align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t));
+	uint16_t *kb16_next = (uint16_t *)p; /* the next block's, decoded during this one's tiles */
+	p += align64((size_t)MQA_KEY_BLOCK_WIDE * row * sizeof(uint16_t));
 	const void **kr16 = (const void **)p;
 	bool fp8 = kv->dtype == DT_F8_E4M3;
 	/* bf16 q and bf16 keys: the scores run bf16 dot products straight off the cache rows,
@@ -382,6 +395,9 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	 * the tile's rows, so that a token's result does not depend on how many tokens of its
 	 * sequence share the tile. */
 	const int block = amx_s && amx_v && jb->n_heads > 32 ? MQA_KEY_BLOCK_WIDE : MQA_KEY_BLOCK;
+	/* fp8 under AMX tiles: each block's rows are decoded while the previous block's tile
+	 * products run (the vector ports idle then), through the kernels' prefetch steps */
+	bool fp8_ahead = fp8 && amx_s;
 
 	int kmax = 0;
 	for (int t = 0; t < jb->n_tok; t++)
@@ -398,6 +414,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 	size_t rb = (size_t)kv->row_bytes;
 	int n0 = kmax - jb->k_begin < block ? kmax - jb->k_begin : block;
 	key_rows(jb, base, rb, jb->k_begin, n0, cur);
+	for (int j = 0; j < n0 && fp8_ahead; j++)
+		kv_fp8_decode_bf16(&kv->fp8, cur[j], kb16 + (size_t)j * row, level);
 	for (int kb = jb->k_begin; kb < kmax; kb += block) {
 		int nk = kmax - kb < block ? kmax - kb : block;
 		int nn = kmax - kb - nk < block ? kmax - kb - nk : block;
@@ -413,7 +431,8 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 		for (int j = 0; j < nk && fp8 && dp; j++) {
 			uint16_t *dst = kb16 + (size_t)j * row;
 			kr16[j] = dst;
-			kv_fp8_decode_bf16(&kv->fp8, cur[j], dst, level);
+			if (!fp8_ahead)
+				kv_fp8_decode_bf16(&kv->fp8, cur[j], dst, level);
 		}
 		for (int j = 0; j < nk && !dpv; j++) {
 			float *dst = kbuf + (size_t)j * row;
@@ -439,7 +458,11 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 			nvis[i] = nv > nk ? nk : nv;
 		}
 		if (avx512) {
-			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0};
+			struct mqa_amx_pf pf = {cur, nn, (int)rb, 0, 0, NULL, NULL, 0, 0, 0, 0};
+			if (fp8_ahead) {
+				pf.fp8 = &kv->fp8, pf.dst = kb16_next, pf.width = row, pf.level = (int)level;
+				pf.per = fp8_parts_per_step(&kv->fp8, nr, row, dv, nk, nn);
+			}
 			if (amx_s) /* after the swap nx holds this block's cache rows */
 				mqa_amx_scores((const uint32_t *)qb, nr, row, kr, nk, jb->scale, s, block, work, &pf);
 			else if (dp)
@@ -453,6 +476,11 @@ void mqa_run_at(const struct mqa_job *jb, void *scratch, enum ops_level level)
 				mqa512_accum_dp(jb->out, nr, dv, alpha, s, nvis, kr, nk, pp);
 			else
 				mqa512_accum(jb->out, nr, dv, alpha, s, nvis, kp, nk);
+			if (fp8_ahead) {
+				mqa_amx_pf_finish(&pf);
+				uint16_t *t16 = kb16;
+				kb16 = kb16_next, kb16_next = t16;
+			}
 			continue;
 		}
 		if (avx2)

@@ -107,8 +107,48 @@ INLINE void group_rows(const uint16_t *const *kr, int nk, size_t rb, size_t byte
  * bursts (8 lines per pair) stall on the fill buffers; sparser ones (2) and every line spread
  * within the score pass (as the AVX-512 kernel does) were slower too. */
 #define PF_LINES 4
+#define PF_ROWS_AHEAD 4 /* fp8: rows between the one decoded and the one prefetched */
+
+/* prefetches the lines of row r from byte `from` to byte `to` (exclusive) */
+INLINE void pf_row(const struct mqa_amx_pf *c, int r, int from, int to)
+{
+	const char *a = (const char *)c->rows[r];
+	uintptr_t l0 = ((uintptr_t)a + (uintptr_t)from) & ~(uintptr_t)63, l1 = (uintptr_t)a + (uintptr_t)to;
+	for (uintptr_t l = l0; l < l1; l += 64)
+		_mm_prefetch((const char *)l, _MM_HINT_T0);
+}
+
+/* decodes `parts` parts of the rows; each part prefetches its share of the row PF_ROWS_AHEAD
+ * on (the first rows at the start), so that the lines come a few at a time */
+AMX_FN static void dec_parts(struct mqa_amx_pf *c, int parts)
+{
+	int np = kv_fp8_parts(c->fp8);
+	if (c->r == 0 && c->part == 0)
+		for (int r = 0; r < PF_ROWS_AHEAD && r < c->n; r++)
+			pf_row(c, r, 0, c->bytes);
+	for (int i = 0; i < parts && c->r < c->n; i++) {
+		if (c->r + PF_ROWS_AHEAD < c->n) /* the whole row's lines over its parts, the last one too */
+			pf_row(c, c->r + PF_ROWS_AHEAD, c->bytes * c->part / np,
+			       c->part + 1 == np ? c->bytes : c->bytes * (c->part + 1) / np);
+		kv_fp8_decode_bf16_part(c->fp8, c->rows[c->r], c->part, c->dst + (size_t)c->r * c->width,
+					(enum ops_level)c->level);
+		if (++c->part == np)
+			c->part = 0, c->r++;
+	}
+}
+
+void mqa_amx_pf_finish(struct mqa_amx_pf *pf)
+{
+	if (pf->fp8)
+		dec_parts(pf, (pf->n - pf->r) * kv_fp8_parts(pf->fp8));
+}
+
 INLINE void pf_some(struct mqa_amx_pf *c)
 {
+	if (c->fp8) {
+		dec_parts(c, c->per);
+		return;
+	}
 	for (int i = 0; i < PF_LINES && c->r < c->n; i++) {
 		_mm_prefetch((const char *)c->rows[c->r] + c->off, _MM_HINT_T0);
 		if ((c->off += 64) >= c->bytes)

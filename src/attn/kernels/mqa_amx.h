@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/kernels/kv_fp8.h"
+
 /* The kernels take cache rows of a multiple of 32 bf16 (scores) and value widths of a
  * multiple of 32 (values): 576 and 512 for real models. */
 static inline int mqa_amx_scores_ok(int row) { return row > 0 && row % 32 == 0; }
@@ -22,11 +24,20 @@ size_t mqa_amx_q_words(int nr, int row);
 
 /* The lines of the next key block's rows (n rows of `bytes`), prefetched a few per tile step
  * by both kernels of a block, from row r byte off on: the next block's loads then overlap
- * this block's products. */
+ * this block's products. With fp8 set (an fp8 cache), the rows are instead decoded to bf16
+ * (row r, part part on; dst + r * width) `per` parts a step, each row prefetched a few rows
+ * ahead: the decode's vector work then overlaps the tile products; mqa_amx_pf_finish decodes
+ * what is left. */
 struct mqa_amx_pf {
 	const void *const *rows;
 	int n, bytes, r, off;
+	const struct kv_fp8_layout *fp8;
+	uint16_t *dst;
+	int width, per, part, level;
 };
+
+/* decodes the rest of pf's rows (an fp8 pf) */
+void mqa_amx_pf_finish(struct mqa_amx_pf *pf);
 
 /* Loads the tile configuration of a job of nr query rows; mqa_amx_end releases it. */
 void mqa_amx_begin(int nr);
