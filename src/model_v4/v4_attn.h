@@ -19,6 +19,8 @@
 #ifndef MLA_MODEL_V4_V4_ATTN_H
 #define MLA_MODEL_V4_V4_ATTN_H
 
+#include <stddef.h>
+
 #include "model_v4/v4_rope.h"
 
 /* The keys query position t sees: window positions [*win_lo, t] and compressed entries
@@ -46,9 +48,11 @@ void v4_attn_one(int n_heads, int head_dim, float scale, const float *q, const f
 		 const float *sink, float *o, float *lse);
 struct pool;
 /* v4_attn_one in SIMD double (v4_kernels.h) at ops_level_best(), the heads split over the pool
- * (NULL: this thread). */
+ * (NULL: this thread). scratch: [v4_attn_fast_scratch(n_heads, head_dim, n_kv)] doubles, the
+ * caller's (the step allocates nothing). */
 void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, const float *q, const float *const *kv,
-		  int n_kv, const float *sink, float *o, float *lse);
+		  int n_kv, const float *sink, float *o, float *lse, double *scratch);
+size_t v4_attn_fast_scratch(int n_heads, int head_dim, int n_kv);
 /* Adds the sink to results without it (after a DCP merge): o [H, dv], lse [H] in place. */
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse);
 /* The inverse RoPE of every head's last r->dim dims: o [H, head_dim] at position pos. */

@@ -67,6 +67,7 @@ struct work {
 	float *lse;     /* [H] */
 	double *scores; /* [max_ent] the indexer's */
 	struct v4_cand *cand, *all; /* DCP: [DT, K] this rank's candidates, [W, DT, K] the group's */
+	double *attn;               /* v4_attn_fast's scratch for one query's keys */
 };
 
 /* DCP: query tokens whose indexer candidates one all-gather carries */
@@ -82,7 +83,8 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 	size_t K = (size_t)(l->index_topk > 0 ? l->index_topk : 1);
 	size_t rows = (l->ratio == 4 ? K : l->ratio ? me : 0) * (size_t)l->head_dim;
 	size_t W = (size_t)dcp_w(l), nc = W > 1 && l->ratio == 4 ? DCP_TOKENS * K * sizeof(struct v4_cand) : 0;
-	size_t sz[11] = {P * me,
+	size_t n_kv = (size_t)ring_rows(l) + (l->ratio == 4 ? K : me); /* a query's keys at most */
+	size_t sz[12] = {P * me,
 			 P * me,
 			 P * ((size_t)ring_rows(l) + me),
 			 sizeof(float) * fed,
@@ -92,11 +94,12 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 			 sizeof(float) * (size_t)l->n_heads * W,
 			 sizeof(double) * (l->ratio == 4 ? me : 0),
 			 nc,
-			 nc * W};
-	void **dst[11] = {(void **)&o->ents,   (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
+			 nc * W,
+			 sizeof(double) * v4_attn_fast_scratch(l->n_heads, l->head_dim, (int)n_kv)};
+	void **dst[12] = {(void **)&o->ents,   (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
 			  (void **)&o->ifed,   (void **)&o->rows, (void **)&o->pick, (void **)&o->lse,
-			  (void **)&o->scores, (void **)&o->cand, (void **)&o->all};
-	for (int i = 0; i < 11; i++) {
+			  (void **)&o->scores, (void **)&o->cand, (void **)&o->all,  (void **)&o->attn};
+	for (int i = 0; i < 12; i++) {
 		if (w)
 			*dst[i] = w + s;
 		s += up64(sz[i]);
@@ -259,7 +262,7 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		float *ot = o + (size_t)t * (size_t)(H * hd);
 		/* under DCP a partial result without the sink, not yet un-roped (the caller merges) */
 		v4_attn_fast(pg->pool, H, hd, 1.0f / sqrtf((float)hd), q + (size_t)t * (size_t)(H * hd), w.keys, nk,
-			     d ? NULL : l->sink, ot, d ? d->lse + (size_t)t * (size_t)H : w.lse);
+			     d ? NULL : l->sink, ot, d ? d->lse + (size_t)t * (size_t)H : w.lse, w.attn);
 		if (!d)
 			v4_attn_unrope(&l->rope, H, hd, ot, p);
 	}

@@ -146,8 +146,8 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 		float *q, float *kv, const float *ckv, const float *csc, float *iq, float *iw, const float *ikv,
 		const float *isc, float *o, int32_t *sel, void *work, long max_len, struct err *e);
 /* Bytes of v4_attn_seq's work for a sequence of max_len positions fed max_n tokens at a time:
- * the entries' and one query's key pointers, the entries a feed completes, the indexer's picks
- * and the heads' LSEs. */
+ * the entries' and one query's key pointers, the entries a feed completes, the indexer's picks,
+ * the heads' LSEs and the attention's scores (v4_attn_fast_scratch). */
 size_t v4_attn_seq_work_bytes(const struct v4_attn_layer *l, long max_len, int max_n);
 
 #endif

@@ -59,7 +59,10 @@ static void attn_case(int H, int hd, int n_kv, int with_sink, uint64_t *s)
 		EXPECTF(d < 1e-6 && dl < 1e-6, "%s H %d hd %d keys %d: o %g lse %g",
 			ops_level_name((enum ops_level)lv), H, hd, n_kv, d, dl);
 	}
-	v4_attn_fast(g_pool, H, hd, scale, q, rows, n_kv, sk, op, lp);
+	double *fs = malloc(v4_attn_fast_scratch(H, hd, n_kv) * sizeof *fs);
+	CHECK(fs);
+	v4_attn_fast(g_pool, H, hd, scale, q, rows, n_kv, sk, op, lp, fs);
+	free(fs);
 	EXPECTF(!memcmp(o, op, no * sizeof *o) && !memcmp(l, lp, (size_t)H * sizeof *l),
 		"the pool's split differs (H %d keys %d)", H, n_kv);
 	free(q), free(kv), free(sink), free(rows), free(ref), free(o), free(op), free(lr), free(l), free(lp),
