@@ -117,6 +117,11 @@ struct attn_meta {
 
 enum query_len_support { QLEN_SINGLE_ONLY, QLEN_UNIFORM, QLEN_VARLEN };
 
+/* The attention a backend serves (a model needs one kind): DeepSeek's dense MLA, MLA with
+ * DeepSeek Sparse Attention (V3.2), or DeepSeek-V4's (compressed entries, indexer, sliding
+ * window and sink: model_v4/v4_block.h). */
+enum attn_kind { ATTN_KIND_MLA, ATTN_KIND_MLA_SPARSE, ATTN_KIND_V4 };
+
 /* Decode attention over the latent cache (MQA, one shared KV head), docs/mla-dcp.md §2.6.
  * Query t of decode sequence i with q_len q sees global positions g <= L - q + t. */
 struct attn_decode_args {
@@ -176,6 +181,9 @@ struct attn_backend {
 	int (*prefill)(const struct attn_prefill_args *a, struct err *e);
 	/* Sparse backends (V3.2's models need one, other models a dense one): NULL when dense */
 	void (*sparse)(const struct attn_sparse_args *a);
+	/* A DeepSeek-V4 backend: no entry above; the family's forward runs its attention
+	 * (model_v4/v4_block.h, which attn/ cannot call: the layering), under what it declares */
+	bool v4;
 };
 
 /* Registry: every backend compiled in, in preference order. */
@@ -184,11 +192,16 @@ const struct attn_backend *attn_backend_at(int i);
 const struct attn_backend *attn_backend_by_name(const char *name); /* NULL if unknown */
 /* The first backend of the kind a model needs: sparse (DeepSeek Sparse Attention) or dense. */
 const struct attn_backend *attn_backend_default(bool sparse);
+/* What b serves, and the first backend of a kind (NULL: none compiled in). */
+enum attn_kind attn_backend_kind(const struct attn_backend *b);
+const struct attn_backend *attn_backend_default_kind(enum attn_kind k);
 /* The divisor backend b needs of the block size (1 when its table says 0: any). */
 int attn_backend_block_multiple(const struct attn_backend *b);
 /* The default block size for b: the smallest multiple of that divisor of at least 16 tokens. */
 int attn_backend_default_block_size(const struct attn_backend *b);
 /* Whether backend b can serve a model of that kind; else fills e naming the backends that can. */
 int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e);
+/* Same for a model that needs kind k. */
+int attn_backend_check_kind(const struct attn_backend *b, enum attn_kind k, struct err *e);
 
 #endif

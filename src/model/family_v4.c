@@ -404,9 +404,16 @@ static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_bl
 /* a prefix-cache hit may end after `block` only where the state at its end is kept */
 static bool v4_prefix_resumable(const struct model *m, int32_t block) { return v4_resumable(m->fam_state, block); }
 
-/* the engine's split of a step needs a backend; V4's attention is its own (v4_block.h) */
-static const struct attn_backend *v4_default_backend(const struct model *m) { return attn_backend_default(false); }
-static int v4_check_backend(const struct model *m, const struct attn_backend *b, struct err *e) { return 0; }
+/* DEEPSEEK_V4 (backend_deepseek_v4.c) declares what v4_block.h's attention does; the engine
+ * applies its threshold and block-size rules, and a backend of another kind is refused */
+static const struct attn_backend *v4_default_backend(const struct model *m)
+{
+	return attn_backend_default_kind(ATTN_KIND_V4);
+}
+static int v4_check_backend(const struct model *m, const struct attn_backend *b, struct err *e)
+{
+	return attn_backend_check_kind(b, ATTN_KIND_V4, e);
+}
 
 static int no_dim(const struct model *m, int sym) { return 0; }
 /* tensors.c's walkers do not read V4's formats: its rows are tensors_v4.c's own table */

@@ -71,7 +71,8 @@ int model_probe_config(const char *dir, int tp_size, struct model_probe *p, stru
 					  .no_parallel = f->no_parallel,
 					  .no_dcp = f->no_dcp,
 					  .no_spec = f->no_spec,
-					  .auto_float32 = f->auto_float32};
+					  .auto_float32 = f->auto_float32,
+					  .attn_kind = attn_backend_kind(f->default_backend(m))};
 	model_free(m);
 	return rc ? -1 : 0;
 }

@@ -25,6 +25,7 @@ struct model_probe {
 	struct model_config cfg;
 	const char *no_prefix_caching, *no_parallel, *no_dcp, *no_spec;
 	bool auto_float32; /* --dtype auto resolves to float32 */
+	enum attn_kind attn_kind; /* the attention backends it can use (its default's kind) */
 };
 /* Reads and checks DIR/config.json as a rank's load would (no weights are read), for a model
  * cut over tp_size ranks (1: one rank): a cut the family cannot make is refused here, before

@@ -457,11 +457,11 @@ static int open_model(const struct engine_args *a, const struct model_probe *p, 
 		return -1;
 	const struct model_config *cfg = &p->cfg;
 	int max_model_len = a->max_model_len > 0 ? a->max_model_len : cfg->max_position_embeddings;
-	/* a backend of the wrong kind (dense / sparse attention) is refused before the weights load */
+	/* a backend of the wrong kind (dense / sparse MLA, V4) is refused before the weights load */
 	const char *bname = a->attention_backend && *a->attention_backend ? a->attention_backend
 									  : env_get(ENV_ATTENTION_BACKEND);
 	const struct attn_backend *be = bname && *bname ? attn_backend_by_name(bname) : NULL;
-	if (be && attn_backend_check(be, config_is_sparse(cfg), e))
+	if (be && attn_backend_check_kind(be, p->attn_kind, e))
 		return err_prefix(e, "%s", a->model_dir);
 	enum dtype act_dtype, kvd;
 	bool act_auto, kv_auto;

@@ -15,12 +15,13 @@
 
 #define MOD "dist"
 
-static int default_block_size(const struct engine_args *a, bool sparse, const struct attn_backend **be, struct err *e)
+static int default_block_size(const struct engine_args *a, enum attn_kind kind, const struct attn_backend **be,
+			      struct err *e)
 {
 	const char *name = a->attention_backend;
 	if (!name || !*name)
 		name = env_get(ENV_ATTENTION_BACKEND);
-	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default(sparse);
+	*be = name && *name ? attn_backend_by_name(name) : attn_backend_default_kind(kind);
 	if (!*be)
 		return err_set(e, "MLASERVE_ATTENTION_BACKEND: unknown attention backend '%s'", name);
 	return a->block_size > 0 ? a->block_size : attn_backend_default_block_size(*be);
@@ -38,7 +39,7 @@ int ranks_check_args(const struct engine_args *a, struct err *e)
 	 * (its configure at this tp_size): all before any rank starts */
 	if (model_probe_config(a->model_dir, 1, &p, e) < 0 || engine_args_check_family(a, &p, e))
 		return -1;
-	int bs = default_block_size(a, config_is_sparse(&p.cfg), &be, e);
+	int bs = default_block_size(a, p.attn_kind, &be, e);
 	if (bs < 0)
 		return -1;
 	if (comm_config_check(a->tp_size, a->dcp_size, p.cfg.num_attention_heads, a->dcp_interleave, bs, e))

@@ -75,7 +75,7 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 	}
 	struct model_probe mp; /* a backend of the wrong kind is refused before the weights load */
 	if (be && (model_probe_config(o->dir, c ? c->tp_size : 1, &mp, e) ||
-		   attn_backend_check(be, config_is_sparse(&mp.cfg), e)))
+		   attn_backend_check_kind(be, mp.attn_kind, e)))
 		goto out;
 	if (pool_new(o->threads, &pool, e))
 		goto out;

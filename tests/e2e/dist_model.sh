@@ -247,6 +247,10 @@ fails "-dcp 4 with -tp 2 is refused" "must divide tensor-parallel-size 2" \
 	generate tests/fixtures/tiny-v3 --prompt-ids 0,1 -tp 2 -dcp 4
 fails "an interleave that does not divide the block size is refused" "must divide block-size 16" \
 	serve tests/fixtures/tiny-v3 -tp 2 -dcp 2 --dcp-kv-cache-interleave-size 3
+fails "tiny-v4 with a dense MLA backend is refused" "the model needs DeepSeek-V4: use DEEPSEEK_V4" \
+	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 --attention-backend FLASHMLA
+fails "tiny-v3 with DEEPSEEK_V4 is refused" "DEEPSEEK_V4 serves DeepSeek-V4 attention and the model needs dense MLA" \
+	logits tests/fixtures/tiny-v3 --tokens 0,1 --out "$tmp/x" --attention-backend DEEPSEEK_V4
 fails "tiny-v4 -tp 4 -q int8 is refused (wo_a cut in both dimensions)" "above o_groups 2 is not supported" \
 	logits tests/fixtures/tiny-v4 --tokens 0,1 --out "$tmp/x" --dtype float32 -tp 4 -q int8
 
@@ -283,15 +287,17 @@ done
 
 # V4: the same mixed batch (its prefix-cache hit resumes from a boundary snapshot; under DCP
 # the virtual block is 16 x W tokens, 64 a boundary of both)
-want=$(GEN_MODEL=tiny-v4 gen 1 1 1 "")
+want=$(GEN_MODEL=tiny-v4 gen 1 1 1 DEEPSEEK_V4)
 if [ -z "$want" ]; then notok "generate tiny-v4 single process" "no output"; fi
 for cfg in "2 2 1" "4 4 4"; do
 	[ -z "$want" ] && break
 	set -- $cfg
-	got=$(GEN_MODEL=tiny-v4 gen "$1" "$2" "$3" "")
+	got=$(GEN_MODEL=tiny-v4 gen "$1" "$2" "$3" DEEPSEEK_V4)
 	hit=$(sed -n 's/.*prefix cache \([0-9]*\)\/.*/\1/p' "$out")
 	name="generate tiny-v4 mixed batch, -tp $1 -dcp $2 I=$3, same greedy tokens as one process"
 	if [ "$got" != "$want" ]; then notok "$name" "got [$(echo $got)] want [$(echo $want)]"
+	elif ! grep -q "attention backend DEEPSEEK_V4, reorder threshold 512" "$out" || grep -q "WARN.*threshold" "$out"; then
+		notok "$name" "DEEPSEEK_V4 did not keep its threshold 512 under DCP"
 	elif [ "${hit:-0}" -lt 64 ]; then notok "$name" "${hit:-no} prefix-cache tokens hit, 64 expected"
 	else ok "$name ($hit prompt tokens from the prefix cache)"; fi
 done

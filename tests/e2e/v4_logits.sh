@@ -3,7 +3,7 @@
 # prompt in one prefill, in chunks of 5 and token by token, every row within 1e-3 of
 # golden/lenN.logits.f32 (act-quant off); then a checkpoint with a tensor missing: exit status 1
 # and one line naming it; bf16 activations refused with one line; an explicit
-# --attention-backend. Prints ok/not ok.
+# --attention-backend (DEEPSEEK_V4 runs, an MLA one is refused). Prints ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -39,13 +39,20 @@ PY
 	done
 done <"$WORK/prompts"
 
-# an explicit --attention-backend: the config is read through the V4 family, not refused as an
-# unknown model_type
-if "$BIN" logits "$FIX" --tokens 0,1,2 --dtype float32 --attention-backend FLASHMLA --out "$WORK/be.f32" \
+# an explicit --attention-backend: the config is read through the V4 family (not refused as an
+# unknown model_type); DEEPSEEK_V4 runs it, an MLA backend is refused with one line
+if "$BIN" logits "$FIX" --tokens 0,1,2 --dtype float32 --attention-backend DEEPSEEK_V4 --out "$WORK/be.f32" \
 	2>"$WORK/err"; then
-	echo "ok - --attention-backend FLASHMLA names a backend, the V4 config is read by its family"
+	echo "ok - --attention-backend DEEPSEEK_V4 names V4's backend, the V4 config is read by its family"
 else
-	echo "not ok - --attention-backend FLASHMLA: $(tail -1 "$WORK/err")"
+	echo "not ok - --attention-backend DEEPSEEK_V4: $(tail -1 "$WORK/err")"
+fi
+if ! "$BIN" logits "$FIX" --tokens 0,1,2 --dtype float32 --attention-backend FLASHMLA --out "$WORK/be.f32" \
+	2>"$WORK/err" && [ "$(grep -vc '^INFO' "$WORK/err")" = 1 ] &&
+	grep -q "FLASHMLA serves dense MLA attention and the model needs DeepSeek-V4: use DEEPSEEK_V4" "$WORK/err"; then
+	echo "ok - --attention-backend FLASHMLA on V4 is refused with one line naming DEEPSEEK_V4"
+else
+	echo "not ok - --attention-backend FLASHMLA on V4: $(tail -1 "$WORK/err")"
 fi
 
 . tests/e2e/refused.inc

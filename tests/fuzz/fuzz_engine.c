@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.tok = tok;
 	o.kv_dtype = DT_F32;
 	o.backend = attn_backend_at((int)(u8(&r) % (unsigned)attn_backend_count()));
-	if (o.backend->sparse) /* a dense model: its default */
+	if (attn_backend_kind(o.backend) != ATTN_KIND_MLA) /* a dense model: its default */
 		o.backend = NULL;
 	unsigned kv = u8(&r) % 8;
 	o.kv_cache_memory = kv ? (size_t)(kv + 2) * 48 * 1024 : 0; /* ~1 KB a token: 144-432 tokens, so

@@ -527,24 +527,41 @@ static void test_dcp_naive_local_mask_is_wrong(void)
 
 static void test_capabilities(void)
 {
-	EXPECT_EQ_INT(attn_backend_count(), 4);
+	EXPECT_EQ_INT(attn_backend_count(), 5);
 	EXPECT(attn_backend_by_name("FLASHMLA") == &attn_backend_flashmla);
 	EXPECT(attn_backend_by_name("FLASH_ATTN_MLA") == &attn_backend_flash_attn_mla);
 	EXPECT(attn_backend_by_name("REFERENCE_MLA") == &attn_backend_reference_mla);
 	EXPECT(attn_backend_by_name("nope") == NULL && attn_backend_by_name(NULL) == NULL);
 	EXPECT(attn_backend_by_name("FLASHMLA_SPARSE") == &attn_backend_flashmla_sparse);
-	EXPECT(attn_backend_at(4) == NULL && attn_backend_at(-1) == NULL);
-	/* the dense backends, and the one sparse one (V3.2); each kind's default is its first */
-	for (int i = 0; i < attn_backend_count(); i++)
-		EXPECT((attn_backend_at(i)->sparse != NULL) == (attn_backend_at(i) == &attn_backend_flashmla_sparse) &&
-		       (attn_backend_at(i)->decode != NULL) != (attn_backend_at(i)->sparse != NULL));
+	EXPECT(attn_backend_by_name("DEEPSEEK_V4") == &attn_backend_deepseek_v4);
+	EXPECT(attn_backend_at(5) == NULL && attn_backend_at(-1) == NULL);
+	/* the dense backends, the one sparse one (V3.2) and V4's (no work entry: the family's
+	 * forward runs it); each kind's default is its first */
+	for (int i = 0; i < attn_backend_count(); i++) {
+		const struct attn_backend *b = attn_backend_at(i);
+		EXPECT((b->sparse != NULL) == (b == &attn_backend_flashmla_sparse) &&
+		       b->v4 == (b == &attn_backend_deepseek_v4));
+		EXPECTF(b->v4 ? !b->decode && !b->sparse && !b->prefill && !b->plan
+			      : (b->decode != NULL) != (b->sparse != NULL),
+			"%s", b->name);
+	}
 	EXPECT(attn_backend_default(false) == &attn_backend_flashmla);
 	EXPECT(attn_backend_default(true) == &attn_backend_flashmla_sparse);
+	EXPECT(attn_backend_default_kind(ATTN_KIND_V4) == &attn_backend_deepseek_v4);
 	struct err e;
 	EXPECT(attn_backend_check(&attn_backend_flashmla, false, &e) == 0);
 	EXPECT(attn_backend_check(&attn_backend_flashmla_sparse, true, &e) == 0);
 	EXPECT(attn_backend_check(&attn_backend_flashmla, true, &e) < 0 && strstr(e.msg, "FLASHMLA_SPARSE"));
 	EXPECT(attn_backend_check(&attn_backend_flashmla_sparse, false, &e) < 0 && strstr(e.msg, "REFERENCE_MLA"));
+	/* V4's backend serves V4 only, and V4 models take no other */
+	EXPECT(attn_backend_check_kind(&attn_backend_deepseek_v4, ATTN_KIND_V4, &e) == 0);
+	EXPECT(attn_backend_check(&attn_backend_deepseek_v4, false, &e) < 0 && strstr(e.msg, "FLASHMLA"));
+	EXPECT(attn_backend_check(&attn_backend_deepseek_v4, true, &e) < 0 && strstr(e.msg, "FLASHMLA_SPARSE"));
+	EXPECT(attn_backend_check_kind(&attn_backend_flashmla, ATTN_KIND_V4, &e) < 0 && strstr(e.msg, "DEEPSEEK_V4") &&
+	       strstr(e.msg, "needs DeepSeek-V4"));
+	EXPECT(attn_backend_deepseek_v4.query_len_support == QLEN_VARLEN && attn_backend_deepseek_v4.returns_lse &&
+	       attn_backend_deepseek_v4.supports_dcp_multi_token(1) &&
+	       attn_backend_deepseek_v4.supports_dcp_multi_token(64));
 	EXPECT(attn_backend_flashmla_sparse.supports_dcp_multi_token(1) &&
 	       attn_backend_flashmla_sparse.supports_dcp_multi_token(64));
 	EXPECT(attn_backend_reference_mla.query_len_support == QLEN_SINGLE_ONLY);
@@ -556,10 +573,12 @@ static void test_capabilities(void)
 	EXPECT(!attn_backend_flash_attn_mla.supports_dcp_multi_token(64));
 	for (int i = 0; i < attn_backend_count(); i++)
 		EXPECT(attn_backend_at(i)->returns_lse);
-	/* every backend runs a step's prefill tokens: a dense one by its prefill entry (the CPU
+	/* every MLA backend runs a step's prefill tokens: a dense one by its prefill entry (the CPU
 	 * ones share attn_prefill), a sparse one by its sparse entry */
 	for (int i = 0; i < attn_backend_count(); i++) {
 		const struct attn_backend *b = attn_backend_at(i);
+		if (b->v4)
+			continue;
 		EXPECTF((b->prefill != NULL) == (b->sparse == NULL), "%s", b->name);
 		EXPECTF(!b->prefill || b->prefill == attn_prefill, "%s", b->name);
 	}

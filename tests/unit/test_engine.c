@@ -225,7 +225,7 @@ static void test_batched_equals_alone(void)
 	}
 	static const int budgets[] = {1, 7, 64, 1024}; /* 1024: all 745 prompt tokens at once */
 	for (int b = 0; b < attn_backend_count(); b++)
-		for (int pc = 0; pc < 2 && !attn_backend_at(b)->sparse; pc++) /* dense models */
+		for (int pc = 0; pc < 2 && attn_backend_kind(attn_backend_at(b)) == ATTN_KIND_MLA; pc++) /* dense models */
 			for (size_t k = 0; k < sizeof budgets / sizeof *budgets; k++) {
 				struct run_cfg rc = {
 					.backend = attn_backend_at(b), .prefix_caching = pc, .budget = budgets[k]};
@@ -255,7 +255,7 @@ static void test_preemption_invariance(void)
 	size_t per_block = kv_cache_bytes_per_block(c->num_hidden_layers, 16, c->kv_lora_rank + c->qk_rope_head_dim,
 						    DT_F32);
 	for (int b = 0; b < attn_backend_count(); b++)
-		for (int pc = 0; pc < 2 && !attn_backend_at(b)->sparse; pc++) { /* dense models */
+		for (int pc = 0; pc < 2 && attn_backend_kind(attn_backend_at(b)) == ATTN_KIND_MLA; pc++) { /* dense models */
 			struct run_cfg rc = {.backend = attn_backend_at(b),
 					     .prefix_caching = pc,
 					     .budget = 64,

@@ -164,7 +164,7 @@ static void test_prompt_logprobs_golden(void)
 			continue;
 		}
 		for (int b = 0; b < attn_backend_count(); b++) {
-			if (attn_backend_at(b)->sparse) /* a dense model */
+			if (attn_backend_kind(attn_backend_at(b)) != ATTN_KIND_MLA) /* a dense model */
 				continue;
 			struct engine *eng = new_engine(512);
 			if (!eng)

@@ -234,6 +234,12 @@ static void test_threshold_setup(void)
 	       strstr(e.msg, "NONE does not return the softmax LSE"));
 	for (int i = 0; i < attn_backend_count(); i++)
 		EXPECT_EQ_INT(attn_threshold_setup(attn_backend_at(i), 0, 2, 1, 0, &r, &e), 0);
+	/* DeepSeek-V4's keeps its threshold under DCP at any interleave (one path, global
+	 * positions), and is raised for drafts as any multi-token backend */
+	EXPECT_EQ_INT(attn_threshold_setup(&attn_backend_deepseek_v4, 0, 4, 16, 0, &r, &e), 0);
+	EXPECT_EQ_INT(r.threshold, 512);
+	EXPECT_EQ_INT(attn_threshold_setup(&attn_backend_deepseek_v4, 2, 2, 4, 3, &r, &e), 0);
+	EXPECT_EQ_INT(r.threshold, 4);
 }
 
 static void test_seed_regression_split(void)

@@ -19,6 +19,11 @@ extern const struct attn_backend attn_backend_flash_attn_mla;
  * indexer selected through the shared MQA kernel, one job per (token, head group); VARLEN,
  * any DCP interleave (the selection is of local keys). Dense models cannot use it. */
 extern const struct attn_backend attn_backend_flashmla_sparse;
+/* DEEPSEEK_V4: DeepSeek-V4's attention (model_v4/v4_block.h, run by the family's forward):
+ * VARLEN (one path for every query length: each token attends its window, entries and
+ * selection by global position), any DCP interleave for q_len > 1 (keys owned by global
+ * position and entry index), partial results with their LSE. Only V4 models use it. */
+extern const struct attn_backend attn_backend_deepseek_v4;
 /* Bytes of the step arena one call of the sparse backend takes at most. */
 size_t attn_sparse_scratch_bytes(int n_threads, int n_tok, int n_heads, int topk, int kv_lora_rank, int rope_dim);
 

@@ -5,10 +5,8 @@
 #include "attn/backends/backends.h"
 
 static const struct attn_backend *const backends[] = {
-	&attn_backend_flashmla,
-	&attn_backend_flash_attn_mla,
-	&attn_backend_reference_mla,
-	&attn_backend_flashmla_sparse,
+	&attn_backend_flashmla,        &attn_backend_flash_attn_mla, &attn_backend_reference_mla,
+	&attn_backend_flashmla_sparse, &attn_backend_deepseek_v4,
 };
 
 int attn_backend_count(void) { return (int)(sizeof backends / sizeof backends[0]); }
@@ -23,12 +21,22 @@ const struct attn_backend *attn_backend_by_name(const char *name)
 	return NULL;
 }
 
-const struct attn_backend *attn_backend_default(bool sparse)
+enum attn_kind attn_backend_kind(const struct attn_backend *b)
+{
+	return b->v4 ? ATTN_KIND_V4 : b->sparse ? ATTN_KIND_MLA_SPARSE : ATTN_KIND_MLA;
+}
+
+const struct attn_backend *attn_backend_default_kind(enum attn_kind k)
 {
 	for (int i = 0; i < attn_backend_count(); i++)
-		if ((backends[i]->sparse != NULL) == sparse)
+		if (attn_backend_kind(backends[i]) == k)
 			return backends[i];
 	return NULL;
+}
+
+const struct attn_backend *attn_backend_default(bool sparse)
+{
+	return attn_backend_default_kind(sparse ? ATTN_KIND_MLA_SPARSE : ATTN_KIND_MLA);
 }
 
 int attn_backend_block_multiple(const struct attn_backend *b)
@@ -42,22 +50,27 @@ int attn_backend_default_block_size(const struct attn_backend *b)
 	return ((16 + mult - 1) / mult) * mult;
 }
 
-int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
+int attn_backend_check_kind(const struct attn_backend *b, enum attn_kind k, struct err *e)
 {
-	if (b && (b->sparse != NULL) == sparse)
+	if (b && attn_backend_kind(b) == k)
 		return 0;
 	char names[256] = "";
 	for (int i = 0; i < attn_backend_count(); i++)
-		if ((backends[i]->sparse != NULL) == sparse) {
+		if (attn_backend_kind(backends[i]) == k) {
 			if (*names)
 				strncat(names, ", ", sizeof names - strlen(names) - 1);
 			strncat(names, backends[i]->name, sizeof names - strlen(names) - 1);
 		}
-	const char *kind[2] = {"dense MLA", "sparse (DeepSeek Sparse Attention)"};
+	const char *kind[3] = {"dense MLA", "sparse (DeepSeek Sparse Attention)", "DeepSeek-V4"};
 	if (!b)
-		return err_set(e, "no attention backend for %s attention", kind[sparse]);
+		return err_set(e, "no attention backend for %s attention", kind[k]);
 	return err_set(e, "attention backend %s serves %s attention and the model needs %s: use %s", b->name,
-		       kind[b->sparse != NULL], kind[sparse], *names ? names : "(none compiled in)");
+		       kind[attn_backend_kind(b)], kind[k], *names ? names : "(none compiled in)");
+}
+
+int attn_backend_check(const struct attn_backend *b, bool sparse, struct err *e)
+{
+	return attn_backend_check_kind(b, sparse ? ATTN_KIND_MLA_SPARSE : ATTN_KIND_MLA, e);
 }
 
 void *attn_decode_plan_get(const struct attn_decode_args *a, int (*plan)(struct attn_meta *meta, int n_heads,
