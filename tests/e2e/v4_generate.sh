@@ -3,8 +3,8 @@
 # every golden prompt gives golden/greedy.json's greedy tokens (act-quant off: the logits'
 # argmax chain), up to the first step whose top two logits are within 0.01 of each other (a
 # near tie that float32 rounding may turn); --dtype auto runs float32; then what V4 cannot run
-# yet refused with one line and exit status 1, for generate and serve alike: an explicit
-# -dcp 2 (-tp 2 runs: dist_model.sh). Prefix caching: requests that share block-aligned
+# refused with one line and exit status 1, for generate and serve alike: bfloat16, a state
+# larger than the memory, a bad -tp / -dcp layout (-tp and -dcp run: dist_model.sh). Prefix caching: requests that share block-aligned
 # prefixes with earlier ones give the tokens and logprobs of a cold run. Speculative decoding
 # (deepseek_mtp with 1 and 3 drafts, ngram): the tokens of a run without drafts.
 # Prints ok/not ok.
@@ -244,5 +244,5 @@ refused "generate --dtype bfloat16" "float32" "$BIN" generate "$FIX" --prompt-id
 refused "generate, state larger than the memory" "lower --max-num-seqs" \
 	env MLASERVE_MEM_AVAILABLE=1M "$BIN" generate "$FIX" --prompt-ids 0,5,9
 # before any rank starts (no mpirun): one line from rank 0
-refused "generate -tp 2 -dcp 2" "decode context parallelism is not supported" \
-	"$BIN" generate "$FIX" --prompt-ids 0,5,9 -tp 2 -dcp 2
+refused "generate -tp 4 -dcp 3" "decode-context-parallel-size 3 must divide tensor-parallel-size 4" \
+	"$BIN" generate "$FIX" --prompt-ids 0,5,9 -tp 4 -dcp 3
