@@ -15,7 +15,7 @@
  * "prepacked dp" (vdpbf16ps); the fp8 rows run the same kernel in both.
  * int4 (ops/quant_int4.h): W4A8 at avx2 / AVX-VNNI / avx512 (fp32 x) and W4A16 (bf16 x: AVX512_BF16, AMX).
  * --bytes: after each row, each variant's best time per matrix (us) and the weight bytes it read
- * per second (GB/s: wmat_bytes, int4 5 bits a weight with its scales).
+ * per second (GB/s: wmat_bytes, int4 4.5 bits a weight with its bf16 scales).
  * fp4 (ops/wf_fp4.h, DeepSeek-V4's MXFP4 experts: random codes, an e8m0 scale per 32 of each
  * copy, 4.25 bits a weight): its kernels at avx2 / avx512 (fp32 x) and vdpbf16ps (bf16 x). V4's
  * expert GEMV against the same shape in fp8 and bf16, one token:

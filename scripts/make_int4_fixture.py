@@ -20,8 +20,9 @@ quantized from tiny-v3's bf16 weights as compressed-tensors' symmetric int4 does
 
 With --goldens it writes DST/golden/prompts.json (tiny-v3's prompts, or those named) and
 NAME.logits.f32 for each: scripts/mtp_reference.py's float64 forward reading the int4 modules
-exactly (q x scale) and multiplying them as the engine does with float32 activations (W4A8:
-x per 128 columns in int8, exact integer dots per 32-column group)."""
+as the engine holds them (q x scale; layer 2's f32 scales rounded to bf16, as the engine's int4
+row keeps them) and multiplying them as the engine does with float32 activations (W4A8: x per
+128 columns in int8, exact integer dots per 32-column group)."""
 import json, os, struct, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))

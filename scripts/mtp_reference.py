@@ -30,10 +30,12 @@ kv_b_proj excepted: int8 weights with a float32 scale per row and 128 columns, e
 product's input quantized the same way per 128 columns, exact integer dots per group, each
 scaled by float32(sw * sx) and added in float32, group by group.
 With --quantize-int4 the routed experts are int4 as `--quantization int4` quantizes them at load
-(ops/quant_int4.h: per row and 32 columns, scale = max(float32(amax / 7.5), FLT_EPSILON), q =
-clamp(rint(float32(w / scale)), -8, 7)) and the other layers int8 as --quantize-int8's.
+(ops/quant_int4.h: per row and 32 columns, scale = bf16(max(float32(amax / 7.5), FLT_EPSILON))
+(nearest even), q = clamp(rint(float32(w / scale)), -8, 7) against that rounded scale) and the
+other layers int8 as --quantize-int8's.
 A compressed-tensors pack-quantized int4 module (<name>_packed and <name>_scale in the
-checkpoint, scripts/make_int4_fixture.py) is read exactly (q x scale per row and 32 columns)
+checkpoint, scripts/make_int4_fixture.py) is read as the engine holds it: q x scale per row and
+32 columns, f16 / f32 scales rounded to bf16 (nearest even; bf16 ones exactly)
 and multiplied as the engine does with float32 activations (W4A8): x quantized per 128
 columns as int8's, each 32-column group's exact integer dot scaled by float32(sw * sx) and
 added in float32, group by group.
@@ -186,19 +188,19 @@ class Q4:  # a compressed-tensors pack-quantized int4 matrix: q[r][c] (-8..7) an
     def __init__(self, packed, scales):
         dt, (R, W), b = packed
         words = struct.unpack('<%dI' % (R * W), b)  # eight q + 8 per word, lowest nibble first
-        self.s = scales
+        self.s = [[bf16(v) for v in row] for row in scales]  # the engine's int4 row holds bf16 scales
         C = 32 * len(scales[0])
         self.q = [[(words[r * W + c // 8] >> 4 * (c % 8) & 15) - 8 for c in range(C)] for r in range(R)]
 
 
-def q4_quantize(rows):  # --quantization int4 at load (ops/quant_int4.h): scale = max(amax / 7.5, FLT_EPSILON)
+def q4_quantize(rows):  # --quantization int4 at load (ops/quant_int4.h): scale = bf16(max(amax / 7.5, FLT_EPSILON))
     m = Q4.__new__(Q4)
     m.q, m.s = [], []
     for row in rows:
         qr, sr = [], []
         for a in range(0, len(row), 32):
             g = [f32(v) for v in row[a:a + 32]]
-            s = max(f32(max(abs(v) for v in g) / 7.5), 2.0 ** -23)
+            s = bf16(max(f32(max(abs(v) for v in g) / 7.5), 2.0 ** -23))  # q against the rounded scale
             sr.append(s)
             qr += [max(-8, min(7, round(f32(v / s)))) for v in g]  # round: ties to even, as rintf
         m.q.append(qr)

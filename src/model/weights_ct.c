@@ -1,7 +1,8 @@
 /* compressed-tensors pack-quantized int4 checkpoints (weights_ct.h; Kimi K2-Thinking's and
  * llm-compressor's W4A16): which Linear modules the config's ignore list leaves as they are,
  * and the others' weight_packed / weight_scale / weight_shape repacked into the int4 row
- * (ops/quant_int4.h) for this rank's part. Nothing is rounded: the nibbles and scales move. */
+ * (ops/quant_int4.h) for this rank's part. Nothing is rounded but f16 / f32 scales (to bf16):
+ * the nibbles and bf16 scales move. */
 #include <float.h>
 #include <math.h>
 #include <regex.h>
@@ -246,10 +247,15 @@ int model_ct_load(struct model *m, const char *name, int rows, int cols, bool ab
 	const int32_t *packed = pk ? aligned(pk, 4, &tp) : dpk;
 	const void *scale = sc ? aligned(sc, dtype_size(sdt), &ts) : dsc;
 	int64_t lds = int4_groups(cols);
-	/* quant_int4_from_packed reads bf16 scales; f16 / f32 ones are written in exactly after */
-	const uint16_t *sb = scale;
-	if (sdt != DT_BF16 && (tb = calloc((size_t)rows * (size_t)lds, 2)))
+	/* the int4 row holds bf16 scales: f16 / f32 ones rounded to them (nearest even) */
+	const uint16_t *sb = sdt == DT_BF16 ? scale : NULL; /* NULL: out of memory */
+	if (sdt != DT_BF16 && scale && (tb = malloc((size_t)rows * (size_t)lds * 2))) {
+		for (int r = 0; r < rows; r++)
+			for (int g = 0; g < lds; g++)
+				((uint16_t *)tb)[(size_t)r * (size_t)lds + (size_t)g] = f32_to_bf16(
+					scale_at(sdt, scale, lds, r, g));
 		sb = tb;
+	}
 	size_t bytes = int4_data_bytes(nr, nc);
 	char *d = model_own(m, bytes);
 	int br = -1, bc = -1, rc = -1;
@@ -257,20 +263,13 @@ int model_ct_load(struct model *m, const char *name, int rows, int cols, bool ab
 		rc = quant_int4_from_packed(m->opt.pool, packed, (cols + 7) / 8, sb, lds, r0, nr, c0, nc, d, w, &br,
 					    &bc);
 	bool oom = rc && br < 0;
-	for (int i = 0; !rc && sdt != DT_BF16 && i < nr; i++)
-		for (int g = 0; !rc && g < int4_groups(nc); g++) {
-			float s = scale_at(sdt, scale, lds, r0 + i, c0 / INT4_GROUP + g);
-			memcpy((char *)int4_group(w, i / INT4_ROWS, g) + 4 * (size_t)(i % INT4_ROWS), &s, 4);
-			if (!(s >= 0.0f && s <= FLT_MAX))
-				rc = -1, br = r0 + i, bc = c0 + g * INT4_GROUP;
-		}
 	float bad = rc && !oom ? scale_at(sdt, scale, lds, br, bc / INT4_GROUP) : 0;
 	free(tp), free(ts), free(tb), free(dpk), free(dsc);
 	if (oom)
 		return err_set(e, "%s: tensor %s: out of memory repacking it", pfile, pk ? pk->name : pname);
 	if (rc)
-		return err_set(e, "%s: tensor %s: scale [%d, %d] is %g: int4 groups need finite scales >= 0", sfile,
-			       sc ? sc->name : sname, br, bc / INT4_GROUP, bad);
+		return err_set(e, "%s: tensor %s: scale [%d, %d] is %g: int4 groups need scales >= 0, finite in bf16",
+			       sfile, sc ? sc->name : sname, br, bc / INT4_GROUP, bad);
 	m->weight_bytes += bytes;
 	m->ct_bytes += bytes;
 	return 0;

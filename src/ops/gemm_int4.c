@@ -1,6 +1,6 @@
 /* int4 GEMM on the blocks of ops/quant_int4.h, reading the packed nibbles and scales only.
  * Per chunk of tokens, per 32-row block, per 32-column group, per tile of tokens: the group's
- * dots over its 8 chunks (640 bytes with the scales, reused from L1 by every tile), then one
+ * dots over its 8 chunks (576 bytes with the bf16 scales, reused from L1 by every tile), then one
  * fma per row and token into tot [tokens][32].
  *
  * W4A8 (x quantized per token and 128 columns, quant_int4_x): a chunk's `v & 15` and
@@ -58,7 +58,6 @@ static inline void prefetch_ahead(const char *grp, int g, int G)
 /* ---- portable (W4A8) ---- */
 static void grp_portable(const char *grp, const struct xa *a, int g, int nt, float *tot, int first)
 {
-	const float *sw = (const float *)(const void *)grp;
 	for (int t = 0; t < nt; t++)
 		for (int i = 0; i < R; i++) {
 			int32_t dot = a->sum[(size_t)t * a->lds + (size_t)g];
@@ -67,7 +66,7 @@ static void grp_portable(const char *grp, const struct xa *a, int g, int nt, flo
 				dot += (int32_t)(int4_high(c) ? b >> 4 : b & 15) *
 				       a->qx[(size_t)t * a->ld + (size_t)(g * INT4_GROUP + c)];
 			}
-			float comb = sw[i] * a->sx[(size_t)t * a->ldsx + (size_t)(g / 4)];
+			float comb = int4_scale(grp, i) * a->sx[(size_t)t * a->ldsx + (size_t)(g / 4)];
 			float *o = tot + (size_t)t * R + i;
 			*o = fmaf((float)dot, comb, first ? 0.0f : *o);
 		}
@@ -87,6 +86,13 @@ static void blk_portable(const char *blk, const struct xa *a, int G, int nt, flo
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 #define A2 __attribute__((target("avx2,fma")))
 #define TT2 2 /* tokens per tile: 8 accumulators of 16 */
+
+/* the group's scales of rows r..r + 7, bf16 widened to fp32 */
+A2_INLINE __m256 scales8(const char *grp, int r)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(grp + 2 * r));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
 A2_INLINE __m256i dpbusd256(__m256i acc, __m256i u, __m256i s)
 {
@@ -149,7 +155,7 @@ A2_INLINE void tile_avx2_t(const char *grp, const struct xa *a, int g, float *to
 			if (!vnni)
 				d = _mm256_add_epi32(_mm256_madd_epi16(d, ones),
 						     _mm256_set1_epi32(a->sum[(size_t)t * a->lds + (size_t)g]));
-			__m256 comb = _mm256_mul_ps(_mm256_loadu_ps((const float *)(const void *)grp + r), sxv);
+			__m256 comb = _mm256_mul_ps(scales8(grp, r), sxv);
 			float *o = tot + (size_t)t * R + r;
 			__m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
 			_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), comb, prev));
@@ -187,6 +193,13 @@ static A2 void blk_vnni(const char *blk, const struct xa *a, int G, int n, float
 #define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define A5_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define TT5 6 /* tokens per tile: 12 accumulators */
+
+/* the group's scales of rows 16 h..16 h + 15, bf16 widened to fp32 (every AVX-512 kernel's) */
+static inline __attribute__((always_inline, target("avx512f"))) __m512 scales16(const char *grp, int h)
+{
+	__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(grp + 32 * h));
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+}
 
 A5_INLINE __m512i dpbusd512(__m512i acc, __m512i u, __m512i s)
 {
@@ -226,7 +239,7 @@ A5_INLINE void tile_512_t(const char *grp, const struct xa *a, int g, float *tot
 			acc[t][1][K - 1] = dpbusd512(acc[t][1][K - 1], h1, xh);
 		}
 	}
-	__m512 sw0 = _mm512_loadu_ps((const void *)grp), sw1 = _mm512_loadu_ps((const void *)(grp + 64));
+	__m512 sw0 = scales16(grp, 0), sw1 = scales16(grp, 1);
 #pragma GCC unroll 6
 	for (int t = 0; t < nt; t++) {
 		if (K == 2) /* exact in any order */
@@ -311,7 +324,7 @@ B5_INLINE void tile_bf16_t(const char *grp, const struct xa *a, int g, __m512i t
 				acc[t][h][1] = dpbf16(acc[t][h][1], d3, x + 6);
 			}
 		}
-	__m512 sw0 = _mm512_loadu_ps((const void *)grp), sw1 = _mm512_loadu_ps((const void *)(grp + 64));
+	__m512 sw0 = scales16(grp, 0), sw1 = scales16(grp, 1);
 #pragma GCC unroll 4
 	for (int t = 0; t < nt; t++) {
 		float *o = tot + (size_t)t * R;
@@ -390,8 +403,7 @@ static AMX_FN void blk_amx(const char *blk, const struct xa *a, int G, int n, fl
 			_tile_dpbf16ps(1, 2, 4);
 			_tile_stored(0, ct[0], 64);
 			_tile_stored(1, ct[1], 64);
-			__m512 sw0 = _mm512_loadu_ps((const void *)grp),
-			       sw1 = _mm512_loadu_ps((const void *)(grp + 64));
+			__m512 sw0 = scales16(grp, 0), sw1 = scales16(grp, 1);
 			for (int t = 0; t < m; t++) {
 				float *o = tot + (size_t)(t0 + t) * R;
 				__m512 p0 = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o);

@@ -86,9 +86,9 @@ static void load_row(const struct wmat *src, int r, int c, int n, float *out)
 			out[j] = wmat_get(src, r, c + j);
 }
 
-/* one row's group of values v[n] (n <= 32) → its scale and nibbles (row i of the block);
- * *bad: the first value not finite (or -1) */
-static float quant_group(const float *v, int n, char *grp, int i, int *bad)
+/* one row's group of values v[n] (n <= 32) → its bf16 scale and nibbles against it (row i of
+ * the block); *bad: the first value not finite (or -1) */
+static uint16_t quant_group(const float *v, int n, char *grp, int i, int *bad)
 {
 	float amax = 0;
 	for (int k = 0; k < n; k++) {
@@ -98,13 +98,14 @@ static float quant_group(const float *v, int n, char *grp, int i, int *bad)
 		amax = a > amax ? a : amax;
 	}
 	float s = amax / QSTEP;
-	s = s > FLT_EPSILON ? s : FLT_EPSILON;
+	uint16_t sb = f32_to_bf16(s > FLT_EPSILON ? s : FLT_EPSILON); /* finite x: amax / 7.5 < bf16's max */
+	s = bf16_to_f32(sb);
 	for (int k = 0; k < n; k++) {
 		float q = rintf(v[k] / s);
 		q = q < -8.0f ? -8.0f : q > 7.0f ? 7.0f : q;
 		put_u(grp, i, k, q == q ? (int)q + 8 : 8);
 	}
-	return s;
+	return sb;
 }
 
 static void quant_blocks(void *arg, int begin, int end, int tid)
@@ -124,8 +125,8 @@ static void quant_blocks(void *arg, int begin, int end, int tid)
 			for (int a = 0; a < c->nc; a += INT4_GROUP) {
 				char *grp = group_at(c->data, c->nc, rb, a);
 				int n = c->nc - a < INT4_GROUP ? c->nc - a : INT4_GROUP, bad = -1;
-				float s = quant_group(row + a, n, grp, i, &bad);
-				memcpy(grp + 4 * (size_t)i, &s, 4);
+				uint16_t s = quant_group(row + a, n, grp, i, &bad);
+				memcpy(grp + 2 * (size_t)i, &s, 2);
 				if (bad >= 0)
 					note_bad(c, rb * INT4_ROWS + i, a + bad);
 			}
@@ -145,7 +146,7 @@ int quant_int4_weights(struct pool *p, const struct wmat *src, int r0, int nr, i
 	return result(&c, bad_r, bad_c);
 }
 
-/* ---- from a compressed-tensors checkpoint: the nibbles and scales moved, nothing rounded ---- */
+/* ---- from a compressed-tensors checkpoint: the nibbles and bf16 scales moved, nothing rounded ---- */
 static void repack_blocks(void *arg, int begin, int end, int tid)
 {
 	(void)tid;
@@ -156,11 +157,11 @@ static void repack_blocks(void *arg, int begin, int end, int tid)
 			int r = c->r0 + rb * INT4_ROWS + i;
 			for (int a = 0; a < c->nc; a += INT4_GROUP) {
 				char *grp = group_at(c->data, c->nc, rb, a);
-				float s = bf16_to_f32(
-					c->scale[(size_t)r * (size_t)c->lds + (size_t)((c->c0 + a) / INT4_GROUP)]);
+				uint16_t sb = c->scale[(size_t)r * (size_t)c->lds + (size_t)((c->c0 + a) / INT4_GROUP)];
+				float s = bf16_to_f32(sb);
 				if (!(s >= 0.0f && s <= FLT_MAX))
 					note_bad(c, rb * INT4_ROWS + i, a);
-				memcpy(grp + 4 * (size_t)i, &s, 4);
+				memcpy(grp + 2 * (size_t)i, &sb, 2);
 				for (int k = a; k < c->nc && k < a + INT4_GROUP; k++) {
 					int cc = c->c0 + k;
 					uint32_t wd = (uint32_t)
@@ -201,9 +202,7 @@ int quant_int4_q(const struct wmat *w, int r, int c)
 
 float quant_int4_get(const struct wmat *w, int r, int c)
 {
-	float s;
-	memcpy(&s, int4_group(w, r / INT4_ROWS, c / INT4_GROUP) + 4 * (size_t)(r % INT4_ROWS), 4);
-	return (float)quant_int4_q(w, r, c) * s;
+	return (float)quant_int4_q(w, r, c) * int4_scale(int4_group(w, r / INT4_ROWS, c / INT4_GROUP), r % INT4_ROWS);
 }
 
 /* ---- activations ---- */

@@ -1,27 +1,29 @@
 /* int4 weights (the weight format table's "int4" row, ops/wf_int4.c): signed 4-bit values in
- * groups of INT4_GROUP = 32 columns (K) with one fp32 scale per row and group, the numbers of
+ * groups of INT4_GROUP = 32 columns (K) with one bf16 scale per row and group, the numbers of
  * compressed-tensors' symmetric pack-quantized (Kimi K2-Thinking, W4A16 DeepSeek quants:
  * weight_packed int32 [out, in / 8], eight values per int32 along K, lowest nibble first, each
  * stored as q + 8; weight_scale bf16 [out, in / 32]), either repacked from such a checkpoint
- * (quant_int4_from_packed: the bf16 scales become fp32, exactly) or quantized at load from any
- * float or fp8 matrix as compressed-tensors quantizes (calculate_qparams, symmetric):
+ * (quant_int4_from_packed: bf16 scales kept bit for bit) or quantized at load from any float or
+ * fp8 matrix as compressed-tensors quantizes a bf16 model (calculate_qparams, symmetric):
  *
- *   sw[r][g] = max(amax_{c in g} |w[r][c]| / 7.5, FLT_EPSILON)    (7.5 = (7 - (-8)) / 2)
- *   q        = clamp(rint(w / sw), -8, 7)                          (fp32, ties to even)
+ *   sw[r][g] = bf16(max(amax_{c in g} |w[r][c]| / 7.5, FLT_EPSILON))  (7.5 = (7 - (-8)) / 2;
+ *                                                                     fp32, then nearest even)
+ *   q        = clamp(rint(w / sw), -8, 7)                             (fp32, ties to even)
  *
- * so +amax becomes 7 (7.5 rounds to 8, clamped) and -amax -8. (compressed-tensors computes in
- * the weight's dtype, bf16 for a bf16 model; we in fp32: values may differ at rounding ties.)
+ * so q is against the rounded scale: amax / sw is 7.5 within 2^-8, so +amax becomes 7 (7 or 8,
+ * clamped) and -amax -7 or -8. (compressed-tensors divides w / sw in bf16, we in fp32: q may differ
+ * at rounding ties.)
  *
  * Layout of a DT_I4 wmat (never row-major, as DT_I8's): blocks of INT4_ROWS = 32 rows, each a
- * run of its column groups, each group INT4_GROUP_BYTES = 640 bytes:
- *   header: sw[32 rb + r][g] as 32 floats (128 bytes)
+ * run of its column groups, each group INT4_GROUP_BYTES = 576 bytes (9 cache lines):
+ *   header: sw[32 rb + r][g] as 32 bf16 (64 bytes; the kernels widen them by a 16-bit shift)
  *   then 8 chunks of 64 bytes, chunk 2 p + h (p: 8 columns 8p..8p+7 of the group, h: rows
  *   16h..16h+15): byte 4 i + k holds u = q + 8 of row 16 h + i, column 8 p + k in its low
  *   nibble and of column 8 p + 4 + k in its high one (k = 0..3).
  * So `v & 15` of a chunk is one vpdpbusd step (16 rows x 4 columns, unsigned bytes: the u8
  * operand, activations the s8 one) and `v >> 4 & 15` the next; a ymm half of a chunk is 8 rows
  * for the AVX2 kernels. Pad rows and columns hold u = 8 (q = 0) and scale 0. 4.5 bits per
- * weight in the checkpoint, 5 here (fp32 scales: one load per group, no conversion).
+ * weight, as in the checkpoint.
  *
  * A view keeps whole 32-row blocks and starts on a group (c0 % 32 == 0): data moves to its
  * first group; ld stays the full matrix's columns (rounded up to 32), which give the block's
@@ -31,15 +33,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "base/dtype.h"
 #include "ops/cpu.h"
 #include "ops/gemm.h"
 
 #define INT4_GROUP 32
 #define INT4_ROWS 32
-#define INT4_HDR 128                                 /* a group's 32 scales */
+#define INT4_HDR 64                                  /* a group's 32 bf16 scales */
 #define INT4_CHUNK 64                                /* 16 rows x 8 columns */
-#define INT4_GROUP_BYTES (INT4_HDR + 8 * INT4_CHUNK) /* 640: a whole group of a block */
+#define INT4_GROUP_BYTES (INT4_HDR + 8 * INT4_CHUNK) /* 576: a whole group of a block */
 
 static inline int int4_groups(int cols) { return (cols + INT4_GROUP - 1) / INT4_GROUP; }
 static inline int int4_row_blocks(int rows) { return (rows + INT4_ROWS - 1) / INT4_ROWS; }
@@ -52,6 +56,13 @@ static inline size_t int4_data_bytes(int rows, int cols)
 static inline const char *int4_group(const struct wmat *w, int rb, int g)
 {
 	return (const char *)w->data + (size_t)rb * int4_block_bytes((int)w->ld) + (size_t)g * INT4_GROUP_BYTES;
+}
+/* the scale of row i (0..31) of a group */
+static inline float int4_scale(const char *grp, int i)
+{
+	uint16_t h;
+	memcpy(&h, grp + 2 * (size_t)i, 2);
+	return bf16_to_f32(h);
 }
 /* byte of a group holding (r % 32, c % 32), and whether in its high nibble */
 static inline size_t int4_byte(int r, int c)
@@ -72,8 +83,8 @@ int quant_int4_weights(struct pool *p, const struct wmat *src, int r0, int nr, i
 /* A compressed-tensors pack-quantized checkpoint's region [r0, r0 + nr) x [c0, c0 + nc)
  * (c0 % 32 == 0) into the layout above: packed int32 [rows, ldp] (eight q + 8 per word, lowest
  * nibble first: column 8 j + i in bits 4 i.. of word j), scale bf16 [rows, lds] (column group
- * c / 32). data: int4_data_bytes(nr, nc) bytes. Returns 0, or -1 with (*bad_r, *bad_c) the
- * first scale that is not finite (or negative). */
+ * c / 32, kept as they are). data: int4_data_bytes(nr, nc) bytes. Returns 0, or -1 with
+ * (*bad_r, *bad_c) the first scale that is not finite (or negative). */
 int quant_int4_from_packed(struct pool *p, const int32_t *packed, int64_t ldp, const uint16_t *scale, int64_t lds,
 			   int r0, int nr, int c0, int nc, char *data, struct wmat *out, int *bad_r, int *bad_c);
 

@@ -1,5 +1,5 @@
 /* The int4 row of the weight format table (ops/wformat.h): signed 4-bit weights in groups of
- * 32 columns with an fp32 scale per row and group (compressed-tensors' symmetric
+ * 32 columns with a bf16 scale per row and group (compressed-tensors' symmetric
  * pack-quantized), in blocks of 32 rows (never row-major: the layout of ops/quant_int4.h),
  * quantized at load from any float or fp8 matrix (or repacked from such a checkpoint,
  * quant_int4_from_packed). Each GEMM call prepares its activations once: bf16-exact x from the
@@ -75,7 +75,7 @@ const struct wformat wformat_int4 = {
 	.bits = 4,
 	.blk_k = INT4_GROUP,
 	.blk_n = 1,
-	.scale = WSCALE_F32,
+	.scale = WSCALE_BF16,
 	.view = int4_view,
 	.bytes = int4_bytes,
 	.get = quant_int4_get,
@@ -83,10 +83,11 @@ const struct wformat wformat_int4 = {
 	.transposable = false,
 	.scale_unit = "group",
 	.quant_help = "W4A16 / W4A8, int4 weights in groups of 32",
-	.usage = "int4 weights (a scale per row and 32 columns) made\n"
-		 "at load; bf16 activations where the CPU has bf16\n"
-		 "dot products, else int8 per token and 128 columns",
-	.quant_desc = "int4 (a scale per row and 32 columns; bf16 or int8 activations)",
+	.usage = "int4 weights (a bf16 scale per row and 32 columns:\n"
+		 "4.5 bits a weight) made at load; bf16 activations\n"
+		 "where the CPU has bf16 dot products, else int8 per\n"
+		 "token and 128 columns",
+	.quant_desc = "int4 (a bf16 scale per row and 32 columns; bf16 or int8 activations)",
 	.kernels = gemm_int4_kernel_name,
 	.act = int4_act,
 	.panel = {gemm_panel_int4, gemm_panel_int4, gemm_panel_int4, gemm_panel_int4, gemm_panel_int4},

@@ -11,7 +11,7 @@
  * blk_r x blk_c block, 128x128 in DeepSeek's checkpoints and under --quantization fp8; ue8m0
  * checkpoints store the same fp32 grid holding powers of two), int8 (wf_int8.c: W8A8, a
  * scale per row and 128 columns, activations quantized per token and 128 columns per call),
- * int4 (wf_int4.c: signed 4-bit in groups of 32 along K with an fp32 scale each, in 32-row
+ * int4 (wf_int4.c: signed 4-bit in groups of 32 along K with a bf16 scale each, in 32-row
  * blocks; bf16 x as it is from AVX512_BF16 on, else x quantized as int8's: W4A16 / W4A8)
  * and fp4 (wf_fp4.c: MXFP4, e2m1 pairs with an e8m0 byte per 32 along K in wmat.scale_e8m0,
  * DeepSeek-V4's experts as their checkpoint stores them). fp8 and fp4 round x through fp8 per
@@ -54,6 +54,7 @@ enum wscale {
 	WSCALE_F32,   /* fp32 multipliers (fp8's weight_scale_inv, int8's) */
 	WSCALE_UE8M0, /* powers of two 2^(e - 127) (DeepSeek's scale_fmt ue8m0; fp32 in the checkpoint) */
 	WSCALE_E8M0,  /* the same in one byte each (MXFP4) */
+	WSCALE_BF16,  /* bf16 multipliers inside the values' blocks (int4, compressed-tensors' weight_scale) */
 };
 
 /* Activations as a format's kernels read them, prepared once per GEMM call into per-thread

@@ -2,7 +2,7 @@
 # Kimi K2 (fp8), K2-Thinking (compressed-tensors int4 experts) and GLM-5 (bf16) in their
 # published widths with --load-format dummy: each two-layer stack of bench/configs runs
 # `mlaserve bench latency` (prefill, decode at batch 1 and 2), and its load report's bytes per
-# format equal the ones this script computes from config.json (int4 in groups of 32: 0.625
+# format equal the ones this script computes from config.json (int4 in groups of 32: 0.5625
 # bytes a weight; fp8 with fp32 128x128 block scales; K2-Thinking's ignore list bf16); the
 # published configs are refused in one line before allocating when MLASERVE_MEM_AVAILABLE
 # is short. Prints ok/not ok.
@@ -35,7 +35,7 @@ def add(fmt, n):
 def mat(name, rows, cols, linear=True):
     ignored = any(re.match(p[3:], name) if p.startswith('re:') else p == name for p in q.get('ignore', []))
     if ct and linear and not ignored:  # 32x32 blocks of 512 nibble bytes + 32 fp32 scales
-        add('int4 + group scales', math.ceil(rows / 32) * math.ceil(cols / 32) * 640)
+        add('int4 + group scales', math.ceil(rows / 32) * math.ceil(cols / 32) * 576)
     elif fp8 and linear:
         add('fp8 e4m3 + block scales', rows * cols + 4 * math.ceil(rows / 128) * math.ceil(cols / 128))
     else:

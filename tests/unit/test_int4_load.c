@@ -92,9 +92,10 @@ static void test_policy(void)
 	}
 }
 
-/* Fewer bytes than -q int8: the experts at 5 bits a weight (4 + an fp32 scale per 32) */
+/* Fewer bytes than -q int8: the experts at 4.5 bits a weight (4 + a bf16 scale per 32) */
 static void test_bytes(void)
 {
+	EXPECT_EQ_INT((long long)int4_data_bytes(64, 256) * 8, 64 * 256 * 9 / 2);
 	struct model *q8 = load_q("tiny-v3", "int8", NULL, false, false),
 		     *q4 = load_q("tiny-v3", "int4", NULL, false, false);
 	if (q8 && q4) {
@@ -251,8 +252,7 @@ static void test_ct_dummy(void)
 	int seen[16] = {0}, bad = 0;
 	for (int r = 0; r < w->rows; r++)
 		for (int c = 0; c < w->cols; c++) {
-			float s;
-			memcpy(&s, int4_group(w, r / INT4_ROWS, c / INT4_GROUP) + 4 * (size_t)(r % INT4_ROWS), 4);
+			float s = int4_scale(int4_group(w, r / INT4_ROWS, c / INT4_GROUP), r % INT4_ROWS);
 			float q = quant_int4_get(w, r, c) / s;
 			bool ok = s > 0 && bf16_to_f32(f32_to_bf16(s)) == s && q == rintf(q) && q >= -8 && q <= 7;
 			bad += !ok;
