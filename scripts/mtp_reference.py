@@ -7,6 +7,7 @@ logits that no independent implementation gives us.
   mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int4 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --quantize-int4-rest [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --kv-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
@@ -32,7 +33,8 @@ scaled by float32(sw * sx) and added in float32, group by group.
 With --quantize-int4 the routed experts are int4 as `--quantization int4` quantizes them at load
 (ops/quant_int4.h: per row and 32 columns, scale = bf16(max(float32(amax / 7.5), FLT_EPSILON))
 (nearest even), q = clamp(rint(float32(w / scale)), -8, 7) against that rounded scale) and the
-other layers int8 as --quantize-int8's.
+other layers int8 as --quantize-int8's. --quantize-int4-rest (`-q int4 --quantization-rest int4`)
+puts those other layers (kv_b_proj excepted) in int4 too, and with --quantize-lm-head the lm_head.
 A compressed-tensors pack-quantized int4 module (<name>_packed and <name>_scale in the
 checkpoint, scripts/make_int4_fixture.py) is read as the engine holds it: q x scale per row and
 32 columns, f16 / f32 scales rounded to bf16 (nearest even; bf16 ones exactly)
@@ -165,7 +167,8 @@ class Weights:
                 sc = self.get(name + '_scale_inv')
                 out = [[v * sc[i // 128][j // 128] for j, v in enumerate(row)] for i, row in enumerate(out)]
             if self.quantize_fp8 and name.endswith('.weight') and name.split('.')[-2] in self.quantized:
-                out = (q4_quantize(out) if self.int4 and '.mlp.experts.' in name else Q8(out) if self.int8
+                int4 = self.int4 and ('.mlp.experts.' in name or self.int4 == 'rest')  # 'rest': every one
+                out = (q4_quantize(out) if int4 else Q8(out) if self.int8
                        else out if dt == 'F8_E4M3' else quantize(out))
         self.cache[name] = out
         return out
@@ -422,7 +425,7 @@ def main():
         print('wrote %s: logits [%d, %d] with the latent cache rounded as --kv-cache-dtype fp8' %
               (out, len(logits), m.c['vocab_size']))
         return
-    q4 = sys.argv[1] == '--quantize-int4'
+    q4 = {'--quantize-int4': 'experts', '--quantize-int4-rest': 'rest'}.get(sys.argv[1], False)
     q8 = q4 or sys.argv[1] == '--quantize-int8'
     q = q8 or sys.argv[1] == '--quantize-fp8'
     if q:
@@ -443,7 +446,7 @@ def main():
     print('%s: max |logit - golden| over %d x %d: %.3g%s' % (name, n, V, diff, ' (unquantized golden)' if q else ''))
     if q:
         write_f32(sys.argv[4], logits)
-        print('wrote %s: logits [%d, %d] of the %s-quantized model' % (sys.argv[4], n, V, 'int4' if q4 else 'int8' if q8 else 'fp8'))
+        print('wrote %s: logits [%d, %d] of the %s-quantized model' % (sys.argv[4], n, V, 'int4' if q4 == 'experts' else 'all-int4' if q4 else 'int8' if q8 else 'fp8'))
         return
     if len(sys.argv) < 5:
         return

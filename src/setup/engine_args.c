@@ -63,8 +63,8 @@ void engine_args_usage(FILE *f)
 	usage_quantization(f);
 	fprintf(f, "  --quantization-rest NAME|bf16     under -q, the linear layers other than the routed\n"
 		   "                                    experts (attention, shared experts, dense MLP):\n"
-		   "                                    fp8, int8 or bf16 (as the checkpoint has them);\n"
-		   "                                    default -q's, int8 under -q int4\n");
+		   "                                    fp8, int8, int4 or bf16 (as the checkpoint has\n"
+		   "                                    them); default -q's, int8 under -q int4\n");
 	fprintf(f, "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
 		   "                                    fp8 checkpoints and under -q fp8/int8; Q8_0 GGUFs\n"
 		   "                                    have it in 8 bits): fewer bytes per decode step\n"

@@ -158,13 +158,21 @@ static void check_golden(struct model *m, const char *fixture, const char *name,
 }
 
 /* -q int4 on tiny-v3 (bf16) against scripts/mtp_reference.py --quantize-int4: the routed experts
- * quantized as quant_int4.h says, the other linear layers as -q int8's, both multiplied as the
- * kernels do with float32 activations */
+ * quantized as quant_int4.h says, the other linear layers as -q int8's (or int4), both multiplied
+ * as the kernels do with float32 activations */
 static void test_golden_quantized(void)
 {
 	struct model *m = load_q("tiny-v3", "int4", NULL, false, false);
 	if (m)
 		check_golden(m, "tiny-v3", "len17", "int4q");
+	model_free(m);
+	/* everything in int4 (--quantization-rest int4 --quantize-lm-head; kv_b_proj as it is): against
+	 * mtp_reference.py --quantize-int4-rest --quantize-lm-head */
+	m = load_q("tiny-v3", "int4", "int4", true, true);
+	if (m) {
+		expect_dtypes("-q int4 --quantization-rest int4 --quantize-lm-head", m, DT_I4, DT_I4, DT_BF16, DT_I4);
+		check_golden(m, "tiny-v3", "len17", "int4rqh");
+	}
 	model_free(m);
 }
 
