@@ -1,7 +1,8 @@
 /* DeepSeek-V4's indexer scan (docs/PERFORMANCE.md, "DeepSeek-V4"): the CPU time a key of
  * v4k_index_scores on one thread at each CPU level this machine has, and of the step's
  * v4_index_select_fast (scores over the pool, then the top-k), on packed fp4 keys (as the paged
- * pool stores them) and an fp4-rounded query, V4-Flash's shape by default.
+ * pool stores them: 16 a block, the blocks scattered; all distinct, 4.4 MB at 65536) and an
+ * fp4-rounded query, V4-Flash's shape by default.
  *
  *   v4_indexer [--keys N] [--heads 64] [--dim 128] [--topk 512] [--reps 5] [--threads 2]
  *
@@ -48,7 +49,8 @@ int main(int argc, char **argv)
 	}
 	size_t pw = v4_pack_ix_floats(di);
 	float *q = malloc(sizeof(float) * (size_t)H * (size_t)di), *w = malloc(sizeof(float) * (size_t)H);
-	float *key = malloc(sizeof(float) * (size_t)di), *packed = malloc(sizeof(float) * pw * 4096);
+	float *key = malloc(sizeof(float) * (size_t)di),
+	      *packed = malloc(sizeof(float) * pw * (size_t)(N + 15) / 16 * 16);
 	const float **rows = malloc(sizeof *rows * (size_t)N);
 	double *s = malloc(sizeof(double) * (size_t)N);
 	int32_t *sel = malloc(sizeof(int32_t) * (size_t)topk);
@@ -61,14 +63,30 @@ int main(int argc, char **argv)
 	for (int h = 0; h < H; h++)
 		w[h] = frand();
 	v4_fp4_sim(q, H * di, 32);
-	for (int r = 0; r < 4096; r++) { /* distinct keys, cycled (4096 x 68 B stay in L2) */
+	for (long r = 0; r < (N + 15) / 16 * 16; r++) {
 		for (int i = 0; i < di; i++)
 			key[i] = 1.5f * frand();
 		v4_fp4_sim(key, di, 32);
 		v4_pack_ix(key, di, packed + (size_t)r * pw);
 	}
-	for (long e = 0; e < N; e++)
-		rows[e] = packed + (size_t)((e * 7) % 4096) * pw;
+	/* as the paged pool holds them: 16 keys of a block in a row, the blocks in no order */
+	long nb = (N + 15) / 16, *perm = malloc(sizeof *perm * (size_t)nb);
+	if (!perm) {
+		fprintf(stderr, "v4_indexer: out of memory\n");
+		return 1;
+	}
+	for (long b = 0; b < nb; b++)
+		perm[b] = b;
+	for (long b = nb - 1; b > 0; b--) {
+		long j = (long)((frand() + 1) / 2 * (float)(b + 1)) % (b + 1), t = perm[b];
+		perm[b] = perm[j];
+		perm[j] = t;
+	}
+	for (long e = 0; e < N; e++) {
+		long r = perm[e / 16] * 16 + e % 16;
+		rows[e] = packed + (size_t)r * pw;
+	}
+	free(perm);
 	struct v4k_keys kk = {rows, 1};
 	printf("indexer scan: %ld keys, %d heads x %d dims, packed fp4\n", N, H, di);
 	for (int lv = 0; lv <= (int)ops_level_best(); lv++) {

@@ -15,6 +15,7 @@
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define KB 16 /* keys of a tile */
+#define PF 2  /* tiles ahead whose keys are prefetched */
 
 static int bf16_exact(const float *x, size_t n)
 {
@@ -97,11 +98,16 @@ AMX_FN int v4k_ix_amx_scores(int H, int di, const float *q, const float *w, cons
 	for (int i = 0; i < 16; i++)
 		lutf[i] = fp4_e2m1_to_f32((uint8_t)i);
 	const __m512 lut = _mm512_loadu_ps(lutf), zero = _mm512_setzero_ps();
+	int key_bytes = di / 2 + di / 32;
 	mqa_amx_pack_q(qv, q, H, di);
 	uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
 	amx_tiles_config(rows);
 	for (long e = e0; e < e1; e += KB) {
 		int n = e1 - e < KB ? (int)(e1 - e) : KB;
+		/* the tile after next: the pool's blocks lie anywhere, beyond the hardware's prefetch */
+		for (long f = e + PF * KB; f < e + (PF + 1) * KB && f < e1; f++)
+			for (int o = 0; o < key_bytes; o += 64)
+				_mm_prefetch((const char *)k->rows[f] + o, _MM_HINT_T0);
 		for (int j = 0; j < n; j++)
 			decode_key((const uint8_t *)k->rows[e + j], di, lut, kb + (size_t)j * (size_t)di);
 		if (n < KB)
