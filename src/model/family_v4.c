@@ -390,14 +390,17 @@ static int v4_kv_cache_init(const struct model *m, struct kv_cache *kv, int n_bl
 	const struct v4_model *v = m->fam_state;
 	if (kv_cache_init(kv, 1, n_blocks, block_size, row_floats(m, block_size), 0, DT_F32, e))
 		return err_prefix(e, "DeepSeek-V4");
-	double f = sizeof(float), bs = block_size;
+	/* under DCP a block of the table is block_size x W tokens, of which this rank stores its
+	 * share of the entries: the bytes a token of context costs this rank */
+	double f = sizeof(float), vbs = v->pool.bs;
 	LOG_I("kv",
-	      "DeepSeek-V4 KV pool: %d blocks of %d tokens, %lld tokens of capacity; bytes per token: "
+	      "DeepSeek-V4 KV pool: %d blocks of %d tokens%s, %lld tokens of capacity; bytes per token%s: "
 	      "compressed entries %.1f (fp8 + e8m0, RoPE dims f32), indexer keys %.1f (fp4 + e8m0), all layers; "
 	      "per sequence, not paged: "
 	      "window rows and compressor states %.1f KB x %d sequences, and x %d prefix-cache snapshots",
-	      n_blocks - 1, block_size, (long long)(n_blocks - 1) * block_size, v->pool.ent_b * f / bs,
-	      v->pool.ix_b * f / bs, v->slot_bytes / 1024.0, v->n_slots, v->n_snaps);
+	      n_blocks - 1, v->pool.bs, v->dcp_size > 1 ? " (DCP: this rank's entries of them)" : "",
+	      (long long)(n_blocks - 1) * v->pool.bs, v->dcp_size > 1 ? " on this rank" : "", v->pool.ent_b * f / vbs,
+	      v->pool.ix_b * f / vbs, v->slot_bytes / 1024.0, v->n_slots, v->n_snaps);
 	return 0;
 }
 
