@@ -95,7 +95,7 @@ static size_t work_layout(const struct v4_attn_layer *l, long max_len, int max_n
 			 sizeof(double) * (l->ratio == 4 ? me : 0),
 			 nc,
 			 nc * W,
-			 sizeof(double) * v4_attn_fast_scratch(l->n_heads, l->head_dim, (int)n_kv)};
+			 sizeof(double) * v4_attn_fast_scratch(l->n_heads * (int)W, l->head_dim, (int)n_kv)};
 	void **dst[12] = {(void **)&o->ents,   (void **)&o->iks,  (void **)&o->keys, (void **)&o->fed,
 			  (void **)&o->ifed,   (void **)&o->rows, (void **)&o->pick, (void **)&o->lse,
 			  (void **)&o->scores, (void **)&o->cand, (void **)&o->all,  (void **)&o->attn};
