@@ -87,15 +87,14 @@ struct heads_job {
 
 size_t v4_attn_fast_scratch(int n_heads, int head_dim, int n_kv)
 {
-	return (size_t)(n_heads + 3) / 4 * 4 * ((size_t)n_kv + (size_t)head_dim);
+	return (size_t)n_heads * ((size_t)n_kv + 2 * (size_t)head_dim);
 }
 
 static void heads_range(void *ctx, int h0, int h1, int tid)
 {
 	const struct heads_job *j = ctx;
-	/* v4k_attn_heads' [4 (n_kv + hd)]: ranges hold 4 heads or more (the last one excepted), so
-	 * h0 / 4 differs between them */
-	double *s = j->scratch + (size_t)(h0 / 4) * 4 * ((size_t)j->n_kv + (size_t)j->hd);
+	/* v4k_attn_heads' scratch, at most (h1 - h0) (n_kv + 2 hd) doubles: the range's own */
+	double *s = j->scratch + (size_t)h0 * ((size_t)j->n_kv + 2 * (size_t)j->hd);
 	v4k_attn_heads(j->lv, h0, h1, j->hd, j->scale, j->q, j->kv, j->n_kv, j->sink, j->o, j->lse, s);
 }
 
@@ -103,7 +102,7 @@ void v4_attn_fast(struct pool *pool, int n_heads, int head_dim, float scale, con
 		  int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
 	struct heads_job j = {ops_level_best(), head_dim, n_kv, scale, q, kv, sink, o, lse, scratch};
-	pool_for(pool, n_heads, 4, heads_range, &j);
+	pool_for(pool, n_heads, 4, heads_range, &j); /* whole groups of 4 heads (v4_kernels.h) */
 }
 
 void v4_attn_add_sink(int n_heads, int dv, const float *sink, float *o, float *lse)

@@ -77,40 +77,33 @@ INLINE void dots_f64(int G, const double *q, const float *k, int n, double *out)
 	}
 }
 
-#define PV_CHUNK 32 /* dims of o held in registers (doubles, 4 heads) while the keys stream past */
+#define PV_CHUNK 32  /* dims of o held in registers (doubles, 4 heads) while the keys stream past */
+#define KEY_CHUNK 64 /* keys (128 KB at hd 512) a pass of every head group reads while in L2 */
 
-/* G heads from h: s [G][n_kv] and qd [G][hd] doubles of scratch */
-INLINE void attn_group(int G, int h, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-		       const float *sink, float *o, float *lse, double *s, double *qd)
+/* The heads' scores s [nh][n_kv] (scaled dots) for keys [j0, j1), G heads from head u0 of the
+ * range (qd [nh][hd] doubles) */
+INLINE void qk_chunk(int G, int u0, int hd, float scale, const double *qd, const float *const *kv, int n_kv, int j0,
+		     int j1, double *s)
 {
-	for (int u = 0; u < G; u++)
-		for (int i = 0; i < hd; i++)
-			qd[(size_t)u * (size_t)hd + (size_t)i] = q[(size_t)(h + u) * (size_t)hd + (size_t)i];
-	double m[4], z[4], d[4];
-	for (int u = 0; u < G; u++)
-		m[u] = sink ? sink[h + u] : -INFINITY;
-	for (int j = 0; j < n_kv; j++) {
-		dots_f64(G, qd, kv[j], hd, d);
-		for (int u = 0; u < G; u++) {
-			s[(size_t)u * (size_t)n_kv + (size_t)j] = d[u] * scale;
-			m[u] = fmax(m[u], d[u] * scale);
-		}
+	double d[4];
+	for (int j = j0; j < j1; j++) {
+		dots_f64(G, qd + (size_t)u0 * (size_t)hd, kv[j], hd, d);
+		for (int u = 0; u < G; u++)
+			s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j] = d[u] * scale;
 	}
-	for (int u = 0; u < G; u++) {
-		double *su = s + (size_t)u * (size_t)n_kv;
-		z[u] = 0;
-		if (m[u] == -INFINITY) /* no keys, no sink: nothing to attend (o = 0 below) */
-			continue;
-		z[u] = sink ? exp(sink[h + u] - m[u]) : 0;
-		for (int j = 0; j < n_kv; j++) {
-			su[j] = exp(su[j] - m[u]);
-			z[u] += su[j];
-		}
-	}
+}
+
+/* acc [nh][hd] += sum_j p_j kv_j over keys [j0, j1) in order, G heads from u0: each 32 dims of
+ * four heads in registers over the chunk's keys, from and back to acc (doubles: exact) */
+INLINE void pv_chunk(int G, int u0, int hd, const double *s, const float *const *kv, int n_kv, int j0, int j1,
+		     double *acc)
+{
 	int c = 0;
 	for (; c + PV_CHUNK <= hd; c += PV_CHUNK) {
-		v8d a[4][PV_CHUNK / 8] = {{{0}}};
-		for (int j = 0; j < n_kv; j++) {
+		v8d a[4][PV_CHUNK / 8];
+		for (int u = 0; u < G; u++)
+			memcpy(a[u], acc + (size_t)(u0 + u) * (size_t)hd + (size_t)c, sizeof a[u]);
+		for (int j = j0; j < j1; j++) {
 			const float *kj = kv[j] + c;
 			v8d kc[PV_CHUNK / 8];
 #pragma GCC unroll 4
@@ -118,68 +111,102 @@ INLINE void attn_group(int G, int h, int hd, float scale, const float *q, const 
 				kc[v] = ld8d(kj + 8 * v);
 #pragma GCC unroll 4
 			for (int u = 0; u < G; u++) {
-				double p = s[(size_t)u * (size_t)n_kv + (size_t)j];
+				double p = s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j];
 #pragma GCC unroll 4
 				for (int v = 0; v < PV_CHUNK / 8; v++)
 					a[u][v] += p * kc[v];
 			}
 		}
 		for (int u = 0; u < G; u++)
-			for (int v = 0; v < PV_CHUNK / 8; v++)
-				for (int l = 0; l < 8; l++)
-					o[(size_t)(h + u) * (size_t)hd + (size_t)(c + 8 * v + l)] =
-						m[u] == -INFINITY ? 0 : (float)(a[u][v][l] / z[u]);
+			memcpy(acc + (size_t)(u0 + u) * (size_t)hd + (size_t)c, a[u], sizeof a[u]);
 	}
 	for (; c < hd; c++)
 		for (int u = 0; u < G; u++) {
-			double a = 0;
-			for (int j = 0; j < n_kv; j++)
-				a += s[(size_t)u * (size_t)n_kv + (size_t)j] * kv[j][c];
-			o[(size_t)(h + u) * (size_t)hd + (size_t)c] = m[u] == -INFINITY ? 0 : (float)(a / z[u]);
+			double *a = acc + (size_t)(u0 + u) * (size_t)hd + (size_t)c;
+			for (int j = j0; j < j1; j++)
+				*a += s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j] * kv[j][c];
 		}
-	for (int u = 0; u < G; u++)
-		lse[h + u] = m[u] == -INFINITY ? -INFINITY : (float)(m[u] + log(z[u]));
 }
 
-/* s: [4 n_kv] doubles, qd: [4 hd] doubles */
+/* Heads [h0, h1) (nh of them), scratch as v4k_attn_heads': the keys in chunks that stay in
+ * cache while every head reads them (each head's arithmetic is that of one pass over all keys:
+ * its dots, max, exps and ordered sums do not depend on the chunks) */
 INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-			    const float *sink, float *o, float *lse, double *s, double *qd)
+			    const float *sink, float *o, float *lse, double *scratch)
 {
-	int h = h0;
-	for (; h + 4 <= h1; h += 4)
-		attn_group(4, h, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
-	for (; h < h1; h++)
-		attn_group(1, h, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
+	int nh = h1 - h0;
+	double *qd = scratch, *acc = qd + (size_t)nh * (size_t)hd, *s = acc + (size_t)nh * (size_t)hd;
+	for (size_t i = 0; i < (size_t)nh * (size_t)hd; i++) {
+		qd[i] = q[(size_t)h0 * (size_t)hd + i];
+		acc[i] = 0;
+	}
+	for (int j0 = 0; j0 < n_kv; j0 += KEY_CHUNK) {
+		int j1 = n_kv - j0 < KEY_CHUNK ? n_kv : j0 + KEY_CHUNK, u = 0;
+		for (; u + 4 <= nh; u += 4)
+			qk_chunk(4, u, hd, scale, qd, kv, n_kv, j0, j1, s);
+		for (; u < nh; u++)
+			qk_chunk(1, u, hd, scale, qd, kv, n_kv, j0, j1, s);
+	}
+	double m[V4K_MAX_ATTN_HEADS], z[V4K_MAX_ATTN_HEADS];
+	for (int u = 0; u < nh; u++) {
+		double *su = s + (size_t)u * (size_t)n_kv;
+		m[u] = sink ? sink[h0 + u] : -INFINITY;
+		for (int j = 0; j < n_kv; j++)
+			m[u] = fmax(m[u], su[j]);
+		z[u] = 0;
+		if (m[u] == -INFINITY) /* no keys, no sink: nothing to attend (o = 0 below) */
+			continue;
+		z[u] = sink ? exp(sink[h0 + u] - m[u]) : 0;
+		for (int j = 0; j < n_kv; j++) {
+			su[j] = exp(su[j] - m[u]);
+			z[u] += su[j];
+		}
+	}
+	for (int j0 = 0; j0 < n_kv; j0 += KEY_CHUNK) {
+		int j1 = n_kv - j0 < KEY_CHUNK ? n_kv : j0 + KEY_CHUNK, u = 0;
+		for (; u + 4 <= nh; u += 4)
+			pv_chunk(4, u, hd, s, kv, n_kv, j0, j1, acc);
+		for (; u < nh; u++)
+			pv_chunk(1, u, hd, s, kv, n_kv, j0, j1, acc);
+	}
+	for (int u = 0; u < nh; u++) {
+		for (int i = 0; i < hd; i++)
+			o[(size_t)(h0 + u) * (size_t)hd + (size_t)i] =
+				m[u] == -INFINITY ? 0 : (float)(acc[(size_t)u * (size_t)hd + (size_t)i] / z[u]);
+		lse[h0 + u] = m[u] == -INFINITY ? -INFINITY : (float)(m[u] + log(z[u]));
+	}
 }
 
 AVX512_FN static void attn_heads_avx512(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-					int n_kv, const float *sink, float *o, float *lse, double *s, double *qd)
+					int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
 }
 
 AVX2_FN static void attn_heads_avx2(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
-				    int n_kv, const float *sink, float *o, float *lse, double *s, double *qd)
+				    int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
 }
 
 static void attn_heads_portable(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-				const float *sink, float *o, float *lse, double *s, double *qd)
+				const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, s, qd);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
 }
 
 void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
 		    int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
-	double *qd = scratch + 4 * (size_t)n_kv;
-	if (lv >= OPS_AVX512)
-		attn_heads_avx512(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
-	else if (lv >= OPS_AVX2)
-		attn_heads_avx2(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
-	else
-		attn_heads_portable(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch, qd);
+	for (; h0 < h1; h0 += V4K_MAX_ATTN_HEADS) { /* the heads' maxima and sums on the stack */
+		int he = h1 - h0 < V4K_MAX_ATTN_HEADS ? h1 : h0 + V4K_MAX_ATTN_HEADS;
+		if (lv >= OPS_AVX512)
+			attn_heads_avx512(h0, he, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+		else if (lv >= OPS_AVX2)
+			attn_heads_avx2(h0, he, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+		else
+			attn_heads_portable(h0, he, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+	}
 }
 
 /* ---- indexer ---- */

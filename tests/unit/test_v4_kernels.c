@@ -40,7 +40,7 @@ static void attn_case(int H, int hd, int n_kv, int with_sink, uint64_t *s)
 	float *ref = malloc(no * sizeof *ref), *o = malloc(no * sizeof *o), *op = malloc(no * sizeof *op);
 	float *lr = malloc((size_t)H * sizeof *lr), *l = malloc((size_t)H * sizeof *l),
 	      *lp = malloc((size_t)H * sizeof *lp);
-	double *scratch = malloc(4 * (size_t)(n_kv + hd) * sizeof *scratch);
+	double *scratch = malloc(v4k_attn_scratch(H, hd, n_kv) * sizeof *scratch);
 	CHECK(rows && ref && o && op && lr && l && lp && scratch);
 	for (int j = 0; j < n_kv; j++) /* scattered rows, as the window and entries are */
 		rows[j] = kv + (size_t)((j * 7) % (n_kv + 1)) * (size_t)hd;
