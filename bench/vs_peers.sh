@@ -10,7 +10,8 @@
 # a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16), and our W8A8
 # (--quantization int8 --quantize-lm-head: int8 weights and activations, as Q8_0 multiplies;
 # OUR_INT8_FLAGS="" leaves it out) against the same Q8_0 runs; and 4 bits (PEER_GGUF_Q4): ours
-# --quantization int4 (OUR_INT4_FLAGS; several variants apart by ';') against each of the peer's 4-bit
+# --quantization int4 (OUR_INT4_FLAGS; several variants apart by ';', by default -q int4 and every
+# matrix in int4 with --quantize-lm-head --quantize-embedding: the peer's bytes) against each of the peer's 4-bit
 # GGUFs, each with and without run-time repacking to its _R4/_R8 rows (PEER_Q4_RTR="0 1"), the ratio
 # taken against the peer's fastest setup per measure; with PEER_BATCHED (its llama-batched-bench) also
 # decode at batch BATCHES (ours: --batch-size 1,B.. after a 512-token prompt, each sequence that
@@ -35,7 +36,7 @@
 #   [PEER_BATCHED=/path/llama-batched-bench] [BATCHES="4 16"] [PEER_BATCHED_FLAGS="-fa 1 -mla 3"] \
 #   OUR_MODEL=hf_dir [THREADS=2] [REPS=2] [GEN=64] [PEER_FLAGS="-fa 1 -mla 3 -fmoe 1"] \
 #   [OUR_Q8_FLAGS="--quantization fp8 --quantize-lm-head"] \
-#   [OUR_INT8_FLAGS="--quantization int8 --quantize-lm-head"] [OUR_INT4_FLAGS="--quantization int4"] \
+#   [OUR_INT8_FLAGS="--quantization int8 --quantize-lm-head"] [OUR_INT4_FLAGS="--quantization int4;..."] \
 #   [MLASERVE=build/mlaserve] [OUT=dir for the raw logs and JSON] bash bench/vs_peers.sh
 # PEER_FLAGS defaults to ik_llama.cpp's best flags for DeepSeek; llama.cpp (no MLA) takes "-fa 1".
 # A row runs when its GGUF is given (bf16 and 1-byte: PEER_GGUF_BF16; without PEER_GGUF_Q8 the
@@ -59,7 +60,7 @@ PEER_FLAGS=${PEER_FLAGS:--fa 1 -mla 3 -fmoe 1}
 MLASERVE=${MLASERVE:-build/mlaserve}
 OUR_Q8_FLAGS=${OUR_Q8_FLAGS:---quantization fp8 --quantize-lm-head}
 OUR_INT8_FLAGS=${OUR_INT8_FLAGS-"--quantization int8 --quantize-lm-head"}
-OUR_INT4_FLAGS=${OUR_INT4_FLAGS:---quantization int4}
+OUR_INT4_FLAGS=${OUR_INT4_FLAGS:---quantization int4;--quantization int4 --quantization-rest int4 --quantize-lm-head --quantize-embedding}
 PEER_GGUF_Q4=${PEER_GGUF_Q4:-}
 PEER_Q4_RTR=${PEER_Q4_RTR-0 1}
 PEER_BATCHED=${PEER_BATCHED:-}

@@ -7,7 +7,7 @@ logits that no independent implementation gives us.
   mtp_reference.py --quantize-fp8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int8 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --quantize-int4 [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
-  mtp_reference.py --quantize-int4-rest [--quantize-lm-head] MODEL_DIR PROMPTS_JSON NAME OUT
+  mtp_reference.py --quantize-int4-rest [--quantize-lm-head] [--quantize-embedding] MODEL_DIR PROMPTS_JSON NAME OUT
   mtp_reference.py --kv-fp8 MODEL_DIR PROMPTS_JSON NAME OUT
 
 Runs prompt NAME of PROMPTS_JSON (a fixture's golden/prompts.json) through the model and
@@ -35,6 +35,8 @@ With --quantize-int4 the routed experts are int4 as `--quantization int4` quanti
 (nearest even), q = clamp(rint(float32(w / scale)), -8, 7) against that rounded scale) and the
 other layers int8 as --quantize-int8's. --quantize-int4-rest (`-q int4 --quantization-rest int4`)
 puts those other layers (kv_b_proj excepted) in int4 too, and with --quantize-lm-head the lm_head.
+--quantize-embedding (after any of the -q modes) quantizes the embedding as those other layers
+(`--quantize-embedding`): each token's row read back as its dequantized values.
 A compressed-tensors pack-quantized int4 module (<name>_packed and <name>_scale in the
 checkpoint, scripts/make_int4_fixture.py) is read as the engine holds it: q x scale per row and
 32 columns, f16 / f32 scales rounded to bf16 (nearest even; bf16 ones exactly)
@@ -137,13 +139,14 @@ def decode_flat(dt, b):
     return None
 
 class Weights:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False,
+                 quantize_embed=False):
         quantize_int8 = quantize_int8 or quantize_int4  # int4's routed experts, int8's other layers
         self.raw, self.cache, self.quantize_fp8, self.int8 = load(dirname), {}, quantize_fp8 or quantize_int8, quantize_int8
         self.int4 = quantize_int4
         # int8 leaves kv_b_proj alone (the absorbed attention multiplies its transpose)
         q = tuple(n for n in QUANTIZED if n != 'kv_b_proj') if quantize_int8 else QUANTIZED
-        self.quantized = q + (('lm_head',) if quantize_head else ())
+        self.quantized = q + (('lm_head',) if quantize_head else ()) + (('embed_tokens',) if quantize_embed else ())
 
     def __contains__(self, name):
         return name in self.raw or name + '_packed' in self.raw
@@ -170,6 +173,8 @@ class Weights:
                 int4 = self.int4 and ('.mlp.experts.' in name or self.int4 == 'rest')  # 'rest': every one
                 out = (q4_quantize(out) if int4 else Q8(out) if self.int8
                        else out if dt == 'F8_E4M3' else quantize(out))
+                if name.endswith('embed_tokens.weight'):  # a lookup: the rows' values
+                    out = dequantize(out)
         self.cache[name] = out
         return out
 
@@ -194,6 +199,13 @@ class Q4:  # a compressed-tensors pack-quantized int4 matrix: q[r][c] (-8..7) an
         self.s = [[bf16(v) for v in row] for row in scales]  # the engine's int4 row holds bf16 scales
         C = 32 * len(scales[0])
         self.q = [[(words[r * W + c // 8] >> 4 * (c % 8) & 15) - 8 for c in range(C)] for r in range(R)]
+
+
+def dequantize(W):  # a Q4 / Q8 matrix's values as rows (each q x its scale, exact in float32)
+    if isinstance(W, (Q4, Q8)):
+        g = 32 if isinstance(W, Q4) else 128
+        return [[f32(q * sr[c // g]) for c, q in enumerate(qr)] for qr, sr in zip(W.q, W.s)]
+    return W
 
 
 def q4_quantize(rows):  # --quantization int4 at load (ops/quant_int4.h): scale = bf16(max(amax / 7.5, FLT_EPSILON))
@@ -254,9 +266,10 @@ def silu(z):
 
 
 class Model:
-    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False):
+    def __init__(self, dirname, quantize_fp8=False, quantize_head=False, quantize_int8=False, quantize_int4=False,
+                 quantize_embed=False):
         self.c = json.load(open(os.path.join(dirname, 'config.json')))
-        self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8, quantize_int4)
+        self.w = Weights(dirname, quantize_fp8, quantize_head, quantize_int8, quantize_int4, quantize_embed)
         c = self.c
         rp = c.get('rope_parameters')  # newer transformers: rope_theta and rope_type inside (GLM-5's)
         dr, theta = c['qk_rope_head_dim'], rp.get('rope_theta', c.get('rope_theta', 10000)) if rp else c['rope_theta']
@@ -433,8 +446,11 @@ def main():
     qh = q and sys.argv[1] == '--quantize-lm-head'
     if qh:
         del sys.argv[1]
+    qe = q and sys.argv[1] == '--quantize-embedding'
+    if qe:
+        del sys.argv[1]
     model_dir, prompts, name = sys.argv[1:4]
-    m = Model(model_dir, q and not q8, qh, q8, q4)
+    m = Model(model_dir, q and not q8, qh, q8, q4, qe)
     d = json.load(open(prompts))
     pr = next(p for p in d['prompts'] if p['name'] == name)
     toks = pr['tokens']

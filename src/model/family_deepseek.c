@@ -143,7 +143,7 @@ static int mtp_shared_mat(struct model *m, const char *name, const char *model_n
 	if (head)
 		return model_mat_part(m, name, c->vocab_size, c->hidden_size, WQ_HEAD, SPLIT_ROWS, m->vocab0,
 				      m->vocab_cols[m->tp_rank], w, e);
-	return model_mat(m, name, c->vocab_size, c->hidden_size, WQ_NONE, w, e);
+	return model_mat(m, name, c->vocab_size, c->hidden_size, WQ_EMBED, w, e);
 }
 
 /* The MTP module, model.layers.{L} (L = num_hidden_layers): its embedding and head (maybe the

@@ -37,6 +37,9 @@ static int refuse(const struct model *m, const char *dir, struct err *e)
 			"experts MXFP4 already; int8 and int4 are)",
 			dir, q && q->dtype != DT_I8 && q->dtype != DT_I4 ? "" : "-rest",
 			q && q->dtype != DT_I8 && q->dtype != DT_I4 ? q->name : r->name);
+	if (m->opt.quantize_embedding)
+		return err_set(e, "%s: DeepSeek-V4: --quantize-embedding is not supported (its embedding stays bf16)",
+			       dir);
 	return 0;
 }
 

@@ -622,7 +622,7 @@ int deepseek_forward(struct model *m, const struct batch *b, struct kv_cache *kv
 	float *h = ALLOC(m, float, (size_t)n *D);  /* [n, D] residual stream */
 	float *xn = ALLOC(m, float, (size_t)n *D); /* [n, D] normed input of a block */
 	embed_rows(m, &m->embed, b->tokens, n, h);
-	m->step_weight_bytes += (size_t)n * (size_t)D * dtype_size(m->embed.dtype);
+	m->step_weight_bytes += (size_t)n * (wmat_bytes(&m->embed) / (size_t)m->embed.rows); /* n rows, any format */
 	size_t mark = m->arena.used;
 	for (int li = 0; li < c->num_hidden_layers; li++)
 		if (layer_forward(m, li, b, &meta, kv, backend, xn, h, mark, e))

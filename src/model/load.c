@@ -67,11 +67,12 @@ static void log_loaded(const struct model *m, const char *dir)
 	/* the kernels this CPU gets: bf16 activations on avx512_bf16 run bf16 dot products */
 	enum ops_level lvl = ops_level_best();
 	const struct wformat *qf = m->opt.quant, *rf = model_quant_format(m, WQ_LINEAR),
-			     *hf = model_quant_format(m, WQ_HEAD);
+			     *hf = model_quant_format(m, WQ_HEAD), *ef = model_quant_format(m, WQ_EMBED);
 	if (m->quant_src_bytes) {
-		/* quantized at load: one of the three was asked */
-		const struct wformat *f = qf ? qf : rf ? rf : hf;
-		char what[192] = "--quantize-lm-head";
+		/* quantized at load: one of the four was asked */
+		const struct wformat *f = qf ? qf : rf ? rf : hf ? hf : ef;
+		char what[224];
+		snprintf(what, sizeof what, "%s", hf ? "--quantize-lm-head" : "");
 		if (qf && rf != qf) /* the routed experts in one format, the rest in another */
 			snprintf(what, sizeof what,
 				 "--quantization %s (the routed experts; the other linear layers %s)%s", qf->name,
@@ -79,6 +80,9 @@ static void log_loaded(const struct model *m, const char *dir)
 		else if (qf || rf)
 			snprintf(what, sizeof what, "--quantization %s%s", f->name,
 				 hf ? " --quantize-lm-head" : " (the linear layers)");
+		if (ef) /* in the lm_head's format */
+			snprintf(what + strlen(what), sizeof what - strlen(what), "%s--quantize-embedding",
+				 what[0] ? " " : "");
 		LOG_I("model", "%s: %.2f GB of weights quantized to %s in %.1f s%s%s%s", what,
 		      m->quant_src_bytes / 1e9, f->quant_desc, m->quant_s, f->kernels ? " (" : "",
 		      f->kernels ? f->kernels(lvl) : "", f->kernels ? " kernels)" : "");

@@ -49,6 +49,9 @@ struct model_options {
 	 * a DeepSeek fp8 checkpoint keeps it bf16, as vLLM's fp8 does; llama.cpp's Q8_0 quantizes
 	 * it): a quarter fewer bytes per decode step on small models, logits within fp8's rounding */
 	bool quantize_lm_head;
+	/* --quantize-embedding: the token embedding too, in the lm_head's format rule (a lookup of
+	 * rows through the format's get): the bytes that equal a 4-bit GGUF's */
+	bool quantize_embedding;
 };
 
 /* One step's input. Rows are in the runner's reordered order (decodes first). */

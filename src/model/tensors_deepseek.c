@@ -73,11 +73,14 @@ static bool dense(const struct model *m, int i) { return !m->layers[i].moe; }
 static bool moe(const struct model *m, int i) { return m->layers[i].moe; }
 static bool moe_bias(const struct model *m, int i) { return m->layers[i].moe && m->cfg.topk_method == TOPK_NOAUX_TC; }
 static bool shared(const struct model *m, int i) { return m->layers[i].has_shared; }
-/* the lm_head: its own tensor, the embedding's bytes (tied), or a copy of them to be quantized
- * (tied, --quantize-lm-head) */
+/* the lm_head: its own tensor, the embedding's bytes (tied), or a copy of them in the head's
+ * format (tied, --quantize-lm-head or --quantize-embedding: the two may differ) */
 static bool untied(const struct model *m, int i) { return !m->cfg.tie_word_embeddings; }
-static bool tied_view(const struct model *m, int i) { return m->cfg.tie_word_embeddings && !m->opt.quantize_lm_head; }
-static bool tied_copy(const struct model *m, int i) { return m->cfg.tie_word_embeddings && m->opt.quantize_lm_head; }
+static bool tied_copy(const struct model *m, int i)
+{
+	return m->cfg.tie_word_embeddings && (m->opt.quantize_lm_head || m->opt.quantize_embedding);
+}
+static bool tied_view(const struct model *m, int i) { return m->cfg.tie_word_embeddings && !tied_copy(m, i); }
 
 /* the embedding's `after`: tied embeddings share the bytes with the lm_head (this rank's rows) */
 static int tie_head(struct model *m, int layer, const struct wmat *embed, struct err *e)
@@ -147,7 +150,7 @@ static int build_uk_t(struct model *m, int layer, const struct wmat *w, struct e
  * column-parallel rows or row-parallel columns by heads, intermediate columns or vocabulary
  * rows; the rest is whole on every rank. */
 static const struct tensor_spec rows[] = {
-	{"model.embed_tokens.weight", TK_MAT, G(embed), V, D, .after = tie_head, .flags = TF_NO_PACK},
+	{"model.embed_tokens.weight", TK_MAT, G(embed), V, D, .q = WQ_EMBED, .after = tie_head, .flags = TF_NO_PACK},
 	{"model.norm.weight", TK_VEC, G(final_norm), D, 0, .fill = 1},
 	{"lm_head.weight", TK_MAT, G(lm_head), V, D, .on = untied, .q = WQ_HEAD, .split = SPLIT_ROWS, .tp_over = V},
 	{"model.embed_tokens.weight", TK_MAT, G(lm_head), V, D, .on = tied_copy, .q = WQ_HEAD, .split = SPLIT_ROWS,

@@ -106,6 +106,7 @@ const struct wformat *model_quant_format(const struct model *m, enum wq q)
 	case WQ_LINEAR: return r;
 	case WQ_ABSORBED: return r && r->transposable ? r : NULL;
 	case WQ_HEAD: return !m->opt.quantize_lm_head ? NULL : r ? r : wformat_by_name("fp8");
+	case WQ_EMBED: return !m->opt.quantize_embedding ? NULL : r ? r : wformat_by_name("fp8");
 	case WQ_NONE: break;
 	}
 	return NULL;
@@ -138,8 +139,8 @@ static int mat_region(struct model *m, const char *name, int rows, int cols, enu
 		return model_ct_load(m, name, rows, cols, q == WQ_ABSORBED, r0, nr, c0, nc, w, e);
 	const struct wformat *qf = model_quant_format(m, q);
 	char flag[64];
-	if (q == WQ_HEAD)
-		snprintf(flag, sizeof flag, "--quantize-lm-head");
+	if (q == WQ_HEAD || q == WQ_EMBED)
+		snprintf(flag, sizeof flag, q == WQ_HEAD ? "--quantize-lm-head" : "--quantize-embedding");
 	else
 		snprintf(flag, sizeof flag, "--quantization%s %s",
 			 q != WQ_EXPERT && m->opt.quant_rest_set ? "-rest" : "", qf ? qf->name : "");

@@ -15,7 +15,7 @@
  * int8's row groups do not (they would fall along the transpose's dot products): int8 leaves it
  * as the checkpoint has it; WQ_HEAD, the lm_head (a float tensor, quantized by
  * --quantize-lm-head, as the linear layers are, fp8 by default). */
-enum wq { WQ_NONE, WQ_LINEAR, WQ_EXPERT, WQ_ABSORBED, WQ_HEAD };
+enum wq { WQ_NONE, WQ_LINEAR, WQ_EXPERT, WQ_ABSORBED, WQ_HEAD, WQ_EMBED };
 
 /* How tensor parallelism cuts a matrix: not (every rank holds it whole), by rows (the output
  * dimension: column-parallel), by columns (the input dimension: row-parallel). */

@@ -110,9 +110,9 @@ static const char *module_of(const char *name, char *buf, size_t n)
 
 bool model_ct_packed(const struct model *m, const char *name, bool linear)
 {
-	/* compressed-tensors quantizes nn.Linear modules: not the embedding (the tied head's copy
+	/* compressed-tensors quantizes nn.Linear modules: not the embeddings (the tied head's copy
 	 * is read from it), nor DeepSeek's router (MoEGate), nor the norms */
-	if (!m->cfg.ct_int4 || !linear || !strncmp(name, "model.embed_tokens.", 19))
+	if (!m->cfg.ct_int4 || !linear || strstr(name, "embed_tokens."))
 		return false;
 	/* an ignore list names a module as the checkpoint's model does: in full (Kimi K2.5's
 	 * wrapper: "language_model.…") or as the text model alone; either matches */

@@ -68,6 +68,9 @@ void engine_args_usage(FILE *f)
 	fprintf(f, "  --quantize-lm-head                the lm_head quantized too (it stays bf16 in DeepSeek's\n"
 		   "                                    fp8 checkpoints and under -q fp8/int8; Q8_0 GGUFs\n"
 		   "                                    have it in 8 bits): fewer bytes per decode step\n"
+		   "  --quantize-embedding              the token embedding quantized too, in the\n"
+		   "                                    lm_head's format (--quantization-rest int4: every\n"
+		   "                                    matrix in 4 bits, as a Q4_0 GGUF): fewer bytes held\n"
 		   "  --attention-backend NAME          (or env MLASERVE_ATTENTION_BACKEND) FLASHMLA,\n"
 		   "                                    FLASH_ATTN_MLA or REFERENCE_MLA for dense MLA;\n"
 		   "                                    FLASHMLA_SPARSE for V3.2 (sparse attention);\n"
@@ -276,6 +279,11 @@ int engine_args_parse(struct engine_args *a, int argc, char **argv, int *i, stru
 	}
 	if (!strcmp(arg, "--quantize-lm-head")) {
 		a->quantize_lm_head = true;
+		(*i)++;
+		return 1;
+	}
+	if (!strcmp(arg, "--quantize-embedding")) {
+		a->quantize_embedding = true;
 		(*i)++;
 		return 1;
 	}
@@ -498,7 +506,8 @@ static int open_model(const struct engine_args *a, const struct model_probe *p, 
 				   .quant = a->quant,
 				   .quant_rest = a->quant_rest,
 				   .quant_rest_set = a->quant_rest_set,
-				   .quantize_lm_head = a->quantize_lm_head};
+				   .quantize_lm_head = a->quantize_lm_head,
+				   .quantize_embedding = a->quantize_embedding};
 	mo.act_dtype = act_dtype;
 	mo.act_dtype_auto = act_auto;
 	if (model_load(a->model_dir, &mo, model, e) < 0) {

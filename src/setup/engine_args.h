@@ -24,6 +24,7 @@ struct engine_args {
 	const struct wformat *quant_rest;
 	bool quant_rest_set;
 	bool quantize_lm_head;         /* --quantize-lm-head */
+	bool quantize_embedding;       /* --quantize-embedding */
 	const char *attention_backend; /* --attention-backend (else env, else the best) */
 	int block_size;                /* --block-size (0 = backend default) */
 	int reorder_batch_threshold;   /* --reorder-batch-threshold (0 = backend's) */

@@ -282,7 +282,8 @@ struct bench_opts {
 	const struct wformat *quant;
 	const struct wformat *quant_rest; /* --quantization-rest (engine_args_quantization_rest) */
 	bool quant_rest_set;
-	bool quantize_lm_head; /* --quantize-lm-head */
+	bool quantize_lm_head;   /* --quantize-lm-head */
+	bool quantize_embedding; /* --quantize-embedding */
 };
 
 struct decode_result {
@@ -398,7 +399,8 @@ static int run_bench(const struct bench_opts *o, struct err *e)
 				   .quant = o->quant,
 				   .quant_rest = o->quant_rest,
 				   .quant_rest_set = o->quant_rest_set,
-				   .quantize_lm_head = o->quantize_lm_head};
+				   .quantize_lm_head = o->quantize_lm_head,
+				   .quantize_embedding = o->quantize_embedding};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	struct model_probe probe;
@@ -543,7 +545,7 @@ static void bench_usage(FILE *f)
 		"         [--load-format auto|dummy] [--dtype auto|float32|bfloat16 (default auto: the "
 		"checkpoint's)] [--threads N]\n"
 		"         [--attention-backend NAME] [--quantization %s]\n"
-		"         [--quantization-rest NAME|bf16] [--quantize-lm-head]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--quantize-embedding]\n"
 		"         [--kv-cache-dtype auto|float32|bfloat16|fp8 (default auto: the activations')]\n"
 		"         [--num-iters-warmup N (untimed prefills before the timed one; default 1)] [--output-json "
 		"FILE]\n",
@@ -590,6 +592,10 @@ int cmd_bench(int argc, char **argv)
 		}
 		if (!strcmp(a, "--quantize-lm-head")) {
 			o.quantize_lm_head = true;
+			continue;
+		}
+		if (!strcmp(a, "--quantize-embedding")) {
+			o.quantize_embedding = true;
 			continue;
 		}
 		if (i + 1 >= argc) {

@@ -30,7 +30,8 @@ struct logits_opts {
 	const struct wformat *quant;
 	const struct wformat *quant_rest; /* --quantization-rest (engine_args_quantization_rest) */
 	bool quant_rest_set;
-	bool quantize_lm_head; /* --quantize-lm-head */
+	bool quantize_lm_head;   /* --quantize-lm-head */
+	bool quantize_embedding; /* --quantize-embedding */
 	int tp, dcp, interleave, block_size;
 	struct comm *comm; /* -tp > 1: every rank runs the same steps on its shard */
 };
@@ -43,8 +44,8 @@ static void logits_usage(FILE *f)
 		"usage: mlaserve logits MODEL_DIR --tokens 0,5,9 --out FILE [--dtype float32|bfloat16|auto]\n"
 		"         [--load-format auto|dummy] [--threads N] [--attention-backend NAME] [--chunk K]\n"
 		"         [-tp T] [-dcp D] [--dcp-kv-cache-interleave-size I] [--block-size N] [--quantization %s]\n"
-		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--kv-cache-dtype "
-		"auto|float32|bfloat16|fp8]\n"
+		"         [--quantization-rest NAME|bf16] [--quantize-lm-head] [--quantize-embedding]\n"
+		"         [--kv-cache-dtype auto|float32|bfloat16|fp8]\n"
 		"Every rank computes the same chunks on its shard; rank 0 writes FILE.\n",
 		q);
 }
@@ -94,7 +95,8 @@ static int run_logits(const struct logits_opts *o, struct err *e)
 				   .quant = o->quant,
 				   .quant_rest = o->quant_rest,
 				   .quant_rest_set = o->quant_rest_set,
-				   .quantize_lm_head = o->quantize_lm_head};
+				   .quantize_lm_head = o->quantize_lm_head,
+				   .quantize_embedding = o->quantize_embedding};
 	if (dtype_parse_flag("--dtype", o->dtype, &mo.act_dtype, &mo.act_dtype_auto, e) < 0)
 		goto out;
 	if (model_load(o->dir, &mo, &m, e))
@@ -223,6 +225,8 @@ int cmd_logits(int argc, char **argv)
 		}
 		if (!strcmp(a, "--quantize-lm-head")) {
 			o.quantize_lm_head = true;
+		} else if (!strcmp(a, "--quantize-embedding")) {
+			o.quantize_embedding = true;
 		} else if (!strcmp(a, "-tp") || !strcmp(a, "-dcp")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "mlaserve logits: %s needs a value\n", a);

@@ -84,6 +84,9 @@ static void test_values(void)
 	char *qh[] = {"--quantize-lm-head", "--max-num-seqs", "3", NULL};
 	EXPECT(!a.quantize_lm_head);
 	EXPECT(parse_all(&a, qh, &e) == 0 && a.quantize_lm_head && a.max_num_seqs == 3);
+	char *qe[] = {"--quantize-embedding", "--max-num-seqs", "5", NULL};
+	EXPECT(!a.quantize_embedding);
+	EXPECT(parse_all(&a, qe, &e) == 0 && a.quantize_embedding && a.max_num_seqs == 5);
 	char *other[] = {"--port", "1", NULL};
 	EXPECT_EQ_INT(parse_all(&a, other, &e), 1);
 }

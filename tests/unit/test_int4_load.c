@@ -173,6 +173,24 @@ static void test_golden_quantized(void)
 		expect_dtypes("-q int4 --quantization-rest int4 --quantize-lm-head", m, DT_I4, DT_I4, DT_BF16, DT_I4);
 		check_golden(m, "tiny-v3", "len17", "int4rqh");
 	}
+	size_t all4 = m ? model_weight_bytes(m) : 0;
+	model_free(m);
+	/* and the embedding (--quantize-embedding: the lm_head's format): its rows looked up through
+	 * the format, 4.5 bits a value instead of bf16's 16; against --quantize-embedding's reference */
+	m = load_with("tiny-v3", (struct model_options){.act_dtype = DT_F32,
+							.quant = wformat_by_name("int4"),
+							.quant_rest = wformat_by_name("int4"),
+							.quant_rest_set = true,
+							.quantize_lm_head = true,
+							.quantize_embedding = true});
+	if (m) {
+		const struct model_config *c = model_config(m);
+		EXPECT(m->embed.dtype == DT_I4 && m->lm_head.dtype == DT_I4);
+		EXPECT_EQ_INT((long long)(all4 - model_weight_bytes(m)),
+			      (long long)((size_t)c->vocab_size * (size_t)c->hidden_size * 2 -
+					  int4_data_bytes(c->vocab_size, c->hidden_size)));
+		check_golden(m, "tiny-v3", "len17", "int4rqhe");
+	}
 	model_free(m);
 }
 
