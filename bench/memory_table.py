@@ -3,7 +3,7 @@
 own count, without loading the whole model:
 
   python3 bench/memory_table.py bench/configs/deepseek-r1 [--mlaserve build/mlaserve]
-      [--kv-fp8-bytes N] [--contexts 32768,131072] [--budget-gib 370]
+      [--kv-fp8-bytes N] [--contexts 32768,131072] [--budget-gib 370] [--formats int4,...]
 
 A full DeepSeek-V3/R1 does not fit a small machine, so this loads cut-down copies of the config
 with `mlaserve bench latency --load-format dummy` (random weights, the real loader and quantizers)
@@ -25,8 +25,9 @@ int4, the rest int8) and -q int4 --quantization-rest fp8. The latent KV cache: p
 layer (kv_lora_rank + qk_rope_head_dim) bf16 values, or --kv-cache-dtype fp8's row: dense MLA
 (V2, V3/R1) kv_lora_rank + rope e4m3 values and a fp32 scale per 128 of them and one for the rope
 (596 bytes), V3.2 (index_topk set) FlashMLA's fp8_ds_mla (512 e4m3, 4 fp32 scales, 64 bf16 rope
-values: 656); --kv-fp8-bytes overrides it. Needs ~8 GB of memory; ~5 loads per format, each a
-minute or more."""
+values: 656); --kv-fp8-bytes overrides it. --formats keeps the formats whose label starts with one
+of the given words (e.g. int4: the two int4 rows). Needs ~8 GB of memory; ~5 loads per format, each
+a minute or more."""
 import argparse
 import json
 import os
@@ -77,6 +78,7 @@ def main():
     ap.add_argument("--contexts", default="32768,131072")
     ap.add_argument("--budget-gib", type=float, default=370.0,
                     help="the bound that int4 experts + 8-bit rest + an fp8 cache at the first context must meet")
+    ap.add_argument("--formats", help="comma-separated label prefixes of the formats to load (default: all)")
     a = ap.parse_args()
     path = os.path.join(a.config_dir, "config.json")
     if not os.path.isfile(path):
@@ -105,10 +107,16 @@ def main():
             c.pop("quantization_config", None)
         return c
 
+    formats = FORMATS
+    if a.formats:
+        want = a.formats.split(",")
+        formats = [f for f in FORMATS if any(f[0].startswith(w) for w in want)]
+        if not formats:
+            die("--formats %s: none of %s" % (a.formats, ", ".join(f[0] for f in FORMATS)))
     tmp = tempfile.mkdtemp(prefix="memory_table.")
     rows = []
     try:
-        for label, fp8, flags in FORMATS:
+        for label, fp8, flags in formats:
             m = lambda n, *s: load_bytes(a.mlaserve, shape(*s, fp8), tmp, n, flags)
             A, B = m("A", 1, 1, e1), m("B", 2, 2, e1)
             C, D = m("C", 2, 1, e1), m("D", 2, 1, e2)
@@ -154,7 +162,7 @@ def main():
     for k, b in kv:
         print("| %s | %d | " % (k, b) + " | ".join("%.2f" % (b * L * t / gib) for t in ctxs) + " |")
     print()
-    for label, total, _ in rows[3:]:
+    for label, total, _ in (r for r in rows if r[0].startswith("int4")):
         t = total + a.kv_fp8_bytes * L * ctxs[0]
         print("%s + fp8 KV at %d tokens: %.1f GiB, %s %.0f GiB" %
               (label, ctxs[0], t / gib, "within" if t <= a.budget_gib * gib else "OVER", a.budget_gib))

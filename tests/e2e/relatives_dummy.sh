@@ -34,7 +34,7 @@ def add(fmt, n):
     by[fmt] = by.get(fmt, 0) + n
 def mat(name, rows, cols, linear=True):
     ignored = any(re.match(p[3:], name) if p.startswith('re:') else p == name for p in q.get('ignore', []))
-    if ct and linear and not ignored:  # 32x32 blocks of 512 nibble bytes + 32 fp32 scales
+    if ct and linear and not ignored:  # 32x32 blocks of 512 nibble bytes + 32 bf16 scales
         add('int4 + group scales', math.ceil(rows / 32) * math.ceil(cols / 32) * 576)
     elif fp8 and linear:
         add('fp8 e4m3 + block scales', rows * cols + 4 * math.ceil(rows / 128) * math.ceil(cols / 128))
