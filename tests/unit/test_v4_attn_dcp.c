@@ -4,7 +4,7 @@
  * partials are corrected by the group's LSEs (dcp_lse_correct) and summed, as forward_v4.c's
  * reduce-scatter does, then the sink is added once and the heads un-roped. The result must be
  * one process's v4_attn_seq, and the CSA selection exactly its selection, for a CSA layer
- * (ratio 4, index_topk 8 of up to 50 entries) and an HCA one (ratio 16), at W = 2 and 4 and
+ * (ratio 4, index_topk 8 of up to 50 entries) and an HCA one (ratio 16), 8 heads, at W = 2 and 4 and
  * interleave 1 and 4. Also: a rank that owns no key of a query returns o = 0 and LSE -inf, and
  * the two mistakes the merge must not make (the sink counted on every rank; an empty shard
  * given LSE 0) move the result far outside the tolerance, so this test would catch them. */
@@ -19,10 +19,11 @@
 #include "model_v4/v4_block.h"
 #include "model_v4/v4_config.h"
 #include "model_v4/v4_indexer.h"
+#include "ops/pool.h"
 
 #define LEN 200 /* the sequence's positions */
 #define BS 16   /* physical block */
-#define H 4     /* the group's heads */
+#define H 8     /* the group's heads: 4 or 2 a rank, 8 attended */
 #define HD 96   /* tiny-v4's head_dim (32 RoPE dims) */
 #define IH 4    /* indexer heads */
 #define ID 64   /* indexer dim */
@@ -134,7 +135,12 @@ static void *rank_run(void *arg)
 	struct v4_seq_attn st;
 	v4_seq_attn_init(al, k->state, &st);
 	struct v4_dcp d = {W, k->r, g->I, gather, k, NULL};
-	struct v4_pages pg = {k->pool, ne + ni, k->bt, BS, 0, ne, ew, iw, NULL, W > 1 ? &d : NULL};
+	/* two workers a rank, as the forward's pool: the heads split in ranges, each with its own
+	 * region of the attention's scratch (sized for the heads attended, W x the rank's) */
+	struct pool *workers;
+	struct err pe = {{0}};
+	CHECK(pool_new(2, &workers, &pe) == 0);
+	struct v4_pages pg = {k->pool, ne + ni, k->bt, BS, 0, ne, ew, iw, workers, W > 1 ? &d : NULL};
 	/* the step's buffers are rewritten in place (q, kv, the indexer's q and weights) */
 	float *q = malloc(sizeof in->q), *kv = malloc(sizeof in->kv), *iq = malloc(sizeof in->iq),
 	      *iwt = malloc(sizeof in->iw);
@@ -160,6 +166,7 @@ static void *rank_run(void *arg)
 	if (k->rc)
 		fprintf(stderr, "rank %d: %s\n", k->r, e.msg);
 	free(q), free(kv), free(iq), free(iwt), free(k->pool), free(k->state), free(k->work);
+	pool_free(workers);
 	return NULL;
 }
 
