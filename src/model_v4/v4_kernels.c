@@ -77,16 +77,55 @@ INLINE void dots_f64(int G, const double *q, const float *k, int n, double *out)
 	}
 }
 
+/* dots_f64 for two keys at once (each q block loaded once for both): the same sums. AVX-512
+ * only: its 16 accumulators spill from AVX2's registers. */
+INLINE void dots2_f64(int G, const double *q, const float *ka, const float *kb, int n, double *oa, double *ob)
+{
+	v8d a[4][2] = {{{0}}}, b[4][2] = {{{0}}}, qv;
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		v8d a0 = ld8d(ka + i), a1 = ld8d(ka + i + 8), b0 = ld8d(kb + i), b1 = ld8d(kb + i + 8);
+#pragma GCC unroll 4
+		for (int u = 0; u < G; u++) {
+			memcpy(&qv, q + (size_t)u * (size_t)n + (size_t)i, sizeof qv);
+			a[u][0] += qv * a0;
+			b[u][0] += qv * b0;
+			memcpy(&qv, q + (size_t)u * (size_t)n + (size_t)i + 8, sizeof qv);
+			a[u][1] += qv * a1;
+			b[u][1] += qv * b1;
+		}
+	}
+#pragma GCC unroll 4
+	for (int u = 0; u < G; u++) {
+		v8d pa = a[u][0] + a[u][1], pb = b[u][0] + b[u][1];
+		double sa = lanes_sum8(&pa), sb = lanes_sum8(&pb);
+		for (int t = i; t < n; t++)
+			sa += q[(size_t)u * (size_t)n + (size_t)t] * ka[t];
+		for (int t = i; t < n; t++)
+			sb += q[(size_t)u * (size_t)n + (size_t)t] * kb[t];
+		oa[u] = sa;
+		ob[u] = sb;
+	}
+}
+
 #define PV_CHUNK 32  /* dims of o held in registers (doubles, 4 heads) while the keys stream past */
 #define KEY_CHUNK 64 /* keys (128 KB at hd 512) a pass of every head group reads while in L2 */
 
 /* The heads' scores s [nh][n_kv] (scaled dots) for keys [j0, j1), G heads from head u0 of the
  * range (qd [nh][hd] doubles) */
 INLINE void qk_chunk(int G, int u0, int hd, float scale, const double *qd, const float *const *kv, int n_kv, int j0,
-		     int j1, double *s)
+		     int j1, int pairs, double *s)
 {
-	double d[4];
-	for (int j = j0; j < j1; j++) {
+	double d[4], e[4];
+	int j = j0;
+	for (; pairs && j + 2 <= j1; j += 2) {
+		dots2_f64(G, qd + (size_t)u0 * (size_t)hd, kv[j], kv[j + 1], hd, d, e);
+		for (int u = 0; u < G; u++) {
+			s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j] = d[u] * scale;
+			s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j + 1] = e[u] * scale;
+		}
+	}
+	for (; j < j1; j++) {
 		dots_f64(G, qd + (size_t)u0 * (size_t)hd, kv[j], hd, d);
 		for (int u = 0; u < G; u++)
 			s[(size_t)(u0 + u) * (size_t)n_kv + (size_t)j] = d[u] * scale;
@@ -132,7 +171,7 @@ INLINE void pv_chunk(int G, int u0, int hd, const double *s, const float *const 
  * cache while every head reads them (each head's arithmetic is that of one pass over all keys:
  * its dots, max, exps and ordered sums do not depend on the chunks) */
 INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
-			    const float *sink, float *o, float *lse, double *scratch)
+			    const float *sink, float *o, float *lse, int pairs, double *scratch)
 {
 	int nh = h1 - h0;
 	double *qd = scratch, *acc = qd + (size_t)nh * (size_t)hd, *s = acc + (size_t)nh * (size_t)hd;
@@ -143,9 +182,9 @@ INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q,
 	for (int j0 = 0; j0 < n_kv; j0 += KEY_CHUNK) {
 		int j1 = n_kv - j0 < KEY_CHUNK ? n_kv : j0 + KEY_CHUNK, u = 0;
 		for (; u + 4 <= nh; u += 4)
-			qk_chunk(4, u, hd, scale, qd, kv, n_kv, j0, j1, s);
+			qk_chunk(4, u, hd, scale, qd, kv, n_kv, j0, j1, pairs, s);
 		for (; u < nh; u++)
-			qk_chunk(1, u, hd, scale, qd, kv, n_kv, j0, j1, s);
+			qk_chunk(1, u, hd, scale, qd, kv, n_kv, j0, j1, pairs, s);
 	}
 	double m[V4K_MAX_ATTN_HEADS], z[V4K_MAX_ATTN_HEADS];
 	for (int u = 0; u < nh; u++) {
@@ -180,19 +219,19 @@ INLINE void attn_heads_body(int h0, int h1, int hd, float scale, const float *q,
 AVX512_FN static void attn_heads_avx512(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
 					int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, 1, scratch);
 }
 
 AVX2_FN static void attn_heads_avx2(int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
 				    int n_kv, const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, 0, scratch);
 }
 
 static void attn_heads_portable(int h0, int h1, int hd, float scale, const float *q, const float *const *kv, int n_kv,
 				const float *sink, float *o, float *lse, double *scratch)
 {
-	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, scratch);
+	attn_heads_body(h0, h1, hd, scale, q, kv, n_kv, sink, o, lse, 0, scratch);
 }
 
 void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
