@@ -259,7 +259,7 @@ fi
 if want v4; then
 	echo "== v4 (DeepSeek-V4 decode against context; the layer stack's formats)"
 	bench_build v4_indexer
-	"$BUILD/bench/v4_indexer" | tee "$OUT/v4_indexer.txt"
+	"$BUILD/bench/v4_indexer" --keys 262144 | tee "$OUT/v4_indexer.txt"
 	bench_build v4_decode
 	ctx=4096,32768 reps=2
 	[ "$full" = 1 ] && ctx=4096,32768,131072,1048448 reps=3
