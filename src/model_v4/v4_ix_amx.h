@@ -6,7 +6,7 @@
 #ifndef MLA_MODEL_V4_V4_IX_AMX_H
 #define MLA_MODEL_V4_V4_IX_AMX_H
 
-#include "model_v4/v4_kernels.h"
+#include "model_v4/v4_keys.h"
 
 /* v4k_index_scores at the amx level for packed keys: 0, or -1 (nothing written) where it does
  * not apply: di not a multiple of 32, more than V4_IX_AMX_QMAX query values (padded to 16

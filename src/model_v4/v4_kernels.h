@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 
+#include "model_v4/v4_keys.h"
 #include "ops/cpu.h"
 
 #define V4K_KB 16 /* keys of an indexer tile */
@@ -37,15 +38,9 @@ static inline size_t v4k_attn_scratch(int n_heads, int hd, int n_kv)
 void v4k_attn_heads(enum ops_level lv, int h0, int h1, int hd, float scale, const float *q, const float *const *kv,
 		    int n_kv, const float *sink, float *o, float *lse, double *scratch);
 
-/* Where the indexer's keys are: packed (v4_pack_ix: e2m1 codes and e8m0 bytes) or float rows. */
-struct v4k_keys {
-	const float *const *rows; /* rows[e]: key e, packed or [di] floats */
-	int packed;
-};
 
 /* scores s[e - e0] of keys e0 .. e1 - 1 for one query: q [H, di], w [H] (v4_index_score's
  * terms), at level lv. di <= V4K_MAX_DI, di % 32 == 0 when packed. */
-#define V4K_MAX_DI 1024
 void v4k_index_scores(enum ops_level lv, int H, int di, const float *q, const float *w, const struct v4k_keys *k,
 		      long e0, long e1, double *s);
 
