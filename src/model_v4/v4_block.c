@@ -201,15 +201,14 @@ int v4_attn_seq(const struct v4_attn_layer *l, struct v4_seq_attn *s, const stru
 			memcpy(s->ck + (size_t)((pos0 + t1 - 1) % (R + 1)) * cf, s->cst, sizeof(float) * cf);
 	}
 	/* this rank's entries (all of them in one process), by local index */
-	for (long c = 0; c < n_loc; c++)
-		w.ents[c] = v4_page_entry(pg, r, v4_entry_global(d, c), pg->ent_w, pg->ent_off);
+	if (r)
+		v4_page_entries(pg, r, n_loc, pg->ent_w, pg->ent_off, w.ents);
 	if (r && r != 4) { /* every entry is read: unpacked once */
 		struct unpack_job uj = {&l->comp, w.ents, NULL, w.rows};
 		pool_for(pg->pool, (int)n_loc, 64, unpack_range, &uj);
 	}
 	if (r == 4) {
-		for (long c = 0; c < n_loc; c++)
-			w.iks[c] = v4_page_entry(pg, 4, v4_entry_global(d, c), pg->ix_w, pg->ix_off);
+		v4_page_entries(pg, 4, n_loc, pg->ix_w, pg->ix_off, w.iks);
 		for (int t = 0; t < n; t++) {
 			v4_index_query(&l->rope, ih, id, pos0 + t, 1, iq + (size_t)t * (size_t)(ih * id));
 			v4_index_weights(ih, id, iw + (size_t)t * (size_t)ih);

@@ -103,6 +103,26 @@ static inline float *v4_page_entry(const struct v4_pages *p, int r, long e, size
 	return p->base + (size_t)p->bt[x] * p->block_floats + off + (size_t)slot * width;
 }
 
+/* out[c] = v4_page_entry(p, r, e_c, width, off) for this rank's entries c < n (e_c its global
+ * index): without DCP a block's entries lie width apart, so one division a block instead of
+ * three an entry (a CSA layer at 1M context points at 262K entries and keys a step) */
+static inline void v4_page_entries(const struct v4_pages *p, int r, long n, size_t width, size_t off,
+				   const float **out)
+{
+	if (p->dcp) {
+		for (long c = 0; c < n; c++)
+			out[c] = v4_page_entry(p, r, v4_entry_global(p->dcp, c), width, off);
+		return;
+	}
+	for (long c = 0; c < n;) { /* entry c's last token q in block b; the block's entries end at end */
+		long q = (c + 1) * r - 1, b = q / p->bs, end = (b + 1) * p->bs / r;
+		const float *e = p->base + (size_t)p->bt[b] * p->block_floats + off +
+				 (size_t)((q % p->bs) / r) * width;
+		for (; c < n && c < end; c++, e += width)
+			out[c] = e;
+	}
+}
+
 /* One sequence's bounded state of one layer (positions 0 .. pos0 - 1 fed): what is not paged.
  * With rollback R > 0 the ring keeps R rows more and the compressors' states after each of
  * the last R + 1 positions fed are kept, so that the sequence may continue from any of the

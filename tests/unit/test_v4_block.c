@@ -3,7 +3,9 @@
  * streams, 4 FP4 routed experts top 2 + an F32 shared expert, 12 tokens):
  *   y = attn_norm(hc_pre(x)); x = hc_post(attention(y), x)           (unit/v4_layer_ref.h)
  *   y = ffn_norm(hc_pre(x)); route(gate y); x = hc_post(sum_e expert_e(y) + shared(y), x)
- * with every expert's w1 / w3 / w2 run by fp4_gemv_ref on the packed codes. */
+ * with every expert's w1 / w3 / w2 run by fp4_gemv_ref on the packed codes. And
+ * v4_page_entries against v4_page_entry entry by entry (ratios 4, 16, 128; blocks of 5 .. 128
+ * tokens, ratio and block size multiples of each other or not; a scattered block table). */
 #include <string.h>
 
 #include "harness.h"
@@ -135,4 +137,29 @@ static void test_block(void)
 	json_decref(j);
 }
 
-TESTS(T(test_block))
+static void test_page_entries(void)
+{
+	enum { NB = 40, BF = 1000, N = 300 };
+	int32_t bt[NB];
+	for (int b = 0; b < NB; b++)
+		bt[b] = (b * 7) % NB;
+	float *pool = malloc(sizeof(float) * NB * BF);
+	const float **out = malloc(sizeof *out * N);
+	CHECK(pool && out);
+	const int ratios[] = {4, 16, 128}, sizes[] = {5, 16, 64, 128};
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 4; k++) {
+			int r = ratios[i], bs = sizes[k];
+			long n = (long)NB * bs / r - 1; /* entries whose last token lies in the table */
+			n = n < N ? n : N;
+			struct v4_pages pg = {pool, BF, bt, bs, 3, 0, 5, 0, NULL, NULL};
+			v4_page_entries(&pg, r, n, 5, 3, out);
+			int bad = 0;
+			for (long c = 0; c < n; c++)
+				bad += out[c] != v4_page_entry(&pg, r, c, 5, 3);
+			EXPECTF(bad == 0, "ratio %d, blocks of %d: %d of %ld entries elsewhere", r, bs, bad, n);
+		}
+	free(pool), free(out);
+}
+
+TESTS(T(test_block), T(test_page_entries))
