@@ -594,14 +594,20 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	if (x->m->opt.load_dummy) {
 		rc = dummy_row(x, s, name, rows, cols, p, &tmp, e);
 	} else {
+		/* a config without quantization_config holds its fp8 / fp4 rows in bf16 (as the dummy
+		 * weights of one do): e.g. bench/make_random_hf.py's checkpoints */
+		bool plain = dummy_dtype(c, s->kind) == DT_BF16;
 		switch (s->kind) {
 		case VK_FP8:
-		case VK_FP8_F32: rc = load_fp8(x, name, rows, cols, p, e); break;
+		case VK_FP8_F32:
+			rc = plain ? load_mat(x, name, rows, cols, p, e) : load_fp8(x, name, rows, cols, p, e);
+			break;
 		case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
 		case VK_FP4: /* V4-Flash-Base's routed experts are fp8 as the dense weights; without
 			      * expert_dtype the tensor's dtype says which */
-			rc = expert_fp8(x, name) ? load_fp8(x, name, rows, cols, p, e)
-						 : load_fp4(x, name, rows, cols, p, e);
+			rc = plain                 ? load_mat(x, name, rows, cols, p, e)
+			     : expert_fp8(x, name) ? load_fp8(x, name, rows, cols, p, e)
+						   : load_fp4(x, name, rows, cols, p, e);
 			break;
 		case VK_F32: rc = load_f32(x, name, rows, cols, p, e); break;
 		case VK_I64: rc = load_i64(x, name, rows, cols, p, e); break;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # DeepSeek-V4 through the real binary: `mlaserve logits tests/fixtures/tiny-v4` on every golden
 # prompt in one prefill, in chunks of 5 and token by token, every row within 1e-3 of
-# golden/lenN.logits.f32 (act-quant off); then a checkpoint with a tensor missing: exit status 1
-# and one line naming it; bf16 activations refused with one line; an explicit
-# --attention-backend (DEEPSEEK_V4 runs, an MLA one is refused). Prints ok/not ok.
+# golden/lenN.logits.f32 (act-quant off); its bf16 copy (no quantization_config) on len17; then a
+# checkpoint with a tensor missing: exit status 1 and one line naming it; bf16 activations refused
+# with one line; an explicit --attention-backend (DEEPSEEK_V4 runs, an MLA one is refused). Prints
+# ok/not ok.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -38,6 +39,25 @@ print('%s - %s: max |diff| %.3g (%d values)' % ('ok' if d < 1e-3 else 'not ok', 
 PY
 	done
 done <"$WORK/prompts"
+
+# the same weights in bf16 (scripts/make_v4_bf16_fixture.py: every fp8 / MXFP4 weight widened
+# exactly, no quantization_config), as bench/make_random_hf.py writes V4: the golden logits
+if ! python3 scripts/make_v4_bf16_fixture.py "$FIX" "$WORK/bf16" 2>"$WORK/err"; then
+	echo "not ok - make_v4_bf16_fixture.py: $(tail -1 "$WORK/err")"
+else
+	read -r name toks gold < <(grep '^len17 ' "$WORK/prompts")
+	if ! "$BIN" logits "$WORK/bf16" --tokens "$toks" --dtype float32 --out "$WORK/bf16.f32" 2>"$WORK/err"; then
+		echo "not ok - the bf16 copy, $name: $(tail -1 "$WORK/err")"
+	else
+		python3 - "$WORK/bf16.f32" "$FIX/golden/$gold" "the bf16 copy (no quantization_config), $name" <<'PY'
+import array, sys
+a, g = array.array('f'), array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); g.frombytes(open(sys.argv[2], 'rb').read())
+d = max(abs(x - y) for x, y in zip(a, g)) if len(a) == len(g) else float('inf')
+print('%s - %s: max |diff| %.3g (%d values)' % ('ok' if d < 1e-3 else 'not ok', sys.argv[3], d, len(a)))
+PY
+	fi
+fi
 
 # an explicit --attention-backend: the config is read through the V4 family (not refused as an
 # unknown model_type); DEEPSEEK_V4 runs it, an MLA backend is refused with one line
