@@ -4,10 +4,11 @@
 # Measures, in tokens/s, batch 1, THREADS threads:
 #   prefill 512     a 512-token prompt
 #   decode @512     GEN decode steps after a 512-token prompt
-#   decode @4096    GEN decode steps after a 4096-token prompt
+#   decode @4096    GEN decode steps after a 4096-token prompt (LONG=N: after N tokens; LONG=0: not run)
 # for bf16 weights (ours: the checkpoint as is; the peer: a bf16 GGUF) and the 1-byte formats
 # (ours: --quantization fp8 --quantize-lm-head, every matrix in one byte as Q8_0 has it; the peer:
-# a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16), and our W8A8
+# a Q8_0 GGUF; OUR_Q8_FLAGS="--quantization fp8" keeps our lm_head bf16, OUR_Q8_FLAGS="" leaves
+# the column out), and our W8A8
 # (--quantization int8 --quantize-lm-head: int8 weights and activations, as Q8_0 multiplies;
 # OUR_INT8_FLAGS="" leaves it out) against the same Q8_0 runs; and 4 bits (PEER_GGUF_Q4): ours
 # --quantization int4 (OUR_INT4_FLAGS; several variants apart by ';', by default -q int4 and every
@@ -39,6 +40,10 @@
 #   [OUR_INT8_FLAGS="--quantization int8 --quantize-lm-head"] [OUR_INT4_FLAGS="--quantization int4;..."] \
 #   [MLASERVE=build/mlaserve] [OUT=dir for the raw logs and JSON] bash bench/vs_peers.sh
 # PEER_FLAGS defaults to ik_llama.cpp's best flags for DeepSeek; llama.cpp (no MLA) takes "-fa 1".
+# DeepSeek-V4 (ik_llama.cpp's deepseek4 graph; -mla does not apply to it): OUR_MODEL a bf16 V4
+# checkpoint (`python3 bench/make_random_hf.py bench/configs/v4-flash-2L-e32-bf16 DIR`), the GGUFs
+# converted from it (shared/peers/README.md), PEER_FLAGS="-fa 1 -fmoe 1", OUR_Q8_FLAGS="" (V4
+# takes -q int8 / int4 only), LONG=0 where a 4096-token prefill per run costs too much.
 # A row runs when its GGUF is given (bf16 and 1-byte: PEER_GGUF_BF16; without PEER_GGUF_Q8 the
 # 1-byte columns show ours only; 4-bit: PEER_GGUF_Q4). MLASERVE_CPU_LEVEL etc. pass through.
 set -eu -o pipefail
@@ -58,7 +63,8 @@ REPS=${REPS:-2}
 GEN=${GEN:-64}
 PEER_FLAGS=${PEER_FLAGS:--fa 1 -mla 3 -fmoe 1}
 MLASERVE=${MLASERVE:-build/mlaserve}
-OUR_Q8_FLAGS=${OUR_Q8_FLAGS:---quantization fp8 --quantize-lm-head}
+OUR_Q8_FLAGS=${OUR_Q8_FLAGS-"--quantization fp8 --quantize-lm-head"}
+LONG=${LONG:-4096}
 OUR_INT8_FLAGS=${OUR_INT8_FLAGS-"--quantization int8 --quantize-lm-head"}
 OUR_INT4_FLAGS=${OUR_INT4_FLAGS:---quantization int4;--quantization int4 --quantization-rest int4 --quantize-lm-head --quantize-embedding}
 PEER_GGUF_Q4=${PEER_GGUF_Q4:-}
@@ -93,8 +99,14 @@ IFS=';' read -r -a int4_variants <<<"$OUR_INT4_FLAGS"
 [ -n "$OUR_MODEL" ] || die "OUR_MODEL is not set: the HF checkpoint directory the GGUFs were converted from"
 [ -f "$OUR_MODEL/config.json" ] || die "OUR_MODEL=$OUR_MODEL: no config.json there"
 [ -x "$MLASERVE" ] || die "MLASERVE=$MLASERVE: no such executable (make all first)"
-case "$THREADS$REPS$GEN" in *[!0-9]*) die "THREADS, REPS and GEN must be positive integers" ;; esac
+case "$THREADS$REPS$GEN$LONG" in *[!0-9]*) die "THREADS, REPS, GEN and LONG must be integers" ;; esac
 if [ "$THREADS" -eq 0 ] || [ "$REPS" -eq 0 ] || [ "$GEN" -le 2 ]; then die "THREADS, REPS > 0 and GEN > 2 please"; fi
+
+ctxs=(512) long_gp=() # the decode contexts; the peer's -gp for LONG
+if [ "$LONG" -gt 0 ]; then
+	ctxs+=("$LONG")
+	long_gp=(-gp "$LONG,$GEN")
+fi
 
 OUT=${OUT:-$(mktemp -d /tmp/vs_peers.XXXXXX)}
 mkdir -p "$OUT"
@@ -102,17 +114,17 @@ res="$OUT/results.tsv" # rep side format metric tokens/s
 : >"$res"
 
 # ours REP FORMAT (bf16, fp8, int8 or int4.N, OUR_INT4_FLAGS' variant N): prefill 512 + decode
-# @512 (int4 also at BATCHES), then decode @4096
+# @512 (int4 also at BATCHES), then decode @LONG
 ours() {
 	local rep=$1 fmt=$2 q=() ctx j bs b
 	# shellcheck disable=SC2206 # the flags are lists
 	case $fmt in fp8) q=($OUR_Q8_FLAGS) ;; int8) q=($OUR_INT8_FLAGS) ;; int4.*) q=(${int4_variants[${fmt#int4.}]}) ;; esac
-	for ctx in 512 4096; do
+	for ctx in "${ctxs[@]}"; do
 		j="$OUT/ours-$fmt-$ctx-r$rep.json"
 		bs=1
 		case $fmt$ctx in int4.*512) for b in $BATCHES; do bs="$bs,$b"; done ;; esac
 		echo "  ours $fmt, context $ctx, batch $bs" >&2
-		# the 4096-token prompt is only context for the decode: no warm-up prefill before it
+		# the LONG-token prompt is only context for the decode: no warm-up prefill before it
 		"$MLASERVE" bench latency "$OUR_MODEL" --batch-size "$bs" --input-len "$ctx" --output-len "$GEN" \
 			--num-iters-warmup $((ctx == 512)) --threads "$THREADS" "${q[@]}" --output-json "$j" \
 			>"${j%.json}.log" 2>&1 ||
@@ -145,7 +157,7 @@ peer() {
 	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 2 -o json -p 512 -n 0 \
 		$PEER_FLAGS "$@" >"${j%.json}-pp.json" 2>"${j%.json}-pp.log" || die "llama-bench failed, see ${j%.json}-pp.log"
 	# shellcheck disable=SC2086
-	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o json -p 0 -n 0 -gp "512,$GEN" -gp "4096,$GEN" \
+	"$PEER_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o json -p 0 -n 0 -gp "512,$GEN" ${long_gp[@]+"${long_gp[@]}"} \
 		$PEER_FLAGS "$@" >"$j" 2>"${j%.json}.log" || die "llama-bench failed, see ${j%.json}.log"
 	if [ -n "$PEER_BATCHED" ] && [ -n "$BATCHES" ] && [ "${fmt#q4:}" != "$fmt" ]; then
 		for b in $BATCHES; do npl="$npl${npl:+,}$b"; done
@@ -199,16 +211,19 @@ for rep in $(seq 1 "$REPS"); do
 	echo "round $rep" >&2
 	if [ -n "$PEER_GGUF_BF16" ]; then
 		pair bf16 "$PEER_GGUF_BF16" bf16
-		if [ -n "$OUR_INT8_FLAGS" ]; then pair q8 "$PEER_GGUF_Q8" fp8 int8; else pair q8 "$PEER_GGUF_Q8" fp8; fi
+		q8_ours=()
+		[ -z "$OUR_Q8_FLAGS" ] || q8_ours+=(fp8)
+		[ -z "$OUR_INT8_FLAGS" ] || q8_ours+=(int8)
+		pair q8 "$PEER_GGUF_Q8" ${q8_ours[@]+"${q8_ours[@]}"}
 	fi
 	[ ${#q4_setups[@]} = 0 ] || q4_round
 done
 
 python3 - "$res" "$THREADS" "$REPS" "$GEN" "$PEER_BENCH" "$PEER_FLAGS" "$OUR_Q8_FLAGS" "$OUR_INT8_FLAGS" \
-	"$PEER_GGUF_BF16" "$OUR_INT4_FLAGS" "$BATCHES" <<'EOF'
+	"$PEER_GGUF_BF16" "$OUR_INT4_FLAGS" "$BATCHES" "$LONG" <<'EOF'
 import sys
 from collections import defaultdict
-res, threads, reps, gen, peer, flags, q8, i8, bf16, i4, batches = sys.argv[1:]
+res, threads, reps, gen, peer, flags, q8, i8, bf16, i4, batches, long = sys.argv[1:]
 v = defaultdict(list)
 for line in open(res):
     _, side, fmt, metric, ts = line.split("\t")
@@ -228,17 +243,24 @@ def show(table):
             print("|" + "|".join("-" * (x + 2) for x in w) + "|")
 print("tokens/s, %s threads, %s rounds (range), decode %s steps; ratio = ours/peer, best of rounds"
       % (threads, reps, gen))
-rows = [("prefill 512", "pp512"), ("decode @512", "tg@512"), ("decode @4096", "tg@4096")]
+rows = [("prefill 512", "pp512"), ("decode @512", "tg@512")] + ([("decode @" + long, "tg@" + long)] if int(long) else [])
 if bf16:
-    cols = ["ours bf16", "peer bf16", "ratio", "ours fp8", "peer Q8_0", "ratio"] + (["ours int8", "ratio"] if i8 else [])
+    ours8 = (["fp8"] if q8 else []) + (["int8"] if i8 else [])
+    cols = ["ours bf16", "peer bf16", "ratio", "peer Q8_0"]
+    for o in ours8:
+        cols += ["ours " + o, "ratio"]
     table = [["", *cols]]
-    for label, m in rows:
+    for label, m in rows + [("model GB", "model_bytes")]:
+        if m == "model_bytes":
+            gb = lambda k: "%.3f" % (max(v[k]) / 1e9) if v.get(k) else "-"
+            table.append([label, gb(("ours", "bf16", m)), gb(("peer", "bf16", m)), "", gb(("peer", "q8", m))]
+                         + sum([[gb(("ours", o, m)), ""] for o in ours8], []))
+            continue
         table.append([label, cell(("ours", "bf16", m)), cell(("peer", "bf16", m)),
-                      ratio(("ours", "bf16", m), ("peer", "bf16", m)), cell(("ours", "fp8", m)),
-                      cell(("peer", "q8", m)), ratio(("ours", "fp8", m), ("peer", "q8", m))]
-                     + ([cell(("ours", "int8", m)), ratio(("ours", "int8", m), ("peer", "q8", m))] if i8 else []))
+                      ratio(("ours", "bf16", m), ("peer", "bf16", m)), cell(("peer", "q8", m))]
+                     + sum([[cell(("ours", o, m)), ratio(("ours", o, m), ("peer", "q8", m))] for o in ours8], []))
     show(table)
-    print("peer: %s %s; ours fp8: %s%s" % (peer, flags, q8, "; ours int8: " + i8 if i8 else ""))
+    print("peer: %s %s%s%s" % (peer, flags, "; ours fp8: " + q8 if q8 else "", "; ours int8: " + i8 if i8 else ""))
 q4 = sorted({f for s, f, _ in v if s == "peer" and f.startswith("q4:")})
 ours4 = sorted({f for s, f, _ in v if s == "ours" and f.startswith("int4.")})
 if q4:
