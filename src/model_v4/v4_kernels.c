@@ -9,6 +9,7 @@
 
 #include "model_v4/fp4.h"
 #include "model_v4/v4_ix_amx.h"
+#include "model_v4/v4_ix_int.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(fast)
@@ -277,16 +278,25 @@ static void ix_tile(const struct v4k_keys *k, int di, long e0, int n, float *kt)
 	}
 }
 
-/* G heads from h: (sd0 | sd1)[lane] += w_h relu(q_h . k_lane), the heads in order */
+/* G heads from h: (sd0 | sd1)[lane] += w_h relu(q_h . k_lane), the heads in order; each dot
+ * summed per 32-dim block from 0, the blocks' sums then added in order (with fp4 keys and query
+ * a block's sum is exact, so v4_ix_int.h's integer block dots give the same floats) */
 INLINE void ix_heads(int G, int h, int di, const float *q, const float *w, const float *kt, v8d *sd0, v8d *sd1)
 {
 	v16f a[8] = {{0}};
 	const float *qh = q + (size_t)h * (size_t)di;
-	for (int d = 0; d < di; d++) {
-		v16f kd = ld16(kt + (size_t)d * V4K_KB);
+	for (int b = 0; b < di; b += 32) {
+		int be = di - b < 32 ? di : b + 32;
+		v16f p[8] = {{0}};
+		for (int d = b; d < be; d++) {
+			v16f kd = ld16(kt + (size_t)d * V4K_KB);
+#pragma GCC unroll 8
+			for (int u = 0; u < G; u++)
+				p[u] += qh[(size_t)u * (size_t)di + (size_t)d] * kd;
+		}
 #pragma GCC unroll 8
 		for (int u = 0; u < G; u++)
-			a[u] += qh[(size_t)u * (size_t)di + (size_t)d] * kd;
+			a[u] += p[u];
 	}
 	const v16f zero = {0};
 #pragma GCC unroll 8
@@ -300,8 +310,9 @@ INLINE void ix_heads(int G, int h, int di, const float *q, const float *w, const
 	}
 }
 
-INLINE void ix_scores_body(int H, int di, const float *q, const float *w, const struct v4k_keys *k, long e0, long e1,
-			   double *s)
+/* G heads a pass: 8, or 4 where 16 registers hold a pass's partial sums */
+INLINE void ix_scores_body(int G, int H, int di, const float *q, const float *w, const struct v4k_keys *k, long e0,
+			   long e1, double *s)
 {
 	float kt[V4K_MAX_DI * V4K_KB] __attribute__((aligned(64)));
 	for (long e = e0; e < e1; e += V4K_KB) {
@@ -309,8 +320,10 @@ INLINE void ix_scores_body(int H, int di, const float *q, const float *w, const 
 		ix_tile(k, di, e, n, kt);
 		v8d sd[2] = {{0}, {0}};
 		int h = 0;
-		for (; h + 8 <= H; h += 8)
+		for (; G == 8 && h + 8 <= H; h += 8)
 			ix_heads(8, h, di, q, w, kt, &sd[0], &sd[1]);
+		for (; h + 4 <= H; h += 4)
+			ix_heads(4, h, di, q, w, kt, &sd[0], &sd[1]);
 		for (; h < H; h++)
 			ix_heads(1, h, di, q, w, kt, &sd[0], &sd[1]);
 		memcpy(s + (e - e0), sd, sizeof(double) * (size_t)n);
@@ -320,19 +333,30 @@ INLINE void ix_scores_body(int H, int di, const float *q, const float *w, const 
 AVX512_FN static void ix_scores_avx512(int H, int di, const float *q, const float *w, const struct v4k_keys *k,
 				       long e0, long e1, double *s)
 {
-	ix_scores_body(H, di, q, w, k, e0, e1, s);
+	ix_scores_body(8, H, di, q, w, k, e0, e1, s);
 }
 
 AVX2_FN static void ix_scores_avx2(int H, int di, const float *q, const float *w, const struct v4k_keys *k, long e0,
 				   long e1, double *s)
 {
-	ix_scores_body(H, di, q, w, k, e0, e1, s);
+	ix_scores_body(4, H, di, q, w, k, e0, e1, s);
 }
 
 static void ix_scores_portable(int H, int di, const float *q, const float *w, const struct v4k_keys *k, long e0,
 			       long e1, double *s)
 {
-	ix_scores_body(H, di, q, w, k, e0, e1, s);
+	ix_scores_body(8, H, di, q, w, k, e0, e1, s);
+}
+
+static void ix_scores_float(enum ops_level lv, int H, int di, const float *q, const float *w, const struct v4k_keys *k,
+			    long e0, long e1, double *s)
+{
+	if (lv >= OPS_AVX512)
+		ix_scores_avx512(H, di, q, w, k, e0, e1, s);
+	else if (lv >= OPS_AVX2)
+		ix_scores_avx2(H, di, q, w, k, e0, e1, s);
+	else
+		ix_scores_portable(H, di, q, w, k, e0, e1, s);
 }
 
 void v4k_index_scores(enum ops_level lv, int H, int di, const float *q, const float *w, const struct v4k_keys *k,
@@ -340,10 +364,18 @@ void v4k_index_scores(enum ops_level lv, int H, int di, const float *q, const fl
 {
 	if (lv >= OPS_AMX && k->packed && v4k_ix_amx_scores(H, di, q, w, k, e0, e1, s) == 0)
 		return;
-	if (lv >= OPS_AVX512)
-		ix_scores_avx512(H, di, q, w, k, e0, e1, s);
-	else if (lv >= OPS_AVX2)
-		ix_scores_avx2(H, di, q, w, k, e0, e1, s);
-	else
-		ix_scores_portable(H, di, q, w, k, e0, e1, s);
+	if (lv >= OPS_AVX2 && k->packed) { /* integer block dots; a tile they cannot do exactly: floats */
+		long done;
+		while (e0 < e1 && (done = v4k_ix_int_scores(lv >= OPS_AVX512, H, di, q, w, k, e0, e1, s)) >= 0) {
+			e0 += done, s += done;
+			if (e0 < e1) {
+				long t = e1 - e0 < V4_IX_INT_KB ? e1 : e0 + V4_IX_INT_KB;
+				ix_scores_float(lv, H, di, q, w, k, e0, t, s);
+				s += t - e0, e0 = t;
+			}
+		}
+		if (e0 >= e1)
+			return;
+	}
+	ix_scores_float(lv, H, di, q, w, k, e0, e1, s);
 }

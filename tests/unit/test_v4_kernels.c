@@ -15,6 +15,7 @@
 #include "model_v4/v4_attn.h"
 #include "model_v4/v4_indexer.h"
 #include "model_v4/v4_ix_amx.h"
+#include "model_v4/v4_ix_int.h"
 #include "model_v4/v4_kernels.h"
 #include "model_v4/v4_pack.h"
 #include "model_v4/v4_quant.h"
@@ -185,6 +186,94 @@ static void test_indexer(void)
 	ix_case(80, 96, 300, 64, 12, &s); /* two passes of head groups (amx), block scales 2^-12 .. 2^12 apart */
 }
 
+/* The scores' float32 arithmetic spelled out: per head each 32-dim block's exact sum (in double:
+ * fp4 products and their sums are exact there), the blocks added in order in float32, relu,
+ * w_h x that summed over the heads in order in double. */
+static void ix_blockwise_ref(int H, int di, const float *q, const float *w, const float *k, double *out)
+{
+	double sum = 0;
+	for (int h = 0; h < H; h++) {
+		float a = 0;
+		for (int b = 0; b < di; b += 32) {
+			double p = 0;
+			for (int i = b; i < b + 32; i++)
+				p += (double)q[(size_t)h * (size_t)di + (size_t)i] * k[i];
+			a = a + (float)p;
+		}
+		sum += (double)w[h] * (double)(a > 0 ? a : 0);
+	}
+	*out = sum;
+}
+
+/* Fp4 keys and query (block scales 2^-spread .. 2^spread apart on each side): every level's
+ * scores, packed keys and float rows, and the integer path called directly, are the blockwise
+ * float32 reference's bit for bit (amx's tiles on packed keys only with one scale throughout); the integer path refuses a query that is not fp4, and hands
+ * the float kernel the tile of a key whose scales leave float32's normal range. */
+static void ix_exact_case(int H, int di, int n, int spread, uint64_t *s)
+{
+	float *q = rand_vec(s, (size_t)H * (size_t)di, 2.0f), *w = rand_vec(s, (size_t)H, 1.0f);
+	float *keys = rand_vec(s, (size_t)n * (size_t)di, 1.5f);
+	spread_blocks(q, H * di, spread, s);
+	spread_blocks(keys, n * di, spread, s);
+	v4_fp4_sim(q, H * di, 32);
+	size_t pw = v4_pack_ix_floats(di);
+	float *packed = malloc((size_t)n * pw * sizeof *packed);
+	const float **rows = malloc((size_t)n * sizeof *rows), **prows = malloc((size_t)n * sizeof *prows);
+	double *ref = malloc((size_t)n * sizeof *ref), *sc = malloc((size_t)n * sizeof *sc);
+	CHECK(packed && rows && prows && ref && sc);
+	for (int e = 0; e < n; e++) {
+		float *k = keys + (size_t)e * (size_t)di;
+		v4_pack_ix(k, di, packed + (size_t)e * pw);
+		v4_unpack_ix(packed + (size_t)e * pw, di, k); /* the values the packed key stands for */
+		rows[e] = k;
+		prows[e] = packed + (size_t)e * pw;
+		ix_blockwise_ref(H, di, q, w, k, &ref[e]);
+	}
+	for (int lv = 0; lv <= (int)ops_level_best(); lv++)
+		for (int packed_keys = 0; packed_keys < 2; packed_keys++) {
+			if (lv >= OPS_AMX && packed_keys && spread) /* tdpbf16ps rounds within a block's */
+				continue;                           /* pairs: test_indexer's bound */
+			struct v4k_keys kk = {packed_keys ? prows : rows, packed_keys};
+			memset(sc, 0, (size_t)n * sizeof *sc);
+			v4k_index_scores((enum ops_level)lv, H, di, q, w, &kk, 0, n, sc);
+			int diff = 0;
+			for (int e = 0; e < n; e++)
+				diff += memcmp(&sc[e], &ref[e], sizeof sc[e]) != 0;
+			EXPECTF(diff == 0,
+				"%s %s H %d di %d spread %d: %d of %d scores not the blockwise float32 ones",
+				ops_level_name((enum ops_level)lv), packed_keys ? "packed" : "floats", H, di, spread,
+				diff, n);
+		}
+	struct v4k_keys kk = {prows, 1};
+	for (int avx512 = 0; avx512 < 2 && (int)ops_level_best() >= OPS_AVX2 + avx512; avx512++) {
+		memset(sc, 0, (size_t)n * sizeof *sc);
+		EXPECT_EQ_INT((int)v4k_ix_int_scores(avx512, H, di, q, w, &kk, 0, n, sc), n);
+		EXPECTF(!memcmp(sc, ref, (size_t)n * sizeof *sc), "integer path (avx512 %d) spread %d differs", avx512,
+			spread);
+		float q0 = q[0];
+		q[0] = 1.0f + 0x1p-20f; /* not a 4-bit mantissa */
+		EXPECT_EQ_INT((int)v4k_ix_int_scores(avx512, H, di, q, w, &kk, 0, n, sc), -1);
+		q[0] = q0;
+		if (n > 20) { /* key 20's first block scale 2^-127: its tile (keys 16 ..) is the float kernel's */
+			uint8_t *exps = (uint8_t *)prows[20] + di / 2, e0 = exps[0];
+			exps[0] = 0;
+			EXPECT_EQ_INT((int)v4k_ix_int_scores(avx512, H, di, q, w, &kk, 0, n, sc), 16);
+			EXPECT_EQ_INT((int)v4k_ix_int_scores(avx512, H, di, q, w, &kk, 32, n, sc), n - 32);
+			exps[0] = e0;
+		}
+	}
+	free(q), free(w), free(keys), free(packed), free(rows), free(prows), free(ref), free(sc);
+}
+
+static void test_indexer_exact(void)
+{
+	uint64_t s = 11;
+	ix_exact_case(64, 128, 200, 0, &s);
+	ix_exact_case(64, 128, 200, 12, &s); /* block scales 2^-12 .. 2^12 apart, each side */
+	ix_exact_case(7, 96, 45, 40, &s);    /* 2^-40 .. 2^40; heads not a multiple of 4; a partial tile */
+	ix_exact_case(3, 32, 5, 20, &s);
+}
+
 static void setup(void)
 {
 	struct err e = {{0}};
@@ -193,4 +282,4 @@ static void setup(void)
 
 static void teardown(void) { pool_free(g_pool); }
 
-TESTS(T(setup), T(test_attn), T(test_indexer), T(teardown))
+TESTS(T(setup), T(test_attn), T(test_indexer), T(test_indexer_exact), T(teardown))
