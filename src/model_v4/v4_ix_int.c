@@ -1,7 +1,7 @@
-/* v4_ix_int.h. A tile is 16 keys, one per int16 lane: kt [di / 2][16] holds each key's dim
- * pair (2i, 2i + 1) as two bytes 2 e2m1 + 12 (0 .. 24, the pair being one packed code byte);
- * the query is packed once a call as int8 pairs broadcast to 32 bits. Per head and block:
- * 16 vpmaddubsw + vpaddw give sum (k_i + 12) q_i (|.| <= 32 x 24 x 12, an int16), less the
+/* v4_ix_int.h. A tile is 16 keys (32 at avx512), one per int16 lane: kt [di / 2][16] holds
+ * each key's dim pair (2i, 2i + 1) as two bytes 2 e2m1 + 12 (0 .. 24, the pair being one packed
+ * code byte); the query is packed once a call as int8 pairs broadcast to 32 bits. Per head and
+ * block: 16 vpmaddubsw + vpaddw give sum (k_i + 12) q_i (|.| <= 32 x 24 x 12, an int16), less the
  * query's 12 sum q_i; that times 2^(key exp + query exp) (a float built from its exponent,
  * normal by the tile's check) is added to the head's float32 sum with one rounding, as the
  * float kernel adds its exact block sum. */
@@ -25,7 +25,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define AVX2_FN
-#define AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
 
 struct ix_query {
 	uint32_t qp[V4_IX_INT_QMAX / 2]; /* [H][di / 2]: (q_2i, q_2i+1) int8s, twice */
@@ -86,10 +85,10 @@ static int prep_query(int H, int di, const float *q, const float *w, struct ix_q
 	return 0;
 }
 
-/* keys e .. e + n - 1 into kt [di / 2][KB] and kx [di / 32][KB] ((key exp + 127 - 1) << 23: with
+/* keys e .. e + n - 1 into kt [di / 2][tw] and kx [di / 32][tw] ((key exp + 127 - 1) << 23: with
  * a block's query exponent added, the float 2^(key exp - 1 + query exp)); lanes past n key 0.
  * 0, or -1 where a key's exponents could leave [EXP_MIN, EXP_MAX] with the query's. */
-static int tile_keys(const struct ix_query *x, const struct v4k_keys *k, int di, long e, int n, uint16_t *kt,
+static int tile_keys(const struct ix_query *x, const struct v4k_keys *k, int di, long e, int n, int tw, uint16_t *kt,
 		     int32_t *kx)
 {
 	int np = di / 2, nb = di / 32;
@@ -99,16 +98,16 @@ static int tile_keys(const struct ix_query *x, const struct v4k_keys *k, int di,
 			int ek = (int)exps[b] - 127 - 1; /* the key value's unit: 2 e2m1 x 2^ek */
 			if (exps[b] == 0xFF || ek + x->lo < EXP_MIN || ek + x->hi > EXP_MAX)
 				return -1;
-			kx[b * KB + j] = (int32_t)((uint32_t)(ek + 127) << 23);
+			kx[b * tw + j] = (int32_t)((uint32_t)(ek + 127) << 23);
 		}
 		for (int p = 0; p < np; p++)
-			kt[p * KB + j] = x->lut[codes[p]];
+			kt[p * tw + j] = x->lut[codes[p]];
 	}
-	for (int j = n; j < KB; j++) {
+	for (int j = n; j < tw; j++) {
 		for (int b = 0; b < nb; b++)
-			kx[b * KB + j] = 127 << 23;
+			kx[b * tw + j] = 127 << 23;
 		for (int p = 0; p < np; p++)
-			kt[p * KB + j] = 12 | 12 << 8;
+			kt[p * tw + j] = 12 | 12 << 8;
 	}
 	return 0;
 }
@@ -165,7 +164,7 @@ INLINE long scores_body(int H, int di, const struct ix_query *x, const struct v4
 	int32_t kx[V4K_MAX_DI / 32 * KB] __attribute__((aligned(32)));
 	for (long e = e0; e < e1; e += KB) {
 		int n = e1 - e < KB ? (int)(e1 - e) : KB;
-		if (tile_keys(x, k, di, e, n, kt, kx))
+		if (tile_keys(x, k, di, e, n, KB, kt, kx))
 			return e - e0;
 		__m256d sd[4];
 		for (int i = 0; i < 4; i++)
@@ -183,11 +182,84 @@ INLINE long scores_body(int H, int di, const struct ix_query *x, const struct v4
 	return e1 - e0;
 }
 
-AVX512_FN static long scores_avx512(int H, int di, const struct ix_query *x, const struct v4k_keys *k, long e0,
-				    long e1, double *s)
+#define KB2 (2 * KB) /* keys of an AVX-512 tile: 32 int16 lanes */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+
+/* tile_heads on a 32-key tile (kt [di / 2][32], kx [di / 32][32]): sd[4] keys 0-7 .. 24-31 */
+INLINE void tile_heads512(int G, int h, int di, const struct ix_query *x, const uint16_t *kt, const int32_t *kx,
+			  __m512d *sd)
 {
-	return scores_body(H, di, x, k, e0, e1, s);
+	int np = di / 2, nb = di / 32;
+	__m512 a[4][2];
+	for (int u = 0; u < G; u++)
+		a[u][0] = a[u][1] = _mm512_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m512i acc[4];
+		for (int u = 0; u < G; u++)
+			acc[u] = _mm512_setzero_si512();
+		const uint32_t *qb = x->qp + (size_t)h * (size_t)np + 16 * (size_t)b;
+#pragma GCC unroll 16
+		for (int p = 0; p < 16; p++) {
+			__m512i kv = _mm512_load_si512((const void *)(kt + (size_t)(16 * b + p) * KB2));
+#pragma GCC unroll 4
+			for (int u = 0; u < G; u++)
+				acc[u] = _mm512_add_epi16(
+					acc[u],
+					_mm512_maddubs_epi16(kv, _mm512_set1_epi32((int)qb[(size_t)u * np + p])));
+		}
+		__m512i k0 = _mm512_load_si512((const void *)(kx + b * KB2)),
+			k1 = _mm512_load_si512((const void *)(kx + b * KB2 + 16));
+#pragma GCC unroll 4
+		for (int u = 0; u < G; u++) {
+			int hb = (h + u) * nb + b;
+			__m512i d = _mm512_sub_epi16(acc[u], _mm512_set1_epi16(x->corr[hb]));
+			__m512i eq = _mm512_set1_epi32(x->eq[hb]);
+			__m512 d0 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(d)));
+			__m512 d1 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(d, 1)));
+			a[u][0] = _mm512_fmadd_ps(d0, _mm512_castsi512_ps(_mm512_add_epi32(k0, eq)), a[u][0]);
+			a[u][1] = _mm512_fmadd_ps(d1, _mm512_castsi512_ps(_mm512_add_epi32(k1, eq)), a[u][1]);
+		}
+	}
+	const __m512 zero = _mm512_setzero_ps();
+	for (int u = 0; u < G; u++) {
+		__m512d wu = _mm512_set1_pd(x->w[h + u]);
+		__m512 r0 = _mm512_max_ps(a[u][0], zero), r1 = _mm512_max_ps(a[u][1], zero);
+		sd[0] = _mm512_fmadd_pd(wu, _mm512_cvtps_pd(_mm512_castps512_ps256(r0)), sd[0]);
+		sd[1] = _mm512_fmadd_pd(
+			wu, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r0), 1))), sd[1]);
+		sd[2] = _mm512_fmadd_pd(wu, _mm512_cvtps_pd(_mm512_castps512_ps256(r1)), sd[2]);
+		sd[3] = _mm512_fmadd_pd(
+			wu, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r1), 1))), sd[3]);
+	}
 }
+
+static long scores_avx512(int H, int di, const struct ix_query *x, const struct v4k_keys *k, long e0, long e1,
+			  double *s)
+{
+	uint16_t kt[V4K_MAX_DI / 2 * KB2] __attribute__((aligned(64)));
+	int32_t kx[V4K_MAX_DI / 32 * KB2] __attribute__((aligned(64)));
+	for (long e = e0; e < e1; e += KB2) {
+		int n = e1 - e < KB2 ? (int)(e1 - e) : KB2;
+		if (tile_keys(x, k, di, e, n, KB2, kt, kx))
+			return e - e0;
+		__m512d sd[4];
+		for (int i = 0; i < 4; i++)
+			sd[i] = _mm512_setzero_pd();
+		int h = 0;
+		for (; h + 4 <= H; h += 4)
+			tile_heads512(4, h, di, x, kt, kx, sd);
+		for (; h < H; h++)
+			tile_heads512(1, h, di, x, kt, kx, sd);
+		double out[KB2];
+		for (int i = 0; i < 4; i++)
+			_mm512_storeu_pd(out + 8 * i, sd[i]);
+		memcpy(s + (e - e0), out, sizeof(double) * (size_t)n);
+	}
+	return e1 - e0;
+}
+#pragma GCC pop_options
 
 AVX2_FN static long scores_avx2(int H, int di, const struct ix_query *x, const struct v4k_keys *k, long e0, long e1,
 				double *s)

@@ -11,11 +11,11 @@
 #include "model_v4/v4_keys.h"
 
 #define V4_IX_INT_QMAX 16384 /* query values (H x di) it takes */
-#define V4_IX_INT_KB 16      /* keys of a tile */
+#define V4_IX_INT_KB 16      /* keys of a tile at avx2 (twice that at avx512) */
 
 /* Scores s[e - e0] of keys e0 .. e1 - 1 (packed) for one query, as v4k_index_scores; avx512
  * picks that level's build. Returns how many keys it scored from e0: all, or up to the first
- * tile (V4_IX_INT_KB keys from e0) holding a key whose block scales with the query's could leave
+ * tile (V4_IX_INT_KB or twice that keys from e0) holding a key whose block scales with the query's could leave
  * float32's normal range (products not exact there: that tile is the float kernel's); -1
  * (nothing written) where it does not apply: di not a multiple of 32 or over V4K_MAX_DI, more
  * than V4_IX_INT_QMAX query values, or a query block that is not integers |q_i| <= 12 times a
