@@ -11,12 +11,13 @@
  * floats but for rare last-bit roundings. (A float32 version moved them by ~1e-7: enough to
  * flip an fp8 rounding midpoint downstream between a cold and a prefix-cached run.)
  * Indexer: 16 keys at a time, each in a lane of its own (its score does not depend on its
- * neighbours), q_h . k summed over the dims in float32, relu, w_h * dot summed over the heads
- * in double. The stored keys are e2m1 codes x a power of two per 32 and the query has been
- * through the same fp4 round trip, so within a block every product and partial sum is exact
- * in float32: the float32 dot differs from the double one only where block sums of different
- * scales meet. At the amx level packed keys go through tdpbf16ps tiles (v4_ix_amx.h), with the
- * same exact products. */
+ * neighbours), q_h . k summed per 32-dim block in float32 from 0, the blocks' sums added in
+ * order in float32, relu, w_h * dot summed over the heads in double. The stored keys are e2m1
+ * codes x a power of two per 32 and the query has been through the same fp4 round trip, so a
+ * block's sum is exact: the float32 dot differs from the double one only where block sums of
+ * different scales meet, and at avx2 / avx512 packed keys go through integer block dots with the
+ * same floats (v4_ix_int.h). At the amx level packed keys go through tdpbf16ps tiles
+ * (v4_ix_amx.h), with the same exact products. */
 #ifndef MLA_MODEL_V4_V4_KERNELS_H
 #define MLA_MODEL_V4_V4_KERNELS_H
 
