@@ -5,6 +5,7 @@
 #ifndef MLA_OPS_GEMM_H
 #define MLA_OPS_GEMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,12 @@ struct wmat {
 	int packed_pairs;
 	int packed_kind; /* prepack.h: PREPACK_KIND_DP, or PREPACK_KIND_FP8_AVX2 (fp8 at the AVX2 level) */
 	const float *packed_scale;
+	/* Sums in one order whatever a call's token count (f32, f16, bf16, fp8): the row kernels'
+	 * register blocks for every n (never packed per call), or fp8's AVX2 layout packed at load,
+	 * so that row t of y is bit for bit the same in a call of 1 or 300 tokens at a given
+	 * level: a prompt gives the same values however it is chunked (DeepSeek-V4's prefix
+	 * caching, warm = cold). Set before packing at load. */
+	bool fixed_order;
 };
 
 /* A sub-view: rows [r0, r0+nr), cols [c0, c0+nc) of w. */

@@ -379,14 +379,14 @@ int gemm_panel_rows(enum ops_level lvl, const struct gemm_job *j, const void *ac
 	if (lvl >= OPS_AVX512 && j->w->cols > 0) {
 		/* bf16 dot products: bf16-exact x, and weights whose values are (bf16, fp8) */
 		bool dp = lvl >= OPS_AVX512_BF16 && j->x_bf16 && wformat_of(j->w->dtype)->bf16_exact;
-		if (j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
+		if (!j->w->fixed_order && j->n >= gemm_pack512_min_tokens(j->w->dtype, dp))
 			gemm_panel_packed_avx512(j, r0, r1, dp);
 		else
 			gemm_panel_avx512(j, r0, r1, dp);
 		return 0;
 	}
 	float *pack_buf;
-	if (lvl == OPS_AVX2 && j->n >= PACK_MIN_TOKENS && j->w->cols > 0 &&
+	if (lvl == OPS_AVX2 && !j->w->fixed_order && j->n >= PACK_MIN_TOKENS && j->w->cols > 0 &&
 	    (pack_buf = ops_scratch(OPS_SCRATCH_AVX2_PACK, PACK_BUF_BYTES))) {
 		gemm_panel_packed(j, r0, r1, pack_buf);
 		return 0;

@@ -34,7 +34,11 @@ const struct wact *wformat_act_dp(enum ops_level lvl, const struct gemm_job *j)
 }
 
 /* ---- bf16 ---- */
-static bool bf16_prepack_wanted(const struct wmat *w, bool act_bf16) { return prepack_level_wants(act_bf16); }
+/* wmat.fixed_order: the row kernels (the packed ones sum in another order for many tokens) */
+static bool bf16_prepack_wanted(const struct wmat *w, bool act_bf16)
+{
+	return !w->fixed_order && prepack_level_wants(act_bf16);
+}
 static int bf16_prepack_kind(const struct wmat *w) { return PREPACK_KIND_DP; }
 static size_t bf16_prepack_bytes(const struct wmat *w) { return prepack_value_bytes(w); }
 

@@ -59,15 +59,18 @@ static bool fp8_packable(const struct wmat *w)
 	return w->blk_c > 0 && w->blk_c % 2 == 0 && w->blk_c <= 2 * PREPACK_FP8_SEG_PAIRS && w->col0 % w->blk_c == 0;
 }
 
-static bool fp8_prepack_wanted(const struct wmat *w, bool act_bf16)
-{
-	return fp8_packable(w) && prepack_level_wants(act_bf16);
-}
-
 /* below AVX512_BF16 the AVX2 kernel's byte order */
 static int fp8_prepack_kind(const struct wmat *w)
 {
 	return ops_level_best() < OPS_AVX512_BF16 ? PREPACK_KIND_FP8_AVX2 : PREPACK_KIND_DP;
+}
+
+/* wmat.fixed_order: the AVX2 layout's kernel sums in one order for every token count (its
+ * paths differ in exact power-of-two scalings only); the dot-product ones do not */
+static bool fp8_prepack_wanted(const struct wmat *w, bool act_bf16)
+{
+	return fp8_packable(w) && prepack_level_wants(act_bf16) &&
+	       (!w->fixed_order || fp8_prepack_kind(w) == PREPACK_KIND_FP8_AVX2);
 }
 
 static size_t blocks_of(const struct wmat *w) { return (size_t)((w->rows + PREPACK_ROWS - 1) / PREPACK_ROWS); }
