@@ -13,13 +13,12 @@
 #include "ops/wf_fp4.h"
 
 enum v4_kind {
-	VK_FP8,     /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
-	VK_FP8_F32, /* the same widened to an f32 wmat after the TP cut (wo_a) */
-	VK_MAT,     /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
-	VK_FP4,     /* routed experts: I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact);
-		     * as VK_FP8 under expert_dtype fp8 (V4-Flash-Base) */
-	VK_F32,     /* any float tensor [rows] or [rows, cols] -> owned f32 */
-	VK_I64,     /* I64 [rows, cols] -> owned int64 */
+	VK_FP8, /* F8_E4M3 + F8_E8M0 `.scale` per block -> fp8 wmat, fp32 scales */
+	VK_MAT, /* a float matrix (BF16 / F16 / F32) as the checkpoint has it */
+	VK_FP4, /* routed experts: I8 [rows, cols/2] + F8_E8M0 [rows, cols/32] -> bf16 wmat (exact);
+		  * as VK_FP8 under expert_dtype fp8 (V4-Flash-Base) */
+	VK_F32, /* any float tensor [rows] or [rows, cols] -> owned f32 */
+	VK_I64, /* I64 [rows, cols] -> owned int64 */
 };
 
 /* whose struct a row's offset is into */
@@ -138,7 +137,7 @@ static const struct v4_tensor_spec rows[] = {
 	{"%sattn.wq_b.weight", VK_FP8, L(wq_b), HHD, Q, .split = SPLIT_ROWS, .tp_over = H, .tp_per = HD},
 	{"%sattn.wkv.weight", VK_FP8, L(wkv), HD, D, .count = false},
 	{"%sattn.kv_norm.weight", VK_F32, L(kv_norm), HD, 0, .count = false},
-	{"%sattn.wo_a.weight", VK_FP8_F32, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR,
+	{"%sattn.wo_a.weight", VK_FP8, L(wo_a), GO, HDG, .split = SPLIT_ROWS, .tp_over = OG, .tp_per = OLR,
 	 .tp_sub = HDG},
 	{"%sattn.wo_b.weight", VK_FP8, L(wo_b), D, GO, .split = SPLIT_COLS, .tp_over = OG, .tp_per = OLR},
 	{"%sattn.attn_sink", VK_F32, L(sink), H, 0, .split = SPLIT_ROWS, .tp_over = H},
@@ -251,24 +250,6 @@ static int load_fp8(struct ctx *x, const char *name, int rows, int cols, struct 
 	return 0;
 }
 
-/* w (fp8, maybe this rank's view) widened to an owned f32 matrix. wo_a stays f32 (4 bytes a
- * weight read every token, where fp8 would read 1): the fp8 GEMM's sums come out in another
- * order for another chunking of a prompt, and that broke prefix caching's warm = cold logits
- * (v4_generate.sh, 2e-3 against its 1e-4); the f32 GEMM's do not. */
-static int to_f32(struct ctx *x, const char *name, struct wmat *w, struct err *e)
-{
-	int rows = w->rows, cols = w->cols;
-	float *f = model_own(x->m, sizeof(float) * (size_t)rows * (size_t)cols);
-	if (!f)
-		return err_set(e, "tensor %s: out of memory", name);
-	for (int r = 0; r < rows; r++)
-		for (int c = 0; c < cols; c++)
-			f[(size_t)r * (size_t)cols + (size_t)c] = wmat_get(w, r, c);
-	*w = (struct wmat){.dtype = DT_F32, .data = f, .rows = rows, .cols = cols, .ld = cols};
-	x->m->weight_bytes += sizeof(float) * (size_t)rows * (size_t)cols;
-	return 0;
-}
-
 /* MXFP4 read in place through the fp4 weight row (ops/wf_fp4.h): the packed codes and the
  * e8m0 scale bytes as the checkpoint stores them */
 static int load_fp4(struct ctx *x, const char *name, int rows, int cols, struct wmat *w, struct err *e)
@@ -367,14 +348,11 @@ static float pow2_floor(float v)
 
 /* A [rows, cols] matrix of random values whose RMS is ~0.8 / sqrt(cols) in every format (the
  * bf16 dummies' |w| in [a/16, a), a = 1.7 / sqrt(cols)). */
-static int dummy_mat(struct ctx *x, const char *name, enum dtype dt, int rows, int cols, struct wmat *w, void **tmp,
-		     struct err *e)
+static int dummy_mat(struct ctx *x, const char *name, enum dtype dt, int rows, int cols, struct wmat *w, struct err *e)
 {
 	struct model *m = x->m;
 	size_t n = (size_t)rows * (size_t)cols, bytes = dt == DT_F4_E2M1 ? n / 2 : n * dtype_size(dt);
-	void *d = tmp ? malloc(bytes) : model_own(m, bytes); /* tmp: wo_a's, freed once widened */
-	if (tmp)
-		*tmp = d;
+	void *d = model_own(m, bytes);
 	if (!d)
 		return err_set(e, "dummy: tensor %s: out of memory (%zu bytes)", name, bytes);
 	float amp = 1.7f / sqrtf((float)cols);
@@ -493,15 +471,12 @@ static bool head_fp8(const struct ctx *x, const struct v4_tensor_spec *s)
 }
 
 static int dummy_row(struct ctx *x, const struct v4_tensor_spec *s, const char *name, int rows, int cols, void *p,
-		     void **tmp, struct err *e)
+		     struct err *e)
 {
 	switch (s->kind) {
 	case VK_F32: return dummy_f32(x, name, rows, cols, p, e);
 	case VK_I64: return dummy_tid2eid(x, name, rows, cols, p, e);
-	case VK_FP8_F32: return dummy_mat(x, name, dummy_dtype(x->c, s->kind), rows, cols, p, tmp, e);
-	default:
-		return dummy_mat(x, name, head_fp8(x, s) ? DT_F8_E4M3 : dummy_dtype(x->c, s->kind), rows, cols, p,
-				 NULL, e);
+	default: return dummy_mat(x, name, head_fp8(x, s) ? DT_F8_E4M3 : dummy_dtype(x->c, s->kind), rows, cols, p, e);
 	}
 }
 
@@ -514,6 +489,7 @@ static int quantize_head(struct ctx *x, const char *name, struct wmat *w, int lo
 	if (model_quantize_mat(x->m, model_quant_format(x->m, WQ_HEAD), x->m->opt.load_dummy ? "dummy" : "checkpoint",
 			       name, &src, lo, n, 0, src.cols, "--quantize-lm-head", &full, e))
 		return -1;
+	full.fixed_order = src.fixed_order;
 	*w = wmat_view(&full, lo - full.row0, n, 0, full.cols);
 	if (x->m->tp_size > 1)
 		x->m->weight_bytes = before + wmat_bytes(w);
@@ -545,9 +521,9 @@ static void count_format(struct ctx *x, const struct v4_tensor_spec *s, const vo
  * bf16 rows (router, compressors, indexer weights) and the f32 ones stay */
 static const struct wformat *row_quant(const struct ctx *x, const struct v4_tensor_spec *s)
 {
-	return s->kind == VK_FP4                            ? model_quant_format(x->m, WQ_EXPERT)
-	       : s->kind == VK_FP8 || s->kind == VK_FP8_F32 ? model_quant_format(x->m, WQ_LINEAR)
-							    : NULL;
+	return s->kind == VK_FP4   ? model_quant_format(x->m, WQ_EXPERT)
+	       : s->kind == VK_FP8 ? model_quant_format(x->m, WQ_LINEAR)
+				   : NULL;
 }
 
 /* w (this rank's rows or columns [lo, lo + n) of it by s->split) quantized to f at load: the
@@ -570,6 +546,7 @@ static int quantize_row(struct ctx *x, const struct v4_tensor_spec *s, const str
 	if (model_quantize_mat(x->m, f, x->m->opt.load_dummy ? "dummy" : "checkpoint", name, &src, rows ? lo : 0,
 			       rows ? n : src.rows, rows ? 0 : lo, rows ? src.cols : n, flag, &full, e))
 		return -1;
+	full.fixed_order = src.fixed_order;
 	*w = rows ? wmat_view(&full, lo - full.row0, n, 0, full.cols)
 		  : wmat_view(&full, 0, full.rows, lo - full.col0, n);
 	if (cut)
@@ -590,16 +567,14 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	const struct v4_config *c = x->c;
 	int rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 0, rc = 0;
 	size_t before = x->m->weight_bytes;
-	void *tmp = NULL; /* a dummy wo_a's fp8 bytes, until widened */
 	if (x->m->opt.load_dummy) {
-		rc = dummy_row(x, s, name, rows, cols, p, &tmp, e);
+		rc = dummy_row(x, s, name, rows, cols, p, e);
 	} else {
 		/* a config without quantization_config holds its fp8 / fp4 rows in bf16 (as the dummy
 		 * weights of one do): e.g. bench/make_random_hf.py's checkpoints */
 		bool plain = dummy_dtype(c, s->kind) == DT_BF16;
 		switch (s->kind) {
 		case VK_FP8:
-		case VK_FP8_F32:
 			rc = plain ? load_mat(x, name, rows, cols, p, e) : load_fp8(x, name, rows, cols, p, e);
 			break;
 		case VK_MAT: rc = load_mat(x, name, rows, cols, p, e); break;
@@ -615,8 +590,13 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 	}
 	if (rc)
 		goto done;
+	/* every matrix sums in one order whatever the tokens of a GEMM call (ops/gemm.h), so
+	 * that a prompt's values do not depend on its chunking: prefix caching's warm = cold,
+	 * where a last-bit difference can flip an fp8 code of the kv cache */
+	if (s->kind != VK_F32 && s->kind != VK_I64)
+		((struct wmat *)p)->fixed_order = true;
 	const struct wformat *qf = row_quant(x, s), *hq = head_quant(x, s);
-	if (qf && qf->dtype != ((struct wmat *)p)->dtype) { /* -q: quantized, cut, not widened */
+	if (qf && qf->dtype != ((struct wmat *)p)->dtype) { /* -q: quantized, then cut */
 		rc = quantize_row(x, s, qf, name, p, before, e);
 		goto done;
 	}
@@ -643,12 +623,7 @@ static int load_row(struct ctx *x, const struct v4_tensor_spec *s, const char *n
 			x->m->weight_bytes = before + wmat_bytes(w); /* this rank's part */
 		}
 	}
-	if (s->kind == VK_FP8_F32) {
-		x->m->weight_bytes = before;
-		rc = to_f32(x, name, p, e);
-	}
 done:
-	free(tmp);
 	if (rc)
 		return -1;
 	count_format(x, s, p, x->m->weight_bytes - before);
@@ -690,10 +665,10 @@ static void row_bytes(const struct ctx *x, const struct v4_tensor_spec *s, size_
 	const struct v4_config *c = x->c;
 	double rows = dim(c, x->idx, s->rows), cols = s->cols ? dim(c, x->idx, s->cols) : 1;
 	double n = rows * cols * (s->count ? c->n_routed_experts : 1);
-	enum dtype dt = s->kind == VK_F32 || s->kind == VK_FP8_F32 ? DT_F32
-			: s->kind == VK_I64                        ? DT_I64
-			: head_fp8(x, s)                           ? DT_F8_E4M3
-								   : dummy_dtype(c, s->kind);
+	enum dtype dt = s->kind == VK_F32   ? DT_F32
+			: s->kind == VK_I64 ? DT_I64
+			: head_fp8(x, s)    ? DT_F8_E4M3
+					    : dummy_dtype(c, s->kind);
 	double per = s->count ? c->n_routed_experts : 1; /* matrices */
 	double b = dt == DT_F4_E2M1   ? n / 2 + per * rows * ceil(cols / FP4_GROUP)
 		   : dt == DT_F8_E4M3 ? n + per * ceil(rows / 128) * ceil(cols / 128)

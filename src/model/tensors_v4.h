@@ -6,8 +6,8 @@
  * V4's own walker (not tensors.c's) loads it, because its formats are not DeepSeek V3's:
  *   - FP8 e4m3 matrices with F8_E8M0 `.scale` per 128x128 block (not F32 `_scale_inv`): the
  *     existing fp8 row, the ue8m0 bytes widened to fp32 powers of two (exact);
- *   - wo_a: FP8 widened to f32 at load (model.py runs it as BF16 from these values, exact in
- *     bf16 and fp32; the f32 GEMM sums alike whatever the chunking of a prompt);
+ *   - every matrix wmat.fixed_order (ops/gemm.h): its GEMMs sum alike whatever the chunking
+ *     of a prompt (prefix caching's warm = cold), wo_a's in fp8 as the others';
  *   - routed experts: I8 e2m1 pairs + F8_E8M0 per 32 along K, read in place by the MXFP4
  *     weight row (ops/wf_fp4.h, DT_F4_E2M1);
  *   - hyper-connection, ape and sink tensors F32; tid2eid I64.
@@ -32,7 +32,7 @@ struct v4_layer {
 	struct wmat wq_b;            /* [H*hd, q_lora] fp8 */
 	struct wmat wkv;             /* [hd, D] fp8 */
 	float *kv_norm, *sink;       /* [hd], [H] */
-	struct wmat wo_a;            /* [G*o_lora, H*hd/G] f32 (widened): group g's rows g*o_lora.. */
+	struct wmat wo_a;            /* [G*o_lora, H*hd/G] fp8: group g's rows g*o_lora.. */
 	struct wmat wo_b;            /* [D, G*o_lora] fp8 */
 	/* the compressor (ratio > 0): width = 2 hd for ratio 4, else hd */
 	struct wmat c_wkv, c_wgate; /* [width, D] */
