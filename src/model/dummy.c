@@ -54,13 +54,12 @@ static void dummy_fill(void *arg, int begin, int end, int tid)
 }
 
 
-/* Random e4m3 bytes for fp8 checkpoints: random sign and mantissa, exponent field 4-7
- * (|v| in [1/8, 2)), never NaN; the caller's block scale of amp / 2 gives |w| in
- * [amp/16, amp) as the bf16 dummies. Per-chunk streams, as dummy_fill. */
-static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
+/* Random bytes, per-chunk streams as dummy_fill; e4m3: random sign and mantissa with the
+ * exponent field 4-7 (|v| in [1/8, 2)), never NaN, so that the caller's block scale of amp / 2
+ * gives |w| in [amp/16, amp) as the bf16 dummies; else any value (MXFP4's e2m1 code pairs are
+ * all finite). */
+static void fill_random_bytes(const struct dummy_ctx *c, int begin, int end, bool e4m3)
 {
-	(void)tid;
-	const struct dummy_ctx *c = arg;
 	uint8_t *d = (uint8_t *)c->dst;
 	for (int k = begin; k < end; k++) {
 		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
@@ -69,27 +68,24 @@ static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
 			uint64_t r = splitmix(&s);
 			for (size_t j = 0; j < 8 && i + j < i1; j++) {
 				uint8_t b = (uint8_t)(r >> (8 * j));
-				d[i + j] = (uint8_t)((b & 0x80) | (uint8_t)((4 + ((b >> 3) & 3)) << 3) | (b & 7));
+				d[i + j] = e4m3 ? (uint8_t)((b & 0x80) | (uint8_t)((4 + ((b >> 3) & 3)) << 3) |
+							    (b & 7))
+						: b;
 			}
 		}
 	}
 }
 
-/* Random bytes (any value: MXFP4's e2m1 code pairs are all finite). Per-chunk streams. */
+static void dummy_fill_fp8(void *arg, int begin, int end, int tid)
+{
+	(void)tid;
+	fill_random_bytes(arg, begin, end, true);
+}
+
 static void dummy_fill_bytes(void *arg, int begin, int end, int tid)
 {
 	(void)tid;
-	const struct dummy_ctx *c = arg;
-	uint8_t *d = (uint8_t *)c->dst;
-	for (int k = begin; k < end; k++) {
-		uint64_t s = c->seed ^ ((uint64_t)k * 0xd1342543de82ef95ull);
-		size_t i0 = (size_t)k * DUMMY_CHUNK, i1 = i0 + DUMMY_CHUNK < c->n ? i0 + DUMMY_CHUNK : c->n;
-		for (size_t i = i0; i < i1; i += 8) {
-			uint64_t r = splitmix(&s);
-			for (size_t j = 0; j < 8 && i + j < i1; j++)
-				d[i + j] = (uint8_t)(r >> (8 * j));
-		}
-	}
+	fill_random_bytes(arg, begin, end, false);
 }
 
 int model_dummy_fill(struct model *m, const char *name, enum dtype dt, void *dst, size_t n, float amp)
