@@ -74,12 +74,34 @@ static int load_prompts(struct prompt *p, int cap, int V)
 	return n;
 }
 
+/* the prompt of n tokens, or NULL */
+static struct prompt *prompt_of_len(struct prompt *p, int np, int n)
+{
+	for (int k = 0; k < np; k++)
+		if (p[k].n == n)
+			return &p[k];
+	return NULL;
+}
+
+static void free_prompts(struct prompt *p, int np)
+{
+	for (int k = 0; k < np; k++)
+		free(p[k].tok), free(p[k].gold);
+}
+
+/* tiny-v4 for float32 forwards of up to 320 tokens; NULL (a failed check) where it does not load */
+static struct model *open_tiny_v4(struct err *e)
+{
+	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, e);
+	EXPECTF(m, "%s", e->msg);
+	return m;
+}
+
 /* every prompt in one prefill, in chunks of 5, token by token */
 static void test_golden(void)
 {
 	struct err e = {{0}};
-	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
-	EXPECTF(m, "%s", e.msg);
+	struct model *m = open_tiny_v4(&e);
 	if (!m)
 		return;
 	EXPECT(!strcmp(model_config(m)->model_type, "deepseek_v4"));
@@ -99,8 +121,7 @@ static void test_golden(void)
 			EXPECTF(d < TOL, "%s chunk %d: max |diff| %g", p[k].name, chunks[c], d);
 			free(out);
 		}
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -109,8 +130,7 @@ static void test_golden(void)
 static void test_two_sequences(void)
 {
 	struct err e = {{0}};
-	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
-	EXPECTF(m, "%s", e.msg);
+	struct model *m = open_tiny_v4(&e);
 	if (!m)
 		return;
 	int V = model_config(m)->vocab_size;
@@ -176,8 +196,7 @@ static void test_two_sequences(void)
 	EXPECT(strstr(e.msg, "neither kept nor a snapshot") != NULL);
 	free(out);
 	kv_cache_fini(&kv);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -187,17 +206,13 @@ static void test_two_sequences(void)
 static void test_paged_layouts(void)
 {
 	struct err e = {{0}};
-	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
-	EXPECTF(m, "%s", e.msg);
+	struct model *m = open_tiny_v4(&e);
 	if (!m)
 		return;
 	int V = model_config(m)->vocab_size;
 	struct prompt p[8];
 	int np = load_prompts(p, 8, V);
-	struct prompt *a = NULL;
-	for (int k = 0; k < np; k++)
-		if (p[k].n == 300)
-			a = &p[k];
+	struct prompt *a = prompt_of_len(p, np, 300);
 	CHECK(a);
 	float *out = malloc(sizeof(float) * 37 * (size_t)V);
 	static const int sizes[3] = {5, 16, 128};
@@ -244,8 +259,7 @@ static void test_paged_layouts(void)
 		kv_cache_fini(&kv);
 	}
 	free(out);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -256,17 +270,13 @@ static void test_paged_layouts(void)
 static void test_prefix_resume(void)
 {
 	struct err e = {{0}};
-	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
-	EXPECTF(m, "%s", e.msg);
+	struct model *m = open_tiny_v4(&e);
 	if (!m)
 		return;
 	int V = model_config(m)->vocab_size;
 	struct prompt p[8];
 	int np = load_prompts(p, 8, V);
-	struct prompt *a = NULL;
-	for (int k = 0; k < np; k++)
-		if (p[k].n == 300)
-			a = &p[k];
+	struct prompt *a = prompt_of_len(p, np, 300);
 	CHECK(a);
 	struct kv_cache kv = {0};
 	CHECK(model_kv_cache_init(m, &kv, 64, FWD_BS, DT_F32, &e) == 0);
@@ -319,8 +329,7 @@ static void test_prefix_resume(void)
 	EXPECTF(worst < TOL, "max |diff| %g", worst);
 	free(out);
 	kv_cache_fini(&kv);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -331,17 +340,13 @@ static void test_prefix_resume(void)
 static void test_prefix_same_step(void)
 {
 	struct err e = {{0}};
-	struct model *m = load_v4(fixture_path("tiny-v4"), DT_F32, 320, &e);
-	EXPECTF(m, "%s", e.msg);
+	struct model *m = open_tiny_v4(&e);
 	if (!m)
 		return;
 	int V = model_config(m)->vocab_size;
 	struct prompt p[8];
 	int np = load_prompts(p, 8, V);
-	struct prompt *a = NULL;
-	for (int k = 0; k < np; k++)
-		if (p[k].n == 300)
-			a = &p[k];
+	struct prompt *a = prompt_of_len(p, np, 300);
 	CHECK(a);
 	struct kv_cache kv = {0};
 	CHECK(model_kv_cache_init(m, &kv, 64, FWD_BS, DT_F32, &e) == 0);
@@ -421,8 +426,7 @@ static void test_prefix_same_step(void)
 	EXPECTF(worst < TOL, "max |diff| %g", worst);
 	free(out);
 	kv_cache_fini(&kv);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -486,8 +490,7 @@ static void test_prefix_resume_mtp(void)
 	a.max_blocks = (2 * n + FWD_BS - 1) / FWD_BS;
 	fwd_seq_fini(&a);
 	free(gold), free(out);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
@@ -572,8 +575,7 @@ static void test_mtp(void)
 			free(gold), free(out);
 		}
 	json_decref(j);
-	for (int k = 0; k < np; k++)
-		free(p[k].tok), free(p[k].gold);
+	free_prompts(p, np);
 	model_free(m);
 }
 
